@@ -1,0 +1,18 @@
+"""neuralde_seq: continuous-time sequence models for irregularly sampled time series.
+
+What is solved (vector fields, controls), how it is solved (solvers) and what is done with the answer
+(models) live in separate modules; this namespace gathers the public pieces.
+"""
+from .controls import Control, build_control
+from .fields import FastWeightField
+from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, control_options, create_model,
+                     MODEL_NAMES)
+from .rules import Delta, Hebb, LearningRule, Oja, make_rule
+from .signatures import logsignature, logsignature_windows
+from .solvers import SolverOptions, solve
+
+__version__ = "0.1.0"
+
+__all__ = ["Control", "build_control", "FastWeightField", "FastWeightClassifier", "FastWeightLayer",
+           "FastWeightNetwork", "control_options", "create_model", "MODEL_NAMES", "Delta", "Hebb", "LearningRule",
+           "Oja", "make_rule", "logsignature", "logsignature_windows", "SolverOptions", "solve"]

@@ -1,0 +1,395 @@
+"""Controls: continuous paths X(s) built from irregularly sampled observations.
+
+A batch of observations is ``times`` (B, T), ``values`` (B, T, C) with NaN marking a missing value, and
+``lengths`` (B,) (each sample's valid prefix; anything after it is padding and is ignored). From it
+:func:`build_control` builds a :class:`Control`: a batch of piecewise-cubic paths on one shared grid of
+*knots* in a parameter s, each sample ending at its own final knot and constant after it.
+
+Parametrisation (the ``parametrization`` option):
+
+- ``"time"``: s is the observation time itself. Every sample must be observed on the same time grid
+  (values may be NaN, lengths may differ), as in the benchmarks of the papers (Speech Commands,
+  PhysioNet, UEA with dropped points). Rows of ``times`` that disagree raise an error.
+- ``"index"``: s is the observation index 0, 1, ..., L_b − 1 of each sample, so samples may have
+  different times; real time enters only through the time channel (``time_channel=True``).
+
+Log-signature controls (``method="logsignature"``) are always indexed by window: window j of every
+sample occupies s ∈ [j, j + 1) and the control there is the window's log-signature (the rate of the
+driving path per unit s), so batching never changes the grid of any sample.
+
+Missing values (the ``missing`` option) are never silently zero-filled: ``"interpolate"`` interpolates
+through them (constant before the first and after the last observation), ``"forward_fill"`` carries the
+last observation forward (the first observation backward), and ``"zero"`` writes zeros only together
+with a mask channel. A channel with no observation at all in a sample raises an error unless
+``unobserved_fill`` names the value to use.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torchcde
+
+from .signatures import logsignature_channels, logsignature_windows
+
+__all__ = ["Control", "build_control", "INTERPOLATIONS", "MISSING_POLICIES"]
+
+INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
+MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
+
+
+@dataclasses.dataclass
+class Control:
+    """A batch of piecewise-cubic paths on shared knots.
+
+    On [knots[i], knots[i+1]) sample b's path is ``a + b f + c f² + d f³`` with f = s − knots[i], the four
+    coefficients being ``coeffs[b, i, 0:4]``. After its final knot ``knots[end_index[b]]`` every path is
+    constant.
+
+    Attributes:
+        knots: (K,) strictly increasing parameter values; a solver steps through each of them.
+        coeffs: (B, K − 1, 4, C) polynomial coefficients.
+        end_index: (B,) long, index into ``knots`` of each sample's final knot.
+        piecewise_constant: True for log-signature windows. Then the path's "value" and "derivative"
+            are both the window's log-signature rate (the input of an RDE vector field).
+        channels_info: names of the channels, for display.
+    """
+
+    knots: torch.Tensor
+    coeffs: torch.Tensor
+    end_index: torch.Tensor
+    piecewise_constant: bool = False
+    channels_info: tuple[str, ...] = ()
+
+    # ---- shape facts ---------------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self.coeffs.shape[0]
+
+    @property
+    def channels(self) -> int:
+        """Number of input channels of the path."""
+        return self.coeffs.shape[-1]
+
+    @property
+    def end(self) -> torch.Tensor:
+        """(B,) each sample's final parameter value."""
+        return self.knots[self.end_index]
+
+    @property
+    def start(self) -> torch.Tensor:
+        return self.knots[0]
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+    def __getitem__(self, index) -> "Control":
+        """The controls of the samples selected by ``index`` (an int, slice, or index tensor)."""
+        if isinstance(index, int):
+            index = slice(index, index + 1)
+        end_index = self.end_index[index]
+        last = int(end_index.max())
+        # Trim the knots to the last one any selected sample needs: a short batch then solves a short
+        # interval, and every sample still sees exactly the same knots as alone.
+        return Control(self.knots[: last + 1], self.coeffs[index][:, :last], end_index,
+                       self.piecewise_constant, self.channels_info)
+
+    def to(self, *args, **kwargs) -> "Control":
+        """Move and cast like :meth:`torch.Tensor.to` (the end indices keep their integer type)."""
+        coeffs = self.coeffs.to(*args, **kwargs)
+        return Control(self.knots.to(device=coeffs.device, dtype=coeffs.dtype), coeffs,
+                       self.end_index.to(coeffs.device), self.piecewise_constant, self.channels_info)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """Tensors a gradient could flow into (for ``adjoint_params``)."""
+        return (self.coeffs,)
+
+    # ---- evaluation ----------------------------------------------------------------------------
+    def _interval(self, s: torch.Tensor, side: str) -> torch.Tensor:
+        # side="right": s in [k_i, k_{i+1}) belongs to interval i; "left": s in (k_i, k_{i+1}].
+        index = torch.searchsorted(self.knots, s.detach().to(self.knots.dtype), right=(side == "right")) - 1
+        return index.clamp(0, self.knots.shape[0] - 2)
+
+    def _pieces(self, s, side):
+        s = torch.as_tensor(s, dtype=self.knots.dtype, device=self.knots.device)
+        index = self._interval(s, side)
+        frac = (s - self.knots[index]).to(self.coeffs.dtype)
+        if s.dim() == 0:
+            piece = self.coeffs[:, index]  # (B, 4, C)
+        else:
+            if s.shape != (self.batch_size,):
+                raise ValueError(f"s must be a scalar or have shape ({self.batch_size},), got {tuple(s.shape)}")
+            piece = self.coeffs[torch.arange(self.batch_size, device=s.device), index]
+            frac = frac.unsqueeze(-1)
+        return piece, frac
+
+    def evaluate(self, s, side: str = "right") -> torch.Tensor:
+        """X(s) of shape (B, C). ``s`` is a scalar, or a (B,) tensor with one value per sample.
+
+        ``side`` decides which piece a knot belongs to: "right" (the piece starting there) or "left" (the
+        piece ending there, e.g. for a derivative at a sample's final time).
+        """
+        piece, f = self._pieces(s, side)
+        a, b, c, d = piece.unbind(-2)
+        if self.piecewise_constant:
+            return a
+        return a + f * (b + f * (c + f * d))
+
+    def derivative(self, s, side: str = "right") -> torch.Tensor:
+        """dX/ds of shape (B, C); for log-signature windows, the window's log-signature rate."""
+        piece, f = self._pieces(s, side)
+        a, b, c, d = piece.unbind(-2)
+        if self.piecewise_constant:
+            return a
+        return b + f * (2 * c + f * 3 * d)
+
+    def final_value(self) -> torch.Tensor:
+        """(B, C) each sample's X at its own final knot."""
+        return self.evaluate(self.end, side="left")
+
+    def final_derivative(self) -> torch.Tensor:
+        """(B, C) each sample's dX/ds just before its own final knot."""
+        return self.derivative(self.end, side="left")
+
+
+# ---------------------------------------------------------------------------------------------------
+# building controls
+
+def _validate(times, values, lengths):
+    if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
+        raise TypeError("times and values must be torch tensors")
+    if values.dim() != 3:
+        raise ValueError(f"values must have shape (batch, length, channels), got {tuple(values.shape)}")
+    if times.dim() != 2:
+        raise ValueError(f"times must have shape (batch, length), got {tuple(times.shape)}")
+    if times.shape != values.shape[:2]:
+        raise ValueError(f"times has shape {tuple(times.shape)} but values has shape {tuple(values.shape)}: "
+                         "their (batch, length) must agree")
+    batch, length, channels = values.shape
+    if batch == 0:
+        raise ValueError("empty batch: values has no samples")
+    if length == 0:
+        raise ValueError("empty sequence: values has length 0")
+    if channels == 0:
+        raise ValueError("values has no channels")
+    if not values.is_floating_point():
+        raise TypeError(f"values must be a floating point tensor, got {values.dtype}")
+    if lengths is None:
+        lengths = torch.full((batch,), length, dtype=torch.long, device=values.device)
+    else:
+        lengths = torch.as_tensor(lengths, device=values.device)
+        if lengths.shape != (batch,):
+            raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
+        if lengths.is_floating_point():
+            raise TypeError("lengths must be an integer tensor")
+        lengths = lengths.long()
+    if (lengths == 0).any():
+        raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
+    if (lengths < 2).any():
+        raise ValueError(f"sequence too short: a control needs at least 2 observations, lengths < 2 for samples "
+                         f"{_first(lengths < 2)}")
+    if (lengths > length).any():
+        raise ValueError(f"lengths exceed the sequence length {length} for samples {_first(lengths > length)}")
+    valid = torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
+    times = times.to(values.dtype)
+    if torch.isnan(times[valid]).any():
+        bad = torch.isnan(times) & valid
+        raise ValueError(f"times contains NaN within the valid length of samples {_first(bad.any(1))}")
+    if torch.isinf(values[valid]).any() or torch.isinf(times[valid]).any():
+        raise ValueError("values or times contain infinite entries")
+    pair_valid = valid[:, 1:]
+    increasing = (times[:, 1:] > times[:, :-1]) | ~pair_valid
+    if not increasing.all():
+        b, i = torch.nonzero(~increasing)[0].tolist()
+        raise ValueError(f"times must be strictly increasing within each sample: sample {b} has "
+                         f"times[{i}]={times[b, i].item()} >= times[{i + 1}]={times[b, i + 1].item()}")
+    return times, values, lengths, valid
+
+
+def _first(mask: torch.Tensor, n: int = 5) -> list[int]:
+    return torch.nonzero(mask).flatten()[:n].tolist()
+
+
+def _fill_forward(x: torch.Tensor) -> torch.Tensor:
+    """Forward fill NaNs along dim -2, then fill leading NaNs with the first observation."""
+    observed = ~torch.isnan(x)
+    length = x.shape[-2]
+    position = torch.arange(length, device=x.device).view(1, length, 1).expand_as(x)
+    last_seen = torch.where(observed, position, torch.zeros_like(position)).cummax(dim=-2).values
+    first_seen = torch.where(observed, position, torch.full_like(position, length)).min(dim=-2, keepdim=True).values
+    source = torch.where(observed.cumsum(-2) > 0, last_seen, first_seen.clamp(max=length - 1).expand_as(x))
+    return torch.gather(x, -2, source)
+
+
+def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
+                  method: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
+                  intensity_channel: bool = False, missing: str = "interpolate",
+                  unobserved_fill: float | None = None, parametrization: str = "time",
+                  depth: int = 2, step: int = 4) -> Control:
+    """Build a control path from irregularly sampled observations.
+
+    Arguments:
+        times: (B, T) observation times, strictly increasing within each sample's length.
+        values: (B, T, C) observations; NaN marks a missing value.
+        lengths: (B,) number of valid observations per sample (default: all T). Entries after a
+            sample's length are padding and are ignored.
+        method: one of :data:`INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
+            backward differences: causal and smooth), "linear", "rectilinear" (time moves first, then the
+            values, between observations; needs the time channel) or "logsignature" (piecewise-constant
+            log-signature windows, for neural RDEs).
+        time_channel: prepend the observation time as channel 0.
+        mask_channel: append C channels that are 1 where a value was observed and 0 where missing.
+        intensity_channel: append C channels with the cumulative count of observations per channel
+            (the "observational intensity" of PhysioNet's OI setting).
+        missing: one of :data:`MISSING_POLICIES` (see the module docstring).
+        unobserved_fill: value for a channel with no observation at all in a sample; None (default)
+            raises an error instead.
+        parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
+        depth, step: log-signature depth (1 or 2) and window size in observation intervals.
+
+    Returns:
+        A :class:`Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
+        (for log-signatures, the number of log-signature terms of that path).
+    """
+    if method not in INTERPOLATIONS:
+        raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
+    if parametrization not in ("time", "index"):
+        raise ValueError(f"parametrization must be 'time' or 'index', got {parametrization!r}")
+    if missing == "zero" and not mask_channel:
+        raise ValueError("missing='zero' needs mask_channel=True, so that a zero is distinguishable from a "
+                         "missing value")
+    if method == "rectilinear" and not time_channel:
+        raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
+    times, values, lengths, valid = _validate(times, values, lengths)
+    batch, length, channels = values.shape
+
+    observed = ~torch.isnan(values) & valid.unsqueeze(-1)
+    empty = ~observed.any(dim=1)  # (B, C)
+    if empty.any():
+        if unobserved_fill is None:
+            b, c = torch.nonzero(empty)[0].tolist()
+            every = empty.all(0)
+            where = (f"channel {c} has no observation in any sample" if every[c]
+                     else f"sample {b} has no observation in channel {c}")
+            raise ValueError(f"all-NaN channel: {where}; pass unobserved_fill=<value> to fill such channels")
+        values = torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), torch.full_like(values, unobserved_fill),
+                             values)
+
+    # Knots of the shared parameter grid, and the time channel.
+    if method == "logsignature" or parametrization == "index":
+        knots = torch.arange(length, dtype=values.dtype, device=values.device)
+    else:
+        reference = times[int(torch.argmax(lengths))]
+        agree = (times == reference.unsqueeze(0)) | ~valid
+        if not agree.all():
+            b = _first(~agree.all(1), 1)[0]
+            raise ValueError(f"parametrization='time' needs every sample observed on one time grid, but sample {b} "
+                             "has different times; use parametrization='index' (time then enters as a channel) or "
+                             "put the samples on a common grid with NaN for missing values")
+        knots = reference
+    channel_parts, names = [], []
+    if time_channel:
+        channel_parts.append(times.unsqueeze(-1))
+        names.append("time")
+    filled = values.masked_fill(~valid.unsqueeze(-1), float("nan"))
+    if missing == "zero":
+        filled = torch.where(observed, filled, torch.zeros_like(filled))
+    elif missing == "forward_fill":
+        filled = _fill_forward(filled)
+    channel_parts.append(filled)
+    names += [f"x{c}" for c in range(channels)]
+    if mask_channel:
+        channel_parts.append(observed.to(values.dtype))
+        names += [f"mask{c}" for c in range(channels)]
+    if intensity_channel:
+        channel_parts.append(observed.to(values.dtype).cumsum(dim=1))
+        names += [f"count{c}" for c in range(channels)]
+    path = torch.cat(channel_parts, dim=-1)  # (B, T, C'), NaN only in value channels with missing="interpolate"
+
+    if method == "logsignature":
+        return _logsignature_control(path, lengths, depth, step, tuple(names))
+
+    coeffs = torch.zeros(batch, length - 1, 4, path.shape[-1], dtype=values.dtype, device=values.device)
+    if method == "rectilinear":
+        # Each observation interval [t_i, t_{i+1}] is split at its midpoint: time moves on the first
+        # half, the values jump along the second.
+        mid = 0.5 * (knots[1:] + knots[:-1])
+        fine_knots = torch.stack([knots[:-1], mid], dim=1).flatten()
+        fine_knots = torch.cat([fine_knots, knots[-1:]])
+        coeffs = torch.zeros(batch, 2 * (length - 1), 4, path.shape[-1], dtype=values.dtype, device=values.device)
+        end_index = 2 * (lengths - 1)
+    else:
+        fine_knots = knots
+        end_index = lengths - 1
+    # Samples of one length are built together on their own valid prefix, so that padding can never
+    # change a sample's path (a natural cubic spline is global along the sequence).
+    for sample_length in torch.unique(lengths).tolist():
+        members = torch.nonzero(lengths == sample_length).flatten()
+        prefix = path[members, :sample_length]
+        pieces = _polynomial_pieces(prefix, knots[:sample_length], method)
+        coeffs[members, : pieces.shape[1]] = pieces
+    # After its end each path stays at its final value.
+    final = _value_at_end(coeffs, fine_knots, end_index)
+    after_end = torch.arange(coeffs.shape[1], device=values.device).unsqueeze(0) >= end_index.unsqueeze(1)
+    coeffs[after_end] = 0.0
+    coeffs[:, :, 0] = torch.where(after_end.unsqueeze(-1), final.unsqueeze(1), coeffs[:, :, 0])
+    return Control(fine_knots, coeffs, end_index, False, tuple(names))
+
+
+def _value_at_end(coeffs, knots, end_index):
+    last = (end_index - 1).clamp(min=0)
+    piece = coeffs[torch.arange(coeffs.shape[0], device=coeffs.device), last]  # (B, 4, C)
+    f = (knots[end_index] - knots[last]).unsqueeze(-1)
+    a, b, c, d = piece.unbind(-2)
+    return a + f * (b + f * (c + f * d))
+
+
+def _polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str) -> torch.Tensor:
+    """(N, L, C) points (NaN allowed in "interpolate" channels) on knots (L,) -> (N, pieces, 4, C)."""
+    if method == "natural_cubic":
+        raw = torchcde.natural_cubic_coeffs(path, t=knots)
+        a, b, two_c, three_d = raw.chunk(4, dim=-1)
+        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
+    if method == "hermite_cubic":
+        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(path, t=knots)
+        a, b, two_c, three_d = raw.chunk(4, dim=-1)
+        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
+    if method == "linear":
+        points = torchcde.linear_interpolation_coeffs(path, t=knots)  # NaNs interpolated
+        slope = (points[:, 1:] - points[:, :-1]) / (knots[1:] - knots[:-1]).unsqueeze(-1)
+        zeros = torch.zeros_like(slope)
+        return torch.stack([points[:, :-1], slope, zeros, zeros], dim=-2)
+    if method == "rectilinear":
+        points = torchcde.linear_interpolation_coeffs(path, t=knots)
+        half = (0.5 * (knots[1:] - knots[:-1])).unsqueeze(-1)  # (L-1, 1)
+        start, stop = points[:, :-1], points[:, 1:]
+        corner = start.clone()
+        corner[..., 0] = stop[..., 0]  # time has moved, values not yet
+        zeros = torch.zeros_like(start)
+        first = torch.stack([start, (corner - start) / half, zeros, zeros], dim=-2)
+        second = torch.stack([corner, (stop - corner) / half, zeros, zeros], dim=-2)
+        return torch.stack([first, second], dim=2).flatten(1, 2)
+    raise AssertionError(method)
+
+
+def _logsignature_control(path, lengths, depth, step, names) -> Control:
+    if torch.isnan(path).any():
+        # Log-signatures need complete points: interpolate linearly through missing values first.
+        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
+        filled = torch.empty_like(path)
+        for sample_length in torch.unique(lengths).tolist():
+            members = torch.nonzero(lengths == sample_length).flatten()
+            filled[members, :sample_length] = torchcde.linear_interpolation_coeffs(
+                path[members, :sample_length], t=knots[:sample_length])
+        path = filled
+    valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
+    path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
+    logsig, windows = logsignature_windows(path, lengths, depth, step)
+    batch, n_windows, width = logsig.shape
+    coeffs = torch.zeros(batch, n_windows, 4, width, dtype=path.dtype, device=path.device)
+    coeffs[:, :, 0] = logsig
+    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
+    assert width == logsignature_channels(len(names), depth)
+    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)))

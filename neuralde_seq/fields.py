@@ -1,0 +1,145 @@
+"""Vector fields: learning rules in direct neural ODE, neural CDE and log-signature RDE form.
+
+A :class:`FastWeightField` is the *slow net* of a continuous-time fast weight programmer: from the
+control's value x(s) and derivative x'(s) it generates, per head, a key, a value and a learning rate, and
+hands them with the current fast weights W(s) to a :class:`~neuralde_seq.rules.LearningRule`, which
+returns dW/ds. Which input feeds the keys and which the values is what distinguishes the forms
+(shared/DESIGN.md §3, paper Eq. 18-25, 36-38):
+
+===========  ==============  ===============  ==========================================
+form         key, β, query   value            paper
+===========  ==============  ===============  ==========================================
+"ode"        x               x                Eq. 18-21, 32
+"cde"        x               x'               Eq. 23-25, Hebb and Oja
+"cde"        x'              x                Eq. 23-25, Delta (pre and post)
+"cde", swap  x'              x                Eq. 36-37 (Hebb only)
+"cde", x'    x'              x'               Eq. 38 (``dx_only=True``)
+"rde"        logsig window   logsig window    Sec. 4, EigenWorms: the "ode" field driven by a
+                                              piecewise-constant log-signature control
+===========  ==============  ===============  ==========================================
+
+Projections (as the public code, ``slow(LN(Linear(x)))``): the key source goes through an input
+projection and LayerNorm, then one linear map gives every head's key pre-activation and learning-rate
+pre-activation (and the value pre-activation too when the value has the same source). A value from the
+*other* source is a linear map of the raw input; when that source is x' the map has no bias, as in the
+paper's W_v x' (Eq. 24), so that a flat control writes nothing for Hebb and Oja. The query at the final
+time comes from the key source through the same input projection and LayerNorm.
+
+All heads are evaluated together in batched tensor operations (no loop over heads).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .rules import LearningRule, make_rule
+
+__all__ = ["FastWeightField", "FORMS"]
+
+FORMS = ("ode", "cde", "rde")
+
+
+class FastWeightField(nn.Module):
+    """The slow net and learning rule of one fast weight layer: (W, x, x') ↦ dW/ds.
+
+    Arguments:
+        in_channels: C, channels of the control.
+        d_model: width of the input projection; also the total fast weight width H·d_head by default.
+        n_heads: H, number of heads (independent fast weight matrices).
+        rule: a :class:`LearningRule` or its name ("hebb", "oja", "delta", "delta-post").
+        form: "ode", "cde" or "rde" (see the module docstring).
+        dx_only: CDE form with keys and values both from x' (Eq. 38).
+        hebb_swap: CDE Hebb with keys from x' and values from x (Eq. 36-37).
+        head_dim: d_k = d_v per head (default d_model // n_heads).
+
+    Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
+    """
+
+    def __init__(self, in_channels: int, d_model: int, n_heads: int, rule: str | LearningRule = "delta", *,
+                 form: str = "cde", dx_only: bool = False, hebb_swap: bool = False, head_dim: int | None = None):
+        super().__init__()
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        for name, value in (("in_channels", in_channels), ("d_model", d_model), ("n_heads", n_heads)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}; pass head_dim")
+            head_dim = d_model // n_heads
+        self.rule = make_rule(rule)
+        if form != "cde" and (dx_only or hebb_swap):
+            raise ValueError("dx_only and hebb_swap are options of the 'cde' form")
+        if dx_only and hebb_swap:
+            raise ValueError("dx_only and hebb_swap exclude each other")
+        if hebb_swap and self.rule.name != "hebb":
+            raise ValueError(f"hebb_swap applies to the Hebb rule only, got rule {self.rule.name!r}")
+        self.form = form
+        self.in_channels, self.d_model, self.n_heads, self.head_dim = in_channels, d_model, n_heads, head_dim
+        if form in ("ode", "rde"):
+            key_source = value_source = "x"
+        elif dx_only:
+            key_source = value_source = "dx"
+        elif hebb_swap or self.rule.name.startswith("delta"):
+            key_source, value_source = "dx", "x"
+        else:
+            key_source, value_source = "x", "dx"
+        self.key_source, self.value_source = key_source, value_source
+        self.needs_value = "x" in (key_source, value_source)
+        self.needs_derivative = "dx" in (key_source, value_source)
+
+        H, d = n_heads, head_dim
+        self.input_proj = nn.Linear(in_channels, d_model)
+        self.input_norm = nn.LayerNorm(d_model)
+        shared_value = value_source == key_source
+        # One map for all heads: per head [key (d), value (d) if shared, beta (1)].
+        self.slow = nn.Linear(d_model, H * (2 * d + 1 if shared_value else d + 1))
+        self.value_proj = None if shared_value else nn.Linear(in_channels, H * d, bias=(value_source == "x"))
+        self.query_proj = nn.Linear(d_model, H * d)
+
+    # -- slow net ---------------------------------------------------------------------------------
+    def _source(self, which, x, dx):
+        return x if which == "x" else dx
+
+    def key_features(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+        """LN(Linear(key source)), shape (B, d_model): what keys, learning rates and queries are made from."""
+        return self.input_norm(self.input_proj(self._source(self.key_source, x, dx)))
+
+    def projections(self, x: torch.Tensor | None, dx: torch.Tensor | None):
+        """Pre-activations of keys, values and learning rates for every head.
+
+        Returns:
+            (k_raw, v_raw, beta) of shapes (B, H, d_head), (B, H, d_head), (B, H, 1).
+        """
+        H, d = self.n_heads, self.head_dim
+        slow = self.slow(self.key_features(x, dx)).view(-1, H, self.slow.out_features // H)
+        if self.value_proj is None:
+            k_raw, v_raw, beta = slow.split((d, d, 1), dim=-1)
+        else:
+            k_raw, beta = slow.split((d, 1), dim=-1)
+            v_raw = self.value_proj(self._source(self.value_source, x, dx)).view(-1, H, d)
+        return k_raw, v_raw, beta
+
+    def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+        """dW/ds of shape (B, H, d_head, d_head)."""
+        k_raw, v_raw, beta = self.projections(x, dx)
+        return self.rule.rate(W, k_raw, v_raw, beta)
+
+    def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+        """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code)."""
+        k_raw, v_raw, beta = self.projections(x, dx)
+        return self.rule.rate(None, k_raw, v_raw, beta)
+
+    def query(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+        """Queries softmax(W_q LN(Linear(key source))) of shape (B, H, d_head) (paper Eq. 31)."""
+        q_raw = self.query_proj(self.key_features(x, dx)).view(-1, self.n_heads, self.head_dim)
+        return self.rule.activate_key(q_raw)
+
+    @staticmethod
+    def read(W: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """y = W q per head, concatenated: (B, H, d_v, d_k), (B, H, d_k) -> (B, H·d_v)."""
+        return (W @ q.unsqueeze(-1)).squeeze(-1).flatten(1)
+
+    def extra_repr(self) -> str:
+        return (f"form={self.form!r}, rule={self.rule!r}, heads={self.n_heads}, head_dim={self.head_dim}, "
+                f"key_source={self.key_source!r}, value_source={self.value_source!r}")

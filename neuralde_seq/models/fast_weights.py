@@ -1,0 +1,229 @@
+"""Continuous-time fast weight programmers: layers, the deeper coupled model, and classifiers.
+
+One layer (paper Sec. 3): fast weights W(s) evolve under a :class:`~neuralde_seq.fields.FastWeightField`
+from W(t0) to each sample's final time T; the output is read as y = W(T) q(T), heads concatenated, then an
+output projection, the Transformer feed-forward block (pre-LayerNorm, Linear-ReLU-Linear, residual) and,
+for a classifier, a linear head.
+
+Deeper models (paper App. C.1, Eq. 33-35): layer l's output x(s, l) = FFN(W(s, l) softmax(W_q x(s, l−1)))
+is the input of layer l+1, in direct-ODE form, and all layers form one coupled ODE solved at once. Layer 1
+takes the control in the chosen form (ODE, CDE or RDE). With one layer this is exactly the model of Sec. 3.
+
+Sequence-to-sequence use: ``forward(control, at_knots=True)`` returns the output at every knot of the
+control (each sample's outputs after its own end repeat its final output).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..controls import Control
+from ..fields import FastWeightField
+from ..solvers import SolverOptions, solve
+
+__all__ = ["FeedForward", "FastWeightLayer", "FastWeightNetwork", "FastWeightClassifier", "INITIAL_STATES"]
+
+INITIAL_STATES = ("zeros", "rank_one", "static")
+
+
+class FeedForward(nn.Module):
+    """Transformer feed-forward block: x + Linear(ReLU(Linear(LayerNorm(x))))."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model),
+                                 nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.net(self.norm(x))
+
+
+class FastWeightLayer(nn.Module):
+    """One fast weight layer: its vector field, its initial state and its readout.
+
+    Arguments:
+        in_channels: channels of this layer's input (the control for layer 1).
+        d_model: width of the layer's output and input projection.
+        n_heads: number of heads.
+        rule: "hebb", "oja", "delta", "delta-post" or a LearningRule.
+        form: "ode", "cde" or "rde".
+        d_ff: inner width of the feed-forward block (default 4·d_model).
+        dropout: dropout in the readout (never inside the vector field).
+        initial_state: "zeros", "rank_one" (the rule's write from the input at t0, as the public code) or
+            "static" (the rule's write from static features, e.g. PhysioNet's).
+        static_channels: number of static features, needed for initial_state="static".
+        dx_only, hebb_swap, head_dim: see :class:`~neuralde_seq.fields.FastWeightField`.
+    """
+
+    def __init__(self, in_channels: int, d_model: int = 64, n_heads: int = 8, rule="delta", form: str = "cde", *,
+                 d_ff: int | None = None, dropout: float = 0.0, initial_state: str = "rank_one",
+                 static_channels: int | None = None, dx_only: bool = False, hebb_swap: bool = False,
+                 head_dim: int | None = None):
+        super().__init__()
+        if initial_state not in INITIAL_STATES:
+            raise ValueError(f"initial_state must be one of {INITIAL_STATES}, got {initial_state!r}")
+        if (initial_state == "static") != (static_channels is not None):
+            raise ValueError("initial_state='static' and static_channels go together: give both or neither")
+        self.field = FastWeightField(in_channels, d_model, n_heads, rule, form=form, dx_only=dx_only,
+                                     hebb_swap=hebb_swap, head_dim=head_dim)
+        H, d = self.field.n_heads, self.field.head_dim
+        self.initial_state = initial_state
+        if initial_state == "static":
+            self.static_slow = nn.Sequential(nn.Linear(static_channels, d_model), nn.LayerNorm(d_model),
+                                             nn.Linear(d_model, H * (2 * d + 1)))
+        self.out_proj = nn.Linear(H * d, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.feed_forward = FeedForward(d_model, d_ff or 4 * d_model, dropout)
+        self.d_model = d_model
+
+    @property
+    def state_shape(self) -> tuple[int, int, int]:
+        return (self.field.n_heads, self.field.head_dim, self.field.head_dim)
+
+    def initial(self, x, dx, static: torch.Tensor | None) -> torch.Tensor:
+        """W(t0) of shape (B, H, d_head, d_head)."""
+        batch = (x if x is not None else dx).shape[0]
+        if self.initial_state == "zeros":
+            ref = x if x is not None else dx
+            return ref.new_zeros(batch, *self.state_shape)
+        if self.initial_state == "rank_one":
+            return self.field.initial_write(x, dx)
+        if static is None:
+            raise ValueError("this model was built with initial_state='static': pass static features, shape (B, S)")
+        H, d = self.field.n_heads, self.field.head_dim
+        k_raw, v_raw, beta = self.static_slow(static).view(-1, H, 2 * d + 1).split((d, d, 1), dim=-1)
+        return self.field.rule.rate(None, k_raw, v_raw, beta)
+
+    def readout(self, W: torch.Tensor, x, dx) -> torch.Tensor:
+        """Output (B, d_model) from fast weights W and the layer's input at the same time."""
+        y = self.field.read(W, self.field.query(x, dx))
+        return self.feed_forward(self.dropout(self.out_proj(y)))
+
+
+class _CoupledDynamics(nn.Module):
+    """dW(·, l)/ds for all layers at once; state (B, L, H, d, d). Layer l+1's input is layer l's output."""
+
+    def __init__(self, layers: nn.ModuleList):
+        super().__init__()
+        self.layers = layers
+        first = layers[0].field
+        self.needs_value = first.needs_value
+        self.needs_derivative = first.needs_derivative
+
+    def forward(self, state, x, dx):
+        rates = []
+        for l, layer in enumerate(self.layers):
+            W = state[:, l]
+            rates.append(layer.field(W, x, dx))
+            if l + 1 < len(self.layers):
+                # The readout inside the vector field runs without dropout (a random field is no ODE).
+                x, dx = layer.feed_forward(layer.out_proj(layer.field.read(W, layer.field.query(x, dx)))), None
+        return torch.stack(rates, dim=1)
+
+
+class FastWeightNetwork(nn.Module):
+    """A stack of ``num_layers`` fast weight layers solved as one coupled ODE (Eq. 33-35).
+
+    Arguments:
+        in_channels: channels of the control.
+        num_layers: L >= 1.
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint).
+        **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
+            after the first take the previous layer's output in "ode" form.
+    """
+
+    def __init__(self, in_channels: int, num_layers: int = 1, solver: SolverOptions | None = None, **layer_options):
+        super().__init__()
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        layers = [FastWeightLayer(in_channels, **layer_options)]
+        deeper = dict(layer_options, form="ode", dx_only=False, hebb_swap=False)
+        for _ in range(num_layers - 1):
+            layers.append(FastWeightLayer(layers[-1].d_model, **deeper))
+        shapes = {layer.state_shape for layer in layers}
+        if len(shapes) != 1:
+            raise ValueError("all layers must have the same fast weight shape")
+        self.layers = nn.ModuleList(layers)
+        self.dynamics = _CoupledDynamics(self.layers)
+        self.solver = solver or SolverOptions()
+        self.form = layers[0].field.form
+        self.d_model = layers[-1].d_model
+
+    def _check(self, control: Control):
+        if not isinstance(control, Control):
+            raise TypeError(f"control must be a neuralde_seq Control (see build_control), got {type(control).__name__}")
+        first = self.layers[0].field
+        if control.channels != first.in_channels:
+            raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
+        if (self.form == "rde") != control.piecewise_constant:
+            raise ValueError(f"form {self.form!r} needs " + ("a log-signature control (method='logsignature')"
+                             if self.form == "rde" else "an interpolated control, not log-signature windows"))
+
+    def _initial(self, x, dx, static):
+        states = []
+        for l, layer in enumerate(self.layers):
+            states.append(layer.initial(x, dx, static))
+            if l + 1 < len(self.layers):
+                x, dx = layer.readout(states[-1], x, dx), None
+        return torch.stack(states, dim=1)
+
+    def _readout(self, state, x, dx):
+        for l, layer in enumerate(self.layers):
+            x, dx = layer.readout(state[:, l], x, dx), None
+        return x
+
+    def forward(self, control: Control, static: torch.Tensor | None = None, at_knots: bool = False) -> torch.Tensor:
+        """Outputs of the last layer.
+
+        Arguments:
+            control: the input path, batch size B, ``channels == in_channels``.
+            static: (B, S) static features, for initial_state="static".
+            at_knots: False gives each sample's output at its own final time, (B, d_model); True gives the
+                outputs at every knot of the control, (B, K, d_model).
+        """
+        self._check(control)
+        needs_x, needs_dx = self.dynamics.needs_value, self.dynamics.needs_derivative
+        s0 = control.knots[0]
+        x0 = control.evaluate(s0) if needs_x else None
+        dx0 = control.derivative(s0) if needs_dx else None
+        initial = self._initial(x0, dx0, static)
+        if not at_knots:
+            final = solve(self.dynamics, control, initial, self.solver)
+            x = control.final_value() if needs_x else None
+            dx = control.final_derivative() if needs_dx else None
+            return self._readout(final, x, dx)
+        states = solve(self.dynamics, control, initial, self.solver, at_knots=True)  # (B, K, L, H, d, d)
+        outputs = []
+        for i in range(states.shape[1]):
+            # The input at a knot is taken from the interval that ends there (causal), the first from the right.
+            side = "right" if i == 0 else "left"
+            s = control.knots[i].expand(control.batch_size)
+            s = torch.minimum(s, control.end)  # after its end a sample's input stays at its final value
+            x = control.evaluate(s, side=side) if needs_x else None
+            dx = control.derivative(s, side=side) if needs_dx else None
+            outputs.append(self._readout(states[:, i], x, dx))
+        return torch.stack(outputs, dim=1)
+
+
+class FastWeightClassifier(nn.Module):
+    """A fast weight network followed by a linear classifier on each sample's final output.
+
+    Arguments:
+        in_channels: channels of the control.
+        num_classes: number of classes (logits out).
+        num_layers, solver, **layer_options: see :class:`FastWeightNetwork` and :class:`FastWeightLayer`.
+
+    ``forward(control, static=None)`` returns logits of shape (B, num_classes).
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
+                 **layer_options):
+        super().__init__()
+        if not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+        self.network = FastWeightNetwork(in_channels, num_layers, solver, **layer_options)
+        self.head = nn.Linear(self.network.d_model, num_classes)
+
+    def forward(self, control: Control, static: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head(self.network(control, static))

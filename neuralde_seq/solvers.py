@@ -1,0 +1,187 @@
+"""How a controlled differential equation is solved: torchdiffeq, with the adjoint by default.
+
+The equation is ``dy/ds = f(y, X(s), X'(s))`` for s from the control's first knot to each sample's own
+final knot, where ``f`` is a *dynamics* module (see :class:`Dynamics`) and X a
+:class:`~neuralde_seq.controls.Control`. After its final knot a sample's state is frozen (its rate is
+masked to zero), so that every sample in a padded batch gets exactly the answer it gets alone.
+
+Fixed-step methods (``rk4``, ``midpoint``, ``euler``, ...) step through every knot of the control. Each
+knot interval [k_i, k_{i+1}] is cut into ceil((k_{i+1} − k_i) / step_size) equal steps (one step when
+``step_size`` is None: the paper's "step 1 on the index grid"). The solve runs in a step-counting time u,
+whose integer values are these grid points (``s`` is piecewise linear in u), with torchdiffeq's
+``perturb`` option so that no stage is ever evaluated exactly on a knot, where piecewise-constant
+controls jump and where samples end. Steps thus line up with knots for every sample, and a sample's grid
+never depends on what else is in the batch.
+
+Adaptive methods (``dopri5``, ...) solve in s with ``rtol``/``atol``, and are told where the rate may jump
+(``jump_t``: the knots of piecewise-constant controls, and the samples' final knots).
+
+Gradients: ``adjoint=True`` (default) uses :func:`torchdiffeq.odeint_adjoint`, with ``adjoint_params``
+listing the dynamics' parameters and any control tensors that require gradients (without that list the
+gradients with respect to the control would silently be missing). The adjoint solve uses the same method
+and options. ``adjoint=False`` backpropagates through the solver's operations instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Protocol
+
+import torch
+import torchdiffeq
+
+from .controls import Control
+
+__all__ = ["SolverOptions", "Dynamics", "solve", "FIXED_STEP_METHODS", "ADAPTIVE_METHODS"]
+
+FIXED_STEP_METHODS = ("euler", "midpoint", "rk4", "heun3", "explicit_adams", "implicit_adams")
+ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+
+
+@dataclasses.dataclass
+class SolverOptions:
+    """Options of :func:`solve`.
+
+    Attributes:
+        method: a torchdiffeq method name, fixed-step (:data:`FIXED_STEP_METHODS`) or adaptive
+            (:data:`ADAPTIVE_METHODS`). Default "rk4", as in the papers.
+        step_size: largest step of a fixed-step method, in units of the control's parameter s; None
+            takes one step per knot interval.
+        rtol, atol: tolerances of adaptive methods (torchdiffeq's defaults, which the papers use).
+        adjoint: backpropagate with the continuous adjoint (memory independent of the number of steps).
+    """
+
+    method: str = "rk4"
+    step_size: float | None = None
+    rtol: float = 1e-7
+    atol: float = 1e-9
+    adjoint: bool = True
+
+    def __post_init__(self):
+        if self.method not in FIXED_STEP_METHODS + ADAPTIVE_METHODS:
+            raise ValueError(f"method must be one of {FIXED_STEP_METHODS + ADAPTIVE_METHODS}, got {self.method!r}")
+        if self.step_size is not None and not (self.step_size > 0 and math.isfinite(self.step_size)):
+            raise ValueError(f"step_size must be a positive number or None, got {self.step_size!r}")
+        if not (self.rtol > 0 and self.atol > 0):
+            raise ValueError(f"rtol and atol must be positive, got rtol={self.rtol}, atol={self.atol}")
+
+
+class Dynamics(Protocol):
+    """What :func:`solve` integrates: an ``nn.Module`` with
+
+    - ``forward(state, x, dx) -> rate``: ``state`` (B, ...) the current state, ``x`` (B, C) the control's
+      value X(s) and ``dx`` (B, C) its derivative X'(s) (either may be None when not needed); returns
+      dstate/ds with the shape of ``state``;
+    - ``needs_value`` and ``needs_derivative``: booleans saying which of x and dx it reads.
+    """
+
+    needs_value: bool
+    needs_derivative: bool
+
+    def __call__(self, state: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+        ...
+
+
+def subdivide(knots: torch.Tensor, step_size: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed-step grid through every knot.
+
+    Returns:
+        (grid, knot_position): grid (M + 1,) points in s; knot_position (K,) long, index of each knot in it.
+    """
+    if step_size is None:
+        return knots, torch.arange(knots.shape[0], device=knots.device)
+    gaps = knots[1:] - knots[:-1]
+    # A relative slack keeps an interval that is a whole multiple of step_size from gaining a step through
+    # rounding.
+    counts = torch.ceil(gaps / step_size * (1 - 1e-9)).clamp(min=1).long()
+    knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    fraction = torch.cat([torch.arange(int(n), dtype=knots.dtype, device=knots.device) / n for n in counts.tolist()])
+    start = torch.repeat_interleave(knots[:-1], counts)
+    width = torch.repeat_interleave(gaps, counts)
+    grid = torch.cat([start + fraction * width, knots[-1:]])
+    return grid, knot_position
+
+
+class _SteppedField(torch.nn.Module):
+    """dy/du on the step-counting time u of fixed-step methods: s(u) is linear on each [n, n + 1]."""
+
+    def __init__(self, dynamics, control: Control, grid: torch.Tensor, end_position: torch.Tensor):
+        super().__init__()
+        self.dynamics = dynamics
+        self.control = control
+        self.grid = grid
+        self.end_position = end_position
+
+    def forward(self, u, state):
+        step = torch.floor(u.detach()).long().clamp(0, self.grid.shape[0] - 2)
+        s0, s1 = self.grid[step], self.grid[step + 1]
+        s = s0 + (u.detach() - step) * (s1 - s0)
+        active = (u.detach() < self.end_position).to(state.dtype)
+        rate = _rate(self.dynamics, self.control, s, state)
+        return rate * ((s1 - s0).to(state.dtype) * active).view(-1, *([1] * (state.dim() - 1)))
+
+
+class _ContinuousField(torch.nn.Module):
+    """dy/ds for adaptive methods, frozen after each sample's end."""
+
+    def __init__(self, dynamics, control: Control):
+        super().__init__()
+        self.dynamics = dynamics
+        self.control = control
+
+    def forward(self, s, state):
+        active = (s.detach() < self.control.end).to(state.dtype)
+        rate = _rate(self.dynamics, self.control, s.detach(), state)
+        return rate * active.view(-1, *([1] * (state.dim() - 1)))
+
+
+def _rate(dynamics, control, s, state):
+    x = control.evaluate(s) if dynamics.needs_value else None
+    dx = control.derivative(s) if dynamics.needs_derivative else None
+    return dynamics(state, x, dx)
+
+
+def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOptions | None = None, *,
+          at_knots: bool = False) -> torch.Tensor:
+    """Solve ``dy/ds = dynamics(y, X(s), X'(s))`` from the first knot to each sample's final knot.
+
+    Arguments:
+        dynamics: an ``nn.Module`` following :class:`Dynamics`.
+        control: the control X, batch size B.
+        initial: (B, ...) the state at the first knot.
+        options: :class:`SolverOptions` (default: rk4, one step per knot interval, adjoint).
+        at_knots: False returns each sample's state at its own final knot; True returns the states at
+            every knot of the control (constant after a sample's end).
+
+    Returns:
+        (B, ...) final states, or (B, K, ...) states at the K knots if ``at_knots``.
+    """
+    options = options or SolverOptions()
+    if initial.shape[0] != control.batch_size:
+        raise ValueError(f"initial has batch size {initial.shape[0]} but the control has {control.batch_size}")
+    last = int(control.end_index.max())
+    if options.method in FIXED_STEP_METHODS:
+        grid, knot_position = subdivide(control.knots[: last + 1], options.step_size)
+        grid = grid.to(initial.dtype)
+        func = _SteppedField(dynamics, control, grid, knot_position[control.end_index].to(initial.dtype))
+        if at_knots:
+            t = knot_position.to(initial.dtype)
+        else:
+            t = torch.tensor([0.0, float(grid.shape[0] - 1)], dtype=initial.dtype, device=initial.device)
+        solver_options = dict(step_size=1.0, perturb=True)
+    else:
+        func = _ContinuousField(dynamics, control)
+        knots = control.knots[: last + 1].to(initial.dtype)
+        t = knots if at_knots else knots[[0, -1]]
+        jumps = knots if control.piecewise_constant else torch.unique(control.end.to(initial.dtype))
+        solver_options = dict(jump_t=jumps)
+    kwargs = dict(method=options.method, options=solver_options, rtol=options.rtol, atol=options.atol)
+    if options.adjoint and torch.is_grad_enabled():
+        params = tuple(p for p in dynamics.parameters() if p.requires_grad)
+        params += tuple(c for c in control.tensors() if c.requires_grad)
+        states = torchdiffeq.odeint_adjoint(func, initial, t, adjoint_params=params, **kwargs)
+    else:
+        states = torchdiffeq.odeint(func, initial, t, **kwargs)
+    if at_knots:
+        return states.movedim(0, 1)
+    return states[-1]
