@@ -1,0 +1,282 @@
+"""Irregularly sampled labelled datasets, the embedded JapaneseVowels data, and stratified splits.
+
+Conventions (DESIGN.md section 2): a dataset of N sequences padded to T steps holds
+
+* ``times`` (N, T) float, strictly increasing in every row; after a sample's end the grid continues
+  (with the spacing of the sample's last step, or 1 for a one-point sample), so every row stays
+  strictly increasing;
+* ``values`` (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too;
+* ``lengths`` (N,) long, the number of time steps of each sample (1 <= length <= T);
+* ``labels`` (N,) long in ``[0, len(class_names))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .ts_format import TsData, read_ts
+
+__all__ = [
+    "IrregularDataset",
+    "from_ts",
+    "load_japanese_vowels",
+    "embedded_path",
+    "stratified_split",
+]
+
+
+@dataclass
+class IrregularDataset:
+    """A labelled set of irregularly sampled multichannel sequences (see the module docstring).
+
+    Shapes are checked on construction; a bad argument raises ``ValueError`` naming it.
+    """
+
+    times: torch.Tensor
+    values: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+    class_names: list[str]
+    name: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.class_names = [str(c) for c in self.class_names]
+        t, v, n, y = self.times, self.values, self.lengths, self.labels
+        for arg, tensor in (("times", t), ("values", v), ("lengths", n), ("labels", y)):
+            if not isinstance(tensor, torch.Tensor):
+                raise ValueError(f"{arg} must be a torch.Tensor, got {type(tensor).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"times must have shape (N, T), got {tuple(t.shape)}")
+        if v.dim() != 3 or v.shape[:2] != t.shape:
+            raise ValueError(f"values must have shape (N, T, C) = {tuple(t.shape)} + (C,), got {tuple(v.shape)}")
+        if not t.is_floating_point() or not v.is_floating_point():
+            raise ValueError("times and values must be floating point tensors")
+        if n.shape != (t.shape[0],) or n.dtype != torch.long:
+            raise ValueError(f"lengths must be a long tensor of shape ({t.shape[0]},), got {n.dtype} {tuple(n.shape)}")
+        if y.shape != (t.shape[0],) or y.dtype != torch.long:
+            raise ValueError(f"labels must be a long tensor of shape ({t.shape[0]},), got {y.dtype} {tuple(y.shape)}")
+        if t.shape[0] == 0:
+            raise ValueError("the dataset is empty (N = 0)")
+        if n.numel() and (int(n.min()) < 1 or int(n.max()) > t.shape[1]):
+            raise ValueError(f"lengths must lie in [1, T={t.shape[1]}], got range [{int(n.min())}, {int(n.max())}]")
+        if not torch.isfinite(t).all():
+            raise ValueError("times contain NaN or infinite entries")
+        if t.shape[1] > 1 and not (t[:, 1:] > t[:, :-1]).all():
+            bad = int(torch.nonzero(~(t[:, 1:] > t[:, :-1]).all(dim=1))[0])
+            raise ValueError(f"times must be strictly increasing in every row; sample {bad} is not")
+        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= len(self.class_names)):
+            raise ValueError(
+                f"labels must lie in [0, {len(self.class_names)}) (one per class name), "
+                f"got range [{int(y.min())}, {int(y.max())}]"
+            )
+        pad = torch.arange(t.shape[1], device=n.device)[None, :] >= n[:, None]
+        if (~torch.isnan(v[pad])).any():
+            raise ValueError("values after a sample's length must be NaN (padding)")
+
+    # ------------------------------------------------------------------ basic protocol
+    def __len__(self) -> int:
+        return self.times.shape[0]
+
+    @property
+    def num_channels(self) -> int:
+        return self.values.shape[2]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def observed(self) -> torch.Tensor:
+        """Boolean (N, T, C) mask of observed (non-NaN) values."""
+        return ~torch.isnan(self.values)
+
+    def subset(self, indices) -> "IrregularDataset":
+        """The samples at ``indices`` (sequence of ints or a 1-D integer/bool tensor), as a new dataset.
+
+        The padded length T is kept. Tensors are copies, so editing the subset leaves this one intact.
+        """
+        idx = torch.as_tensor(indices)
+        if idx.dtype == torch.bool:
+            if idx.shape != (len(self),):
+                raise ValueError(f"a boolean indices mask must have shape ({len(self)},), got {tuple(idx.shape)}")
+            idx = torch.nonzero(idx).flatten()
+        if idx.dim() != 1 or (idx.numel() and idx.is_floating_point()):
+            raise ValueError("indices must be a 1-D sequence of integers")
+        idx = idx.long()
+        if idx.numel() and (int(idx.min()) < -len(self) or int(idx.max()) >= len(self)):
+            raise ValueError(f"indices out of range for a dataset of {len(self)} samples")
+        idx = idx.to(self.times.device)
+        return IrregularDataset(
+            times=self.times[idx].clone(),
+            values=self.values[idx].clone(),
+            lengths=self.lengths[idx].clone(),
+            labels=self.labels[idx].clone(),
+            class_names=list(self.class_names),
+            name=self.name,
+            meta=dict(self.meta),
+        )
+
+    def replace(self, **changes) -> "IrregularDataset":
+        """A copy with some fields replaced (validated again)."""
+        fields_ = dict(
+            times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
+            class_names=list(self.class_names), name=self.name, meta=dict(self.meta),
+        )
+        fields_.update(changes)
+        return IrregularDataset(**fields_)
+
+    def to(self, device=None, dtype: torch.dtype | None = None) -> "IrregularDataset":
+        """Move to ``device``; ``dtype`` (floating) applies to times and values."""
+        return self.replace(
+            times=self.times.to(device=device, dtype=dtype),
+            values=self.values.to(device=device, dtype=dtype),
+            lengths=self.lengths.to(device=device),
+            labels=self.labels.to(device=device),
+        )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_sequences(
+        cls,
+        series: Sequence[np.ndarray],
+        labels: Sequence,
+        class_names: Sequence[str],
+        times: Sequence[np.ndarray] | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        name: str = "",
+    ) -> "IrregularDataset":
+        """Pad a list of (C, L_i) arrays into a dataset.
+
+        ``labels`` are either class names (strings, looked up in ``class_names``) or integer indices.
+        ``times``: one (L_i,) array per sample; by default the observation index 0..L_i-1.
+        """
+        if len(series) == 0:
+            raise ValueError("series is empty")
+        if len(labels) != len(series):
+            raise ValueError(f"labels has {len(labels)} entries for {len(series)} series")
+        if times is not None and len(times) != len(series):
+            raise ValueError(f"times has {len(times)} entries for {len(series)} series")
+        class_names = [str(c) for c in class_names]
+        channels = {np.asarray(s).shape[0] for s in series}
+        if len(channels) != 1:
+            raise ValueError(f"series have different numbers of channels: {sorted(channels)}")
+        (c,) = channels
+        lengths = np.array([np.asarray(s).shape[1] for s in series], dtype=np.int64)
+        if lengths.min() < 1:
+            raise ValueError("series contains an empty sequence (length 0)")
+        n, t_max = len(series), int(lengths.max())
+        vals = np.full((n, t_max, c), np.nan)
+        tms = np.empty((n, t_max))
+        for i, s in enumerate(series):
+            s = np.asarray(s, dtype=np.float64)
+            if s.ndim != 2:
+                raise ValueError(f"series[{i}] must have shape (C, L), got {s.shape}")
+            length = s.shape[1]
+            vals[i, :length] = s.T
+            ti = np.arange(length, dtype=np.float64) if times is None else np.asarray(times[i], dtype=np.float64)
+            if ti.shape != (length,):
+                raise ValueError(f"times[{i}] must have shape ({length},), got {ti.shape}")
+            step = ti[-1] - ti[-2] if length > 1 else 1.0
+            if not step > 0:
+                step = 1.0  # the row fails the strictly-increasing check below anyway
+            tms[i, :length] = ti
+            tms[i, length:] = ti[-1] + step * np.arange(1, t_max - length + 1)
+        label_idx = []
+        for i, lab in enumerate(labels):
+            if isinstance(lab, (int, np.integer)) and not isinstance(lab, bool):
+                label_idx.append(int(lab))
+            else:
+                if str(lab) not in class_names:
+                    raise ValueError(f"labels[{i}] = {lab!r} is not in class_names {class_names}")
+                label_idx.append(class_names.index(str(lab)))
+        return cls(
+            times=torch.as_tensor(tms, dtype=dtype),
+            values=torch.as_tensor(vals, dtype=dtype),
+            lengths=torch.as_tensor(lengths, dtype=torch.long),
+            labels=torch.as_tensor(label_idx, dtype=torch.long),
+            class_names=class_names,
+            name=name,
+        )
+
+
+def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
+    """Build an :class:`IrregularDataset` from parsed ``.ts`` contents.
+
+    Class names default to the header's declared labels, else to the sorted distinct labels.
+    """
+    if data.labels is None:
+        raise ValueError("the .ts data carry no labels; a classification dataset needs them")
+    if class_names is None:
+        class_names = data.class_labels if data.class_labels is not None else sorted(set(data.labels))
+    return IrregularDataset.from_sequences(
+        data.series, data.labels, class_names, times=data.times, dtype=dtype, name=name
+    )
+
+
+def embedded_path(filename: str):
+    """Path (a ``Traversable``) of a file in ``neuralde_seq/data/embedded``."""
+    return resources.files("neuralde_seq.data").joinpath("embedded", filename)
+
+
+def load_japanese_vowels(dtype: torch.dtype = torch.float32) -> tuple[IrregularDataset, IrregularDataset]:
+    """The UEA JapaneseVowels dataset shipped in the package: ``(train, test)``, the official split.
+
+    270 training and 370 test utterances, 12 channels (LPC cepstrum coefficients), 9 classes
+    (speakers "1".."9"), lengths 7 to 29. The data have no timestamps, so ``times`` is the observation
+    index 0..L-1 (padding continues the grid). See ``embedded/SOURCE.md`` for provenance and licence.
+    """
+    out = []
+    for split in ("TRAIN", "TEST"):
+        with resources.as_file(embedded_path(f"JapaneseVowels_{split}.ts")) as path:
+            data = read_ts(path)
+        out.append(from_ts(data, dtype=dtype, name=f"JapaneseVowels_{split}"))
+    train, test = out
+    if train.class_names != test.class_names:
+        raise RuntimeError("JapaneseVowels train and test files declare different class labels")
+    return train, test
+
+
+def stratified_split(
+    dataset: IrregularDataset,
+    fractions: Sequence[float],
+    seed: int,
+    *,
+    return_indices: bool = False,
+):
+    """Split ``dataset`` into ``len(fractions)`` stratified parts (scikit-learn ``train_test_split``).
+
+    ``fractions`` must be positive and sum to 1 (e.g. ``(0.85, 0.15)`` or ``(0.7, 0.15, 0.15)``).
+    Parts are peeled off one after another, each stratified on the labels of what remains; every
+    sample lands in exactly one part. Indices in each part are sorted. Returns a tuple of datasets, or
+    of ``(dataset, indices)`` pairs with ``return_indices=True``.
+    """
+    from sklearn.model_selection import train_test_split
+
+    fractions = [float(f) for f in fractions]
+    if len(fractions) < 2:
+        raise ValueError(f"fractions needs at least two parts, got {fractions}")
+    if any(not f > 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
+        raise ValueError(f"fractions must be positive and sum to 1, got {fractions}")
+    labels = dataset.labels.cpu().numpy()
+    remaining = np.arange(len(dataset))
+    parts = []
+    for k, frac in enumerate(fractions[:-1]):
+        rel = frac / sum(fractions[k:])
+        take, rest = train_test_split(
+            remaining, train_size=rel, stratify=labels[remaining], random_state=seed + k, shuffle=True
+        )
+        parts.append(np.sort(take))
+        remaining = rest
+    parts.append(np.sort(remaining))
+    out = []
+    for idx in parts:
+        sub = dataset.subset(torch.as_tensor(idx, dtype=torch.long))
+        out.append((sub, idx) if return_indices else sub)
+    return tuple(out)

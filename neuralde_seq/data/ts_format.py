@@ -1,0 +1,273 @@
+"""Reader for the UEA/sktime ``.ts`` text format.
+
+The format, as used by the UEA & UCR time series classification archive:
+
+* lines starting with ``#`` are comments, blank lines are ignored;
+* header lines start with ``@`` (``@problemName``, ``@timeStamps``, ``@missing``, ``@univariate``,
+  ``@dimensions``, ``@equalLength``, ``@seriesLength``, ``@classLabel``, ``@targetLabel``), keywords
+  are case-insensitive;
+* ``@data`` ends the header; every following non-comment line is one case;
+* in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` marks a
+  missing value (read as NaN); with ``@classLabel true`` (or ``@targetLabel true``) the last ``:``
+  field is the label, kept here as a string;
+* with ``@timeStamps true`` each dimension is a list of ``(timestamp,value)`` tuples.  Numeric
+  timestamps are supported: the times of a case are the sorted union of the timestamps of its
+  dimensions, and a dimension without a value at one of these times gets NaN there.  Date-time
+  timestamps raise ``NotImplementedError``.
+
+Cases may have different lengths, but all dimensions of one case must have the same length (as in every
+UEA dataset); a case whose dimensions differ in length raises ``ValueError`` rather than being padded
+silently.  Every malformed line raises ``ValueError`` naming the file and the line number.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["TsData", "read_ts", "parse_ts"]
+
+
+@dataclass
+class TsData:
+    """Contents of a ``.ts`` file.
+
+    Attributes:
+        series: one float64 array of shape (C, L_i) per case (NaN = missing).
+        labels: one label string per case, or ``None`` when the file declares no labels.
+        class_labels: the class labels declared by ``@classLabel true ...`` (strings, in file order),
+            or ``None`` when the header declares none.
+        times: with ``@timeStamps true``, one float64 array of shape (L_i,) per case; else ``None``.
+        header: the header keywords (lower-cased) and their raw values.
+    """
+
+    series: list[np.ndarray]
+    labels: list[str] | None
+    class_labels: list[str] | None
+    times: list[np.ndarray] | None = None
+    header: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+
+_BOOL = {"true": True, "false": False}
+_TUPLE_RE = re.compile(r"\(([^()]*)\)")
+
+
+def read_ts(path: str | os.PathLike) -> TsData:
+    """Read a ``.ts`` file from disk (UTF-8, falling back to Latin-1 for old archive files)."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return parse_ts(text.splitlines(), source=str(path))
+
+
+def _parse_value(token: str, source: str, lineno: int) -> float:
+    token = token.strip()
+    if token == "?":
+        return math.nan
+    if token == "":
+        raise ValueError(f"{source}, line {lineno}: empty value (two commas in a row or a trailing comma)")
+    try:
+        return float(token)
+    except ValueError:
+        raise ValueError(f"{source}, line {lineno}: cannot read {token!r} as a number") from None
+
+
+def _parse_bool(key: str, value: str, source: str, lineno: int) -> bool:
+    word = value.split()[0].lower() if value.split() else ""
+    if word not in _BOOL:
+        raise ValueError(f"{source}, line {lineno}: @{key} expects true or false, got {value!r}")
+    return _BOOL[word]
+
+
+def _split_dimensions_with_timestamps(body: str, source: str, lineno: int) -> list[str]:
+    """Split a timestamped case on the ``:`` separators that lie outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"{source}, line {lineno}: unbalanced ')'")
+        elif ch == ":" and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    if depth != 0:
+        raise ValueError(f"{source}, line {lineno}: unbalanced '('")
+    parts.append(body[start:])
+    return parts
+
+
+def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[np.ndarray, np.ndarray]:
+    text = text.strip()
+    tuples = _TUPLE_RE.findall(text)
+    leftover = _TUPLE_RE.sub("", text).replace(",", "").strip()
+    if leftover:
+        raise ValueError(f"{source}, line {lineno}: text outside (timestamp,value) tuples: {leftover[:40]!r}")
+    if not tuples:
+        raise ValueError(f"{source}, line {lineno}: a dimension has no (timestamp,value) tuples")
+    ts, vs = [], []
+    for tup in tuples:
+        fields_ = tup.split(",")
+        if len(fields_) != 2:
+            raise ValueError(f"{source}, line {lineno}: tuple ({tup}) is not (timestamp,value)")
+        t_txt = fields_[0].strip()
+        try:
+            t = float(t_txt)
+        except ValueError:
+            raise NotImplementedError(
+                f"{source}, line {lineno}: only numeric timestamps are supported, got {t_txt!r}"
+            ) from None
+        if not math.isfinite(t):
+            raise ValueError(f"{source}, line {lineno}: timestamp {t_txt!r} is not finite")
+        ts.append(t)
+        vs.append(_parse_value(fields_[1], source, lineno))
+    t_arr = np.asarray(ts, dtype=np.float64)
+    if np.unique(t_arr).size != t_arr.size:
+        raise ValueError(f"{source}, line {lineno}: repeated timestamp within one dimension")
+    return t_arr, np.asarray(vs, dtype=np.float64)
+
+
+def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
+    """Parse the lines of a ``.ts`` file (see the module docstring for the format)."""
+    header: dict[str, str] = {}
+    class_labels: list[str] | None = None
+    has_class_label = False
+    has_target = False
+    timestamps = False
+    n_dims_declared: int | None = None
+    univariate: bool | None = None
+    equal_length: bool | None = None
+    series_length: int | None = None
+    in_data = False
+
+    series: list[np.ndarray] = []
+    labels: list[str] = []
+    times: list[np.ndarray] = []
+
+    for lineno, raw_line in enumerate(lines, start=1):
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not in_data:
+            if not line.startswith("@"):
+                raise ValueError(f"{source}, line {lineno}: data line before @data")
+            key, _, value = line[1:].partition(" ")
+            key = key.lower()
+            value = value.strip()
+            if key == "data":
+                if value:
+                    raise ValueError(f"{source}, line {lineno}: unexpected text after @data")
+                in_data = True
+                continue
+            header[key] = value
+            if key == "classlabel":
+                words = value.split()
+                has_class_label = _parse_bool(key, value, source, lineno)
+                if has_class_label:
+                    class_labels = words[1:] or None
+                elif len(words) > 1:
+                    raise ValueError(f"{source}, line {lineno}: @classLabel false takes no labels")
+            elif key == "targetlabel":
+                has_target = _parse_bool(key, value, source, lineno)
+            elif key == "timestamps":
+                timestamps = _parse_bool(key, value, source, lineno)
+            elif key == "univariate":
+                univariate = _parse_bool(key, value, source, lineno)
+            elif key == "equallength":
+                equal_length = _parse_bool(key, value, source, lineno)
+            elif key in ("dimensions", "serieslength"):
+                try:
+                    number = int(value)
+                except ValueError:
+                    raise ValueError(f"{source}, line {lineno}: @{key} expects an integer, got {value!r}") from None
+                if number < 1:
+                    raise ValueError(f"{source}, line {lineno}: @{key} must be positive, got {number}")
+                if key == "dimensions":
+                    n_dims_declared = number
+                else:
+                    series_length = number
+            # other keywords (problemName, missing, ...) are kept in `header` only
+            continue
+
+        # ---- a data line ----
+        if line.startswith("@"):
+            raise ValueError(f"{source}, line {lineno}: header line after @data")
+        if timestamps:
+            parts = _split_dimensions_with_timestamps(line, source, lineno)
+        else:
+            parts = line.split(":")
+        label = None
+        if has_class_label or has_target:
+            if len(parts) < 2:
+                raise ValueError(f"{source}, line {lineno}: expected dimensions followed by ':label'")
+            label = parts[-1].strip()
+            parts = parts[:-1]
+            if not label:
+                raise ValueError(f"{source}, line {lineno}: empty label")
+            if class_labels is not None and label not in class_labels:
+                raise ValueError(
+                    f"{source}, line {lineno}: label {label!r} is not among the declared class labels "
+                    f"{class_labels}"
+                )
+        n_dims = len(parts)
+        expected_dims = n_dims_declared if n_dims_declared is not None else (1 if univariate else None)
+        if expected_dims is not None and n_dims != expected_dims:
+            raise ValueError(f"{source}, line {lineno}: {n_dims} dimensions, header declares {expected_dims}")
+        if series and n_dims != series[0].shape[0]:
+            raise ValueError(
+                f"{source}, line {lineno}: {n_dims} dimensions, earlier cases have {series[0].shape[0]}"
+            )
+
+        if timestamps:
+            dims = [_parse_timestamped_dimension(p, source, lineno) for p in parts]
+            grid = np.unique(np.concatenate([t for t, _ in dims]))  # sorted union
+            case = np.full((n_dims, grid.size), np.nan)
+            for d, (t, v) in enumerate(dims):
+                case[d, np.searchsorted(grid, t)] = v
+            times.append(grid)
+        else:
+            dims_values = []
+            for part in parts:
+                if not part.strip():
+                    raise ValueError(f"{source}, line {lineno}: a dimension has no values")
+                dims_values.append([_parse_value(tok, source, lineno) for tok in part.split(",")])
+            lengths = {len(v) for v in dims_values}
+            if len(lengths) != 1:
+                raise ValueError(
+                    f"{source}, line {lineno}: dimensions of one case have different lengths "
+                    f"{[len(v) for v in dims_values]}"
+                )
+            case = np.asarray(dims_values, dtype=np.float64)
+        if series_length is not None and equal_length is not False and case.shape[1] != series_length:
+            raise ValueError(
+                f"{source}, line {lineno}: length {case.shape[1]}, header declares @seriesLength {series_length}"
+            )
+        series.append(case)
+        if label is not None:
+            labels.append(label)
+
+    if not in_data:
+        raise ValueError(f"{source}: no @data line")
+    if not series:
+        raise ValueError(f"{source}: no cases after @data")
+    if equal_length and len({s.shape[1] for s in series}) > 1:
+        raise ValueError(f"{source}: @equalLength true but cases have different lengths")
+    return TsData(
+        series=series,
+        labels=labels if (has_class_label or has_target) else None,
+        class_labels=class_labels,
+        times=times if timestamps else None,
+        header=header,
+    )

@@ -1,0 +1,54 @@
+"""Classification metrics: accuracy, and AUROC through scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["accuracy", "auroc"]
+
+
+def _to_numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def accuracy(predictions, labels) -> float:
+    """Fraction of correct predictions.
+
+    ``predictions`` is either (N,) predicted class indices or (N, K) scores/logits (argmax is taken).
+    """
+    pred = _to_numpy(predictions)
+    y = _to_numpy(labels).reshape(-1)
+    if pred.ndim == 2:
+        pred = pred.argmax(axis=1)
+    pred = pred.reshape(-1)
+    if pred.shape != y.shape:
+        raise ValueError(f"predictions give {pred.shape[0]} samples, labels {y.shape[0]}")
+    if y.size == 0:
+        raise ValueError("accuracy of zero samples is undefined")
+    return float((pred == y).mean())
+
+
+def auroc(labels, scores, *, multi_class: str = "ovr", average: str = "macro") -> float:
+    """Area under the ROC curve (``sklearn.metrics.roc_auc_score``).
+
+    Binary: ``scores`` is (N,) scores of the positive class, or (N, 2) logits/probabilities (the
+    second column is used). Multi-class: ``scores`` is (N, K) probabilities (rows summing to one, as
+    scikit-learn requires; pass ``softmax(logits)``), scored one-vs-rest with ``average``.
+    Raises ``ValueError`` when only one class is present in ``labels``.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    y = _to_numpy(labels).reshape(-1)
+    s = _to_numpy(scores).astype(np.float64)
+    if s.shape[0] != y.shape[0]:
+        raise ValueError(f"scores give {s.shape[0]} samples, labels {y.shape[0]}")
+    if np.unique(y).size < 2:
+        raise ValueError("AUROC needs both classes in labels; only one is present")
+    if s.ndim == 2 and s.shape[1] == 2:
+        s = s[:, 1]
+    if s.ndim == 1:
+        return float(roc_auc_score(y, s))
+    return float(roc_auc_score(y, s, multi_class=multi_class, average=average, labels=np.arange(s.shape[1])))

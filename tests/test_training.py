@@ -1,0 +1,231 @@
+"""Tests of the trainer: divergence handling, checkpoints, and evaluation over every sample.
+
+The models here are small real torch modules; the "control" is a plain (N, F) tensor, which the trainer
+accepts since it only slices controls by sample index.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from neuralde_seq.training import (
+    TrainingDiverged,
+    accuracy,
+    auroc,
+    evaluate,
+    format_table,
+    load_checkpoint,
+    predict,
+    train_classifier,
+)
+
+
+def _blobs(n, features=4, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % classes
+    centres = torch.randn(classes, features, generator=g) * 3
+    x = centres[labels] + torch.randn(n, features, generator=g)
+    return x, labels.long()
+
+
+class NaNAfter(torch.nn.Module):
+    """A linear classifier whose training loss becomes NaN from its ``nan_at``-th training forward on."""
+
+    def __init__(self, features, classes, nan_at):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, classes)
+        self.nan_at = nan_at
+        self.train_calls = 0
+
+    def forward(self, x):
+        out = self.linear(x)
+        if self.training:
+            self.train_calls += 1
+            if self.train_calls >= self.nan_at:
+                out = out * float("nan")
+        return out
+
+
+class NaNGrad(torch.nn.Module):
+    """Finite loss but an infinite gradient (sqrt at 0) from the ``nan_at``-th training forward on."""
+
+    def __init__(self, features, classes, nan_at):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, classes)
+        self.scale = torch.nn.Parameter(torch.ones(()))
+        self.nan_at = nan_at
+        self.train_calls = 0
+
+    def forward(self, x):
+        out = self.linear(x)
+        if self.training:
+            self.train_calls += 1
+            if self.train_calls >= self.nan_at:
+                out = out + torch.sqrt(self.scale * 0.0)  # value 0, gradient inf
+        return out
+
+
+def _state(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _equal_states(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("model_cls, reason", [(NaNAfter, "non-finite training loss"),
+                                                (NaNGrad, "non-finite gradient")])
+def test_divergence_restores_last_good_checkpoint(tmp_path, model_cls, reason):
+    x, y = _blobs(50)
+    xv, yv = _blobs(23, seed=1)
+    batch_size = 16  # 4 steps per epoch; step 11 is the 3rd step of epoch 3
+    kwargs = dict(epochs=6, lr=0.05, batch_size=batch_size, seed=3, progress=False)
+
+    torch.manual_seed(0)
+    model = model_cls(4, 3, nan_at=11)
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(TrainingDiverged, match=reason) as info:
+        train_classifier(model, x, y, xv, yv, checkpoint_path=ckpt, **kwargs)
+    err = info.value
+    assert err.epoch == 3 and err.step == 11
+    assert len(err.history["val_acc"]) == 2  # two complete epochs recorded
+    assert str(ckpt) in str(err)
+
+    # the file on disk is the last good checkpoint: finite, from a completed epoch, loadable
+    saved = torch.load(ckpt, weights_only=True)
+    assert saved["epoch"] == err.checkpoint_epoch == err.history["best_epoch"]
+    assert saved["epoch"] in (1, 2)
+    assert all(torch.isfinite(v).all() for v in saved["model_state"].values())
+    # ... and the model was restored to exactly those weights (not left at step 10's weights)
+    assert _equal_states(_state(model), saved["model_state"])
+
+    # the same weights come out of an identical run that stops before the bad step
+    torch.manual_seed(0)
+    clean = model_cls(4, 3, nan_at=10**9)
+    ref_ckpt = tmp_path / "ref.pt"
+    history = train_classifier(clean, x, y, xv, yv, checkpoint_path=ref_ckpt, **{**kwargs, "epochs": 2})
+    assert history["best_epoch"] == saved["epoch"]
+    assert _equal_states(_state(clean), saved["model_state"])
+    assert saved["metrics"]["val_acc"] == history["best_val_acc"]
+
+
+def test_divergence_in_first_epoch_restores_initial_weights(tmp_path):
+    x, y = _blobs(40)
+    torch.manual_seed(0)
+    model = NaNAfter(4, 3, nan_at=2)
+    initial = _state(model)
+    with pytest.raises(TrainingDiverged) as info:
+        train_classifier(model, x, y, x, y, epochs=3, lr=0.1, batch_size=8, seed=0,
+                         checkpoint_path=tmp_path / "c.pt", progress=False)
+    assert info.value.checkpoint_epoch == 0
+    assert _equal_states(_state(model), initial)
+
+
+class CountingLinear(torch.nn.Module):
+    """Records every input row it sees in eval mode."""
+
+    def __init__(self, features, classes):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, classes)
+        self.seen = []
+
+    def forward(self, x):
+        if not self.training:
+            self.seen.append(x[:, 0].clone())
+        return self.linear(x)
+
+
+def test_evaluate_covers_every_sample_with_uneven_batches():
+    torch.manual_seed(0)
+    n = 23  # not divisible by the batch size 5
+    x, y = _blobs(n, classes=3)
+    x[:, 0] = torch.arange(n, dtype=x.dtype)  # sample ids
+    model = CountingLinear(4, 3)
+    result = evaluate(model, x, y, batch_size=5)
+    seen = torch.cat(model.seen)
+    assert seen.tolist() == list(range(n))
+    logits = model.linear(x).detach()
+    assert result["num_samples"] == n
+    assert result["accuracy"] == pytest.approx((logits.argmax(1) == y).float().mean().item())
+    assert result["loss"] == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-6)
+    assert model.training  # mode restored
+    torch.testing.assert_close(predict(model, x, batch_size=7), logits)
+
+
+def test_training_learns_keeps_best_checkpoint_and_is_reproducible(tmp_path):
+    x, y = _blobs(60)
+    xv, yv = _blobs(31, seed=1)
+
+    def run(path):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        hist = train_classifier(model, x, y, xv, yv, epochs=8, lr=0.05, batch_size=16, seed=5,
+                                checkpoint_path=path, progress=False)
+        return model, hist
+
+    model, hist = run(tmp_path / "a.pt")
+    model2, hist2 = run(tmp_path / "b.pt")
+    assert hist["train_loss"] == hist2["train_loss"]
+    assert _equal_states(_state(model), _state(model2))
+    assert len(hist["train_loss"]) == len(hist["val_acc"]) == len(hist["seconds_per_epoch"]) == 8
+    assert hist["train_loss"][-1] < hist["train_loss"][0]
+    # the model holds the best-validation epoch's weights, as the checkpoint does
+    best = max(range(8), key=lambda e: (hist["val_acc"][e], -hist["val_loss"][e]))
+    assert hist["best_epoch"] == best + 1
+    ckpt = load_checkpoint(tmp_path / "a.pt")
+    assert ckpt["epoch"] == best + 1
+    assert _equal_states(_state(model), ckpt["model_state"])
+    assert evaluate(model, xv, yv, batch_size=8)["accuracy"] == pytest.approx(hist["val_acc"][best])
+    assert ckpt["config"]["lr"] == 0.05 and ckpt["optimizer_state"] is not None
+
+
+def test_patience_stops_early(tmp_path):
+    x, y = _blobs(30)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    # random labels on validation: no steady improvement
+    yv = torch.randint(0, 3, (30,), generator=torch.Generator().manual_seed(1))
+    hist = train_classifier(model, x, y, x, yv, epochs=50, lr=0.01, batch_size=10, seed=0,
+                            checkpoint_path=tmp_path / "p.pt", progress=False, patience=2)
+    assert hist["stopped_early"] and hist["epochs_run"] < 50
+    assert hist["epochs_run"] - hist["best_epoch"] == 2
+
+
+def test_bad_arguments_raise():
+    x, y = _blobs(10)
+    model = torch.nn.Linear(4, 3)
+    with pytest.raises(ValueError, match="batch_size"):
+        evaluate(model, x, y, batch_size=0)
+    with pytest.raises(ValueError, match="labels has 9 entries"):
+        evaluate(model, x, y[:9], batch_size=4)
+    with pytest.raises(ValueError, match="epochs"):
+        train_classifier(model, x, y, x, y, epochs=0, lr=0.1, batch_size=4, seed=0, checkpoint_path="unused.pt")
+
+
+def test_metrics():
+    logits = torch.tensor([[2.0, 0.1], [0.0, 1.0], [3.0, -1.0], [0.2, 0.1]])
+    labels = torch.tensor([0, 1, 1, 1])
+    assert accuracy(logits, labels) == 0.5
+    assert accuracy(torch.tensor([0, 1, 1, 1]), labels) == 1.0
+    # AUROC of the positive-class score: positives {1, -1, 0.1}, negatives {0.1} -> (1 + 0 + 0.5) / 3
+    assert auroc(labels, logits[:, 1]) == pytest.approx(1.5 / 3)
+    probs = torch.softmax(torch.randn(30, 3, generator=torch.Generator().manual_seed(0)), dim=1)
+    perfect = F.one_hot(torch.arange(30) % 3, 3).double()
+    assert auroc(torch.arange(30) % 3, perfect) == 1.0
+    assert 0.0 <= auroc(torch.arange(30) % 3, probs) <= 1.0
+    with pytest.raises(ValueError, match="both classes"):
+        auroc(torch.zeros(4), torch.rand(4))
+
+
+def test_format_table_aligns_columns():
+    rows = [{"model": "hebb-cde", "acc": 0.91234, "params": 1234},
+            {"model": "delta-cde", "acc": math.nan, "params": 99}]
+    text = format_table(rows, ["model", "acc", "params"], headers=["model", "test acc", "params"],
+                        formats={"acc": ".3f"})
+    lines = text.splitlines()
+    assert len({len(line) for line in lines}) == 1  # every line equally wide
+    assert lines[2] == "| hebb-cde  |    0.912 |   1234 |"
+    assert lines[3] == "| delta-cde |      nan |     99 |"
+    assert lines[1].endswith(":|")  # numeric column right-aligned in markdown
