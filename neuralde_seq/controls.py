@@ -43,12 +43,13 @@ class Control:
     """A batch of piecewise-cubic paths on shared knots.
 
     On [knots[i], knots[i+1]) sample b's path is ``a + b f + c f² + d f³`` with f = s − knots[i], the four
-    coefficients being ``coeffs[b, i, 0:4]``. After its final knot ``knots[end_index[b]]`` every path is
-    constant.
+    coefficients being ``coeffs[b, i, 0:4]``; the last piece, i = K − 1, extends past the last knot. After
+    its final knot ``knots[end_index[b]]`` every path is constant (log-signature rates are zero there), so
+    a sample's path is the same whether it is alone or padded in a batch.
 
     Attributes:
         knots: (K,) strictly increasing parameter values; a solver steps through each of them.
-        coeffs: (B, K − 1, 4, C) polynomial coefficients.
+        coeffs: (B, K, 4, C) polynomial coefficients.
         end_index: (B,) long, index into ``knots`` of each sample's final knot.
         piecewise_constant: True for log-signature windows. Then the path's "value" and "derivative"
             are both the window's log-signature rate (the input of an RDE vector field).
@@ -60,6 +61,15 @@ class Control:
     end_index: torch.Tensor
     piecewise_constant: bool = False
     channels_info: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.knots.dim() != 1 or self.knots.shape[0] < 2:
+            raise ValueError(f"knots must have shape (K,) with K >= 2, got {tuple(self.knots.shape)}")
+        if self.coeffs.dim() != 4 or self.coeffs.shape[1:3] != (self.knots.shape[0], 4):
+            raise ValueError(f"coeffs must have shape (B, K={self.knots.shape[0]}, 4, C): one piece per knot "
+                             f"interval and one past the last knot; got {tuple(self.coeffs.shape)}")
+        if self.end_index.shape != (self.coeffs.shape[0],):
+            raise ValueError(f"end_index must have shape ({self.coeffs.shape[0]},), got {tuple(self.end_index.shape)}")
 
     # ---- shape facts ---------------------------------------------------------------------------
     @property
@@ -91,7 +101,7 @@ class Control:
         last = int(end_index.max())
         # Trim the knots to the last one any selected sample needs: a short batch then solves a short
         # interval, and every sample still sees exactly the same knots as alone.
-        return Control(self.knots[: last + 1], self.coeffs[index][:, :last], end_index,
+        return Control(self.knots[: last + 1], self.coeffs[index][:, : last + 1], end_index,
                        self.piecewise_constant, self.channels_info)
 
     def to(self, *args, **kwargs) -> "Control":
@@ -106,42 +116,57 @@ class Control:
 
     # ---- evaluation ----------------------------------------------------------------------------
     def _interval(self, s: torch.Tensor, side: str) -> torch.Tensor:
-        # side="right": s in [k_i, k_{i+1}) belongs to interval i; "left": s in (k_i, k_{i+1}].
+        # side="right": s in [k_i, k_{i+1}) belongs to piece i; "left": s in (k_i, k_{i+1}].
         index = torch.searchsorted(self.knots, s.detach().to(self.knots.dtype), right=(side == "right")) - 1
-        return index.clamp(0, self.knots.shape[0] - 2)
+        return index.clamp(0, self.knots.shape[0] - 1)
 
-    def _pieces(self, s, side):
+    def piece_at(self, s, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
+        """(piece, f): the index of the piece holding ``s`` and the offset s − knots[piece]."""
         s = torch.as_tensor(s, dtype=self.knots.dtype, device=self.knots.device)
-        index = self._interval(s, side)
-        frac = (s - self.knots[index]).to(self.coeffs.dtype)
-        if s.dim() == 0:
-            piece = self.coeffs[:, index]  # (B, 4, C)
+        if s.dim() == 1 and s.shape != (self.batch_size,):
+            raise ValueError(f"s must be a scalar or have shape ({self.batch_size},), got {tuple(s.shape)}")
+        piece = self._interval(s, side)
+        return piece, s - self.knots[piece]
+
+    def _coefficients(self, piece: torch.Tensor, f: torch.Tensor):
+        f = f.to(self.coeffs.dtype)
+        if piece.dim() == 0:
+            coefficients = self.coeffs[:, piece]  # (B, 4, C)
         else:
-            if s.shape != (self.batch_size,):
-                raise ValueError(f"s must be a scalar or have shape ({self.batch_size},), got {tuple(s.shape)}")
-            piece = self.coeffs[torch.arange(self.batch_size, device=s.device), index]
-            frac = frac.unsqueeze(-1)
-        return piece, frac
+            coefficients = self.coeffs[torch.arange(self.batch_size, device=piece.device), piece]
+            f = f.unsqueeze(-1)
+        return coefficients.unbind(-2), f
+
+    def evaluate_piece(self, piece: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        """X on piece ``piece`` (scalar or (B,)) at offset ``f`` from its first knot, shape (B, C).
+
+        Solvers that know which piece a stage belongs to call this directly, so that rounding near a
+        knot can never pick the neighbouring piece.
+        """
+        (a, b, c, d), f = self._coefficients(piece, f)
+        if self.piecewise_constant:
+            return a
+        return a + f * (b + f * (c + f * d))
+
+    def derivative_piece(self, piece: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        """dX/ds on piece ``piece`` at offset ``f`` (see :meth:`evaluate_piece`), shape (B, C)."""
+        (a, b, c, d), f = self._coefficients(piece, f)
+        if self.piecewise_constant:
+            return a
+        return b + f * (2 * c + f * 3 * d)
 
     def evaluate(self, s, side: str = "right") -> torch.Tensor:
         """X(s) of shape (B, C). ``s`` is a scalar, or a (B,) tensor with one value per sample.
 
         ``side`` decides which piece a knot belongs to: "right" (the piece starting there) or "left" (the
-        piece ending there, e.g. for a derivative at a sample's final time).
+        piece ending there, e.g. for a derivative at a sample's final time). For log-signature windows
+        this is the window's log-signature rate.
         """
-        piece, f = self._pieces(s, side)
-        a, b, c, d = piece.unbind(-2)
-        if self.piecewise_constant:
-            return a
-        return a + f * (b + f * (c + f * d))
+        return self.evaluate_piece(*self.piece_at(s, side))
 
     def derivative(self, s, side: str = "right") -> torch.Tensor:
         """dX/ds of shape (B, C); for log-signature windows, the window's log-signature rate."""
-        piece, f = self._pieces(s, side)
-        a, b, c, d = piece.unbind(-2)
-        if self.piecewise_constant:
-            return a
-        return b + f * (2 * c + f * 3 * d)
+        return self.derivative_piece(*self.piece_at(s, side))
 
     def final_value(self) -> torch.Tensor:
         """(B, C) each sample's X at its own final knot."""
@@ -263,6 +288,9 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     if method == "rectilinear" and not time_channel:
         raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
     times, values, lengths, valid = _validate(times, values, lengths)
+    # Columns after the longest sample are padding of every sample: they must not become knots.
+    longest = int(lengths.max())
+    times, values, valid = times[:, :longest], values[:, :longest], valid[:, :longest]
     batch, length, channels = values.shape
 
     observed = ~torch.isnan(values) & valid.unsqueeze(-1)
@@ -311,14 +339,15 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     if method == "logsignature":
         return _logsignature_control(path, lengths, depth, step, tuple(names))
 
-    coeffs = torch.zeros(batch, length - 1, 4, path.shape[-1], dtype=values.dtype, device=values.device)
+    # One piece per knot interval, plus the constant piece past the last knot.
+    coeffs = torch.zeros(batch, length, 4, path.shape[-1], dtype=values.dtype, device=values.device)
     if method == "rectilinear":
         # Each observation interval [t_i, t_{i+1}] is split at its midpoint: time moves on the first
         # half, the values jump along the second.
         mid = 0.5 * (knots[1:] + knots[:-1])
         fine_knots = torch.stack([knots[:-1], mid], dim=1).flatten()
         fine_knots = torch.cat([fine_knots, knots[-1:]])
-        coeffs = torch.zeros(batch, 2 * (length - 1), 4, path.shape[-1], dtype=values.dtype, device=values.device)
+        coeffs = torch.zeros(batch, 2 * length - 1, 4, path.shape[-1], dtype=values.dtype, device=values.device)
         end_index = 2 * (lengths - 1)
     else:
         fine_knots = knots
@@ -388,8 +417,8 @@ def _logsignature_control(path, lengths, depth, step, names) -> Control:
     path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
     logsig, windows = logsignature_windows(path, lengths, depth, step)
     batch, n_windows, width = logsig.shape
-    coeffs = torch.zeros(batch, n_windows, 4, width, dtype=path.dtype, device=path.device)
-    coeffs[:, :, 0] = logsig
+    coeffs = torch.zeros(batch, n_windows + 1, 4, width, dtype=path.dtype, device=path.device)  # rate 0 past the end
+    coeffs[:, :n_windows, 0] = logsig
     knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
     assert width == logsignature_channels(len(names), depth)
     return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)))

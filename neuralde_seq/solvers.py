@@ -86,39 +86,57 @@ def subdivide(knots: torch.Tensor, step_size: float | None) -> tuple[torch.Tenso
     """The fixed-step grid through every knot.
 
     Returns:
-        (grid, knot_position): grid (M + 1,) points in s; knot_position (K,) long, index of each knot in it.
+        (grid, counts): grid (M + 1,) points in s; counts (K − 1,) long, the number of steps in each knot
+        interval (their cumulative sums are the knots' positions in the grid).
     """
-    if step_size is None:
-        return knots, torch.arange(knots.shape[0], device=knots.device)
     gaps = knots[1:] - knots[:-1]
+    if step_size is None:
+        return knots, torch.ones_like(gaps, dtype=torch.long)
     # A relative slack keeps an interval that is a whole multiple of step_size from gaining a step through
     # rounding.
     counts = torch.ceil(gaps / step_size * (1 - 1e-9)).clamp(min=1).long()
-    knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
     fraction = torch.cat([torch.arange(int(n), dtype=knots.dtype, device=knots.device) / n for n in counts.tolist()])
     start = torch.repeat_interleave(knots[:-1], counts)
     width = torch.repeat_interleave(gaps, counts)
     grid = torch.cat([start + fraction * width, knots[-1:]])
-    return grid, knot_position
+    return grid, counts
 
 
 class _SteppedField(torch.nn.Module):
-    """dy/du on the step-counting time u of fixed-step methods: s(u) is linear on each [n, n + 1]."""
+    """dy/du on the step-counting time u of fixed-step methods: s(u) is linear on each step [n, n + 1].
 
-    def __init__(self, dynamics, control: Control, grid: torch.Tensor, end_position: torch.Tensor):
+    The control's piece is looked up from the step, not from s, so a stage one ulp before a knot (as
+    ``perturb`` places it) always reads the piece the step lies in.
+    """
+
+    def __init__(self, dynamics, control: Control, grid: torch.Tensor, piece_of_step: torch.Tensor,
+                 end_position: torch.Tensor):
         super().__init__()
         self.dynamics = dynamics
         self.control = control
         self.grid = grid
+        self.offset = grid[:-1] - control.knots[piece_of_step].to(grid.dtype)  # step start − piece start
+        self.piece_of_step = piece_of_step
         self.end_position = end_position
 
     def forward(self, u, state):
-        step = torch.floor(u.detach()).long().clamp(0, self.grid.shape[0] - 2)
-        s0, s1 = self.grid[step], self.grid[step + 1]
-        s = s0 + (u.detach() - step) * (s1 - s0)
-        active = (u.detach() < self.end_position).to(state.dtype)
-        rate = _rate(self.dynamics, self.control, s, state)
-        return rate * ((s1 - s0).to(state.dtype) * active).view(-1, *([1] * (state.dim() - 1)))
+        u = u.detach()
+        step = torch.floor(u).long().clamp(0, self.grid.shape[0] - 2)
+        width = self.grid[step + 1] - self.grid[step]
+        # perturb moves the first and last stage of a step one ulp of u inwards; in float32 that is up to
+        # 1e-3 of a step at u ~ 10^4, so snap those stages back onto the step's ends (the step index
+        # already says which side of the knot they belong to).
+        tolerance = 4 * torch.finfo(u.dtype).eps * max(1.0, float(u.abs()))
+        frac = u - step
+        frac = torch.where(frac < tolerance, torch.zeros_like(frac),
+                           torch.where(frac > 1 - tolerance, torch.ones_like(frac), frac))
+        f = self.offset[step] + frac * width
+        piece = self.piece_of_step[step]
+        x = self.control.evaluate_piece(piece, f) if self.dynamics.needs_value else None
+        dx = self.control.derivative_piece(piece, f) if self.dynamics.needs_derivative else None
+        active = (u < self.end_position).to(state.dtype)
+        rate = self.dynamics(state, x, dx)
+        return rate * (width.to(state.dtype) * active).view(-1, *([1] * (state.dim() - 1)))
 
 
 class _ContinuousField(torch.nn.Module):
@@ -130,15 +148,12 @@ class _ContinuousField(torch.nn.Module):
         self.control = control
 
     def forward(self, s, state):
-        active = (s.detach() < self.control.end).to(state.dtype)
-        rate = _rate(self.dynamics, self.control, s.detach(), state)
+        s = s.detach()
+        active = (s < self.control.end).to(state.dtype)
+        x = self.control.evaluate(s) if self.dynamics.needs_value else None
+        dx = self.control.derivative(s) if self.dynamics.needs_derivative else None
+        rate = self.dynamics(state, x, dx)
         return rate * active.view(-1, *([1] * (state.dim() - 1)))
-
-
-def _rate(dynamics, control, s, state):
-    x = control.evaluate(s) if dynamics.needs_value else None
-    dx = control.derivative(s) if dynamics.needs_derivative else None
-    return dynamics(state, x, dx)
 
 
 def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOptions | None = None, *,
@@ -161,9 +176,11 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         raise ValueError(f"initial has batch size {initial.shape[0]} but the control has {control.batch_size}")
     last = int(control.end_index.max())
     if options.method in FIXED_STEP_METHODS:
-        grid, knot_position = subdivide(control.knots[: last + 1], options.step_size)
-        grid = grid.to(initial.dtype)
-        func = _SteppedField(dynamics, control, grid, knot_position[control.end_index].to(initial.dtype))
+        grid, counts = subdivide(control.knots[: last + 1], options.step_size)
+        knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        piece_of_step = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+        func = _SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
+                             knot_position[control.end_index].to(initial.dtype))
         if at_knots:
             t = knot_position.to(initial.dtype)
         else:
