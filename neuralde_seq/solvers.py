@@ -13,8 +13,9 @@ whose integer values are these grid points (``s`` is piecewise linear in u), wit
 controls jump and where samples end. Steps thus line up with knots for every sample, and a sample's grid
 never depends on what else is in the batch.
 
-Adaptive methods (``dopri5``, ...) solve in s with ``rtol``/``atol``, and are told where the rate may jump
-(``jump_t``: the knots of piecewise-constant controls, and the samples' final knots).
+Adaptive methods (``dopri5``, ...) solve in s with ``rtol``/``atol``, and step onto every knot
+(``jump_t``): the rate of a piecewise-constant control jumps there, a sample's rate stops at its final
+knot, and the sensitivity to each polynomial piece of an interpolated control starts and ends there.
 
 Gradients: ``adjoint=True`` (default) uses :func:`torchdiffeq.odeint_adjoint`, with ``adjoint_params``
 listing the dynamics' parameters and any control tensors that require gradients (without that list the
@@ -148,8 +149,9 @@ class _ContinuousField(torch.nn.Module):
         self.control = control
 
     def forward(self, s, state):
-        s = s.detach()
-        active = (s < self.control.end).to(state.dtype)
+        # s stays attached: backpropagating through adaptive steps differentiates the step sizes, and
+        # that only cancels correctly if the field sees the same differentiable time.
+        active = (s.detach() < self.control.end).to(state.dtype)
         x = self.control.evaluate(s) if self.dynamics.needs_value else None
         dx = self.control.derivative(s) if self.dynamics.needs_derivative else None
         rate = self.dynamics(state, x, dx)
@@ -190,8 +192,9 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         func = _ContinuousField(dynamics, control)
         knots = control.knots[: last + 1].to(initial.dtype)
         t = knots if at_knots else knots[[0, -1]]
-        jumps = knots if control.piecewise_constant else torch.unique(control.end.to(initial.dtype))
-        solver_options = dict(jump_t=jumps)
+        # Every knot is a jump: of the rate for piecewise-constant controls and at samples' ends, and of
+        # the sensitivity to each polynomial piece for interpolated ones.
+        solver_options = dict(jump_t=knots)
     kwargs = dict(method=options.method, options=solver_options, rtol=options.rtol, atol=options.atol)
     if options.adjoint and torch.is_grad_enabled():
         params = tuple(p for p in dynamics.parameters() if p.requires_grad)

@@ -112,16 +112,7 @@ def _train_and_evaluate(rule, train, test, epochs=10, batch=64):
         return (model(test_control).argmax(-1) == test[3]).float().mean().item()
 
 
-@pytest.fixture
-def one_thread():
-    # Tiny tensors: threads only add contention (and run-to-run noise) on a shared 2-core machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_delta_overwrites_where_hebb_only_accumulates(one_thread):
+def test_delta_overwrites_where_hebb_only_accumulates():
     g = torch.Generator().manual_seed(SEED)
     grid = torch.cumsum(0.5 + torch.rand(GRID_POINTS, generator=g), 0)  # irregular gaps in [0.5, 1.5)
     grid = grid - grid[0]
