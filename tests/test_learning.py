@@ -31,7 +31,6 @@ seed 2: 88.3 % vs 52.9 %. The test uses seed 1 and asserts a margin of at least 
 
 import time
 
-import pytest
 import torch
 import torch.nn.functional as F
 
