@@ -9,7 +9,7 @@ dropped. Protocol:
    test (seeds ``--seed`` and ``--seed + 1``);
 3. split the official train set 85/15 stratified into train/validation (seed ``--seed``);
 4. standardise every channel with the statistics of the new training part;
-5. for each model: build the controls with ``control_options(name)`` (once per split), create it with
+5. for each model: build its inputs with ``model_inputs(name, ...)`` (once per split), create it with
    ``create_model``, train with ``train_classifier`` (best validation checkpoint), evaluate on test.
 
 Outputs under ``--out`` (default ``results/compare``): ``results.json``, ``results.md`` and
@@ -112,8 +112,7 @@ def run_compare(
     import torch
 
     from .data import drop_observations, load_japanese_vowels, standardise, stratified_split
-    from .models import MODEL_NAMES, control_options, create_model
-    from .controls import build_control
+    from .models import MODEL_NAMES, control_options, create_model, model_inputs
     from .training import TrainingDiverged, evaluate, format_table, train_classifier, write_json, write_table
 
     cfg = {**DEFAULT_COMPARE_CONFIG, **dict(config or {})}
@@ -151,7 +150,7 @@ def run_compare(
     for name in cfg["models"]:
         opts = dict(control_options(name))
         model_kwargs = {**cfg["model_options"], **cfg["model_overrides"].get(name, {})}
-        controls = {split: build_control(ds.times, ds.values, ds.lengths, **opts) for split, ds in splits.items()}
+        controls = {split: model_inputs(name, ds.times, ds.values, ds.lengths) for split, ds in splits.items()}
         torch.manual_seed(seed_)
         model = create_model(name, in_channels=controls["train"].channels, num_classes=train.num_classes,
                              **model_kwargs)

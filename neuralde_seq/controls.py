@@ -32,7 +32,7 @@ import torchcde
 
 from .signatures import logsignature_channels, logsignature_windows
 
-__all__ = ["Control", "build_control", "INTERPOLATIONS", "MISSING_POLICIES"]
+__all__ = ["Control", "build_control", "validate_observations", "INTERPOLATIONS", "MISSING_POLICIES"]
 
 INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
@@ -180,7 +180,9 @@ class Control:
 # ---------------------------------------------------------------------------------------------------
 # building controls
 
-def _validate(times, values, lengths):
+def validate_observations(times, values, lengths):
+    """Check a batch of observations (shared/DESIGN.md §2); returns (times, values, lengths, valid) with
+    times cast to the values' dtype, lengths as a long tensor and valid the (B, T) mask of valid steps."""
     if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
         raise TypeError("times and values must be torch tensors")
     if values.dim() != 3:
@@ -287,7 +289,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                          "missing value")
     if method == "rectilinear" and not time_channel:
         raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
-    times, values, lengths, valid = _validate(times, values, lengths)
+    times, values, lengths, valid = validate_observations(times, values, lengths)
     # Columns after the longest sample are padding of every sample: they must not become knots.
     longest = int(lengths.max())
     times, values, valid = times[:, :longest], values[:, :longest], valid[:, :longest]

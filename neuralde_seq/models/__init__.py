@@ -1,52 +1,125 @@
 """Models, and the registry that creates them by name for the command line and benchmark scripts.
 
-A registry entry gives the model's constructor defaults and the options of the control it reads
-(:func:`control_options`), so that ``neuralde-seq --models delta-cde`` and a user's own script build the
-same thing. Every keyword of the model's constructor can be overridden.
+A registry entry gives the model's constructor, its defaults and the input it reads: a control path
+(:func:`~neuralde_seq.controls.build_control` with the entry's options) or the raw observations
+(:class:`~neuralde_seq.observations.Observations`). :func:`model_inputs` builds that input, so that
+``neuralde-seq --models delta-cde`` and a user's own script build the same thing. Every keyword of the
+model's constructor can be overridden in :func:`create_model`.
 """
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
+import torch
+
+from ..controls import Control, build_control
+from ..observations import Observations
 from ..solvers import SolverOptions
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "create_model",
-           "control_options", "MODEL_NAMES"]
+           "control_options", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelEntry:
+    """How to build a registered model and its input.
+
+    Attributes:
+        constructor: called as ``constructor(in_channels, num_classes, **options)``.
+        defaults: default keyword arguments of the constructor.
+        inputs: "control" (the model reads a Control built with ``control``) or "observations".
+        control: keyword arguments of build_control, for inputs="control".
+        takes_solver: whether the constructor accepts ``solver=SolverOptions(...)``.
+    """
+
+    constructor: Callable
+    defaults: dict
+    inputs: str = "control"
+    control: dict = dataclasses.field(default_factory=dict)
+    takes_solver: bool = True
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register_model(name: str, entry: ModelEntry) -> None:
+    """Add a model to the registry (raises if the name is taken)."""
+    if name in _REGISTRY:
+        raise ValueError(f"model name {name!r} is already registered")
+    if entry.inputs not in ("control", "observations"):
+        raise ValueError(f"inputs must be 'control' or 'observations', got {entry.inputs!r}")
+    _REGISTRY[name] = entry
+
 
 _INTERPOLATED = dict(method="hermite_cubic", time_channel=True)
 _LOGSIG = dict(method="logsignature", time_channel=True, depth=2, step=4)
-
-# name -> (constructor, default keyword arguments, control options)
-_REGISTRY = {}
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG)):
-        _REGISTRY[f"{_rule}-{_form}"] = (FastWeightClassifier, dict(rule=_rule, form=_form), _control)
+        register_model(f"{_rule}-{_form}", ModelEntry(FastWeightClassifier, dict(rule=_rule, form=_form),
+                                                      "control", _control))
 
-MODEL_NAMES = tuple(_REGISTRY)
+
+def _names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
 
 
-def _entry(name: str):
+MODEL_NAMES = _names()
+
+
+def _entry(name: str) -> ModelEntry:
     if name not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
 
 
 def control_options(name: str) -> dict:
-    """Keyword arguments of :func:`~neuralde_seq.controls.build_control` for the model ``name``."""
-    return dict(_entry(name)[2])
+    """Keyword arguments of :func:`~neuralde_seq.controls.build_control` for the model ``name`` (empty for
+    models that read raw observations)."""
+    return dict(_entry(name).control)
+
+
+def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
+                 static: torch.Tensor | None = None, **control_overrides) -> Control | Observations:
+    """The input the model ``name`` reads, built from observations (see :func:`create_model`).
+
+    Arguments:
+        times (B, T), values (B, T, C) with NaN for missing, lengths (B,), static (B, S) optional.
+        **control_overrides: replace entries of the registered control options.
+
+    Returns:
+        A :class:`~neuralde_seq.controls.Control` or :class:`~neuralde_seq.observations.Observations`;
+        its ``channels`` is the ``in_channels`` to give :func:`create_model`. Build it once per data split
+        and slice it per batch.
+    """
+    entry = _entry(name)
+    if entry.inputs == "observations":
+        if control_overrides:
+            raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
+                             "do not apply")
+        return Observations.from_tensors(times, values, lengths, static)
+    return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 
 
 def create_model(name: str, in_channels: int, num_classes: int, *, solver: SolverOptions | dict | None = None,
                  **overrides):
-    """A new model by registry name, e.g. ``create_model("delta-cde", control.channels, 9, d_model=64)``.
+    """A new model by registry name, e.g. ``create_model("delta-cde", inputs.channels, 9, d_model=64)``.
 
     Arguments:
         name: one of :data:`MODEL_NAMES`.
-        in_channels: channels of the control the model reads.
+        in_channels: channels of the input the model reads (``model_inputs(...).channels``).
         num_classes: number of classes.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` or a dict of its fields.
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` or a dict of its fields (differential
+            equation models only).
         **overrides: constructor arguments replacing the registry defaults.
     """
-    constructor, defaults, _ = _entry(name)
+    entry = _entry(name)
     if isinstance(solver, dict):
         solver = SolverOptions(**solver)
-    return constructor(in_channels, num_classes, solver=solver, **{**defaults, **overrides})
+    options = {**entry.defaults, **overrides}
+    if solver is not None:
+        if not entry.takes_solver:
+            raise ValueError(f"model {name!r} is not solved by a differential equation solver: drop solver=")
+        options["solver"] = solver
+    return entry.constructor(in_channels, num_classes, **options)
