@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Sequence
 
 # Defaults of `neuralde-seq compare`, kept in one place (tuned so the whole run takes < 10 min on 2 CPU
-# cores). `model_overrides` maps a model name to extra keyword arguments for `create_model`.
+# cores). `model_options` maps a model name to keyword arguments of `create_model` (fast weight models
+# not listed get `fast_weight_options`); `training_options` maps a model name to the training settings
+# it changes (epochs, lr, penalty_weight), unless given on the command line.
+_FAST_WEIGHT_OPTIONS = {"d_model": 32, "n_heads": 4, "d_ff": 64}
 DEFAULT_COMPARE_CONFIG: dict = {
-    "models": ("hebb-cde", "oja-cde", "delta-cde"),
+    "models": ("hebb-cde", "oja-cde", "delta-cde", "ncde"),
     "epochs": 25,
     "lr": 3e-3,
     "batch_size": 32,
@@ -39,10 +42,10 @@ DEFAULT_COMPARE_CONFIG: dict = {
     "weight_decay": 0.0,
     "grad_clip": None,
     "patience": None,
-    # Options of every model: small models suit the 270 training utterances and keep the whole job
-    # within minutes on 2 cores. `model_overrides` adds options per model name on top.
-    "model_options": {"d_model": 32, "n_heads": 4, "d_ff": 64},
-    "model_overrides": {},
+    # Small models suit the 270 training utterances and keep the whole job within minutes on 2 cores.
+    "fast_weight_options": _FAST_WEIGHT_OPTIONS,
+    "model_options": {},
+    "training_options": {},
 }
 
 _DTYPES = {"float32": "float32", "float64": "float64"}
@@ -84,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--lr", type=float, default=cfg["lr"], help="learning rate (default: %(default)s)")
     cmp.add_argument("--batch-size", type=int, default=cfg["batch_size"], help="batch size (default: %(default)s)")
     cmp.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    cmp.add_argument("--threads", type=int, default=1,
+                     help="CPU threads for torch (default: %(default)s: these small models run fastest on one, "
+                          "and a busy machine does not slow them down by thread contention)")
     return parser
 
 
@@ -104,6 +110,7 @@ def run_compare(
     batch_size: int | None = None,
     progress: bool = True,
     config: dict | None = None,
+    threads: int | None = None,
 ) -> dict:
     """Run the comparison (see the module docstring). Returns the results dict also written to JSON.
 
@@ -112,14 +119,20 @@ def run_compare(
     import torch
 
     from .data import drop_observations, load_japanese_vowels, standardise, stratified_split
-    from .models import MODEL_NAMES, control_options, create_model, model_inputs
+    from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES, control_options, create_model, model_inputs
     from .training import TrainingDiverged, evaluate, format_table, train_classifier, write_json, write_table
 
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        torch.set_num_threads(threads)
     cfg = {**DEFAULT_COMPARE_CONFIG, **dict(config or {})}
+    explicit = set()  # training settings given explicitly apply to every model
     for key, value in (("models", models), ("epochs", epochs), ("drop_rate", drop_rate), ("seed", seed),
                        ("lr", lr), ("batch_size", batch_size)):
         if value is not None:
             cfg[key] = value
+            explicit.add(key)
     cfg["models"] = tuple(cfg["models"])
     unknown = [m for m in cfg["models"] if m not in MODEL_NAMES]
     if unknown:
@@ -149,12 +162,16 @@ def run_compare(
     rows, per_model = [], {}
     for name in cfg["models"]:
         opts = dict(control_options(name))
-        model_kwargs = {**cfg["model_options"], **cfg["model_overrides"].get(name, {})}
+        default_options = cfg["fast_weight_options"] if name in FAST_WEIGHT_MODEL_NAMES else {}
+        model_kwargs = dict(cfg["model_options"].get(name, default_options))
+        training = {"epochs": cfg["epochs"], "lr": cfg["lr"], "penalty_weight": 0.0,
+                    **{k: v for k, v in cfg["training_options"].get(name, {}).items() if k not in explicit}}
         controls = {split: model_inputs(name, ds.times, ds.values, ds.lengths) for split, ds in splits.items()}
         torch.manual_seed(seed_)
-        model = create_model(name, in_channels=controls["train"].channels, num_classes=train.num_classes,
-                             **model_kwargs)
+        model = create_model(name, controls["train"], num_classes=train.num_classes, **model_kwargs)
         model = model.to(device=torch_device, dtype=torch_dtype)
+        if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
+            model.set_empirical_mean(controls["train"])
         n_params = _count_parameters(model)
         ckpt = ckpt_dir / f"{name}.pt"
         diverged = None
@@ -162,10 +179,11 @@ def run_compare(
         try:
             history = train_classifier(
                 model, controls["train"], splits["train"].labels, controls["val"], splits["val"].labels,
-                epochs=int(cfg["epochs"]), lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]), seed=seed_,
+                epochs=int(training["epochs"]), lr=float(training["lr"]), batch_size=int(cfg["batch_size"]), seed=seed_,
+                penalty_weight=float(training["penalty_weight"]),
                 checkpoint_path=ckpt, weight_decay=float(cfg["weight_decay"]), grad_clip=cfg["grad_clip"],
                 progress=progress, patience=cfg["patience"], eval_batch_size=int(cfg["eval_batch_size"]),
-                config={"model": name, "control_options": opts, "model_options": model_kwargs},
+                config={"model": name, "control_options": opts, "model_options": model_kwargs, "training": training},
                 desc=name,
             )
         except TrainingDiverged as err:
@@ -189,7 +207,7 @@ def run_compare(
             **row,
             "test_loss": test_metrics["loss"], "val_loss": val_metrics["loss"],
             "best_epoch": history["best_epoch"], "epochs_run": history["epochs_run"],
-            "train_seconds_total": train_seconds, "diverged": diverged, "control_options": opts,
+            "train_seconds_total": train_seconds, "diverged": diverged, "control_options": opts, "model_options": model_kwargs, "training": training,
             "checkpoint": str(ckpt), "history": history,
         }
 
@@ -240,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_compare(
             args.models, epochs=args.epochs, drop_rate=args.drop_rate, seed=args.seed, out=args.out,
             device=args.device, dtype=args.dtype, lr=args.lr, batch_size=args.batch_size,
-            progress=not args.no_progress,
+            progress=not args.no_progress, threads=args.threads,
         )
         return 0
     parser.print_help()

@@ -26,13 +26,20 @@ with a mask channel. A channel with no observation at all in a sample raises an 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import re
 
 import torch
 import torchcde
 
-from .signatures import logsignature_channels, logsignature_windows
+from .signatures import (DEFAULT_BASIS, backend_version, check_logsignature_options, logsignature_channels,
+                         logsignature_windows)
 
-__all__ = ["Control", "build_control", "validate_observations", "INTERPOLATIONS", "MISSING_POLICIES"]
+__all__ = ["Control", "build_control", "cached_logsignature_control", "LogSignatureCacheError",
+           "validate_observations", "INTERPOLATIONS", "MISSING_POLICIES"]
 
 INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
@@ -54,6 +61,9 @@ class Control:
         piecewise_constant: True for log-signature windows. Then the path's "value" and "derivative"
             are both the window's log-signature rate (the input of an RDE vector field).
         channels_info: names of the channels, for display.
+        initial_value: (B, C_path) the observed path's point at the first knot, for log-signature windows
+            (whose coefficients hold only the windows' increments and areas; models such as the NRDE start
+            from it); None for interpolated controls, whose value at the first knot is ``evaluate``.
     """
 
     knots: torch.Tensor
@@ -61,6 +71,7 @@ class Control:
     end_index: torch.Tensor
     piecewise_constant: bool = False
     channels_info: tuple[str, ...] = ()
+    initial_value: torch.Tensor | None = None
 
     def __post_init__(self):
         if self.knots.dim() != 1 or self.knots.shape[0] < 2:
@@ -102,17 +113,19 @@ class Control:
         # Trim the knots to the last one any selected sample needs: a short batch then solves a short
         # interval, and every sample still sees exactly the same knots as alone.
         return Control(self.knots[: last + 1], self.coeffs[index][:, : last + 1], end_index,
-                       self.piecewise_constant, self.channels_info)
+                       self.piecewise_constant, self.channels_info,
+                       None if self.initial_value is None else self.initial_value[index])
 
     def to(self, *args, **kwargs) -> "Control":
         """Move and cast like :meth:`torch.Tensor.to` (the end indices keep their integer type)."""
         coeffs = self.coeffs.to(*args, **kwargs)
         return Control(self.knots.to(device=coeffs.device, dtype=coeffs.dtype), coeffs,
-                       self.end_index.to(coeffs.device), self.piecewise_constant, self.channels_info)
+                       self.end_index.to(coeffs.device), self.piecewise_constant, self.channels_info,
+                       None if self.initial_value is None else self.initial_value.to(*args, **kwargs))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """Tensors a gradient could flow into (for ``adjoint_params``)."""
-        return (self.coeffs,)
+        return (self.coeffs,) if self.initial_value is None else (self.coeffs, self.initial_value)
 
     # ---- evaluation ----------------------------------------------------------------------------
     def _interval(self, s: torch.Tensor, side: str) -> torch.Tensor:
@@ -252,7 +265,8 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                   method: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
                   intensity_channel: bool = False, missing: str = "interpolate",
                   unobserved_fill: float | None = None, parametrization: str = "time",
-                  depth: int = 2, step: int = 4) -> Control:
+                  depth: int = 2, step: int = 4, logsig_backend: str = "torch",
+                  logsig_basis: str = DEFAULT_BASIS) -> Control:
     """Build a control path from irregularly sampled observations.
 
     Arguments:
@@ -272,11 +286,18 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         unobserved_fill: value for a channel with no observation at all in a sample; None (default)
             raises an error instead.
         parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
-        depth, step: log-signature depth (1 or 2) and window size in observation intervals.
+        depth, step: log-signature depth (1 or 2 with the torch backend, any with the others) and window
+            size in observation intervals.
+        logsig_backend: library computing the log-signatures: "torch" (default, depth <= 2, no extra
+            dependency), "pysiglib" or "signatory" (optional dependencies; see
+            :mod:`neuralde_seq.signatures`).
+        logsig_basis: coordinates of the log-signatures: "lyndon_brackets" (default), "lyndon_words" or
+            "expand" (see :mod:`neuralde_seq.signatures`; at depth <= 2 the Lyndon bases coincide).
 
     Returns:
         A :class:`Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
-        (for log-signatures, the number of log-signature terms of that path).
+        (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
+        log-signature terms of that path in that basis).
     """
     if method not in INTERPOLATIONS:
         raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")
@@ -339,7 +360,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     path = torch.cat(channel_parts, dim=-1)  # (B, T, C'), NaN only in value channels with missing="interpolate"
 
     if method == "logsignature":
-        return _logsignature_control(path, lengths, depth, step, tuple(names))
+        return _logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis)
 
     # One piece per knot interval, plus the constant piece past the last knot.
     coeffs = torch.zeros(batch, length, 4, path.shape[-1], dtype=values.dtype, device=values.device)
@@ -405,7 +426,8 @@ def _polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str) -> 
     raise AssertionError(method)
 
 
-def _logsignature_control(path, lengths, depth, step, names) -> Control:
+def _logsignature_control(path, lengths, depth, step, names, backend, basis) -> Control:
+    check_logsignature_options(depth, backend, basis)
     if torch.isnan(path).any():
         # Log-signatures need complete points: interpolate linearly through missing values first.
         knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
@@ -417,10 +439,149 @@ def _logsignature_control(path, lengths, depth, step, names) -> Control:
         path = filled
     valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
     path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
-    logsig, windows = logsignature_windows(path, lengths, depth, step)
+    initial_value = path[:, 0].clone()
+    logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
     batch, n_windows, width = logsig.shape
     coeffs = torch.zeros(batch, n_windows + 1, 4, width, dtype=path.dtype, device=path.device)  # rate 0 past the end
     coeffs[:, :n_windows, 0] = logsig
     knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
-    assert width == logsignature_channels(len(names), depth)
-    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)))
+    assert width == logsignature_channels(len(names), depth, basis)
+    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)),
+                   initial_value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# a disk cache of log-signature controls
+
+_CACHE_FORMAT = "neuralde_seq.logsignature_control.v1"
+_CONTROL_TENSORS = ("knots", "coeffs", "end_index", "initial_value")
+
+
+class LogSignatureCacheError(RuntimeError):
+    """A log-signature cache file that cannot be trusted: unreadable, truncated, altered, or written for
+    other inputs. The library never overwrites such a file itself; delete it to recompute."""
+
+
+def _fingerprint(tensor) -> dict | None:
+    """dtype, shape and SHA-256 of a tensor's bytes (None for None)."""
+    if tensor is None:
+        return None
+    tensor = torch.as_tensor(tensor).detach().cpu().contiguous()
+    digest = hashlib.sha256(tensor.reshape(-1).view(torch.uint8).numpy()).hexdigest()
+    return {"dtype": str(tensor.dtype), "shape": list(tensor.shape), "sha256": digest}
+
+
+def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
+                                lengths: torch.Tensor | None = None, *, key_parts: tuple[str, ...] = (),
+                                **options) -> Control:
+    """:func:`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
+
+    Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
+    the data and the options, so they are computed once per dataset. The file is
+    ``cache_dir/<key_parts joined by "-">-<hash>.pt`` (written with :func:`torch.save`, atomically), where
+    the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
+    option of :func:`build_control` with its defaults filled in (so spelling out a default gives the same
+    key); ``key_parts``; the version of neuralde_seq and of the log-signature backend library; and the cache
+    format. Changing any of them computes a new file; old files are left in place.
+
+    Arguments:
+        cache_dir: directory of the cache (created if missing).
+        times, values, lengths: as in :func:`build_control`.
+        key_parts: readable names for the file, e.g. ``("EigenWorms", "train")``; they also enter the hash.
+        **options: keyword arguments of :func:`build_control`; ``method`` defaults to (and must be)
+            ``"logsignature"``.
+
+    Returns:
+        The :class:`Control`, on ``values``' device. On a hit its tensors are bitwise equal to those computed
+        on the miss. Cached controls carry no autograd graph, so inputs that require grad are refused.
+
+    Raises:
+        LogSignatureCacheError: the cache file exists but cannot be read, its contents do not match the
+            checksum stored with them, or it was written for another key. The message names the file;
+            delete it to recompute.
+    """
+    from . import __version__
+
+    options.setdefault("method", "logsignature")
+    if options["method"] != "logsignature":
+        raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "
+                         f"method={options['method']!r}")
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (times, values)):
+        raise ValueError("times or values require grad, but a cached control carries no autograd graph: build the "
+                         "control with build_control instead")
+    if isinstance(key_parts, str):
+        key_parts = (key_parts,)
+    bound = inspect.signature(build_control).bind(times, values, lengths, **options)
+    bound.apply_defaults()
+    settings = {name: value for name, value in bound.arguments.items() if name not in ("times", "values", "lengths")}
+    key = {
+        "format": _CACHE_FORMAT,
+        "key_parts": [str(part) for part in key_parts],
+        "inputs": {"times": _fingerprint(times), "values": _fingerprint(values), "lengths": _fingerprint(lengths)},
+        "options": settings,
+        "versions": {"neuralde_seq": __version__, "torch": torch.__version__,
+                     settings["logsig_backend"]: backend_version(settings["logsig_backend"])},
+    }
+    key_json = json.dumps(key, sort_keys=True, default=repr)
+    digest = hashlib.sha256(key_json.encode()).hexdigest()
+    prefix = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(part)) for part in key_parts)[:100]
+    name = f"{prefix}-{digest[:32]}.pt" if prefix else f"logsignature-{digest[:32]}.pt"
+    os.makedirs(cache_dir, exist_ok=True)
+    path = os.path.join(os.fspath(cache_dir), name)
+    device = values.device if isinstance(values, torch.Tensor) else torch.device("cpu")
+
+    if os.path.exists(path):
+        return _load_cached_control(path, key_json).to(device)
+
+    control = build_control(times, values, lengths, **options)
+    tensors = {field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS}
+    payload = {"format": _CACHE_FORMAT, "key": key_json, "tensors": tensors,
+               "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
+    payload["checksum"] = _payload_checksum(payload)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        torch.save(payload, temporary)
+        os.replace(temporary, path)  # readers never see a half-written file
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return control
+
+
+def _payload_checksum(payload: dict) -> str:
+    """SHA-256 over everything a cache file holds (the tensors through their bytes)."""
+    content = {"format": payload["format"], "key": payload["key"],
+               "tensors": {field: _fingerprint(tensor) for field, tensor in payload["tensors"].items()},
+               "piecewise_constant": payload["piecewise_constant"], "channels_info": payload["channels_info"]}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _load_cached_control(path: str, key_json: str) -> Control:
+    def corrupt(reason: str) -> LogSignatureCacheError:
+        return LogSignatureCacheError(f"corrupt log-signature cache file {path}: {reason}. Refusing to use it; "
+                                      "delete the file to recompute the control")
+
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a truncated or overwritten zip, a foreign pickle, ...
+        first_line = (str(error).strip().splitlines() or [""])[0][:160]
+        raise corrupt(f"it cannot be read as a torch.save file ({type(error).__name__}: {first_line})") from error
+    if not isinstance(payload, dict) or payload.get("format") != _CACHE_FORMAT:
+        raise corrupt(f"it is not a {_CACHE_FORMAT} file")
+    if payload.get("key") != key_json:
+        raise corrupt("it was written for other inputs or options than its file name says")
+    tensors = payload.get("tensors")
+    if (not isinstance(tensors, dict) or set(tensors) != set(_CONTROL_TENSORS)
+            or not all(isinstance(tensor, torch.Tensor) for tensor in tensors.values())):
+        raise corrupt("its tensors are missing")
+    try:
+        intact = _payload_checksum(payload) == payload["checksum"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise corrupt(f"its contents are incomplete ({type(error).__name__}: {error})") from error
+    if not intact:
+        raise corrupt("its contents do not match the checksum stored with them")
+    try:
+        return Control(tensors["knots"], tensors["coeffs"], tensors["end_index"], bool(payload["piecewise_constant"]),
+                       tuple(payload["channels_info"]), tensors["initial_value"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise corrupt(f"its contents do not form a control ({error})") from error

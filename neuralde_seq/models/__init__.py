@@ -16,10 +16,14 @@ import torch
 from ..controls import Control, build_control
 from ..observations import Observations
 from ..solvers import SolverOptions
+from .ccnn import CCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
+from .ncde import NeuralCDE
+from .recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
 
-__all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "create_model",
-           "control_options", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES"]
+__all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
+           "GRUDeltaT", "GRUD", "ODERNN", "CCNN", "create_model",
+           "control_options", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +36,8 @@ class ModelEntry:
         inputs: "control" (the model reads a Control built with ``control``) or "observations".
         control: keyword arguments of build_control, for inputs="control".
         takes_solver: whether the constructor accepts ``solver=SolverOptions(...)``.
+        from_inputs: optional function of the built input returning constructor options that depend on it
+            (e.g. the NRDE's initial channels), used when :func:`create_model` is given the input itself.
     """
 
     constructor: Callable
@@ -39,6 +45,7 @@ class ModelEntry:
     inputs: str = "control"
     control: dict = dataclasses.field(default_factory=dict)
     takes_solver: bool = True
+    from_inputs: Callable | None = None
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
@@ -61,11 +68,22 @@ for _rule in ("hebb", "oja", "delta", "delta-post"):
                                                       "control", _control))
 
 
-def _names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED))
+register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=64, depth=2), "control",
+                                  dict(_LOGSIG, depth=1, step=2),
+                                  from_inputs=lambda control: dict(initial_channels=control.initial_value.shape[-1])))
+register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED))
+register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
+register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
+register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations"))
+register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
+                                  takes_solver=False))
 
 
-MODEL_NAMES = _names()
+
+
+MODEL_NAMES = tuple(_REGISTRY)
+FAST_WEIGHT_MODEL_NAMES = tuple(name for name, entry in _REGISTRY.items() if entry.constructor is FastWeightClassifier)
 
 
 def _entry(name: str) -> ModelEntry:
@@ -102,13 +120,14 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
     return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 
 
-def create_model(name: str, in_channels: int, num_classes: int, *, solver: SolverOptions | dict | None = None,
-                 **overrides):
-    """A new model by registry name, e.g. ``create_model("delta-cde", inputs.channels, 9, d_model=64)``.
+def create_model(name: str, in_channels: int | Control | Observations, num_classes: int, *,
+                 solver: SolverOptions | dict | None = None, **overrides):
+    """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:
         name: one of :data:`MODEL_NAMES`.
-        in_channels: channels of the input the model reads (``model_inputs(...).channels``).
+        in_channels: the input the model reads (``model_inputs(...)``), or its number of channels. Given
+            the input, options that depend on it are filled in too (e.g. the NRDE's initial channels).
         num_classes: number of classes.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` or a dict of its fields (differential
             equation models only).
@@ -117,7 +136,12 @@ def create_model(name: str, in_channels: int, num_classes: int, *, solver: Solve
     entry = _entry(name)
     if isinstance(solver, dict):
         solver = SolverOptions(**solver)
-    options = {**entry.defaults, **overrides}
+    derived = {}
+    if isinstance(in_channels, (Control, Observations)):
+        if entry.from_inputs is not None:
+            derived = entry.from_inputs(in_channels)
+        in_channels = in_channels.channels
+    options = {**entry.defaults, **derived, **overrides}
     if solver is not None:
         if not entry.takes_solver:
             raise ValueError(f"model {name!r} is not solved by a differential equation solver: drop solver=")

@@ -173,6 +173,7 @@ def train_classifier(
     seed: int,
     checkpoint_path: str | os.PathLike,
     weight_decay: float = 0.0,
+    penalty_weight: float = 0.0,
     grad_clip: float | None = None,
     progress: bool = True,
     patience: int | None = None,
@@ -190,6 +191,8 @@ def train_classifier(
     written before training, so a good checkpoint always exists. At the end the best checkpoint is
     loaded back into the model (and optimizer).
 
+    ``penalty_weight``: weight of the model's own regulariser ``model.penalty()`` (e.g. the kernel L2
+    penalty of CKConv and CCNN) added to the training loss; 0 disables it.
     ``grad_clip``: max gradient norm (``clip_grad_norm_``), or None. ``patience``: stop after this many
     epochs without improvement, or None. ``eval_batch_size`` defaults to ``batch_size``. ``config`` is
     extra information stored in the checkpoint next to the training settings.
@@ -211,6 +214,10 @@ def train_classifier(
     eval_batch_size = _check_batch_size(eval_batch_size if eval_batch_size is not None else batch_size)
     if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
         raise ValueError(f"patience must be a positive integer or None, got {patience!r}")
+    if not (penalty_weight >= 0 and math.isfinite(penalty_weight)):
+        raise ValueError(f"penalty_weight must be a finite number >= 0, got {penalty_weight!r}")
+    if penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
+        raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
     if grad_clip is not None and not (grad_clip > 0):
         raise ValueError(f"grad_clip must be positive or None, got {grad_clip!r}")
     _check_labels(train_control, train_labels, "train_labels")
@@ -271,6 +278,8 @@ def train_classifier(
             y = train_labels[idx.to(device)]
             logits = model(train_control[idx])
             loss = F.cross_entropy(logits, y)
+            if penalty_weight > 0:
+                loss = loss + penalty_weight * model.penalty()
             if not torch.isfinite(loss):
                 batch_bar.close()
                 diverge(epoch, f"non-finite training loss ({loss.item()})")

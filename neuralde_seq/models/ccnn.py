@@ -1,0 +1,472 @@
+"""CCNN: the Continuous Convolutional Neural Network (paper 001, Knigge, Romero et al.), 1D causal case.
+
+The paper defines the CCNN for N-dimensional data; this module implements only what our sequences need:
+**one dimension, causal** (the output at step t reads inputs at steps <= t). The pieces, by their names in
+the paper:
+
+- :class:`MAGNet`: the kernel network phi_Kernel, a Multiplicative Anisotropic Gabor Network (from
+  FlexConv, Romero et al. 2022a) mapping a relative position c in [-1, 1] to one kernel value per channel.
+  With one input dimension "anisotropic" reduces to one Gaussian scale per hidden unit.
+- :class:`SeparableFlexConv`: a depthwise continuous convolution (one kernel per input channel, sampled
+  from the MAGNet and multiplied by a learnable Gaussian mask), then a pointwise 1x1 channel mixing. The
+  mask is *cropped* where it falls below a threshold, so the kernel network is sampled, and the
+  convolution computed, only over the lags the mask lets through. The kernel network's last layer is
+  rescaled at initialisation so that the generated kernel has variance gain^2 / (N_in |Omega|) ("kernel
+  rescaling", Sec. 4.1), and :meth:`SeparableFlexConv.kernel_l2` gives the L2 penalty on the generated
+  kernel (Eq. 3).
+- :class:`CCNNBlock`: the CCNN residual block (Fig. 7): x + act(Linear(Dropout(act(SepFlexConv(Norm(x)))))).
+- :class:`CCNN`: the classifier: input SepFlexConv, norm and activation, residual blocks, final norm,
+  the output at each sample's own last time step, a linear head.
+
+Grid and positions. The convolution runs on the observation grid (the T rows of the batch), as the
+paper's 1D sequences: missing values are zero-filled and a mask channel per input channel says which
+were observed (the two always go together). A kernel of ``kernel_size`` K covers lags 0..K-1; lag j sits
+at the normalised position c_j = 1 - 2 j / (K - 1), so lag 0 (the current step) is c = 1 and the oldest
+lag is c = -1 (the paper maps the longest training kernel [0, N] onto [-1, 1], App. C.1; for a causal
+kernel the mask starts centred on c = 1, the current step). The times of the observations are not read:
+this is a grid model, and irregular spacing shows only through the mask channel.
+
+Convolution. ``y[t, c] = sum_{j=0}^{L-1} k[c, j] x[t - j, c]`` with zeros before the start, computed
+directly (``conv1d``) for short kernels and by FFT for long ones; both give the same result.
+
+Causality holds exactly in evaluation mode. In training mode the default batch norm (the paper's
+BatchNorm; its statistics use only the valid steps) normalises with statistics of the whole batch, later
+steps included, as any batch norm does; ``norm="layer"`` is causal in both modes.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..observations import Observations
+
+__all__ = ["MAGNet", "SeparableFlexConv", "CCNNBlock", "CCNN", "causal_depthwise_conv", "gaussian_mask",
+           "cropped_length", "kernel_positions", "MaskedBatchNorm"]
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+def kernel_positions(kernel_size: int, dtype=None, device=None) -> torch.Tensor:
+    """Normalised positions of lags 0..K-1: c_j = 1 - 2 j / (K - 1), from 1 (lag 0) down to -1."""
+    if kernel_size < 2:
+        raise ValueError(f"kernel_size must be at least 2, got {kernel_size}")
+    lags = torch.arange(kernel_size, dtype=dtype or torch.get_default_dtype(), device=device)
+    return 1.0 - 2.0 * lags / (kernel_size - 1)
+
+
+def gaussian_mask(positions: torch.Tensor, mean: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
+    """The FlexConv Gaussian mask exp(-(c - mean)^2 / (2 width^2)); equals 1 at c = mean."""
+    return torch.exp(-0.5 * ((positions - mean) / width) ** 2)
+
+
+def cropped_length(kernel_size: int, mean: float, width: float, threshold: float) -> int:
+    """Number of lags kept by the causal crop: the lags 0..L-1 whose position is at or after the mask's
+    lower threshold crossing r = mean - |width| sqrt(-2 ln threshold).
+
+    Lag j is kept iff c_j = 1 - j h >= r, h = 2 / (K - 1), i.e. j <= (1 - r) / h; so
+    L = floor((1 - r) / h) + 1, clipped to [1, K]. The mask is below the threshold at every lag >= L.
+    (Only the far end is cropped: if a learnt mean below 1 pushes the mask under the threshold near lag 0
+    too, those lags stay, multiplied by their small mask values.)
+    """
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
+    root = mean - abs(width) * math.sqrt(-2.0 * math.log(threshold))
+    step = 2.0 / (kernel_size - 1)
+    span = (1.0 - root) / step
+    if span < 0:
+        return 1
+    return int(min(kernel_size, math.floor(span) + 1))
+
+
+def causal_depthwise_conv(x: torch.Tensor, kernel: torch.Tensor, method: str = "direct") -> torch.Tensor:
+    """Causal depthwise convolution along time.
+
+    Arguments:
+        x: (B, T, C) input.
+        kernel: (C, L) with ``kernel[c, j]`` the weight of lag j (j = 0: the current step).
+        method: "direct" (``conv1d``) or "fft".
+
+    Returns:
+        (B, T, C): ``y[b, t, c] = sum_{j=0}^{min(L-1, t)} kernel[c, j] x[b, t - j, c]``.
+    """
+    B, T, C = x.shape
+    if kernel.dim() != 2 or kernel.shape[0] != C:
+        raise ValueError(f"kernel must have shape ({C}, L), got {tuple(kernel.shape)}")
+    L = kernel.shape[1]
+    if method == "direct":
+        # conv1d computes a cross-correlation, out[t] = sum_i w[i] x_pad[t + i]; with L - 1 zeros padded on
+        # the left, x_pad[t + i] = x[t + i - (L - 1)], so w[i] is the weight of lag L - 1 - i: flip the kernel.
+        xc = F.pad(x.transpose(1, 2), (L - 1, 0))
+        y = F.conv1d(xc, kernel.flip(-1).unsqueeze(1), groups=C)
+        return y.transpose(1, 2)
+    if method == "fft":
+        n = T + L - 1  # linear (not circular) convolution up to the last output we keep
+        X = torch.fft.rfft(x, n=n, dim=1)
+        K = torch.fft.rfft(kernel.transpose(0, 1), n=n, dim=0)
+        return torch.fft.irfft(X * K.unsqueeze(0), n=n, dim=1)[:, :T]
+    raise ValueError(f"method must be 'direct' or 'fft', got {method!r}")
+
+
+# ------------------------------------------------------------------------------------------- MAGNet
+
+class MAGNet(nn.Module):
+    """Multiplicative Anisotropic Gabor Network for 1D positions (the CCNN kernel network).
+
+    With Gabor filters g_l(c) = exp(-(gamma_l (c - mu_l))^2 / 2) sin(w_l c + b_l) (one per hidden unit;
+    in 1D the anisotropic scale is a single gamma per unit), the network is
+
+        h_0 = g_0(c),   h_l = (A_l h_{l-1} + a_l) * g_l(c)  (l = 1..layers),   out = W h_L + b.
+
+    Initialisation (FlexConv's MAGNet, as in the CCNN public code): gamma_l ~ Gamma(alpha / (l + 1), beta);
+    w_l = 2 pi omega_0 gamma_l u with u ~ U(-1, 1) (omega_0 scales the frequencies); b_l = 0; mu_l ~
+    U(-1, 1), or for a causal kernel mu_l = 1 - spread U(0, 1) (the Gabor centres lie within the mask's
+    initial support next to lag 0); A_l Kaiming-uniform (linear gain) with a_l = 1; W Kaiming-uniform,
+    b = 0 (a convolution then rescales W, see :class:`SeparableFlexConv`).
+
+    Arguments:
+        out_channels: kernel values per position (one per input channel of a depthwise convolution).
+        hidden: hidden units. layers: number of multiplicative layers (the paper's "3-layer MAGNet" has 3,
+            i.e. 4 Gabor filters).
+        omega_0: frequency scale. alpha, beta: Gamma distribution of the filters' scales.
+        causal: place the Gabor centres as above. spread: their spread from c = 1 (causal only).
+
+    ``forward(positions)``: positions (L,) -> (L, out_channels).
+    """
+
+    def __init__(self, out_channels: int, hidden: int = 32, layers: int = 3, omega_0: float = 10.0,
+                 alpha: float = 6.0, beta: float = 1.0, causal: bool = True, spread: float = 2.0):
+        super().__init__()
+        if layers < 0 or hidden < 1 or out_channels < 1:
+            raise ValueError("MAGNet needs out_channels >= 1, hidden >= 1 and layers >= 0")
+        if omega_0 <= 0 or alpha <= 0 or beta <= 0:
+            raise ValueError("omega_0, alpha and beta must be positive")
+        n_filters = layers + 1
+        gamma = torch.stack([torch.distributions.Gamma(torch.tensor(alpha / (l + 1)), torch.tensor(beta))
+                             .sample((hidden,)) for l in range(n_filters)])                     # (L+1, H)
+        if causal:
+            mu = 1.0 - min(float(spread), 2.0) * torch.rand(n_filters, hidden)
+        else:
+            mu = 2.0 * torch.rand(n_filters, hidden) - 1.0
+        freq = 2.0 * math.pi * omega_0 * gamma * (2.0 * torch.rand(n_filters, hidden) - 1.0)
+        self.gamma = nn.Parameter(gamma)
+        self.mu = nn.Parameter(mu)
+        self.freq = nn.Parameter(freq)
+        self.phase = nn.Parameter(torch.zeros(n_filters, hidden))
+        self.linears = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
+        self.output_linear = nn.Linear(hidden, out_channels)
+        for lin in self.linears:
+            nn.init.kaiming_uniform_(lin.weight, nonlinearity="linear")
+            nn.init.ones_(lin.bias)
+        nn.init.kaiming_uniform_(self.output_linear.weight, nonlinearity="linear")
+        nn.init.zeros_(self.output_linear.bias)
+        self.omega_0 = float(omega_0)
+
+    def filters(self, positions: torch.Tensor) -> torch.Tensor:
+        """Gabor filter outputs, (layers + 1, L, hidden)."""
+        c = positions.reshape(1, -1, 1)
+        envelope = torch.exp(-0.5 * (self.gamma.unsqueeze(1) * (c - self.mu.unsqueeze(1))) ** 2)
+        return envelope * torch.sin(self.freq.unsqueeze(1) * c + self.phase.unsqueeze(1))
+
+    def hidden_features(self, positions: torch.Tensor) -> torch.Tensor:
+        """h_L, (L, hidden)."""
+        g = self.filters(positions)
+        h = g[0]
+        for l, lin in enumerate(self.linears, start=1):
+            h = lin(h) * g[l]
+        return h
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.output_linear(self.hidden_features(positions))
+
+    def extra_repr(self) -> str:
+        return f"omega_0={self.omega_0}, hidden={self.mu.shape[1]}, layers={len(self.linears)}"
+
+
+# ----------------------------------------------------------------------------------- SeparableFlexConv
+
+class SeparableFlexConv(nn.Module):
+    """Separable FlexConv, 1D causal: depthwise continuous kernel x cropped Gaussian mask, then 1x1 mixing.
+
+    The depthwise kernel of input channel c at lag j is k[c, j] = MAGNet(c_j)[c] * mask(c_j), with
+    mask(c) = exp(-(c - mean)^2 / (2 width^2)) (mean and width learnable; mean starts at 1, lag 0). Lags
+    past the mask's lower threshold crossing are cropped (see :func:`cropped_length`): the MAGNet is
+    sampled and the convolution computed only on the L kept lags (and never more than the input length).
+
+    Kernel rescaling (paper Sec. 4.1), at construction: the MAGNet's last layer is multiplied so that the
+    generated (masked, cropped) kernel has variance gain^2 / (fan_in |Omega|), with |Omega| = L the
+    cropped kernel length at initialisation and fan_in = N_in (the paper's formula) or 1
+    (``rescale_by_channels=False``, what the CCNN public code does for separable convolutions: the
+    depthwise kernel then preserves each channel's variance and the 1x1 mixing handles N_in).
+    ``kernel_rescale="paper"`` multiplies by gain / sqrt(fan_in |Omega|), which assumes that the kernel
+    network's raw output has unit variance; a MAGNet's raw masked kernel at initialisation has a mean
+    square of about 0.4 (0.2 to 1 from seed to seed), so the result is only about right.
+    ``kernel_rescale="measured"`` (default) divides in addition by the RMS of the raw kernel measured on
+    its initial grid, which gives the kernel exactly the target mean square. ``None``: no rescaling.
+
+    Arguments:
+        in_channels, out_channels: channels before and after the 1x1 mixing.
+        kernel_size: K, the longest kernel in steps (lags 0..K-1 map onto positions 1..-1).
+        kernel_hidden, kernel_layers, omega_0: the MAGNet's options.
+        mask_width: initial mask width (on the [-1, 1] position scale). mask_threshold: crop threshold.
+        learn_mask_mean: whether the mask mean is learnt (else fixed at 1).
+        kernel_rescale: "measured", "paper" or None (see above). kernel_gain: the gain g.
+        rescale_by_channels: see above.
+        conv_method: "auto" (FFT when the kernel is longer than ``fft_threshold`` lags), "direct" or "fft".
+            (On one CPU thread the direct depthwise ``conv1d`` was faster up to about 1000 lags for
+            T = 4000, hence the default 512; GPUs were not measured.)
+        bias: a bias per channel after the depthwise convolution, and in the 1x1 mixing.
+
+    ``forward(x)``: (B, T, in_channels) -> (B, T, out_channels).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, kernel_hidden: int = 32,
+                 kernel_layers: int = 3, omega_0: float = 10.0, mask_width: float = 0.075,
+                 mask_threshold: float = 0.1, learn_mask_mean: bool = True,
+                 kernel_rescale: str | None = "measured", kernel_gain: float = 1.0,
+                 rescale_by_channels: bool = True, conv_method: str = "auto", fft_threshold: int = 512,
+                 bias: bool = True):
+        super().__init__()
+        if conv_method not in ("auto", "direct", "fft"):
+            raise ValueError(f"conv_method must be 'auto', 'direct' or 'fft', got {conv_method!r}")
+        if kernel_rescale not in ("measured", "paper", None):
+            raise ValueError(f"kernel_rescale must be 'measured', 'paper' or None, got {kernel_rescale!r}")
+        if not 0.0 < mask_threshold < 1.0:
+            raise ValueError(f"mask_threshold must lie in (0, 1), got {mask_threshold}")
+        if mask_width <= 0:
+            raise ValueError(f"mask_width must be positive, got {mask_width}")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, int(kernel_size)
+        # The Gabor centres start inside the mask's initial support (1.667 widths, as the public code).
+        self.kernel_net = MAGNet(in_channels, kernel_hidden, kernel_layers, omega_0, causal=True,
+                                 spread=1.667 * mask_width)
+        self.mask_width = nn.Parameter(torch.tensor(float(mask_width)))
+        mean = torch.tensor(1.0)
+        if learn_mask_mean:
+            self.mask_mean = nn.Parameter(mean)
+        else:
+            self.register_buffer("mask_mean", mean)
+        self.mask_threshold = float(mask_threshold)
+        self.conv_method, self.fft_threshold = conv_method, int(fft_threshold)
+        self.bias = nn.Parameter(torch.zeros(in_channels)) if bias else None
+        self.pointwise = nn.Linear(in_channels, out_channels, bias=bias)
+        nn.init.kaiming_normal_(self.pointwise.weight)
+        if bias:
+            nn.init.zeros_(self.pointwise.bias)
+        self.kernel_gain = float(kernel_gain)
+        self.rescale_by_channels = bool(rescale_by_channels)
+        if kernel_rescale is not None:
+            self._rescale_kernel(measured=kernel_rescale == "measured")
+
+    # -- kernel
+    def kernel_length(self) -> int:
+        """L, the number of lags kept by the crop with the current mask parameters."""
+        mean, width = float(self.mask_mean.detach()), float(self.mask_width.detach())
+        return cropped_length(self.kernel_size, mean, width, self.mask_threshold)
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """Positions of the K lags, (K,), in the parameters' dtype and device."""
+        return kernel_positions(self.kernel_size, dtype=self.mask_width.dtype, device=self.mask_width.device)
+
+    def mask(self, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The Gaussian mask at ``positions`` (default: all K lag positions)."""
+        positions = self.positions if positions is None else positions
+        return gaussian_mask(positions, self.mask_mean, self.mask_width.abs())
+
+    def kernel(self, max_length: int | None = None) -> torch.Tensor:
+        """The generated (masked, cropped) depthwise kernel, (in_channels, L); at most ``max_length`` lags."""
+        L = self.kernel_length()
+        if max_length is not None:
+            L = max(1, min(L, int(max_length)))
+        c = self.positions[:L]
+        return self.kernel_net(c).transpose(0, 1) * self.mask(c)
+
+    def kernel_l2(self) -> torch.Tensor:
+        """Sum of squares of the generated kernel (the paper's L2 penalty on kernels, Eq. 3, before
+        lambda / 2)."""
+        return self.kernel().pow(2).sum()
+
+    @torch.no_grad()
+    def _rescale_kernel(self, measured: bool) -> None:
+        k = self.kernel()
+        fan_in = (self.in_channels if self.rescale_by_channels else 1) * k.shape[1]
+        target = self.kernel_gain ** 2 / fan_in
+        # The output bias is zero at initialisation, so scaling the weight scales the kernel.
+        mean_square = float(k.pow(2).mean()) if measured else 1.0
+        if mean_square > 0:
+            self.kernel_net.output_linear.weight.mul_(math.sqrt(target / mean_square))
+
+    # -- forward
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = self.kernel(max_length=x.shape[1])
+        method = self.conv_method
+        if method == "auto":
+            method = "fft" if k.shape[1] > self.fft_threshold else "direct"
+        y = causal_depthwise_conv(x, k.to(x.dtype), method)
+        if self.bias is not None:
+            y = y + self.bias
+        return self.pointwise(y)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"mask_threshold={self.mask_threshold}, conv_method={self.conv_method!r}")
+
+
+# ------------------------------------------------------------------------------------------- norms
+
+class MaskedBatchNorm(nn.Module):
+    """Batch normalisation over channels whose statistics use only the valid (non-padding) time steps.
+
+    Training: per-channel mean and (biased) variance over the valid entries of the batch; running
+    statistics updated as ``nn.BatchNorm1d`` does (momentum, unbiased running variance). Evaluation: the
+    running statistics, so each sample's output is independent of the rest of the batch and of padding.
+    ``forward(x, valid)``: x (B, T, C), valid (B, T) bool.
+    """
+
+    def __init__(self, channels: int, eps: float = 1e-5, momentum: float = 0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            w = valid.unsqueeze(-1).to(x.dtype)
+            n = w.sum()
+            mean = (x * w).sum(dim=(0, 1)) / n
+            var = ((x - mean) ** 2 * w).sum(dim=(0, 1)) / n
+            with torch.no_grad():
+                unbiased = var * (n / (n - 1)) if n > 1 else var
+                self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self.momentum)
+                self.running_var.lerp_(unbiased.detach().to(self.running_var.dtype), self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+class _LayerNorm(nn.LayerNorm):
+    """LayerNorm over channels at each time step (ignores ``valid``: it is pointwise in time)."""
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        return super().forward(x)
+
+
+def _make_norm(kind: str, channels: int) -> nn.Module:
+    if kind == "batch":
+        return MaskedBatchNorm(channels)
+    if kind == "layer":
+        return _LayerNorm(channels)
+    raise ValueError(f"norm must be 'batch' or 'layer', got {kind!r}")
+
+
+# ------------------------------------------------------------------------------------------- blocks
+
+class CCNNBlock(nn.Module):
+    """The CCNN residual block (paper Fig. 7; S4-style with a nonlinearity at the end):
+    x + act(Linear(Dropout(act(SeparableFlexConv(Norm(x)))))).
+
+    ``forward(x, valid)``: x (B, T, channels), valid (B, T) bool (used by the batch norm's statistics).
+    """
+
+    def __init__(self, channels: int, kernel_size: int, *, dropout: float = 0.0, norm: str = "batch",
+                 **conv_options):
+        super().__init__()
+        self.norm = _make_norm(norm, channels)
+        self.conv = SeparableFlexConv(channels, channels, kernel_size, **conv_options)
+        self.activation = nn.GELU()
+        self.dropout = nn.Dropout(dropout)
+        self.linear = nn.Linear(channels, channels)
+        nn.init.kaiming_normal_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        y = self.activation(self.conv(self.norm(x, valid)))
+        y = self.activation(self.linear(self.dropout(y)))
+        return x + y
+
+
+class CCNN(nn.Module):
+    """CCNN classifier on raw observations (1D, causal).
+
+    Input: the observed values zero-filled, concatenated with one 0/1 mask channel per value channel
+    (2 * in_channels channels). Then SeparableFlexConv -> Norm -> GELU to ``hidden`` channels, ``blocks``
+    :class:`CCNNBlock`, a final norm, the features at each sample's own last time step (index length - 1),
+    optionally concatenated with static features, and a linear head.
+
+    Arguments:
+        in_channels: value channels C (``Observations.channels``).
+        num_classes: number of classes.
+        hidden: channels of the residual stream. blocks: number of residual blocks.
+        kernel_size: longest kernel in steps (K; positions are normalised by it).
+        kernel_hidden, kernel_layers, omega_0: MAGNet options (paper: 32 hidden, 3 layers).
+        mask_width, mask_threshold, learn_mask_mean: Gaussian mask options (public code: 0.075, 0.1).
+        dropout: dropout in the blocks. norm: "batch" (masked batch norm, as the paper's BatchNorm) or
+            "layer".
+        kernel_rescale, kernel_gain, rescale_by_channels, conv_method, fft_threshold: see
+            :class:`SeparableFlexConv`.
+        static_channels: number of static features appended to the readout (None: static is not read).
+
+    ``forward(observations)`` -> logits (B, num_classes). ``kernel_l2()``: the sum over all layers of the
+    generated kernels' sums of squares; the paper's regularised loss is loss + lambda / 2 * kernel_l2().
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, blocks: int = 4, *,
+                 kernel_size: int = 64, kernel_hidden: int = 16, kernel_layers: int = 3, omega_0: float = 10.0,
+                 mask_width: float = 0.075, mask_threshold: float = 0.1, learn_mask_mean: bool = True,
+                 dropout: float = 0.1, norm: str = "batch", kernel_rescale: str | None = "measured",
+                 kernel_gain: float = 1.0, rescale_by_channels: bool = True, conv_method: str = "auto",
+                 fft_threshold: int = 512, static_channels: int | None = None):
+        super().__init__()
+        conv_options = dict(kernel_hidden=kernel_hidden, kernel_layers=kernel_layers, omega_0=omega_0,
+                            mask_width=mask_width, mask_threshold=mask_threshold,
+                            learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,
+                            kernel_gain=kernel_gain, rescale_by_channels=rescale_by_channels,
+                            conv_method=conv_method, fft_threshold=fft_threshold)
+        self.in_channels, self.num_classes = in_channels, num_classes
+        self.input_conv = SeparableFlexConv(2 * in_channels, hidden, kernel_size, **conv_options)
+        self.input_norm = _make_norm(norm, hidden)
+        self.activation = nn.GELU()
+        self.blocks = nn.ModuleList(CCNNBlock(hidden, kernel_size, dropout=dropout, norm=norm, **conv_options)
+                                    for _ in range(blocks))
+        self.output_norm = _make_norm(norm, hidden)
+        self.static_channels = static_channels
+        self.head = nn.Linear(hidden + (static_channels or 0), num_classes)
+
+    def flex_convs(self) -> list[SeparableFlexConv]:
+        return [m for m in self.modules() if isinstance(m, SeparableFlexConv)]
+
+    def kernel_l2(self) -> torch.Tensor:
+        """Sum over layers of the generated kernels' sums of squares (paper Eq. 3 without lambda / 2)."""
+        return sum(conv.kernel_l2() for conv in self.flex_convs())
+
+    def penalty(self) -> torch.Tensor:
+        """The regulariser the trainer weights by ``penalty_weight`` (λ): ½ · :meth:`kernel_l2` (paper Eq. 3)."""
+        return 0.5 * self.kernel_l2()
+
+    def features(self, observations: Observations) -> torch.Tensor:
+        """Features at every step, (B, T, hidden) (causal: step t reads steps <= t only)."""
+        values = observations.values
+        if values.shape[-1] != self.in_channels:
+            raise ValueError(f"expected {self.in_channels} value channels, got {values.shape[-1]}")
+        observed = observations.mask
+        valid = observations.valid
+        x = torch.cat([torch.where(observed, values, torch.zeros_like(values)), observed.to(values.dtype)], -1)
+        h = self.activation(self.input_norm(self.input_conv(x), valid))
+        for block in self.blocks:
+            h = block(h, valid)
+        return self.output_norm(h, valid)
+
+    def forward(self, observations: Observations) -> torch.Tensor:
+        h = self.features(observations)
+        last = (observations.lengths - 1).to(h.device)
+        out = h[torch.arange(h.shape[0], device=h.device), last]
+        if self.static_channels is not None:
+            if observations.static is None:
+                raise ValueError(f"this model was built with static_channels={self.static_channels}: the "
+                                 "observations need static features")
+            out = torch.cat([out, observations.static.to(out.dtype)], dim=-1)
+        return self.head(out)

@@ -1,0 +1,542 @@
+"""CKConv and CKCNN: convolutions whose kernel is a continuous function of the relative position.
+
+Paper 000 (Romero et al., "CKConv: Continuous Kernel Convolution for Sequential Data"). A CKConv layer
+computes the causal convolution (Eq. 3-4)
+
+    y(t) = Σ_{τ ≤ t} ψ(t − τ) x(τ) + bias,        ψ: R → R^{out × in},
+
+where ψ is a small SIREN (the *kernel network*) evaluated at the relative positions the input needs.
+
+Kernel network (paper Sec. 4.2 and App. E.1). Three layers, 1 → hidden → hidden → out·in, with hidden
+layers ``sin(ω0 (W x + b))`` and a linear last layer, every layer weight-normalised (Salimans & Kingma:
+W = g · v / ‖v‖, one g per output unit). Initialisation (SIREN): first layer W ~ U(−1/in, 1/in) (in = 1,
+the position), later layers W ~ U(−√(6/in)/ω0, √(6/in)/ω0); sine-layer biases b_i ~ U(−π/‖W_i‖, π/‖W_i‖)
+as paper Sec. 4.2 prescribes (the bias is inside ω0(·), so this spreads every unit's phase uniformly over
+its period), then reduced modulo the period 2π/ω0 (the same function; it keeps float32 precise: drawn
+biases reach π ω0/√2 in the second layer, phases of ~10⁴ rad at ω0 ≈ 70, which cost about two digits of
+the kernel); the last layer's bias is zero. With weight normalisation the *parametrisation's* tensors are
+initialised: ``weight_v`` = the drawn W and ``weight_g`` = its row norms, so the effective weight
+g · v/‖v‖ is exactly the drawn W (writing an effective ``weight`` would be lost, shared/DESIGN.md §7).
+
+Relative positions (paper App. E.1). A relative position Δ (time units) enters the kernel network as
+p = 2Δ/horizon − 1: the largest relative position seen in training, ``horizon``, maps to 1 and Δ = 0 to
+−1. ``horizon`` is fixed once (a constructor argument, or set from the first batch and stored as a
+buffer): it never depends on how much a batch is padded, so padding cannot change a sample's output, and
+the kernel stays one continuous function of time across lengths and sampling rates (App. E.2: the
+normalisation must not follow each input's length).
+
+Grid mode. The input is sampled on a regular grid of step ``step`` (time units between grid points at
+training, 1/sr_train); the kernel is sampled at Δ_k = k · step, k = 0..L−1 (a global kernel, as long as
+the input), and the convolution is computed by FFT (convolution theorem, paper Sec. 5) when L exceeds
+``fft_threshold`` and directly (``conv1d``) otherwise; both are kept (``conv="fft"``/``"direct"``) and
+agree to float rounding.
+
+Sampling-rate change (paper Eq. 5, App. A.2). Called with another step s (sampling rate sr2 = 1/s), the
+kernel is sampled on the new grid, Δ_k = k · s (same continuous ψ, same horizon), and the sum is scaled
+by sr1/sr2 = s/step: the Riemann sum Σ_k ψ(k s) x(t − k s) grows like 1/s, and Eq. 5,
+(x*ψ)_sr2 ≈ (sr2/sr1)(x*ψ)_sr1, is undone by that factor. (App. E.3's Gaussian blurring of the kernel for
+upsampled tests is not implemented.)
+
+Irregular mode (paper Sec. 4.1 "irregularly sampled data"). Every observed point is read at its own time:
+
+    y(t_i) = Σ_{j: t_j ≤ t_i} ψ(t_i − t_j) x_j + bias,
+
+summed over the observed entries only (a missing channel of x_j contributes nothing; it is not replaced
+by a value). The kernel network is evaluated at the observed time differences with the same
+normalisation as grid mode, so on a regular grid of spacing ``step`` the two modes compute the same sum.
+No inverse-density weighting (App. A.1) and no Eq. 5 factor: it is the plain sum of the formula. The
+kernel network runs once per distinct time difference, but the sum is over all pairs of points: time and
+memory O(B · T² · kernel_hidden) per layer, so grid mode is the one for long sequences. Gradients do not
+flow into the times.
+
+Exactness of the irregular mode's invariances (tested): (1) shifting all times by a constant leaves every
+Δ, hence every output, unchanged (exactly when the shift is exact in floating point). (2) Inserting
+points at new times whose observed values are zero leaves a CKConv layer's outputs at the original times
+unchanged exactly, because the layer is linear in x with its bias added per *output* point: an inserted
+point adds ψ(t_i − t_new) · 0 = 0 (up to the summation order of the floating-point sum). A CKCNN is not
+invariant to that: its first layer also produces a (non-zero) hidden feature *at* the inserted time,
+which the next layer convolves. What a CKCNN is exactly invariant to is inserting points where nothing is
+observed (all channels NaN) before a sample's end: in irregular mode the points that feed every layer are
+those with at least one observed channel, while outputs are computed at every point of the sample.
+
+CKCNN (paper Fig. 8, App. E). ``blocks`` residual blocks, each
+CKConv → LayerNorm → ReLU → Dropout → CKConv → LayerNorm → ReLU → Dropout, plus a shortcut (a 1×1
+linear map when the width changes, identity otherwise) and a ReLU after the sum, as in TCN residual
+blocks; then each sample's output at its own last time (index ``lengths − 1``) and a linear head.
+Everything between convolutions acts per time point, and the convolutions are causal, so padding after a
+sample's end never changes its answer.
+
+Missing values: grid mode zero-fills missing entries only together with one mask channel per input
+channel (``mask_channel=True``, the default; paper Sec. 5, as Kidger et al. 2020); with
+``mask_channel=False`` missing values raise. Irregular mode needs no filling: the first convolution and
+the first block's 1×1 shortcut read the observed entries of each point only (a missing channel
+contributes nothing to either).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..observations import Observations
+
+__all__ = ["WeightNormLinear", "SirenKernel", "CKConv", "CKBlock", "CKCNN", "causal_conv_fft",
+           "causal_conv_direct", "grid_inputs", "CONV_IMPLEMENTATIONS", "MODES"]
+
+CONV_IMPLEMENTATIONS = ("auto", "fft", "direct")
+MODES = ("grid", "irregular")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernel network
+# ---------------------------------------------------------------------------------------------------------
+
+class WeightNormLinear(nn.Module):
+    """A linear layer with weight normalisation: effective weight W = g · v / ‖v‖ (row-wise norm).
+
+    Parameters ``weight_g`` (out, 1), ``weight_v`` (out, in) and ``bias`` (out,). ``weight`` is the
+    effective weight (a property); :meth:`set_weight` initialises g and v so that it equals a given W.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight_v = nn.Parameter(torch.empty(out_features, in_features))
+        self.weight_g = nn.Parameter(torch.empty(out_features, 1))
+        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        self.set_weight(nn.init.kaiming_uniform_(torch.empty(out_features, in_features), a=math.sqrt(5)))
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.weight_g * self.weight_v / self.weight_v.norm(dim=1, keepdim=True)
+
+    @torch.no_grad()
+    def set_weight(self, weight: torch.Tensor) -> None:
+        """Set v = W and g = ‖W_i‖ so that the effective weight equals ``weight``."""
+        self.weight_v.copy_(weight)
+        self.weight_g.copy_(weight.norm(dim=1, keepdim=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _set_weight(layer: nn.Module, weight: torch.Tensor) -> None:
+    if isinstance(layer, WeightNormLinear):
+        layer.set_weight(weight)
+    else:
+        with torch.no_grad():
+            layer.weight.copy_(weight)
+
+
+class SirenKernel(nn.Module):
+    """The kernel network MLP^ψ: normalised relative position p → kernel value ψ(p), (out, in).
+
+    Three layers 1 → hidden → hidden → out·in; hidden layers ``sin(ω0 (W x + b))``; weight normalisation
+    on every layer (``weight_norm=True``); SIREN initialisation (see the module docstring).
+
+    Arguments:
+        out_channels, in_channels: the convolution's channels (the kernel's shape).
+        hidden: width of the two hidden layers (paper: 32).
+        omega_0: ω0 of the sine layers.
+        weight_norm: weight-normalised layers (paper) or plain ``nn.Linear``.
+    """
+
+    def __init__(self, out_channels: int, in_channels: int, hidden: int = 32, omega_0: float = 30.0,
+                 weight_norm: bool = True):
+        super().__init__()
+        if hidden < 1:
+            raise ValueError(f"hidden must be a positive integer, got {hidden!r}")
+        if not omega_0 > 0:
+            raise ValueError(f"omega_0 must be positive, got {omega_0!r}")
+        self.out_channels, self.in_channels = out_channels, in_channels
+        self.hidden, self.omega_0 = hidden, float(omega_0)
+        linear = WeightNormLinear if weight_norm else nn.Linear
+        self.layers = nn.ModuleList([linear(1, hidden), linear(hidden, hidden),
+                                     linear(hidden, out_channels * in_channels)])
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """SIREN initialisation of the effective weights (module docstring), written to g and v."""
+        for index, layer in enumerate(self.layers):
+            fan_in = layer.in_features
+            bound = 1.0 / fan_in if index == 0 else math.sqrt(6.0 / fan_in) / self.omega_0
+            weight = torch.empty(layer.out_features, fan_in).uniform_(-bound, bound)
+            _set_weight(layer, weight)
+            if index < len(self.layers) - 1:  # sine layer: b_i ~ U(−π/‖W_i‖, π/‖W_i‖) (paper Sec. 4.2) ...
+                spread = math.pi / weight.norm(dim=1, dtype=torch.float64).clamp_min(1e-12)
+                bias = (torch.rand(layer.out_features, dtype=torch.float64) * 2 - 1) * spread
+                # ... reduced modulo the sine's period 2π/ω0: the same function and the same training
+                # dynamics, but float32 no longer loses W x against a bias of size up to ~π ω0/√2.
+                period = 2 * math.pi / self.omega_0
+                layer.bias.copy_(torch.remainder(bias + period / 2, period) - period / 2)
+            else:
+                layer.bias.zero_()
+
+    def hidden_features(self, positions: torch.Tensor) -> torch.Tensor:
+        """Output of the two sine layers at normalised positions (...,): shape (..., hidden)."""
+        h = positions.unsqueeze(-1)
+        for layer in self.layers[:-1]:
+            h = torch.sin(self.omega_0 * layer(h))
+        return h
+
+    def output_weight(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The last layer's effective weight as (out, in, hidden) and bias as (out, in)."""
+        last = self.layers[-1]
+        bias = None if last.bias is None else last.bias.view(self.out_channels, self.in_channels)
+        return last.weight.view(self.out_channels, self.in_channels, self.hidden), bias
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        """Kernel values at normalised positions (...,): shape (..., out, in)."""
+        return self.layers[-1](self.hidden_features(positions)).unflatten(-1, (self.out_channels, self.in_channels))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Causal convolutions with a kernel as long as the input
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_conv_shapes(x: torch.Tensor, kernel: torch.Tensor) -> None:
+    if x.dim() != 3 or kernel.dim() != 3:
+        raise ValueError(f"x must be (B, C_in, L) and kernel (C_out, C_in, K); got {tuple(x.shape)} and "
+                         f"{tuple(kernel.shape)}")
+    if kernel.shape[1] != x.shape[1]:
+        raise ValueError(f"kernel has {kernel.shape[1]} input channels but x has {x.shape[1]}")
+
+
+def causal_conv_direct(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """y[b, o, n] = Σ_c Σ_{k=0}^{min(n, K−1)} kernel[o, c, k] · x[b, c, n − k], by ``conv1d``.
+
+    ``kernel[..., k]`` is the kernel at relative position k (k = 0: the current step). x (B, C_in, L),
+    kernel (C_out, C_in, K) → (B, C_out, L).
+    """
+    _check_conv_shapes(x, kernel)
+    k = kernel.shape[-1]
+    return F.conv1d(F.pad(x, (k - 1, 0)), kernel.flip(-1))
+
+
+def causal_conv_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """The same causal convolution as :func:`causal_conv_direct`, by FFT (zero-padded to avoid wrap-around)."""
+    _check_conv_shapes(x, kernel)
+    length, k = x.shape[-1], kernel.shape[-1]
+    n = length + k - 1
+    n_fft = 1 << (n - 1).bit_length()  # next power of two: no circular wrap into the first L outputs
+    x_f = torch.fft.rfft(x, n=n_fft)
+    k_f = torch.fft.rfft(kernel, n=n_fft)
+    # Σ_c X_c(f) K_oc(f), accumulated channel by channel: on CPU this is several times faster than a
+    # complex einsum/bmm, which batches over frequencies with tiny matrices.
+    y_f = x_f[:, 0:1] * k_f[:, 0]
+    for c in range(1, x_f.shape[1]):
+        y_f = y_f + x_f[:, c:c + 1] * k_f[:, c]
+    return torch.fft.irfft(y_f, n=n_fft)[..., :length]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CKConv
+# ---------------------------------------------------------------------------------------------------------
+
+class CKConv(nn.Module):
+    """Continuous kernel convolution (causal), in grid mode (:meth:`forward`) or irregular mode
+    (:meth:`forward_irregular`). See the module docstring.
+
+    Arguments:
+        in_channels, out_channels: channels of input and output.
+        kernel_hidden: hidden width of the kernel network (paper: 32).
+        omega_0: ω0 of the kernel network.
+        horizon: the largest relative position (time units) of training, mapped to 1; None: set by the
+            first forward call (grid: (L − 1) · step; irregular: the largest time span) and then fixed.
+        step: time between grid points at training (1/sr_train), in the units of ``horizon``.
+        conv: "auto" (FFT when L > ``fft_threshold``, else direct), "fft" or "direct".
+        fft_threshold: see ``conv``.
+        weight_norm: weight normalisation in the kernel network.
+        bias: a learned bias per output channel.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, *, kernel_hidden: int = 32, omega_0: float = 30.0,
+                 horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
+                 weight_norm: bool = True, bias: bool = True):
+        super().__init__()
+        if conv not in CONV_IMPLEMENTATIONS:
+            raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
+        if not step > 0:
+            raise ValueError(f"step must be positive, got {step!r}")
+        if horizon is not None and not horizon > 0:
+            raise ValueError(f"horizon must be positive, got {horizon!r}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_net = SirenKernel(out_channels, in_channels, kernel_hidden, omega_0, weight_norm)
+        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
+        self.register_buffer("horizon", torch.tensor(float("nan") if horizon is None else float(horizon),
+                                                     dtype=torch.float64))
+        self.step = float(step)
+        self.conv = conv
+        self.fft_threshold = int(fft_threshold)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, horizon={float(self.horizon):g}, step={self.step:g}, "
+                f"conv={self.conv!r}, fft_threshold={self.fft_threshold}")
+
+    # ---- relative positions ----
+    @property
+    def has_horizon(self) -> bool:
+        return not bool(torch.isnan(self.horizon))
+
+    def set_horizon(self, horizon: float, overwrite: bool = False) -> None:
+        """Fix the horizon (no-op if already set, unless ``overwrite``); a non-positive value becomes ``step``."""
+        if self.has_horizon and not overwrite:
+            return
+        horizon = float(horizon)
+        if not math.isfinite(horizon):
+            raise ValueError(f"horizon must be finite, got {horizon}")
+        self.horizon.fill_(horizon if horizon > 0 else self.step)
+
+    def _horizon(self) -> float:
+        if not self.has_horizon:
+            raise RuntimeError("the CKConv horizon is not set yet: pass horizon= or call the layer once")
+        return float(self.horizon)
+
+    def normalise(self, delta: torch.Tensor) -> torch.Tensor:
+        """Relative positions Δ (time units) → kernel-network input 2Δ/horizon − 1."""
+        return delta * (2.0 / self._horizon()) - 1.0
+
+    def kernel_at(self, delta: torch.Tensor) -> torch.Tensor:
+        """ψ at relative positions Δ (...,) in time units: (..., out, in)."""
+        return self.kernel_net(self.normalise(delta))
+
+    def grid_kernel(self, length: int, step: float | None = None, *, dtype=None, device=None) -> torch.Tensor:
+        """The kernel sampled at Δ_k = k · step, k = 0..length−1: (out, in, length). No Eq. 5 factor."""
+        step = self.step if step is None else float(step)
+        ref = self.kernel_net.layers[0].bias
+        delta = torch.arange(length, dtype=dtype or ref.dtype, device=device or ref.device) * step
+        return self.kernel_at(delta).permute(1, 2, 0)
+
+    def kernel_l2(self) -> torch.Tensor:
+        """L2 penalty: sum of squares of the kernel sampled on the training grid, Δ_k = k · step for
+        k = 0..⌊horizon/step⌋ (all relative positions a training input of span ``horizon`` uses)."""
+        count = int(math.floor(self._horizon() / self.step + 1e-9)) + 1
+        return self.grid_kernel(count).square().sum()
+
+    # ---- grid mode ----
+    def forward(self, x: torch.Tensor, step: float | None = None) -> torch.Tensor:
+        """Grid mode: x (B, L, in) sampled with ``step`` (default: the training step) → (B, L, out).
+
+        The kernel is sampled at k · step and the sum scaled by step / self.step (paper Eq. 5).
+        """
+        if x.dim() != 3 or x.shape[-1] != self.in_channels:
+            raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
+        if torch.isnan(x).any():
+            raise ValueError("x contains NaN: CKConv never zero-fills missing values itself; use a mask channel "
+                             "(grid_inputs) or forward_irregular")
+        step = self.step if step is None else float(step)
+        if not step > 0:
+            raise ValueError(f"step must be positive, got {step!r}")
+        length = x.shape[1]
+        if not self.has_horizon:
+            self.set_horizon((length - 1) * step)
+        kernel = self.grid_kernel(length, step, dtype=x.dtype, device=x.device)
+        xt = x.transpose(1, 2)
+        use_fft = self.conv == "fft" or (self.conv == "auto" and length > self.fft_threshold)
+        y = (causal_conv_fft if use_fft else causal_conv_direct)(xt, kernel).transpose(1, 2)
+        if step != self.step:
+            y = y * (step / self.step)
+        return y if self.bias is None else y + self.bias
+
+    # ---- irregular mode ----
+    def forward_irregular(self, times: torch.Tensor, values: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
+        """Irregular mode: y(t_i) = Σ_{j: t_j ≤ t_i, observed} ψ(t_i − t_j) x_j + bias at every t_i.
+
+        Arguments:
+            times: (B, T) time of each point (need not be sorted; only differences matter).
+            values: (B, T, in); entries that are not observed may hold anything, NaN included.
+            observed: (B, T, in) or (B, T) bool: which entries (or whole points) contribute.
+
+        Returns (B, T, out): the output at every point, observed or not.
+        """
+        if values.dim() != 3 or values.shape[-1] != self.in_channels:
+            raise ValueError(f"values must have shape (batch, length, {self.in_channels}), got {tuple(values.shape)}")
+        if times.shape != values.shape[:2]:
+            raise ValueError(f"times has shape {tuple(times.shape)}, values {tuple(values.shape)}: (B, T) must agree")
+        if observed.dim() == 2:
+            observed = observed.unsqueeze(-1).expand_as(values)
+        if observed.shape != values.shape or observed.dtype != torch.bool:
+            raise ValueError("observed must be a bool tensor of shape (B, T) or (B, T, in)")
+        if not self.has_horizon:
+            points = observed.any(-1)
+            span = (torch.where(points, times, -math.inf).amax(1) - torch.where(points, times, math.inf).amin(1))
+            span = span[torch.isfinite(span)]
+            self.set_horizon(float(span.max()) if span.numel() else self.step)
+        x = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device))
+        source = observed.any(-1)  # (B, S)
+        delta = times.unsqueeze(2) - times.unsqueeze(1)  # (B, Q, S): t_i − t_j
+        pairs = (delta >= 0) & source.unsqueeze(1)
+        # The kernel network runs once per distinct time difference (data on a grid repeat them a lot);
+        # pairs that do not contribute point to an extra row of zeros.
+        distinct, inverse = torch.unique(delta[pairs].to(values.dtype), return_inverse=True)
+        features = self.kernel_net.hidden_features(self.normalise(distinct))  # (U, K)
+        features = torch.cat([features, features.new_zeros(1, features.shape[-1])])
+        index = torch.full(pairs.shape, distinct.shape[0], dtype=torch.long, device=pairs.device)
+        index[pairs] = inverse
+        hidden = features[index]  # (B, Q, S, K), zero where t_j > t_i or j contributes nothing
+        # ψ(Δ) = W h(Δ) + b, summed against x without forming the (B, Q, S, out, in) kernel.
+        weight, kbias = self.kernel_net.output_weight()  # (out, in, K), (out, in)
+        pooled = torch.einsum("bqsk,bsc->bqkc", hidden, x)
+        y = torch.einsum("bqkc,ock->bqo", pooled, weight)
+        if kbias is not None:
+            y = y + torch.einsum("bqs,bsc,oc->bqo", pairs.to(x.dtype), x, kbias)
+        return y if self.bias is None else y + self.bias
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CKCNN
+# ---------------------------------------------------------------------------------------------------------
+
+class CKBlock(nn.Module):
+    """Residual block: (CKConv → LayerNorm → ReLU → Dropout) × 2, plus shortcut, then ReLU.
+
+    ``forward(x, conv)`` takes x (B, L, in) and ``conv(layer, h)``, a function applying one of this
+    block's CKConv layers (grid or irregular), so the same block serves both modes.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, dropout: float = 0.0, **conv_options):
+        super().__init__()
+        self.conv1 = CKConv(in_channels, out_channels, **conv_options)
+        self.norm1 = nn.LayerNorm(out_channels)
+        self.conv2 = CKConv(out_channels, out_channels, **conv_options)
+        self.norm2 = nn.LayerNorm(out_channels)
+        self.dropout = nn.Dropout(dropout)
+        self.shortcut = nn.Linear(in_channels, out_channels) if in_channels != out_channels else nn.Identity()
+
+    def forward(self, x: torch.Tensor, conv) -> torch.Tensor:
+        out = self.dropout(F.relu(self.norm1(conv(self.conv1, x))))
+        out = self.dropout(F.relu(self.norm2(conv(self.conv2, out))))
+        return F.relu(out + self.shortcut(x))
+
+
+def grid_inputs(values: torch.Tensor, lengths: torch.Tensor, mask_channel: bool) -> torch.Tensor:
+    """Grid-mode input (B, T, C or 2C) from observed values (B, T, C) with NaN for missing.
+
+    Missing entries within a sample's length become 0 only together with mask channels (1 = observed,
+    0 = missing; appended after the values) when ``mask_channel``; otherwise they raise. Steps after a
+    sample's end become 0 (causal convolutions never read them for the sample's own outputs).
+    """
+    length = values.shape[1]
+    valid = (torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    observed = ~torch.isnan(values) & valid
+    if not mask_channel and (valid & ~observed).any():
+        raise ValueError("values has missing entries (NaN) within the samples' lengths: CKCNN in grid mode needs "
+                         "mask_channel=True (zero-fill plus a mask channel per input channel) or mode='irregular'")
+    x = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device))
+    return torch.cat([x, observed.to(values.dtype)], dim=-1) if mask_channel else x
+
+
+class CKCNN(nn.Module):
+    """Continuous kernel CNN classifier (paper Fig. 8): CKBlocks, readout at each sample's last time, head.
+
+    Arguments:
+        in_channels: channels of the observations.
+        num_classes: number of classes.
+        hidden: channels of every block.
+        blocks: number of residual blocks (paper: 2).
+        kernel_hidden: hidden width of every kernel network (paper: 32).
+        omega_0: ω0 of every kernel network.
+        dropout: dropout after each convolution's activation.
+        mode: "grid" (samples read by index on a grid of spacing ``step``; FFT/direct convolution) or
+            "irregular" (every observation at its own time).
+        mask_channel: grid mode only: append a mask channel per input channel (default True); False
+            requires fully observed data.
+        horizon, step, conv, fft_threshold, weight_norm: see :class:`CKConv` (shared by all layers;
+            ``horizon=None`` is set from the first batch's longest sample and then fixed).
+
+    ``forward(observations)`` returns logits (B, num_classes); see :meth:`forward` for the options.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 30, blocks: int = 2, kernel_hidden: int = 32,
+                 omega_0: float = 30.0, dropout: float = 0.0, mode: str = "grid", *, mask_channel: bool | None = None,
+                 horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
+                 weight_norm: bool = True):
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if not isinstance(blocks, int) or blocks < 1:
+            raise ValueError(f"blocks must be a positive integer, got {blocks!r}")
+        if mask_channel is None:
+            mask_channel = mode == "grid"
+        if mask_channel and mode == "irregular":
+            raise ValueError("mask_channel applies to grid mode only: irregular mode sums over observed entries")
+        self.in_channels, self.num_classes, self.mode = in_channels, num_classes, mode
+        self.mask_channel = bool(mask_channel)
+        self.step = float(step)
+        conv_options = dict(kernel_hidden=kernel_hidden, omega_0=omega_0, horizon=horizon, step=step, conv=conv,
+                            fft_threshold=fft_threshold, weight_norm=weight_norm)
+        first = 2 * in_channels if self.mask_channel else in_channels
+        self.blocks = nn.ModuleList(
+            [CKBlock(first if b == 0 else hidden, hidden, dropout, **conv_options) for b in range(blocks)])
+        self.head = nn.Linear(hidden, num_classes)
+
+    def convolutions(self) -> list[CKConv]:
+        return [m for m in self.modules() if isinstance(m, CKConv)]
+
+    def kernel_l2(self) -> torch.Tensor:
+        """Sum of every CKConv layer's :meth:`CKConv.kernel_l2` (add ``λ ·`` this to the loss)."""
+        return sum(layer.kernel_l2() for layer in self.convolutions())
+
+    def _set_horizon(self, observations: Observations, step: float) -> None:
+        layers = [layer for layer in self.convolutions() if not layer.has_horizon]
+        if not layers:
+            return
+        if self.mode == "grid":
+            horizon = (int(observations.lengths.max()) - 1) * step
+        else:
+            points = observations.mask.any(-1)
+            first = torch.where(points, observations.times, math.inf).amin(1)
+            last = torch.where(points, observations.times, -math.inf).amax(1)
+            span = (last - first)[torch.isfinite(last - first)]
+            horizon = float(span.max()) if span.numel() else step
+        for layer in layers:
+            layer.set_horizon(horizon)
+
+    def features(self, observations: Observations, step: float | None = None) -> torch.Tensor:
+        """Output of the last block at every time point: (B, T, hidden). ``step``: grid mode's sampling step
+        for this input (default: the training step; paper Eq. 5)."""
+        if not isinstance(observations, Observations):
+            raise TypeError(f"CKCNN reads Observations, got {type(observations).__name__}")
+        if observations.channels != self.in_channels:
+            raise ValueError(f"observations have {observations.channels} channels but the model expects "
+                             f"{self.in_channels}")
+        if step is not None and self.mode != "grid":
+            raise ValueError("step (a sampling-rate change) applies to grid mode; irregular mode reads the times")
+        step = self.step if step is None else float(step)
+        self._set_horizon(observations, step)
+        if self.mode == "grid":
+            h = grid_inputs(observations.values, observations.lengths, self.mask_channel)
+            conv = lambda layer, x: layer(x, step)  # noqa: E731
+        else:
+            valid = observations.valid
+            channel_mask = observations.mask
+            point_mask = channel_mask.any(-1)
+            times = torch.where(valid, observations.times, torch.zeros((), dtype=observations.times.dtype,
+                                                                       device=valid.device))
+            first_conv = self.blocks[0].conv1
+
+            def conv(layer, x):
+                return layer.forward_irregular(times, x, channel_mask if layer is first_conv else point_mask)
+
+            # The shortcut of the first block reads the observed entries only (missing ones contribute nothing).
+            h = torch.where(channel_mask, observations.values,
+                            torch.zeros((), dtype=observations.values.dtype, device=valid.device))
+        for block in self.blocks:
+            h = block(h, conv)
+        return h
+
+    def forward(self, observations: Observations, step: float | None = None,
+                return_sequence: bool = False) -> torch.Tensor:
+        """Logits (B, num_classes) read at each sample's own last time (index ``lengths − 1``), or with
+        ``return_sequence=True`` the logits at every time point, (B, T, num_classes)."""
+        h = self.features(observations, step)
+        if return_sequence:
+            return self.head(h)
+        index = (observations.lengths - 1).to(h.device).view(-1, 1, 1).expand(-1, 1, h.shape[-1])
+        return self.head(h.gather(1, index).squeeze(1))
