@@ -31,7 +31,7 @@ from typing import Sequence
 # it changes (epochs, lr, penalty_weight), unless given on the command line.
 _FAST_WEIGHT_OPTIONS = {"d_model": 32, "n_heads": 4, "d_ff": 64}
 DEFAULT_COMPARE_CONFIG: dict = {
-    "models": ("hebb-cde", "oja-cde", "delta-cde", "ncde"),
+    "models": ("hebb-cde", "oja-cde", "delta-cde", "ncde", "ckcnn"),
     "epochs": 25,
     "lr": 3e-3,
     "batch_size": 32,
@@ -44,8 +44,10 @@ DEFAULT_COMPARE_CONFIG: dict = {
     "patience": None,
     # Small models suit the 270 training utterances and keep the whole job within minutes on 2 cores.
     "fast_weight_options": _FAST_WEIGHT_OPTIONS,
-    "model_options": {},
-    "training_options": {},
+    # CKCNN: the kernel's relative positions are scaled so that the longest JapaneseVowels utterance
+    # (29 points on the index grid) spans the kernel network's input range; ω0 as for short sequences.
+    "model_options": {"ckcnn": {"hidden": 32, "omega_0": 10.0, "horizon": 28.0}},
+    "training_options": {"ckcnn": {"epochs": 30}},
 }
 
 _DTYPES = {"float32": "float32", "float64": "float64"}

@@ -351,6 +351,7 @@ def test_kernel_l2_is_the_sum_of_squares_of_the_sampled_kernel():
     assert net.layers[0].weight_v.grad.abs().sum() > 0
     model = CKCNN(2, 3, hidden=4, horizon=9.0).double()
     torch.testing.assert_close(model.kernel_l2(), sum(c.kernel_l2() for c in model.convolutions()))
+    torch.testing.assert_close(model.penalty(), model.kernel_l2())  # what train_classifier's penalty_weight uses
     assert len(model.convolutions()) == 4
     with pytest.raises(RuntimeError, match="horizon"):
         CKConv(1, 1).kernel_l2()

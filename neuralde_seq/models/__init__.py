@@ -17,12 +17,13 @@ from ..controls import Control, build_control
 from ..observations import Observations
 from ..solvers import SolverOptions
 from .ccnn import CCNN
+from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
 from .ncde import NeuralCDE
 from .recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "GRUDeltaT", "GRUD", "ODERNN", "CCNN", "create_model",
+           "GRUDeltaT", "GRUD", "ODERNN", "CKCNN", "CCNN", "create_model",
            "control_options", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -76,6 +77,7 @@ register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERP
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
 register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
 register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations"))
+register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
                                   takes_solver=False))
 

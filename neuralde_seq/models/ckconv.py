@@ -483,6 +483,11 @@ class CKCNN(nn.Module):
         """Sum of every CKConv layer's :meth:`CKConv.kernel_l2` (add ``λ ·`` this to the loss)."""
         return sum(layer.kernel_l2() for layer in self.convolutions())
 
+    def penalty(self) -> torch.Tensor:
+        """The regulariser ``train_classifier`` weights by ``penalty_weight``: :meth:`kernel_l2` (paper 000
+        defines no kernel penalty of its own; this is the plain sum of squares of the sampled kernels)."""
+        return self.kernel_l2()
+
     def _set_horizon(self, observations: Observations, step: float) -> None:
         layers = [layer for layer in self.convolutions() if not layer.has_horizon]
         if not layers:
