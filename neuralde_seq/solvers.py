@@ -96,10 +96,11 @@ def subdivide(knots: torch.Tensor, step_size: float | None) -> tuple[torch.Tenso
     # A relative slack keeps an interval that is a whole multiple of step_size from gaining a step through
     # rounding.
     counts = torch.ceil(gaps / step_size * (1 - 1e-9)).clamp(min=1).long()
-    fraction = torch.cat([torch.arange(int(n), dtype=knots.dtype, device=knots.device) / n for n in counts.tolist()])
-    start = torch.repeat_interleave(knots[:-1], counts)
-    width = torch.repeat_interleave(gaps, counts)
-    grid = torch.cat([start + fraction * width, knots[-1:]])
+    first_step = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)  # of each step's interval
+    index_in_interval = torch.arange(int(counts.sum()), device=knots.device) - first_step
+    fraction = index_in_interval.to(knots.dtype) / torch.repeat_interleave(counts, counts).to(knots.dtype)
+    grid = torch.repeat_interleave(knots[:-1], counts) + fraction * torch.repeat_interleave(gaps, counts)
+    grid = torch.cat([grid, knots[-1:]])
     return grid, counts
 
 

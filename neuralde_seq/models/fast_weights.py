@@ -83,10 +83,9 @@ class FastWeightLayer(nn.Module):
 
     def initial(self, x, dx, static: torch.Tensor | None) -> torch.Tensor:
         """W(t0) of shape (B, H, d_head, d_head)."""
-        batch = (x if x is not None else dx).shape[0]
         if self.initial_state == "zeros":
-            ref = x if x is not None else dx
-            return ref.new_zeros(batch, *self.state_shape)
+            reference = x if x is not None else dx
+            return reference.new_zeros(reference.shape[0], *self.state_shape)
         if self.initial_state == "rank_one":
             return self.field.initial_write(x, dx)
         if static is None:
