@@ -7,14 +7,15 @@ Conventions (DESIGN.md section 2): a dataset of N sequences padded to T steps ho
   strictly increasing;
 * ``values`` (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too;
 * ``lengths`` (N,) long, the number of time steps of each sample (1 <= length <= T);
-* ``labels`` (N,) long in ``[0, len(class_names))``.
+* ``labels`` (N,) long in ``[0, len(class_names))``;
+* ``static`` (N, S) float or None: per-sample features that do not vary in time (e.g. PhysioNet's age).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -22,12 +23,21 @@ import torch
 from .ts_format import TsData, read_ts
 
 __all__ = [
+    "DatasetSplits",
     "IrregularDataset",
     "from_ts",
     "load_japanese_vowels",
     "embedded_path",
     "stratified_split",
 ]
+
+
+class DatasetSplits(NamedTuple):
+    """The train / validation / test parts of a benchmark dataset (each an :class:`IrregularDataset`)."""
+
+    train: "IrregularDataset"
+    val: "IrregularDataset"
+    test: "IrregularDataset"
 
 
 @dataclass
@@ -44,6 +54,7 @@ class IrregularDataset:
     class_names: list[str]
     name: str = ""
     meta: dict = field(default_factory=dict)
+    static: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         self.class_names = [str(c) for c in self.class_names]
@@ -75,6 +86,13 @@ class IrregularDataset:
                 f"labels must lie in [0, {len(self.class_names)}) (one per class name), "
                 f"got range [{int(y.min())}, {int(y.max())}]"
             )
+        if self.static is not None:
+            st = self.static
+            if not isinstance(st, torch.Tensor) or st.dim() != 2 or st.shape[0] != t.shape[0]:
+                raise ValueError(f"static must be a tensor of shape (N={t.shape[0]}, S), got "
+                                 f"{tuple(st.shape) if isinstance(st, torch.Tensor) else type(st).__name__}")
+            if not st.is_floating_point():
+                raise ValueError("static must be a floating point tensor")
         pad = torch.arange(t.shape[1], device=n.device)[None, :] >= n[:, None]
         if (~torch.isnan(v[pad])).any():
             raise ValueError("values after a sample's length must be NaN (padding)")
@@ -120,13 +138,14 @@ class IrregularDataset:
             class_names=list(self.class_names),
             name=self.name,
             meta=dict(self.meta),
+            static=None if self.static is None else self.static[idx].clone(),
         )
 
     def replace(self, **changes) -> "IrregularDataset":
         """A copy with some fields replaced (validated again)."""
         fields_ = dict(
             times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
-            class_names=list(self.class_names), name=self.name, meta=dict(self.meta),
+            class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
         )
         fields_.update(changes)
         return IrregularDataset(**fields_)
@@ -138,6 +157,7 @@ class IrregularDataset:
             values=self.values.to(device=device, dtype=dtype),
             lengths=self.lengths.to(device=device),
             labels=self.labels.to(device=device),
+            static=None if self.static is None else self.static.to(device=device, dtype=dtype),
         )
 
     # ------------------------------------------------------------------ construction
