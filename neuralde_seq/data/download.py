@@ -1,0 +1,660 @@
+"""Dataset files: the cache directory, verified and resumable downloads, safe extraction, tensor caches.
+
+Every loader of a public dataset goes through this module, so the rules are the same for all of them:
+
+* **Where.** :func:`data_dir`: the ``cache_dir`` argument, else ``$NEURALDE_SEQ_DATA``, else
+  ``~/.cache/neuralde_seq``. Each loader keeps its files in a sub-directory of it.
+* **Downloads** (:func:`fetch`) go through :mod:`urllib.request`, so ``http(s)://`` and ``file://``
+  sources take the same code path (the tests use local ``file://`` and ``http://127.0.0.1`` sources).
+  Bytes go to ``<filename>.part``; a broken transfer is retried, and an interrupted ``.part`` is resumed
+  with an HTTP ``Range`` request (a server that ignores it sends the whole file, which then replaces the
+  ``.part``; a ``file://`` source is simply read again from the start). The finished file is checked
+  against its SHA-256 and only then renamed to its final name, so a file under its final name is
+  always complete and verified.
+* **Checksums.** A :class:`RemoteFile` pins the SHA-256 of its file where a trustworthy published value
+  exists. Where none exists (``sha256=None``) the policy is *trust on first use*: the hash of the first
+  download (or of the first file a user placed in the cache by hand) is recorded in a manifest
+  ``<filename>.sha256`` beside the file, with a warning saying so, and every later use of the file,
+  and every later download of it, is verified against that manifest.
+* **Offline mode** (``offline=True`` or ``$NEURALDE_SEQ_OFFLINE`` set to 1/true/yes/on): cached files are
+  used, and a missing one raises :class:`DataUnavailableError` naming the URL and the path to put the
+  file at, before anything is written to disk.
+* **Bad caches are refused, never silently replaced**: a cached file whose hash differs raises
+  :class:`ChecksumError` and stays where it is (it may be the user's only copy); an unreadable archive
+  or tensor file raises :class:`CorruptCacheError` naming the file to delete.
+* **Extraction** (:func:`extract_archive`, zip and tar): members that would land outside the target
+  directory, and tar links or device files, are refused; everything is extracted into a temporary
+  sibling directory that is renamed to the target only when complete, so an interrupted extraction
+  never looks finished.
+* **Preprocessed tensors** (:func:`cached_tensors`) are computed once per key and saved atomically with
+  a checksum of their contents; an unreadable or altered file is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import tarfile
+import time
+import uuid
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterable
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlparse
+from urllib.request import Request, urlopen
+
+import torch
+
+__all__ = [
+    "ChecksumError",
+    "CorruptCacheError",
+    "DataUnavailableError",
+    "RemoteFile",
+    "cached_tensors",
+    "data_dir",
+    "extract_archive",
+    "fetch",
+    "resolve_offline",
+    "sha256_file",
+]
+
+DATA_DIR_ENV = "NEURALDE_SEQ_DATA"
+OFFLINE_ENV = "NEURALDE_SEQ_OFFLINE"
+PART_SUFFIX = ".part"
+MANIFEST_SUFFIX = ".sha256"
+TENSOR_CACHE_FORMAT = "neuralde_seq.tensor_cache.v1"
+RETRY_BACKOFF_S = 0.5  # first pause before retrying a transfer that made no progress; doubles each time
+_TIMEOUT_S = 60.0
+_CHUNK = 1 << 20
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class DataUnavailableError(RuntimeError):
+    """A dataset file is neither in the cache nor obtainable (offline mode, no network, server error)."""
+
+
+class ChecksumError(RuntimeError):
+    """A downloaded or cached file's SHA-256 differs from the expected one."""
+
+
+class CorruptCacheError(RuntimeError):
+    """A cached archive or preprocessed file is unreadable or fails its check; delete the named file."""
+
+
+def data_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The root of the dataset cache: ``cache_dir``, else ``$NEURALDE_SEQ_DATA``, else ``~/.cache/neuralde_seq``.
+
+    ``~`` is expanded. The directory is not created here (offline runs must not write anything).
+    """
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+            raise ValueError(f"cache_dir must be a non-empty path, got {cache_dir!r}")
+        return Path(cache_dir).expanduser()
+    from_env = os.environ.get(DATA_DIR_ENV, "")
+    if from_env:
+        return Path(from_env).expanduser()
+    return Path("~/.cache/neuralde_seq").expanduser()
+
+
+def resolve_offline(offline: bool | None = None) -> bool:
+    """``offline`` itself, or for None the value of ``$NEURALDE_SEQ_OFFLINE`` (1/true/yes/on = offline).
+
+    An unrecognised value of the variable raises ``ValueError`` rather than being guessed.
+    """
+    if offline is not None:
+        if not isinstance(offline, bool):
+            raise ValueError(f"offline must be True, False or None, got {offline!r}")
+        return offline
+    raw = os.environ.get(OFFLINE_ENV, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"${OFFLINE_ENV} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a dataset: where to download it, its name in the cache, and its expected SHA-256.
+
+    Attributes:
+        url: ``http://``, ``https://`` or ``file://`` address.
+        filename: the file's name inside the cache directory (a plain name, no directories).
+        sha256: 64 hexadecimal digits, or None when no trustworthy published checksum exists (then the
+            trust-on-first-use manifest applies; see the module docstring).
+        size: the size in bytes if known (used to show progress and to reject a truncated transfer early).
+    """
+
+    url: str
+    filename: str
+    sha256: str | None
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or urlparse(self.url).scheme not in ("http", "https", "file"):
+            raise ValueError(f"url must be an http://, https:// or file:// address, got {self.url!r}")
+        name = self.filename
+        if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
+                or name.endswith((PART_SUFFIX, MANIFEST_SUFFIX))):
+            raise ValueError(f"filename must be a plain file name (no directories, not ending in {PART_SUFFIX} or "
+                             f"{MANIFEST_SUFFIX}), got {name!r}")
+        if self.sha256 is not None:
+            if not isinstance(self.sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", self.sha256):
+                raise ValueError(f"sha256 must be 64 hexadecimal digits or None, got {self.sha256!r}")
+            object.__setattr__(self, "sha256", self.sha256.lower())
+        if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0):
+            raise ValueError(f"size must be a non-negative integer or None, got {self.size!r}")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hexadecimal SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ fetch
+class _TransientError(Exception):
+    """A transfer failure worth retrying (connection dropped, timeout, server busy)."""
+
+
+class _PermanentError(Exception):
+    """A transfer failure that a retry cannot fix (404, a missing local file, ...)."""
+
+
+def _manifest_path(target: Path) -> Path:
+    return target.with_name(target.name + MANIFEST_SUFFIX)
+
+
+def _read_manifest(manifest: Path) -> str | None:
+    if not manifest.exists():
+        return None
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CorruptCacheError(f"checksum manifest {manifest} cannot be read ({error}); delete it together with "
+                                f"the file it describes to download that file again") from error
+    words = text.split()
+    if not words or not re.fullmatch(r"[0-9a-f]{64}", words[0]):
+        raise CorruptCacheError(f"checksum manifest {manifest} does not start with a SHA-256; delete it together "
+                                "with the file it describes to download that file again")
+    return words[0]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
+    manifest = _manifest_path(target)
+    _write_atomically(manifest, f"{digest}  {remote.filename}\n")
+    warnings.warn(
+        f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
+        f"{manifest} (trust on first use). Every later use of this file is verified against it.",
+        stacklevel=3,
+    )
+
+
+def _make_directories(directory: Path) -> list[Path]:
+    """Create ``directory`` and missing parents; return the ones created, outermost first."""
+    missing = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def _remove_if_empty(directories: list[Path]) -> None:
+    for directory in reversed(directories):  # innermost first
+        try:
+            directory.rmdir()
+        except OSError:
+            return  # not empty (or gone): leave it and its parents
+
+
+def _file_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def fetch(
+    remote: RemoteFile,
+    directory: str | os.PathLike,
+    *,
+    offline: bool | None = None,
+    retries: int = 3,
+    progress: bool = True,
+) -> Path:
+    """The verified local copy ``directory / remote.filename`` of ``remote``, downloading it if needed.
+
+    Arguments:
+        remote: the file to get.
+        directory: the cache directory holding it (created when a download starts, not before).
+        offline: True = never download; None (default) reads ``$NEURALDE_SEQ_OFFLINE``.
+        retries: how often a failed transfer is retried (so at most ``retries + 1`` attempts per call).
+            A retry after a transfer that delivered bytes resumes at once; one that delivered nothing waits
+            ``RETRY_BACKOFF_S`` seconds, doubling each time.
+        progress: show a tqdm progress bar while downloading.
+
+    Returns:
+        The path of the file, whose SHA-256 matches ``remote.sha256`` (or the trust-on-first-use manifest
+        when ``remote.sha256`` is None).
+
+    Raises:
+        ChecksumError: the cached file, or a fresh download, has another SHA-256. A cached file is left in
+            place (delete it to download again); a fresh download's ``.part`` file is removed.
+        DataUnavailableError: offline with no cached file (nothing is written), a permanent error (e.g.
+            HTTP 404), or every attempt failed (the ``.part`` file is kept and resumed on the next call).
+        CorruptCacheError: the cache path or its manifest exists but is not a readable file.
+    """
+    if not isinstance(remote, RemoteFile):
+        raise ValueError(f"remote must be a RemoteFile, got {type(remote).__name__}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+    directory = Path(directory)
+    target = directory / remote.filename
+    is_offline = resolve_offline(offline)
+
+    if target.exists() or target.is_symlink():
+        if not target.is_file():
+            raise CorruptCacheError(f"{target} exists but is not a readable file; remove it to download "
+                                    f"{remote.url} again")
+        _verify_cached(remote, target)
+        return target
+
+    if is_offline:
+        pinned = f" (SHA-256 {remote.sha256})" if remote.sha256 else ""
+        raise DataUnavailableError(
+            f"{remote.filename} is not in the cache and offline mode is on (offline=True or ${OFFLINE_ENV}). "
+            f"Download {remote.url}{pinned} and place it at {target}, or run once with network access."
+        )
+
+    created = _make_directories(directory)
+    part = target.with_name(target.name + PART_SUFFIX)
+    try:
+        _download(remote, part, target, retries, progress)
+        actual = sha256_file(part)
+        expected = remote.sha256 or _read_manifest(_manifest_path(target))
+        if expected is not None and actual != expected:
+            part.unlink()
+            source = "pinned" if remote.sha256 else f"recorded in {_manifest_path(target)} on first use"
+            raise ChecksumError(
+                f"the download of {remote.url} has SHA-256 {actual}, expected {expected} ({source}); the "
+                f"download was deleted and nothing was cached at {target}. If the source changed on purpose, "
+                "update the pinned checksum (or delete the manifest)."
+            )
+        if expected is None:
+            _record_first_use(remote, target, actual)
+        os.replace(part, target)  # atomic: the final name only ever holds a complete, verified file
+    except BaseException:
+        if part.exists() and _file_size(part) == 0:
+            part.unlink()
+        _remove_if_empty(created)
+        raise
+    return target
+
+
+def _verify_cached(remote: RemoteFile, target: Path) -> None:
+    actual = sha256_file(target)
+    if remote.sha256 is not None:
+        expected, source = remote.sha256, "pinned"
+    else:
+        expected = _read_manifest(_manifest_path(target))
+        if expected is None:  # placed by hand, or downloaded before the manifest existed
+            _record_first_use(remote, target, actual)
+            return
+        source = f"recorded in {_manifest_path(target)} on first use"
+    if actual != expected:
+        raise ChecksumError(
+            f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was left in place: "
+            f"delete it to download {remote.url} again, or replace it with the right file."
+        )
+
+
+def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progress: bool) -> None:
+    last_error: BaseException | None = None
+    attempts = retries + 1
+    for attempt in range(attempts):
+        before = _file_size(part)
+        try:
+            _transfer(remote, part, progress)
+            return
+        except _PermanentError as error:
+            raise DataUnavailableError(
+                f"cannot download {remote.url}: {error}. Download it yourself and place it at {target}."
+            ) from None
+        except _TransientError as error:
+            last_error = error
+        if attempt + 1 < attempts and _file_size(part) <= before:
+            time.sleep(RETRY_BACKOFF_S * 2**attempt)
+    kept = _file_size(part)
+    kept_note = (f" The {kept} bytes received are kept in {part} and the next call resumes from there."
+                 if kept else "")
+    raise DataUnavailableError(
+        f"could not download {remote.url} in {attempts} attempt(s) (last error: {last_error}).{kept_note} "
+        f"Without network access, download it yourself and place it at {target}."
+    )
+
+
+def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
+    """One attempt: fetch the rest of the file into ``part`` (resuming it over HTTP when possible)."""
+    from tqdm.auto import tqdm
+
+    scheme = urlparse(remote.url).scheme
+    offset = _file_size(part)
+    if remote.size is not None and offset > remote.size:
+        offset = 0  # a stale .part longer than the file: start again
+    headers = {"User-Agent": "neuralde_seq-data/1"}
+    if offset and scheme in ("http", "https"):
+        headers["Range"] = f"bytes={offset}-"
+    try:
+        response = urlopen(Request(remote.url, headers=headers), timeout=_TIMEOUT_S)
+    except HTTPError as error:
+        error.close()  # it holds the open connection
+        if error.code == 416 and offset:  # the .part cannot be continued: start again from scratch
+            part.unlink()
+            raise _TransientError(f"HTTP 416 for a resume at byte {offset}") from None
+        if error.code in (408, 429) or error.code >= 500:
+            raise _TransientError(f"HTTP {error.code} {error.reason}") from None
+        raise _PermanentError(f"HTTP {error.code} {error.reason}") from None
+    except URLError as error:
+        if scheme == "file" or isinstance(error.reason, (FileNotFoundError, PermissionError)):
+            raise _PermanentError(str(error.reason)) from None
+        raise _TransientError(str(error.reason)) from None
+    except (OSError, http.client.HTTPException) as error:
+        raise _TransientError(f"{type(error).__name__}: {error}") from None
+
+    with response:
+        status = response.getcode()
+        append = False
+        if offset and status == 206:
+            content_range = response.headers.get("Content-Range", "")
+            if not content_range.startswith(f"bytes {offset}-"):
+                part.unlink()
+                raise _TransientError(f"the server answered a resume at byte {offset} with {content_range!r}")
+            append = True
+        announced = response.headers.get("Content-Length")
+        announced = int(announced) if announced and announced.isdigit() else None
+        start = offset if append else 0
+        total = start + announced if announced is not None else remote.size
+        received = 0
+        try:
+            with open(part, "ab" if append else "wb") as out, tqdm(
+                total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=remote.filename,
+                disable=not progress, leave=False,
+            ) as bar:
+                for chunk in iter(lambda: response.read(_CHUNK), b""):
+                    out.write(chunk)
+                    received += len(chunk)
+                    bar.update(len(chunk))
+                out.flush()
+                os.fsync(out.fileno())
+        except (OSError, http.client.HTTPException) as error:
+            raise _TransientError(f"{type(error).__name__} after {start + received} bytes: {error}") from None
+    # http.client returns a short body silently when the connection drops: count the bytes ourselves.
+    if announced is not None and received < announced:
+        raise _TransientError(f"the connection closed after {start + received} of {start + announced} bytes")
+    if remote.size is not None and start + received != remote.size:
+        size = start + received
+        part.unlink()
+        raise _TransientError(f"received {size} bytes, expected {remote.size}")
+
+
+# --------------------------------------------------------------------------------------- extraction
+def _safe_destination(root: Path, name: str, archive: Path) -> Path | None:
+    """Where member ``name`` goes under ``root``; None for the archive's root itself; refuses escapes."""
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix) or ".." in PurePosixPath(posix).parts:
+        raise CorruptCacheError(f"archive {archive} has a member {name!r} that would land outside the target "
+                                "directory; refusing to extract it. Delete the archive if it is not what you expected.")
+    parts = [p for p in PurePosixPath(posix).parts if p not in ("", ".")]
+    if not parts:
+        return None
+    destination = root.joinpath(*parts)
+    if os.path.commonpath([os.path.abspath(root), os.path.abspath(destination)]) != os.path.abspath(root):
+        raise CorruptCacheError(f"archive {archive} has a member {name!r} outside the target directory; refusing it")
+    return destination
+
+
+def _member_filter(members) -> tuple[Callable[[str], bool], set[str] | None]:
+    if members is None:
+        return (lambda name: True), None
+    if callable(members):
+        return members, None
+    if isinstance(members, (str, bytes)):
+        raise ValueError("members must be an iterable of member names or a predicate, not a single string")
+    wanted = {str(m) for m in members}
+    return (lambda name: name in wanted), wanted
+
+
+def extract_archive(
+    archive: str | os.PathLike,
+    target: str | os.PathLike,
+    *,
+    members: Iterable[str] | Callable[[str], bool] | None = None,
+) -> Path:
+    """Extract a zip or tar archive (any compression tarfile reads) into the directory ``target``.
+
+    Arguments:
+        archive: the archive file.
+        target: the directory to create. If it already exists it is returned as it is: it can only exist
+            complete, because extraction happens in a temporary sibling directory renamed at the end.
+        members: None for every member; an iterable of member names (all must exist); or a predicate on a
+            member's name. Members keep their paths inside the archive, relative to ``target``.
+
+    Returns:
+        ``target`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        CorruptCacheError: the archive is unreadable (not zip/tar, CRC error, truncated), or a member would
+            land outside ``target`` (absolute path, ``..``), or a tar member is a link or device file.
+            Nothing is left behind.
+        ValueError: some requested member names are not in the archive.
+    """
+    archive, target = Path(archive), Path(target)
+    if target.is_dir():
+        return target
+    if target.exists():
+        raise CorruptCacheError(f"{target} exists but is not a directory; remove it to extract {archive} again")
+    if not archive.is_file():
+        raise ValueError(f"archive {archive} is not a file")
+    select, wanted = _member_filter(members)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    temporary.mkdir()
+    found: set[str] = set()
+    try:
+        try:
+            if zipfile.is_zipfile(archive):
+                with zipfile.ZipFile(archive) as bundle:
+                    for info in bundle.infolist():
+                        if not select(info.filename):
+                            continue
+                        found.add(info.filename)
+                        destination = _safe_destination(temporary, info.filename, archive)
+                        if destination is None:
+                            continue
+                        if info.is_dir():
+                            destination.mkdir(parents=True, exist_ok=True)
+                            continue
+                        destination.parent.mkdir(parents=True, exist_ok=True)
+                        with bundle.open(info) as source, open(destination, "wb") as sink:
+                            shutil.copyfileobj(source, sink, _CHUNK)
+            elif tarfile.is_tarfile(archive):
+                with tarfile.open(archive, "r:*") as bundle:
+                    for info in bundle:
+                        if not select(info.name):
+                            continue
+                        found.add(info.name)
+                        destination = _safe_destination(temporary, info.name, archive)
+                        if destination is None:
+                            continue
+                        if info.isdir():
+                            destination.mkdir(parents=True, exist_ok=True)
+                        elif info.isfile():
+                            destination.parent.mkdir(parents=True, exist_ok=True)
+                            with bundle.extractfile(info) as source, open(destination, "wb") as sink:
+                                shutil.copyfileobj(source, sink, _CHUNK)
+                        else:
+                            raise CorruptCacheError(f"archive {archive} has a member {info.name!r} that is a link "
+                                                    "or device file; refusing to extract it")
+            else:
+                raise CorruptCacheError(f"{archive} is neither a zip nor a tar archive; delete it to download it again")
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zipfile.LargeZipFile) as error:
+            raise CorruptCacheError(f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to "
+                                    "download it again") from error
+        if wanted is not None and wanted - found:
+            raise ValueError(f"archive {archive} has no member(s) {sorted(wanted - found)}")
+        try:
+            os.rename(temporary, target)
+        except OSError:
+            if not target.is_dir():  # not a lost race with another extraction of the same archive
+                raise
+    finally:
+        if temporary.exists():
+            shutil.rmtree(temporary)
+    return target
+
+
+# ------------------------------------------------------------------------------------ tensor caches
+_ALLOWED_SCALARS = (bool, int, float, str, type(None))
+
+
+def _check_cacheable(value, where: str) -> None:
+    if isinstance(value, torch.Tensor) or isinstance(value, _ALLOWED_SCALARS):
+        return
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ValueError(f"{where} has a non-string key {name!r}")
+            _check_cacheable(item, f"{where}[{name!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_cacheable(item, f"{where}[{index}]")
+        return
+    raise ValueError(f"{where} is a {type(value).__name__}; a tensor cache holds tensors, numbers, strings, None "
+                     "and lists/tuples/dicts of them")
+
+
+def _content_digest(value, digest) -> None:
+    """Feed a canonical description of ``value`` (tensor bytes included) into ``digest``."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        digest.update(f"D{len(value)}".encode())
+        for name in sorted(value):
+            digest.update(json.dumps(name).encode())
+            _content_digest(value[name], digest)
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__[0]}{len(value)}".encode())
+        for item in value:
+            _content_digest(item, digest)
+    else:
+        digest.update(f"S{type(value).__name__}:{value!r};".encode())
+
+
+def _payload_checksum(data: dict, key_json: str) -> str:
+    digest = hashlib.sha256(key_json.encode())
+    _content_digest(data, digest)
+    return digest.hexdigest()
+
+
+def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], dict]) -> dict:
+    """Compute ``build()`` once per ``key`` and keep the result on disk.
+
+    The file is ``directory/<name>-<hash>.pt``: the hash is a SHA-256 over ``key`` (as canonical JSON), the
+    cache format and the package version, and ``<name>`` is ``key["name"]`` when present (for people
+    browsing the cache). On a miss, ``build()`` runs and its dict is saved with :func:`torch.save` to a
+    temporary file renamed into place, together with a checksum of its contents (tensor bytes included).
+    Nothing is written when ``build()`` raises, and ``directory`` is only created on a successful build.
+
+    Arguments:
+        directory: where the cache files live.
+        key: a JSON-serialisable dict naming everything the result depends on (source files and their
+            checksums, options, parser versions).
+        build: computes the dict to cache: tensors, numbers, strings, None, and lists/tuples/dicts of them.
+
+    Returns:
+        The dict (on a hit, loaded on the CPU; its tensors equal the ones first built, bit for bit).
+
+    Raises:
+        CorruptCacheError: the file exists but cannot be read, was written for another key, or its contents
+            do not match their checksum. The message names the file to delete.
+    """
+    from .. import __version__
+
+    if not isinstance(key, dict):
+        raise ValueError(f"key must be a dict, got {type(key).__name__}")
+    if not callable(build):
+        raise ValueError("build must be a callable returning a dict")
+    try:
+        key_json = json.dumps({"format": TENSOR_CACHE_FORMAT, "neuralde_seq": __version__, "key": key},
+                              sort_keys=True)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"key must be JSON-serialisable: {error}") from None
+    digest = hashlib.sha256(key_json.encode()).hexdigest()
+    prefix = re.sub(r"[^A-Za-z0-9._]+", "_", str(key.get("name", "tensors")))[:80] or "tensors"
+    directory = Path(directory)
+    path = directory / f"{prefix}-{digest[:32]}.pt"
+    if path.exists():
+        return _load_tensor_cache(path, key_json)
+
+    data = build()
+    if not isinstance(data, dict):
+        raise ValueError(f"build() must return a dict, got {type(data).__name__}")
+    _check_cacheable(data, "build()")
+    payload = {"format": TENSOR_CACHE_FORMAT, "key": key_json, "data": data,
+               "checksum": _payload_checksum(data, key_json)}
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        torch.save(payload, temporary)
+        os.replace(temporary, path)  # readers never see a half-written file
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    return data
+
+
+def _load_tensor_cache(path: Path, key_json: str) -> dict:
+    def corrupt(reason: str) -> CorruptCacheError:
+        return CorruptCacheError(f"cached tensor file {path} {reason}; refusing to use it. Delete the file to "
+                                 "rebuild it from the dataset files.")
+
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated zip, foreign pickle, disk error, ...
+        first_line = (str(error).strip().splitlines() or [""])[0][:160]
+        raise corrupt(f"cannot be read ({type(error).__name__}: {first_line})") from error
+    if not isinstance(payload, dict) or payload.get("format") != TENSOR_CACHE_FORMAT:
+        raise corrupt(f"is not a {TENSOR_CACHE_FORMAT} file")
+    if payload.get("key") != key_json:
+        raise corrupt("was written for another key than its name says")
+    data = payload.get("data")
+    if not isinstance(data, dict):
+        raise corrupt("holds no data")
+    if _payload_checksum(data, key_json) != payload.get("checksum"):
+        raise corrupt("has contents that do not match the checksum stored with them")
+    return data
