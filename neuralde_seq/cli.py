@@ -12,8 +12,14 @@ dropped. Protocol:
 5. for each model: build its inputs with ``model_inputs(name, ...)`` (once per split), create it with
    ``create_model``, train with ``train_classifier`` (best validation checkpoint), evaluate on test.
 
+Steps 1-4 are the ``japanese-vowels`` task of :mod:`neuralde_seq.tasks` and step 5 is
+:func:`neuralde_seq.training.runner.fit_and_evaluate`, the very code ``neuralde-seq bench`` runs.
+
 Outputs under ``--out`` (default ``results/compare``): ``results.json``, ``results.md`` and
-``checkpoints/<model>.pt``.
+``checkpoints/<model>.pt`` (plus ``<model>.last.pt``, the resume checkpoint).
+
+``neuralde-seq bench CONFIG`` runs a benchmark config instead (see ``neuralde-seq bench --help`` and
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -89,14 +94,61 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--lr", type=float, default=cfg["lr"], help="learning rate (default: %(default)s)")
     cmp.add_argument("--batch-size", type=int, default=cfg["batch_size"], help="batch size (default: %(default)s)")
     cmp.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    cmp.add_argument("--solver", default=None,
+                     help="solver method of the fast weight models, e.g. rk4 (their default), dopri5 or exact "
+                          "(closed-form steps; log-signature models: hebb-rde, oja-rde, delta-rde, delta-post-rde)")
     cmp.add_argument("--threads", type=int, default=1,
                      help="CPU threads for torch (default: %(default)s: these small models run fastest on one, "
                           "and a busy machine does not slow them down by thread contention)")
+    bench = sub.add_parser(
+        "bench",
+        help="run a benchmark config (tasks/configs/*.yaml): models x seeds, ours vs paper",
+        description="Train every model row of a YAML benchmark config with every seed (early stopping on "
+                    "validation, best-validation checkpoint), evaluate on every test sample and write per-run "
+                    "JSON/CSV, an aggregated results.md/results.json (mean ± std over seeds beside the paper's "
+                    "number) and curves.png/summary.png. Config schema: docs/benchmarks.md.",
+    )
+    bench.add_argument("config", type=Path, help="YAML config file")
+    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config entry, e.g. --set training.epochs=1 --set task_options.drop_rate=0.5 "
+                            "(values parsed as YAML; repeatable)")
+    bench.add_argument("--models", type=_parse_models, default=None,
+                       help="comma-separated row labels or model names to run (default: every row)")
+    bench.add_argument("--seeds", type=_parse_seeds, default=None, help="comma-separated seeds (default: the config's)")
+    bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
+    bench.add_argument("--resume", action="store_true",
+                       help="skip finished runs and resume interrupted ones from their last checkpoint")
+    bench.add_argument("--max-steps", type=int, default=None,
+                       help="stop every run after N optimizer steps (smoke test of a config)")
+    bench.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default: %(default)s)")
+    bench.add_argument("--dtype", choices=sorted(_DTYPES), default="float32",
+                       help="floating point type of data and models (default: %(default)s)")
+    bench.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default: %(default)s)")
+    bench.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     return parser
 
 
-def _count_parameters(model) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+def _parse_seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise argparse.ArgumentTypeError(f"--seeds needs non-negative integers, got {text!r}")
+    return seeds
+
+
+def run_bench(args: argparse.Namespace) -> dict:
+    """``neuralde-seq bench``: :func:`neuralde_seq.training.runner.run_benchmark` with the parsed arguments."""
+    from .training.runner import load_config, run_benchmark
+
+    out = args.out
+    if out is None:
+        name = load_config(args.config).get("name")
+        out = Path("results") / str(name or args.config.stem)
+    return run_benchmark(args.config, out_dir=out, overrides=args.overrides, models=args.models, seeds=args.seeds,
+                         max_steps=args.max_steps, resume=args.resume, progress=not args.no_progress,
+                         device=args.device, dtype=args.dtype, threads=args.threads)
 
 
 def run_compare(
@@ -113,16 +165,19 @@ def run_compare(
     progress: bool = True,
     config: dict | None = None,
     threads: int | None = None,
+    solver: str | None = None,
 ) -> dict:
     """Run the comparison (see the module docstring). Returns the results dict also written to JSON.
 
     Arguments left as None take their value from ``DEFAULT_COMPARE_CONFIG`` (merged with ``config``).
+    ``solver`` (a :class:`~neuralde_seq.solvers.SolverOptions` method name) applies to the fast weight models.
     """
     import torch
 
-    from .data import drop_observations, load_japanese_vowels, standardise, stratified_split
-    from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES, control_options, create_model, model_inputs
-    from .training import TrainingDiverged, evaluate, format_table, train_classifier, write_json, write_table
+    from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES, control_options
+    from .tasks import load_task
+    from .training import format_table, write_json, write_table
+    from .training.runner import fit_and_evaluate
 
     if threads is not None:
         if threads < 1:
@@ -147,14 +202,11 @@ def run_compare(
     ckpt_dir = out / "checkpoints"
     seed_ = int(cfg["seed"])
 
-    # ---- data ----
-    train_full, test = load_japanese_vowels(dtype=torch.float64)
-    train_full = drop_observations(train_full, cfg["drop_rate"], seed=seed_)
-    test = drop_observations(test, cfg["drop_rate"], seed=seed_ + 1)
-    train, val = stratified_split(train_full, (1.0 - cfg["val_fraction"], cfg["val_fraction"]), seed=seed_)
-    train, val, test = standardise(train, val, test)
-    splits = {name: ds.to(device=torch_device, dtype=torch_dtype)
-              for name, ds in (("train", train), ("val", val), ("test", test))}
+    # ---- data: the japanese-vowels task protocol (neuralde_seq.tasks), shared with `neuralde-seq bench` ----
+    data = load_task("japanese-vowels", seed=seed_, dtype=torch_dtype, drop_rate=cfg["drop_rate"],
+                     val_fraction=cfg["val_fraction"])
+    train, val, test = data.splits
+    splits = type(data.splits)(*(ds.to(device=torch_device) for ds in data.splits))
     data_info = {
         "dataset": "JapaneseVowels (UEA, embedded)",
         "num_train": len(train), "num_val": len(val), "num_test": len(test),
@@ -166,42 +218,24 @@ def run_compare(
         opts = dict(control_options(name))
         default_options = cfg["fast_weight_options"] if name in FAST_WEIGHT_MODEL_NAMES else {}
         model_kwargs = dict(cfg["model_options"].get(name, default_options))
+        if solver is not None and name in FAST_WEIGHT_MODEL_NAMES:
+            model_kwargs["solver"] = {"method": solver}
         training = {"epochs": cfg["epochs"], "lr": cfg["lr"], "penalty_weight": 0.0,
                     **{k: v for k, v in cfg["training_options"].get(name, {}).items() if k not in explicit}}
-        controls = {split: model_inputs(name, ds.times, ds.values, ds.lengths) for split, ds in splits.items()}
-        torch.manual_seed(seed_)
-        model = create_model(name, controls["train"], num_classes=train.num_classes, **model_kwargs)
-        model = model.to(device=torch_device, dtype=torch_dtype)
-        if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
-            model.set_empirical_mean(controls["train"])
-        n_params = _count_parameters(model)
         ckpt = ckpt_dir / f"{name}.pt"
-        diverged = None
-        t0 = time.perf_counter()
-        try:
-            history = train_classifier(
-                model, controls["train"], splits["train"].labels, controls["val"], splits["val"].labels,
-                epochs=int(training["epochs"]), lr=float(training["lr"]), batch_size=int(cfg["batch_size"]), seed=seed_,
-                penalty_weight=float(training["penalty_weight"]),
-                checkpoint_path=ckpt, weight_decay=float(cfg["weight_decay"]), grad_clip=cfg["grad_clip"],
-                progress=progress, patience=cfg["patience"], eval_batch_size=int(cfg["eval_batch_size"]),
-                config={"model": name, "control_options": opts, "model_options": model_kwargs, "training": training},
-                desc=name,
-            )
-        except TrainingDiverged as err:
-            print(f"[{name}] {err}", file=sys.stderr)
-            diverged = str(err)
-            history = err.history
-        train_seconds = time.perf_counter() - t0
-        # The model now holds the best-validation (or last good) weights.
-        test_metrics = evaluate(model, controls["test"], splits["test"].labels, int(cfg["eval_batch_size"]))
-        val_metrics = evaluate(model, controls["val"], splits["val"].labels, int(cfg["eval_batch_size"]))
+        fit = fit_and_evaluate(
+            name, splits, seed=seed_, options=model_kwargs, checkpoint_path=ckpt, progress=progress, desc=name,
+            training={**training, "batch_size": int(cfg["batch_size"]), "eval_batch_size": int(cfg["eval_batch_size"]),
+                      "weight_decay": float(cfg["weight_decay"]), "grad_clip": cfg["grad_clip"],
+                      "patience": cfg["patience"], "select_on": "accuracy"},
+        )
+        history, test_metrics, val_metrics = fit["history"], fit["metrics"]["test"], fit["metrics"]["val"]
         spe = history["seconds_per_epoch"]
         row = {
             "model": name,
             "test_acc": test_metrics["accuracy"],
             "val_acc": val_metrics["accuracy"],
-            "params": n_params,
+            "params": fit["params"],
             "s_per_epoch": sum(spe) / len(spe) if spe else None,
         }
         rows.append(row)
@@ -209,8 +243,8 @@ def run_compare(
             **row,
             "test_loss": test_metrics["loss"], "val_loss": val_metrics["loss"],
             "best_epoch": history["best_epoch"], "epochs_run": history["epochs_run"],
-            "train_seconds_total": train_seconds, "diverged": diverged, "control_options": opts, "model_options": model_kwargs, "training": training,
-            "checkpoint": str(ckpt), "history": history,
+            "train_seconds_total": fit["train_seconds"], "diverged": fit["diverged"], "control_options": opts,
+            "model_options": model_kwargs, "training": training, "checkpoint": str(ckpt), "history": history,
         }
 
     table = format_table(
@@ -243,6 +277,25 @@ def run_compare(
     return results
 
 
+def task_main(default_config: str | Path | None, argv: Sequence[str] | None = None, *,
+              description: str | None = None) -> int:
+    """Entry point of the ``tasks/<task>.py`` scripts: ``neuralde-seq bench`` with a default config.
+
+    ``--config PATH`` picks the config (default ``default_config``); every other argument is passed to
+    ``neuralde-seq bench`` (``--set``, ``--models``, ``--seeds``, ``--out``, ``--resume``, ...).
+    """
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Other arguments are those of `neuralde-seq bench` (see its --help).")
+    parser.add_argument("--config", type=Path, default=None if default_config is None else Path(default_config),
+                        help="benchmark config (default: %(default)s)")
+    args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if args.config is None:
+        parser.error("give a config with --config (see tasks/configs/README.md for the available ones)")
+    if not args.config.exists():
+        parser.error(f"config file {args.config} does not exist (see tasks/configs/ for the available configs)")
+    return main(["bench", str(args.config), *rest])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -257,11 +310,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unknown model(s) {', '.join(unknown)}; known models: {', '.join(MODEL_NAMES)}")
         if not 0.0 <= args.drop_rate < 1.0:
             parser.error(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
+        if args.solver is not None:
+            from .solvers import SolverOptions
+
+            try:
+                SolverOptions(method=args.solver)
+            except ValueError as error:
+                parser.error(f"--solver: {error}")
         run_compare(
             args.models, epochs=args.epochs, drop_rate=args.drop_rate, seed=args.seed, out=args.out,
             device=args.device, dtype=args.dtype, lr=args.lr, batch_size=args.batch_size,
-            progress=not args.no_progress, threads=args.threads,
+            progress=not args.no_progress, threads=args.threads, solver=args.solver,
         )
+        return 0
+    if args.command == "bench":
+        from .training.runner import ConfigError
+
+        if args.max_steps is not None and args.max_steps < 1:
+            parser.error(f"--max-steps must be a positive integer, got {args.max_steps}")
+        if not args.config.exists():
+            parser.error(f"config file {args.config} does not exist")
+        try:
+            run_bench(args)
+        except ConfigError as err:
+            parser.error(f"{args.config}: {err}")
         return 0
     parser.print_help()
     return 2

@@ -1,21 +1,48 @@
 """Datasets, the ``.ts`` reader, transforms and the embedded JapaneseVowels data."""
 
+from .arff import parse_arff, read_arff
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split
-from .transforms import channel_statistics, drop_observations, num_dropped, standardise
+from .download import (ChecksumError, CorruptCacheError, DataUnavailableError, RemoteFile, cached_tensors, data_dir,
+                       extract_archive, fetch)
+from .physionet import load_physionet_sepsis
+from .speech_commands import load_speech_commands
+from .synthetic import ADDING_TRIVIAL_MSE, SyntheticSequences, adding_problem, copy_memory
+from .transforms import channel_statistics, drop_observations, num_dropped, standardise, subsample
 from .ts_format import TsData, parse_ts, read_ts
+from .uea import load_character_trajectories, load_eigenworms, load_uea
 
 __all__ = [
+    "ADDING_TRIVIAL_MSE",
+    "SyntheticSequences",
+    "adding_problem",
+    "copy_memory",
+    "ChecksumError",
+    "CorruptCacheError",
+    "DataUnavailableError",
     "DatasetSplits",
     "IrregularDataset",
+    "RemoteFile",
     "TsData",
+    "cached_tensors",
     "channel_statistics",
+    "data_dir",
     "drop_observations",
     "embedded_path",
+    "extract_archive",
+    "fetch",
     "from_ts",
+    "load_character_trajectories",
+    "load_eigenworms",
     "load_japanese_vowels",
+    "load_physionet_sepsis",
+    "load_speech_commands",
+    "load_uea",
     "num_dropped",
+    "parse_arff",
     "parse_ts",
+    "read_arff",
     "read_ts",
     "standardise",
     "stratified_split",
+    "subsample",
 ]

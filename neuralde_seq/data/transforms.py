@@ -1,4 +1,4 @@
-"""Dataset transforms: dropping observations at random, and per-channel standardisation."""
+"""Dataset transforms: dropping observations at random, subsampling, and per-channel standardisation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from .datasets import IrregularDataset
 
-__all__ = ["drop_observations", "num_dropped", "channel_statistics", "standardise"]
+__all__ = ["drop_observations", "num_dropped", "subsample", "channel_statistics", "standardise"]
 
 
 def num_dropped(rate: float, length: int, observed: int | None = None) -> int:
@@ -55,6 +55,29 @@ def drop_observations(dataset: IrregularDataset, rate: float, seed: int) -> Irre
     meta.setdefault("transforms", [])
     meta["transforms"] = list(meta["transforms"]) + [{"drop_observations": {"rate": rate, "seed": seed}}]
     return dataset.replace(values=values, meta=meta)
+
+
+def subsample(dataset: IrregularDataset, factor: int) -> IrregularDataset:
+    """Keep every ``factor``-th time point of each sample: indices 0, factor, 2·factor, ... of its own grid.
+
+    For resolution-change robustness runs (a model trained at one sampling rate and tested at another,
+    paper 000 Table 5). Time points are counted on each sample's grid whether or not they hold an
+    observation, so a sample of length L keeps ``ceil(L / factor)`` of them, and ``times`` keeps the
+    kept points' original times (the gaps between them grow by ``factor``). The padded length becomes
+    ``ceil(T / factor)``; padding times are every ``factor``-th point of the old padding grid, so rows stay
+    strictly increasing. ``factor=1`` returns an unchanged copy. Static features and labels are unchanged.
+    Returns a new dataset; the input is not modified.
+    """
+    if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 1:
+        raise ValueError(f"factor must be a positive integer, got {factor!r}")
+    factor = int(factor)
+    # Position j of the result is position j·factor of the input; it lies within sample i's length L
+    # exactly when j < ceil(L / factor), so the padding stays NaN and the lengths follow.
+    lengths = (dataset.lengths + factor - 1) // factor
+    meta = dict(dataset.meta)
+    meta["transforms"] = list(meta.get("transforms", [])) + [{"subsample": {"factor": factor}}]
+    return dataset.replace(times=dataset.times[:, ::factor].clone(), values=dataset.values[:, ::factor].clone(),
+                           lengths=lengths, meta=meta)
 
 
 def channel_statistics(dataset: IrregularDataset) -> tuple[torch.Tensor, torch.Tensor]:

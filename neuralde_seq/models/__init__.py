@@ -24,7 +24,7 @@ from .recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
            "GRUDeltaT", "GRUD", "ODERNN", "CKCNN", "CCNN", "create_model",
-           "control_options", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
+           "control_options", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +92,11 @@ def _entry(name: str) -> ModelEntry:
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
+
+
+def model_entry(name: str) -> ModelEntry:
+    """The registry entry of the model ``name`` (its constructor, defaults, input kind, solver use)."""
+    return _entry(name)
 
 
 def control_options(name: str) -> dict:

@@ -3,7 +3,10 @@
 from .metrics import accuracy, auroc
 from .results import format_table, to_jsonable, write_json, write_table
 from .trainer import (
+    SELECT_ON,
+    ModelArguments,
     TrainingDiverged,
+    default_last_checkpoint_path,
     evaluate,
     load_checkpoint,
     predict,
@@ -12,7 +15,10 @@ from .trainer import (
 )
 
 __all__ = [
+    "ModelArguments",
+    "SELECT_ON",
     "TrainingDiverged",
+    "default_last_checkpoint_path",
     "accuracy",
     "auroc",
     "evaluate",

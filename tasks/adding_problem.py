@@ -1,0 +1,192 @@
+"""Adding-problem stress task (paper 000, Sec. 5, Tab. 2; data App. C; settings Tab. 8, App. E.4).
+
+Data: :func:`neuralde_seq.data.adding_problem` — two channels of length T: values uniform in [0, 1) and a
+0/1 marker channel with exactly two marks (one in each half by default, ``--markers anywhere`` for Bai et
+al.'s variant); the target is the sum of the two marked values, read from the model's output at the last
+time step. Loss and metric: mean squared error. Always predicting 1 has expected MSE 1/6 ≈ 0.167 (paper:
+"approx. 0.17"); both that value and the trivial predictor's MSE on the actual test set are printed beside
+the model's. 50,000 training and 1,000 test sequences by default (Bai et al. 2018's counts; paper 000 does
+not give them), drawn from one generator seeded with ``--seed``, training set first.
+
+Model: any registered model (``--model``), built with one output: its logits (B, 1) are the prediction.
+Models that read a control path (NCDE, the fast weight models) get it from
+:func:`neuralde_seq.models.model_inputs`. For ``ckcnn`` the defaults are the paper's: 2 blocks, 25 hidden
+channels (70,587 parameters; paper 70.59K), kernel network width 32, no dropout, no mask channel,
+horizon T − 1, and ω0 and the epoch limit per length (App. E.4: T = 100, 200, 1000, 3000, 6000 → ω0 14.55,
+18.19, 2.03, 2.23, 4.3 and 20, 20, 30, 50, 50 epochs; another T takes the values of the nearest of those
+lengths, and says so). ``--set KEY=VALUE`` overrides any constructor argument. Adam, lr 1e-3, batch 32
+(paper).
+
+Solved (paper Tab. 2): test MSE <= 1e-4 (``--target-mse``); training stops at the first evaluation that
+reaches it. Evaluation every ``--eval-every`` steps and at each epoch's end; see tasks/stress_training.py
+for checkpoints, ``--resume`` and divergence handling.
+
+Usage (from the repository root)::
+
+    python tasks/adding_problem.py --length 100              # CKCNN, paper settings for T = 100
+    python tasks/adding_problem.py --length 100 --model gru-d --set hidden=64
+
+Writes ``results.json``, ``results.md`` and ``checkpoint.pt`` under ``--out`` (default
+``results/adding_problem_T<length>_<model>``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem  # noqa: E402
+from neuralde_seq.data.synthetic import ADDING_MARKERS  # noqa: E402
+from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs  # noqa: E402
+from neuralde_seq.training import TrainingDiverged, format_table, write_json, write_table  # noqa: E402
+from tasks.stress_training import batched, paper_setting, parse_model_options, train_stress_task  # noqa: E402
+
+PAPER_OMEGA_0 = {100: 14.55, 200: 18.19, 1000: 2.03, 3000: 2.23, 6000: 4.3}
+PAPER_EPOCHS = {100: 20, 200: 20, 1000: 30, 3000: 50, 6000: 50}
+
+
+def final_prediction(model: torch.nn.Module, inputs) -> torch.Tensor:
+    """The model's output 0 at each sample's last time step, (B,) (its only output, or see ``main``)."""
+    return model(inputs)[:, 0]
+
+
+def mse_metrics(model: torch.nn.Module, inputs, targets: torch.Tensor, batch_size: int) -> dict:
+    """Test MSE over every sequence, with the trivial predictor's (always 1) on the same sequences."""
+    squared = 0.0
+    for index, batch in batched(inputs, batch_size):
+        squared += float((final_prediction(model, batch).double() - targets[index].double()).square().sum())
+    return {"mse": squared / targets.shape[0], "trivial_mse": float((targets.double() - 1.0).square().mean())}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--length", type=int, default=1000, help="T, the sequence length")
+    parser.add_argument("--markers", choices=ADDING_MARKERS, default="halves")
+    parser.add_argument("--model", default="ckcnn", choices=MODEL_NAMES)
+    parser.add_argument("--set", dest="model_options", action="append", default=[], metavar="KEY=VALUE",
+                        help="model constructor argument (repeatable), e.g. --set hidden=16")
+    parser.add_argument("--omega-0", type=float, default=None, help="CKCNN ω0 (default: the paper's for this T)")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the paper's limit for this T")
+    parser.add_argument("--n-train", type=int, default=50000)
+    parser.add_argument("--n-test", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--grad-clip", type=float, default=None)
+    parser.add_argument("--penalty-weight", type=float, default=0.0, help="weight of model.penalty() (kernel L2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=500, help="optimiser steps between test evaluations")
+    parser.add_argument("--target-mse", type=float, default=1e-4, help="solved when the test MSE is at most this")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop at the first evaluation after this")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.length < 2:
+        parser.error("--length must be at least 2")
+    if not args.target_mse > 0:
+        parser.error("--target-mse must be positive")
+    try:
+        overrides = parse_model_options(args.model_options)
+    except ValueError as error:
+        parser.error(str(error))
+    torch.set_num_threads(args.threads)
+    out = args.out or Path(f"results/adding_problem_T{args.length}_{args.model}")
+
+    generator = torch.Generator().manual_seed(args.seed)
+    train = adding_problem(args.n_train, args.length, markers=args.markers, generator=generator)
+    test = adding_problem(args.n_test, args.length, markers=args.markers, generator=generator)
+    train_inputs = model_inputs(args.model, train.times, train.values)
+    test_inputs = model_inputs(args.model, test.times, test.values)
+
+    notes = []
+    epochs = args.epochs
+    if epochs is None:
+        epochs, source = paper_setting(PAPER_EPOCHS, args.length)
+        notes.append(f"epochs {epochs}: the paper's limit for T = {source}")
+    model_options = {}
+    if args.model == "ckcnn":
+        omega_0 = args.omega_0
+        if omega_0 is None:
+            omega_0, source = paper_setting(PAPER_OMEGA_0, args.length)
+            notes.append(f"ω0 {omega_0}: the paper's value for T = {source}")
+        model_options = dict(hidden=25, blocks=2, kernel_hidden=32, omega_0=omega_0, dropout=0.0, mode="grid",
+                             mask_channel=False, horizon=float(args.length - 1))
+    elif args.omega_0 is not None:
+        parser.error("--omega-0 is a CKCNN option; use --set for other models")
+    model_options.update(overrides)
+    torch.manual_seed(args.seed)
+    try:
+        model, num_outputs = create_model(args.model, train_inputs, 1, **model_options), 1
+    except ValueError as error:
+        if "num_classes" not in str(error):
+            raise
+        # Classifiers that insist on >= 2 classes: a 2-output head whose output 0 is the prediction (the
+        # other output gets no gradient and is never read).
+        torch.manual_seed(args.seed)
+        model, num_outputs = create_model(args.model, train_inputs, 2, **model_options), 2
+        notes.append(f"{args.model} needs >= 2 outputs: built with 2, output 0 is the prediction")
+    params = sum(p.numel() for p in model.parameters())
+    trivial_test = float((test.targets.double() - 1).square().mean())
+    print(f"adding problem: T={args.length}, markers {args.markers}, {args.n_train} train / {args.n_test} test, "
+          f"{args.model} {params} parameters, options {model_options}, lr {args.lr}, batch {args.batch_size}, "
+          f"at most {epochs} epochs, {torch.get_num_threads()} thread(s)" + "".join(f"; {n}" for n in notes))
+    print(f"trivial predictor (always 1): test MSE {trivial_test:.4f} (expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})")
+
+    run_config = {"task": "adding problem", "length": args.length, "markers": args.markers, "model": args.model,
+                  "model_options": model_options, "num_outputs": num_outputs, "n_train": args.n_train,
+                  "n_test": args.n_test,
+                  "batch_size": args.batch_size, "lr": args.lr, "epochs": epochs, "grad_clip": args.grad_clip,
+                  "penalty_weight": args.penalty_weight, "seed": args.seed, "eval_every": args.eval_every,
+                  "target_mse": args.target_mse, "max_minutes": args.max_minutes, "threads": args.threads}
+
+    def describe(m: dict) -> str:
+        return f"test MSE {m['mse']:.3g} (trivial {m['trivial_mse']:.4f}, expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})"
+
+    command = " ".join(["python", "tasks/adding_problem.py", *(sys.argv[1:] if argv is None else argv)])
+    results = {"task": "adding problem", "sequence_length": args.length, "config": run_config, "params": params,
+               "notes": notes, "command": command, "trivial_mse_test": trivial_test,
+               "trivial_mse_expected": ADDING_TRIVIAL_MSE}
+    try:
+        run = train_stress_task(
+            model, forward=final_prediction, loss_fn=F.mse_loss,
+            evaluate=lambda m: mse_metrics(m, test_inputs, test.targets, 4 * args.batch_size),
+            solved=lambda m: m["mse"] <= args.target_mse, describe=describe,
+            train_inputs=train_inputs, train_targets=train.targets, epochs=epochs, batch_size=args.batch_size,
+            lr=args.lr, seed=args.seed, eval_every=args.eval_every, checkpoint_path=out / "checkpoint.pt",
+            run_config=run_config, resume=args.resume, max_minutes=args.max_minutes, grad_clip=args.grad_clip,
+            penalty_weight=args.penalty_weight, progress=not args.no_progress)
+    except TrainingDiverged as error:
+        results.update(diverged=str(error), history=error.history["records"])
+        write_json(results, out / "results.json")
+        print(error, file=sys.stderr)
+        raise SystemExit(1)
+    results.update(solved=run["solved_at"] is not None, **run)
+    final = run["final"]
+    best_mse = min(r["test_mse"] for r in run["history"])
+    write_json(results, out / "results.json")
+    rows = [{"T": args.length, "model": args.model, "params": params, "epochs": final["epoch"], "steps": final["step"],
+             "minutes": final["train_seconds"] / 60, "mse": final["test_mse"], "best": best_mse,
+             "trivial": trivial_test, "expected": ADDING_TRIVIAL_MSE,
+             "solved": "yes" if run["solved_at"] else "no"}]
+    table = format_table(rows, list(rows[0]),
+                         headers=["T", "model", "params", "epochs", "steps", "train min", "test MSE",
+                                  "lowest test MSE seen", "trivial MSE (test)", "trivial MSE (1/6)",
+                                  f"MSE <= {args.target_mse:g}"],
+                         formats={"minutes": ".1f", "mse": ".3g", "best": ".3g", "trivial": ".4f", "expected": ".4f"})
+    write_table(table, out / "results.md", title=f"Adding problem, T = {args.length}",
+                notes=f"`{command}`\n\n{args.n_train} train / {args.n_test} test sequences, markers {args.markers}; "
+                      f"model options {model_options}; Adam lr {args.lr}, batch {args.batch_size}, seed {args.seed}, "
+                      f"{torch.get_num_threads()} thread(s); stopped by: {run['stopped_by']}. Test MSE at the last "
+                      "evaluation; trivial = always predicting 1.")
+    print(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()
