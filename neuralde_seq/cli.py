@@ -218,13 +218,12 @@ def run_compare(
         opts = dict(control_options(name))
         default_options = cfg["fast_weight_options"] if name in FAST_WEIGHT_MODEL_NAMES else {}
         model_kwargs = dict(cfg["model_options"].get(name, default_options))
-        if solver is not None and name in FAST_WEIGHT_MODEL_NAMES:
-            model_kwargs["solver"] = {"method": solver}
         training = {"epochs": cfg["epochs"], "lr": cfg["lr"], "penalty_weight": 0.0,
                     **{k: v for k, v in cfg["training_options"].get(name, {}).items() if k not in explicit}}
         ckpt = ckpt_dir / f"{name}.pt"
         fit = fit_and_evaluate(
             name, splits, seed=seed_, options=model_kwargs, checkpoint_path=ckpt, progress=progress, desc=name,
+            solver={"method": solver} if solver is not None and name in FAST_WEIGHT_MODEL_NAMES else None,
             training={**training, "batch_size": int(cfg["batch_size"]), "eval_batch_size": int(cfg["eval_batch_size"]),
                       "weight_decay": float(cfg["weight_decay"]), "grad_clip": cfg["grad_clip"],
                       "patience": cfg["patience"], "select_on": "accuracy"},
@@ -254,7 +253,7 @@ def run_compare(
     )
     results = {
         "command": "compare",
-        "config": {**cfg, "device": str(torch_device), "dtype": dtype},
+        "config": {**cfg, "device": str(torch_device), "dtype": dtype, "solver": solver},
         "data": data_info,
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "threads": torch.get_num_threads()},

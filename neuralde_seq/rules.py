@@ -14,12 +14,94 @@ direct neural ODE, neural CDE and log-signature RDE fields (:mod:`neuralde_seq.f
 exists exactly once. A discrete recurrent FWP step is ``W + rate(...)``.
 
 All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of them.
+
+Exact steps (shared/DESIGN.md §5). When k, v and β stay constant for a time h (a log-signature window, a
+piece of a rectilinear control), every rule has a closed-form solution, :meth:`LearningRule.exact_step`.
+Hebb, Oja and pre-Delta are affine in W and are described by :meth:`LearningRule.affine_step` (a
+:class:`RankOneUpdate`), which :mod:`neuralde_seq.exact` composes over whole sequences; post-Delta's step is
+nonlinear and is applied step by step (:meth:`Delta.post_step`). The formulas are written with ``expm1``
+and an overflow-free ``asinh(sinh(·)·r)`` (:func:`relaxation_rate`, :func:`relax_error`).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import torch
 
-__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES"]
+__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "RankOneUpdate", "relaxation_rate",
+           "relax_error"]
+
+
+def relaxation_rate(c: torch.Tensor, norm_sq: torch.Tensor, h) -> torch.Tensor:
+    """(1 − e^{−c·n·h}) / n: the learning rate of one exact step of a relaxing rule (DESIGN §5).
+
+    Written as ``-expm1(-c n h) / n``, and as its Taylor series c·h·(1 − x/2 + x²/6) for x = c·n·h < 1e-3,
+    so that it, and its gradient, stay accurate as the norm n → 0 (the limit is c·h).
+
+    Arguments:
+        c: (..., 1) learning rate σ(β) (>= 0); norm_sq: (..., 1) squared norm n >= 0; h: step length
+            (a number or a tensor broadcasting with c, >= 0).
+    """
+    ch = c * h
+    x = ch * norm_sq
+    small = x < 1e-3
+    safe_norm = torch.where(small, torch.ones_like(norm_sq), norm_sq)
+    safe_x = torch.where(small, torch.ones_like(x), x)
+    series = ch * (1 - x / 2 + x * x / 6)
+    return torch.where(small, series, -torch.expm1(-safe_x) / safe_norm)
+
+
+# Above this |e|, sinh(e) is replaced by its exponential form (sinh(20) ≈ 2.4e8 is safe in float32).
+_LARGE_ERROR = 20.0
+
+
+def relax_error(e0: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
+    """asinh(sinh(e0) · e^{log_decay}) element-wise, without overflow for large |e0| (DESIGN §5).
+
+    This is the exact solution at time h of de/ds = −c‖k‖² tanh(e) with log_decay = −c‖k‖²h <= 0 (post-Delta's
+    error). For |e0| > 20, with L = |e0| + log_decay − log 2 + log1p(−e^{−2|e0|}) = log|sinh(e0) r|, the result is
+    sign(e0)·(L + log(1 + sqrt(1 + e^{−2L}))) when L > 0 and sign(e0)·asinh(e^L) otherwise. Both branches
+    are evaluated on clamped arguments, so neither produces inf or NaN (nor NaN gradients through where).
+    """
+    if not bool((e0.abs() > _LARGE_ERROR).any()):  # the common case, in a fraction of the operations
+        return torch.asinh(torch.sinh(e0) * torch.exp(log_decay))
+    clipped = e0.clamp(-_LARGE_ERROR, _LARGE_ERROR)
+    direct = torch.asinh(torch.sinh(clipped) * torch.exp(log_decay))
+    magnitude = e0.abs().clamp(min=_LARGE_ERROR)
+    log_y = magnitude + log_decay - math.log(2.0) + torch.log1p(-torch.exp(-2 * magnitude))
+    positive = log_y > 0
+    log_y_pos = torch.where(positive, log_y, torch.ones_like(log_y))
+    log_y_neg = torch.where(positive, -torch.ones_like(log_y), log_y)
+    large = torch.where(positive, log_y_pos + torch.log1p(torch.sqrt(1 + torch.exp(-2 * log_y_pos))),
+                        torch.asinh(torch.exp(log_y_neg)))
+    return torch.where(e0.abs() > _LARGE_ERROR, torch.sign(e0) * large, direct)
+
+
+@dataclasses.dataclass
+class RankOneUpdate:
+    """An affine map of the fast weights, W ↦ W − decay·(W a) aᵀ + write·b aᵀ (applied to Wᵀ if ``transposed``).
+
+    This is one exact step of Hebb (decay None: nothing decays), pre-Delta (a = k, b = v) and Oja (on Wᵀ,
+    a = v, b = k), see DESIGN §5. Shapes: ``a`` (..., d_a), ``b`` (..., d_b), ``decay`` and ``write`` (..., 1);
+    W is (..., d_b, d_a), or (..., d_a, d_b) when ``transposed``.
+    """
+
+    a: torch.Tensor
+    b: torch.Tensor
+    decay: torch.Tensor | None
+    write: torch.Tensor
+    transposed: bool = False
+
+    def apply(self, W: torch.Tensor) -> torch.Tensor:
+        """W after the step."""
+        M = W.transpose(-1, -2) if self.transposed else W
+        change = (self.write * self.b).unsqueeze(-1) * self.a.unsqueeze(-2)
+        if self.decay is not None:
+            recalled = (M @ self.a.unsqueeze(-1)).squeeze(-1)  # M a
+            change = change - (self.decay * recalled).unsqueeze(-1) * self.a.unsqueeze(-2)
+        M = M + change
+        return M.transpose(-1, -2) if self.transposed else M
 
 
 class LearningRule:
@@ -34,8 +116,14 @@ class LearningRule:
     uses_state: bool = True
 
     def activate_key(self, k_raw: torch.Tensor) -> torch.Tensor:
-        """Keys (and queries) live on the simplex: softmax over the last dimension (paper App. A, Eq. 29)."""
-        return torch.softmax(k_raw, dim=-1)
+        """Keys (and queries) live on the simplex: softmax over the last dimension (paper App. A, Eq. 29).
+
+        Written out (exp of the max-shifted input, over its sum) because torch.softmax over a short last
+        dimension (a head's 8-32 entries) is several times slower on CPU; the shift is detached, which leaves
+        value and gradient unchanged (softmax is shift-invariant).
+        """
+        exp = torch.exp(k_raw - k_raw.detach().amax(dim=-1, keepdim=True))
+        return exp / exp.sum(dim=-1, keepdim=True)
 
     def rate(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
              beta: torch.Tensor) -> torch.Tensor:
@@ -52,6 +140,36 @@ class LearningRule:
         """
         raise NotImplementedError
 
+    has_exact_step: bool = True
+
+    def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h) -> RankOneUpdate | None:
+        """The exact step over a time h with constant inputs as an affine map of W, or None if the step is not
+        affine in W (post-Delta). Arguments as :meth:`rate`; ``h`` a number or a tensor broadcasting with
+        ``beta`` (..., 1)."""
+        return None
+
+    def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
+                   h) -> torch.Tensor:
+        """W(t + h) for inputs constant over [t, t + h] (DESIGN §5): the exact solution of dW/ds = rate.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights at t.
+            k_raw, v_raw, beta: as in :meth:`rate`.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1); h = 0 leaves W unchanged.
+        """
+        update = self.affine_step(k_raw, v_raw, beta, h)
+        if update is None:
+            raise NotImplementedError(f"{self!r} has no exact step")
+        return update.apply(W)
+
+    def discrete_step(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
+                      beta: torch.Tensor) -> torch.Tensor:
+        """One discrete update of a recurrent fast weight programmer, ``W + rate(W, k_raw, v_raw, beta)``
+        (paper 002 Eq. 27; for pre-Delta the DeltaNet step W + σ(β)(v − W k)kᵀ). Arguments as :meth:`rate`
+        (W None: zeros); returns the new W, shape (..., d_v, d_k)."""
+        update = self.rate(W, k_raw, v_raw, beta)
+        return update if W is None else W + update
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -66,6 +184,10 @@ class Hebb(LearningRule):
         k = self.activate_key(k_raw)
         v = torch.tanh(v_raw)
         return torch.sigmoid(beta).unsqueeze(-1) * v.unsqueeze(-1) * k.unsqueeze(-2)
+
+    def affine_step(self, k_raw, v_raw, beta, h):
+        """W + σ(β) h v kᵀ."""
+        return RankOneUpdate(self.activate_key(k_raw), torch.tanh(v_raw), None, torch.sigmoid(beta) * h)
 
 
 class Oja(LearningRule):
@@ -94,6 +216,26 @@ class Oja(LearningRule):
                 k = self.activate_key(k_raw) - recalled
         return torch.sigmoid(beta).unsqueeze(-1) * v.unsqueeze(-1) * k.unsqueeze(-2)
 
+    @property
+    def has_exact_step(self):  # type: ignore[override]
+        # softmax(k_raw − Wᵀv) is not affine in W: no closed form.
+        return not self.softmax_after_subtract
+
+    def affine_step(self, k_raw, v_raw, beta, h):
+        """W + v (k − Wᵀv)ᵀ (1 − e^{−c‖v‖²h}) / ‖v‖²: on Wᵀ, a relaxation towards k along v (a = v, b = k)."""
+        if self.softmax_after_subtract:
+            return None
+        k = self.activate_key(k_raw)
+        v = torch.tanh(v_raw)
+        rate = relaxation_rate(torch.sigmoid(beta), (v * v).sum(-1, keepdim=True), h)
+        return RankOneUpdate(v, k, rate, rate, transposed=True)
+
+    def exact_step(self, W, k_raw, v_raw, beta, h):
+        if self.softmax_after_subtract:
+            raise NotImplementedError("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) "
+                                      "is not affine in W")
+        return super().exact_step(W, k_raw, v_raw, beta, h)
+
     def __repr__(self):
         return f"Oja(softmax_after_subtract={self.softmax_after_subtract})"
 
@@ -121,6 +263,41 @@ class Delta(LearningRule):
         else:
             error = torch.tanh(v_raw) - recalled
         return torch.sigmoid(beta).unsqueeze(-1) * error.unsqueeze(-1) * k.unsqueeze(-2)
+
+    def affine_step(self, k_raw, v_raw, beta, h):
+        """Pre-Delta: W + (v − W k) kᵀ (1 − e^{−c‖k‖²h}) / ‖k‖², a DeltaNet step; None for post-Delta."""
+        if self.post:
+            return None
+        k = self.activate_key(k_raw)
+        rate = relaxation_rate(torch.sigmoid(beta), (k * k).sum(-1, keepdim=True), h)
+        return RankOneUpdate(k, torch.tanh(v_raw), rate, rate)
+
+    def post_step_inputs(self, k_raw, v_raw, beta, h):
+        """What post-Delta's exact step needs besides W, computable for a whole sequence at once.
+
+        Returns:
+            (k, v_raw, log_decay, inv_norm_sq): keys (..., d_k), value pre-activations (..., d_v), −c‖k‖²h and
+            1/‖k‖² of shape (..., 1). (Keys are on the simplex, so ‖k‖² >= 1/d_k.)
+        """
+        k = self.activate_key(k_raw)
+        norm_sq = (k * k).sum(-1, keepdim=True)
+        return k, v_raw, -torch.sigmoid(beta) * norm_sq * h, 1.0 / norm_sq
+
+    @staticmethod
+    def post_step(W, k, v_raw, log_decay, inv_norm_sq):
+        """Post-Delta's exact step: W + (e₀ − e_h) kᵀ/‖k‖², e₀ = v_raw − W k, e_h = asinh(sinh(e₀) e^{−c‖k‖²h}).
+
+        The error e = v_raw − W k obeys de/ds = −c‖k‖² tanh(e) element-wise, and W changes only along kᵀ.
+        Arguments: W (..., d_v, d_k) and the outputs of :meth:`post_step_inputs`.
+        """
+        e0 = v_raw - (W @ k.unsqueeze(-1)).squeeze(-1)
+        change = (e0 - relax_error(e0, log_decay)) * inv_norm_sq
+        return W + change.unsqueeze(-1) * k.unsqueeze(-2)
+
+    def exact_step(self, W, k_raw, v_raw, beta, h):
+        if not self.post:
+            return super().exact_step(W, k_raw, v_raw, beta, h)
+        return self.post_step(W, *self.post_step_inputs(k_raw, v_raw, beta, h))
 
     def __repr__(self):
         return f"Delta(post={self.post})"

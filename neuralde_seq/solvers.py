@@ -21,6 +21,11 @@ Gradients: ``adjoint=True`` (default) uses :func:`torchdiffeq.odeint_adjoint`, w
 listing the dynamics' parameters and any control tensors that require gradients (without that list the
 gradients with respect to the control would silently be missing). The adjoint solve uses the same method
 and options. ``adjoint=False`` backpropagates through the solver's operations instead.
+
+``method="exact"`` solves fast weight fields driven by inputs that are constant on every knot interval
+(log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form
+steps of shared/DESIGN.md §5: see :mod:`neuralde_seq.exact`. It is selected here, so every model that calls
+:func:`solve` takes it through its ``SolverOptions``.
 """
 from __future__ import annotations
 
@@ -33,10 +38,11 @@ import torchdiffeq
 
 from .controls import Control
 
-__all__ = ["SolverOptions", "Dynamics", "solve", "FIXED_STEP_METHODS", "ADAPTIVE_METHODS"]
+__all__ = ["SolverOptions", "Dynamics", "solve", "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD"]
 
 FIXED_STEP_METHODS = ("euler", "midpoint", "rk4", "heun3", "explicit_adams", "implicit_adams")
 ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+EXACT_METHOD = "exact"
 
 
 @dataclasses.dataclass
@@ -45,11 +51,18 @@ class SolverOptions:
 
     Attributes:
         method: a torchdiffeq method name, fixed-step (:data:`FIXED_STEP_METHODS`) or adaptive
-            (:data:`ADAPTIVE_METHODS`). Default "rk4", as in the papers.
+            (:data:`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
+            interval, :mod:`neuralde_seq.exact`). Default "rk4", as in the papers.
         step_size: largest step of a fixed-step method, in units of the control's parameter s; None
             takes one step per knot interval.
         rtol, atol: tolerances of adaptive methods (torchdiffeq's defaults, which the papers use).
         adjoint: backpropagate with the continuous adjoint (memory independent of the number of steps).
+            Not used by "exact", whose gradients recompute checkpointed segments (see :mod:`neuralde_seq.exact`).
+        chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
+            :func:`neuralde_seq.exact.default_chunk_size`, e.g. 128 for Hebb, Oja and pre-Delta and 64 for
+            post-Delta at batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
+        compile: "exact" only: run the per-step (post-Delta) or per-WY-block (Oja, pre-Delta) kernels through
+            ``torch.compile`` (needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
     """
 
     method: str = "rk4"
@@ -57,10 +70,17 @@ class SolverOptions:
     rtol: float = 1e-7
     atol: float = 1e-9
     adjoint: bool = True
+    chunk_size: int | None = None
+    compile: bool = False
 
     def __post_init__(self):
-        if self.method not in FIXED_STEP_METHODS + ADAPTIVE_METHODS:
-            raise ValueError(f"method must be one of {FIXED_STEP_METHODS + ADAPTIVE_METHODS}, got {self.method!r}")
+        methods = FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
+        if self.method not in methods:
+            raise ValueError(f"method must be one of {methods}, got {self.method!r}")
+        if self.chunk_size is not None and not (isinstance(self.chunk_size, int) and self.chunk_size >= 1):
+            raise ValueError(f"chunk_size must be a positive integer or None, got {self.chunk_size!r}")
+        if self.method != EXACT_METHOD and (self.chunk_size is not None or self.compile):
+            raise ValueError(f"chunk_size and compile are options of method='exact', not of {self.method!r}")
         if self.step_size is not None and not (self.step_size > 0 and math.isfinite(self.step_size)):
             raise ValueError(f"step_size must be a positive number or None, got {self.step_size!r}")
         if not (self.rtol > 0 and self.atol > 0):
@@ -177,6 +197,10 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     options = options or SolverOptions()
     if initial.shape[0] != control.batch_size:
         raise ValueError(f"initial has batch size {initial.shape[0]} but the control has {control.batch_size}")
+    if options.method == EXACT_METHOD:
+        from .exact import solve_exact
+
+        return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
     last = int(control.end_index.max())
     if options.method in FIXED_STEP_METHODS:
         grid, counts = subdivide(control.knots[: last + 1], options.step_size)

@@ -109,6 +109,9 @@ class _CoupledDynamics(nn.Module):
         first = layers[0].field
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
+        # What SolverOptions(method="exact") solves: one layer's field. Deeper layers read the previous layer's
+        # output, which moves inside every window, so they have no closed-form step (neuralde_seq.exact).
+        self.exact_field = first if len(layers) == 1 else None
 
     def forward(self, state, x, dx):
         rates = []
@@ -127,7 +130,9 @@ class FastWeightNetwork(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_layers: L >= 1.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint).
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint);
+            ``method="exact"`` solves with the closed-form steps of DESIGN §5 (:mod:`neuralde_seq.exact`): one
+            layer, on log-signature controls (or piecewise-linear controls with ``dx_only=True``).
         **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
     """
@@ -146,6 +151,10 @@ class FastWeightNetwork(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.dynamics = _CoupledDynamics(self.layers)
         self.solver = solver or SolverOptions()
+        if self.solver.method == "exact":
+            from ..exact import exact_field
+
+            exact_field(self.dynamics)  # refuses deeper models and rules without a closed form, here already
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
 

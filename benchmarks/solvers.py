@@ -1,0 +1,144 @@
+"""Training-step time and peak memory of fast weight RDE models: torchdiffeq reference vs the exact solver.
+
+For every rule (Hebb, Oja, pre-Delta, post-Delta) and two shapes, one training step (forward, cross-entropy
+loss, backward) of a one-layer ``FastWeightClassifier`` in "rde" form on a synthetic piecewise-constant
+(log-signature window) control:
+
+- EigenWorms-like: batch 32, 4,500 windows, 7 channels, d_model 128, 16 heads;
+- Speech-like: batch 256, 161 windows, 21 channels, d_model 80, 4 heads;
+
+with the reference ``SolverOptions("rk4")`` (one rk4 step per window, continuous adjoint: the paper's
+setting) and with ``SolverOptions("exact")``. Also the adjoint reference's peak memory at 500 and 4,000
+windows (post-Delta, EigenWorms width). Each configuration runs in a fresh subprocess, so that its peak
+resident memory (``ru_maxrss``, whole process: Python, torch, data and model included) is its own; torch
+uses one thread. The reference takes minutes per step at the EigenWorms shape, so one step is timed per
+configuration (the exact path's first step, compilation-free, included). Ratios printed at the end are
+from this one run.
+
+    python benchmarks/solvers.py                      # everything (about 10 minutes on one core)
+    python benchmarks/solvers.py --shapes speech --rules delta-post
+    python benchmarks/solvers.py --worker eigenworms delta exact   # one configuration, JSON out
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+SHAPES = {
+    "eigenworms": dict(batch=32, windows=4500, channels=7, d_model=128, heads=16, classes=5),
+    "speech": dict(batch=256, windows=161, channels=21, d_model=80, heads=4, classes=10),
+}
+RULES = ("hebb", "oja", "delta", "delta-post")
+PATHS = ("reference", "exact")
+
+
+def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str) -> dict:
+    import torch
+
+    from neuralde_seq.controls import Control
+    from neuralde_seq.models import FastWeightClassifier
+    from neuralde_seq.solvers import SolverOptions
+
+    torch.set_num_threads(1)
+    cfg = dict(SHAPES[shape])
+    if windows is not None:
+        cfg["windows"] = windows
+    dt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(0)
+    B, N, C = cfg["batch"], cfg["windows"], cfg["channels"]
+    # Log-signature-like rates: increments of a scaled random walk per window; zero past the last window.
+    coeffs = torch.zeros(B, N + 1, 4, C, dtype=dt)
+    coeffs[:, :N, 0] = (0.3 * torch.randn(B, N, C, generator=g)).to(dt)
+    control = Control(torch.arange(N + 1, dtype=dt), coeffs, torch.full((B,), N, dtype=torch.long),
+                      piecewise_constant=True)
+    labels = torch.randint(0, cfg["classes"], (B,), generator=g)
+    solver = SolverOptions("rk4") if path == "reference" else SolverOptions("exact")
+    torch.manual_seed(0)
+    model = FastWeightClassifier(C, cfg["classes"], rule=rule, form="rde", d_model=cfg["d_model"],
+                                 n_heads=cfg["heads"], solver=solver).to(dt)
+    start = time.perf_counter()
+    loss = torch.nn.functional.cross_entropy(model(control), labels)
+    forward = time.perf_counter() - start
+    loss.backward()
+    total = time.perf_counter() - start
+    grad_norm = float(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None) ** 0.5)
+    loss = loss.detach()
+    return dict(shape=shape, rule=rule, path=path, windows=N, seconds=total, forward_seconds=forward,
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, loss=float(loss),
+                grad_norm=grad_norm)
+
+
+def run_one(shape, rule, path, windows=None, dtype="float32", timeout=1800) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--worker", shape, rule, path, "--dtype", dtype]
+    if windows is not None:
+        command += ["--windows", str(windows)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", nargs=3, metavar=("SHAPE", "RULE", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--windows", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--shapes", default="eigenworms,speech", help="comma-separated: eigenworms, speech")
+    parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules (default: all)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    parser.add_argument("--no-adjoint-memory", action="store_true", help="skip the T=500 vs T=4,000 measurement")
+    parser.add_argument("--json", default=None, help="also write all measurements to this file")
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(*args.worker, args.windows, args.dtype)))
+        return 0
+
+    shapes = [s for s in args.shapes.split(",") if s]
+    rules = [r for r in args.rules.split(",") if r]
+    for s in shapes:
+        if s not in SHAPES:
+            parser.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
+    for r in rules:
+        if r not in RULES:
+            parser.error(f"unknown rule {r!r}; known: {', '.join(RULES)}")
+    print(f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+          f"{args.dtype}; one training step (forward + backward) per configuration, each in a fresh process",
+          flush=True)
+    results = []
+    header = (f"{'shape':<11}{'rule':<11}{'ref s':>9}{'exact s':>9}{'speed-up':>10}{'ref MB':>9}{'exact MB':>10}"
+              f"{'mem ratio':>11}{'|loss diff|':>13}{'ref |grad|':>12}{'exact |grad|':>14}")
+    rows = []
+    for shape in shapes:
+        for rule in rules:
+            measured = {path: run_one(shape, rule, path, dtype=args.dtype) for path in PATHS}
+            results += measured.values()
+            ref, exact = measured["reference"], measured["exact"]
+            row = (f"{shape:<11}{rule:<11}{ref['seconds']:>9.2f}{exact['seconds']:>9.3f}"
+                   f"{ref['seconds'] / exact['seconds']:>9.1f}x{ref['peak_rss_mb']:>9.0f}{exact['peak_rss_mb']:>10.0f}"
+                   f"{exact['peak_rss_mb'] / ref['peak_rss_mb']:>11.2f}{abs(ref['loss'] - exact['loss']):>13.2e}"
+                   f"{ref['grad_norm']:>12.4g}{exact['grad_norm']:>14.4g}")
+            rows.append(row)
+            print(header if len(rows) == 1 else "", row, sep="\n" if len(rows) == 1 else "", flush=True)
+    print("\n" + header)
+    print("\n".join(rows))
+    if not args.no_adjoint_memory:
+        short = run_one("eigenworms", "delta-post", "reference", windows=500, dtype=args.dtype)
+        long = run_one("eigenworms", "delta-post", "reference", windows=4000, dtype=args.dtype)
+        results += [short, long]
+        print(f"\nadjoint reference (delta-post, eigenworms width): peak RSS {short['peak_rss_mb']:.0f} MB at T=500, "
+              f"{long['peak_rss_mb']:.0f} MB at T=4000: ratio {long['peak_rss_mb'] / short['peak_rss_mb']:.2f} "
+              f"(step {short['seconds']:.1f} s vs {long['seconds']:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

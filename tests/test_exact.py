@@ -1,0 +1,259 @@
+"""The exact solver (neuralde_seq.exact, SolverOptions(method="exact")) against independent solutions.
+
+- Solutions: against the torchdiffeq reference (rk4 with a step <= 1/16 of every window, float64), for every
+  rule and every field form that has constant inputs on a window: "rde"/"cde" fields on log-signature
+  controls and on a hand-made piecewise-constant control with windows of unequal lengths, and "cde" with
+  ``dx_only`` on piecewise-linear (linear, rectilinear) controls; variable lengths, final states and the
+  states at every knot; several checkpoint segments and several WY blocks.
+- Gradients: whole models (parameters and the control's coefficients) against backpropagation through the
+  reference solver.
+- The backward pass keeps no per-step fast weights: the bytes autograd saves are counted exactly.
+- Numerics: the closed forms' safe branches (norm → 0, |e0| beyond sinh's float32 range) against float64.
+- torch.compile agrees with eager; refused configurations raise ValueError.
+"""
+import math
+import shutil
+
+import pytest
+import torch
+
+import fwp_reference as ref
+from neuralde_seq import exact
+from neuralde_seq.controls import Control, build_control
+from neuralde_seq.fields import FastWeightField
+from neuralde_seq.models import create_model
+from neuralde_seq.rules import make_rule, relax_error, relaxation_rate
+from neuralde_seq.solvers import SolverOptions, solve
+from test_solvers import FieldDynamics, make_data
+
+DTYPE = torch.float64
+RULES = ("hebb", "oja", "delta", "delta-post")
+D_MODEL = 8
+LOGSIG = dict(method="logsignature", depth=2, step=1)
+
+
+def _controls():
+    """A log-signature control (windows of length 1; lengths 12, 8, 4 windows) and a hand-made
+    piecewise-constant one with windows of unequal length (sample 1 ends after 3 windows)."""
+    times, values, lengths = make_data(lengths=(13, 9, 5), seed=4, scale=0.4)
+    logsig = build_control(times, values, lengths, **LOGSIG)
+    g = torch.Generator().manual_seed(5)
+    knots = torch.tensor([0.0, 0.5, 2.2, 2.5, 3.75, 4.0], dtype=DTYPE)
+    coeffs = torch.zeros(2, 6, 4, 3, dtype=DTYPE)
+    coeffs[:, :5, 0] = 1.5 * torch.randn(2, 5, 3, generator=g, dtype=DTYPE)
+    coeffs[1, 3:, 0] = 0.0
+    coeffs[:, :, 1:] = 9.0  # never read for a piecewise-constant control
+    hand = Control(knots, coeffs, torch.tensor([5, 3]), piecewise_constant=True)
+    return {"logsig": logsig, "hand": hand}
+
+
+def _reference_options(control):
+    # rk4 with at least 16 steps on the shortest window.
+    gaps = control.knots[1:] - control.knots[:-1]
+    return SolverOptions("rk4", step_size=float(gaps.min()) / 16, adjoint=False)
+
+
+def _field(rule, form, channels, seed=6, scale=0.7, **options):
+    torch.manual_seed(0)
+    field = FastWeightField(channels, D_MODEL, 2, rule, form=form, **options).to(DTYPE)
+    ref.randomize_(field, torch.Generator().manual_seed(seed), scale=scale)
+    return field
+
+
+# "rde" on both controls; "cde" (keys from x or x' by rule) and Hebb's key/value swap on log-signatures, where
+# x = x' = the window's rate.
+FIELD_CASES = ([(rule, "rde", {}, kind) for rule in RULES for kind in ("logsig", "hand")]
+               + [(rule, "cde", {}, "logsig") for rule in RULES] + [("hebb", "cde", {"hebb_swap": True}, "logsig")])
+
+
+@pytest.fixture(scope="module")
+def controls():
+    return _controls()
+
+
+@pytest.mark.parametrize("rule,form,options,kind", FIELD_CASES)
+def test_exact_matches_reference_on_piecewise_constant_controls(controls, kind, rule, form, options, monkeypatch):
+    """Final states and states at every knot agree with fine rk4 to 1e-6 (padded batch, each sample ending at
+    its own knot); segments of 4 windows and WY blocks of 4 steps, so that both are crossed many times."""
+    monkeypatch.setattr(exact, "WY_BLOCK", 4)
+    control = controls[kind]
+    field = _field(rule, form, control.channels, **options)
+    W0 = torch.randn(control.batch_size, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
+    with torch.no_grad():
+        expected = solve(FieldDynamics(field), control, W0, _reference_options(control), at_knots=True)
+        got_knots = solve(field, control, W0, SolverOptions("exact", chunk_size=4), at_knots=True)
+        got_final = solve(field, control, W0, SolverOptions("exact", chunk_size=4))
+    torch.testing.assert_close(got_knots, expected, rtol=0, atol=1e-6)
+    final = expected[torch.arange(control.batch_size), control.end_index]
+    torch.testing.assert_close(got_final, final, rtol=0, atol=1e-6)
+    assert (final - W0).abs().max() > 0.1  # the fast weights really moved
+
+
+@pytest.mark.parametrize("rule,method", [(rule, "rectilinear") for rule in RULES] + [("delta", "linear")])
+def test_exact_matches_reference_on_piecewise_linear_controls(rule, method, monkeypatch):
+    """A "cde" field with dx_only reads only X', which is constant on each piece of a linear or rectilinear
+    control (rectilinear: two pieces per observation interval)."""
+    monkeypatch.setattr(exact, "WY_BLOCK", 4)
+    times, values, lengths = make_data(lengths=(8, 5), seed=8, scale=0.5)
+    control = build_control(times, values, lengths, method=method)
+    field = _field(rule, "cde", control.channels, seed=9, dx_only=True)
+    W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(10), dtype=DTYPE)
+    with torch.no_grad():
+        expected = solve(FieldDynamics(field), control, W0, _reference_options(control), at_knots=True)
+        got = solve(field, control, W0, SolverOptions("exact", chunk_size=5), at_knots=True)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    assert (expected[:, -1] - W0).abs().max() > 0.05
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_exact_gradients_match_reference(controls, rule, monkeypatch):
+    """A whole classifier (rank-one initial state, readout, head): logits and the gradients of every parameter
+    and of the control's coefficients agree with backpropagation through fine rk4 to 1e-5 (relative to each
+    gradient's largest entry); outputs at every knot too."""
+    monkeypatch.setattr(exact, "WY_BLOCK", 4)
+    control = controls["logsig"]
+    coeffs = control.coeffs.clone()
+    weights = torch.randn(3, 3, generator=torch.Generator().manual_seed(11), dtype=DTYPE)
+    results = {}
+    for name, solver in (("reference", _reference_options(control)), ("exact", SolverOptions("exact", chunk_size=3))):
+        torch.manual_seed(0)
+        model = create_model(f"{rule}-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, solver=solver).to(DTYPE)
+        ref.randomize_(model, torch.Generator().manual_seed(12), scale=0.5)
+        leaf = coeffs.clone().requires_grad_()
+        ctrl = Control(control.knots, leaf, control.end_index, True)
+        logits = model(ctrl)
+        (logits * weights).sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()] + [leaf.grad.clone()]
+        with torch.no_grad():
+            outputs = model.network(ctrl, at_knots=True)
+        results[name] = (logits.detach(), grads, outputs)
+    (l_ref, g_ref, o_ref), (l_ex, g_ex, o_ex) = results["reference"], results["exact"]
+    torch.testing.assert_close(l_ex, l_ref, rtol=0, atol=1e-6)
+    torch.testing.assert_close(o_ex, o_ref, rtol=0, atol=1e-6)
+    for a, b in zip(g_ex, g_ref):
+        scale = b.abs().max().clamp(min=1e-3)
+        assert float((a - b).abs().max() / scale) < 1e-5
+    assert g_ref[-1].abs().max() > 1e-3  # the control's gradient is not trivially zero
+
+
+def _saved_bytes(function):
+    """Bytes of the distinct tensors autograd saves for the backward pass while ``function`` runs."""
+    seen = {}
+
+    def pack(tensor):
+        seen[(tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))] = (
+            tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = function()
+    return out, sum(seen.values())
+
+
+@pytest.mark.parametrize("rule", ["delta", "delta-post"])
+def test_backward_pass_saves_only_segment_starts(rule):
+    """The forward pass saves exactly: the fast weights at each segment's start, the control's rates and the
+    window lengths (O(T·C)), and the field's parameters; nothing per step of size d². A solver that
+    backpropagated through its steps would save at least T·B·H·d² numbers. The gradients still equal those of
+    autograd through the rule's exact step, applied window by window."""
+    B, H, d, C, T, chunk = 2, 2, 16, 3, 200, 20
+    g = torch.Generator().manual_seed(13)
+    coeffs = torch.zeros(B, T + 1, 4, C, dtype=DTYPE)
+    coeffs[:, :T, 0] = torch.randn(B, T, C, generator=g, dtype=DTYPE)
+    control = Control(torch.arange(T + 1, dtype=DTYPE), coeffs, torch.tensor([T, T - 37]), piecewise_constant=True)
+    torch.manual_seed(0)
+    field = FastWeightField(C, H * d, H, rule, form="rde").to(DTYPE)
+    W0 = (0.1 * torch.randn(B, H, d, d, generator=g, dtype=DTYPE)).requires_grad_()
+    W, saved = _saved_bytes(lambda: solve(field, control, W0, SolverOptions("exact", chunk_size=chunk)))
+    itemsize = 8
+    segment_starts = B * (T // chunk) * H * d * d
+    expected = itemsize * (segment_starts + B * T * C + B * T) + sum(p.numel() * itemsize for p in field.parameters())
+    assert saved == expected
+    assert saved < 0.1 * T * B * H * d * d * itemsize
+
+    weights = torch.randn(W.shape, generator=g, dtype=DTYPE)
+    used = [W0, *(p for name, p in field.named_parameters() if not name.startswith("query"))]  # no query in a solve
+    grads = torch.autograd.grad((W * weights).sum(), used)
+    Wr = W0
+    for j in range(T):
+        u = coeffs[:, j, 0]
+        k_raw, v_raw, beta = field.projections(u, u)
+        h = (j < control.end_index).to(DTYPE).view(B, 1, 1)
+        Wr = field.rule.exact_step(Wr, k_raw, v_raw, beta, h)
+    torch.testing.assert_close(W, Wr, rtol=0, atol=1e-12)
+    expected_grads = torch.autograd.grad((Wr * weights).sum(), used)
+    for a, b in zip(grads, expected_grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_relaxation_rate_small_norms():
+    """(1 − e^{−c n h})/n in float32 against float64 math, from n = 0 (limit c·h) to large n; gradients finite."""
+    n = torch.tensor([0.0, 1e-30, 1e-8, 1e-4, 1e-2, 0.5, 3.0, 80.0], requires_grad=True)
+    c, h = torch.tensor(0.7), 1.3
+    got = relaxation_rate(c, n, h)
+    exact_values = [c.item() * h if v == 0 else -math.expm1(-c.item() * v * h) / v for v in n.tolist()]
+    torch.testing.assert_close(got, torch.tensor(exact_values), rtol=2e-6, atol=0)
+    got.sum().backward()
+    assert torch.isfinite(n.grad).all()
+    # d/dn at n -> 0 is −(c h)²/2
+    assert abs(n.grad[0].item() + (0.7 * 1.3) ** 2 / 2) < 1e-6
+
+
+def test_relax_error_beyond_sinh_range():
+    """asinh(sinh(e0) e^{ℓ}) in float32 for |e0| up to 500 (sinh overflows float32 above 89) against float64 for
+    |e0| < 700, and its gradient against the float64 closed form ∂e_h/∂e0 = cosh(e0) r / sqrt(1 + sinh²(e0) r²)."""
+    e0 = torch.tensor([-500.0, -88.0, -25.0, -20.5, -3.0, 0.0, 1e-3, 19.5, 21.0, 60.0, 95.0, 500.0])
+    log_decay = torch.tensor([-0.3, -1.0, -30.0, -0.01, -2.0, -0.5, -0.5, -0.7, -45.0, -0.2, -1e-4, -600.0])
+    x = e0.clone().requires_grad_()
+    got = relax_error(x, log_decay)
+    got.sum().backward()
+    e64, l64 = e0.double(), log_decay.double()
+    # float64 evaluation in log form (valid for all these |e0|): the same value, computed independently.
+    y = torch.sinh(e64) * torch.exp(l64)
+    expected = torch.asinh(y)
+    # cosh(e0) r / sqrt(1 + y²) written as coth|e0| / sqrt(1 + y⁻²), which does not overflow (r at e0 = 0).
+    nonzero = torch.where(e64 == 0, torch.ones_like(e64), e64)
+    derivative = torch.where(e64 == 0, torch.exp(l64),
+                             1 / torch.tanh(nonzero.abs()) / torch.sqrt(1 + 1 / (torch.sinh(nonzero) * torch.exp(l64)) ** 2))
+    torch.testing.assert_close(got.double(), expected, rtol=2e-6, atol=1e-30)
+    torch.testing.assert_close(x.grad.double(), derivative, rtol=1e-4, atol=1e-30)
+
+
+def test_compiled_matches_eager():
+    """SolverOptions(compile=True) runs the post-Delta step through torch.compile and gives the same states
+    (forward only: compiling the backward graph too would double this test's tens of seconds)."""
+    control = _controls()["hand"]
+    field = _field("delta-post", "rde", control.channels)
+    W0 = 3 * torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(14), dtype=DTYPE)
+    with torch.no_grad():
+        eager = solve(field, control, W0, SolverOptions("exact", chunk_size=2), at_knots=True)
+        compiled = solve(field, control, W0, SolverOptions("exact", chunk_size=2, compile=True), at_knots=True)
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-12)
+    assert (eager[:, -1] - W0).abs().max() > 0.1
+
+
+def test_compile_without_compiler_is_refused(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(exact, "_COMPILED", {})
+    with pytest.raises(RuntimeError, match="C compiler"):
+        solve(_field("delta", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
+              SolverOptions("exact", compile=True))
+
+
+def test_refused_configurations(controls):
+    control = controls["logsig"]
+    with pytest.raises(ValueError, match="num_layers"):
+        create_model("delta-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, num_layers=2,
+                     solver=SolverOptions("exact"))
+    with pytest.raises(ValueError, match="closed-form"):
+        solve(FastWeightField(control.channels, D_MODEL, 2, make_rule("oja", softmax_after_subtract=True),
+                              form="rde"), control, torch.zeros(3, 2, 4, 4), SolverOptions("exact"))
+    times, values, lengths = make_data(lengths=(6, 5), seed=1)
+    cubic = build_control(times, values, lengths, method="hermite_cubic")
+    with pytest.raises(ValueError, match="constant on every knot interval"):
+        solve(FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"), cubic, torch.zeros(2, 2, 4, 4),
+              SolverOptions("exact"))
+    with pytest.raises(ValueError, match="chunk_size"):
+        SolverOptions("exact", chunk_size=0)
+    with pytest.raises(ValueError, match="method='exact'"):
+        SolverOptions("rk4", compile=True)
