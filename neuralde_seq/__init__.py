@@ -5,8 +5,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 """
 from .controls import Control, build_control
 from .fields import FastWeightField
-from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, control_options, create_model,
-                     model_inputs, MODEL_NAMES)
+from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options,
+                     create_model, model_inputs, MODEL_NAMES)
 from .observations import Observations
 from .rules import Delta, Hebb, LearningRule, Oja, make_rule
 from .signatures import logsignature, logsignature_windows
@@ -15,6 +15,6 @@ from .solvers import SolverOptions, solve
 __version__ = "0.1.0"
 
 __all__ = ["Control", "build_control", "Observations", "FastWeightField", "FastWeightClassifier",
-           "FastWeightLayer", "FastWeightNetwork", "control_options", "create_model", "model_inputs", "MODEL_NAMES",
+           "FastWeightLayer", "FastWeightNetwork", "LatentODE", "ODERFWP", "control_options", "create_model", "model_inputs", "MODEL_NAMES",
            "Delta", "Hebb", "LearningRule", "Oja", "make_rule", "logsignature", "logsignature_windows",
            "SolverOptions", "solve"]

@@ -21,9 +21,11 @@ from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
 from .ncde import NeuralCDE
 from .recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
+from .latent import LatentODE
+from .rfwp import ODERFWP, RFWPCell
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "GRUDeltaT", "GRUD", "ODERNN", "CKCNN", "CCNN", "create_model",
+           "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "create_model",
            "control_options", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -77,6 +79,12 @@ register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERP
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
 register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
 register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations"))
+for _rule in ("hebb", "oja", "delta", "delta-post"):
+    register_model(f"{_rule}-ode-rfwp", ModelEntry(ODERFWP, dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
+                                                   "observations"))
+register_model("latent-ode-rnn", ModelEntry(LatentODE, dict(encoder="ode-rnn", latent=16, hidden=32), "observations"))
+register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp", rule="delta", latent=16, hidden=32),
+                                             "observations"))
 register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
                                   takes_solver=False))

@@ -35,8 +35,10 @@ an input, so a filled-in value is never mistaken for a measurement.
   paper's code); at each observation h ← GRU([x̃, m], h) with missing values zero (``fill="zero"``,
   the paper's data ⊕ mask input; ``fill="last"`` is the alternative). Samples of a batch have different
   gaps, so each gap is integrated in a normalised time τ ∈ [0, 1]: dh/dτ = Δt_b · f(h), one
-  torchdiffeq solve per row for the whole batch (samples without an observation in the row have
-  Δt_b = 0 and do not move). With every gap zero it is exactly its GRU over the observations.
+  torchdiffeq solve per row for the whole batch (:func:`evolve_over_gaps`; the walk over the rows is
+  :func:`walk_observations`, shared with ODE-RFWP and the Latent ODEs). With every gap zero it is
+  exactly its GRU over the observations; ``row_states`` gives h at every row, also at all-NaN rows
+  (query times).
 - **GRU-ODE** (De Brouwer et al. 2019, *GRU-ODE-Bayes*, Eq. 3, driven by the interpolated control as in
   the NCDE paper): dh/ds = (1 − z) ⊙ (g − h) = GRU(X(s), h) − h with z, r, g the gates above of
   [X(s), h]; h(t0) = 0, read at each sample's own final knot. Reads a :class:`Control`.
@@ -58,7 +60,8 @@ from ..controls import Control
 from ..observations import Observations
 from ..solvers import FIXED_STEP_METHODS, SolverOptions, solve
 
-__all__ = ["GRUCell", "GRUODE", "GRUDeltaT", "GRUD", "ODERNN", "FILL_POLICIES"]
+__all__ = ["GRUCell", "GRUODE", "GRUDeltaT", "GRUD", "ODERNN", "FILL_POLICIES", "evolve_over_gaps", "walk_observations",
+           "state_after_last_observation", "ode_mlp"]
 
 FILL_POLICIES = ("last", "zero")
 
@@ -345,6 +348,42 @@ class _GapField(nn.Module):
         return self.gap.unsqueeze(-1) * self.f(h)
 
 
+def evolve_over_gaps(f: nn.Module, h: torch.Tensor, gap: torch.Tensor, solver: SolverOptions) -> torch.Tensor:
+    """Evolve each sample's state over its own time gap under the autonomous ODE dh/dt = f(h).
+
+    The one implementation of "evolve between observations" (ODE-RNN, ODE-RFWP, the Latent ODE's encoder
+    and decoder). Samples of a batch have different gaps, so the solve runs in a normalised time
+    τ ∈ [0, 1] with the gap as a per-sample scale of the field, dh/dτ = Δt_b · f(h): with a fixed-step
+    method every sample takes the same steps in τ, so its answer never depends on the rest of the batch (an
+    adaptive method's error control spans the batch). A negative gap integrates backwards in time.
+
+    Arguments:
+        f: the vector field, an ``nn.Module`` mapping (B, H) to (B, H).
+        h: (B, H) states.
+        gap: (B,) time gaps Δt_b (0 leaves a sample exactly where it is).
+        solver: :class:`~neuralde_seq.solvers.SolverOptions`; ``step_size`` is the step in τ (None: one step
+            per gap), ``adjoint`` backpropagates with :func:`torchdiffeq.odeint_adjoint` over ``f``'s
+            parameters.
+
+    Returns:
+        (B, H) states after the gaps; h itself (the same tensor) when every gap is zero.
+    """
+    if h.dim() != 2 or gap.shape != h.shape[:1]:
+        raise ValueError(f"h must be (B, H) and gap (B,), got h {tuple(h.shape)} and gap {tuple(gap.shape)}")
+    if not bool((gap != 0).any()):
+        return h
+    func = _GapField(f, gap.to(h.dtype))
+    t = torch.tensor([0.0, 1.0], dtype=h.dtype, device=h.device)
+    if solver.method in FIXED_STEP_METHODS:
+        kwargs = dict(method=solver.method, options=dict(step_size=solver.step_size or 1.0))
+    else:
+        kwargs = dict(method=solver.method, rtol=solver.rtol, atol=solver.atol)
+    if solver.adjoint and torch.is_grad_enabled():
+        params = tuple(p for p in f.parameters() if p.requires_grad)
+        return torchdiffeq.odeint_adjoint(func, h, t, adjoint_params=params, **kwargs)[-1]
+    return torchdiffeq.odeint(func, h, t, **kwargs)[-1]
+
+
 def ode_mlp(hidden: int, width: int, depth: int, activation: type[nn.Module] = nn.Tanh) -> nn.Module:
     """f of ODE-RNN: Linear(hidden → width), act, (depth − 1) × [Linear(width → width), act],
     Linear(width → hidden); ``depth=0`` gives the affine map Linear(hidden → hidden)."""
@@ -355,6 +394,61 @@ def ode_mlp(hidden: int, width: int, depth: int, activation: type[nn.Module] = n
         layers += [nn.Linear(width, width), activation()]
     layers.append(nn.Linear(width, hidden))
     return nn.Sequential(*layers)
+
+
+def walk_observations(observations: Observations, state: tuple[torch.Tensor, ...], evolve, update):
+    """Walk a batch row by row: an ODE between rows, a discrete update at every observation (ODE-RNN,
+    ODE-RFWP and the Latent ODE's encoders).
+
+    At row i each sample's state is first evolved over the time since its previous valid row (0 before its
+    first observation and after its length, where the state does not move), then, if the row is an
+    observation (at least one channel observed), updated with the row. Rows where every channel is missing
+    are thus points where the state is read without being changed, so query times can be interleaved with
+    the observations as all-NaN rows. By the flow property of the ODE, evolving through such a row equals
+    evolving over the whole gap (to solver accuracy), and each sample only ever sees its own times.
+
+    Arguments:
+        observations: the batch.
+        state: a tuple of (B, ...) tensors, the state before the first row.
+        evolve: ``evolve(state, gap) -> state``, gap (B,) (zero for samples that must not move).
+        update: ``update(x, m, state) -> state`` with x (B, C) the row's values (0 where missing) and m
+            (B, C) bool its mask; its result is kept only for samples observed in the row.
+
+    Yields:
+        per row, ``(before, after)``: the state evolved to the row's time, and after reading the row.
+    """
+    mask = observations.mask
+    event = mask.any(-1)
+    valid = observations.valid
+    times = observations.times.to(observations.values.dtype)
+    times = torch.where(valid, times, torch.zeros_like(times))  # padding times may be NaN
+    values = torch.where(mask, observations.values, torch.zeros_like(observations.values))
+    previous = times[:, 0]
+    started = torch.zeros_like(event[:, 0])
+    for i in range(times.shape[1]):
+        moving = valid[:, i] & started
+        gap = torch.where(moving, times[:, i] - previous, torch.zeros_like(previous))
+        before = evolve(state, gap)
+        new = update(values[:, i], mask[:, i], before)
+        after = tuple(torch.where(event[:, i].view(-1, *([1] * (b.dim() - 1))), n, b) for n, b in zip(new, before))
+        yield before, after
+        state = after
+        started = started | event[:, i]
+        previous = torch.where(started & valid[:, i], times[:, i], previous)
+
+
+def state_after_last_observation(observations: Observations, walk) -> tuple[torch.Tensor, ...]:
+    """The state just after each sample's own last observation, from a :func:`walk_observations` walk (a
+    sample is read there, not at the end of its padding or of trailing rows with nothing observed)."""
+    event = observations.mask.any(-1)
+    final = None
+    for i, (_, state) in enumerate(walk):
+        if final is None:
+            final = state
+        else:
+            final = tuple(torch.where(event[:, i].view(-1, *([1] * (s.dim() - 1))), s, f)
+                          for s, f in zip(state, final))
+    return final
 
 
 class ODERNN(_ObservationModel):
@@ -387,31 +481,33 @@ class ODERNN(_ObservationModel):
         self.solver = solver or SolverOptions()
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
-        """h after each sample's gap (B,) under dh/dt = f(h); a zero gap leaves h exactly unchanged."""
-        if not bool((gap != 0).any()):
-            return h
-        options = self.solver
-        func = _GapField(self.f, gap.to(h.dtype))
-        t = torch.tensor([0.0, 1.0], dtype=h.dtype, device=h.device)
-        if options.method in FIXED_STEP_METHODS:
-            kwargs = dict(method=options.method, options=dict(step_size=options.step_size or 1.0))
-        else:
-            kwargs = dict(method=options.method, rtol=options.rtol, atol=options.atol)
-        if options.adjoint and torch.is_grad_enabled():
-            params = tuple(p for p in self.f.parameters() if p.requires_grad)
-            return torchdiffeq.odeint_adjoint(func, h, t, adjoint_params=params, **kwargs)[-1]
-        return torchdiffeq.odeint(func, h, t, **kwargs)[-1]
+        """h after each sample's gap (B,) under dh/dt = f(h) (:func:`evolve_over_gaps`); a zero gap leaves h
+        exactly unchanged."""
+        return evolve_over_gaps(self.f, h, gap, self.solver)
 
-    def final_hidden(self, observations: Observations) -> torch.Tensor:
+    def _walk(self, observations: Observations):
         self._check(observations)
         values = observations.values
-        last = self.channel_mean(observations).expand(values.shape[0], -1) if self.fill == "last" else None
-        h = values.new_zeros(observations.batch_size, self.hidden)
-        for event, m, x, gap in self.rows(observations):
-            h = self.evolve(h, gap)
-            x_in = self.filled(x, m, last, self.fill)
-            h_new = self.cell(torch.cat([x_in, m.to(values.dtype)], dim=-1), h)
-            h = torch.where(event.unsqueeze(-1), h_new, h)
-            if last is not None:
-                last = torch.where(m, x, last)
-        return h
+        state = (values.new_zeros(observations.batch_size, self.hidden),)
+        if self.fill == "last":
+            state += (self.channel_mean(observations).expand(values.shape[0], -1),)
+
+        def evolve(state, gap):
+            return (self.evolve(state[0], gap),) + state[1:]
+
+        def update(x, m, state):
+            x_in = self.filled(x, m, state[1] if self.fill == "last" else None, self.fill)
+            h = self.cell(torch.cat([x_in, m.to(values.dtype)], dim=-1), state[0])
+            return (h,) + ((torch.where(m, x, state[1]),) if self.fill == "last" else ())
+
+        return walk_observations(observations, state, evolve, update)
+
+    def row_states(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
+        """h at every row, (B, T, hidden) twice: evolved to the row's time before reading it, and after
+        reading it (see :func:`walk_observations`)."""
+        before, after = zip(*[(b[0], a[0]) for b, a in self._walk(observations)])
+        return torch.stack(before, 1), torch.stack(after, 1)
+
+    def final_hidden(self, observations: Observations) -> torch.Tensor:
+        """h just after each sample's own last observation, (B, hidden)."""
+        return state_after_last_observation(observations, self._walk(observations))[0]

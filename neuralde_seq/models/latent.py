@@ -1,0 +1,254 @@
+"""Latent ODEs (Rubanova, Chen & Duvenaud 2019) with an ODE-RNN or ODE-RFWP encoder.
+
+The generative model: z0 ~ N(0, I); z(t) solves dz/dt = g(z) from z(t0) = z0 (g an MLP, tanh); each
+observed value x_j(t) ~ N(o(z(t))_j, σ_j²) independently, o linear. The approximate posterior
+q(z0 | x) = N(μ, diag(e^{ℓ})) comes from an encoder run *backwards in time* over the observations (an
+ODE-RNN, :class:`~neuralde_seq.models.recurrent.ODERNN`, giving the Latent ODE-RNN, or an ODE-RFWP,
+:class:`~neuralde_seq.models.rfwp.ODERFWP`, giving paper 002's Latent ODE-RFWP, §3.3): its state after
+reading the observations from the last to the first is mapped by Linear-tanh-Linear to (μ, ℓ).
+
+**Times.** t0 is each sample's own first observation time (where the backward encoder ends). The
+decoder walks each sample's query times in order, integrating over its own gaps in a normalised time
+(:func:`~neuralde_seq.models.recurrent.evolve_over_gaps`, the one "evolve between observations" of the
+toolkit), so a sample's prediction never depends on the rest of its batch; a query before t0 integrates
+backwards. The backward encoder reads each sample's valid rows reversed, at times −t.
+
+**ELBO** (per sample, summed over the observed entries of the target, so masks remove missing values and
+padding)::
+
+    log p(x | z) = Σ_{observed (t, j)} [ −½ log(2π σ_j²) − (x_j(t) − o(z(t))_j)² / (2 σ_j²) ]
+    KL           = ½ Σ_i (e^{ℓ_i} + μ_i² − 1 − ℓ_i)          (q(z0) against N(0, I), closed form)
+    plain ELBO   = mean over K samples z0^(k) of log p(x | z^(k)) − KL
+    IWAE bound   = log (1/K) Σ_k exp(log p(x | z^(k)) + log N(z0^(k); 0, I) − log q(z0^(k)))
+
+``iwae=False`` (default) gives the plain ELBO with the analytic KL; ``iwae=True`` the importance-weighted
+bound of Burda et al., which Rubanova et al.'s code uses (it equals the plain ELBO's Monte-Carlo estimate
+with the sampled KL for K = 1). Training minimises :meth:`LatentODE.loss`, −Σ_b ELBO_b / Σ_b n_b with n_b
+the number of observed target entries of sample b: the negative ELBO per observed value.
+
+The noise σ is fixed (``noise_std=0.1``, a number) or learned per channel (``noise_std="learned"``, as a
+log-σ parameter starting at log 0.1).
+
+**As a classifier** (registry names ``latent-ode-rnn``, ``latent-ode-rfwp``): logits = Linear(μ), the
+posterior mean of z0. Rubanova et al. train classification jointly with the ELBO: ``penalty()`` gives the
+negative ELBO per observed value of reconstructing the last training batch's observations, so the
+trainer's ``penalty_weight`` adds it to the cross-entropy.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..observations import Observations
+from ..rules import LearningRule
+from ..solvers import SolverOptions
+from .recurrent import ODERNN, _check_classes, _positive_int, evolve_over_gaps, ode_mlp
+from .rfwp import ODERFWP
+
+__all__ = ["LatentODE", "ENCODERS", "reverse_observations", "gaussian_kl"]
+
+ENCODERS = ("ode-rnn", "ode-rfwp")
+_LOG_2PI = math.log(2 * math.pi)
+
+
+def reverse_observations(observations: Observations) -> Observations:
+    """Each sample's valid rows in reverse order at times −t (padding stays at the end): the input of a
+    backward-in-time encoder."""
+    T = observations.values.shape[1]
+    steps = torch.arange(T, device=observations.values.device).unsqueeze(0)
+    lengths = observations.lengths.unsqueeze(1)
+    index = torch.where(steps < lengths, lengths - 1 - steps, steps)  # (B, T)
+    times = -observations.times.gather(1, index)
+    values = observations.values.gather(1, index.unsqueeze(-1).expand_as(observations.values))
+    return Observations(times, values, observations.lengths, observations.static)
+
+
+def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """KL(N(mean, diag(e^logvar)) || N(0, I)) over the last dimension: ½ Σ (e^ℓ + μ² − 1 − ℓ)."""
+    return 0.5 * (logvar.exp() + mean * mean - 1 - logvar).sum(-1)
+
+
+class LatentODE(nn.Module):
+    """Latent ODE with a backward ODE-RNN or ODE-RFWP encoder (module docstring).
+
+    Arguments:
+        in_channels: channels C of the observations (and of the reconstruction).
+        num_classes: classes of the classifier head on μ, or None for a pure generative model.
+        latent: width of z.
+        encoder: "ode-rnn" (Latent ODE-RNN) or "ode-rfwp" (Latent ODE-RFWP).
+        hidden, width, depth: the encoder's state width and its ODE's MLP.
+        heads, rule: the ODE-RFWP encoder's heads and learning rule.
+        decoder_width, decoder_depth: the latent ODE's MLP g.
+        noise_std: fixed observation noise σ (a positive number) or "learned" (per channel).
+        samples: number K of posterior samples in :meth:`elbo`.
+        iwae: use the importance-weighted bound instead of the plain ELBO.
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` of the encoder's and decoder's ODEs (default
+            rk4, one step per gap in the normalised time, adjoint).
+    """
+
+    def __init__(self, in_channels: int, num_classes: int | None = None, latent: int = 16,
+                 encoder: str = "ode-rnn", hidden: int = 32, width: int = 64, depth: int = 1, *,
+                 heads: int = 4, rule: str | LearningRule = "delta", decoder_width: int = 64,
+                 decoder_depth: int = 1, noise_std: float | str = 0.1, samples: int = 1, iwae: bool = False,
+                 solver: SolverOptions | None = None):
+        super().__init__()
+        _positive_int("in_channels", in_channels)
+        _positive_int("latent", latent)
+        _positive_int("samples", samples)
+        if num_classes is not None:
+            _check_classes(num_classes)
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        self.solver = solver or SolverOptions()
+        if encoder == "ode-rnn":
+            self.encoder = ODERNN(in_channels, 2, hidden, width, depth, solver=self.solver)
+            self.encoder.readout = None  # only its state is used
+        else:
+            self.encoder = ODERFWP(in_channels, None, hidden, heads, rule, width, depth, solver=self.solver)
+        self.to_posterior = nn.Sequential(nn.Linear(hidden, width), nn.Tanh(), nn.Linear(width, 2 * latent))
+        self.dynamics = ode_mlp(latent, decoder_width, decoder_depth)
+        self.output = nn.Linear(latent, in_channels)
+        if noise_std == "learned":
+            self.log_noise_std = nn.Parameter(torch.full((in_channels,), math.log(0.1)))
+        elif isinstance(noise_std, (int, float)) and not isinstance(noise_std, bool) and noise_std > 0:
+            self.register_buffer("log_noise_std", torch.full((in_channels,), math.log(noise_std)))
+        else:
+            raise ValueError(f"noise_std must be a positive number or 'learned', got {noise_std!r}")
+        self.classifier = None if num_classes is None else nn.Linear(latent, num_classes)
+        self.in_channels, self.latent, self.samples, self.iwae = in_channels, latent, samples, bool(iwae)
+        self.encoder_name = encoder
+        self._last_inputs: Observations | None = None
+
+    # -- encoder ------------------------------------------------------------------------------------
+
+    def encode(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q(z0 | observations): (mean (B, latent), logvar (B, latent), t0 (B,) each sample's first
+        observation time, where z0 sits)."""
+        if not isinstance(observations, Observations):
+            raise TypeError(f"observations must be a neuralde_seq Observations, got {type(observations).__name__}")
+        if observations.channels != self.in_channels:
+            raise ValueError(f"observations have {observations.channels} channels but the model expects "
+                             f"{self.in_channels}")
+        event = observations.mask.any(-1)
+        if not bool(event.any(1).all()):
+            raise ValueError("every sample needs at least one observed value to be encoded")
+        h = self.encoder.final_hidden(reverse_observations(observations))
+        mean, logvar = self.to_posterior(h).chunk(2, dim=-1)
+        first = event.to(torch.int8).argmax(1)
+        t0 = observations.times.gather(1, first.unsqueeze(1)).squeeze(1).to(mean.dtype)
+        return mean, logvar, t0
+
+    # -- decoder ------------------------------------------------------------------------------------
+
+    def decode(self, z0: torch.Tensor, t0: torch.Tensor, times: torch.Tensor,
+               lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean o(z(t)) of the observations at each sample's own query times.
+
+        Arguments:
+            z0: (N, latent) the latent state at t0.
+            t0: (N,) its time.
+            times: (N, Q) query times, non-decreasing within each sample's length.
+            lengths: (N,) number of valid query times (default Q); z stops moving after them.
+
+        Returns:
+            (N, Q, C) predicted means (entries after a sample's length repeat its last valid one).
+        """
+        N, Q = times.shape
+        if z0.shape != (N, self.latent) or t0.shape != (N,):
+            raise ValueError(f"z0 must be ({N}, {self.latent}) and t0 ({N},) for times of shape {tuple(times.shape)}, "
+                             f"got {tuple(z0.shape)} and {tuple(t0.shape)}")
+        valid = torch.ones_like(times, dtype=torch.bool) if lengths is None else (
+            torch.arange(Q, device=times.device).unsqueeze(0) < lengths.to(times.device).unsqueeze(1))
+        times = torch.where(valid, times.to(z0.dtype), torch.zeros((), dtype=z0.dtype, device=z0.device))
+        if bool(((times[:, 1:] < times[:, :-1]) & valid[:, 1:]).any()):
+            raise ValueError("query times must be non-decreasing within each sample's length")
+        z, previous, outputs = z0, t0.to(z0.dtype), []
+        for j in range(Q):
+            gap = torch.where(valid[:, j], times[:, j] - previous, torch.zeros_like(previous))
+            z = evolve_over_gaps(self.dynamics, z, gap, self.solver)
+            previous = torch.where(valid[:, j], times[:, j], previous)
+            outputs.append(self.output(z))
+        return torch.stack(outputs, 1)
+
+    def predict(self, observations: Observations, times: torch.Tensor, lengths: torch.Tensor | None = None,
+                sample: bool = False) -> torch.Tensor:
+        """Predicted observations at arbitrary query times (interpolation, extrapolation): (B, Q, C) from the
+        posterior mean of z0 (or one sample of it), NaN after each sample's query length."""
+        mean, logvar, t0 = self.encode(observations)
+        z0 = mean + torch.randn_like(mean) * (0.5 * logvar).exp() if sample else mean
+        out = self.decode(z0, t0, times, lengths)
+        if lengths is not None:
+            valid = torch.arange(times.shape[1], device=out.device).unsqueeze(0) < lengths.to(out.device).unsqueeze(1)
+            out = out.masked_fill(~valid.unsqueeze(-1), float("nan"))
+        return out
+
+    # -- ELBO ---------------------------------------------------------------------------------------
+
+    def log_likelihood(self, prediction: torch.Tensor, target: Observations) -> torch.Tensor:
+        """Σ over the target's observed entries of log N(x; prediction, σ²), shape prediction.shape[:-2]
+        (prediction (..., B, Q, C) against target values (B, Q, C); NaN and padding excluded)."""
+        mask = target.mask
+        x = torch.where(mask, target.values, torch.zeros_like(target.values))
+        log_std = self.log_noise_std.to(prediction.dtype)
+        density = -0.5 * _LOG_2PI - log_std - 0.5 * ((x - prediction) / log_std.exp()) ** 2
+        return torch.where(mask, density, torch.zeros_like(density)).sum((-1, -2))
+
+    def elbo(self, observations: Observations, target: Observations | None = None, samples: int | None = None,
+             iwae: bool | None = None) -> dict[str, torch.Tensor]:
+        """The evidence lower bound of ``target`` given the encoder's view ``observations``.
+
+        Arguments:
+            observations: what the encoder reads.
+            target: the points to reconstruct (default: ``observations`` themselves), same batch size; for
+                interpolation the full window, for extrapolation the points to predict.
+            samples, iwae: override the model's K and bound (module docstring).
+
+        Returns:
+            dict of (B,) tensors: ``elbo``, ``log_likelihood`` (mean over the K samples), ``kl``, ``count``
+            (observed target entries), and ``prediction`` (B, Q, C), the mean over samples of the decoded means.
+        """
+        target = observations if target is None else target
+        if target.batch_size != observations.batch_size:
+            raise ValueError(f"target has {target.batch_size} samples but observations have {observations.batch_size}")
+        K = self.samples if samples is None else _positive_int("samples", samples)
+        iwae = self.iwae if iwae is None else bool(iwae)
+        mean, logvar, t0 = self.encode(observations)
+        B = mean.shape[0]
+        std = (0.5 * logvar).exp()
+        eps = torch.randn((K,) + mean.shape, dtype=mean.dtype, device=mean.device)
+        z0 = mean + eps * std  # (K, B, latent)
+        prediction = self.decode(z0.reshape(K * B, -1), t0.repeat(K), target.times.repeat(K, 1),
+                                 target.lengths.repeat(K)).view(K, B, *target.values.shape[1:])
+        log_lik = self.log_likelihood(prediction, target)  # (K, B)
+        kl = gaussian_kl(mean, logvar)
+        if iwae:
+            log_prior = (-0.5 * _LOG_2PI - 0.5 * z0 * z0).sum(-1)
+            log_posterior = (-0.5 * _LOG_2PI - 0.5 * logvar - 0.5 * eps * eps).sum(-1)
+            bound = torch.logsumexp(log_lik + log_prior - log_posterior, dim=0) - math.log(K)
+        else:
+            bound = log_lik.mean(0) - kl
+        return dict(elbo=bound, log_likelihood=log_lik.mean(0), kl=kl, count=target.mask.sum((1, 2)),
+                    prediction=prediction.mean(0))
+
+    def loss(self, observations: Observations, target: Observations | None = None, **options) -> torch.Tensor:
+        """−Σ_b ELBO_b / Σ_b n_b: the negative ELBO per observed target value (a scalar to minimise)."""
+        parts = self.elbo(observations, target, **options)
+        return -parts["elbo"].sum() / parts["count"].sum().clamp(min=1).to(parts["elbo"].dtype)
+
+    # -- classifier ---------------------------------------------------------------------------------
+
+    def forward(self, observations: Observations) -> torch.Tensor:
+        """Logits (B, num_classes) from the posterior mean of z0."""
+        if self.classifier is None:
+            raise ValueError("this LatentODE was built without num_classes: use elbo, loss or predict")
+        mean, _, _ = self.encode(observations)
+        self._last_inputs = observations if self.training else None
+        return self.classifier(mean)
+
+    def penalty(self) -> torch.Tensor:
+        """Negative ELBO per observed value of reconstructing the last training batch given to forward."""
+        if self._last_inputs is None:
+            raise RuntimeError("penalty() needs a forward pass in training mode first")
+        return self.loss(self._last_inputs)
