@@ -1,4 +1,5 @@
-"""Datasets, the ``.ts`` reader, transforms and the embedded JapaneseVowels data."""
+"""Datasets and their loaders (downloads, cache, UEA, Speech Commands, PhysioNet), synthetic and trajectory
+tasks, transforms and the embedded JapaneseVowels data."""
 
 from .arff import parse_arff, read_arff
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split
@@ -7,11 +8,16 @@ from .download import (ChecksumError, CorruptCacheError, DataUnavailableError, R
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
 from .synthetic import ADDING_TRIVIAL_MSE, SyntheticSequences, adding_problem, copy_memory
+from .trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
 from .transforms import channel_statistics, drop_observations, num_dropped, standardise, subsample
 from .ts_format import TsData, parse_ts, read_ts
 from .uea import load_character_trajectories, load_eigenworms, load_uea
 
 __all__ = [
+    "SemiMarkovTask",
+    "TrajectoryTask",
+    "semi_markov_task",
+    "trajectory_task",
     "ADDING_TRIVIAL_MSE",
     "SyntheticSequences",
     "adding_problem",
