@@ -245,6 +245,35 @@ def test_sampling_rate_change_eq5():
     assert (fine - coarse).abs().max() <= 0.05 * coarse.abs().max()
 
 
+def test_step_from_times_applies_eq5_to_a_subsampled_test_set():
+    """A model with step_from_times reads the step from the times: on every 2nd point of the training grid
+    (times kept) it computes exactly what model(obs, step=2 · step) computes, and on the training grid what
+    the plain model computes; irregular spacings in a batch are refused."""
+    g = torch.Generator().manual_seed(3)
+    step, length = 0.5, 30
+    times = step * torch.arange(length, dtype=D).expand(2, length)
+    values = torch.randn(2, length, 2, generator=g, dtype=D)
+    lengths = torch.tensor([30, 21])
+    torch.manual_seed(0)
+    plain = CKCNN(2, 3, hidden=6, omega_0=5.0, mode="grid", mask_channel=False, horizon=14.5, step=step).double()
+    reading = CKCNN(2, 3, hidden=6, omega_0=5.0, mode="grid", mask_channel=False, horizon=14.5, step=step,
+                    step_from_times=True).double()
+    reading.load_state_dict(plain.state_dict())
+    full = Observations.from_tensors(times, values, lengths)
+    half = Observations.from_tensors(times[:, ::2].contiguous(), values[:, ::2].contiguous(), (lengths + 1) // 2)
+    with torch.no_grad():
+        torch.testing.assert_close(reading(full), plain(full), rtol=0, atol=0)
+        torch.testing.assert_close(reading(half), plain(half, step=2 * step), rtol=0, atol=0)
+        assert (plain(half) - plain(half, step=2 * step)).abs().max() > 1e-3  # the step matters
+    assert reading.sampling_step(half) == 2 * step
+    bent = times.clone()
+    bent[1, 5:] += 0.1  # sample 1 has one longer gap inside its length
+    with pytest.raises(ValueError, match="regularly spaced"):
+        reading(Observations.from_tensors(bent, values, lengths))
+    with pytest.raises(ValueError, match="step_from_times"):
+        CKCNN(2, 3, mode="irregular", step_from_times=True)
+
+
 # ---- initialisation -------------------------------------------------------------------------------------
 
 def test_siren_initialisation_on_the_weight_norm_tensors():

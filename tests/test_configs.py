@@ -66,9 +66,11 @@ def fixture_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("config_fixtures")
     speech, _ = write_speech_commands_archive(root / "speech_src")
     physionet, _ = write_physionet_archives(root / "physionet_src")
-    characters = [f"c{i:02d}" for i in range(20)]  # CharacterTrajectories: 20 classes, 3 channels
+    # CharacterTrajectories: 20 classes, 3 channels; long enough that the 1/16-rate test set of Table 5 keeps
+    # at least 2 points per series.
+    characters = [f"c{i:02d}" for i in range(20)]
     trajectories, _ = write_uea_archive(root / "ct_src", "CharacterTrajectories", channels=3,
-                                        class_counts={c: 7 for c in characters}, min_length=6, max_length=12,
+                                        class_counts={c: 7 for c in characters}, min_length=32, max_length=40,
                                         missing=False)  # the real series have no gaps
     # EigenWorms: 5 classes, 6 channels; long enough for a few log-signature windows of 4 intervals.
     worms, _ = write_uea_archive(root / "worms_src", "EigenWorms", channels=6,

@@ -449,6 +449,11 @@ class CKCNN(nn.Module):
             requires fully observed data.
         horizon, step, conv, fft_threshold, weight_norm: see :class:`CKConv` (shared by all layers;
             ``horizon=None`` is set from the first batch's longest sample and then fixed).
+        step_from_times: grid mode only: read each batch's sampling step from its observation times (the
+            common spacing of consecutive times; a batch whose spacings differ raises ValueError) instead of
+            assuming the training ``step``. A test set sampled at another rate (e.g. every 2nd point, times
+            kept) then gets the paper's Eq. 5 treatment without being told: kernel at k · step, sum scaled
+            by step / ``step``. ``step`` must be the training data's spacing.
 
     ``forward(observations)`` returns logits (B, num_classes); see :meth:`forward` for the options.
     """
@@ -456,10 +461,12 @@ class CKCNN(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 30, blocks: int = 2, kernel_hidden: int = 32,
                  omega_0: float = 30.0, dropout: float = 0.0, mode: str = "grid", *, mask_channel: bool | None = None,
                  horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
-                 weight_norm: bool = True):
+                 weight_norm: bool = True, step_from_times: bool = False):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if step_from_times and mode != "grid":
+            raise ValueError("step_from_times applies to grid mode; irregular mode reads the times anyway")
         if not isinstance(blocks, int) or blocks < 1:
             raise ValueError(f"blocks must be a positive integer, got {blocks!r}")
         if mask_channel is None:
@@ -469,6 +476,7 @@ class CKCNN(nn.Module):
         self.in_channels, self.num_classes, self.mode = in_channels, num_classes, mode
         self.mask_channel = bool(mask_channel)
         self.step = float(step)
+        self.step_from_times = bool(step_from_times)
         conv_options = dict(kernel_hidden=kernel_hidden, omega_0=omega_0, horizon=horizon, step=step, conv=conv,
                             fft_threshold=fft_threshold, weight_norm=weight_norm)
         first = 2 * in_channels if self.mask_channel else in_channels
@@ -503,6 +511,22 @@ class CKCNN(nn.Module):
         for layer in layers:
             layer.set_horizon(horizon)
 
+    def sampling_step(self, observations: Observations) -> float:
+        """The common spacing of consecutive observation times within every sample of the batch (times after
+        a sample's end excluded); the training ``step`` if no sample has two points. Raises ValueError if the
+        spacings differ by more than 1e-6 relative: grid mode needs one regular grid per batch."""
+        t = observations.times
+        gaps = t[:, 1:] - t[:, :-1]
+        inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
+        gaps = gaps[inside]
+        if gaps.numel() == 0:
+            return self.step
+        low, high = float(gaps.min()), float(gaps.max())
+        if high - low > 1e-6 * abs(high):
+            raise ValueError(f"step_from_times needs regularly spaced times, but this batch's spacings range over "
+                             f"[{low:g}, {high:g}]; use mode='irregular' for irregular times")
+        return float(gaps.mean())
+
     def features(self, observations: Observations, step: float | None = None) -> torch.Tensor:
         """Output of the last block at every time point: (B, T, hidden). ``step``: grid mode's sampling step
         for this input (default: the training step; paper Eq. 5)."""
@@ -513,6 +537,8 @@ class CKCNN(nn.Module):
                              f"{self.in_channels}")
         if step is not None and self.mode != "grid":
             raise ValueError("step (a sampling-rate change) applies to grid mode; irregular mode reads the times")
+        if step is None and self.step_from_times:
+            step = self.sampling_step(observations)
         step = self.step if step is None else float(step)
         self._set_horizon(observations, step)
         if self.mode == "grid":
