@@ -11,7 +11,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from neuralde_seq.models import create_model, model_inputs
-from neuralde_seq.models.latent import LatentODE, reverse_observations
+from neuralde_seq.models.latent import LatentODE, kl_warmup_weight, reverse_observations
 from neuralde_seq.observations import Observations
 from neuralde_seq.solvers import SolverOptions
 
@@ -79,6 +79,19 @@ def test_elbo_terms_are_the_gaussian_likelihood_and_kl(encoder, noise):
         total_elbo, total_count = total_elbo + log_lik - kl, total_count + count
     torch.manual_seed(5)
     assert abs(float(m.loss(obs)) - (-total_elbo / total_count)) < 1e-11  # per observed value
+    # KL warm-up: the objective weights only the KL by β; the reported bound stays the ELBO
+    beta, total_objective = 0.3, 0.0
+    for b in range(3):
+        kl = float(kl_divergence(Normal(mean[b], torch.exp(0.5 * logvar[b])), Normal(0.0, 1.0)).sum().detach())
+        total_objective += float(parts["log_likelihood"][b]) - beta * kl
+    torch.manual_seed(5)
+    warm = m.elbo(obs, kl_weight=beta)
+    assert torch.allclose(warm["elbo"], parts["elbo"], rtol=0, atol=1e-12)
+    torch.manual_seed(5)
+    assert abs(float(m.loss(obs, kl_weight=beta)) - (-total_objective / total_count)) < 1e-11
+    for bad in (-0.1, 1.5, float("nan"), True):
+        with pytest.raises(ValueError, match="kl_weight"):
+            m.loss(obs, kl_weight=bad)
 
 
 def test_iwae_bound_from_densities():
@@ -91,7 +104,7 @@ def test_iwae_bound_from_densities():
     eps = torch.randn((4,) + mean.shape, dtype=DTYPE)
     std = torch.exp(0.5 * logvar)
     for b in range(3):
-        weights = []
+        weights, log_liks = [], []
         for k in range(4):
             z0 = mean[b] + eps[k, b] * std[b]
             pred = m.decode(z0[None], t0[b : b + 1], obs.times[b : b + 1], obs.lengths[b : b + 1])
@@ -100,8 +113,27 @@ def test_iwae_bound_from_densities():
                 torch.where(mask, obs.values[b], torch.zeros_like(obs.values[b])))[mask].sum()
             log_w = log_lik + Normal(0.0, 1.0).log_prob(z0).sum() - Normal(mean[b], std[b]).log_prob(z0).sum()
             weights.append(log_w)
+            log_liks.append(log_lik)
         expected = torch.logsumexp(torch.stack(weights), 0) - math.log(4)
         assert abs(float(parts["elbo"][b] - expected)) < 1e-10
+        assert abs(float(parts["objective"][b] - expected)) < 1e-10  # β = 1: the bound itself
+        # KL warm-up β = 0.25: the log prior / posterior ratio of every importance weight scaled by β
+        torch.manual_seed(7)
+        warm = m.elbo(obs, kl_weight=0.25)
+        log_lik = torch.stack(log_liks)
+        expected_warm = torch.logsumexp(log_lik + 0.25 * (torch.stack(weights) - log_lik), 0) - math.log(4)
+        assert abs(float(warm["objective"][b] - expected_warm)) < 1e-10
+        assert abs(float(warm["elbo"][b] - expected)) < 1e-10
+
+
+def test_kl_warmup_weight_is_linear_from_zero_to_one():
+    # β_k = min(1, k / W) by hand for W = 4
+    assert [kl_warmup_weight(k, 4) for k in range(7)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert [kl_warmup_weight(k, 3) for k in (0, 1, 2, 3)] == [0.0, 1 / 3, 2 / 3, 1.0]
+    assert kl_warmup_weight(0, 0) == 1.0 and kl_warmup_weight(5, 0) == 1.0  # no warm-up
+    for step, warmup in ((-1, 4), (0, -2), (1.5, 4), (0, 2.0), (True, 4)):
+        with pytest.raises(ValueError, match="step|warmup_steps"):
+            kl_warmup_weight(step, warmup)
 
 
 def test_masks_exclude_missing_and_padded_points():
@@ -208,3 +240,21 @@ def test_registry_classifiers_and_penalty():
         LatentODE(2, noise_std=0)
     with pytest.raises(ValueError, match="encoder"):
         LatentODE(2, encoder="gru")
+
+
+def test_initial_posterior_std_sets_the_log_variance_bias_only():
+    obs = batch()
+    options = dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6, solver=SolverOptions(step_size=0.25))
+    torch.manual_seed(3)
+    default = LatentODE(2, None, **options).to(DTYPE)
+    torch.manual_seed(3)
+    narrow = LatentODE(2, None, initial_posterior_std=0.1, **options).to(DTYPE)
+    mean, logvar, _ = default.encode(obs)
+    narrow_mean, narrow_logvar, _ = narrow.encode(obs)
+    default_bias = default.to_posterior[-1].bias[3:].detach()
+    # same weights, so only the log-variance moves, by (2 log 0.1 − the default bias) for every sample
+    assert torch.equal(narrow_mean, mean)
+    assert torch.allclose(narrow_logvar - logvar, (2 * math.log(0.1) - default_bias).expand_as(logvar), atol=1e-12)
+    for bad in (0.0, -1.0, "0.1", True):
+        with pytest.raises(ValueError, match="initial_posterior_std"):
+            LatentODE(2, None, initial_posterior_std=bad, **options)
