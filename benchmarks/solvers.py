@@ -11,9 +11,11 @@ with the reference ``SolverOptions("rk4")`` (one rk4 step per window, continuous
 setting) and with ``SolverOptions("exact")``. Also the adjoint reference's peak memory at 500 and 4,000
 windows (post-Delta, EigenWorms width). Each configuration runs in a fresh subprocess, so that its peak
 resident memory (``ru_maxrss``, whole process: Python, torch, data and model included) is its own; torch
-uses one thread. The reference takes minutes per step at the EigenWorms shape, so one step is timed per
-configuration (the exact path's first step, compilation-free, included). Ratios printed at the end are
-from this one run.
+uses one thread. The reference takes about a minute per step at the EigenWorms shape, so one step is timed
+per configuration, and the first speed-up column compares it with the exact path's first step (one-time costs
+of a fresh process included). The exact path then runs ``--steps`` − 1 more steps in the same process; the
+second speed-up column compares the reference's step with their median (steady-state training). Ratios printed
+at the end are from this one run.
 
     python benchmarks/solvers.py                      # everything (about 10 minutes on one core)
     python benchmarks/solvers.py --shapes speech --rules delta-post
@@ -26,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -38,7 +41,7 @@ RULES = ("hebb", "oja", "delta", "delta-post")
 PATHS = ("reference", "exact")
 
 
-def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str) -> dict:
+def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, steps: int = 1) -> dict:
     import torch
 
     from neuralde_seq.controls import Control
@@ -62,20 +65,28 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str) ->
     torch.manual_seed(0)
     model = FastWeightClassifier(C, cfg["classes"], rule=rule, form="rde", d_model=cfg["d_model"],
                                  n_heads=cfg["heads"], solver=solver).to(dt)
-    start = time.perf_counter()
-    loss = torch.nn.functional.cross_entropy(model(control), labels)
-    forward = time.perf_counter() - start
-    loss.backward()
-    total = time.perf_counter() - start
-    grad_norm = float(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None) ** 0.5)
-    loss = loss.detach()
-    return dict(shape=shape, rule=rule, path=path, windows=N, seconds=total, forward_seconds=forward,
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, loss=float(loss),
+    later = []  # training-step times after the first (the exact path only: the reference takes a minute)
+    for step in range(1 if path == "reference" else steps):
+        model.zero_grad()
+        start = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(control), labels)
+        forward = time.perf_counter() - start
+        loss.backward()
+        if step == 0:
+            total, first_forward = time.perf_counter() - start, forward
+            grad_norm = float(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None) ** 0.5)
+            first_loss = float(loss.detach())
+        else:
+            later.append(time.perf_counter() - start)
+    return dict(shape=shape, rule=rule, path=path, windows=N, seconds=total, forward_seconds=first_forward,
+                later_median_seconds=statistics.median(later) if later else None,
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, loss=first_loss,
                 grad_norm=grad_norm)
 
 
-def run_one(shape, rule, path, windows=None, dtype="float32", timeout=1800) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "--worker", shape, rule, path, "--dtype", dtype]
+def run_one(shape, rule, path, windows=None, dtype="float32", steps=1, timeout=1800) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--worker", shape, rule, path, "--dtype", dtype,
+               "--steps", str(steps)]
     if windows is not None:
         command += ["--windows", str(windows)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
@@ -93,10 +104,13 @@ def main(argv=None) -> int:
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules (default: all)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     parser.add_argument("--no-adjoint-memory", action="store_true", help="skip the T=500 vs T=4,000 measurement")
+    parser.add_argument("--steps", type=int, default=4,
+                        help="training steps of the exact path per configuration: the first is the timed one (as the "
+                             "reference's single step); the median of the others is printed too (default 4)")
     parser.add_argument("--json", default=None, help="also write all measurements to this file")
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(*args.worker, args.windows, args.dtype)))
+        print(json.dumps(worker(*args.worker, args.windows, args.dtype, args.steps)))
         return 0
 
     shapes = [s for s in args.shapes.split(",") if s]
@@ -111,16 +125,19 @@ def main(argv=None) -> int:
           f"{args.dtype}; one training step (forward + backward) per configuration, each in a fresh process",
           flush=True)
     results = []
-    header = (f"{'shape':<11}{'rule':<11}{'ref s':>9}{'exact s':>9}{'speed-up':>10}{'ref MB':>9}{'exact MB':>10}"
-              f"{'mem ratio':>11}{'|loss diff|':>13}{'ref |grad|':>12}{'exact |grad|':>14}")
+    header = (f"{'shape':<11}{'rule':<11}{'ref s':>9}{'exact s':>9}{'speed-up':>10}{'later s':>9}{'speed-up':>10}"
+              f"{'ref MB':>9}{'exact MB':>10}{'mem ratio':>11}{'|loss diff|':>13}{'ref |grad|':>12}{'exact |grad|':>14}")
     rows = []
     for shape in shapes:
         for rule in rules:
-            measured = {path: run_one(shape, rule, path, dtype=args.dtype) for path in PATHS}
+            measured = {path: run_one(shape, rule, path, dtype=args.dtype, steps=args.steps) for path in PATHS}
             results += measured.values()
             ref, exact = measured["reference"], measured["exact"]
+            later = exact["later_median_seconds"]
+            later_columns = (f"{later:>9.3f}{ref['seconds'] / later:>9.1f}x" if later else f"{'-':>9}{'-':>10}")
             row = (f"{shape:<11}{rule:<11}{ref['seconds']:>9.2f}{exact['seconds']:>9.3f}"
-                   f"{ref['seconds'] / exact['seconds']:>9.1f}x{ref['peak_rss_mb']:>9.0f}{exact['peak_rss_mb']:>10.0f}"
+                   f"{ref['seconds'] / exact['seconds']:>9.1f}x{later_columns}"
+                   f"{ref['peak_rss_mb']:>9.0f}{exact['peak_rss_mb']:>10.0f}"
                    f"{exact['peak_rss_mb'] / ref['peak_rss_mb']:>11.2f}{abs(ref['loss'] - exact['loss']):>13.2e}"
                    f"{ref['grad_norm']:>12.4g}{exact['grad_norm']:>14.4g}")
             rows.append(row)

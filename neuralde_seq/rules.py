@@ -18,7 +18,7 @@ All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of
 Exact steps (shared/DESIGN.md §5). When k, v and β stay constant for a time h (a log-signature window, a
 piece of a rectilinear control), every rule has a closed-form solution, :meth:`LearningRule.exact_step`.
 Hebb, Oja and pre-Delta are affine in W and are described by :meth:`LearningRule.affine_step` (a
-:class:`RankOneUpdate`), which :mod:`neuralde_seq.exact` composes over whole sequences; post-Delta's step is
+:class:`RankOneUpdate`), which :mod:`neuralde_seq.exact` applies over whole sequences; post-Delta's step is
 nonlinear and is applied step by step (:meth:`Delta.post_step`). The formulas are written with ``expm1``
 and an overflow-free ``asinh(sinh(·)·r)`` (:func:`relaxation_rate`, :func:`relax_error`).
 """

@@ -59,10 +59,10 @@ class SolverOptions:
         adjoint: backpropagate with the continuous adjoint (memory independent of the number of steps).
             Not used by "exact", whose gradients recompute checkpointed segments (see :mod:`neuralde_seq.exact`).
         chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
-            :func:`neuralde_seq.exact.default_chunk_size`, e.g. 128 for Hebb, Oja and pre-Delta and 64 for
-            post-Delta at batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
-        compile: "exact" only: run the per-step (post-Delta) or per-WY-block (Oja, pre-Delta) kernels through
-            ``torch.compile`` (needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
+            :func:`neuralde_seq.exact.default_chunk_size`, e.g. 64 windows for every rule at batch 32, 16 heads
+            of width 8). Memory of the backward pass grows with it, time hardly.
+        compile: "exact" only: run post-Delta's exact step through ``torch.compile`` (refused for the other
+            rules; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
     """
 
     method: str = "rk4"

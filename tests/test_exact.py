@@ -4,12 +4,12 @@
   rule and every field form that has constant inputs on a window: "rde"/"cde" fields on log-signature
   controls and on a hand-made piecewise-constant control with windows of unequal lengths, and "cde" with
   ``dx_only`` on piecewise-linear (linear, rectilinear) controls; variable lengths, final states and the
-  states at every knot; several checkpoint segments and several WY blocks.
+  states at every knot; several checkpoint segments.
 - Gradients: whole models (parameters and the control's coefficients) against backpropagation through the
-  reference solver.
+  reference solver; gradients through the states at every knot against autograd through the rule's exact step.
 - The backward pass keeps no per-step fast weights: the bytes autograd saves are counted exactly.
 - Numerics: the closed forms' safe branches (norm → 0, |e0| beyond sinh's float32 range) against float64.
-- torch.compile agrees with eager; refused configurations raise ValueError.
+- torch.compile (post-Delta's step) agrees with eager; refused configurations raise ValueError.
 """
 import math
 import shutil
@@ -72,10 +72,9 @@ def controls():
 
 
 @pytest.mark.parametrize("rule,form,options,kind", FIELD_CASES)
-def test_exact_matches_reference_on_piecewise_constant_controls(controls, kind, rule, form, options, monkeypatch):
+def test_exact_matches_reference_on_piecewise_constant_controls(controls, kind, rule, form, options):
     """Final states and states at every knot agree with fine rk4 to 1e-6 (padded batch, each sample ending at
-    its own knot); segments of 4 windows and WY blocks of 4 steps, so that both are crossed many times."""
-    monkeypatch.setattr(exact, "WY_BLOCK", 4)
+    its own knot); segments of 4 windows, so that they are crossed several times."""
     control = controls[kind]
     field = _field(rule, form, control.channels, **options)
     W0 = torch.randn(control.batch_size, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
@@ -90,10 +89,9 @@ def test_exact_matches_reference_on_piecewise_constant_controls(controls, kind, 
 
 
 @pytest.mark.parametrize("rule,method", [(rule, "rectilinear") for rule in RULES] + [("delta", "linear")])
-def test_exact_matches_reference_on_piecewise_linear_controls(rule, method, monkeypatch):
+def test_exact_matches_reference_on_piecewise_linear_controls(rule, method):
     """A "cde" field with dx_only reads only X', which is constant on each piece of a linear or rectilinear
     control (rectilinear: two pieces per observation interval)."""
-    monkeypatch.setattr(exact, "WY_BLOCK", 4)
     times, values, lengths = make_data(lengths=(8, 5), seed=8, scale=0.5)
     control = build_control(times, values, lengths, method=method)
     field = _field(rule, "cde", control.channels, seed=9, dx_only=True)
@@ -106,11 +104,10 @@ def test_exact_matches_reference_on_piecewise_linear_controls(rule, method, monk
 
 
 @pytest.mark.parametrize("rule", RULES)
-def test_exact_gradients_match_reference(controls, rule, monkeypatch):
+def test_exact_gradients_match_reference(controls, rule):
     """A whole classifier (rank-one initial state, readout, head): logits and the gradients of every parameter
     and of the control's coefficients agree with backpropagation through fine rk4 to 1e-5 (relative to each
     gradient's largest entry); outputs at every knot too."""
-    monkeypatch.setattr(exact, "WY_BLOCK", 4)
     control = controls["logsig"]
     coeffs = control.coeffs.clone()
     weights = torch.randn(3, 3, generator=torch.Generator().manual_seed(11), dtype=DTYPE)
@@ -150,7 +147,7 @@ def _saved_bytes(function):
     return out, sum(seen.values())
 
 
-@pytest.mark.parametrize("rule", ["delta", "delta-post"])
+@pytest.mark.parametrize("rule", RULES)
 def test_backward_pass_saves_only_segment_starts(rule):
     """The forward pass saves exactly: the fast weights at each segment's start, the control's rates and the
     window lengths (O(T·C)), and the field's parameters; nothing per step of size d². A solver that
@@ -184,6 +181,38 @@ def test_backward_pass_saves_only_segment_starts(rule):
     expected_grads = torch.autograd.grad((Wr * weights).sum(), used)
     for a, b in zip(grads, expected_grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_gradients_through_states_at_every_knot(controls, rule):
+    """Gradients of a loss on the states at every knot (the hand-written adjoint receiving a gradient on every
+    state, not only the final one) with respect to W0, the field's parameters and the control's coefficients,
+    against autograd through the rule's exact step applied window by window; padded samples stop at their own
+    end. Segments of 3 windows."""
+    control = controls["logsig"]
+    field = _field(rule, "rde", control.channels)
+    g = torch.Generator().manual_seed(15)
+    W0 = (0.5 * torch.randn(control.batch_size, 2, 4, 4, generator=g, dtype=DTYPE)).requires_grad_()
+    coeffs = control.coeffs.clone().requires_grad_()
+    ctrl = Control(control.knots, coeffs, control.end_index, True)
+    states = solve(field, ctrl, W0, SolverOptions("exact", chunk_size=3), at_knots=True)
+    weights = torch.randn(states.shape, generator=g, dtype=DTYPE)
+    used = [W0, coeffs, *(p for name, p in field.named_parameters() if not name.startswith("query"))]
+    grads = torch.autograd.grad((states * weights).sum(), used)
+
+    W, expected = W0, [W0]
+    lengths = control.knots[1:] - control.knots[:-1]
+    for j in range(states.shape[1] - 1):
+        u = coeffs[:, j, 0]
+        h = (lengths[j] * (j < control.end_index)).to(DTYPE).view(-1, 1, 1)
+        W = field.rule.exact_step(W, *field.projections(u, u), h)
+        expected.append(W)
+    expected = torch.stack(expected, dim=1)
+    torch.testing.assert_close(states, expected, rtol=0, atol=1e-12)
+    expected_grads = torch.autograd.grad((expected * weights).sum(), used)
+    for a, b in zip(grads, expected_grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+    assert expected_grads[1].abs().max() > 1e-3
 
 
 def test_relaxation_rate_small_norms():
@@ -236,7 +265,7 @@ def test_compile_without_compiler_is_refused(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(exact, "_COMPILED", {})
     with pytest.raises(RuntimeError, match="C compiler"):
-        solve(_field("delta", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
+        solve(_field("delta-post", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
               SolverOptions("exact", compile=True))
 
 
@@ -253,6 +282,9 @@ def test_refused_configurations(controls):
     with pytest.raises(ValueError, match="constant on every knot interval"):
         solve(FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"), cubic, torch.zeros(2, 2, 4, 4),
               SolverOptions("exact"))
+    with pytest.raises(ValueError, match="compile"):  # only post-Delta's step is compiled
+        solve(_field("oja", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
+              SolverOptions("exact", compile=True))
     with pytest.raises(ValueError, match="chunk_size"):
         SolverOptions("exact", chunk_size=0)
     with pytest.raises(ValueError, match="method='exact'"):
