@@ -30,10 +30,11 @@ import hashlib
 import inspect
 import json
 import os
-import re
 
 import torch
 import torchcde
+
+from .cache import CorruptCacheError, cached_tensors
 
 from .signatures import (DEFAULT_BASIS, backend_version, check_logsignature_options, logsignature_channels,
                          logsignature_windows)
@@ -453,11 +454,11 @@ def _logsignature_control(path, lengths, depth, step, names, backend, basis) -> 
 # ---------------------------------------------------------------------------------------------------
 # a disk cache of log-signature controls
 
-_CACHE_FORMAT = "neuralde_seq.logsignature_control.v1"
+_CACHE_FORMAT = "neuralde_seq.logsignature_control.v2"
 _CONTROL_TENSORS = ("knots", "coeffs", "end_index", "initial_value")
 
 
-class LogSignatureCacheError(RuntimeError):
+class LogSignatureCacheError(CorruptCacheError):
     """A log-signature cache file that cannot be trusted: unreadable, truncated, altered, or written for
     other inputs. The library never overwrites such a file itself; delete it to recompute."""
 
@@ -478,8 +479,8 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
 
     Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
     the data and the options, so they are computed once per dataset. The file is
-    ``cache_dir/<key_parts joined by "-">-<hash>.pt`` (written with :func:`torch.save`, atomically), where
-    the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
+    ``cache_dir/<key_parts joined by "-">-<hash>.pt``, kept by :func:`neuralde_seq.cache.cached_tensors`
+    (atomic writes, contents checksummed), where the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
     option of :func:`build_control` with its defaults filled in (so spelling out a default gives the same
     key); ``key_parts``; the version of neuralde_seq and of the log-signature backend library; and the cache
     format. Changing any of them computes a new file; old files are left in place.
@@ -515,73 +516,33 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
     bound.apply_defaults()
     settings = {name: value for name, value in bound.arguments.items() if name not in ("times", "values", "lengths")}
     key = {
+        "name": "-".join(str(part) for part in key_parts) or "logsignature",
         "format": _CACHE_FORMAT,
         "key_parts": [str(part) for part in key_parts],
         "inputs": {"times": _fingerprint(times), "values": _fingerprint(values), "lengths": _fingerprint(lengths)},
-        "options": settings,
+        # repr() of non-JSON option values (e.g. a float('nan') fill) keeps the key deterministic.
+        "options": json.loads(json.dumps(settings, sort_keys=True, default=repr)),
         "versions": {"neuralde_seq": __version__, "torch": torch.__version__,
                      settings["logsig_backend"]: backend_version(settings["logsig_backend"])},
     }
-    key_json = json.dumps(key, sort_keys=True, default=repr)
-    digest = hashlib.sha256(key_json.encode()).hexdigest()
-    prefix = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(part)) for part in key_parts)[:100]
-    name = f"{prefix}-{digest[:32]}.pt" if prefix else f"logsignature-{digest[:32]}.pt"
-    os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(os.fspath(cache_dir), name)
     device = values.device if isinstance(values, torch.Tensor) else torch.device("cpu")
+    built = []
 
-    if os.path.exists(path):
-        return _load_cached_control(path, key_json).to(device)
-
-    control = build_control(times, values, lengths, **options)
-    tensors = {field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS}
-    payload = {"format": _CACHE_FORMAT, "key": key_json, "tensors": tensors,
-               "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
-    payload["checksum"] = _payload_checksum(payload)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)  # readers never see a half-written file
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-    return control
-
-
-def _payload_checksum(payload: dict) -> str:
-    """SHA-256 over everything a cache file holds (the tensors through their bytes)."""
-    content = {"format": payload["format"], "key": payload["key"],
-               "tensors": {field: _fingerprint(tensor) for field, tensor in payload["tensors"].items()},
-               "piecewise_constant": payload["piecewise_constant"], "channels_info": payload["channels_info"]}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-
-
-def _load_cached_control(path: str, key_json: str) -> Control:
-    def corrupt(reason: str) -> LogSignatureCacheError:
-        return LogSignatureCacheError(f"corrupt log-signature cache file {path}: {reason}. Refusing to use it; "
-                                      "delete the file to recompute the control")
+    def build() -> dict:
+        control = build_control(times, values, lengths, **options)
+        built.append(control)
+        return {**{field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS},
+                "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
 
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a truncated or overwritten zip, a foreign pickle, ...
-        first_line = (str(error).strip().splitlines() or [""])[0][:160]
-        raise corrupt(f"it cannot be read as a torch.save file ({type(error).__name__}: {first_line})") from error
-    if not isinstance(payload, dict) or payload.get("format") != _CACHE_FORMAT:
-        raise corrupt(f"it is not a {_CACHE_FORMAT} file")
-    if payload.get("key") != key_json:
-        raise corrupt("it was written for other inputs or options than its file name says")
-    tensors = payload.get("tensors")
-    if (not isinstance(tensors, dict) or set(tensors) != set(_CONTROL_TENSORS)
-            or not all(isinstance(tensor, torch.Tensor) for tensor in tensors.values())):
-        raise corrupt("its tensors are missing")
+        stored = cached_tensors(cache_dir, key, build)
+    except CorruptCacheError as error:
+        raise LogSignatureCacheError(f"corrupt log-signature cache file ({error})") from error
+    if built:
+        return built[0]
     try:
-        intact = _payload_checksum(payload) == payload["checksum"]
+        return Control(stored["knots"], stored["coeffs"], stored["end_index"], bool(stored["piecewise_constant"]),
+                       tuple(stored["channels_info"]), stored["initial_value"]).to(device)
     except (KeyError, TypeError, ValueError) as error:
-        raise corrupt(f"its contents are incomplete ({type(error).__name__}: {error})") from error
-    if not intact:
-        raise corrupt("its contents do not match the checksum stored with them")
-    try:
-        return Control(tensors["knots"], tensors["coeffs"], tensors["end_index"], bool(payload["piecewise_constant"]),
-                       tuple(payload["channels_info"]), tensors["initial_value"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise corrupt(f"its contents do not form a control ({error})") from error
+        raise LogSignatureCacheError(f"corrupt log-signature cache file in {cache_dir}: its contents do not form a "
+                                     f"control ({error}); delete it to recompute the control") from error

@@ -384,7 +384,7 @@ def _corrupt_by_garbage(path):
 
 def _corrupt_the_numbers(path):
     payload = torch.load(path, weights_only=True)
-    payload["tensors"]["coeffs"][0, 0, 0, 0] += 1.0  # a readable file whose numbers changed
+    payload["data"]["coeffs"][0, 0, 0, 0] += 1.0  # a readable file whose numbers changed
     torch.save(payload, path)
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -50,7 +49,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-import torch
+# The tensor cache lives in neuralde_seq.cache (log-signature controls use it too); re-exported here.
+from ..cache import TENSOR_CACHE_FORMAT, CorruptCacheError, cached_tensors  # noqa: F401
 
 __all__ = [
     "ChecksumError",
@@ -69,7 +69,6 @@ DATA_DIR_ENV = "NEURALDE_SEQ_DATA"
 OFFLINE_ENV = "NEURALDE_SEQ_OFFLINE"
 PART_SUFFIX = ".part"
 MANIFEST_SUFFIX = ".sha256"
-TENSOR_CACHE_FORMAT = "neuralde_seq.tensor_cache.v1"
 RETRY_BACKOFF_S = 0.5  # first pause before retrying a transfer that made no progress; doubles each time
 _TIMEOUT_S = 60.0
 _CHUNK = 1 << 20
@@ -83,10 +82,6 @@ class DataUnavailableError(RuntimeError):
 
 class ChecksumError(RuntimeError):
     """A downloaded or cached file's SHA-256 differs from the expected one."""
-
-
-class CorruptCacheError(RuntimeError):
-    """A cached archive or preprocessed file is unreadable or fails its check; delete the named file."""
 
 
 def data_dir(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -536,125 +531,3 @@ def extract_archive(
 
 
 # ------------------------------------------------------------------------------------ tensor caches
-_ALLOWED_SCALARS = (bool, int, float, str, type(None))
-
-
-def _check_cacheable(value, where: str) -> None:
-    if isinstance(value, torch.Tensor) or isinstance(value, _ALLOWED_SCALARS):
-        return
-    if isinstance(value, dict):
-        for name, item in value.items():
-            if not isinstance(name, str):
-                raise ValueError(f"{where} has a non-string key {name!r}")
-            _check_cacheable(item, f"{where}[{name!r}]")
-        return
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _check_cacheable(item, f"{where}[{index}]")
-        return
-    raise ValueError(f"{where} is a {type(value).__name__}; a tensor cache holds tensors, numbers, strings, None "
-                     "and lists/tuples/dicts of them")
-
-
-def _content_digest(value, digest) -> None:
-    """Feed a canonical description of ``value`` (tensor bytes included) into ``digest``."""
-    if isinstance(value, torch.Tensor):
-        tensor = value.detach().cpu().contiguous()
-        digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    elif isinstance(value, dict):
-        digest.update(f"D{len(value)}".encode())
-        for name in sorted(value):
-            digest.update(json.dumps(name).encode())
-            _content_digest(value[name], digest)
-    elif isinstance(value, (list, tuple)):
-        digest.update(f"{type(value).__name__[0]}{len(value)}".encode())
-        for item in value:
-            _content_digest(item, digest)
-    else:
-        digest.update(f"S{type(value).__name__}:{value!r};".encode())
-
-
-def _payload_checksum(data: dict, key_json: str) -> str:
-    digest = hashlib.sha256(key_json.encode())
-    _content_digest(data, digest)
-    return digest.hexdigest()
-
-
-def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], dict]) -> dict:
-    """Compute ``build()`` once per ``key`` and keep the result on disk.
-
-    The file is ``directory/<name>-<hash>.pt``: the hash is a SHA-256 over ``key`` (as canonical JSON), the
-    cache format and the package version, and ``<name>`` is ``key["name"]`` when present (for people
-    browsing the cache). On a miss, ``build()`` runs and its dict is saved with :func:`torch.save` to a
-    temporary file renamed into place, together with a checksum of its contents (tensor bytes included).
-    Nothing is written when ``build()`` raises, and ``directory`` is only created on a successful build.
-
-    Arguments:
-        directory: where the cache files live.
-        key: a JSON-serialisable dict naming everything the result depends on (source files and their
-            checksums, options, parser versions).
-        build: computes the dict to cache: tensors, numbers, strings, None, and lists/tuples/dicts of them.
-
-    Returns:
-        The dict (on a hit, loaded on the CPU; its tensors equal the ones first built, bit for bit).
-
-    Raises:
-        CorruptCacheError: the file exists but cannot be read, was written for another key, or its contents
-            do not match their checksum. The message names the file to delete.
-    """
-    from .. import __version__
-
-    if not isinstance(key, dict):
-        raise ValueError(f"key must be a dict, got {type(key).__name__}")
-    if not callable(build):
-        raise ValueError("build must be a callable returning a dict")
-    try:
-        key_json = json.dumps({"format": TENSOR_CACHE_FORMAT, "neuralde_seq": __version__, "key": key},
-                              sort_keys=True)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"key must be JSON-serialisable: {error}") from None
-    digest = hashlib.sha256(key_json.encode()).hexdigest()
-    prefix = re.sub(r"[^A-Za-z0-9._]+", "_", str(key.get("name", "tensors")))[:80] or "tensors"
-    directory = Path(directory)
-    path = directory / f"{prefix}-{digest[:32]}.pt"
-    if path.exists():
-        return _load_tensor_cache(path, key_json)
-
-    data = build()
-    if not isinstance(data, dict):
-        raise ValueError(f"build() must return a dict, got {type(data).__name__}")
-    _check_cacheable(data, "build()")
-    payload = {"format": TENSOR_CACHE_FORMAT, "key": key_json, "data": data,
-               "checksum": _payload_checksum(data, key_json)}
-    directory.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)  # readers never see a half-written file
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-    return data
-
-
-def _load_tensor_cache(path: Path, key_json: str) -> dict:
-    def corrupt(reason: str) -> CorruptCacheError:
-        return CorruptCacheError(f"cached tensor file {path} {reason}; refusing to use it. Delete the file to "
-                                 "rebuild it from the dataset files.")
-
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated zip, foreign pickle, disk error, ...
-        first_line = (str(error).strip().splitlines() or [""])[0][:160]
-        raise corrupt(f"cannot be read ({type(error).__name__}: {first_line})") from error
-    if not isinstance(payload, dict) or payload.get("format") != TENSOR_CACHE_FORMAT:
-        raise corrupt(f"is not a {TENSOR_CACHE_FORMAT} file")
-    if payload.get("key") != key_json:
-        raise corrupt("was written for another key than its name says")
-    data = payload.get("data")
-    if not isinstance(data, dict):
-        raise corrupt("holds no data")
-    if _payload_checksum(data, key_json) != payload.get("checksum"):
-        raise corrupt("has contents that do not match the checksum stored with them")
-    return data
