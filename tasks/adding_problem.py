@@ -31,7 +31,6 @@ Writes ``results.json``, ``results.md`` and ``checkpoint.pt`` under ``--out`` (d
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -42,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem  # noqa: E402
 from neuralde_seq.data.synthetic import ADDING_MARKERS  # noqa: E402
-from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs  # noqa: E402
+from neuralde_seq.models import create_model, model_inputs  # noqa: E402
 from neuralde_seq.training import TrainingDiverged, format_table, write_json, write_table  # noqa: E402
-from tasks.stress_training import batched, paper_setting, parse_model_options, train_stress_task  # noqa: E402
+from tasks.stress_training import (batched, paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
+                                   train_stress_task)
 
 PAPER_OMEGA_0 = {100: 14.55, 200: 18.19, 1000: 2.03, 3000: 2.23, 6000: 4.3}
 PAPER_EPOCHS = {100: 20, 200: 20, 1000: 30, 3000: 50, 6000: 50}
@@ -64,28 +64,10 @@ def mse_metrics(model: torch.nn.Module, inputs, targets: torch.Tensor, batch_siz
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--length", type=int, default=1000, help="T, the sequence length")
+    parser = stress_argument_parser(__doc__, length_help="T, the sequence length", n_train=50000, lr=1e-3,
+                                    eval_every=500)
     parser.add_argument("--markers", choices=ADDING_MARKERS, default="halves")
-    parser.add_argument("--model", default="ckcnn", choices=MODEL_NAMES)
-    parser.add_argument("--set", dest="model_options", action="append", default=[], metavar="KEY=VALUE",
-                        help="model constructor argument (repeatable), e.g. --set hidden=16")
-    parser.add_argument("--omega-0", type=float, default=None, help="CKCNN ω0 (default: the paper's for this T)")
-    parser.add_argument("--epochs", type=int, default=None, help="default: the paper's limit for this T")
-    parser.add_argument("--n-train", type=int, default=50000)
-    parser.add_argument("--n-test", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--grad-clip", type=float, default=None)
-    parser.add_argument("--penalty-weight", type=float, default=0.0, help="weight of model.penalty() (kernel L2)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-every", type=int, default=500, help="optimiser steps between test evaluations")
     parser.add_argument("--target-mse", type=float, default=1e-4, help="solved when the test MSE is at most this")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop at the first evaluation after this")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
-    parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.length < 2:
         parser.error("--length must be at least 2")

@@ -34,7 +34,6 @@ under ``--out`` (default ``results/copy_memory_T<length>_<model>``).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -45,9 +44,10 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import copy_memory  # noqa: E402
-from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs  # noqa: E402
+from neuralde_seq.models import create_model, model_inputs  # noqa: E402
 from neuralde_seq.training import TrainingDiverged, format_table, write_json, write_table  # noqa: E402
-from tasks.stress_training import batched, paper_setting, parse_model_options, train_stress_task  # noqa: E402
+from tasks.stress_training import (batched, paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
+                                   train_stress_task)
 
 MEMORY, NUM_SYMBOLS = 10, 8
 NUM_CLASSES = NUM_SYMBOLS + 2
@@ -79,28 +79,10 @@ def recall_metrics(model: torch.nn.Module, inputs, targets: torch.Tensor, batch_
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--length", type=int, default=1000, help="T: T − 1 blanks; sequence length T + 20")
-    parser.add_argument("--model", default="ckcnn", choices=MODEL_NAMES)
-    parser.add_argument("--set", dest="model_options", action="append", default=[], metavar="KEY=VALUE",
-                        help="model constructor argument (repeatable), e.g. --set hidden=16")
-    parser.add_argument("--omega-0", type=float, default=None, help="CKCNN ω0 (default: the paper's for this T)")
-    parser.add_argument("--epochs", type=int, default=None, help="default: the paper's limit for this T")
-    parser.add_argument("--n-train", type=int, default=10000)
-    parser.add_argument("--n-test", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--grad-clip", type=float, default=None)
-    parser.add_argument("--penalty-weight", type=float, default=0.0, help="weight of model.penalty() (kernel L2)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-every", type=int, default=200, help="optimiser steps between test evaluations")
+    parser = stress_argument_parser(__doc__, length_help="T: T − 1 blanks; sequence length T + 20", n_train=10000,
+                                    lr=5e-4, eval_every=200)
     parser.add_argument("--target", type=float, default=1.0,
                         help="solved when the recall accuracy and the accuracy over all positions reach this")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop at the first evaluation after this")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
-    parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.length < 1:
         parser.error("--length must be at least 1")

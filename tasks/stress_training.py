@@ -21,6 +21,7 @@ the CPU with a fixed thread count the resumed run takes the same steps as an uni
 """
 from __future__ import annotations
 
+import argparse
 import math
 import platform
 import time
@@ -30,12 +31,39 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
+from neuralde_seq.models import MODEL_NAMES
 from neuralde_seq.training import TrainingDiverged, load_checkpoint, save_checkpoint
 
 __all__ = ["train_stress_task", "paper_setting", "parse_model_options", "environment", "batched"]
 
 # Settings the script may change between an interrupted run and its resumption.
 RESUMABLE_DIFFERENCES = ("max_minutes", "resume", "no_progress", "threads", "epochs")
+
+
+def stress_argument_parser(doc: str, *, length_help: str, n_train: int, lr: float,
+                           eval_every: int) -> argparse.ArgumentParser:
+    """The command-line options both stress-task scripts share; each script adds its task's own."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--length", type=int, default=1000, help=length_help)
+    parser.add_argument("--model", default="ckcnn", choices=MODEL_NAMES)
+    parser.add_argument("--set", dest="model_options", action="append", default=[], metavar="KEY=VALUE",
+                        help="model constructor argument (repeatable), e.g. --set hidden=16")
+    parser.add_argument("--omega-0", type=float, default=None, help="CKCNN ω0 (default: the paper's for this T)")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the paper's limit for this T")
+    parser.add_argument("--n-train", type=int, default=n_train)
+    parser.add_argument("--n-test", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--grad-clip", type=float, default=None)
+    parser.add_argument("--penalty-weight", type=float, default=0.0, help="weight of model.penalty() (kernel L2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=eval_every, help="optimiser steps between test evaluations")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop at the first evaluation after this")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
 
 
 def paper_setting(table: dict[int, float], length: int) -> tuple[float, int]:

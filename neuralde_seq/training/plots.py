@@ -71,6 +71,11 @@ def plot_curves(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathL
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path) -> Path:
+    """Lay out, write as PNG (parent folders created) and close ``fig``."""
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,9 +116,4 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
     ax.legend()
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
