@@ -101,7 +101,7 @@ class LatentPredictor(nn.Module):
     """A Latent ODE with a gap head on the decoded state."""
 
     def __init__(self, kind: str, channels: int, hidden: int, latent: int, solver: SolverOptions,
-                 initial_posterior_std: float | None = None):
+                 initial_posterior_std: float | None = 0.1):
         super().__init__()
         self.model = LatentODE(channels, None, latent=latent, encoder=kind.removeprefix("latent-"), hidden=hidden,
                                heads=4, rule="delta", noise_std="learned", initial_posterior_std=initial_posterior_std,

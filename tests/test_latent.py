@@ -246,9 +246,9 @@ def test_initial_posterior_std_sets_the_log_variance_bias_only():
     obs = batch()
     options = dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6, solver=SolverOptions(step_size=0.25))
     torch.manual_seed(3)
-    default = LatentODE(2, None, **options).to(DTYPE)
+    default = LatentODE(2, None, initial_posterior_std=None, **options).to(DTYPE)  # PyTorch's initialisation
     torch.manual_seed(3)
-    narrow = LatentODE(2, None, initial_posterior_std=0.1, **options).to(DTYPE)
+    narrow = LatentODE(2, None, **options).to(DTYPE)  # the default: 0.1
     mean, logvar, _ = default.encode(obs)
     narrow_mean, narrow_logvar, _ = narrow.encode(obs)
     default_bias = default.to_posterior[-1].bias[3:].detach()

@@ -32,7 +32,7 @@ so the sampled z0 is almost pure noise: the decoder learns to fit the average tr
 z0, the encoder's mean head then gets no useful gradient, and the means of all samples stay (or shrink to)
 the same value although the encoder's state differs between samples (measured on Lotka-Volterra
 interpolation: the spread of μ over test samples fell to 0.001 while the KL per value stayed at 0.2-0.4, so
-this is not a KL → 0 collapse). ``initial_posterior_std`` (e.g. 0.1) starts q(z0) narrow, so that from the
+this is not a KL → 0 collapse). ``initial_posterior_std`` (default 0.1) starts q(z0) narrow, so that from the
 first step z0 carries the encoder's information. ``kl_weight`` β ∈ [0, 1] scales the prior term of the
 training objective for a warm-up: plain log p(x | z) − β KL; IWAE
 log (1/K) Σ_k exp(log p(x | z^(k)) + β (log N(z0^(k); 0, I) − log q(z0^(k)))). β = 1 is the bound itself;
@@ -113,8 +113,10 @@ class LatentODE(nn.Module):
         samples: number K of posterior samples in :meth:`elbo`.
         iwae: use the importance-weighted bound instead of the plain ELBO.
         initial_posterior_std: if a positive number s, the log-variance half of the posterior head's last
-            bias starts at 2 log s, so q(z0) starts with a standard deviation of about s (module docstring);
-            None (default) keeps PyTorch's initialisation (about 1).
+            bias starts at 2 log s, so q(z0) starts with a standard deviation of about s (default 0.1: with
+            PyTorch's initialisation, about 1, the sampled z0 drowns the differences between samples' posterior
+            means and training can collapse onto the average trajectory; see the module docstring); None keeps
+            PyTorch's initialisation.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` of the encoder's and decoder's ODEs (default
             rk4, one step per gap in the normalised time, adjoint).
     """
@@ -123,7 +125,7 @@ class LatentODE(nn.Module):
                  encoder: str = "ode-rnn", hidden: int = 32, width: int = 64, depth: int = 1, *,
                  heads: int = 4, rule: str | LearningRule = "delta", decoder_width: int = 64,
                  decoder_depth: int = 1, noise_std: float | str = 0.1, samples: int = 1, iwae: bool = False,
-                 initial_posterior_std: float | None = None, solver: SolverOptions | None = None):
+                 initial_posterior_std: float | None = 0.1, solver: SolverOptions | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("latent", latent)
