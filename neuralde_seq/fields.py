@@ -122,7 +122,17 @@ class FastWeightField(nn.Module):
 
     def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
         """dW/ds of shape (B, H, d_head, d_head)."""
-        k_raw, v_raw, beta = self.projections(x, dx)
+        return self.rate_from_features(W, *self.control_features(x, dx))
+
+    # The slow net reads only the input, so fixed-step solvers compute it for many stages at once
+    # (:class:`~neuralde_seq.solvers.Dynamics`) and only the rule runs step by step.
+    def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None):
+        """(k_raw, v_raw, beta) of :meth:`projections`, for inputs (N, C)."""
+        return self.projections(x, dx)
+
+    def rate_from_features(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor,
+                           beta: torch.Tensor) -> torch.Tensor:
+        """dW/ds from W (B, H, d, d) and the features of :meth:`control_features` (B, H, ·)."""
         return self.rule.rate(W, k_raw, v_raw, beta)
 
     def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:

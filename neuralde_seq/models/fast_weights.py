@@ -113,11 +113,25 @@ class _CoupledDynamics(nn.Module):
         # output, which moves inside every window, so they have no closed-form step (neuralde_seq.exact).
         self.exact_field = first if len(layers) == 1 else None
 
+    def control_features(self, x, dx):
+        """Layer 1's projections of the input (what fixed-step solvers compute for many stages at once), and
+        the input itself, which deeper layers' queries read."""
+        return (x, dx, *self.layers[0].field.control_features(x, dx))
+
+    def rate_from_features(self, state, x, dx, *first_features):
+        return self._rates(state, x, dx, first_features)
+
     def forward(self, state, x, dx):
+        return self._rates(state, x, dx, self.layers[0].field.control_features(x, dx))
+
+    def _rates(self, state, x, dx, first_features):
         rates = []
         for l, layer in enumerate(self.layers):
             W = state[:, l]
-            rates.append(layer.field(W, x, dx))
+            if l == 0:
+                rates.append(layer.field.rate_from_features(W, *first_features))
+            else:
+                rates.append(layer.field(W, x, dx))
             if l + 1 < len(self.layers):
                 # The readout inside the vector field runs without dropout (a random field is no ODE).
                 x, dx = layer.feed_forward(layer.out_proj(layer.field.read(W, layer.field.query(x, dx)))), None

@@ -9,7 +9,7 @@ reading the observations from the last to the first is mapped by Linear-tanh-Lin
 
 **Times.** t0 is each sample's own first observation time (where the backward encoder ends). The
 decoder walks each sample's query times in order, integrating over its own gaps in a normalised time
-(:func:`~neuralde_seq.models.recurrent.evolve_over_gaps`, the one "evolve between observations" of the
+(:func:`~neuralde_seq.solvers.evolve_over_gaps`, the one "evolve between observations" of the
 toolkit), so a sample's prediction never depends on the rest of its batch; a query before t0 integrates
 backwards. The backward encoder reads each sample's valid rows reversed, at times −t.
 
@@ -55,8 +55,8 @@ from torch import nn
 
 from ..observations import Observations
 from ..rules import LearningRule
-from ..solvers import SolverOptions
-from .recurrent import ODERNN, _check_classes, _positive_int, evolve_over_gaps, ode_mlp
+from ..solvers import SolverOptions, evolve_over_gaps
+from .recurrent import ODERNN, _check_classes, _positive_int, ode_mlp
 from .rfwp import ODERFWP
 
 __all__ = ["LatentODE", "ENCODERS", "reverse_observations", "gaussian_kl", "kl_warmup_weight"]

@@ -35,7 +35,7 @@ an input, so a filled-in value is never mistaken for a measurement.
   paper's code); at each observation h ← GRU([x̃, m], h) with missing values zero (``fill="zero"``,
   the paper's data ⊕ mask input; ``fill="last"`` is the alternative). Samples of a batch have different
   gaps, so each gap is integrated in a normalised time τ ∈ [0, 1]: dh/dτ = Δt_b · f(h), one
-  torchdiffeq solve per row for the whole batch (:func:`evolve_over_gaps`; the walk over the rows is
+  solve per row for the whole batch (:func:`~neuralde_seq.solvers.evolve_over_gaps`; the walk over the rows is
   :func:`walk_observations`, shared with ODE-RFWP and the Latent ODEs). With every gap zero it is
   exactly its GRU over the observations; ``row_states`` gives h at every row, also at all-NaN rows
   (query times).
@@ -53,14 +53,13 @@ raise an error; nothing is silently zero-filled.
 from __future__ import annotations
 
 import torch
-import torchdiffeq
 from torch import nn
 
 from ..controls import Control
 from ..observations import Observations
-from ..solvers import FIXED_STEP_METHODS, SolverOptions, solve
+from ..solvers import SolverOptions, evolve_over_gaps, solve
 
-__all__ = ["GRUCell", "GRUODE", "GRUDeltaT", "GRUD", "ODERNN", "FILL_POLICIES", "evolve_over_gaps", "walk_observations",
+__all__ = ["GRUCell", "GRUODE", "GRUDeltaT", "GRUD", "ODERNN", "FILL_POLICIES", "walk_observations",
            "state_after_last_observation", "ode_mlp"]
 
 FILL_POLICIES = ("last", "zero")
@@ -334,54 +333,6 @@ class GRUD(_ObservationModel):
         for *_, h in self._walk(observations, h):
             pass
         return h
-
-
-class _GapField(nn.Module):
-    """dh/dτ = Δt_b · f(h) on τ ∈ [0, 1]."""
-
-    def __init__(self, f: nn.Module, gap: torch.Tensor):
-        super().__init__()
-        self.f = f
-        self.gap = gap
-
-    def forward(self, tau, h):
-        return self.gap.unsqueeze(-1) * self.f(h)
-
-
-def evolve_over_gaps(f: nn.Module, h: torch.Tensor, gap: torch.Tensor, solver: SolverOptions) -> torch.Tensor:
-    """Evolve each sample's state over its own time gap under the autonomous ODE dh/dt = f(h).
-
-    The one implementation of "evolve between observations" (ODE-RNN, ODE-RFWP, the Latent ODE's encoder
-    and decoder). Samples of a batch have different gaps, so the solve runs in a normalised time
-    τ ∈ [0, 1] with the gap as a per-sample scale of the field, dh/dτ = Δt_b · f(h): with a fixed-step
-    method every sample takes the same steps in τ, so its answer never depends on the rest of the batch (an
-    adaptive method's error control spans the batch). A negative gap integrates backwards in time.
-
-    Arguments:
-        f: the vector field, an ``nn.Module`` mapping (B, H) to (B, H).
-        h: (B, H) states.
-        gap: (B,) time gaps Δt_b (0 leaves a sample exactly where it is).
-        solver: :class:`~neuralde_seq.solvers.SolverOptions`; ``step_size`` is the step in τ (None: one step
-            per gap), ``adjoint`` backpropagates with :func:`torchdiffeq.odeint_adjoint` over ``f``'s
-            parameters.
-
-    Returns:
-        (B, H) states after the gaps; h itself (the same tensor) when every gap is zero.
-    """
-    if h.dim() != 2 or gap.shape != h.shape[:1]:
-        raise ValueError(f"h must be (B, H) and gap (B,), got h {tuple(h.shape)} and gap {tuple(gap.shape)}")
-    if not bool((gap != 0).any()):
-        return h
-    func = _GapField(f, gap.to(h.dtype))
-    t = torch.tensor([0.0, 1.0], dtype=h.dtype, device=h.device)
-    if solver.method in FIXED_STEP_METHODS:
-        kwargs = dict(method=solver.method, options=dict(step_size=solver.step_size or 1.0))
-    else:
-        kwargs = dict(method=solver.method, rtol=solver.rtol, atol=solver.atol)
-    if solver.adjoint and torch.is_grad_enabled():
-        params = tuple(p for p in f.parameters() if p.requires_grad)
-        return torchdiffeq.odeint_adjoint(func, h, t, adjoint_params=params, **kwargs)[-1]
-    return torchdiffeq.odeint(func, h, t, **kwargs)[-1]
 
 
 def ode_mlp(hidden: int, width: int, depth: int, activation: type[nn.Module] = nn.Tanh) -> nn.Module:

@@ -27,7 +27,7 @@ W_0 = 0 and h_0 = 0. f is an MLP (:func:`~neuralde_seq.models.recurrent.ode_mlp`
 
 **Irregular times.** The walk over the observations and the ODE between them are ODE-RNN's
 (:func:`~neuralde_seq.models.recurrent.walk_observations`,
-:func:`~neuralde_seq.models.recurrent.evolve_over_gaps`): each sample is integrated over its own gaps in
+:func:`~neuralde_seq.solvers.evolve_over_gaps`): each sample is integrated over its own gaps in
 a normalised time, so it only ever sees its own times; rows where every channel is missing are read
 (query points) but change nothing. The input of the step is [x̃_n, m_n], values with zeros where missing
 plus the observation mask, as ODE-RNN's.
@@ -48,9 +48,9 @@ from torch import nn
 
 from ..observations import Observations
 from ..rules import LearningRule, make_rule
-from ..solvers import SolverOptions
+from ..solvers import SolverOptions, evolve_over_gaps
 from .fast_weights import FeedForward
-from .recurrent import (_ObservationModel, _positive_int, evolve_over_gaps, ode_mlp, state_after_last_observation,
+from .recurrent import (_ObservationModel, _positive_int, ode_mlp, state_after_last_observation,
                         walk_observations)
 
 __all__ = ["RFWPCell", "ODERFWP", "ORDERS", "QUERY_SOURCES"]

@@ -1,0 +1,188 @@
+"""Gradients at length: the default gradient method equals plain backpropagation through the solver.
+
+The default, ``SolverOptions(gradient="checkpoint")``, must give exactly the gradient of the discrete solve
+(what ``adjoint=False`` computes) for every model that calls the solver, at the lengths this field works with
+(T = 1000 steps here), with fixed-step and adaptive methods. The continuous adjoint is the one that fails
+there (benchmarks/gradients.py measures how badly); a test of the adjoint's warning is at the end.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from neuralde_seq import SolverOptions, create_model, model_inputs, solve
+from neuralde_seq.controls import build_control
+from neuralde_seq.solvers import AdjointReconstructionWarning, evolve_over_gaps
+
+DTYPE = torch.float64
+LENGTH = 1000
+FWP = [f"{rule}-{form}" for rule in ("hebb", "oja", "delta", "delta-post") for form in ("cde", "ode", "rde")]
+OTHERS = ["ncde", "nrde", "gru-ode", "ode-rnn", "delta-ode-rfwp"]
+SMALL = dict(d_model=8, n_heads=2)
+SIZES = {"ncde": dict(hidden=8, width=8), "nrde": dict(hidden=8, width=8), "gru-ode": dict(hidden=8),
+         "ode-rnn": dict(hidden=8, width=8), "delta-ode-rfwp": dict(hidden=8, heads=2, width=8)}
+
+
+def random_walk(batch: int, length: int, channels: int, seed: int):
+    """Irregular times and a Gaussian random walk, the second sample shorter (padding must not matter)."""
+    g = torch.Generator().manual_seed(seed)
+    times = torch.cumsum(0.5 + torch.rand(batch, length, generator=g, dtype=DTYPE), dim=1)
+    values = torch.cumsum(torch.randn(batch, length, channels, generator=g, dtype=DTYPE), dim=1) / length ** 0.5
+    lengths = torch.tensor([length - (length // 10) * b for b in range(batch)])
+    return times, values, lengths
+
+
+def inputs_for(name: str):
+    # Log-signature windows of 4 points: 4 × LENGTH points give LENGTH windows (steps).
+    points = 4 * LENGTH if name.endswith("rde") else LENGTH
+    times, values, lengths = random_walk(2, points, 2, seed=0)
+    overrides = dict(parametrization="index") if not name.endswith("rfwp") and name != "ode-rnn" else {}
+    if name == "nrde":
+        overrides.update(step=4)
+    return model_inputs(name, times, values, lengths, **overrides)
+
+
+def gradients(name: str, inputs, solver: SolverOptions) -> torch.Tensor:
+    torch.manual_seed(1)
+    sizes = SIZES.get(name, SMALL)
+    model = create_model(name, inputs, 3, solver=solver, **sizes).to(DTYPE)
+    logits = model(inputs)
+    weights = torch.linspace(-1, 1, logits.numel(), dtype=DTYPE).view_as(logits)
+    grads = torch.autograd.grad((logits * weights).sum(), [p for p in model.parameters() if p.requires_grad],
+                                allow_unused=True)
+    return torch.cat([torch.zeros(0, dtype=DTYPE) if g is None else g.flatten() for g in grads])
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+@pytest.mark.parametrize("name", FWP + OTHERS)
+def test_default_gradient_equals_backprop_at_length_1000(name, method):
+    inputs = inputs_for(name)
+    options = dict(method=method, rtol=1e-3, atol=1e-5) if method == "dopri5" else dict(method=method)
+    default = gradients(name, inputs, SolverOptions(**options))
+    backprop = gradients(name, inputs, SolverOptions(**options, adjoint=False))
+    assert backprop.norm() > 0
+    assert relative_error(default, backprop) <= 1e-6
+
+
+def _delta_cde(length: int, solver: SolverOptions, seed: int = 0):
+    times, values, lengths = random_walk(3, length, 2, seed=seed)
+    control = build_control(times, values, lengths, parametrization="index")
+    torch.manual_seed(3)
+    model = create_model("delta-cde", control, 3, solver=solver, **SMALL).to(DTYPE)
+    return model, control
+
+
+def _parameter_gradients(model, output) -> torch.Tensor:
+    weights = torch.linspace(-1, 1, output.numel(), dtype=DTYPE).view_as(output)
+    grads = torch.autograd.grad((output * weights).sum(), list(model.parameters()), allow_unused=True)
+    return torch.cat([torch.zeros(p.numel(), dtype=DTYPE) if g is None else g.flatten()
+                      for g, p in zip(grads, model.parameters())])
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+@pytest.mark.parametrize("every", [1, 7, None, 10_000])
+def test_segment_size_changes_nothing(method, every):
+    """Any segmentation of the checkpointed solve gives backprop's outputs and gradients (a segment that
+    recomputed other steps, or dropped the step-size state at a boundary, would not)."""
+    length, tolerances = 120, dict(rtol=1e-5, atol=1e-7) if method == "dopri5" else {}
+    backprop_model, control = _delta_cde(length, SolverOptions(method=method, adjoint=False, **tolerances))
+    reference = backprop_model.network(control, at_knots=True)
+    expected = _parameter_gradients(backprop_model, reference)
+    model, _ = _delta_cde(length, SolverOptions(method=method, checkpoint_every=every, **tolerances))
+    outputs = model.network(control, at_knots=True)
+    torch.testing.assert_close(outputs, reference, rtol=1e-13, atol=1e-13)
+    assert relative_error(_parameter_gradients(model, outputs), expected) <= 1e-12
+
+
+def test_checkpointed_gradient_reaches_the_control():
+    """Control coefficients captured by the checkpointed segments still receive their gradient."""
+    model, control = _delta_cde(200, SolverOptions(adjoint=False))
+    grads = []
+    for solver in (SolverOptions(adjoint=False), SolverOptions()):
+        model.network.solver = solver
+        coeffs = control.coeffs.clone().requires_grad_(True)
+        ctrl = type(control)(control.knots, coeffs, control.end_index)
+        (g,) = torch.autograd.grad(model(ctrl).sum(), [coeffs])
+        grads.append(g)
+    assert grads[0].norm() > 0
+    assert relative_error(grads[1], grads[0]) <= 1e-12
+
+
+def test_adjoint_check_warns_where_the_adjoint_is_wrong():
+    """At T = 1000 the continuous adjoint's gradient of delta-cde is far from the true one, and the check says
+    so; on a short sequence, where it is right, the check is silent."""
+    model, control = _delta_cde(1000, SolverOptions(adjoint=True))
+    with pytest.warns(AdjointReconstructionWarning, match="relative error"):
+        adjoint = _parameter_gradients(model, model(control))
+    model.network.solver = SolverOptions(adjoint=False)
+    exact = _parameter_gradients(model, model(control))
+    assert not relative_error(adjoint, exact) < 1e-2  # the adjoint is wrong here (or NaN)
+
+    model, control = _delta_cde(20, SolverOptions(adjoint=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AdjointReconstructionWarning)
+        adjoint = _parameter_gradients(model, model(control))
+    model.network.solver = SolverOptions(adjoint=False)
+    assert relative_error(adjoint, _parameter_gradients(model, model(control))) < 1e-4
+
+
+def test_adjoint_check_runs_every_nth_solve():
+    model, control = _delta_cde(100, SolverOptions(adjoint=True, adjoint_check=2))
+    caught = []
+    for _ in range(4):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            model(control).sum().backward()
+        caught.append(any(issubclass(w.category, AdjointReconstructionWarning) for w in record))
+    assert caught == [True, False, True, False]
+
+
+def test_gradient_options():
+    assert SolverOptions().gradient_method == "checkpoint"
+    assert SolverOptions(adjoint=True).gradient_method == "adjoint"
+    assert SolverOptions(adjoint=False).gradient_method == "backprop"
+    assert SolverOptions(gradient="backprop", adjoint=False).gradient_method == "backprop"
+    with pytest.raises(ValueError, match="contradicts"):
+        SolverOptions(gradient="checkpoint", adjoint=True)
+    with pytest.raises(ValueError, match="gradient must be one of"):
+        SolverOptions(gradient="reverse")
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        SolverOptions(checkpoint_every=0)
+    with pytest.raises(ValueError, match="adjoint_check"):
+        SolverOptions(adjoint_check=-1)
+    with pytest.raises(ValueError, match="multistep"):
+        SolverOptions(method="explicit_adams")
+
+
+def test_no_gradient_recording_gives_the_same_solution():
+    """Under no_grad every gradient method runs the same steps (evaluation costs nothing extra)."""
+    model, control = _delta_cde(300, SolverOptions())
+    with torch.no_grad():
+        plain = model(control)
+    for solver in (SolverOptions(adjoint=True), SolverOptions(adjoint=False)):
+        model.network.solver = solver
+        with torch.no_grad():
+            torch.testing.assert_close(model(control), plain, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+def test_evolve_over_gaps_linear_closed_form(method):
+    """dh/dt = A h over per-sample gaps (one negative, one zero) equals expm(A Δt) h."""
+    torch.manual_seed(0)
+    f = torch.nn.Linear(3, 3, bias=False).to(DTYPE)
+    h = torch.randn(3, 3, dtype=DTYPE)
+    gap = torch.tensor([0.7, -0.4, 0.0], dtype=DTYPE)
+    options = SolverOptions(method=method, step_size=1 / 64, rtol=1e-12, atol=1e-12) if method == "rk4" else \
+        SolverOptions(method=method, rtol=1e-12, atol=1e-12)
+    out = evolve_over_gaps(f, h, gap, options)
+    expected = torch.stack([torch.linalg.matrix_exp(f.weight * g) @ hb for g, hb in zip(gap, h)])
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9)
+    assert torch.equal(out[2], h[2])
+    with pytest.raises(ValueError, match="no closed form"):
+        evolve_over_gaps(f, h, gap, SolverOptions(method="exact"))
