@@ -229,3 +229,37 @@ def test_format_table_aligns_columns():
     assert lines[2] == "| hebb-cde  |    0.912 |   1234 |"
     assert lines[3] == "| delta-cde |      nan |     99 |"
     assert lines[1].endswith(":|")  # numeric column right-aligned in markdown
+
+
+def test_nonfinite_adjoint_gradient_names_the_adjoint(tmp_path):
+    """delta-cde at length 1000 in float32 with the continuous adjoint: the gradient overflows (its backward
+    re-integration of the contracting state blows up), and the message says that, not "lower the learning
+    rate"; the same data with the default gradient method takes its step."""
+    from neuralde_seq import SolverOptions, build_control, create_model
+
+    g = torch.Generator().manual_seed(0)
+    length = 1000
+    times = torch.arange(length, dtype=torch.float32).repeat(4, 1)
+    values = torch.cumsum(torch.randn(4, length, 2, generator=g), dim=1) / length ** 0.5
+    control = build_control(times, values)
+    labels = torch.tensor([0, 1, 0, 1])
+    kwargs = dict(epochs=1, lr=1e-3, batch_size=4, seed=0, progress=False)
+    torch.manual_seed(0)
+    model = create_model("delta-cde", control, 2, d_model=8, n_heads=2, solver=SolverOptions(adjoint=True))
+    with pytest.warns(RuntimeWarning, match="continuous adjoint"):
+        with pytest.raises(TrainingDiverged, match="non-finite gradient") as info:
+            train_classifier(model, control, labels, control, labels, checkpoint_path=tmp_path / "a.pt", **kwargs)
+    assert "continuous adjoint" in str(info.value) and "gradient='checkpoint'" in str(info.value)
+
+    torch.manual_seed(0)
+    model = create_model("delta-cde", control, 2, d_model=8, n_heads=2)
+    history = train_classifier(model, control, labels, control, labels, checkpoint_path=tmp_path / "c.pt", **kwargs)
+    assert history["steps"] == 1 and math.isfinite(history["train_loss"][0])
+
+
+def test_nonfinite_gradient_without_adjoint_gives_generic_advice(tmp_path):
+    x, y = _blobs(20)
+    with pytest.raises(TrainingDiverged, match="lower learning rate") as info:
+        train_classifier(NaNGrad(4, 3, nan_at=1), x, y, x, y, checkpoint_path=tmp_path / "r.pt", epochs=1, lr=0.1,
+                         batch_size=8, seed=0, progress=False)
+    assert "adjoint" not in str(info.value)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from ..solvers import SolverOptions
 from .metrics import accuracy, auroc
 
 __all__ = [
@@ -214,6 +215,23 @@ def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = Non
     return ckpt
 
 
+_GENERIC_ADVICE = "Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance."
+
+
+def _gradient_advice(model: torch.nn.Module) -> str:
+    """What to try after a non-finite gradient: the continuous adjoint is the likely cause where it is used."""
+    users = sorted({type(module).__name__ for module in model.modules()
+                    if isinstance(getattr(module, "solver", None), SolverOptions)
+                    and module.solver.gradient_method == "adjoint" and module.solver.method != "exact"})
+    if not users:
+        return _GENERIC_ADVICE
+    return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(adjoint=True) or "
+            "gradient='adjoint'), whose backward pass re-integrates the state backwards in time; for contracting "
+            "fields over long sequences that is unstable and its gradients are wrong or non-finite, whatever the "
+            "learning rate. Use the default SolverOptions(gradient='checkpoint'), exact for the discrete solve with "
+            "O(sqrt(steps)) memory (or adjoint=False).")
+
+
 def _all_finite(tensors) -> bool:
     flags = [torch.isfinite(t).all() for t in tensors]
     return bool(torch.stack(flags).all()) if flags else True
@@ -325,9 +343,11 @@ def train_classifier(
     checkpoint's, or ``ValueError`` is raised. Without the file, ``resume=True`` starts afresh.
     ``on_epoch_end(epoch, history)`` is called after each epoch's checkpoints are written.
 
-    Divergence: if a training loss, a gradient (before clipping) or a parameter after an epoch is not
-    finite, no optimizer step is taken with it, the last good checkpoint is restored into the model and
-    optimizer (the file is not touched) and :class:`TrainingDiverged` is raised.
+    Divergence: if a training loss, a gradient (before clipping, which cannot make a non-finite gradient
+    finite) or a parameter after an epoch is not finite, no optimizer step is taken with it, the last good
+    checkpoint is restored into the model and optimizer (the file is not touched) and
+    :class:`TrainingDiverged` is raised. Its message names the likely cause of a non-finite gradient when the
+    model solves with the continuous adjoint.
 
     Returns the history: ``train_loss``, ``train_acc``, ``val_acc``, ``val_loss``, ``val_auroc`` (None
     entries where undefined), ``seconds_per_epoch`` (wall time of each epoch's training pass,
@@ -413,13 +433,12 @@ def train_classifier(
     history["checkpoint_path"] = str(checkpoint_path)
     history["last_checkpoint_path"] = str(last_path)
 
-    def diverge(epoch: int, reason: str):
+    def diverge(epoch: int, reason: str, advice: str = _GENERIC_ADVICE):
         optimizer.zero_grad(set_to_none=True)
         load_checkpoint(checkpoint_path, model, optimizer)
         msg = (
             f"training diverged at epoch {epoch}, optimizer step {step + 1}: {reason}. "
-            f"Restored the last good checkpoint (epoch {good_epoch}) from {checkpoint_path}. "
-            "Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance."
+            f"Restored the last good checkpoint (epoch {good_epoch}) from {checkpoint_path}. {advice}"
         )
         raise TrainingDiverged(msg, epoch=epoch, step=step + 1, reason=reason,
                                checkpoint_path=str(checkpoint_path), checkpoint_epoch=good_epoch,
@@ -449,9 +468,11 @@ def train_classifier(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grads = [p.grad for p in params if p.grad is not None]
+            # Checked before clipping: clipping cannot rescue a non-finite gradient (NaN stays NaN, and an
+            # infinite norm scales every entry by 0, turning inf into NaN and the rest into a zero step).
             if not _all_finite(grads):
                 batch_bar.close()
-                diverge(epoch, f"non-finite gradient (loss was {loss.item():.6g})")
+                diverge(epoch, f"non-finite gradient (loss was {loss.item():.6g})", _gradient_advice(model))
             if grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(params, grad_clip)
             optimizer.step()
