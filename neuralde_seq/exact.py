@@ -43,6 +43,16 @@ step expands the component along k (Delta) or v (Oja) by up to e^{c‖k‖²h}, 
 e^{Σ c‖k‖²h} over thousands of windows. (torchdiffeq's continuous adjoint reconstructs W(s) backwards in just this way, and its
 gradients come out NaN or wrong at 4,500 windows for Oja and both Deltas: docs/performance.md.)
 
+Which CDE forms have an exact path. On a piece of a piecewise-linear control (linear, rectilinear), X' is
+constant but X moves linearly. So only fields that read X' alone have constant inputs there: the x'-only CDE
+(paper Eq. 38, ``dx_only=True``), solved here. The paper's standard CDE forms read X too: Hebb and Oja take
+their key and learning rate from X (W(h) = W0 + v ∫ σ(β(s)) k(s)ᵀ ds, an integral of softmax(·) of a linear
+function with no closed form), Delta its value (along k, u = W k relaxes as u' = c‖k‖² (tanh(α + γ s) − u),
+whose solution needs ∫ e^{as} tanh(α + γ s) ds, not elementary). Rectilinear controls do not help: time moves
+on the first half of each interval and the values on the second, so X still changes on every piece. Those
+forms keep the fixed-step path, where the inputs' projections are batched over the whole segment
+(:class:`~neuralde_seq.solvers.Dynamics`) and only the rule runs step by step.
+
 Deeper models (``num_layers > 1``) are not solvable this way: the input of layer 2 is layer 1's output,
 which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
 window and has no closed form. :func:`solve_exact` refuses them with a ValueError.
