@@ -249,6 +249,7 @@ class _FixedStepSolve:
         self.steps = self.width.shape[0]
         self.end_step = self.knot_position[control.end_index]  # (B,) the step count at which each sample stops
         self.all_active = int(self.end_step.min())  # steps before this one move every sample
+        self.knot_steps = set(self.knot_position.tolist())
         self.dtype = dtype
         self.split = hasattr(dynamics, "control_features")
 
@@ -291,7 +292,6 @@ class _FixedStepSolve:
         if ``keep``)."""
         features = self.features(n0, n1)
         tableau, kept = self.tableau, []
-        knots_here = set(self.knot_position.tolist()) if keep else ()
         for j, n in enumerate(range(n0, n1)):
             h = self.widths[n]
             if n >= self.all_active:  # samples past their end are frozen: their step is 0
@@ -305,7 +305,7 @@ class _FixedStepSolve:
                     stage = y + h * increment
                 rates.append(self.rate(stage, [None if f is None else f[j, i] for f in features]))
             y = y + h * sum(w * k for w, k in zip(tableau.b, rates) if w != 0.0)
-            if keep and n + 1 in knots_here:
+            if keep and n + 1 in self.knot_steps:
                 kept.append(y)
         return (y, *kept)
 
