@@ -93,7 +93,12 @@ class GRUCell(nn.Module):
 
     def gates(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(z, r, g), each (B, hidden)."""
-        xz, xr, xg = self.input(x).chunk(3, dim=-1)
+        return self.gates_from_input(self.input(x), h)
+
+    def gates_from_input(self, projected: torch.Tensor, h: torch.Tensor):
+        """:meth:`gates` from the input's projection ``self.input(x)`` (B, 3·hidden), which solvers compute for
+        many steps at once."""
+        xz, xr, xg = projected.chunk(3, dim=-1)
         hz, hr = self.recurrent_zr(h).chunk(2, dim=-1)
         z = torch.sigmoid(xz + hz)
         r = torch.sigmoid(xr + hr)
@@ -117,7 +122,13 @@ class _GRUODEDynamics(nn.Module):
         self.cell = cell
 
     def forward(self, h, x, dx):
-        z, _, g = self.cell.gates(x, h)
+        return self.rate_from_features(h, *self.control_features(x, dx))
+
+    def control_features(self, x, dx):
+        return (self.cell.input(x),)
+
+    def rate_from_features(self, h, projected):
+        z, _, g = self.cell.gates_from_input(projected, h)
         return (1 - z) * (g - h)
 
 
