@@ -38,6 +38,7 @@ from .cache import CorruptCacheError, cached_tensors
 
 from .signatures import (DEFAULT_BASIS, backend_version, check_logsignature_options, logsignature_channels,
                          logsignature_windows)
+from .splines import natural_cubic_coefficients
 
 __all__ = ["Control", "build_control", "cached_logsignature_control", "LogSignatureCacheError",
            "validate_observations", "INTERPOLATIONS", "MISSING_POLICIES"]
@@ -376,13 +377,18 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     else:
         fine_knots = knots
         end_index = lengths - 1
-    # Samples of one length are built together on their own valid prefix, so that padding can never
-    # change a sample's path (a natural cubic spline is global along the sequence).
-    for sample_length in torch.unique(lengths).tolist():
-        members = torch.nonzero(lengths == sample_length).flatten()
-        prefix = path[members, :sample_length]
-        pieces = _polynomial_pieces(prefix, knots[:sample_length], method)
-        coeffs[members, : pieces.shape[1]] = pieces
+    if method == "natural_cubic":
+        # One solve for every sample: each sample's spline is built on its own valid prefix (a natural
+        # cubic spline is global along the sequence, so padding must never enter it).
+        coeffs[:, : length - 1] = _polynomial_pieces(path, knots, method, lengths)
+    else:
+        # Samples of one length are built together on their own valid prefix, so that padding can never
+        # change a sample's path.
+        for sample_length in torch.unique(lengths).tolist():
+            members = torch.nonzero(lengths == sample_length).flatten()
+            prefix = path[members, :sample_length]
+            pieces = _polynomial_pieces(prefix, knots[:sample_length], method)
+            coeffs[members, : pieces.shape[1]] = pieces
     # After its end each path stays at its final value.
     final = _value_at_end(coeffs, fine_knots, end_index)
     after_end = torch.arange(coeffs.shape[1], device=values.device).unsqueeze(0) >= end_index.unsqueeze(1)
@@ -399,10 +405,16 @@ def _value_at_end(coeffs, knots, end_index):
     return a + f * (b + f * (c + f * d))
 
 
-def _polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str) -> torch.Tensor:
-    """(N, L, C) points (NaN allowed in "interpolate" channels) on knots (L,) -> (N, pieces, 4, C)."""
+def _polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
+                       lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, L, C) points (NaN allowed in "interpolate" channels) on knots (L,) -> (N, pieces, 4, C).
+
+    ``lengths`` (N,), natural cubic only: each sample's own number of points (its pieces from there on
+    are zero); other methods need samples of one length."""
     if method == "natural_cubic":
-        raw = torchcde.natural_cubic_coeffs(path, t=knots)
+        # Vectorised over samples and channels, also through missing values (torchcde loops over each
+        # (sample, channel) there); same coefficients as torchcde.natural_cubic_coeffs.
+        raw = natural_cubic_coefficients(path, knots, lengths)
         a, b, two_c, three_d = raw.chunk(4, dim=-1)
         return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
     if method == "hermite_cubic":

@@ -292,3 +292,90 @@ def test_cli_reports_config_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["bench", str(path), "--set", "training.batchsize=3", "--no-progress"])
     assert "unknown key(s) 'batchsize' in training" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ control cache
+def _count_build_control(monkeypatch):
+    """Count the calls of build_control made through the model registry (each still builds for real)."""
+    import neuralde_seq.models as models
+
+    calls = []
+    real = models.build_control
+
+    def counting(times, values, lengths=None, **options):
+        calls.append(options)
+        return real(times, values, lengths, **options)
+
+    monkeypatch.setattr(models, "build_control", counting)
+    return calls
+
+
+def _same_control(a, b):
+    return all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("knots", "coeffs", "end_index")) and \
+        a.channels_info == b.channels_info
+
+
+def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
+    from neuralde_seq.training.runner import ControlCache
+
+    val, test = jv.splits.val, jv.splits.test
+    uncached = {"val": build_model_inputs("ncde", val), "test": build_model_inputs("ncde", test),
+                "val natural": build_model_inputs("ncde", val, {"method": "natural_cubic"})}
+    calls = _count_build_control(monkeypatch)
+    cache = ControlCache()
+    first = build_model_inputs("ncde", val, cache=cache)
+    assert len(calls) == 1 and (cache.hits, cache.misses) == (0, 1)
+    # another model with the same registered interpolation, and the defaults spelled out: the same control
+    again = build_model_inputs("hebb-cde", val, cache=cache)
+    spelled = build_model_inputs("ncde", val, {"method": "hermite_cubic", "time_channel": True, "depth": 2},
+                                 cache=cache)
+    assert again is first and spelled is first and len(calls) == 1 and cache.hits == 2
+    assert _same_control(first, uncached["val"])
+    # other options, another split, or another dataset object with equal contents: built anew
+    natural = build_model_inputs("ncde", val, {"method": "natural_cubic"}, cache=cache)
+    other_split = build_model_inputs("ncde", test, cache=cache)
+    copy = build_model_inputs("ncde", val.subset(torch.arange(len(val))), cache=cache)
+    assert len(calls) == 4 and (cache.hits, cache.misses) == (2, 4) and len(cache) == 4
+    assert _same_control(natural, uncached["val natural"]) and not _same_control(natural, first)
+    assert _same_control(other_split, uncached["test"]) and _same_control(copy, first)
+    # models reading raw observations are not cached
+    build_model_inputs("gru-dt", val, cache=cache)
+    assert len(cache) == 4 and cache.misses == 4
+    cache.clear()
+    assert len(cache) == 0 and build_model_inputs("ncde", val, cache=cache) is not first and len(calls) == 5
+
+
+def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
+    from fixtures_uea import write_uea_archive
+
+    from neuralde_seq.training.runner import run_benchmark
+
+    remotes, _ = write_uea_archive(tmp_path / "src", "BasicMotions", channels=2)
+    small = {"hidden": 4, "width": 8, "depth": 1}
+    config = {
+        "name": "cache", "task": "uea", "task_options": {"name": "BasicMotions"}, "seeds": [0, 1],
+        "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
+        "solver": {"method": "euler", "step_size": 1.0},
+        "models": [  # two rows read the same natural cubic control, one row a linear one
+            {"label": "A", "model": "ncde", "options": small, "control": {"method": "natural_cubic"}},
+            {"label": "B", "model": "ncde", "options": {**small, "hidden": 5},
+             "control": {"method": "natural_cubic", "time_channel": True}},
+            {"label": "C", "model": "ncde", "options": small, "control": {"method": "linear"}},
+        ],
+    }
+    calls = _count_build_control(monkeypatch)
+    results = {}
+    for cached in (True, False):
+        calls.clear()
+        results[cached] = run_benchmark(config, out_dir=tmp_path / f"out{cached}", max_steps=2, progress=False,
+                                        task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
+                                        cache_controls=cached)
+        methods = sorted(options["method"] for options in calls)
+        splits = 3  # train, val, test; the task's data do not depend on the seed
+        if cached:  # once per split and control, for both seeds and both natural cubic rows
+            assert methods == sorted(["natural_cubic"] * splits + ["linear"] * splits)
+        else:  # once per split, row and seed
+            assert methods == sorted(["natural_cubic"] * 2 * 2 * splits + ["linear"] * 2 * splits)
+    # reused controls give exactly the results of controls built for every run
+    for with_cache, without in zip(results[True]["rows"], results[False]["rows"]):
+        assert with_cache["metrics"] == without["metrics"] and with_cache["seeds"] == [0, 1]

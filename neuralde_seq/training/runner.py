@@ -2,7 +2,8 @@
 
 ``run_benchmark(config, out_dir=...)`` (and ``neuralde-seq bench CONFIG``) trains every model row of the
 config with every seed, evaluates each best-validation checkpoint on every test sample (and on the
-config's robustness variants of the test set), and writes::
+config's robustness variants of the test set), and writes (each control path is built once per data split
+and control options, and shared by the rows and seeds that read it: :class:`ControlCache`)::
 
     <out_dir>/runs/<row label>/seed<k>/result.json   config, metrics, history, timing, environment
     <out_dir>/runs/<row label>/seed<k>/curves.csv    learning curve, one line per epoch
@@ -41,6 +42,7 @@ from .trainer import SELECT_ON, ModelArguments, TrainingDiverged, evaluate, trai
 
 __all__ = [
     "ConfigError",
+    "ControlCache",
     "STD_DDOF",
     "TRAINING_DEFAULTS",
     "aggregate",
@@ -372,17 +374,77 @@ def _static_options(options: dict, num_static: int) -> dict:
     return options
 
 
+class ControlCache:
+    """Controls already built in one runner invocation, per (data split, control options).
+
+    Every row and seed of a benchmark builds its model's input for every split, but many of them build the
+    same control: the seeds of a task whose data do not depend on the seed, and models sharing an
+    interpolation (e.g. every NCDE and fast weight CDE row of a PhysioNet config). :func:`build_model_inputs`
+    given a cache builds each such control once and hands the same :class:`~neuralde_seq.controls.Control`
+    to every later run (controls are never modified by training or evaluation).
+
+    The key is the dataset *object* and the effective options of
+    :func:`~neuralde_seq.controls.build_control` (the model's registered ones with the row's overrides, and
+    build_control's defaults filled in, so that spelling out a default gives the same key). The cache keeps
+    a reference to each dataset it holds a control for, so that a later dataset at the same address can
+    never be mistaken for it. It lives in memory only; :meth:`clear` drops everything (the runner does so
+    when it loads other data). ``hits`` and ``misses`` count the lookups.
+    """
+
+    def __init__(self):
+        self._entries: dict[tuple[int, str], tuple[IrregularDataset, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    @staticmethod
+    def options_key(options: Mapping) -> str:
+        """The canonical text of build_control options: defaults filled in, keys sorted."""
+        from ..controls import build_control
+
+        defaults = {name: p.default for name, p in inspect.signature(build_control).parameters.items()
+                    if p.kind == p.KEYWORD_ONLY}
+        # repr() of values JSON cannot hold keeps the key deterministic.
+        return json.dumps({**defaults, **dict(options)}, sort_keys=True, default=repr)
+
+    def get(self, dataset: IrregularDataset, options: Mapping, build):
+        """The control of ``dataset`` with ``options``: the cached one, or ``build()``'s, then cached."""
+        key = (id(dataset), self.options_key(options))
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is dataset:
+            self.hits += 1
+            return entry[1]
+        self.misses += 1
+        control = build()
+        self._entries[key] = (dataset, control)
+        return control
+
+
 def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | None = None,
-                       reads_static: bool = False):
+                       reads_static: bool = False, cache: ControlCache | None = None):
     """The input of model ``name`` for every sample of ``dataset`` (see ``neuralde_seq.models.model_inputs``).
 
     Static features travel inside :class:`~neuralde_seq.observations.Observations`; a control-path model
-    that reads them (``reads_static``) gets ``ModelArguments(control, static)``.
+    that reads them (``reads_static``) gets ``ModelArguments(control, static)``. With a ``cache``, a
+    control already built for this dataset with the same effective options is reused (see
+    :class:`ControlCache`); inputs of models reading raw observations are cheap and never cached.
     """
-    from ..models import model_entry, model_inputs
+    from ..models import control_options, model_entry, model_inputs
 
-    inputs = model_inputs(name, dataset.times, dataset.values, dataset.lengths, static=dataset.static,
-                          **dict(control or {}))
+    def build():
+        return model_inputs(name, dataset.times, dataset.values, dataset.lengths, static=dataset.static,
+                            **dict(control or {}))
+
+    if cache is not None and model_entry(name).inputs == "control":
+        # The options model_inputs passes to build_control: the registered ones, overridden by the row's.
+        inputs = cache.get(dataset, {**control_options(name), **dict(control or {})}, build)
+    else:
+        inputs = build()
     if reads_static and model_entry(name).inputs == "control":
         if dataset.static is None:
             raise ValueError(f"model {name!r} reads static features but the dataset has none")
@@ -410,6 +472,7 @@ def fit_and_evaluate(
     max_steps: int | None = None,
     progress: bool = True,
     desc: str | None = None,
+    control_cache: ControlCache | None = None,
 ) -> dict:
     """Train one model on ``splits`` and evaluate its best-validation checkpoint on every test sample.
 
@@ -422,7 +485,9 @@ def fit_and_evaluate(
     evaluate on validation, test and each extra test set of ``tests`` (label -> dataset), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
 
-    ``splits`` (and ``tests``) must already be on the device and in the dtype to use.
+    ``splits`` (and ``tests``) must already be on the device and in the dtype to use. With a
+    ``control_cache`` (:class:`ControlCache`), controls already built for these very datasets with the same
+    options are reused instead of rebuilt.
 
     Returns a dict: ``model``, ``params``, ``options`` (effective constructor options), ``history``,
     ``diverged`` (None or the message), ``train_seconds``, ``eval_seconds`` and ``metrics``
@@ -435,7 +500,8 @@ def fit_and_evaluate(
     model_options = _static_options(dict(options or {}), num_static)
     reads_static = model_options.get("static_channels") is not None
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
-    inputs = {split: build_model_inputs(model_name, ds, control, reads_static) for split, ds in datasets.items()}
+    inputs = {split: build_model_inputs(model_name, ds, control, reads_static, cache=control_cache)
+              for split, ds in datasets.items()}
 
     torch.manual_seed(seed)
     model = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
@@ -631,6 +697,7 @@ def run_benchmark(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     threads: int | None = None,
+    cache_controls: bool = True,
 ) -> dict:
     """Run a benchmark config (see the module docstring) and return the aggregated results.
 
@@ -648,6 +715,9 @@ def run_benchmark(
         progress: tqdm progress bars over runs and epochs.
         device: torch device (default cpu). dtype: "float32" (default) or "float64".
         threads: ``torch.set_num_threads`` for the run.
+        cache_controls: build each control once per (data split, control options) and reuse it in every
+            row and seed that reads it (:class:`ControlCache`, in memory for this call); False rebuilds
+            it for every run (less memory held when rows use many different controls).
     """
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -672,11 +742,15 @@ def run_benchmark(
     environment = _environment(torch_device, torch_dtype)
     per_row: dict[str, list[dict]] = {r["label"]: [] for r in rows}
     data_cache: dict = {}
+    # Controls per (split, control options), shared by the rows and seeds that read the same data.
+    control_cache = ControlCache() if cache_controls else None
 
     def task_data(seed: int):
         key = seed if task.data_depend_on_seed else None
         if key not in data_cache:
             data_cache.clear()  # one seed's data at a time
+            if control_cache is not None:
+                control_cache.clear()  # their controls go with them
             data = load_task(task.name, seed=seed, dtype=torch_dtype, progress=progress,
                              **cfg["task_options"], **dict(task_overrides or {}))
             splits = DatasetSplits(*(ds.to(device=torch_device) for ds in data.splits))
@@ -700,7 +774,7 @@ def run_benchmark(
             row["model"], splits, seed=seed, training=row["training"], options=row["options"],
             control=row["control"], solver=row["solver"], tests=tests, checkpoint_path=run_dir / "best.pt",
             last_checkpoint_path=run_dir / "last.pt", resume=resume, max_steps=max_steps, progress=progress,
-            desc=f"{row['label']} seed {seed}",
+            desc=f"{row['label']} seed {seed}", control_cache=control_cache,
         )
         result = {
             "name": cfg["name"], "label": row["label"], "model": row["model"], "seed": seed,
