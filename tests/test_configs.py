@@ -88,11 +88,8 @@ def fixture_data(tmp_path_factory):
 def _smoke_run(raw: dict) -> tuple[list[str], dict, list[str], dict]:
     """How the test runs a config: ``(overrides, task options, rows run, changed settings per row)``.
 
-    One seed, one epoch (every row), short sequences. Two shortcuts keep the file fast; both leave the
+    One seed, one epoch (every row), short sequences. One shortcut keeps the file fast; it leaves the
     row's model and options as configured:
-    - PhysioNet rows build their spline with ``hermite_cubic`` instead of ``natural_cubic``: a natural
-      cubic spline through NaNs goes through torchcde's Python loop over every (sample, channel), 28 of
-      the 34 s of a PhysioNet config on the fixture. natural_cubic is exercised by the other tasks.
     - Subsampling keeps the time axis (0..160 MFCC frames, 0..15999 audio samples, hours), so a solver
       with step 1 still takes as many steps. CDE-form models (NCDE, FWP-CDE: fields linear in dX) are
       invariant to reparametrising time, so they take one step per kept point (``step_size`` = the
@@ -110,10 +107,6 @@ def _smoke_run(raw: dict) -> tuple[list[str], dict, list[str], dict]:
         options["subsample"] = factor
     rows, changed = [], {}
     for i, row in enumerate(raw["models"]):
-        control = row.get("control") or {}
-        if raw["task"] == "physionet-sepsis" and control.get("method") == "natural_cubic":
-            overrides.append(f"models.{i}.control.method=hermite_cubic")
-            changed[row["label"]] = {"control.method": "hermite_cubic"}
         if options.get("representation") == "raw" and row["model"] in SKIPPED_ON_RAW_AUDIO:
             continue
         if factor > 1 and _is_cde(row["model"]):
