@@ -144,7 +144,7 @@ class FastWeightNetwork(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_layers: L >= 1.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint);
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients);
             ``method="exact"`` solves with the closed-form steps of DESIGN §5 (:mod:`neuralde_seq.exact`): one
             layer, on log-signature controls (or piecewise-linear controls with ``dx_only=True``).
         **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers

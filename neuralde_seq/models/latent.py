@@ -118,7 +118,7 @@ class LatentODE(nn.Module):
             means and training can collapse onto the average trajectory; see the module docstring); None keeps
             PyTorch's initialisation.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` of the encoder's and decoder's ODEs (default
-            rk4, one step per gap in the normalised time, adjoint).
+            rk4, one step per gap in the normalised time, checkpointed gradients).
     """
 
     def __init__(self, in_channels: int, num_classes: int | None = None, latent: int = 16,

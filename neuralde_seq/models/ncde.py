@@ -31,7 +31,7 @@ Initial state (``initial_state``):
   t0): what a log-signature control without its first point allows. A deviation from the NRDE paper.
 - ``"zeros"``: z(t0) = 0.
 
-Solving uses :func:`~neuralde_seq.solvers.solve` (adjoint by default). Each sample is frozen after its
+Solving uses :func:`~neuralde_seq.solvers.solve` (checkpointed gradients by default). Each sample is frozen after its
 own final knot, so a sample gets the same answer alone or in a padded batch.
 """
 from __future__ import annotations
@@ -101,7 +101,7 @@ class NeuralCDE(nn.Module):
         depth: number of hidden layers of the vector field's MLP.
         activation: activation of those layers ("relu", as the paper; see :class:`CDEVectorField`).
         form: "cde" (interpolated control, NCDE) or "rde" (log-signature control, NRDE).
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint).
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
         initial_state: one of :data:`NCDE_INITIAL_STATES`.
         initial_channels: channels of the point that ``initial_state="input"`` reads (default
             ``in_channels`` for a CDE; required for an RDE, whose control channels are log-signatures).

@@ -139,7 +139,7 @@ class GRUODE(nn.Module):
         in_channels: channels of the control.
         num_classes: number of classes.
         hidden: width of h.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, adjoint).
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
 
     ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
     freezes a sample after it: a direct ODE does not stop by itself on a constant control);
@@ -423,7 +423,7 @@ class ODERNN(_ObservationModel):
         width, depth: f's MLP (``depth`` tanh layers of ``width``; ``depth=0``: f(h) = A h + b, linear).
         solver: :class:`~neuralde_seq.solvers.SolverOptions`: method (rk4, dopri5, ...), ``step_size``
             as the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), rtol/atol for
-            adaptive methods (their error control then spans the batch), adjoint (default True).
+            adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
         fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
             "last".
 

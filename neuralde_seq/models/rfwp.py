@@ -146,7 +146,7 @@ class ODERFWP(_ObservationModel):
         order: "evolve_update" (default, Eq. 26-27) or "update_evolve" (module docstring).
         query_from: "state" (default) or "input".
         solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per gap in the
-            normalised time, adjoint); ``step_size`` is the step in τ ∈ [0, 1].
+            normalised time, checkpointed gradients); ``step_size`` is the step in τ ∈ [0, 1].
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
     :meth:`row_states` and :meth:`hidden_sequence` give the states at every row.
