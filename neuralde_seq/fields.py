@@ -124,16 +124,17 @@ class FastWeightField(nn.Module):
         """dW/ds of shape (B, H, d_head, d_head)."""
         return self.rate_from_features(W, *self.control_features(x, dx))
 
-    # The slow net reads only the input, so fixed-step solvers compute it for many stages at once
-    # (:class:`~neuralde_seq.solvers.Dynamics`) and only the rule runs step by step.
-    def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None):
-        """(k_raw, v_raw, beta) of :meth:`projections`, for inputs (N, C)."""
-        return self.projections(x, dx)
+    # The slow net and the activations of its outputs read only the input, so fixed-step solvers compute them
+    # for many stages at once (:class:`~neuralde_seq.solvers.Dynamics`) and only the part of the rule that
+    # reads W runs step by step.
+    def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> tuple:
+        """The rule's :meth:`~neuralde_seq.rules.LearningRule.rate_features` of :meth:`projections`, for inputs
+        (N, C)."""
+        return self.rule.rate_features(*self.projections(x, dx))
 
-    def rate_from_features(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor,
-                           beta: torch.Tensor) -> torch.Tensor:
-        """dW/ds from W (B, H, d, d) and the features of :meth:`control_features` (B, H, ·)."""
-        return self.rule.rate(W, k_raw, v_raw, beta)
+    def rate_from_features(self, W: torch.Tensor, *features: torch.Tensor) -> torch.Tensor:
+        """dW/ds from W (B, H, d, d) and the features of :meth:`control_features` (B leading)."""
+        return self.rule.rate_from_features(W, *features)
 
     def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
         """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code)."""

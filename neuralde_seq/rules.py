@@ -193,6 +193,19 @@ class LearningRule:
         """
         raise NotImplementedError
 
+    # The rate in two parts, ``rate(W, k_raw, v_raw, beta) == rate_from_features(W, *rate_features(k_raw, v_raw,
+    # beta))``: the activations, which depend on the input only (fixed-step solvers compute them for every
+    # stage of many steps at once, see FastWeightField.control_features), and the part that reads W, which
+    # runs step by step. The defaults suit a rule that implements only :meth:`rate`.
+    def rate_features(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor) -> tuple:
+        """The input-only part of :meth:`rate` for any number of points (arguments as :meth:`rate`); a tuple of
+        tensors for :meth:`rate_from_features`."""
+        return k_raw, v_raw, beta
+
+    def rate_from_features(self, W: torch.Tensor | None, *features: torch.Tensor) -> torch.Tensor:
+        """dW/ds from W (as in :meth:`rate`) and the features of :meth:`rate_features`."""
+        return self.rate(W, *features)
+
     has_exact_step: bool = True
 
     def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h) -> RankOneUpdate | None:
@@ -234,9 +247,14 @@ class Hebb(LearningRule):
     uses_state = False
 
     def rate(self, W, k_raw, v_raw, beta):
-        k = self.activate_key(k_raw)
-        v = torch.tanh(v_raw)
-        return torch.sigmoid(beta).unsqueeze(-1) * v.unsqueeze(-1) * k.unsqueeze(-2)
+        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
+
+    def rate_features(self, k_raw, v_raw, beta):
+        """(k, σ(β) v)."""
+        return self.activate_key(k_raw), torch.sigmoid(beta) * torch.tanh(v_raw)
+
+    def rate_from_features(self, W, k, cv):
+        return cv.unsqueeze(-1) * k.unsqueeze(-2)
 
     def affine_step(self, k_raw, v_raw, beta, h):
         """W + σ(β) h v kᵀ."""
@@ -258,16 +276,21 @@ class Oja(LearningRule):
         self.softmax_after_subtract = bool(softmax_after_subtract)
 
     def rate(self, W, k_raw, v_raw, beta):
+        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
+
+    def rate_features(self, k_raw, v_raw, beta):
+        """(k, v, σ(β) v), k = softmax(k_raw) (k_raw itself with ``softmax_after_subtract``)."""
         v = torch.tanh(v_raw)
-        if W is None:
-            k = self.activate_key(k_raw)
-        else:
+        k = k_raw if self.softmax_after_subtract else self.activate_key(k_raw)
+        return k, v, torch.sigmoid(beta) * v
+
+    def rate_from_features(self, W, k, v, cv):
+        if W is not None:
             recalled = (W.transpose(-1, -2) @ v.unsqueeze(-1)).squeeze(-1)  # Wᵀv, (..., d_k)
-            if self.softmax_after_subtract:
-                k = self.activate_key(k_raw - recalled)
-            else:
-                k = self.activate_key(k_raw) - recalled
-        return torch.sigmoid(beta).unsqueeze(-1) * v.unsqueeze(-1) * k.unsqueeze(-2)
+            k = self.activate_key(k - recalled) if self.softmax_after_subtract else k - recalled
+        elif self.softmax_after_subtract:
+            k = self.activate_key(k)
+        return cv.unsqueeze(-1) * k.unsqueeze(-2)
 
     @property
     def has_exact_step(self):  # type: ignore[override]
@@ -309,13 +332,16 @@ class Delta(LearningRule):
         return "delta-post" if self.post else "delta"
 
     def rate(self, W, k_raw, v_raw, beta):
-        k = self.activate_key(k_raw)
+        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
+
+    def rate_features(self, k_raw, v_raw, beta):
+        """(k, v, σ(β)): v = tanh(v_raw) for pre-Delta, v_raw itself for post-Delta."""
+        return self.activate_key(k_raw), v_raw if self.post else torch.tanh(v_raw), torch.sigmoid(beta)
+
+    def rate_from_features(self, W, k, v, c):
         recalled = 0.0 if W is None else (W @ k.unsqueeze(-1)).squeeze(-1)  # W k, (..., d_v)
-        if self.post:
-            error = torch.tanh(v_raw - recalled)
-        else:
-            error = torch.tanh(v_raw) - recalled
-        return torch.sigmoid(beta).unsqueeze(-1) * error.unsqueeze(-1) * k.unsqueeze(-2)
+        error = torch.tanh(v - recalled) if self.post else v - recalled
+        return (c * error).unsqueeze(-1) * k.unsqueeze(-2)
 
     def affine_step(self, k_raw, v_raw, beta, h):
         """Pre-Delta: W + (v − W k) kᵀ (1 − e^{−c‖k‖²h}) / ‖k‖², a DeltaNet step; None for post-Delta."""
