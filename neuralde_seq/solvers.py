@@ -28,8 +28,11 @@ interpolated control starts and ends there.
 - ``"checkpoint"`` (default): backpropagation through the solver's own steps, exact for the discrete solve
   (equal to ``"backprop"`` to rounding), with memory O(√N) states for N steps: the forward pass keeps only
   the state at the start of every segment of ``checkpoint_every`` steps (default ⌈√N⌉), and the backward pass
-  recomputes one segment at a time and backpropagates through it (``torch.utils.checkpoint``, non-reentrant).
-  An adaptive solve carries its whole step-size state (state, last rate, step size, interpolant) across
+  recomputes one segment at a time and backpropagates through it. A fixed-step segment is one autograd node
+  (:class:`_CheckpointedSegment`) whose gradient reaches its first state, the dynamics' parameters and the
+  control's tensors (as ``adjoint_params`` for the adjoint: other tensors the dynamics captures are treated as
+  constants), so nothing of a segment stays alive between the passes. An adaptive solve (through
+  ``torch.utils.checkpoint``, non-reentrant) carries its whole step-size state (state, last rate, step size, interpolant) across
   segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps of the
   forward pass (the same function of the same inputs), so the gradient is the one of the steps actually
   taken, step-size control included, as for ``"backprop"``. Time: about one extra forward solve.
@@ -290,7 +293,10 @@ class _FixedStepSolve:
     def run(self, y: torch.Tensor, n0: int, n1: int, keep: bool) -> tuple[torch.Tensor, ...]:
         """Steps n0..n1−1 from state y; returns (y after them, the states after every step that ends on a knot
         if ``keep``)."""
-        features = self.features(n0, n1)
+        stages = len(self.tableau.c)
+        # One unbind per feature, not an index per stage: the backward of an index would fill a zero gradient
+        # of the whole segment's features for every stage.
+        features = [None if f is None else f.flatten(0, 1).unbind(0) for f in self.features(n0, n1)]
         tableau, kept = self.tableau, []
         for j, n in enumerate(range(n0, n1)):
             h = self.widths[n]
@@ -299,26 +305,70 @@ class _FixedStepSolve:
                 h = (h * active).view(-1, *([1] * (y.dim() - 1)))
             rates = []
             for i, row in enumerate(tableau.a):
-                stage = y
-                if i:
-                    increment = sum(w * k for w, k in zip(row, rates) if w != 0.0)
-                    stage = y + h * increment
-                rates.append(self.rate(stage, [None if f is None else f[j, i] for f in features]))
-            y = y + h * sum(w * k for w, k in zip(tableau.b, rates) if w != 0.0)
+                stage = _step(y, h, _combine(row, rates)) if i else y
+                rates.append(self.rate(stage, [None if f is None else f[j * stages + i] for f in features]))
+            y = _step(y, h, _combine(tableau.b, rates))
             if keep and n + 1 in self.knot_steps:
                 kept.append(y)
         return (y, *kept)
 
     def solve(self, initial: torch.Tensor, at_knots: bool, options: SolverOptions, checkpointed: bool):
         y, states = initial, [initial]
+        if checkpointed:
+            leaves = tuple(p for p in self.dynamics.parameters() if p.requires_grad)
+            leaves += tuple(c for c in self.control.tensors() if c.requires_grad)
         for n0, n1 in self.segments(options.checkpoint_every):
             if checkpointed:
-                out = checkpoint(self.run, y, n0, n1, at_knots, use_reentrant=False, preserve_rng_state=False)
+                out = _CheckpointedSegment.apply(self, n0, n1, at_knots, y, *leaves)
             else:
                 out = self.run(y, n0, n1, at_knots)
             y = out[0]
             states.extend(out[1:])
         return torch.stack(states, 1) if at_knots else y
+
+
+def _combine(weights, rates):
+    """Σ_i w_i k_i over the nonzero weights, in fused multiply-adds."""
+    total = None
+    for w, k in zip(weights, rates):
+        if w == 0.0:
+            continue
+        total = (k if w == 1.0 else k * w) if total is None else torch.add(total, k, alpha=w)
+    return total
+
+
+def _step(y, h, increment):
+    """y + h · increment, h a number or a (B, 1, ...) tensor."""
+    return torch.add(y, increment, alpha=h) if isinstance(h, float) else torch.addcmul(y, h, increment)
+
+
+class _CheckpointedSegment(torch.autograd.Function):
+    """Steps n0..n1−1 of a fixed-step solve as one autograd node: the forward pass runs them without a graph
+    and keeps only the segment's first state; the backward pass recomputes the segment with a graph and
+    backpropagates through it. Unlike ``torch.utils.checkpoint``, nothing of the segment (not even
+    placeholders for its saved tensors) stays alive between the passes, so memory is O(segments) states.
+
+    The gradient reaches the first state and the ``leaves`` passed in: the dynamics' parameters and the
+    control's tensors that require grad (as ``adjoint_params`` for the adjoint); anything else the dynamics
+    reads is treated as a constant. Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, solve: _FixedStepSolve, n0: int, n1: int, keep: bool, y: torch.Tensor, *leaves):
+        ctx.solve, ctx.segment, ctx.leaves = solve, (n0, n1, keep), leaves
+        ctx.save_for_backward(y)
+        return solve.run(y, n0, n1, keep)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grad_outputs):
+        (y,) = ctx.saved_tensors
+        with torch.enable_grad():
+            start = y.detach().requires_grad_(True)
+            outputs = ctx.solve.run(start, *ctx.segment)
+            inputs = (start,) + tuple(ctx.leaves)
+            grads = torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
+        return (None, None, None, None) + tuple(grads)
 
 
 # ---------------------------------------------------------------------------------------------------
