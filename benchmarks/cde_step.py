@@ -36,6 +36,8 @@ import sys
 import time
 import warnings
 
+from machine import code_version, cpu_name
+
 NUM_CLASSES = 4
 
 
@@ -81,29 +83,6 @@ def _gradient_method(model) -> str:
                 return f"{solver.method}, gradient={solver.gradient_method}"
             return f"{solver.method}, adjoint={getattr(solver, 'adjoint', None)}"
     return "-"
-
-
-def _code_version() -> str:
-    """Where neuralde_seq is imported from, and its git commit (with "-dirty" for uncommitted changes)."""
-    import subprocess
-
-    import neuralde_seq
-
-    where = os.path.dirname(os.path.abspath(neuralde_seq.__file__))
-    try:
-        commit = subprocess.run(["git", "-C", where, "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"{where} {commit or '(no git)'}"
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def measure(args) -> dict:
@@ -218,8 +197,8 @@ def main(argv=None) -> int:
         return 0
     started = time.time()
     results = measure(args)
-    print(f"# {args.label}: neuralde_seq from {_code_version()}, torch {torch.__version__}, "
-          f"python {platform.python_version()}, {_cpu_name()}, {args.threads} thread(s), {args.dtype}, "
+    print(f"# {args.label}: neuralde_seq from {code_version()}, torch {torch.__version__}, "
+          f"python {platform.python_version()}, {cpu_name()}, {args.threads} thread(s), {args.dtype}, "
           f"batch {args.batch}, d_model {args.d_model}, {args.heads} heads, median of {args.repeats} steps "
           f"(models alternating), load average {os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s in all\n")
     header = f"{'model':<11} {'T':>5} {'wall s':>8} {'cpu s':>8} {'wall/ckcnn':>10} {'cpu/ckcnn':>9}  solver"
@@ -240,8 +219,8 @@ def main(argv=None) -> int:
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump(dict(label=args.label, settings=dict(vars(args), torch=torch.__version__, cpu=_cpu_name(),
-                                                           code=_code_version()),
+            json.dump(dict(label=args.label, settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(),
+                                                           code=code_version()),
                            results=results), f, indent=1)
         print(f"\nwritten {args.json}")
     return 0

@@ -30,6 +30,8 @@ import platform
 import statistics
 import time
 
+from machine import cpu_name
+
 
 def _data(samples, length, channels, missing, dtype, seed=0):
     import torch
@@ -41,14 +43,6 @@ def _data(samples, length, channels, missing, dtype, seed=0):
     drop = torch.rand(samples, length, channels, generator=g, dtype=torch.float64) < rate
     complete = x.to(dtype)
     return complete.masked_fill(drop, float("nan")), complete
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def _seconds(function, repeats):
@@ -87,7 +81,7 @@ def main(argv=None) -> int:
     t = torch.arange(args.length, dtype=dtype)
     subset = x[:args.reference_samples]
     missing = torch.isnan(x).double().mean().item()
-    print(f"# torch {torch.__version__}, torchcde {torchcde.__version__}, 1 thread, {_cpu()}, "
+    print(f"# torch {torch.__version__}, torchcde {torchcde.__version__}, 1 thread, {cpu_name()}, "
           f"python {platform.python_version()}, {args.dtype}")
     print(f"# data: {args.samples} samples x {args.length} time points x {args.channels} channels, "
           f"{100 * missing:.1f} % missing (per-channel rates {args.missing[0]:g} to {args.missing[1]:g})")

@@ -54,6 +54,8 @@ import tempfile
 import time
 import warnings
 
+from machine import code_version, cpu_name
+
 METHODS = ("adjoint", "backprop", "checkpoint")
 FAST_WEIGHT_SIZE = dict(d_model=32, n_heads=4)
 WARMUP_LENGTH = 32
@@ -233,27 +235,6 @@ def _run_child(args: list[str], timeout: float) -> dict:
         os.unlink(path)
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
-def _code_version() -> str:
-    """Where neuralde_seq is imported from, and its git commit (with "-dirty" for uncommitted changes)."""
-    import neuralde_seq
-
-    where = os.path.dirname(os.path.abspath(neuralde_seq.__file__))
-    try:
-        commit = subprocess.run(["git", "-C", where, "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"{where} {commit or '(no git)'}"
-
-
 def _mib(value: float) -> str:
     return f"{value / 2 ** 20:.1f}"
 
@@ -316,12 +297,12 @@ def main(argv=None) -> int:
                          memory_loss=out["loss"], warnings=out["warnings"])
 
     memory_method = next(iter(results.values()))["memory_method"]
-    print(f"# torch {torch.__version__}, python {platform.python_version()}, {_cpu_name()}, device {args.device}, "
+    print(f"# torch {torch.__version__}, python {platform.python_version()}, {cpu_name()}, device {args.device}, "
           f"{args.threads} thread(s), {args.dtype}, batch {args.batch}, rk4 one step per knot, "
           f"{args.repeats} timed passes per method (alternating), load average {os.getloadavg()[0]:.1f}, "
           f"{time.time() - started:.0f} s in all")
     print(f"# memory: {memory_method}, median of {args.memory_repeats} fresh processes per (method, T)")
-    print(f"# code: {_code_version()}")
+    print(f"# code: {code_version()}")
     print(f"# grad error: |g - g_backprop| / |g_backprop| over all parameter gradients ({args.dtype})\n")
     header = (f"{'model':<10} {'T':>5} {'method':<10} {'grad error':>11} {'peak MiB':>9} {'wall s':>8} "
               f"{'cpu s':>8} {'wall/bp':>8} {'cpu/bp':>7}  loss")
@@ -361,7 +342,7 @@ def main(argv=None) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(dict(settings=dict(vars(args), torch=torch.__version__, python=platform.python_version(),
-                                         cpu=_cpu_name(), memory_method=memory_method, code=_code_version()),
+                                         cpu=cpu_name(), memory_method=memory_method, code=code_version()),
                            rows=rows, checkpoint_summary=summary), f, indent=1)
         print(f"\nwritten {args.json}")
     return 0
