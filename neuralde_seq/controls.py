@@ -158,17 +158,31 @@ class Control:
         Solvers that know which piece a stage belongs to call this directly, so that rounding near a
         knot can never pick the neighbouring piece.
         """
-        (a, b, c, d), f = self._coefficients(piece, f)
-        if self.piecewise_constant:
-            return a
-        return a + f * (b + f * (c + f * d))
+        coefficients, f = self._coefficients(piece, f)
+        return self._value(coefficients, f)
 
     def derivative_piece(self, piece: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         """dX/ds on piece ``piece`` at offset ``f`` (see :meth:`evaluate_piece`), shape (B, C)."""
-        (a, b, c, d), f = self._coefficients(piece, f)
-        if self.piecewise_constant:
-            return a
-        return b + f * (2 * c + f * 3 * d)
+        coefficients, f = self._coefficients(piece, f)
+        return self._derivative(coefficients, f)
+
+    def evaluate_points(self, pieces: torch.Tensor, f: torch.Tensor, value: bool = True,
+                        derivative: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(X, dX/ds) of every sample at P points given by their pieces (P,) and offsets f (P,) from the pieces'
+        first knots, each (B, P, C) (None where not asked for): what fixed-step solvers read for a block of
+        stages at once."""
+        coefficients = self.coeffs[:, pieces].unbind(-2)  # (B, P, C) each
+        f = f.to(self.coeffs.dtype).unsqueeze(-1)
+        return (self._value(coefficients, f) if value else None,
+                self._derivative(coefficients, f) if derivative else None)
+
+    def _value(self, coefficients, f):
+        a, b, c, d = coefficients
+        return a if self.piecewise_constant else a + f * (b + f * (c + f * d))
+
+    def _derivative(self, coefficients, f):
+        a, b, c, d = coefficients
+        return a if self.piecewise_constant else b + f * (2 * c + f * 3 * d)
 
     def evaluate(self, s, side: str = "right") -> torch.Tensor:
         """X(s) of shape (B, C). ``s`` is a scalar, or a (B,) tensor with one value per sample.

@@ -236,16 +236,22 @@ def subdivide(knots: torch.Tensor, step_size: float | None) -> tuple[torch.Tenso
 # ---------------------------------------------------------------------------------------------------
 # fixed-step methods: our own Runge-Kutta loop over a grid known in advance
 
+def _step_grid(control: Control, step_size: float | None):
+    """(grid (M + 1,) in s, grid index of every knot (K,), knot interval of every step (M,)) of a fixed-step
+    solve up to the batch's last final knot."""
+    grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size)
+    knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    piece = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+    return grid, knot_position, piece
+
+
 class _FixedStepSolve:
     """One fixed-step solve of ``dynamics`` along ``control`` (module docstring)."""
 
     def __init__(self, dynamics, control: Control, options: SolverOptions, dtype: torch.dtype):
         self.dynamics, self.control = dynamics, control
         self.tableau = _TABLEAUS[options.method]
-        last = int(control.end_index.max())
-        grid, counts = subdivide(control.knots[: last + 1], options.step_size)
-        self.knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])  # grid index of every knot
-        self.piece = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+        grid, self.knot_position, self.piece = _step_grid(control, options.step_size)
         self.offset = grid[:-1] - control.knots[self.piece]  # step start − piece start
         self.width = grid[1:] - grid[:-1]
         self.widths = self.width.to(dtype).tolist()
@@ -253,7 +259,6 @@ class _FixedStepSolve:
         self.end_step = self.knot_position[control.end_index]  # (B,) the step count at which each sample stops
         self.all_active = int(self.end_step.min())  # steps before this one move every sample
         self.knot_steps = set(self.knot_position.tolist())
-        self.dtype = dtype
         self.split = hasattr(dynamics, "control_features")
 
     def segments(self, every: int | None) -> list[tuple[int, int]]:
@@ -266,17 +271,8 @@ class _FixedStepSolve:
         c = torch.tensor(self.tableau.c, dtype=control.coeffs.dtype, device=control.coeffs.device)
         offsets = self.offset[n0:n1, None].to(c.dtype) + c * self.width[n0:n1, None].to(c.dtype)  # (n, S)
         pieces = self.piece[n0:n1, None].expand_as(offsets).reshape(-1)
-        a, b, c2, d = control.coeffs[:, pieces].unbind(-2)  # (B, n·S, C) each
-        f = offsets.reshape(-1, 1)
-        x = dx = None
-        if control.piecewise_constant:
-            x = a if dynamics.needs_value else None
-            dx = a if dynamics.needs_derivative else None
-        else:
-            if dynamics.needs_value:
-                x = a + f * (b + f * (c2 + f * d))
-            if dynamics.needs_derivative:
-                dx = b + f * (2 * c2 + f * 3 * d)
+        x, dx = control.evaluate_points(pieces, offsets.reshape(-1), dynamics.needs_value,
+                                        dynamics.needs_derivative)  # (B, n·S, C)
         channels = control.channels
         # Point-major, batch-minor: the features of one stage are then a contiguous (B, ...) block.
         x = None if x is None else x.transpose(0, 1).reshape(-1, channels)
@@ -476,18 +472,15 @@ def _torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, opti
     """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
     fixed-step methods, in s for adaptive ones; t lists every knot if ``at_knots`` (and for adaptive methods
     in any case, see :func:`_solve_adaptive_checkpointed`), else the first and last."""
-    last = int(control.end_index.max())
     if options.method in FIXED_STEP_METHODS:
-        grid, counts = subdivide(control.knots[: last + 1], options.step_size)
-        knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-        piece_of_step = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+        grid, knot_position, piece_of_step = _step_grid(control, options.step_size)
         func = _SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
                              knot_position[control.end_index].to(initial.dtype))
         t = knot_position.to(initial.dtype)
         solver_options = dict(step_size=1.0, perturb=True)
     else:
         func = _ContinuousField(dynamics, control)
-        t = control.knots[: last + 1].to(initial.dtype)
+        t = control.knots[: int(control.end_index.max()) + 1].to(initial.dtype)
         # Every knot is a jump: of the rate for piecewise-constant controls and at samples' ends, and of
         # the sensitivity to each polynomial piece for interpolated ones.
         solver_options = dict(jump_t=t)
