@@ -74,7 +74,7 @@ def main(argv=None) -> dict:
     test_metrics = evaluate(model, inputs["test"], test.labels, 128)
     train_seconds = sum(history["seconds_per_epoch"])
     row = {"mode": args.mode, "hidden": args.hidden, "omega_0": args.omega_0, "params": params,
-           "epochs": args.epochs, "best_epoch": history["best_epoch"], "val_acc": history["best_val_acc"],
+           "epochs": args.epochs, "best_epoch": history["best_epoch"], "val_acc": history["best_val_accuracy"],
            "test_acc": test_metrics["accuracy"], "train_s": train_seconds, "wall_s": wall}
     results = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "model_options": options, "result": row, "test": test_metrics, "history": history,

@@ -11,7 +11,7 @@ import torch
 
 from neuralde_seq.models import create_model
 from neuralde_seq.tasks import load_task
-from neuralde_seq.training import ModelArguments, load_checkpoint, train_classifier
+from neuralde_seq.training import Callback, ModelArguments, load_checkpoint, train_classifier
 from neuralde_seq.training.runner import build_model_inputs
 
 EPOCHS = 5
@@ -45,9 +45,9 @@ def _assert_same_run(model_a, hist_a, model_b, hist_b, path_a, path_b):
     assert state_a.keys() == state_b.keys()
     for k in state_a:
         assert torch.equal(state_a[k], state_b[k]), k  # bitwise
-    for key in ("train_loss", "train_acc", "val_acc", "val_loss", "val_auroc"):
+    for key in ("train_loss", "train_accuracy", "val_accuracy", "val_loss", "val_auroc"):
         assert hist_a[key] == hist_b[key], key
-    for key in ("best_epoch", "best_val_acc", "best_val_loss", "epochs_run", "steps"):
+    for key in ("best_epoch", "best_val_accuracy", "best_val_loss", "epochs_run", "steps"):
         assert hist_a[key] == hist_b[key], key
     last_a = torch.load(path_a / "best.last.pt", weights_only=True)["model_state"]
     last_b = torch.load(path_b / "best.last.pt", weights_only=True)["model_state"]
@@ -85,12 +85,13 @@ class Interrupt(Exception):
 def test_resume_after_interruption_at_epoch_end(data, reference, tmp_path):
     ref_model, ref_hist, ref_path = reference
 
-    def stop_after_3(epoch, history):
-        if epoch == 3:
-            raise Interrupt
+    class StopAfter3(Callback):
+        def on_epoch_start(self, state):  # after epoch 3's checkpoints are written
+            if state.epoch == 4:
+                raise Interrupt
 
     with pytest.raises(Interrupt):
-        _train(data, _model(), tmp_path, on_epoch_end=stop_after_3)
+        _train(data, _model(), tmp_path, callbacks=[StopAfter3()])
     model = _model(init_seed=5)
     hist = _train(data, model, tmp_path, resume=True)
     assert hist["resumed_from_epoch"] == 3
@@ -126,7 +127,7 @@ def test_resume_after_kill_mid_epoch_restarts_from_last_completed_epoch(data, re
     inner = model.inner
     for k, v in _state(ref_model).items():
         assert torch.equal(v, inner.state_dict()[k]), k
-    for key in ("train_loss", "val_acc", "val_loss", "best_epoch", "steps"):
+    for key in ("train_loss", "val_accuracy", "val_loss", "best_epoch", "steps"):
         assert hist[key] == ref_hist[key], key
 
 
@@ -138,8 +139,8 @@ def test_finished_run_is_not_trained_further_and_settings_must_match(data, tmp_p
     hist2 = _train(data, again, tmp_path, epochs=2, patience=1, resume=True)
     assert all(torch.equal(before[k], v) for k, v in _state(again).items())
     assert hist2["epochs_run"] == hist["epochs_run"]
-    with pytest.raises(ValueError, match="lr: checkpoint 0.01, now 0.02"):
-        _train(data, _model(), tmp_path, lr=2e-2, resume=True)
+    with pytest.raises(ValueError, match="lr: 0.01 there, 0.02 now"):
+        _train(data, _model(), tmp_path, epochs=2, patience=1, lr=2e-2, resume=True)
 
 
 # ------------------------------------------------------------------------------ selection and max_steps
@@ -164,7 +165,7 @@ def test_best_checkpoint_follows_selected_metric(tmp_path, select_on):
     elif select_on == "loss":
         best = min(epochs, key=lambda e: hist["val_loss"][e])
     else:
-        best = max(epochs, key=lambda e: (hist["val_acc"][e], -hist["val_loss"][e]))
+        best = max(epochs, key=lambda e: (hist["val_accuracy"][e], -hist["val_loss"][e]))
     assert hist["best_epoch"] == best + 1
     assert load_checkpoint(tmp_path / "b.pt")["epoch"] == best + 1
     # the AUROC in the history is that of the validation scores (checked against a pair count)
@@ -194,7 +195,7 @@ def test_max_steps_stops_after_exactly_that_many_optimizer_steps(tmp_path):
                             checkpoint_path=tmp_path / "m.pt", max_steps=9)  # 7 steps per epoch
     assert model.train_calls == 9 and hist["steps"] == 9
     assert hist["stopped_at_max_steps"] and hist["epochs_run"] == 2
-    assert len(hist["val_acc"]) == 2
+    assert len(hist["val_accuracy"]) == 2
 
 
 def test_model_arguments_pass_several_inputs(tmp_path):

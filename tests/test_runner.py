@@ -262,7 +262,7 @@ def test_whole_run_writes_outputs_and_table_matches_runs(tmp_path):
             assert run["history"]["steps"] == 3 and run["environment"]["torch"] == torch.__version__
             lines = (out / "runs" / slug / f"seed{run['seed']}" / "curves.csv").read_text().splitlines()
             assert lines[0].startswith("epoch,train_loss") and len(lines) == 1 + run["history"]["epochs_run"]
-            assert float(lines[1].split(",")[4]) == run["history"]["val_acc"][0]
+            assert float(lines[1].split(",")[4]) == run["history"]["val_accuracy"][0]
         accs = [r["metrics"]["test"]["accuracy"] for r in runs]
         mean, std = statistics.mean(accs), statistics.stdev(accs)
         assert row["metrics"]["test"]["accuracy"]["mean"] == pytest.approx(mean, abs=1e-15)

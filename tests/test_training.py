@@ -90,7 +90,7 @@ def test_divergence_restores_last_good_checkpoint(tmp_path, model_cls, reason):
         train_classifier(model, x, y, xv, yv, checkpoint_path=ckpt, **kwargs)
     err = info.value
     assert err.epoch == 3 and err.step == 11
-    assert len(err.history["val_acc"]) == 2  # two complete epochs recorded
+    assert len(err.history["val_accuracy"]) == 2  # two complete epochs recorded
     assert str(ckpt) in str(err)
 
     # the file on disk is the last good checkpoint: finite, from a completed epoch, loadable
@@ -108,7 +108,7 @@ def test_divergence_restores_last_good_checkpoint(tmp_path, model_cls, reason):
     history = train_classifier(clean, x, y, xv, yv, checkpoint_path=ref_ckpt, **{**kwargs, "epochs": 2})
     assert history["best_epoch"] == saved["epoch"]
     assert _equal_states(_state(clean), saved["model_state"])
-    assert saved["metrics"]["val_acc"] == history["best_val_acc"]
+    assert saved["metrics"]["val_accuracy"] == history["best_val_accuracy"]
 
 
 def test_divergence_in_first_epoch_restores_initial_weights(tmp_path):
@@ -169,15 +169,15 @@ def test_training_learns_keeps_best_checkpoint_and_is_reproducible(tmp_path):
     model2, hist2 = run(tmp_path / "b.pt")
     assert hist["train_loss"] == hist2["train_loss"]
     assert _equal_states(_state(model), _state(model2))
-    assert len(hist["train_loss"]) == len(hist["val_acc"]) == len(hist["seconds_per_epoch"]) == 8
+    assert len(hist["train_loss"]) == len(hist["val_accuracy"]) == len(hist["seconds_per_epoch"]) == 8
     assert hist["train_loss"][-1] < hist["train_loss"][0]
     # the model holds the best-validation epoch's weights, as the checkpoint does
-    best = max(range(8), key=lambda e: (hist["val_acc"][e], -hist["val_loss"][e]))
+    best = max(range(8), key=lambda e: (hist["val_accuracy"][e], -hist["val_loss"][e]))
     assert hist["best_epoch"] == best + 1
     ckpt = load_checkpoint(tmp_path / "a.pt")
     assert ckpt["epoch"] == best + 1
     assert _equal_states(_state(model), ckpt["model_state"])
-    assert evaluate(model, xv, yv, batch_size=8)["accuracy"] == pytest.approx(hist["val_acc"][best])
+    assert evaluate(model, xv, yv, batch_size=8)["accuracy"] == pytest.approx(hist["val_accuracy"][best])
     assert ckpt["config"]["lr"] == 0.05 and ckpt["optimizer_state"] is not None
 
 

@@ -1,33 +1,27 @@
-"""Training loop, checkpoints, metrics and result writing."""
+"""Training: one loop (:func:`fit`), objectives, callbacks, checkpoints, metrics, the benchmark runner.
 
+- :func:`fit` — the training loop every path uses;
+- objectives (:mod:`.objectives`): :class:`Classification`, :class:`PerStepClassification`,
+  :class:`Regression`, :class:`ELBO`, or a subclass of :class:`Objective`;
+- callbacks (:mod:`.callbacks`): :class:`BestCheckpoint`, :class:`EarlyStopping`, :class:`StopWhen`,
+  :class:`TimeLimit`, :class:`DivergenceGuard`, :class:`ProgressBar`;
+- :func:`train_classifier`, :func:`evaluate`, :func:`predict`: classification in one call;
+- checkpoints (:mod:`.checkpoints`), metrics, results tables (:mod:`.results`), the runner (:mod:`.runner`).
+"""
+
+from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,
+                        TimeLimit)
+from .checkpoints import default_last_checkpoint_path, load_checkpoint, save_checkpoint
+from .fit import ResumeMismatch, TrainingDiverged, fit
 from .metrics import accuracy, auroc
+from .objectives import ELBO, Classification, ModelArguments, Objective, PerStepClassification, Regression
 from .results import format_table, to_jsonable, write_json, write_table
-from .trainer import (
-    SELECT_ON,
-    ModelArguments,
-    TrainingDiverged,
-    default_last_checkpoint_path,
-    evaluate,
-    load_checkpoint,
-    predict,
-    save_checkpoint,
-    train_classifier,
-)
+from .trainer import SELECT_ON, evaluate, predict, train_classifier
 
 __all__ = [
-    "ModelArguments",
-    "SELECT_ON",
-    "TrainingDiverged",
-    "default_last_checkpoint_path",
-    "accuracy",
-    "auroc",
-    "evaluate",
-    "format_table",
-    "load_checkpoint",
-    "predict",
-    "save_checkpoint",
-    "to_jsonable",
-    "train_classifier",
-    "write_json",
-    "write_table",
+    "fit", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
+    "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
+    "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
+    "save_checkpoint", "load_checkpoint", "default_last_checkpoint_path", "accuracy", "auroc", "format_table",
+    "to_jsonable", "write_json", "write_table",
 ]

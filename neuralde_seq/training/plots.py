@@ -25,7 +25,7 @@ def _pyplot():
     return plt
 
 
-_VAL_KEYS = {"accuracy": ("val_acc", "validation accuracy"), "auroc": ("val_auroc", "validation AUROC"),
+_VAL_KEYS = {"accuracy": ("val_accuracy", "validation accuracy"), "auroc": ("val_auroc", "validation AUROC"),
              "loss": ("val_loss", "validation loss")}
 
 

@@ -38,7 +38,9 @@ import torch
 
 from ..data import DatasetSplits, IrregularDataset
 from .results import format_table, write_json, write_table
-from .trainer import SELECT_ON, ModelArguments, TrainingDiverged, evaluate, train_classifier
+from .fit import TrainingDiverged
+from .objectives import ModelArguments
+from .trainer import SELECT_ON, evaluate, train_classifier
 
 __all__ = [
     "ConfigError",
@@ -575,7 +577,7 @@ def _environment(device: torch.device, dtype: torch.dtype) -> dict:
             "device": str(device), "dtype": str(dtype).replace("torch.", ""), "git_commit": commit}
 
 
-_CURVE_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc", "val_auroc", "seconds")
+_CURVE_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "val_auroc", "seconds")
 
 
 def _write_curves(history: Mapping, path: Path) -> None:
@@ -585,8 +587,8 @@ def _write_curves(history: Mapping, path: Path) -> None:
         writer.writerow(_CURVE_COLUMNS)
         for i in range(len(history["train_loss"])):
             auroc = history.get("val_auroc", [None] * (i + 1))[i]
-            writer.writerow([i + 1, repr(history["train_loss"][i]), repr(history["train_acc"][i]),
-                             repr(history["val_loss"][i]), repr(history["val_acc"][i]),
+            writer.writerow([i + 1, repr(history["train_loss"][i]), repr(history["train_accuracy"][i]),
+                             repr(history["val_loss"][i]), repr(history["val_accuracy"][i]),
                              "" if auroc is None else repr(auroc), repr(history["seconds_per_epoch"][i])])
 
 

@@ -1,0 +1,342 @@
+"""Callbacks of :func:`~neuralde_seq.training.fit`: what happens around the loop's steps and evaluations.
+
+A callback overrides any of the hooks below; each gets the :class:`FitState` (model, optimizer, epoch,
+step, history, ...). A callback that must survive a resume returns its bookkeeping from ``state_dict``.
+
+- :class:`BestCheckpoint` keeps the weights of the best evaluation (on disk or in memory) and restores
+  them at the end;
+- :class:`EarlyStopping` stops after ``patience`` evaluations without improvement;
+- :class:`StopWhen` stops when a condition on the metrics holds (a task counted as solved);
+- :class:`TimeLimit` stops at the first evaluation after a wall-time budget;
+- :class:`DivergenceGuard` (always active; pass one to change its settings) stops a run whose loss,
+  gradients or parameters become non-finite, or whose training loss explodes relative to the first
+  evaluation's, before a step is taken with them;
+- :class:`ProgressBar` (tqdm) shows the epochs and batches.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from tqdm import tqdm
+
+from ..solvers import SolverOptions
+from .checkpoints import load_checkpoint, save_checkpoint
+
+__all__ = ["Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
+           "ProgressBar", "Divergence"]
+
+
+@dataclasses.dataclass
+class FitState:
+    """What callbacks see of a running :func:`~neuralde_seq.training.fit`.
+
+    ``epoch`` (1-based, the epoch in progress), ``step`` (optimizer steps so far), ``history`` (the records
+    so far, see :func:`~neuralde_seq.training.fit`), ``stop_reason`` (set it to stop at the next chance),
+    ``is_main`` (rank 0 of a distributed run, or the only process: the one that writes files).
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    objective: Any
+    epochs: int
+    steps_per_epoch: int
+    history: dict
+    epoch: int = 1
+    step: int = 0
+    stop_reason: str | None = None
+    is_main: bool = True
+    config: dict = dataclasses.field(default_factory=dict)
+
+
+class Divergence(Exception):
+    """Raised by a callback to declare the run diverged; :func:`fit` restores the last good state."""
+
+    def __init__(self, reason: str, advice: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.advice = advice
+
+
+class Callback:
+    """Base class: every hook does nothing."""
+
+    def on_fit_start(self, state: FitState) -> None: ...
+    def on_epoch_start(self, state: FitState) -> None: ...
+    def on_batch_loss(self, state: FitState, loss: torch.Tensor) -> None: ...
+    def on_after_backward(self, state: FitState, gradients: list[torch.Tensor]) -> None: ...
+    def on_batch_end(self, state: FitState, loss: float) -> None: ...
+    def on_evaluation(self, state: FitState, record: dict) -> None: ...
+    def on_fit_end(self, state: FitState) -> None: ...
+
+    def on_diverged(self, state: FitState) -> tuple[int, str | None] | None:
+        """Called after a divergence restored the last good state; a callback that restores other weights
+        instead returns (their epoch, their file or None)."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+def _improves(value, best, maximize: bool) -> bool:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    if best is None:
+        return True
+    return value > best if maximize else value < best
+
+
+def _selection_key(record: dict, monitor: str, maximize: bool, prefix: str) -> tuple | None:
+    """The monitored metric as a tuple compared lexicographically, larger = better; ties in a metric other
+    than the loss go to the lower loss."""
+    value = record.get(f"{prefix}{monitor}")
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    key = (value if maximize else -value,)
+    loss = record.get(f"{prefix}loss")
+    if monitor != "loss" and loss is not None:
+        key += (-(loss if math.isfinite(loss) else math.inf),)
+    return key
+
+
+class BestCheckpoint(Callback):
+    """Keep the weights of the best evaluation and load them back at the end of the run.
+
+    Arguments:
+        path: checkpoint file (written atomically by the main process), or None to keep the best weights in
+            memory. The initial weights are saved before training (epoch 0), so a checkpoint always exists.
+        monitor: metric name of the objective (default its ``default_select_on``), read from the evaluation
+            records as ``<split>_<monitor>`` (``split``: "val" by default).
+        split: whose metric is monitored; "train" selects on the training metrics.
+        config: stored in the checkpoint.
+    """
+
+    def __init__(self, path: str | Path | None = None, monitor: str | None = None, split: str = "val",
+                 config: dict | None = None):
+        self.path = None if path is None else Path(path)
+        self.monitor = monitor
+        self.split = split
+        self.config = dict(config or {})
+        self.best_key: tuple | None = None
+        self.best_epoch = 0
+        self._memory: dict | None = None
+
+    def _save(self, state: FitState, metrics: dict) -> None:
+        if self.path is None:
+            self._memory = copy.deepcopy(state.model.state_dict())
+        elif state.is_main:
+            save_checkpoint(self.path, model=state.model, optimizer=state.optimizer, epoch=state.epoch if metrics
+                            else 0, metrics=metrics, config={**state.config, **self.config})
+
+    def on_fit_start(self, state):
+        if self.monitor is None:
+            self.monitor = state.objective.default_select_on
+        if self.monitor not in state.objective.maximize:
+            raise ValueError(f"BestCheckpoint monitor {self.monitor!r} is not a metric of "
+                             f"{type(state.objective).__name__} ({', '.join(state.objective.maximize)})")
+        if self.best_key is None and (self.path is None or not self.path.exists() or state.step == 0):
+            self._save(state, {})
+        state.history.setdefault("best_epoch", 0)
+
+    def on_evaluation(self, state, record):
+        key = _selection_key(record, self.monitor, state.objective.maximize[self.monitor], f"{self.split}_")
+        if key is not None and (self.best_key is None or key > self.best_key):
+            self.best_key = key
+            self.best_epoch = record["epoch"]
+            state.history["best_epoch"] = record["epoch"]
+            state.history["best_step"] = record["step"]
+            for name, value in record.items():
+                if name.startswith(f"{self.split}_"):
+                    state.history[f"best_{name}"] = value
+            self._save(state, {k: v for k, v in record.items() if isinstance(v, (int, float, type(None)))})
+
+    def restore(self, model: torch.nn.Module, optimizer=None) -> None:
+        if self.path is None:
+            if self._memory is not None:
+                model.load_state_dict(self._memory)
+        else:
+            load_checkpoint(self.path, model, optimizer)
+
+    def on_fit_end(self, state):
+        self.restore(getattr(state.model, "module", state.model), state.optimizer)
+
+    def on_diverged(self, state):
+        # A diverged run reports its best weights, as a finished one does.
+        self.restore(getattr(state.model, "module", state.model), state.optimizer)
+        return self.best_epoch, None if self.path is None else str(self.path)
+
+    def state_dict(self):
+        return {"best_key": None if self.best_key is None else list(self.best_key), "best_epoch": self.best_epoch,
+                "monitor": self.monitor}
+
+    def load_state_dict(self, state):
+        self.best_key = None if state["best_key"] is None else tuple(state["best_key"])
+        self.best_epoch = state["best_epoch"]
+
+
+class EarlyStopping(Callback):
+    """Stop after ``patience`` evaluations in a row without improvement of ``<split>_<monitor>``."""
+
+    def __init__(self, patience: int, monitor: str | None = None, split: str = "val"):
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(f"patience must be a positive integer, got {patience!r}")
+        self.patience, self.monitor, self.split = patience, monitor, split
+        self.best_key: tuple | None = None
+        self.since_best = 0
+
+    def on_fit_start(self, state):
+        if self.monitor is None:
+            self.monitor = state.objective.default_select_on
+
+    def on_evaluation(self, state, record):
+        key = _selection_key(record, self.monitor, state.objective.maximize[self.monitor], f"{self.split}_")
+        if key is not None and (self.best_key is None or key > self.best_key):
+            self.best_key, self.since_best = key, 0
+        else:
+            self.since_best += 1
+        if self.since_best >= self.patience:
+            state.stop_reason = "early_stopping"
+
+    def state_dict(self):
+        return {"best_key": None if self.best_key is None else list(self.best_key), "since_best": self.since_best}
+
+    def load_state_dict(self, state):
+        self.best_key = None if state["best_key"] is None else tuple(state["best_key"])
+        self.since_best = state["since_best"]
+
+
+class StopWhen(Callback):
+    """Stop at the first evaluation where ``condition(record)`` holds (e.g. a task counted as solved); the
+    record is kept in ``history[reason + "_at"]``."""
+
+    def __init__(self, condition: Callable[[dict], bool], reason: str = "solved"):
+        self.condition, self.reason = condition, reason
+
+    def on_evaluation(self, state, record):
+        if self.condition(record):
+            state.history.setdefault(f"{self.reason}_at", dict(record))
+            state.stop_reason = self.reason
+
+
+class TimeLimit(Callback):
+    """Stop at the first evaluation after ``minutes`` of wall time in this call."""
+
+    def __init__(self, minutes: float):
+        if not minutes > 0:
+            raise ValueError(f"minutes must be positive, got {minutes!r}")
+        self.seconds = 60.0 * minutes
+        self.start = None
+
+    def on_fit_start(self, state):
+        self.start = time.perf_counter()
+
+    def on_evaluation(self, state, record):
+        if state.stop_reason is None and time.perf_counter() - self.start > self.seconds:
+            state.stop_reason = "time"
+
+
+_GENERIC_ADVICE = "Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance."
+
+
+def gradient_advice(model: torch.nn.Module) -> str:
+    """What to try after a non-finite gradient: the continuous adjoint is the likely cause where it is used."""
+    users = sorted({type(module).__name__ for module in model.modules()
+                    if isinstance(getattr(module, "solver", None), SolverOptions)
+                    and module.solver.gradient_method == "adjoint" and module.solver.method != "exact"})
+    if not users:
+        return _GENERIC_ADVICE
+    return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(adjoint=True) or "
+            "gradient='adjoint'), whose backward pass re-integrates the state backwards in time; for contracting "
+            "fields over long sequences that is unstable and its gradients are wrong or non-finite, whatever the "
+            "learning rate. Use the default SolverOptions(gradient='checkpoint'), exact for the discrete solve with "
+            "O(sqrt(steps)) memory (or adjoint=False).")
+
+
+def _all_finite(tensors) -> bool:
+    flags = [torch.isfinite(t).all() for t in tensors]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
+class DivergenceGuard(Callback):
+    """Declare the run diverged, before any optimizer step is taken with bad numbers, when
+
+    - a training loss is NaN or infinite;
+    - a gradient is NaN or infinite (checked before clipping, which cannot make it finite: NaN stays NaN
+      and an infinite norm turns every entry into 0 or NaN);
+    - a parameter is not finite at an evaluation;
+    - the mean training loss since the last evaluation exceeds the first evaluation's by more than
+      ``explosion_factor`` times max(|first|, 1) (a finite blow-up such as a loss of 1e23 is as wrong a
+      result as a NaN). None disables this check.
+    """
+
+    def __init__(self, explosion_factor: float | None = 1e3):
+        if explosion_factor is not None and not explosion_factor > 0:
+            raise ValueError(f"explosion_factor must be positive or None, got {explosion_factor!r}")
+        self.explosion_factor = explosion_factor
+        self.first_loss: float | None = None
+
+    def on_batch_loss(self, state, loss):
+        if not torch.isfinite(loss):
+            raise Divergence(f"non-finite training loss ({loss.item()})")
+
+    def on_after_backward(self, state, gradients):
+        if not _all_finite(gradients):
+            raise Divergence("non-finite gradient", gradient_advice(state.model))
+
+    def on_evaluation(self, state, record):
+        if not _all_finite([p.detach() for p in state.model.parameters()]):
+            raise Divergence("non-finite parameter after the optimizer steps")
+        loss = record.get("train_loss")
+        if loss is None or self.explosion_factor is None:
+            return
+        if self.first_loss is None:
+            self.first_loss = loss
+        elif loss > self.first_loss + self.explosion_factor * max(abs(self.first_loss), 1.0):
+            raise Divergence(f"the training loss exploded: {loss:.4g} against {self.first_loss:.4g} at the first "
+                             f"evaluation (more than explosion_factor={self.explosion_factor:g} times larger)")
+
+    def state_dict(self):
+        return {"first_loss": self.first_loss}
+
+    def load_state_dict(self, state):
+        self.first_loss = state["first_loss"]
+
+
+class ProgressBar(Callback):
+    """tqdm bars: one over epochs (with the last evaluation's metrics) and one over the batches of an epoch."""
+
+    def __init__(self, desc: str = "train"):
+        self.desc = desc
+        self.epochs = self.batches = None
+
+    def on_fit_start(self, state):
+        self.epochs = tqdm(total=state.epochs, initial=state.epoch - 1, desc=self.desc, unit="epoch",
+                           dynamic_ncols=True, disable=not state.is_main)
+
+    def on_epoch_start(self, state):
+        if self.batches is not None:
+            self.batches.close()
+        self.batches = tqdm(total=state.steps_per_epoch, desc=f"epoch {state.epoch}", unit="batch", leave=False,
+                            dynamic_ncols=True, disable=not state.is_main)
+
+    def on_batch_end(self, state, loss):
+        self.batches.update(1)
+        self.batches.set_postfix(loss=f"{loss:.4g}")
+
+    def on_evaluation(self, state, record):
+        shown = {k: f"{v:.4g}" for k, v in record.items()
+                 if isinstance(v, float) and (k.startswith("val_") or k == "train_loss") and k != "val_seconds"}
+        self.epochs.set_postfix(shown)
+        self.epochs.n = record["epoch"] - 1 + (1 if record.get("end_of_epoch") else 0)
+        self.epochs.refresh()
+
+    def on_fit_end(self, state):
+        for bar in (self.batches, self.epochs):
+            if bar is not None:
+                bar.close()

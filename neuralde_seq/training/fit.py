@@ -1,0 +1,388 @@
+"""The one training loop of the toolkit: :func:`fit`.
+
+Every training path (``neuralde-seq compare`` and ``bench``, the stress tasks, the trajectory tasks, the
+scikit-learn estimators) calls :func:`fit` with an :class:`~neuralde_seq.training.objectives.Objective`
+(what is learnt) and callbacks (:mod:`neuralde_seq.training.callbacks`: checkpoints, early stopping,
+progress, divergence).
+
+Distributed data parallel: when ``torch.distributed`` is initialised with more than one process, every
+process draws the same batch order, takes its share ``batch[rank::world]`` of each global batch and the
+model is wrapped in :class:`torch.nn.parallel.DistributedDataParallel`; each share's loss is weighted so
+that the averaged gradient equals the gradient of the mean loss over the global batch (a process whose
+share is empty, in a last batch smaller than the number of processes, runs one sample with weight 0).
+Training statistics and evaluation outputs are gathered over the processes; only rank 0 writes files.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.distributed as dist
+
+from .callbacks import BestCheckpoint, Callback, Divergence, DivergenceGuard, FitState, ProgressBar
+from .checkpoints import atomic_save, model_device, restore_rng_states, rng_states
+from .objectives import Objective, batches, predict
+
+__all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
+
+
+class TrainingDiverged(RuntimeError):
+    """A run stopped because its loss, gradients or parameters became non-finite or its loss exploded.
+
+    Before it is raised, the model (and optimizer) hold the last good state (the last evaluation's, or the
+    initial weights). Attributes: ``epoch`` and ``step`` (1-based, step counts optimizer steps over the
+    whole run) where it happened, ``reason``, ``checkpoint_path`` (the resume checkpoint, if any),
+    ``checkpoint_epoch`` (epoch of the restored state, 0 = before training) and ``history``.
+    """
+
+    def __init__(self, message: str, *, epoch: int, step: int, reason: str, checkpoint_path: str | None,
+                 checkpoint_epoch: int, history: dict):
+        super().__init__(message)
+        self.epoch, self.step, self.reason = epoch, step, reason
+        self.checkpoint_path, self.checkpoint_epoch, self.history = checkpoint_path, checkpoint_epoch, history
+
+
+class ResumeMismatch(ValueError):
+    """A resume checkpoint was written by a run with other settings; its message lists the differences."""
+
+
+def _positive_int(value, name: str, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    return value
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gather_outputs(local, index_local: torch.Tensor, total: int, world: int):
+    """Outputs of every rank's samples, back in sample order (CPU object gather: any backend)."""
+    parts: list = [None] * world
+    dist.all_gather_object(parts, (index_local.cpu(), local.detach().cpu()))
+    order = torch.cat([p[0] for p in parts])
+    joined = torch.cat([p[1] for p in parts])
+    out = torch.empty_like(joined)
+    out[torch.argsort(order)] = joined
+    return out
+
+
+def _evaluate(model, objective: Objective, data, batch_size: int, world: int, rank: int) -> dict:
+    inputs, targets = data
+    n = len(inputs)
+    if world == 1 or type(objective).evaluate is not Objective.evaluate:
+        return objective.evaluate(model, inputs, targets, batch_size)
+    # Each rank scores its share; the outputs are gathered so that every rank computes the same metrics.
+    index = torch.arange(n)[rank::world]
+    local = predict(model, inputs, batch_size, objective, index=index)
+    outputs = _gather_outputs(local, index, n, world)
+    device = model_device(model)
+    return {**objective.metrics(outputs.to(device), targets.to(device)), "num_samples": n}
+
+
+def fit(
+    model: torch.nn.Module,
+    objective: Objective,
+    train: tuple[Any, Any],
+    *,
+    val: tuple[Any, Any] | None = None,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int = 0,
+    weight_decay: float = 0.0,
+    grad_clip: float | None = None,
+    penalty_weight: float = 0.0,
+    eval_every: int | None = None,
+    eval_batch_size: int | None = None,
+    max_steps: int | None = None,
+    callbacks: Sequence[Callback] = (),
+    resume_path: str | Path | None = None,
+    resume: bool = False,
+    config: dict | None = None,
+    progress: bool | str = True,
+) -> dict[str, Any]:
+    """Train ``model`` with Adam on ``objective`` and return the history.
+
+    Arguments:
+        model: the model; its device is where batches go (inputs must already be there).
+        objective: what is learnt (:mod:`~neuralde_seq.training.objectives`).
+        train: ``(inputs, targets)``: inputs sliceable by a 1-D LongTensor of sample indices (a
+            :class:`~neuralde_seq.Control`, :class:`~neuralde_seq.Observations`, ``ModelArguments``, a
+            tensor), N samples; targets as the objective expects (checked before training), or None.
+        val: ``(inputs, targets)`` evaluated at every evaluation (metrics ``val_<name>``); None: none.
+        epochs: passes over the training data. lr, weight_decay: Adam's.
+        batch_size: samples per optimizer step (global over processes); the last batch may be smaller.
+        seed: seeds torch's global RNG (+ rank) at the start and the data-order generator.
+        grad_clip: max gradient norm, or None. penalty_weight: weight of ``model.penalty()`` in the loss.
+        eval_every: evaluate every this many optimizer steps as well as at the end of every epoch
+            (None: at the end of every epoch only).
+        eval_batch_size: batch size of evaluation (default ``batch_size``).
+        max_steps: stop after this many optimizer steps (a smoke run: ``history["smoke"]`` is True).
+        callbacks: :class:`~neuralde_seq.training.callbacks.Callback` objects, called in order. A
+            :class:`~neuralde_seq.training.callbacks.DivergenceGuard` is added unless one is given.
+        resume_path: the resume checkpoint, written after every evaluation (model, optimizer, loop state,
+            RNG states, callbacks' states, ``config``). resume: continue from it if it exists: a run
+            interrupted anywhere continues from its last evaluation as if never stopped. Its ``config``
+            must equal this call's (else :class:`ResumeMismatch`).
+        config: the run's settings, stored in checkpoints and compared on resume.
+        progress: show tqdm bars (a string is the bar's label).
+
+    Returns the history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
+    ``train_<metric>`` (running training statistics of the objective), ``val_<metric>``,
+    ``seconds_per_epoch`` (training seconds since the previous evaluation: per epoch when evaluating once
+    per epoch) and ``val_seconds``; and ``epochs_run``, ``steps``, ``stopped_by`` ("epochs",
+    "max_steps", "early_stopping", or a callback's reason), ``stopped_early``, ``stopped_at_max_steps``,
+    ``smoke``, ``resumed_from_epoch``, plus what callbacks add (``best_epoch``, ``best_val_<metric>``).
+
+    Raises :class:`TrainingDiverged` after restoring the last good state when the run diverges (see
+    :class:`~neuralde_seq.training.callbacks.DivergenceGuard`).
+    """
+    _positive_int(epochs, "epochs")
+    _positive_int(batch_size, "batch_size")
+    eval_batch_size = _positive_int(eval_batch_size if eval_batch_size is not None else batch_size, "eval_batch_size")
+    _positive_int(eval_every, "eval_every", allow_none=True)
+    _positive_int(max_steps, "max_steps", allow_none=True)
+    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if not (weight_decay >= 0 and math.isfinite(weight_decay)):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+    if not (penalty_weight >= 0 and math.isfinite(penalty_weight)):
+        raise ValueError(f"penalty_weight must be a finite number >= 0, got {penalty_weight!r}")
+    if penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
+        raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
+    if grad_clip is not None and not (grad_clip > 0 and math.isfinite(grad_clip)):
+        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}")
+    train_inputs, train_targets = train
+    n_train = len(train_inputs)
+    train_targets = objective.check_targets(train_targets, n_train, "train targets")
+    if val is not None:
+        val = (val[0], objective.check_targets(val[1], len(val[0]), "val targets"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+
+    rank, world = _world()
+    device = model_device(model)
+    if isinstance(train_targets, torch.Tensor):
+        train_targets = train_targets.to(device)
+    trained = model
+    if world > 1:
+        trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device])
+    optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
+                  "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
+                  "eval_every": eval_every, "objective": type(objective).__name__, "model_class": type(model).__name__,
+                  "world_size": world, **dict(config or {})}
+    callbacks = list(callbacks)
+    if not any(isinstance(c, DivergenceGuard) for c in callbacks):
+        callbacks.insert(0, DivergenceGuard())
+    if progress:
+        callbacks.append(ProgressBar(progress if isinstance(progress, str) else "train"))
+    steps_per_epoch = -(-n_train // batch_size)
+    history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [], "val_seconds": [],
+                               "resumed_from_epoch": None}
+    state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=epochs,
+                     steps_per_epoch=steps_per_epoch, history=history, is_main=rank == 0, config=run_config)
+    generator = torch.Generator()
+    loop = {"position": 0, "order_state": None, "finished": False}
+    resume_path = None if resume_path is None else Path(resume_path)
+
+    if resume and resume_path is not None and resume_path.exists():
+        saved = torch.load(resume_path, map_location="cpu", weights_only=True)
+        differing = sorted(k for k in set(saved["config"]) | set(run_config)
+                           if k != "epochs" and saved["config"].get(k) != run_config.get(k))
+        if differing:
+            raise ResumeMismatch(
+                f"cannot resume from {resume_path}: it was written with other settings ("
+                + "; ".join(f"{k}: {saved['config'].get(k)!r} there, {run_config.get(k)!r} now" for k in differing)
+                + "). Use the same settings, or delete the checkpoint to start afresh.")
+        model.load_state_dict(saved["model_state"])
+        optimizer.load_state_dict(saved["optimizer_state"])
+        history.update(saved["history"])
+        loop.update(saved["loop"])
+        state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
+        for callback, callback_state in zip(callbacks, saved["callbacks"]):
+            callback.load_state_dict(callback_state)
+        restore_rng_states(generator, saved["rng"])
+        history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
+        if loop["finished"] and saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs":
+            loop["finished"] = False  # a run cut short by a smaller `epochs` continues
+    else:
+        torch.manual_seed(seed + rank)  # per-rank randomness (dropout, latent samples); data order is shared
+        generator.manual_seed(seed)
+
+    def snapshot() -> dict:
+        return {"model_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                "optimizer_state": optimizer.state_dict(),
+                # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
+                "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
+                "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator), "config": run_config,
+                "callbacks": [c.state_dict() for c in callbacks]}
+
+    last_good = {"state": None, "epoch": history["epoch"][-1] if history["epoch"] else 0}
+
+    def keep_good() -> None:
+        good = snapshot()
+        last_good["state"] = {"model_state": good["model_state"],
+                              "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
+                                                                 for n, t in v.items()}
+                                                             for k, v in good["optimizer_state"]["state"].items()},
+                                                  "param_groups": good["optimizer_state"]["param_groups"]}}
+        if resume_path is not None and rank == 0:
+            atomic_save(good, resume_path)
+        if world > 1:
+            dist.barrier()
+
+    for callback in callbacks:
+        callback.on_fit_start(state)
+    keep_good()
+
+    train_sums: dict[str, list[float]] = {}
+    train_seconds = 0.0
+
+    def evaluate_now(end_of_epoch: bool) -> dict:
+        nonlocal train_sums, train_seconds
+        if world > 1:  # training statistics summed over the processes
+            flat = torch.tensor([v for pair in train_sums.values() for v in pair], dtype=torch.float64)
+            dist.all_reduce(flat)
+            train_sums = {k: [float(flat[2 * i]), float(flat[2 * i + 1])] for i, k in enumerate(train_sums)}
+        record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
+        for name, (total, count) in train_sums.items():
+            record[f"train_{name}"] = total / count if count else None
+        record["seconds_per_epoch"] = train_seconds
+        t0 = time.perf_counter()
+        if val is not None:
+            metrics = _evaluate(model, objective, val, eval_batch_size, world, rank)
+            record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
+        record["val_seconds"] = time.perf_counter() - t0
+        rows_before = len(history["epoch"])
+        for key, value in record.items():
+            if key == "end_of_epoch":
+                continue
+            column = history.setdefault(key, [])
+            column.extend([None] * (rows_before - len(column)))  # a metric that appears later: None before
+            column.append(value)
+        history["epochs_run"], history["steps"] = state.epoch, state.step
+        for callback in callbacks:
+            callback.on_evaluation(state, record)
+        train_sums, train_seconds = {}, 0.0
+        return record
+
+    def diverge(error: Divergence):
+        optimizer.zero_grad(set_to_none=True)
+        model.load_state_dict(last_good["state"]["model_state"])
+        optimizer.load_state_dict(last_good["state"]["optimizer_state"])
+        restored_epoch, restored_path = last_good["epoch"], None if resume_path is None else str(resume_path)
+        for callback in callbacks:
+            replaced = callback.on_diverged(state)
+            if replaced is not None:
+                restored_epoch, restored_path = replaced
+        where = f" from {restored_path}" if restored_path is not None else ""
+        message = (f"training diverged at epoch {state.epoch}, optimizer step {state.step + 1}: {error.reason}. "
+                   f"Restored the last good weights (epoch {restored_epoch}){where}. "
+                   f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
+        history["stopped_by"] = "diverged"
+        history["diverged"] = message
+        raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
+                               checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
+                               history=history) from None
+
+    first_batch = not history["epoch"]
+    try:
+        while not loop["finished"] and state.epoch <= epochs:
+            if loop["order_state"] is None:
+                loop["order_state"] = generator.get_state()
+            generator.set_state(loop["order_state"])
+            order = torch.randperm(n_train, generator=generator)
+            for callback in callbacks:
+                callback.on_epoch_start(state)
+            model.train()
+            position = loop["position"]
+            while position < n_train:
+                t0 = time.perf_counter()
+                index = order[position:position + batch_size]
+                share, weight = index[rank::world], 1.0
+                if world > 1:
+                    weight = share.numel() * world / index.numel()
+                    if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
+                        share, weight = index[:1], 0.0
+                inputs = train_inputs[share]
+                targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
+                context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
+                           "generator": generator}
+                loss, outputs = objective.training_loss(trained, inputs, targets, context)
+                if first_batch and outputs is not None:
+                    objective.check_outputs(outputs, targets)
+                    first_batch = False
+                total = loss + penalty_weight * model.penalty() if penalty_weight > 0 else loss
+                for callback in callbacks:
+                    callback.on_batch_loss(state, total)
+                optimizer.zero_grad(set_to_none=True)
+                (total * weight if world > 1 else total).backward()
+                gradients = [p.grad for p in params if p.grad is not None]
+                for callback in callbacks:
+                    callback.on_after_backward(state, gradients)
+                if grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                optimizer.step()
+                state.step += 1
+                position += batch_size
+                loop["position"] = position
+                train_seconds += time.perf_counter() - t0
+                size = share.numel() if weight > 0 else 0
+                sums = train_sums.setdefault("loss", [0.0, 0])
+                sums[0] += loss.item() * size
+                sums[1] += size
+                if outputs is not None and size:
+                    for name, (value, count) in objective.train_statistics(outputs, targets).items():
+                        entry = train_sums.setdefault(name, [0.0, 0])
+                        entry[0] += value
+                        entry[1] += count
+                for callback in callbacks:
+                    callback.on_batch_end(state, loss.item())
+                end_of_epoch = position >= n_train
+                hit_max = max_steps is not None and state.step >= max_steps
+                if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
+                    if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
+                        loop["position"], loop["order_state"] = 0, generator.get_state()
+                    evaluate_now(end_of_epoch)
+                    if hit_max and state.stop_reason is None:
+                        state.stop_reason = "max_steps"
+                    if end_of_epoch:
+                        state.epoch += 1
+                    if state.stop_reason is not None or state.epoch > epochs:
+                        loop["finished"] = True
+                        history["stopped_by"] = state.stop_reason or "epochs"
+                    keep_good()
+                    last_good["epoch"] = history["epoch"][-1]
+                    if loop["finished"] or end_of_epoch:
+                        break
+            if state.epoch > epochs and not loop["finished"]:
+                loop["finished"] = True
+                history["stopped_by"] = "epochs"
+    except Divergence as error:
+        for callback in callbacks:
+            if isinstance(callback, ProgressBar):
+                callback.on_fit_end(state)
+        diverge(error)
+    history.setdefault("stopped_by", "epochs")
+    history["epochs_run"] = history["epoch"][-1] if history["epoch"] else 0
+    history["steps"] = state.step
+    history["stopped_early"] = history["stopped_by"] == "early_stopping"
+    history["stopped_at_max_steps"] = history["stopped_by"] == "max_steps"
+    history["smoke"] = history["stopped_at_max_steps"]
+    for callback in callbacks:
+        callback.on_fit_end(state)
+    return history
+
+
+def _device(tensor) -> torch.device:
+    return tensor.device if isinstance(tensor, torch.Tensor) else torch.device("cpu")
