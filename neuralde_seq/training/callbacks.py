@@ -270,9 +270,9 @@ class DivergenceGuard(Callback):
     - a gradient is NaN or infinite (checked before clipping, which cannot make it finite: NaN stays NaN
       and an infinite norm turns every entry into 0 or NaN);
     - a parameter is not finite at an evaluation;
-    - the mean training loss since the last evaluation exceeds the first evaluation's by more than
-      ``explosion_factor`` times max(|first|, 1) (a finite blow-up such as a loss of 1e23 is as wrong a
-      result as a NaN). None disables this check.
+    - the mean training loss since the last evaluation exceeds the loss of the very first batch (before
+      any step: the scale of an untrained model) by more than ``explosion_factor`` times max(|first|, 1)
+      (a finite blow-up such as a loss of 1e23 is as wrong a result as a NaN). None disables this check.
     """
 
     def __init__(self, explosion_factor: float | None = 1e3):
@@ -284,6 +284,8 @@ class DivergenceGuard(Callback):
     def on_batch_loss(self, state, loss):
         if not torch.isfinite(loss):
             raise Divergence(f"non-finite training loss ({loss.item()})")
+        if self.first_loss is None:
+            self.first_loss = loss.item()
 
     def on_after_backward(self, state, gradients):
         if not _all_finite(gradients):
@@ -295,11 +297,10 @@ class DivergenceGuard(Callback):
         loss = record.get("train_loss")
         if loss is None or self.explosion_factor is None:
             return
-        if self.first_loss is None:
-            self.first_loss = loss
-        elif loss > self.first_loss + self.explosion_factor * max(abs(self.first_loss), 1.0):
-            raise Divergence(f"the training loss exploded: {loss:.4g} against {self.first_loss:.4g} at the first "
-                             f"evaluation (more than explosion_factor={self.explosion_factor:g} times larger)")
+        if self.first_loss is not None and loss > self.first_loss + self.explosion_factor * max(abs(self.first_loss), 1.0):
+            raise Divergence(f"the training loss exploded: mean {loss:.4g} since the last evaluation against "
+                             f"{self.first_loss:.4g} on the first batch (more than explosion_factor="
+                             f"{self.explosion_factor:g} times larger)")
 
     def state_dict(self):
         return {"first_loss": self.first_loss}

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from .callbacks import BestCheckpoint, Callback, Divergence, DivergenceGuard, FitState, ProgressBar
 from .checkpoints import atomic_save, model_device, restore_rng_states, rng_states
+from .distributed import world as _world  # (rank, world size); (0, 1) without a process group
 from .objectives import Objective, batches, predict
 
 __all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
@@ -57,21 +58,74 @@ def _positive_int(value, name: str, allow_none: bool = False):
     return value
 
 
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+class _TrainingLoss(torch.nn.Module):
+    """``objective.training_loss`` as the forward of a module, the one DistributedDataParallel wraps: DDP
+    synchronises the gradients of what runs inside its forward only, and objectives call methods other
+    than ``forward`` (the ELBO calls ``model.loss``)."""
+
+    def __init__(self, model: torch.nn.Module, objective: Objective):
+        super().__init__()
+        self.model, self.objective = model, objective
+
+    def forward(self, inputs, targets, context: dict):
+        return self.objective.training_loss(self.model, inputs, targets, context)
 
 
-def _gather_outputs(local, index_local: torch.Tensor, total: int, world: int):
-    """Outputs of every rank's samples, back in sample order (CPU object gather: any backend)."""
+def _collective_device(device: torch.device) -> torch.device:
+    # nccl reduces CUDA tensors only; gloo is given CPU tensors whatever the model's device.
+    return device if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _global_loss(total: torch.Tensor, weight: float, world: int) -> torch.Tensor:
+    """The global batch's loss from every rank's weighted share, the same on every rank: callbacks see what
+    one process would see, and take one decision (a rank stopping alone would leave the others waiting)."""
+    local = total.detach() * weight if weight > 0 else torch.zeros_like(total.detach())  # weight 0: a stand-in
+    reduced = local.to(_collective_device(total.device))
+    dist.all_reduce(reduced)
+    return reduced.to(total.device) / world
+
+
+def _sum_over_ranks(sums: dict[str, list], world: int, device: torch.device) -> dict[str, list[float]]:
+    """``{name: [sum, count]}`` added over the processes. A process whose shares were all empty since the
+    last evaluation lacks the objective's statistics: the names are agreed on first (all_reduce needs one
+    length everywhere), in rank 0's order."""
+    names_by_rank: list = [None] * world
+    dist.all_gather_object(names_by_rank, list(sums))
+    names = list(names_by_rank[0]) + sorted(set().union(*map(set, names_by_rank)) - set(names_by_rank[0]))
+    flat = torch.tensor([float(x) for name in names for x in sums.get(name, (0.0, 0))], dtype=torch.float64,
+                        device=_collective_device(device))
+    dist.all_reduce(flat)
+    return {name: [float(flat[2 * i]), float(flat[2 * i + 1])] for i, name in enumerate(names)}
+
+
+def _broadcast_stop(state: FitState) -> None:
+    # Rank 0 decides whether to stop: a rank-local reason (a TimeLimit) must not leave the others waiting.
+    decision = [state.stop_reason]
+    dist.broadcast_object_list(decision, src=0)
+    state.stop_reason = decision[0]
+
+
+def _broadcast_generator(generator: torch.Generator) -> None:
+    # Objectives may draw from the data-order generator, as many numbers as their share holds: rank 0's state
+    # keeps one order of the next epoch on every rank.
+    state = [generator.get_state()]
+    dist.broadcast_object_list(state, src=0)
+    generator.set_state(state[0])
+
+
+def _gather_outputs(local, index_local: torch.Tensor, objective: Objective, world: int):
+    """Every rank's outputs joined back in sample order (an object gather on CPU: works with any backend).
+
+    Arguments:
+        local: this rank's outputs (first dimension: samples) for the samples ``index_local`` (1-D), or
+            None for an empty share.
+    """
     parts: list = [None] * world
-    dist.all_gather_object(parts, (index_local.cpu(), local.detach().cpu()))
-    order = torch.cat([p[0] for p in parts])
-    joined = torch.cat([p[1] for p in parts])
-    out = torch.empty_like(joined)
-    out[torch.argsort(order)] = joined
-    return out
+    dist.all_gather_object(parts, None if local is None else (index_local.cpu(), local.detach().cpu()))
+    parts = [part for part in parts if part is not None]
+    order = torch.cat([part[0] for part in parts])
+    joined = objective.collate([part[1] for part in parts])  # pads where shares differ in length (per step)
+    return joined[torch.argsort(order)]  # row i holds sample order[i]: sorting by it puts sample k in row k
 
 
 def _evaluate(model, objective: Objective, data, batch_size: int, world: int, rank: int) -> dict:
@@ -81,10 +135,11 @@ def _evaluate(model, objective: Objective, data, batch_size: int, world: int, ra
         return objective.evaluate(model, inputs, targets, batch_size)
     # Each rank scores its share; the outputs are gathered so that every rank computes the same metrics.
     index = torch.arange(n)[rank::world]
-    local = predict(model, inputs, batch_size, objective, index=index)
-    outputs = _gather_outputs(local, index, n, world)
+    local = predict(model, inputs, batch_size, objective, index=index) if index.numel() else None
+    outputs = _gather_outputs(local, index, objective, world)
     device = model_device(model)
-    return {**objective.metrics(outputs.to(device), targets.to(device)), "num_samples": n}
+    return {**objective.metrics(outputs.to(device), None if targets is None else targets.to(device)),
+            "num_samples": n}
 
 
 def fit(
@@ -173,9 +228,11 @@ def fit(
     device = model_device(model)
     if isinstance(train_targets, torch.Tensor):
         train_targets = train_targets.to(device)
-    trained = model
+    training_loss = _TrainingLoss(model, objective)
     if world > 1:
-        trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device])
+        # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
+        # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
+        training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None)
     optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
                   "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
@@ -213,8 +270,11 @@ def fit(
             callback.load_state_dict(callback_state)
         restore_rng_states(generator, saved["rng"])
         history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
-        if loop["finished"] and saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs":
-            loop["finished"] = False  # a run cut short by a smaller `epochs` continues
+        # A run cut short by a smaller `epochs`, or stopped by its wall-time limit (TimeLimit), continues.
+        if loop["finished"] and (history.get("stopped_by") == "time" or (
+                saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs")):
+            loop["finished"] = False
+            history.pop("stopped_by")
     else:
         torch.manual_seed(seed + rank)  # per-rank randomness (dropout, latent samples); data order is shared
         generator.manual_seed(seed)
@@ -251,9 +311,7 @@ def fit(
     def evaluate_now(end_of_epoch: bool) -> dict:
         nonlocal train_sums, train_seconds
         if world > 1:  # training statistics summed over the processes
-            flat = torch.tensor([v for pair in train_sums.values() for v in pair], dtype=torch.float64)
-            dist.all_reduce(flat)
-            train_sums = {k: [float(flat[2 * i]), float(flat[2 * i + 1])] for i, k in enumerate(train_sums)}
+            train_sums = _sum_over_ranks(train_sums, world, device)
         record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
         for name, (total, count) in train_sums.items():
             record[f"train_{name}"] = total / count if count else None
@@ -273,6 +331,8 @@ def fit(
         history["epochs_run"], history["steps"] = state.epoch, state.step
         for callback in callbacks:
             callback.on_evaluation(state, record)
+        if world > 1:
+            _broadcast_stop(state)
         train_sums, train_seconds = {}, 0.0
         return record
 
@@ -318,13 +378,14 @@ def fit(
                 targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
                 context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
                            "generator": generator}
-                loss, outputs = objective.training_loss(trained, inputs, targets, context)
+                loss, outputs = training_loss(inputs, targets, context)
                 if first_batch and outputs is not None:
                     objective.check_outputs(outputs, targets)
                     first_batch = False
                 total = loss + penalty_weight * model.penalty() if penalty_weight > 0 else loss
+                seen = total if world == 1 else _global_loss(total, weight, world)
                 for callback in callbacks:
-                    callback.on_batch_loss(state, total)
+                    callback.on_batch_loss(state, seen)
                 optimizer.zero_grad(set_to_none=True)
                 (total * weight if world > 1 else total).backward()
                 gradients = [p.grad for p in params if p.grad is not None]
@@ -352,6 +413,8 @@ def fit(
                 hit_max = max_steps is not None and state.step >= max_steps
                 if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
                     if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
+                        if world > 1:
+                            _broadcast_generator(generator)
                         loop["position"], loop["order_state"] = 0, generator.get_state()
                     evaluate_now(end_of_epoch)
                     if hit_max and state.stop_reason is None:

@@ -1,0 +1,1 @@
+"""Configs shipped with the package: `compare.yaml`, the main job of `neuralde-seq compare`."""

@@ -1,0 +1,416 @@
+"""Benchmark configs: YAML files parsed once into typed settings.
+
+:func:`parse_config` checks a config against the schema (docs/benchmarks.md) and returns a
+:class:`BenchmarkConfig`: every row's training settings (:class:`TrainingSettings`) merged with the top-level
+ones, its :class:`~neuralde_seq.solvers.SolverOptions` built once, its paper number
+(:class:`PaperNumber`), and the test-set variants (:class:`TestVariant`). Every error is a
+:class:`ConfigError` naming the key path (e.g. ``models[1].training.lr``). :meth:`BenchmarkConfig.to_dict`
+gives the normalised config as plain data (for results files and fingerprints); :func:`validate_config` is
+``parse_config(...).to_dict()``.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..solvers import SolverOptions
+
+__all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
+           "TRAINING_DEFAULTS", "SELECT_ON", "load_config", "apply_overrides", "parse_config", "validate_config",
+           "fingerprint"]
+
+SELECT_ON = ("accuracy", "auroc", "loss")
+TOP_KEYS = ("name", "description", "task", "task_options", "seeds", "training", "solver", "models", "evaluate")
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "epochs": None, "lr": None, "batch_size": None,  # required
+    "eval_batch_size": None,  # None: batch_size
+    "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
+    "select_on": None,  # None: the task's metric
+}
+ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
+PAPER_KEYS = ("value", "std", "metric", "source", "scale")
+EVALUATE_KEYS = ("label", "drop_rate", "subsample")
+# Default scale at which a paper prints a metric in [0, 1]: accuracy in %, AUROC as a fraction (paper 000;
+# paper 002 prints AUC x 100, so its configs set scale: 100).
+DEFAULT_SCALE = {"accuracy": 100.0, "auroc": 1.0}
+
+
+class ConfigError(ValueError):
+    """A benchmark config is invalid; the message names the offending key (e.g. ``models[1].training.lr``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """How one row is trained (the arguments of :func:`~neuralde_seq.training.train_classifier`)."""
+
+    epochs: int
+    lr: float
+    batch_size: int
+    select_on: str
+    eval_batch_size: int | None = None
+    patience: int | None = None
+    grad_clip: float | None = None
+    weight_decay: float = 0.0
+    penalty_weight: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperNumber:
+    """The number a paper reports for a row: ``value`` (± ``std``) of ``metric`` printed at ``scale``."""
+
+    value: float
+    metric: str
+    scale: float
+    std: float | None = None
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class TestVariant:
+    """A robustness variant of the test set: other drop rate and/or sampling rate."""
+
+    label: str
+    drop_rate: float | None = None
+    subsample: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRow:
+    """One model row: registry name, constructor options, control options, training and solver settings."""
+
+    label: str
+    model: str
+    options: dict
+    control: dict
+    training: TrainingSettings
+    solver: SolverOptions | None
+    solver_fields: dict  # the solver settings as given (for results files), None-free
+    paper: PaperNumber | None = None
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
+                "control": copy.deepcopy(self.control), "training": dataclasses.asdict(self.training),
+                "solver": None if self.solver is None else dict(self.solver_fields),
+                "paper": None if self.paper is None else dataclasses.asdict(self.paper)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """A parsed benchmark config (see :func:`parse_config`)."""
+
+    name: str
+    description: str
+    task: str
+    task_options: dict
+    seeds: tuple[int, ...]
+    rows: tuple[ModelRow, ...]
+    variants: tuple[TestVariant, ...]
+    training: dict  # the top-level settings as given (rows hold the effective ones)
+    solver: dict
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "task": self.task,
+                "task_options": copy.deepcopy(self.task_options), "seeds": list(self.seeds),
+                "training": dict(self.training), "solver": dict(self.solver),
+                "models": [row.to_dict() for row in self.rows],
+                "evaluate": [dataclasses.asdict(v) for v in self.variants]}
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts (dict keys sorted): names run folders by their settings."""
+    text = json.dumps(parts, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_config(config: Mapping | str | os.PathLike) -> dict:
+    """A config as a dict: ``config`` itself (deep-copied) or the YAML file it names."""
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config))
+    import yaml
+
+    path = Path(config)
+    if not path.exists():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    value = yaml.safe_load(text) if text.strip() else None
+    return _yaml_number(value)
+
+
+def _yaml_number(value: Any) -> Any:
+    # YAML 1.1 (PyYAML) reads "1e-3" (no dot) as a string; every user means the number.
+    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+        return float(value)
+    return value
+
+
+def apply_overrides(config: Mapping, overrides: Iterable[str]) -> dict:
+    """Apply ``key.path=value`` overrides (values parsed as YAML) to a deep copy of ``config``.
+
+    Path components index mappings by key and lists by position, e.g. ``training.epochs=1``,
+    ``task_options.drop_rate=0.5``, ``models.0.options.d_model=64``, ``seeds=[0,1]``. Missing mapping keys
+    are created (and then checked by :func:`validate_config`).
+    """
+    out = copy.deepcopy(dict(config))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must have the form key.path=value")
+        path, text = item.split("=", 1)
+        keys = [k for k in path.strip().split(".")]
+        if not path.strip() or any(not k for k in keys):
+            raise ConfigError(f"override {item!r} has an empty key")
+        node: Any = out
+        for depth, key in enumerate(keys):
+            last = depth == len(keys) - 1
+            where = ".".join(keys[:depth + 1])
+            if isinstance(node, list):
+                if not re.fullmatch(r"\d+", key) or int(key) >= len(node):
+                    raise ConfigError(f"override {item!r}: {where} is not an index of a list of {len(node)}")
+                if last:
+                    node[int(key)] = _parse_value(text)
+                else:
+                    node = node[int(key)]
+            elif isinstance(node, dict):
+                if last:
+                    node[key] = _parse_value(text)
+                else:
+                    if node.get(key) is None:
+                        node[key] = {}
+                    node = node[key]
+            else:
+                raise ConfigError(f"override {item!r}: {'.'.join(keys[:depth])} is not a mapping or list")
+    return out
+
+
+def _require_mapping(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__} {value!r}")
+    return dict(value)
+
+
+def _check_keys(mapping: Mapping, allowed: Sequence[str], where: str) -> None:
+    unknown = [k for k in mapping if k not in allowed]
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(repr(str(k)) for k in unknown)} in {where}; "
+                          f"allowed: {', '.join(allowed)}")
+
+
+def _number(value: Any, where: str, *, positive: bool = False, integer: bool = False, minimum: float | None = None,
+            allow_none: bool = False):
+    value = _yaml_number(value)
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or (isinstance(value, float) and not math.isfinite(value)):
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{where} must be {kind}{' or null' if allow_none else ''}, got {value!r}")
+    if positive and not value > 0:
+        raise ConfigError(f"{where} must be positive, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_training(training: dict, where: str) -> dict:
+    out = dict(training)
+    for key in ("epochs", "batch_size"):
+        if out[key] is None:
+            raise ConfigError(f"{where}.{key} is required (in `training` or the row's `training`)")
+        out[key] = _number(out[key], f"{where}.{key}", positive=True, integer=True)
+    if out["lr"] is None:
+        raise ConfigError(f"{where}.lr is required (in `training` or the row's `training`)")
+    out["lr"] = float(_number(out["lr"], f"{where}.lr", positive=True))
+    out["eval_batch_size"] = _number(out["eval_batch_size"], f"{where}.eval_batch_size", positive=True,
+                                     integer=True, allow_none=True)
+    out["patience"] = _number(out["patience"], f"{where}.patience", positive=True, integer=True, allow_none=True)
+    out["grad_clip"] = _number(out["grad_clip"], f"{where}.grad_clip", positive=True, allow_none=True)
+    out["weight_decay"] = float(_number(out["weight_decay"], f"{where}.weight_decay", minimum=0.0))
+    out["penalty_weight"] = float(_number(out["penalty_weight"], f"{where}.penalty_weight", minimum=0.0))
+    if out["select_on"] is not None and out["select_on"] not in SELECT_ON:
+        raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {out['select_on']!r}")
+    return out
+
+
+def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
+    fields = [f.name for f in dataclasses.fields(SolverOptions)]
+    _check_keys(solver, fields, where)
+    given = {k: _yaml_number(v) for k, v in solver.items()}
+    try:
+        return SolverOptions(**given), given
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{where}: {err}") from err
+
+
+def slug(label: str) -> str:
+    """A row label as a folder name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "row"
+
+
+def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None:
+    if paper is None:
+        return None
+    paper = _require_mapping(paper, where)
+    _check_keys(paper, PAPER_KEYS, where)
+    if "value" not in paper:
+        raise ConfigError(f"{where}.value is required (the paper's number)")
+    metric = paper.get("metric", task_metric)
+    if metric not in DEFAULT_SCALE:
+        raise ConfigError(f"{where}.metric must be one of {', '.join(DEFAULT_SCALE)}, got {metric!r}")
+    return PaperNumber(value=float(_number(paper["value"], f"{where}.value")), metric=metric,
+                       scale=float(_number(paper.get("scale", DEFAULT_SCALE[metric]), f"{where}.scale", positive=True)),
+                       std=_number(paper.get("std"), f"{where}.std", minimum=0.0, allow_none=True),
+                       source=str(paper.get("source") or ""))
+
+
+def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
+    variants = variants or []
+    if not isinstance(variants, list):
+        raise ConfigError(f"evaluate must be a list of test-set variants, got {variants!r}")
+    seen, out = set(), []
+    for i, variant in enumerate(variants):
+        where = f"evaluate[{i}]"
+        variant = _require_mapping(variant, where)
+        _check_keys(variant, EVALUATE_KEYS, where)
+        if "drop_rate" not in variant and "subsample" not in variant:
+            raise ConfigError(f"{where} needs drop_rate and/or subsample")
+        rate = subsample = None
+        if "drop_rate" in variant:
+            rate = float(_number(variant["drop_rate"], f"{where}.drop_rate", minimum=0.0))
+            if not rate < 1:
+                raise ConfigError(f"{where}.drop_rate must lie in [0, 1), got {rate}")
+        if "subsample" in variant:
+            subsample = _number(variant["subsample"], f"{where}.subsample", positive=True, integer=True)
+        label = str(variant.get("label") or ", ".join(f"{k} {variant[k]}" for k in ("drop_rate", "subsample")
+                                                        if k in variant))
+        if label in seen or label in ("test", "val"):
+            raise ConfigError(f"{where}.label {label!r} is already used")
+        seen.add(label)
+        out.append(TestVariant(label, rate, subsample))
+    return tuple(out)
+
+
+def parse_config(config: Mapping) -> BenchmarkConfig:
+    """Check a config against the schema (docs/benchmarks.md) and return it as a :class:`BenchmarkConfig`:
+    defaults filled in, each row's ``training`` and ``solver`` merged with the top-level ones. Raises
+    :class:`ConfigError` naming the bad key path."""
+    from ..data.protocols import TASK_NAMES, get_task
+    from ..models import MODEL_NAMES, model_entry
+
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"the config must be a mapping, got {type(config).__name__}")
+    cfg = copy.deepcopy(dict(config))
+    _check_keys(cfg, TOP_KEYS, "the config")
+    for key in ("name", "task", "models"):
+        if key not in cfg:
+            raise ConfigError(f"the config has no `{key}` (required keys: name, task, training, models)")
+    if not isinstance(cfg["name"], str) or not cfg["name"].strip():
+        raise ConfigError(f"name must be a non-empty string, got {cfg['name']!r}")
+    if cfg["task"] not in TASK_NAMES:
+        raise ConfigError(f"task {cfg['task']!r} is not a known task; known tasks: {', '.join(TASK_NAMES)}")
+    task = get_task(cfg["task"])
+
+    options = _require_mapping(cfg.get("task_options"), "task_options")
+    try:
+        known_options = task.option_names()
+    except ImportError:
+        known_options = None  # the loader's module is missing: load_task reports it when the data are needed
+    if known_options is not None:
+        _check_keys(options, known_options, f"task_options (task {task.name})")
+    if "drop_rate" in options:
+        rate = _number(options["drop_rate"], "task_options.drop_rate", minimum=0.0)
+        if not rate < 1:
+            raise ConfigError(f"task_options.drop_rate must lie in [0, 1), got {rate}")
+    if "subsample" in options:
+        _number(options["subsample"], "task_options.subsample", positive=True, integer=True)
+
+    seeds = cfg.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds:
+        raise ConfigError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+    for i, s in enumerate(seeds):
+        _number(s, f"seeds[{i}]", integer=True, minimum=0)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds contains duplicates: {seeds}")
+
+    training = _require_mapping(cfg.get("training"), "training")
+    _check_keys(training, tuple(TRAINING_DEFAULTS), "training")
+    solver_given = _require_mapping(cfg.get("solver"), "solver")
+    _, solver_given = _check_solver(solver_given, "solver")
+
+    rows = cfg["models"]
+    if not isinstance(rows, list) or not rows:
+        raise ConfigError("models must be a non-empty list of model rows")
+    labels, slugs, parsed = set(), set(), []
+    for i, row in enumerate(rows):
+        where = f"models[{i}]"
+        row = _require_mapping(row, where)
+        _check_keys(row, ROW_KEYS, where)
+        if "model" not in row:
+            raise ConfigError(f"{where} has no `model`; known models: {', '.join(MODEL_NAMES)}")
+        if row["model"] not in MODEL_NAMES:
+            raise ConfigError(f"{where}.model {row['model']!r} is not a known model; known models: "
+                              f"{', '.join(MODEL_NAMES)}")
+        entry = model_entry(row["model"])
+        label = str(row.get("label") or row["model"])
+        if label in labels or slug(label) in slugs:
+            raise ConfigError(f"{where}.label {label!r} is used by another row (labels name output folders)")
+        labels.add(label)
+        slugs.add(slug(label))
+        model_options = _require_mapping(row.get("options"), f"{where}.options")
+        params = inspect.signature(entry.constructor).parameters
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            allowed = [p for p in params if p not in ("self", "in_channels", "num_classes", "solver")]
+            _check_keys(model_options, allowed, f"{where}.options (model {row['model']})")
+        if "solver" in model_options:
+            raise ConfigError(f"{where}.options.solver: give solver settings in {where}.solver")
+        control = _require_mapping(row.get("control"), f"{where}.control")
+        if control:
+            if entry.inputs != "control":
+                raise ConfigError(f"{where}.control: model {row['model']!r} reads raw observations, "
+                                  "control options do not apply")
+            from ..controls import build_control
+
+            allowed = [p for p in inspect.signature(build_control).parameters
+                       if p not in ("times", "values", "lengths")]
+            _check_keys(control, allowed, f"{where}.control")
+        row_training = _require_mapping(row.get("training"), f"{where}.training")
+        _check_keys(row_training, tuple(TRAINING_DEFAULTS), f"{where}.training")
+        merged = _check_training({**TRAINING_DEFAULTS, **training, **row_training}, f"{where}.training")
+        if merged["select_on"] is None:
+            merged["select_on"] = task.metric
+        row_solver = _require_mapping(row.get("solver"), f"{where}.solver")
+        if row_solver and not entry.takes_solver:
+            raise ConfigError(f"{where}.solver: model {row['model']!r} is not solved by a differential equation "
+                              "solver")
+        solver, fields = None, {}
+        if entry.takes_solver:  # the top-level solver applies to the models that take one
+            solver, fields = _check_solver({**solver_given, **row_solver}, f"{where}.solver")
+        parsed.append(ModelRow(label=label, model=row["model"], options=model_options, control=control,
+                               training=TrainingSettings(**merged), solver=solver, solver_fields=fields,
+                               paper=_parse_paper(row.get("paper"), f"{where}.paper", task.metric)))
+    return BenchmarkConfig(name=cfg["name"], description=str(cfg.get("description") or ""), task=cfg["task"],
+                           task_options=options, seeds=tuple(seeds), rows=tuple(parsed),
+                           variants=_parse_variants(cfg.get("evaluate")), training=training, solver=solver_given)
+
+
+def validate_config(config: Mapping) -> dict:
+    """:func:`parse_config` as plain data: the normalised config (``models`` holds each row's effective
+    ``training`` and ``solver``)."""
+    return parse_config(config).to_dict()

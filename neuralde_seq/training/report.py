@@ -1,0 +1,197 @@
+"""Reports of benchmark runs: aggregation over seeds, the results table, learning curves and plots.
+
+Standard deviations over seeds are *sample* standard deviations (ddof = 1, Bessel's correction): the
+papers' "mean and standard deviation over 5 runs" come from Kidger et al.'s results code
+(``torch.Tensor.std``, unbiased by default), which paper 002's starred numbers are taken from. With a
+single seed the std is reported as missing.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import platform
+import subprocess
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+
+from .config import DEFAULT_SCALE
+from .results import format_table, write_json, write_table
+
+__all__ = ["STD_DDOF", "aggregate", "environment", "write_curves", "summarise_row", "results_table", "write_report"]
+
+STD_DDOF = 1
+"""Delta degrees of freedom of the std over seeds (sample std, as the papers' results code)."""
+
+
+# ------------------------------------------------------------------------------------------ aggregation
+def aggregate(values: Sequence[float | None], ddof: int = STD_DDOF) -> dict:
+    """``{"values", "n", "mean", "std"}`` of the non-missing values; std with ``ddof`` (None if n <= ddof).
+
+    Missing values (None, e.g. an undefined AUROC) are counted in ``missing`` and excluded.
+    """
+    present = [float(v) for v in values if v is not None]
+    n = len(present)
+    mean = sum(present) / n if n else None
+    std = math.sqrt(sum((v - mean) ** 2 for v in present) / (n - ddof)) if n > ddof else None
+    return {"values": list(values), "n": n, "missing": len(values) - n, "mean": mean, "std": std}
+
+
+def environment(device: torch.device, dtype: torch.dtype) -> dict:
+    import numpy
+    import sklearn
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
+            "numpy": numpy.__version__, "sklearn": sklearn.__version__, "threads": torch.get_num_threads(),
+            "device": str(device), "dtype": str(dtype).replace("torch.", ""), "git_commit": commit}
+
+
+_CURVE_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "val_auroc", "seconds")
+
+
+def write_curves(history: Mapping, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(_CURVE_COLUMNS)
+        for i in range(len(history["train_loss"])):
+            auroc = history.get("val_auroc", [None] * (i + 1))[i]
+            writer.writerow([i + 1, repr(history["train_loss"][i]), repr(history["train_accuracy"][i]),
+                             repr(history["val_loss"][i]), repr(history["val_accuracy"][i]),
+                             "" if auroc is None else repr(auroc), repr(history["seconds_per_epoch"][i])])
+
+
+def _format_mean_std(stats: dict, scale: float, digits: int) -> str:
+    if stats["mean"] is None:
+        return "-"
+    text = f"{stats['mean'] * scale:.{digits}f}"
+    if stats["std"] is not None:
+        text += f" ± {stats['std'] * scale:.{digits}f}"
+    return text
+
+
+def _digits(scale: float) -> int:
+    return 2 if scale >= 100 else 4
+
+
+def summarise_row(row: dict, results: list[dict], task_metric: str, variants: list[dict]) -> dict:
+    paper = row["paper"]
+    metric = paper["metric"] if paper else task_metric
+    scale = paper["scale"] if paper else DEFAULT_SCALE[metric]
+    splits = ["test", "val"] + [v["label"] for v in variants]
+    stats = {split: {m: aggregate([r["metrics"][split][m] for r in results]) for m in ("accuracy", "auroc", "loss")}
+             for split in splits}
+    spe = [sum(r["history"]["seconds_per_epoch"]) / len(r["history"]["seconds_per_epoch"])
+           for r in results if r["history"]["seconds_per_epoch"]]
+    ours = stats["test"][metric]
+    diff = None
+    if paper and ours["mean"] is not None:
+        diff = ours["mean"] * scale - paper["value"]
+    return {"label": row["label"], "model": row["model"], "seeds": [r["seed"] for r in results], "metric": metric,
+            "scale": scale, "metrics": stats, "paper": paper, "difference": diff,
+            "params": results[0]["params"] if results else None,
+            "seconds_per_epoch": aggregate(spe), "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
+
+
+def _metric_name(metric: str, scale: float) -> str:
+    name = "accuracy" if metric == "accuracy" else "AUROC"
+    if scale == 1:
+        return name
+    return f"{name} %" if scale == 100 and metric == "accuracy" else f"{name} ×{scale:g}"
+
+
+def results_table(summaries: list[dict], variants: list[dict]) -> str:
+    rows = []
+    for s in summaries:
+        metric, scale = s["metric"], s["scale"]
+        digits = _digits(scale)
+        other = "auroc" if metric == "accuracy" else "accuracy"
+        other_scale = DEFAULT_SCALE[other]
+        paper = s["paper"]
+        row = {
+            "label": s["label"], "model": s["model"], "seeds": len(s["seeds"]),
+            "metric": _metric_name(metric, scale),
+            "ours": _format_mean_std(s["metrics"]["test"][metric], scale, digits),
+            "paper": "-" if not paper else (f"{paper['value']:.{digits}f}" +
+                                            (f" ± {paper['std']:.{digits}f}" if paper["std"] is not None else "")),
+            "diff": "-" if s["difference"] is None else f"{s['difference']:+.{digits}f}",
+            "other": (f"{'AUROC' if other == 'auroc' else 'acc ×100'} "
+                      + _format_mean_std(s["metrics"]["test"][other], other_scale, _digits(other_scale))),
+            "val": _format_mean_std(s["metrics"]["val"][metric], scale, digits),
+        }
+        for v in variants:
+            row[f"variant:{v['label']}"] = _format_mean_std(s["metrics"][v["label"]][metric], scale, digits)
+        row["params"] = s["params"]
+        row["spe"] = s["seconds_per_epoch"]["mean"]
+        rows.append(row)
+    columns = ["label", "model", "seeds", "metric", "ours", "paper", "diff", "other", "val"] + \
+        [f"variant:{v['label']}" for v in variants] + ["params", "spe"]
+    headers = ["row", "model", "seeds", "metric", "ours (test)", "paper", "ours − paper", "other test metric",
+               "ours (val)"] + [f"test: {v['label']}" for v in variants] + ["params", "s/epoch"]
+    return format_table(rows, columns, headers=headers, formats={"params": "d", "spe": ".2f"})
+
+
+
+
+def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
+                 out_dir: Path, environment_info: dict, max_steps: int | None, progress: bool) -> dict:
+    """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
+    ``curves.png`` and ``summary.png`` in ``out_dir``; returns the results dict.
+
+    A smoke run (``max_steps`` set) is labelled as such in every file and its numbers are not results:
+    ``results.json`` holds ``"smoke": true`` and the table's title says so. Runs of one row must be all
+    smoke runs or all full runs.
+    """
+    from .plots import plot_curves, plot_summary
+
+    variants = cfg["evaluate"]
+    rows = cfg["models"]
+    for row in rows:
+        kinds = {bool(r.get("smoke")) for r in per_row[row["label"]]}
+        if len(kinds) > 1:
+            raise RuntimeError(f"row {row['label']!r} mixes smoke runs and full runs; they are never aggregated "
+                               "together")
+    summaries = [summarise_row(row, sorted(per_row[row["label"]], key=lambda r: r["seed"]), task_metric, variants)
+                 for row in rows]
+    smoke = max_steps is not None
+    results = {"name": cfg["name"], "description": cfg["description"], "task": cfg["task"], "config": cfg,
+               "std_ddof": STD_DDOF, "smoke": smoke, "max_steps": max_steps, "environment": environment_info,
+               "rows": summaries}
+    write_json(results, out_dir / "results.json")
+    table = results_table(summaries, variants)
+    notes = []
+    if smoke:
+        notes.append(f"SMOKE RUN: every run stopped after {max_steps} optimizer steps. These numbers test that the "
+                     "config runs; they are not results.")
+    notes += [
+        f"Task {cfg['task']} ({task_description}); task options {cfg['task_options'] or '{}'}; "
+        f"seeds {cfg['seeds']}; device {environment_info['device']}, {environment_info['dtype']}.",
+        "ours: test metric of each run's best-validation checkpoint, mean ± sample std (ddof = 1) over seeds, "
+        "at the paper's scale; ours − paper: difference of the means; s/epoch: training pass only.",
+    ]
+    if variants:
+        notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
+                     "trained with the task options above.")
+    diverged = [f"{s['label']} (seeds {s['diverged_seeds']})" for s in summaries if s["diverged_seeds"]]
+    if diverged:
+        notes.append("DIVERGED, last good checkpoint reported: " + ", ".join(diverged) + ".")
+    sources = sorted({s["paper"]["source"] for s in summaries if s["paper"] and s["paper"]["source"]})
+    if sources:
+        notes.append("Paper numbers: " + "; ".join(sources) + ".")
+    title = ("SMOKE RUN (not results) — " if smoke else "") + cfg["name"] + (
+        f": {cfg['description']}" if cfg["description"] else "")
+    write_table(table, out_dir / "results.md", title=title, notes="\n\n".join(notes))
+    plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
+                 for r in rows}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
+    plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
+    if progress:
+        print(("SMOKE RUN (not results)\n" if smoke else "") + table)
+        print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, {out_dir / 'curves.png'}, "
+              f"{out_dir / 'summary.png'}")
+    return results

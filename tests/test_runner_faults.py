@@ -1,0 +1,154 @@
+"""Runs that never publish wrong results: resume after a config change, smoke runs, divergence, compare's
+settings, checkpoints of another model.
+
+Every test runs the real runner on the embedded JapaneseVowels data with a tiny GRU-Δt (about a second
+per run) and checks what is written and returned against what a fresh run with the same settings gives.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from neuralde_seq.cli import COMPARE_CONFIG, build_parser, compare_overrides, main
+from neuralde_seq.training import ResumeMismatch, fit, load_checkpoint, save_checkpoint
+from neuralde_seq.training.config import apply_overrides, load_config, parse_config
+from neuralde_seq.training.objectives import Classification
+from neuralde_seq.training.runner import run_benchmark
+
+
+def _config(**changes):
+    config = {
+        "name": "faults", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
+        "training": {"epochs": 1, "lr": 3e-3, "batch_size": 64},
+        "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 4}}],
+    }
+    config.update(changes)
+    return config
+
+
+def _run(out, config, **kwargs):
+    return run_benchmark(config, out_dir=out, progress=False, **kwargs)
+
+
+def _run_folders(out):
+    return sorted(p.name for p in (Path(out) / "runs" / "gru").iterdir())
+
+
+@pytest.mark.parametrize("override", ["task_options.drop_rate=0.5", "models.0.options.hidden=6", "training.epochs=2"])
+def test_resume_after_a_config_change_runs_afresh_and_never_publishes_the_old_run(tmp_path, override, capsys):
+    out = tmp_path / "out"
+    first = _run(out, _config())
+    changed = _run(out, _config(), overrides=[override], resume=True)
+    folders = _run_folders(out)
+    assert len(folders) == 2, folders  # the old run is left alone, the new settings got their own folder
+    assert "not reusing" in capsys.readouterr().err
+    fresh = _run(tmp_path / "fresh", _config(), overrides=[override])
+    # what the resumed invocation publishes is exactly a fresh run with the new settings, not the old run
+    assert changed["rows"][0]["metrics"] == fresh["rows"][0]["metrics"]
+    assert changed["rows"][0]["metrics"] != first["rows"][0]["metrics"] or override.startswith("training.epochs")
+    result_files = sorted((out / "runs" / "gru").glob("*/result.json"))
+    settings = [json.loads(p.read_text())["config"] for p in result_files]
+    assert len({json.dumps(s, sort_keys=True) for s in settings}) == 2
+
+
+def test_resume_with_the_same_config_reuses_the_finished_run(tmp_path):
+    out = tmp_path / "out"
+    first = _run(out, _config())
+    marker = next((out / "runs" / "gru").glob("*/result.json"))
+    stamp = marker.stat().st_mtime_ns
+    again = _run(out, _config(), resume=True)
+    assert marker.stat().st_mtime_ns == stamp  # not retrained, not rewritten
+    assert again["rows"][0]["metrics"] == first["rows"][0]["metrics"]
+    assert len(_run_folders(out)) == 1
+
+
+def test_smoke_runs_are_marked_and_never_reused_as_results(tmp_path):
+    out = tmp_path / "out"
+    smoke = _run(out, _config(), max_steps=1)
+    assert smoke["smoke"] is True
+    assert "SMOKE RUN" in (out / "results.md").read_text()
+    assert json.loads((out / "results.json").read_text())["smoke"] is True
+    full = _run(out, _config(), resume=True)
+    assert full["smoke"] is False and "SMOKE RUN" not in (out / "results.md").read_text()
+    assert len(_run_folders(out)) == 2  # the smoke run's folder was not taken for the full run's result
+    run = json.loads(next(p for p in (out / "runs" / "gru").glob("*/result.json")
+                          if not json.loads(p.read_text())["smoke"]).read_text())
+    assert run["history"]["steps"] > 1
+
+
+def test_divergence_gives_exit_status_1_and_marks_the_run(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "diverge.yaml"
+    # lr 1e6 blows the GRU's loss up within an epoch: either non-finite or exploding
+    path.write_text(yaml.safe_dump(_config(training={"epochs": 2, "lr": 1.0e6, "batch_size": 16})))
+    status = main(["bench", str(path), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert status == 1
+    assert "diverged" in capsys.readouterr().err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["diverged"] == [{"label": "gru", "seed": 0}]
+    assert "DIVERGED" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_finite_loss_blow_up_is_divergence_not_a_result():
+    class BlowsUp(torch.nn.Module):
+        """Logits multiplied by 1e12 after 5 training steps: a finite loss of order 1e12."""
+
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 2)
+            self.calls = 0
+
+        def forward(self, x):
+            if self.training:
+                self.calls += 1
+            out = self.linear(x)
+            return out * 1e12 if self.calls > 5 else out
+
+    from neuralde_seq.training import TrainingDiverged
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 3, generator=g), (torch.arange(40) % 2)
+    model = BlowsUp()
+    with pytest.raises(TrainingDiverged, match="exploded"):
+        fit(model, Classification(2), (x, y), epochs=10, lr=1e-3, batch_size=8, progress=False)
+
+
+def test_compare_runs_each_row_with_its_configured_epochs_and_options_apply_to_every_row():
+    parser = build_parser()
+    config = load_config(COMPARE_CONFIG)
+    default = parse_config(apply_overrides(config, compare_overrides(parser.parse_args(["compare"]), config)))
+    epochs = {row.label: row.training.epochs for row in default.rows}
+    assert epochs == {"hebb-cde": 25, "oja-cde": 25, "delta-cde": 25, "ncde": 25, "ckcnn": 30}
+    args = parser.parse_args(["compare", "--epochs", "3", "--lr", "0.01", "--solver", "dopri5", "--drop-rate", "0.5"])
+    changed = parse_config(apply_overrides(config, compare_overrides(args, config)))
+    assert {row.training.epochs for row in changed.rows} == {3}
+    assert {row.training.lr for row in changed.rows} == {0.01}
+    assert changed.task_options["drop_rate"] == 0.5
+    solvers = {row.label: None if row.solver is None else row.solver.method for row in changed.rows}
+    assert solvers == {"hebb-cde": "dopri5", "oja-cde": "dopri5", "delta-cde": "dopri5", "ncde": "rk4",
+                       "ckcnn": None}
+
+
+def test_compare_help_lists_the_rows_and_has_no_markup(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "hebb-cde, oja-cde, delta-cde, ncde, ckcnn" in text and "30% of" in text
+    assert ":func:" not in text and ":mod:" not in text and "``" not in text
+
+
+def test_resume_checkpoint_of_other_settings_is_refused(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, 3, generator=g), torch.arange(32) % 2
+    options = dict(epochs=1, lr=1e-2, batch_size=8, progress=False, resume_path=tmp_path / "last.pt")
+    fit(torch.nn.Linear(3, 2), Classification(2), (x, y), **options)
+    with pytest.raises(ResumeMismatch, match="batch_size: 8 there, 16 now"):
+        fit(torch.nn.Linear(3, 2), Classification(2), (x, y), **{**options, "batch_size": 16}, resume=True)
+
+
+def test_checkpoint_of_another_model_shape_is_a_clear_error(tmp_path):
+    save_checkpoint(tmp_path / "m.pt", model=torch.nn.Linear(3, 2))
+    with pytest.raises(ValueError, match=r"written for another model \(weight: \(2, 3\) in the file, \(4, 3\)"):
+        load_checkpoint(tmp_path / "m.pt", torch.nn.Linear(3, 4))
