@@ -150,5 +150,5 @@ def test_resume_checkpoint_of_other_settings_is_refused(tmp_path):
 
 def test_checkpoint_of_another_model_shape_is_a_clear_error(tmp_path):
     save_checkpoint(tmp_path / "m.pt", model=torch.nn.Linear(3, 2))
-    with pytest.raises(ValueError, match=r"written for another model \(weight: \(2, 3\) in the file, \(4, 3\)"):
+    with pytest.raises(ValueError, match=r"written for another model .*weight: \(2, 3\) in the file, \(4, 3\) in the model"):
         load_checkpoint(tmp_path / "m.pt", torch.nn.Linear(3, 4))
