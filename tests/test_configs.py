@@ -35,7 +35,7 @@ from fixtures_speech import write_speech_commands_archive  # noqa: E402
 from fixtures_uea import write_uea_archive  # noqa: E402
 
 from neuralde_seq.models import create_model, model_entry, model_inputs  # noqa: E402
-from neuralde_seq.tasks import load_task  # noqa: E402
+from neuralde_seq.data.protocols import load_task  # noqa: E402
 from neuralde_seq.training.runner import run_benchmark, validate_config  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "tasks" / "configs"
@@ -178,7 +178,7 @@ def test_config_trains_one_step_of_every_row(path, fixture_data, tmp_path):
     assert [r["label"] for r in results["rows"]] == run_rows
     rows_run = [row for row in raw["models"] if row["label"] in run_rows]
     run_dirs = {}
-    for result_file in (tmp_path / "runs").glob(f"*/seed{seed}/result.json"):
+    for result_file in (tmp_path / "runs").glob(f"*/seed{seed}-*/result.json"):
         run_dirs[json.loads(result_file.read_text())["label"]] = result_file.parent
     for summary, row in zip(results["rows"], rows_run):
         label = row["label"]

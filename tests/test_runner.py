@@ -16,7 +16,7 @@ import torch
 from neuralde_seq.cli import main
 from neuralde_seq.data import IrregularDataset, num_dropped, subsample
 from neuralde_seq.models import create_model
-from neuralde_seq.tasks import TASKS, load_task
+from neuralde_seq.data.protocols import TASKS, load_task
 from neuralde_seq.training import auroc, evaluate, load_checkpoint
 from neuralde_seq.training.runner import (
     ConfigError,
@@ -26,6 +26,12 @@ from neuralde_seq.training.runner import (
     fit_and_evaluate,
     validate_config,
 )
+
+
+def _run_dir(row_dir, seed):
+    """The one run folder of a seed: runs/<row>/seed<k>-<fingerprint>."""
+    (found,) = row_dir.glob(f"seed{seed}-*")
+    return found
 
 
 # ------------------------------------------------------------------------------------------------ AUROC
@@ -256,11 +262,11 @@ def test_whole_run_writes_outputs_and_table_matches_runs(tmp_path):
     table = (out / "results.md").read_text()
     assert results["std_ddof"] == 1
     for row, slug in zip(results["rows"], ("GRU-dt", "CKCNN")):
-        runs = [json.loads((out / "runs" / slug / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
+        runs = [json.loads(_run_dir(out / "runs" / slug, s).joinpath("result.json").read_text()) for s in (0, 1)]
         for run in runs:
             assert run["metrics"]["test"]["num_samples"] == 370  # the whole official test set
             assert run["history"]["steps"] == 3 and run["environment"]["torch"] == torch.__version__
-            lines = (out / "runs" / slug / f"seed{run['seed']}" / "curves.csv").read_text().splitlines()
+            lines = _run_dir(out / "runs" / slug, run["seed"]).joinpath("curves.csv").read_text().splitlines()
             assert lines[0].startswith("epoch,train_loss") and len(lines) == 1 + run["history"]["epochs_run"]
             assert float(lines[1].split(",")[4]) == run["history"]["val_accuracy"][0]
         accs = [r["metrics"]["test"]["accuracy"] for r in runs]
@@ -278,9 +284,9 @@ def test_whole_run_writes_outputs_and_table_matches_runs(tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
     # --resume skips finished runs: their result files are reused, not rewritten
-    stamp = (out / "runs" / "CKCNN" / "seed1" / "result.json").stat().st_mtime_ns
+    stamp = _run_dir(out / "runs" / "CKCNN", 1).joinpath("result.json").stat().st_mtime_ns
     assert main(argv + ["--resume"]) == 0
-    assert (out / "runs" / "CKCNN" / "seed1" / "result.json").stat().st_mtime_ns == stamp
+    assert _run_dir(out / "runs" / "CKCNN", 1).joinpath("result.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
 
 
