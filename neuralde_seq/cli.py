@@ -181,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = _run(config_path, out, args, overrides, args.models, seeds, max_steps)
     except ConfigError as err:
         parser.error(f"{config_path}: {err}")
+    except (ValueError, FileNotFoundError) as err:  # bad data or settings: the message says what to change
+        print(f"neuralde-seq: error: {err}", file=sys.stderr)
+        return 2
     if results.get("diverged"):
         runs = ", ".join(f"{d['label']} seed {d['seed']}" if isinstance(d, dict) else str(d)
                          for d in results["diverged"])

@@ -13,6 +13,13 @@ Parametrisation (the ``parametrization`` option):
 - ``"index"``: s is the observation index 0, 1, ..., L_b − 1 of each sample, so samples may have
   different times; real time enters only through the time channel (``time_channel=True``).
 
+The units of s matter: the fields of the CT-FWPs (ode and cde forms) and of GRU-ODE change on a scale of about
+one unit of s, and a fixed-step solve takes one step per knot interval unless ``step_size`` is given. With
+``"time"`` and times in large units (seconds between hourly observations, or times × 1e9) those steps are far
+outside rk4's stability region: measured at initialisation, Oja and Delta give non-finite logits from gaps of
+3 to 100 (float32) or 10 to 1e5 (float64), GRU-ODE from 10 to 100; NCDE, Hebb and post-Delta did not. Rescale
+the times so that gaps are about 1, or use ``"index"`` (every gap 1 whatever the time units).
+
 Log-signature controls (``method="logsignature"``) are always indexed by window: window j of every
 sample occupies s ∈ [j, j + 1) and the control there is the window's log-signature (the rate of the
 driving path per unit s), so batching never changes the grid of any sample.
@@ -22,26 +29,23 @@ through them (constant before the first and after the last observation), ``"forw
 last observation forward (the first observation backward), and ``"zero"`` writes zeros only together
 with a mask channel. A channel with no observation at all in a sample raises an error unless
 ``unobserved_fill`` names the value to use.
+
+Observations are checked by :func:`~neuralde_seq.observations.validate_observations` (shapes, lengths, NaN
+times, increasing times, and the finite range of values and times in their dtype). Log-signature windows and
+their disk cache are built in :mod:`neuralde_seq.logsignature_control`.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import inspect
-import json
-import os
 
 import torch
-import torchcde
 
-from .cache import CorruptCacheError, cached_tensors
+from .observations import _first, batch_selection, validate_observations
+from .signatures import DEFAULT_BASIS
+from .splines import polynomial_pieces
 
-from .signatures import (DEFAULT_BASIS, backend_version, check_logsignature_options, logsignature_channels,
-                         logsignature_windows)
-from .splines import natural_cubic_coefficients
-
-__all__ = ["Control", "build_control", "cached_logsignature_control", "LogSignatureCacheError",
-           "validate_observations", "INTERPOLATIONS", "MISSING_POLICIES"]
+__all__ = ["Control", "build_control", "cached_logsignature_control", "LogSignatureCacheError", "INTERPOLATIONS",
+           "MISSING_POLICIES"]
 
 INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
@@ -107,9 +111,11 @@ class Control:
         return self.batch_size
 
     def __getitem__(self, index) -> "Control":
-        """The controls of the samples selected by ``index`` (an int, slice, or index tensor)."""
-        if isinstance(index, int):
-            index = slice(index, index + 1)
+        """The controls of the samples selected by ``index``: an int (negative counts from the end), a slice, or
+        a 1-D integer or bool selection (tensor, numpy array or list), checked by
+        :func:`~neuralde_seq.observations.batch_selection`. An int keeps the batch dimension: ``X[i]`` is a
+        batch of one sample, which is what the models read."""
+        index = batch_selection(index, self.batch_size, "Control")
         end_index = self.end_index[index]
         last = int(end_index.max())
         # Trim the knots to the last one any selected sample needs: a short batch then solves a short
@@ -208,63 +214,6 @@ class Control:
 
 # ---------------------------------------------------------------------------------------------------
 # building controls
-
-def validate_observations(times, values, lengths):
-    """Check a batch of observations (shared/DESIGN.md §2); returns (times, values, lengths, valid) with
-    times cast to the values' dtype, lengths as a long tensor and valid the (B, T) mask of valid steps."""
-    if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
-        raise TypeError("times and values must be torch tensors")
-    if values.dim() != 3:
-        raise ValueError(f"values must have shape (batch, length, channels), got {tuple(values.shape)}")
-    if times.dim() != 2:
-        raise ValueError(f"times must have shape (batch, length), got {tuple(times.shape)}")
-    if times.shape != values.shape[:2]:
-        raise ValueError(f"times has shape {tuple(times.shape)} but values has shape {tuple(values.shape)}: "
-                         "their (batch, length) must agree")
-    batch, length, channels = values.shape
-    if batch == 0:
-        raise ValueError("empty batch: values has no samples")
-    if length == 0:
-        raise ValueError("empty sequence: values has length 0")
-    if channels == 0:
-        raise ValueError("values has no channels")
-    if not values.is_floating_point():
-        raise TypeError(f"values must be a floating point tensor, got {values.dtype}")
-    if lengths is None:
-        lengths = torch.full((batch,), length, dtype=torch.long, device=values.device)
-    else:
-        lengths = torch.as_tensor(lengths, device=values.device)
-        if lengths.shape != (batch,):
-            raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
-        if lengths.is_floating_point():
-            raise TypeError("lengths must be an integer tensor")
-        lengths = lengths.long()
-    if (lengths == 0).any():
-        raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
-    if (lengths < 2).any():
-        raise ValueError(f"sequence too short: a control needs at least 2 observations, lengths < 2 for samples "
-                         f"{_first(lengths < 2)}")
-    if (lengths > length).any():
-        raise ValueError(f"lengths exceed the sequence length {length} for samples {_first(lengths > length)}")
-    valid = torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
-    times = times.to(values.dtype)
-    if torch.isnan(times[valid]).any():
-        bad = torch.isnan(times) & valid
-        raise ValueError(f"times contains NaN within the valid length of samples {_first(bad.any(1))}")
-    if torch.isinf(values[valid]).any() or torch.isinf(times[valid]).any():
-        raise ValueError("values or times contain infinite entries")
-    pair_valid = valid[:, 1:]
-    increasing = (times[:, 1:] > times[:, :-1]) | ~pair_valid
-    if not increasing.all():
-        b, i = torch.nonzero(~increasing)[0].tolist()
-        raise ValueError(f"times must be strictly increasing within each sample: sample {b} has "
-                         f"times[{i}]={times[b, i].item()} >= times[{i + 1}]={times[b, i + 1].item()}")
-    return times, values, lengths, valid
-
-
-def _first(mask: torch.Tensor, n: int = 5) -> list[int]:
-    return torch.nonzero(mask).flatten()[:n].tolist()
-
 
 def _fill_forward(x: torch.Tensor) -> torch.Tensor:
     """Forward fill NaNs along dim -2, then fill leading NaNs with the first observation."""
@@ -376,7 +325,10 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     path = torch.cat(channel_parts, dim=-1)  # (B, T, C'), NaN only in value channels with missing="interpolate"
 
     if method == "logsignature":
-        return _logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis)
+        # Imported here: that module builds on Control and build_control.
+        from .logsignature_control import logsignature_control
+
+        return logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis)
 
     # One piece per knot interval, plus the constant piece past the last knot.
     coeffs = torch.zeros(batch, length, 4, path.shape[-1], dtype=values.dtype, device=values.device)
@@ -394,21 +346,38 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     if method == "natural_cubic":
         # One solve for every sample: each sample's spline is built on its own valid prefix (a natural
         # cubic spline is global along the sequence, so padding must never enter it).
-        coeffs[:, : length - 1] = _polynomial_pieces(path, knots, method, lengths)
+        coeffs[:, : length - 1] = polynomial_pieces(path, knots, method, lengths)
     else:
         # Samples of one length are built together on their own valid prefix, so that padding can never
         # change a sample's path.
         for sample_length in torch.unique(lengths).tolist():
             members = torch.nonzero(lengths == sample_length).flatten()
             prefix = path[members, :sample_length]
-            pieces = _polynomial_pieces(prefix, knots[:sample_length], method)
+            pieces = polynomial_pieces(prefix, knots[:sample_length], method)
             coeffs[members, : pieces.shape[1]] = pieces
     # After its end each path stays at its final value.
     final = _value_at_end(coeffs, fine_knots, end_index)
     after_end = torch.arange(coeffs.shape[1], device=values.device).unsqueeze(0) >= end_index.unsqueeze(1)
     coeffs[after_end] = 0.0
     coeffs[:, :, 0] = torch.where(after_end.unsqueeze(-1), final.unsqueeze(1), coeffs[:, :, 0])
+    _check_finite(coeffs, fine_knots, method)
     return Control(fine_knots, coeffs, end_index, False, tuple(names))
+
+
+def _check_finite(coeffs: torch.Tensor, knots: torch.Tensor, method: str) -> None:
+    """Refuse a path whose coefficients overflowed although its points are within the finite range."""
+    if bool(torch.isfinite(coeffs).all()):
+        return
+    if method == "logsignature":
+        why = "a window's log-signature holds products of its increments"
+    else:
+        # A cubic's coefficients grow like (change of value) / gap³, so tiny gaps overflow first.
+        gaps = knots[1:] - knots[:-1]
+        why = (f"its slopes and curvatures scale like (change of value) / gap^3, and the smallest gap between "
+               f"knots is {float(gaps.min()):.3g}")
+    raise ValueError(f"the {method} control's coefficients overflow in {coeffs.dtype}: {why}; standardise the "
+                     "values, rescale the times (units where observation gaps are about 1) or use "
+                     "parametrization='index', or compute in float64")
 
 
 def _value_at_end(coeffs, knots, end_index):
@@ -419,156 +388,11 @@ def _value_at_end(coeffs, knots, end_index):
     return a + f * (b + f * (c + f * d))
 
 
-def _polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
-                       lengths: torch.Tensor | None = None) -> torch.Tensor:
-    """(N, L, C) points (NaN allowed in "interpolate" channels) on knots (L,) -> (N, pieces, 4, C).
+def __getattr__(name):
+    # The log-signature cache lives in neuralde_seq.logsignature_control, which imports this module; this keeps
+    # its former import path, neuralde_seq.controls, working without an import cycle.
+    if name in ("cached_logsignature_control", "LogSignatureCacheError"):
+        from . import logsignature_control
 
-    ``lengths`` (N,), natural cubic only: each sample's own number of points (its pieces from there on
-    are zero); other methods need samples of one length."""
-    if method == "natural_cubic":
-        # Vectorised over samples and channels, also through missing values (torchcde loops over each
-        # (sample, channel) there); same coefficients as torchcde.natural_cubic_coeffs.
-        raw = natural_cubic_coefficients(path, knots, lengths)
-        a, b, two_c, three_d = raw.chunk(4, dim=-1)
-        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
-    if method == "hermite_cubic":
-        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(path, t=knots)
-        a, b, two_c, three_d = raw.chunk(4, dim=-1)
-        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
-    if method == "linear":
-        points = torchcde.linear_interpolation_coeffs(path, t=knots)  # NaNs interpolated
-        slope = (points[:, 1:] - points[:, :-1]) / (knots[1:] - knots[:-1]).unsqueeze(-1)
-        zeros = torch.zeros_like(slope)
-        return torch.stack([points[:, :-1], slope, zeros, zeros], dim=-2)
-    if method == "rectilinear":
-        points = torchcde.linear_interpolation_coeffs(path, t=knots)
-        half = (0.5 * (knots[1:] - knots[:-1])).unsqueeze(-1)  # (L-1, 1)
-        start, stop = points[:, :-1], points[:, 1:]
-        corner = start.clone()
-        corner[..., 0] = stop[..., 0]  # time has moved, values not yet
-        zeros = torch.zeros_like(start)
-        first = torch.stack([start, (corner - start) / half, zeros, zeros], dim=-2)
-        second = torch.stack([corner, (stop - corner) / half, zeros, zeros], dim=-2)
-        return torch.stack([first, second], dim=2).flatten(1, 2)
-    raise AssertionError(method)
-
-
-def _logsignature_control(path, lengths, depth, step, names, backend, basis) -> Control:
-    check_logsignature_options(depth, backend, basis)
-    if torch.isnan(path).any():
-        # Log-signatures need complete points: interpolate linearly through missing values first.
-        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
-        filled = torch.empty_like(path)
-        for sample_length in torch.unique(lengths).tolist():
-            members = torch.nonzero(lengths == sample_length).flatten()
-            filled[members, :sample_length] = torchcde.linear_interpolation_coeffs(
-                path[members, :sample_length], t=knots[:sample_length])
-        path = filled
-    valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
-    path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
-    initial_value = path[:, 0].clone()
-    logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
-    batch, n_windows, width = logsig.shape
-    coeffs = torch.zeros(batch, n_windows + 1, 4, width, dtype=path.dtype, device=path.device)  # rate 0 past the end
-    coeffs[:, :n_windows, 0] = logsig
-    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
-    assert width == logsignature_channels(len(names), depth, basis)
-    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)),
-                   initial_value)
-
-
-# ---------------------------------------------------------------------------------------------------
-# a disk cache of log-signature controls
-
-_CACHE_FORMAT = "neuralde_seq.logsignature_control.v2"
-_CONTROL_TENSORS = ("knots", "coeffs", "end_index", "initial_value")
-
-
-class LogSignatureCacheError(CorruptCacheError):
-    """A log-signature cache file that cannot be trusted: unreadable, truncated, altered, or written for
-    other inputs. The library never overwrites such a file itself; delete it to recompute."""
-
-
-def _fingerprint(tensor) -> dict | None:
-    """dtype, shape and SHA-256 of a tensor's bytes (None for None)."""
-    if tensor is None:
-        return None
-    tensor = torch.as_tensor(tensor).detach().cpu().contiguous()
-    digest = hashlib.sha256(tensor.reshape(-1).view(torch.uint8).numpy()).hexdigest()
-    return {"dtype": str(tensor.dtype), "shape": list(tensor.shape), "sha256": digest}
-
-
-def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
-                                lengths: torch.Tensor | None = None, *, key_parts: tuple[str, ...] = (),
-                                **options) -> Control:
-    """:func:`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
-
-    Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
-    the data and the options, so they are computed once per dataset. The file is
-    ``cache_dir/<key_parts joined by "-">-<hash>.pt``, kept by :func:`neuralde_seq.cache.cached_tensors`
-    (atomic writes, contents checksummed), where the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
-    option of :func:`build_control` with its defaults filled in (so spelling out a default gives the same
-    key); ``key_parts``; the version of neuralde_seq and of the log-signature backend library; and the cache
-    format. Changing any of them computes a new file; old files are left in place.
-
-    Arguments:
-        cache_dir: directory of the cache (created if missing).
-        times, values, lengths: as in :func:`build_control`.
-        key_parts: readable names for the file, e.g. ``("EigenWorms", "train")``; they also enter the hash.
-        **options: keyword arguments of :func:`build_control`; ``method`` defaults to (and must be)
-            ``"logsignature"``.
-
-    Returns:
-        The :class:`Control`, on ``values``' device. On a hit its tensors are bitwise equal to those computed
-        on the miss. Cached controls carry no autograd graph, so inputs that require grad are refused.
-
-    Raises:
-        LogSignatureCacheError: the cache file exists but cannot be read, its contents do not match the
-            checksum stored with them, or it was written for another key. The message names the file;
-            delete it to recompute.
-    """
-    from . import __version__
-
-    options.setdefault("method", "logsignature")
-    if options["method"] != "logsignature":
-        raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "
-                         f"method={options['method']!r}")
-    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (times, values)):
-        raise ValueError("times or values require grad, but a cached control carries no autograd graph: build the "
-                         "control with build_control instead")
-    if isinstance(key_parts, str):
-        key_parts = (key_parts,)
-    bound = inspect.signature(build_control).bind(times, values, lengths, **options)
-    bound.apply_defaults()
-    settings = {name: value for name, value in bound.arguments.items() if name not in ("times", "values", "lengths")}
-    key = {
-        "name": "-".join(str(part) for part in key_parts) or "logsignature",
-        "format": _CACHE_FORMAT,
-        "key_parts": [str(part) for part in key_parts],
-        "inputs": {"times": _fingerprint(times), "values": _fingerprint(values), "lengths": _fingerprint(lengths)},
-        # repr() of non-JSON option values (e.g. a float('nan') fill) keeps the key deterministic.
-        "options": json.loads(json.dumps(settings, sort_keys=True, default=repr)),
-        "versions": {"neuralde_seq": __version__, "torch": torch.__version__,
-                     settings["logsig_backend"]: backend_version(settings["logsig_backend"])},
-    }
-    device = values.device if isinstance(values, torch.Tensor) else torch.device("cpu")
-    built = []
-
-    def build() -> dict:
-        control = build_control(times, values, lengths, **options)
-        built.append(control)
-        return {**{field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS},
-                "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
-
-    try:
-        stored = cached_tensors(cache_dir, key, build)
-    except CorruptCacheError as error:
-        raise LogSignatureCacheError(f"corrupt log-signature cache file ({error})") from error
-    if built:
-        return built[0]
-    try:
-        return Control(stored["knots"], stored["coeffs"], stored["end_index"], bool(stored["piecewise_constant"]),
-                       tuple(stored["channels_info"]), stored["initial_value"]).to(device)
-    except (KeyError, TypeError, ValueError) as error:
-        raise LogSignatureCacheError(f"corrupt log-signature cache file in {cache_dir}: its contents do not form a "
-                                     f"control ({error}); delete it to recompute the control") from error
+        return getattr(logsignature_control, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

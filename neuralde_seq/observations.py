@@ -1,9 +1,21 @@
-"""Observations: the raw irregular batch, for models that read discrete observations.
+"""Observations: the raw irregular batch, its validation, and selecting samples of a batch.
 
 Models such as GRU-D, GRU-Δt, ODE-RNN or CKConv's irregular mode read each observation at its own time
 instead of a continuous control path. :class:`Observations` carries the batch in the toolkit's data
-convention (shared/DESIGN.md §2), checked once, sliceable per batch like a
-:class:`~neuralde_seq.controls.Control`.
+convention (shared/DESIGN.md §2), checked once by :func:`validate_observations` (which
+:func:`~neuralde_seq.controls.build_control` runs too), sliceable per batch like a
+:class:`~neuralde_seq.controls.Control` (:func:`batch_selection` is the indexing both share).
+
+**Finite range.** Every observed value and every time must satisfy ``|x| <= magnitude_limit(dtype)``, the
+fourth root of the dtype's largest number: 4.29e9 in float32, 1.16e77 in float64. The models multiply their
+inputs up to four times (log-signature areas are products of two increments, and the fast weight rules
+multiply those again in outer products), so inputs within the limit do not overflow in the dtype; measured
+with the registry's models at their defaults, the first non-finite logits appear at |value| = 1e11 (float32)
+and 1e80 (float64), in the log-signature models (1e18 and 1e152 for the other fast weight models). Standardised
+data, raw clinical values (of order 1e4) and unix times (1.7e9 s) are inside the limit; but float32 resolves
+unix times only to 128 s, so subtract a reference time first (or compute in float64).
+
+This module imports nothing else of the package, so that any module may import it.
 """
 from __future__ import annotations
 
@@ -11,9 +23,176 @@ import dataclasses
 
 import torch
 
-from .controls import validate_observations
+__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection"]
 
-__all__ = ["Observations"]
+
+def magnitude_limit(dtype: torch.dtype) -> float:
+    """The largest |value| and |time| accepted in ``dtype`` (module docstring): ``finfo(dtype).max ** 0.25``."""
+    return torch.finfo(dtype).max ** 0.25
+
+
+def _first(mask: torch.Tensor, n: int = 5) -> list[int]:
+    """Indices of the first ``n`` True entries of a 1-D mask (for error messages)."""
+    return torch.nonzero(mask).flatten()[:n].tolist()
+
+
+def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: torch.dtype, advice: str) -> None:
+    """Raise if an entry of ``x`` within the valid steps exceeds the finite range of ``dtype`` (NaN passes:
+    it marks a missing value)."""
+    limit = magnitude_limit(dtype)
+    size = x.detach().abs()
+    size = size.masked_fill(~valid.view(*valid.shape, *([1] * (x.dim() - 2))), 0)
+    too_big = size > limit  # False for NaN
+    if bool(too_big.any()):
+        where = torch.nonzero(too_big)[0].tolist()
+        largest = float(size[too_big].max())
+        entry = "an infinite entry" if largest == float("inf") else f"an entry of magnitude {largest:.3g}"
+        position = f"sample {where[0]}, step {where[1]}" + (f", channel {where[2]}" if len(where) > 2 else "")
+        raise ValueError(f"{name} has {entry} ({position}), outside the finite range "
+                         f"|{name}| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations."
+                         f"magnitude_limit): {advice}")
+
+
+def validate_observations(times, values, lengths):
+    """Check a batch of observations (shared/DESIGN.md §2).
+
+    Arguments:
+        times: (B, T) tensor, strictly increasing within each sample's length.
+        values: (B, T, C) floating point tensor, NaN where missing.
+        lengths: (B,) integer tensor (or sequence) of valid steps per sample, each in [2, T]; None: all T.
+
+    Returns:
+        (times, values, lengths, valid): times (B, T) cast to the values' dtype, values unchanged, lengths (B,)
+        long, valid the (B, T) bool mask of the steps within each sample's length.
+
+    Raises:
+        TypeError / ValueError naming the argument and the problem, among them values or times outside the
+        finite range of the values' dtype (:func:`magnitude_limit`).
+    """
+    if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
+        raise TypeError(f"times and values must be torch tensors, got {type(times).__name__} and "
+                        f"{type(values).__name__}")
+    if values.dim() != 3:
+        raise ValueError(f"values must have shape (batch, length, channels), got {tuple(values.shape)}")
+    if times.dim() != 2:
+        raise ValueError(f"times must have shape (batch, length), got {tuple(times.shape)}")
+    if times.shape != values.shape[:2]:
+        raise ValueError(f"times has shape {tuple(times.shape)} but values has shape {tuple(values.shape)}: "
+                         "their (batch, length) must agree")
+    batch, length, channels = values.shape
+    if batch == 0:
+        raise ValueError("empty batch: values has no samples")
+    if length == 0:
+        raise ValueError("empty sequence: values has length 0")
+    if channels == 0:
+        raise ValueError("values has no channels")
+    if not values.is_floating_point():
+        raise TypeError(f"values must be a floating point tensor, got {values.dtype}")
+    if lengths is None:
+        lengths = torch.full((batch,), length, dtype=torch.long, device=values.device)
+    else:
+        lengths = torch.as_tensor(lengths, device=values.device)
+        if lengths.shape != (batch,):
+            raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
+        if lengths.is_floating_point():
+            raise TypeError("lengths must be an integer tensor")
+        lengths = lengths.long()
+    if (lengths == 0).any():
+        raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
+    if (lengths < 2).any():
+        raise ValueError(f"sequence too short: a control needs at least 2 observations, lengths < 2 for samples "
+                         f"{_first(lengths < 2)}")
+    if (lengths > length).any():
+        raise ValueError(f"lengths exceed the sequence length {length} for samples {_first(lengths > length)}")
+    valid = torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
+    given_times = times
+    times = times.to(values.dtype)
+    if torch.isnan(times[valid]).any():
+        bad = torch.isnan(times) & valid
+        raise ValueError(f"times contains NaN within the valid length of samples {_first(bad.any(1))}")
+    # Magnitudes of the times as given (a float64 time may overflow in the values' dtype only after the cast).
+    _check_magnitude("values", values, valid, values.dtype,
+                     "standardise each channel (subtract its mean and divide by its standard deviation over the "
+                     "training data), or compute in float64")
+    _check_magnitude("times", given_times.double(), valid, values.dtype,
+                     "subtract a reference time (e.g. each sample's first time) and rescale to units where "
+                     "observation gaps are about 1, or compute in float64; build_control(parametrization='index') "
+                     "then keeps the solver's grid independent of the time units")
+    pair_valid = valid[:, 1:]
+    increasing = (times[:, 1:] > times[:, :-1]) | ~pair_valid
+    if not increasing.all():
+        b, i = torch.nonzero(~increasing)[0].tolist()
+        hint = ""
+        if given_times.dtype != times.dtype and bool(given_times[b, i + 1] > given_times[b, i]):
+            hint = (f" (they increase as given in {given_times.dtype}, but not after the cast to the values' dtype "
+                    f"{times.dtype}: subtract a reference time first, or give values in {given_times.dtype})")
+        raise ValueError(f"times must be strictly increasing within each sample: sample {b} has "
+                         f"times[{i}]={times[b, i].item()} >= times[{i + 1}]={times[b, i + 1].item()}{hint}")
+    return times, values, lengths, valid
+
+
+def batch_selection(index, batch_size: int, owner: str) -> slice | torch.Tensor:
+    """Check ``index`` as a selection of samples of a batch and normalise it for tensor indexing.
+
+    Arguments:
+        index: an int (negative counts from the end; numpy integers and 0-d integer tensors too), a slice, or a
+            1-D integer or bool selection (tensor, numpy array or list; a bool mask has one entry per sample).
+        batch_size: B, the number of samples.
+        owner: the indexed type's name, for messages.
+
+    Returns:
+        A slice with a positive step, or a 1-D long tensor of sample indices in [0, B). An int i gives the
+        slice i:i+1, so the selection keeps the batch dimension (a batch of one sample).
+
+    Raises:
+        TypeError for floats, bools, tuples and other types; IndexError for an index outside [−B, B) or a mask
+        of the wrong length; ValueError for a selection of no sample.
+    """
+    if isinstance(index, slice):
+        selected = range(batch_size)[index]
+        if len(selected) == 0:
+            raise ValueError(f"{owner}[{index}] selects no sample of the batch of {batch_size}")
+        if selected.step > 0:
+            return slice(selected.start, selected.stop, selected.step)
+        return torch.tensor(list(selected), dtype=torch.long)  # torch tensors cannot take negative steps
+    kinds = "an int, a slice, or a 1-D integer or bool selection"
+    if isinstance(index, (bool, tuple)):
+        what = "a tuple (it is indexed along its batch only)" if isinstance(index, tuple) else f"the bool {index}"
+        raise TypeError(f"{owner} index must be {kinds}, got {what}")
+    if not isinstance(index, (int, torch.Tensor)):
+        if isinstance(index, list) and not index:
+            raise ValueError(f"{owner}[[]] selects no sample of the batch of {batch_size}")
+        try:
+            index = torch.as_tensor(index)  # numpy scalars and arrays, lists
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(f"{owner} index must be {kinds}, got {type(index).__name__}") from error
+    if isinstance(index, torch.Tensor) and index.dim() == 0:
+        if index.dtype == torch.bool or index.is_floating_point() or index.is_complex():
+            raise TypeError(f"{owner} index must be {kinds}, got {index.item()!r} ({index.dtype})")
+        index = int(index)
+    if isinstance(index, int):
+        if not -batch_size <= index < batch_size:
+            raise IndexError(f"{owner} index {index} is out of range for the batch of {batch_size} samples")
+        index %= batch_size
+        return slice(index, index + 1)
+    if index.dim() != 1:
+        raise IndexError(f"{owner} index must be 1-D (one entry per selected sample), got shape {tuple(index.shape)}")
+    if index.numel() == 0:
+        raise ValueError(f"{owner} index selects no sample of the batch of {batch_size}")
+    if index.dtype == torch.bool:
+        if index.shape[0] != batch_size:
+            raise IndexError(f"{owner} bool mask has {index.shape[0]} entries but the batch has {batch_size} samples")
+        index = torch.nonzero(index).flatten()
+    elif index.is_floating_point() or index.is_complex():
+        raise TypeError(f"{owner} index must hold integers or bools, got a {index.dtype} selection")
+    if index.numel() == 0:  # a mask that selects nothing
+        raise ValueError(f"{owner} index selects no sample of the batch of {batch_size}")
+    index = index.long()
+    outside = (index < -batch_size) | (index >= batch_size)
+    if bool(outside.any()):
+        bad = int(index[outside][0])
+        raise IndexError(f"{owner} index {bad} is out of range for the batch of {batch_size} samples")
+    return torch.where(index < 0, index + batch_size, index)
 
 
 @dataclasses.dataclass
@@ -34,8 +213,14 @@ class Observations:
 
     @classmethod
     def from_tensors(cls, times, values, lengths=None, static=None) -> "Observations":
-        """Validated observations (same checks as :func:`~neuralde_seq.controls.build_control`); padding
-        after each sample's length is set to NaN so that no model can read it by mistake."""
+        """Validated observations (:func:`validate_observations`, the checks of
+        :func:`~neuralde_seq.controls.build_control`); padding after each sample's length is set to NaN so that
+        no model can read it by mistake.
+
+        Arguments:
+            times: (B, T); values: (B, T, C), NaN where missing; lengths: (B,) or None (all T);
+            static: (B, S) static features or None.
+        """
         times, values, lengths, valid = validate_observations(times, values, lengths)
         values = values.masked_fill(~valid.unsqueeze(-1), float("nan"))
         if static is not None and (static.dim() != 2 or static.shape[0] != values.shape[0]):
@@ -64,8 +249,10 @@ class Observations:
         return self.batch_size
 
     def __getitem__(self, index) -> "Observations":
-        if isinstance(index, int):
-            index = slice(index, index + 1)
+        """The samples selected by ``index`` (see :func:`batch_selection`: an int, slice, or 1-D integer or bool
+        selection), trimmed to the longest selected sample. An int keeps the batch dimension: ``obs[i]`` is a
+        batch of one sample, as models expect."""
+        index = batch_selection(index, self.batch_size, "Observations")
         lengths = self.lengths[index]
         longest = int(lengths.max())
         return Observations(self.times[index][:, :longest], self.values[index][:, :longest], lengths,

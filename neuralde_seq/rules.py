@@ -1,8 +1,8 @@
 """Learning rules: how a fast weight matrix changes, written once for every form.
 
-Convention (shared/DESIGN.md §3): per head the fast weight is ``W`` of shape (d_v, d_k) and is read as
-``y = W q``. A rule maps the current fast weights and the slow net's outputs at one instant to the rate
-of change ``dW/ds``::
+Convention (docs/design.md#equations-in-one-convention): per head the fast weight is ``W`` of shape
+(d_v, d_k) and is read as ``y = W q``. A rule maps the current fast weights and the slow net's outputs at
+one instant to the rate of change ``dW/ds``::
 
     Hebb         c · v kᵀ
     Oja          c · v (k − Wᵀv)ᵀ
@@ -15,12 +15,13 @@ exists exactly once. A discrete recurrent FWP step is ``W + rate(...)``.
 
 All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of them.
 
-Exact steps (shared/DESIGN.md §5). When k, v and β stay constant for a time h (a log-signature window, a
-piece of a rectilinear control), every rule has a closed-form solution, :meth:`LearningRule.exact_step`.
-Hebb, Oja and pre-Delta are affine in W and are described by :meth:`LearningRule.affine_step` (a
-:class:`RankOneUpdate`), which :mod:`neuralde_seq.exact` applies over whole sequences; post-Delta's step is
-nonlinear and is applied step by step (:meth:`Delta.post_step`). The formulas are written with ``expm1``
-and an overflow-free ``asinh(sinh(·)·r)`` (:func:`relaxation_rate`, :func:`relax_error`).
+Exact steps (docs/design.md#closed-forms-on-constant-inputs). When k, v and β stay constant for a time h
+(a log-signature window, a piece of a rectilinear control), every rule has a closed-form solution,
+:meth:`LearningRule.exact_step`. Hebb, Oja and pre-Delta are affine in W and are described by
+:meth:`LearningRule.affine_step` (a :class:`RankOneUpdate`), which :mod:`neuralde_seq.ops.exact_fast_weights`
+applies over whole sequences; post-Delta's step is nonlinear and is applied step by step
+(:meth:`Delta.post_step`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
+(:func:`relaxation_rate`, :func:`relax_error`).
 """
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ class _RelaxationRate(torch.autograd.Function):
 
 
 def relaxation_rate(c: torch.Tensor, norm_sq: torch.Tensor, h) -> torch.Tensor:
-    """(1 − e^{−c·n·h}) / n: the learning rate of one exact step of a relaxing rule (DESIGN §5).
+    """(1 − e^{−c·n·h}) / n: the learning rate of one exact step of a relaxing rule
+    (docs/design.md#closed-forms-on-constant-inputs).
 
     With a = c·h and x = a·n, the value is a·(1 − x/2 + x²/6 − x³/24 + x⁴/120) (Horner form) for |x| < 1e-3,
     so that it stays accurate as the norm n → 0 (the limit is c·h), and ``-expm1(-x) / n`` otherwise. The
@@ -110,7 +112,8 @@ _LARGE_ERROR = 20.0
 
 
 def relax_error(e0: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
-    """asinh(sinh(e0) · e^{log_decay}) element-wise, without overflow for large |e0| (DESIGN §5).
+    """asinh(sinh(e0) · e^{log_decay}) element-wise, without overflow for large |e0|
+    (docs/design.md#closed-forms-on-constant-inputs).
 
     This is the exact solution at time h of de/ds = −c‖k‖² tanh(e) with log_decay = −c‖k‖²h <= 0 (post-Delta's
     error). For |e0| > 20, with L = |e0| + log_decay − log 2 + log1p(−e^{−2|e0|}) = log|sinh(e0) r|, the result is
@@ -136,8 +139,8 @@ class RankOneUpdate:
     """An affine map of the fast weights, W ↦ W − decay·(W a) aᵀ + write·b aᵀ (applied to Wᵀ if ``transposed``).
 
     This is one exact step of Hebb (decay None: nothing decays), pre-Delta (a = k, b = v) and Oja (on Wᵀ,
-    a = v, b = k), see DESIGN §5. Shapes: ``a`` (..., d_a), ``b`` (..., d_b), ``decay`` and ``write`` (..., 1);
-    W is (..., d_b, d_a), or (..., d_a, d_b) when ``transposed``.
+    a = v, b = k), see docs/design.md#closed-forms-on-constant-inputs. Shapes: ``a`` (..., d_a), ``b``
+    (..., d_b), ``decay`` and ``write`` (..., 1); W is (..., d_b, d_a), or (..., d_a, d_b) when ``transposed``.
     """
 
     a: torch.Tensor
@@ -216,7 +219,8 @@ class LearningRule:
 
     def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
                    h) -> torch.Tensor:
-        """W(t + h) for inputs constant over [t, t + h] (DESIGN §5): the exact solution of dW/ds = rate.
+        """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate
+        (docs/design.md#closed-forms-on-constant-inputs).
 
         Arguments:
             W: (..., d_v, d_k) fast weights at t.
@@ -267,7 +271,7 @@ class Oja(LearningRule):
     Arguments:
         softmax_after_subtract: False (default) follows the paper, k = softmax(k_raw) and then k − Wᵀv.
             True reproduces the public code, which applies the softmax to (k_raw − Wᵀv) instead
-            (shared/DESIGN.md §3), for reproducing its numbers.
+            (docs/design.md#pitfalls-of-public-code), for reproducing its numbers.
     """
 
     name = "oja"

@@ -1,7 +1,7 @@
 """Log-signatures of piecewise-linear paths, and their windowed form for neural RDEs.
 
 One function, :func:`logsignature`, with the library that computes it (``backend``) and the coordinates it
-is written in (``basis``) as options (shared/DESIGN.md §6):
+is written in (``basis``) as options (docs/design.md#log-signatures):
 
 - ``"torch"`` (default): depth 1 and 2; needs nothing beyond torch; any device; autograd.
 - ``"pysiglib"``: any depth; ``pip install pysiglib==4.0.0`` (or the extra

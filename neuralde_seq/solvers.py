@@ -7,21 +7,18 @@ masked to zero), so that every sample in a padded batch gets exactly the answer 
 :func:`solve` is the one solve entry of the library: the CT-FWPs in every form, NCDE/NRDE and GRU-ODE call it
 with their control, and ODE-RNN, ODE-RFWP and the latent models call it through :func:`evolve_over_gaps`.
 
-**Fixed-step methods** (:data:`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``,
-with torchdiffeq's tableaus; ``rk4`` is its 3/8-rule variant) step through every knot of the control. Each
-knot interval [k_i, k_{i+1}] is cut into ceil((k_{i+1} − k_i) / step_size) equal steps (one step when
-``step_size`` is None: the paper's "step 1 on the index grid"). Every stage of every step is known before the
-solve starts, and each knows the control piece it lies in (a stage at the end of a step reads the piece the
-step lies in, never the next one, where piecewise-constant controls jump and samples end). So the control is
-evaluated, and a dynamics module's input-only work (:meth:`Dynamics.control_features`: the fast weight
-fields' projections of the input) is done, for a block of steps in batched tensor operations, and the
-sequential loop only evaluates what depends on the state. A sample's grid never depends on what else is in
-the batch.
+**Fixed-step methods** (:data:`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``)
+step through every knot of the control, each knot interval cut into ceil(gap / step_size) equal steps (one
+step when ``step_size`` is None); the loop, with the control evaluated for blocks of steps at once, is in
+:mod:`neuralde_seq.fixed_step`.
 
 **Adaptive methods** (:data:`ADAPTIVE_METHODS`: ``dopri5``, ...) are torchdiffeq's, solving in s with
 ``rtol``/``atol`` and stepping onto every knot (``jump_t``): the rate of a piecewise-constant control jumps
 there, a sample's rate stops at its final knot, and the sensitivity to each polynomial piece of an
 interpolated control starts and ends there.
+
+Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are in
+:mod:`neuralde_seq.torchdiffeq_solves`.
 
 **Gradients** (``SolverOptions.gradient``):
 
@@ -29,11 +26,11 @@ interpolated control starts and ends there.
   (equal to ``"backprop"`` to rounding), with memory O(√N) states for N steps: the forward pass keeps only
   the state at the start of every segment of ``checkpoint_every`` steps (default ⌈√N⌉), and the backward pass
   recomputes one segment at a time and backpropagates through it. A fixed-step segment is one autograd node
-  (:class:`_CheckpointedSegment`) whose gradient reaches its first state, the dynamics' parameters and the
+  (:class:`~neuralde_seq.fixed_step.CheckpointedSegment`) whose gradient reaches its first state, the dynamics' parameters and the
   control's tensors (as ``adjoint_params`` for the adjoint: other tensors the dynamics captures are treated as
   constants), so nothing of a segment stays alive between the passes. An adaptive solve (through
-  ``torch.utils.checkpoint``, non-reentrant) carries its whole step-size state (state, last rate, step size, interpolant) across
-  segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps of the
+  ``torch.utils.checkpoint``, non-reentrant) carries its whole step-size state (state, last rate, step size,
+  interpolant) across segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps of the
   forward pass (the same function of the same inputs), so the gradient is the one of the steps actually
   taken, step-size control included, as for ``"backprop"``. Time: about one extra forward solve.
 - ``"adjoint"``: the continuous adjoint (:func:`torchdiffeq.odeint_adjoint`), the papers' method: memory
@@ -51,9 +48,16 @@ interpolated control starts and ends there.
 
 ``method="exact"`` solves fast weight fields driven by inputs that are constant on every knot interval
 (log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form
-steps of shared/DESIGN.md §5: see :mod:`neuralde_seq.exact` (its gradients recompute checkpointed segments
+steps of shared/DESIGN.md §5: see :mod:`neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
 with a hand-written backward). It is selected here, so every model that calls :func:`solve` takes it through
 its ``SolverOptions``.
+
+**Limits.** ``SolverOptions.max_steps`` (default 1,000,000) bounds the steps of one solve: a fixed-step grid is
+refused before solving, an adaptive solve stops when it has taken that many steps. :func:`solve` refuses a
+control or initial state whose dtype or device differs from the dynamics' parameters, and warns
+(:class:`NonFiniteSolveWarning`) when a solve from finite inputs ends non-finite, which with finite inputs
+(:func:`~neuralde_seq.observations.magnitude_limit`) means steps too wide for the field, typically times in
+large units with ``parametrization="time"``.
 """
 from __future__ import annotations
 
@@ -64,47 +68,28 @@ from typing import Protocol
 
 import torch
 import torchdiffeq
-from torch.utils.checkpoint import checkpoint
 
 from .controls import Control
+from .fixed_step import FIXED_STEP_METHODS, FixedStepSolve
+from .input_checks import check_matches_module
+from .torchdiffeq_solves import (ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning, counting_steps,
+                                 solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem)
 
 __all__ = ["SolverOptions", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
            "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "GRADIENT_METHODS",
-           "ADJOINT_RECONSTRUCTION_TOLERANCE"]
+           "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning"]
 
 
-@dataclasses.dataclass(frozen=True)
-class _Tableau:
-    """An explicit Runge-Kutta method: stage times ``c``, stage weights ``a`` (lower triangular) and ``b``."""
-
-    c: tuple[float, ...]
-    a: tuple[tuple[float, ...], ...]
-    b: tuple[float, ...]
-
-
-# torchdiffeq's fixed-grid tableaus, so that the "adjoint" gradient (which solves with torchdiffeq) and the
-# other two see the same forward solution.
-_TABLEAUS = {
-    "euler": _Tableau((0.0,), ((),), (1.0,)),
-    "midpoint": _Tableau((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
-    "heun2": _Tableau((0.0, 1.0), ((), (1.0,)), (0.5, 0.5)),
-    "heun3": _Tableau((0.0, 1 / 3, 2 / 3), ((), (1 / 3,), (0.0, 2 / 3)), (0.25, 0.0, 0.75)),
-    "rk4": _Tableau((0.0, 1 / 3, 2 / 3, 1.0), ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)),
-                    (0.125, 0.375, 0.375, 0.125)),
-}
-# Multistep methods (torchdiffeq's Adams) are not offered: they reuse rates from earlier steps, across knots
-# where the control's derivative (and a log-signature control itself) jumps.
-FIXED_STEP_METHODS = tuple(_TABLEAUS)
 ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 EXACT_METHOD = "exact"
 GRADIENT_METHODS = ("checkpoint", "adjoint", "backprop")
-# Relative error of the initial state reconstructed by a backward solve above which the adjoint check warns.
-ADJOINT_RECONSTRUCTION_TOLERANCE = 1e-3
+# Steps of one solve above which it is refused: a million rk4 steps of a small model already take minutes.
+DEFAULT_MAX_STEPS = 1_000_000
 
 
-class AdjointReconstructionWarning(RuntimeWarning):
-    """The continuous adjoint's backward reconstruction of the state is inaccurate for this solve, so its
-    gradients are too: use ``SolverOptions(gradient="checkpoint")`` (the default)."""
+class NonFiniteSolveWarning(RuntimeWarning):
+    """A solve from a finite state along a finite control ended with NaN or infinite states; the message says
+    which steps it took and what to change (usually the units of the times)."""
 
 
 @dataclasses.dataclass
@@ -114,9 +99,15 @@ class SolverOptions:
     Attributes:
         method: a fixed-step method (:data:`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
             (:data:`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
-            interval, :mod:`neuralde_seq.exact`). Default "rk4", as in the papers.
+            interval, :mod:`neuralde_seq.ops.exact_fast_weights`). Default "rk4", as in the papers.
         step_size: largest step of a fixed-step method, in units of the control's parameter s; None
             takes one step per knot interval.
+        max_steps: the most steps one solve may take (default :data:`DEFAULT_MAX_STEPS`, 1,000,000; None: no
+            limit). A fixed-step solve whose grid has more steps is refused before it starts, with the number
+            of steps, the span of s and the step size (e.g. hourly timestamps in seconds with step_size=0.01:
+            360,000 steps per observation interval); an adaptive solve (accepted and rejected steps, counted
+            from its field evaluations over the forward solve) stops with an error once past it. Not used by
+            "exact", which takes one closed-form step per knot interval.
         rtol, atol: tolerances of adaptive methods (torchdiffeq's defaults, which the papers use).
         gradient: how gradients are computed (module docstring): "checkpoint" (the default when neither
             ``gradient`` nor ``adjoint`` is given: exact for the discrete solve, O(√N) memory, about one extra
@@ -131,7 +122,7 @@ class SolverOptions:
             ``adjoint_check``-th solve that records gradients, the first included (module docstring; one extra
             solve without gradients each time); 0 turns the check off.
         chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
-            :func:`neuralde_seq.exact.default_chunk_size`, e.g. 64 windows for every rule at batch 32, 16 heads
+            :func:`neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at batch 32, 16 heads
             of width 8). Memory of the backward pass grows with it, time hardly.
         compile: "exact" only: run post-Delta's exact step through ``torch.compile`` (refused for the other
             rules; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
@@ -147,6 +138,7 @@ class SolverOptions:
     adjoint_check: int = 100
     chunk_size: int | None = None
     compile: bool = False
+    max_steps: int | None = DEFAULT_MAX_STEPS
 
     def __post_init__(self):
         methods = FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
@@ -175,6 +167,9 @@ class SolverOptions:
             raise ValueError(f"adjoint_check must be an integer >= 0 (0: off), got {self.adjoint_check!r}")
         if self.step_size is not None and not (self.step_size > 0 and math.isfinite(self.step_size)):
             raise ValueError(f"step_size must be a positive number or None, got {self.step_size!r}")
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+                                           or self.max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer or None (no limit), got {self.max_steps!r}")
         if not (self.rtol > 0 and self.atol > 0):
             raise ValueError(f"rtol and atol must be positive, got rtol={self.rtol}, atol={self.atol}")
         self._adjoint_solves = 0  # counts solves for adjoint_check (not a field: not part of equality or repr)
@@ -211,309 +206,6 @@ class Dynamics(Protocol):
         ...
 
 
-def subdivide(knots: torch.Tensor, step_size: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed-step grid through every knot.
-
-    Returns:
-        (grid, counts): grid (M + 1,) points in s; counts (K − 1,) long, the number of steps in each knot
-        interval (their cumulative sums are the knots' positions in the grid).
-    """
-    gaps = knots[1:] - knots[:-1]
-    if step_size is None:
-        return knots, torch.ones_like(gaps, dtype=torch.long)
-    # A relative slack keeps an interval that is a whole multiple of step_size from gaining a step through
-    # rounding.
-    counts = torch.ceil(gaps / step_size * (1 - 1e-9)).clamp(min=1).long()
-    first_step = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)  # of each step's interval
-    index_in_interval = torch.arange(int(counts.sum()), device=knots.device) - first_step
-    fraction = index_in_interval.to(knots.dtype) / torch.repeat_interleave(counts, counts).to(knots.dtype)
-    grid = torch.repeat_interleave(knots[:-1], counts) + fraction * torch.repeat_interleave(gaps, counts)
-    grid = torch.cat([grid, knots[-1:]])
-    return grid, counts
-
-
-
-# ---------------------------------------------------------------------------------------------------
-# fixed-step methods: our own Runge-Kutta loop over a grid known in advance
-
-def _step_grid(control: Control, step_size: float | None):
-    """(grid (M + 1,) in s, grid index of every knot (K,), knot interval of every step (M,)) of a fixed-step
-    solve up to the batch's last final knot."""
-    grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size)
-    knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    piece = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
-    return grid, knot_position, piece
-
-
-class _FixedStepSolve:
-    """One fixed-step solve of ``dynamics`` along ``control`` (module docstring)."""
-
-    def __init__(self, dynamics, control: Control, options: SolverOptions, dtype: torch.dtype):
-        self.dynamics, self.control = dynamics, control
-        self.tableau = _TABLEAUS[options.method]
-        grid, self.knot_position, self.piece = _step_grid(control, options.step_size)
-        self.offset = grid[:-1] - control.knots[self.piece]  # step start − piece start
-        self.width = grid[1:] - grid[:-1]
-        self.widths = self.width.to(dtype).tolist()
-        self.steps = self.width.shape[0]
-        self.end_step = self.knot_position[control.end_index]  # (B,) the step count at which each sample stops
-        self.all_active = int(self.end_step.min())  # steps before this one move every sample
-        self.knot_steps = set(self.knot_position.tolist())
-        self.split = hasattr(dynamics, "control_features")
-
-    def segments(self, every: int | None) -> list[tuple[int, int]]:
-        size = every or max(1, math.ceil(math.sqrt(self.steps)))
-        return [(n, min(n + size, self.steps)) for n in range(0, self.steps, size)]
-
-    def features(self, n0: int, n1: int) -> list[torch.Tensor | None]:
-        """The dynamics' input-only features at every stage of steps n0..n1−1: tensors (n, stages, B, ...)."""
-        control, dynamics = self.control, self.dynamics
-        c = torch.tensor(self.tableau.c, dtype=control.coeffs.dtype, device=control.coeffs.device)
-        offsets = self.offset[n0:n1, None].to(c.dtype) + c * self.width[n0:n1, None].to(c.dtype)  # (n, S)
-        pieces = self.piece[n0:n1, None].expand_as(offsets).reshape(-1)
-        x, dx = control.evaluate_points(pieces, offsets.reshape(-1), dynamics.needs_value,
-                                        dynamics.needs_derivative)  # (B, n·S, C)
-        channels = control.channels
-        # Point-major, batch-minor: the features of one stage are then a contiguous (B, ...) block.
-        x = None if x is None else x.transpose(0, 1).reshape(-1, channels)
-        dx = None if dx is None else dx.transpose(0, 1).reshape(-1, channels)
-        features = dynamics.control_features(x, dx) if self.split else (x, dx)
-        shape = (n1 - n0, len(self.tableau.c), control.batch_size)
-        return [None if t is None else t.reshape(*shape, *t.shape[1:]) for t in features]
-
-    def rate(self, state, features):
-        if self.split:
-            return self.dynamics.rate_from_features(state, *features)
-        return self.dynamics(state, *features)
-
-    def run(self, y: torch.Tensor, n0: int, n1: int, keep: bool) -> tuple[torch.Tensor, ...]:
-        """Steps n0..n1−1 from state y; returns (y after them, the states after every step that ends on a knot
-        if ``keep``)."""
-        stages = len(self.tableau.c)
-        # One unbind per feature, not an index per stage: the backward of an index would fill a zero gradient
-        # of the whole segment's features for every stage.
-        features = [None if f is None else f.flatten(0, 1).unbind(0) for f in self.features(n0, n1)]
-        tableau, kept = self.tableau, []
-        for j, n in enumerate(range(n0, n1)):
-            h = self.widths[n]
-            if n >= self.all_active:  # samples past their end are frozen: their step is 0
-                active = (n < self.end_step).to(y.dtype)
-                h = (h * active).view(-1, *([1] * (y.dim() - 1)))
-            rates = []
-            for i, row in enumerate(tableau.a):
-                stage = _step(y, h, _combine(row, rates)) if i else y
-                rates.append(self.rate(stage, [None if f is None else f[j * stages + i] for f in features]))
-            y = _step(y, h, _combine(tableau.b, rates))
-            if keep and n + 1 in self.knot_steps:
-                kept.append(y)
-        return (y, *kept)
-
-    def solve(self, initial: torch.Tensor, at_knots: bool, options: SolverOptions, checkpointed: bool):
-        y, states = initial, [initial]
-        if checkpointed:
-            leaves = tuple(p for p in self.dynamics.parameters() if p.requires_grad)
-            leaves += tuple(c for c in self.control.tensors() if c.requires_grad)
-        for n0, n1 in self.segments(options.checkpoint_every):
-            if checkpointed:
-                out = _CheckpointedSegment.apply(self, n0, n1, at_knots, y, *leaves)
-            else:
-                out = self.run(y, n0, n1, at_knots)
-            y = out[0]
-            states.extend(out[1:])
-        return torch.stack(states, 1) if at_knots else y
-
-
-def _combine(weights, rates):
-    """Σ_i w_i k_i over the nonzero weights, in fused multiply-adds."""
-    total = None
-    for w, k in zip(weights, rates):
-        if w == 0.0:
-            continue
-        total = (k if w == 1.0 else k * w) if total is None else torch.add(total, k, alpha=w)
-    return total
-
-
-def _step(y, h, increment):
-    """y + h · increment, h a number or a (B, 1, ...) tensor."""
-    return torch.add(y, increment, alpha=h) if isinstance(h, float) else torch.addcmul(y, h, increment)
-
-
-class _CheckpointedSegment(torch.autograd.Function):
-    """Steps n0..n1−1 of a fixed-step solve as one autograd node: the forward pass runs them without a graph
-    and keeps only the segment's first state; the backward pass recomputes the segment with a graph and
-    backpropagates through it. Unlike ``torch.utils.checkpoint``, nothing of the segment (not even
-    placeholders for its saved tensors) stays alive between the passes, so memory is O(segments) states.
-
-    The gradient reaches the first state and the ``leaves`` passed in: the dynamics' parameters and the
-    control's tensors that require grad (as ``adjoint_params`` for the adjoint); anything else the dynamics
-    reads is treated as a constant. Not twice differentiable.
-    """
-
-    @staticmethod
-    def forward(ctx, solve: _FixedStepSolve, n0: int, n1: int, keep: bool, y: torch.Tensor, *leaves):
-        ctx.solve, ctx.segment, ctx.leaves = solve, (n0, n1, keep), leaves
-        ctx.save_for_backward(y)
-        return solve.run(y, n0, n1, keep)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grad_outputs):
-        (y,) = ctx.saved_tensors
-        with torch.enable_grad():
-            start = y.detach().requires_grad_(True)
-            outputs = ctx.solve.run(start, *ctx.segment)
-            inputs = (start,) + tuple(ctx.leaves)
-            grads = torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
-        return (None, None, None, None) + tuple(grads)
-
-
-# ---------------------------------------------------------------------------------------------------
-# adaptive methods: torchdiffeq's, with their step-size state carried across checkpointed segments
-
-def _solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor, options: SolverOptions,
-                                 at_knots: bool) -> torch.Tensor:
-    """torchdiffeq's adaptive solve through every knot, backpropagated segment by segment.
-
-    The solver advances knot by knot (its steps end on every knot anyway, as they are jump times), and its
-    complete state (y, the FSAL rate, the times, the proposed step and the interpolant) is the input and output
-    of each checkpointed segment of knots, so a recomputed segment takes exactly the steps of the forward pass
-    and the gradient flows through the step-size control as it does through ``torchdiffeq.odeint``. This reads
-    torchdiffeq's solver state (``rk_state``, ``_advance``; stable since torchdiffeq 0.2.0)."""
-    from torchdiffeq._impl.misc import _check_inputs
-    from torchdiffeq._impl.odeint import SOLVERS
-    from torchdiffeq._impl.rk_common import _RungeKuttaState
-
-    _, wrapped, y0, t, rtol, atol, method, solver_options, _, _ = _check_inputs(
-        func, initial, knots, options.rtol, options.atol, options.method, dict(jump_t=knots), None, SOLVERS)
-    solver = SOLVERS[method](func=wrapped, y0=y0, rtol=rtol, atol=atol, **solver_options)
-    solver._before_integrate(t.to(solver.dtype))
-    t = t.to(solver.dtype)
-    size = options.checkpoint_every or max(1, math.ceil(math.sqrt(len(t) - 1)))
-    states = [y0]
-    for i0 in range(1, len(t), size):
-        targets = t[i0: i0 + size]
-        start, jump_index = solver.rk_state, solver.next_jump_index
-        n_interp = len(start.interp_coeff)
-
-        def advance(y1, f1, t0, t1, dt, *interp, targets=targets, jump_index=jump_index):
-            solver.rk_state = _RungeKuttaState(y1, f1, t0, t1, dt, list(interp))
-            solver.next_jump_index = jump_index
-            values = [solver._advance(target) for target in targets]
-            state = solver.rk_state
-            return (state.y1, state.f1, state.t0, state.t1, state.dt, *state.interp_coeff, *values)
-
-        out = checkpoint(advance, start.y1, start.f1, start.t0, start.t1, start.dt, *start.interp_coeff,
-                         use_reentrant=False, preserve_rng_state=False)
-        solver.rk_state = _RungeKuttaState(*out[:5], list(out[5: 5 + n_interp]))
-        states.extend(out[5 + n_interp:])
-    return torch.stack(states, 1) if at_knots else states[-1]
-
-
-# ---------------------------------------------------------------------------------------------------
-# the continuous adjoint: torchdiffeq's odeint_adjoint
-
-class _SteppedField(torch.nn.Module):
-    """dy/du on the step-counting time u of fixed-step methods (for torchdiffeq's adjoint): s(u) is linear on
-    each step [n, n + 1].
-
-    The control's piece is looked up from the step, not from s, so a stage one ulp before a knot (as
-    ``perturb`` places it) always reads the piece the step lies in.
-    """
-
-    def __init__(self, dynamics, control: Control, grid: torch.Tensor, piece_of_step: torch.Tensor,
-                 end_position: torch.Tensor):
-        super().__init__()
-        self.dynamics = dynamics
-        self.control = control
-        self.grid = grid
-        self.offset = grid[:-1] - control.knots[piece_of_step].to(grid.dtype)  # step start − piece start
-        self.piece_of_step = piece_of_step
-        self.end_position = end_position
-
-    def forward(self, u, state):
-        u = u.detach()
-        step = torch.floor(u).long().clamp(0, self.grid.shape[0] - 2)
-        width = self.grid[step + 1] - self.grid[step]
-        # perturb moves the first and last stage of a step one ulp of u inwards; in float32 that is up to
-        # 1e-3 of a step at u ~ 10^4, so snap those stages back onto the step's ends (the step index
-        # already says which side of the knot they belong to).
-        tolerance = 4 * torch.finfo(u.dtype).eps * max(1.0, float(u.abs()))
-        frac = u - step
-        frac = torch.where(frac < tolerance, torch.zeros_like(frac),
-                           torch.where(frac > 1 - tolerance, torch.ones_like(frac), frac))
-        f = self.offset[step] + frac * width
-        piece = self.piece_of_step[step]
-        x = self.control.evaluate_piece(piece, f) if self.dynamics.needs_value else None
-        dx = self.control.derivative_piece(piece, f) if self.dynamics.needs_derivative else None
-        active = (u < self.end_position).to(state.dtype)
-        rate = self.dynamics(state, x, dx)
-        return rate * (width.to(state.dtype) * active).view(-1, *([1] * (state.dim() - 1)))
-
-
-class _ContinuousField(torch.nn.Module):
-    """dy/ds for adaptive methods, frozen after each sample's end."""
-
-    def __init__(self, dynamics, control: Control):
-        super().__init__()
-        self.dynamics = dynamics
-        self.control = control
-
-    def forward(self, s, state):
-        # s stays attached: backpropagating through adaptive steps differentiates the step sizes, and
-        # that only cancels correctly if the field sees the same differentiable time.
-        active = (s.detach() < self.control.end).to(state.dtype)
-        x = self.control.evaluate(s) if self.dynamics.needs_value else None
-        dx = self.control.derivative(s) if self.dynamics.needs_derivative else None
-        rate = self.dynamics(state, x, dx)
-        return rate * active.view(-1, *([1] * (state.dim() - 1)))
-
-
-def _torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, options: SolverOptions, at_knots: bool):
-    """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
-    fixed-step methods, in s for adaptive ones; t lists every knot if ``at_knots`` (and for adaptive methods
-    in any case, see :func:`_solve_adaptive_checkpointed`), else the first and last."""
-    if options.method in FIXED_STEP_METHODS:
-        grid, knot_position, piece_of_step = _step_grid(control, options.step_size)
-        func = _SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
-                             knot_position[control.end_index].to(initial.dtype))
-        t = knot_position.to(initial.dtype)
-        solver_options = dict(step_size=1.0, perturb=True)
-    else:
-        func = _ContinuousField(dynamics, control)
-        t = control.knots[: int(control.end_index.max()) + 1].to(initial.dtype)
-        # Every knot is a jump: of the rate for piecewise-constant controls and at samples' ends, and of
-        # the sensitivity to each polynomial piece for interpolated ones.
-        solver_options = dict(jump_t=t)
-    if not at_knots:
-        t = t[[0, -1]]
-    return func, t, dict(method=options.method, options=solver_options, rtol=options.rtol, atol=options.atol)
-
-
-def _check_adjoint_reconstruction(func, initial, final, t, kwargs) -> None:
-    """Integrate the final state back to the first time, as the adjoint's backward pass does, and warn when the
-    initial state is not recovered."""
-    with torch.no_grad():
-        recovered = torchdiffeq.odeint(func, final.detach(), t.flip(0), **kwargs)[-1]
-        scale = torch.maximum(initial.detach().norm(), final.detach().norm()).clamp_min(torch.finfo(final.dtype).tiny)
-        error = float((recovered - initial.detach()).norm() / scale)
-    if not error <= ADJOINT_RECONSTRUCTION_TOLERANCE:
-        warnings.warn(f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
-                      f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
-                      f"of this solve are unreliable; use SolverOptions(gradient='checkpoint') (the default), exact "
-                      f"for the discrete solve with O(sqrt(steps)) memory", AdjointReconstructionWarning, stacklevel=3)
-
-
-def _solve_adjoint(dynamics, control, initial, options: SolverOptions, at_knots: bool) -> torch.Tensor:
-    func, t, kwargs = _torchdiffeq_problem(dynamics, control, initial, options, at_knots)
-    params = tuple(p for p in dynamics.parameters() if p.requires_grad)
-    params += tuple(c for c in control.tensors() if c.requires_grad)
-    states = torchdiffeq.odeint_adjoint(func, initial, t, adjoint_params=params, **kwargs)
-    if options.adjoint_check and options._adjoint_solves % options.adjoint_check == 0:
-        _check_adjoint_reconstruction(func, initial, states[-1], t, kwargs)
-    options._adjoint_solves += 1
-    return states.movedim(0, 1) if at_knots else states[-1]
-
-
 # ---------------------------------------------------------------------------------------------------
 # the solve entry
 
@@ -531,6 +223,11 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
 
     Returns:
         (B, ...) final states, or (B, K, ...) states at the K knots if ``at_knots``.
+
+    Raises:
+        TypeError: ``control`` is not a Control, or the control, ``initial`` and the dynamics' parameters differ
+            in dtype or device.
+        ValueError: the solve needs more than ``options.max_steps`` steps.
     """
     options = options or SolverOptions()
     if not isinstance(control, Control):
@@ -538,24 +235,54 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     if not isinstance(initial, torch.Tensor) or initial.dim() < 1 or initial.shape[0] != control.batch_size:
         shape = tuple(initial.shape) if isinstance(initial, torch.Tensor) else type(initial).__name__
         raise ValueError(f"initial must be a tensor (B={control.batch_size}, ...), got {shape}")
+    # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
+    # inside the dynamics with a matrix-product error).
+    check_matches_module(dynamics, control.coeffs, "the control", "the dynamics")
+    check_matches_module(dynamics, initial, "the initial state", "the dynamics")
+    if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
+        raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert one "
+                        f"of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
     if options.method == EXACT_METHOD:
-        from .exact import solve_exact
+        from .ops.exact_fast_weights import solve_exact
 
         return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
     gradient = options.gradient_method
     recording = torch.is_grad_enabled()
-    if gradient == "adjoint" and recording:
-        return _solve_adjoint(dynamics, control, initial, options, at_knots)
     checkpointed = gradient == "checkpoint" and recording
+    if gradient == "adjoint" and recording:
+        states = solve_adjoint(dynamics, control, initial, options, at_knots)
+    elif options.method in FIXED_STEP_METHODS:
+        states = FixedStepSolve(dynamics, control, options, initial.dtype).solve(initial, at_knots, options,
+                                                                                 checkpointed)
+    elif checkpointed:
+        func, t, _ = torchdiffeq_problem(dynamics, control, initial, options, at_knots=True)
+        states = solve_adaptive_checkpointed(func, initial, t, options, at_knots)
+    else:
+        func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, options, at_knots)
+        with counting_steps(func):
+            states = torchdiffeq.odeint(func, initial, t, **kwargs)
+        states = states.movedim(0, 1) if at_knots else states[-1]
+    if not bool(torch.isfinite(states).all()) and bool(torch.isfinite(initial).all()):
+        _warn_not_finite(control, options)
+    return states
+
+
+def _warn_not_finite(control: Control, options: SolverOptions) -> None:
+    """Say why a solve from a finite state along a finite control ended non-finite (not raised: training's
+    divergence guard handles a non-finite loss, and stops the run with its own record)."""
+    knots = control.knots[: int(control.end_index.max()) + 1]
+    start, end = float(knots[0]), float(knots[-1])
+    widest = float((knots[1:] - knots[:-1]).max())
     if options.method in FIXED_STEP_METHODS:
-        return _FixedStepSolve(dynamics, control, options, initial.dtype).solve(initial, at_knots, options,
-                                                                                checkpointed)
-    if checkpointed:
-        func, t, _ = _torchdiffeq_problem(dynamics, control, initial, options, at_knots=True)
-        return _solve_adaptive_checkpointed(func, initial, t, options, at_knots)
-    func, t, kwargs = _torchdiffeq_problem(dynamics, control, initial, options, at_knots)
-    states = torchdiffeq.odeint(func, initial, t, **kwargs)
-    return states.movedim(0, 1) if at_knots else states[-1]
+        step = widest if options.step_size is None else min(widest, options.step_size)
+        how = (f"with {options.method} steps up to {step:.3g} wide; explicit steps much wider than the scale on "
+               "which the field changes (about one unit of s for these models at initialisation) are unstable")
+    else:
+        how = f"({options.method} with rtol={options.rtol:g}): the solution itself overflows over this span"
+    warnings.warn(f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} {how}. "
+                  "Rescale the times to units where observation gaps are about 1, or build the control with "
+                  "parametrization='index' (every gap 1), or give a smaller step_size", NonFiniteSolveWarning,
+                  stacklevel=3)
 
 
 # ---------------------------------------------------------------------------------------------------

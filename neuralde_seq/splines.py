@@ -24,14 +24,18 @@ one matrix: then its elimination is done once, and only the right-hand sides are
 At PhysioNet's shape (72 time points, 34 channels, ~88 % missing values) this takes 0.3 to 0.4 ms per
 sample on one CPU thread, against about 0.1 s per sample for torchcde's loop (benchmarks/controls.py,
 docs/performance.md).
+
+:func:`polynomial_pieces` gives the cubic pieces of every interpolation that
+:func:`~neuralde_seq.controls.build_control` offers (natural cubic, Hermite cubic, linear, rectilinear).
 """
 from __future__ import annotations
 
 import math
 
 import torch
+import torchcde
 
-__all__ = ["natural_cubic_coefficients"]
+__all__ = ["natural_cubic_coefficients", "polynomial_pieces"]
 
 # Series (sample x channel) x time points solved together at most. The solve keeps about 20 arrays of
 # that many elements (about 640 MiB in float64), so this bounds the working memory for datasets of
@@ -283,3 +287,44 @@ def _incomplete_series_coefficients(values, t, lengths, observed) -> torch.Tenso
         piece_d = torch.where(knot, three_d, piece_d)
         slope = torch.where(knot, start_slope, slope)
     return torch.stack(columns[::-1]).view(length - 1, 4, n)
+
+
+def polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
+                      lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """The pieces of the path through ``path`` by ``method``: ``(N, pieces, 4, C)`` coefficients a, b, c, d of
+    ``a + b f + c f² + d f³`` on each knot interval, f the offset from its first knot.
+
+    Arguments:
+        path: (N, L, C) points (NaN allowed: interpolated through).
+        knots: (L,) strictly increasing parameter values of the points.
+        method: "natural_cubic", "hermite_cubic", "linear" (L − 1 pieces each) or "rectilinear" (2(L − 1)
+            pieces: time, channel 0, moves on the first half of each interval, the values on the second).
+        lengths: (N,) long, natural cubic only: each sample's own number of points (its pieces from there on
+            are zero); other methods need samples of one length.
+    """
+    if method == "natural_cubic":
+        # Vectorised over samples and channels, also through missing values (torchcde loops over each
+        # (sample, channel) there); same coefficients as torchcde.natural_cubic_coeffs.
+        raw = natural_cubic_coefficients(path, knots, lengths)
+        a, b, two_c, three_d = raw.chunk(4, dim=-1)
+        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
+    if method == "hermite_cubic":
+        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(path, t=knots)
+        a, b, two_c, three_d = raw.chunk(4, dim=-1)
+        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
+    if method == "linear":
+        points = torchcde.linear_interpolation_coeffs(path, t=knots)  # NaNs interpolated
+        slope = (points[:, 1:] - points[:, :-1]) / (knots[1:] - knots[:-1]).unsqueeze(-1)
+        zeros = torch.zeros_like(slope)
+        return torch.stack([points[:, :-1], slope, zeros, zeros], dim=-2)
+    if method == "rectilinear":
+        points = torchcde.linear_interpolation_coeffs(path, t=knots)
+        half = (0.5 * (knots[1:] - knots[:-1])).unsqueeze(-1)  # (L-1, 1)
+        start, stop = points[:, :-1], points[:, 1:]
+        corner = start.clone()
+        corner[..., 0] = stop[..., 0]  # time has moved, values not yet
+        zeros = torch.zeros_like(start)
+        first = torch.stack([start, (corner - start) / half, zeros, zeros], dim=-2)
+        second = torch.stack([corner, (stop - corner) / half, zeros, zeros], dim=-2)
+        return torch.stack([first, second], dim=2).flatten(1, 2)
+    raise AssertionError(method)

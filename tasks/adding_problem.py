@@ -18,8 +18,10 @@ lengths, and says so). ``--set KEY=VALUE`` overrides any constructor argument. A
 (paper).
 
 Solved (paper Tab. 2): test MSE <= 1e-4 (``--target-mse``); training stops at the first evaluation that
-reaches it. Evaluation every ``--eval-every`` steps and at each epoch's end; see tasks/stress_training.py
-for checkpoints, ``--resume`` and divergence handling.
+reaches it. Training goes through :func:`neuralde_seq.training.fit` with :class:`FinalOutputRegression`
+(a :class:`~neuralde_seq.training.Regression`); the test set is evaluated every ``--eval-every`` steps and
+at each epoch's end; see tasks/stress_training.py for the protocol, checkpoints, ``--resume`` (also after
+``--max-minutes``) and divergence handling.
 
 Usage (from the repository root)::
 
@@ -35,32 +37,29 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem  # noqa: E402
 from neuralde_seq.data.synthetic import ADDING_MARKERS  # noqa: E402
 from neuralde_seq.models import create_model, model_inputs  # noqa: E402
-from neuralde_seq.training import TrainingDiverged, format_table, write_json, write_table  # noqa: E402
-from tasks.stress_training import (batched, paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
-                                   train_stress_task)
+from neuralde_seq.training import Regression, TrainingDiverged, format_table, write_json, write_table  # noqa: E402
+from tasks.stress_training import (paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
+                                   stress_records, train_stress_task)
 
 PAPER_OMEGA_0 = {100: 14.55, 200: 18.19, 1000: 2.03, 3000: 2.23, 6000: 4.3}
 PAPER_EPOCHS = {100: 20, 200: 20, 1000: 30, 3000: 50, 6000: 50}
 
 
-def final_prediction(model: torch.nn.Module, inputs) -> torch.Tensor:
-    """The model's output 0 at each sample's last time step, (B,) (its only output, or see ``main``)."""
-    return model(inputs)[:, 0]
+class FinalOutputRegression(Regression):
+    """Regression (MSE by default) of the model's output 0, (B,), against the (N,) targets: the model's only
+    output, or output 0 of a 2-output head built for models that insist on >= 2 classes (see ``main``).
 
+    Metrics over every test sequence: ``mse`` (the paper's), ``mae`` and ``loss`` (= mse).
+    """
 
-def mse_metrics(model: torch.nn.Module, inputs, targets: torch.Tensor, batch_size: int) -> dict:
-    """Test MSE over every sequence, with the trivial predictor's (always 1) on the same sequences."""
-    squared = 0.0
-    for index, batch in batched(inputs, batch_size):
-        squared += float((final_prediction(model, batch).double() - targets[index].double()).square().sum())
-    return {"mse": squared / targets.shape[0], "trivial_mse": float((targets.double() - 1.0).square().mean())}
+    def forward(self, model: torch.nn.Module, inputs) -> torch.Tensor:
+        return model(inputs)[:, 0]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
                   "target_mse": args.target_mse, "max_minutes": args.max_minutes, "threads": args.threads}
 
     def describe(m: dict) -> str:
-        return f"test MSE {m['mse']:.3g} (trivial {m['trivial_mse']:.4f}, expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})"
+        return f"test MSE {m['mse']:.3g} (trivial {trivial_test:.4f}, expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})"
 
     command = " ".join(["python", "tasks/adding_problem.py", *(sys.argv[1:] if argv is None else argv)])
     results = {"task": "adding problem", "sequence_length": args.length, "config": run_config, "params": params,
@@ -136,15 +135,14 @@ def main(argv: list[str] | None = None) -> dict:
                "trivial_mse_expected": ADDING_TRIVIAL_MSE}
     try:
         run = train_stress_task(
-            model, forward=final_prediction, loss_fn=F.mse_loss,
-            evaluate=lambda m: mse_metrics(m, test_inputs, test.targets, 4 * args.batch_size),
-            solved=lambda m: m["mse"] <= args.target_mse, describe=describe,
-            train_inputs=train_inputs, train_targets=train.targets, epochs=epochs, batch_size=args.batch_size,
-            lr=args.lr, seed=args.seed, eval_every=args.eval_every, checkpoint_path=out / "checkpoint.pt",
-            run_config=run_config, resume=args.resume, max_minutes=args.max_minutes, grad_clip=args.grad_clip,
-            penalty_weight=args.penalty_weight, progress=not args.no_progress)
+            model, FinalOutputRegression("mse"), (train_inputs, train.targets), (test_inputs, test.targets),
+            solved=lambda m: m["mse"] <= args.target_mse, describe=describe, epochs=epochs,
+            batch_size=args.batch_size, lr=args.lr, seed=args.seed, eval_every=args.eval_every,
+            checkpoint_path=out / "checkpoint.pt", run_config=run_config, resume=args.resume,
+            max_minutes=args.max_minutes, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
+            eval_batch_size=4 * args.batch_size, progress=not args.no_progress)
     except TrainingDiverged as error:
-        results.update(diverged=str(error), history=error.history["records"])
+        results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")
         print(error, file=sys.stderr)
         raise SystemExit(1)

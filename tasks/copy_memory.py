@@ -20,8 +20,10 @@ Beside them: the cross-entropy of the "memoryless" solution (blanks everywhere r
 guessed uniformly), 10 · ln 8 / L over all positions and ln 8 on the recalled ones, the plateau such
 runs sit on before they learn to recall. Solved (paper Tab. 2) = 100 % accuracy: training stops at the
 first evaluation where the recall accuracy and the accuracy over all positions reach ``--target``
-(default 1.0, every test output right). Evaluation every ``--eval-every`` steps and at each epoch's end;
-see tasks/stress_training.py for checkpoints, ``--resume`` and divergence handling.
+(default 1.0, every test output right). Training goes through :func:`neuralde_seq.training.fit` with
+:class:`CopyMemoryObjective` (a :class:`~neuralde_seq.training.PerStepClassification`); the test set is
+evaluated every ``--eval-every`` steps and at each epoch's end; see tasks/stress_training.py for the
+protocol, checkpoints, ``--resume`` (also after ``--max-minutes``) and divergence handling.
 
 Usage (from the repository root)::
 
@@ -45,9 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import copy_memory  # noqa: E402
 from neuralde_seq.models import create_model, model_inputs  # noqa: E402
-from neuralde_seq.training import TrainingDiverged, format_table, write_json, write_table  # noqa: E402
-from tasks.stress_training import (batched, paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
-                                   train_stress_task)
+from neuralde_seq.training import (PerStepClassification, TrainingDiverged, format_table, write_json,  # noqa: E402
+                                   write_table)
+from tasks.stress_training import (paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
+                                   stress_records, train_stress_task)
 
 MEMORY, NUM_SYMBOLS = 10, 8
 NUM_CLASSES = NUM_SYMBOLS + 2
@@ -55,27 +58,40 @@ PAPER_OMEGA_0 = {100: 19.20, 200: 34.71, 1000: 68.69, 3000: 43.65, 6000: 69.97}
 PAPER_EPOCHS = {100: 50, 200: 50, 1000: 100, 3000: 200, 6000: 300}
 
 
-def sequence_logits(model: torch.nn.Module, inputs) -> torch.Tensor:
-    """Logits at every time step, (B, L, classes): ``model.head(model.features(inputs))``."""
-    return model.head(model.features(inputs))
+class CopyMemoryObjective(PerStepClassification):
+    """Per-step cross-entropy over all positions (Bai et al. 2018) of the logits ``head(features(inputs))``,
+    (B, L, classes) against (N, L) targets, with the copy-memory test metrics.
 
+    Metrics over every test sequence: ``recall_acc`` (the last ``memory`` positions), ``all_acc``, the
+    number of wrong outputs ``recall_errors`` / ``all_errors``, the mean cross-entropy ``loss`` over all
+    positions and ``recall_loss`` over the recalled ones.
 
-def recall_metrics(model: torch.nn.Module, inputs, targets: torch.Tensor, batch_size: int) -> dict:
-    """Accuracy and cross-entropy on every test sequence: over all positions and the recalled (last 10)."""
-    wrong_all = wrong_recall = 0
-    loss_all = loss_recall = 0.0
-    for index, batch in batched(inputs, batch_size):
-        logits, y = sequence_logits(model, batch), targets[index]
-        losses = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (B, L)
-        wrong = logits.argmax(-1) != y
-        wrong_all += int(wrong.sum())
-        wrong_recall += int(wrong[:, -MEMORY:].sum())
-        loss_all += float(losses.sum())
-        loss_recall += float(losses[:, -MEMORY:].sum())
-    n_recall, n_all = targets.shape[0] * MEMORY, targets.numel()
-    return {"recall_acc": 1 - wrong_recall / n_recall, "all_acc": 1 - wrong_all / n_all,
-            "recall_errors": wrong_recall, "all_errors": wrong_all,
-            "loss": loss_all / n_all, "recall_loss": loss_recall / n_recall}
+    Arguments:
+        num_classes: classes at every position (blank, symbols, marker). memory: recalled positions.
+    """
+
+    metric_names = ("recall_acc", "all_acc", "recall_errors", "all_errors", "loss", "recall_loss")
+    maximize = {"recall_acc": True, "all_acc": True, "recall_errors": False, "all_errors": False, "loss": False,
+                "recall_loss": False}
+    default_select_on = "recall_acc"
+
+    def __init__(self, num_classes: int = NUM_CLASSES, memory: int = MEMORY):
+        super().__init__(num_classes=num_classes)
+        self.memory = memory
+
+    def forward(self, model: torch.nn.Module, inputs) -> torch.Tensor:
+        # The classifiers' forward pools over time; the task needs the head at every step.
+        return model.head(model.features(inputs))
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict:
+        targets = self._align(outputs, targets)
+        losses = F.cross_entropy(outputs.float().transpose(1, 2), targets, reduction="none")  # (N, L)
+        wrong = outputs.argmax(-1) != targets
+        wrong_recall = int(wrong[:, -self.memory:].sum())
+        n_recall, n_all = targets.shape[0] * self.memory, targets.numel()
+        return {"recall_acc": 1 - wrong_recall / n_recall, "all_acc": 1 - int(wrong.sum()) / n_all,
+                "recall_errors": wrong_recall, "all_errors": int(wrong.sum()),
+                "loss": float(losses.double().mean()), "recall_loss": float(losses[:, -self.memory:].double().mean())}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -136,7 +152,6 @@ def main(argv: list[str] | None = None) -> dict:
                   "epochs": epochs, "grad_clip": args.grad_clip, "penalty_weight": args.penalty_weight,
                   "seed": args.seed, "eval_every": args.eval_every, "target": args.target,
                   "max_minutes": args.max_minutes, "threads": args.threads}
-    eval_batch = 4 * args.batch_size
 
     def describe(m: dict) -> str:
         return (f"test loss {m['loss']:.5f} (memoryless {memoryless_loss:.5f}), recall acc {m['recall_acc']:.4f}, "
@@ -148,16 +163,14 @@ def main(argv: list[str] | None = None) -> dict:
                "memoryless_recall_loss": math.log(NUM_SYMBOLS)}
     try:
         run = train_stress_task(
-            model, forward=sequence_logits,
-            loss_fn=lambda logits, y: F.cross_entropy(logits.reshape(-1, NUM_CLASSES), y.reshape(-1)),
-            evaluate=lambda m: recall_metrics(m, test_inputs, test.targets, eval_batch),
+            model, CopyMemoryObjective(), (train_inputs, train.targets), (test_inputs, test.targets),
             solved=lambda m: min(m["recall_acc"], m["all_acc"]) >= args.target, describe=describe,
-            train_inputs=train_inputs, train_targets=train.targets, epochs=epochs, batch_size=args.batch_size,
-            lr=args.lr, seed=args.seed, eval_every=args.eval_every, checkpoint_path=out / "checkpoint.pt",
-            run_config=run_config, resume=args.resume, max_minutes=args.max_minutes, grad_clip=args.grad_clip,
-            penalty_weight=args.penalty_weight, progress=not args.no_progress)
+            epochs=epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, eval_every=args.eval_every,
+            checkpoint_path=out / "checkpoint.pt", run_config=run_config, resume=args.resume,
+            max_minutes=args.max_minutes, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
+            eval_batch_size=4 * args.batch_size, progress=not args.no_progress)
     except TrainingDiverged as error:
-        results.update(diverged=str(error), history=error.history["records"])
+        results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")
         print(error, file=sys.stderr)
         raise SystemExit(1)

@@ -1,40 +1,41 @@
-"""The training loop shared by the stress tasks of paper 000 (``tasks/copy_memory.py``,
-``tasks/adding_problem.py``).
+"""What the stress tasks of paper 000 (``tasks/copy_memory.py``, ``tasks/adding_problem.py``) share: their
+command-line options, the paper's per-length settings, and :func:`train_stress_task`, which trains through
+the toolkit's one loop, :func:`neuralde_seq.training.fit`, under the paper's protocol.
 
-:func:`neuralde_seq.training.train_classifier` trains one label per sequence with per-epoch validation;
-the stress tasks need other targets (a class at every position, or a real number) and the paper's
-protocol: the synthetic test set is evaluated every ``eval_every`` optimiser steps and at each epoch's end,
-and training stops at the first evaluation where the task counts as solved (paper 000 Tab. 2: 100 %
-accuracy for copy memory, MSE <= 1e-4 for the adding problem). There is no validation split and no model
-selection: the reported numbers are those of the last evaluation (the stopping one when solved), as in the
-paper and Bai et al. 2018. The conventions follow the trainer's: Adam, the batch order drawn from a
-generator seeded with ``seed + 1`` (the model is created after ``torch.manual_seed(seed)`` by the
-script), ``penalty_weight`` times ``model.penalty()``, optional gradient clipping, atomic checkpoints
-(:func:`~neuralde_seq.training.save_checkpoint`), and on a non-finite loss or gradient no step is taken,
-the last good checkpoint is restored and :class:`~neuralde_seq.training.TrainingDiverged` is raised.
+The protocol: the synthetic test set is evaluated every ``eval_every`` optimiser steps and at each epoch's
+end (``fit(val=test, eval_every=...)``), and training stops at the first evaluation where the task counts
+as solved (paper 000 Tab. 2: 100 % accuracy for copy memory, MSE <= 1e-4 for the adding problem;
+:class:`~neuralde_seq.training.StopWhen`) or after ``--max-minutes`` (:class:`~neuralde_seq.training.TimeLimit`).
+There is no validation split and no model selection: the reported numbers are those of the last
+evaluation (the stopping one when solved), as in the paper and Bai et al. 2018. What is learnt is the
+task's :class:`~neuralde_seq.training.Objective` (per-step cross-entropy, or MSE on the last output).
+Conventions are fit's: Adam, ``torch.manual_seed(seed)`` and the batch order drawn from a generator seeded
+with ``seed``, ``penalty_weight`` times ``model.penalty()``, optional gradient clipping, and on a
+non-finite loss or gradient, or an exploding loss, no step is taken, the last good state is restored and
+:class:`~neuralde_seq.training.TrainingDiverged` is raised.
 
-Checkpoint (``checkpoint_path``): written before training and after every evaluation. Besides the model
-and optimiser it holds, in ``config``, the run's settings (``"run"``) and what resuming needs
-(``"progress"``: step, epoch, position in the epoch, the batch-order generator's state at the epoch's
-start, torch's global RNG state, elapsed training time, history). ``resume=True`` continues from it; on
-the CPU with a fixed thread count the resumed run takes the same steps as an uninterrupted one.
+Checkpoint (``checkpoint_path``): fit's resume checkpoint, written before training and after every
+evaluation (model, optimiser, loop position, RNG states, history, the run's settings). ``resume=True``
+continues from it, also after a stop by the time limit; settings other than
+:data:`RESUMABLE_DIFFERENCES` must be the same. On the CPU with a fixed thread count the resumed run takes
+the same steps as an uninterrupted one.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import platform
-import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from tqdm import tqdm
 
 from neuralde_seq.models import MODEL_NAMES
-from neuralde_seq.training import TrainingDiverged, load_checkpoint, save_checkpoint
+from neuralde_seq.training import Callback, Objective, StopWhen, TimeLimit, fit
 
-__all__ = ["train_stress_task", "paper_setting", "parse_model_options", "environment", "batched"]
+__all__ = ["train_stress_task", "stress_records", "stress_argument_parser", "paper_setting", "parse_model_options",
+           "environment", "RESUMABLE_DIFFERENCES"]
 
 # Settings the script may change between an interrupted run and its resumption.
 RESUMABLE_DIFFERENCES = ("max_minutes", "resume", "no_progress", "threads", "epochs")
@@ -89,168 +90,101 @@ def parse_model_options(items: list[str]) -> dict:
 
 
 def environment() -> dict:
+    """Versions, thread count and machine, stored with the results."""
     return {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "machine": platform.machine()}
 
 
-def batched(inputs, batch_size: int):
-    """Yield (index, inputs[index]) over every sample in order; the last batch may be smaller."""
-    n = len(inputs)
-    for start in range(0, n, batch_size):
-        index = torch.arange(start, min(start + batch_size, n))
-        yield index, inputs[index]
+def _metrics_of(record: dict) -> dict:
+    """The test metrics of one of fit's evaluation records, without fit's ``val_`` prefix."""
+    return {k[4:]: v for k, v in record.items() if k.startswith("val_") and k != "val_seconds"}
 
 
-def _finite(tensors) -> bool:
-    flags = [torch.isfinite(t).all() for t in tensors]
-    return bool(torch.stack(flags).all()) if flags else True
+def stress_records(history: dict) -> list[dict]:
+    """fit's history (one column per quantity) as one record per evaluation, in the stress tasks' terms.
+
+    Each record: ``epoch``, ``step``, ``train_loss`` (mean since the previous evaluation) and the other
+    training statistics (``train_<name>``), ``train_seconds`` (training time so far, summed over the
+    evaluations, resumed runs included), ``test_seconds``, then the test metrics as ``test_<name>``.
+    """
+    records, elapsed = [], 0.0
+    for i in range(len(history["epoch"])):
+        row = {name: column[i] if i < len(column) else None for name, column in history.items()
+               if isinstance(column, list)}
+        elapsed += row.get("seconds_per_epoch") or 0.0
+        record = {"epoch": row["epoch"], "step": row["step"]}
+        record.update({k: v for k, v in row.items() if k.startswith("train_")})
+        record["train_seconds"] = elapsed
+        record["test_seconds"] = row.get("val_seconds")
+        record.update({f"test_{k}": v for k, v in _metrics_of(row).items()})
+        records.append(record)
+    return records
 
 
-def train_stress_task(model: torch.nn.Module, *, forward: Callable, loss_fn: Callable, evaluate: Callable,
-                      solved: Callable[[dict], bool], describe: Callable[[dict], str], train_inputs,
-                      train_targets: torch.Tensor, epochs: int, batch_size: int, lr: float, seed: int,
+class _LogEvaluations(Callback):
+    """One line per evaluation (the scripts' log): the step, the training loss and ``describe(metrics)``."""
+
+    def __init__(self, describe: Callable[[dict], str]):
+        self.describe = describe
+
+    def on_evaluation(self, state, record):
+        if not state.is_main:
+            return
+        minutes = sum(s or 0.0 for s in state.history["seconds_per_epoch"]) / 60
+        loss = record.get("train_loss")
+        tqdm.write(f"epoch {record['epoch']} step {record['step']}: train loss "
+                   f"{'-' if loss is None else format(loss, '.5g')}, {self.describe(_metrics_of(record))} "
+                   f"({minutes:.1f} min training)")
+
+
+def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple[Any, torch.Tensor],
+                      test: tuple[Any, torch.Tensor], *, solved: Callable[[dict], bool],
+                      describe: Callable[[dict], str], epochs: int, batch_size: int, lr: float, seed: int,
                       eval_every: int, checkpoint_path: str | Path, run_config: dict, resume: bool = False,
                       max_minutes: float | None = None, grad_clip: float | None = None,
-                      penalty_weight: float = 0.0, progress: bool = True) -> dict:
-    """Train ``model`` with Adam until the task is solved, ``epochs`` end or ``max_minutes`` pass.
+                      penalty_weight: float = 0.0, eval_batch_size: int | None = None,
+                      progress: bool = True) -> dict:
+    """Train ``model`` with :func:`~neuralde_seq.training.fit` until the task is solved, ``epochs`` end or
+    ``max_minutes`` pass (module docstring).
 
     Arguments:
         model: the model, created after ``torch.manual_seed(seed)``.
-        forward: ``forward(model, inputs_batch)`` → outputs the loss reads.
-        loss_fn: ``loss_fn(outputs, targets_batch)`` → scalar training loss (mean over the batch).
-        evaluate: ``evaluate(model)`` → dict of test metrics (floats/ints) over every test sample; called
-            in eval mode under ``torch.no_grad``.
-        solved: ``solved(metrics)`` → whether the task counts as solved.
+        objective: the task's objective (its ``metrics`` give the test metrics).
+        train, test: ``(inputs, targets)``: inputs sliceable by a LongTensor of sample indices
+            (Observations or a control), N samples; targets (N, ...) as ``objective`` expects.
+        solved: ``solved(metrics)`` → whether the task counts as solved; ``metrics`` are the objective's
+            test metrics by name (no prefix).
         describe: ``describe(metrics)`` → one line for the log.
-        train_inputs: sliceable by a LongTensor of sample indices (Observations or Control), N samples.
-        train_targets: (N, ...) targets, sliced the same way.
-        epochs, batch_size, lr, seed, eval_every: see the module docstring.
-        checkpoint_path: where the checkpoint lives. run_config: the run's settings (stored; compared on
-            resume). resume: continue from the checkpoint. max_minutes: wall-time limit of this call.
+        epochs, batch_size, lr, seed: fit's. eval_every: optimiser steps between test evaluations.
+        checkpoint_path: fit's resume checkpoint. run_config: the run's settings, stored and compared on
+            resume except :data:`RESUMABLE_DIFFERENCES`. resume: continue from the checkpoint (it must exist).
+        max_minutes: wall-time limit of this call (stop at the first evaluation after it), or None.
         grad_clip: max gradient norm, or None. penalty_weight: weight of ``model.penalty()``.
+        eval_batch_size: test batch size (default ``batch_size``). progress: tqdm bars.
 
-    Returns a dict: ``history`` (one record per evaluation: epoch, step, train_loss since the last
-    evaluation, train_seconds, then the test metrics prefixed ``test_``), ``final`` (the last record),
-    ``solved_at`` (the first solved record or None), ``steps``, ``stopped_by`` ("solved", "epochs" or
-    "time").
+    Returns a dict: ``history`` (one record per evaluation, :func:`stress_records`), ``final`` (the last
+    record), ``solved_at`` (the first solved record or None), ``steps``, ``stopped_by`` ("solved",
+    "epochs" or "time") and ``environment``.
+
+    Raises :class:`~neuralde_seq.training.TrainingDiverged` (fit's, ``history`` in fit's columns; see
+    :func:`stress_records`) when the run diverges, and :class:`FileNotFoundError` when ``resume`` finds no
+    checkpoint.
     """
-    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("eval_every", eval_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
-        raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
-    if len(train_inputs) != train_targets.shape[0]:
-        raise ValueError(f"train_inputs holds {len(train_inputs)} samples but train_targets {train_targets.shape[0]}")
     checkpoint_path = Path(checkpoint_path)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.Adam(params, lr=lr)
-    n_train = train_targets.shape[0]
-    order_generator = torch.Generator().manual_seed(seed + 1)
-
-    state = {"step": 0, "epoch": 1, "position": 0, "order_state": order_generator.get_state(),
-             "rng_state": torch.get_rng_state(), "train_seconds": 0.0, "history": [], "solved_at": None}
-    if resume:
-        if not checkpoint_path.exists():
-            raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
-        checkpoint = load_checkpoint(checkpoint_path, model, optimiser)
-        saved = checkpoint["config"]["run"]
-        differing = sorted(k for k in set(saved) | set(run_config)
-                           if k not in RESUMABLE_DIFFERENCES and saved.get(k) != run_config.get(k))
-        if differing:
-            raise ValueError(f"resume: the checkpoint {checkpoint_path} was written with other settings: "
-                             + ", ".join(f"{k} {saved.get(k)!r} there, {run_config.get(k)!r} now" for k in differing))
-        state.update(checkpoint["config"]["progress"])
-        torch.set_rng_state(state["rng_state"])
-
-    def save(metrics: dict) -> None:
-        state["rng_state"] = torch.get_rng_state()
-        save_checkpoint(checkpoint_path, model=model, optimizer=optimiser, epoch=state["epoch"], metrics=metrics,
-                        config={"run": run_config, "progress": dict(state)})
-
-    if not resume:
-        save({})
-
-    def diverge(reason: str):
-        optimiser.zero_grad(set_to_none=True)
-        restored = load_checkpoint(checkpoint_path, model, optimiser)
-        message = (f"training diverged at epoch {state['epoch']}, optimiser step {state['step'] + 1}: {reason}. "
-                   f"Restored the last good checkpoint (step {restored['config']['progress']['step']}) from "
-                   f"{checkpoint_path}. Try a lower learning rate or gradient clipping (--grad-clip).")
-        raise TrainingDiverged(message, epoch=state["epoch"], step=state["step"] + 1, reason=reason,
-                               checkpoint_path=str(checkpoint_path), checkpoint_epoch=restored["epoch"],
-                               history={"records": state["history"]})
-
-    def run_evaluation(epoch: int, loss_sum: float, loss_batches: int) -> dict:
-        model.eval()
-        with torch.no_grad():
-            metrics = evaluate(model)
-        model.train()
-        record = {"epoch": epoch, "step": state["step"],
-                  "train_loss": loss_sum / loss_batches if loss_batches else None,
-                  "train_seconds": state["train_seconds"], **{f"test_{k}": v for k, v in metrics.items()}}
-        state["history"].append(record)
-        tqdm.write(f"epoch {epoch} step {state['step']}: train loss "
-                   f"{'-' if record['train_loss'] is None else format(record['train_loss'], '.5g')}, "
-                   f"{describe(metrics)} ({state['train_seconds'] / 60:.1f} min training)")
-        if state["solved_at"] is None and solved(metrics):
-            state["solved_at"] = record
-        return metrics
-
-    wall_start = time.perf_counter()
-    # A solved run stays solved; a run that used up its epochs continues if resumed with more of them.
-    stopped_by = "solved" if state["solved_at"] is not None else None
-    model.train()
-    while stopped_by is None and state["epoch"] <= epochs:
-        epoch = state["epoch"]
-        order_generator.set_state(state["order_state"])
-        order = torch.randperm(n_train, generator=order_generator)
-        bar = tqdm(range(state["position"], n_train, batch_size), desc=f"epoch {epoch}", disable=not progress,
-                   leave=False, dynamic_ncols=True)
-        loss_sum, loss_batches = 0.0, 0
-        for start in bar:
-            t0 = time.perf_counter()
-            index = order[start:start + batch_size]
-            loss = loss_fn(forward(model, train_inputs[index]), train_targets[index])
-            total = loss + penalty_weight * model.penalty() if penalty_weight > 0 else loss
-            if not torch.isfinite(total):
-                bar.close()
-                diverge(f"non-finite training loss ({total.item()})")
-            optimiser.zero_grad(set_to_none=True)
-            total.backward()
-            if not _finite([p.grad for p in params if p.grad is not None]):
-                bar.close()
-                diverge(f"non-finite gradient (loss was {total.item():.6g})")
-            if grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(params, grad_clip)
-            optimiser.step()
-            state["train_seconds"] += time.perf_counter() - t0
-            state["step"] += 1
-            state["position"] = start + batch_size
-            loss_sum += loss.item()
-            loss_batches += 1
-            bar.set_postfix(loss=f"{loss.item():.4g}")
-            end_of_epoch = state["position"] >= n_train
-            if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
-                state["epoch"], state["position"] = epoch + 1, 0
-                state["order_state"] = order_generator.get_state()
-            if state["step"] % eval_every == 0 or end_of_epoch:
-                if not _finite([p.detach() for p in params]):
-                    bar.close()
-                    diverge("non-finite parameter")
-                metrics = run_evaluation(epoch, loss_sum, loss_batches)
-                loss_sum, loss_batches = 0.0, 0
-                if state["solved_at"] is not None:
-                    stopped_by = "solved"
-                elif max_minutes is not None and time.perf_counter() - wall_start > 60 * max_minutes:
-                    stopped_by = "time"
-                save(metrics)
-            if stopped_by is not None:
-                break
-        bar.close()
-    if stopped_by is None:  # resumed a run whose epochs were already all done
-        stopped_by = "epochs"
-    history = state["history"]
-    return {"history": history, "final": history[-1] if history else None, "solved_at": state["solved_at"],
-            "steps": state["step"], "stopped_by": stopped_by, "environment": environment()}
+    if resume and not checkpoint_path.exists():
+        raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
+    callbacks: list[Callback] = [StopWhen(lambda record: solved(_metrics_of(record)), reason="solved")]
+    if max_minutes is not None:
+        callbacks.append(TimeLimit(max_minutes))
+    callbacks.append(_LogEvaluations(describe))
+    history = fit(model, objective, train, val=test, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                  grad_clip=grad_clip, penalty_weight=penalty_weight, eval_every=eval_every,
+                  eval_batch_size=eval_batch_size, callbacks=callbacks, resume_path=checkpoint_path, resume=resume,
+                  config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
+                  progress=progress)
+    records = stress_records(history)
+    # StopWhen keeps the first solved evaluation (kept across a resume in the saved history); find its record.
+    solved_step = history.get("solved_at", {}).get("step")
+    solved_at = next((r for r in records if r["step"] == solved_step), None) if solved_step is not None else None
+    return {"history": records, "final": records[-1] if records else None, "solved_at": solved_at,
+            "steps": history["steps"], "stopped_by": history["stopped_by"], "environment": environment()}

@@ -25,7 +25,9 @@ raise the KL weight linearly from 0 to 1 over their first 10 epochs (``--kl-warm
 Training: Adam, batch 32, 256 training and 128 test samples per seed, sequence models 6 epochs, latent
 models 30 epochs (40 on the semi-Markov windows), all at lr 3e-3, gradient norm clipped at 1, rk4 with one
 step per gap in the normalised time, backpropagation through the solver (``--adjoint`` for the continuous
-adjoint; the tests check both give the same gradients).
+adjoint; the tests check both give the same gradients). The loop is :func:`neuralde_seq.training.fit`
+with the objectives :class:`TrajectoryObjective` / :class:`SemiMarkovObjective` and no validation; a run
+that diverges is scored with its last good weights and flagged (``diverged`` in results.json).
 
 Metrics, on the test set against the *clean* states: MSE at the hidden points (trajectories), MSE of the
 next state and of the gap (semi-Markov); for latent models also the test ELBO per observed value. Every
@@ -61,7 +63,7 @@ from neuralde_seq.models.recurrent import ODERNN  # noqa: E402
 from neuralde_seq.models.rfwp import ODERFWP  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
 from neuralde_seq.solvers import SolverOptions  # noqa: E402
-from neuralde_seq.training import format_table, write_json, write_table  # noqa: E402
+from neuralde_seq.training import Objective, TrainingDiverged, fit, format_table, write_json, write_table  # noqa: E402
 
 SETTINGS = {
     "pendulum-interp": ("pendulum", "interpolation"),
@@ -132,11 +134,14 @@ def forward_fill(observations: Observations) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------
 # trajectory tasks
 
-def trajectory_loss(model, batch, kl_weight=1.0):
+def trajectory_loss(model, inputs: Observations, target: Observations, kl_weight: float = 1.0) -> torch.Tensor:
+    """Training loss of a batch: the latent models' negative ELBO per observed value of ``target`` given
+    ``inputs`` (KL weighted by ``kl_weight``); the sequence models' MSE of every row but the first against
+    the noisy ``target`` values."""
     if isinstance(model, LatentPredictor):
-        return model.model.loss(batch.inputs, batch.target, kl_weight=kl_weight)
-    prediction, _ = model(batch.inputs)
-    target = batch.target.values
+        return model.model.loss(inputs, target, kl_weight=kl_weight)
+    prediction, _ = model(inputs)
+    target = target.values
     rows = torch.ones(target.shape[:2], dtype=torch.bool)
     rows[:, 0] = False  # the state before the first observation has seen nothing
     return masked_mse(prediction, target, rows)
@@ -171,8 +176,11 @@ def window(observations: Observations, first: int, last: int, hide_last: bool) -
     return Observations(times, values, torch.full_like(observations.lengths, last + 1 - first))
 
 
-def semi_markov_loss(model, batch, generator, kl_weight=1.0):
-    obs, gaps = batch.inputs, batch.gaps
+def semi_markov_loss(model, obs: Observations, gaps: torch.Tensor, generator: torch.Generator,
+                     kl_weight: float = 1.0) -> torch.Tensor:
+    """Training loss of a batch of (B, T) observations ``obs`` with their (B, T) ``gaps``: latent models, the
+    negative ELBO of a random window (its last observation K drawn from ``generator``) plus the gap MSE;
+    sequence models, the MSE of every row's prediction but the first plus the gap MSE."""
     T = obs.values.shape[1]
     if isinstance(model, LatentPredictor):
         # a window of LATENT_WINDOW observations and the next point, the same K for the whole batch
@@ -220,6 +228,46 @@ def semi_markov_last_value(data):
 
 
 # ---------------------------------------------------------------------------------------------------
+# objectives for neuralde_seq.training.fit
+
+class _TaskObjective(Objective):
+    """Shared by the tasks' objectives: the KL warm-up of the latent models and the target check.
+
+    Arguments:
+        kl_warmup_epochs: the KL weight rises linearly from 0 to 1 over this many epochs of optimizer steps
+            (0: weight 1 throughout; the sequence models have no KL term).
+    """
+
+    def __init__(self, kl_warmup_epochs: int = 0):
+        self.kl_warmup_epochs = kl_warmup_epochs
+
+    def kl_weight(self, context: dict) -> float:
+        # fit's context gives the optimizer steps so far and the steps of an epoch.
+        return kl_warmup_weight(context["step"], self.kl_warmup_epochs * context["steps_per_epoch"])
+
+    def check_targets(self, targets, num_samples: int, name: str = "targets"):
+        if len(targets) != num_samples:
+            raise ValueError(f"{name} holds {len(targets)} samples but the inputs {num_samples}")
+        return targets
+
+
+class TrajectoryObjective(_TaskObjective):
+    """Trajectory tasks: inputs, the (N, T, C) Observations a model reads; targets, the (N, T, C)
+    Observations of the noisy values at every point; loss :func:`trajectory_loss`."""
+
+    def training_loss(self, model, inputs, targets, context):
+        return trajectory_loss(model, inputs, targets, self.kl_weight(context)), None
+
+
+class SemiMarkovObjective(_TaskObjective):
+    """Semi-Markov task: inputs, the (N, T, 2) Observations; targets, the (N, T) gaps; loss
+    :func:`semi_markov_loss`, the latent models' window drawn from fit's data-order generator."""
+
+    def training_loss(self, model, inputs, targets, context):
+        return semi_markov_loss(model, inputs, targets, context["generator"], self.kl_weight(context)), None
+
+
+# ---------------------------------------------------------------------------------------------------
 
 def make_data(setting, n, seed):
     system, mode = SETTINGS[setting]
@@ -241,6 +289,14 @@ def to_float(data):
 
 
 def run(setting, kind, seed, args):
+    """Train one model on one setting with one seed through :func:`neuralde_seq.training.fit` and score it.
+
+    Arguments: ``setting`` (a key of :data:`SETTINGS`), ``kind`` (one of :data:`MODELS`), ``seed`` (model,
+    data and batch order), ``args`` (the parsed command line). Returns the test metrics (``mse``,
+    ``gap_mse`` on the semi-Markov task, ``elbo`` or None), ``train_seconds``, ``last_value`` (the
+    baseline's metrics), ``diverged`` (fit's message, or None; the last good weights are scored) and
+    ``parameters``.
+    """
     torch.manual_seed(seed)
     train = to_float(make_data(setting, args.train_size, 1000 + seed))
     test = to_float(make_data(setting, args.test_size, 2000 + seed))
@@ -251,35 +307,29 @@ def run(setting, kind, seed, args):
     else:
         model = SequencePredictor(kind, channels, args.hidden, solver)
     latent = kind.startswith("latent")
-    optimiser = torch.optim.Adam(model.parameters(), lr=args.latent_lr if latent else args.lr)
-    generator = torch.Generator().manual_seed(seed)
-    start = time.perf_counter()
     if not latent:
         epochs = args.epochs
     else:
         epochs = args.semi_markov_latent_epochs if setting == "semi-markov" else args.latent_epochs
-    steps_per_epoch = -(-len(train) // args.batch_size)
-    warmup_steps = args.kl_warmup_epochs * steps_per_epoch if latent else 0
-    step = 0
-    for _ in range(epochs):
-        order = torch.randperm(len(train), generator=generator)
-        for i in range(0, len(train), args.batch_size):
-            batch = train[order[i : i + args.batch_size]]
-            kl_weight = kl_warmup_weight(step, warmup_steps)
-            if setting == "semi-markov":
-                loss = semi_markov_loss(model, batch, generator, kl_weight)
-            else:
-                loss = trajectory_loss(model, batch, kl_weight)
-            optimiser.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimiser.step()
-            step += 1
-    train_seconds = time.perf_counter() - start
+    warmup_epochs = args.kl_warmup_epochs if latent else 0
+    if setting == "semi-markov":
+        objective, targets = SemiMarkovObjective(warmup_epochs), train.gaps
+    else:
+        objective, targets = TrajectoryObjective(warmup_epochs), train.target
+    diverged = None
+    try:
+        # No validation: the test set is scored once, after training.
+        history = fit(model, objective, (train.inputs, targets), epochs=epochs,
+                      lr=args.latent_lr if latent else args.lr, batch_size=args.batch_size, seed=seed, grad_clip=1.0,
+                      progress=False)
+    except TrainingDiverged as error:  # scored with the restored last good weights, and reported
+        history, diverged = error.history, str(error)
+        tqdm.write(f"{setting} {kind} seed {seed}: {diverged}")
+    train_seconds = sum(history["seconds_per_epoch"])
     model.eval()
     metrics = semi_markov_eval(model, test) if setting == "semi-markov" else trajectory_eval(model, test)
     baseline = semi_markov_last_value(test) if setting == "semi-markov" else trajectory_last_value(test)
-    return dict(metrics, train_seconds=train_seconds, last_value=baseline,
+    return dict(metrics, train_seconds=train_seconds, last_value=baseline, diverged=diverged,
                 parameters=sum(p.numel() for p in model.parameters()))
 
 
@@ -361,8 +411,11 @@ def main(argv=None):
     out = Path(args.out)
     write_json(dict(config=vars(args), seeds=seeds, results=results, total_seconds=total, command=command,
                     torch=torch.__version__, python=platform.python_version()), out / "results.json")
+    diverged = [f"{setting} {kind} seed {seed}" for setting, runs in results.items() for kind, seed_runs in runs.items()
+                for seed, r in seed_runs.items() if r["diverged"]]
     notes = (f"Command: `{command}` ({total / 60:.1f} min on one thread). Mean ± std over seeds {seeds}; MSE "
-             "against the clean states; ratio = model MSE / last-value MSE.")
+             "against the clean states; ratio = model MSE / last-value MSE."
+             + (f" Diverged (scored with the last good weights): {', '.join(diverged)}." if diverged else ""))
     write_table(table, out / "results.md", title="Trajectories and semi-Markov tasks", notes=notes)
     print(table)
     print(notes)

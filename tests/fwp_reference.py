@@ -1,4 +1,5 @@
-"""Independent reference implementations of the CT-FWP equations (shared/DESIGN.md §3 and §5), for tests.
+"""Independent reference implementations of the CT-FWP equations, for tests (docs/design.md,
+sections #equations-in-one-convention and #closed-forms-on-constant-inputs).
 
 Everything here is written from the design document with explicit loops over batch and heads, reading
 only the modules' weights (never calling their forward methods), so that a test comparing a library
@@ -21,7 +22,7 @@ def rule_object(rule: str):
 
 
 def expected_sources(rule: str, form: str, dx_only: bool = False, hebb_swap: bool = False) -> tuple[str, str]:
-    """(key source, value source) from the table of DESIGN §3."""
+    """(key source, value source) from the forms table of docs/design.md#equations-in-one-convention."""
     if form in ("ode", "rde"):
         return "x", "x"
     if dx_only:
@@ -92,7 +93,7 @@ def projections(field, x, dx, sources):
 
 
 def rule_rate(rule: str, W, k_raw, v_raw, beta):
-    """dW/ds of DESIGN §3 with explicit loops: W (B, H, d, d) or None (= 0)."""
+    """dW/ds (docs/design.md#equations-in-one-convention) with explicit loops: W (B, H, d, d) or None (= 0)."""
     B, H, d = k_raw.shape
     out = torch.zeros(B, H, d, d, dtype=k_raw.dtype)
     for b in range(B):
@@ -158,9 +159,10 @@ def randomize_(module: nn.Module, generator: torch.Generator, scale: float = 0.5
             p.copy_(scale * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
-# -------------------------------------------------------------------------------- DESIGN §5 closed forms
+# ------------------------------------------- closed forms: docs/design.md#closed-forms-on-constant-inputs
 def closed_form_step(rule: str, W, k_raw, v_raw, beta, h: float):
-    """W(t+h) for an input constant over [t, t+h] (DESIGN §5), per batch and head."""
+    """W(t+h) for an input constant over [t, t+h] (docs/design.md#closed-forms-on-constant-inputs), per
+    batch and head."""
     B, H, d = k_raw.shape
     out = torch.empty_like(W)
     for b in range(B):

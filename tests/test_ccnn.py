@@ -1,13 +1,14 @@
-"""CCNN (paper 001), 1D causal: MAGNet kernel network, cropped Gaussian mask, kernel rescaling, FFT and
-direct convolutions, causality, padding, the L2 kernel penalty. Float64 throughout."""
+"""CCNN (paper 001), 1D causal: MAGNet kernel network, cropped Gaussian mask, kernel rescaling, the layer's
+FFT and direct paths, causality, padding, the L2 kernel penalty. Float64 throughout."""
 import math
 
 import pytest
 import torch
 
 from neuralde_seq.models.ccnn import (
-    CCNN, MAGNet, SeparableFlexConv, causal_depthwise_conv, cropped_length, gaussian_mask, kernel_positions,
+    CCNN, MAGNet, SeparableFlexConv, cropped_length, gaussian_mask, kernel_positions,
 )
+from neuralde_seq.controls import build_control
 from neuralde_seq.observations import Observations
 
 DT = torch.float64
@@ -134,26 +135,7 @@ def test_kernel_rescaling_gives_variance_one_over_fan_in(n_in, K):
 
 # --------------------------------------------------------------------------- convolution
 
-def naive_causal_conv(x, kernel):
-    B, T, C = x.shape
-    y = torch.zeros_like(x)
-    for t in range(T):
-        for j in range(min(kernel.shape[1], t + 1)):
-            y[:, t] += kernel[:, j] * x[:, t - j]
-    return y
-
-
-@pytest.mark.parametrize("L", [1, 5, 40, 130])
-def test_fft_and_direct_convolution_agree(L):
-    g = torch.Generator().manual_seed(L)
-    x = torch.randn(3, 100, 4, generator=g, dtype=DT)
-    kernel = torch.randn(4, L, generator=g, dtype=DT)
-    direct = causal_depthwise_conv(x, kernel, "direct")
-    fft = causal_depthwise_conv(x, kernel, "fft")
-    assert (direct - fft).abs().max() < 1e-5
-    if L <= 40:
-        assert torch.allclose(direct, naive_causal_conv(x, kernel), atol=1e-12)
-
+# (The convolution functions themselves: tests/test_ops.py.)
 
 def test_flexconv_fft_and_direct_agree():
     torch.manual_seed(3)
@@ -259,3 +241,16 @@ def test_missing_values_read_only_through_zero_fill_and_mask():
     # the mask channel is read: an observed zero differs from a missing value
     filled = Observations(obs.times, torch.nan_to_num(values, nan=0.0), obs.lengths)
     assert (model(filled) - logits).abs().max() > 1e-6
+
+
+def test_wrong_kind_of_input_raises_type_error():
+    """CCNN reads Observations and a SeparableFlexConv layer a tensor: anything else (a Control, a bare tensor
+    for the model, Observations for the layer) raises a TypeError naming the expected type."""
+    obs = make_observations(drop=0.0)
+    control = build_control(obs.times, obs.values, obs.lengths, method="linear")
+    model = small_ccnn()
+    for wrong, name in ((control, "Control"), (obs.values, "Tensor")):
+        with pytest.raises(TypeError, match=f"reads Observations, got {name}"):
+            model(wrong)
+    with pytest.raises(TypeError, match="reads a tensor .* got Observations"):
+        model.input_conv(obs)

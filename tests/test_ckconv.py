@@ -1,12 +1,12 @@
-"""CKConv / CKCNN (paper 000): convolution implementations, causality, irregular mode, Eq. 5, SIREN
+"""CKConv / CKCNN (paper 000): the layer's FFT and direct paths, causality, irregular mode, Eq. 5, SIREN
 initialisation, padding and the kernel L2 penalty."""
 import math
 
 import pytest
 import torch
 
-from neuralde_seq.models.ckconv import (CKCNN, CKConv, SirenKernel, WeightNormLinear, causal_conv_direct,
-                                        causal_conv_fft, grid_inputs)
+from neuralde_seq.controls import build_control
+from neuralde_seq.models.ckconv import CKCNN, CKConv, SirenKernel, WeightNormLinear, grid_inputs
 from neuralde_seq.observations import Observations
 
 D = torch.float64
@@ -29,19 +29,7 @@ def _irregular_batch(batch=4, length=12, channels=3, seed=0, dyadic=False, missi
 
 # ---- the two convolution implementations ----------------------------------------------------------------
 
-@pytest.mark.parametrize("kernel_length", [300, 17])
-def test_fft_and_direct_convolution_agree(kernel_length):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(3, 4, 300, generator=g, dtype=D)
-    kernel = torch.randn(5, 4, kernel_length, generator=g, dtype=D)
-    direct, fft = causal_conv_direct(x, kernel), causal_conv_fft(x, kernel)
-    torch.testing.assert_close(fft, direct, rtol=0, atol=1e-10)
-    # The definition, y[n] = Σ_c Σ_k kernel[o, c, k] x[c, n − k], at a few points.
-    for n in (0, 5, 299):
-        ks = torch.arange(min(n + 1, kernel_length))
-        expected = torch.einsum("ock,bck->bo", kernel[:, :, ks], x[:, :, n - ks])
-        torch.testing.assert_close(direct[:, :, n], expected, rtol=0, atol=1e-12)
-
+# (The convolution functions themselves: tests/test_ops.py.)
 
 def test_ckconv_fft_and_direct_modes_agree_float32():
     torch.manual_seed(0)
@@ -397,3 +385,21 @@ def test_horizon_is_fixed_by_the_first_batch_and_saved():
     clone = CKCNN(3, 2, hidden=4, mask_channel=False, step=0.5)
     clone.load_state_dict(model.state_dict())
     torch.testing.assert_close(clone(obs), model(obs))
+
+
+def test_wrong_kind_of_input_raises_type_error():
+    """CKCNN reads Observations and a CKConv layer tensors: anything else (a Control, a bare tensor for the
+    model, Observations for the layer) raises a TypeError naming the expected type."""
+    times = torch.arange(6, dtype=D).expand(2, 6)
+    values = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(0), dtype=D)
+    obs = Observations.from_tensors(times, values)
+    control = build_control(times, values, method="linear")
+    model = CKCNN(3, 2, hidden=4, blocks=1, kernel_hidden=4, horizon=5.0).double()
+    for wrong, name in ((control, "Control"), (obs.values, "Tensor")):
+        with pytest.raises(TypeError, match=f"reads Observations, got {name}"):
+            model(wrong)
+    layer = CKConv(3, 2, kernel_hidden=4, horizon=5.0).double()
+    with pytest.raises(TypeError, match="reads a tensor .* got Observations"):
+        layer(obs)
+    with pytest.raises(TypeError, match="reads tensors .* got Tensor, Observations, Tensor"):
+        layer.forward_irregular(obs.times, obs, obs.mask)

@@ -6,12 +6,14 @@ Downloads go through the real code path with local sources: ``file://`` URLs, an
 """
 
 import hashlib
+import multiprocessing
 import http.server
 import io
 import re
 import shutil
 import tarfile
 import threading
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -82,6 +84,8 @@ def test_remote_file_validation():
         RemoteFile("https://x/a.zip", "dir/a.zip", None)
     with pytest.raises(ValueError, match="filename"):
         RemoteFile("https://x/a.zip", "a.zip.part", None)
+    with pytest.raises(ValueError, match="filename"):
+        RemoteFile("https://x/a.zip", "a.zip.lock", None)  # the name of the entry's lock file
     with pytest.raises(ValueError, match="sha256"):
         RemoteFile("https://x/a.zip", "a.zip", "abc")
     with pytest.raises(ValueError, match="url"):
@@ -180,6 +184,11 @@ class _Server(http.server.ThreadingHTTPServer):
         self.cuts: list[int] = []  # bytes to send in the next responses before closing the connection
         self.statuses: list[int] = []  # error statuses to answer the next requests with
         self.ranges: list[str | None] = []  # the Range header of every request
+        # stall_s > 0: the first response sends half its body, then waits until a second request comes in
+        # (a concurrent download) or stall_s seconds pass; finished_at holds when each body was complete
+        self.stall_s = 0.0
+        self.second_request = threading.Event()
+        self.finished_at: list[float] = []
 
     @property
     def url(self) -> str:
@@ -191,6 +200,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         server: _Server = self.server
         requested = self.headers.get("Range")
         server.ranges.append(requested)
+        if len(server.ranges) > 1:
+            server.second_request.set()
         if server.statuses:
             self.send_error(server.statuses.pop(0))
             return
@@ -209,7 +220,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
+        if server.stall_s and len(server.ranges) == 1:
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            server.second_request.wait(server.stall_s)
+            body = body[len(body) // 2:]
         self.wfile.write(body)
+        self.wfile.flush()
+        server.finished_at.append(time.time())
 
     def log_message(self, *args):
         pass
@@ -269,6 +287,166 @@ def test_checksum_mismatch_over_http_leaves_nothing(tmp_path, server):
     with pytest.raises(ChecksumError):
         fetch(RemoteFile(server.url, "data.bin", "f" * 64), tmp_path / "cache", progress=False)
     assert not (tmp_path / "cache").exists()
+
+
+# ------------------------------------------------------------------- concurrency and first-use records
+def _fetch_in_child(url: str, cache: str, barrier, results) -> None:
+    """Run in a spawned process: wait for the other one, then fetch; report times, file hash, warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        barrier.wait(timeout=60)
+        started = time.time()
+        try:
+            path = fetch(RemoteFile(url, "data.bin", None), cache, progress=False)
+            outcome = {"path": str(path), "sha": hashlib.sha256(path.read_bytes()).hexdigest()}
+        except Exception as error:  # reported to the parent, which fails the test with it
+            outcome = {"error": f"{type(error).__name__}: {error}"}
+    results.put({**outcome, "started": started, "finished": time.time(),
+                 "warnings": [str(w.message) for w in caught]})
+
+
+def test_two_processes_fetching_one_file_download_once_and_record_the_right_hash(tmp_path, server):
+    # The first response stalls half-way until a second request arrives (what two unlocked downloads do)
+    # or 1.5 s pass; the second process must instead wait for the lock and reuse the first one's file.
+    server.stall_s = 1.5
+    cache = tmp_path / "cache"
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    children = [context.Process(target=_fetch_in_child, args=(server.url, str(cache), barrier, results))
+                for _ in range(2)]
+    for child in children:
+        child.start()
+    outcomes = [results.get(timeout=120) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    assert [o.get("error") for o in outcomes] == [None, None]
+    assert {o["path"] for o in outcomes} == {str(cache / "data.bin")}
+    assert [o["sha"] for o in outcomes] == [PAYLOAD_SHA, PAYLOAD_SHA]
+    assert len(server.ranges) == 1  # one download: the second process reused the first one's file
+    assert max(o["started"] for o in outcomes) < server.finished_at[0]  # they did overlap
+    recorded = [o for o in outcomes if any("trust on first use" in w for w in o["warnings"])]
+    assert len(recorded) == 1  # the hash was recorded once, by the process that downloaded
+    assert (cache / "data.bin.sha256").read_text().split()[0] == PAYLOAD_SHA
+    assert [p.name for p in _all_paths(cache)] == ["data.bin", "data.bin.sha256"]  # no .part or .lock left
+
+
+def _archive_bytes(kind: str) -> bytes:
+    buffer = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+            bundle.writestr("set/a.txt", PAYLOAD)
+            bundle.writestr("set/b.txt", PAYLOAD[::-1])
+    else:
+        with tarfile.open(fileobj=buffer, mode="w:gz") as bundle:
+            for name, data in (("set/a.txt", PAYLOAD), ("set/b.txt", PAYLOAD[::-1])):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                bundle.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", ["set.zip", "set.tar.gz"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not an archive"])
+def test_corrupt_archive_is_deleted_and_never_recorded(tmp_path, name, damage):
+    good = _archive_bytes("zip" if name.endswith(".zip") else "tar")
+    bad = {"truncated": good[: len(good) * 2 // 3], "empty": b"", "not an archive": PAYLOAD}[damage]
+    source = tmp_path / "source" / name
+    source.parent.mkdir()
+    source.write_bytes(bad)
+    remote = RemoteFile(source.as_uri(), name, None)
+    cache = tmp_path / "cache"
+    with pytest.raises(CorruptCacheError, match="not recorded") as info:
+        fetch(remote, cache, progress=False)
+    assert "Call again" in str(info.value) and source.as_uri() in str(info.value)
+    assert not cache.exists()  # no file, no .part, no manifest, no lock, no directory
+    # the advice: once the source serves the whole file, calling again records the good file's hash
+    source.write_bytes(good)
+    with pytest.warns(UserWarning, match="trust on first use"):
+        path = fetch(remote, cache, progress=False)
+    assert path.read_bytes() == good
+    assert (cache / f"{name}.sha256").read_text().split()[0] == hashlib.sha256(good).hexdigest()
+
+
+def test_corrupt_archive_placed_by_hand_is_refused_and_kept(tmp_path):
+    good = _archive_bytes("zip")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "set.zip").write_bytes(good[:-100])
+    remote = RemoteFile((tmp_path / "nowhere.zip").as_uri(), "set.zip", None)
+    with pytest.raises(CorruptCacheError, match="hash was not recorded"):
+        fetch(remote, cache, offline=True, progress=False)
+    assert sorted(p.name for p in cache.iterdir()) == ["set.zip"]  # kept, nothing recorded
+    (cache / "set.zip").write_bytes(good)  # the advice: replace it with a good copy
+    with pytest.warns(UserWarning, match="trust on first use"):
+        assert fetch(remote, cache, offline=True, progress=False).read_bytes() == good
+
+
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+
+
+def test_advice_for_a_poisoned_manifest_with_a_good_file_recovers(tmp_path, source_file):
+    # the state the unlocked concurrent download left: a good file, the empty file's hash recorded
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(source_file, cache / "data.bin")
+    (cache / "data.bin.sha256").write_text(f"{EMPTY_SHA}  data.bin\n")
+    remote = _remote(source_file, sha=None)
+    with pytest.raises(ChecksumError) as info:
+        fetch(remote, cache, progress=False)
+    named = re.search(r"delete both (\S+) and (\S+) to download", str(info.value))
+    assert named is not None, str(info.value)
+    for path in named.groups():  # follow the advice literally
+        Path(path).unlink()
+    with pytest.warns(UserWarning, match="trust on first use"):
+        assert fetch(remote, cache, progress=False).read_bytes() == PAYLOAD
+    assert (cache / "data.bin.sha256").read_text().split()[0] == PAYLOAD_SHA
+
+
+def test_advice_for_a_download_that_contradicts_the_manifest_recovers(tmp_path, source_file):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "data.bin.sha256").write_text(f"{EMPTY_SHA}  data.bin\n")  # a wrong record, no file
+    remote = _remote(source_file, sha=None)
+    with pytest.raises(ChecksumError) as info:
+        fetch(remote, cache, progress=False)
+    assert not (cache / "data.bin").exists() and not (cache / "data.bin.part").exists()
+    named = re.search(r"delete (\S+) and call again", str(info.value))
+    assert named is not None, str(info.value)
+    Path(named.group(1)).unlink()
+    with pytest.warns(UserWarning, match="trust on first use"):
+        assert fetch(remote, cache, progress=False).read_bytes() == PAYLOAD
+    assert (cache / "data.bin.sha256").read_text().split()[0] == PAYLOAD_SHA
+
+
+def test_advice_for_a_pinned_mismatch_names_the_file_to_delete(tmp_path, source_file):
+    cache = tmp_path / "cache"
+    path = fetch(_remote(source_file), cache, progress=False)
+    path.write_bytes(b"damaged")
+    with pytest.raises(ChecksumError, match=r"delete it to download") as info:
+        fetch(_remote(source_file), cache, progress=False)
+    Path(re.match(r"cached file (\S+) has", str(info.value)).group(1)).unlink()
+    assert fetch(_remote(source_file), cache, progress=False).read_bytes() == PAYLOAD
+
+
+def test_lock_is_exclusive_and_removed(tmp_path):
+    from neuralde_seq.data.download import _exclusive
+
+    lock = tmp_path / "x.lock"
+    entered = []
+
+    def second():
+        with _exclusive(lock):
+            entered.append(time.time())
+
+    with _exclusive(lock):
+        thread = threading.Thread(target=second)  # flock locks are per open file: threads exclude too
+        thread.start()
+        thread.join(0.5)
+        assert entered == [] and thread.is_alive()  # still waiting while the first holder has it
+        released = time.time()
+    thread.join(10)
+    assert entered and entered[0] >= released and not lock.exists()
 
 
 # --------------------------------------------------------------------------------------- extraction

@@ -1,4 +1,5 @@
-"""The exact solver (neuralde_seq.exact, SolverOptions(method="exact")) against independent solutions.
+"""The exact solver (neuralde_seq.ops.exact_fast_weights, SolverOptions(method="exact")) against independent
+solutions.
 
 - Solutions: against the torchdiffeq reference (rk4 with a step <= 1/16 of every window, float64), for every
   rule and every field form that has constant inputs on a window: "rde"/"cde" fields on log-signature
@@ -6,7 +7,10 @@
   ``dx_only`` on piecewise-linear (linear, rectilinear) controls; variable lengths, final states and the
   states at every knot; several checkpoint segments.
 - Gradients: whole models (parameters and the control's coefficients) against backpropagation through the
-  reference solver; gradients through the states at every knot against autograd through the rule's exact step.
+  reference solver.
+- Fast path against its reference, ``solve_exact_reference`` (a loop of ``rule.exact_step`` differentiated by
+  autograd): states and gradients in float64 for every rule, on log-signature, hand-made (unequal windows) and
+  rectilinear controls, padded batches, final states and states at every knot.
 - The backward pass keeps no per-step fast weights: the bytes autograd saves are counted exactly.
 - Numerics: the closed forms' safe branches (norm → 0, |e0| beyond sinh's float32 range) against float64.
 - torch.compile (post-Delta's step) agrees with eager; refused configurations raise ValueError.
@@ -18,7 +22,7 @@ import pytest
 import torch
 
 import fwp_reference as ref
-from neuralde_seq import exact
+from neuralde_seq.ops import exact_fast_weights as exact
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
@@ -171,48 +175,52 @@ def test_backward_pass_saves_only_segment_starts(rule):
     weights = torch.randn(W.shape, generator=g, dtype=DTYPE)
     used = [W0, *(p for name, p in field.named_parameters() if not name.startswith("query"))]  # no query in a solve
     grads = torch.autograd.grad((W * weights).sum(), used)
-    Wr = W0
-    for j in range(T):
-        u = coeffs[:, j, 0]
-        k_raw, v_raw, beta = field.projections(u, u)
-        h = (j < control.end_index).to(DTYPE).view(B, 1, 1)
-        Wr = field.rule.exact_step(Wr, k_raw, v_raw, beta, h)
+    Wr = exact.solve_exact_reference(field, control, W0)
     torch.testing.assert_close(W, Wr, rtol=0, atol=1e-12)
     expected_grads = torch.autograd.grad((Wr * weights).sum(), used)
     for a, b in zip(grads, expected_grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
+def _reference_case(controls, kind, rule):
+    """(field, control) for the fast-vs-reference test: an "rde" field on the log-signature or hand-made
+    piecewise-constant control, or an x'-only "cde" field on a rectilinear control (inputs x' per piece)."""
+    if kind == "rectilinear":
+        times, values, lengths = make_data(lengths=(8, 5), seed=8, scale=0.5)
+        control = build_control(times, values, lengths, method="rectilinear")
+        return _field(rule, "cde", control.channels, dx_only=True), control
+    return _field(rule, "rde", controls[kind].channels), controls[kind]
+
+
+@pytest.mark.parametrize("at_knots", [True, False])
+@pytest.mark.parametrize("kind", ["logsig", "hand", "rectilinear"])
 @pytest.mark.parametrize("rule", RULES)
-def test_gradients_through_states_at_every_knot(controls, rule):
-    """Gradients of a loss on the states at every knot (the hand-written adjoint receiving a gradient on every
-    state, not only the final one) with respect to W0, the field's parameters and the control's coefficients,
-    against autograd through the rule's exact step applied window by window; padded samples stop at their own
-    end. Segments of 3 windows."""
-    control = controls["logsig"]
-    field = _field(rule, "rde", control.channels)
+def test_exact_matches_its_reference(controls, rule, kind, at_knots):
+    """solve_exact against solve_exact_reference: states to 1e-12, and the gradients of a random functional of
+    them w.r.t. W0, the control's coefficients and the field's parameters to 1e-9 relative. With at_knots the
+    hand-written adjoint receives a gradient on every state, not only the final one. Padded batches: every
+    sample stops at its own end. Segments of 3 windows."""
+    field, control = _reference_case(controls, kind, rule)
     g = torch.Generator().manual_seed(15)
     W0 = (0.5 * torch.randn(control.batch_size, 2, 4, 4, generator=g, dtype=DTYPE)).requires_grad_()
     coeffs = control.coeffs.clone().requires_grad_()
-    ctrl = Control(control.knots, coeffs, control.end_index, True)
-    states = solve(field, ctrl, W0, SolverOptions("exact", chunk_size=3), at_knots=True)
-    weights = torch.randn(states.shape, generator=g, dtype=DTYPE)
+    ctrl = Control(control.knots, coeffs, control.end_index, control.piecewise_constant)
     used = [W0, coeffs, *(p for name, p in field.named_parameters() if not name.startswith("query"))]
-    grads = torch.autograd.grad((states * weights).sum(), used)
-
-    W, expected = W0, [W0]
-    lengths = control.knots[1:] - control.knots[:-1]
-    for j in range(states.shape[1] - 1):
-        u = coeffs[:, j, 0]
-        h = (lengths[j] * (j < control.end_index)).to(DTYPE).view(-1, 1, 1)
-        W = field.rule.exact_step(W, *field.projections(u, u), h)
-        expected.append(W)
-    expected = torch.stack(expected, dim=1)
-    torch.testing.assert_close(states, expected, rtol=0, atol=1e-12)
+    got = solve(field, ctrl, W0, SolverOptions("exact", chunk_size=3), at_knots=at_knots)
+    expected = exact.solve_exact_reference(field, ctrl, W0, at_knots=at_knots)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    weights = torch.randn(got.shape, generator=g, dtype=DTYPE)
+    grads = torch.autograd.grad((got * weights).sum(), used)
     expected_grads = torch.autograd.grad((expected * weights).sum(), used)
     for a, b in zip(grads, expected_grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
-    assert expected_grads[1].abs().max() > 1e-3
+    assert expected_grads[1].abs().max() > 1e-3  # the control's gradient is not trivially zero
+    if at_knots:  # samples that end early stay put
+        short = int(control.end_index.argmin())
+        end = int(control.end_index[short])
+        assert end < got.shape[1] - 1
+        torch.testing.assert_close(got[short, end:], got[short, end:end + 1].expand_as(got[short, end:]), rtol=0,
+                                   atol=1e-12)
 
 
 def test_relaxation_rate_small_norms():

@@ -193,3 +193,49 @@ def test_official_zips_must_hold_the_published_record_counts(archives, tmp_path,
     with pytest.raises(CorruptCacheError, match="20336"):
         load_physionet_sepsis(intensity=False, cache_dir=tmp_path, progress=False)
     assert not any(p.suffix == ".pt" for p in tmp_path.rglob("*"))
+
+
+def test_task_protocol_standardises_once_and_leaves_counts_and_flags_raw(archives, tmp_path):
+    from neuralde_seq.data.protocols import TASKS, Task, load_task
+
+    remotes, truth = archives
+    data = load_task("physionet-sepsis", intensity=True, remotes=remotes, cache_dir=tmp_path, dtype=torch.float64,
+                     progress=False)
+    parts = _ncde_split(truth["labels"])
+    train_values = np.concatenate([truth["values"][i] for i in parts[0]])
+    mean, std = np.nanmean(train_values, axis=0), np.nanstd(train_values, axis=0)
+    static = _filled_static(truth)
+    s_mean, s_std = static[parts[0]].mean(0), static[parts[0]].std(0)
+    for split, idx in zip(data.splits, parts):
+        for row, i in enumerate(idx):
+            grid = _grid(truth, i, 72)
+            counts = np.cumsum(~np.isnan(grid), axis=0).astype(np.float64)
+            counts[truth["hours"][i]:] = np.nan
+            # a second standardisation would turn these counts into z-scores (e.g. 2 -> -1.0)
+            np.testing.assert_array_equal(split.values[row, :, 34:].numpy(), counts)
+            np.testing.assert_allclose(split.values[row, :, :34].numpy(), (grid - mean) / std, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(split.static[:, :5].numpy(), (static[idx] - s_mean) / s_std, rtol=0, atol=1e-10)
+        flags = (~np.isnan(truth["static"][idx][:, 2:4])).astype(np.float64)
+        np.testing.assert_array_equal(split.static[:, 5:].numpy(), flags)  # 0/1, not standardised
+        assert split.meta["standardise"]["mean"][34:] == [0.0] * 34
+        assert split.meta["standardise"]["std"][34:] == [1.0] * 34
+        assert split.meta["standardise_static"]["std"][5:] == [1.0, 1.0]
+    # a test variant at another drop rate: counts of what remains, raw; features with the training statistics
+    variant = data.test_variant(drop_rate=0.5)
+    dropped = load_physionet_sepsis(intensity=True, normalise=False, drop_rate=0.5, cache_dir=tmp_path,
+                                    remotes=remotes, dtype=torch.float64, progress=False).test
+    np.testing.assert_array_equal(variant.values[:, :, 34:].numpy(), dropped.values[:, :, 34:].numpy())
+    np.testing.assert_allclose(variant.values[:, :, :34].numpy(), (dropped.values[:, :, :34].numpy() - mean) / std,
+                               rtol=0, atol=1e-10)
+    # subsampled: the features are standardised once, with the statistics of the subsampled training split
+    half = load_task("physionet-sepsis", intensity=True, subsample=2, remotes=remotes, cache_dir=tmp_path,
+                     dtype=torch.float64, progress=False).splits.train
+    features = half.values[:, :, :34]
+    observed = ~torch.isnan(features)
+    per_channel_mean = torch.where(observed, features, 0).sum((0, 1)) / observed.sum((0, 1))
+    assert per_channel_mean.abs().max() < 1e-12
+    assert torch.equal(half.values[:, :, 34:].nan_to_num(-1), data.splits.train.values[:, ::2, 34:].nan_to_num(-1))
+    # a task whose loader can standardise itself must switch that off, or it would be standardised twice
+    assert TASKS["physionet-sepsis"].fixed_options == {"normalise": False}
+    with pytest.raises(ValueError, match="normalise=False"):
+        Task("twice", "standardised twice", "auroc", load_physionet_sepsis)

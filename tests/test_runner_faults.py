@@ -152,3 +152,12 @@ def test_checkpoint_of_another_model_shape_is_a_clear_error(tmp_path):
     save_checkpoint(tmp_path / "m.pt", model=torch.nn.Linear(3, 2))
     with pytest.raises(ValueError, match=r"written for another model .*weight: \(2, 3\) in the file, \(4, 3\) in the model"):
         load_checkpoint(tmp_path / "m.pt", torch.nn.Linear(3, 4))
+
+
+def test_shipped_config_with_a_high_drop_rate_names_the_variant_that_cannot_be_built(tmp_path, capsys):
+    config = Path(__file__).resolve().parents[1] / "tasks" / "configs" / "japanese_vowels.yaml"
+    status = main(["bench", str(config), "--set", "task_options.drop_rate=0.7", "--models", "NCDE", "--max-steps", "1",
+                   "--out", str(tmp_path), "--no-progress"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "test variant '1/2 rate'" in err and "no observation" in err and "unobserved_fill" in err

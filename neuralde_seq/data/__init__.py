@@ -1,5 +1,8 @@
 """Datasets and their loaders (downloads, cache, UEA, Speech Commands, PhysioNet), synthetic and trajectory
-tasks, transforms and the embedded JapaneseVowels data."""
+tasks, transforms and the embedded JapaneseVowels data.
+
+The benchmark task registry (``TASKS``, ``load_task``: each task's loader, splits and standardisation)
+is :mod:`neuralde_seq.data.protocols`; import it from there (it is not re-exported here)."""
 
 from .arff import parse_arff, read_arff
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split

@@ -20,13 +20,18 @@ as the ``.ts`` reader produces, so a dataset gives identical arrays from either 
 * **univariate (flat)**, the UCR archive: ``@attribute att1 numeric`` ... one per time step, the class
   attribute last, and each data line ``v1,v2,...,vT,label``.
 
-Rules: keywords are case-insensitive; ``%`` starts a comment line; ``?`` is a missing value (NaN);
+Rules: keywords are case-insensitive; ``%`` starts a comment line; ``?`` (or ``NaN``) is a missing
+value (NaN); ``inf``, ``-inf`` and numbers too large for float64 (``1e400``) are refused;
 quoted names and values use ``'`` or ``"`` with backslash escapes; the class attribute is the last
 attribute and must be nominal (``{a,b,...}``), its values are the declared class labels in file order.
 Variable-length datasets are stored padded with ``?`` to the common width; the reader keeps that
 padding as NaN (the loaders read a series' length off its trailing NaNs). Sparse data lines and
 string/date attributes raise ``NotImplementedError``; every malformed line raises ``ValueError`` naming
-the file and the line number.
+the file, the line number and the offending text. Every case is checked against the header: the number
+of values (time-step attributes), the same number of channels as the first case, a class value from the
+declared list. A file cut short is refused when the cut falls in the header (no ``@data``), right after
+``@data`` (no case) or inside a case (a quoted value left open, too few values, a cut class value);
+ARFF declares no case count, so a file cut right after a complete case cannot be detected.
 """
 
 from __future__ import annotations
@@ -105,15 +110,28 @@ def _split_fields(line: str, source: str, lineno: int) -> list[str]:
 
 
 def _parse_numbers(row: str, source: str, lineno: int) -> np.ndarray:
-    """A comma-separated row of numbers, ``?`` = NaN, as float64 (fast path through numpy)."""
+    """A comma-separated row of numbers, ``?`` or ``NaN`` = NaN, as float64 (fast path through numpy).
+
+    Raises ``ValueError`` naming the token for an unreadable or an infinite value (``inf``, ``1e400``).
+    """
     tokens = row.split(",")
     if "?" in row:
         tokens = [math.nan if t.strip() == "?" else t for t in tokens]
     try:
-        return np.array(tokens, dtype=np.float64)
+        values = np.array(tokens, dtype=np.float64)
     except ValueError:
         pass
+    else:
+        infinite = np.isinf(values)
+        if infinite.any():  # inf, -inf, or an overflow such as 1e400: never a measurement
+            token = str(tokens[int(np.argmax(infinite))]).strip()
+            raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number (reads as "
+                             f"{values[infinite][0]}); only finite numbers and the missing-value marks '?' and "
+                             "NaN are allowed")
+        return values
     for token in tokens:  # find the culprit for the message
+        if not isinstance(token, str):  # a '?' already turned into NaN
+            continue
         token = token.strip()
         if token == "":
             raise ValueError(f"{source}, line {lineno}: empty value (two commas in a row or a trailing comma)")
@@ -161,6 +179,15 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     Returns ``series`` as one float64 array of shape (C, T) per case (T = the number of time-step
     attributes, padding kept as NaN), ``labels`` as strings, ``class_labels`` as declared by the class
     attribute, and ``header`` with ``relation`` and ``format`` ("arff-relational" or "arff-flat").
+
+    Args:
+        lines: the file's lines (with or without line ends).
+        source: the file name used in error messages.
+
+    Raises:
+        ValueError: a malformed or non-finite token, or a case that contradicts the header, naming
+            ``source``, the line number and the offending text.
+        NotImplementedError: sparse data lines, string/date attributes.
     """
     relation = None
     outer: list[tuple[str, str]] = []  # (name, type) of top-level attributes
@@ -168,6 +195,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     in_relational: str | None = None
     relational_name: str | None = None
     in_data = False
+    data_line = 0
     series: list[np.ndarray] = []
     labels: list[str] = []
     class_labels: list[str] | None = None
@@ -180,6 +208,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
         if not in_data:
             if not line.startswith("@"):
                 raise ValueError(f"{source}, line {lineno}: data line before @data")
+            if line == "@":
+                raise ValueError(f"{source}, line {lineno}: '@' without a keyword")
             keyword, *rest = line[1:].split(None, 1)
             keyword, rest = keyword.lower(), (rest[0] if rest else "")
             if keyword == "relation":
@@ -188,8 +218,10 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                 name, kind = _parse_attribute(rest, source, lineno)
                 if in_relational is not None:
                     if kind not in _NUMERIC_TYPES:
-                        raise NotImplementedError(f"{source}, line {lineno}: relational attributes must be numeric, "
-                                                  f"got {kind!r}")
+                        # a valid ARFF type is unsupported here; anything else is a malformed file
+                        valid = kind.startswith("{") or kind.split()[0] in ("string", "date", "relational")
+                        raise (NotImplementedError if valid else ValueError)(
+                            f"{source}, line {lineno}: relational attributes must be numeric, got {kind!r}")
                     inner_count += 1
                     continue
                 if kind == "relational":
@@ -229,7 +261,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                     n_time = len(outer) - 1
                     if n_time == 0:
                         raise ValueError(f"{source}, line {lineno}: no time-step attributes")
-                in_data = True
+                in_data, data_line = True, lineno
             else:
                 raise ValueError(f"{source}, line {lineno}: unknown header keyword @{keyword}")
             continue
@@ -267,8 +299,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
         labels.append(label)
 
     if not in_data:
-        raise ValueError(f"{source}: no @data line")
+        raise ValueError(f"{source}: no @data line (the file ends in its header: cut short, or not an ARFF file)")
     if not series:
-        raise ValueError(f"{source}: no cases after @data")
+        raise ValueError(f"{source}, line {data_line}: no cases after @data (the file is cut short or empty)")
     header = {"relation": relation or "", "format": "arff-relational" if relational_name else "arff-flat"}
     return TsData(series=series, labels=labels, class_labels=class_labels, times=None, header=header)

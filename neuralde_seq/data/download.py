@@ -15,7 +15,14 @@ Every loader of a public dataset goes through this module, so the rules are the 
   exists. Where none exists (``sha256=None``) the policy is *trust on first use*: the hash of the first
   download (or of the first file a user placed in the cache by hand) is recorded in a manifest
   ``<filename>.sha256`` beside the file, with a warning saying so, and every later use of the file,
-  and every later download of it, is verified against that manifest.
+  and every later download of it, is verified against that manifest. An archive (``.zip``, ``.tar``,
+  ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``) is opened and listed (zip members CRC-checked, a
+  compressed tar read to its end) *before* its hash is recorded; one that fails is deleted and never
+  recorded.
+* **Concurrency.** Everything that writes a cache entry (download, manifest, rename) happens under an
+  exclusive lock on ``<filename>.lock`` beside it (``fcntl.flock``), so of several processes fetching the
+  same file one downloads and the others wait and then reuse its verified file. The lock file is removed
+  on release.
 * **Offline mode** (``offline=True`` or ``$NEURALDE_SEQ_OFFLINE`` set to 1/true/yes/on): cached files are
   used, and a missing one raises :class:`DataUnavailableError` naming the URL and the path to put the
   file at, before anything is written to disk.
@@ -32,6 +39,7 @@ Every loader of a public dataset goes through this module, so the rules are the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -48,6 +56,11 @@ from typing import Callable, Iterable
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: _exclusive falls back to the filelock package
+    fcntl = None
 
 # The tensor cache lives in neuralde_seq.cache (log-signature controls use it too); re-exported here.
 from ..cache import TENSOR_CACHE_FORMAT, CorruptCacheError, cached_tensors  # noqa: F401
@@ -69,6 +82,9 @@ DATA_DIR_ENV = "NEURALDE_SEQ_DATA"
 OFFLINE_ENV = "NEURALDE_SEQ_OFFLINE"
 PART_SUFFIX = ".part"
 MANIFEST_SUFFIX = ".sha256"
+LOCK_SUFFIX = ".lock"
+# archive kinds by file name; the archive is opened and listed before its first-use hash is recorded
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 RETRY_BACKOFF_S = 0.5  # first pause before retrying a transfer that made no progress; doubles each time
 _TIMEOUT_S = 60.0
 _CHUNK = 1 << 20
@@ -138,9 +154,9 @@ class RemoteFile:
             raise ValueError(f"url must be an http://, https:// or file:// address, got {self.url!r}")
         name = self.filename
         if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
-                or name.endswith((PART_SUFFIX, MANIFEST_SUFFIX))):
-            raise ValueError(f"filename must be a plain file name (no directories, not ending in {PART_SUFFIX} or "
-                             f"{MANIFEST_SUFFIX}), got {name!r}")
+                or name.endswith((PART_SUFFIX, MANIFEST_SUFFIX, LOCK_SUFFIX))):
+            raise ValueError(f"filename must be a plain file name (no directories, not ending in {PART_SUFFIX}, "
+                             f"{MANIFEST_SUFFIX} or {LOCK_SUFFIX}), got {name!r}")
         if self.sha256 is not None:
             if not isinstance(self.sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", self.sha256):
                 raise ValueError(f"sha256 must be 64 hexadecimal digits or None, got {self.sha256!r}")
@@ -196,16 +212,6 @@ def _write_atomically(path: Path, text: str) -> None:
             temporary.unlink()
 
 
-def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
-    manifest = _manifest_path(target)
-    _write_atomically(manifest, f"{digest}  {remote.filename}\n")
-    warnings.warn(
-        f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
-        f"{manifest} (trust on first use). Every later use of this file is verified against it.",
-        stacklevel=3,
-    )
-
-
 def _make_directories(directory: Path) -> list[Path]:
     """Create ``directory`` and missing parents; return the ones created, outermost first."""
     missing = []
@@ -231,6 +237,89 @@ def _file_size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
+def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
+    manifest = _manifest_path(target)
+    _write_atomically(manifest, f"{digest}  {remote.filename}\n")
+    warnings.warn(
+        f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
+        f"{manifest} (trust on first use). Every later use of this file is verified against it.",
+        stacklevel=4,
+    )
+
+
+def _archive_problem(path: Path, filename: str) -> str | None:
+    """Why ``path`` is not a readable archive of the kind its ``filename`` names, or None if it is.
+
+    Empty files are refused whatever the name (no dataset file is empty; an empty hash in a manifest is
+    what an interrupted concurrent download used to leave). Zip: the member list is read and every
+    member's CRC checked. Tar: every member header is read and a compressed stream is read to its end,
+    which checks its end-of-stream marker and CRC.
+    """
+    if _file_size(path) == 0:
+        return "the file is empty"
+    lower = filename.lower()
+    try:
+        if lower.endswith(".zip"):
+            with zipfile.ZipFile(path) as bundle:
+                if not bundle.infolist():
+                    return "the zip archive has no members"
+                bad = bundle.testzip()
+                if bad is not None:
+                    return f"zip member {bad!r} fails its CRC check"
+        elif lower.endswith(_TAR_SUFFIXES):
+            with tarfile.open(path, "r:*") as bundle:
+                if not bundle.getmembers():
+                    return "the tar archive has no members"
+                while bundle.fileobj.read(_CHUNK):  # rest of a compressed stream: end marker and CRC
+                    pass
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, OSError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path):
+    """Hold an exclusive lock on the file ``lock`` (created if missing, deleted on release).
+
+    Deleting the lock file is safe because a waiter, once it has the lock, checks that the path still
+    names the file it locked; if the previous holder deleted it meanwhile, it starts over on a new file.
+    """
+    if fcntl is None:  # pragma: no cover (not POSIX)
+        try:
+            from filelock import FileLock
+        except ImportError:
+            raise RuntimeError(f"locking {lock} needs fcntl (POSIX) or the filelock package; "
+                               "install filelock (pip install filelock)") from None
+        with FileLock(str(lock)):
+            yield
+        return
+    while True:
+        lock.parent.mkdir(parents=True, exist_ok=True)  # another process may have removed it, empty
+        try:
+            descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            try:
+                current = os.path.samestat(os.fstat(descriptor), os.stat(lock))
+            except FileNotFoundError:
+                current = False
+        except BaseException:
+            os.close(descriptor)
+            raise
+        if current:
+            break
+        os.close(descriptor)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(lock)
+        finally:
+            os.close(descriptor)  # releases the lock
+
+
 def fetch(
     remote: RemoteFile,
     directory: str | os.PathLike,
@@ -240,6 +329,9 @@ def fetch(
     progress: bool = True,
 ) -> Path:
     """The verified local copy ``directory / remote.filename`` of ``remote``, downloading it if needed.
+
+    Safe to call from several processes at once for the same file: one downloads, the others wait on
+    ``<filename>.lock`` and then reuse the verified file.
 
     Arguments:
         remote: the file to get.
@@ -256,10 +348,11 @@ def fetch(
 
     Raises:
         ChecksumError: the cached file, or a fresh download, has another SHA-256. A cached file is left in
-            place (delete it to download again); a fresh download's ``.part`` file is removed.
+            place; a fresh download's ``.part`` file is removed. The message says which files to delete.
         DataUnavailableError: offline with no cached file (nothing is written), a permanent error (e.g.
             HTTP 404), or every attempt failed (the ``.part`` file is kept and resumed on the next call).
-        CorruptCacheError: the cache path or its manifest exists but is not a readable file.
+        CorruptCacheError: the cache path or its manifest exists but is not a readable file, or an
+            unpinned archive does not open (a fresh download is then deleted; nothing is recorded).
     """
     if not isinstance(remote, RemoteFile):
         raise ValueError(f"remote must be a RemoteFile, got {type(remote).__name__}")
@@ -269,60 +362,109 @@ def fetch(
     target = directory / remote.filename
     is_offline = resolve_offline(offline)
 
+    # Without a lock: a complete file with a known hash only needs reading (manifests are written before
+    # the file is renamed into place, so a file under its final name never lacks its manifest for long).
     if target.exists() or target.is_symlink():
-        if not target.is_file():
-            raise CorruptCacheError(f"{target} exists but is not a readable file; remove it to download "
-                                    f"{remote.url} again")
-        _verify_cached(remote, target)
-        return target
-
-    if is_offline:
-        pinned = f" (SHA-256 {remote.sha256})" if remote.sha256 else ""
-        raise DataUnavailableError(
-            f"{remote.filename} is not in the cache and offline mode is on (offline=True or ${OFFLINE_ENV}). "
-            f"Download {remote.url}{pinned} and place it at {target}, or run once with network access."
-        )
+        _check_is_file(remote, target)
+        if remote.sha256 is not None or _manifest_path(target).exists():
+            _verify_cached(remote, target)
+            return target
+    elif is_offline:
+        raise _offline_error(remote, target)
 
     created = _make_directories(directory)
+    try:
+        with _exclusive(target.with_name(target.name + LOCK_SUFFIX)):
+            return _fetch_locked(remote, target, is_offline, retries, progress)
+    except BaseException:
+        _remove_if_empty(created)
+        raise
+
+
+def _check_is_file(remote: RemoteFile, target: Path) -> None:
+    if not target.is_file():
+        raise CorruptCacheError(f"{target} exists but is not a readable file; remove it to download "
+                                f"{remote.url} again")
+
+
+def _offline_error(remote: RemoteFile, target: Path) -> DataUnavailableError:
+    pinned = f" (SHA-256 {remote.sha256})" if remote.sha256 else ""
+    return DataUnavailableError(
+        f"{remote.filename} is not in the cache and offline mode is on (offline=True or ${OFFLINE_ENV}). "
+        f"Download {remote.url}{pinned} and place it at {target}, or run once with network access."
+    )
+
+
+def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: int, progress: bool) -> Path:
+    """The body of :func:`fetch` once this process holds the entry's lock."""
+    if target.exists() or target.is_symlink():  # placed by hand, or another process finished meanwhile
+        _check_is_file(remote, target)
+        _verify_cached(remote, target)
+        return target
+    if is_offline:
+        raise _offline_error(remote, target)
     part = target.with_name(target.name + PART_SUFFIX)
+    manifest = _manifest_path(target)
     try:
         _download(remote, part, target, retries, progress)
         actual = sha256_file(part)
-        expected = remote.sha256 or _read_manifest(_manifest_path(target))
+        expected = remote.sha256 or _read_manifest(manifest)
         if expected is not None and actual != expected:
             part.unlink()
-            source = "pinned" if remote.sha256 else f"recorded in {_manifest_path(target)} on first use"
+            if remote.sha256:
+                source, advice = "pinned", ("If the source changed on purpose, update the sha256 pinned for "
+                                            f"{remote.filename!r} in the code.")
+            else:
+                source, advice = (f"recorded in {manifest} on first use",
+                                  f"If the source changed on purpose, or the record is wrong, delete {manifest} "
+                                  "and call again: the next download is checked and its hash recorded anew.")
             raise ChecksumError(
                 f"the download of {remote.url} has SHA-256 {actual}, expected {expected} ({source}); the "
-                f"download was deleted and nothing was cached at {target}. If the source changed on purpose, "
-                "update the pinned checksum (or delete the manifest)."
+                f"download was deleted and nothing was cached at {target}. {advice}"
             )
-        if expected is None:
+        if expected is None:  # trust on first use: record only a file that is what its name says
+            problem = _archive_problem(part, remote.filename)
+            if problem is not None:
+                part.unlink()
+                raise CorruptCacheError(
+                    f"the download of {remote.url} is not a readable file of its kind ({problem}); it was "
+                    f"deleted and its hash was not recorded. Call again to download it afresh; if that fails "
+                    f"too, download it yourself, check that it opens, and place it at {target}."
+                )
             _record_first_use(remote, target, actual)
         os.replace(part, target)  # atomic: the final name only ever holds a complete, verified file
     except BaseException:
         if part.exists() and _file_size(part) == 0:
             part.unlink()
-        _remove_if_empty(created)
         raise
     return target
 
 
 def _verify_cached(remote: RemoteFile, target: Path) -> None:
+    """Check a cached file against its pinned or recorded hash; record it on first use (caller holds the lock)."""
     actual = sha256_file(target)
+    manifest = _manifest_path(target)
     if remote.sha256 is not None:
-        expected, source = remote.sha256, "pinned"
+        expected = remote.sha256
+        source, advice = "pinned", f"delete it to download {remote.url} again, or replace it with the right file."
     else:
-        expected = _read_manifest(_manifest_path(target))
+        expected = _read_manifest(manifest)
         if expected is None:  # placed by hand, or downloaded before the manifest existed
+            problem = _archive_problem(target, remote.filename)
+            if problem is not None:  # left in place: it may be the user's only copy
+                raise CorruptCacheError(
+                    f"cached file {target} is not a readable file of its kind ({problem}); its hash was not "
+                    f"recorded. Delete it to download {remote.url} again, or replace it with a good copy."
+                )
             _record_first_use(remote, target, actual)
             return
-        source = f"recorded in {_manifest_path(target)} on first use"
+        # either file may be the wrong one (the record too, e.g. left by an interrupted older version)
+        source = f"recorded in {manifest} on first use"
+        advice = (f"delete both {target} and {manifest} to download {remote.url} again and record its hash "
+                  f"anew, or replace {target} with the right file.")
     if actual != expected:
-        raise ChecksumError(
-            f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was left in place: "
-            f"delete it to download {remote.url} again, or replace it with the right file."
-        )
+        raise ChecksumError(f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was "
+                            f"left in place: {advice}")
 
 
 def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progress: bool) -> None:

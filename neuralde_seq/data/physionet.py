@@ -39,6 +39,11 @@ Protocol (the NCDE code ``experiments/datasets/sepsis.py``, which CKConv (paper 
 * **split**: 70/15/15 stratified on the label with the NCDE seeds (``split_seed=0``: random states 0
   and 1, see :func:`~neuralde_seq.data.stratified_split`). Records are ordered by file name (the NCDE
   code used ``os.listdir`` order, which is file-system dependent).
+* **raw columns**: ``meta["raw_channels"]`` (the 34 count channels, indices 34..67, with intensity) and
+  ``meta["raw_static"]`` (the 2 observed flags, static columns 5 and 6) name what must never be
+  standardised. :func:`~neuralde_seq.data.protocols.load_task` calls this loader with ``normalise=False``
+  and standardises every other channel and static column once, with the training split's statistics
+  (after its own subsampling), leaving these as they are.
 * ``drop_rate`` removes that fraction of every record's hourly time points
   (:func:`~neuralde_seq.data.drop_observations`) before normalisation and before the intensity channels
   are counted, so the counts describe what the model sees. Not part of the papers' protocols.
@@ -254,7 +259,8 @@ def load_physionet_sepsis(
         :class:`~neuralde_seq.data.DatasetSplits`: ``times`` (N, T) hours 1..T (T = 72 for the real data),
         ``values`` (N, T, 34) or (N, T, 68) with intensity, ``lengths`` (N,) the last hour of each record,
         ``labels`` (N,) 0/1 with ``class_names`` ("no sepsis", "sepsis"), ``static`` (N, 5) or (N, 7).
-        ``meta`` names the channels and static features and records the excluded records' count.
+        ``meta`` names the channels and static features, records the excluded records' count, and lists
+        the unnormalised count channels and flag columns in ``raw_channels`` and ``raw_static``.
     """
     if not isinstance(intensity, bool):
         raise ValueError(f"intensity must be True or False, got {intensity!r}")
@@ -326,9 +332,13 @@ def load_physionet_sepsis(
             part = part.replace(values=torch.cat([part.values, _observation_counts(part)], dim=2))
             meta["channels"] = channels + [f"{c} observation count" for c in channels]
             meta["static_names"] = static_names + ["Unit1 observed", "Unit2 observed"]
+            # counts and 0/1 flags stay raw (the NCDE code's protocol); load_task reads these lists
+            meta["raw_channels"] = list(range(len(channels), 2 * len(channels)))
+            meta["raw_static"] = [len(static_names), len(static_names) + 1]
         else:
             part = part.replace(static=part.static[:, :5])
             meta["channels"] = channels
             meta["static_names"] = static_names
+            meta["raw_channels"], meta["raw_static"] = [], []
         out.append(part.replace(meta=meta))
     return DatasetSplits(*out)

@@ -7,8 +7,9 @@ The format, as used by the UEA & UCR time series classification archive:
   ``@dimensions``, ``@equalLength``, ``@seriesLength``, ``@classLabel``, ``@targetLabel``), keywords
   are case-insensitive;
 * ``@data`` ends the header; every following non-comment line is one case;
-* in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` marks a
-  missing value (read as NaN); with ``@classLabel true`` (or ``@targetLabel true``) the last ``:``
+* in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` (or
+  ``NaN``) marks a missing value (read as NaN); ``inf``, ``-inf`` and numbers too large for float64
+  (``1e400``) are refused; with ``@classLabel true`` (or ``@targetLabel true``) the last ``:``
   field is the label, kept here as a string;
 * with ``@timeStamps true`` each dimension is a list of ``(timestamp,value)`` tuples.  Numeric
   timestamps are supported: the times of a case are the sorted union of the timestamps of its
@@ -17,7 +18,12 @@ The format, as used by the UEA & UCR time series classification archive:
 
 Cases may have different lengths, but all dimensions of one case must have the same length (as in every
 UEA dataset); a case whose dimensions differ in length raises ``ValueError`` rather than being padded
-silently.  Every malformed line raises ``ValueError`` naming the file and the line number.
+silently.  Every malformed line raises ``ValueError`` naming the file, the line number and the
+offending text.  What the header declares is checked on every case: the number of dimensions
+(``@dimensions``, ``@univariate``), the length (``@seriesLength``, ``@equalLength true``), a label from
+the declared list (``@classLabel true <labels>``, which must list them).  A file cut short is refused
+when the cut falls in the header (no ``@data``), right after ``@data`` (no case) or inside a labelled
+case; the formats declare no case count, so a file cut right after a complete case cannot be detected.
 """
 
 from __future__ import annotations
@@ -78,9 +84,13 @@ def _parse_value(token: str, source: str, lineno: int) -> float:
     if token == "":
         raise ValueError(f"{source}, line {lineno}: empty value (two commas in a row or a trailing comma)")
     try:
-        return float(token)
+        value = float(token)  # also reads NaN, the other missing-value mark
     except ValueError:
         raise ValueError(f"{source}, line {lineno}: cannot read {token!r} as a number") from None
+    if math.isinf(value):  # inf, -inf, or an overflow such as 1e400: never a measurement
+        raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number (reads as {value}); "
+                         "only finite numbers and the missing-value marks '?' and NaN are allowed")
+    return value
 
 
 def _parse_bool(key: str, value: str, source: str, lineno: int) -> bool:
@@ -139,8 +149,28 @@ def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[n
     return t_arr, np.asarray(vs, dtype=np.float64)
 
 
+def _check_header_agrees(univariate: bool | None, n_dims: int | None, seen: dict[str, int], source: str) -> None:
+    if univariate and n_dims is not None and n_dims != 1:
+        line = max(seen["univariate"], seen["dimensions"])
+        raise ValueError(f"{source}, line {line}: @univariate {str(univariate).lower()} contradicts "
+                         f"@dimensions {n_dims}")
+
+
 def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
-    """Parse the lines of a ``.ts`` file (see the module docstring for the format)."""
+    """Parse the lines of a ``.ts`` file (see the module docstring for the format).
+
+    Args:
+        lines: the file's lines (with or without line ends).
+        source: the file name used in error messages.
+
+    Returns:
+        :class:`TsData`; ``series[i]`` has shape (C, L_i).
+
+    Raises:
+        ValueError: a malformed or non-finite token, or a case or header that contradicts the header,
+            naming ``source``, the line number and the offending text.
+        NotImplementedError: date-time timestamps.
+    """
     header: dict[str, str] = {}
     class_labels: list[str] | None = None
     has_class_label = False
@@ -151,6 +181,8 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
     equal_length: bool | None = None
     series_length: int | None = None
     in_data = False
+    data_line = 0
+    seen: dict[str, int] = {}  # header keyword -> line
 
     series: list[np.ndarray] = []
     labels: list[str] = []
@@ -166,17 +198,24 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             key, _, value = line[1:].partition(" ")
             key = key.lower()
             value = value.strip()
+            if key in seen:  # a second, contradicting declaration would silently win
+                raise ValueError(f"{source}, line {lineno}: @{line[1:].split()[0]} declared twice (first on line "
+                                 f"{seen[key]})")
+            seen[key] = lineno
             if key == "data":
                 if value:
                     raise ValueError(f"{source}, line {lineno}: unexpected text after @data")
-                in_data = True
+                _check_header_agrees(univariate, n_dims_declared, seen, source)
+                in_data, data_line = True, lineno
                 continue
             header[key] = value
             if key == "classlabel":
                 words = value.split()
                 has_class_label = _parse_bool(key, value, source, lineno)
                 if has_class_label:
-                    class_labels = words[1:] or None
+                    if len(words) < 2:  # without the list no label could be checked
+                        raise ValueError(f"{source}, line {lineno}: @classLabel true must list the class labels")
+                    class_labels = words[1:]
                 elif len(words) > 1:
                     raise ValueError(f"{source}, line {lineno}: @classLabel false takes no labels")
             elif key == "targetlabel":
@@ -254,16 +293,17 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             raise ValueError(
                 f"{source}, line {lineno}: length {case.shape[1]}, header declares @seriesLength {series_length}"
             )
+        if equal_length and series and case.shape[1] != series[0].shape[1]:
+            raise ValueError(f"{source}, line {lineno}: length {case.shape[1]}, earlier cases have "
+                             f"{series[0].shape[1]} and the header declares @equalLength true")
         series.append(case)
         if label is not None:
             labels.append(label)
 
     if not in_data:
-        raise ValueError(f"{source}: no @data line")
+        raise ValueError(f"{source}: no @data line (the file ends in its header: cut short, or not a .ts file)")
     if not series:
-        raise ValueError(f"{source}: no cases after @data")
-    if equal_length and len({s.shape[1] for s in series}) > 1:
-        raise ValueError(f"{source}: @equalLength true but cases have different lengths")
+        raise ValueError(f"{source}, line {data_line}: no cases after @data (the file is cut short or empty)")
     return TsData(
         series=series,
         labels=labels if (has_class_label or has_target) else None,

@@ -153,6 +153,11 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         solver = SolverOptions(**solver)
     derived = {}
     if isinstance(in_channels, (Control, Observations)):
+        expected = Observations if entry.inputs == "observations" else Control
+        if not isinstance(in_channels, expected):
+            # Its channels would silently size the model for an input it cannot read.
+            raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(in_channels).__name__}: build its "
+                            f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
         if entry.from_inputs is not None:
             derived = entry.from_inputs(in_channels)
         in_channels = in_channels.channels

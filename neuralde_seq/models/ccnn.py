@@ -27,7 +27,8 @@ kernel the mask starts centred on c = 1, the current step). The times of the obs
 this is a grid model, and irregular spacing shows only through the mask channel.
 
 Convolution. ``y[t, c] = sum_{j=0}^{L-1} k[c, j] x[t - j, c]`` with zeros before the start, computed
-directly (``conv1d``) for short kernels and by FFT for long ones; both give the same result.
+directly (``conv1d``) for short kernels and by FFT for long ones: the depthwise case of
+:func:`neuralde_seq.ops.causal_conv.causal_conv`, whose two methods tests/test_ops.py compares.
 
 Causality holds exactly in evaluation mode. In training mode the default batch norm (the paper's
 BatchNorm; its statistics use only the valid steps) normalises with statistics of the whole batch, later
@@ -38,13 +39,13 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..observations import Observations
+from ..ops.causal_conv import causal_conv
 
-__all__ = ["MAGNet", "SeparableFlexConv", "CCNNBlock", "CCNN", "causal_depthwise_conv", "gaussian_mask",
-           "cropped_length", "kernel_positions", "MaskedBatchNorm"]
+__all__ = ["MAGNet", "SeparableFlexConv", "CCNNBlock", "CCNN", "gaussian_mask", "cropped_length", "kernel_positions",
+           "MaskedBatchNorm"]
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -79,35 +80,6 @@ def cropped_length(kernel_size: int, mean: float, width: float, threshold: float
     if span < 0:
         return 1
     return int(min(kernel_size, math.floor(span) + 1))
-
-
-def causal_depthwise_conv(x: torch.Tensor, kernel: torch.Tensor, method: str = "direct") -> torch.Tensor:
-    """Causal depthwise convolution along time.
-
-    Arguments:
-        x: (B, T, C) input.
-        kernel: (C, L) with ``kernel[c, j]`` the weight of lag j (j = 0: the current step).
-        method: "direct" (``conv1d``) or "fft".
-
-    Returns:
-        (B, T, C): ``y[b, t, c] = sum_{j=0}^{min(L-1, t)} kernel[c, j] x[b, t - j, c]``.
-    """
-    B, T, C = x.shape
-    if kernel.dim() != 2 or kernel.shape[0] != C:
-        raise ValueError(f"kernel must have shape ({C}, L), got {tuple(kernel.shape)}")
-    L = kernel.shape[1]
-    if method == "direct":
-        # conv1d computes a cross-correlation, out[t] = sum_i w[i] x_pad[t + i]; with L - 1 zeros padded on
-        # the left, x_pad[t + i] = x[t + i - (L - 1)], so w[i] is the weight of lag L - 1 - i: flip the kernel.
-        xc = F.pad(x.transpose(1, 2), (L - 1, 0))
-        y = F.conv1d(xc, kernel.flip(-1).unsqueeze(1), groups=C)
-        return y.transpose(1, 2)
-    if method == "fft":
-        n = T + L - 1  # linear (not circular) convolution up to the last output we keep
-        X = torch.fft.rfft(x, n=n, dim=1)
-        K = torch.fft.rfft(kernel.transpose(0, 1), n=n, dim=0)
-        return torch.fft.irfft(X * K.unsqueeze(0), n=n, dim=1)[:, :T]
-    raise ValueError(f"method must be 'direct' or 'fft', got {method!r}")
 
 
 # ------------------------------------------------------------------------------------------- MAGNet
@@ -300,11 +272,16 @@ class SeparableFlexConv(nn.Module):
 
     # -- forward
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"SeparableFlexConv reads a tensor (batch, length, {self.in_channels}), got "
+                            f"{type(x).__name__}")
+        if x.dim() != 3 or x.shape[-1] != self.in_channels:
+            raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
         k = self.kernel(max_length=x.shape[1])
         method = self.conv_method
         if method == "auto":
             method = "fft" if k.shape[1] > self.fft_threshold else "direct"
-        y = causal_depthwise_conv(x, k.to(x.dtype), method)
+        y = causal_conv(x, k.to(x.dtype), method)
         if self.bias is not None:
             y = y + self.bias
         return self.pointwise(y)
@@ -448,7 +425,10 @@ class CCNN(nn.Module):
         return 0.5 * self.kernel_l2()
 
     def features(self, observations: Observations) -> torch.Tensor:
-        """Features at every step, (B, T, hidden) (causal: step t reads steps <= t only)."""
+        """Features at every step, (B, T, hidden) (causal: step t reads steps <= t only), from observations of
+        ``in_channels`` channels."""
+        if not isinstance(observations, Observations):
+            raise TypeError(f"CCNN reads Observations, got {type(observations).__name__}")
         values = observations.values
         if values.shape[-1] != self.in_channels:
             raise ValueError(f"expected {self.in_channels} value channels, got {values.shape[-1]}")

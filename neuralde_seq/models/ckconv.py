@@ -16,7 +16,8 @@ its period), then reduced modulo the period 2π/ω0 (the same function; it keeps
 biases reach π ω0/√2 in the second layer, phases of ~10⁴ rad at ω0 ≈ 70, which cost about two digits of
 the kernel); the last layer's bias is zero. With weight normalisation the *parametrisation's* tensors are
 initialised: ``weight_v`` = the drawn W and ``weight_g`` = its row norms, so the effective weight
-g · v/‖v‖ is exactly the drawn W (writing an effective ``weight`` would be lost, shared/DESIGN.md §7).
+g · v/‖v‖ is exactly the drawn W (writing an effective ``weight`` would be lost:
+docs/design.md#pitfalls-of-public-code).
 
 Relative positions (paper App. E.1). A relative position Δ (time units) enters the kernel network as
 p = 2Δ/horizon − 1: the largest relative position seen in training, ``horizon``, maps to 1 and Δ = 0 to
@@ -28,8 +29,8 @@ normalisation must not follow each input's length).
 Grid mode. The input is sampled on a regular grid of step ``step`` (time units between grid points at
 training, 1/sr_train); the kernel is sampled at Δ_k = k · step, k = 0..L−1 (a global kernel, as long as
 the input), and the convolution is computed by FFT (convolution theorem, paper Sec. 5) when L exceeds
-``fft_threshold`` and directly (``conv1d``) otherwise; both are kept (``conv="fft"``/``"direct"``) and
-agree to float rounding.
+``fft_threshold`` and directly (``conv1d``) otherwise; ``conv="fft"``/``"direct"`` force one (both
+:func:`neuralde_seq.ops.causal_conv.causal_conv`, compared in tests/test_ops.py).
 
 Sampling-rate change (paper Eq. 5, App. A.2). Called with another step s (sampling rate sr2 = 1/s), the
 kernel is sampled on the new grid, Δ_k = k · s (same continuous ψ, same horizon), and the sum is scaled
@@ -44,10 +45,11 @@ Irregular mode (paper Sec. 4.1 "irregularly sampled data"). Every observed point
 summed over the observed entries only (a missing channel of x_j contributes nothing; it is not replaced
 by a value). The kernel network is evaluated at the observed time differences with the same
 normalisation as grid mode, so on a regular grid of spacing ``step`` the two modes compute the same sum.
-No inverse-density weighting (App. A.1) and no Eq. 5 factor: it is the plain sum of the formula. The
-kernel network runs once per distinct time difference, but the sum is over all pairs of points: time and
-memory O(B · T² · kernel_hidden) per layer, so grid mode is the one for long sequences. Gradients do not
-flow into the times.
+No inverse-density weighting (App. A.1) and no Eq. 5 factor: it is the plain sum of the formula, computed by
+:func:`neuralde_seq.ops.causal_conv.irregular_causal_conv` (factorised through the kernel network's last
+layer). The kernel network runs once per distinct time difference, but the sum is over all pairs of points:
+time and memory O(B · T² · kernel_hidden) per layer, so grid mode is the one for long sequences. Gradients
+do not flow into the times.
 
 Exactness of the irregular mode's invariances (tested): (1) shifting all times by a constant leaves every
 Δ, hence every output, unchanged (exactly when the shift is exact in floating point). (2) Inserting
@@ -81,9 +83,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..observations import Observations
+from ..ops.causal_conv import causal_conv, irregular_causal_conv
 
-__all__ = ["WeightNormLinear", "SirenKernel", "CKConv", "CKBlock", "CKCNN", "causal_conv_fft",
-           "causal_conv_direct", "grid_inputs", "CONV_IMPLEMENTATIONS", "MODES"]
+__all__ = ["WeightNormLinear", "SirenKernel", "CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS",
+           "MODES"]
 
 CONV_IMPLEMENTATIONS = ("auto", "fft", "direct")
 MODES = ("grid", "irregular")
@@ -197,47 +200,19 @@ class SirenKernel(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Causal convolutions with a kernel as long as the input
-# ---------------------------------------------------------------------------------------------------------
-
-def _check_conv_shapes(x: torch.Tensor, kernel: torch.Tensor) -> None:
-    if x.dim() != 3 or kernel.dim() != 3:
-        raise ValueError(f"x must be (B, C_in, L) and kernel (C_out, C_in, K); got {tuple(x.shape)} and "
-                         f"{tuple(kernel.shape)}")
-    if kernel.shape[1] != x.shape[1]:
-        raise ValueError(f"kernel has {kernel.shape[1]} input channels but x has {x.shape[1]}")
-
-
-def causal_conv_direct(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """y[b, o, n] = Σ_c Σ_{k=0}^{min(n, K−1)} kernel[o, c, k] · x[b, c, n − k], by ``conv1d``.
-
-    ``kernel[..., k]`` is the kernel at relative position k (k = 0: the current step). x (B, C_in, L),
-    kernel (C_out, C_in, K) → (B, C_out, L).
-    """
-    _check_conv_shapes(x, kernel)
-    k = kernel.shape[-1]
-    return F.conv1d(F.pad(x, (k - 1, 0)), kernel.flip(-1))
-
-
-def causal_conv_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """The same causal convolution as :func:`causal_conv_direct`, by FFT (zero-padded to avoid wrap-around)."""
-    _check_conv_shapes(x, kernel)
-    length, k = x.shape[-1], kernel.shape[-1]
-    n = length + k - 1
-    n_fft = 1 << (n - 1).bit_length()  # next power of two: no circular wrap into the first L outputs
-    x_f = torch.fft.rfft(x, n=n_fft)
-    k_f = torch.fft.rfft(kernel, n=n_fft)
-    # Σ_c X_c(f) K_oc(f), accumulated channel by channel: on CPU this is several times faster than a
-    # complex einsum/bmm, which batches over frequencies with tiny matrices.
-    y_f = x_f[:, 0:1] * k_f[:, 0]
-    for c in range(1, x_f.shape[1]):
-        y_f = y_f + x_f[:, c:c + 1] * k_f[:, c]
-    return torch.fft.irfft(y_f, n=n_fft)[..., :length]
-
-
-# ---------------------------------------------------------------------------------------------------------
 # CKConv
 # ---------------------------------------------------------------------------------------------------------
+
+def largest_span(times: torch.Tensor, points: torch.Tensor, default: float) -> float:
+    """The largest t_last − t_first over the samples, counting the points where ``points`` is True.
+
+    Arguments: times (B, T); points (B, T) bool; default: returned when no sample has a point.
+    """
+    first = torch.where(points, times, math.inf).amin(1)
+    last = torch.where(points, times, -math.inf).amax(1)
+    span = (last - first)[torch.isfinite(last - first)]
+    return float(span.max()) if span.numel() else default
+
 
 class CKConv(nn.Module):
     """Continuous kernel convolution (causal), in grid mode (:meth:`forward`) or irregular mode
@@ -325,6 +300,9 @@ class CKConv(nn.Module):
 
         The kernel is sampled at k · step and the sum scaled by step / self.step (paper Eq. 5).
         """
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"CKConv.forward reads a tensor (batch, length, {self.in_channels}), got "
+                            f"{type(x).__name__}")
         if x.dim() != 3 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
         if torch.isnan(x).any():
@@ -337,9 +315,8 @@ class CKConv(nn.Module):
         if not self.has_horizon:
             self.set_horizon((length - 1) * step)
         kernel = self.grid_kernel(length, step, dtype=x.dtype, device=x.device)
-        xt = x.transpose(1, 2)
         use_fft = self.conv == "fft" or (self.conv == "auto" and length > self.fft_threshold)
-        y = (causal_conv_fft if use_fft else causal_conv_direct)(xt, kernel).transpose(1, 2)
+        y = causal_conv(x, kernel, "fft" if use_fft else "direct")
         if step != self.step:
             y = y * (step / self.step)
         return y if self.bias is None else y + self.bias
@@ -355,6 +332,9 @@ class CKConv(nn.Module):
 
         Returns (B, T, out): the output at every point, observed or not.
         """
+        if not all(isinstance(a, torch.Tensor) for a in (times, values, observed)):
+            raise TypeError("CKConv.forward_irregular reads tensors times (B, T), values (B, T, in) and observed, got "
+                            f"{', '.join(type(a).__name__ for a in (times, values, observed))}")
         if values.dim() != 3 or values.shape[-1] != self.in_channels:
             raise ValueError(f"values must have shape (batch, length, {self.in_channels}), got {tuple(values.shape)}")
         if times.shape != values.shape[:2]:
@@ -364,28 +344,12 @@ class CKConv(nn.Module):
         if observed.shape != values.shape or observed.dtype != torch.bool:
             raise ValueError("observed must be a bool tensor of shape (B, T) or (B, T, in)")
         if not self.has_horizon:
-            points = observed.any(-1)
-            span = (torch.where(points, times, -math.inf).amax(1) - torch.where(points, times, math.inf).amin(1))
-            span = span[torch.isfinite(span)]
-            self.set_horizon(float(span.max()) if span.numel() else self.step)
-        x = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device))
-        source = observed.any(-1)  # (B, S)
-        delta = times.unsqueeze(2) - times.unsqueeze(1)  # (B, Q, S): t_i − t_j
-        pairs = (delta >= 0) & source.unsqueeze(1)
-        # The kernel network runs once per distinct time difference (data on a grid repeat them a lot);
-        # pairs that do not contribute point to an extra row of zeros.
-        distinct, inverse = torch.unique(delta[pairs].to(values.dtype), return_inverse=True)
-        features = self.kernel_net.hidden_features(self.normalise(distinct))  # (U, K)
-        features = torch.cat([features, features.new_zeros(1, features.shape[-1])])
-        index = torch.full(pairs.shape, distinct.shape[0], dtype=torch.long, device=pairs.device)
-        index[pairs] = inverse
-        hidden = features[index]  # (B, Q, S, K), zero where t_j > t_i or j contributes nothing
-        # ψ(Δ) = W h(Δ) + b, summed against x without forming the (B, Q, S, out, in) kernel.
-        weight, kbias = self.kernel_net.output_weight()  # (out, in, K), (out, in)
-        pooled = torch.einsum("bqsk,bsc->bqkc", hidden, x)
-        y = torch.einsum("bqkc,ock->bqo", pooled, weight)
-        if kbias is not None:
-            y = y + torch.einsum("bqs,bsc,oc->bqo", pairs.to(x.dtype), x, kbias)
+            self.set_horizon(largest_span(times, observed.any(-1), self.step))
+        # ψ(Δ) = W h(Δ) + b with h the kernel network's hidden features: the sum is contracted through h.
+        weight, kernel_bias = self.kernel_net.output_weight()
+        y = irregular_causal_conv(times, values, observed,
+                                  lambda delta: self.kernel_net.hidden_features(self.normalise(delta)),
+                                  weight, kernel_bias)
         return y if self.bias is None else y + self.bias
 
 
@@ -503,11 +467,7 @@ class CKCNN(nn.Module):
         if self.mode == "grid":
             horizon = (int(observations.lengths.max()) - 1) * step
         else:
-            points = observations.mask.any(-1)
-            first = torch.where(points, observations.times, math.inf).amin(1)
-            last = torch.where(points, observations.times, -math.inf).amax(1)
-            span = (last - first)[torch.isfinite(last - first)]
-            horizon = float(span.max()) if span.numel() else step
+            horizon = largest_span(observations.times, observations.mask.any(-1), step)
         for layer in layers:
             layer.set_horizon(horizon)
 

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
+from ..input_checks import check_model_input
 from ..fields import FastWeightField
 from ..solvers import SolverOptions, solve
 
@@ -110,7 +111,7 @@ class _CoupledDynamics(nn.Module):
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
         # What SolverOptions(method="exact") solves: one layer's field. Deeper layers read the previous layer's
-        # output, which moves inside every window, so they have no closed-form step (neuralde_seq.exact).
+        # output, which moves inside every window, so they have no closed-form step (neuralde_seq.ops.exact_fast_weights).
         self.exact_field = first if len(layers) == 1 else None
 
     def control_features(self, x, dx):
@@ -145,7 +146,7 @@ class FastWeightNetwork(nn.Module):
         in_channels: channels of the control.
         num_layers: L >= 1.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients);
-            ``method="exact"`` solves with the closed-form steps of DESIGN §5 (:mod:`neuralde_seq.exact`): one
+            ``method="exact"`` solves with the closed-form steps of DESIGN §5 (:mod:`neuralde_seq.ops.exact_fast_weights`): one
             layer, on log-signature controls (or piecewise-linear controls with ``dx_only=True``).
         **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
@@ -166,15 +167,14 @@ class FastWeightNetwork(nn.Module):
         self.dynamics = _CoupledDynamics(self.layers)
         self.solver = solver or SolverOptions()
         if self.solver.method == "exact":
-            from ..exact import exact_field
+            from ..ops.exact_fast_weights import exact_field
 
             exact_field(self.dynamics)  # refuses deeper models and rules without a closed form, here already
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
 
     def _check(self, control: Control):
-        if not isinstance(control, Control):
-            raise TypeError(f"control must be a neuralde_seq Control (see build_control), got {type(control).__name__}")
+        check_model_input(self, control, Control)
         first = self.layers[0].field
         if control.channels != first.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
@@ -248,4 +248,5 @@ class FastWeightClassifier(nn.Module):
         self.head = nn.Linear(self.network.d_model, num_classes)
 
     def forward(self, control: Control, static: torch.Tensor | None = None) -> torch.Tensor:
+        check_model_input(self, control, Control)  # names this class, not the network inside it
         return self.head(self.network(control, static))

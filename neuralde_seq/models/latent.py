@@ -53,6 +53,7 @@ import math
 import torch
 from torch import nn
 
+from ..input_checks import check_model_input
 from ..observations import Observations
 from ..rules import LearningRule
 from ..solvers import SolverOptions, evolve_over_gaps
@@ -165,8 +166,7 @@ class LatentODE(nn.Module):
     def encode(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q(z0 | observations): (mean (B, latent), logvar (B, latent), t0 (B,) each sample's first
         observation time, where z0 sits)."""
-        if not isinstance(observations, Observations):
-            raise TypeError(f"observations must be a neuralde_seq Observations, got {type(observations).__name__}")
+        check_model_input(self, observations, Observations)
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
                              f"{self.in_channels}")
@@ -252,6 +252,7 @@ class LatentODE(nn.Module):
         """
         kl_weight = _check_kl_weight(kl_weight)
         target = observations if target is None else target
+        check_model_input(self, target, Observations)
         if target.batch_size != observations.batch_size:
             raise ValueError(f"target has {target.batch_size} samples but observations have {observations.batch_size}")
         K = self.samples if samples is None else _positive_int("samples", samples)

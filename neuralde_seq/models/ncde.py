@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
+from ..input_checks import check_model_input
 from ..solvers import SolverOptions, solve
 
 __all__ = ["CDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
@@ -143,8 +144,7 @@ class NeuralCDE(nn.Module):
         self.in_channels = in_channels
 
     def _check(self, control: Control) -> None:
-        if not isinstance(control, Control):
-            raise TypeError(f"control must be a neuralde_seq Control (see build_control), got {type(control).__name__}")
+        check_model_input(self, control, Control)
         if self.form == "rde" and not control.piecewise_constant:
             raise ValueError("this model was built with form='rde' (NRDE) and needs a log-signature control "
                              "(build_control(method='logsignature')), but got an interpolated control")

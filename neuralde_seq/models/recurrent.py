@@ -56,6 +56,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
+from ..input_checks import check_model_input
 from ..observations import Observations
 from ..solvers import SolverOptions, evolve_over_gaps, solve
 
@@ -160,8 +161,7 @@ class GRUODE(nn.Module):
     def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
         """h at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden); ``h0`` replaces
         h(t0) = 0."""
-        if not isinstance(control, Control):
-            raise TypeError(f"control must be a neuralde_seq Control (see build_control), got {type(control).__name__}")
+        check_model_input(self, control, Control)
         if control.piecewise_constant:
             raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
         if control.channels != self.in_channels:
@@ -214,9 +214,7 @@ class _ObservationModel(nn.Module):
         return self._observed_mean(observations)
 
     def _check(self, observations: Observations) -> None:
-        if not isinstance(observations, Observations):
-            raise TypeError("this model reads raw observations: pass a neuralde_seq Observations "
-                            f"(Observations.from_tensors(times, values, lengths)), got {type(observations).__name__}")
+        check_model_input(self, observations, Observations)
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
                              f"{self.in_channels}")
@@ -340,6 +338,7 @@ class GRUD(_ObservationModel):
         return {name: torch.stack(part, dim=1) for name, part in zip(names, parts)}
 
     def final_hidden(self, observations: Observations) -> torch.Tensor:
+        self._check(observations)  # before reading anything of it
         h = observations.values.new_zeros(observations.batch_size, self.hidden)
         for *_, h in self._walk(observations, h):
             pass

@@ -59,16 +59,22 @@ def _positive_int(value, name: str, allow_none: bool = False):
 
 
 class _TrainingLoss(torch.nn.Module):
-    """``objective.training_loss`` as the forward of a module, the one DistributedDataParallel wraps: DDP
-    synchronises the gradients of what runs inside its forward only, and objectives call methods other
-    than ``forward`` (the ELBO calls ``model.loss``)."""
+    """The loss of a batch as the forward of a module, the one DistributedDataParallel wraps: DDP
+    synchronises gradients of what its forward computed only, and objectives call methods other than
+    ``forward`` (the ELBO calls ``model.loss``); the penalty is computed here too, as it may read parameters
+    the loss does not (a latent classifier's decoder).
 
-    def __init__(self, model: torch.nn.Module, objective: Objective):
+    ``forward(inputs, targets, context)`` returns (the objective's loss, its outputs or None, the loss plus
+    ``penalty_weight * model.penalty()``)."""
+
+    def __init__(self, model: torch.nn.Module, objective: Objective, penalty_weight: float):
         super().__init__()
-        self.model, self.objective = model, objective
+        self.model, self.objective, self.penalty_weight = model, objective, penalty_weight
 
     def forward(self, inputs, targets, context: dict):
-        return self.objective.training_loss(self.model, inputs, targets, context)
+        loss, outputs = self.objective.training_loss(self.model, inputs, targets, context)
+        total = loss + self.penalty_weight * self.model.penalty() if self.penalty_weight > 0 else loss
+        return loss, outputs, total
 
 
 def _collective_device(device: torch.device) -> torch.device:
@@ -228,11 +234,13 @@ def fit(
     device = model_device(model)
     if isinstance(train_targets, torch.Tensor):
         train_targets = train_targets.to(device)
-    training_loss = _TrainingLoss(model, objective)
+    training_loss = _TrainingLoss(model, objective, penalty_weight)
     if world > 1:
         # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
         # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
-        training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None)
+        # find_unused_parameters: some objectives leave parameters out (the ELBO a latent model's classifier).
+        training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None,
+                                                                  find_unused_parameters=True)
     optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
                   "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
@@ -378,11 +386,10 @@ def fit(
                 targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
                 context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
                            "generator": generator}
-                loss, outputs = training_loss(inputs, targets, context)
+                loss, outputs, total = training_loss(inputs, targets, context)
                 if first_batch and outputs is not None:
                     objective.check_outputs(outputs, targets)
                     first_batch = False
-                total = loss + penalty_weight * model.penalty() if penalty_weight > 0 else loss
                 seen = total if world == 1 else _global_loss(total, weight, world)
                 for callback in callbacks:
                     callback.on_batch_loss(state, seen)

@@ -194,8 +194,17 @@ def fit_and_evaluate(
     model_options = _static_options(dict(options or {}), num_static)
     reads_static = model_options.get("static_channels") is not None
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
-    inputs = {split: build_model_inputs(model_name, ds, control, reads_static, cache=control_cache)
-              for split, ds in datasets.items()}
+    inputs = {}
+    for split, ds in datasets.items():
+        try:
+            inputs[split] = build_model_inputs(model_name, ds, control, reads_static, cache=control_cache)
+        except ValueError as err:
+            # Name the split (or test variant) and the model: the data problem is theirs, not the library's.
+            what = "split" if split in ("train", "val", "test") else "test variant"
+            raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}. A higher drop "
+                             "rate or a coarser subsample leaves samples with few or no observations; lower them, "
+                             "or give the row control options that fill unobserved channels (control: "
+                             "{unobserved_fill: 0.0}).") from err
 
     torch.manual_seed(seed)
     model = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
