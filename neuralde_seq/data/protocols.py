@@ -1,0 +1,338 @@
+"""Benchmark tasks by name: each a data protocol (loader, splits, standardisation) and a headline metric.
+
+``TASKS`` maps a task name to a :class:`Task`; :func:`load_task` runs its protocol and returns a
+:class:`TaskData`: the standardised train / validation / test splits, and a way to build robustness
+variants of the test set (other drop rates, other sampling rates).
+
+| task | loader | metric | data depend on the run's seed |
+| --- | --- | --- | --- |
+| japanese-vowels | :func:`japanese_vowels_splits` (embedded data) | accuracy | yes (drop, split) |
+| speech-commands | :func:`~neuralde_seq.data.speech_commands.load_speech_commands` | accuracy | no |
+| physionet-sepsis | :func:`~neuralde_seq.data.physionet.load_physionet_sepsis` | AUROC | no |
+| eigenworms | :func:`~neuralde_seq.data.uea.load_eigenworms` | accuracy | no |
+| character-trajectories | :func:`~neuralde_seq.data.uea.load_character_trajectories` | accuracy | no |
+| uea | :func:`~neuralde_seq.data.uea.load_uea` (option ``name``) | accuracy | no |
+
+The downloaded datasets use the papers' fixed split seed (``split_seed``, a loader option), so every
+training seed sees the same split, as in the papers' code; the embedded JapaneseVowels protocol of
+``neuralde-seq compare`` instead draws its drop and split from the run's seed.
+
+Protocol shared by all tasks (:func:`load_task`):
+
+1. the loader returns the raw splits (its own options: ``drop_rate``, ``representation``, ...);
+2. option ``subsample`` (a task option, default 1) keeps every k-th time point of every split
+   (:func:`~neuralde_seq.data.subsample`), to train at a lower sampling rate;
+3. every channel is standardised with the statistics of the training split's observed values
+   (:func:`~neuralde_seq.data.channel_statistics`), and static features, where present, column by column
+   with the training split's mean and std (DESIGN.md section 9; Kidger et al.'s code does both), exactly
+   once: a loader that can standardise itself is called with ``normalise=False``. Channels and static
+   columns a loader declares raw (``meta["raw_channels"]``, ``meta["raw_static"]``: indices, e.g. the
+   PhysioNet observation counts and 0/1 flags) are left as they are; ``meta["standardise"]`` then gives
+   them mean 0 and std 1, so ``values * std + mean`` undoes the standardisation of every channel.
+
+The loaders are referenced directly; none of their modules has an optional dependency at import time.
+This module imports nothing from :mod:`neuralde_seq.training`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable
+
+import torch
+
+from .datasets import DatasetSplits, IrregularDataset, load_japanese_vowels, stratified_split
+from .physionet import load_physionet_sepsis
+from .speech_commands import load_speech_commands
+from .transforms import channel_statistics, drop_observations
+from .transforms import subsample as subsample_dataset
+from .uea import load_character_trajectories, load_eigenworms, load_uea
+
+__all__ = ["Task", "TaskData", "TASKS", "TASK_NAMES", "get_task", "load_task", "japanese_vowels_splits"]
+
+METRICS = ("accuracy", "auroc")
+
+
+def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fraction: float = 0.15,
+                           dtype: torch.dtype = torch.float64) -> DatasetSplits:
+    """The embedded JapaneseVowels data in the protocol of ``neuralde-seq compare`` (raw, not standardised).
+
+    1. the official UEA train (270) / test (370) split shipped in the package;
+    2. ``drop_rate`` of every sample's time points dropped (:func:`~neuralde_seq.data.drop_observations`)
+       in train (seed ``seed``) and test (seed ``seed + 1``);
+    3. the official train set split ``1 - val_fraction`` / ``val_fraction`` stratified into train and
+       validation (seed ``seed``).
+
+    Standardisation with the training part's statistics follows in :func:`load_task`.
+    """
+    if not 0.0 <= float(drop_rate) < 1.0:
+        raise ValueError(f"drop_rate must lie in [0, 1), got {drop_rate}")
+    if not 0.0 < float(val_fraction) < 1.0:
+        raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+    train_full, test = load_japanese_vowels(dtype=dtype)
+    train_full = drop_observations(train_full, drop_rate, seed=seed)
+    test = drop_observations(test, drop_rate, seed=seed + 1)
+    train, val = stratified_split(train_full, (1.0 - val_fraction, val_fraction), seed=seed)
+    return DatasetSplits(train, val, test)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A benchmark task.
+
+    Attributes:
+        name: registry name.
+        description: one line for tables and ``--help``.
+        metric: the headline test metric, "accuracy" or "auroc".
+        loader: the function returning the raw :class:`~neuralde_seq.data.DatasetSplits` (keyword
+            arguments only).
+        seed_option: the loader's keyword that receives the run's seed (its data then depend on the seed),
+            or None (the loader's own fixed split seed is used for every run).
+        standardise: standardise channels (and static features) with training statistics.
+        load_dtype: dtype the loader produces before standardisation (None: the run's dtype). The small
+            embedded data are processed in float64 as ``neuralde-seq compare`` does.
+        fixed_options: loader keyword arguments the task always sets (not options of a config), e.g.
+            ``normalise=False`` for a loader that can standardise itself: the task standardises once, with
+            the statistics of the training data, also for the test-set variants. Every loader with a
+            ``normalise`` option must get ``normalise=False`` here when ``standardise`` is True.
+    """
+
+    name: str
+    description: str
+    metric: str
+    loader: Callable[..., DatasetSplits]
+    seed_option: str | None = None
+    standardise: bool = True
+    load_dtype: torch.dtype | None = None
+    fixed_options: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
+        if not callable(self.loader):
+            raise ValueError(f"task {self.name!r}: loader must be a function, got {self.loader!r}")
+        if self.standardise and "normalise" in inspect.signature(self.loader).parameters and \
+                self.fixed_options.get("normalise") is not False:
+            # the loader would standardise first and load_task again: the double standardisation this prevents
+            raise ValueError(f"task {self.name!r}: its loader can standardise itself; set fixed_options "
+                             "normalise=False so that the data are standardised once")
+
+    @property
+    def data_depend_on_seed(self) -> bool:
+        return self.seed_option is not None
+
+    def load_function(self) -> Callable[..., DatasetSplits]:
+        """The loader function (``loader``)."""
+        return self.loader
+
+    def option_names(self) -> tuple[str, ...]:
+        """Options a config may set in ``task_options``: the loader's keyword arguments (minus those the
+        task sets itself) plus ``subsample``."""
+        params = inspect.signature(self.load_function()).parameters
+        reserved = {"dtype", self.seed_option, *self.fixed_options}
+        names = [p for p, spec in params.items()
+                 if p not in reserved and spec.kind in (spec.KEYWORD_ONLY, spec.POSITIONAL_OR_KEYWORD)]
+        return tuple(names) + ("subsample",)
+
+
+_TASK_LIST = [
+    Task("japanese-vowels", "UEA JapaneseVowels (embedded): 9 speakers, 12 LPC channels", "accuracy",
+         japanese_vowels_splits, seed_option="seed", load_dtype=torch.float64),
+    Task("speech-commands", "Speech Commands v0.02, 10 words (MFCC or raw audio)", "accuracy",
+         load_speech_commands, fixed_options={"normalise": False}),
+    Task("physionet-sepsis", "PhysioNet 2019 sepsis prediction, first 72 h (AUROC)", "auroc",
+         load_physionet_sepsis, fixed_options={"normalise": False}),
+    Task("eigenworms", "UEA EigenWorms: 5 classes, length 17,984", "accuracy", load_eigenworms),
+    Task("character-trajectories", "UEA CharacterTrajectories: 20 characters, 3 channels", "accuracy",
+         load_character_trajectories),
+    Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea),
+]
+TASKS: dict[str, Task] = {task.name: task for task in _TASK_LIST}
+TASK_NAMES = tuple(TASKS)
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def _check_subsample(factor: Any, what: str = "subsample") -> int:
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise ValueError(f"{what} must be a positive integer, got {factor!r}")
+    return factor
+
+
+def _declared_raw(datasets: tuple[IrregularDataset, ...], key: str, width: int) -> list[int]:
+    """The indices a loader declares raw in ``meta[key]`` (the same in every split), checked."""
+    declared = [ds.meta.get(key, []) for ds in datasets]
+    raw = declared[0]
+    if any(d != raw for d in declared[1:]):
+        raise ValueError(f"the splits of {datasets[0].name!r} declare different meta[{key!r}]: {declared}")
+    if not isinstance(raw, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) for i in raw) \
+            or len(set(raw)) != len(raw) or any(not 0 <= i < width for i in raw):
+        raise ValueError(f"meta[{key!r}] of {datasets[0].name!r} must list distinct indices in [0, {width}), "
+                         f"got {raw!r}")
+    return sorted(raw)
+
+
+def _scale(tensor: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    # in float64: a raw column (mean 0, std 1) comes back bit for bit
+    return ((tensor.to(torch.float64) - mean.to(tensor.device)) / std.to(tensor.device)).to(tensor.dtype)
+
+
+def _standardise_splits(train: IrregularDataset, *others: IrregularDataset) -> tuple[IrregularDataset, ...]:
+    """Standardise channels (and static features, column by column) with the training split's statistics.
+
+    Statistics: mean and population std of the observed (non-NaN) training values; a constant column is
+    only centred. Columns declared raw (``meta["raw_channels"]``, ``meta["raw_static"]``) keep their
+    values and get mean 0, std 1 in ``meta["standardise"]`` / ``meta["standardise_static"]``.
+
+    Args:
+        train: the split whose statistics are used; values (N, T, C), static (N, S) or None.
+        others: splits with the same C (and S).
+
+    Returns:
+        ``(train, *others)`` standardised, as new datasets.
+    """
+    datasets = (train, *others)
+    for ds in others:
+        if ds.num_channels != train.num_channels:
+            raise ValueError(f"a split to standardise has {ds.num_channels} channels, the training split "
+                             f"{train.num_channels}")
+    raw = _declared_raw(datasets, "raw_channels", train.num_channels)
+    keep = [c for c in range(train.num_channels) if c not in raw]
+    mean = torch.zeros(train.num_channels, dtype=torch.float64)
+    std = torch.ones(train.num_channels, dtype=torch.float64)
+    if keep:
+        mean[keep], std[keep] = channel_statistics(train.replace(values=train.values[..., keep]))
+    s_mean = s_std = None
+    if train.static is not None:
+        width = train.static.shape[1]
+        if any(ds.static is None or ds.static.shape[1] != width for ds in others):
+            raise ValueError("every split must carry the training split's static features")
+        raw_static = _declared_raw(datasets, "raw_static", width)
+        keep_static = [c for c in range(width) if c not in raw_static]
+        s_mean = torch.zeros(width, dtype=torch.float64)
+        s_std = torch.ones(width, dtype=torch.float64)
+        if keep_static:
+            s = train.static[:, keep_static].to(torch.float64)
+            observed = ~torch.isnan(s)
+            count = observed.sum(dim=0)
+            empty = [keep_static[i] for i in torch.nonzero(count == 0).flatten().tolist()]
+            if empty:
+                raise ValueError(f"static feature(s) {empty} of the training set have no observed value")
+            zero = torch.zeros((), dtype=s.dtype)
+            column_mean = torch.where(observed, s, zero).sum(dim=0) / count
+            column_std = torch.sqrt(torch.where(observed, (s - column_mean) ** 2, zero).sum(dim=0) / count)
+            s_mean[keep_static] = column_mean
+            s_std[keep_static] = torch.where(column_std > 0, column_std, torch.ones_like(column_std))
+    out = []
+    for ds in datasets:
+        meta = dict(ds.meta)
+        meta["standardise"] = {"mean": mean.tolist(), "std": std.tolist()}
+        static = ds.static
+        if s_mean is not None:
+            static = _scale(ds.static, s_mean, s_std)
+            meta["standardise_static"] = {"mean": s_mean.tolist(), "std": s_std.tolist()}
+        out.append(ds.replace(values=_scale(ds.values, mean, std), static=static, meta=meta))
+    return tuple(out)
+
+
+@dataclasses.dataclass
+class TaskData:
+    """The data of one task for one run: ``splits`` (standardised, in the requested dtype) and the
+    means to build test-set variants with :meth:`test_variant`.
+
+    Attributes:
+        task: the :class:`Task`.
+        splits: standardised :class:`~neuralde_seq.data.DatasetSplits`.
+        options: the task options used (loader options and ``subsample``).
+        seed: the seed given to a seed-dependent loader, else None.
+    """
+
+    task: Task
+    splits: DatasetSplits
+    options: dict
+    seed: int | None
+    _raw_train: IrregularDataset = dataclasses.field(repr=False, default=None)
+    _raw_test: IrregularDataset = dataclasses.field(repr=False, default=None)  # before subsampling
+    _loader_kwargs: dict = dataclasses.field(repr=False, default_factory=dict)
+    _dtype: torch.dtype = torch.float32
+
+    def info(self) -> dict:
+        train, val, test = self.splits
+        return {"task": self.task.name, "description": self.task.description, "metric": self.task.metric,
+                "num_train": len(train), "num_val": len(val), "num_test": len(test),
+                "channels": train.num_channels, "classes": train.num_classes,
+                "static_features": 0 if train.static is None else train.static.shape[1],
+                "max_length": int(train.lengths.max()), "options": dict(self.options), "seed": self.seed}
+
+    def test_variant(self, *, drop_rate: float | None = None, subsample: int | None = None) -> IrregularDataset:
+        """The test set the task would give with ``drop_rate`` and/or ``subsample`` replaced, standardised
+        with the *training* split's statistics (of the data the model was trained on).
+
+        Both are absolute, not relative to the training options: ``drop_rate=0.5`` drops 50 % of the
+        original test observations (the loader's own drop protocol and seed), ``subsample=1`` is the full
+        sampling rate even for a model trained with ``subsample: 2``. The drop comes first, then the
+        subsampling. None keeps the training-time value.
+        """
+        test = self._raw_test
+        if drop_rate is not None and drop_rate != self._loader_kwargs.get("drop_rate", 0.0):
+            kwargs = {**self._loader_kwargs, "drop_rate": drop_rate}
+            test = self.task.load_function()(**kwargs).test
+            base = self._raw_test
+            # The variant must hold the same test samples, only other observations dropped.
+            if len(test) != len(base) or not torch.equal(test.labels, base.labels) or \
+                    not torch.equal(test.lengths, base.lengths):
+                raise RuntimeError(f"task {self.task.name!r}: the test set loaded with drop_rate={drop_rate} "
+                                   "holds different samples from the training-time test set")
+        factor = self.options.get("subsample", 1) if subsample is None else _check_subsample(subsample)
+        if factor != 1:
+            test = subsample_dataset(test, factor)
+        if self.task.standardise:
+            test = _standardise_splits(self._raw_train, test)[1]
+        return test.to(dtype=self._dtype)
+
+
+def load_task(name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32, progress: bool = True,
+              **options) -> TaskData:
+    """Run the protocol of task ``name`` (see the module docstring) and return its :class:`TaskData`.
+
+    Arguments:
+        name: a name in :data:`TASKS` (positional only: ``name=`` is the uea task's dataset option).
+        seed: the run's seed, used by tasks whose data depend on it (japanese-vowels); ignored otherwise.
+        dtype: floating dtype of the returned splits.
+        progress: show the loader's download / preprocessing progress, where it has any.
+        **options: the task's options (:meth:`Task.option_names`): its loader's keyword arguments (e.g.
+            ``drop_rate``, ``representation``, ``name``, ``cache_dir``, ``remotes``) and ``subsample``.
+    """
+    task = get_task(name)
+    loader = task.load_function()
+    known = task.option_names()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for task {name!r}; its options: {', '.join(known)}")
+    options = dict(options)
+    factor = _check_subsample(options.pop("subsample", 1))
+    params = inspect.signature(loader).parameters
+    kwargs = {**options, **task.fixed_options}
+    kwargs["dtype"] = task.load_dtype or dtype
+    if task.seed_option is not None:
+        kwargs[task.seed_option] = int(seed)
+    if "progress" in params and "progress" not in kwargs:
+        kwargs["progress"] = progress
+    raw = loader(**kwargs)
+    if not isinstance(raw, DatasetSplits):
+        raise TypeError(f"the loader of task {name!r} returned {type(raw).__name__}, not DatasetSplits")
+    raw_test = raw.test
+    if factor != 1:
+        raw = DatasetSplits(*(subsample_dataset(ds, factor) for ds in raw))
+    splits = tuple(raw)
+    if task.standardise:
+        splits = _standardise_splits(*splits)
+    splits = DatasetSplits(*(ds.to(dtype=dtype) for ds in splits))
+    return TaskData(task=task, splits=splits, options={**options, "subsample": factor},
+                    seed=int(seed) if task.data_depend_on_seed else None, _raw_train=raw.train, _raw_test=raw_test,
+                    _loader_kwargs=kwargs, _dtype=dtype)
