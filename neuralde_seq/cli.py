@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seeds", type=_parse_seeds, default=None, help="comma-separated seeds (default: the config's)")
     bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
     bench.add_argument("--max-steps", type=_positive_int, default=None,
-                       help="smoke test: stop every run after N optimizer steps (marked SMOKE RUN, not results)")
+                       help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)")
     _run_options(bench)
     return parser
 

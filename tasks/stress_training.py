@@ -173,10 +173,11 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
     checkpoint_path = Path(checkpoint_path)
     if resume and not checkpoint_path.exists():
         raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
-    callbacks: list[Callback] = [StopWhen(lambda record: solved(_metrics_of(record)), reason="solved")]
+    callbacks: list[Callback] = [StopWhen(lambda record: solved(_metrics_of(record)), reason="solved"),
+                                 _LogEvaluations(describe)]
+    # Last: fit restores callbacks' states by position, and --max-minutes may differ on resumption.
     if max_minutes is not None:
         callbacks.append(TimeLimit(max_minutes))
-    callbacks.append(_LogEvaluations(describe))
     history = fit(model, objective, train, val=test, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                   grad_clip=grad_clip, penalty_weight=penalty_weight, eval_every=eval_every,
                   eval_batch_size=eval_batch_size, callbacks=callbacks, resume_path=checkpoint_path, resume=resume,

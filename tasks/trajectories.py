@@ -234,7 +234,7 @@ class _TaskObjective(Objective):
     """Shared by the tasks' objectives: the KL warm-up of the latent models and the target check.
 
     Arguments:
-        kl_warmup_epochs: the KL weight rises linearly from 0 to 1 over this many epochs of optimizer steps
+        kl_warmup_epochs: the KL weight rises linearly from 0 to 1 over this many epochs of training steps
             (0: weight 1 throughout; the sequence models have no KL term).
     """
 
@@ -242,7 +242,7 @@ class _TaskObjective(Objective):
         self.kl_warmup_epochs = kl_warmup_epochs
 
     def kl_weight(self, context: dict) -> float:
-        # fit's context gives the optimizer steps so far and the steps of an epoch.
+        # fit's context gives the steps taken so far and the steps of an epoch.
         return kl_warmup_weight(context["step"], self.kl_warmup_epochs * context["steps_per_epoch"])
 
     def check_targets(self, targets, num_samples: int, name: str = "targets"):

@@ -36,7 +36,7 @@ __all__ = ["Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen"
 class FitState:
     """What callbacks see of a running :func:`~neuralde_seq.training.fit`.
 
-    ``epoch`` (1-based, the epoch in progress), ``step`` (optimizer steps so far), ``history`` (the records
+    ``epoch`` (1-based, the epoch in progress), ``step`` (training steps so far), ``history`` (the records
     so far, see :func:`~neuralde_seq.training.fit`), ``stop_reason`` (set it to stop at the next chance),
     ``is_main`` (rank 0 of a distributed run, or the only process: the one that writes files).
     """
@@ -264,7 +264,7 @@ def _all_finite(tensors) -> bool:
 
 
 class DivergenceGuard(Callback):
-    """Declare the run diverged, before any optimizer step is taken with bad numbers, when
+    """Declare the run diverged, before any training step is taken with bad numbers, when
 
     - a training loss is NaN or infinite;
     - a gradient is NaN or infinite (checked before clipping, which cannot make it finite: NaN stays NaN
@@ -293,7 +293,7 @@ class DivergenceGuard(Callback):
 
     def on_evaluation(self, state, record):
         if not _all_finite([p.detach() for p in state.model.parameters()]):
-            raise Divergence("non-finite parameter after the optimizer steps")
+            raise Divergence("non-finite parameter after the training steps")
         loss = record.get("train_loss")
         if loss is None or self.explosion_factor is None:
             return

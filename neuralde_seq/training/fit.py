@@ -9,8 +9,11 @@ Distributed data parallel: when ``torch.distributed`` is initialised with more t
 process draws the same batch order, takes its share ``batch[rank::world]`` of each global batch and the
 model is wrapped in :class:`torch.nn.parallel.DistributedDataParallel`; each share's loss is weighted so
 that the averaged gradient equals the gradient of the mean loss over the global batch (a process whose
-share is empty, in a last batch smaller than the number of processes, runs one sample with weight 0).
-Training statistics and evaluation outputs are gathered over the processes; only rank 0 writes files.
+share is empty, in a last batch smaller than the number of processes, runs one sample with weight 0);
+exact for a loss that is a mean over samples, approximate for a mean over steps or observed values.
+Training statistics and evaluation outputs are gathered over the processes (an objective with its own
+``evaluate`` is evaluated on rank 0); callbacks see the global batch's loss, rank 0 decides when to stop,
+and only rank 0 writes files. :mod:`~neuralde_seq.training.distributed` starts such process groups.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ class TrainingDiverged(RuntimeError):
     """A run stopped because its loss, gradients or parameters became non-finite or its loss exploded.
 
     Before it is raised, the model (and optimizer) hold the last good state (the last evaluation's, or the
-    initial weights). Attributes: ``epoch`` and ``step`` (1-based, step counts optimizer steps over the
+    initial weights). Attributes: ``epoch`` and ``step`` (1-based, step counts training steps over the
     whole run) where it happened, ``reason``, ``checkpoint_path`` (the resume checkpoint, if any),
     ``checkpoint_epoch`` (epoch of the restored state, 0 = before training) and ``history``.
     """
@@ -137,8 +140,14 @@ def _gather_outputs(local, index_local: torch.Tensor, objective: Objective, worl
 def _evaluate(model, objective: Objective, data, batch_size: int, world: int, rank: int) -> dict:
     inputs, targets = data
     n = len(inputs)
-    if world == 1 or type(objective).evaluate is not Objective.evaluate:
+    if world == 1:
         return objective.evaluate(model, inputs, targets, batch_size)
+    if type(objective).evaluate is not Objective.evaluate:
+        # An objective's own evaluation (the ELBO's, which samples) runs on rank 0 and every rank reports
+        # its metrics: ranks must agree on them (checkpoint selection, early stopping).
+        metrics = [objective.evaluate(model, inputs, targets, batch_size) if rank == 0 else None]
+        dist.broadcast_object_list(metrics, src=0)
+        return metrics[0]
     # Each rank scores its share; the outputs are gathered so that every rank computes the same metrics.
     index = torch.arange(n)[rank::world]
     local = predict(model, inputs, batch_size, objective, index=index) if index.numel() else None
@@ -180,13 +189,13 @@ def fit(
             tensor), N samples; targets as the objective expects (checked before training), or None.
         val: ``(inputs, targets)`` evaluated at every evaluation (metrics ``val_<name>``); None: none.
         epochs: passes over the training data. lr, weight_decay: Adam's.
-        batch_size: samples per optimizer step (global over processes); the last batch may be smaller.
+        batch_size: samples per training step (global over processes); the last batch may be smaller.
         seed: seeds torch's global RNG (+ rank) at the start and the data-order generator.
         grad_clip: max gradient norm, or None. penalty_weight: weight of ``model.penalty()`` in the loss.
-        eval_every: evaluate every this many optimizer steps as well as at the end of every epoch
+        eval_every: evaluate every this many training steps as well as at the end of every epoch
             (None: at the end of every epoch only).
         eval_batch_size: batch size of evaluation (default ``batch_size``).
-        max_steps: stop after this many optimizer steps (a smoke run: ``history["smoke"]`` is True).
+        max_steps: stop after this many training steps (a smoke run: ``history["smoke"]`` is True).
         callbacks: :class:`~neuralde_seq.training.callbacks.Callback` objects, called in order. A
             :class:`~neuralde_seq.training.callbacks.DivergenceGuard` is added unless one is given.
         resume_path: the resume checkpoint, written after every evaluation (model, optimizer, loop state,
@@ -274,8 +283,10 @@ def fit(
         history.update(saved["history"])
         loop.update(saved["loop"])
         state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
-        for callback, callback_state in zip(callbacks, saved["callbacks"]):
-            callback.load_state_dict(callback_state)
+        states = saved["callbacks"]
+        for key, callback in _callback_keys(callbacks):
+            if key in states:
+                callback.load_state_dict(states[key])
         restore_rng_states(generator, saved["rng"])
         history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
         # A run cut short by a smaller `epochs`, or stopped by its wall-time limit (TimeLimit), continues.
@@ -293,7 +304,7 @@ def fit(
                 # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
                 "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
                 "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator), "config": run_config,
-                "callbacks": [c.state_dict() for c in callbacks]}
+                "callbacks": {key: c.state_dict() for key, c in _callback_keys(callbacks)}}
 
     last_good = {"state": None, "epoch": history["epoch"][-1] if history["epoch"] else 0}
 
@@ -354,7 +365,7 @@ def fit(
             if replaced is not None:
                 restored_epoch, restored_path = replaced
         where = f" from {restored_path}" if restored_path is not None else ""
-        message = (f"training diverged at epoch {state.epoch}, optimizer step {state.step + 1}: {error.reason}. "
+        message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
                    f"Restored the last good weights (epoch {restored_epoch}){where}. "
                    f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
         history["stopped_by"] = "diverged"
@@ -389,6 +400,10 @@ def fit(
                 loss, outputs, total = training_loss(inputs, targets, context)
                 if first_batch and outputs is not None:
                     objective.check_outputs(outputs, targets)
+                    # Every label of both splits against the model's output width, before the first step.
+                    objective.check_target_range(outputs, train_targets, "train targets")
+                    if val is not None:
+                        objective.check_target_range(outputs, val[1], "val targets")
                     first_batch = False
                 seen = total if world == 1 else _global_loss(total, weight, world)
                 for callback in callbacks:
@@ -452,6 +467,16 @@ def fit(
     for callback in callbacks:
         callback.on_fit_end(state)
     return history
+
+
+def _callback_keys(callbacks):
+    """(key, callback) pairs: the class name and its occurrence, so a resumed call with callbacks in another
+    order (or without some) gives each saved state to the callback it belongs to."""
+    seen: dict[str, int] = {}
+    for callback in callbacks:
+        name = type(callback).__name__
+        seen[name] = seen.get(name, 0) + 1
+        yield f"{name}#{seen[name]}", callback
 
 
 def _device(tensor) -> torch.device:

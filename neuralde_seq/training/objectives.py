@@ -128,7 +128,7 @@ class Objective:
     def training_loss(self, model: torch.nn.Module, inputs, targets, context: dict) -> tuple[torch.Tensor, Any]:
         """(mean loss of the batch, outputs for the training statistics or None).
 
-        ``context`` holds ``epoch``, ``step`` (optimizer steps so far), ``steps_per_epoch`` and ``generator``
+        ``context`` holds ``epoch``, ``step`` (training steps so far), ``steps_per_epoch`` and ``generator``
         (the data-order generator, for objectives that draw at random)."""
         outputs = self.forward(model, inputs)
         return self.loss(outputs, targets), outputs
@@ -154,6 +154,10 @@ class Objective:
 
     def check_outputs(self, outputs, targets) -> None:
         """Checked on the first training batch, before any step: outputs and targets fit together."""
+
+    def check_target_range(self, outputs, targets, name: str) -> None:
+        """Checked on the first training batch for every target of a split: e.g. class indices within the
+        output width (a label out of range must not surface as an indexing error after training steps)."""
 
 
 def _device_of(x) -> torch.device:
@@ -223,6 +227,9 @@ class Classification(Objective):
                              f"{tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__}")
         _check_class_indices(targets, "labels", outputs.shape[1])
 
+    def check_target_range(self, outputs, targets, name):
+        _check_class_indices(targets, name, outputs.shape[-1])
+
     def loss(self, outputs, targets):
         return F.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
@@ -288,6 +295,9 @@ class PerStepClassification(Objective):
     def check_outputs(self, outputs, targets) -> None:
         targets = self._align(outputs, targets)
         _check_class_indices(targets, "targets", outputs.shape[-1], self.ignore_index)
+
+    def check_target_range(self, outputs, targets, name):
+        _check_class_indices(targets, name, outputs.shape[-1], self.ignore_index)
 
     def loss(self, outputs, targets):
         targets = self._align(outputs, targets)
@@ -370,7 +380,7 @@ class Regression(Objective):
 class ELBO(Objective):
     """Variational training of a latent model (:class:`~neuralde_seq.LatentODE`): minimise the negative
     ELBO per observed value (``model.loss``), with the KL weight raised linearly from 0 to 1 over the
-    first ``kl_warmup_steps`` optimizer steps.
+    first ``kl_warmup_steps`` training steps.
 
     Targets: None (reconstruct the inputs) or :class:`~neuralde_seq.Observations` to predict, sliced with
     the inputs. Metrics: ``elbo`` per observed value over the split (larger is better) and ``loss`` = −elbo.

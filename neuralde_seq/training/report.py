@@ -167,7 +167,7 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     table = results_table(summaries, variants)
     notes = []
     if smoke:
-        notes.append(f"SMOKE RUN: every run stopped after {max_steps} optimizer steps. These numbers test that the "
+        notes.append(f"SMOKE RUN: every run stopped after {max_steps} training steps. These numbers test that the "
                      "config runs; they are not results.")
     notes += [
         f"Task {cfg['task']} ({task_description}); task options {cfg['task_options'] or '{}'}; "

@@ -323,7 +323,7 @@ def run_benchmark(
             ``cache_dir``, ``remotes``, ``offline``); not written to the results.
         models: run only the rows whose label or model name is listed.
         seeds: replace the config's seeds.
-        max_steps: stop each run after this many optimizer steps: a smoke run of the config, marked as such
+        max_steps: stop each run after this many training steps: a smoke run of the config, marked as such
             and never aggregated with full runs.
         resume: reuse finished runs and continue interrupted ones whose fingerprint matches (module docstring).
         progress: tqdm progress bars over runs and epochs.

@@ -87,7 +87,7 @@ def train_classifier(
 
     ``patience``: stop after this many epochs without improvement, or None. ``penalty_weight``: weight of
     ``model.penalty()`` in the loss. ``grad_clip``: max gradient norm or None. ``max_steps``: a smoke run of
-    at most this many optimizer steps (marked ``history["smoke"]``). ``num_classes``: if given, labels are
+    at most this many training steps (marked ``history["smoke"]``). ``num_classes``: if given, labels are
     range-checked before training (otherwise against the logits' width at the first batch).
 
     Resuming: a resume checkpoint (``last_checkpoint_path``, default ``<checkpoint>.last.pt``) is written
