@@ -144,13 +144,10 @@ def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], mode
     kwargs = dict(config=config, out_dir=out, overrides=overrides, models=models, seeds=seeds, max_steps=max_steps,
                   resume=args.resume, progress=not args.no_progress, device=args.device, dtype=args.dtype,
                   threads=args.threads)
-    if args.nproc > 1:
-        from .training.distributed import run_benchmark_distributed
+    # One process, --nproc N local processes, or the processes torchrun started.
+    from .training.distributed import run_benchmark_distributed
 
-        return run_benchmark_distributed(args.nproc, **kwargs)
-    from .training.runner import run_benchmark
-
-    return run_benchmark(**kwargs)
+    return run_benchmark_distributed(args.nproc, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,7 @@ group of more than one process is initialised (see its module docstring). This m
 
       torchrun --nproc_per_node N -m neuralde_seq bench CONFIG [--device cuda]
 
-The batch size of a config stays the *global* batch size: with N processes every optimizer step still
+The batch size of a config stays the *global* batch size: with N processes every training step still
 sees ``batch_size`` samples, ``batch_size / N`` per process, and the gradient is that of one process.
 """
 from __future__ import annotations
@@ -209,9 +209,9 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
         **run_benchmark_kwargs: :func:`run_benchmark`'s arguments (``config``, ``out_dir``, ``device``, ...);
             picklable, as they travel to the processes.
 
-    Returns rank 0's results (under torchrun, every process returns its own, identical up to timings).
+    Returns rank 0's results (under torchrun: what run_benchmark returns in this process).
     """
-    from .runner import run_benchmark
+    from .runner import apply_overrides, load_config, run_benchmark, validate_config
 
     device = run_benchmark_kwargs.get("device") or "cpu"
     if launched_by_torchrun():
@@ -227,5 +227,8 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
                 shutdown()
     if nproc is None or nproc == 1:
         return run_benchmark(**run_benchmark_kwargs)
+    # A bad config raises ConfigError here, as with one process, not as the failure of N processes.
+    validate_config(apply_overrides(load_config(run_benchmark_kwargs["config"]),
+                                    run_benchmark_kwargs.get("overrides", ())))
     return launch(_benchmark_worker, nproc, (run_benchmark_kwargs,), device=device,
                   threads=run_benchmark_kwargs.get("threads"))[0]

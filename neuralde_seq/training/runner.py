@@ -233,7 +233,8 @@ def fit_and_evaluate(
             desc=desc or model_name,
         )
     except TrainingDiverged as err:
-        print(f"[{desc or model_name}] {err}", file=sys.stderr)
+        if _is_main():
+            print(f"[{desc or model_name}] {err}", file=sys.stderr)
         diverged = str(err)
         history = err.history
     train_seconds = time.perf_counter() - t0
