@@ -1,0 +1,388 @@
+"""Exact solutions of fast weight fields whose inputs are constant on every knot interval: the fast path
+:func:`solve_exact` and its reference :func:`solve_exact_reference`.
+
+On a log-signature window (or on a piece of a piecewise-linear control read only through its derivative,
+e.g. a rectilinear control with ``dx_only=True``) the key, value and learning rate of a
+:class:`~neuralde_seq.fields.FastWeightField` are constant, and each learning rule has a closed-form step
+(docs/design.md#closed-forms-on-constant-inputs, :meth:`~neuralde_seq.rules.LearningRule.exact_step`).
+
+:func:`solve_exact_reference` is the definition: a plain Python loop over the knot intervals, one call of
+``rule.exact_step`` per interval, differentiated by autograd (memory O(T · d²) per sample).
+
+:func:`solve_exact` (selected by ``SolverOptions(method="exact")`` in :func:`~neuralde_seq.solvers.solve`)
+computes the same states:
+
+1. every input-dependent quantity (keys, values, learning rates) of a segment of the sequence is computed in
+   one batched pass of the field's projections (all heads in one matmul, :meth:`FastWeightField.projections`);
+2. Hebb: sums of outer products c·h·v kᵀ;
+   Oja and pre-Delta: the affine steps M ↦ M − λ (M a) aᵀ + μ b aᵀ (:class:`~neuralde_seq.rules.RankOneUpdate`;
+   M = W or Wᵀ) one after the other over all samples and heads at once, with their adjoint written by hand
+   (:mod:`neuralde_seq.ops.affine_recurrence`, which says why they are not run as a parallel scan);
+   post-Delta: its nonlinear exact step, step by step, over the precomputed inputs;
+3. variable lengths: a step after a sample's final knot has length 0, which every closed form maps to the
+   identity, so each sample stops at its own end.
+
+tests/test_exact.py checks it against the reference (float64, values and gradients) and against torchdiffeq's
+rk4 with a step much smaller than a window (to solver accuracy).
+
+Gradients: **recomputation per checkpointed segment.** The sequence is cut into segments of ``chunk_size``
+knot intervals; the forward pass keeps only the state at each segment's start (O(T / chunk_size · d²) per
+sample) and the raw control inputs of the sequence (O(T · C)); the backward pass recomputes one segment at a
+time: its projections and activations with autograd, its states from the segment's first state, then the
+adjoint recurrence G_{t−1} = G_t A_tᵀ backwards through the segment (by hand for the affine rules, by
+autograd for post-Delta), and autograd from the steps' inputs to the projections' weights and the control.
+So no O(T · d²) (nor O(T · d_model)) tensor is kept for the backward pass. (Computing the projections once
+for the whole sequence instead, outside the segments, was measured: it saves one of their four passes but
+keeps O(T · d_model) activations alive, and the process peaked at 1.3 GB against the reference's 0.36 GB.)
+The alternative, reconstructing states backwards through the inverse steps
+(docs/design.md#closed-forms-on-constant-inputs), is exact in exact arithmetic but unstable in floating point
+for these rules: each inverse step expands the component along k (Delta) or v (Oja) by up to e^{c‖k‖²h}, so
+rounding errors grow like e^{Σ c‖k‖²h} over thousands of windows. (torchdiffeq's continuous adjoint
+reconstructs W(s) backwards in just this way, and its gradients come out NaN or wrong at 4,500 windows for Oja
+and both Deltas: docs/performance.md.)
+
+Which fields qualify: every field on a piecewise-constant control (log-signature windows, where x and x' are
+both the window's rate), and x'-only CDE fields (``dx_only=True``) on piecewise-linear controls; the standard
+CDE forms on a piecewise-linear control read X, which moves on every piece, and have no closed form
+(docs/design.md#closed-forms-on-constant-inputs). :func:`piece_inputs` checks it.
+
+Deeper models (``num_layers > 1``) are not solvable this way: the input of layer 2 is layer 1's output,
+which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
+window and has no closed form. :func:`solve_exact` refuses them with a ValueError.
+"""
+from __future__ import annotations
+
+import shutil
+
+import torch
+
+from ..controls import Control
+from ..fields import FastWeightField
+from ..rules import Delta
+from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
+
+__all__ = ["solve_exact", "solve_exact_reference", "exact_field", "piece_inputs", "default_chunk_size"]
+
+# Size of a checkpointed segment when SolverOptions.chunk_size is None, in fast weight entries per step times
+# steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
+# adjoint states too). At the EigenWorms-like shape (B 32, H 16, d 8) this gives 64 windows.
+SEGMENT_ENTRIES = 2 ** 21
+
+
+def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int:
+    """Knot intervals per checkpointed segment used when ``SolverOptions.chunk_size`` is None (the same for
+    post-Delta, ``post=True``, and the affine rules: both hold one segment's states in the backward pass)."""
+    return max(8, SEGMENT_ENTRIES // (batch * heads * head_dim * head_dim))
+
+
+def exact_field(dynamics) -> FastWeightField:
+    """The single :class:`FastWeightField` that ``dynamics`` integrates (its ``exact_field`` attribute, or the
+    dynamics itself); ValueError if there is none or its rule has no closed-form step."""
+    field = getattr(dynamics, "exact_field", dynamics)
+    if field is None:
+        raise ValueError("method='exact' solves one fast weight layer: the inputs of layers after the first are the "
+                         "previous layer's outputs, which change inside every window, so they have no closed-form "
+                         "step; use a torchdiffeq method (e.g. 'rk4') for num_layers > 1")
+    if not isinstance(field, FastWeightField):
+        raise ValueError(f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
+                         f"{type(dynamics).__name__}")
+    if not field.rule.has_exact_step:
+        raise ValueError(f"method='exact': rule {field.rule!r} has no closed-form step")
+    return field
+
+
+def piece_inputs(field: FastWeightField, control: Control, pieces: int):
+    """The field's inputs (x, x') on each of the first ``pieces`` knot intervals, (B, pieces, C) each (None
+    when the field does not read it), checked to be constant on every interval.
+
+    Piecewise-constant controls (log-signature windows) give the window's rate for both x and x', as
+    :meth:`Control.evaluate_piece` and :meth:`Control.derivative_piece` do. A piecewise-polynomial control
+    qualifies where its read parts are constant: x' of a piecewise-linear control (linear, rectilinear), or x
+    of a piecewise-constant polynomial.
+    """
+    coeffs = control.coeffs[:, :pieces]  # (B, N, 4, C)
+    if control.piecewise_constant:
+        rate = coeffs[:, :, 0]
+        return (rate if field.needs_value else None), (rate if field.needs_derivative else None)
+    x = dx = None
+    if field.needs_value:
+        if (coeffs[:, :, 1:] != 0).any():
+            raise ValueError("method='exact' needs inputs constant on every knot interval, but the field reads the "
+                             f"control's value x (key from {field.key_source!r}, value from {field.value_source!r}) "
+                             "and the control is not piecewise constant: use a log-signature control, or a "
+                             "piecewise-linear control with a field reading x' only (form='cde', dx_only=True)")
+        x = coeffs[:, :, 0]
+    if field.needs_derivative:
+        if (coeffs[:, :, 2:] != 0).any():
+            raise ValueError("method='exact' needs inputs constant on every knot interval, but the field reads x' "
+                             "of a control that is not piecewise linear: build it with method='linear' or "
+                             "'rectilinear' (or use a log-signature control)")
+        dx = coeffs[:, :, 1]
+    return x, dx
+
+
+
+
+def _projections(field: FastWeightField, x, dx):
+    """The field's (k_raw, v_raw, beta) for every step from time-major inputs (T, B, C): (T, B, H, ·) each, in one
+    batched pass (all steps and heads in one matmul)."""
+    T, B = (x if x is not None else dx).shape[:2]
+    flat = lambda t: None if t is None else t.reshape(T * B, t.shape[-1])
+    # The projections are strided slices of one matmul's output; element-wise maps (tanh above all) run several
+    # times faster on contiguous copies.
+    return tuple(t.reshape(T, B, field.n_heads, -1).contiguous() for t in field.projections(flat(x), flat(dx)))
+
+
+class _AffineSegments:
+    """Hebb, Oja and pre-Delta: the steps and their adjoint by hand (:func:`affine_forward`,
+    :func:`affine_backward`) on the steps' inputs (a, b, write[, decay]) of :meth:`RankOneUpdate`, each
+    (T, B, H, ·)."""
+
+    def __init__(self, field: FastWeightField, batch: int):
+        self.field, self.batch, self.heads = field, batch, field.n_heads
+        self.workspace = {}
+
+    def prepare(self, x, dx, h):
+        """The steps' inputs (a, b, write[, decay]), (S, B, H, ·) each, from a segment's (S, B, C) control inputs
+        and (S, B) lengths."""
+        update = self.field.rule.affine_step(*_projections(self.field, x, dx), h.view(*h.shape, 1, 1))
+        self.transposed = update.transposed
+        self.has_decay = update.decay is not None
+        self.decay_is_write = update.decay is None or update.decay is update.write
+        return (update.a, update.b, update.write) + (
+            (update.decay,) if self.has_decay and not self.decay_is_write else ())
+
+    def _unpack(self, segment):
+        a, b, write = (batch_last(t) for t in segment[:3])
+        decay = (write if self.decay_is_write else batch_last(segment[3])) if self.has_decay else None
+        return a, b, decay, write
+
+    def _to_state(self, W):  # (B, [S,] H, d_v, d_k) -> (d_b, d_a, N) or (S, d_b, d_a, N)
+        M = W.transpose(-1, -2) if self.transposed else W
+        if M.dim() == 4:
+            return M.permute(2, 3, 0, 1).reshape(M.shape[2], M.shape[3], -1).contiguous()
+        return M.permute(1, 3, 4, 0, 2).reshape(M.shape[1], M.shape[3], M.shape[4], -1).contiguous()
+
+    def _from_state(self, M):  # inverse of _to_state
+        M = M.reshape(*M.shape[:-1], self.batch, self.heads)
+        W = M.permute(2, 3, 0, 1) if M.dim() == 4 else M.permute(3, 0, 4, 1, 2)
+        return W.transpose(-1, -2) if self.transposed else W
+
+    def advance(self, W, segment, keep_states):
+        a, b, decay, write = self._unpack(segment)
+        return self._from_state(affine_forward(self._to_state(W), a, b, decay, write, keep_states))
+
+    def backward(self, W, segment, grad_out, keep_states):
+        a, b, decay, write = self._unpack(segment)
+        grad_M0, grad_a, grad_b, grad_decay, grad_write = affine_backward(
+            self._to_state(W), a, b, decay, write, self._to_state(grad_out), keep_states, self.workspace)
+        if self.has_decay and self.decay_is_write:
+            grad_write = grad_write + grad_decay
+        grads = [grad_a, grad_b, grad_write] + ([grad_decay] if len(segment) == 4 else [])
+        return self._from_state(grad_M0), [from_batch_last(g, self.heads) for g in grads]
+
+
+# ------------------------------------------------------------------------------------- post-Delta
+class _PostDeltaSegments:
+    """Post-Delta: its nonlinear exact step, step by step over the inputs of :meth:`Delta.post_step_inputs`
+    (each (T, B, H, ·)); the backward pass by autograd through one recomputed segment."""
+
+    def __init__(self, field: FastWeightField, step_fn):
+        self.field, self.step_fn = field, step_fn
+
+    def prepare(self, x, dx, h):
+        """(k, v_raw, log_decay, inv_norm_sq), (S, B, H, ·) each, from a segment's (S, B, C) control inputs and
+        (S, B) lengths."""
+        return tuple(self.field.rule.post_step_inputs(*_projections(self.field, x, dx), h.view(*h.shape, 1, 1)))
+
+    def advance(self, W, segment, keep_states):
+        states = []
+        for k, v_raw, log_decay, inv_norm_sq in zip(*segment):
+            W = self.step_fn(W, k, v_raw, log_decay, inv_norm_sq)
+            if keep_states:
+                states.append(W)
+        return torch.stack(states, dim=1) if keep_states else W
+
+    def backward(self, W, segment, grad_out, keep_states):
+        with torch.enable_grad():
+            W = W.detach().requires_grad_()
+            segment = [t.detach().requires_grad_() for t in segment]
+            out = self.advance(W, segment, keep_states)
+        grad_W, *grads = torch.autograd.grad(out, [W, *segment], grad_out, allow_unused=True)
+        return (torch.zeros_like(W) if grad_W is None else grad_W), grads
+
+
+# ------------------------------------------------------------------------------------- segments
+class _CheckpointedSegments(torch.autograd.Function):
+    """Advance W0 through the segments ``bounds`` of the steps, keeping only each segment's first state for the
+    backward pass, which recomputes one segment at a time.
+
+    ``solver`` (:class:`_AffineSegments` or :class:`_PostDeltaSegments`) has ``prepare(x, dx, h)``, a segment's
+    step inputs from its control inputs and lengths (the projections and activations, differentiable);
+    ``advance(W, prepared, keep_states)``, the final state or the states after every step (time at dim 1); and
+    ``backward(W, prepared, grad_out, keep_states)``, the gradients on W and on the prepared step inputs.
+    ``tensors`` are the control inputs present (x and/or dx as ``has`` says), then the lengths, all time-major
+    ((N, B, ·)), then the tensors ``prepare`` reads besides its arguments (the field's weights), listed so that
+    they receive gradients.
+    """
+
+    @staticmethod
+    def forward(ctx, solver, bounds, keep_states, has, W0, *tensors):
+        n_inputs = sum(has) + 1
+        inputs = tensors[:n_inputs]
+        starts, states = [], [W0.unsqueeze(1)]
+        W = W0
+        for start, stop in bounds:
+            starts.append(W)
+            out = solver.advance(W, solver.prepare(*_segment(inputs, has, start, stop)), keep_states)
+            if keep_states:
+                states.append(out)
+                W = out[:, -1]
+            else:
+                W = out
+        ctx.solver, ctx.bounds, ctx.keep_states, ctx.has = solver, bounds, keep_states, has
+        ctx.save_for_backward(torch.stack(starts, dim=1), *tensors)
+        return torch.cat(states, dim=1) if keep_states else W
+
+    @staticmethod
+    def backward(ctx, grad):
+        starts, *tensors = ctx.saved_tensors
+        n_inputs = sum(ctx.has) + 1
+        inputs, parameters = tensors[:n_inputs], tensors[n_inputs:]
+        needs = ctx.needs_input_grad[5:]
+        grad_inputs = [torch.zeros_like(t) if need else None for t, need in zip(inputs, needs)]
+        grad_parameters = [torch.zeros_like(p) if need else None for p, need in zip(parameters, needs[n_inputs:])]
+        # With keep_states the last state's gradient is in grad[:, -1], which the last segment's grad_out holds.
+        grad_W = torch.zeros_like(grad[:, -1]) if ctx.keep_states else grad
+        for i in reversed(range(len(ctx.bounds))):
+            start, stop = ctx.bounds[i]
+            if ctx.keep_states:
+                grad_out = grad[:, start + 1: stop + 1].clone()
+                grad_out[:, -1] += grad_W
+            else:
+                grad_out = grad_W
+            with torch.enable_grad():
+                pieces = [t[start:stop].detach().requires_grad_(need) for t, need in zip(inputs, needs)]
+                prepared = ctx.solver.prepare(*_segment(pieces, ctx.has, 0, stop - start))
+            grad_W, grad_prepared = ctx.solver.backward(starts[:, i], [t.detach() for t in prepared], grad_out,
+                                                        ctx.keep_states)
+            wrt = [p for p, need in zip(pieces, needs) if need] + [
+                p for p, need in zip(parameters, needs[n_inputs:]) if need]
+            used = [(t, g) for t, g in zip(prepared, grad_prepared) if g is not None and t.requires_grad]
+            if not wrt or not used:
+                continue
+            grads = iter(torch.autograd.grad([t for t, _ in used], wrt, [g for _, g in used], allow_unused=True))
+            for j, need in enumerate(needs[:n_inputs]):
+                if need:
+                    g = next(grads)
+                    if g is not None:
+                        grad_inputs[j][start:stop] += g
+            for j, need in enumerate(needs[n_inputs:]):
+                if need:
+                    g = next(grads)
+                    if g is not None:
+                        grad_parameters[j] += g
+        if ctx.keep_states:
+            grad_W = grad_W + grad[:, 0]
+        return (None, None, None, None, grad_W, *grad_inputs, *grad_parameters)
+
+
+def _segment(inputs, has, start, stop):
+    """(x, dx, h) of the steps start:stop from the time-major sequence inputs [x][, dx], h (None where absent)."""
+    parts = iter(t[start:stop] for t in inputs)
+    x = next(parts) if has[0] else None
+    dx = next(parts) if has[1] else None
+    return x, dx, next(parts)
+
+
+_COMPILED: dict = {}
+
+
+def _maybe_compiled(function, compile: bool):
+    if not compile:
+        return function
+    if function not in _COMPILED:
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
+            raise RuntimeError("SolverOptions(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
+                               "and none is on PATH: install one or leave compile=False")
+        _COMPILED[function] = torch.compile(function, dynamic=False)
+    return _COMPILED[function]
+
+
+def _sequence(field: FastWeightField, control: Control, initial: torch.Tensor):
+    """What both solvers step through: W0 (B, H, d, d) from ``initial``; the field's inputs x, dx (B, N, C) or
+    None (:func:`piece_inputs`) on the N = max(end_index) knot intervals; and the step lengths (B, N) in
+    ``initial``'s dtype, 0 after each sample's final knot."""
+    batch, H, d = control.batch_size, field.n_heads, field.head_dim
+    if initial.shape[0] != batch or initial[0].numel() != H * d * d:
+        raise ValueError(f"initial must have shape (B={batch}, ...) with {H}·{d}² fast weight entries per sample, got "
+                         f"{tuple(initial.shape)}")
+    pieces = int(control.end_index.max())
+    x, dx = piece_inputs(field, control, pieces)
+    knots = control.knots[: pieces + 1].to(initial.dtype)
+    active = torch.arange(pieces, device=knots.device).unsqueeze(0) < control.end_index.unsqueeze(1)
+    lengths = (knots[1:] - knots[:-1]).unsqueeze(0) * active.to(knots.dtype)
+    return initial.reshape(batch, H, d, d), x, dx, lengths
+
+
+def solve_exact_reference(dynamics, control: Control, initial: torch.Tensor, *, at_knots: bool = False) -> torch.Tensor:
+    """The definition :func:`solve_exact` computes faster: ``W ← rule.exact_step(W, *field.projections(x_j,
+    dx_j), h_j)`` for every knot interval j in a Python loop, differentiated by autograd (it keeps every state).
+
+    Arguments and result as :func:`solve_exact` (dynamics, control with batch size B, initial (B, ...) with
+    H·d_head² entries per sample, at_knots), without ``options``.
+    """
+    field = exact_field(dynamics)
+    W, x, dx, lengths = _sequence(field, control, initial)
+    states = [W]
+    for j in range(lengths.shape[1]):
+        inputs = (None if x is None else x[:, j], None if dx is None else dx[:, j])
+        W = field.rule.exact_step(W, *field.projections(*inputs), lengths[:, j].view(-1, 1, 1))
+        states.append(W)
+    if at_knots:
+        return torch.stack(states, dim=1).reshape(control.batch_size, len(states), *initial.shape[1:])
+    return W.reshape(initial.shape)
+
+
+def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, at_knots: bool = False) -> torch.Tensor:
+    """Solve a fast weight field exactly on a control whose field inputs are constant on each knot interval.
+
+    Arguments:
+        dynamics: a :class:`FastWeightField`, or a module whose ``exact_field`` attribute is one (a one-layer
+            :class:`~neuralde_seq.models.FastWeightNetwork`'s dynamics; None for deeper models, refused).
+        control: the control, batch size B; see :func:`piece_inputs` for which controls qualify.
+        initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
+            H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
+        options: :class:`~neuralde_seq.solvers.SolverOptions` with method "exact" (``chunk_size`` and
+            ``compile`` are read).
+        at_knots: as in :func:`~neuralde_seq.solvers.solve`.
+
+    Returns:
+        (B, ...) each sample's state at its own final knot, or (B, K, ...) the states at the knots
+        0..max(end_index) (constant after a sample's end), "..." the shape of ``initial[0]``.
+    """
+    field = exact_field(dynamics)
+    batch, H, d = control.batch_size, field.n_heads, field.head_dim
+    W0, x, dx, lengths = _sequence(field, control, initial)
+    pieces = lengths.shape[1]
+    rule = field.rule
+    post = isinstance(rule, Delta) and rule.post
+    chunk = options.chunk_size or default_chunk_size(post, batch, H, d)
+    if post:
+        solver = _PostDeltaSegments(field, _maybe_compiled(Delta.post_step, options.compile))
+    else:
+        if options.compile:
+            raise ValueError("SolverOptions(compile=True) compiles post-Delta's step function only; "
+                             f"{rule!r} is solved by element-wise steps with a hand-written adjoint, which are not "
+                             "compiled: leave compile=False")
+        solver = _AffineSegments(field, batch)
+    # Time-major inputs, so that a segment of the steps is a contiguous slice.
+    sources = [t.transpose(0, 1).contiguous() for t in (x, dx) if t is not None]
+    has = (x is not None, dx is not None)
+    bounds = tuple((start, min(start + chunk, pieces)) for start in range(0, pieces, chunk))
+    parameters = [p for p in field.parameters()]
+    out = _CheckpointedSegments.apply(solver, bounds, at_knots, has, W0, *sources, lengths.t(),
+                                      *parameters)
+    if at_knots:
+        return out.reshape(batch, pieces + 1, *initial.shape[1:])
+    return out.reshape(initial.shape)
