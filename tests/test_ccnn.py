@@ -5,9 +5,8 @@ import math
 import pytest
 import torch
 
-from neuralde_seq.models.ccnn import (
-    CCNN, MAGNet, SeparableFlexConv, cropped_length, gaussian_mask, kernel_positions,
-)
+from neuralde_seq.models.ccnn import CCNN, SeparableFlexConv
+from neuralde_seq.models.kernel_networks import MAGNet, cropped_length, gaussian_mask, kernel_positions
 from neuralde_seq.controls import build_control
 from neuralde_seq.observations import Observations
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from neuralde_seq.controls import build_control
-from neuralde_seq.models.ckconv import CKCNN, CKConv, SirenKernel, WeightNormLinear, grid_inputs
+from neuralde_seq.models.ckconv import CKCNN, CKConv, grid_inputs
+from neuralde_seq.models.kernel_networks import SirenKernel, WeightNormLinear
 from neuralde_seq.observations import Observations
 
 D = torch.float64

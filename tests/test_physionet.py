@@ -8,7 +8,8 @@ from fixtures_physionet import HEADER, write_physionet_archives
 
 import neuralde_seq.data.physionet as physionet
 from neuralde_seq.data import num_dropped
-from neuralde_seq.data.download import ChecksumError, CorruptCacheError, DataUnavailableError, RemoteFile
+from neuralde_seq.data.cache_integrity import ChecksumError
+from neuralde_seq.data.download import CorruptCacheError, DataUnavailableError, RemoteFile
 from neuralde_seq.data.physionet import load_physionet_sepsis, parse_psv
 
 

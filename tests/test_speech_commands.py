@@ -8,7 +8,8 @@ from fixtures_speech import write_speech_commands_archive
 from test_audio import reference_mfcc
 
 from neuralde_seq.data import num_dropped
-from neuralde_seq.data.download import ChecksumError, CorruptCacheError, DataUnavailableError, RemoteFile
+from neuralde_seq.data.cache_integrity import ChecksumError
+from neuralde_seq.data.download import CorruptCacheError, DataUnavailableError, RemoteFile
 from neuralde_seq.data.speech_commands import load_speech_commands
 
 

@@ -6,8 +6,9 @@ is :mod:`neuralde_seq.data.protocols`; import it from there (it is not re-export
 
 from .arff import parse_arff, read_arff
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split
-from .download import (ChecksumError, CorruptCacheError, DataUnavailableError, RemoteFile, cached_tensors, data_dir,
-                       extract_archive, fetch)
+from .cache_integrity import ChecksumError
+from .download import CorruptCacheError, DataUnavailableError, RemoteFile, cached_tensors, data_dir, fetch
+from .extraction import extract_archive
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
 from .synthetic import ADDING_TRIVIAL_MSE, SyntheticSequences, adding_problem, copy_memory

@@ -1,4 +1,4 @@
-"""Dataset files: the cache directory, verified and resumable downloads, safe extraction, tensor caches.
+"""Dataset downloads: the cache directory, offline mode, and verified, resumable transfers (:func:`fetch`).
 
 Every loader of a public dataset goes through this module, so the rules are the same for all of them:
 
@@ -11,93 +11,61 @@ Every loader of a public dataset goes through this module, so the rules are the 
   ``.part``; a ``file://`` source is simply read again from the start). The finished file is checked
   against its SHA-256 and only then renamed to its final name, so a file under its final name is
   always complete and verified.
-* **Checksums.** A :class:`RemoteFile` pins the SHA-256 of its file where a trustworthy published value
-  exists. Where none exists (``sha256=None``) the policy is *trust on first use*: the hash of the first
-  download (or of the first file a user placed in the cache by hand) is recorded in a manifest
-  ``<filename>.sha256`` beside the file, with a warning saying so, and every later use of the file,
-  and every later download of it, is verified against that manifest. An archive (``.zip``, ``.tar``,
-  ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``) is opened and listed (zip members CRC-checked, a
-  compressed tar read to its end) *before* its hash is recorded; one that fails is deleted and never
-  recorded.
-* **Concurrency.** Everything that writes a cache entry (download, manifest, rename) happens under an
-  exclusive lock on ``<filename>.lock`` beside it (``fcntl.flock``), so of several processes fetching the
-  same file one downloads and the others wait and then reuse its verified file. The lock file is removed
-  on release.
+* **Checksums, concurrency, bad caches** (:mod:`neuralde_seq.data.cache_integrity`): a
+  :class:`RemoteFile` pins the SHA-256 of its file where a trustworthy published value exists; where
+  none exists (``sha256=None``) the policy is *trust on first use*: the first download's hash is
+  recorded in a manifest ``<filename>.sha256`` beside the file and every later use is verified against
+  it (an archive is opened and listed before its hash is recorded). Writes to a cache entry happen under
+  an exclusive lock on ``<filename>.lock``. A cached file that fails its check is refused
+  (:class:`~neuralde_seq.data.cache_integrity.ChecksumError`, :class:`CorruptCacheError`), never
+  silently replaced.
 * **Offline mode** (``offline=True`` or ``$NEURALDE_SEQ_OFFLINE`` set to 1/true/yes/on): cached files are
   used, and a missing one raises :class:`DataUnavailableError` naming the URL and the path to put the
   file at, before anything is written to disk.
-* **Bad caches are refused, never silently replaced**: a cached file whose hash differs raises
-  :class:`ChecksumError` and stays where it is (it may be the user's only copy); an unreadable archive
-  or tensor file raises :class:`CorruptCacheError` naming the file to delete.
-* **Extraction** (:func:`extract_archive`, zip and tar): members that would land outside the target
-  directory, and tar links or device files, are refused; everything is extracted into a temporary
-  sibling directory that is renamed to the target only when complete, so an interrupted extraction
-  never looks finished.
-* **Preprocessed tensors** (:func:`cached_tensors`) are computed once per key and saved atomically with
-  a checksum of their contents; an unreadable or altered file is refused.
+* **Extraction** of downloaded archives: :func:`neuralde_seq.data.extraction.extract_archive`.
+* **Preprocessed tensors** (:func:`cached_tensors`, from :mod:`neuralde_seq.cache`) are computed once per
+  key and saved atomically with a checksum of their contents; an unreadable or altered file is refused.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import http.client
 import os
 import re
-import shutil
-import tarfile
 import time
-import uuid
-import warnings
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable
+from pathlib import Path
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: _exclusive falls back to the filelock package
-    fcntl = None
-
 # The tensor cache lives in neuralde_seq.cache (log-signature controls use it too); re-exported here.
 from ..cache import TENSOR_CACHE_FORMAT, CorruptCacheError, cached_tensors  # noqa: F401
+from .cache_integrity import (_CHUNK, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, _archive_problem, _exclusive,
+                              _file_size, _manifest_path, _read_manifest, _record_first_use, _verify_cached,
+                              sha256_file)
 
 __all__ = [
-    "ChecksumError",
     "CorruptCacheError",
     "DataUnavailableError",
     "RemoteFile",
     "cached_tensors",
     "data_dir",
-    "extract_archive",
     "fetch",
     "resolve_offline",
-    "sha256_file",
 ]
 
 DATA_DIR_ENV = "NEURALDE_SEQ_DATA"
 OFFLINE_ENV = "NEURALDE_SEQ_OFFLINE"
 PART_SUFFIX = ".part"
-MANIFEST_SUFFIX = ".sha256"
-LOCK_SUFFIX = ".lock"
-# archive kinds by file name; the archive is opened and listed before its first-use hash is recorded
-_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 RETRY_BACKOFF_S = 0.5  # first pause before retrying a transfer that made no progress; doubles each time
 _TIMEOUT_S = 60.0
-_CHUNK = 1 << 20
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
 class DataUnavailableError(RuntimeError):
     """A dataset file is neither in the cache nor obtainable (offline mode, no network, server error)."""
-
-
-class ChecksumError(RuntimeError):
-    """A downloaded or cached file's SHA-256 differs from the expected one."""
 
 
 def data_dir(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -165,15 +133,6 @@ class RemoteFile:
             raise ValueError(f"size must be a non-negative integer or None, got {self.size!r}")
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hexadecimal SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 # ------------------------------------------------------------------------------------------ fetch
 class _TransientError(Exception):
     """A transfer failure worth retrying (connection dropped, timeout, server busy)."""
@@ -181,35 +140,6 @@ class _TransientError(Exception):
 
 class _PermanentError(Exception):
     """A transfer failure that a retry cannot fix (404, a missing local file, ...)."""
-
-
-def _manifest_path(target: Path) -> Path:
-    return target.with_name(target.name + MANIFEST_SUFFIX)
-
-
-def _read_manifest(manifest: Path) -> str | None:
-    if not manifest.exists():
-        return None
-    try:
-        text = manifest.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CorruptCacheError(f"checksum manifest {manifest} cannot be read ({error}); delete it together with "
-                                f"the file it describes to download that file again") from error
-    words = text.split()
-    if not words or not re.fullmatch(r"[0-9a-f]{64}", words[0]):
-        raise CorruptCacheError(f"checksum manifest {manifest} does not start with a SHA-256; delete it together "
-                                "with the file it describes to download that file again")
-    return words[0]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
 
 
 def _make_directories(directory: Path) -> list[Path]:
@@ -231,93 +161,6 @@ def _remove_if_empty(directories: list[Path]) -> None:
             directory.rmdir()
         except OSError:
             return  # not empty (or gone): leave it and its parents
-
-
-def _file_size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0
-
-
-def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
-    manifest = _manifest_path(target)
-    _write_atomically(manifest, f"{digest}  {remote.filename}\n")
-    warnings.warn(
-        f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
-        f"{manifest} (trust on first use). Every later use of this file is verified against it.",
-        stacklevel=4,
-    )
-
-
-def _archive_problem(path: Path, filename: str) -> str | None:
-    """Why ``path`` is not a readable archive of the kind its ``filename`` names, or None if it is.
-
-    Empty files are refused whatever the name (no dataset file is empty; an empty hash in a manifest is
-    what an interrupted concurrent download used to leave). Zip: the member list is read and every
-    member's CRC checked. Tar: every member header is read and a compressed stream is read to its end,
-    which checks its end-of-stream marker and CRC.
-    """
-    if _file_size(path) == 0:
-        return "the file is empty"
-    lower = filename.lower()
-    try:
-        if lower.endswith(".zip"):
-            with zipfile.ZipFile(path) as bundle:
-                if not bundle.infolist():
-                    return "the zip archive has no members"
-                bad = bundle.testzip()
-                if bad is not None:
-                    return f"zip member {bad!r} fails its CRC check"
-        elif lower.endswith(_TAR_SUFFIXES):
-            with tarfile.open(path, "r:*") as bundle:
-                if not bundle.getmembers():
-                    return "the tar archive has no members"
-                while bundle.fileobj.read(_CHUNK):  # rest of a compressed stream: end marker and CRC
-                    pass
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
-@contextlib.contextmanager
-def _exclusive(lock: Path):
-    """Hold an exclusive lock on the file ``lock`` (created if missing, deleted on release).
-
-    Deleting the lock file is safe because a waiter, once it has the lock, checks that the path still
-    names the file it locked; if the previous holder deleted it meanwhile, it starts over on a new file.
-    """
-    if fcntl is None:  # pragma: no cover (not POSIX)
-        try:
-            from filelock import FileLock
-        except ImportError:
-            raise RuntimeError(f"locking {lock} needs fcntl (POSIX) or the filelock package; "
-                               "install filelock (pip install filelock)") from None
-        with FileLock(str(lock)):
-            yield
-        return
-    while True:
-        lock.parent.mkdir(parents=True, exist_ok=True)  # another process may have removed it, empty
-        try:
-            descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
-            continue
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-            try:
-                current = os.path.samestat(os.fstat(descriptor), os.stat(lock))
-            except FileNotFoundError:
-                current = False
-        except BaseException:
-            os.close(descriptor)
-            raise
-        if current:
-            break
-        os.close(descriptor)
-    try:
-        yield
-    finally:
-        try:
-            os.unlink(lock)
-        finally:
-            os.close(descriptor)  # releases the lock
 
 
 def fetch(
@@ -440,33 +283,6 @@ def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: i
     return target
 
 
-def _verify_cached(remote: RemoteFile, target: Path) -> None:
-    """Check a cached file against its pinned or recorded hash; record it on first use (caller holds the lock)."""
-    actual = sha256_file(target)
-    manifest = _manifest_path(target)
-    if remote.sha256 is not None:
-        expected = remote.sha256
-        source, advice = "pinned", f"delete it to download {remote.url} again, or replace it with the right file."
-    else:
-        expected = _read_manifest(manifest)
-        if expected is None:  # placed by hand, or downloaded before the manifest existed
-            problem = _archive_problem(target, remote.filename)
-            if problem is not None:  # left in place: it may be the user's only copy
-                raise CorruptCacheError(
-                    f"cached file {target} is not a readable file of its kind ({problem}); its hash was not "
-                    f"recorded. Delete it to download {remote.url} again, or replace it with a good copy."
-                )
-            _record_first_use(remote, target, actual)
-            return
-        # either file may be the wrong one (the record too, e.g. left by an interrupted older version)
-        source = f"recorded in {manifest} on first use"
-        advice = (f"delete both {target} and {manifest} to download {remote.url} again and record its hash "
-                  f"anew, or replace {target} with the right file.")
-    if actual != expected:
-        raise ChecksumError(f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was "
-                            f"left in place: {advice}")
-
-
 def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progress: bool) -> None:
     last_error: BaseException | None = None
     attempts = retries + 1
@@ -554,122 +370,3 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
         size = start + received
         part.unlink()
         raise _TransientError(f"received {size} bytes, expected {remote.size}")
-
-
-# --------------------------------------------------------------------------------------- extraction
-def _safe_destination(root: Path, name: str, archive: Path) -> Path | None:
-    """Where member ``name`` goes under ``root``; None for the archive's root itself; refuses escapes."""
-    posix = name.replace("\\", "/")
-    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix) or ".." in PurePosixPath(posix).parts:
-        raise CorruptCacheError(f"archive {archive} has a member {name!r} that would land outside the target "
-                                "directory; refusing to extract it. Delete the archive if it is not what you expected.")
-    parts = [p for p in PurePosixPath(posix).parts if p not in ("", ".")]
-    if not parts:
-        return None
-    destination = root.joinpath(*parts)
-    if os.path.commonpath([os.path.abspath(root), os.path.abspath(destination)]) != os.path.abspath(root):
-        raise CorruptCacheError(f"archive {archive} has a member {name!r} outside the target directory; refusing it")
-    return destination
-
-
-def _member_filter(members) -> tuple[Callable[[str], bool], set[str] | None]:
-    if members is None:
-        return (lambda name: True), None
-    if callable(members):
-        return members, None
-    if isinstance(members, (str, bytes)):
-        raise ValueError("members must be an iterable of member names or a predicate, not a single string")
-    wanted = {str(m) for m in members}
-    return (lambda name: name in wanted), wanted
-
-
-def extract_archive(
-    archive: str | os.PathLike,
-    target: str | os.PathLike,
-    *,
-    members: Iterable[str] | Callable[[str], bool] | None = None,
-) -> Path:
-    """Extract a zip or tar archive (any compression tarfile reads) into the directory ``target``.
-
-    Arguments:
-        archive: the archive file.
-        target: the directory to create. If it already exists it is returned as it is: it can only exist
-            complete, because extraction happens in a temporary sibling directory renamed at the end.
-        members: None for every member; an iterable of member names (all must exist); or a predicate on a
-            member's name. Members keep their paths inside the archive, relative to ``target``.
-
-    Returns:
-        ``target`` as a :class:`~pathlib.Path`.
-
-    Raises:
-        CorruptCacheError: the archive is unreadable (not zip/tar, CRC error, truncated), or a member would
-            land outside ``target`` (absolute path, ``..``), or a tar member is a link or device file.
-            Nothing is left behind.
-        ValueError: some requested member names are not in the archive.
-    """
-    archive, target = Path(archive), Path(target)
-    if target.is_dir():
-        return target
-    if target.exists():
-        raise CorruptCacheError(f"{target} exists but is not a directory; remove it to extract {archive} again")
-    if not archive.is_file():
-        raise ValueError(f"archive {archive} is not a file")
-    select, wanted = _member_filter(members)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    temporary.mkdir()
-    found: set[str] = set()
-    try:
-        try:
-            if zipfile.is_zipfile(archive):
-                with zipfile.ZipFile(archive) as bundle:
-                    for info in bundle.infolist():
-                        if not select(info.filename):
-                            continue
-                        found.add(info.filename)
-                        destination = _safe_destination(temporary, info.filename, archive)
-                        if destination is None:
-                            continue
-                        if info.is_dir():
-                            destination.mkdir(parents=True, exist_ok=True)
-                            continue
-                        destination.parent.mkdir(parents=True, exist_ok=True)
-                        with bundle.open(info) as source, open(destination, "wb") as sink:
-                            shutil.copyfileobj(source, sink, _CHUNK)
-            elif tarfile.is_tarfile(archive):
-                with tarfile.open(archive, "r:*") as bundle:
-                    for info in bundle:
-                        if not select(info.name):
-                            continue
-                        found.add(info.name)
-                        destination = _safe_destination(temporary, info.name, archive)
-                        if destination is None:
-                            continue
-                        if info.isdir():
-                            destination.mkdir(parents=True, exist_ok=True)
-                        elif info.isfile():
-                            destination.parent.mkdir(parents=True, exist_ok=True)
-                            with bundle.extractfile(info) as source, open(destination, "wb") as sink:
-                                shutil.copyfileobj(source, sink, _CHUNK)
-                        else:
-                            raise CorruptCacheError(f"archive {archive} has a member {info.name!r} that is a link "
-                                                    "or device file; refusing to extract it")
-            else:
-                raise CorruptCacheError(f"{archive} is neither a zip nor a tar archive; delete it to download it again")
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zipfile.LargeZipFile) as error:
-            raise CorruptCacheError(f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to "
-                                    "download it again") from error
-        if wanted is not None and wanted - found:
-            raise ValueError(f"archive {archive} has no member(s) {sorted(wanted - found)}")
-        try:
-            os.rename(temporary, target)
-        except OSError:
-            if not target.is_dir():  # not a lost race with another extraction of the same archive
-                raise
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
-    return target
-
-
-# ------------------------------------------------------------------------------------ tensor caches

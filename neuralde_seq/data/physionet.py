@@ -67,7 +67,8 @@ import numpy as np
 import torch
 
 from .datasets import DatasetSplits, IrregularDataset, stratified_split
-from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch, sha256_file
+from .cache_integrity import sha256_file
+from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch
 from .transforms import channel_statistics, drop_observations, standardise
 
 __all__ = [

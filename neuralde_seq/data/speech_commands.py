@@ -56,7 +56,8 @@ import torch
 
 from .audio import mfcc, read_wav
 from .datasets import DatasetSplits, IrregularDataset, stratified_split
-from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch, sha256_file
+from .cache_integrity import sha256_file
+from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch
 from .transforms import drop_observations, standardise
 
 __all__ = [

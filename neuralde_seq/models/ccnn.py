@@ -4,9 +4,11 @@ The paper defines the CCNN for N-dimensional data; this module implements only w
 **one dimension, causal** (the output at step t reads inputs at steps <= t). The pieces, by their names in
 the paper:
 
-- :class:`MAGNet`: the kernel network phi_Kernel, a Multiplicative Anisotropic Gabor Network (from
-  FlexConv, Romero et al. 2022a) mapping a relative position c in [-1, 1] to one kernel value per channel.
-  With one input dimension "anisotropic" reduces to one Gaussian scale per hidden unit.
+- :class:`~neuralde_seq.models.kernel_networks.MAGNet`: the kernel network phi_Kernel, a Multiplicative
+  Anisotropic Gabor Network (from FlexConv, Romero et al. 2022a) mapping a relative position c in [-1, 1]
+  to one kernel value per channel. With one input dimension "anisotropic" reduces to one Gaussian scale
+  per hidden unit. It lives, with the Gaussian mask and the lag positions, in
+  :mod:`neuralde_seq.models.kernel_networks`.
 - :class:`SeparableFlexConv`: a depthwise continuous convolution (one kernel per input channel, sampled
   from the MAGNet and multiplied by a learnable Gaussian mask), then a pointwise 1x1 channel mixing. The
   mask is *cropped* where it falls below a threshold, so the kernel network is sampled, and the
@@ -43,118 +45,9 @@ from torch import nn
 
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv
+from .kernel_networks import MAGNet, cropped_length, gaussian_mask, kernel_positions
 
-__all__ = ["MAGNet", "SeparableFlexConv", "CCNNBlock", "CCNN", "gaussian_mask", "cropped_length", "kernel_positions",
-           "MaskedBatchNorm"]
-
-
-# --------------------------------------------------------------------------------------------- helpers
-
-def kernel_positions(kernel_size: int, dtype=None, device=None) -> torch.Tensor:
-    """Normalised positions of lags 0..K-1: c_j = 1 - 2 j / (K - 1), from 1 (lag 0) down to -1."""
-    if kernel_size < 2:
-        raise ValueError(f"kernel_size must be at least 2, got {kernel_size}")
-    lags = torch.arange(kernel_size, dtype=dtype or torch.get_default_dtype(), device=device)
-    return 1.0 - 2.0 * lags / (kernel_size - 1)
-
-
-def gaussian_mask(positions: torch.Tensor, mean: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
-    """The FlexConv Gaussian mask exp(-(c - mean)^2 / (2 width^2)); equals 1 at c = mean."""
-    return torch.exp(-0.5 * ((positions - mean) / width) ** 2)
-
-
-def cropped_length(kernel_size: int, mean: float, width: float, threshold: float) -> int:
-    """Number of lags kept by the causal crop: the lags 0..L-1 whose position is at or after the mask's
-    lower threshold crossing r = mean - |width| sqrt(-2 ln threshold).
-
-    Lag j is kept iff c_j = 1 - j h >= r, h = 2 / (K - 1), i.e. j <= (1 - r) / h; so
-    L = floor((1 - r) / h) + 1, clipped to [1, K]. The mask is below the threshold at every lag >= L.
-    (Only the far end is cropped: if a learnt mean below 1 pushes the mask under the threshold near lag 0
-    too, those lags stay, multiplied by their small mask values.)
-    """
-    if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
-    root = mean - abs(width) * math.sqrt(-2.0 * math.log(threshold))
-    step = 2.0 / (kernel_size - 1)
-    span = (1.0 - root) / step
-    if span < 0:
-        return 1
-    return int(min(kernel_size, math.floor(span) + 1))
-
-
-# ------------------------------------------------------------------------------------------- MAGNet
-
-class MAGNet(nn.Module):
-    """Multiplicative Anisotropic Gabor Network for 1D positions (the CCNN kernel network).
-
-    With Gabor filters g_l(c) = exp(-(gamma_l (c - mu_l))^2 / 2) sin(w_l c + b_l) (one per hidden unit;
-    in 1D the anisotropic scale is a single gamma per unit), the network is
-
-        h_0 = g_0(c),   h_l = (A_l h_{l-1} + a_l) * g_l(c)  (l = 1..layers),   out = W h_L + b.
-
-    Initialisation (FlexConv's MAGNet, as in the CCNN public code): gamma_l ~ Gamma(alpha / (l + 1), beta);
-    w_l = 2 pi omega_0 gamma_l u with u ~ U(-1, 1) (omega_0 scales the frequencies); b_l = 0; mu_l ~
-    U(-1, 1), or for a causal kernel mu_l = 1 - spread U(0, 1) (the Gabor centres lie within the mask's
-    initial support next to lag 0); A_l Kaiming-uniform (linear gain) with a_l = 1; W Kaiming-uniform,
-    b = 0 (a convolution then rescales W, see :class:`SeparableFlexConv`).
-
-    Arguments:
-        out_channels: kernel values per position (one per input channel of a depthwise convolution).
-        hidden: hidden units. layers: number of multiplicative layers (the paper's "3-layer MAGNet" has 3,
-            i.e. 4 Gabor filters).
-        omega_0: frequency scale. alpha, beta: Gamma distribution of the filters' scales.
-        causal: place the Gabor centres as above. spread: their spread from c = 1 (causal only).
-
-    ``forward(positions)``: positions (L,) -> (L, out_channels).
-    """
-
-    def __init__(self, out_channels: int, hidden: int = 32, layers: int = 3, omega_0: float = 10.0,
-                 alpha: float = 6.0, beta: float = 1.0, causal: bool = True, spread: float = 2.0):
-        super().__init__()
-        if layers < 0 or hidden < 1 or out_channels < 1:
-            raise ValueError("MAGNet needs out_channels >= 1, hidden >= 1 and layers >= 0")
-        if omega_0 <= 0 or alpha <= 0 or beta <= 0:
-            raise ValueError("omega_0, alpha and beta must be positive")
-        n_filters = layers + 1
-        gamma = torch.stack([torch.distributions.Gamma(torch.tensor(alpha / (l + 1)), torch.tensor(beta))
-                             .sample((hidden,)) for l in range(n_filters)])                     # (L+1, H)
-        if causal:
-            mu = 1.0 - min(float(spread), 2.0) * torch.rand(n_filters, hidden)
-        else:
-            mu = 2.0 * torch.rand(n_filters, hidden) - 1.0
-        freq = 2.0 * math.pi * omega_0 * gamma * (2.0 * torch.rand(n_filters, hidden) - 1.0)
-        self.gamma = nn.Parameter(gamma)
-        self.mu = nn.Parameter(mu)
-        self.freq = nn.Parameter(freq)
-        self.phase = nn.Parameter(torch.zeros(n_filters, hidden))
-        self.linears = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
-        self.output_linear = nn.Linear(hidden, out_channels)
-        for lin in self.linears:
-            nn.init.kaiming_uniform_(lin.weight, nonlinearity="linear")
-            nn.init.ones_(lin.bias)
-        nn.init.kaiming_uniform_(self.output_linear.weight, nonlinearity="linear")
-        nn.init.zeros_(self.output_linear.bias)
-        self.omega_0 = float(omega_0)
-
-    def filters(self, positions: torch.Tensor) -> torch.Tensor:
-        """Gabor filter outputs, (layers + 1, L, hidden)."""
-        c = positions.reshape(1, -1, 1)
-        envelope = torch.exp(-0.5 * (self.gamma.unsqueeze(1) * (c - self.mu.unsqueeze(1))) ** 2)
-        return envelope * torch.sin(self.freq.unsqueeze(1) * c + self.phase.unsqueeze(1))
-
-    def hidden_features(self, positions: torch.Tensor) -> torch.Tensor:
-        """h_L, (L, hidden)."""
-        g = self.filters(positions)
-        h = g[0]
-        for l, lin in enumerate(self.linears, start=1):
-            h = lin(h) * g[l]
-        return h
-
-    def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        return self.output_linear(self.hidden_features(positions))
-
-    def extra_repr(self) -> str:
-        return f"omega_0={self.omega_0}, hidden={self.mu.shape[1]}, layers={len(self.linears)}"
+__all__ = ["SeparableFlexConv", "CCNNBlock", "CCNN", "MaskedBatchNorm"]
 
 
 # ----------------------------------------------------------------------------------- SeparableFlexConv

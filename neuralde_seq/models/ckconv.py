@@ -7,17 +7,8 @@ computes the causal convolution (Eq. 3-4)
 
 where ψ is a small SIREN (the *kernel network*) evaluated at the relative positions the input needs.
 
-Kernel network (paper Sec. 4.2 and App. E.1). Three layers, 1 → hidden → hidden → out·in, with hidden
-layers ``sin(ω0 (W x + b))`` and a linear last layer, every layer weight-normalised (Salimans & Kingma:
-W = g · v / ‖v‖, one g per output unit). Initialisation (SIREN): first layer W ~ U(−1/in, 1/in) (in = 1,
-the position), later layers W ~ U(−√(6/in)/ω0, √(6/in)/ω0); sine-layer biases b_i ~ U(−π/‖W_i‖, π/‖W_i‖)
-as paper Sec. 4.2 prescribes (the bias is inside ω0(·), so this spreads every unit's phase uniformly over
-its period), then reduced modulo the period 2π/ω0 (the same function; it keeps float32 precise: drawn
-biases reach π ω0/√2 in the second layer, phases of ~10⁴ rad at ω0 ≈ 70, which cost about two digits of
-the kernel); the last layer's bias is zero. With weight normalisation the *parametrisation's* tensors are
-initialised: ``weight_v`` = the drawn W and ``weight_g`` = its row norms, so the effective weight
-g · v/‖v‖ is exactly the drawn W (writing an effective ``weight`` would be lost:
-docs/design.md#pitfalls-of-public-code).
+Kernel network (paper Sec. 4.2 and App. E.1): :class:`~neuralde_seq.models.kernel_networks.SirenKernel`,
+whose architecture and SIREN initialisation :mod:`neuralde_seq.models.kernel_networks` describes.
 
 Relative positions (paper App. E.1). A relative position Δ (time units) enters the kernel network as
 p = 2Δ/horizon − 1: the largest relative position seen in training, ``horizon``, maps to 1 and Δ = 0 to
@@ -84,135 +75,17 @@ from torch import nn
 
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv, irregular_causal_conv
+from .kernel_networks import SirenKernel, largest_span
 
-__all__ = ["WeightNormLinear", "SirenKernel", "CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS",
-           "MODES"]
+__all__ = ["CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS", "MODES"]
 
 CONV_IMPLEMENTATIONS = ("auto", "fft", "direct")
 MODES = ("grid", "irregular")
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Kernel network
-# ---------------------------------------------------------------------------------------------------------
-
-class WeightNormLinear(nn.Module):
-    """A linear layer with weight normalisation: effective weight W = g · v / ‖v‖ (row-wise norm).
-
-    Parameters ``weight_g`` (out, 1), ``weight_v`` (out, in) and ``bias`` (out,). ``weight`` is the
-    effective weight (a property); :meth:`set_weight` initialises g and v so that it equals a given W.
-    """
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.weight_v = nn.Parameter(torch.empty(out_features, in_features))
-        self.weight_g = nn.Parameter(torch.empty(out_features, 1))
-        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
-        self.set_weight(nn.init.kaiming_uniform_(torch.empty(out_features, in_features), a=math.sqrt(5)))
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.weight_g * self.weight_v / self.weight_v.norm(dim=1, keepdim=True)
-
-    @torch.no_grad()
-    def set_weight(self, weight: torch.Tensor) -> None:
-        """Set v = W and g = ‖W_i‖ so that the effective weight equals ``weight``."""
-        self.weight_v.copy_(weight)
-        self.weight_g.copy_(weight.norm(dim=1, keepdim=True))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-def _set_weight(layer: nn.Module, weight: torch.Tensor) -> None:
-    if isinstance(layer, WeightNormLinear):
-        layer.set_weight(weight)
-    else:
-        with torch.no_grad():
-            layer.weight.copy_(weight)
-
-
-class SirenKernel(nn.Module):
-    """The kernel network MLP^ψ: normalised relative position p → kernel value ψ(p), (out, in).
-
-    Three layers 1 → hidden → hidden → out·in; hidden layers ``sin(ω0 (W x + b))``; weight normalisation
-    on every layer (``weight_norm=True``); SIREN initialisation (see the module docstring).
-
-    Arguments:
-        out_channels, in_channels: the convolution's channels (the kernel's shape).
-        hidden: width of the two hidden layers (paper: 32).
-        omega_0: ω0 of the sine layers.
-        weight_norm: weight-normalised layers (paper) or plain ``nn.Linear``.
-    """
-
-    def __init__(self, out_channels: int, in_channels: int, hidden: int = 32, omega_0: float = 30.0,
-                 weight_norm: bool = True):
-        super().__init__()
-        if hidden < 1:
-            raise ValueError(f"hidden must be a positive integer, got {hidden!r}")
-        if not omega_0 > 0:
-            raise ValueError(f"omega_0 must be positive, got {omega_0!r}")
-        self.out_channels, self.in_channels = out_channels, in_channels
-        self.hidden, self.omega_0 = hidden, float(omega_0)
-        linear = WeightNormLinear if weight_norm else nn.Linear
-        self.layers = nn.ModuleList([linear(1, hidden), linear(hidden, hidden),
-                                     linear(hidden, out_channels * in_channels)])
-        self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """SIREN initialisation of the effective weights (module docstring), written to g and v."""
-        for index, layer in enumerate(self.layers):
-            fan_in = layer.in_features
-            bound = 1.0 / fan_in if index == 0 else math.sqrt(6.0 / fan_in) / self.omega_0
-            weight = torch.empty(layer.out_features, fan_in).uniform_(-bound, bound)
-            _set_weight(layer, weight)
-            if index < len(self.layers) - 1:  # sine layer: b_i ~ U(−π/‖W_i‖, π/‖W_i‖) (paper Sec. 4.2) ...
-                spread = math.pi / weight.norm(dim=1, dtype=torch.float64).clamp_min(1e-12)
-                bias = (torch.rand(layer.out_features, dtype=torch.float64) * 2 - 1) * spread
-                # ... reduced modulo the sine's period 2π/ω0: the same function and the same training
-                # dynamics, but float32 no longer loses W x against a bias of size up to ~π ω0/√2.
-                period = 2 * math.pi / self.omega_0
-                layer.bias.copy_(torch.remainder(bias + period / 2, period) - period / 2)
-            else:
-                layer.bias.zero_()
-
-    def hidden_features(self, positions: torch.Tensor) -> torch.Tensor:
-        """Output of the two sine layers at normalised positions (...,): shape (..., hidden)."""
-        h = positions.unsqueeze(-1)
-        for layer in self.layers[:-1]:
-            h = torch.sin(self.omega_0 * layer(h))
-        return h
-
-    def output_weight(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The last layer's effective weight as (out, in, hidden) and bias as (out, in)."""
-        last = self.layers[-1]
-        bias = None if last.bias is None else last.bias.view(self.out_channels, self.in_channels)
-        return last.weight.view(self.out_channels, self.in_channels, self.hidden), bias
-
-    def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        """Kernel values at normalised positions (...,): shape (..., out, in)."""
-        return self.layers[-1](self.hidden_features(positions)).unflatten(-1, (self.out_channels, self.in_channels))
-
-
-# ---------------------------------------------------------------------------------------------------------
 # CKConv
 # ---------------------------------------------------------------------------------------------------------
-
-def largest_span(times: torch.Tensor, points: torch.Tensor, default: float) -> float:
-    """The largest t_last − t_first over the samples, counting the points where ``points`` is True.
-
-    Arguments: times (B, T); points (B, T) bool; default: returned when no sample has a point.
-    """
-    first = torch.where(points, times, math.inf).amin(1)
-    last = torch.where(points, times, -math.inf).amax(1)
-    span = (last - first)[torch.isfinite(last - first)]
-    return float(span.max()) if span.numel() else default
-
 
 class CKConv(nn.Module):
     """Continuous kernel convolution (causal), in grid mode (:meth:`forward`) or irregular mode
