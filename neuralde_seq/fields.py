@@ -4,7 +4,7 @@ A :class:`FastWeightField` is the *slow net* of a continuous-time fast weight pr
 control's value x(s) and derivative x'(s) it generates, per head, a key, a value and a learning rate, and
 hands them with the current fast weights W(s) to a :class:`~neuralde_seq.rules.LearningRule`, which
 returns dW/ds. Which input feeds the keys and which the values is what distinguishes the forms
-(shared/DESIGN.md §3, paper Eq. 18-25, 36-38):
+(docs/design.md#equations-in-one-convention, paper Eq. 18-25, 36-38):
 
 ===========  ==============  ===============  ==========================================
 form         key, β, query   value            paper

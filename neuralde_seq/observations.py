@@ -2,33 +2,39 @@
 
 Models such as GRU-D, GRU-Δt, ODE-RNN or CKConv's irregular mode read each observation at its own time
 instead of a continuous control path. :class:`Observations` carries the batch in the toolkit's data
-convention (shared/DESIGN.md §2), checked once by :func:`validate_observations` (which
+convention (docs/design.md#data-conventions), checked once by :func:`validate_observations` (which
 :func:`~neuralde_seq.controls.build_control` runs too), sliceable per batch like a
 :class:`~neuralde_seq.controls.Control` (:func:`batch_selection` is the indexing both share).
 
-**Finite range.** Every observed value and every time must satisfy ``|x| <= magnitude_limit(dtype)``, the
-fourth root of the dtype's largest number: 4.29e9 in float32, 1.16e77 in float64. The models multiply their
-inputs up to four times (log-signature areas are products of two increments, and the fast weight rules
-multiply those again in outer products), so inputs within the limit do not overflow in the dtype; measured
-with the registry's models at their defaults, the first non-finite logits appear at |value| = 1e11 (float32)
-and 1e80 (float64), in the log-signature models (1e18 and 1e152 for the other fast weight models). Standardised
-data, raw clinical values (of order 1e4) and unix times (1.7e9 s) are inside the limit; but float32 resolves
-unix times only to 128 s, so subtract a reference time first (or compute in float64).
+**Finite range.** Every observed value and every time must satisfy ``|x| <= magnitude_limit(dtype)``, the fourth
+root of the dtype's largest number, rounded down: 4.29e9 in float32, 1.15e77 in float64. The models multiply their
+inputs up to four times (log-signature areas are products of two increments, and the fast weight rules multiply
+those again in outer products), so inputs within the limit do not overflow in the dtype; measured with the
+registry's models at their defaults, the first non-finite logits appear at |value| = 1e11 (float32) and 1e80
+(float64), in the log-signature models (1e18 and 1e152 for the other fast weight models). Standardised data, raw
+clinical values (of order 1e4) and unix times (1.7e9 s) are inside the limit; but float32 resolves unix times only
+to 128 s, so subtract a reference time first (or compute in float64).
 
 This module imports nothing else of the package, so that any module may import it.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 
+import numpy as np
 import torch
 
 __all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection"]
 
 
 def magnitude_limit(dtype: torch.dtype) -> float:
-    """The largest |value| and |time| accepted in ``dtype`` (module docstring): ``finfo(dtype).max ** 0.25``."""
-    return torch.finfo(dtype).max ** 0.25
+    """The largest |value| and |time| accepted in ``dtype`` (module docstring): ``finfo(dtype).max ** 0.25``
+    rounded down to three significant digits (4.29e9 in float32, 1.15e77 in float64), so that its fourth power
+    is finite."""
+    exact = torch.finfo(dtype).max ** 0.25
+    scale = 10.0 ** (math.floor(math.log10(exact)) - 2)
+    return math.floor(exact / scale) * scale
 
 
 def _first(mask: torch.Tensor, n: int = 5) -> list[int]:
@@ -40,12 +46,13 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
     """Raise if an entry of ``x`` within the valid steps exceeds the finite range of ``dtype`` (NaN passes:
     it marks a missing value)."""
     limit = magnitude_limit(dtype)
-    size = x.detach().abs()
-    size = size.masked_fill(~valid.view(*valid.shape, *([1] * (x.dim() - 2))), 0)
-    too_big = size > limit  # False for NaN
+    too_big = x.detach().abs() > limit  # False for NaN
+    too_big &= valid.view(*valid.shape, *([1] * (x.dim() - 2)))
     if bool(too_big.any()):
-        where = torch.nonzero(too_big)[0].tolist()
-        largest = float(size[too_big].max())
+        # The largest entry and where it is.
+        size = torch.where(too_big, x.detach().abs(), torch.zeros((), dtype=x.dtype, device=x.device)).flatten()
+        where = list(np.unravel_index(int(torch.argmax(size)), tuple(x.shape)))
+        largest = float(size.max())
         entry = "an infinite entry" if largest == float("inf") else f"an entry of magnitude {largest:.3g}"
         position = f"sample {where[0]}, step {where[1]}" + (f", channel {where[2]}" if len(where) > 2 else "")
         raise ValueError(f"{name} has {entry} ({position}), outside the finite range "
@@ -54,7 +61,7 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
 
 
 def validate_observations(times, values, lengths):
-    """Check a batch of observations (shared/DESIGN.md §2).
+    """Check a batch of observations (docs/design.md#data-conventions).
 
     Arguments:
         times: (B, T) tensor, strictly increasing within each sample's length.
@@ -151,7 +158,9 @@ def batch_selection(index, batch_size: int, owner: str) -> slice | torch.Tensor:
     if isinstance(index, slice):
         selected = range(batch_size)[index]
         if len(selected) == 0:
-            raise ValueError(f"{owner}[{index}] selects no sample of the batch of {batch_size}")
+            parts = (index.start, index.stop) + (() if index.step is None else (index.step,))
+            shown = ":".join("" if part is None else str(part) for part in parts)
+            raise ValueError(f"{owner}[{shown}] selects no sample of the batch of {batch_size}")
         if selected.step > 0:
             return slice(selected.start, selected.stop, selected.step)
         return torch.tensor(list(selected), dtype=torch.long)  # torch tensors cannot take negative steps

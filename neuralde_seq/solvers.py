@@ -22,16 +22,16 @@ Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are
 
 **Gradients** (``SolverOptions.gradient``):
 
-- ``"checkpoint"`` (default): backpropagation through the solver's own steps, exact for the discrete solve
-  (equal to ``"backprop"`` to rounding), with memory O(√N) states for N steps: the forward pass keeps only
-  the state at the start of every segment of ``checkpoint_every`` steps (default ⌈√N⌉), and the backward pass
-  recomputes one segment at a time and backpropagates through it. A fixed-step segment is one autograd node
-  (:class:`~neuralde_seq.fixed_step.CheckpointedSegment`) whose gradient reaches its first state, the dynamics' parameters and the
-  control's tensors (as ``adjoint_params`` for the adjoint: other tensors the dynamics captures are treated as
-  constants), so nothing of a segment stays alive between the passes. An adaptive solve (through
+- ``"checkpoint"`` (default): backpropagation through the solver's own steps, exact for the discrete solve (equal
+  to ``"backprop"`` to rounding), with memory O(√N) states for N steps: the forward pass keeps only the state at the
+  start of every segment of ``checkpoint_every`` steps (default ⌈√N⌉), and the backward pass recomputes one segment
+  at a time and backpropagates through it. A fixed-step segment is one autograd node
+  (:class:`~neuralde_seq.fixed_step.CheckpointedSegment`) whose gradient reaches its first state, the dynamics'
+  parameters and the control's tensors (as ``adjoint_params`` for the adjoint: other tensors the dynamics captures
+  are treated as constants), so nothing of a segment stays alive between the passes. An adaptive solve (through
   ``torch.utils.checkpoint``, non-reentrant) carries its whole step-size state (state, last rate, step size,
-  interpolant) across segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps of the
-  forward pass (the same function of the same inputs), so the gradient is the one of the steps actually
+  interpolant) across segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps
+  of the forward pass (the same function of the same inputs), so the gradient is the one of the steps actually
   taken, step-size control included, as for ``"backprop"``. Time: about one extra forward solve.
 - ``"adjoint"``: the continuous adjoint (:func:`torchdiffeq.odeint_adjoint`), the papers' method: memory
   independent of the number of steps, but the backward pass reconstructs the state by integrating the ODE
@@ -47,10 +47,10 @@ Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are
 ``adjoint=True`` / ``adjoint=False`` remain shorthands for ``gradient="adjoint"`` / ``"backprop"``.
 
 ``method="exact"`` solves fast weight fields driven by inputs that are constant on every knot interval
-(log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form
-steps of shared/DESIGN.md §5: see :mod:`neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
-with a hand-written backward). It is selected here, so every model that calls :func:`solve` takes it through
-its ``SolverOptions``.
+(log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form steps of
+docs/design.md#closed-forms-on-constant-inputs: see :mod:`neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
+with a hand-written backward). It is selected here, so every model that calls :func:`solve` takes it through its
+``SolverOptions``.
 
 **Limits.** ``SolverOptions.max_steps`` (default 1,000,000) bounds the steps of one solve: a fixed-step grid is
 refused before solving, an adaptive solve stops when it has taken that many steps. :func:`solve` refuses a
@@ -122,8 +122,8 @@ class SolverOptions:
             ``adjoint_check``-th solve that records gradients, the first included (module docstring; one extra
             solve without gradients each time); 0 turns the check off.
         chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
-            :func:`neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at batch 32, 16 heads
-            of width 8). Memory of the backward pass grows with it, time hardly.
+            :func:`neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at
+            batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
         compile: "exact" only: run post-Delta's exact step through ``torch.compile`` (refused for the other
             rules; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
     """
@@ -225,8 +225,8 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         (B, ...) final states, or (B, K, ...) states at the K knots if ``at_knots``.
 
     Raises:
-        TypeError: ``control`` is not a Control, or the control, ``initial`` and the dynamics' parameters differ
-            in dtype or device.
+        TypeError: ``control`` is not a Control, or (for every method but "exact", which checks its own inputs)
+            the control, ``initial`` and the dynamics' parameters differ in dtype or device.
         ValueError: the solve needs more than ``options.max_steps`` steps.
     """
     options = options or SolverOptions()
@@ -235,17 +235,18 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     if not isinstance(initial, torch.Tensor) or initial.dim() < 1 or initial.shape[0] != control.batch_size:
         shape = tuple(initial.shape) if isinstance(initial, torch.Tensor) else type(initial).__name__
         raise ValueError(f"initial must be a tensor (B={control.batch_size}, ...), got {shape}")
-    # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
-    # inside the dynamics with a matrix-product error).
-    check_matches_module(dynamics, control.coeffs, "the control", "the dynamics")
-    check_matches_module(dynamics, initial, "the initial state", "the dynamics")
-    if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
-        raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert one "
-                        f"of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
     if options.method == EXACT_METHOD:
+        # The exact solver checks its own inputs (which fields and controls have a closed form).
         from .ops.exact_fast_weights import solve_exact
 
         return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
+    # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
+    # inside the dynamics with a matrix-product error).
+    check_matches_module(dynamics, control.coeffs, "the control", "the dynamics module")
+    check_matches_module(dynamics, initial, "the initial state", "the dynamics module")
+    if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
+        raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert one "
+                        f"of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
     gradient = options.gradient_method
     recording = torch.is_grad_enabled()
     checkpointed = gradient == "checkpoint" and recording

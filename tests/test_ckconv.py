@@ -336,7 +336,7 @@ def test_padding_content_is_ignored():
 def test_grid_mode_never_zero_fills_silently():
     obs = _irregular_batch(batch=2, length=6, missing=0.3)
     with pytest.raises(ValueError, match="mask_channel"):
-        CKCNN(3, 2, mask_channel=False)(obs)
+        CKCNN(3, 2, mask_channel=False).to(D)(obs)
     x = grid_inputs(obs.values, obs.lengths, mask_channel=True)
     assert x.shape == (2, 6, 6)
     torch.testing.assert_close(x[..., 3:], obs.mask.to(D))

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from neuralde_seq import build_control
-from neuralde_seq import controls as controls_module
+from neuralde_seq import logsignature_control as logsignature_control_module
 from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
 from neuralde_seq.signatures import BASES, logsignature, logsignature_channels, logsignature_windows
 
@@ -347,7 +347,7 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
     # A hit reads the file and computes nothing.
     def no_computing(*args, **kwargs):
         raise AssertionError("the cache recomputed a control on a hit")
-    monkeypatch.setattr(controls_module, "_logsignature_control", no_computing)
+    monkeypatch.setattr(logsignature_control_module, "logsignature_control", no_computing)
     hit = cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"),
                                       method="logsignature", logsig_backend="torch", **options)  # defaults spelled out
     for field in ("knots", "coeffs", "end_index"):

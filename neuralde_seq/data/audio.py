@@ -1,4 +1,4 @@
-"""WAV reading and MFCCs in plain torch (torchaudio does not import next to torch 2.13; DESIGN.md §8).
+"""WAV reading and MFCCs in plain torch (torchaudio does not import next to torch 2.13; docs/design.md#environment-constraints).
 
 :func:`mfcc` reproduces ``torchaudio.transforms.MFCC(sample_rate, n_mfcc, log_mels=True,
 melkwargs=dict(n_fft=..., n_mels=...))`` — the Speech Commands features of the NCDE paper (Kidger et al.
@@ -192,7 +192,7 @@ def mfcc(waveform: torch.Tensor, *, sample_rate: int = 16000, n_mfcc: int = 20, 
          n_mels: int = 64, log_offset: float = 1e-6) -> torch.Tensor:
     """MFCCs of log-mel spectra, as torchaudio's ``MFCC(log_mels=True)`` (see the module docstring).
 
-    The defaults are the Speech Commands protocol (DESIGN.md §9): 20 coefficients, n_fft 200, 64 mels,
+    The defaults are the Speech Commands protocol (docs/design.md#dataset-protocols): 20 coefficients, n_fft 200, 64 mels,
     16 kHz, giving 161 x 20 for a 16000-sample clip.
 
     Args:

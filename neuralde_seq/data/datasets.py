@@ -1,6 +1,6 @@
 """Irregularly sampled labelled datasets, the embedded JapaneseVowels data, and stratified splits.
 
-Conventions (DESIGN.md section 2): a dataset of N sequences padded to T steps holds
+Conventions (docs/design.md#data-conventions): a dataset of N sequences padded to T steps holds
 
 * ``times`` (N, T) float, strictly increasing in every row; after a sample's end the grid continues
   (with the spacing of the sample's last step, or 1 for a one-point sample), so every row stays

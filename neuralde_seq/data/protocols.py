@@ -24,7 +24,7 @@ Protocol shared by all tasks (:func:`load_task`):
    (:func:`~neuralde_seq.data.subsample`), to train at a lower sampling rate;
 3. every channel is standardised with the statistics of the training split's observed values
    (:func:`~neuralde_seq.data.channel_statistics`), and static features, where present, column by column
-   with the training split's mean and std (DESIGN.md section 9; Kidger et al.'s code does both), exactly
+   with the training split's mean and std (docs/design.md#dataset-protocols; Kidger et al.'s code does both), exactly
    once: a loader that can standardise itself is called with ``normalise=False``. Channels and static
    columns a loader declares raw (``meta["raw_channels"]``, ``meta["raw_static"]``: indices, e.g. the
    PhysioNet observation counts and 0/1 flags) are left as they are; ``meta["standardise"]`` then gives

@@ -1,8 +1,7 @@
 """Synthetic stress tasks of paper 000 (CKConv, Sec. 5 "Stress experiments", App. C): copy memory and the
 adding problem, each with a sequence-length option.
 
-Both generators return a :class:`SyntheticSequences` in the toolkit's data convention (shared/DESIGN.md
-§2): ``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN),
+Both generators return a :class:`SyntheticSequences` in the toolkit's data convention (docs/design.md#data-conventions): ``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN),
 and ``targets``. Every sample has the same length L, so ``lengths`` is L for all of them; build the model's
 input with ``Observations.from_tensors(data.times, data.values)`` or
 ``neuralde_seq.models.model_inputs(name, data.times, data.values)``.

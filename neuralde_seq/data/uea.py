@@ -21,7 +21,7 @@ torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every p
 ``<archive>.sha256`` beside it (with a warning) and verified on every later use. Files passed through
 ``remotes`` with a SHA-256 are verified against it.
 
-**Protocol** (the CDE papers' public code; DESIGN.md section 9):
+**Protocol** (the CDE papers' public code; docs/design.md#dataset-protocols):
 
 1. The archive's TRAIN and TEST files are concatenated (TRAIN first) into one dataset.
 2. Class labels are numbered in order of first appearance in TRAIN then TEST, as the NCDE/CKConv code
@@ -354,7 +354,7 @@ def load_eigenworms(
     :func:`load_uea` with ``name="EigenWorms"`` (see it for the arguments), plus a check that the data have
     6 channels and 5 classes (and 259 series of length 17,984 when the pinned archive is used).
 
-    The NRDE protocol's time channel, forward fill and standard scaling (DESIGN.md section 9) are *not*
+    The NRDE protocol's time channel, forward fill and standard scaling (docs/design.md#dataset-protocols) are *not*
     applied here: the loader returns the raw values, as every loader does. They belong to the model input:
     scale with ``standardise(train, val, test)`` (training statistics), then build the control with
     ``time_channel=True`` and ``missing="forward_fill"`` (only relevant with a drop rate: EigenWorms has no

@@ -43,6 +43,7 @@ import math
 import torch
 from torch import nn
 
+from ..input_checks import check_model_input
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv
 from .kernel_networks import MAGNet, cropped_length, gaussian_mask, kernel_positions
@@ -320,8 +321,7 @@ class CCNN(nn.Module):
     def features(self, observations: Observations) -> torch.Tensor:
         """Features at every step, (B, T, hidden) (causal: step t reads steps <= t only), from observations of
         ``in_channels`` channels."""
-        if not isinstance(observations, Observations):
-            raise TypeError(f"CCNN reads Observations, got {type(observations).__name__}")
+        check_model_input(self, observations, Observations)  # type, then dtype and device against the weights
         values = observations.values
         if values.shape[-1] != self.in_channels:
             raise ValueError(f"expected {self.in_channels} value channels, got {values.shape[-1]}")

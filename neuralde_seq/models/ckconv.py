@@ -73,6 +73,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..input_checks import check_model_input
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv, irregular_causal_conv
 from .kernel_networks import SirenKernel, largest_span
@@ -363,8 +364,7 @@ class CKCNN(nn.Module):
     def features(self, observations: Observations, step: float | None = None) -> torch.Tensor:
         """Output of the last block at every time point: (B, T, hidden). ``step``: grid mode's sampling step
         for this input (default: the training step; paper Eq. 5)."""
-        if not isinstance(observations, Observations):
-            raise TypeError(f"CKCNN reads Observations, got {type(observations).__name__}")
+        check_model_input(self, observations, Observations)  # type, then dtype and device against the weights
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
                              f"{self.in_channels}")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_model_input
+from ..input_checks import check_input_matches, check_input_type
 from ..fields import FastWeightField
 from ..solvers import SolverOptions, solve
 
@@ -111,7 +111,8 @@ class _CoupledDynamics(nn.Module):
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
         # What SolverOptions(method="exact") solves: one layer's field. Deeper layers read the previous layer's
-        # output, which moves inside every window, so they have no closed-form step (neuralde_seq.ops.exact_fast_weights).
+        # output, which moves inside every window, so they have no closed-form step
+        # (neuralde_seq.ops.exact_fast_weights).
         self.exact_field = first if len(layers) == 1 else None
 
     def control_features(self, x, dx):
@@ -146,8 +147,9 @@ class FastWeightNetwork(nn.Module):
         in_channels: channels of the control.
         num_layers: L >= 1.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients);
-            ``method="exact"`` solves with the closed-form steps of DESIGN §5 (:mod:`neuralde_seq.ops.exact_fast_weights`): one
-            layer, on log-signature controls (or piecewise-linear controls with ``dx_only=True``).
+            ``method="exact"`` solves with the closed-form steps of docs/design.md#closed-forms-on-constant-inputs
+            (:mod:`neuralde_seq.ops.exact_fast_weights`): one layer, on log-signature controls (or piecewise-linear
+            controls with ``dx_only=True``).
         **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
     """
@@ -173,14 +175,18 @@ class FastWeightNetwork(nn.Module):
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
 
-    def _check(self, control: Control):
-        check_model_input(self, control, Control)
+    def _check(self, control: Control, model: nn.Module | None = None):
+        """Raise unless ``control`` is a Control this network reads; messages name ``model`` (default this
+        network), the module the caller holds."""
+        model = self if model is None else model
+        check_input_type(model, control, Control)
         first = self.layers[0].field
         if control.channels != first.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
         if (self.form == "rde") != control.piecewise_constant:
             raise ValueError(f"form {self.form!r} needs " + ("a log-signature control (method='logsignature')"
                              if self.form == "rde" else "an interpolated control, not log-signature windows"))
+        check_input_matches(model, control)
 
     def _initial(self, x, dx, static):
         states = []
@@ -248,5 +254,5 @@ class FastWeightClassifier(nn.Module):
         self.head = nn.Linear(self.network.d_model, num_classes)
 
     def forward(self, control: Control, static: torch.Tensor | None = None) -> torch.Tensor:
-        check_model_input(self, control, Control)  # names this class, not the network inside it
+        self.network._check(control, self)  # errors name this class, not the network inside it
         return self.head(self.network(control, static))

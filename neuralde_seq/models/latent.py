@@ -53,7 +53,7 @@ import math
 import torch
 from torch import nn
 
-from ..input_checks import check_model_input
+from ..input_checks import check_input_matches, check_input_type, check_model_input
 from ..observations import Observations
 from ..rules import LearningRule
 from ..solvers import SolverOptions, evolve_over_gaps
@@ -166,10 +166,11 @@ class LatentODE(nn.Module):
     def encode(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q(z0 | observations): (mean (B, latent), logvar (B, latent), t0 (B,) each sample's first
         observation time, where z0 sits)."""
-        check_model_input(self, observations, Observations)
+        check_input_type(self, observations, Observations)
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
                              f"{self.in_channels}")
+        check_input_matches(self, observations)
         event = observations.mask.any(-1)
         if not bool(event.any(1).all()):
             raise ValueError("every sample needs at least one observed value to be encoded")

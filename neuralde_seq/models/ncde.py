@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_model_input
+from ..input_checks import check_input_matches, check_input_type
 from ..solvers import SolverOptions, solve
 
 __all__ = ["CDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
@@ -144,7 +144,7 @@ class NeuralCDE(nn.Module):
         self.in_channels = in_channels
 
     def _check(self, control: Control) -> None:
-        check_model_input(self, control, Control)
+        check_input_type(self, control, Control)
         if self.form == "rde" and not control.piecewise_constant:
             raise ValueError("this model was built with form='rde' (NRDE) and needs a log-signature control "
                              "(build_control(method='logsignature')), but got an interpolated control")
@@ -153,6 +153,7 @@ class NeuralCDE(nn.Module):
                              "log-signature windows; build the model with form='rde' for an NRDE")
         if control.channels != self.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
+        check_input_matches(self, control)
 
     def initial_hidden(self, control: Control) -> torch.Tensor:
         """z(t0) of shape (B, hidden), following ``initial_state``."""

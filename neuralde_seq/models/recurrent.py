@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_model_input
+from ..input_checks import check_input_matches, check_input_type
 from ..observations import Observations
 from ..solvers import SolverOptions, evolve_over_gaps, solve
 
@@ -161,11 +161,12 @@ class GRUODE(nn.Module):
     def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
         """h at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden); ``h0`` replaces
         h(t0) = 0."""
-        check_model_input(self, control, Control)
+        check_input_type(self, control, Control)
         if control.piecewise_constant:
             raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
         if control.channels != self.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
+        check_input_matches(self, control)
         h0 = control.coeffs.new_zeros(control.batch_size, self.hidden) if h0 is None else h0
         return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
 
@@ -214,10 +215,11 @@ class _ObservationModel(nn.Module):
         return self._observed_mean(observations)
 
     def _check(self, observations: Observations) -> None:
-        check_model_input(self, observations, Observations)
+        check_input_type(self, observations, Observations)
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
                              f"{self.in_channels}")
+        check_input_matches(self, observations)
 
     @staticmethod
     def rows(observations: Observations):

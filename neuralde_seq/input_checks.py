@@ -1,0 +1,95 @@
+"""What a model may be given: the input type it reads, in the dtype and on the device of its parameters.
+
+Every model checks its input with :func:`check_model_input` before reading anything of it, so a wrong input
+fails with one message naming the model, what it reads, what it got and how to build the right thing (rather
+than with an attribute or matrix-product error from deep inside). :func:`~neuralde_seq.solvers.solve` runs
+the same dtype and device check on the tensors it is given.
+
+A mismatched dtype is refused, not cast: casting a float64 input into a float32 model would silently drop the
+precision the data was prepared in (float32 resolves unix times only to 128 s), and casting the model would
+change its parameters behind the caller's back. The message says which conversion to make.
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+__all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
+           "module_dtype_device"]
+
+_HOW_TO_BUILD = {
+    "Control": "build it with neuralde_seq.build_control(times, values, lengths, ...) or "
+               "neuralde_seq.model_inputs(model_name, times, values, lengths)",
+    "Observations": "build it with neuralde_seq.Observations.from_tensors(times, values, lengths) or "
+                    "neuralde_seq.model_inputs(model_name, times, values, lengths)",
+}
+_WHAT_IT_IS = {
+    "Control": "a Control is an interpolated path (or log-signature windows), for the neural CDE/ODE/RDE models",
+    "Observations": "Observations are the raw observations, for GRU-D, GRU-Δt, ODE-RNN, ODE-RFWP, the latent "
+                    "models, CKCNN and CCNN",
+}
+
+
+def module_dtype_device(module: torch.nn.Module) -> tuple[torch.dtype | None, torch.device | None]:
+    """(dtype, device) of the module's first floating point parameter or buffer; (None, None) if it has none."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype, tensor.device
+    return None, None
+
+
+def check_matches_module(module: torch.nn.Module, tensor: torch.Tensor, what: str, owner: str | None = None) -> None:
+    """Raise if ``tensor`` (any shape) has another floating dtype or device than ``module``'s parameters.
+
+    Arguments:
+        module: the model or dynamics module.
+        tensor: the input's data tensor.
+        what: how to call the input in the message (e.g. "the Control").
+        owner: the module's name in the message (default its class name).
+    """
+    dtype, device = module_dtype_device(module)
+    owner = owner or type(module).__name__
+    if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+        verb = "are" if what.endswith("Observations") else "is"
+        raise TypeError(f"{owner} has {dtype} parameters but {what} {verb} {tensor.dtype}: convert one of them, "
+                        f"model.to({tensor.dtype}) or X.to({dtype}) (inputs are not cast, "
+                        "which could silently drop precision)")
+    if device is not None and tensor.device != device:
+        verb = "are" if what.endswith("Observations") else "is"
+        raise TypeError(f"{owner}'s parameters are on {device} but {what} {verb} on {tensor.device}: move one of them, "
+                        f"model.to('{tensor.device}') or X.to('{device}')")
+
+
+def check_input_type(model: torch.nn.Module, inputs, expected: type) -> None:
+    """Raise a TypeError unless ``inputs`` is an ``expected`` (the Control or Observations class); the message
+    names the model, what it reads, what it got, and how to build the right input."""
+    if not isinstance(inputs, expected):
+        name, got = expected.__name__, type(inputs).__name__
+        what = f" ({_WHAT_IT_IS[got]})" if got in _WHAT_IT_IS else ""
+        raise TypeError(f"{type(model).__name__} reads {name}, got {got}{what}: {_HOW_TO_BUILD.get(name, '')}")
+
+
+def check_input_matches(model: torch.nn.Module, inputs) -> None:
+    """Raise a TypeError if a Control's coefficients or Observations' values have another dtype or device than
+    ``model``'s parameters."""
+    data = inputs.coeffs if hasattr(inputs, "coeffs") else inputs.values
+    check_matches_module(model, data, f"the {type(inputs).__name__}")
+
+
+def check_model_input(model: torch.nn.Module, inputs, expected: type) -> None:
+    """Raise unless ``inputs`` is an ``expected`` (a Control or Observations class) in the dtype and on the device
+    of ``model``'s parameters (:func:`check_input_type`, then :func:`check_input_matches`; a model with checks of
+    its own between the two calls them separately).
+
+    Arguments:
+        model: the model about to read ``inputs``.
+        inputs: what it was given.
+        expected: :class:`~neuralde_seq.controls.Control` or :class:`~neuralde_seq.observations.Observations`.
+
+    Raises:
+        TypeError: ``inputs`` is of another type (the message names the expected type and how to build it), or
+            its dtype or device differs from the model's.
+    """
+    check_input_type(model, inputs, expected)
+    check_input_matches(model, inputs)

@@ -1,0 +1,156 @@
+"""Log-signature controls: piecewise-constant windows for neural RDEs, and their disk cache.
+
+``build_control(method="logsignature")`` cuts each sample's path into windows of ``step`` observation
+intervals and computes each window's log-signature (:mod:`neuralde_seq.signatures`); window j occupies
+s ∈ [j, j + 1) of the :class:`~neuralde_seq.controls.Control`, so batching never changes any sample's grid.
+Windowed log-signatures of long series are costly, so :func:`cached_logsignature_control` stores them on
+disk, keyed by the data and every option.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+
+import torch
+import torchcde
+
+from .cache import CorruptCacheError, cached_tensors
+from .controls import Control, _check_finite, build_control
+from .signatures import backend_version, check_logsignature_options, logsignature_channels, logsignature_windows
+
+__all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureCacheError"]
+
+
+def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
+                         backend: str, basis: str) -> Control:
+    """The log-signature windows of ``path`` as a piecewise-constant :class:`Control` (what
+    ``build_control(method="logsignature")`` returns).
+
+    Arguments:
+        path: (B, T, C) points of the path (NaN where missing: interpolated linearly on the index first).
+        lengths: (B,) long, valid points per sample.
+        depth, step: log-signature depth and window size in observation intervals.
+        names: (C,) channel names of the path (their number fixes the log-signature width).
+        backend, basis: as ``logsig_backend`` and ``logsig_basis`` of :func:`build_control`.
+    """
+    check_logsignature_options(depth, backend, basis)
+    if torch.isnan(path).any():
+        # Log-signatures need complete points: interpolate linearly through missing values first.
+        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
+        filled = torch.empty_like(path)
+        for sample_length in torch.unique(lengths).tolist():
+            members = torch.nonzero(lengths == sample_length).flatten()
+            filled[members, :sample_length] = torchcde.linear_interpolation_coeffs(
+                path[members, :sample_length], t=knots[:sample_length])
+        path = filled
+    valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
+    path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
+    initial_value = path[:, 0].clone()
+    logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
+    batch, n_windows, width = logsig.shape
+    coeffs = torch.zeros(batch, n_windows + 1, 4, width, dtype=path.dtype, device=path.device)  # rate 0 past the end
+    coeffs[:, :n_windows, 0] = logsig
+    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
+    assert width == logsignature_channels(len(names), depth, basis)
+    _check_finite(coeffs, knots, "logsignature")
+    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)),
+                   initial_value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# a disk cache of log-signature controls
+
+_CACHE_FORMAT = "neuralde_seq.logsignature_control.v2"
+_CONTROL_TENSORS = ("knots", "coeffs", "end_index", "initial_value")
+
+
+class LogSignatureCacheError(CorruptCacheError):
+    """A log-signature cache file that cannot be trusted: unreadable, truncated, altered, or written for
+    other inputs. The library never overwrites such a file itself; delete it to recompute."""
+
+
+def _fingerprint(tensor) -> dict | None:
+    """dtype, shape and SHA-256 of a tensor's bytes (None for None)."""
+    if tensor is None:
+        return None
+    tensor = torch.as_tensor(tensor).detach().cpu().contiguous()
+    digest = hashlib.sha256(tensor.reshape(-1).view(torch.uint8).numpy()).hexdigest()
+    return {"dtype": str(tensor.dtype), "shape": list(tensor.shape), "sha256": digest}
+
+
+def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
+                                lengths: torch.Tensor | None = None, *, key_parts: tuple[str, ...] = (),
+                                **options) -> Control:
+    """:func:`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
+
+    Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
+    the data and the options, so they are computed once per dataset. The file is
+    ``cache_dir/<key_parts joined by "-">-<hash>.pt``, kept by :func:`neuralde_seq.cache.cached_tensors`
+    (atomic writes, contents checksummed), where the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
+    option of :func:`build_control` with its defaults filled in (so spelling out a default gives the same
+    key); ``key_parts``; the version of neuralde_seq and of the log-signature backend library; and the cache
+    format. Changing any of them computes a new file; old files are left in place.
+
+    Arguments:
+        cache_dir: directory of the cache (created if missing).
+        times, values, lengths: as in :func:`build_control`.
+        key_parts: readable names for the file, e.g. ``("EigenWorms", "train")``; they also enter the hash.
+        **options: keyword arguments of :func:`build_control`; ``method`` defaults to (and must be)
+            ``"logsignature"``.
+
+    Returns:
+        The :class:`Control`, on ``values``' device. On a hit its tensors are bitwise equal to those computed
+        on the miss. Cached controls carry no autograd graph, so inputs that require grad are refused.
+
+    Raises:
+        LogSignatureCacheError: the cache file exists but cannot be read, its contents do not match the
+            checksum stored with them, or it was written for another key. The message names the file;
+            delete it to recompute.
+    """
+    from . import __version__
+
+    options.setdefault("method", "logsignature")
+    if options["method"] != "logsignature":
+        raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "
+                         f"method={options['method']!r}")
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (times, values)):
+        raise ValueError("times or values require grad, but a cached control carries no autograd graph: build the "
+                         "control with build_control instead")
+    if isinstance(key_parts, str):
+        key_parts = (key_parts,)
+    bound = inspect.signature(build_control).bind(times, values, lengths, **options)
+    bound.apply_defaults()
+    settings = {name: value for name, value in bound.arguments.items() if name not in ("times", "values", "lengths")}
+    key = {
+        "name": "-".join(str(part) for part in key_parts) or "logsignature",
+        "format": _CACHE_FORMAT,
+        "key_parts": [str(part) for part in key_parts],
+        "inputs": {"times": _fingerprint(times), "values": _fingerprint(values), "lengths": _fingerprint(lengths)},
+        # repr() of non-JSON option values (e.g. a float('nan') fill) keeps the key deterministic.
+        "options": json.loads(json.dumps(settings, sort_keys=True, default=repr)),
+        "versions": {"neuralde_seq": __version__, "torch": torch.__version__,
+                     settings["logsig_backend"]: backend_version(settings["logsig_backend"])},
+    }
+    device = values.device if isinstance(values, torch.Tensor) else torch.device("cpu")
+    built = []
+
+    def build() -> dict:
+        control = build_control(times, values, lengths, **options)
+        built.append(control)
+        return {**{field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS},
+                "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
+
+    try:
+        stored = cached_tensors(cache_dir, key, build)
+    except CorruptCacheError as error:
+        raise LogSignatureCacheError(f"corrupt log-signature cache file ({error})") from error
+    if built:
+        return built[0]
+    try:
+        return Control(stored["knots"], stored["coeffs"], stored["end_index"], bool(stored["piecewise_constant"]),
+                       tuple(stored["channels_info"]), stored["initial_value"]).to(device)
+    except (KeyError, TypeError, ValueError) as error:
+        raise LogSignatureCacheError(f"corrupt log-signature cache file in {cache_dir}: its contents do not form a "
+                                     f"control ({error}); delete it to recompute the control") from error
