@@ -60,13 +60,15 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
                          f"magnitude_limit): {advice}")
 
 
-def validate_observations(times, values, lengths):
+def validate_observations(times, values, lengths, *, min_length: int = 2):
     """Check a batch of observations (docs/design.md#data-conventions).
 
     Arguments:
         times: (B, T) tensor, strictly increasing within each sample's length.
         values: (B, T, C) floating point tensor, NaN where missing.
-        lengths: (B,) integer tensor (or sequence) of valid steps per sample, each in [2, T]; None: all T.
+        lengths: (B,) integer tensor (or sequence) of valid steps per sample, each in [min_length, T]; None: all T.
+        min_length: the fewest time points a sample may have: 2 for a control path (the default), 1 for a
+            labelled dataset (:class:`~neuralde_seq.data.IrregularDataset`), whose models decide what they need.
 
     Returns:
         (times, values, lengths, valid): times (B, T) cast to the values' dtype, values unchanged, lengths (B,)
@@ -106,9 +108,9 @@ def validate_observations(times, values, lengths):
         lengths = lengths.long()
     if (lengths == 0).any():
         raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
-    if (lengths < 2).any():
-        raise ValueError(f"sequence too short: a control needs at least 2 observations, lengths < 2 for samples "
-                         f"{_first(lengths < 2)}")
+    if (lengths < min_length).any():
+        raise ValueError(f"sequence too short: a control needs at least {min_length} observations, lengths < "
+                         f"{min_length} for samples {_first(lengths < min_length)}")
     if (lengths > length).any():
         raise ValueError(f"lengths exceed the sequence length {length} for samples {_first(lengths > length)}")
     valid = torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)

@@ -390,7 +390,13 @@ RULE_NAMES = ("hebb", "oja", "delta", "delta-post")
 
 
 def make_rule(rule: str | LearningRule, **options) -> LearningRule:
-    """A rule from its name (one of :data:`RULE_NAMES`) or a rule object (returned unchanged)."""
+    """A rule from its name or a rule object.
+
+    Arguments:
+        rule: one of :data:`RULE_NAMES` ("hebb", "oja", "delta", "delta-post"), or a :class:`LearningRule`
+            (returned unchanged; options are then refused).
+        **options: constructor arguments of the named rule's class.
+    """
     if isinstance(rule, LearningRule):
         if options:
             raise ValueError(f"options {sorted(options)} given together with a rule object {rule!r}")

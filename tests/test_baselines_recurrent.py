@@ -19,7 +19,9 @@ from torch import nn
 
 from neuralde_seq.controls import build_control
 from neuralde_seq.models.ncde import NeuralCDE
-from neuralde_seq.models.recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
+from neuralde_seq.models.gru_observations import GRUD, GRUDeltaT
+from neuralde_seq.models.gru_ode import GRUODE
+from neuralde_seq.models.ode_rnn import ODERNN
 from neuralde_seq.observations import Observations
 from neuralde_seq.solvers import SolverOptions
 

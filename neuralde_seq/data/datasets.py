@@ -20,6 +20,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
+from ..observations import Observations, validate_observations
 from .ts_format import TsData, read_ts
 
 __all__ = [
@@ -62,25 +63,22 @@ class IrregularDataset:
         for arg, tensor in (("times", t), ("values", v), ("lengths", n), ("labels", y)):
             if not isinstance(tensor, torch.Tensor):
                 raise ValueError(f"{arg} must be a torch.Tensor, got {type(tensor).__name__}")
-        if t.dim() != 2:
-            raise ValueError(f"times must have shape (N, T), got {tuple(t.shape)}")
-        if v.dim() != 3 or v.shape[:2] != t.shape:
-            raise ValueError(f"values must have shape (N, T, C) = {tuple(t.shape)} + (C,), got {tuple(v.shape)}")
-        if not t.is_floating_point() or not v.is_floating_point():
-            raise ValueError("times and values must be floating point tensors")
         if n.shape != (t.shape[0],) or n.dtype != torch.long:
             raise ValueError(f"lengths must be a long tensor of shape ({t.shape[0]},), got {n.dtype} {tuple(n.shape)}")
-        if y.shape != (t.shape[0],) or y.dtype != torch.long:
-            raise ValueError(f"labels must be a long tensor of shape ({t.shape[0]},), got {y.dtype} {tuple(y.shape)}")
-        if t.shape[0] == 0:
+        if t.dim() == 2 and t.shape[0] == 0:
             raise ValueError("the dataset is empty (N = 0)")
-        if n.numel() and (int(n.min()) < 1 or int(n.max()) > t.shape[1]):
-            raise ValueError(f"lengths must lie in [1, T={t.shape[1]}], got range [{int(n.min())}, {int(n.max())}]")
+        if t.dim() == 2 and not t.is_floating_point():
+            raise ValueError("times and values must be floating point tensors")
+        # The observations' own checks (shapes, dtypes, lengths, NaN times, finite range, order within each
+        # sample's length) live in one place, shared with Observations and build_control.
+        validate_observations(t, v, n, min_length=1)
         if not torch.isfinite(t).all():
-            raise ValueError("times contain NaN or infinite entries")
+            raise ValueError("times contain NaN or infinite entries (the padding's grid too must be finite)")
         if t.shape[1] > 1 and not (t[:, 1:] > t[:, :-1]).all():
             bad = int(torch.nonzero(~(t[:, 1:] > t[:, :-1]).all(dim=1))[0])
-            raise ValueError(f"times must be strictly increasing in every row; sample {bad} is not")
+            raise ValueError(f"times must be strictly increasing in every row, padding included; sample {bad} is not")
+        if y.shape != (t.shape[0],) or y.dtype != torch.long:
+            raise ValueError(f"labels must be a long tensor of shape ({t.shape[0]},), got {y.dtype} {tuple(y.shape)}")
         if y.numel() and (int(y.min()) < 0 or int(y.max()) >= len(self.class_names)):
             raise ValueError(
                 f"labels must lie in [0, {len(self.class_names)}) (one per class name), "
@@ -108,6 +106,11 @@ class IrregularDataset:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def observations(self) -> Observations:
+        """The inputs without the labels: an :class:`~neuralde_seq.Observations` batch of every sample."""
+        return Observations(self.times, self.values, self.lengths, self.static)
 
     @property
     def observed(self) -> torch.Tensor:

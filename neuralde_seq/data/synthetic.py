@@ -63,6 +63,13 @@ class SyntheticSequences(NamedTuple):
     values: torch.Tensor
     targets: torch.Tensor
 
+    @property
+    def observations(self):
+        """The inputs without the targets, as :class:`~neuralde_seq.Observations` (validated)."""
+        from ..observations import Observations
+
+        return Observations.from_tensors(self.times, self.values)
+
 
 def _check_count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):

@@ -20,7 +20,9 @@ from .ccnn import CCNN
 from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
 from .ncde import NeuralCDE
-from .recurrent import GRUD, GRUODE, ODERNN, GRUDeltaT
+from .gru_observations import GRUD, GRUDeltaT
+from .gru_ode import GRUODE
+from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 

@@ -3,7 +3,7 @@
 The generative model: z0 ~ N(0, I); z(t) solves dz/dt = g(z) from z(t0) = z0 (g an MLP, tanh); each
 observed value x_j(t) ~ N(o(z(t))_j, σ_j²) independently, o linear. The approximate posterior
 q(z0 | x) = N(μ, diag(e^{ℓ})) comes from an encoder run *backwards in time* over the observations (an
-ODE-RNN, :class:`~neuralde_seq.models.recurrent.ODERNN`, giving the Latent ODE-RNN, or an ODE-RFWP,
+ODE-RNN, :class:`~neuralde_seq.models.ode_rnn.ODERNN`, giving the Latent ODE-RNN, or an ODE-RFWP,
 :class:`~neuralde_seq.models.rfwp.ODERFWP`, giving paper 002's Latent ODE-RFWP, §3.3): its state after
 reading the observations from the last to the first is mapped by Linear-tanh-Linear to (μ, ℓ).
 
@@ -57,7 +57,8 @@ from ..input_checks import check_input_matches, check_input_type, check_model_in
 from ..observations import Observations
 from ..rules import LearningRule
 from ..solvers import SolverOptions, evolve_over_gaps
-from .recurrent import ODERNN, _check_classes, _positive_int, ode_mlp
+from .ode_rnn import ODERNN
+from .recurrent import _check_classes, _positive_int, ode_mlp
 from .rfwp import ODERFWP
 
 __all__ = ["LatentODE", "ENCODERS", "reverse_observations", "gaussian_kl", "kl_warmup_weight"]

@@ -1,7 +1,12 @@
-"""Recurrent baselines: GRU-ODE, GRU-Δt, GRU-D and ODE-RNN, as the NCDE paper compares them.
+"""Shared pieces of the recurrent baselines: the GRU cell, the base of the models on raw observations, and
+the walk over the observations with an ODE between them.
 
-The NCDE paper (Kidger et al. 2020, appendix on baselines) compares neural CDEs with these four models;
-each is implemented here from its own paper, with the NCDE paper's adaptations noted.
+The NCDE paper (Kidger et al. 2020, appendix on baselines) compares neural CDEs with four recurrent models,
+each implemented from its own paper, with the NCDE paper's adaptations noted, in its own module:
+GRU-ODE in :mod:`~neuralde_seq.models.gru_ode`, GRU-Δt and GRU-D in
+:mod:`~neuralde_seq.models.gru_observations`, ODE-RNN in :mod:`~neuralde_seq.models.ode_rnn`. This module
+holds what they (and ODE-RFWP, :mod:`~neuralde_seq.models.rfwp`, and the Latent ODEs,
+:mod:`~neuralde_seq.models.latent`) share.
 
 **GRU cell.** All four use one GRU cell, in the form of Cho et al. (2014) with the reset gate inside the
 recurrent product (as GRU-D's equations and the GRU-ODE paper write it)::
@@ -21,27 +26,8 @@ or padded in a batch, and each sample is read at its own last observation. Δt i
 sample's previous observation (0 at its first), and the mask m (1 where a channel is observed) is always
 an input, so a filled-in value is never mistaken for a measurement.
 
-- **GRU-Δt** (the NCDE paper's baseline): a GRU over the observations with input [x̃, m, Δt], x̃ the
-  values with a missing channel filled by its last observation (``fill="last"``; before a channel's first
-  observation, its empirical mean) or by zero (``fill="zero"``).
-- **GRU-D** (Che et al. 2018, *Recurrent Neural Networks for Multivariate Time Series with Missing
-  Values*, Eq. 3-5): per channel d, δ^d is the time since d was last observed: δ = 0 at the first
-  observation, and at each later one δ_t = Δt + δ_{t−1} if d was missing at the previous observation,
-  else Δt. Decays γ_x = exp(−max(0, w_γx ⊙ δ + b_γx)) (diagonal) and γ_h = exp(−max(0, W_γh δ + b_γh))
-  (full); input x̂ = m ⊙ x + (1 − m) ⊙ (γ_x ⊙ x_last + (1 − γ_x) ⊙ x_mean) (x_last = x_mean before a
-  channel's first observation), hidden ĥ = γ_h ⊙ h, then h' = GRU([x̂, m], ĥ) (the paper's V m terms).
-- **ODE-RNN** (Rubanova, Chen & Duvenaud 2019, *Latent ODEs for Irregularly-Sampled Time Series*,
-  Alg. 1): h = 0 at the first observation; between observations dh/dt = f(h), f an MLP (tanh, as the
-  paper's code); at each observation h ← GRU([x̃, m], h) with missing values zero (``fill="zero"``,
-  the paper's data ⊕ mask input; ``fill="last"`` is the alternative). Samples of a batch have different
-  gaps, so each gap is integrated in a normalised time τ ∈ [0, 1]: dh/dτ = Δt_b · f(h), one
-  solve per row for the whole batch (:func:`~neuralde_seq.solvers.evolve_over_gaps`; the walk over the rows is
-  :func:`walk_observations`, shared with ODE-RFWP and the Latent ODEs). With every gap zero it is
-  exactly its GRU over the observations; ``row_states`` gives h at every row, also at all-NaN rows
-  (query times).
-- **GRU-ODE** (De Brouwer et al. 2019, *GRU-ODE-Bayes*, Eq. 3, driven by the interpolated control as in
-  the NCDE paper): dh/ds = (1 − z) ⊙ (g − h) = GRU(X(s), h) − h with z, r, g the gates above of
-  [X(s), h]; h(t0) = 0, read at each sample's own final knot. Reads a :class:`Control`.
+**An ODE between observations.** :func:`walk_observations` is the walk over the rows with an ODE between observations (ODE-RNN, ODE-RFWP
+and the Latent ODEs' encoders), :func:`ode_mlp` the ODE's f.
 
 **Empirical mean** (GRU-D's x_mean, and the fill before a channel's first observation with
 ``fill="last"``): the mean of each channel's observed values. Call ``set_empirical_mean(train_inputs)``
@@ -55,13 +41,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type
 from ..observations import Observations
-from ..solvers import SolverOptions, evolve_over_gaps, solve
 
-__all__ = ["GRUCell", "GRUODE", "GRUDeltaT", "GRUD", "ODERNN", "FILL_POLICIES", "walk_observations",
-           "state_after_last_observation", "ode_mlp"]
+__all__ = ["GRUCell", "FILL_POLICIES", "walk_observations", "state_after_last_observation", "ode_mlp"]
 
 FILL_POLICIES = ("last", "zero")
 
@@ -112,70 +95,7 @@ class GRUCell(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------------
-# GRU-ODE: a direct ODE on the control
-
-class _GRUODEDynamics(nn.Module):
-    needs_value = True
-    needs_derivative = False
-
-    def __init__(self, cell: GRUCell):
-        super().__init__()
-        self.cell = cell
-
-    def forward(self, h, x, dx):
-        return self.rate_from_features(h, *self.control_features(x, dx))
-
-    def control_features(self, x, dx):
-        return (self.cell.input(x),)
-
-    def rate_from_features(self, h, projected):
-        z, _, g = self.cell.gates_from_input(projected, h)
-        return (1 - z) * (g - h)
-
-
-class GRUODE(nn.Module):
-    """GRU-ODE classifier on an interpolated control: dh/ds = (1 − z) ⊙ (g − h), gates of [X(s), h].
-
-    Arguments:
-        in_channels: channels of the control.
-        num_classes: number of classes.
-        hidden: width of h.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
-
-    ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
-    freezes a sample after it: a direct ODE does not stop by itself on a constant control);
-    ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
-    """
-
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, solver: SolverOptions | None = None):
-        super().__init__()
-        _positive_int("in_channels", in_channels)
-        _positive_int("hidden", hidden)
-        _check_classes(num_classes)
-        self.cell = GRUCell(in_channels, hidden)
-        self.dynamics = _GRUODEDynamics(self.cell)
-        self.readout = nn.Linear(hidden, num_classes)
-        self.solver = solver or SolverOptions()
-        self.in_channels, self.hidden = in_channels, hidden
-
-    def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
-        """h at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden); ``h0`` replaces
-        h(t0) = 0."""
-        check_input_type(self, control, Control)
-        if control.piecewise_constant:
-            raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
-        if control.channels != self.in_channels:
-            raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
-        check_input_matches(self, control)
-        h0 = control.coeffs.new_zeros(control.batch_size, self.hidden) if h0 is None else h0
-        return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
-
-    def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
-        return self.readout(self.hidden_states(control, at_knots=at_knots))
-
-
-# ---------------------------------------------------------------------------------------------------
-# models on raw observations
+# the base of the models on raw observations (GRU-Δt, GRU-D, ODE-RNN, ODE-RFWP)
 
 class _ObservationModel(nn.Module):
     """Input checks, the empirical mean and the walk over the observations, shared by the RNNs."""
@@ -249,103 +169,8 @@ class _ObservationModel(nn.Module):
         return self.readout(self.final_hidden(observations))
 
 
-class GRUDeltaT(_ObservationModel):
-    """GRU-Δt: a GRU over the observations with input [x̃, m, Δt] (module docstring).
-
-    Arguments:
-        in_channels: channels C of the observations.
-        num_classes: number of classes.
-        hidden: width of h.
-        fill: "last" (default: last observation, the empirical mean before a channel's first) or "zero".
-
-    ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
-    """
-
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, fill: str = "last"):
-        super().__init__(in_channels, num_classes, hidden)
-        if fill not in FILL_POLICIES:
-            raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
-        self.fill = fill
-        self.cell = GRUCell(2 * in_channels + 1, hidden)
-
-    def cell_inputs(self, observations: Observations):
-        """The GRU's input at every row, (B, T, 2C + 1), and the rows that are observations (B, T)."""
-        self._check(observations)
-        values = observations.values
-        last = self.channel_mean(observations).expand(values.shape[0], -1) if self.fill == "last" else None
-        inputs, events = [], []
-        for event, m, x, gap in self.rows(observations):
-            x_in = self.filled(x, m, last, self.fill)
-            inputs.append(torch.cat([x_in, m.to(values.dtype), gap.unsqueeze(-1)], dim=-1))
-            events.append(event)
-            if last is not None:
-                last = torch.where(m, x, last)
-        return torch.stack(inputs, 1), torch.stack(events, 1)
-
-    def final_hidden(self, observations: Observations) -> torch.Tensor:
-        inputs, events = self.cell_inputs(observations)
-        h = inputs.new_zeros(inputs.shape[0], self.hidden)
-        for i in range(inputs.shape[1]):
-            h = torch.where(events[:, i : i + 1], self.cell(inputs[:, i], h), h)
-        return h
-
-
-class GRUD(_ObservationModel):
-    """GRU-D (Che et al. 2018): input and hidden decay with the time since each channel's last observation.
-
-    Arguments:
-        in_channels: channels C of the observations.
-        num_classes: number of classes.
-        hidden: width of h.
-
-    ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
-    ``decays(observations)`` gives δ, γ_x, γ_h and x̂ at every row (for inspection and tests).
-    """
-
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32):
-        super().__init__(in_channels, num_classes, hidden)
-        self.decay_x_weight = nn.Parameter(torch.empty(in_channels))  # diagonal W_γx
-        self.decay_x_bias = nn.Parameter(torch.zeros(in_channels))
-        self.decay_h = nn.Linear(in_channels, hidden)  # W_γh, b_γh
-        nn.init.uniform_(self.decay_x_weight, -1.0 / in_channels ** 0.5, 1.0 / in_channels ** 0.5)
-        self.cell = GRUCell(2 * in_channels, hidden)
-
-    def _walk(self, observations: Observations, h: torch.Tensor | None):
-        self._check(observations)
-        values = observations.values
-        mean = self.channel_mean(observations).expand(values.shape[0], -1)
-        last = mean
-        delta = torch.zeros_like(mean)
-        prev_mask = torch.ones_like(mean, dtype=torch.bool)
-        for event, m, x, gap in self.rows(observations):
-            # δ_t = Δt + δ_{t−1} if the channel was missing at the previous observation, else Δt (0 at the first).
-            d = gap.unsqueeze(-1) + torch.where(prev_mask, torch.zeros_like(delta), delta)
-            gamma_x = torch.exp(-torch.relu(self.decay_x_weight * d + self.decay_x_bias))
-            gamma_h = torch.exp(-torch.relu(self.decay_h(d)))
-            x_hat = torch.where(m, x, gamma_x * last + (1 - gamma_x) * mean)
-            if h is not None:
-                h_new = self.cell(torch.cat([x_hat, m.to(values.dtype)], dim=-1), gamma_h * h)
-                h = torch.where(event.unsqueeze(-1), h_new, h)
-            yield event, d, gamma_x, gamma_h, x_hat, h
-            e = event.unsqueeze(-1)
-            delta = torch.where(e, d, delta)
-            prev_mask = torch.where(e, m, prev_mask)
-            last = torch.where(m, x, last)
-
-    def decays(self, observations: Observations) -> dict[str, torch.Tensor]:
-        """At every row (B, T, ·): ``delta`` δ, ``gamma_x`` γ_x, ``gamma_h`` γ_h, ``x_hat`` x̂, ``event``.
-        Entries at rows that are not observations are computed but unused."""
-        parts = list(zip(*[step[:5] for step in self._walk(observations, None)]))
-        names = ("event", "delta", "gamma_x", "gamma_h", "x_hat")
-        return {name: torch.stack(part, dim=1) for name, part in zip(names, parts)}
-
-    def final_hidden(self, observations: Observations) -> torch.Tensor:
-        self._check(observations)  # before reading anything of it
-        h = observations.values.new_zeros(observations.batch_size, self.hidden)
-        for *_, h in self._walk(observations, h):
-            pass
-        return h
-
+# ---------------------------------------------------------------------------------------------------
+# an ODE between observations (ODE-RNN, ODE-RFWP, the Latent ODEs' encoders)
 
 def ode_mlp(hidden: int, width: int, depth: int, activation: type[nn.Module] = nn.Tanh) -> nn.Module:
     """f of ODE-RNN: Linear(hidden → width), act, (depth − 1) × [Linear(width → width), act],
@@ -412,65 +237,3 @@ def state_after_last_observation(observations: Observations, walk) -> tuple[torc
             final = tuple(torch.where(event[:, i].view(-1, *([1] * (s.dim() - 1))), s, f)
                           for s, f in zip(state, final))
     return final
-
-
-class ODERNN(_ObservationModel):
-    """ODE-RNN (Rubanova et al. 2019): dh/dt = f(h) between observations, a GRU update at each.
-
-    Arguments:
-        in_channels: channels C of the observations.
-        num_classes: number of classes.
-        hidden: width of h.
-        width, depth: f's MLP (``depth`` tanh layers of ``width``; ``depth=0``: f(h) = A h + b, linear).
-        solver: :class:`~neuralde_seq.solvers.SolverOptions`: method (rk4, dopri5, ...), ``step_size``
-            as the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), rtol/atol for
-            adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
-        fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
-            "last".
-
-    ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
-    """
-
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 1, *,
-                 solver: SolverOptions | None = None, fill: str = "zero"):
-        super().__init__(in_channels, num_classes, hidden)
-        _positive_int("width", width)
-        _positive_int("depth", depth, minimum=0)
-        if fill not in FILL_POLICIES:
-            raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
-        self.fill = fill
-        self.f = ode_mlp(hidden, width, depth)
-        self.cell = GRUCell(2 * in_channels, hidden)
-        self.solver = solver or SolverOptions()
-
-    def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
-        """h after each sample's gap (B,) under dh/dt = f(h) (:func:`evolve_over_gaps`); a zero gap leaves h
-        exactly unchanged."""
-        return evolve_over_gaps(self.f, h, gap, self.solver)
-
-    def _walk(self, observations: Observations):
-        self._check(observations)
-        values = observations.values
-        state = (values.new_zeros(observations.batch_size, self.hidden),)
-        if self.fill == "last":
-            state += (self.channel_mean(observations).expand(values.shape[0], -1),)
-
-        def evolve(state, gap):
-            return (self.evolve(state[0], gap),) + state[1:]
-
-        def update(x, m, state):
-            x_in = self.filled(x, m, state[1] if self.fill == "last" else None, self.fill)
-            h = self.cell(torch.cat([x_in, m.to(values.dtype)], dim=-1), state[0])
-            return (h,) + ((torch.where(m, x, state[1]),) if self.fill == "last" else ())
-
-        return walk_observations(observations, state, evolve, update)
-
-    def row_states(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
-        """h at every row, (B, T, hidden) twice: evolved to the row's time before reading it, and after
-        reading it (see :func:`walk_observations`)."""
-        before, after = zip(*[(b[0], a[0]) for b, a in self._walk(observations)])
-        return torch.stack(before, 1), torch.stack(after, 1)
-
-    def final_hidden(self, observations: Observations) -> torch.Tensor:
-        """h just after each sample's own last observation, (B, hidden)."""
-        return state_after_last_observation(observations, self._walk(observations))[0]

@@ -97,6 +97,12 @@ def predict(model: torch.nn.Module, inputs, batch_size: int, objective: "Objecti
     joined = objective.collate(outputs)
     if isinstance(joined, torch.Tensor) and joined.shape[0] != index.numel():
         raise RuntimeError(f"the model returned {joined.shape[0]} rows for {index.numel()} samples")
+    if isinstance(joined, torch.Tensor) and joined.is_floating_point() and not bool(torch.isfinite(joined).all()):
+        # Metrics of NaN outputs would be silently wrong (argmax of NaN is a class like any other).
+        bad = (~torch.isfinite(joined)).flatten(1).any(dim=1)
+        raise ValueError(f"the model returned non-finite outputs for {int(bad.sum())} of {index.numel()} samples "
+                         f"(first: sample {int(index[torch.nonzero(bad)[0]])}); look for a NonFiniteSolveWarning "
+                         "above, inputs far outside the training data's scale, or time units with very wide gaps")
     return joined
 
 

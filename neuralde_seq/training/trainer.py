@@ -34,13 +34,27 @@ SELECT_ON = ("accuracy", "auroc", "loss")
 def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None) -> torch.Tensor:
     """Logits for every sample of ``control``, in order, as one (N, K) tensor on the model's device.
 
-    Batches are taken in order and the last one may be smaller: no sample is ever dropped.
+    Arguments:
+        model: a classifier returning (B, K) logits.
+        control: the inputs of N samples, sliceable by index (a Control, Observations, tensor or ModelArguments)
+            and on the model's device.
+        batch_size: samples per forward pass; batches are taken in order and the last one may be smaller: no
+            sample is ever dropped.
+        num_samples: how many samples to score (default ``len(control)``).
+
+    Raises ``ValueError`` if the model returns non-finite logits (their metrics would be silently wrong).
     """
     return _predict(model, control, batch_size, num_samples=num_samples)
 
 
 def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int) -> dict[str, Any]:
     """Accuracy, mean cross-entropy and AUROC over *all* samples of ``control``.
+
+    Arguments:
+        model: a classifier returning (B, K) logits.
+        control: the inputs of N samples (as :func:`predict`).
+        labels: (N,) long class indices, checked (no negative or out-of-range index).
+        batch_size: samples per forward pass.
 
     Returns ``{"accuracy": float, "loss": float, "auroc": float | None, "num_samples": int}``. AUROC of the
     softmax probabilities (binary for 2 classes, one-vs-rest macro average for more) is None where it is

@@ -1,0 +1,78 @@
+"""GRU-ODE (De Brouwer et al. 2019, *GRU-ODE-Bayes*, Eq. 3), driven by the interpolated control as in the
+NCDE paper's baselines.
+
+dh/ds = (1 − z) ⊙ (g − h) = GRU(X(s), h) − h with z, r, g the gates of
+:class:`~neuralde_seq.models.recurrent.GRUCell` on [X(s), h]; h(t0) = 0, read at each sample's own final
+knot. Reads a :class:`~neuralde_seq.controls.Control`.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..controls import Control
+from ..input_checks import check_input_matches, check_input_type
+from ..solvers import SolverOptions, solve
+from .recurrent import GRUCell, _check_classes, _positive_int
+
+__all__ = ["GRUODE"]
+
+
+class _GRUODEDynamics(nn.Module):
+    needs_value = True
+    needs_derivative = False
+
+    def __init__(self, cell: GRUCell):
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, h, x, dx):
+        return self.rate_from_features(h, *self.control_features(x, dx))
+
+    def control_features(self, x, dx):
+        return (self.cell.input(x),)
+
+    def rate_from_features(self, h, projected):
+        z, _, g = self.cell.gates_from_input(projected, h)
+        return (1 - z) * (g - h)
+
+
+class GRUODE(nn.Module):
+    """GRU-ODE classifier on an interpolated control: dh/ds = (1 − z) ⊙ (g − h), gates of [X(s), h].
+
+    Arguments:
+        in_channels: channels of the control.
+        num_classes: number of classes.
+        hidden: width of h.
+        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+
+    ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
+    freezes a sample after it: a direct ODE does not stop by itself on a constant control);
+    ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, solver: SolverOptions | None = None):
+        super().__init__()
+        _positive_int("in_channels", in_channels)
+        _positive_int("hidden", hidden)
+        _check_classes(num_classes)
+        self.cell = GRUCell(in_channels, hidden)
+        self.dynamics = _GRUODEDynamics(self.cell)
+        self.readout = nn.Linear(hidden, num_classes)
+        self.solver = solver or SolverOptions()
+        self.in_channels, self.hidden = in_channels, hidden
+
+    def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
+        """h at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden); ``h0`` replaces
+        h(t0) = 0."""
+        check_input_type(self, control, Control)
+        if control.piecewise_constant:
+            raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
+        if control.channels != self.in_channels:
+            raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
+        check_input_matches(self, control)
+        h0 = control.coeffs.new_zeros(control.batch_size, self.hidden) if h0 is None else h0
+        return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
+
+    def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
+        return self.readout(self.hidden_states(control, at_knots=at_knots))

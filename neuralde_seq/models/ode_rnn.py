@@ -1,0 +1,87 @@
+"""ODE-RNN: a GRU at each observation, an ODE between them.
+
+Rubanova, Chen & Duvenaud 2019, *Latent ODEs for Irregularly-Sampled Time Series*, Alg. 1: h = 0 at the
+first observation; between observations dh/dt = f(h), f an MLP (tanh, as the paper's code); at each
+observation h ← GRU([x̃, m], h) with missing values zero (``fill="zero"``, the paper's data ⊕ mask input;
+``fill="last"`` is the alternative). Samples of a batch have different gaps, so each gap is integrated in a
+normalised time τ ∈ [0, 1]: dh/dτ = Δt_b · f(h), one solve per row for the whole batch
+(:func:`~neuralde_seq.solvers.evolve_over_gaps`; the walk over the rows is
+:func:`~neuralde_seq.models.recurrent.walk_observations`, shared with ODE-RFWP and the Latent ODEs). With
+every gap zero it is exactly its GRU over the observations; ``row_states`` gives h at every row, also at
+all-NaN rows (query times).
+
+It reads :class:`~neuralde_seq.observations.Observations` with the conventions of
+:mod:`~neuralde_seq.models.recurrent` (what an observation is, Δt, the mask input, the empirical mean).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..observations import Observations
+from ..solvers import SolverOptions, evolve_over_gaps
+from .recurrent import (FILL_POLICIES, GRUCell, _ObservationModel, _positive_int, ode_mlp,
+                        state_after_last_observation, walk_observations)
+
+__all__ = ["ODERNN"]
+
+
+class ODERNN(_ObservationModel):
+    """ODE-RNN (Rubanova et al. 2019): dh/dt = f(h) between observations, a GRU update at each.
+
+    Arguments:
+        in_channels: channels C of the observations.
+        num_classes: number of classes.
+        hidden: width of h.
+        width, depth: f's MLP (``depth`` tanh layers of ``width``; ``depth=0``: f(h) = A h + b, linear).
+        solver: :class:`~neuralde_seq.solvers.SolverOptions`: method (rk4, dopri5, ...), ``step_size``
+            as the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), rtol/atol for
+            adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
+        fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
+            "last".
+
+    ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 1, *,
+                 solver: SolverOptions | None = None, fill: str = "zero"):
+        super().__init__(in_channels, num_classes, hidden)
+        _positive_int("width", width)
+        _positive_int("depth", depth, minimum=0)
+        if fill not in FILL_POLICIES:
+            raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
+        self.fill = fill
+        self.f = ode_mlp(hidden, width, depth)
+        self.cell = GRUCell(2 * in_channels, hidden)
+        self.solver = solver or SolverOptions()
+
+    def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
+        """h after each sample's gap (B,) under dh/dt = f(h) (:func:`evolve_over_gaps`); a zero gap leaves h
+        exactly unchanged."""
+        return evolve_over_gaps(self.f, h, gap, self.solver)
+
+    def _walk(self, observations: Observations):
+        self._check(observations)
+        values = observations.values
+        state = (values.new_zeros(observations.batch_size, self.hidden),)
+        if self.fill == "last":
+            state += (self.channel_mean(observations).expand(values.shape[0], -1),)
+
+        def evolve(state, gap):
+            return (self.evolve(state[0], gap),) + state[1:]
+
+        def update(x, m, state):
+            x_in = self.filled(x, m, state[1] if self.fill == "last" else None, self.fill)
+            h = self.cell(torch.cat([x_in, m.to(values.dtype)], dim=-1), state[0])
+            return (h,) + ((torch.where(m, x, state[1]),) if self.fill == "last" else ())
+
+        return walk_observations(observations, state, evolve, update)
+
+    def row_states(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
+        """h at every row, (B, T, hidden) twice: evolved to the row's time before reading it, and after
+        reading it (see :func:`walk_observations`)."""
+        before, after = zip(*[(b[0], a[0]) for b, a in self._walk(observations)])
+        return torch.stack(before, 1), torch.stack(after, 1)
+
+    def final_hidden(self, observations: Observations) -> torch.Tensor:
+        """h just after each sample's own last observation, (B, hidden)."""
+        return state_after_last_observation(observations, self._walk(observations))[0]
