@@ -94,6 +94,17 @@ def train_classifier(
 ) -> dict[str, Any]:
     """Train a classifier with Adam and cross-entropy, keeping the best-validation weights.
 
+    Arguments:
+        model: a classifier returning (B, K) logits.
+        train_control, val_control: the inputs of the N training / M validation samples (a Control,
+            Observations, tensor or ModelArguments, on the model's device).
+        train_labels, val_labels: (N,) and (M,) long class indices.
+        epochs, lr, batch_size, seed, weight_decay: the training settings (Adam).
+        checkpoint_path: file of the best-validation checkpoint (None: kept in memory).
+        progress, desc: tqdm bars and their label. eval_batch_size: batch size of evaluation (default
+            ``batch_size``). config: extra settings stored in the checkpoints (and compared on resume).
+        callbacks: further :class:`~neuralde_seq.training.callbacks.Callback` objects.
+
     Each epoch visits every training sample once in an order drawn from a generator seeded with ``seed``;
     after each epoch the model is evaluated on every validation sample, and when ``select_on`` (one of
     :data:`SELECT_ON`; accuracy and AUROC ties go to the lower loss) improves, the weights are written to
