@@ -161,3 +161,27 @@ def test_shipped_config_with_a_high_drop_rate_names_the_variant_that_cannot_be_b
     assert status == 2
     err = capsys.readouterr().err
     assert "test variant '1/2 rate'" in err and "no observation" in err and "unobserved_fill" in err
+
+
+def test_compare_and_bench_train_through_the_one_loop(tmp_path, monkeypatch):
+    import yaml
+
+    import neuralde_seq.training.trainer as trainer
+
+    calls = []
+    real_fit = trainer.fit
+
+    def spy(model, objective, *args, **kwargs):
+        calls.append(type(objective).__name__)
+        return real_fit(model, objective, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "fit", spy)
+    assert main(["compare", "--models", "ncde", "--epochs", "1", "--out", str(tmp_path / "compare"),
+                 "--no-progress"]) == 0
+    assert calls == ["Classification"]
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(_config(seeds=[0, 1])))
+    assert main(["bench", str(path), "--out", str(tmp_path / "bench"), "--no-progress"]) == 0
+    assert calls == ["Classification"] * 3  # one fit per row and seed
+    for result in (tmp_path / "bench" / "runs").glob("*/*/result.json"):
+        assert json.loads(result.read_text())["history"]["stopped_by"] == "epochs"  # fit's history
