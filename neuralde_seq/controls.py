@@ -44,7 +44,7 @@ from .observations import _first, batch_selection, validate_observations
 from .signatures import DEFAULT_BASIS
 from .splines import polynomial_pieces
 
-__all__ = ["Control", "build_control", "cached_logsignature_control", "LogSignatureCacheError", "INTERPOLATIONS",
+__all__ = ["Control", "build_control", "INTERPOLATIONS",
            "MISSING_POLICIES"]
 
 INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
@@ -386,13 +386,3 @@ def _value_at_end(coeffs, knots, end_index):
     f = (knots[end_index] - knots[last]).unsqueeze(-1)
     a, b, c, d = piece.unbind(-2)
     return a + f * (b + f * (c + f * d))
-
-
-def __getattr__(name):
-    # The log-signature cache lives in neuralde_seq.logsignature_control, which imports this module; this keeps
-    # its former import path, neuralde_seq.controls, working without an import cycle.
-    if name in ("cached_logsignature_control", "LogSignatureCacheError"):
-        from . import logsignature_control
-
-        return getattr(logsignature_control, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

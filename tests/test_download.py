@@ -23,11 +23,11 @@ import pytest
 import torch
 
 from neuralde_seq.data.cache_integrity import ChecksumError
+from neuralde_seq.cache import cached_tensors
 from neuralde_seq.data.download import (
     CorruptCacheError,
     DataUnavailableError,
     RemoteFile,
-    cached_tensors,
     data_dir,
     fetch,
     resolve_offline,

@@ -404,9 +404,4 @@ def test_observations_module_owns_validation_and_imports_no_other_module_of_the_
         elif isinstance(node, ast.Import):
             assert not any(alias.name.startswith("neuralde_seq") for alias in node.names), ast.unparse(node)
     assert controls.validate_observations is observations.validate_observations is validate_observations
-    # The log-signature cache moved to its own module; its former import path still works.
-    from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
-    from neuralde_seq.logsignature_control import cached_logsignature_control as moved
-
-    assert cached_logsignature_control is moved and issubclass(LogSignatureCacheError, Exception)
     assert neuralde_seq.Observations is observations.Observations

@@ -21,7 +21,7 @@ import torch
 
 from neuralde_seq import build_control
 from neuralde_seq import logsignature_control as logsignature_control_module
-from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
+from neuralde_seq.logsignature_control import LogSignatureCacheError, cached_logsignature_control
 from neuralde_seq.signatures import BASES, logsignature, logsignature_channels, logsignature_windows
 
 F64 = torch.float64

@@ -7,7 +7,8 @@ is :mod:`neuralde_seq.data.protocols`; import it from there (it is not re-export
 from .arff import parse_arff, read_arff
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split
 from .cache_integrity import ChecksumError
-from .download import CorruptCacheError, DataUnavailableError, RemoteFile, cached_tensors, data_dir, fetch
+from ..cache import CorruptCacheError, cached_tensors
+from .download import DataUnavailableError, RemoteFile, data_dir, fetch
 from .extraction import extract_archive
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands

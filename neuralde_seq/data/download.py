@@ -39,8 +39,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-# The tensor cache lives in neuralde_seq.cache (log-signature controls use it too); re-exported here.
-from ..cache import TENSOR_CACHE_FORMAT, CorruptCacheError, cached_tensors  # noqa: F401
+from ..cache import CorruptCacheError
 from .cache_integrity import (_CHUNK, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, _archive_problem, _exclusive,
                               _file_size, _manifest_path, _read_manifest, _record_first_use, _verify_cached,
                               sha256_file)
@@ -49,7 +48,6 @@ __all__ = [
     "CorruptCacheError",
     "DataUnavailableError",
     "RemoteFile",
-    "cached_tensors",
     "data_dir",
     "fetch",
     "resolve_offline",

@@ -68,7 +68,8 @@ import torch
 
 from .datasets import DatasetSplits, IrregularDataset, stratified_split
 from .cache_integrity import sha256_file
-from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch
+from ..cache import CorruptCacheError, cached_tensors
+from .download import RemoteFile, data_dir, fetch
 from .transforms import channel_statistics, drop_observations, standardise
 
 __all__ = [

@@ -52,7 +52,7 @@ torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every p
    ``build_control``/``model_inputs`` options), as for the embedded JapaneseVowels data.
 
 The parsed TRAIN+TEST tensors (float64, before dropping and splitting) are cached once per dataset and
-format with :func:`~neuralde_seq.data.download.cached_tensors` under ``<cache>/uea/tensors``; drop rates,
+format with :func:`~neuralde_seq.cache.cached_tensors` under ``<cache>/uea/tensors``; drop rates,
 seeds and dtypes are applied on every load (cheap). Each part's ``meta["indices"]`` gives its samples'
 positions in the TRAIN+TEST concatenation (positions below ``meta["num_archive_train"]`` came from TRAIN).
 """
@@ -71,7 +71,8 @@ import torch
 
 from .arff import decode_archive_text, parse_arff
 from .datasets import DatasetSplits, IrregularDataset, stratified_split
-from .download import CorruptCacheError, RemoteFile, cached_tensors, data_dir, fetch
+from ..cache import CorruptCacheError, cached_tensors
+from .download import RemoteFile, data_dir, fetch
 from .transforms import drop_observations
 from .ts_format import TsData, parse_ts
 
@@ -273,7 +274,7 @@ def load_uea(
     Raises:
         ValueError: a bad argument, or ``name`` is not in the archive (with close names suggested).
         DataUnavailableError, ChecksumError, CorruptCacheError: see :func:`~neuralde_seq.data.download.fetch`
-            and :func:`~neuralde_seq.data.download.cached_tensors`.
+            and :func:`~neuralde_seq.cache.cached_tensors`.
     """
     _check_name(name)
     _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt)

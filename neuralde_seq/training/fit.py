@@ -25,10 +25,12 @@ from typing import Any, Sequence
 import torch
 import torch.distributed as dist
 
-from .callbacks import BestCheckpoint, Callback, Divergence, DivergenceGuard, FitState, ProgressBar
+from .callbacks import Callback, Divergence, DivergenceGuard, FitState, ProgressBar
 from .checkpoints import atomic_save, model_device, restore_rng_states, rng_states
 from .distributed import world as _world  # (rank, world size); (0, 1) without a process group
-from .objectives import Objective, batches, predict
+from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
+                            sum_over_ranks)
+from .objectives import Objective
 
 __all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
 
@@ -59,102 +61,6 @@ def _positive_int(value, name: str, allow_none: bool = False):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
     return value
-
-
-class _TrainingLoss(torch.nn.Module):
-    """The loss of a batch as the forward of a module, the one DistributedDataParallel wraps: DDP
-    synchronises gradients of what its forward computed only, and objectives call methods other than
-    ``forward`` (the ELBO calls ``model.loss``); the penalty is computed here too, as it may read parameters
-    the loss does not (a latent classifier's decoder).
-
-    ``forward(inputs, targets, context)`` returns (the objective's loss, its outputs or None, the loss plus
-    ``penalty_weight * model.penalty()``)."""
-
-    def __init__(self, model: torch.nn.Module, objective: Objective, penalty_weight: float):
-        super().__init__()
-        self.model, self.objective, self.penalty_weight = model, objective, penalty_weight
-
-    def forward(self, inputs, targets, context: dict):
-        loss, outputs = self.objective.training_loss(self.model, inputs, targets, context)
-        total = loss + self.penalty_weight * self.model.penalty() if self.penalty_weight > 0 else loss
-        return loss, outputs, total
-
-
-def _collective_device(device: torch.device) -> torch.device:
-    # nccl reduces CUDA tensors only; gloo is given CPU tensors whatever the model's device.
-    return device if dist.get_backend() == "nccl" else torch.device("cpu")
-
-
-def _global_loss(total: torch.Tensor, weight: float, world: int) -> torch.Tensor:
-    """The global batch's loss from every rank's weighted share, the same on every rank: callbacks see what
-    one process would see, and take one decision (a rank stopping alone would leave the others waiting)."""
-    local = total.detach() * weight if weight > 0 else torch.zeros_like(total.detach())  # weight 0: a stand-in
-    reduced = local.to(_collective_device(total.device))
-    dist.all_reduce(reduced)
-    return reduced.to(total.device) / world
-
-
-def _sum_over_ranks(sums: dict[str, list], world: int, device: torch.device) -> dict[str, list[float]]:
-    """``{name: [sum, count]}`` added over the processes. A process whose shares were all empty since the
-    last evaluation lacks the objective's statistics: the names are agreed on first (all_reduce needs one
-    length everywhere), in rank 0's order."""
-    names_by_rank: list = [None] * world
-    dist.all_gather_object(names_by_rank, list(sums))
-    names = list(names_by_rank[0]) + sorted(set().union(*map(set, names_by_rank)) - set(names_by_rank[0]))
-    flat = torch.tensor([float(x) for name in names for x in sums.get(name, (0.0, 0))], dtype=torch.float64,
-                        device=_collective_device(device))
-    dist.all_reduce(flat)
-    return {name: [float(flat[2 * i]), float(flat[2 * i + 1])] for i, name in enumerate(names)}
-
-
-def _broadcast_stop(state: FitState) -> None:
-    # Rank 0 decides whether to stop: a rank-local reason (a TimeLimit) must not leave the others waiting.
-    decision = [state.stop_reason]
-    dist.broadcast_object_list(decision, src=0)
-    state.stop_reason = decision[0]
-
-
-def _broadcast_generator(generator: torch.Generator) -> None:
-    # Objectives may draw from the data-order generator, as many numbers as their share holds: rank 0's state
-    # keeps one order of the next epoch on every rank.
-    state = [generator.get_state()]
-    dist.broadcast_object_list(state, src=0)
-    generator.set_state(state[0])
-
-
-def _gather_outputs(local, index_local: torch.Tensor, objective: Objective, world: int):
-    """Every rank's outputs joined back in sample order (an object gather on CPU: works with any backend).
-
-    Arguments:
-        local: this rank's outputs (first dimension: samples) for the samples ``index_local`` (1-D), or
-            None for an empty share.
-    """
-    parts: list = [None] * world
-    dist.all_gather_object(parts, None if local is None else (index_local.cpu(), local.detach().cpu()))
-    parts = [part for part in parts if part is not None]
-    order = torch.cat([part[0] for part in parts])
-    joined = objective.collate([part[1] for part in parts])  # pads where shares differ in length (per step)
-    return joined[torch.argsort(order)]  # row i holds sample order[i]: sorting by it puts sample k in row k
-
-
-def _evaluate(model, objective: Objective, data, batch_size: int, world: int, rank: int) -> dict:
-    inputs, targets = data
-    n = len(inputs)
-    if world == 1:
-        return objective.evaluate(model, inputs, targets, batch_size)
-    if type(objective).evaluate is not Objective.evaluate:
-        # An objective's own evaluation (the ELBO's, which samples) runs on rank 0 and every rank reports
-        # its metrics: ranks must agree on them (checkpoint selection, early stopping).
-        metrics = [objective.evaluate(model, inputs, targets, batch_size) if rank == 0 else None]
-        dist.broadcast_object_list(metrics, src=0)
-        return metrics[0]
-    # Each rank scores its share; the outputs are gathered so that every rank computes the same metrics.
-    index = torch.arange(n)[rank::world]
-    local = predict(model, inputs, batch_size, objective, index=index) if index.numel() else None
-    outputs = _gather_outputs(local, index, objective, world)
-    device = model_device(model)
-    return {**objective.metrics(outputs.to(device), None if targets is None else targets.to(device)),
-            "num_samples": n}
 
 
 def fit(
@@ -243,7 +149,7 @@ def fit(
     device = model_device(model)
     if isinstance(train_targets, torch.Tensor):
         train_targets = train_targets.to(device)
-    training_loss = _TrainingLoss(model, objective, penalty_weight)
+    training_loss = TrainingLoss(model, objective, penalty_weight)
     if world > 1:
         # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
         # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
@@ -330,14 +236,14 @@ def fit(
     def evaluate_now(end_of_epoch: bool) -> dict:
         nonlocal train_sums, train_seconds
         if world > 1:  # training statistics summed over the processes
-            train_sums = _sum_over_ranks(train_sums, world, device)
+            train_sums = sum_over_ranks(train_sums, world, device)
         record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
         for name, (total, count) in train_sums.items():
             record[f"train_{name}"] = total / count if count else None
         record["seconds_per_epoch"] = train_seconds
         t0 = time.perf_counter()
         if val is not None:
-            metrics = _evaluate(model, objective, val, eval_batch_size, world, rank)
+            metrics = evaluate_split(model, objective, val, eval_batch_size, world, rank)
             record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
         record["val_seconds"] = time.perf_counter() - t0
         rows_before = len(history["epoch"])
@@ -351,7 +257,7 @@ def fit(
         for callback in callbacks:
             callback.on_evaluation(state, record)
         if world > 1:
-            _broadcast_stop(state)
+            broadcast_stop(state)
         train_sums, train_seconds = {}, 0.0
         return record
 
@@ -405,7 +311,7 @@ def fit(
                     if val is not None:
                         objective.check_target_range(outputs, val[1], "val targets")
                     first_batch = False
-                seen = total if world == 1 else _global_loss(total, weight, world)
+                seen = total if world == 1 else global_loss(total, weight, world)
                 for callback in callbacks:
                     callback.on_batch_loss(state, seen)
                 optimizer.zero_grad(set_to_none=True)
@@ -436,7 +342,7 @@ def fit(
                 if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
                     if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
                         if world > 1:
-                            _broadcast_generator(generator)
+                            broadcast_generator(generator)
                         loop["position"], loop["order_state"] = 0, generator.get_state()
                     evaluate_now(end_of_epoch)
                     if hit_max and state.stop_reason is None:
