@@ -74,15 +74,20 @@ def test_hourly_grid_truncation_labels_static(archives, tmp_path):
     assert s.static[r, 4] == 0 and s.labels[r] == 1
 
 
+def _training_statistics(truth):
+    """The split, and the training part's per-channel and static mean and std, computed from the raw truth."""
+    parts = _ncde_split(truth["labels"])
+    train_values = np.concatenate([truth["values"][i] for i in parts[0]])
+    static = _filled_static(truth)
+    return (parts, np.nanmean(train_values, axis=0), np.nanstd(train_values, axis=0), static,
+            static[parts[0]].mean(0), static[parts[0]].std(0))
+
+
 def test_intensity_channels_are_cumulative_counts_and_normalisation(archives, tmp_path):
     remotes, truth = archives
     splits = load_physionet_sepsis(intensity=True, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64,
                                    progress=False)
-    parts = _ncde_split(truth["labels"])
-    train_values = np.concatenate([truth["values"][i] for i in parts[0]])
-    mean, std = np.nanmean(train_values, axis=0), np.nanstd(train_values, axis=0)
-    static = _filled_static(truth)
-    s_mean, s_std = static[parts[0]].mean(0), static[parts[0]].std(0)
+    parts, mean, std, static, s_mean, s_std = _training_statistics(truth)
     for split, idx in zip(splits, parts):
         assert split.values.shape == (len(idx), 72, 68)
         assert split.static.shape == (len(idx), 7)
@@ -202,11 +207,7 @@ def test_task_protocol_standardises_once_and_leaves_counts_and_flags_raw(archive
     remotes, truth = archives
     data = load_task("physionet-sepsis", intensity=True, remotes=remotes, cache_dir=tmp_path, dtype=torch.float64,
                      progress=False)
-    parts = _ncde_split(truth["labels"])
-    train_values = np.concatenate([truth["values"][i] for i in parts[0]])
-    mean, std = np.nanmean(train_values, axis=0), np.nanstd(train_values, axis=0)
-    static = _filled_static(truth)
-    s_mean, s_std = static[parts[0]].mean(0), static[parts[0]].std(0)
+    parts, mean, std, static, s_mean, s_std = _training_statistics(truth)
     for split, idx in zip(data.splits, parts):
         for row, i in enumerate(idx):
             grid = _grid(truth, i, 72)
