@@ -434,3 +434,21 @@ def test_trajectories_train_through_fit(tmp_path, monkeypatch, setting, kind):
     assert run["train_seconds"] == pytest.approx(sum(history["seconds_per_epoch"]))
     assert run["diverged"] is None and math.isfinite(run["mse"])
     assert (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("name", ["delta-cde", "ncde", "gru-ode"])
+def test_registry_models_take_one_output_for_a_scalar_regression(name):
+    # One real target per sequence: a model with num_classes=1 returns (B, 1), compared with (N,) targets.
+    g = torch.Generator().manual_seed(1)
+    control, targets = _mean_and_last(64, 8, g)
+    torch.manual_seed(0)
+    model = create_model(name, control, 1)
+    history = fit(model, Regression(), (control, targets[:, 1]), val=(control, targets[:, 1]), epochs=3, lr=1e-2,
+                  batch_size=16, progress=False)
+    with torch.no_grad():
+        prediction = model(control)
+    assert prediction.shape == (64, 1)
+    assert history["val_mse"][-1] == pytest.approx(float(((prediction[:, 0] - targets[:, 1]) ** 2).mean()), rel=1e-4)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        fit(model, Classification(), (control, torch.zeros(64, dtype=torch.long)), epochs=1, lr=1e-3, batch_size=16,
+            progress=False)

@@ -145,7 +145,7 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         name: one of :data:`MODEL_NAMES`.
         in_channels: the input the model reads (``model_inputs(...)``), or its number of channels. Given
             the input, options that depend on it are filled in too (e.g. the NRDE's initial channels).
-        num_classes: number of classes.
+        num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression.
         solver: :class:`~neuralde_seq.solvers.SolverOptions` or a dict of its fields (differential
             equation models only).
         **overrides: constructor arguments replacing the registry defaults.

@@ -248,8 +248,9 @@ class FastWeightClassifier(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
                  **layer_options):
         super().__init__()
-        if not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
+                             f"got {num_classes!r}")
         self.network = FastWeightNetwork(in_channels, num_layers, solver, **layer_options)
         self.head = nn.Linear(self.network.d_model, num_classes)
 

@@ -96,7 +96,7 @@ class NeuralCDE(nn.Module):
 
     Arguments:
         in_channels: channels of the control (interpolated channels, or log-signature channels).
-        num_classes: number of classes (>= 2).
+        num_classes: number of outputs: classes, or targets of a regression (>= 1).
         hidden: width of the hidden state z.
         width: width of the vector field's MLP layers.
         depth: number of hidden layers of the vector field's MLP.
@@ -116,8 +116,9 @@ class NeuralCDE(nn.Module):
                  form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu"):
         super().__init__()
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
+                             f"got {num_classes!r}")
         if form not in ("cde", "rde"):
             raise ValueError(f"form must be 'cde' (interpolated control) or 'rde' (log-signature control), got {form!r}")
         if initial_state not in NCDE_INITIAL_STATES:

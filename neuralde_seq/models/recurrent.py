@@ -56,8 +56,9 @@ def _positive_int(name, value, minimum=1):
 
 
 def _check_classes(num_classes):
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
+                             f"got {num_classes!r}")
 
 
 class GRUCell(nn.Module):

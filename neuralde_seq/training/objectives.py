@@ -231,6 +231,9 @@ class Classification(Objective):
         if not isinstance(outputs, torch.Tensor) or outputs.dim() != 2:
             raise ValueError(f"Classification expects (B, K) logits from the model, got "
                              f"{tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__}")
+        if outputs.shape[1] < 2:
+            raise ValueError(f"Classification needs logits of at least 2 classes, the model returns {outputs.shape[1]} "
+                             "output(s) per sample (for a real target use the Regression objective)")
         _check_class_indices(targets, "labels", outputs.shape[1])
 
     def check_target_range(self, outputs, targets, name):
