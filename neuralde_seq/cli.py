@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .training.config import load_config
+
 COMPARE_CONFIG = Path(__file__).resolve().parent / "configs" / "compare.yaml"
 _DTYPES = ("float32", "float64")
 
@@ -83,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Options given here change the config for every row.",
     )
     compare.add_argument("--models", type=_parse_models, default=None,
-                         help="comma-separated rows to run (default: all: hebb-cde, oja-cde, delta-cde, ncde, ckcnn)")
+                         help="comma-separated rows to run (default: all: hebb-cde, oja-cde, delta-cde, ncde, ckcnn); "
+                              "any other registry model name adds a row for it")
     compare.add_argument("--epochs", type=_positive_int, default=None,
                          help="training epochs of every row (default: the config's, 25; CKCNN 30)")
     compare.add_argument("--drop-rate", type=float, default=None,
@@ -139,6 +142,23 @@ def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
     return overrides
 
 
+def compare_config(models) -> dict:
+    """compare.yaml, with a row added for every requested registry model that it does not hold (fast weight
+    models with the config's small fast weight options, the others with their registry defaults)."""
+    from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES
+
+    config = load_config(COMPARE_CONFIG)
+    labels = {row["label"] for row in config["models"]}
+    fast_weight_options = next(row["options"] for row in config["models"] if row["model"] in FAST_WEIGHT_MODEL_NAMES)
+    for name in models or ():
+        if name not in labels and name in MODEL_NAMES:
+            row = {"label": name, "model": name}
+            if name in FAST_WEIGHT_MODEL_NAMES:
+                row["options"] = dict(fast_weight_options)
+            config["models"].append(row)
+    return config
+
+
 def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], models, seeds=None,
          max_steps=None) -> dict:
     kwargs = dict(config=config, out_dir=out, overrides=overrides, models=models, seeds=seeds, max_steps=max_steps,
@@ -159,15 +179,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from .training.config import ConfigError, load_config
+    from .training.config import ConfigError
 
     if args.command == "compare":
         if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
             parser.error(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
-        config_path, out, seeds, max_steps = COMPARE_CONFIG, args.out, None, None
-        overrides = compare_overrides(args, load_config(config_path))
+        out, seeds, max_steps = args.out, None, None
+        config_path = compare_config(args.models)
+        overrides = compare_overrides(args, config_path)
+        source = COMPARE_CONFIG.name
     else:
-        config_path = args.config
+        config_path = source = args.config
         if not config_path.exists():
             parser.error(f"config file {config_path} does not exist")
         overrides, seeds, max_steps = args.overrides, args.seeds, args.max_steps
@@ -177,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         results = _run(config_path, out, args, overrides, args.models, seeds, max_steps)
     except ConfigError as err:
-        parser.error(f"{config_path}: {err}")
+        parser.error(f"{source}: {err}")
     except (ValueError, FileNotFoundError) as err:  # bad data or settings: the message says what to change
         print(f"neuralde-seq: error: {err}", file=sys.stderr)
         return 2

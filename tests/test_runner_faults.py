@@ -185,3 +185,15 @@ def test_compare_and_bench_train_through_the_one_loop(tmp_path, monkeypatch):
     assert calls == ["Classification"] * 3  # one fit per row and seed
     for result in (tmp_path / "bench" / "runs").glob("*/*/result.json"):
         assert json.loads(result.read_text())["history"]["stopped_by"] == "epochs"  # fit's history
+
+
+def test_compare_adds_a_row_for_any_registry_model_asked_for(tmp_path):
+    from neuralde_seq.cli import compare_config
+
+    config = parse_config(compare_config(["gru-dt", "delta-post-cde", "ncde"]))
+    rows = {row.label: row for row in config.rows}
+    assert rows["gru-dt"].options == {} and rows["gru-dt"].training.epochs == 25
+    assert rows["delta-post-cde"].options == {"d_model": 32, "n_heads": 4, "d_ff": 64}
+    assert [row.label for row in config.rows].count("ncde") == 1
+    with pytest.raises(SystemExit):
+        main(["compare", "--models", "nosuchmodel", "--out", str(tmp_path), "--no-progress"])
