@@ -36,6 +36,8 @@ their disk cache are built in :mod:`neuralde_seq.logsignature_control`.
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 
 import torch
@@ -230,7 +232,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                   method: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
                   intensity_channel: bool = False, missing: str = "interpolate",
                   unobserved_fill: float | None = None, parametrization: str = "time",
-                  depth: int = 2, step: int = 4, logsig_backend: str = "torch",
+                  time_unit: float | None = None, depth: int = 2, step: int = 4, logsig_backend: str = "torch",
                   logsig_basis: str = DEFAULT_BASIS) -> Control:
     """Build a control path from irregularly sampled observations.
 
@@ -251,6 +253,11 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         unobserved_fill: value for a channel with no observation at all in a sample; None (default)
             raises an error instead.
         parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
+        time_unit: times are divided by this (a positive number) before anything else: the time channel then
+            reads time in these units, and with ``parametrization="time"`` so does the solver's parameter s, in
+            which ``SolverOptions.step_size`` is measured. E.g. hourly data stamped in seconds: 3600; a
+            dataset whose series span 0-1,343 steps: 1343, for a time channel in [0, 1] (compute it on the
+            training split and use the same unit for every split). None (default): times as given.
         depth, step: log-signature depth (1 or 2 with the torch backend, any with the others) and window
             size in observation intervals.
         logsig_backend: library computing the log-signatures: "torch" (default, depth <= 2, no extra
@@ -275,6 +282,12 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                          "missing value")
     if method == "rectilinear" and not time_channel:
         raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
+    if time_unit is not None:
+        if isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
+                time_unit > 0 and math.isfinite(time_unit)):
+            raise ValueError(f"time_unit must be a positive finite number or None, got {time_unit!r}")
+        if isinstance(times, torch.Tensor):
+            times = times.double() / time_unit  # in float64: large raw times keep their resolution
     times, values, lengths, valid = validate_observations(times, values, lengths)
     # Columns after the longest sample are padding of every sample: they must not become knots.
     longest = int(lengths.max())

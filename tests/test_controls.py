@@ -724,3 +724,21 @@ def test_static_initial_state_needs_static_features():
     assert logits.shape == (2, 3) and torch.isfinite(logits).all()
     with pytest.raises(ValueError, match="static_channels"):
         create_model("delta-cde", control.channels, 3, d_model=8, n_heads=2, initial_state="static")
+
+
+@pytest.mark.parametrize("parametrization", ["time", "index"])
+def test_time_unit_rescales_the_time_channel_and_the_solver_parameter(parametrization):
+    # Hourly observations stamped in seconds, read in hours: the same control as times given in hours.
+    g = torch.Generator().manual_seed(0)
+    hours = torch.cumsum(torch.rand(3, 12, generator=g, dtype=torch.float64) + 0.5, dim=1)
+    values = torch.randn(3, 12, 2, generator=g, dtype=torch.float64)
+    in_hours = build_control(hours, values, parametrization=parametrization) if parametrization == "index" else \
+        build_control(hours[:1].expand(3, 12), values, parametrization=parametrization)
+    times_s = (hours if parametrization == "index" else hours[:1].expand(3, 12)) * 3600.0
+    from_seconds = build_control(times_s, values, parametrization=parametrization, time_unit=3600.0)
+    for a, b in zip(in_hours.tensors(), from_seconds.tensors()):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # the time channel (channel 0) reads hours: its final value is the last time in hours
+    torch.testing.assert_close(from_seconds.final_value()[:, 0], in_hours.final_value()[:, 0])
+    with pytest.raises(ValueError, match="time_unit must be a positive finite number"):
+        build_control(times_s, values, time_unit=0.0)
