@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data.trajectories import semi_markov_task, trajectory_task  # noqa: E402
 from neuralde_seq.models.latent import LatentODE, kl_warmup_weight  # noqa: E402
-from neuralde_seq.models.recurrent import ODERNN  # noqa: E402
+from neuralde_seq.models.ode_rnn import ODERNN  # noqa: E402
 from neuralde_seq.models.rfwp import ODERFWP  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
 from neuralde_seq.solvers import SolverOptions  # noqa: E402
