@@ -5,7 +5,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 
 - data in: :class:`Observations` (the raw irregular batch, validated once), :func:`build_control` and
   :class:`Control` (the continuous path X(s) the CDE/RDE models read), :class:`IrregularDataset`
-  (observations + labels), :func:`logsignature`, :func:`logsignature_windows`;
+  (observations + labels) read from numpy (:func:`from_arrays`) or local .ts/ARFF files (:func:`load_files`),
+  :func:`logsignature`, :func:`logsignature_windows`; scikit-learn estimators are in :mod:`neuralde_seq.sklearn`;
 - what is solved: the learning rules :class:`Hebb`, :class:`Oja`, :class:`Delta` (:func:`make_rule`) and their
   vector field :class:`FastWeightField` in ODE, CDE and RDE form;
 - how it is solved: :class:`SolverOptions` and :func:`solve` (fixed-step, adaptive, exact; checkpointed,
@@ -17,7 +18,7 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   :func:`evaluate`, :func:`predict`, :class:`TrainingDiverged`; benchmarks: :func:`run_benchmark`.
 """
 from .controls import Control, build_control
-from .data import IrregularDataset
+from .data import IrregularDataset, from_arrays, load_files
 from .fields import FastWeightField
 from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options,
                      create_model, model_inputs, MODEL_NAMES)
@@ -33,7 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     # data in
-    "Observations", "Control", "build_control", "IrregularDataset", "logsignature", "logsignature_windows",
+    "Observations", "Control", "build_control", "IrregularDataset", "from_arrays", "load_files", "logsignature",
+    "logsignature_windows",
     # what is solved
     "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "FastWeightField",
     # how it is solved

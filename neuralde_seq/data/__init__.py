@@ -5,11 +5,14 @@ The benchmark task registry (``TASKS``, ``load_task``: each task's loader, split
 is :mod:`neuralde_seq.data.protocols`; import it from there (it is not re-exported here)."""
 
 from .arff import parse_arff, read_arff
+from .arrays import from_arrays, from_concatenated, pad_sequences
 from .datasets import DatasetSplits, IrregularDataset, embedded_path, from_ts, load_japanese_vowels, stratified_split
 from .cache_integrity import ChecksumError
 from ..cache import CorruptCacheError, cached_tensors
 from .download import DataUnavailableError, RemoteFile, data_dir, fetch
 from .extraction import extract_archive
+from .local_files import load_files, read_file
+from .dataframes import from_long_dataframe
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
 from .synthetic import ADDING_TRIVIAL_MSE, SyntheticSequences, adding_problem, copy_memory
@@ -41,7 +44,12 @@ __all__ = [
     "embedded_path",
     "extract_archive",
     "fetch",
+    "from_arrays",
+    "from_concatenated",
     "from_ts",
+    "from_long_dataframe",
+    "load_files",
+    "read_file",
     "load_character_trajectories",
     "load_eigenworms",
     "load_japanese_vowels",
@@ -49,6 +57,7 @@ __all__ = [
     "load_speech_commands",
     "load_uea",
     "num_dropped",
+    "pad_sequences",
     "parse_arff",
     "parse_ts",
     "read_arff",

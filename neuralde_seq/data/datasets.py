@@ -7,7 +7,8 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
   strictly increasing;
 * ``values`` (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too;
 * ``lengths`` (N,) long, the number of time steps of each sample (1 <= length <= T);
-* ``labels`` (N,) long in ``[0, len(class_names))``;
+* ``labels`` (N,) long in ``[0, len(class_names))``, or None for an unlabelled dataset (inputs to predict on,
+  e.g. from :func:`~neuralde_seq.data.from_arrays` without labels);
 * ``static`` (N, S) float or None: per-sample features that do not vary in time (e.g. PhysioNet's age).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+import warnings
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -45,13 +47,15 @@ class DatasetSplits(NamedTuple):
 class IrregularDataset:
     """A labelled set of irregularly sampled multichannel sequences (see the module docstring).
 
-    Shapes are checked on construction; a bad argument raises ``ValueError`` naming it.
+    Shapes are checked on construction; a bad argument raises ``ValueError`` naming it. ``labels`` may be
+    None: a dataset of inputs without labels (to predict on); it cannot be split by :func:`stratified_split`
+    or trained on.
     """
 
     times: torch.Tensor
     values: torch.Tensor
     lengths: torch.Tensor
-    labels: torch.Tensor
+    labels: torch.Tensor | None
     class_names: list[str]
     name: str = ""
     meta: dict = field(default_factory=dict)
@@ -61,6 +65,8 @@ class IrregularDataset:
         self.class_names = [str(c) for c in self.class_names]
         t, v, n, y = self.times, self.values, self.lengths, self.labels
         for arg, tensor in (("times", t), ("values", v), ("lengths", n), ("labels", y)):
+            if arg == "labels" and tensor is None:  # an unlabelled dataset
+                continue
             if not isinstance(tensor, torch.Tensor):
                 raise ValueError(f"{arg} must be a torch.Tensor, got {type(tensor).__name__}")
         if n.shape != (t.shape[0],) or n.dtype != torch.long:
@@ -77,9 +83,9 @@ class IrregularDataset:
         if t.shape[1] > 1 and not (t[:, 1:] > t[:, :-1]).all():
             bad = int(torch.nonzero(~(t[:, 1:] > t[:, :-1]).all(dim=1))[0])
             raise ValueError(f"times must be strictly increasing in every row, padding included; sample {bad} is not")
-        if y.shape != (t.shape[0],) or y.dtype != torch.long:
+        if y is not None and (y.shape != (t.shape[0],) or y.dtype != torch.long):
             raise ValueError(f"labels must be a long tensor of shape ({t.shape[0]},), got {y.dtype} {tuple(y.shape)}")
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= len(self.class_names)):
+        if y is not None and y.numel() and (int(y.min()) < 0 or int(y.max()) >= len(self.class_names)):
             raise ValueError(
                 f"labels must lie in [0, {len(self.class_names)}) (one per class name), "
                 f"got range [{int(y.min())}, {int(y.max())}]"
@@ -137,7 +143,7 @@ class IrregularDataset:
             times=self.times[idx].clone(),
             values=self.values[idx].clone(),
             lengths=self.lengths[idx].clone(),
-            labels=self.labels[idx].clone(),
+            labels=None if self.labels is None else self.labels[idx].clone(),
             class_names=list(self.class_names),
             name=self.name,
             meta=dict(self.meta),
@@ -159,7 +165,7 @@ class IrregularDataset:
             times=self.times.to(device=device, dtype=dtype),
             values=self.values.to(device=device, dtype=dtype),
             lengths=self.lengths.to(device=device),
-            labels=self.labels.to(device=device),
+            labels=None if self.labels is None else self.labels.to(device=device),
             static=None if self.static is None else self.static.to(device=device, dtype=dtype),
         )
 
@@ -279,6 +285,13 @@ def stratified_split(
     Parts are peeled off one after another, each stratified on the labels of what remains; every
     sample lands in exactly one part. Indices in each part are sorted. Returns a tuple of datasets, or
     of ``(dataset, indices)`` pairs with ``return_indices=True``.
+
+    Classes too small to stratify: a step cannot be stratified when a class has fewer than 2 samples among
+    those that remain, or when one of its two parts would hold fewer samples than there are classes. That
+    step is then a plain random split (same sizes, same seed) and a ``UserWarning`` names the classes too
+    small (or the part sizes against the number of classes), so a small class may be missing from a part.
+    Steps that can be stratified are stratified exactly as before (the published splits do not change).
+    Raises ``ValueError`` for an unlabelled dataset (``labels`` None).
     """
     from sklearn.model_selection import train_test_split
 
@@ -287,14 +300,22 @@ def stratified_split(
         raise ValueError(f"fractions needs at least two parts, got {fractions}")
     if any(not f > 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
         raise ValueError(f"fractions must be positive and sum to 1, got {fractions}")
+    if dataset.labels is None:
+        raise ValueError("stratified_split needs labels, but the dataset is unlabelled (labels is None)")
     labels = dataset.labels.cpu().numpy()
     remaining = np.arange(len(dataset))
     parts = []
     for k, frac in enumerate(fractions[:-1]):
         rel = frac / sum(fractions[k:])
-        take, rest = train_test_split(
-            remaining, train_size=rel, stratify=labels[remaining], random_state=seed + k, shuffle=True
-        )
+        try:
+            take, rest = train_test_split(
+                remaining, train_size=rel, stratify=labels[remaining], random_state=seed + k, shuffle=True
+            )
+        except ValueError:
+            # Raises again if the split is impossible for another reason (e.g. a part would be empty).
+            take, rest = train_test_split(remaining, train_size=rel, random_state=seed + k, shuffle=True)
+            warnings.warn(_not_stratified(dataset, labels[remaining], len(take), len(rest), k), UserWarning,
+                          stacklevel=2)
         parts.append(np.sort(take))
         remaining = rest
     parts.append(np.sort(remaining))
@@ -303,3 +324,19 @@ def stratified_split(
         sub = dataset.subset(torch.as_tensor(idx, dtype=torch.long))
         out.append((sub, idx) if return_indices else sub)
     return tuple(out)
+
+
+def _not_stratified(dataset: IrregularDataset, labels: np.ndarray, n_take: int, n_rest: int, step: int) -> str:
+    """The warning of a split step that could not be stratified: which classes are too small, or why."""
+    classes, counts = np.unique(labels, return_counts=True)
+    small = [f"{dataset.class_names[c]!r} ({n} sample{'s' if n != 1 else ''})"
+             for c, n in zip(classes.tolist(), counts.tolist()) if n < 2]
+    reasons = []
+    if small:
+        reasons.append(f"class(es) with fewer than 2 samples: {', '.join(small)}")
+    if min(n_take, n_rest) < len(classes):
+        reasons.append(f"a part of {min(n_take, n_rest)} samples cannot hold one of each of the {len(classes)} "
+                       "classes")
+    return (f"stratified_split ({dataset.name or 'dataset'}, step {step + 1}): cannot stratify {len(labels)} samples "
+            f"into parts of {n_take} and {n_rest} ({'; '.join(reasons) or 'too few samples per class'}); this step "
+            "is a plain random split, so a class may be missing from a part")

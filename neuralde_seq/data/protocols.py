@@ -12,6 +12,12 @@ variants of the test set (other drop rates, other sampling rates).
 | eigenworms | :func:`~neuralde_seq.data.uea.load_eigenworms` | accuracy | no |
 | character-trajectories | :func:`~neuralde_seq.data.uea.load_character_trajectories` | accuracy | no |
 | uea | :func:`~neuralde_seq.data.uea.load_uea` (option ``name``) | accuracy | no |
+| files | :func:`local_files_splits` (local ``.ts`` / ARFF: ``train`` + ``test``, or ``path``) | accuracy | no |
+
+The ``files`` task reads a dataset from local files (:func:`~neuralde_seq.data.local_files.load_files`):
+``task_options: {train: PATH, test: PATH}`` or ``{path: FOLDER}`` (relative paths are resolved against the
+current working directory), keeping the files' TRAIN/TEST split; the validation set is carved from TRAIN
+(``validation_fraction``, ``split_seed``), and ``drop_rate``/``drop_seed`` drop observations as the other tasks.
 
 The downloaded datasets use the papers' fixed split seed (``split_seed``, a loader option), so every
 training seed sees the same split, as in the papers' code; the embedded JapaneseVowels protocol of
@@ -38,18 +44,21 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from typing import Any, Callable
 
 import torch
 
 from .datasets import DatasetSplits, IrregularDataset, load_japanese_vowels, stratified_split
+from .local_files import load_files
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
 from .transforms import channel_statistics, drop_observations
 from .transforms import subsample as subsample_dataset
 from .uea import load_character_trajectories, load_eigenworms, load_uea
 
-__all__ = ["Task", "TaskData", "TASKS", "TASK_NAMES", "get_task", "load_task", "japanese_vowels_splits"]
+__all__ = ["Task", "TaskData", "TASKS", "TASK_NAMES", "get_task", "load_task", "japanese_vowels_splits",
+           "local_files_splits"]
 
 METRICS = ("accuracy", "auroc")
 
@@ -77,6 +86,82 @@ def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fractio
     return DatasetSplits(train, val, test)
 
 
+_FILES_SOURCES = ("train", "test", "path")
+
+
+def check_files_options(options: dict) -> None:
+    """Check the ``files`` task's source options: ``train`` and ``test`` (two files), or ``path`` (a folder).
+
+    Arguments:
+        options: the task options (a mapping; only ``train``, ``test``, ``path`` and ``name`` are checked).
+
+    Raises:
+        ValueError: a missing or extra source option, or one that is not a non-empty string, naming it.
+    """
+    given = [key for key in _FILES_SOURCES if options.get(key) is not None]
+    for key in given + (["name"] if options.get("name") is not None else []):
+        value = options[key]
+        if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value.strip()):
+            raise ValueError(f"option {key} must be a non-empty path string, got {value!r}")
+    if "path" in given and ("train" in given or "test" in given):
+        raise ValueError("give either path (a folder with <Name>_TRAIN / <Name>_TEST files) or train and test "
+                         f"(two files), not both; got {', '.join(given)}")
+    if "path" not in given and given != ["train", "test"]:
+        missing = [key for key in ("train", "test") if key not in given]
+        raise ValueError(f"the files task needs train and test (two files) or path (a folder); "
+                         f"missing: {', '.join(missing)}")
+
+
+def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os.PathLike | None = None,
+                       path: str | os.PathLike | None = None, name: str | None = None,
+                       validation_fraction: float = 0.15, split_seed: int = 0, drop_rate: float = 0.0,
+                       drop_seed: int = 0, dtype: torch.dtype = torch.float32) -> DatasetSplits:
+    """Local ``.ts`` / ARFF files in the benchmark protocol (raw, not standardised): the ``files`` task.
+
+    Arguments:
+        train, test: the TRAIN and TEST files; or
+        path: a folder holding ``<Name>_TRAIN`` / ``<Name>_TEST`` files (``name`` picks one of several).
+            Relative paths are resolved against the current working directory (where ``neuralde-seq bench``
+            is started), not the config file's folder.
+        validation_fraction, split_seed: the validation set carved, stratified, out of the TRAIN file.
+        drop_rate: fraction of every sample's time points set missing
+            (:func:`~neuralde_seq.data.drop_observations`), in [0, 1).
+        drop_seed: seed of the drop: the TRAIN file's cases with ``drop_seed``, *before* the validation split
+            (so the points dropped from a case do not depend on ``split_seed``), the TEST file's with
+            ``drop_seed + 1``.
+        dtype: floating dtype of the returned splits.
+
+    Returns:
+        ``DatasetSplits(train, val, test)`` as :func:`~neuralde_seq.data.local_files.load_files` gives them
+        (test = the whole TEST file, in order), with ``drop_rate`` applied. Each part's ``meta`` adds
+        ``drop_rate`` and ``drop_seed``.
+    """
+    check_files_options({"train": train, "test": test, "path": path, "name": name})
+    if isinstance(drop_rate, bool) or not isinstance(drop_rate, (int, float)) or not 0.0 <= float(drop_rate) < 1.0:
+        raise ValueError(f"drop_rate must be a number in [0, 1), got {drop_rate!r}")
+    if isinstance(drop_seed, bool) or not isinstance(drop_seed, int) or drop_seed < 0:
+        raise ValueError(f"drop_seed must be a non-negative integer, got {drop_seed!r}")
+    splits = load_files(path if path is not None else train, None if path is not None else test,
+                        validation_fraction=validation_fraction, split_seed=split_seed, dtype=dtype, name=name)
+    train_part, val_part, test_part = splits
+    if drop_rate > 0:
+        # Rebuild the TRAIN file's dataset (both parts keep its padded length) in file order, drop, re-split.
+        positions = torch.tensor(train_part.meta["indices"] + val_part.meta["indices"])
+        order = torch.argsort(positions)
+        whole = train_part.replace(
+            times=torch.cat([train_part.times, val_part.times])[order],
+            values=torch.cat([train_part.values, val_part.values])[order],
+            lengths=torch.cat([train_part.lengths, val_part.lengths])[order],
+            labels=torch.cat([train_part.labels, val_part.labels])[order])
+        whole = drop_observations(whole, float(drop_rate), int(drop_seed))
+        train_part, val_part = (whole.subset(part.meta["indices"]).replace(
+            meta={**part.meta, "transforms": whole.meta["transforms"]}) for part in (train_part, val_part))
+        test_part = drop_observations(test_part, float(drop_rate), int(drop_seed) + 1)
+    return DatasetSplits(*(part.replace(meta={**part.meta, "drop_rate": float(drop_rate),
+                                              "drop_seed": int(drop_seed)})
+                           for part in (train_part, val_part, test_part)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """A benchmark task.
@@ -96,6 +181,9 @@ class Task:
             ``normalise=False`` for a loader that can standardise itself: the task standardises once, with
             the statistics of the training data, also for the test-set variants. Every loader with a
             ``normalise`` option must get ``normalise=False`` here when ``standardise`` is True.
+        check_options: a function of the task options (a dict) that raises ``ValueError`` when they cannot
+            work together (e.g. the files task's ``train``/``test`` or ``path``), or None; called when a
+            config is parsed, before anything runs, and by :func:`load_task`.
     """
 
     name: str
@@ -106,6 +194,7 @@ class Task:
     standardise: bool = True
     load_dtype: torch.dtype | None = None
     fixed_options: dict = dataclasses.field(default_factory=dict)
+    check_options: Callable[[dict], None] | None = None
 
     def __post_init__(self):
         if self.metric not in METRICS:
@@ -147,6 +236,8 @@ _TASK_LIST = [
     Task("character-trajectories", "UEA CharacterTrajectories: 20 characters, 3 channels", "accuracy",
          load_character_trajectories),
     Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea),
+    Task("files", "local .ts / ARFF files with their own TRAIN/TEST split (options train, test or path)",
+         "accuracy", local_files_splits, load_dtype=torch.float64, check_options=check_files_options),
 ]
 TASKS: dict[str, Task] = {task.name: task for task in _TASK_LIST}
 TASK_NAMES = tuple(TASKS)
@@ -315,6 +406,8 @@ def load_task(name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for task {name!r}; its options: {', '.join(known)}")
     options = dict(options)
+    if task.check_options is not None:
+        task.check_options(options)
     factor = _check_subsample(options.pop("subsample", 1))
     params = inspect.signature(loader).parameters
     kwargs = {**options, **task.fixed_options}

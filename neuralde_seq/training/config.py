@@ -334,6 +334,11 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         known_options = None  # the loader's module is missing: load_task reports it when the data are needed
     if known_options is not None:
         _check_keys(options, known_options, f"task_options (task {task.name})")
+    if task.check_options is not None:  # options that only work together (the files task's train/test or path)
+        try:
+            task.check_options(options)
+        except ValueError as err:
+            raise ConfigError(f"task_options (task {task.name}): {err}") from err
     if "drop_rate" in options:
         rate = _number(options["drop_rate"], "task_options.drop_rate", minimum=0.0)
         if not rate < 1:

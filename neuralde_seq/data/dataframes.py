@@ -1,0 +1,264 @@
+"""Long-format pandas DataFrames (the layout of aeon, tsfresh and most databases) as datasets.
+
+:func:`from_long_dataframe` reads one of two layouts:
+
+* **wide-long** (one row per sample and time point, one column per channel)::
+
+      id   time  heart_rate  temperature  label
+      a    0.0   71.0        NaN          sick
+      a    0.7   NaN         37.9         sick
+      b    0.0   64.0        36.6         well
+
+* **stacked** (tsfresh's ``column_kind`` / ``column_value`` layout: one row per sample, time point and
+  channel), with ``kind_column="kind", value_column="value"``::
+
+      id   time  kind         value
+      a    0.0   heart_rate   71.0
+      a    0.7   temperature  37.9
+
+Samples are the distinct ids in order of first appearance in the frame (``meta["ids"]``); each sample's
+rows are sorted by time. NaN values are missing observations; a time point listed in the frame stays in
+the sample even when all its channels are missing; in the stacked layout a channel without a row at one
+of the sample's times is missing there. Nothing is dropped or filled: a repeated (id, time) (stacked:
+(id, time, kind)), a missing id, time or label, an infinite value, a non-numeric value or time column, and
+a label that varies within one id raise an error naming the column (and the id or row).
+
+The arrays are passed to :func:`neuralde_seq.data.arrays.from_arrays`, so the result equals
+``from_arrays(sequences, labels, times=times)`` with the same per-sample arrays (labels mapped to
+0..K-1 in sorted order, the originals in ``class_names``).
+
+pandas is an optional dependency, imported when the function is called (``pip install pandas``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .datasets import IrregularDataset
+
+__all__ = ["from_long_dataframe"]
+
+
+def _import_pandas():
+    try:
+        import pandas
+    except ImportError as err:
+        raise ImportError("from_long_dataframe needs pandas, an optional dependency of neuralde_seq: "
+                          "pip install pandas") from err
+    return pandas
+
+
+def _column(frame, column, what: str):
+    if column not in frame.columns:
+        raise KeyError(f"{what}={column!r} is not a column of frame; its columns: {list(frame.columns)}")
+    return frame[column]
+
+
+def _numeric(pd, series, what: str, column, allow_nan: bool) -> np.ndarray:
+    """A column as float64, refusing non-numeric dtypes, infinities and (unless allowed) NaN."""
+    dtype = series.dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        raise TypeError(f"{what} {column!r} holds dates or durations ({dtype}); convert it to numbers "
+                        f"first, e.g. (frame[{column!r}] - frame[{column!r}].min()).dt.total_seconds()")
+    if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+        raise TypeError(f"{what} {column!r} must be numeric, got dtype {dtype}")
+    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.isinf(values) if allow_nan else ~np.isfinite(values)
+    if bad.any():
+        row = series.index[int(np.argmax(bad))]
+        kind = "an infinite" if allow_nan else "a missing or infinite"
+        raise ValueError(f"{what} {column!r} has {kind} entry ({values[bad][0]}) at row {row!r}")
+    return values
+
+
+def from_long_dataframe(
+    frame,
+    *,
+    id_column: Hashable = "id",
+    time_column: Hashable | None = "time",
+    value_columns: Sequence[Hashable] | None = None,
+    label_column: Hashable | None = None,
+    labels: Mapping | Any | None = None,
+    kind_column: Hashable | None = None,
+    value_column: Hashable | None = None,
+    class_names: Sequence | None = None,
+    name: str = "",
+    dtype: torch.dtype = torch.float32,
+) -> IrregularDataset:
+    """A long-format DataFrame (see the module docstring) as an :class:`~neuralde_seq.data.IrregularDataset`.
+
+    Arguments:
+        frame: a ``pandas.DataFrame`` with R rows.
+        id_column: the column naming each row's sample (any hashable values, no missing ones).
+        time_column: the column of observation times (numbers; R,), or None: each sample's rows in frame order
+            are its time points 0, 1, ..., L_i - 1 (wide-long layout only).
+        value_columns: the channel columns (C of them, numeric, NaN = missing), in channel order. Default:
+            every column except the id, time and label columns. Not with ``kind_column``.
+        label_column: the column holding each sample's label (constant within an id, no missing ones).
+        labels: instead of ``label_column``, each sample's label looked up by id: a mapping or a
+            ``pandas.Series`` indexed by id (tsfresh's ``y``), with exactly the frame's ids.
+        kind_column, value_column: the stacked layout (give both): the channel name of each row and its value.
+            Channels are the distinct kinds, sorted (``meta["channels"]``); needs ``time_column``.
+        class_names, name, dtype: passed to :func:`~neuralde_seq.data.arrays.from_arrays` (labels are mapped
+            to 0..K-1 in sorted order unless ``class_names`` says otherwise; ``dtype`` of times and values).
+
+    Returns:
+        The dataset of N samples (the distinct ids in order of first appearance): ``times`` (N, T),
+        ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,), ``labels`` (N,) (the
+        ``from_arrays`` default when neither ``label_column`` nor ``labels`` is given). ``meta`` adds
+        ``ids`` (the id of each sample), ``channels`` (the channel names) and ``layout``.
+
+    Raises:
+        ImportError: pandas is not installed.
+        TypeError: ``frame`` is not a DataFrame; a non-numeric time or value column.
+        KeyError: a named column is missing.
+        ValueError: conflicting arguments, an empty frame, a missing id / time / label, an infinite value, a
+            repeated (id, time) (stacked: (id, time, kind)), a label varying within an id, an id without any
+            observed value, ``labels`` not covering exactly the frame's ids.
+    """
+    pd = _import_pandas()
+    from .arrays import from_arrays
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas.DataFrame, got {type(frame).__name__}")
+    if len(frame) == 0:
+        raise ValueError("frame has no rows")
+    if frame.columns.has_duplicates:
+        duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+        raise ValueError(f"frame has repeated column names {duplicated}; every column must be named once")
+    stacked = kind_column is not None or value_column is not None
+    if stacked and (kind_column is None or value_column is None):
+        raise ValueError("the stacked layout needs both kind_column and value_column")
+    if stacked and value_columns is not None:
+        raise ValueError("value_columns is for the wide-long layout; with kind_column/value_column leave it None")
+    if stacked and time_column is None:
+        raise ValueError("the stacked layout (kind_column/value_column) needs time_column")
+    if label_column is not None and labels is not None:
+        raise ValueError("give label_column or labels, not both")
+
+    # ---- ids (first appearance order), times
+    ids_series = _column(frame, id_column, "id_column")
+    if ids_series.isna().any():
+        row = frame.index[int(np.argmax(ids_series.isna().to_numpy()))]
+        raise ValueError(f"id_column {id_column!r} has a missing id at row {row!r}")
+    codes, uniques = pd.factorize(ids_series, sort=False)
+    ids = uniques.tolist()
+    times_all = None
+    if time_column is not None:
+        times_all = _numeric(pd, _column(frame, time_column, "time_column"), "time_column", time_column,
+                             allow_nan=False)
+    used = {id_column, time_column, label_column} - {None}
+
+    # ---- channels
+    if stacked:
+        kinds_series = _column(frame, kind_column, "kind_column")
+        if kinds_series.isna().any():
+            row = frame.index[int(np.argmax(kinds_series.isna().to_numpy()))]
+            raise ValueError(f"kind_column {kind_column!r} has a missing channel name at row {row!r}")
+        stacked_values = _numeric(pd, _column(frame, value_column, "value_column"), "value_column", value_column,
+                                  allow_nan=True)
+        kind_codes, kinds = pd.factorize(kinds_series, sort=False)
+        try:
+            order = sorted(range(len(kinds)), key=lambda k: kinds[k])
+        except TypeError:  # kinds of mixed types: order by their text
+            order = sorted(range(len(kinds)), key=lambda k: str(kinds[k]))
+        rank = np.empty(len(kinds), dtype=np.int64)
+        rank[order] = np.arange(len(kinds))
+        channel_of_row = rank[kind_codes]
+        channels = [kinds[k] for k in order]
+    else:
+        if value_columns is None:
+            channels = [c for c in frame.columns if c not in used]
+        else:
+            if isinstance(value_columns, (str, bytes)) or not isinstance(value_columns, Sequence):
+                raise ValueError(f"value_columns must be a list of column names, got {value_columns!r}")
+            channels = list(value_columns)
+            repeated = sorted({str(c) for c in channels if channels.count(c) > 1})
+            if repeated:
+                raise ValueError(f"value_columns names {repeated} more than once")
+            overlap = [c for c in channels if c in used]
+            if overlap:
+                raise ValueError(f"value_columns {overlap} are also the id, time or label column")
+        if not channels:
+            raise ValueError("frame has no value column (every column is the id, time or label column)")
+        wide = np.stack([_numeric(pd, _column(frame, c, "value_columns"), "value_columns", c, allow_nan=True)
+                         for c in channels], axis=1)
+
+    # ---- labels per sample
+    sample_labels = None
+    if label_column is not None:
+        label_series = _column(frame, label_column, "label_column")
+        missing = label_series.isna().to_numpy()
+        if missing.any():
+            row = frame.index[int(np.argmax(missing))]
+            raise ValueError(f"label_column {label_column!r} has a missing label at row {row!r} "
+                             f"(id {ids_series.iloc[int(np.argmax(missing))]!r})")
+        label_values = label_series.to_numpy(dtype=object)
+    elif labels is not None:
+        if isinstance(labels, pd.Series):
+            if labels.index.has_duplicates:
+                raise ValueError("labels (a Series indexed by id) has repeated ids in its index")
+            lookup = labels.to_dict()
+        elif isinstance(labels, Mapping):
+            lookup = dict(labels)
+        else:
+            raise TypeError(f"labels must be a mapping or a pandas.Series indexed by id, got {type(labels).__name__}")
+        known = set(ids)
+        absent = [i for i in ids if i not in lookup]
+        extra = [k for k in lookup if k not in known]
+        if absent or extra:
+            raise ValueError(f"labels must give a label for exactly the frame's ids: ids without a label "
+                             f"{absent[:5]}{'...' if len(absent) > 5 else ''}, labels for ids not in the frame "
+                             f"{extra[:5]}{'...' if len(extra) > 5 else ''}")
+        sample_labels = [lookup[i] for i in ids]
+        bad = [i for i, lab in zip(ids, sample_labels) if pd.api.types.is_scalar(lab) and pd.isna(lab)]
+        if bad:
+            raise ValueError(f"labels has a missing label for id {bad[0]!r}")
+
+    # ---- one (L_i, C) array and (L_i,) times per sample
+    by_sample = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by_sample], np.arange(len(ids) + 1))
+    sequences, times, collected = [], [], []
+    for k, sample_id in enumerate(ids):
+        rows = by_sample[bounds[k]:bounds[k + 1]]  # frame order
+        if stacked:
+            t_rows = times_all[rows]
+            grid, position = np.unique(t_rows, return_inverse=True)
+            cells = position * len(channels) + channel_of_row[rows]
+            if np.unique(cells).size != cells.size:
+                first = int(np.flatnonzero(np.bincount(cells) > 1)[0])
+                raise ValueError(f"id {sample_id!r} has several rows for time {grid[first // len(channels)]} and "
+                                 f"kind {channels[first % len(channels)]!r} (repeated (id, time, kind))")
+            seq = np.full((grid.size, len(channels)), np.nan)
+            seq[position, channel_of_row[rows]] = stacked_values[rows]
+        else:
+            if times_all is None:
+                grid = np.arange(rows.size, dtype=np.float64)
+                seq = wide[rows]
+            else:
+                order = np.argsort(times_all[rows], kind="stable")
+                grid, seq = times_all[rows][order], wide[rows][order]
+                repeated = np.flatnonzero(np.diff(grid) == 0)
+                if repeated.size:
+                    raise ValueError(f"id {sample_id!r} has several rows at time {grid[repeated[0]]} (repeated "
+                                     f"(id, time)); use the stacked layout (kind_column/value_column) for one row "
+                                     "per channel")
+        if np.isnan(seq).all():
+            raise ValueError(f"id {sample_id!r} has no observed value (all its {seq.size} values are NaN); a "
+                             "sequence needs at least one observation: leave that id out of the frame")
+        sequences.append(seq)
+        times.append(grid)
+        if label_column is not None:
+            distinct = list(dict.fromkeys(label_values[rows].tolist()))
+            if len(distinct) != 1:
+                raise ValueError(f"label_column {label_column!r} varies within id {sample_id!r}: {distinct}")
+            collected.append(distinct[0])
+    if label_column is not None:
+        sample_labels = collected
+
+    dataset = from_arrays(sequences, sample_labels, times=times, class_names=class_names, name=name, dtype=dtype)
+    return dataset.replace(meta={**dataset.meta, "ids": ids, "channels": [str(c) for c in channels],
+                                 "layout": "stacked" if stacked else "wide-long"})

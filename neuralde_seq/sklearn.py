@@ -1,0 +1,433 @@
+"""scikit-learn estimators on the toolkit's models: :class:`SequenceClassifier` and :class:`SequenceRegressor`.
+
+Both train any registry model (:data:`~neuralde_seq.models.MODEL_NAMES`) with :func:`~neuralde_seq.fit` and
+follow scikit-learn's conventions (``get_params``/``set_params``, ``clone``, pipelines, ``cross_val_score``,
+``GridSearchCV``, pickling).
+
+**X** holds N sequences with NaN marking a missing value, in the forms of
+:func:`~neuralde_seq.data.pad_sequences`: a list of (T_i, C) arrays (or (T_i,) for univariate sequences;
+lengths may differ), a 3-D (N, T, C) array, or a **2-D (N, T) array, read as N univariate sequences of T
+time steps** (scikit-learn's tabular layout: a row is a sequence, a column a time step). So
+``n_features_in_`` is the number of *channels* C (1 for a 2-D X), and a sequence may have any number of time
+steps (at least 2) at prediction. Every sequence needs at least one observed value (an all-NaN sample is an
+error naming it), values must be finite or NaN, and the channels at prediction must be those of fit.
+
+**times** (keyword of ``fit``, ``predict``, ``predict_proba`` and ``score``): None (each sample's observation
+index 0, 1, ...) or one (T_i,) array per sample (a list, or a 2-D (N, T) array), strictly increasing. Give
+them in units where the gaps between observations are about 1. In cross-validation, route them with
+scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=True)``,
+``est.set_fit_request(times=True).set_score_request(times=True)``, ``cross_val_score(est, X, y,
+params={"times": times})``).
+
+What ``fit`` does, in order (so a direct :func:`~neuralde_seq.fit` call reproduces it exactly):
+
+1. ``data = from_arrays(X, times=times, dtype=dtype)``; each channel is standardised with the mean and
+   standard deviation of its observed values in ``X`` (:func:`~neuralde_seq.data.channel_statistics`, stored as
+   ``channel_mean_`` and ``channel_scale_`` and applied to every later X);
+2. the model's input: ``model_inputs(model, data.times, values, data.lengths, **control_options)``. Models that
+   read a control path get ``parametrization="index"`` unless ``control_options`` says otherwise: the path is
+   parametrised by observation index, so samples may have different times (with ``"time"``,
+   :func:`~neuralde_seq.build_control` needs every sample on one time grid) and the solver's grid does not
+   depend on the time units; the times enter the path as its time channel (the registry's
+   ``time_channel=True``). With times None the two parametrisations coincide;
+3. with ``validation_fraction``, a validation split (stratified on the labels for the classifier, see
+   :func:`~neuralde_seq.data.stratified_split` for classes too small to stratify; random for the regressor);
+4. ``torch.manual_seed(seed)``, ``create_model(model, inputs, outputs, **model_options)`` moved to ``device``
+   and ``dtype``, the empirical channel means of GRU-D, GRU-Δt and the like set from the training inputs;
+5. ``fit(model, objective, (inputs, targets), val=..., epochs, lr, batch_size, seed=seed, ...)`` with
+   :class:`~neuralde_seq.Classification` or :class:`~neuralde_seq.Regression` (MSE on targets standardised
+   with their mean and standard deviation, ``target_mean_`` and ``target_scale_``; predictions are mapped
+   back), and with a validation split :class:`~neuralde_seq.training.BestCheckpoint` in memory (the best
+   validation weights are restored at the end) and, given ``patience``, :class:`~neuralde_seq.training.
+   EarlyStopping`.
+
+``seed`` is ``random_state`` when it is an int, else drawn from it (None: a fresh one each fit). torch's
+global random state is saved before and restored after ``fit`` (the estimator leaves it as it was).
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+
+from .data.arrays import _read
+from .data.datasets import IrregularDataset, stratified_split
+from .data.transforms import channel_statistics
+from .models import MODEL_NAMES, create_model, model_entry, model_inputs
+from .training.callbacks import BestCheckpoint, EarlyStopping
+from .training.checkpoints import model_device
+from .training.fit import fit as _fit
+from .training.objectives import Classification, Regression
+from .training.objectives import predict as _predict
+
+__all__ = ["SequenceClassifier", "SequenceRegressor"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
+
+
+def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:
+    """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
+    :func:`~neuralde_seq.data.standardise`); NaN stays NaN."""
+    m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
+    s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
+    return ((values.to(torch.float64) - m) / s).to(values.dtype)
+
+
+@contextlib.contextmanager
+def _torch_threads(n_jobs):
+    """torch's intra-op threads set to ``n_jobs`` (None: unchanged; -1: all cores; -2: all but one, ...),
+    restored afterwards."""
+    if n_jobs is None:
+        yield
+        return
+    from joblib import effective_n_jobs
+
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a non-zero integer (-1: all cores), got {n_jobs!r}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(effective_n_jobs(int(n_jobs)))))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class _SequenceEstimator(BaseEstimator):
+    """Shared parameters, input handling, training and prediction of the two estimators.
+
+    Parameters:
+        model: registry name, one of :data:`~neuralde_seq.models.MODEL_NAMES` (default "delta-cde").
+        model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
+            ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
+        control_options: dict of :func:`~neuralde_seq.build_control` options replacing the registry's (models
+            that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
+            observes with the training mean, or ``{"parametrization": "time"}``), or None.
+        epochs: passes over the training data. lr: Adam's learning rate. batch_size: samples per step (and per
+            forward pass at prediction). weight_decay, grad_clip, penalty_weight: as :func:`~neuralde_seq.fit`.
+        validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
+            out to select the best epoch's weights (and to stop early with ``patience``).
+        patience: None, or stop after this many epochs without a better validation score (needs
+            ``validation_fraction``).
+        random_state: int seed, numpy RandomState or None (module docstring).
+        n_jobs: torch threads during fit and predict (None: leave torch's setting; -1: all cores); the previous
+            thread count is restored afterwards.
+        verbose: show progress bars while training.
+        device: torch device to train and predict on ("cpu", "cuda", ...).
+        dtype: "float32" or "float64" (or a torch dtype): the precision of the data and the model.
+    """
+
+    def __init__(self, model="delta-cde", *, model_options=None, control_options=None, epochs=20, lr=1e-3,
+                 batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, validation_fraction=None,
+                 patience=None, random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
+        self.model = model
+        self.model_options = model_options
+        self.control_options = control_options
+        self.epochs = epochs
+        self.lr = lr
+        self.batch_size = batch_size
+        self.weight_decay = weight_decay
+        self.grad_clip = grad_clip
+        self.penalty_weight = penalty_weight
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN marks a missing value
+        tags.input_tags.three_d_array = True
+        return tags
+
+    # ------------------------------------------------------------------ parameters
+    def _torch_dtype(self) -> torch.dtype:
+        if isinstance(self.dtype, torch.dtype) and self.dtype in _DTYPES.values():
+            return self.dtype
+        if isinstance(self.dtype, str) and self.dtype in _DTYPES:
+            return _DTYPES[self.dtype]
+        raise ValueError(f"dtype must be 'float32' or 'float64' (or that torch dtype), got {self.dtype!r}")
+
+    def _checked_settings(self) -> dict:
+        """The parameters checked, before any work: a bad one raises naming it."""
+        if self.model not in MODEL_NAMES:
+            raise ValueError(f"model must be one of the registry's models ({', '.join(MODEL_NAMES)}), "
+                             f"got {self.model!r}")
+        for name in ("model_options", "control_options"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
+        if self.validation_fraction is not None:
+            f = self.validation_fraction
+            if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:
+                raise ValueError(f"validation_fraction must be None or a number in (0, 1), got {f!r}")
+        if self.patience is not None and self.validation_fraction is None:
+            raise ValueError(f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
+                             "(e.g. 0.1)")
+        control = {}
+        if model_entry(self.model).inputs == "control":
+            control["parametrization"] = "index"  # samples may have different times (module docstring)
+        control.update(self.control_options or {})
+        return {"dtype": self._torch_dtype(), "device": torch.device(self.device), "control": control,
+                "model_options": dict(self.model_options or {})}
+
+    def _seed(self) -> int:
+        rs = self.random_state
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
+            check_random_state(rs)  # the range numpy accepts
+            return int(rs)
+        return int(check_random_state(rs).randint(0, 2**31 - 1))
+
+    # ------------------------------------------------------------------ inputs
+    def _dataset(self, X, times, dtype: torch.dtype) -> IrregularDataset:
+        """X (and times) as an unlabelled dataset; every sample with at least 2 time steps."""
+        shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
+        if shape is not None and np.iscomplexobj(X):
+            raise ValueError("Complex data not supported: X holds complex numbers; give real values")
+        if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] < _MIN_STEPS:
+            shape = tuple(int(k) for k in shape)
+            raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {_MIN_STEPS} is "
+                             f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
+                             f"and the models need at least {_MIN_STEPS} time steps per sequence")
+        (t, values, lengths), _ = _read(X, times, None, dtype, names=("X", "times", "lengths"))
+        short = torch.nonzero(lengths < _MIN_STEPS).flatten().tolist()
+        if short:
+            raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
+                             f"short): the models need at least {_MIN_STEPS} time steps per sequence")
+        return IrregularDataset(t, values, lengths, None, [], name=type(self).__name__)
+
+    def _inputs(self, data: IrregularDataset, mean, scale, control: dict, device: torch.device):
+        values = _standardised(data.values, mean, scale)
+        try:
+            inputs = model_inputs(self.model, data.times, values, data.lengths, **control)
+        except ValueError as error:
+            if "unobserved_fill" in str(error):
+                raise ValueError(f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 0.0}} "
+                                 "fills it with the channel's training mean, since values are standardised)") from error
+            raise
+        return inputs.to(device)
+
+    # ------------------------------------------------------------------ training
+    def _fit(self, X, y, times, make_targets):
+        """Shared fit: ``make_targets(num_samples)`` validates y and returns (targets tensor, number of model
+        outputs, objective, strata): strata None (random validation split) or (class indices (N,), class
+        names) to stratify the validation split on."""
+        settings = self._checked_settings()
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        data = self._dataset(X, times, settings["dtype"])
+        targets, outputs, objective, strata = make_targets(len(data))
+        mean, scale = (s.numpy() for s in channel_statistics(data))
+        device = settings["device"]
+        inputs = self._inputs(data, mean, scale, settings["control"], torch.device("cpu"))
+        seed = self._seed()
+        n = len(data)
+        train_index, val_index = np.arange(n), None
+        if self.validation_fraction is not None:
+            fractions = (1.0 - float(self.validation_fraction), float(self.validation_fraction))
+            if strata is not None:
+                codes, names = strata
+                labelled = data.replace(labels=torch.as_tensor(codes, dtype=torch.long), class_names=names)
+                (_, train_index), (_, val_index) = stratified_split(labelled, fractions, seed, return_indices=True)
+            else:
+                train_index, val_index = train_test_split(np.arange(n), test_size=fractions[1], random_state=seed)
+                train_index, val_index = np.sort(train_index), np.sort(val_index)
+        inputs = inputs.to(device)
+        train = (inputs[torch.as_tensor(train_index)], targets[torch.as_tensor(train_index)])
+        val = None if val_index is None else (inputs[torch.as_tensor(val_index)], targets[torch.as_tensor(val_index)])
+        callbacks = []
+        if val is not None:
+            callbacks.append(BestCheckpoint(None))
+            if self.patience is not None:
+                callbacks.append(EarlyStopping(self.patience))
+        fork_devices = [] if device.type != "cuda" else [
+            device.index if device.index is not None else torch.cuda.current_device()]
+        with _torch_threads(self.n_jobs), torch.random.fork_rng(devices=fork_devices):
+            torch.manual_seed(seed)
+            model = create_model(self.model, inputs, outputs, **settings["model_options"])
+            model = model.to(device=device, dtype=settings["dtype"])
+            if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
+                model.set_empirical_mean(train[0])
+            history = _fit(model, objective, train, val=val, epochs=self.epochs, lr=self.lr,
+                           batch_size=self.batch_size, seed=seed, weight_decay=self.weight_decay,
+                           grad_clip=self.grad_clip, penalty_weight=self.penalty_weight, callbacks=callbacks,
+                           progress=type(self).__name__ if self.verbose else False)
+        model.eval()
+        self.model_ = model
+        self.history_ = history
+        self.n_features_in_ = data.num_channels
+        self.channel_mean_ = mean
+        self.channel_scale_ = scale
+        self.control_options_ = settings["control"]
+        self.seed_ = seed
+        self.validation_index_ = val_index
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _outputs(self, X, times) -> np.ndarray:
+        """The model's outputs for X, (N, outputs) float64."""
+        check_is_fitted(self, "model_")
+        parameter = next(self.model_.parameters())
+        data = self._dataset(X, times, parameter.dtype)
+        if data.num_channels != self.n_features_in_:
+            raise ValueError(f"X has {data.num_channels} channel(s) per time step, but {type(self).__name__} was "
+                             f"fitted with {self.n_features_in_} (n_features_in_)")
+        inputs = self._inputs(data, self.channel_mean_, self.channel_scale_, self.control_options_,
+                              model_device(self.model_))
+        with _torch_threads(self.n_jobs):
+            outputs = _predict(self.model_, inputs, self.batch_size)
+        return outputs.detach().cpu().to(torch.float64).numpy()
+
+
+class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
+    """A scikit-learn classifier of (irregularly sampled, ragged) sequences with any registry model.
+
+    X, times and what ``fit`` does: see the module docstring; parameters: see below. ``y``: N hashable labels
+    (strings, ints, ...), at least 2 distinct; ``classes_`` holds them sorted (``np.unique(y)``) and
+    :meth:`predict` returns them.
+
+    Parameters:
+        model: registry name, one of :data:`~neuralde_seq.models.MODEL_NAMES` (default "delta-cde").
+        model_options: dict of constructor arguments replacing the registry defaults, or None.
+        control_options: dict of :func:`~neuralde_seq.build_control` options replacing the registry's (control
+            models only; e.g. ``{"unobserved_fill": 0.0}``), or None.
+        epochs, lr, batch_size, weight_decay, grad_clip, penalty_weight: training settings of
+            :func:`~neuralde_seq.fit` (Adam).
+        validation_fraction: None, or the fraction of X held out (stratified) to keep the weights of the best
+            validation accuracy (ties: lower loss). patience: stop after this many epochs without improvement.
+        random_state, n_jobs, verbose, device, dtype: see the module docstring.
+
+    Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module), ``history_``
+    (:func:`~neuralde_seq.fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
+    ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``seed_``, ``validation_index_``
+    (sorted indices of the samples of X held out for validation, or None).
+    """
+
+    def fit(self, X, y, times=None):
+        """Train on X, y.
+
+        Arguments:
+            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing.
+            y: (N,) labels.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
+
+        Returns self. Raises ValueError for bad X, y or parameters, naming the problem.
+        """
+
+        def targets(num_samples):
+            labels = column_or_1d(y, warn=True)
+            check_classification_targets(labels)
+            if labels.shape[0] != num_samples:
+                raise ValueError(f"y has {labels.shape[0]} labels but X holds {num_samples} sequences")
+            try:
+                classes, codes = np.unique(labels, return_inverse=True)
+            except TypeError:
+                raise ValueError("y mixes label types that cannot be sorted (e.g. strings and numbers)") from None
+            if len(classes) < 2:
+                raise ValueError(f"y holds only 1 class ({classes[0]!r}): a classifier needs at least 2 classes")
+            found["classes"] = classes
+            codes = torch.as_tensor(codes.reshape(-1), dtype=torch.long)
+            return codes, len(classes), Classification(len(classes)), (codes.numpy(), [str(c) for c in classes])
+
+        found = {}
+        self._fit(X, y, times, targets)
+        self.classes_ = found["classes"]
+        return self
+
+    def predict_proba(self, X, times=None):
+        """Class probabilities, (N, K) float64 (softmax of the model's logits); rows sum to 1, columns follow
+        ``classes_``. X, times: as :meth:`fit`."""
+        logits = self._outputs(X, times)
+        logits = logits - logits.max(axis=1, keepdims=True)
+        weights = np.exp(logits)
+        return weights / weights.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X, times=None):
+        """log of :meth:`predict_proba`, (N, K)."""
+        logits = self._outputs(X, times)
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+    def predict(self, X, times=None):
+        """The most probable class of each sequence, (N,) from ``classes_``. X, times: as :meth:`fit`."""
+        probabilities = self.predict_proba(X, times)  # checks that the estimator is fitted
+        return self.classes_[np.argmax(probabilities, axis=1)]
+
+    def score(self, X, y, times=None):
+        """Accuracy of :meth:`predict` against y (N,), a float."""
+        return float(accuracy_score(y, self.predict(X, times)))
+
+
+class SequenceRegressor(RegressorMixin, _SequenceEstimator):
+    """A scikit-learn regressor of (irregularly sampled, ragged) sequences with any registry model.
+
+    X, times and what ``fit`` does: see the module docstring. ``y``: (N,) or (N, k) finite real targets; the
+    model has k outputs (1 for (N,) targets) and is trained with the MSE on targets standardised per column
+    (``target_mean_``, ``target_scale_``); :meth:`predict` maps its outputs back to y's scale and shape.
+
+    Parameters: as :class:`SequenceClassifier`; with ``validation_fraction`` the held-out part is drawn at
+    random and the weights of the best validation MSE are kept.
+
+    Fitted attributes: ``model_``, ``history_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
+    ``channel_mean_``, ``channel_scale_``, ``target_mean_`` and ``target_scale_`` (k,), ``control_options_``,
+    ``seed_``, ``validation_index_``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y, times=None):
+        """Train on X, y.
+
+        Arguments:
+            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing.
+            y: (N,) or (N, k) finite targets.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
+
+        Returns self. Raises ValueError for bad X, y or parameters, naming the problem.
+        """
+
+        def targets(num_samples):
+            values = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+            if values.ndim not in (1, 2):
+                raise ValueError(f"y must have shape (N,) or (N, k), got {values.shape}")
+            if values.shape[0] != num_samples:
+                raise ValueError(f"y has {values.shape[0]} targets but X holds {num_samples} sequences")
+            columns = values.reshape(num_samples, -1)
+            mean = columns.mean(axis=0)
+            scale = columns.std(axis=0)
+            scale = np.where(scale > 0, scale, 1.0)
+            found.update(mean=mean, scale=scale, ndim=values.ndim)
+            standardised = ((columns - mean) / scale).reshape(values.shape)
+            return torch.as_tensor(standardised, dtype=self._torch_dtype()), columns.shape[1], Regression("mse"), None
+
+        found = {}
+        self._fit(X, y, times, targets)
+        self.target_mean_, self.target_scale_ = found["mean"], found["scale"]
+        self.n_outputs_ = int(found["mean"].shape[0])
+        self._target_ndim = found["ndim"]
+        return self
+
+    def predict(self, X, times=None):
+        """Predicted targets, (N,) or (N, k) float64 as y was at fit. X, times: as :meth:`fit`."""
+        outputs = self._outputs(X, times) * self.target_scale_ + self.target_mean_
+        return outputs[:, 0] if self._target_ndim == 1 else outputs
+
+    def score(self, X, y, times=None):
+        """The coefficient of determination R² of :meth:`predict` against y (averaged over columns), a float."""
+        return float(r2_score(y, self.predict(X, times)))
