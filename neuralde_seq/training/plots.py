@@ -95,12 +95,14 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
     plt = _pyplot()
     n = len(summaries)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * n + 2), 4.2))
-    width = 0.38
+    any_paper = any(s.get("paper") for s in summaries)
+    width = 0.38 if any_paper else 0.6
+    offset = width / 2 if any_paper else 0.0  # without paper numbers, one centred bar per row
     for i, s in enumerate(summaries):
         stats = s["metrics"]["test"][s["metric"]]
         scale = s["scale"]
         if stats["mean"] is not None:
-            ax.bar(i - width / 2, stats["mean"] * scale, width,
+            ax.bar(i - offset, stats["mean"] * scale, width,
                    yerr=None if stats["std"] is None else stats["std"] * scale, capsize=4, color="tab:blue",
                    label="ours" if i == 0 else None)
         paper = s.get("paper")
@@ -113,7 +115,8 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
     ax.set_ylabel(", ".join(f"test {m}" + ("" if sc == 1 else " %" if sc == 100 else f" ×{sc:g}")
                             for m, sc in sorted(metrics)))
     ax.grid(axis="y", alpha=0.3)
-    ax.legend()
+    if any_paper:
+        ax.legend(loc="lower right")
     if title:
         ax.set_title(title)
     return _save(plt, fig, path)
