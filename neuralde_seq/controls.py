@@ -42,11 +42,11 @@ import dataclasses
 
 import torch
 
-from .observations import _first, batch_selection, validate_observations
+from .observations import _first, batch_selection, observation_span, validate_observations
 from .signatures import DEFAULT_BASIS
 from .splines import polynomial_pieces
 
-__all__ = ["Control", "build_control", "INTERPOLATIONS",
+__all__ = ["Control", "build_control", "resolve_time_unit", "INTERPOLATIONS",
            "MISSING_POLICIES"]
 
 INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
@@ -228,6 +228,22 @@ def _fill_forward(x: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, -2, source)
 
 
+def resolve_time_unit(options: dict, times: torch.Tensor, lengths: torch.Tensor) -> dict:
+    """``options`` (build_control keyword arguments) with ``time_unit="auto"`` replaced by the span of the
+    given (training) observations, :func:`~neuralde_seq.observations.observation_span`; unchanged otherwise.
+
+    Arguments:
+        options: build_control options. times: (N, T) training times. lengths: (N,) their valid steps.
+    """
+    if options.get("time_unit") != "auto":
+        return dict(options)
+    span = observation_span(times, lengths)
+    if not span > 0:
+        raise ValueError("time_unit='auto': the training samples span no time (every sample has one observation "
+                         "time); give time_unit a number")
+    return {**options, "time_unit": span}
+
+
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
                   method: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
                   intensity_channel: bool = False, missing: str = "interpolate",
@@ -257,7 +273,10 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             reads time in these units, and with ``parametrization="time"`` so does the solver's parameter s, in
             which ``SolverOptions.step_size`` is measured. E.g. hourly data stamped in seconds: 3600; a
             dataset whose series span 0-1,343 steps: 1343, for a time channel in [0, 1] (compute it on the
-            training split and use the same unit for every split). None (default): times as given.
+            training split and use the same unit for every split). None (default): times as given. The
+            runner (``control: {time_unit: auto}``) and the scikit-learn estimators (``control_options``) accept
+            "auto": the training split's :func:`~neuralde_seq.observations.observation_span`
+            (:func:`resolve_time_unit`); here give the number.
         depth, step: log-signature depth (1 or 2 with the torch backend, any with the others) and window
             size in observation intervals.
         logsig_backend: library computing the log-signatures: "torch" (default, depth <= 2, no extra
@@ -282,6 +301,10 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                          "missing value")
     if method == "rectilinear" and not time_channel:
         raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
+    if time_unit == "auto":
+        raise ValueError("time_unit='auto' is resolved from the training split by the runner and the estimators; "
+                         "for build_control give the number, e.g. neuralde_seq.observations.observation_span("
+                         "train_times, train_lengths), and use it for every split")
     if time_unit is not None:
         if isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
                 time_unit > 0 and math.isfinite(time_unit)):

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection"]
+__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection", "observation_span"]
 
 
 def magnitude_limit(dtype: torch.dtype) -> float:
@@ -58,6 +58,20 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
         raise ValueError(f"{name} has {entry} ({position}), outside the finite range "
                          f"|{name}| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations."
                          f"magnitude_limit): {advice}")
+
+
+def observation_span(times: torch.Tensor, lengths: torch.Tensor) -> float:
+    """The longest time any sample spans: max over b of ``times[b, lengths[b] - 1] - times[b, 0]``.
+
+    Arguments:
+        times: (B, T) observation times. lengths: (B,) valid steps per sample (each >= 1).
+
+    The unit ``time_unit="auto"`` resolves to (from the training split, for every split): the time channel then
+    runs over [0, 1] at most.
+    """
+    lengths = torch.as_tensor(lengths, device=times.device).long()
+    last = times.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    return float((last - times[:, 0]).max())
 
 
 def validate_observations(times, values, lengths, *, min_length: int = 2):

@@ -58,6 +58,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
+from .controls import resolve_time_unit
 from .data.arrays import _read
 from .data.datasets import IrregularDataset, stratified_split
 from .data.transforms import channel_statistics
@@ -110,7 +111,8 @@ class _SequenceEstimator(BaseEstimator):
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of :func:`~neuralde_seq.build_control` options replacing the registry's (models
             that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
-            observes with the training mean, or ``{"parametrization": "time"}``), or None.
+            observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": "auto"}``: times
+            divided by the longest span in the data given to ``fit``, kept for prediction), or None.
         epochs: passes over the training data. lr: Adam's learning rate. batch_size: samples per step (and per
             forward pass at prediction). weight_decay, grad_clip, penalty_weight: as :func:`~neuralde_seq.fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
@@ -230,6 +232,8 @@ class _SequenceEstimator(BaseEstimator):
         targets, outputs, objective, strata = make_targets(len(data))
         mean, scale = (s.numpy() for s in channel_statistics(data))
         device = settings["device"]
+        # time_unit "auto": the span of the data given to fit, kept for predict (control_options_).
+        settings["control"] = resolve_time_unit(settings["control"], data.times, data.lengths)
         inputs = self._inputs(data, mean, scale, settings["control"], torch.device("cpu"))
         seed = self._seed()
         n = len(data)

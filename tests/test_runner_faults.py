@@ -197,3 +197,21 @@ def test_compare_adds_a_row_for_any_registry_model_asked_for(tmp_path):
     assert [row.label for row in config.rows].count("ncde") == 1
     with pytest.raises(SystemExit):
         main(["compare", "--models", "nosuchmodel", "--out", str(tmp_path), "--no-progress"])
+
+
+def test_time_unit_auto_is_the_training_split_span_for_every_split(tmp_path):
+    from neuralde_seq.data.protocols import load_task
+    from neuralde_seq.observations import observation_span
+
+    config = _config(models=[{"label": "gru", "model": "ncde", "options": {"hidden": 4, "width": 8},
+                              "control": {"time_unit": "auto"}}])
+    auto = _run(tmp_path / "auto", config)
+    train = load_task("japanese-vowels", seed=0, drop_rate=0.3, progress=False).splits[0]
+    span = observation_span(train.times, train.lengths)
+    assert span > 1  # JapaneseVowels' index times: the unit really rescales
+    explicit = _run(tmp_path / "explicit", _config(models=[{**config["models"][0], "control": {"time_unit": span}}]))
+    assert auto["rows"][0]["metrics"] == explicit["rows"][0]["metrics"]
+    with pytest.raises(ValueError, match="resolved from the training split"):
+        from neuralde_seq import build_control
+
+        build_control(train.times, train.values, train.lengths, time_unit="auto")

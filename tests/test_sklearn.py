@@ -351,3 +351,16 @@ def test_a_channel_a_sample_never_observes():
                              control_options={"unobserved_fill": 0.0}).fit(X, y)
     assert clf.control_options_ == {"parametrization": "index", "unobserved_fill": 0.0}
     assert clf.predict(X).shape == (10,)
+
+
+def test_time_unit_auto_is_the_fit_data_span_and_kept_for_prediction():
+    X, y, times = _ragged(16, seed=8)
+    span = max(float(t[-1] - t[0]) for t in times)
+    settings = dict(model_options={"hidden": 8, "width": 16}, epochs=2, lr=0.01, batch_size=8, random_state=3)
+    auto = SequenceClassifier("ncde", control_options={"time_unit": "auto"}, **settings).fit(X, y, times=times)
+    explicit = SequenceClassifier("ncde", control_options={"time_unit": span}, **settings).fit(X, y, times=times)
+    assert auto.control_options_["time_unit"] == pytest.approx(span, rel=1e-6)
+    # prediction on other data reuses the fit's unit (not the new data's span)
+    half = [x[: len(x) // 2 + 1] for x in X], [t[: len(t) // 2 + 1] for t in times]
+    np.testing.assert_allclose(auto.predict_proba(half[0], times=half[1]),
+                               explicit.predict_proba(half[0], times=half[1]), rtol=0, atol=1e-6)

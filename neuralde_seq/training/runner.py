@@ -194,6 +194,10 @@ def fit_and_evaluate(
     model_options = _static_options(dict(options or {}), num_static)
     reads_static = model_options.get("static_channels") is not None
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
+    if control and control.get("time_unit") == "auto":  # one unit for every split: the training split's span
+        from ..controls import resolve_time_unit
+
+        control = resolve_time_unit(dict(control), train.times, train.lengths)
     inputs = {}
     for split, ds in datasets.items():
         try:
