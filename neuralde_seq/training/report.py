@@ -140,7 +140,7 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
 
 
 def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
-                 out_dir: Path, environment_info: dict, max_steps: int | None, progress: bool) -> dict:
+                 out_dir: Path, environment_info: dict, max_steps: int | None) -> dict:
     """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
     ``curves.png`` and ``summary.png`` in ``out_dir``; returns the results dict.
 
@@ -190,8 +190,8 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
                  for r in rows}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
     plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
-    if progress:
-        print(("SMOKE RUN (not results)\n" if smoke else "") + table)
-        print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, {out_dir / 'curves.png'}, "
-              f"{out_dir / 'summary.png'}")
+    # The table is the answer: printed even without progress bars.
+    print(("SMOKE RUN (not results)\n" if smoke else "") + table)
+    print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, {out_dir / 'curves.png'}, "
+          f"{out_dir / 'summary.png'}")
     return results

@@ -436,7 +436,7 @@ def run_benchmark(
     if not _is_main():
         return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
     results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
-                           out_dir=out_dir, environment_info=env, max_steps=max_steps, progress=progress)
+                           out_dir=out_dir, environment_info=env, max_steps=max_steps)
     results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
     write_json(results, out_dir / "results.json")
     return results
