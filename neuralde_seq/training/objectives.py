@@ -234,7 +234,6 @@ class Classification(Objective):
         if outputs.shape[1] < 2:
             raise ValueError(f"Classification needs logits of at least 2 classes, the model returns {outputs.shape[1]} "
                              "output(s) per sample (for a real target use the Regression objective)")
-        _check_class_indices(targets, "labels", outputs.shape[1])
 
     def check_target_range(self, outputs, targets, name):
         _check_class_indices(targets, name, outputs.shape[-1])
@@ -302,8 +301,7 @@ class PerStepClassification(Objective):
         return targets
 
     def check_outputs(self, outputs, targets) -> None:
-        targets = self._align(outputs, targets)
-        _check_class_indices(targets, "targets", outputs.shape[-1], self.ignore_index)
+        self._align(outputs, targets)  # shapes; the class range of every target is check_target_range's
 
     def check_target_range(self, outputs, targets, name):
         _check_class_indices(targets, name, outputs.shape[-1], self.ignore_index)
