@@ -69,7 +69,8 @@ def main(argv=None) -> dict:
         history = train_classifier(model, inputs["train"], train.labels, inputs["val"], val.labels,
                                    epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
                                    checkpoint_path=Path(tmp) / "ckcnn.pt", weight_decay=args.weight_decay,
-                                   progress=not args.no_progress, eval_batch_size=128, desc=f"ckcnn-{args.mode}")
+                                   progress=not args.no_progress, eval_batch_size=128, desc=f"ckcnn-{args.mode}",
+                                   threads=args.threads)
     wall = time.perf_counter() - t0
     test_metrics = evaluate(model, inputs["test"], test.labels, 128)
     train_seconds = sum(history["seconds_per_epoch"])

@@ -20,7 +20,7 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 from .controls import Control, build_control
 from .data import IrregularDataset, from_arrays, load_files
 from .fields import FastWeightField
-from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options,
+from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options, model_defaults,
                      create_model, model_inputs, MODEL_NAMES)
 from .observations import Observations
 from .rules import Delta, Hebb, LearningRule, Oja, make_rule
@@ -41,7 +41,7 @@ __all__ = [
     # how it is solved
     "SolverOptions", "solve",
     # models
-    "create_model", "model_inputs", "control_options", "MODEL_NAMES", "FastWeightClassifier", "FastWeightLayer",
+    "create_model", "model_inputs", "model_defaults", "control_options", "MODEL_NAMES", "FastWeightClassifier", "FastWeightLayer",
     "FastWeightNetwork", "LatentODE", "ODERFWP",
     # training and benchmarks
     "fit", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier", "evaluate",

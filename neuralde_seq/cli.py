@@ -1,6 +1,7 @@
-"""The ``neuralde-seq`` command: ``compare`` (the default) and ``bench``.
+"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench`` and ``models``.
 
-Both run a benchmark config with :func:`neuralde_seq.training.runner.run_benchmark`:
+``neuralde-seq models [NAME ...]`` prints registry models with the input they read and every default
+option (:func:`neuralde_seq.models.model_defaults`). ``compare`` and ``bench`` run a benchmark config with :func:`neuralde_seq.training.runner.run_benchmark`:
 
 - ``neuralde-seq`` / ``neuralde-seq compare`` runs the packaged config ``neuralde_seq/configs/compare.yaml``:
   Hebb, Oja and Delta CT-FWP CDEs, NCDE and CKCNN on the embedded JapaneseVowels data with 30 % of each
@@ -119,7 +120,31 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-steps", type=_positive_int, default=None,
                        help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)")
     _run_options(bench)
+    models = sub.add_parser(
+        "models", help="list the registry's models with their input and default options",
+        description="Print each registry model (or those named): the input it reads (a control path with its "
+                    "build_control options, or the raw observations) and every default option of its constructor, "
+                    "as create_model, the estimators and benchmark rows without options use them.")
+    models.add_argument("names", nargs="*", help="model names (default: all)")
     return parser
+
+
+def print_models(names) -> int:
+    """``neuralde-seq models``: each model's input and default options (exit 2 for an unknown name)."""
+    from .models import MODEL_NAMES, control_options, model_defaults, model_entry
+
+    unknown = [n for n in names if n not in MODEL_NAMES]
+    if unknown:
+        print(f"neuralde-seq models: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODEL_NAMES)}",
+              file=sys.stderr)
+        return 2
+    for name in names or MODEL_NAMES:
+        entry = model_entry(name)
+        reads = (f"control {control_options(name)}" if entry.inputs == "control" else "observations")
+        options = ", ".join(f"{k}={v!r}" for k, v in model_defaults(name).items())
+        print(f"{name}\n  input: {reads}\n  defaults: {options}"
+              + ("  (solver=None: SolverOptions())" if entry.takes_solver else ""))
+    return 0
 
 
 def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
@@ -179,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "models":
+        return print_models(args.names)
     from .training.config import ConfigError
 
     if args.command == "compare":

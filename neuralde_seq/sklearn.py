@@ -46,7 +46,6 @@ global random state is saved before and restored after ``fit`` (the estimator le
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
@@ -68,6 +67,7 @@ from .training.checkpoints import model_device
 from .training.fit import fit as _fit
 from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
+from .training.threads import torch_threads
 
 __all__ = ["SequenceClassifier", "SequenceRegressor"]
 
@@ -83,23 +83,14 @@ def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray) -> 
     return ((values.to(torch.float64) - m) / s).to(values.dtype)
 
 
-@contextlib.contextmanager
-def _torch_threads(n_jobs):
-    """torch's intra-op threads set to ``n_jobs`` (None: unchanged; -1: all cores; -2: all but one, ...),
-    restored afterwards."""
-    if n_jobs is None:
-        yield
-        return
+def _threads(n_jobs) -> int:
+    """torch threads for ``n_jobs`` with joblib's meaning: None is 1 (or the enclosing
+    ``joblib.parallel_config(n_jobs=...)``), -1 all cores, -2 all but one, ..."""
     from joblib import effective_n_jobs
 
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be None or a non-zero integer (-1: all cores), got {n_jobs!r}")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(effective_n_jobs(int(n_jobs)))))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    return max(1, int(effective_n_jobs(None if n_jobs is None else int(n_jobs))))
 
 
 class _SequenceEstimator(BaseEstimator):
@@ -120,8 +111,9 @@ class _SequenceEstimator(BaseEstimator):
         patience: None, or stop after this many epochs without a better validation score (needs
             ``validation_fraction``).
         random_state: int seed, numpy RandomState or None (module docstring).
-        n_jobs: torch threads during fit and predict (None: leave torch's setting; -1: all cores); the previous
-            thread count is restored afterwards.
+        n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (fastest for these small
+            models, :mod:`~neuralde_seq.training.threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
+            -1 all cores, -2 all but one. torch's previous setting is restored afterwards.
         verbose: show progress bars while training.
         device: torch device to train and predict on ("cpu", "cuda", ...).
         dtype: "float32" or "float64" (or a torch dtype): the precision of the data and the model.
@@ -257,7 +249,7 @@ class _SequenceEstimator(BaseEstimator):
                 callbacks.append(EarlyStopping(self.patience))
         fork_devices = [] if device.type != "cuda" else [
             device.index if device.index is not None else torch.cuda.current_device()]
-        with _torch_threads(self.n_jobs), torch.random.fork_rng(devices=fork_devices):
+        with torch_threads(_threads(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
             model = create_model(self.model, inputs, outputs, **settings["model_options"])
             model = model.to(device=device, dtype=settings["dtype"])
@@ -266,7 +258,7 @@ class _SequenceEstimator(BaseEstimator):
             history = _fit(model, objective, train, val=val, epochs=self.epochs, lr=self.lr,
                            batch_size=self.batch_size, seed=seed, weight_decay=self.weight_decay,
                            grad_clip=self.grad_clip, penalty_weight=self.penalty_weight, callbacks=callbacks,
-                           progress=type(self).__name__ if self.verbose else False)
+                           progress=type(self).__name__ if self.verbose else False, threads=None)
         model.eval()
         self.model_ = model
         self.history_ = history
@@ -289,7 +281,7 @@ class _SequenceEstimator(BaseEstimator):
                              f"fitted with {self.n_features_in_} (n_features_in_)")
         inputs = self._inputs(data, self.channel_mean_, self.channel_scale_, self.control_options_,
                               model_device(self.model_))
-        with _torch_threads(self.n_jobs):
+        with torch_threads(_threads(self.n_jobs)):
             outputs = _predict(self.model_, inputs, self.batch_size)
         return outputs.detach().cpu().to(torch.float64).numpy()
 

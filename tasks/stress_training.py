@@ -182,7 +182,7 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
                   grad_clip=grad_clip, penalty_weight=penalty_weight, eval_every=eval_every,
                   eval_batch_size=eval_batch_size, callbacks=callbacks, resume_path=checkpoint_path, resume=resume,
                   config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
-                  progress=progress)
+                  progress=progress, threads=None)  # the calling script set torch's threads (--threads)
     records = stress_records(history)
     # StopWhen keeps the first solved evaluation (kept across a resume in the saved history); find its record.
     solved_step = history.get("solved_at", {}).get("step")

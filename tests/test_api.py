@@ -27,3 +27,39 @@ def test_public_functions_document_their_arguments():
         if missing:
             undocumented[name] = missing
     assert not undocumented, undocumented
+
+
+def test_model_defaults_are_the_options_create_model_uses(capsys):
+    """model_defaults(name) is the whole truth: passing it explicitly builds the very same model, and the
+    estimators (which give no options) build that model too."""
+    import pytest
+    import torch
+
+    from neuralde_seq.cli import main
+
+    times = torch.linspace(0, 1, 12).repeat(2, 1)
+    values = torch.randn(2, 12, 3)
+    for name in neuralde_seq.MODEL_NAMES:
+        defaults = neuralde_seq.model_defaults(name)
+        inputs = neuralde_seq.model_inputs(name, times, values)
+        torch.manual_seed(0)
+        implicit = neuralde_seq.create_model(name, inputs, 2).state_dict()
+        torch.manual_seed(0)
+        explicit = neuralde_seq.create_model(name, inputs, 2, **defaults).state_dict()
+        assert implicit.keys() == explicit.keys(), name
+        for key in implicit:
+            torch.testing.assert_close(explicit[key], implicit[key], rtol=0, atol=0, equal_nan=True,
+                                       msg=f"{name}: {key}")
+        # a changed default changes the model: the listing is not vacuous
+        size = next((k for k in ("d_model", "hidden", "latent") if k in defaults), None)
+        if size is not None:
+            torch.manual_seed(0)
+            other = neuralde_seq.create_model(name, inputs, 2, **{**defaults, size: defaults[size] * 2}).state_dict()
+            assert any(other[k].shape != implicit[k].shape for k in implicit if k in other), name
+    assert main(["models"]) == 0
+    printed = capsys.readouterr().out
+    assert all(f"\n{name}\n" in f"\n{printed}" for name in neuralde_seq.MODEL_NAMES)
+    assert "d_model=64, n_heads=8" in printed.split("\ndelta-cde\n")[1].split("\n")[1]
+    assert main(["models", "delta-cde", "nosuchmodel"]) == 2
+    with pytest.raises(ValueError, match="unknown model 'nosuchmodel'"):
+        neuralde_seq.model_defaults("nosuchmodel")

@@ -4,6 +4,7 @@ selection, label and target mapping, the equivalence with a direct fit, and inpu
 import pickle
 import warnings
 
+import joblib
 import numpy as np
 import pytest
 import sklearn
@@ -263,12 +264,24 @@ def test_validation_split_early_stopping_and_best_weights():
 
 def test_random_state_threads_and_global_rng():
     X, y, _ = _ragged(12, seed=10)
+    seen = []
     torch.set_num_threads(2)
     try:
         state = torch.get_rng_state()
         a = SequenceClassifier("gru-dt", **FAST, random_state=3, n_jobs=1).fit(X, y)
         assert torch.get_num_threads() == 2  # n_jobs applied during fit only
         assert torch.equal(torch.get_rng_state(), state)  # torch's global random state left as it was
+        # n_jobs=None is joblib's: 1 thread, or the enclosing parallel_config's n_jobs
+        record = SequenceClassifier("gru-dt", **FAST, random_state=3)
+        hook = lambda module, args: seen.append(torch.get_num_threads())  # noqa: E731
+        with torch.nn.modules.module.register_module_forward_pre_hook(hook):
+            record.fit(X, y)
+            alone = set(seen)
+            seen.clear()
+            with joblib.parallel_config(n_jobs=3):
+                record.fit(X, y)
+        assert alone == {1} and set(seen) == {3}
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
     b = SequenceClassifier("gru-dt", **FAST, random_state=3).fit(X, y)

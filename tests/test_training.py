@@ -263,3 +263,38 @@ def test_nonfinite_gradient_without_adjoint_gives_generic_advice(tmp_path):
         train_classifier(NaNGrad(4, 3, nan_at=1), x, y, x, y, checkpoint_path=tmp_path / "r.pt", epochs=1, lr=0.1,
                          batch_size=8, seed=0, progress=False)
     assert "adjoint" not in str(info.value)
+
+
+class _ThreadsSeen(torch.nn.Module):
+    """A linear classifier recording torch's thread count at every training forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.seen = set()
+
+    def forward(self, x):
+        if self.training:
+            self.seen.add(torch.get_num_threads())
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("threads, expected", [("default", 1), (2, 2), (None, 3)])
+def test_training_threads_applied_while_training_and_restored(threads, expected):
+    x, y = _blobs(20)
+    model = _ThreadsSeen()
+    kwargs = {} if threads == "default" else {"threads": threads}
+    torch.set_num_threads(3)
+    try:
+        train_classifier(model, x, y, x, y, epochs=2, lr=0.01, batch_size=5, seed=0, progress=False, **kwargs)
+        assert model.seen == {expected}  # default 1; None leaves torch's own setting
+        assert torch.get_num_threads() == 3  # put back afterwards
+        model.linear.weight.data.fill_(float("nan"))  # restored also when training raises
+        with pytest.raises(TrainingDiverged):
+            train_classifier(model, x, y, x, y, epochs=1, lr=0.01, batch_size=5, seed=0, progress=False, **kwargs)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be a positive integer or None"):
+            train_classifier(model, x, y, x, y, epochs=1, lr=0.01, batch_size=5, seed=0, progress=False, threads=bad)

@@ -9,6 +9,7 @@ model's constructor can be overridden in :func:`create_model`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Callable
 
 import torch
@@ -28,7 +29,7 @@ from .rfwp import ODERFWP, RFWPCell
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
            "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "create_model",
-           "control_options", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
+           "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +110,32 @@ def model_entry(name: str) -> ModelEntry:
     return _entry(name)
 
 
+def _keyword_defaults(constructor) -> dict:
+    """The keyword defaults of ``constructor``, following ``**options`` that it forwards to the class named by
+    its ``forwards_options_to`` attribute (e.g. FastWeightClassifier's layer options to FastWeightLayer)."""
+    defaults = {}
+    for parameter in inspect.signature(constructor).parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            target = getattr(constructor, "forwards_options_to", None)
+            if target is not None:
+                defaults.update(_keyword_defaults(target))
+        elif parameter.default is not inspect.Parameter.empty and parameter.name not in ("in_channels", "num_classes"):
+            defaults[parameter.name] = parameter.default
+    return defaults
+
+
+def model_defaults(name: str) -> dict:
+    """Every option the model ``name`` gets when :func:`create_model` is given none: its constructor's
+    keyword defaults with the registry's on top (the one place the defaults live; the CLI, the estimators and
+    the benchmark configs start from these). ``solver: None`` is ``SolverOptions()``.
+
+    E.g. ``model_defaults("delta-cde")["d_model"]`` is 64. Options that depend on the input (the NRDE's
+    ``initial_channels``) are listed as None: :func:`create_model`, given the input, fills them in.
+    """
+    entry = _entry(name)
+    return {**_keyword_defaults(entry.constructor), **entry.defaults}
+
+
 def control_options(name: str) -> dict:
     """Keyword arguments of :func:`~neuralde_seq.controls.build_control` for the model ``name`` (empty for
     models that read raw observations)."""
@@ -163,7 +190,10 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         if entry.from_inputs is not None:
             derived = entry.from_inputs(in_channels)
         in_channels = in_channels.channels
-    options = {**entry.defaults, **derived, **overrides}
+    options = {**entry.defaults, **overrides}
+    for key, value in derived.items():  # what the input determines, unless given (None: not given)
+        if options.get(key) is None:
+            options[key] = value
     if solver is not None:
         if not entry.takes_solver:
             raise ValueError(f"model {name!r} is not solved by a differential equation solver: drop solver=")

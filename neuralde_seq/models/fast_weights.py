@@ -245,6 +245,8 @@ class FastWeightClassifier(nn.Module):
     ``forward(control, static=None)`` returns logits of shape (B, num_classes).
     """
 
+    forwards_options_to = FastWeightLayer  # where **layer_options go (read by models.model_defaults)
+
     def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
                  **layer_options):
         super().__init__()

@@ -31,6 +31,7 @@ from .distributed import world as _world  # (rank, world size); (0, 1) without a
 from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
                             sum_over_ranks)
 from .objectives import Objective
+from .threads import DEFAULT_THREADS, check_threads, torch_threads
 
 __all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
 
@@ -84,6 +85,7 @@ def fit(
     resume: bool = False,
     config: dict | None = None,
     progress: bool | str = True,
+    threads: int | None = DEFAULT_THREADS,
 ) -> dict[str, Any]:
     """Train ``model`` with Adam on ``objective`` and return the history.
 
@@ -110,6 +112,8 @@ def fit(
             must equal this call's (else :class:`ResumeMismatch`).
         config: the run's settings, stored in checkpoints and compared on resume.
         progress: show tqdm bars (a string is the bar's label).
+        threads: torch's CPU threads while training, the previous number restored afterwards (default 1:
+            fastest for these small models, :mod:`~neuralde_seq.training.threads`); None: torch's setting.
 
     Returns the history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
     ``train_<metric>`` (running training statistics of the objective), ``val_<metric>``,
@@ -126,6 +130,7 @@ def fit(
     eval_batch_size = _positive_int(eval_batch_size if eval_batch_size is not None else batch_size, "eval_batch_size")
     _positive_int(eval_every, "eval_every", allow_none=True)
     _positive_int(max_steps, "max_steps", allow_none=True)
+    check_threads(threads)
     if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     if not (weight_decay >= 0 and math.isfinite(weight_decay)):
@@ -145,234 +150,235 @@ def fit(
     if not params:
         raise ValueError("the model has no trainable parameters")
 
-    rank, world = _world()
-    device = model_device(model)
-    if isinstance(train_targets, torch.Tensor):
-        train_targets = train_targets.to(device)
-    training_loss = TrainingLoss(model, objective, penalty_weight)
-    if world > 1:
-        # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
-        # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
-        # find_unused_parameters: some objectives leave parameters out (the ELBO a latent model's classifier).
-        training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None,
-                                                                  find_unused_parameters=True)
-    optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
-                  "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
-                  "eval_every": eval_every, "objective": type(objective).__name__, "model_class": type(model).__name__,
-                  "world_size": world, **dict(config or {})}
-    callbacks = list(callbacks)
-    if not any(isinstance(c, DivergenceGuard) for c in callbacks):
-        callbacks.insert(0, DivergenceGuard())
-    if progress:
-        callbacks.append(ProgressBar(progress if isinstance(progress, str) else "train"))
-    steps_per_epoch = -(-n_train // batch_size)
-    history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [], "val_seconds": [],
-                               "resumed_from_epoch": None}
-    state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=epochs,
-                     steps_per_epoch=steps_per_epoch, history=history, is_main=rank == 0, config=run_config)
-    generator = torch.Generator()
-    loop = {"position": 0, "order_state": None, "finished": False}
-    resume_path = None if resume_path is None else Path(resume_path)
-
-    if resume and resume_path is not None and resume_path.exists():
-        saved = torch.load(resume_path, map_location="cpu", weights_only=True)
-        differing = sorted(k for k in set(saved["config"]) | set(run_config)
-                           if k != "epochs" and saved["config"].get(k) != run_config.get(k))
-        if differing:
-            raise ResumeMismatch(
-                f"cannot resume from {resume_path}: it was written with other settings ("
-                + "; ".join(f"{k}: {saved['config'].get(k)!r} there, {run_config.get(k)!r} now" for k in differing)
-                + "). Use the same settings, or delete the checkpoint to start afresh.")
-        model.load_state_dict(saved["model_state"])
-        optimizer.load_state_dict(saved["optimizer_state"])
-        history.update(saved["history"])
-        loop.update(saved["loop"])
-        state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
-        states = saved["callbacks"]
-        for key, callback in _callback_keys(callbacks):
-            if key in states:
-                callback.load_state_dict(states[key])
-        restore_rng_states(generator, saved["rng"])
-        history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
-        # A run cut short by a smaller `epochs`, or stopped by its wall-time limit (TimeLimit), continues.
-        if loop["finished"] and (history.get("stopped_by") == "time" or (
-                saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs")):
-            loop["finished"] = False
-            history.pop("stopped_by")
-    else:
-        torch.manual_seed(seed + rank)  # per-rank randomness (dropout, latent samples); data order is shared
-        generator.manual_seed(seed)
-
-    def snapshot() -> dict:
-        return {"model_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                "optimizer_state": optimizer.state_dict(),
-                # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
-                "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
-                "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator), "config": run_config,
-                "callbacks": {key: c.state_dict() for key, c in _callback_keys(callbacks)}}
-
-    last_good = {"state": None, "epoch": history["epoch"][-1] if history["epoch"] else 0}
-
-    def keep_good() -> None:
-        good = snapshot()
-        last_good["state"] = {"model_state": good["model_state"],
-                              "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
-                                                                 for n, t in v.items()}
-                                                             for k, v in good["optimizer_state"]["state"].items()},
-                                                  "param_groups": good["optimizer_state"]["param_groups"]}}
-        if resume_path is not None and rank == 0:
-            atomic_save(good, resume_path)
+    with torch_threads(threads):
+        rank, world = _world()
+        device = model_device(model)
+        if isinstance(train_targets, torch.Tensor):
+            train_targets = train_targets.to(device)
+        training_loss = TrainingLoss(model, objective, penalty_weight)
         if world > 1:
-            dist.barrier()
+            # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
+            # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
+            # find_unused_parameters: some objectives leave parameters out (the ELBO a latent model's classifier).
+            training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None,
+                                                                      find_unused_parameters=True)
+        optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
+                      "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
+                      "eval_every": eval_every, "objective": type(objective).__name__, "model_class": type(model).__name__,
+                      "world_size": world, **dict(config or {})}
+        callbacks = list(callbacks)
+        if not any(isinstance(c, DivergenceGuard) for c in callbacks):
+            callbacks.insert(0, DivergenceGuard())
+        if progress:
+            callbacks.append(ProgressBar(progress if isinstance(progress, str) else "train"))
+        steps_per_epoch = -(-n_train // batch_size)
+        history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [], "val_seconds": [],
+                                   "resumed_from_epoch": None}
+        state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=epochs,
+                         steps_per_epoch=steps_per_epoch, history=history, is_main=rank == 0, config=run_config)
+        generator = torch.Generator()
+        loop = {"position": 0, "order_state": None, "finished": False}
+        resume_path = None if resume_path is None else Path(resume_path)
 
-    for callback in callbacks:
-        callback.on_fit_start(state)
-    keep_good()
+        if resume and resume_path is not None and resume_path.exists():
+            saved = torch.load(resume_path, map_location="cpu", weights_only=True)
+            differing = sorted(k for k in set(saved["config"]) | set(run_config)
+                               if k != "epochs" and saved["config"].get(k) != run_config.get(k))
+            if differing:
+                raise ResumeMismatch(
+                    f"cannot resume from {resume_path}: it was written with other settings ("
+                    + "; ".join(f"{k}: {saved['config'].get(k)!r} there, {run_config.get(k)!r} now" for k in differing)
+                    + "). Use the same settings, or delete the checkpoint to start afresh.")
+            model.load_state_dict(saved["model_state"])
+            optimizer.load_state_dict(saved["optimizer_state"])
+            history.update(saved["history"])
+            loop.update(saved["loop"])
+            state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
+            states = saved["callbacks"]
+            for key, callback in _callback_keys(callbacks):
+                if key in states:
+                    callback.load_state_dict(states[key])
+            restore_rng_states(generator, saved["rng"])
+            history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
+            # A run cut short by a smaller `epochs`, or stopped by its wall-time limit (TimeLimit), continues.
+            if loop["finished"] and (history.get("stopped_by") == "time" or (
+                    saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs")):
+                loop["finished"] = False
+                history.pop("stopped_by")
+        else:
+            torch.manual_seed(seed + rank)  # per-rank randomness (dropout, latent samples); data order is shared
+            generator.manual_seed(seed)
 
-    train_sums: dict[str, list[float]] = {}
-    train_seconds = 0.0
+        def snapshot() -> dict:
+            return {"model_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                    "optimizer_state": optimizer.state_dict(),
+                    # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
+                    "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
+                    "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator), "config": run_config,
+                    "callbacks": {key: c.state_dict() for key, c in _callback_keys(callbacks)}}
 
-    def evaluate_now(end_of_epoch: bool) -> dict:
-        nonlocal train_sums, train_seconds
-        if world > 1:  # training statistics summed over the processes
-            train_sums = sum_over_ranks(train_sums, world, device)
-        record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
-        for name, (total, count) in train_sums.items():
-            record[f"train_{name}"] = total / count if count else None
-        record["seconds_per_epoch"] = train_seconds
-        t0 = time.perf_counter()
-        if val is not None:
-            metrics = evaluate_split(model, objective, val, eval_batch_size, world, rank)
-            record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
-        record["val_seconds"] = time.perf_counter() - t0
-        rows_before = len(history["epoch"])
-        for key, value in record.items():
-            if key == "end_of_epoch":
-                continue
-            column = history.setdefault(key, [])
-            column.extend([None] * (rows_before - len(column)))  # a metric that appears later: None before
-            column.append(value)
-        history["epochs_run"], history["steps"] = state.epoch, state.step
+        last_good = {"state": None, "epoch": history["epoch"][-1] if history["epoch"] else 0}
+
+        def keep_good() -> None:
+            good = snapshot()
+            last_good["state"] = {"model_state": good["model_state"],
+                                  "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
+                                                                     for n, t in v.items()}
+                                                                 for k, v in good["optimizer_state"]["state"].items()},
+                                                      "param_groups": good["optimizer_state"]["param_groups"]}}
+            if resume_path is not None and rank == 0:
+                atomic_save(good, resume_path)
+            if world > 1:
+                dist.barrier()
+
         for callback in callbacks:
-            callback.on_evaluation(state, record)
-        if world > 1:
-            broadcast_stop(state)
-        train_sums, train_seconds = {}, 0.0
-        return record
+            callback.on_fit_start(state)
+        keep_good()
 
-    def diverge(error: Divergence):
-        optimizer.zero_grad(set_to_none=True)
-        model.load_state_dict(last_good["state"]["model_state"])
-        optimizer.load_state_dict(last_good["state"]["optimizer_state"])
-        restored_epoch, restored_path = last_good["epoch"], None if resume_path is None else str(resume_path)
-        for callback in callbacks:
-            replaced = callback.on_diverged(state)
-            if replaced is not None:
-                restored_epoch, restored_path = replaced
-        where = f" from {restored_path}" if restored_path is not None else ""
-        message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
-                   f"Restored the last good weights (epoch {restored_epoch}){where}. "
-                   f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
-        history["stopped_by"] = "diverged"
-        history["diverged"] = message
-        raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
-                               checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
-                               history=history) from None
+        train_sums: dict[str, list[float]] = {}
+        train_seconds = 0.0
 
-    first_batch = not history["epoch"]
-    try:
-        while not loop["finished"] and state.epoch <= epochs:
-            if loop["order_state"] is None:
-                loop["order_state"] = generator.get_state()
-            generator.set_state(loop["order_state"])
-            order = torch.randperm(n_train, generator=generator)
+        def evaluate_now(end_of_epoch: bool) -> dict:
+            nonlocal train_sums, train_seconds
+            if world > 1:  # training statistics summed over the processes
+                train_sums = sum_over_ranks(train_sums, world, device)
+            record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
+            for name, (total, count) in train_sums.items():
+                record[f"train_{name}"] = total / count if count else None
+            record["seconds_per_epoch"] = train_seconds
+            t0 = time.perf_counter()
+            if val is not None:
+                metrics = evaluate_split(model, objective, val, eval_batch_size, world, rank)
+                record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
+            record["val_seconds"] = time.perf_counter() - t0
+            rows_before = len(history["epoch"])
+            for key, value in record.items():
+                if key == "end_of_epoch":
+                    continue
+                column = history.setdefault(key, [])
+                column.extend([None] * (rows_before - len(column)))  # a metric that appears later: None before
+                column.append(value)
+            history["epochs_run"], history["steps"] = state.epoch, state.step
             for callback in callbacks:
-                callback.on_epoch_start(state)
-            model.train()
-            position = loop["position"]
-            while position < n_train:
-                t0 = time.perf_counter()
-                index = order[position:position + batch_size]
-                share, weight = index[rank::world], 1.0
-                if world > 1:
-                    weight = share.numel() * world / index.numel()
-                    if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
-                        share, weight = index[:1], 0.0
-                inputs = train_inputs[share]
-                targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
-                context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
-                           "generator": generator}
-                loss, outputs, total = training_loss(inputs, targets, context)
-                if first_batch and outputs is not None:
-                    objective.check_outputs(outputs, targets)
-                    # Every label of both splits against the model's output width, before the first step.
-                    objective.check_target_range(outputs, train_targets, "train targets")
-                    if val is not None:
-                        objective.check_target_range(outputs, val[1], "val targets")
-                    first_batch = False
-                seen = total if world == 1 else global_loss(total, weight, world)
+                callback.on_evaluation(state, record)
+            if world > 1:
+                broadcast_stop(state)
+            train_sums, train_seconds = {}, 0.0
+            return record
+
+        def diverge(error: Divergence):
+            optimizer.zero_grad(set_to_none=True)
+            model.load_state_dict(last_good["state"]["model_state"])
+            optimizer.load_state_dict(last_good["state"]["optimizer_state"])
+            restored_epoch, restored_path = last_good["epoch"], None if resume_path is None else str(resume_path)
+            for callback in callbacks:
+                replaced = callback.on_diverged(state)
+                if replaced is not None:
+                    restored_epoch, restored_path = replaced
+            where = f" from {restored_path}" if restored_path is not None else ""
+            message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
+                       f"Restored the last good weights (epoch {restored_epoch}){where}. "
+                       f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
+            history["stopped_by"] = "diverged"
+            history["diverged"] = message
+            raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
+                                   checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
+                                   history=history) from None
+
+        first_batch = not history["epoch"]
+        try:
+            while not loop["finished"] and state.epoch <= epochs:
+                if loop["order_state"] is None:
+                    loop["order_state"] = generator.get_state()
+                generator.set_state(loop["order_state"])
+                order = torch.randperm(n_train, generator=generator)
                 for callback in callbacks:
-                    callback.on_batch_loss(state, seen)
-                optimizer.zero_grad(set_to_none=True)
-                (total * weight if world > 1 else total).backward()
-                gradients = [p.grad for p in params if p.grad is not None]
-                for callback in callbacks:
-                    callback.on_after_backward(state, gradients)
-                if grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(params, grad_clip)
-                optimizer.step()
-                state.step += 1
-                position += batch_size
-                loop["position"] = position
-                train_seconds += time.perf_counter() - t0
-                size = share.numel() if weight > 0 else 0
-                sums = train_sums.setdefault("loss", [0.0, 0])
-                sums[0] += loss.item() * size
-                sums[1] += size
-                if outputs is not None and size:
-                    for name, (value, count) in objective.train_statistics(outputs, targets).items():
-                        entry = train_sums.setdefault(name, [0.0, 0])
-                        entry[0] += value
-                        entry[1] += count
-                for callback in callbacks:
-                    callback.on_batch_end(state, loss.item())
-                end_of_epoch = position >= n_train
-                hit_max = max_steps is not None and state.step >= max_steps
-                if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
-                    if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
-                        if world > 1:
-                            broadcast_generator(generator)
-                        loop["position"], loop["order_state"] = 0, generator.get_state()
-                    evaluate_now(end_of_epoch)
-                    if hit_max and state.stop_reason is None:
-                        state.stop_reason = "max_steps"
-                    if end_of_epoch:
-                        state.epoch += 1
-                    if state.stop_reason is not None or state.epoch > epochs:
-                        loop["finished"] = True
-                        history["stopped_by"] = state.stop_reason or "epochs"
-                    keep_good()
-                    last_good["epoch"] = history["epoch"][-1]
-                    if loop["finished"] or end_of_epoch:
-                        break
-            if state.epoch > epochs and not loop["finished"]:
-                loop["finished"] = True
-                history["stopped_by"] = "epochs"
-    except Divergence as error:
+                    callback.on_epoch_start(state)
+                model.train()
+                position = loop["position"]
+                while position < n_train:
+                    t0 = time.perf_counter()
+                    index = order[position:position + batch_size]
+                    share, weight = index[rank::world], 1.0
+                    if world > 1:
+                        weight = share.numel() * world / index.numel()
+                        if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
+                            share, weight = index[:1], 0.0
+                    inputs = train_inputs[share]
+                    targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
+                    context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
+                               "generator": generator}
+                    loss, outputs, total = training_loss(inputs, targets, context)
+                    if first_batch and outputs is not None:
+                        objective.check_outputs(outputs, targets)
+                        # Every label of both splits against the model's output width, before the first step.
+                        objective.check_target_range(outputs, train_targets, "train targets")
+                        if val is not None:
+                            objective.check_target_range(outputs, val[1], "val targets")
+                        first_batch = False
+                    seen = total if world == 1 else global_loss(total, weight, world)
+                    for callback in callbacks:
+                        callback.on_batch_loss(state, seen)
+                    optimizer.zero_grad(set_to_none=True)
+                    (total * weight if world > 1 else total).backward()
+                    gradients = [p.grad for p in params if p.grad is not None]
+                    for callback in callbacks:
+                        callback.on_after_backward(state, gradients)
+                    if grad_clip is not None:
+                        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                    optimizer.step()
+                    state.step += 1
+                    position += batch_size
+                    loop["position"] = position
+                    train_seconds += time.perf_counter() - t0
+                    size = share.numel() if weight > 0 else 0
+                    sums = train_sums.setdefault("loss", [0.0, 0])
+                    sums[0] += loss.item() * size
+                    sums[1] += size
+                    if outputs is not None and size:
+                        for name, (value, count) in objective.train_statistics(outputs, targets).items():
+                            entry = train_sums.setdefault(name, [0.0, 0])
+                            entry[0] += value
+                            entry[1] += count
+                    for callback in callbacks:
+                        callback.on_batch_end(state, loss.item())
+                    end_of_epoch = position >= n_train
+                    hit_max = max_steps is not None and state.step >= max_steps
+                    if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
+                        if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
+                            if world > 1:
+                                broadcast_generator(generator)
+                            loop["position"], loop["order_state"] = 0, generator.get_state()
+                        evaluate_now(end_of_epoch)
+                        if hit_max and state.stop_reason is None:
+                            state.stop_reason = "max_steps"
+                        if end_of_epoch:
+                            state.epoch += 1
+                        if state.stop_reason is not None or state.epoch > epochs:
+                            loop["finished"] = True
+                            history["stopped_by"] = state.stop_reason or "epochs"
+                        keep_good()
+                        last_good["epoch"] = history["epoch"][-1]
+                        if loop["finished"] or end_of_epoch:
+                            break
+                if state.epoch > epochs and not loop["finished"]:
+                    loop["finished"] = True
+                    history["stopped_by"] = "epochs"
+        except Divergence as error:
+            for callback in callbacks:
+                if isinstance(callback, ProgressBar):
+                    callback.on_fit_end(state)
+            diverge(error)
+        history.setdefault("stopped_by", "epochs")
+        history["epochs_run"] = history["epoch"][-1] if history["epoch"] else 0
+        history["steps"] = state.step
+        history["stopped_early"] = history["stopped_by"] == "early_stopping"
+        history["stopped_at_max_steps"] = history["stopped_by"] == "max_steps"
+        history["smoke"] = history["stopped_at_max_steps"]
         for callback in callbacks:
-            if isinstance(callback, ProgressBar):
-                callback.on_fit_end(state)
-        diverge(error)
-    history.setdefault("stopped_by", "epochs")
-    history["epochs_run"] = history["epoch"][-1] if history["epoch"] else 0
-    history["steps"] = state.step
-    history["stopped_early"] = history["stopped_by"] == "early_stopping"
-    history["stopped_at_max_steps"] = history["stopped_by"] == "max_steps"
-    history["smoke"] = history["stopped_at_max_steps"]
-    for callback in callbacks:
-        callback.on_fit_end(state)
-    return history
+            callback.on_fit_end(state)
+        return history
 
 
 def _callback_keys(callbacks):

@@ -42,6 +42,7 @@ from .fit import TrainingDiverged
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
 from .results import write_json
+from .threads import DEFAULT_THREADS, check_threads, torch_threads
 from .trainer import evaluate, train_classifier
 
 __all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs",
@@ -167,6 +168,7 @@ def fit_and_evaluate(
     desc: str | None = None,
     control_cache: ControlCache | None = None,
     run_settings: Mapping | None = None,
+    threads: int | None = DEFAULT_THREADS,
 ) -> dict:
     """Train one model on ``splits`` and evaluate its best-validation checkpoint on every test sample.
 
@@ -178,6 +180,8 @@ def fit_and_evaluate(
     batch_size, eval_batch_size, patience, grad_clip, weight_decay, penalty_weight, select_on), then
     evaluate on validation, test and each extra test set of ``tests`` (label -> dataset), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
+
+    ``threads``: torch's CPU threads for training and evaluation (default 1; None: torch's setting).
 
     ``splits`` (and ``tests``) must already be on the device and in the dtype to use. With a
     ``control_cache`` (:class:`ControlCache`), controls already built for these very datasets with the same
@@ -230,7 +234,7 @@ def fit_and_evaluate(
             seed=seed, checkpoint_path=checkpoint_path, last_checkpoint_path=last_checkpoint_path, resume=resume,
             weight_decay=training.weight_decay, penalty_weight=training.penalty_weight, grad_clip=training.grad_clip,
             patience=training.patience, eval_batch_size=eval_batch_size, select_on=training.select_on,
-            max_steps=max_steps, progress=progress, num_classes=train.num_classes,
+            max_steps=max_steps, progress=progress, num_classes=train.num_classes, threads=threads,
             # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
             config={"model": model_name, "model_options": model_options, "control_options": dict(control or {}),
                     "solver": None if solver is None else repr(solver), **dict(run_settings or {})},
@@ -246,13 +250,14 @@ def fit_and_evaluate(
     # The model now holds the best-validation (or last good) weights.
     t1 = time.perf_counter()
     metrics = {}
-    for split, ds in datasets.items():
-        if split == "train":
-            continue
-        result = evaluate(model, inputs[split], ds.labels, eval_batch_size)
-        if result["num_samples"] != len(ds):
-            raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
-        metrics[split] = result
+    with torch_threads(threads):
+        for split, ds in datasets.items():
+            if split == "train":
+                continue
+            result = evaluate(model, inputs[split], ds.labels, eval_batch_size)
+            if result["num_samples"] != len(ds):
+                raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
+            metrics[split] = result
     eval_seconds = time.perf_counter() - t1
     return {"model": model_name, "params": params, "options": model_options, "history": history,
             "diverged": diverged, "train_seconds": train_seconds, "eval_seconds": eval_seconds, "metrics": metrics}
@@ -315,7 +320,7 @@ def run_benchmark(
     progress: bool = True,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
-    threads: int | None = None,
+    threads: int | None = DEFAULT_THREADS,
     cache_controls: bool = True,
 ) -> dict:
     """Run a benchmark config (see the module docstring) and return the aggregated results.
@@ -333,110 +338,109 @@ def run_benchmark(
         resume: reuse finished runs and continue interrupted ones whose fingerprint matches (module docstring).
         progress: tqdm progress bars over runs and epochs.
         device: torch device (default cpu). dtype: "float32" (default) or "float64".
-        threads: ``torch.set_num_threads`` for the run.
+        threads: torch's CPU threads for the run (default 1, :mod:`~neuralde_seq.training.threads`; None: torch's
+            setting), restored afterwards.
         cache_controls: build each control once per (data split, control options) and reuse it in every
             row and seed that reads it (:class:`ControlCache`); False rebuilds it for every run.
 
     The returned dict has ``diverged``: the labels and seeds of runs that diverged (the CLI then exits 1).
     """
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be a positive integer, got {threads!r}")
-        torch.set_num_threads(threads)
+    check_threads(threads)
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-    raw = apply_overrides(load_config(config), overrides)
-    if seeds is not None:
-        raw["seeds"] = [int(s) for s in seeds]
-    cfg: BenchmarkConfig = parse_config(raw)
-    rows = _select_rows(cfg.rows, models)
-    torch_device = torch.device(device if device is not None else "cpu")
-    torch_dtype = _parse_dtype(dtype)
-    out_dir = Path(out_dir)
+    with torch_threads(threads):
+        raw = apply_overrides(load_config(config), overrides)
+        if seeds is not None:
+            raw["seeds"] = [int(s) for s in seeds]
+        cfg: BenchmarkConfig = parse_config(raw)
+        rows = _select_rows(cfg.rows, models)
+        torch_device = torch.device(device if device is not None else "cpu")
+        torch_dtype = _parse_dtype(dtype)
+        out_dir = Path(out_dir)
 
-    from tqdm import tqdm
+        from tqdm import tqdm
 
-    from ..data.protocols import get_task, load_task
+        from ..data.protocols import get_task, load_task
 
-    task = get_task(cfg.task)
-    env = environment(torch_device, torch_dtype)
-    per_row: dict[str, list[dict]] = {r.label: [] for r in rows}
-    data_cache: dict = {}
-    # Controls per (split, control options), shared by the rows and seeds that read the same data.
-    control_cache = ControlCache() if cache_controls else None
+        task = get_task(cfg.task)
+        env = environment(torch_device, torch_dtype)
+        per_row: dict[str, list[dict]] = {r.label: [] for r in rows}
+        data_cache: dict = {}
+        # Controls per (split, control options), shared by the rows and seeds that read the same data.
+        control_cache = ControlCache() if cache_controls else None
 
-    def task_data(seed: int):
-        key = seed if task.data_depend_on_seed else None
-        if key not in data_cache:
-            data_cache.clear()  # one seed's data at a time
-            if control_cache is not None:
-                control_cache.clear()  # their controls go with them
-            data = load_task(task.name, seed=seed, dtype=torch_dtype, progress=progress,
-                             **cfg.task_options, **dict(task_overrides or {}))
-            splits = DatasetSplits(*(ds.to(device=torch_device) for ds in data.splits))
-            tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample).to(
-                device=torch_device) for v in cfg.variants}
-            digest = data_digest([*data.splits, *tests.values()])
-            data_cache[key] = (data, splits, tests, digest)
-        return data_cache[key]
+        def task_data(seed: int):
+            key = seed if task.data_depend_on_seed else None
+            if key not in data_cache:
+                data_cache.clear()  # one seed's data at a time
+                if control_cache is not None:
+                    control_cache.clear()  # their controls go with them
+                data = load_task(task.name, seed=seed, dtype=torch_dtype, progress=progress,
+                                 **cfg.task_options, **dict(task_overrides or {}))
+                splits = DatasetSplits(*(ds.to(device=torch_device) for ds in data.splits))
+                tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample).to(
+                    device=torch_device) for v in cfg.variants}
+                digest = data_digest([*data.splits, *tests.values()])
+                data_cache[key] = (data, splits, tests, digest)
+            return data_cache[key]
 
-    diverged_runs = []
-    runs = [(seed, row) for seed in cfg.seeds for row in rows]
-    run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
-    for seed, row in run_bar:
-        run_bar.set_postfix(row=row.label, seed=seed)
-        data, splits, tests, digest = task_data(seed)
-        settings = {"row": row.to_dict(), "task": cfg.task, "task_options": cfg.task_options, "seed": seed,
-                    "dtype": str(torch_dtype).replace("torch.", ""), "max_steps": max_steps,
-                    "variants": [v.label for v in cfg.variants], "data": digest}
-        run_id = fingerprint(settings)
-        row_dir = out_dir / "runs" / slug(row.label)
-        run_dir = row_dir / f"seed{seed}-{run_id}"
-        result_path = run_dir / "result.json"
-        if resume:
-            others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
-                if row_dir.exists() else []
-            if others and _is_main():
-                print(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
-                      f"data (this run's fingerprint is {run_id})", file=sys.stderr)
-            if result_path.exists():
-                result = json.loads(result_path.read_text())
-                per_row[row.label].append(result)
-                if result["diverged"]:
-                    diverged_runs.append((row.label, seed))
-                continue
-        t0 = time.perf_counter()
-        fit = fit_and_evaluate(
-            row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-            solver=row.solver, tests=tests, checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
-            resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
-            control_cache=control_cache, run_settings=settings,
-        )
-        result = {
-            "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
-            "smoke": max_steps is not None, "config": settings, "data": data.info(),
-            "params": fit["params"], "model_options": fit["options"],
-            "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
-            "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
-                       "total_seconds": time.perf_counter() - t0,
-                       "seconds_per_epoch_mean": (sum(fit["history"]["seconds_per_epoch"])
-                                                  / max(1, len(fit["history"]["seconds_per_epoch"])))},
-            "environment": env,
-        }
-        if fit["diverged"]:
-            diverged_runs.append((row.label, seed))
-        if _is_main():
-            write_json(result, result_path)
-            write_curves(fit["history"], run_dir / "curves.csv")
-        per_row[row.label].append(result)
-    run_bar.close()
+        diverged_runs = []
+        runs = [(seed, row) for seed in cfg.seeds for row in rows]
+        run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
+        for seed, row in run_bar:
+            run_bar.set_postfix(row=row.label, seed=seed)
+            data, splits, tests, digest = task_data(seed)
+            settings = {"row": row.to_dict(), "task": cfg.task, "task_options": cfg.task_options, "seed": seed,
+                        "dtype": str(torch_dtype).replace("torch.", ""), "max_steps": max_steps,
+                        "variants": [v.label for v in cfg.variants], "data": digest}
+            run_id = fingerprint(settings)
+            row_dir = out_dir / "runs" / slug(row.label)
+            run_dir = row_dir / f"seed{seed}-{run_id}"
+            result_path = run_dir / "result.json"
+            if resume:
+                others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
+                    if row_dir.exists() else []
+                if others and _is_main():
+                    print(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
+                          f"data (this run's fingerprint is {run_id})", file=sys.stderr)
+                if result_path.exists():
+                    result = json.loads(result_path.read_text())
+                    per_row[row.label].append(result)
+                    if result["diverged"]:
+                        diverged_runs.append((row.label, seed))
+                    continue
+            t0 = time.perf_counter()
+            fit = fit_and_evaluate(
+                row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
+                solver=row.solver, tests=tests, checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
+                resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}", threads=threads,
+                control_cache=control_cache, run_settings=settings,
+            )
+            result = {
+                "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
+                "smoke": max_steps is not None, "config": settings, "data": data.info(),
+                "params": fit["params"], "model_options": fit["options"],
+                "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
+                "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
+                           "total_seconds": time.perf_counter() - t0,
+                           "seconds_per_epoch_mean": (sum(fit["history"]["seconds_per_epoch"])
+                                                      / max(1, len(fit["history"]["seconds_per_epoch"])))},
+                "environment": env,
+            }
+            if fit["diverged"]:
+                diverged_runs.append((row.label, seed))
+            if _is_main():
+                write_json(result, result_path)
+                write_curves(fit["history"], run_dir / "curves.csv")
+            per_row[row.label].append(result)
+        run_bar.close()
 
-    cfg_dict = cfg.to_dict()
-    cfg_dict["models"] = [r.to_dict() for r in rows]
-    if not _is_main():
-        return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
-    results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
-                           out_dir=out_dir, environment_info=env, max_steps=max_steps)
-    results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
-    write_json(results, out_dir / "results.json")
-    return results
+        cfg_dict = cfg.to_dict()
+        cfg_dict["models"] = [r.to_dict() for r in rows]
+        if not _is_main():
+            return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
+        results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
+                               out_dir=out_dir, environment_info=env, max_steps=max_steps)
+        results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
+        write_json(results, out_dir / "results.json")
+        return results

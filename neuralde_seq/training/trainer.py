@@ -22,6 +22,7 @@ import torch
 from .callbacks import BestCheckpoint, Callback, EarlyStopping
 from .checkpoints import default_last_checkpoint_path
 from .fit import fit
+from .threads import DEFAULT_THREADS
 from .objectives import Classification
 from .objectives import predict as _predict
 
@@ -91,6 +92,7 @@ def train_classifier(
     resume: bool = False,
     callbacks: Sequence[Callback] = (),
     num_classes: int | None = None,
+    threads: int | None = DEFAULT_THREADS,
 ) -> dict[str, Any]:
     """Train a classifier with Adam and cross-entropy, keeping the best-validation weights.
 
@@ -104,6 +106,8 @@ def train_classifier(
         progress, desc: tqdm bars and their label. eval_batch_size: batch size of evaluation (default
             ``batch_size``). config: extra settings stored in the checkpoints (and compared on resume).
         callbacks: further :class:`~neuralde_seq.training.callbacks.Callback` objects.
+        threads: torch's CPU threads while training (default 1; None: torch's setting), as in
+            :func:`~neuralde_seq.training.fit`.
 
     Each epoch visits every training sample once in an order drawn from a generator seeded with ``seed``;
     after each epoch the model is evaluated on every validation sample, and when ``select_on`` (one of
@@ -149,7 +153,7 @@ def train_classifier(
                   penalty_weight=penalty_weight, eval_batch_size=eval_batch_size, max_steps=max_steps,
                   callbacks=chosen, resume_path=last_path, resume=resume,
                   config={"select_on": select_on, "patience": patience, **dict(config or {})},
-                  progress=(desc or "train") if progress else False)
+                  progress=(desc or "train") if progress else False, threads=threads)
     if select_on == "auroc" and any(v is None for v in history.get("val_auroc", [])):
         raise ValueError("select_on='auroc' but the validation AUROC is undefined: the multi-class validation "
                          "labels miss a class; select on accuracy or loss instead")
