@@ -148,6 +148,28 @@ def test_from_arrays_equals_the_dataset_constructor():
     assert ds.class_names == ["a", "b", "c"] and ds.name == "toy"
 
 
+@pytest.mark.parametrize("labels", [["b", "a", "b", "c"], np.array([30, 10, 30, 20]), None])
+def test_to_arrays_gives_back_what_from_arrays_read(labels):
+    samples = _samples()
+    samples[1][2, 0] = nan  # a missing value stays missing
+    times = [np.cumsum(np.random.default_rng(i).uniform(0.1, 2.0, s.shape[0])) for i, s in enumerate(samples)]
+    ds = from_arrays(samples, labels, times=times, class_names=None if labels is not None else ["a", "b"],
+                     dtype=torch.float64)
+    X, y, back_times = ds.subset([0, 1, 2, 3]).to_arrays()
+    assert len(X) == len(samples) and len(back_times) == len(samples)
+    for x, s, t, t0 in zip(X, samples, back_times, times):
+        np.testing.assert_array_equal(x, np.asarray(s, dtype=np.float64).reshape(len(t0), -1))  # NaN where NaN
+        np.testing.assert_array_equal(t, t0)
+    if labels is None:
+        assert y is None
+    else:
+        assert list(y) == list(labels)
+        assert y.dtype == np.int64 if isinstance(labels, np.ndarray) else isinstance(y[0], str)
+        rebuilt = from_arrays(X, y, times=back_times, dtype=torch.float64)
+        for field in ("times", "values", "lengths", "labels"):
+            torch.testing.assert_close(getattr(rebuilt, field), getattr(ds, field), equal_nan=True)
+
+
 def test_labels_map_to_sorted_indices_and_back():
     samples = _samples()
     labels = np.array([30, 10, 30, 20])

@@ -193,6 +193,13 @@ def test_folder_with_several_datasets_needs_a_name(toy):
     assert len(load(folder, name="Toy").test) == len(TEST_LABELS)
     with pytest.raises(FileNotFoundError, match="Missing_TRAIN.ts"):
         load(folder, name="Missing")
+    # a folder named like one of its datasets (aeon's PickupGestureWiimoteZ/ beside PickupGestureWiimoteZ_eq) reads it
+    named = folder.parent / "Other"
+    named.mkdir()
+    for f in ("Toy_TRAIN.ts", "Toy_TEST.ts", "Other_TRAIN.ts", "Other_TEST.ts"):
+        (named / f).write_text((folder / f).read_text())
+    assert len(load(named).test) == 2 and load(named).test.name == "Other"
+    assert len(load(named, name="Toy").test) == len(TEST_LABELS)
 
 
 def test_relative_paths_resolve_against_the_current_directory(toy, monkeypatch):
@@ -274,6 +281,12 @@ def test_file_route_equals_numpy_route(toy):
         test_seqs, test_times = toy[f"{key}test"]
         by_files = load(toy[f"{key}train_path"], toy[f"{key}test_path"]).test
         assert_same_dataset(by_files, from_arrays(test_seqs, TEST_LABELS, times=test_times))
+        # and back: the file's arrays (what the estimators read) are the numpy route's inputs
+        X, y, back_times = by_file.to_arrays()
+        assert list(y) == [str(label) for label in TRAIN_LABELS]
+        for x, seq, back, ts in zip(X, seqs, back_times, times):
+            np.testing.assert_array_equal(x, np.asarray(seq, dtype=np.float32))  # NaN where NaN
+            np.testing.assert_array_equal(back, np.asarray(ts, dtype=np.float32))
 
 
 # ------------------------------------------------------------------------------------------ DataFrames

@@ -169,6 +169,30 @@ class IrregularDataset:
             static=None if self.static is None else self.static.to(device=device, dtype=dtype),
         )
 
+    def to_arrays(self) -> tuple[list, "np.ndarray | None", list]:
+        """The samples as numpy, the form :func:`from_arrays` and the scikit-learn estimators read:
+        ``(X, y, times)``.
+
+        Returns:
+            X: N arrays (T_i, C), each sample up to its length, NaN where missing; y: (N,) array of the labels
+            as :func:`from_arrays` was given them (``meta["classes"]``), else of the class names, or None for
+            an unlabelled dataset; times: N arrays (T_i,).
+            So ``from_arrays(X, y, times=times, class_names=dataset.class_names)`` rebuilds the dataset (up to
+            padding length) and ``SequenceClassifier().fit(X, y, times=times)`` trains on it.
+        """
+        lengths = self.lengths.tolist()
+        values, times = self.values.detach().cpu().numpy(), self.times.detach().cpu().numpy()
+        X = [values[i, :n].copy() for i, n in enumerate(lengths)]
+        sample_times = [times[i, :n].copy() for i, n in enumerate(lengths)]
+        # from_arrays keeps the labels as given (ints stay ints) in meta["classes"]; files have class names
+        classes = self.meta.get("classes")
+        if classes is None or len(classes) != len(self.class_names):
+            classes = self.class_names
+        y = None if self.labels is None else np.asarray(classes, dtype=object)[self.labels.cpu().numpy()]
+        if y is not None and all(isinstance(c, (int, np.integer)) for c in classes):
+            y = y.astype(np.int64)
+        return X, y, sample_times
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_sequences(

@@ -162,11 +162,12 @@ def find_split_files(folder: str | os.PathLike, name: str | None = None) -> tupl
     Arguments:
         folder: a folder holding ``<Name>_TRAIN.ts`` and ``<Name>_TEST.ts`` (or the ``.arff`` pair; the
             ``.ts`` pair is preferred where both are complete). Not searched recursively.
-        name: the dataset to pick when the folder holds several (case-sensitive, as in the file names).
+        name: the dataset to pick when the folder holds several (case-sensitive, as in the file names);
+            default: the one named like the folder, if any.
 
     Raises:
         FileNotFoundError: no such folder, or no complete TRAIN/TEST pair (the files found are listed).
-        ValueError: several datasets and no ``name``.
+        ValueError: several datasets, no ``name`` and none named like the folder.
     """
     root = _resolve(folder, "path")
     if not root.is_dir():
@@ -185,6 +186,8 @@ def find_split_files(folder: str | os.PathLike, name: str | None = None) -> tupl
     if not pairs:
         wanted = f"{name}_TRAIN.ts / {name}_TEST.ts (or .arff)" if name else "<Name>_TRAIN.ts / <Name>_TEST.ts"
         raise FileNotFoundError(f"path: {root} holds no {wanted} files")
+    if len(pairs) > 1 and name is None and root.name in pairs:
+        pairs = {root.name: pairs[root.name]}  # the folder's namesake (aeon's PickupGestureWiimoteZ/ beside _eq)
     if len(pairs) > 1:
         raise ValueError(f"path: {root} holds several datasets ({', '.join(sorted(pairs))}); pick one with name=")
     ((dataset, files),) = pairs.items()
