@@ -7,6 +7,7 @@ numpy (``from_arrays``) and DataFrame routes are compared with each other.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,9 +57,12 @@ def _token(value: float, k: int) -> str:
 
 
 def write_ts(path: Path, seqs, labels, times=None, declared=CLASSES) -> Path:
+    """A .ts file of the cases; ``declared=None`` writes a regression file (``@targetLabel true``, the labels
+    are then the targets, written as given). Case k is on line 9 + k."""
+    label_line = "@targetLabel true" if declared is None else f"@classLabel true {' '.join(declared)}"
     lines = ["# written by tests/test_local_files.py", "@problemName Toy",
              f"@timeStamps {'true' if times is not None else 'false'}", "@missing true",
-             f"@dimensions {seqs[0].shape[1]}", "@equalLength false", f"@classLabel true {' '.join(declared)}", "@data"]
+             f"@dimensions {seqs[0].shape[1]}", "@equalLength false", label_line, "@data"]
     for i, (x, label) in enumerate(zip(seqs, labels)):
         dims = []
         for c in range(x.shape[1]):
@@ -72,11 +76,13 @@ def write_ts(path: Path, seqs, labels, times=None, declared=CLASSES) -> Path:
 
 
 def write_arff(path: Path, seqs, labels, declared=CLASSES) -> Path:
-    """The UEA relational ARFF layout; ragged series padded with '?' to the longest, as the archive does."""
+    """The UEA relational ARFF layout; ragged series padded with '?' to the longest, as the archive does.
+    ``declared=None`` makes the class attribute numeric: regression targets."""
     width = max(x.shape[0] for x in seqs)
     lines = ["% written by tests/test_local_files.py", "@relation Toy", "@attribute input relational"]
     lines += [f"@attribute t{k} numeric" for k in range(width)]
-    lines += ["@end input", f"@attribute target {{{','.join(declared)}}}", "@data"]
+    target = "numeric" if declared is None else f"{{{','.join(declared)}}}"
+    lines += ["@end input", f"@attribute target {target}", "@data"]
     for i, (x, label) in enumerate(zip(seqs, labels)):
         rows = [",".join(_token(v, i + k) for k, v in enumerate(x[:, c])) + ",?" * (width - x.shape[0])
                 for c in range(x.shape[1])]
@@ -107,7 +113,8 @@ def toy(tmp_path):
 
 
 def _check_written(ds, seqs, times, labels, indices=None):
-    """``ds`` holds exactly the written cases (``indices`` of them, in that order), with their times."""
+    """``ds`` holds exactly the written cases (``indices`` of them, in that order), with their times (and
+    their class ``labels`` unless None)."""
     indices = range(len(seqs)) if indices is None else indices
     assert len(ds) == len(indices)
     for row, i in enumerate(indices):
@@ -117,7 +124,8 @@ def _check_written(ds, seqs, times, labels, indices=None):
                                    rtol=0, atol=1e-6)
         assert torch.isnan(ds.values[row, length:]).all()
         torch.testing.assert_close(ds.times[row, :length].double(), torch.as_tensor(times[i]), rtol=1e-6, atol=0)
-        assert ds.class_names[int(ds.labels[row])] == labels[i]
+        if labels is not None:
+            assert ds.class_names[int(ds.labels[row])] == labels[i]
 
 
 def assert_same_dataset(a, b):
@@ -439,3 +447,170 @@ def test_example_config_trains_one_step_on_the_embedded_files(tmp_path, monkeypa
     test = load_task("files", **options).splits.test
     official = load_japanese_vowels()[1]
     assert torch.equal(test.labels, official.labels) and torch.equal(test.lengths, official.lengths)
+
+
+# ------------------------------------------------------------------------------------------ regression files
+# Real targets as written in the files (mixed notations); the datasets must hold float(text) exactly.
+TRAIN_TARGETS = ["0.5", "-1.25", "3", "1e-3", "2.5E+2", "-0.0", "7.125", "0.1", "-3.75", "12", "0.3333", "-8.5"]
+TEST_TARGETS = ["4.5", "-2", "0.0625", "1.5e1", "-0.7"]
+
+
+def _floats(texts) -> torch.Tensor:
+    return torch.tensor([float(t) for t in texts], dtype=torch.float64)
+
+
+@pytest.fixture
+def reg(tmp_path):
+    """A ragged regression (@targetLabel true) TRAIN/TEST .ts pair with NaN values, and what was written."""
+    train, train_t = _cases(10, TRAIN_TARGETS)
+    test, test_t = _cases(11, TEST_TARGETS)
+    folder = tmp_path / "reg"
+    folder.mkdir()
+    return {"train": (train, train_t), "test": (test, test_t),
+            "train_path": write_ts(folder / "Reg_TRAIN.ts", train, TRAIN_TARGETS, declared=None),
+            "test_path": write_ts(folder / "Reg_TEST.ts", test, TEST_TARGETS, declared=None)}
+
+
+def test_regression_file_reads_real_targets_not_classes(reg, tmp_path):
+    from neuralde_seq.data import from_ts, read_ts
+
+    ds = read_file(reg["train_path"], dtype=torch.float64)
+    assert ds.labels is None and ds.class_names == [] and ds.num_classes == 0
+    assert ds.targets.dtype == torch.float64 and torch.equal(ds.targets, _floats(TRAIN_TARGETS))
+    _check_written(ds, *reg["train"], None)
+    assert any(np.isnan(x).any() for x in reg["train"][0])  # the fixture has missing values to keep
+    assert read_file(reg["train_path"]).targets.dtype == torch.float32  # the default dtype applies to targets
+    # the numpy form the estimators read: y is the float64 targets
+    X, y, times = ds.to_arrays()
+    assert y.dtype == np.float64 and y.shape == (len(TRAIN_TARGETS),)
+    np.testing.assert_array_equal(y, _floats(TRAIN_TARGETS).numpy())
+    for x, seq in zip(X, reg["train"][0]):
+        np.testing.assert_array_equal(x, seq)
+    # subset, to and replace carry the targets
+    sub = ds.subset([4, 0, 11])
+    assert torch.equal(sub.targets, _floats(TRAIN_TARGETS)[[4, 0, 11]]) and sub.labels is None
+    sub.targets[0] = 99.0
+    assert float(ds.targets[4]) == float(TRAIN_TARGETS[4])  # a copy
+    small = ds.to(dtype=torch.float32)
+    assert small.targets.dtype == torch.float32 and small.values.dtype == torch.float32
+    torch.testing.assert_close(small.targets, _floats(TRAIN_TARGETS).float(), rtol=0, atol=0)
+    assert torch.equal(ds.replace(name="x").targets, ds.targets)
+    # the .ts parser's own route (from_ts) and a timestamped regression file agree
+    assert torch.equal(from_ts(read_ts(reg["train_path"]), dtype=torch.float64).targets, ds.targets)
+    stamped, stamped_t = _cases(12, TEST_TARGETS, timestamps=True)
+    timed = read_file(write_ts(tmp_path / "Timed.ts", stamped, TEST_TARGETS, stamped_t, declared=None),
+                      dtype=torch.float64)
+    assert torch.equal(timed.targets, _floats(TEST_TARGETS)) and timed.meta["timestamps"] is True
+    _check_written(timed, stamped, stamped_t, None)
+    # a 2-channel relational ARFF with a numeric class attribute reads the same targets
+    by_arff = read_file(write_arff(tmp_path / "Reg.arff", *reg["train"][:1], TRAIN_TARGETS, declared=None),
+                        dtype=torch.float64)
+    assert by_arff.labels is None and torch.equal(by_arff.targets, ds.targets)
+    torch.testing.assert_close(by_arff.values, ds.values, rtol=0, atol=0, equal_nan=True)
+
+
+def test_regression_files_keep_the_test_file_and_split_train_at_random(reg):
+    from sklearn.model_selection import train_test_split
+
+    train, val, test = load(reg["train_path"], reg["test_path"], validation_fraction=0.25, split_seed=3,
+                            dtype=torch.float64)
+    for part in (train, val, test):
+        assert part.labels is None and part.class_names == [] and part.targets.dtype == torch.float64
+    # the test set is the TEST file, whole and in order
+    assert test.meta["indices"] == list(range(len(TEST_TARGETS)))
+    assert torch.equal(test.targets, _floats(TEST_TARGETS))
+    _check_written(test, *reg["test"], None)
+    # train and validation partition the TRAIN file; each row's targets and values are its case's
+    assert sorted(train.meta["indices"] + val.meta["indices"]) == list(range(len(TRAIN_TARGETS)))
+    for part in (train, val):
+        assert torch.equal(part.targets, _floats(TRAIN_TARGETS)[part.meta["indices"]])
+        _check_written(part, *reg["train"], None, part.meta["indices"])
+    # the classification path's split sizes and seed, unstratified
+    _, expected = train_test_split(np.arange(len(TRAIN_TARGETS)), train_size=0.75, random_state=3, shuffle=True)
+    assert val.meta["indices"] == sorted(expected.tolist()) and len(val) == 3
+    assert load(reg["train_path"], reg["test_path"], split_seed=3).val.meta["indices"] == val.meta["indices"]
+    seeds = {tuple(load(reg["train_path"], reg["test_path"], split_seed=s).val.meta["indices"]) for s in range(6)}
+    assert len(seeds) > 1
+    assert load(reg["train_path"].parent, split_seed=3).test.name == "Reg"  # the folder form too
+
+
+def test_regression_beside_class_labels_is_an_error(reg, toy):
+    with pytest.raises(ValueError, match=r"TRAIN file .*Reg_TRAIN.ts holds regression targets .* TEST file "
+                                         r".*Toy_TEST.ts holds class labels"):
+        load(reg["train_path"], toy["test_path"])
+    with pytest.raises(ValueError, match=r"TRAIN file .*Toy_TRAIN.ts holds class labels .* TEST file "
+                                         r".*Reg_TEST.ts holds regression targets"):
+        load(toy["train_path"], reg["test_path"])
+
+
+@pytest.mark.parametrize("target, message", [
+    ("abc", "target 'abc' is not a number"),
+    ("?", "target '?' is not a number"),
+    ("NaN", "target 'NaN' is not a finite number"),
+    ("-inf", "target '-inf' is not a finite number"),
+])
+def test_bad_regression_target_names_file_and_line(reg, tmp_path, target, message):
+    seqs, _ = reg["test"]
+    path = write_ts(tmp_path / "Bad_TEST.ts", seqs, TEST_TARGETS[:3] + [target] + TEST_TARGETS[4:], declared=None)
+    with pytest.raises(ValueError, match=rf"Bad_TEST.ts, line 12: {re.escape(message)}"):  # case 3: line 9 + 3
+        read_file(path)
+    with pytest.raises(ValueError, match=rf"Bad_TEST.ts, line 12: {re.escape(message)}"):
+        load(reg["train_path"], path)
+
+
+def test_header_with_class_labels_and_targets_and_flat_numeric_arff_are_refused(reg, tmp_path):
+    text = reg["train_path"].read_text().replace("@targetLabel true", "@targetLabel true\n@classLabel true a b")
+    both = tmp_path / "Both.ts"
+    both.write_text(text)
+    with pytest.raises(ValueError, match=r"Both.ts, line 7: @targetLabel true .* beside @classLabel true on line 8"):
+        read_file(both)
+    flat = tmp_path / "Flat.arff"  # a numeric last attribute of a flat file may be a time step: not a target
+    flat.write_text("@relation r\n@attribute t0 numeric\n@attribute t1 numeric\n@attribute y numeric\n@data\n"
+                    "1,2,0.5\n3,4,1.5\n")
+    with pytest.raises(ValueError, match=r"Flat.arff, line 5: the last attribute must be the nominal class .*"
+                                         r"use its .ts file with @targetLabel true"):
+        read_file(flat)
+
+
+def test_files_task_refuses_regression_files(reg):
+    message = (rf"classification benchmark, but .*Reg_TRAIN.ts and .*Reg_TEST.ts are regression files.*"
+               r"neuralde_seq.load_files / neuralde_seq.data.read_file.*SequenceRegressor.*Regression\(\)")
+    with pytest.raises(ValueError, match=message):
+        local_files_splits(train=str(reg["train_path"]), test=str(reg["test_path"]))
+    with pytest.raises(ValueError, match=message):
+        load_task("files", path=str(reg["train_path"].parent), validation_fraction=0.25)
+
+
+def test_bad_targets_tensors_name_targets(reg):
+    ds = read_file(reg["train_path"], dtype=torch.float64)
+    n = len(ds)
+    with pytest.raises(ValueError, match=r"targets must have shape \(N,\) or \(N, K\) with N = 12 .* got \(11,\)"):
+        ds.replace(targets=torch.zeros(n - 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"targets must be a floating point tensor .* torch.int64"):
+        ds.replace(targets=torch.arange(n))
+    bad = torch.zeros(n, 2, dtype=torch.float64)
+    bad[5, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"targets must be finite; sample 5 has \[0.0, nan\]"):
+        ds.replace(targets=bad)
+    with pytest.raises(ValueError, match=r"labels and targets are both given"):
+        ds.replace(labels=torch.zeros(n, dtype=torch.long), class_names=["a"])
+    # (N, K) targets are valid, and to_arrays returns them as (N, K) float64
+    two = ds.replace(targets=torch.stack([ds.targets, -ds.targets], dim=1).float())
+    y = two.to_arrays()[1]
+    assert y.shape == (n, 2) and y.dtype == np.float64
+    np.testing.assert_array_equal(y[:, 1], -_floats(TRAIN_TARGETS).float().double().numpy())
+    # a regression dataset cannot be stratified
+    with pytest.raises(ValueError, match=r"stratified_split needs labels, but the dataset holds regression targets"):
+        from neuralde_seq.data import stratified_split
+        stratified_split(ds, (0.5, 0.5), seed=0)
+
+
+def test_sequence_regressor_fits_a_regression_file(reg):
+    from neuralde_seq.sklearn import SequenceRegressor
+
+    X, y, times = read_file(reg["train_path"]).to_arrays()
+    model = SequenceRegressor("gru-dt", epochs=2, batch_size=8, random_state=0).fit(X, y, times=times)
+    X_test, y_test, t_test = read_file(reg["test_path"]).to_arrays()
+    predicted = model.predict(X_test, times=t_test)
+    assert predicted.shape == y_test.shape == (len(TEST_TARGETS),) and np.isfinite(predicted).all()
+    assert model.n_outputs_ == 1 and model.target_mean_[0] == pytest.approx(_floats(TRAIN_TARGETS).mean().item())

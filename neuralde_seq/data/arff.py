@@ -23,7 +23,10 @@ as the ``.ts`` reader produces, so a dataset gives identical arrays from either 
 Rules: keywords are case-insensitive; ``%`` starts a comment line; ``?`` (or ``NaN``) is a missing
 value (NaN); ``inf``, ``-inf`` and numbers too large for float64 (``1e400``) are refused;
 quoted names and values use ``'`` or ``"`` with backslash escapes; the class attribute is the last
-attribute and must be nominal (``{a,b,...}``), its values are the declared class labels in file order.
+attribute. Nominal (``{a,b,...}``): its values are the declared class labels in file order. Numeric, in the
+relational layout only: a regression target per case (``TsData.targets`` True), which must be a finite
+number; in the flat layout a numeric last attribute cannot be told from a time step, so it is refused (read
+such a dataset from its ``.ts`` file, ``@targetLabel true``).
 Variable-length datasets are stored padded with ``?`` to the common width; the reader keeps that
 padding as NaN (the loaders read a series' length off its trailing NaNs). Sparse data lines and
 string/date attributes raise ``NotImplementedError``; every malformed line raises ``ValueError`` naming
@@ -44,7 +47,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .ts_format import TsData
+from .ts_format import TsData, _check_target
 
 __all__ = ["parse_arff", "read_arff", "decode_archive_text"]
 
@@ -178,7 +181,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
 
     Returns ``series`` as one float64 array of shape (C, T) per case (T = the number of time-step
     attributes, padding kept as NaN), ``labels`` as strings, ``class_labels`` as declared by the class
-    attribute, and ``header`` with ``relation`` and ``format`` ("arff-relational" or "arff-flat").
+    attribute (None for a numeric one), ``targets`` (True for a numeric class attribute: regression targets),
+    and ``header`` with ``relation`` and ``format`` ("arff-relational" or "arff-flat").
 
     Args:
         lines: the file's lines (with or without line ends).
@@ -199,6 +203,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     series: list[np.ndarray] = []
     labels: list[str] = []
     class_labels: list[str] | None = None
+    targets = False  # a numeric class attribute: regression targets
     n_time: int | None = None
 
     for lineno, raw_line in enumerate(lines, start=1):
@@ -244,10 +249,13 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             elif keyword == "data":
                 if in_relational is not None:
                     raise ValueError(f"{source}, line {lineno}: @data inside the relational attribute")
-                if not outer or not outer[-1][1].startswith("{"):
+                targets = bool(outer) and relational_name is not None and outer[-1][1] in _NUMERIC_TYPES
+                if not targets and (not outer or not outer[-1][1].startswith("{")):
+                    # a numeric last attribute of a flat file may be a time step of an unlabelled file
                     raise ValueError(f"{source}, line {lineno}: the last attribute must be the nominal class "
-                                     "attribute")
-                class_labels = _nominal_values(outer[-1][1], source, lineno)
+                                     "attribute (a numeric one, a regression target, is read in the relational "
+                                     "layout only; for a flat file use its .ts file with @targetLabel true)")
+                class_labels = None if targets else _nominal_values(outer[-1][1], source, lineno)
                 if relational_name is not None:
                     if len(outer) != 1:
                         raise ValueError(f"{source}, line {lineno}: a relational file must have exactly one "
@@ -291,8 +299,10 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             raise ValueError(f"{source}, line {lineno}: {case.shape[0]} channels, earlier cases have "
                              f"{series[0].shape[0]}")
         if label == "?" or label == "":
-            raise ValueError(f"{source}, line {lineno}: missing class value")
-        if label not in class_labels:
+            raise ValueError(f"{source}, line {lineno}: missing {'target' if targets else 'class'} value")
+        if targets:
+            label = _check_target(label, source, lineno)
+        elif label not in class_labels:
             raise ValueError(f"{source}, line {lineno}: class {label!r} is not among the declared values "
                              f"{class_labels}")
         series.append(case)
@@ -303,4 +313,5 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     if not series:
         raise ValueError(f"{source}, line {data_line}: no cases after @data (the file is cut short or empty)")
     header = {"relation": relation or "", "format": "arff-relational" if relational_name else "arff-flat"}
-    return TsData(series=series, labels=labels, class_labels=class_labels, times=None, header=header)
+    return TsData(series=series, labels=labels, class_labels=class_labels, times=None, header=header,
+                  targets=targets)

@@ -8,7 +8,9 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
 * ``values`` (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too;
 * ``lengths`` (N,) long, the number of time steps of each sample (1 <= length <= T);
 * ``labels`` (N,) long in ``[0, len(class_names))``, or None for an unlabelled dataset (inputs to predict on,
-  e.g. from :func:`~neuralde_seq.data.from_arrays` without labels);
+  e.g. from :func:`~neuralde_seq.data.from_arrays` without labels) or a regression dataset;
+* ``targets`` (N,) or (N, K) float, finite, or None: real-valued regression targets (e.g. a ``.ts`` file with
+  ``@targetLabel true``), in place of ``labels``: a dataset has labels, targets or neither, never both;
 * ``static`` (N, S) float or None: per-sample features that do not vary in time (e.g. PhysioNet's age).
 """
 
@@ -49,7 +51,12 @@ class IrregularDataset:
 
     Shapes are checked on construction; a bad argument raises ``ValueError`` naming it. ``labels`` may be
     None: a dataset of inputs without labels (to predict on); it cannot be split by :func:`stratified_split`
-    or trained on.
+    or trained on as a classification set.
+
+    ``targets``: None, or the real-valued regression targets of a regression dataset, (N,) or (N, K)
+    floating point and finite; such a dataset has ``labels`` None and, as a rule, no ``class_names``.
+    :meth:`subset`, :meth:`replace` and :meth:`to` carry them (``to``'s dtype applies to them) and
+    :meth:`to_arrays` returns them as y.
     """
 
     times: torch.Tensor
@@ -60,6 +67,7 @@ class IrregularDataset:
     name: str = ""
     meta: dict = field(default_factory=dict)
     static: torch.Tensor | None = None
+    targets: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         self.class_names = [str(c) for c in self.class_names]
@@ -90,6 +98,8 @@ class IrregularDataset:
                 f"labels must lie in [0, {len(self.class_names)}) (one per class name), "
                 f"got range [{int(y.min())}, {int(y.max())}]"
             )
+        if self.targets is not None:
+            self._check_targets()
         if self.static is not None:
             st = self.static
             if not isinstance(st, torch.Tensor) or st.dim() != 2 or st.shape[0] != t.shape[0]:
@@ -100,6 +110,25 @@ class IrregularDataset:
         pad = torch.arange(t.shape[1], device=n.device)[None, :] >= n[:, None]
         if (~torch.isnan(v[pad])).any():
             raise ValueError("values after a sample's length must be NaN (padding)")
+
+    def _check_targets(self) -> None:
+        """``targets``: a finite floating (N,) or (N, K) tensor, and no ``labels`` beside it."""
+        tg, n = self.targets, self.times.shape[0]
+        if not isinstance(tg, torch.Tensor):
+            raise ValueError(f"targets must be a torch.Tensor or None, got {type(tg).__name__}")
+        if tg.dim() not in (1, 2) or tg.shape[0] != n or (tg.dim() == 2 and tg.shape[1] == 0):
+            raise ValueError(f"targets must have shape (N,) or (N, K) with N = {n} samples and K >= 1, got "
+                             f"{tuple(tg.shape)}")
+        if not tg.is_floating_point():
+            raise ValueError(f"targets must be a floating point tensor (real-valued regression targets), got "
+                             f"{tg.dtype}; class indices belong in labels")
+        finite = torch.isfinite(tg.reshape(n, -1)).all(dim=1)
+        if not finite.all():
+            bad = int(torch.nonzero(~finite)[0])
+            raise ValueError(f"targets must be finite; sample {bad} has {tg[bad].tolist()}")
+        if self.labels is not None:
+            raise ValueError("labels and targets are both given: a dataset holds class labels (classification) "
+                             "or regression targets, not both")
 
     # ------------------------------------------------------------------ basic protocol
     def __len__(self) -> int:
@@ -148,6 +177,7 @@ class IrregularDataset:
             name=self.name,
             meta=dict(self.meta),
             static=None if self.static is None else self.static[idx].clone(),
+            targets=None if self.targets is None else self.targets[idx].clone(),
         )
 
     def replace(self, **changes) -> "IrregularDataset":
@@ -155,18 +185,20 @@ class IrregularDataset:
         fields_ = dict(
             times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
             class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
+            targets=self.targets,
         )
         fields_.update(changes)
         return IrregularDataset(**fields_)
 
     def to(self, device=None, dtype: torch.dtype | None = None) -> "IrregularDataset":
-        """Move to ``device``; ``dtype`` (floating) applies to times and values."""
+        """Move to ``device``; ``dtype`` (floating) applies to times, values, static and targets."""
         return self.replace(
             times=self.times.to(device=device, dtype=dtype),
             values=self.values.to(device=device, dtype=dtype),
             lengths=self.lengths.to(device=device),
             labels=None if self.labels is None else self.labels.to(device=device),
             static=None if self.static is None else self.static.to(device=device, dtype=dtype),
+            targets=None if self.targets is None else self.targets.to(device=device, dtype=dtype),
         )
 
     def to_arrays(self) -> tuple[list, "np.ndarray | None", list]:
@@ -175,15 +207,19 @@ class IrregularDataset:
 
         Returns:
             X: N arrays (T_i, C), each sample up to its length, NaN where missing; y: (N,) array of the labels
-            as :func:`from_arrays` was given them (``meta["classes"]``), else of the class names, or None for
-            an unlabelled dataset; times: N arrays (T_i,).
-            So ``from_arrays(X, y, times=times, class_names=dataset.class_names)`` rebuilds the dataset (up to
-            padding length) and ``SequenceClassifier().fit(X, y, times=times)`` trains on it.
+            as :func:`from_arrays` was given them (``meta["classes"]``), else of the class names; for a
+            regression dataset the targets, float64 (N,) or (N, K); or None for an unlabelled dataset;
+            times: N arrays (T_i,).
+            So ``from_arrays(X, y, times=times, class_names=dataset.class_names)`` rebuilds a classification
+            dataset (up to padding length) and ``SequenceClassifier().fit(X, y, times=times)`` trains on it
+            (``SequenceRegressor`` on a regression dataset).
         """
         lengths = self.lengths.tolist()
         values, times = self.values.detach().cpu().numpy(), self.times.detach().cpu().numpy()
         X = [values[i, :n].copy() for i, n in enumerate(lengths)]
         sample_times = [times[i, :n].copy() for i, n in enumerate(lengths)]
+        if self.targets is not None:
+            return X, self.targets.detach().cpu().numpy().astype(np.float64), sample_times
         # from_arrays keeps the labels as given (ints stay ints) in meta["classes"]; files have class names
         classes = self.meta.get("classes")
         if classes is None or len(classes) != len(self.class_names):
@@ -198,7 +234,7 @@ class IrregularDataset:
     def from_sequences(
         cls,
         series: Sequence[np.ndarray],
-        labels: Sequence,
+        labels: Sequence | None,
         class_names: Sequence[str],
         times: Sequence[np.ndarray] | None = None,
         *,
@@ -207,12 +243,13 @@ class IrregularDataset:
     ) -> "IrregularDataset":
         """Pad a list of (C, L_i) arrays into a dataset.
 
-        ``labels`` are either class names (strings, looked up in ``class_names``) or integer indices.
+        ``labels`` are either class names (strings, looked up in ``class_names``) or integer indices, one per
+        series; or None for a dataset without labels (give regression targets with :meth:`replace`).
         ``times``: one (L_i,) array per sample; by default the observation index 0..L_i-1.
         """
         if len(series) == 0:
             raise ValueError("series is empty")
-        if len(labels) != len(series):
+        if labels is not None and len(labels) != len(series):
             raise ValueError(f"labels has {len(labels)} entries for {len(series)} series")
         if times is not None and len(times) != len(series):
             raise ValueError(f"times has {len(times)} entries for {len(series)} series")
@@ -242,7 +279,7 @@ class IrregularDataset:
             tms[i, :length] = ti
             tms[i, length:] = ti[-1] + step * np.arange(1, t_max - length + 1)
         label_idx = []
-        for i, lab in enumerate(labels):
+        for i, lab in enumerate(labels if labels is not None else []):
             if isinstance(lab, (int, np.integer)) and not isinstance(lab, bool):
                 label_idx.append(int(lab))
             else:
@@ -253,7 +290,7 @@ class IrregularDataset:
             times=torch.as_tensor(tms, dtype=dtype),
             values=torch.as_tensor(vals, dtype=dtype),
             lengths=torch.as_tensor(lengths, dtype=torch.long),
-            labels=torch.as_tensor(label_idx, dtype=torch.long),
+            labels=None if labels is None else torch.as_tensor(label_idx, dtype=torch.long),
             class_names=class_names,
             name=name,
         )
@@ -262,10 +299,19 @@ class IrregularDataset:
 def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
     """Build an :class:`IrregularDataset` from parsed ``.ts`` contents.
 
-    Class names default to the header's declared labels, else to the sorted distinct labels.
+    Class names default to the header's declared labels, else to the sorted distinct labels. A regression
+    file (``data.targets``, ``@targetLabel true``) gives a dataset with ``labels`` None, no class names and
+    ``targets`` (N,) of ``dtype``.
     """
     if data.labels is None:
         raise ValueError("the .ts data carry no labels; a classification dataset needs them")
+    if data.targets:
+        if class_names is not None:
+            raise ValueError(f"class_names given ({list(class_names)}), but the .ts data hold regression targets "
+                             "(@targetLabel true), not classes")
+        targets = torch.as_tensor(np.asarray(data.labels, dtype=np.float64), dtype=dtype)
+        dataset = IrregularDataset.from_sequences(data.series, None, [], times=data.times, dtype=dtype, name=name)
+        return dataset.replace(targets=targets)
     if class_names is None:
         class_names = data.class_labels if data.class_labels is not None else sorted(set(data.labels))
     return IrregularDataset.from_sequences(
@@ -315,31 +361,55 @@ def stratified_split(
     step is then a plain random split (same sizes, same seed) and a ``UserWarning`` names the classes too
     small (or the part sizes against the number of classes), so a small class may be missing from a part.
     Steps that can be stratified are stratified exactly as before (the published splits do not change).
-    Raises ``ValueError`` for an unlabelled dataset (``labels`` None).
+    Raises ``ValueError`` for a dataset without labels (unlabelled, or a regression dataset: ``targets``).
     """
-    from sklearn.model_selection import train_test_split
+    fractions = _check_fractions(fractions)
+    if dataset.labels is None:
+        what = ("holds regression targets (targets), which cannot be stratified; split it at random"
+                if dataset.targets is not None else "is unlabelled (labels is None)")
+        raise ValueError(f"stratified_split needs labels, but the dataset {what}")
+    return _split(dataset, fractions, seed, stratify=True, return_indices=return_indices)
 
+
+def _check_fractions(fractions: Sequence[float]) -> list[float]:
+    """``fractions`` as floats: at least two, positive, summing to 1 (else ``ValueError`` naming them)."""
     fractions = [float(f) for f in fractions]
     if len(fractions) < 2:
         raise ValueError(f"fractions needs at least two parts, got {fractions}")
     if any(not f > 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
         raise ValueError(f"fractions must be positive and sum to 1, got {fractions}")
-    if dataset.labels is None:
-        raise ValueError("stratified_split needs labels, but the dataset is unlabelled (labels is None)")
-    labels = dataset.labels.cpu().numpy()
+    return fractions
+
+
+def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, stratify: bool,
+           return_indices: bool = False):
+    """The parts of :func:`stratified_split` (same arguments and return). ``stratify=False`` makes every step
+    the plain random split that a step too small to stratify falls back on (same sizes, same seeds, no
+    warning): the split of a dataset without labels, e.g. regression targets (``load_files``)."""
+    from sklearn.model_selection import train_test_split
+
+    fractions = _check_fractions(fractions)
+    labels = dataset.labels.cpu().numpy() if stratify else None
     remaining = np.arange(len(dataset))
     parts = []
     for k, frac in enumerate(fractions[:-1]):
         rel = frac / sum(fractions[k:])
-        try:
-            take, rest = train_test_split(
-                remaining, train_size=rel, stratify=labels[remaining], random_state=seed + k, shuffle=True
-            )
-        except ValueError:
+        stratified = None
+        if labels is not None:
+            try:
+                stratified = train_test_split(
+                    remaining, train_size=rel, stratify=labels[remaining], random_state=seed + k, shuffle=True
+                )
+            except ValueError:
+                pass  # too small to stratify: the plain split below
+        if stratified is not None:
+            take, rest = stratified
+        else:
             # Raises again if the split is impossible for another reason (e.g. a part would be empty).
             take, rest = train_test_split(remaining, train_size=rel, random_state=seed + k, shuffle=True)
-            warnings.warn(_not_stratified(dataset, labels[remaining], len(take), len(rest), k), UserWarning,
-                          stacklevel=2)
+            if labels is not None:
+                warnings.warn(_not_stratified(dataset, labels[remaining], len(take), len(rest), k), UserWarning,
+                              stacklevel=3)
         parts.append(np.sort(take))
         remaining = rest
     parts.append(np.sort(remaining))

@@ -14,14 +14,19 @@ Protocol:
 
 1. The TEST file is the test set, all of its cases in file order (``test.meta["indices"]`` = 0..N-1).
 2. The validation set is carved out of the TRAIN file: ``stratified_split(train_file,
-   (1 - validation_fraction, validation_fraction), split_seed)``; ``meta["indices"]`` of the train and
-   validation parts give their cases' positions in the TRAIN file.
-3. Class names: the labels that occur in the TRAIN file, in the order the TRAIN header declares them
-   (``@classLabel true ...`` in ``.ts``, the nominal class attribute in ARFF), or sorted when it declares
-   none (``@targetLabel``). Declared labels with no TRAIN case are listed in
-   ``meta["unused_class_labels"]``. A TEST label that no TRAIN case has raises ``ValueError`` (a model
-   cannot learn a class it never sees); so do different channel counts in TRAIN and TEST, and a TRAIN file
-   with timestamps beside a TEST file without (or the reverse).
+   (1 - validation_fraction, validation_fraction), split_seed)``; for regression files (step 3) the same
+   split unstratified (a random split of the same sizes with the same seed). ``meta["indices"]`` of the
+   train and validation parts give their cases' positions in the TRAIN file.
+3. Labels. Class labels (``@classLabel true ...`` in ``.ts``, a nominal class attribute in ARFF): the class
+   names are the labels that occur in the TRAIN file, in the order the TRAIN header declares them.
+   Declared labels with no TRAIN case are listed in ``meta["unused_class_labels"]``. A TEST label that no
+   TRAIN case has raises ``ValueError`` (a model cannot learn a class it never sees). Regression targets
+   (``@targetLabel true`` in ``.ts``, a numeric class attribute in relational ARFF): the last field of
+   each case is a real number; the datasets have ``labels`` None, ``class_names`` [] and ``targets`` (N,)
+   of ``dtype``, and a target that is not a finite number raises ``ValueError`` naming the file and line.
+   TRAIN and TEST must both be class-labelled or both regression files. Different channel counts in TRAIN
+   and TEST raise ``ValueError``, and so does a TRAIN file with timestamps beside a TEST file without (or
+   the reverse).
 4. Times: the timestamps of a ``@timeStamps true`` ``.ts`` file, else the observation index 0..L-1.
 5. Values as read: ``?`` and ``NaN`` are missing (NaN), never filled. Time steps after a series' last
    observed value (every channel missing) are padding, as in the archive's variable-length files (the ARFF
@@ -46,7 +51,7 @@ import numpy as np
 import torch
 
 from .arff import read_arff
-from .datasets import DatasetSplits, IrregularDataset, stratified_split
+from .datasets import DatasetSplits, IrregularDataset, _split, stratified_split
 from .ts_format import TsData, read_ts
 
 __all__ = ["load_files", "read_file", "find_split_files"]
@@ -56,7 +61,8 @@ _PAIR_RE = re.compile(r"^(?P<name>.+)_(?P<part>TRAIN|TEST)\.(?P<ext>ts|arff)$", 
 
 
 class _FileData(NamedTuple):
-    """One file's cases, trimmed: (C, L_i) float64 series, (L_i,) times or None, label strings."""
+    """One file's cases, trimmed: (C, L_i) float64 series, (L_i,) times or None, label strings, and for a
+    regression file the (N,) float64 targets (else None)."""
 
     path: Path
     fmt: str
@@ -65,6 +71,7 @@ class _FileData(NamedTuple):
     labels: list
     declared: list | None
     cut: int  # number of series that had a trailing all-missing tail
+    targets: np.ndarray | None
 
 
 def _resolve(path, what: str) -> Path:
@@ -104,7 +111,9 @@ def _read(path: Path, what: str) -> _FileData:
         series.append(case[:, :length])
         if times is not None:
             times.append(data.times[k][:length])
-    return _FileData(path, fmt, series, times, list(data.labels), data.class_labels, cut)
+    # the readers have checked that every target reads as a finite number, naming the line otherwise
+    targets = np.asarray(data.labels, dtype=np.float64) if data.targets else None
+    return _FileData(path, fmt, series, times, list(data.labels), data.class_labels, cut, targets)
 
 
 def _class_order(labels: list, declared: list | None) -> list[str]:
@@ -116,9 +125,16 @@ def _class_order(labels: list, declared: list | None) -> list[str]:
 
 
 def _dataset(part: _FileData, class_names: list[str], dtype: torch.dtype, name: str, meta: dict) -> IrregularDataset:
-    ds = IrregularDataset.from_sequences(part.series, part.labels, class_names, times=part.times,
-                                         dtype=dtype, name=name)
-    return ds.replace(meta=meta)
+    if part.targets is None:
+        ds = IrregularDataset.from_sequences(part.series, part.labels, class_names, times=part.times,
+                                             dtype=dtype, name=name)
+        return ds.replace(meta=meta)
+    ds = IrregularDataset.from_sequences(part.series, None, [], times=part.times, dtype=dtype, name=name)
+    return ds.replace(meta=meta, targets=torch.as_tensor(part.targets, dtype=dtype))
+
+
+def _kind(part: _FileData) -> str:
+    return "class labels" if part.targets is None else "regression targets (@targetLabel true)"
 
 
 def _check_dtype(dtype) -> None:
@@ -132,23 +148,25 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
 
     Arguments:
         path: the file (``.ts`` or ``.arff``, by extension; relative to the current directory).
-        dtype: floating dtype of ``times`` and ``values``.
+        dtype: floating dtype of ``times``, ``values`` and (regression files) ``targets``.
         name: the dataset's name (default: the file name without its extension).
 
     Returns:
         An :class:`IrregularDataset` of N cases: ``times`` (N, T) (timestamps of a ``@timeStamps true``
         file, else 0..L-1), ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
-        ``labels`` (N,) indexing ``class_names`` (module docstring, step 3). ``meta`` records the file,
-        its format, the declared labels and how many series lost a trailing all-missing tail (step 5).
+        and either ``labels`` (N,) indexing ``class_names``, or for a regression file (``@targetLabel
+        true``) ``targets`` (N,) with ``labels`` None and ``class_names`` [] (module docstring, step 3).
+        ``meta`` records the file, its format, the declared labels and how many series lost a trailing
+        all-missing tail (step 5).
 
     Raises:
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
         ValueError: another extension, an unlabelled file, a series with no observed value, or a malformed
-            line (naming the file and line).
+            line or regression target (naming the file and line).
     """
     _check_dtype(dtype)
     part = _read(_resolve(path, "path"), "path")
-    class_names = _class_order(part.labels, part.declared)
+    class_names = _class_order(part.labels, part.declared) if part.targets is None else []
     meta = {"source": "local file", "file": str(part.path), "format": part.fmt,
             "timestamps": part.times is not None, "declared_class_labels": part.declared,
             "unused_class_labels": [c for c in (part.declared or []) if c not in class_names],
@@ -213,23 +231,26 @@ def load_files(
         train: the TRAIN file (``.ts`` / ``.arff``), or a folder holding ``<Name>_TRAIN`` and ``<Name>_TEST``
             files (then ``test`` must be None). Relative paths are resolved against the current directory.
         test: the TEST file; required when ``train`` is a file.
-        validation_fraction: share of the TRAIN file carved out, stratified, as the validation set, in (0, 1).
+        validation_fraction: share of the TRAIN file carved out, stratified (at random for regression files),
+            as the validation set, in (0, 1).
         split_seed: seed of that split (non-negative integer).
-        dtype: floating dtype of ``times`` and ``values``.
+        dtype: floating dtype of ``times``, ``values`` and (regression files) ``targets``.
         name: the dataset's name; with a folder, also which dataset to read when it holds several.
             Default: the ``<Name>`` of the files (a TRAIN file name without ``_TRAIN`` and extension).
 
     Returns:
         ``DatasetSplits(train, val, test)`` of :class:`~neuralde_seq.data.IrregularDataset`, each with
         ``times`` (N, T), ``values`` (N, T, C) (NaN = missing or padding), ``lengths`` (N,), ``labels`` (N,)
-        and the same ``class_names``; T is the longest series of each part's file. ``meta`` records the
+        and the same ``class_names``, or for regression files ``targets`` (N,), ``labels`` None and
+        ``class_names`` []; T is the longest series of each part's file. ``meta`` records the
         absolute file paths, format, ``part``, ``indices`` (positions in the file the part comes from),
         ``num_file_train``, ``split_seed``, ``validation_fraction``, the declared and unused class labels.
 
     Raises:
         FileNotFoundError / IsADirectoryError: a missing file or folder, a folder without a TRAIN/TEST pair.
         ValueError: a bad argument (named); TRAIN and TEST the same file; a TEST label absent from TRAIN;
-            different channel counts; timestamps in one file only; a malformed file (file and line named).
+            a regression file beside a class-labelled one; different channel counts; timestamps in one file
+            only; a malformed file or regression target (file and line named).
         TypeError: a path that is not a str or os.PathLike.
     """
     _check_dtype(dtype)
@@ -260,6 +281,10 @@ def load_files(
 
     tr = _read(train_path, "train")
     te = _read(test_path, "test")
+    if (tr.targets is None) != (te.targets is None):
+        raise ValueError(f"the TRAIN file {train_path} holds {_kind(tr)} and the TEST file {test_path} holds "
+                         f"{_kind(te)}: both files must hold class labels or both regression targets")
+    regression = tr.targets is not None
     c_train, c_test = tr.series[0].shape[0], te.series[0].shape[0]
     if c_train != c_test:
         raise ValueError(f"the TRAIN file {train_path} has {c_train} channels, the TEST file {test_path} has "
@@ -268,8 +293,8 @@ def load_files(
         has, lacks = (train_path, test_path) if tr.times is not None else (test_path, train_path)
         raise ValueError(f"{has} has timestamps (@timeStamps true) and {lacks} has none: both files must be "
                          "timestamped or neither")
-    class_names = _class_order(tr.labels, tr.declared)
-    unseen = sorted(set(te.labels) - set(class_names))
+    class_names = [] if regression else _class_order(tr.labels, tr.declared)
+    unseen = [] if regression else sorted(set(te.labels) - set(class_names))
     if unseen:
         first = next(k for k, lab in enumerate(te.labels) if lab in unseen)
         raise ValueError(f"the TEST file {test_path} has label(s) {unseen} that no case of the TRAIN file "
@@ -287,8 +312,10 @@ def load_files(
     train_full = _dataset(tr, class_names, dtype, dataset_name, meta)
     test_set = _dataset(te, class_names, dtype, dataset_name,
                         {**meta, "part": "test", "indices": list(range(len(te.series)))})
-    parts = stratified_split(train_full, (1.0 - float(validation_fraction), float(validation_fraction)),
-                             int(split_seed), return_indices=True)
+    fractions = (1.0 - float(validation_fraction), float(validation_fraction))
+    # regression targets cannot be stratified: the same split's plain random form (same sizes, same seed)
+    parts = (_split(train_full, fractions, int(split_seed), stratify=False, return_indices=True) if regression
+             else stratified_split(train_full, fractions, int(split_seed), return_indices=True))
     out = [part.replace(meta={**meta, "part": part_name, "indices": [int(i) for i in indices]})
            for part_name, (part, indices) in zip(("train", "val"), parts)]
     return DatasetSplits(out[0], out[1], test_set)

@@ -18,6 +18,7 @@ The ``files`` task reads a dataset from local files (:func:`~neuralde_seq.data.l
 ``task_options: {train: PATH, test: PATH}`` or ``{path: FOLDER}`` (relative paths are resolved against the
 current working directory), keeping the files' TRAIN/TEST split; the validation set is carved from TRAIN
 (``validation_fraction``, ``split_seed``), and ``drop_rate``/``drop_seed`` drop observations as the other tasks.
+It is a classification benchmark: regression files (``@targetLabel true``) are refused with ``ValueError``.
 
 The downloaded datasets use the papers' fixed split seed (``split_seed``, a loader option), so every
 training seed sees the same split, as in the papers' code; the embedded JapaneseVowels protocol of
@@ -135,6 +136,10 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
         ``DatasetSplits(train, val, test)`` as :func:`~neuralde_seq.data.local_files.load_files` gives them
         (test = the whole TEST file, in order), with ``drop_rate`` applied. Each part's ``meta`` adds
         ``drop_rate`` and ``drop_seed``.
+
+    Raises:
+        ValueError: a bad option (named), whatever :func:`~neuralde_seq.data.local_files.load_files` raises,
+            and regression files (``@targetLabel true``): the task scores classes (accuracy).
     """
     check_files_options({"train": train, "test": test, "path": path, "name": name})
     if isinstance(drop_rate, bool) or not isinstance(drop_rate, (int, float)) or not 0.0 <= float(drop_rate) < 1.0:
@@ -144,6 +149,12 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
     splits = load_files(path if path is not None else train, None if path is not None else test,
                         validation_fraction=validation_fraction, split_seed=split_seed, dtype=dtype, name=name)
     train_part, val_part, test_part = splits
+    if train_part.targets is not None:  # load_files has checked that TEST holds targets too
+        raise ValueError(f"the files task is a classification benchmark, but {train_part.meta['train_file']} and "
+                         f"{train_part.meta['test_file']} are regression files (@targetLabel true: real-valued "
+                         "targets, not classes). Regression files are read by neuralde_seq.load_files / "
+                         "neuralde_seq.data.read_file; train with neuralde_seq.sklearn.SequenceRegressor or "
+                         "neuralde_seq.fit(..., Regression())")
     if drop_rate > 0:
         # Rebuild the TRAIN file's dataset (both parts keep its padded length) in file order, drop, re-split.
         positions = torch.tensor(train_part.meta["indices"] + val_part.meta["indices"])

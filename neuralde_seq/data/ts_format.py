@@ -9,8 +9,12 @@ The format, as used by the UEA & UCR time series classification archive:
 * ``@data`` ends the header; every following non-comment line is one case;
 * in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` (or
   ``NaN``) marks a missing value (read as NaN); ``inf``, ``-inf`` and numbers too large for float64
-  (``1e400``) are refused; with ``@classLabel true`` (or ``@targetLabel true``) the last ``:``
-  field is the label, kept here as a string;
+  (``1e400``) are refused;
+* with ``@classLabel true <labels>`` the last ``:`` field is the case's class label, one of the declared
+  labels; with ``@targetLabel true`` (a regression file, as in the Monash/UEA regression archive) it is a
+  real-valued target, which must be a finite number (``?``, ``NaN`` and ``inf`` are refused). Both are kept
+  here as the string written in the file; :attr:`TsData.targets` says which kind the file has, and a
+  header declaring both is refused;
 * with ``@timeStamps true`` each dimension is a list of ``(timestamp,value)`` tuples.  Numeric
   timestamps are supported: the times of a case are the sorted union of the timestamps of its
   dimensions, and a dimension without a value at one of these times gets NaN there.  Date-time
@@ -22,8 +26,9 @@ silently.  Every malformed line raises ``ValueError`` naming the file, the line 
 offending text.  What the header declares is checked on every case: the number of dimensions
 (``@dimensions``, ``@univariate``), the length (``@seriesLength``, ``@equalLength true``), a label from
 the declared list (``@classLabel true <labels>``, which must list them).  A file cut short is refused
-when the cut falls in the header (no ``@data``), right after ``@data`` (no case) or inside a labelled
-case; the formats declare no case count, so a file cut right after a complete case cannot be detected.
+when the cut falls in the header (no ``@data``), right after ``@data`` (no case) or inside a class-labelled
+case; the formats declare no case count, so a file cut right after a complete case cannot be detected, nor
+can a cut inside a regression target's digits (``0.25`` cut to ``0.2`` is still a number).
 """
 
 from __future__ import annotations
@@ -46,11 +51,15 @@ class TsData:
 
     Attributes:
         series: one float64 array of shape (C, L_i) per case (NaN = missing).
-        labels: one label string per case, or ``None`` when the file declares no labels.
+        labels: one label string per case (as written in the file), or ``None`` when the file declares no
+            labels.
         class_labels: the class labels declared by ``@classLabel true ...`` (strings, in file order),
             or ``None`` when the header declares none.
         times: with ``@timeStamps true``, one float64 array of shape (L_i,) per case; else ``None``.
         header: the header keywords (lower-cased) and their raw values.
+        targets: True for a regression file (``@targetLabel true``; an ARFF file whose class attribute is
+            numeric): ``labels`` are then real-valued targets, each a finite number
+            (``float(label)``), not class names. False for class labels or no labels.
     """
 
     series: list[np.ndarray]
@@ -58,6 +67,7 @@ class TsData:
     class_labels: list[str] | None
     times: list[np.ndarray] | None = None
     header: dict[str, str] = field(default_factory=dict)
+    targets: bool = False
 
     def __len__(self) -> int:
         return len(self.series)
@@ -91,6 +101,21 @@ def _parse_value(token: str, source: str, lineno: int) -> float:
         raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number (reads as {value}); "
                          "only finite numbers and the missing-value marks '?' and NaN are allowed")
     return value
+
+
+def _check_target(token: str, source: str, lineno: int) -> str:
+    """A regression target as written (stripped), after checking that it reads as a finite number."""
+    token = token.strip()
+    try:
+        value = float(token)
+    except ValueError:
+        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a number (the file declares "
+                         "real-valued regression targets: @targetLabel true, or a numeric ARFF class "
+                         "attribute)") from None
+    if not math.isfinite(value):  # '?' does not read as a number; NaN and inf do
+        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a finite number (reads as {value}); "
+                         "a regression target cannot be missing or infinite")
+    return token
 
 
 def _parse_bool(key: str, value: str, source: str, lineno: int) -> bool:
@@ -164,11 +189,11 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
         source: the file name used in error messages.
 
     Returns:
-        :class:`TsData`; ``series[i]`` has shape (C, L_i).
+        :class:`TsData`; ``series[i]`` has shape (C, L_i); ``targets`` is True for ``@targetLabel true``.
 
     Raises:
-        ValueError: a malformed or non-finite token, or a case or header that contradicts the header,
-            naming ``source``, the line number and the offending text.
+        ValueError: a malformed or non-finite token (a regression target included), or a case or header
+            that contradicts the header, naming ``source``, the line number and the offending text.
         NotImplementedError: date-time timestamps.
     """
     header: dict[str, str] = {}
@@ -206,6 +231,10 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
                 if value:
                     raise ValueError(f"{source}, line {lineno}: unexpected text after @data")
                 _check_header_agrees(univariate, n_dims_declared, seen, source)
+                if has_class_label and has_target:  # the last field cannot be both a class and a target
+                    raise ValueError(f"{source}, line {seen['targetlabel']}: @targetLabel true (regression "
+                                     f"targets) beside @classLabel true on line {seen['classlabel']}: a file "
+                                     "has class labels or regression targets, not both")
                 in_data, data_line = True, lineno
                 continue
             header[key] = value
@@ -255,6 +284,8 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             parts = parts[:-1]
             if not label:
                 raise ValueError(f"{source}, line {lineno}: empty label")
+            if has_target:
+                label = _check_target(label, source, lineno)
             if class_labels is not None and label not in class_labels:
                 raise ValueError(
                     f"{source}, line {lineno}: label {label!r} is not among the declared class labels "
@@ -310,4 +341,5 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
         class_labels=class_labels,
         times=times if timestamps else None,
         header=header,
+        targets=has_target,
     )
