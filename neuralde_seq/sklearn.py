@@ -104,8 +104,11 @@ class _SequenceEstimator(BaseEstimator):
             that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
             observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": "auto"}``: times
             divided by the longest span in the data given to ``fit``, kept for prediction), or None.
-        epochs: passes over the training data. lr: Adam's learning rate. batch_size: samples per step (and per
-            forward pass at prediction). weight_decay, grad_clip, penalty_weight: as :func:`~neuralde_seq.fit`.
+        epochs: passes over the training data (default 100). lr: Adam's learning rate (default 3e-3, the
+            benchmarks' rate for every model). batch_size: samples per step (and per forward pass at prediction).
+            The defaults give a few hundred steps on a dataset of tens of series: 20 epochs at 1e-3 left the
+            CT-FWPs near chance on aeon's PickupGestureWiimoteZ (50 series), docs/your_own_data.md.
+            weight_decay, grad_clip, penalty_weight: as :func:`~neuralde_seq.fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
             out to select the best epoch's weights (and to stop early with ``patience``).
         patience: None, or stop after this many epochs without a better validation score (needs
@@ -119,7 +122,7 @@ class _SequenceEstimator(BaseEstimator):
         dtype: "float32" or "float64" (or a torch dtype): the precision of the data and the model.
     """
 
-    def __init__(self, model="delta-cde", *, model_options=None, control_options=None, epochs=20, lr=1e-3,
+    def __init__(self, model="delta-cde", *, model_options=None, control_options=None, epochs=100, lr=3e-3,
                  batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, validation_fraction=None,
                  patience=None, random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
         self.model = model
