@@ -283,9 +283,40 @@ def run_dataset(name: str, data: Path, budget: dict, args, labels) -> dict:
         for label in ok:
             runs = _run_results(out, config, label, args.seeds, args.max_steps)
             entries[label]["run_seconds"] = sum(r["timing"]["total_seconds"] for r in runs)
+            entries[label]["fit"] = _fit_diagnostics(runs)
             info = info or (runs[0]["data"] if runs else {})
     return {"budget": budget, "task_options": config["task_options"], "data": info,
             "rows": {label: entries[label] for label in labels}, "goal": goal(entries)}
+
+
+def _fit_diagnostics(runs: list[dict]) -> dict:
+    """How far training got, per row (means over the seeds): the running training accuracy of the last
+    epoch, and the best-validation epoch (late = still improving when the budget ended: underfitted; early with
+    a high training accuracy = overfitted)."""
+    last = [r["history"]["train_accuracy"][-1] for r in runs if r["history"].get("train_accuracy")]
+    best = [r["history"]["best_epoch"] for r in runs if r["history"].get("best_epoch") is not None]
+    return {"train_accuracy_last": sum(last) / len(last) if last else None,
+            "best_epoch": sum(best) / len(best) if best else None,
+            "epochs_run": max((r["history"]["epochs_run"] for r in runs), default=None)}
+
+
+def diagnostics_table(datasets: dict[str, dict], labels) -> str:
+    """Rows = models, columns = datasets: "last-epoch training accuracy % / mean best epoch of E"."""
+    from neuralde_seq.training.results import format_table
+
+    names = list(datasets)
+    table_rows = []
+    for label in labels:
+        row = {"model": label}
+        for name in names:
+            fit = (datasets[name]["rows"].get(label) or {}).get("fit")
+            if not fit or fit["train_accuracy_last"] is None:
+                row[name] = "-"
+            else:
+                row[name] = (f"{100 * fit['train_accuracy_last']:.0f} / {fit['best_epoch']:.0f} of "
+                             f"{datasets[name]['budget']['epochs']}")
+        table_rows.append(row)
+    return format_table(table_rows, ["model", *names], headers=["model"] + names)
 
 
 def _complete(args) -> list[str]:
@@ -324,6 +355,12 @@ def docs_section(results: dict, table: str) -> str:
         "wall time of one training epoch (on a shared machine: compare within a column).",
         "",
         table,
+        "",
+        "How far training got (mean over the seeds): the training accuracy of the last epoch % / the "
+        "best-validation epoch. A best epoch near the end means the row was still improving when the budget "
+        "ran out (underfitted at this budget); a high training accuracy with an early best epoch, overfitting.",
+        "",
+        results["diagnostics"],
         "",
         f"Goal (best CT-FWP within {GOAL_POINTS:g} points of the best baseline) met on {len(met)} of "
         f"{len(results['datasets'])} datasets" + (f": {', '.join(met)}." if met else "."),
@@ -423,6 +460,7 @@ def main(argv=None) -> int:
 
     table = combined_table(results["datasets"], labels)
     results["table"] = table
+    results["diagnostics"] = diagnostics_table(results["datasets"], labels)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from neuralde_seq.training.results import write_json
@@ -443,7 +481,9 @@ def main(argv=None) -> int:
         f"{results['run_minutes']:.1f} min (as recorded when made); {results['environment']['cpu']}, "
         f"{args.threads} thread(s), torch {torch.__version__}.",
     ]
-    md = f"# {title}\n\n{table}\n\n" + "\n\n".join(n for n in notes if n) + "\n"
+    md = (f"# {title}\n\n{table}\n\n" + "\n\n".join(n for n in notes if n)
+          + f"\n\nTraining accuracy of the last epoch % / best-validation epoch (means over the seeds):\n\n"
+          f"{results['diagnostics']}\n")
     (out / "results.md").write_text(md)
     print(("SMOKE RUN (not results)\n" if results["smoke"] else "") + table)
     print(f"\nwrote {out / 'results.md'}, {out / 'results.json'}")
