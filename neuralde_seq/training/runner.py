@@ -209,10 +209,11 @@ def fit_and_evaluate(
         except ValueError as err:
             # Name the split (or test variant) and the model: the data problem is theirs, not the library's.
             what = "split" if split in ("train", "val", "test") else "test variant"
-            raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}. A higher drop "
-                             "rate or a coarser subsample leaves samples with few or no observations; lower them, "
-                             "or give the row control options that fill unobserved channels (control: "
-                             "{unobserved_fill: 0.0}).") from err
+            # The advice fits only errors about missing observations (not, e.g., a log-signature depth).
+            advice = (" A higher drop rate or a coarser subsample leaves samples with few or no observations; lower "
+                      "them, or give the row control options that fill unobserved channels (control: "
+                      "{unobserved_fill: 0.0}).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
+            raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}") from err
 
     torch.manual_seed(seed)
     model = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
