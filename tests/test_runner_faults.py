@@ -220,3 +220,29 @@ def test_time_unit_auto_is_the_training_split_span_for_every_split(tmp_path):
         from neuralde_seq import build_control
 
         build_control(train.times, train.values, train.lengths, time_unit="auto")
+
+
+def test_a_finished_run_made_under_other_registry_defaults_is_not_reused(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    import neuralde_seq.models as models
+
+    out = tmp_path / "out"
+    config = _config(models=[{"label": "gru", "model": "gru-dt"}])  # no options: the registry's hidden size
+    first = _run(out, config)
+    (result_path,) = (out / "runs" / "gru").glob("*/result.json")
+    assert json.loads(result_path.read_text())["model_defaults"]["hidden"] == models.model_defaults("gru-dt")["hidden"]
+    entry = models.model_entry("gru-dt")
+    monkeypatch.setitem(models._REGISTRY, "gru-dt", dataclasses.replace(entry, defaults={**entry.defaults, "hidden": 6}))
+    again = _run(out, config, resume=True)
+    err = capsys.readouterr().err
+    assert "made with other registry defaults of 'gru-dt' (hidden)" in err
+    # the same folder name (the row as written did not change) now holds a run of the new model
+    assert again["rows"][0]["params"] != first["rows"][0]["params"]
+    assert json.loads(result_path.read_text())["model_defaults"]["hidden"] == 6
+    stale = [p.name for p in (out / "runs" / "gru").iterdir() if p.name.startswith("stale-")]
+    assert stale == [f"stale-{result_path.parent.name}"]
+    # and with the defaults as they are now, the new run is reused as before
+    stamp = result_path.stat().st_mtime_ns
+    _run(out, config, resume=True)
+    assert result_path.stat().st_mtime_ns == stamp

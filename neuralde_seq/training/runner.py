@@ -41,7 +41,7 @@ from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, a
 from .fit import TrainingDiverged
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
-from .results import write_json
+from .results import to_jsonable, write_json
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
 from .trainer import evaluate, train_classifier
 
@@ -302,6 +302,15 @@ def data_digest(splits: Iterable[IrregularDataset]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _stale_path(run_dir: Path) -> Path:
+    """Where a run made under other registry defaults is moved: ``stale-<run folder>`` (``-2``, ... if taken)."""
+    stale, k = run_dir.with_name(f"stale-{run_dir.name}"), 1
+    while stale.exists():
+        k += 1
+        stale = run_dir.with_name(f"stale-{run_dir.name}-{k}")
+    return stale
+
+
 def _is_main() -> bool:
     import torch.distributed as dist
 
@@ -386,6 +395,11 @@ def run_benchmark(
             return data_cache[key]
 
         diverged_runs = []
+        # What each model's options were when not given (models.model_defaults), recorded in every result so that
+        # a finished run made under other defaults is not reused.
+        from ..models import model_defaults
+
+        defaults = {row.model: json.loads(json.dumps(to_jsonable(model_defaults(row.model)))) for row in rows}
         runs = [(seed, row) for seed in cfg.seeds for row in rows]
         run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
         for seed, row in run_bar:
@@ -406,10 +420,22 @@ def run_benchmark(
                           f"data (this run's fingerprint is {run_id})", file=sys.stderr)
                 if result_path.exists():
                     result = json.loads(result_path.read_text())
-                    per_row[row.label].append(result)
-                    if result["diverged"]:
-                        diverged_runs.append((row.label, seed))
-                    continue
+                    made_with = result.get("model_defaults")  # absent in runs made before it was recorded
+                    if made_with is None or made_with == defaults[row.model]:
+                        per_row[row.label].append(result)
+                        if result["diverged"]:
+                            diverged_runs.append((row.label, seed))
+                        continue
+                    # The fingerprint hashes the row as written; the registry defaults it resolved to changed
+                    # since: that run is another model. Kept aside (never globbed as seed<k>-*), made afresh.
+                    stale = _stale_path(run_dir)
+                    changed = sorted(k for k in set(made_with) | set(defaults[row.model])
+                                     if made_with.get(k) != defaults[row.model].get(k))
+                    if _is_main():
+                        run_dir.rename(stale)
+                        print(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
+                              f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}",
+                              file=sys.stderr)
             t0 = time.perf_counter()
             fit = fit_and_evaluate(
                 row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
@@ -420,7 +446,7 @@ def run_benchmark(
             result = {
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
                 "smoke": max_steps is not None, "config": settings, "data": data.info(),
-                "params": fit["params"], "model_options": fit["options"],
+                "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults[row.model],
                 "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
                 "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
                            "total_seconds": time.perf_counter() - t0,
