@@ -114,8 +114,8 @@ class _SequenceEstimator(BaseEstimator):
         patience: None, or stop after this many epochs without a better validation score (needs
             ``validation_fraction``).
         random_state: int seed, numpy RandomState or None (module docstring).
-        n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (fastest for these small
-            models, :mod:`~neuralde_seq.training.threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
+        n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (the safe choice for these
+            small models, :mod:`~neuralde_seq.training.threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
             -1 all cores, -2 all but one. torch's previous setting is restored afterwards.
         verbose: show progress bars while training.
         device: torch device to train and predict on ("cpu", "cuda", ...).

@@ -113,7 +113,7 @@ def fit(
         config: the run's settings, stored in checkpoints and compared on resume.
         progress: show tqdm bars (a string is the bar's label).
         threads: torch's CPU threads while training, the previous number restored afterwards (default 1:
-            fastest for these small models, :mod:`~neuralde_seq.training.threads`); None: torch's setting.
+            the safe choice for these small models, :mod:`~neuralde_seq.training.threads`); None: torch's setting.
 
     Returns the history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
     ``train_<metric>`` (running training statistics of the objective), ``val_<metric>``,

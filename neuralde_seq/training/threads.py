@@ -1,15 +1,16 @@
 """How many CPU threads torch uses while the library trains and predicts.
 
 The models of this toolkit are small (hidden sizes 32-64, batches of tens of series), and a continuous-time
-model runs hundreds to thousands of small sequential steps. Splitting each step's tensor operations over
-several threads costs more in synchronisation than it gains, and on a machine where other processes hold the
-cores torch's threads wait for each other on every operation: ``benchmarks/threads.py`` measures training
-steps side by side with 1, 2 and torch's default number of threads. So the library's training and prediction
-calls (:func:`~neuralde_seq.training.fit`, :func:`~neuralde_seq.training.train_classifier`,
-:func:`~neuralde_seq.training.run_benchmark`, the scikit-learn estimators' ``n_jobs``, the CLI's
-``--threads``) run on :data:`DEFAULT_THREADS` = 1 thread per process unless told otherwise, and put torch's
-setting back afterwards. For more throughput run more processes (seeds, rows, data-parallel ranks), not
-more threads per process.
+model runs hundreds to thousands of small sequential steps, whose tensor operations gain little from being
+split over threads; on a machine where other processes hold the cores, torch's threads wait for each other on
+every operation. ``benchmarks/threads.py`` times training steps side by side with 1, 2 and torch's default
+number of threads. On 2 cores, idle: a second thread gained 0-7 % for the CDE models and GRU-D, 1.6-1.7 times
+for CKCNN (long convolutions), and cost NCDE up to 40 %; busy: it made every model 3-10 times slower. So the
+library's training and prediction calls (:func:`~neuralde_seq.training.fit`,
+:func:`~neuralde_seq.training.train_classifier`, :func:`~neuralde_seq.training.run_benchmark`, the
+scikit-learn estimators' ``n_jobs``, the CLI's ``--threads``) run on :data:`DEFAULT_THREADS` = 1 thread per
+process unless told otherwise, and put torch's setting back afterwards. For more throughput run more
+processes (seeds, rows, data-parallel ranks); give CKCNN more threads on an idle machine.
 """
 from __future__ import annotations
 
