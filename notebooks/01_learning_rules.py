@@ -223,7 +223,7 @@ after = {name: (trace[name]["to_new"][-1], trace[name]["to_old"][-1]) for name i
 print(f"1. Closed forms: RK4 converges to every rule's exact step (error at 64 substeps at most "
       f"{max(e[-1] for e in errors.values()):.1e}; observed orders "
       + ", ".join(f"{n} {o:.2f}" for n, o in orders.items()) + "; Hebb exact in one step).")
-print(f"2. Norms after 12 writes: " + ", ".join(f"{n} {norms[n][-1]:.2f}" for n in RULES)
+print("2. Norms after 12 writes: " + ", ".join(f"{n} {norms[n][-1]:.2f}" for n in RULES)
       + ". Hebb only adds, so its norm grows with every write; Oja and the Delta rules correct what is stored.")
 print(f"3. Recall error with {D // 2} pairs: " + ", ".join(f"{n} {at_half[n]:.2f}" for n in RULES)
       + f"; with {D} pairs: " + ", ".join(f"{n} {at_d[n]:.2f}" for n in RULES) + ".")
