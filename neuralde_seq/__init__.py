@@ -3,19 +3,19 @@
 What is solved (vector fields, controls), how it is solved (solvers) and what is done with the answer
 (models, training) live in separate modules; this namespace gathers the public pieces:
 
-- data in: :class:`Observations` (the raw irregular batch, validated once), :func:`build_control` and
-  :class:`Control` (the continuous path X(s) the CDE/RDE models read), :class:`IrregularDataset`
-  (observations + labels) read from numpy (:func:`from_arrays`) or local .ts/ARFF files (:func:`load_files`),
-  :func:`logsignature`, :func:`logsignature_windows`; scikit-learn estimators are in :mod:`neuralde_seq.sklearn`;
-- what is solved: the learning rules :class:`Hebb`, :class:`Oja`, :class:`Delta` (:func:`make_rule`) and their
-  vector field :class:`FastWeightField` in ODE, CDE and RDE form;
-- how it is solved: :class:`SolverOptions` and :func:`solve` (fixed-step, adaptive, exact; checkpointed,
+- data in: `Observations` (the raw irregular batch, validated once), `build_control` and
+  `Control` (the continuous path X(s) the CDE/RDE models read), `IrregularDataset`
+  (observations + labels) read from numpy (`from_arrays`) or local .ts/ARFF files (`load_files`),
+  `logsignature`, `logsignature_windows`; scikit-learn estimators are in `neuralde_seq.sklearn`;
+- what is solved: the learning rules `Hebb`, `Oja`, `Delta` (`make_rule`) and their
+  vector field `FastWeightField` in ODE, CDE and RDE form;
+- how it is solved: `SolverOptions` and `solve` (fixed-step, adaptive, exact; checkpointed,
   adjoint or plain gradients);
-- models: :func:`create_model` by registry name (:data:`MODEL_NAMES`), with :func:`model_inputs` building
+- models: `create_model` by registry name (`MODEL_NAMES`), with `model_inputs` building
   each model's input; the fast weight classes;
-- training: :func:`fit` (the one loop) with an objective (:class:`Classification`,
-  :class:`PerStepClassification`, :class:`Regression`, :class:`ELBO`), :func:`train_classifier`,
-  :func:`evaluate`, :func:`predict`, :class:`TrainingDiverged`; benchmarks: :func:`run_benchmark`.
+- training: `fit` (the one loop) with an objective (`Classification`,
+  `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
+  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`.
 """
 from .controls import Control, build_control
 from .data import IrregularDataset, from_arrays, load_files

@@ -1,9 +1,9 @@
 """A disk cache for computed tensors: compute once per key, reload bit for bit, refuse what cannot be trusted.
 
-Used for preprocessed datasets (:mod:`neuralde_seq.data`) and log-signature controls
-(:func:`neuralde_seq.logsignature_control.cached_logsignature_control`). Files are written atomically (temporary file,
+Used for preprocessed datasets (`neuralde_seq.data`) and log-signature controls
+(`neuralde_seq.logsignature_control.cached_logsignature_control`). Files are written atomically (temporary file,
 then rename) with a SHA-256 of their contents, so a reader sees a complete file or none, and a truncated,
-altered or foreign file raises :class:`CorruptCacheError` naming it instead of being used or overwritten.
+altered or foreign file raises `CorruptCacheError` naming it instead of being used or overwritten.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
 
     The file is ``directory/<name>-<hash>.pt``: the hash is a SHA-256 over ``key`` (as canonical JSON), the
     cache format and the package version, and ``<name>`` is ``key["name"]`` when present (for people
-    browsing the cache). On a miss, ``build()`` runs and its dict is saved with :func:`torch.save` to a
+    browsing the cache). On a miss, ``build()`` runs and its dict is saved with `torch.save` to a
     temporary file renamed into place, together with a checksum of its contents (tensor bytes included).
     Nothing is written when ``build()`` raises, and ``directory`` is only created on a successful build.
 

@@ -1,7 +1,7 @@
 """The ``neuralde-seq`` command: ``compare`` (the default), ``bench`` and ``models``.
 
 ``neuralde-seq models [NAME ...]`` prints registry models with the input they read and every default
-option (:func:`neuralde_seq.models.model_defaults`). ``compare`` and ``bench`` run a benchmark config with :func:`neuralde_seq.training.runner.run_benchmark`:
+option (`neuralde_seq.models.model_defaults`). ``compare`` and ``bench`` run a benchmark config with `neuralde_seq.training.runner.run_benchmark`:
 
 - ``neuralde-seq`` / ``neuralde-seq compare`` runs the packaged config ``neuralde_seq/configs/compare.yaml``:
   Hebb, Oja and Delta CT-FWP CDEs, NCDE and CKCNN on the embedded JapaneseVowels data with 30 % of each

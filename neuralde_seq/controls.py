@@ -2,7 +2,7 @@
 
 A batch of observations is ``times`` (B, T), ``values`` (B, T, C) with NaN marking a missing value, and
 ``lengths`` (B,) (each sample's valid prefix; anything after it is padding and is ignored). From it
-:func:`build_control` builds a :class:`Control`: a batch of piecewise-cubic paths on one shared grid of
+`build_control` builds a `Control`: a batch of piecewise-cubic paths on one shared grid of
 *knots* in a parameter s, each sample ending at its own final knot and constant after it.
 
 Parametrisation (the ``parametrization`` option):
@@ -30,9 +30,9 @@ last observation forward (the first observation backward), and ``"zero"`` writes
 with a mask channel. A channel with no observation at all in a sample raises an error unless
 ``unobserved_fill`` names the value to use.
 
-Observations are checked by :func:`~neuralde_seq.observations.validate_observations` (shapes, lengths, NaN
+Observations are checked by `validate_observations` (shapes, lengths, NaN
 times, increasing times, and the finite range of values and times in their dtype). Log-signature windows and
-their disk cache are built in :mod:`neuralde_seq.logsignature_control`.
+their disk cache are built in `neuralde_seq.logsignature_control`.
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class Control:
     def __getitem__(self, index) -> "Control":
         """The controls of the samples selected by ``index``: an int (negative counts from the end), a slice, or
         a 1-D integer or bool selection (tensor, numpy array or list), checked by
-        :func:`~neuralde_seq.observations.batch_selection`. An int keeps the batch dimension: ``X[i]`` is a
+        `batch_selection`. An int keeps the batch dimension: ``X[i]`` is a
         batch of one sample, which is what the models read."""
         index = batch_selection(index, self.batch_size, "Control")
         end_index = self.end_index[index]
@@ -127,14 +127,23 @@ class Control:
                        None if self.initial_value is None else self.initial_value[index])
 
     def to(self, *args, **kwargs) -> "Control":
-        """Move and cast like :meth:`torch.Tensor.to` (the end indices keep their integer type)."""
+        """Move and cast like ``torch.Tensor.to``: ``coeffs`` and ``initial_value`` get ``.to(*args, **kwargs)``,
+        the knots follow the coefficients' device and dtype, and the end indices keep their integer type.
+
+        Returns:
+            A new `Control`.
+        """
         coeffs = self.coeffs.to(*args, **kwargs)
         return Control(self.knots.to(device=coeffs.device, dtype=coeffs.dtype), coeffs,
                        self.end_index.to(coeffs.device), self.piecewise_constant, self.channels_info,
                        None if self.initial_value is None else self.initial_value.to(*args, **kwargs))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        """Tensors a gradient could flow into (for ``adjoint_params``)."""
+        """Tensors a gradient could flow into (for ``adjoint_params``).
+
+        Returns:
+            ``(coeffs,)``, or ``(coeffs, initial_value)`` for log-signature windows that have one.
+        """
         return (self.coeffs,) if self.initial_value is None else (self.coeffs, self.initial_value)
 
     # ---- evaluation ----------------------------------------------------------------------------
@@ -144,7 +153,20 @@ class Control:
         return index.clamp(0, self.knots.shape[0] - 1)
 
     def piece_at(self, s, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
-        """(piece, f): the index of the piece holding ``s`` and the offset s − knots[piece]."""
+        """The piece holding ``s`` and the offset into it.
+
+        Arguments:
+            s: the parameter value: a scalar, or a (B,) tensor with one value per sample.
+            side: which piece a knot belongs to: "right" (default, the piece starting there) or "left" (the
+                piece ending there).
+
+        Returns:
+            ``(piece, f)``: the index of the piece holding ``s`` and the offset s − knots[piece], each scalar or
+                (B,) as ``s``.
+
+        Raises:
+            ValueError: ``s`` is 1-D but not of shape (B,).
+        """
         s = torch.as_tensor(s, dtype=self.knots.dtype, device=self.knots.device)
         if s.dim() == 1 and s.shape != (self.batch_size,):
             raise ValueError(f"s must be a scalar or have shape ({self.batch_size},), got {tuple(s.shape)}")
@@ -161,24 +183,47 @@ class Control:
         return coefficients.unbind(-2), f
 
     def evaluate_piece(self, piece: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-        """X on piece ``piece`` (scalar or (B,)) at offset ``f`` from its first knot, shape (B, C).
+        """X on piece ``piece`` at offset ``f`` from its first knot.
 
         Solvers that know which piece a stage belongs to call this directly, so that rounding near a
         knot can never pick the neighbouring piece.
+
+        Arguments:
+            piece: the piece's index, a scalar or (B,) long tensor (one per sample).
+            f: the offset from the piece's first knot, a scalar or (B,) as ``piece``.
+
+        Returns:
+            X of shape (B, C).
         """
         coefficients, f = self._coefficients(piece, f)
         return self._value(coefficients, f)
 
     def derivative_piece(self, piece: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-        """dX/ds on piece ``piece`` at offset ``f`` (see :meth:`evaluate_piece`), shape (B, C)."""
+        """dX/ds on piece ``piece`` at offset ``f`` (see `evaluate_piece`).
+
+        Arguments:
+            piece: the piece's index, a scalar or (B,) long tensor (one per sample).
+            f: the offset from the piece's first knot, a scalar or (B,) as ``piece``.
+
+        Returns:
+            dX/ds of shape (B, C).
+        """
         coefficients, f = self._coefficients(piece, f)
         return self._derivative(coefficients, f)
 
     def evaluate_points(self, pieces: torch.Tensor, f: torch.Tensor, value: bool = True,
                         derivative: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """(X, dX/ds) of every sample at P points given by their pieces (P,) and offsets f (P,) from the pieces'
-        first knots, each (B, P, C) (None where not asked for): what fixed-step solvers read for a block of
-        stages at once."""
+        """(X, dX/ds) of every sample at P points: what fixed-step solvers read for a block of stages at once.
+
+        Arguments:
+            pieces: (P,) long, the points' pieces.
+            f: (P,) the points' offsets from their pieces' first knots.
+            value: compute X (default True).
+            derivative: compute dX/ds (default True).
+
+        Returns:
+            ``(X, dX/ds)``, each (B, P, C), or None where not asked for.
+        """
         coefficients = self.coeffs[:, pieces].unbind(-2)  # (B, P, C) each
         f = f.to(self.coeffs.dtype).unsqueeze(-1)
         return (self._value(coefficients, f) if value else None,
@@ -193,24 +238,45 @@ class Control:
         return a if self.piecewise_constant else b + f * (2 * c + f * 3 * d)
 
     def evaluate(self, s, side: str = "right") -> torch.Tensor:
-        """X(s) of shape (B, C). ``s`` is a scalar, or a (B,) tensor with one value per sample.
+        """X(s); for log-signature windows, the window's log-signature rate.
 
-        ``side`` decides which piece a knot belongs to: "right" (the piece starting there) or "left" (the
-        piece ending there, e.g. for a derivative at a sample's final time). For log-signature windows
-        this is the window's log-signature rate.
+        Arguments:
+            s: the parameter value: a scalar, or a (B,) tensor with one value per sample.
+            side: which piece a knot belongs to: "right" (default, the piece starting there) or "left" (the
+                piece ending there, e.g. for a derivative at a sample's final time).
+
+        Returns:
+            X(s) of shape (B, C).
         """
         return self.evaluate_piece(*self.piece_at(s, side))
 
     def derivative(self, s, side: str = "right") -> torch.Tensor:
-        """dX/ds of shape (B, C); for log-signature windows, the window's log-signature rate."""
+        """dX/ds; for log-signature windows, the window's log-signature rate.
+
+        Arguments:
+            s: the parameter value: a scalar, or a (B,) tensor with one value per sample.
+            side: which piece a knot belongs to: "right" (default, the piece starting there) or "left" (the
+                piece ending there).
+
+        Returns:
+            dX/ds of shape (B, C).
+        """
         return self.derivative_piece(*self.piece_at(s, side))
 
     def final_value(self) -> torch.Tensor:
-        """(B, C) each sample's X at its own final knot."""
+        """Each sample's X at its own final knot.
+
+        Returns:
+            (B, C) values.
+        """
         return self.evaluate(self.end, side="left")
 
     def final_derivative(self) -> torch.Tensor:
-        """(B, C) each sample's dX/ds just before its own final knot."""
+        """Each sample's dX/ds just before its own final knot.
+
+        Returns:
+            (B, C) derivatives.
+        """
         return self.derivative(self.end, side="left")
 
 
@@ -230,10 +296,18 @@ def _fill_forward(x: torch.Tensor) -> torch.Tensor:
 
 def resolve_time_unit(options: dict, times: torch.Tensor, lengths: torch.Tensor) -> dict:
     """``options`` (build_control keyword arguments) with ``time_unit="auto"`` replaced by the span of the
-    given (training) observations, :func:`~neuralde_seq.observations.observation_span`; unchanged otherwise.
+    given (training) observations, `observation_span`; unchanged otherwise.
 
     Arguments:
-        options: build_control options. times: (N, T) training times. lengths: (N,) their valid steps.
+        options: `build_control` keyword arguments.
+        times: (N, T) training observation times.
+        lengths: (N,) their valid steps per sample.
+
+    Returns:
+        A new dict of the options, ``time_unit`` resolved.
+
+    Raises:
+        ValueError: ``time_unit="auto"`` but the training samples span no time.
     """
     if options.get("time_unit") != "auto":
         return dict(options)
@@ -257,7 +331,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         values: (B, T, C) observations; NaN marks a missing value.
         lengths: (B,) number of valid observations per sample (default: all T). Entries after a
             sample's length are padding and are ignored.
-        method: one of :data:`INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
+        method: one of `INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
             backward differences: causal and smooth), "linear", "rectilinear" (time moves first, then the
             values, between observations; needs the time channel) or "logsignature" (piecewise-constant
             log-signature windows, for neural RDEs).
@@ -265,7 +339,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         mask_channel: append C channels that are 1 where a value was observed and 0 where missing.
         intensity_channel: append C channels with the cumulative count of observations per channel
             (the "observational intensity" of PhysioNet's OI setting).
-        missing: one of :data:`MISSING_POLICIES` (see the module docstring).
+        missing: one of `MISSING_POLICIES` (see the module docstring).
         unobserved_fill: value for a channel with no observation at all in a sample; None (default)
             raises an error instead.
         parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
@@ -275,20 +349,22 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             dataset whose series span 0-1,343 steps: 1343, for a time channel in [0, 1] (compute it on the
             training split and use the same unit for every split). None (default): times as given. The
             runner (``control: {time_unit: auto}``) and the scikit-learn estimators (``control_options``) accept
-            "auto": the training split's :func:`~neuralde_seq.observations.observation_span`
-            (:func:`resolve_time_unit`); here give the number.
-        depth, step: log-signature depth (1 or 2 with the torch backend, any with the others) and window
-            size in observation intervals.
+            "auto": the training split's `observation_span`
+            (`resolve_time_unit`); here give the number.
+        depth: log-signature depth (1 or 2 with the torch backend, any with the others; default 2). Used only
+            with ``method="logsignature"``.
+        step: log-signature window size, in observation intervals (default 4). Used only with
+            ``method="logsignature"``.
         logsig_backend: library computing the log-signatures: "torch" (default, depth <= 2, no extra
             dependency), "pysiglib" or "signatory" (optional dependencies; see
-            :mod:`neuralde_seq.signatures`).
+            `neuralde_seq.signatures`).
         logsig_basis: coordinates of the log-signatures: "lyndon_brackets" (default), "lyndon_words" or
-            "expand" (see :mod:`neuralde_seq.signatures`; at depth <= 2 the Lyndon bases coincide).
+            "expand" (see `neuralde_seq.signatures`; at depth <= 2 the Lyndon bases coincide).
 
     Returns:
-        A :class:`Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
-        (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
-        log-signature terms of that path in that basis).
+        A `Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
+            (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
+            log-signature terms of that path in that basis).
     """
     if method not in INTERPOLATIONS:
         raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")

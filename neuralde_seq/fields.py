@@ -1,22 +1,19 @@
 """Vector fields: learning rules in direct neural ODE, neural CDE and log-signature RDE form.
 
-A :class:`FastWeightField` is the *slow net* of a continuous-time fast weight programmer: from the
+A `FastWeightField` is the *slow net* of a continuous-time fast weight programmer: from the
 control's value x(s) and derivative x'(s) it generates, per head, a key, a value and a learning rate, and
-hands them with the current fast weights W(s) to a :class:`~neuralde_seq.rules.LearningRule`, which
+hands them with the current fast weights W(s) to a `LearningRule`, which
 returns dW/ds. Which input feeds the keys and which the values is what distinguishes the forms
-(docs/design.md#equations-in-one-convention, paper Eq. 18-25, 36-38):
+(docs/equations.md#equations-in-one-convention, paper Eq. 18-25, 36-38):
 
-===========  ==============  ===============  ==========================================
-form         key, β, query   value            paper
-===========  ==============  ===============  ==========================================
-"ode"        x               x                Eq. 18-21, 32
-"cde"        x               x'               Eq. 23-25, Hebb and Oja
-"cde"        x'              x                Eq. 23-25, Delta (pre and post)
-"cde", swap  x'              x                Eq. 36-37 (Hebb only)
-"cde", x'    x'              x'               Eq. 38 (``dx_only=True``)
-"rde"        logsig window   logsig window    Sec. 4, EigenWorms: the "ode" field driven by a
-                                              piecewise-constant log-signature control
-===========  ==============  ===============  ==========================================
+| form | key, β, query | value | paper |
+| --- | --- | --- | --- |
+| "ode" | x | x | Eq. 18-21, 32 |
+| "cde" | x | x' | Eq. 23-25, Hebb and Oja |
+| "cde" | x' | x | Eq. 23-25, Delta (pre and post) |
+| "cde", swap (``hebb_swap=True``) | x' | x | Eq. 36-37 (Hebb only) |
+| "cde", x' (``dx_only=True``) | x' | x' | Eq. 38 |
+| "rde" | logsig window | logsig window | Sec. 4, EigenWorms: the "ode" field on a piecewise-constant logsig control |
 
 Projections (as the public code, ``slow(LN(Linear(x)))``): the key source goes through an input
 projection and LayerNorm, then one linear map gives every head's key pre-activation and learning-rate
@@ -46,7 +43,7 @@ class FastWeightField(nn.Module):
         in_channels: C, channels of the control.
         d_model: width of the input projection; also the total fast weight width H·d_head by default.
         n_heads: H, number of heads (independent fast weight matrices).
-        rule: a :class:`LearningRule` or its name ("hebb", "oja", "delta", "delta-post").
+        rule: a `LearningRule` or its name ("hebb", "oja", "delta", "delta-post").
         form: "ode", "cde" or "rde" (see the module docstring).
         dx_only: CDE form with keys and values both from x' (Eq. 38).
         hebb_swap: CDE Hebb with keys from x' and values from x (Eq. 36-37).
@@ -102,11 +99,23 @@ class FastWeightField(nn.Module):
         return x if which == "x" else dx
 
     def key_features(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
-        """LN(Linear(key source)), shape (B, d_model): what keys, learning rates and queries are made from."""
+        """LN(Linear(key source)): what keys, learning rates and queries are made from.
+
+        Arguments:
+            x: (B, C) the control's value X(s), or None where the field does not read it.
+            dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+
+        Returns:
+            (B, d_model) features.
+        """
         return self.input_norm(self.input_proj(self._source(self.key_source, x, dx)))
 
     def projections(self, x: torch.Tensor | None, dx: torch.Tensor | None):
         """Pre-activations of keys, values and learning rates for every head.
+
+        Arguments:
+            x: (B, C) the control's value X(s), or None where the field does not read it.
+            dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
 
         Returns:
             (k_raw, v_raw, beta) of shapes (B, H, d_head), (B, H, d_head), (B, H, 1).
@@ -121,36 +130,85 @@ class FastWeightField(nn.Module):
         return k_raw, v_raw, beta
 
     def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
-        """dW/ds of shape (B, H, d_head, d_head)."""
+        """The vector field dW/ds.
+
+        Arguments:
+            W: (B, H, d_head, d_head) fast weights.
+            x: (B, C) the control's value X(s), or None where the field does not read it.
+            dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+
+        Returns:
+            dW/ds of shape (B, H, d_head, d_head).
+        """
         return self.rate_from_features(W, *self.control_features(x, dx))
 
     # The slow net and the activations of its outputs read only the input, so fixed-step solvers compute them
-    # for many stages at once (:class:`~neuralde_seq.solvers.Dynamics`) and only the part of the rule that
+    # for many stages at once (`Dynamics`) and only the part of the rule that
     # reads W runs step by step.
     def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> tuple:
-        """The rule's :meth:`~neuralde_seq.rules.LearningRule.rate_features` of :meth:`projections`, for inputs
-        (N, C)."""
+        """The rule's `rate_features` of `projections`.
+
+        Arguments:
+            x: (N, C) control values (any number N of points), or None where the field does not read them.
+            dx: (N, C) control derivatives, or None where the field does not read them.
+
+        Returns:
+            The rule's feature tensors, each with N leading and a head dimension H.
+        """
         return self.rule.rate_features(*self.projections(x, dx))
 
     def rate_from_features(self, W: torch.Tensor, *features: torch.Tensor) -> torch.Tensor:
-        """dW/ds from W (B, H, d, d) and the features of :meth:`control_features` (B leading)."""
+        """dW/ds from W and the features of `control_features`.
+
+        Arguments:
+            W: (B, H, d_head, d_head) fast weights.
+            *features: the tensors `control_features` returned, B leading.
+
+        Returns:
+            dW/ds of shape (B, H, d_head, d_head).
+        """
         return self.rule.rate_from_features(W, *features)
 
     def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
-        """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code)."""
+        """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code).
+
+        Arguments:
+            x: (B, C) the control's value X(s), or None where the field does not read it.
+            dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+
+        Returns:
+            (B, H, d_head, d_head) the rule's rate at W = 0.
+        """
         k_raw, v_raw, beta = self.projections(x, dx)
         return self.rule.rate(None, k_raw, v_raw, beta)
 
     def query(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
-        """Queries softmax(W_q LN(Linear(key source))) of shape (B, H, d_head) (paper Eq. 31)."""
+        """Queries softmax(W_q LN(Linear(key source))) (paper Eq. 31).
+
+        Arguments:
+            x: (B, C) the control's value X(s), or None where the field does not read it.
+            dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+
+        Returns:
+            (B, H, d_head) queries on the simplex.
+        """
         q_raw = self.query_proj(self.key_features(x, dx)).view(-1, self.n_heads, self.head_dim)
         return self.rule.activate_key(q_raw)
 
     @staticmethod
     def read(W: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """y = W q per head, concatenated: (B, H, d_v, d_k), (B, H, d_k) -> (B, H·d_v)."""
+        """y = W q per head, concatenated.
+
+        Arguments:
+            W: (B, H, d_v, d_k) fast weights.
+            q: (B, H, d_k) queries.
+
+        Returns:
+            (B, H·d_v) the heads' outputs, concatenated.
+        """
         return (W @ q.unsqueeze(-1)).squeeze(-1).flatten(1)
 
     def extra_repr(self) -> str:
+        """The form, rule, heads and input sources, shown by ``print(module)``."""
         return (f"form={self.form!r}, rule={self.rule!r}, heads={self.n_heads}, head_dim={self.head_dim}, "
                 f"key_source={self.key_source!r}, value_source={self.value_source!r}")

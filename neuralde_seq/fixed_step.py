@@ -1,6 +1,6 @@
 """Fixed-step solves: our own explicit Runge-Kutta loop over a grid of steps known before the solve.
 
-Methods (:data:`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``) use torchdiffeq's
+Methods (`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``) use torchdiffeq's
 tableaus (``rk4`` is its 3/8-rule variant), so that the continuous adjoint (which solves with torchdiffeq) and
 our loop see the same forward solution. A solve steps through every knot of the control: each knot interval
 [k_i, k_{i+1}] is cut into ceil((k_{i+1} − k_i) / step_size) equal steps (one step when ``step_size`` is None:
@@ -11,11 +11,11 @@ dynamics module's input-only work (``control_features``) is done, for a block of
 operations, and the sequential loop only evaluates what depends on the state. A sample's grid never depends
 on what else is in the batch.
 
-The number of steps is known before solving, and :func:`step_grid` refuses a grid of more than
+The number of steps is known before solving, and `step_grid` refuses a grid of more than
 ``SolverOptions.max_steps`` steps (hourly timestamps in seconds with ``step_size=0.01`` would otherwise take
 millions of steps, silently).
 
-Checkpointed gradients: a segment of steps is one autograd node (:class:`CheckpointedSegment`) that keeps only
+Checkpointed gradients: a segment of steps is one autograd node (`CheckpointedSegment`) that keeps only
 its first state; its backward pass recomputes the segment and backpropagates through it.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | Non
 
     Returns:
         (grid, counts): grid (M + 1,) points in s; counts (K − 1,) long, the number of steps in each knot
-        interval (their cumulative sums are the knots' positions in the grid).
+            interval (their cumulative sums are the knots' positions in the grid).
 
     Raises:
         ValueError: the grid would have more than ``max_steps`` steps (raised before anything is allocated).
@@ -104,7 +104,7 @@ def _check_step_count(steps: float, knots: torch.Tensor, step_size: float | None
 
 def step_grid(control: Control, step_size: float | None, max_steps: int | None = None, method: str = "fixed-step"):
     """(grid (M + 1,) in s, grid index of every knot (K,), knot interval of every step (M,)) of a fixed-step
-    solve up to the batch's last final knot; more than ``max_steps`` steps raise (see :func:`subdivide`)."""
+    solve up to the batch's last final knot; more than ``max_steps`` steps raise (see `subdivide`)."""
     grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size, max_steps, method)
     knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
     piece = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
@@ -115,7 +115,7 @@ class FixedStepSolve:
     """One fixed-step solve of ``dynamics`` along ``control`` (module docstring)."""
 
     def __init__(self, dynamics, control: Control, options, dtype: torch.dtype):
-        """``options``: the :class:`~neuralde_seq.solvers.SolverOptions` (method, step_size, max_steps)."""
+        """``options``: the `SolverOptions` (method, step_size, max_steps)."""
         self.dynamics, self.control = dynamics, control
         self.tableau = TABLEAUS[options.method]
         grid, self.knot_position, self.piece = step_grid(control, options.step_size, options.max_steps,

@@ -1,8 +1,8 @@
 """What a model may be given: the input type it reads, in the dtype and on the device of its parameters.
 
-Every model checks its input with :func:`check_model_input` before reading anything of it, so a wrong input
+Every model checks its input with `check_model_input` before reading anything of it, so a wrong input
 fails with one message naming the model, what it reads, what it got and how to build the right thing (rather
-than with an attribute or matrix-product error from deep inside). :func:`~neuralde_seq.solvers.solve` runs
+than with an attribute or matrix-product error from deep inside). `solve` runs
 the same dtype and device check on the tensors it is given.
 
 A mismatched dtype is refused, not cast: casting a float64 input into a float32 model would silently drop the
@@ -79,13 +79,13 @@ def check_input_matches(model: torch.nn.Module, inputs) -> None:
 
 def check_model_input(model: torch.nn.Module, inputs, expected: type) -> None:
     """Raise unless ``inputs`` is an ``expected`` (a Control or Observations class) in the dtype and on the device
-    of ``model``'s parameters (:func:`check_input_type`, then :func:`check_input_matches`; a model with checks of
+    of ``model``'s parameters (`check_input_type`, then `check_input_matches`; a model with checks of
     its own between the two calls them separately).
 
     Arguments:
         model: the model about to read ``inputs``.
         inputs: what it was given.
-        expected: :class:`~neuralde_seq.controls.Control` or :class:`~neuralde_seq.observations.Observations`.
+        expected: `Control` or `Observations`.
 
     Raises:
         TypeError: ``inputs`` is of another type (the message names the expected type and how to build it), or

@@ -1,9 +1,9 @@
 """Log-signature controls: piecewise-constant windows for neural RDEs, and their disk cache.
 
 ``build_control(method="logsignature")`` cuts each sample's path into windows of ``step`` observation
-intervals and computes each window's log-signature (:mod:`neuralde_seq.signatures`); window j occupies
-s ∈ [j, j + 1) of the :class:`~neuralde_seq.controls.Control`, so batching never changes any sample's grid.
-Windowed log-signatures of long series are costly, so :func:`cached_logsignature_control` stores them on
+intervals and computes each window's log-signature (`neuralde_seq.signatures`); window j occupies
+s ∈ [j, j + 1) of the `Control`, so batching never changes any sample's grid.
+Windowed log-signatures of long series are costly, so `cached_logsignature_control` stores them on
 disk, keyed by the data and every option.
 """
 from __future__ import annotations
@@ -25,15 +25,17 @@ __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureC
 
 def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
                          backend: str, basis: str) -> Control:
-    """The log-signature windows of ``path`` as a piecewise-constant :class:`Control` (what
+    """The log-signature windows of ``path`` as a piecewise-constant `Control` (what
     ``build_control(method="logsignature")`` returns).
 
     Arguments:
         path: (B, T, C) points of the path (NaN where missing: interpolated linearly on the index first).
         lengths: (B,) long, valid points per sample.
-        depth, step: log-signature depth and window size in observation intervals.
+        depth: log-signature depth.
+        step: window size in observation intervals.
         names: (C,) channel names of the path (their number fixes the log-signature width).
-        backend, basis: as ``logsig_backend`` and ``logsig_basis`` of :func:`build_control`.
+        backend: the library computing the log-signatures, as ``logsig_backend`` of `build_control`.
+        basis: the log-signature coordinates, as ``logsig_basis`` of `build_control`.
     """
     check_logsignature_options(depth, backend, basis)
     if torch.isnan(path).any():
@@ -83,26 +85,28 @@ def _fingerprint(tensor) -> dict | None:
 def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
                                 lengths: torch.Tensor | None = None, *, key_parts: tuple[str, ...] = (),
                                 **options) -> Control:
-    """:func:`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
+    """`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
 
     Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
     the data and the options, so they are computed once per dataset. The file is
-    ``cache_dir/<key_parts joined by "-">-<hash>.pt``, kept by :func:`neuralde_seq.cache.cached_tensors`
+    ``cache_dir/<key_parts joined by "-">-<hash>.pt``, kept by `neuralde_seq.cache.cached_tensors`
     (atomic writes, contents checksummed), where the hash is a SHA-256 over: the dtype, shape and bytes of ``times``, ``values`` and ``lengths``; every
-    option of :func:`build_control` with its defaults filled in (so spelling out a default gives the same
+    option of `build_control` with its defaults filled in (so spelling out a default gives the same
     key); ``key_parts``; the version of neuralde_seq and of the log-signature backend library; and the cache
     format. Changing any of them computes a new file; old files are left in place.
 
     Arguments:
         cache_dir: directory of the cache (created if missing).
-        times, values, lengths: as in :func:`build_control`.
+        times: (B, T) observation times, as in `build_control`.
+        values: (B, T, C) observations, NaN where missing, as in `build_control`.
+        lengths: (B,) valid observations per sample, or None (all T), as in `build_control`.
         key_parts: readable names for the file, e.g. ``("EigenWorms", "train")``; they also enter the hash.
-        **options: keyword arguments of :func:`build_control`; ``method`` defaults to (and must be)
+        **options: keyword arguments of `build_control`; ``method`` defaults to (and must be)
             ``"logsignature"``.
 
     Returns:
-        The :class:`Control`, on ``values``' device. On a hit its tensors are bitwise equal to those computed
-        on the miss. Cached controls carry no autograd graph, so inputs that require grad are refused.
+        The `Control`, on ``values``' device. On a hit its tensors are bitwise equal to those computed
+            on the miss. Cached controls carry no autograd graph, so inputs that require grad are refused.
 
     Raises:
         LogSignatureCacheError: the cache file exists but cannot be read, its contents do not match the

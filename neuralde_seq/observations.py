@@ -1,10 +1,10 @@
 """Observations: the raw irregular batch, its validation, and selecting samples of a batch.
 
 Models such as GRU-D, GRU-Δt, ODE-RNN or CKConv's irregular mode read each observation at its own time
-instead of a continuous control path. :class:`Observations` carries the batch in the toolkit's data
-convention (docs/design.md#data-conventions), checked once by :func:`validate_observations` (which
-:func:`~neuralde_seq.controls.build_control` runs too), sliceable per batch like a
-:class:`~neuralde_seq.controls.Control` (:func:`batch_selection` is the indexing both share).
+instead of a continuous control path. `Observations` carries the batch in the toolkit's data
+convention (docs/design.md#data-conventions), checked once by `validate_observations` (which
+`build_control` runs too), sliceable per batch like a
+`Control` (`batch_selection` is the indexing both share).
 
 **Finite range.** Every observed value and every time must satisfy ``|x| <= magnitude_limit(dtype)``, the fourth
 root of the dtype's largest number, rounded down: 4.29e9 in float32, 1.15e77 in float64. The models multiply their
@@ -29,9 +29,15 @@ __all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_se
 
 
 def magnitude_limit(dtype: torch.dtype) -> float:
-    """The largest |value| and |time| accepted in ``dtype`` (module docstring): ``finfo(dtype).max ** 0.25``
-    rounded down to three significant digits (4.29e9 in float32, 1.15e77 in float64), so that its fourth power
-    is finite."""
+    """The largest |value| and |time| accepted in ``dtype`` (module docstring).
+
+    Arguments:
+        dtype: a floating point torch dtype.
+
+    Returns:
+        ``finfo(dtype).max ** 0.25`` rounded down to three significant digits (4.29e9 in float32, 1.15e77 in
+            float64), so that its fourth power is finite.
+    """
     exact = torch.finfo(dtype).max ** 0.25
     scale = 10.0 ** (math.floor(math.log10(exact)) - 2)
     return math.floor(exact / scale) * scale
@@ -63,11 +69,15 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
 def observation_span(times: torch.Tensor, lengths: torch.Tensor) -> float:
     """The longest time any sample spans: max over b of ``times[b, lengths[b] - 1] - times[b, 0]``.
 
-    Arguments:
-        times: (B, T) observation times. lengths: (B,) valid steps per sample (each >= 1).
-
     The unit ``time_unit="auto"`` resolves to (from the training split, for every split): the time channel then
     runs over [0, 1] at most.
+
+    Arguments:
+        times: (B, T) observation times.
+        lengths: (B,) valid steps per sample (each >= 1).
+
+    Returns:
+        The largest span ``times[b, lengths[b] - 1] - times[b, 0]`` over the samples, as a Python float.
     """
     lengths = torch.as_tensor(lengths, device=times.device).long()
     last = times.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
@@ -82,15 +92,19 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
         values: (B, T, C) floating point tensor, NaN where missing.
         lengths: (B,) integer tensor (or sequence) of valid steps per sample, each in [min_length, T]; None: all T.
         min_length: the fewest time points a sample may have: 2 for a control path (the default), 1 for a
-            labelled dataset (:class:`~neuralde_seq.data.IrregularDataset`), whose models decide what they need.
+            labelled dataset (`IrregularDataset`), whose models decide what they need.
 
     Returns:
         (times, values, lengths, valid): times (B, T) cast to the values' dtype, values unchanged, lengths (B,)
-        long, valid the (B, T) bool mask of the steps within each sample's length.
+            long, valid the (B, T) bool mask of the steps within each sample's length.
 
     Raises:
-        TypeError / ValueError naming the argument and the problem, among them values or times outside the
-        finite range of the values' dtype (:func:`magnitude_limit`).
+        TypeError: times or values that are not tensors, values not floating point, or floating-point lengths;
+            the message names the argument.
+        ValueError: naming the argument and the problem: badly shaped or empty tensors, lengths out of
+            [min_length, T], NaN times within a sample's length, times not strictly increasing (also after the
+            cast to the values' dtype), and values or times outside the finite range of the values' dtype
+            (`magnitude_limit`).
     """
     if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
         raise TypeError(f"times and values must be torch tensors, got {type(times).__name__} and "
@@ -165,11 +179,12 @@ def batch_selection(index, batch_size: int, owner: str) -> slice | torch.Tensor:
 
     Returns:
         A slice with a positive step, or a 1-D long tensor of sample indices in [0, B). An int i gives the
-        slice i:i+1, so the selection keeps the batch dimension (a batch of one sample).
+            slice i:i+1, so the selection keeps the batch dimension (a batch of one sample).
 
     Raises:
-        TypeError for floats, bools, tuples and other types; IndexError for an index outside [−B, B) or a mask
-        of the wrong length; ValueError for a selection of no sample.
+        TypeError: for floats, bools, tuples and other types.
+        IndexError: for an index outside [−B, B) or a mask of the wrong length.
+        ValueError: for a selection of no sample.
     """
     if isinstance(index, slice):
         selected = range(batch_size)[index]
@@ -238,13 +253,22 @@ class Observations:
 
     @classmethod
     def from_tensors(cls, times, values, lengths=None, static=None) -> "Observations":
-        """Validated observations (:func:`validate_observations`, the checks of
-        :func:`~neuralde_seq.controls.build_control`); padding after each sample's length is set to NaN so that
+        """Validated observations (`validate_observations`, the checks of
+        `build_control`); padding after each sample's length is set to NaN so that
         no model can read it by mistake.
 
         Arguments:
-            times: (B, T); values: (B, T, C), NaN where missing; lengths: (B,) or None (all T);
-            static: (B, S) static features or None.
+            times: (B, T) observation times, strictly increasing within each sample's length.
+            values: (B, T, C) floating point values, NaN where missing.
+            lengths: (B,) integer number of valid time points per sample, or None (default: all T).
+            static: (B, S) static features, or None (default).
+
+        Returns:
+            The `Observations`, times cast to the values' dtype and lengths long.
+
+        Raises:
+            TypeError: as `validate_observations`.
+            ValueError: as `validate_observations`, or ``static`` not of shape (B, S).
         """
         times, values, lengths, valid = validate_observations(times, values, lengths)
         values = values.masked_fill(~valid.unsqueeze(-1), float("nan"))
@@ -274,7 +298,7 @@ class Observations:
         return self.batch_size
 
     def __getitem__(self, index) -> "Observations":
-        """The samples selected by ``index`` (see :func:`batch_selection`: an int, slice, or 1-D integer or bool
+        """The samples selected by ``index`` (see `batch_selection`: an int, slice, or 1-D integer or bool
         selection), trimmed to the longest selected sample. An int keeps the batch dimension: ``obs[i]`` is a
         batch of one sample, as models expect."""
         index = batch_selection(index, self.batch_size, "Observations")
@@ -284,6 +308,12 @@ class Observations:
                             None if self.static is None else self.static[index])
 
     def to(self, *args, **kwargs) -> "Observations":
+        """Move and/or cast, as ``torch.Tensor.to``: ``values`` and ``static`` get ``.to(*args, **kwargs)``,
+        ``times`` follows the values' device and dtype, ``lengths`` their device.
+
+        Returns:
+            A new `Observations`.
+        """
         values = self.values.to(*args, **kwargs)
         return Observations(self.times.to(device=values.device, dtype=values.dtype), values,
                             self.lengths.to(values.device),

@@ -1,8 +1,8 @@
 """Learning rules: how a fast weight matrix changes, written once for every form.
 
-Convention (docs/design.md#equations-in-one-convention): per head the fast weight is ``W`` of shape
+Convention (docs/equations.md#equations-in-one-convention): per head the fast weight is ``W`` of shape
 (d_v, d_k) and is read as ``y = W q``. A rule maps the current fast weights and the slow net's outputs at
-one instant to the rate of change ``dW/ds``::
+one instant to the rate of change ``dW/ds``:
 
     Hebb         c · v kᵀ
     Oja          c · v (k − Wᵀv)ᵀ
@@ -10,18 +10,18 @@ one instant to the rate of change ``dW/ds``::
     Delta, post  c · tanh(v_raw − W k) kᵀ
 
 where ``k = softmax(k_raw)``, ``v = tanh(v_raw)`` and ``c = σ(β)``. The same rule object is used by the
-direct neural ODE, neural CDE and log-signature RDE fields (:mod:`neuralde_seq.fields`), so each rule
+direct neural ODE, neural CDE and log-signature RDE fields (`neuralde_seq.fields`), so each rule
 exists exactly once. A discrete recurrent FWP step is ``W + rate(...)``.
 
 All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of them.
 
-Exact steps (docs/design.md#closed-forms-on-constant-inputs). When k, v and β stay constant for a time h
+Exact steps (docs/equations.md#closed-forms-on-constant-inputs). When k, v and β stay constant for a time h
 (a log-signature window, a piece of a rectilinear control), every rule has a closed-form solution,
-:meth:`LearningRule.exact_step`. Hebb, Oja and pre-Delta are affine in W and are described by
-:meth:`LearningRule.affine_step` (a :class:`RankOneUpdate`), which :mod:`neuralde_seq.ops.exact_fast_weights`
+`LearningRule.exact_step`. Hebb, Oja and pre-Delta are affine in W and are described by
+`LearningRule.affine_step` (a `RankOneUpdate`), which `neuralde_seq.ops.exact_fast_weights`
 applies over whole sequences; post-Delta's step is nonlinear and is applied step by step
-(:meth:`Delta.post_step`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
-(:func:`relaxation_rate`, :func:`relax_error`).
+(`Delta.post_step`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
+(`relaxation_rate`, `relax_error`).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ __all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "R
 
 
 class _RelaxationRate(torch.autograd.Function):
-    """(1 − e^{−a·n}) / n of a = c·h and n, with hand-written gradients (see :func:`relaxation_rate`)."""
+    """(1 − e^{−a·n}) / n of a = c·h and n, with hand-written gradients (see `relaxation_rate`)."""
 
     generate_vmap_rule = True
     # (1 − e^{−x})/x = Σ_k (−x)^k/(k+1)!, kept to k = 4 for |x| < 1e-3 (the first term left out is < 1.4e-18).
@@ -87,7 +87,7 @@ class _RelaxationRate(torch.autograd.Function):
 
 def relaxation_rate(c: torch.Tensor, norm_sq: torch.Tensor, h) -> torch.Tensor:
     """(1 − e^{−c·n·h}) / n: the learning rate of one exact step of a relaxing rule
-    (docs/design.md#closed-forms-on-constant-inputs).
+    (docs/equations.md#closed-forms-on-constant-inputs).
 
     With a = c·h and x = a·n, the value is a·(1 − x/2 + x²/6 − x³/24 + x⁴/120) (Horner form) for |x| < 1e-3,
     so that it stays accurate as the norm n → 0 (the limit is c·h), and ``-expm1(-x) / n`` otherwise. The
@@ -100,8 +100,12 @@ def relaxation_rate(c: torch.Tensor, norm_sq: torch.Tensor, h) -> torch.Tensor:
     rounding of the products a = c·h and x = a·n adds its relative error times up to about 2 + x.
 
     Arguments:
-        c: (..., 1) learning rate σ(β) (>= 0); norm_sq: (..., 1) squared norm n >= 0; h: step length
-            (a number or a tensor broadcasting with c, >= 0).
+        c: (..., 1) learning rate σ(β) (>= 0).
+        norm_sq: (..., 1) squared norm n >= 0.
+        h: step length (a number or a tensor broadcasting with c, >= 0).
+
+    Returns:
+        (1 − e^{−c·n·h}) / n, of the broadcast shape of c·h and ``norm_sq``.
     """
     a, norm_sq = torch.broadcast_tensors(c * h, norm_sq)
     return _RelaxationRate.apply(a, norm_sq)
@@ -113,12 +117,19 @@ _LARGE_ERROR = 20.0
 
 def relax_error(e0: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
     """asinh(sinh(e0) · e^{log_decay}) element-wise, without overflow for large |e0|
-    (docs/design.md#closed-forms-on-constant-inputs).
+    (docs/equations.md#closed-forms-on-constant-inputs).
 
     This is the exact solution at time h of de/ds = −c‖k‖² tanh(e) with log_decay = −c‖k‖²h <= 0 (post-Delta's
     error). For |e0| > 20, with L = |e0| + log_decay − log 2 + log1p(−e^{−2|e0|}) = log|sinh(e0) r|, the result is
     sign(e0)·(L + log(1 + sqrt(1 + e^{−2L}))) when L > 0 and sign(e0)·asinh(e^L) otherwise. Both branches
     are evaluated on clamped arguments, so neither produces inf or NaN (nor NaN gradients through where).
+
+    Arguments:
+        e0: the error at the start of the step, any shape.
+        log_decay: −c‖k‖²h <= 0, broadcasting with ``e0``.
+
+    Returns:
+        The error at the end of the step, of the broadcast shape.
     """
     if not bool((e0.abs() > _LARGE_ERROR).any()):  # the common case, in a fraction of the operations
         return torch.asinh(torch.sinh(e0) * torch.exp(log_decay))
@@ -139,8 +150,15 @@ class RankOneUpdate:
     """An affine map of the fast weights, W ↦ W − decay·(W a) aᵀ + write·b aᵀ (applied to Wᵀ if ``transposed``).
 
     This is one exact step of Hebb (decay None: nothing decays), pre-Delta (a = k, b = v) and Oja (on Wᵀ,
-    a = v, b = k), see docs/design.md#closed-forms-on-constant-inputs. Shapes: ``a`` (..., d_a), ``b``
-    (..., d_b), ``decay`` and ``write`` (..., 1); W is (..., d_b, d_a), or (..., d_a, d_b) when ``transposed``.
+    a = v, b = k), see docs/equations.md#closed-forms-on-constant-inputs. W is (..., d_b, d_a), or
+    (..., d_a, d_b) when ``transposed``.
+
+    Attributes:
+        a: (..., d_a) the direction that is read and written along.
+        b: (..., d_b) the vector written.
+        decay: (..., 1) the decay factor, or None (nothing decays: Hebb).
+        write: (..., 1) the write factor.
+        transposed: apply the map to Wᵀ (Oja); default False.
     """
 
     a: torch.Tensor
@@ -150,7 +168,14 @@ class RankOneUpdate:
     transposed: bool = False
 
     def apply(self, W: torch.Tensor) -> torch.Tensor:
-        """W after the step."""
+        """W after the step.
+
+        Arguments:
+            W: (..., d_b, d_a) fast weights, or (..., d_a, d_b) when ``transposed``.
+
+        Returns:
+            The updated fast weights, shaped as ``W``.
+        """
         M = W.transpose(-1, -2) if self.transposed else W
         change = (self.write * self.b).unsqueeze(-1) * self.a.unsqueeze(-2)
         if self.decay is not None:
@@ -161,7 +186,7 @@ class RankOneUpdate:
 
 
 class LearningRule:
-    """Base class. Subclasses implement :meth:`rate`.
+    """Base class. Subclasses implement `rate`.
 
     Attributes:
         name: short name used in configurations (``"hebb"``, ``"oja"``, ``"delta"``, ``"delta-post"``).
@@ -177,6 +202,12 @@ class LearningRule:
         Written out (exp of the max-shifted input, over its sum) because torch.softmax over a short last
         dimension (a head's 8-32 entries) is several times slower on CPU; the shift is detached, which leaves
         value and gradient unchanged (softmax is shift-invariant).
+
+        Arguments:
+            k_raw: (..., d) key or query pre-activations.
+
+        Returns:
+            (..., d) softmax(k_raw), each row summing to 1.
         """
         exp = torch.exp(k_raw - k_raw.detach().amax(dim=-1, keepdim=True))
         return exp / exp.sum(dim=-1, keepdim=True)
@@ -199,33 +230,65 @@ class LearningRule:
     # The rate in two parts, ``rate(W, k_raw, v_raw, beta) == rate_from_features(W, *rate_features(k_raw, v_raw,
     # beta))``: the activations, which depend on the input only (fixed-step solvers compute them for every
     # stage of many steps at once, see FastWeightField.control_features), and the part that reads W, which
-    # runs step by step. The defaults suit a rule that implements only :meth:`rate`.
+    # runs step by step. The defaults suit a rule that implements only `rate`.
     def rate_features(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor) -> tuple:
-        """The input-only part of :meth:`rate` for any number of points (arguments as :meth:`rate`); a tuple of
-        tensors for :meth:`rate_from_features`."""
+        """The input-only part of `rate`, for any number of points.
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            A tuple of tensors for `rate_from_features` (default: the inputs unchanged).
+        """
         return k_raw, v_raw, beta
 
     def rate_from_features(self, W: torch.Tensor | None, *features: torch.Tensor) -> torch.Tensor:
-        """dW/ds from W (as in :meth:`rate`) and the features of :meth:`rate_features`."""
+        """dW/ds from W and the features of `rate_features`.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            *features: the tensors `rate_features` returned.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         return self.rate(W, *features)
 
     has_exact_step: bool = True
 
     def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h) -> RankOneUpdate | None:
-        """The exact step over a time h with constant inputs as an affine map of W, or None if the step is not
-        affine in W (post-Delta). Arguments as :meth:`rate`; ``h`` a number or a tensor broadcasting with
-        ``beta`` (..., 1)."""
+        """The exact step over a time h with constant inputs as an affine map of W.
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            The step as a `RankOneUpdate`, or None if it is not affine in W (post-Delta; the default).
+        """
         return None
 
     def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
                    h) -> torch.Tensor:
         """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate
-        (docs/design.md#closed-forms-on-constant-inputs).
+        (docs/equations.md#closed-forms-on-constant-inputs).
 
         Arguments:
             W: (..., d_v, d_k) fast weights at t.
-            k_raw, v_raw, beta: as in :meth:`rate`.
+            k_raw: (..., d_k) key pre-activations, as in `rate`.
+            v_raw: (..., d_v) value pre-activations, as in `rate`.
+            beta: (..., 1) learning-rate pre-activations, as in `rate`.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1); h = 0 leaves W unchanged.
+
+        Returns:
+            W(t + h), shape (..., d_v, d_k).
+
+        Raises:
+            NotImplementedError: the rule has no exact step (`affine_step` returns None, as for post-Delta).
         """
         update = self.affine_step(k_raw, v_raw, beta, h)
         if update is None:
@@ -235,8 +298,17 @@ class LearningRule:
     def discrete_step(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
                       beta: torch.Tensor) -> torch.Tensor:
         """One discrete update of a recurrent fast weight programmer, ``W + rate(W, k_raw, v_raw, beta)``
-        (paper 002 Eq. 27; for pre-Delta the DeltaNet step W + σ(β)(v − W k)kᵀ). Arguments as :meth:`rate`
-        (W None: zeros); returns the new W, shape (..., d_v, d_k)."""
+        (paper 002 Eq. 27; for pre-Delta the DeltaNet step W + σ(β)(v − W k)kᵀ).
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            The new W, shape (..., d_v, d_k).
+        """
         update = self.rate(W, k_raw, v_raw, beta)
         return update if W is None else W + update
 
@@ -251,17 +323,57 @@ class Hebb(LearningRule):
     uses_state = False
 
     def rate(self, W, k_raw, v_raw, beta):
+        """dW/ds = σ(β) v kᵀ (W is not read).
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
 
     def rate_features(self, k_raw, v_raw, beta):
-        """(k, σ(β) v)."""
+        """(k, σ(β) v).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            ``(k, cv)``: k = softmax(k_raw) (..., d_k) and σ(β) tanh(v_raw) (..., d_v).
+        """
         return self.activate_key(k_raw), torch.sigmoid(beta) * torch.tanh(v_raw)
 
     def rate_from_features(self, W, k, cv):
+        """σ(β) v kᵀ from the features of `rate_features`.
+
+        Arguments:
+            W: unused (Hebb does not read W); may be None.
+            k: (..., d_k) keys.
+            cv: (..., d_v) σ(β) v.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         return cv.unsqueeze(-1) * k.unsqueeze(-2)
 
     def affine_step(self, k_raw, v_raw, beta, h):
-        """W + σ(β) h v kᵀ."""
+        """W + σ(β) h v kᵀ.
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            The step as a `RankOneUpdate` (no decay).
+        """
         return RankOneUpdate(self.activate_key(k_raw), torch.tanh(v_raw), None, torch.sigmoid(beta) * h)
 
 
@@ -280,15 +392,46 @@ class Oja(LearningRule):
         self.softmax_after_subtract = bool(softmax_after_subtract)
 
     def rate(self, W, k_raw, v_raw, beta):
+        """dW/ds = σ(β) v (k − Wᵀv)ᵀ.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
 
     def rate_features(self, k_raw, v_raw, beta):
-        """(k, v, σ(β) v), k = softmax(k_raw) (k_raw itself with ``softmax_after_subtract``)."""
+        """(k, v, σ(β) v), k = softmax(k_raw) (k_raw itself with ``softmax_after_subtract``).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            ``(k, v, cv)``: (..., d_k), (..., d_v) and (..., d_v).
+        """
         v = torch.tanh(v_raw)
         k = k_raw if self.softmax_after_subtract else self.activate_key(k_raw)
         return k, v, torch.sigmoid(beta) * v
 
     def rate_from_features(self, W, k, v, cv):
+        """σ(β) v (k − Wᵀv)ᵀ from the features of `rate_features`.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k: (..., d_k) keys (pre-activations with ``softmax_after_subtract``).
+            v: (..., d_v) values.
+            cv: (..., d_v) σ(β) v.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         if W is not None:
             recalled = (W.transpose(-1, -2) @ v.unsqueeze(-1)).squeeze(-1)  # Wᵀv, (..., d_k)
             k = self.activate_key(k - recalled) if self.softmax_after_subtract else k - recalled
@@ -302,7 +445,17 @@ class Oja(LearningRule):
         return not self.softmax_after_subtract
 
     def affine_step(self, k_raw, v_raw, beta, h):
-        """W + v (k − Wᵀv)ᵀ (1 − e^{−c‖v‖²h}) / ‖v‖²: on Wᵀ, a relaxation towards k along v (a = v, b = k)."""
+        """W + v (k − Wᵀv)ᵀ (1 − e^{−c‖v‖²h}) / ‖v‖²: on Wᵀ, a relaxation towards k along v (a = v, b = k).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            The step as a `RankOneUpdate` on Wᵀ, or None with ``softmax_after_subtract``.
+        """
         if self.softmax_after_subtract:
             return None
         k = self.activate_key(k_raw)
@@ -311,6 +464,21 @@ class Oja(LearningRule):
         return RankOneUpdate(v, k, rate, rate, transposed=True)
 
     def exact_step(self, W, k_raw, v_raw, beta, h):
+        """W(t + h) for inputs constant over [t, t + h] (see `LearningRule.exact_step`).
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights at t.
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            W(t + h), shape (..., d_v, d_k).
+
+        Raises:
+            NotImplementedError: with ``softmax_after_subtract`` (no closed form).
+        """
         if self.softmax_after_subtract:
             raise NotImplementedError("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) "
                                       "is not affine in W")
@@ -336,19 +504,60 @@ class Delta(LearningRule):
         return "delta-post" if self.post else "delta"
 
     def rate(self, W, k_raw, v_raw, beta):
+        """dW/ds = σ(β)(tanh(v_raw) − W k) kᵀ (pre) or σ(β) tanh(v_raw − W k) kᵀ (post).
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
 
     def rate_features(self, k_raw, v_raw, beta):
-        """(k, v, σ(β)): v = tanh(v_raw) for pre-Delta, v_raw itself for post-Delta."""
+        """(k, v, σ(β)): v = tanh(v_raw) for pre-Delta, v_raw itself for post-Delta.
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+            v_raw: (..., d_v) value pre-activations.
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            ``(k, v, c)``: (..., d_k), (..., d_v) and (..., 1).
+        """
         return self.activate_key(k_raw), v_raw if self.post else torch.tanh(v_raw), torch.sigmoid(beta)
 
     def rate_from_features(self, W, k, v, c):
+        """c (v − W k) kᵀ (pre) or c tanh(v − W k) kᵀ (post) from the features of `rate_features`.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights, or None for W = 0.
+            k: (..., d_k) keys.
+            v: (..., d_v) values (pre-activations for post-Delta).
+            c: (..., 1) σ(β).
+
+        Returns:
+            dW/ds of shape (..., d_v, d_k).
+        """
         recalled = 0.0 if W is None else (W @ k.unsqueeze(-1)).squeeze(-1)  # W k, (..., d_v)
         error = torch.tanh(v - recalled) if self.post else v - recalled
         return (c * error).unsqueeze(-1) * k.unsqueeze(-2)
 
     def affine_step(self, k_raw, v_raw, beta, h):
-        """Pre-Delta: W + (v − W k) kᵀ (1 − e^{−c‖k‖²h}) / ‖k‖², a DeltaNet step; None for post-Delta."""
+        """Pre-Delta: W + (v − W k) kᵀ (1 − e^{−c‖k‖²h}) / ‖k‖², a DeltaNet step; None for post-Delta.
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            The step as a `RankOneUpdate` (a = k, b = v), or None for post-Delta.
+        """
         if self.post:
             return None
         k = self.activate_key(k_raw)
@@ -358,9 +567,15 @@ class Delta(LearningRule):
     def post_step_inputs(self, k_raw, v_raw, beta, h):
         """What post-Delta's exact step needs besides W, computable for a whole sequence at once.
 
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
         Returns:
             (k, v_raw, log_decay, inv_norm_sq): keys (..., d_k), value pre-activations (..., d_v), −c‖k‖²h and
-            1/‖k‖² of shape (..., 1). (Keys are on the simplex, so ‖k‖² >= 1/d_k.)
+                1/‖k‖² of shape (..., 1). (Keys are on the simplex, so ‖k‖² >= 1/d_k.)
         """
         k = self.activate_key(k_raw)
         norm_sq = (k * k).sum(-1, keepdim=True)
@@ -371,13 +586,35 @@ class Delta(LearningRule):
         """Post-Delta's exact step: W + (e₀ − e_h) kᵀ/‖k‖², e₀ = v_raw − W k, e_h = asinh(sinh(e₀) e^{−c‖k‖²h}).
 
         The error e = v_raw − W k obeys de/ds = −c‖k‖² tanh(e) element-wise, and W changes only along kᵀ.
-        Arguments: W (..., d_v, d_k) and the outputs of :meth:`post_step_inputs`.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights at the start of the step.
+            k: (..., d_k) keys, from `post_step_inputs`.
+            v_raw: (..., d_v) value pre-activations, from `post_step_inputs`.
+            log_decay: (..., 1) −c‖k‖²h, from `post_step_inputs`.
+            inv_norm_sq: (..., 1) 1/‖k‖², from `post_step_inputs`.
+
+        Returns:
+            W after the step, shape (..., d_v, d_k).
         """
         e0 = v_raw - (W @ k.unsqueeze(-1)).squeeze(-1)
         change = (e0 - relax_error(e0, log_decay)) * inv_norm_sq
         return W + change.unsqueeze(-1) * k.unsqueeze(-2)
 
     def exact_step(self, W, k_raw, v_raw, beta, h):
+        """W(t + h) for inputs constant over [t, t + h]: the affine step for pre-Delta, `post_step` for
+        post-Delta (see `LearningRule.exact_step`).
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights at t.
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            W(t + h), shape (..., d_v, d_k).
+        """
         if not self.post:
             return super().exact_step(W, k_raw, v_raw, beta, h)
         return self.post_step(W, *self.post_step_inputs(k_raw, v_raw, beta, h))
@@ -393,9 +630,15 @@ def make_rule(rule: str | LearningRule, **options) -> LearningRule:
     """A rule from its name or a rule object.
 
     Arguments:
-        rule: one of :data:`RULE_NAMES` ("hebb", "oja", "delta", "delta-post"), or a :class:`LearningRule`
+        rule: one of `RULE_NAMES` ("hebb", "oja", "delta", "delta-post"), or a `LearningRule`
             (returned unchanged; options are then refused).
         **options: constructor arguments of the named rule's class.
+
+    Returns:
+        The `LearningRule`.
+
+    Raises:
+        ValueError: an unknown name, or options given with a rule object.
     """
     if isinstance(rule, LearningRule):
         if options:

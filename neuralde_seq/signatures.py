@@ -1,7 +1,7 @@
 """Log-signatures of piecewise-linear paths, and their windowed form for neural RDEs.
 
-One function, :func:`logsignature`, with the library that computes it (``backend``) and the coordinates it
-is written in (``basis``) as options (docs/design.md#log-signatures):
+One function, `logsignature`, with the library that computes it (``backend``) and the coordinates it
+is written in (``basis``) as options (docs/equations.md#log-signatures):
 
 - ``"torch"`` (default): depth 1 and 2; needs nothing beyond torch; any device; autograd.
 - ``"pysiglib"``: any depth; ``pip install pysiglib==4.0.0`` (or the extra
@@ -33,7 +33,7 @@ what to use or what to install. Backends are optional: this module imports and t
 without them.
 
 The pure-torch path: for a piecewise-linear path through points p_0, ..., p_n with increments
-Δ_m = p_{m+1} − p_m::
+Δ_m = p_{m+1} − p_m:
 
     A_ij = ½ Σ_m [ (p_m^i − p_0^i) Δ_m^j − (p_m^j − p_0^j) Δ_m^i ]
 
@@ -86,6 +86,17 @@ def logsignature_channels(channels: int, depth: int, basis: str = DEFAULT_BASIS)
 
     Both Lyndon bases have one term per Lyndon word of length <= depth (Witt's formula:
     C + C(C−1)/2 at depth 2); ``"expand"`` has one per word, C + C² + ... + C^depth.
+
+    Arguments:
+        channels: C, the path's number of channels.
+        depth: truncation depth, a positive integer.
+        basis: "lyndon_brackets" (default), "lyndon_words" or "expand".
+
+    Returns:
+        The number of log-signature terms D.
+
+    Raises:
+        ValueError: a depth that is not a positive integer, or an unknown basis.
     """
     _check_depth(depth)
     _check_basis(basis)
@@ -107,6 +118,11 @@ def _check_basis(basis) -> None:
 
 def check_logsignature_options(depth: int, backend: str = "torch", basis: str = DEFAULT_BASIS) -> None:
     """Raise if (backend, basis, depth) is not a supported combination, or the backend is not installed.
+
+    Arguments:
+        depth: truncation depth, a positive integer (1 or 2 for ``backend="torch"``).
+        backend: "torch" (default), "pysiglib" or "signatory".
+        basis: "lyndon_brackets" (default), "lyndon_words" or "expand".
 
     Raises:
         ValueError: an unknown backend or basis, a depth that is not a positive integer, or a depth the
@@ -135,7 +151,17 @@ def _import_backend(backend: str):
 
 
 def backend_version(backend: str) -> str:
-    """Version string of a backend library (torch's for the pure-torch path)."""
+    """Version string of a backend library (torch's for the pure-torch path).
+
+    Arguments:
+        backend: "torch", "pysiglib" or "signatory".
+
+    Returns:
+        The library's ``__version__`` ("unknown" if it has none).
+
+    Raises:
+        ImportError: the backend is not installed; the message names the pip command.
+    """
     if backend == "torch":
         return torch.__version__
     module = _import_backend(backend)
@@ -214,8 +240,8 @@ def logsignature(path: torch.Tensor, depth: int, *, backend: str = "torch", basi
 
     Returns:
         Tensor of shape (..., logsignature_channels(channels, depth, basis)), same dtype and device as
-        ``path``, differentiable with respect to it. At depth 2 in a Lyndon basis: the increment followed
-        by the Lévy areas A_ij for i < j in lexicographic order (the Lyndon words ij), whatever the backend.
+            ``path``, differentiable with respect to it. At depth 2 in a Lyndon basis: the increment followed
+            by the Lévy areas A_ij for i < j in lexicographic order (the Lyndon words ij), whatever the backend.
 
     Raises:
         ValueError: an unsupported (backend, basis, depth) or a badly shaped path.
@@ -253,11 +279,13 @@ def logsignature_windows(points: torch.Tensor, lengths: torch.Tensor, depth: int
         lengths: (B,) number of valid points per sample, each >= 2.
         depth: log-signature depth (1 or 2 for the torch backend).
         step: window size in intervals, >= 1.
-        backend, basis: as in :func:`logsignature`; every window goes to the backend in one batch.
+        backend: "torch" (default), "pysiglib" or "signatory", as in `logsignature`; every window goes to
+            the backend in one batch.
+        basis: "lyndon_brackets" (default), "lyndon_words" or "expand", as in `logsignature`.
 
     Returns:
         (logsig, windows): logsig of shape (B, N_max, D) with D = logsignature_channels(C, depth, basis), zero
-        after each sample's last window; windows (B,) long, the number of windows ceil((L_b − 1)/S).
+            after each sample's last window; windows (B,) long, the number of windows ceil((L_b − 1)/S).
     """
     check_logsignature_options(depth, backend, basis)
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:

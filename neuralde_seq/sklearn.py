@@ -1,11 +1,11 @@
-"""scikit-learn estimators on the toolkit's models: :class:`SequenceClassifier` and :class:`SequenceRegressor`.
+"""scikit-learn estimators on the toolkit's models: `SequenceClassifier` and `SequenceRegressor`.
 
-Both train any registry model (:data:`~neuralde_seq.models.MODEL_NAMES`) with :func:`~neuralde_seq.fit` and
+Both train any registry model (`MODEL_NAMES`) with `fit` and
 follow scikit-learn's conventions (``get_params``/``set_params``, ``clone``, pipelines, ``cross_val_score``,
 ``GridSearchCV``, pickling).
 
 **X** holds N sequences with NaN marking a missing value, in the forms of
-:func:`~neuralde_seq.data.pad_sequences`: a list of (T_i, C) arrays (or (T_i,) for univariate sequences;
+`pad_sequences`: a list of (T_i, C) arrays (or (T_i,) for univariate sequences;
 lengths may differ), a 3-D (N, T, C) array, or a **2-D (N, T) array, read as N univariate sequences of T
 time steps** (scikit-learn's tabular layout: a row is a sequence, a column a time step). So
 ``n_features_in_`` is the number of *channels* C (1 for a 2-D X), and a sequence may have any number of time
@@ -19,27 +19,27 @@ scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=Tr
 ``est.set_fit_request(times=True).set_score_request(times=True)``, ``cross_val_score(est, X, y,
 params={"times": times})``).
 
-What ``fit`` does, in order (so a direct :func:`~neuralde_seq.fit` call reproduces it exactly):
+What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
 
 1. ``data = from_arrays(X, times=times, dtype=dtype)``; each channel is standardised with the mean and
-   standard deviation of its observed values in ``X`` (:func:`~neuralde_seq.data.channel_statistics`, stored as
+   standard deviation of its observed values in ``X`` (`channel_statistics`, stored as
    ``channel_mean_`` and ``channel_scale_`` and applied to every later X);
 2. the model's input: ``model_inputs(model, data.times, values, data.lengths, **control_options)``. Models that
    read a control path get ``parametrization="index"`` unless ``control_options`` says otherwise: the path is
    parametrised by observation index, so samples may have different times (with ``"time"``,
-   :func:`~neuralde_seq.build_control` needs every sample on one time grid) and the solver's grid does not
+   `build_control` needs every sample on one time grid) and the solver's grid does not
    depend on the time units; the times enter the path as its time channel (the registry's
    ``time_channel=True``). With times None the two parametrisations coincide;
 3. with ``validation_fraction``, a validation split (stratified on the labels for the classifier, see
-   :func:`~neuralde_seq.data.stratified_split` for classes too small to stratify; random for the regressor);
+   `stratified_split` for classes too small to stratify; random for the regressor);
 4. ``torch.manual_seed(seed)``, ``create_model(model, inputs, outputs, **model_options)`` moved to ``device``
    and ``dtype``, the empirical channel means of GRU-D, GRU-Δt and the like set from the training inputs;
 5. ``fit(model, objective, (inputs, targets), val=..., epochs, lr, batch_size, seed=seed, ...)`` with
-   :class:`~neuralde_seq.Classification` or :class:`~neuralde_seq.Regression` (MSE on targets standardised
+   `Classification` or `Regression` (MSE on targets standardised
    with their mean and standard deviation, ``target_mean_`` and ``target_scale_``; predictions are mapped
-   back), and with a validation split :class:`~neuralde_seq.training.BestCheckpoint` in memory (the best
-   validation weights are restored at the end) and, given ``patience``, :class:`~neuralde_seq.training.
-   EarlyStopping`.
+   back), and with a validation split `BestCheckpoint` in memory (the best
+   validation weights are restored at the end) and, given ``patience``,
+   `EarlyStopping`.
 
 ``seed`` is ``random_state`` when it is an int, else drawn from it (None: a fresh one each fit). torch's
 global random state is saved before and restored after ``fit`` (the estimator leaves it as it was).
@@ -77,7 +77,7 @@ _MIN_STEPS = 2  # Observations and controls need at least 2 time points per samp
 
 def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:
     """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
-    :func:`~neuralde_seq.data.standardise`); NaN stays NaN."""
+    `standardise`); NaN stays NaN."""
     m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
     s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
     return ((values.to(torch.float64) - m) / s).to(values.dtype)
@@ -97,25 +97,28 @@ class _SequenceEstimator(BaseEstimator):
     """Shared parameters, input handling, training and prediction of the two estimators.
 
     Parameters:
-        model: registry name, one of :data:`~neuralde_seq.models.MODEL_NAMES` (default "delta-cde").
+        model: registry name, one of `MODEL_NAMES` (default "delta-cde").
         model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
-        control_options: dict of :func:`~neuralde_seq.build_control` options replacing the registry's (models
+        control_options: dict of `build_control` options replacing the registry's (models
             that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
             observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": "auto"}``: times
             divided by the longest span in the data given to ``fit``, kept for prediction), or None.
-        epochs: passes over the training data (default 100). lr: Adam's learning rate (default 3e-3, the
-            benchmarks' rate for every model). batch_size: samples per step (and per forward pass at prediction).
-            The defaults give a few hundred steps on a dataset of tens of series: 20 epochs at 1e-3 left the
-            CT-FWPs near chance on aeon's PickupGestureWiimoteZ (50 series), docs/your_own_data.md.
-            weight_decay, grad_clip, penalty_weight: as :func:`~neuralde_seq.fit`.
+        epochs: passes over the training data (default 100). The defaults give a few hundred steps on a
+            dataset of tens of series: 20 epochs at 1e-3 left the CT-FWPs near chance on aeon's
+            PickupGestureWiimoteZ (50 series), docs/your_own_data.md.
+        lr: Adam's learning rate (default 3e-3, the benchmarks' rate for every model).
+        batch_size: samples per step (and per forward pass at prediction; default 32).
+        weight_decay: Adam's weight decay (default 0.0), as `fit`.
+        grad_clip: max gradient norm, or None, as `fit`.
+        penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
             out to select the best epoch's weights (and to stop early with ``patience``).
         patience: None, or stop after this many epochs without a better validation score (needs
             ``validation_fraction``).
         random_state: int seed, numpy RandomState or None (module docstring).
         n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (the safe choice for these
-            small models, :mod:`~neuralde_seq.training.threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
+            small models, `threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
             -1 all cores, -2 all but one. torch's previous setting is restored afterwards.
         verbose: show progress bars while training.
         device: torch device to train and predict on ("cpu", "cuda", ...).
@@ -294,21 +297,35 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
 
     X, times and what ``fit`` does: see the module docstring; parameters: see below. ``y``: N hashable labels
     (strings, ints, ...), at least 2 distinct; ``classes_`` holds them sorted (``np.unique(y)``) and
-    :meth:`predict` returns them.
+    `predict` returns them.
 
     Parameters:
-        model: registry name, one of :data:`~neuralde_seq.models.MODEL_NAMES` (default "delta-cde").
-        model_options: dict of constructor arguments replacing the registry defaults, or None.
-        control_options: dict of :func:`~neuralde_seq.build_control` options replacing the registry's (control
-            models only; e.g. ``{"unobserved_fill": 0.0}``), or None.
-        epochs, lr, batch_size, weight_decay, grad_clip, penalty_weight: training settings of
-            :func:`~neuralde_seq.fit` (Adam).
-        validation_fraction: None, or the fraction of X held out (stratified) to keep the weights of the best
-            validation accuracy (ties: lower loss). patience: stop after this many epochs without improvement.
-        random_state, n_jobs, verbose, device, dtype: see the module docstring.
+        model: registry name, one of `MODEL_NAMES` (default "delta-cde").
+        model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
+            ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
+        control_options: dict of `build_control` options replacing the registry's (control
+            models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
+            ``{"time_unit": "auto"}``), or None.
+        epochs: passes over the training data (default 100).
+        lr: Adam's learning rate (default 3e-3).
+        batch_size: samples per training step, and per forward pass at prediction (default 32).
+        weight_decay: Adam's weight decay (default 0.0), as `fit`.
+        grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
+        penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
+        validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
+            (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
+        patience: None (default), or stop after this many epochs without a better validation score (needs
+            ``validation_fraction``).
+        random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
+            docstring.
+        n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
+            ``joblib.parallel_config(n_jobs=...)``; -1 all cores, -2 all but one.
+        verbose: show progress bars while training (default False).
+        device: torch device to train and predict on ("cpu" (default), "cuda", ...).
+        dtype: "float32" (default) or "float64" (or a torch dtype): the precision of the data and the model.
 
     Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module), ``history_``
-    (:func:`~neuralde_seq.fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
+    (`fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
     ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``seed_``, ``validation_index_``
     (sorted indices of the samples of X held out for validation, or None).
     """
@@ -322,7 +339,11 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
             y: (N,) labels.
             times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
 
-        Returns self. Raises ValueError for bad X, y or parameters, naming the problem.
+        Returns:
+            self, fitted.
+
+        Raises:
+            ValueError: bad X, y or parameters; the message names the problem.
         """
 
         def targets(num_samples):
@@ -346,26 +367,58 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         return self
 
     def predict_proba(self, X, times=None):
-        """Class probabilities, (N, K) float64 (softmax of the model's logits); rows sum to 1, columns follow
-        ``classes_``. X, times: as :meth:`fit`."""
+        """Class probabilities (softmax of the model's logits).
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            (N, K) float64 array; rows sum to 1, columns follow ``classes_``.
+        """
         logits = self._outputs(X, times)
         logits = logits - logits.max(axis=1, keepdims=True)
         weights = np.exp(logits)
         return weights / weights.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X, times=None):
-        """log of :meth:`predict_proba`, (N, K)."""
+        """log of `predict_proba`.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            (N, K) float64 array of log-probabilities, columns following ``classes_``.
+        """
         logits = self._outputs(X, times)
         shifted = logits - logits.max(axis=1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
     def predict(self, X, times=None):
-        """The most probable class of each sequence, (N,) from ``classes_``. X, times: as :meth:`fit`."""
+        """The most probable class of each sequence.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            (N,) array of labels from ``classes_``.
+        """
         probabilities = self.predict_proba(X, times)  # checks that the estimator is fitted
         return self.classes_[np.argmax(probabilities, axis=1)]
 
     def score(self, X, y, times=None):
-        """Accuracy of :meth:`predict` against y (N,), a float."""
+        """Accuracy of `predict` against y.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            y: (N,) true labels.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            The fraction of sequences whose predicted label equals y, a float.
+        """
         return float(accuracy_score(y, self.predict(X, times)))
 
 
@@ -374,10 +427,32 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
 
     X, times and what ``fit`` does: see the module docstring. ``y``: (N,) or (N, k) finite real targets; the
     model has k outputs (1 for (N,) targets) and is trained with the MSE on targets standardised per column
-    (``target_mean_``, ``target_scale_``); :meth:`predict` maps its outputs back to y's scale and shape.
+    (``target_mean_``, ``target_scale_``); `predict` maps its outputs back to y's scale and shape.
 
-    Parameters: as :class:`SequenceClassifier`; with ``validation_fraction`` the held-out part is drawn at
-    random and the weights of the best validation MSE are kept.
+    Parameters:
+        model: registry name, one of `MODEL_NAMES` (default "delta-cde").
+        model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
+            ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
+        control_options: dict of `build_control` options replacing the registry's (control
+            models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
+            ``{"time_unit": "auto"}``), or None.
+        epochs: passes over the training data (default 100).
+        lr: Adam's learning rate (default 3e-3).
+        batch_size: samples per training step, and per forward pass at prediction (default 32).
+        weight_decay: Adam's weight decay (default 0.0), as `fit`.
+        grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
+        penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
+        validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
+            (drawn at random) to keep the weights of the best validation MSE.
+        patience: None (default), or stop after this many epochs without a better validation score (needs
+            ``validation_fraction``).
+        random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
+            docstring.
+        n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
+            ``joblib.parallel_config(n_jobs=...)``; -1 all cores, -2 all but one.
+        verbose: show progress bars while training (default False).
+        device: torch device to train and predict on ("cpu" (default), "cuda", ...).
+        dtype: "float32" (default) or "float64" (or a torch dtype): the precision of the data and the model.
 
     Fitted attributes: ``model_``, ``history_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
     ``channel_mean_``, ``channel_scale_``, ``target_mean_`` and ``target_scale_`` (k,), ``control_options_``,
@@ -398,7 +473,11 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             y: (N,) or (N, k) finite targets.
             times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
 
-        Returns self. Raises ValueError for bad X, y or parameters, naming the problem.
+        Returns:
+            self, fitted.
+
+        Raises:
+            ValueError: bad X, y or parameters; the message names the problem.
         """
 
         def targets(num_samples):
@@ -423,10 +502,27 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
         return self
 
     def predict(self, X, times=None):
-        """Predicted targets, (N,) or (N, k) float64 as y was at fit. X, times: as :meth:`fit`."""
+        """Predicted targets, mapped back to y's scale.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            (N,) or (N, k) float64 array, shaped as y was at fit.
+        """
         outputs = self._outputs(X, times) * self.target_scale_ + self.target_mean_
         return outputs[:, 0] if self._target_ndim == 1 else outputs
 
     def score(self, X, y, times=None):
-        """The coefficient of determination R² of :meth:`predict` against y (averaged over columns), a float."""
+        """The coefficient of determination R² of `predict` against y.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            y: (N,) or (N, k) true targets.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
+
+        Returns:
+            R² (averaged over columns for (N, k) targets), a float.
+        """
         return float(r2_score(y, self.predict(X, times)))

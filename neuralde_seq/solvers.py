@@ -1,24 +1,24 @@
 """How a controlled differential equation is solved, and how its gradients are computed.
 
 The equation is ``dy/ds = f(y, X(s), X'(s))`` for s from the control's first knot to each sample's own
-final knot, where ``f`` is a *dynamics* module (see :class:`Dynamics`) and X a
-:class:`~neuralde_seq.controls.Control`. After its final knot a sample's state is frozen (its rate is
+final knot, where ``f`` is a *dynamics* module (see `Dynamics`) and X a
+`Control`. After its final knot a sample's state is frozen (its rate is
 masked to zero), so that every sample in a padded batch gets exactly the answer it gets alone.
-:func:`solve` is the one solve entry of the library: the CT-FWPs in every form, NCDE/NRDE and GRU-ODE call it
-with their control, and ODE-RNN, ODE-RFWP and the latent models call it through :func:`evolve_over_gaps`.
+`solve` is the one solve entry of the library: the CT-FWPs in every form, NCDE/NRDE and GRU-ODE call it
+with their control, and ODE-RNN, ODE-RFWP and the latent models call it through `evolve_over_gaps`.
 
-**Fixed-step methods** (:data:`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``)
+**Fixed-step methods** (`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``)
 step through every knot of the control, each knot interval cut into ceil(gap / step_size) equal steps (one
 step when ``step_size`` is None); the loop, with the control evaluated for blocks of steps at once, is in
-:mod:`neuralde_seq.fixed_step`.
+`neuralde_seq.fixed_step`.
 
-**Adaptive methods** (:data:`ADAPTIVE_METHODS`: ``dopri5``, ...) are torchdiffeq's, solving in s with
+**Adaptive methods** (`ADAPTIVE_METHODS`: ``dopri5``, ...) are torchdiffeq's, solving in s with
 ``rtol``/``atol`` and stepping onto every knot (``jump_t``): the rate of a piecewise-constant control jumps
 there, a sample's rate stops at its final knot, and the sensitivity to each polynomial piece of an
 interpolated control starts and ends there.
 
 Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are in
-:mod:`neuralde_seq.torchdiffeq_solves`.
+`neuralde_seq.torchdiffeq_solves`.
 
 **Gradients** (``SolverOptions.gradient``):
 
@@ -26,37 +26,37 @@ Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are
   to ``"backprop"`` to rounding), with memory O(√N) states for N steps: the forward pass keeps only the state at the
   start of every segment of ``checkpoint_every`` steps (default ⌈√N⌉), and the backward pass recomputes one segment
   at a time and backpropagates through it. A fixed-step segment is one autograd node
-  (:class:`~neuralde_seq.fixed_step.CheckpointedSegment`) whose gradient reaches its first state, the dynamics'
+  (`CheckpointedSegment`) whose gradient reaches its first state, the dynamics'
   parameters and the control's tensors (as ``adjoint_params`` for the adjoint: other tensors the dynamics captures
   are treated as constants), so nothing of a segment stays alive between the passes. An adaptive solve (through
   ``torch.utils.checkpoint``, non-reentrant) carries its whole step-size state (state, last rate, step size,
   interpolant) across segment boundaries, and a recomputed segment retakes exactly the accepted and rejected steps
   of the forward pass (the same function of the same inputs), so the gradient is the one of the steps actually
   taken, step-size control included, as for ``"backprop"``. Time: about one extra forward solve.
-- ``"adjoint"``: the continuous adjoint (:func:`torchdiffeq.odeint_adjoint`), the papers' method: memory
+- ``"adjoint"``: the continuous adjoint (`torchdiffeq.odeint_adjoint`), the papers' method: memory
   independent of the number of steps, but the backward pass reconstructs the state by integrating the ODE
   backwards in time, which is unstable for contracting fields (learning rules that forget, GRUs, NCDEs): past
   a few hundred steps its gradients can be wrong by orders of magnitude or NaN. ``adjoint_params`` lists
   the dynamics' parameters and any control tensors that require gradients (without that list, gradients
   with respect to the control would silently be missing). Every ``adjoint_check``-th solve (the first one
   included) re-integrates the final state backwards without gradients and warns
-  (:class:`AdjointReconstructionWarning`) with the measured relative error of the reconstructed initial
-  state when it exceeds :data:`ADJOINT_RECONSTRUCTION_TOLERANCE`.
+  (`AdjointReconstructionWarning`) with the measured relative error of the reconstructed initial
+  state when it exceeds `ADJOINT_RECONSTRUCTION_TOLERANCE`.
 - ``"backprop"``: plain backpropagation through the solver's operations (memory O(N)).
 
 ``adjoint=True`` / ``adjoint=False`` remain shorthands for ``gradient="adjoint"`` / ``"backprop"``.
 
 ``method="exact"`` solves fast weight fields driven by inputs that are constant on every knot interval
 (log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form steps of
-docs/design.md#closed-forms-on-constant-inputs: see :mod:`neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
-with a hand-written backward). It is selected here, so every model that calls :func:`solve` takes it through its
+docs/equations.md#closed-forms-on-constant-inputs: see `neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
+with a hand-written backward). It is selected here, so every model that calls `solve` takes it through its
 ``SolverOptions``.
 
 **Limits.** ``SolverOptions.max_steps`` (default 1,000,000) bounds the steps of one solve: a fixed-step grid is
-refused before solving, an adaptive solve stops when it has taken that many steps. :func:`solve` refuses a
+refused before solving, an adaptive solve stops when it has taken that many steps. `solve` refuses a
 control or initial state whose dtype or device differs from the dynamics' parameters, and warns
-(:class:`NonFiniteSolveWarning`) when a solve from finite inputs ends non-finite, which with finite inputs
-(:func:`~neuralde_seq.observations.magnitude_limit`) means steps too wide for the field, typically times in
+(`NonFiniteSolveWarning`) when a solve from finite inputs ends non-finite, which with finite inputs
+(`magnitude_limit`) means steps too wide for the field, typically times in
 large units with ``parametrization="time"``.
 """
 from __future__ import annotations
@@ -94,21 +94,22 @@ class NonFiniteSolveWarning(RuntimeWarning):
 
 @dataclasses.dataclass
 class SolverOptions:
-    """Options of :func:`solve`: what method, which steps, and how gradients are computed.
+    """Options of `solve`: what method, which steps, and how gradients are computed.
 
     Attributes:
-        method: a fixed-step method (:data:`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
-            (:data:`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
-            interval, :mod:`neuralde_seq.ops.exact_fast_weights`). Default "rk4", as in the papers.
+        method: a fixed-step method (`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
+            (`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
+            interval, `neuralde_seq.ops.exact_fast_weights`). Default "rk4", as in the papers.
         step_size: largest step of a fixed-step method, in units of the control's parameter s; None
             takes one step per knot interval.
-        max_steps: the most steps one solve may take (default :data:`DEFAULT_MAX_STEPS`, 1,000,000; None: no
+        max_steps: the most steps one solve may take (default `DEFAULT_MAX_STEPS`, 1,000,000; None: no
             limit). A fixed-step solve whose grid has more steps is refused before it starts, with the number
             of steps, the span of s and the step size (e.g. hourly timestamps in seconds with step_size=0.01:
             360,000 steps per observation interval); an adaptive solve (accepted and rejected steps, counted
             from its field evaluations over the forward solve) stops with an error once past it. Not used by
             "exact", which takes one closed-form step per knot interval.
-        rtol, atol: tolerances of adaptive methods (torchdiffeq's defaults, which the papers use).
+        rtol: relative tolerance of adaptive methods (default 1e-7, torchdiffeq's, which the papers use).
+        atol: absolute tolerance of adaptive methods (default 1e-9, torchdiffeq's, which the papers use).
         gradient: how gradients are computed (module docstring): "checkpoint" (the default when neither
             ``gradient`` nor ``adjoint`` is given: exact for the discrete solve, O(√N) memory, about one extra
             forward solve), "adjoint" (the continuous adjoint of the papers: constant memory, but wrong for
@@ -122,7 +123,7 @@ class SolverOptions:
             ``adjoint_check``-th solve that records gradients, the first included (module docstring; one extra
             solve without gradients each time); 0 turns the check off.
         chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
-            :func:`neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at
+            `neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at
             batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
         compile: "exact" only: run post-Delta's exact step through ``torch.compile`` (refused for the other
             rules; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
@@ -186,7 +187,7 @@ class SolverOptions:
 
 
 class Dynamics(Protocol):
-    """What :func:`solve` integrates: an ``nn.Module`` with
+    """What `solve` integrates: an ``nn.Module`` with
 
     - ``forward(state, x, dx) -> rate``: ``state`` (B, ...) the current state, ``x`` (B, C) the control's
       value X(s) and ``dx`` (B, C) its derivative X'(s) (either may be None when not needed); returns
@@ -214,10 +215,10 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     """Solve ``dy/ds = dynamics(y, X(s), X'(s))`` from the first knot to each sample's final knot.
 
     Arguments:
-        dynamics: an ``nn.Module`` following :class:`Dynamics`.
+        dynamics: an ``nn.Module`` following `Dynamics`.
         control: the control X, batch size B.
         initial: (B, ...) the state at the first knot.
-        options: :class:`SolverOptions` (default: rk4, one step per knot interval, checkpointed gradients).
+        options: `SolverOptions` (default: rk4, one step per knot interval, checkpointed gradients).
         at_knots: False returns each sample's state at its own final knot; True returns the states at
             every knot of the control up to the batch's last final knot (constant after a sample's end).
 
@@ -227,7 +228,8 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     Raises:
         TypeError: ``control`` is not a Control, or (for every method but "exact", which checks its own inputs)
             the control, ``initial`` and the dynamics' parameters differ in dtype or device.
-        ValueError: the solve needs more than ``options.max_steps`` steps.
+        ValueError: ``initial`` is not a (B, ...) tensor, or the solve needs more than ``options.max_steps``
+            steps.
     """
     options = options or SolverOptions()
     if not isinstance(control, Control):
@@ -309,8 +311,8 @@ def evolve_over_gaps(f: torch.nn.Module, h: torch.Tensor, gap: torch.Tensor,
 
     The one implementation of "evolve between observations" (ODE-RNN, ODE-RFWP, the Latent ODE's encoder
     and decoder). Samples of a batch have different gaps, so the solve runs in a normalised time
-    τ ∈ [0, 1] with the gap as a per-sample scale of the field, dh/dτ = Δt_b · f(h), through :func:`solve`
-    (a linear control with slope Δt_b), so every method and gradient method of :class:`SolverOptions` applies.
+    τ ∈ [0, 1] with the gap as a per-sample scale of the field, dh/dτ = Δt_b · f(h), through `solve`
+    (a linear control with slope Δt_b), so every method and gradient method of `SolverOptions` applies.
     With a fixed-step method every sample takes the same steps in τ, so its answer never depends on the rest
     of the batch (an adaptive method's error control spans the batch). A negative gap integrates backwards in
     time.
@@ -319,7 +321,7 @@ def evolve_over_gaps(f: torch.nn.Module, h: torch.Tensor, gap: torch.Tensor,
         f: the vector field, an ``nn.Module`` mapping (B, H) to (B, H).
         h: (B, H) states.
         gap: (B,) time gaps Δt_b (0 leaves a sample exactly where it is).
-        options: :class:`SolverOptions`; ``step_size`` is the step in τ (None: one step per gap).
+        options: `SolverOptions`; ``step_size`` is the step in τ (None: one step per gap).
 
     Returns:
         (B, H) states after the gaps; h itself (the same tensor) when every gap is zero.

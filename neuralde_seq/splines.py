@@ -1,6 +1,6 @@
 """Natural cubic spline coefficients through missing values, for every sample and channel at once.
 
-:func:`natural_cubic_coefficients` computes what ``torchcde.natural_cubic_coeffs`` computes, in the same
+`natural_cubic_coefficients` computes what ``torchcde.natural_cubic_coeffs`` computes, in the same
 layout, but without torchcde's Python loop over every (sample, channel) when values are missing (about
 an hour for PhysioNet 2019). Each scalar series (one channel of one sample) gets its own spline:
 
@@ -25,8 +25,8 @@ At PhysioNet's shape (72 time points, 34 channels, ~88 % missing values) this ta
 sample on one CPU thread, against about 0.1 s per sample for torchcde's loop (benchmarks/controls.py,
 docs/performance.md).
 
-:func:`polynomial_pieces` gives the cubic pieces of every interpolation that
-:func:`~neuralde_seq.controls.build_control` offers (natural cubic, Hermite cubic, linear, rectilinear).
+`polynomial_pieces` gives the cubic pieces of every interpolation that
+`build_control` offers (natural cubic, Hermite cubic, linear, rectilinear).
 """
 from __future__ import annotations
 
@@ -67,10 +67,10 @@ def natural_cubic_coefficients(x: torch.Tensor, t: torch.Tensor | None = None,
 
     Returns:
         (..., length - 1, 4 * channels) tensor, ``x``'s dtype and device, torchcde's layout: the
-        concatenation along the last dimension of a, b, two_c, three_d, each (..., length - 1, channels).
-        On [t_i, t_{i+1}) channel c of a sample is a + b f + (two_c / 2) f² + (three_d / 3) f³ with
-        f = s - t_i and the coefficients taken at interval i, channel c. Differentiable with respect to
-        ``x`` (and ``t``) by autograd.
+            concatenation along the last dimension of a, b, two_c, three_d, each (..., length - 1, channels).
+            On [t_i, t_{i+1}) channel c of a sample is a + b f + (two_c / 2) f² + (three_d / 3) f³ with
+            f = s - t_i and the coefficients taken at interval i, channel c. Differentiable with respect to
+            ``x`` (and ``t``) by autograd.
     """
     x, t, lengths = _validate(x, t, lengths)
     *batch_shape, length, channels = x.shape
@@ -159,7 +159,7 @@ def _series_coefficients(values: torch.Tensor, t: torch.Tensor, lengths: torch.T
 
 
 def _complete_series_coefficients(values, t, lengths, valid) -> torch.Tensor:
-    """:func:`_series_coefficients` when every series is observed at each of its points.
+    """`_series_coefficients` when every series is observed at each of its points.
 
     Then every point is a knot and, up to each series' own last row, all series share one matrix, so
     its elimination (a recursion in the times only) is done once, and only the right-hand sides are
@@ -206,7 +206,7 @@ def _complete_series_coefficients(values, t, lengths, valid) -> torch.Tensor:
 
 
 def _incomplete_series_coefficients(values, t, lengths, observed) -> torch.Tensor:
-    """:func:`_series_coefficients` with missing values: each series through its own knots.
+    """`_series_coefficients` with missing values: each series through its own knots.
 
     Everything runs row by row (one time point of all N series at a time): rows stay in cache, whereas
     whole (length, N) temporaries cost a fresh allocation and a pass through memory each.

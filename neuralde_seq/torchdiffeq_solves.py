@@ -1,17 +1,17 @@
 """Solves through torchdiffeq: its adaptive methods, and the continuous adjoint.
 
-:func:`~neuralde_seq.solvers.solve` comes here for an adaptive method (``dopri5``, ...) and for
-``gradient="adjoint"`` with any method (see the module docstring of :mod:`neuralde_seq.solvers`):
+`solve` comes here for an adaptive method (``dopri5``, ...) and for
+``gradient="adjoint"`` with any method (see the module docstring of `neuralde_seq.solvers`):
 
-- :func:`torchdiffeq_problem` states the solve as torchdiffeq sees it: in s with a field frozen after each
-  sample's end (:class:`ContinuousField`, adaptive methods), or in the step-counting time u of the fixed-step
-  grid (:class:`SteppedField`, for the adjoint of a fixed-step method);
-- :func:`solve_adaptive_checkpointed`: the adaptive solve whose whole step-size state crosses the checkpointed
+- `torchdiffeq_problem` states the solve as torchdiffeq sees it: in s with a field frozen after each
+  sample's end (`ContinuousField`, adaptive methods), or in the step-counting time u of the fixed-step
+  grid (`SteppedField`, for the adjoint of a fixed-step method);
+- `solve_adaptive_checkpointed`: the adaptive solve whose whole step-size state crosses the checkpointed
   segments, so recomputation retakes the forward pass's steps;
-- :func:`solve_adjoint`: ``torchdiffeq.odeint_adjoint``, with the check of its backward reconstruction
-  (:class:`AdjointReconstructionWarning`).
+- `solve_adjoint`: ``torchdiffeq.odeint_adjoint``, with the check of its backward reconstruction
+  (`AdjointReconstructionWarning`).
 
-``options`` arguments are :class:`~neuralde_seq.solvers.SolverOptions`.
+``options`` arguments are `SolverOptions`.
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def counting_steps(func):
 def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, options, at_knots: bool):
     """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
     fixed-step methods, in s for adaptive ones; t lists every knot if ``at_knots`` (and for adaptive methods
-    in any case, see :func:`solve_adaptive_checkpointed`), else the first and last."""
+    in any case, see `solve_adaptive_checkpointed`), else the first and last."""
     if options.method in FIXED_STEP_METHODS:
         grid, knot_position, piece_of_step = step_grid(control, options.step_size, options.max_steps, options.method)
         func = SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,

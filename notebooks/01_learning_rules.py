@@ -15,7 +15,7 @@
 # # Learning rules side by side: Hebb, Oja, Delta (pre and post)
 #
 # A continuous-time fast weight programmer writes key/value pairs into fast weights W(s) with a learning rule
-# (docs/design.md, "Equations in one convention"):
+# (docs/equations.md):
 #
 # | rule | dW/ds |
 # | --- | --- |
@@ -30,17 +30,20 @@
 # again with a new value. Everything uses `neuralde_seq.rules` directly: the same rule objects every model form
 # uses.
 #
-# `BUDGET = "full"` (e.g. on a GPU) repeats the recall experiment over more random draws and wider heads.
+# `BUDGET = "full"` (first code cell, or `python notebooks/execute.py --budget full`) repeats the recall experiment over more random draws and wider heads.
 
 # %%
-BUDGET = "small"  # "small": seconds on a CPU; "full": more draws and wider fast weights
-
 import math
+import os
 
 import matplotlib.pyplot as plt
 import torch
 
 from neuralde_seq.rules import make_rule
+
+# "small": seconds on a CPU (what CI runs); "full": more draws and wider fast weights. Change the default here,
+# or set NEURALDE_SEQ_BUDGET (notebooks/execute.py --budget full).
+BUDGET = os.environ.get("NEURALDE_SEQ_BUDGET", "small")
 
 torch.set_default_dtype(torch.float64)  # closed forms against solves: compare in float64
 RULES = ["hebb", "oja", "delta", "delta-post"]

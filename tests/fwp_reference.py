@@ -22,7 +22,7 @@ def rule_object(rule: str):
 
 
 def expected_sources(rule: str, form: str, dx_only: bool = False, hebb_swap: bool = False) -> tuple[str, str]:
-    """(key source, value source) from the forms table of docs/design.md#equations-in-one-convention."""
+    """(key source, value source) from the forms table of docs/equations.md#equations-in-one-convention."""
     if form in ("ode", "rde"):
         return "x", "x"
     if dx_only:
@@ -93,7 +93,7 @@ def projections(field, x, dx, sources):
 
 
 def rule_rate(rule: str, W, k_raw, v_raw, beta):
-    """dW/ds (docs/design.md#equations-in-one-convention) with explicit loops: W (B, H, d, d) or None (= 0)."""
+    """dW/ds (docs/equations.md#equations-in-one-convention) with explicit loops: W (B, H, d, d) or None (= 0)."""
     B, H, d = k_raw.shape
     out = torch.zeros(B, H, d, d, dtype=k_raw.dtype)
     for b in range(B):
@@ -159,9 +159,9 @@ def randomize_(module: nn.Module, generator: torch.Generator, scale: float = 0.5
             p.copy_(scale * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
-# ------------------------------------------- closed forms: docs/design.md#closed-forms-on-constant-inputs
+# ------------------------------------------- closed forms: docs/equations.md#closed-forms-on-constant-inputs
 def closed_form_step(rule: str, W, k_raw, v_raw, beta, h: float):
-    """W(t+h) for an input constant over [t, t+h] (docs/design.md#closed-forms-on-constant-inputs), per
+    """W(t+h) for an input constant over [t, t+h] (docs/equations.md#closed-forms-on-constant-inputs), per
     batch and head."""
     B, H, d = k_raw.shape
     out = torch.empty_like(W)

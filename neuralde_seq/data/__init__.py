@@ -2,7 +2,7 @@
 tasks, transforms and the embedded JapaneseVowels data.
 
 The benchmark task registry (``TASKS``, ``load_task``: each task's loader, splits and standardisation)
-is :mod:`neuralde_seq.data.protocols`; import it from there (it is not re-exported here)."""
+is `neuralde_seq.data.protocols`; import it from there (it is not re-exported here)."""
 
 from .arff import parse_arff, read_arff
 from .arrays import from_arrays, from_concatenated, pad_sequences

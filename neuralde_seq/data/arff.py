@@ -1,9 +1,9 @@
 """Reader for the ARFF files of the UEA & UCR time series classification archives.
 
-Two layouts occur in the archives, and both are read into the same :class:`~neuralde_seq.data.TsData`
+Two layouts occur in the archives, and both are read into the same `TsData`
 as the ``.ts`` reader produces, so a dataset gives identical arrays from either format:
 
-* **multivariate (relational)**, the UEA multivariate archive::
+* **multivariate (relational)**, the UEA multivariate archive:
 
       @relation 'BasicMotions'
       @attribute relationalAtt relational
@@ -65,7 +65,18 @@ def decode_archive_text(raw: bytes) -> str:
 
 
 def read_arff(path: str | os.PathLike) -> TsData:
-    """Read an ARFF file from disk (see the module docstring for the layouts)."""
+    """Read an ARFF file from disk (see the module docstring for the layouts).
+
+    Arguments:
+        path: the ``.arff`` file.
+
+    Returns:
+        `TsData`, as `parse_arff`.
+
+    Raises:
+        ValueError: as `parse_arff` (malformed contents, naming the file and line).
+        NotImplementedError: as `parse_arff` (sparse data lines, string/date attributes).
+    """
     text = decode_archive_text(Path(path).read_bytes())
     return parse_arff(text.splitlines(), source=str(path))
 
@@ -177,16 +188,17 @@ def _nominal_values(kind: str, source: str, lineno: int) -> list[str]:
 
 
 def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
-    """Parse the lines of a UEA/UCR ARFF file into :class:`~neuralde_seq.data.TsData`.
+    """Parse the lines of a UEA/UCR ARFF file into `TsData`.
 
-    Returns ``series`` as one float64 array of shape (C, T) per case (T = the number of time-step
-    attributes, padding kept as NaN), ``labels`` as strings, ``class_labels`` as declared by the class
-    attribute (None for a numeric one), ``targets`` (True for a numeric class attribute: regression targets),
-    and ``header`` with ``relation`` and ``format`` ("arff-relational" or "arff-flat").
-
-    Args:
+    Arguments:
         lines: the file's lines (with or without line ends).
         source: the file name used in error messages.
+
+    Returns:
+        `TsData` with ``series`` as one float64 array of shape (C, T) per case (T = the number of time-step
+            attributes, padding kept as NaN), ``labels`` as strings, ``class_labels`` as declared by the class
+            attribute (None for a numeric one), ``targets`` (True for a numeric class attribute: regression
+            targets), and ``header`` with ``relation`` and ``format`` ("arff-relational" or "arff-flat").
 
     Raises:
         ValueError: a malformed or non-finite token, or a case that contradicts the header, naming

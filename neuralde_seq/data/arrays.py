@@ -1,4 +1,4 @@
-"""numpy (or nested list) input to the toolkit's padded tensors and :class:`~neuralde_seq.data.IrregularDataset`.
+"""numpy (or nested list) input to the toolkit's padded tensors and `IrregularDataset`.
 
 Three input forms are read, each sample being a sequence of time steps with NaN marking a missing value:
 
@@ -7,7 +7,7 @@ Three input forms are read, each sample being a sequence of time steps with NaN 
   step where nothing was observed, *not* padding: the sample's length is T unless ``lengths`` says otherwise;
 * a **2-D array** (N, T): N univariate sequences of T steps (iterating its rows gives the (T,) samples of
   the list form), and likewise a nested list of numbers;
-* and the **concatenated** form of :func:`from_concatenated`: all samples' frames stacked, (sum T_i, C),
+* and the **concatenated** form of `from_concatenated`: all samples' frames stacked, (sum T_i, C),
   with their ``lengths`` (N,).
 
 Times: None gives each sample the observation index 0, 1, ..., T_i - 1; otherwise one (T_i,) array per
@@ -243,15 +243,16 @@ def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = t
 
     Returns:
         ``(times, values, lengths)``: times (N, T_max) strictly increasing in every row (the padding
-        continues each sample's grid with the spacing of its last step, 1 for a one-point sample), values
-        (N, T_max, C) with NaN for missing values and after each sample's end, lengths (N,) long.
+            continues each sample's grid with the spacing of its last step, 1 for a one-point sample), values
+            (N, T_max, C) with NaN for missing values and after each sample's end, lengths (N,) long.
 
     Raises:
-        ValueError naming the argument and sample for: a wrong number of dimensions, no sample, a sample with
-        no time step or with no observed value (all NaN), an infinite value, complex data, channel counts that
-        differ between samples, times that do not match a sample's length, are not finite or not strictly
-        increasing (also after the cast to ``dtype``), and ``lengths`` of the wrong shape or out of range.
-        TypeError for sparse matrices and entries that are not numbers.
+        ValueError: naming the argument and sample, for a wrong number of dimensions, no sample, a sample with
+            no time step or with no observed value (all NaN), an infinite value, complex data, channel counts
+            that differ between samples, times that do not match a sample's length, are not finite or not
+            strictly increasing (also after the cast to ``dtype``), and ``lengths`` of the wrong shape or out of
+            range.
+        TypeError: for sparse matrices and entries that are not numbers.
     """
     padded, _ = _read(sequences, times, lengths, dtype)
     return padded
@@ -259,7 +260,7 @@ def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = t
 
 def from_concatenated(frames, lengths, times=None, *, dtype: torch.dtype = torch.float32
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pad sequences given as all samples' frames stacked one after another, as :func:`pad_sequences` does.
+    """Pad sequences given as all samples' frames stacked one after another, as `pad_sequences` does.
 
     Arguments:
         frames: (sum T_i, C) array-like (or (sum T_i,) for univariate sequences): the frames of sample 0, then
@@ -270,11 +271,13 @@ def from_concatenated(frames, lengths, times=None, *, dtype: torch.dtype = torch
         dtype: floating point dtype of the returned ``times`` and ``values``.
 
     Returns:
-        ``(times, values, lengths)`` as :func:`pad_sequences`.
+        ``(times, values, lengths)`` as `pad_sequences`.
 
     Raises:
-        ValueError when the lengths are not positive integers or do not sum to the number of frames, when
-        ``times`` does not hold one time per frame, and for everything :func:`pad_sequences` refuses.
+        ValueError: when the lengths are not positive integers or do not sum to the number of frames, when
+            ``times`` does not hold one time per frame, and for everything `pad_sequences` refuses with a
+            ValueError.
+        TypeError: as `pad_sequences` (sparse matrices, entries that are not numbers).
     """
     array = _numeric(frames, "frames")
     if array.ndim == 1:
@@ -320,7 +323,7 @@ def encode_labels(labels, num_samples: int, class_names: Sequence | None = None)
 
     Returns:
         ``(indices, classes)``: (N,) int64 indices in [0, K) and the K classes as given (numpy scalars turned
-        into Python ones), so that ``classes[indices[i]] == labels[i]``.
+            into Python ones), so that ``classes[indices[i]] == labels[i]``.
     """
     if isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
@@ -374,17 +377,17 @@ def encode_labels(labels, num_samples: int, class_names: Sequence | None = None)
 
 def from_arrays(sequences, labels=None, *, times=None, lengths=None, class_names: Sequence | None = None,
                 name: str = "", dtype: torch.dtype = torch.float32) -> IrregularDataset:
-    """An :class:`~neuralde_seq.data.IrregularDataset` from numpy sequences and labels.
+    """An `IrregularDataset` from numpy sequences and labels.
 
     Arguments:
-        sequences: N samples as :func:`pad_sequences` reads them: a list of (T_i, C) (or (T_i,)) array-likes,
+        sequences: N samples as `pad_sequences` reads them: a list of (T_i, C) (or (T_i,)) array-likes,
             a 3-D (N, T, C) or 2-D (N, T) array; NaN marks a missing value.
         labels: None (a dataset to predict on: its ``labels`` is None), or N hashable labels (strings, ints,
             ...), a list or 1-D array. They become indices 0..K-1 in sorted order of the distinct labels (or in
             the order of ``class_names``).
         times: None (observation index) or one (T_i,) array per sample (a list or a 2-D (N, T) array).
         lengths: None, or (N,) integers: use the first ``lengths[i]`` time steps of sample i (see
-            :func:`pad_sequences`).
+            `pad_sequences`).
         class_names: None, or every class in index order (labels must be among them). With ``labels=None`` it
             is kept as the dataset's class names (e.g. the classes of a training set).
         name: the dataset's name.
@@ -392,12 +395,14 @@ def from_arrays(sequences, labels=None, *, times=None, lengths=None, class_names
 
     Returns:
         The dataset: ``times`` (N, T), ``values`` (N, T, C), ``lengths`` (N,), ``labels`` (N,) long or None,
-        ``class_names`` the classes as strings, and ``meta["classes"]`` the classes as given (ints stay
-        ints), so that a prediction k maps back to ``meta["classes"][k]``.
+            ``class_names`` the classes as strings, and ``meta["classes"]`` the classes as given (ints stay
+            ints), so that a prediction k maps back to ``meta["classes"][k]``.
 
     Raises:
-        ValueError as :func:`pad_sequences`, and for labels whose count differs from the sequences', missing
-        (None or NaN) or unhashable labels, labels outside ``class_names`` and unsortable label types.
+        ValueError: as `pad_sequences`, and for labels whose count differs from the sequences', missing
+            (None or NaN) or unhashable labels, labels outside ``class_names``, unsortable label types and
+            classes whose string forms coincide.
+        TypeError: as `pad_sequences` (sparse matrices, entries that are not numbers).
     """
     times_t, values, lengths_t = pad_sequences(sequences, times, lengths=lengths, dtype=dtype)
     if labels is None:

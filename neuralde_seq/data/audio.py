@@ -1,6 +1,6 @@
 """WAV reading and MFCCs in plain torch (torchaudio does not import next to torch 2.13; docs/design.md#environment-constraints).
 
-:func:`mfcc` reproduces ``torchaudio.transforms.MFCC(sample_rate, n_mfcc, log_mels=True,
+`mfcc` reproduces ``torchaudio.transforms.MFCC(sample_rate, n_mfcc, log_mels=True,
 melkwargs=dict(n_fft=..., n_mels=...))`` — the Speech Commands features of the NCDE paper (Kidger et al.
 2020), used again by CKConv (paper 000) and the CT-FWP paper (002). Every setting torchaudio leaves at
 its default is the same here (checked against torchaudio's ``Spectrogram``, ``MelScale``,
@@ -16,7 +16,7 @@ its default is the same here (checked against torchaudio's ``Spectrogram``, ``Me
 * ``log(mel + 1e-6)``;
 * DCT-II with orthonormal scaling, first ``n_mfcc`` coefficients.
 
-Unlike torchaudio, whose output is (..., n_mfcc, frames), :func:`mfcc` returns time first,
+Unlike torchaudio, whose output is (..., n_mfcc, frames), `mfcc` returns time first,
 (..., frames, n_mfcc), the toolkit's (T, C) convention (the NCDE code transposes to the same layout).
 Everything is computed in the input's dtype on its device; the filters are built in float64 and cast.
 """
@@ -49,7 +49,7 @@ def read_wav(source: str | os.PathLike | bytes | io.IOBase) -> tuple[int, np.nda
 
     Returns:
         ``(sample_rate, samples)``: samples is an int16 array of shape (L,) for a mono file or (L, channels)
-        otherwise, the raw integers (divide by 2^15 for [-1, 1)).
+            otherwise, the raw integers (divide by 2^15 for [-1, 1)).
 
     Raises ``ValueError`` for a file that is not 16-bit PCM (e.g. float or 8-bit WAV).
     """
@@ -71,7 +71,7 @@ def hz_to_mel(freq):
 
 
 def mel_to_hz(mel):
-    """Inverse of :func:`hz_to_mel`: ``700 (10^(m / 2595) - 1)``."""
+    """Inverse of `hz_to_mel`: ``700 (10^(m / 2595) - 1)``."""
     if isinstance(mel, torch.Tensor):
         return 700.0 * (torch.pow(10.0, mel / 2595.0) - 1.0)
     return 700.0 * (10.0 ** (np.asarray(mel, dtype=np.float64) / 2595.0) - 1.0)
@@ -100,11 +100,12 @@ def mel_filterbank(
             ``k * (sample_rate // 2) / (n_freqs - 1)`` Hz.
         n_mels: number of filters.
         sample_rate: in Hz.
-        f_min, f_max: band edges in Hz; ``f_max`` defaults to ``sample_rate // 2``.
+        f_min: lower band edge in Hz (default 0).
+        f_max: upper band edge in Hz; None (default): ``sample_rate // 2``.
 
     Returns:
         (n_freqs, n_mels) weights: filter m rises linearly from 0 at corner ``f[m]`` to 1 at ``f[m+1]`` and
-        falls back to 0 at ``f[m+2]``, the ``n_mels + 2`` corners being equally spaced in mel.
+            falls back to 0 at ``f[m+2]``, the ``n_mels + 2`` corners being equally spaced in mel.
     """
     n_freqs = _check_positive_int("n_freqs", n_freqs)
     n_mels = _check_positive_int("n_mels", n_mels)
@@ -175,7 +176,7 @@ def power_spectrogram(waveform: torch.Tensor, n_fft: int) -> torch.Tensor:
 
 def mel_spectrogram(waveform: torch.Tensor, *, sample_rate: int = 16000, n_fft: int = 200,
                     n_mels: int = 64) -> torch.Tensor:
-    """Mel power spectrogram (before the log): :func:`power_spectrogram` times :func:`mel_filterbank`.
+    """Mel power spectrogram (before the log): `power_spectrogram` times `mel_filterbank`.
 
     Args:
         waveform: (..., L) floating point samples.

@@ -1,8 +1,8 @@
 """Cache integrity: SHA-256 checks, trust-on-first-use manifests, archive verification and the entry lock.
 
-The rules every cached dataset file obeys (:func:`~neuralde_seq.data.download.fetch` applies them):
+The rules every cached dataset file obeys (`fetch` applies them):
 
-* **Checksums.** A :class:`~neuralde_seq.data.download.RemoteFile` pins the SHA-256 of its file where a
+* **Checksums.** A `RemoteFile` pins the SHA-256 of its file where a
   trustworthy published value exists. Where none exists (``sha256=None``) the policy is *trust on first
   use*: the hash of the first download (or of the first file a user placed in the cache by hand) is
   recorded in a manifest ``<filename>.sha256`` beside the file, with a warning saying so, and every later
@@ -15,8 +15,8 @@ The rules every cached dataset file obeys (:func:`~neuralde_seq.data.download.fe
   same file one downloads and the others wait and then reuse its verified file. The lock file is removed
   on release.
 * **Bad caches are refused, never silently replaced**: a cached file whose hash differs raises
-  :class:`ChecksumError` and stays where it is (it may be the user's only copy); an unreadable archive
-  or tensor file raises :class:`CorruptCacheError` naming the file to delete. Each message says which
+  `ChecksumError` and stays where it is (it may be the user's only copy); an unreadable archive
+  or tensor file raises `CorruptCacheError` naming the file to delete. Each message says which
   files to delete or replace to recover.
 """
 

@@ -1,8 +1,8 @@
 """Long-format pandas DataFrames (the layout of aeon, tsfresh and most databases) as datasets.
 
-:func:`from_long_dataframe` reads one of two layouts:
+`from_long_dataframe` reads one of two layouts:
 
-* **wide-long** (one row per sample and time point, one column per channel)::
+* **wide-long** (one row per sample and time point, one column per channel):
 
       id   time  heart_rate  temperature  label
       a    0.0   71.0        NaN          sick
@@ -10,7 +10,7 @@
       b    0.0   64.0        36.6         well
 
 * **stacked** (tsfresh's ``column_kind`` / ``column_value`` layout: one row per sample, time point and
-  channel), with ``kind_column="kind", value_column="value"``::
+  channel), with ``kind_column="kind", value_column="value"``:
 
       id   time  kind         value
       a    0.0   heart_rate   71.0
@@ -23,7 +23,7 @@ of the sample's times is missing there. Nothing is dropped or filled: a repeated
 (id, time, kind)), a missing id, time or label, an infinite value, a non-numeric value or time column, and
 a label that varies within one id raise an error naming the column (and the id or row).
 
-The arrays are passed to :func:`neuralde_seq.data.arrays.from_arrays`, so the result equals
+The arrays are passed to `neuralde_seq.data.arrays.from_arrays`, so the result equals
 ``from_arrays(sequences, labels, times=times)`` with the same per-sample arrays (labels mapped to
 0..K-1 in sorted order, the originals in ``class_names``).
 
@@ -88,7 +88,7 @@ def from_long_dataframe(
     name: str = "",
     dtype: torch.dtype = torch.float32,
 ) -> IrregularDataset:
-    """A long-format DataFrame (see the module docstring) as an :class:`~neuralde_seq.data.IrregularDataset`.
+    """A long-format DataFrame (see the module docstring) as an `IrregularDataset`.
 
     Arguments:
         frame: a ``pandas.DataFrame`` with R rows.
@@ -100,16 +100,19 @@ def from_long_dataframe(
         label_column: the column holding each sample's label (constant within an id, no missing ones).
         labels: instead of ``label_column``, each sample's label looked up by id: a mapping or a
             ``pandas.Series`` indexed by id (tsfresh's ``y``), with exactly the frame's ids.
-        kind_column, value_column: the stacked layout (give both): the channel name of each row and its value.
-            Channels are the distinct kinds, sorted (``meta["channels"]``); needs ``time_column``.
-        class_names, name, dtype: passed to :func:`~neuralde_seq.data.arrays.from_arrays` (labels are mapped
-            to 0..K-1 in sorted order unless ``class_names`` says otherwise; ``dtype`` of times and values).
+        kind_column: the stacked layout (give it with ``value_column``): the column holding each row's channel
+            name. Channels are the distinct kinds, sorted (``meta["channels"]``); needs ``time_column``.
+        value_column: the stacked layout (give it with ``kind_column``): the column holding each row's value.
+        class_names: passed to `from_arrays`: None (labels are mapped to 0..K-1 in sorted order) or every
+            class in index order.
+        name: the dataset's name, passed to `from_arrays`.
+        dtype: floating point dtype of the dataset's times and values, passed to `from_arrays`.
 
     Returns:
         The dataset of N samples (the distinct ids in order of first appearance): ``times`` (N, T),
-        ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,), ``labels`` (N,) (the
-        ``from_arrays`` default when neither ``label_column`` nor ``labels`` is given). ``meta`` adds
-        ``ids`` (the id of each sample), ``channels`` (the channel names) and ``layout``.
+            ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,), ``labels`` (N,) (the
+            ``from_arrays`` default when neither ``label_column`` nor ``labels`` is given). ``meta`` adds
+            ``ids`` (the id of each sample), ``channels`` (the channel names) and ``layout``.
 
     Raises:
         ImportError: pandas is not installed.

@@ -8,7 +8,7 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
 * ``values`` (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too;
 * ``lengths`` (N,) long, the number of time steps of each sample (1 <= length <= T);
 * ``labels`` (N,) long in ``[0, len(class_names))``, or None for an unlabelled dataset (inputs to predict on,
-  e.g. from :func:`~neuralde_seq.data.from_arrays` without labels) or a regression dataset;
+  e.g. from `from_arrays` without labels) or a regression dataset;
 * ``targets`` (N,) or (N, K) float, finite, or None: real-valued regression targets (e.g. a ``.ts`` file with
   ``@targetLabel true``), in place of ``labels``: a dataset has labels, targets or neither, never both;
 * ``static`` (N, S) float or None: per-sample features that do not vary in time (e.g. PhysioNet's age).
@@ -38,7 +38,13 @@ __all__ = [
 
 
 class DatasetSplits(NamedTuple):
-    """The train / validation / test parts of a benchmark dataset (each an :class:`IrregularDataset`)."""
+    """The train / validation / test parts of a benchmark dataset (each an `IrregularDataset`).
+
+    Attributes:
+        train: the training part.
+        val: the validation part.
+        test: the test part.
+    """
 
     train: "IrregularDataset"
     val: "IrregularDataset"
@@ -50,13 +56,25 @@ class IrregularDataset:
     """A labelled set of irregularly sampled multichannel sequences (see the module docstring).
 
     Shapes are checked on construction; a bad argument raises ``ValueError`` naming it. ``labels`` may be
-    None: a dataset of inputs without labels (to predict on); it cannot be split by :func:`stratified_split`
+    None: a dataset of inputs without labels (to predict on); it cannot be split by `stratified_split`
     or trained on as a classification set.
 
     ``targets``: None, or the real-valued regression targets of a regression dataset, (N,) or (N, K)
     floating point and finite; such a dataset has ``labels`` None and, as a rule, no ``class_names``.
-    :meth:`subset`, :meth:`replace` and :meth:`to` carry them (``to``'s dtype applies to them) and
-    :meth:`to_arrays` returns them as y.
+    `subset`, `replace` and `to` carry them (``to``'s dtype applies to them) and
+    `to_arrays` returns them as y.
+
+    Attributes:
+        times: (N, T) float, strictly increasing in every row, padding included (after a sample's end the
+            grid continues with the spacing of its last step).
+        values: (N, T, C) float, NaN = missing; every entry after a sample's end is NaN too.
+        lengths: (N,) long, the number of time steps of each sample (1 <= length <= T).
+        labels: (N,) long class indices in ``[0, len(class_names))``, or None (unlabelled or regression).
+        class_names: the K class names (stored as strings); index k of ``labels`` names class_names[k].
+        name: the dataset's name (default "").
+        meta: free-form metadata (provenance, transforms applied, ``classes`` as given, ...; default {}).
+        static: (N, S) float per-sample features that do not vary in time, or None (default).
+        targets: (N,) or (N, K) float finite regression targets, or None (default); never with ``labels``.
     """
 
     times: torch.Tensor
@@ -144,7 +162,7 @@ class IrregularDataset:
 
     @property
     def observations(self) -> Observations:
-        """The inputs without the labels: an :class:`~neuralde_seq.Observations` batch of every sample."""
+        """The inputs without the labels: an `Observations` batch of every sample."""
         return Observations(self.times, self.values, self.lengths, self.static)
 
     @property
@@ -153,9 +171,19 @@ class IrregularDataset:
         return ~torch.isnan(self.values)
 
     def subset(self, indices) -> "IrregularDataset":
-        """The samples at ``indices`` (sequence of ints or a 1-D integer/bool tensor), as a new dataset.
+        """The samples at ``indices``, as a new dataset.
 
         The padded length T is kept. Tensors are copies, so editing the subset leaves this one intact.
+
+        Arguments:
+            indices: a sequence of ints or a 1-D integer tensor (negative indices count from the end), or an
+                (N,) bool mask.
+
+        Returns:
+            A new `IrregularDataset` of the selected samples, in the order of ``indices``.
+
+        Raises:
+            ValueError: indices that are not 1-D integers, out of range, or a mask of the wrong shape.
         """
         idx = torch.as_tensor(indices)
         if idx.dtype == torch.bool:
@@ -181,7 +209,15 @@ class IrregularDataset:
         )
 
     def replace(self, **changes) -> "IrregularDataset":
-        """A copy with some fields replaced (validated again)."""
+        """A copy with some fields replaced (validated again).
+
+        Arguments:
+            **changes: new values of fields (``times``, ``values``, ``lengths``, ``labels``, ``class_names``,
+                ``name``, ``meta``, ``static``, ``targets``).
+
+        Returns:
+            A new `IrregularDataset`.
+        """
         fields_ = dict(
             times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
             class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
@@ -191,7 +227,15 @@ class IrregularDataset:
         return IrregularDataset(**fields_)
 
     def to(self, device=None, dtype: torch.dtype | None = None) -> "IrregularDataset":
-        """Move to ``device``; ``dtype`` (floating) applies to times, values, static and targets."""
+        """Move to ``device`` and/or cast to ``dtype``.
+
+        Arguments:
+            device: the target device, or None (default: unchanged).
+            dtype: a floating dtype for times, values, static and targets, or None (default: unchanged).
+
+        Returns:
+            A new `IrregularDataset`.
+        """
         return self.replace(
             times=self.times.to(device=device, dtype=dtype),
             values=self.values.to(device=device, dtype=dtype),
@@ -202,17 +246,18 @@ class IrregularDataset:
         )
 
     def to_arrays(self) -> tuple[list, "np.ndarray | None", list]:
-        """The samples as numpy, the form :func:`from_arrays` and the scikit-learn estimators read:
+        """The samples as numpy, the form `from_arrays` and the scikit-learn estimators read:
         ``(X, y, times)``.
 
+        So ``from_arrays(X, y, times=times, class_names=dataset.class_names)`` rebuilds a classification
+        dataset (up to padding length) and ``SequenceClassifier().fit(X, y, times=times)`` trains on it
+        (``SequenceRegressor`` on a regression dataset).
+
         Returns:
-            X: N arrays (T_i, C), each sample up to its length, NaN where missing; y: (N,) array of the labels
-            as :func:`from_arrays` was given them (``meta["classes"]``), else of the class names; for a
-            regression dataset the targets, float64 (N,) or (N, K); or None for an unlabelled dataset;
-            times: N arrays (T_i,).
-            So ``from_arrays(X, y, times=times, class_names=dataset.class_names)`` rebuilds a classification
-            dataset (up to padding length) and ``SequenceClassifier().fit(X, y, times=times)`` trains on it
-            (``SequenceRegressor`` on a regression dataset).
+            ``(X, y, times)``. X: N arrays (T_i, C), each sample up to its length, NaN where missing.
+                y: (N,) array of the labels as `from_arrays` was given them (``meta["classes"]``), else of the
+                class names; for a regression dataset the targets, float64 (N,) or (N, K); or None for an
+                unlabelled dataset. times: N arrays (T_i,).
         """
         lengths = self.lengths.tolist()
         values, times = self.values.detach().cpu().numpy(), self.times.detach().cpu().numpy()
@@ -243,9 +288,21 @@ class IrregularDataset:
     ) -> "IrregularDataset":
         """Pad a list of (C, L_i) arrays into a dataset.
 
-        ``labels`` are either class names (strings, looked up in ``class_names``) or integer indices, one per
-        series; or None for a dataset without labels (give regression targets with :meth:`replace`).
-        ``times``: one (L_i,) array per sample; by default the observation index 0..L_i-1.
+        Arguments:
+            series: N arrays of shape (C, L_i) (channels first), NaN where missing.
+            labels: one per series, either class names (strings, looked up in ``class_names``) or integer
+                indices; or None for a dataset without labels (give regression targets with `replace`).
+            class_names: the K class names, in index order.
+            times: one (L_i,) array per sample; None (default): the observation index 0..L_i-1.
+            dtype: floating point dtype of times and values (default float32).
+            name: the dataset's name.
+
+        Returns:
+            An `IrregularDataset` with ``times`` (N, T), ``values`` (N, T, C), ``lengths`` (N,), T = max L_i.
+
+        Raises:
+            ValueError: an empty list, mismatched counts of labels or times, differing channel counts, an
+                empty series, or a label not in ``class_names``.
         """
         if len(series) == 0:
             raise ValueError("series is empty")
@@ -297,11 +354,21 @@ class IrregularDataset:
 
 
 def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
-    """Build an :class:`IrregularDataset` from parsed ``.ts`` contents.
+    """Build an `IrregularDataset` from parsed ``.ts`` contents.
 
-    Class names default to the header's declared labels, else to the sorted distinct labels. A regression
-    file (``data.targets``, ``@targetLabel true``) gives a dataset with ``labels`` None, no class names and
-    ``targets`` (N,) of ``dtype``.
+    Arguments:
+        data: the parsed file (`TsData`, from `read_ts` or `parse_ts`).
+        class_names: the classes in index order; None (default): the header's declared labels, else the
+            sorted distinct labels. Not for a regression file.
+        dtype: floating point dtype of times, values (and targets); default float32.
+        name: the dataset's name.
+
+    Returns:
+        The dataset. A regression file (``data.targets``, ``@targetLabel true``) gives a dataset with
+            ``labels`` None, no class names and ``targets`` (N,) of ``dtype``.
+
+    Raises:
+        ValueError: the data carry no labels, or ``class_names`` is given for a regression file.
     """
     if data.labels is None:
         raise ValueError("the .ts data carry no labels; a classification dataset needs them")
@@ -320,7 +387,14 @@ def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=tor
 
 
 def embedded_path(filename: str):
-    """Path (a ``Traversable``) of a file in ``neuralde_seq/data/embedded``."""
+    """Path of a file shipped in ``neuralde_seq/data/embedded``.
+
+    Arguments:
+        filename: the file's name, e.g. ``"JapaneseVowels_TRAIN.ts"``.
+
+    Returns:
+        An ``importlib.resources`` ``Traversable`` (use ``importlib.resources.as_file`` for a real path).
+    """
     return resources.files("neuralde_seq.data").joinpath("embedded", filename)
 
 
@@ -330,6 +404,12 @@ def load_japanese_vowels(dtype: torch.dtype = torch.float32) -> tuple[IrregularD
     270 training and 370 test utterances, 12 channels (LPC cepstrum coefficients), 9 classes
     (speakers "1".."9"), lengths 7 to 29. The data have no timestamps, so ``times`` is the observation
     index 0..L-1 (padding continues the grid). See ``embedded/SOURCE.md`` for provenance and licence.
+
+    Arguments:
+        dtype: floating point dtype of times and values (default float32).
+
+    Returns:
+        ``(train, test)``: two `IrregularDataset`, with times (N, T), values (N, T, 12), lengths (N,).
     """
     out = []
     for split in ("TRAIN", "TEST"):
@@ -353,15 +433,27 @@ def stratified_split(
 
     ``fractions`` must be positive and sum to 1 (e.g. ``(0.85, 0.15)`` or ``(0.7, 0.15, 0.15)``).
     Parts are peeled off one after another, each stratified on the labels of what remains; every
-    sample lands in exactly one part. Indices in each part are sorted. Returns a tuple of datasets, or
-    of ``(dataset, indices)`` pairs with ``return_indices=True``.
+    sample lands in exactly one part. Indices in each part are sorted.
 
     Classes too small to stratify: a step cannot be stratified when a class has fewer than 2 samples among
     those that remain, or when one of its two parts would hold fewer samples than there are classes. That
     step is then a plain random split (same sizes, same seed) and a ``UserWarning`` names the classes too
     small (or the part sizes against the number of classes), so a small class may be missing from a part.
     Steps that can be stratified are stratified exactly as before (the published splits do not change).
-    Raises ``ValueError`` for a dataset without labels (unlabelled, or a regression dataset: ``targets``).
+
+    Arguments:
+        dataset: a labelled `IrregularDataset`.
+        fractions: the parts' fractions, at least two, positive and summing to 1.
+        seed: the random seed (part k is drawn with ``random_state=seed + k``).
+        return_indices: also return each part's sorted sample indices (default False).
+
+    Returns:
+        A tuple of ``len(fractions)`` datasets, or of ``(dataset, indices)`` pairs with
+            ``return_indices=True``.
+
+    Raises:
+        ValueError: a dataset without labels (unlabelled, or a regression dataset: ``targets``), or bad
+            ``fractions``.
     """
     fractions = _check_fractions(fractions)
     if dataset.labels is None:
@@ -383,7 +475,7 @@ def _check_fractions(fractions: Sequence[float]) -> list[float]:
 
 def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, stratify: bool,
            return_indices: bool = False):
-    """The parts of :func:`stratified_split` (same arguments and return). ``stratify=False`` makes every step
+    """The parts of `stratified_split` (same arguments and return). ``stratify=False`` makes every step
     the plain random split that a step too small to stratify falls back on (same sizes, same seeds, no
     warning): the split of a dataset without labels, e.g. regression targets (``load_files``)."""
     from sklearn.model_selection import train_test_split

@@ -1,29 +1,29 @@
-"""Dataset downloads: the cache directory, offline mode, and verified, resumable transfers (:func:`fetch`).
+"""Dataset downloads: the cache directory, offline mode, and verified, resumable transfers (`fetch`).
 
 Every loader of a public dataset goes through this module, so the rules are the same for all of them:
 
-* **Where.** :func:`data_dir`: the ``cache_dir`` argument, else ``$NEURALDE_SEQ_DATA``, else
+* **Where.** `data_dir`: the ``cache_dir`` argument, else ``$NEURALDE_SEQ_DATA``, else
   ``~/.cache/neuralde_seq``. Each loader keeps its files in a sub-directory of it.
-* **Downloads** (:func:`fetch`) go through :mod:`urllib.request`, so ``http(s)://`` and ``file://``
+* **Downloads** (`fetch`) go through `urllib.request`, so ``http(s)://`` and ``file://``
   sources take the same code path (the tests use local ``file://`` and ``http://127.0.0.1`` sources).
   Bytes go to ``<filename>.part``; a broken transfer is retried, and an interrupted ``.part`` is resumed
   with an HTTP ``Range`` request (a server that ignores it sends the whole file, which then replaces the
   ``.part``; a ``file://`` source is simply read again from the start). The finished file is checked
   against its SHA-256 and only then renamed to its final name, so a file under its final name is
   always complete and verified.
-* **Checksums, concurrency, bad caches** (:mod:`neuralde_seq.data.cache_integrity`): a
-  :class:`RemoteFile` pins the SHA-256 of its file where a trustworthy published value exists; where
+* **Checksums, concurrency, bad caches** (`neuralde_seq.data.cache_integrity`): a
+  `RemoteFile` pins the SHA-256 of its file where a trustworthy published value exists; where
   none exists (``sha256=None``) the policy is *trust on first use*: the first download's hash is
   recorded in a manifest ``<filename>.sha256`` beside the file and every later use is verified against
   it (an archive is opened and listed before its hash is recorded). Writes to a cache entry happen under
   an exclusive lock on ``<filename>.lock``. A cached file that fails its check is refused
-  (:class:`~neuralde_seq.data.cache_integrity.ChecksumError`, :class:`CorruptCacheError`), never
+  (`ChecksumError`, `CorruptCacheError`), never
   silently replaced.
 * **Offline mode** (``offline=True`` or ``$NEURALDE_SEQ_OFFLINE`` set to 1/true/yes/on): cached files are
-  used, and a missing one raises :class:`DataUnavailableError` naming the URL and the path to put the
+  used, and a missing one raises `DataUnavailableError` naming the URL and the path to put the
   file at, before anything is written to disk.
-* **Extraction** of downloaded archives: :func:`neuralde_seq.data.extraction.extract_archive`.
-* **Preprocessed tensors** (:func:`cached_tensors`, from :mod:`neuralde_seq.cache`) are computed once per
+* **Extraction** of downloaded archives: `neuralde_seq.data.extraction.extract_archive`.
+* **Preprocessed tensors** (`cached_tensors`, from `neuralde_seq.cache`) are computed once per
   key and saved atomically with a checksum of their contents; an unreadable or altered file is refused.
 """
 
@@ -70,6 +70,15 @@ def data_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """The root of the dataset cache: ``cache_dir``, else ``$NEURALDE_SEQ_DATA``, else ``~/.cache/neuralde_seq``.
 
     ``~`` is expanded. The directory is not created here (offline runs must not write anything).
+
+    Arguments:
+        cache_dir: the cache root to use, or None (default) for the environment variable or the default.
+
+    Returns:
+        The cache root as a `Path` (``~`` expanded; it may not exist yet).
+
+    Raises:
+        ValueError: ``cache_dir`` is given but is not a non-empty path.
     """
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
@@ -185,7 +194,7 @@ def fetch(
 
     Returns:
         The path of the file, whose SHA-256 matches ``remote.sha256`` (or the trust-on-first-use manifest
-        when ``remote.sha256`` is None).
+            when ``remote.sha256`` is None).
 
     Raises:
         ChecksumError: the cached file, or a fresh download, has another SHA-256. A cached file is left in
@@ -237,7 +246,7 @@ def _offline_error(remote: RemoteFile, target: Path) -> DataUnavailableError:
 
 
 def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: int, progress: bool) -> Path:
-    """The body of :func:`fetch` once this process holds the entry's lock."""
+    """The body of `fetch` once this process holds the entry's lock."""
     if target.exists() or target.is_symlink():  # placed by hand, or another process finished meanwhile
         _check_is_file(remote, target)
         _verify_cached(remote, target)

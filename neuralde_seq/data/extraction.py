@@ -1,4 +1,4 @@
-"""Safe extraction of downloaded zip and tar archives (:func:`extract_archive`).
+"""Safe extraction of downloaded zip and tar archives (`extract_archive`).
 
 Members that would land outside the target directory, and tar links or device files, are refused;
 everything is extracted into a temporary sibling directory that is renamed to the target only when
@@ -64,7 +64,7 @@ def extract_archive(
             member's name. Members keep their paths inside the archive, relative to ``target``.
 
     Returns:
-        ``target`` as a :class:`~pathlib.Path`.
+        ``target`` as a `Path`.
 
     Raises:
         CorruptCacheError: the archive is unreadable (not zip/tar, CRC error, truncated), or a member would

@@ -1,6 +1,6 @@
 """Local ``.ts`` and ARFF files as datasets, with the files' own TRAIN / TEST split.
 
-:func:`load_files` reads a dataset that is already on disk: no download, no archive, no cache. It takes
+`load_files` reads a dataset that is already on disk: no download, no archive, no cache. It takes
 
 * two files, ``load_files("data/X_TRAIN.ts", "data/X_TEST.ts")`` (each ``.ts`` or ``.arff``, the
   format read off the extension, case-insensitive); or
@@ -31,13 +31,13 @@ Protocol:
 5. Values as read: ``?`` and ``NaN`` are missing (NaN), never filled. Time steps after a series' last
    observed value (every channel missing) are padding, as in the archive's variable-length files (the ARFF
    files pad every series with ``?`` to a common width): a series' length is the position of its last time
-   step with any observed channel, as :func:`~neuralde_seq.data.load_uea` reads it. How many series had
+   step with any observed channel, as `load_uea` reads it. How many series had
    such a tail is in ``meta["trailing_missing_cut"]``. A series with no observed value at all raises
    ``ValueError`` naming the file and the case.
 
 Standardisation, dropping observations and subsampling are not applied here: the ``files`` benchmark
-task (:mod:`neuralde_seq.data.protocols`) adds them, and a caller of :func:`load_files` applies
-:func:`~neuralde_seq.data.standardise` itself.
+task (`neuralde_seq.data.protocols`) adds them, and a caller of `load_files` applies
+`standardise` itself.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _check_dtype(dtype) -> None:
 
 def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, name: str | None = None
               ) -> IrregularDataset:
-    """One labelled ``.ts`` or ARFF file as an :class:`~neuralde_seq.data.IrregularDataset`, cases in file order.
+    """One labelled ``.ts`` or ARFF file as an `IrregularDataset`, cases in file order.
 
     Arguments:
         path: the file (``.ts`` or ``.arff``, by extension; relative to the current directory).
@@ -152,12 +152,12 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
         name: the dataset's name (default: the file name without its extension).
 
     Returns:
-        An :class:`IrregularDataset` of N cases: ``times`` (N, T) (timestamps of a ``@timeStamps true``
-        file, else 0..L-1), ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
-        and either ``labels`` (N,) indexing ``class_names``, or for a regression file (``@targetLabel
-        true``) ``targets`` (N,) with ``labels`` None and ``class_names`` [] (module docstring, step 3).
-        ``meta`` records the file, its format, the declared labels and how many series lost a trailing
-        all-missing tail (step 5).
+        An `IrregularDataset` of N cases: ``times`` (N, T) (timestamps of a ``@timeStamps true``
+            file, else 0..L-1), ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
+            and either ``labels`` (N,) indexing ``class_names``, or for a regression file (``@targetLabel
+            true``) ``targets`` (N,) with ``labels`` None and ``class_names`` [] (module docstring, step 3).
+            ``meta`` records the file, its format, the declared labels and how many series lost a trailing
+            all-missing tail (step 5).
 
     Raises:
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
@@ -239,12 +239,12 @@ def load_files(
             Default: the ``<Name>`` of the files (a TRAIN file name without ``_TRAIN`` and extension).
 
     Returns:
-        ``DatasetSplits(train, val, test)`` of :class:`~neuralde_seq.data.IrregularDataset`, each with
-        ``times`` (N, T), ``values`` (N, T, C) (NaN = missing or padding), ``lengths`` (N,), ``labels`` (N,)
-        and the same ``class_names``, or for regression files ``targets`` (N,), ``labels`` None and
-        ``class_names`` []; T is the longest series of each part's file. ``meta`` records the
-        absolute file paths, format, ``part``, ``indices`` (positions in the file the part comes from),
-        ``num_file_train``, ``split_seed``, ``validation_fraction``, the declared and unused class labels.
+        ``DatasetSplits(train, val, test)`` of `IrregularDataset`, each with
+            ``times`` (N, T), ``values`` (N, T, C) (NaN = missing or padding), ``lengths`` (N,), ``labels`` (N,)
+            and the same ``class_names``, or for regression files ``targets`` (N,), ``labels`` None and
+            ``class_names`` []; T is the longest series of each part's file. ``meta`` records the
+            absolute file paths, format, ``part``, ``indices`` (positions in the file the part comes from),
+            ``num_file_train``, ``split_seed``, ``validation_fraction``, the declared and unused class labels.
 
     Raises:
         FileNotFoundError / IsADirectoryError: a missing file or folder, a folder without a TRAIN/TEST pair.

@@ -3,7 +3,7 @@
 Source: ``training_setA.zip`` (20,336 records, folder ``training/``) and ``training_setB.zip`` (20,000
 records, folder ``training_setB/``) from ``https://archive.physionet.org/users/shared/challenge-2019/``,
 the files the NCDE code downloads. Each record ``pNNNNNN.psv`` is a pipe-separated table with the header
-:data:`PHYSIONET_COLUMNS` (41 columns) and one row per ICU hour, ``NaN`` marking a missing value.
+`PHYSIONET_COLUMNS` (41 columns) and one row per ICU hour, ``NaN`` marking a missing value.
 
 Protocol (the NCDE code ``experiments/datasets/sepsis.py``, which CKConv (paper 000) and the CT-FWP paper
 (002) reuse), with every deviation named:
@@ -28,7 +28,7 @@ Protocol (the NCDE code ``experiments/datasets/sepsis.py``, which CKConv (paper 
   "Unit2 observed" are appended (the NCDE code's ``static_intensity``), giving 7 static features.
 * **normalisation** (``normalise=True``): the 34 time-varying channels and the 5 static features are
   standardised with the mean and standard deviation of the *training* split's observed values
-  (:func:`~neuralde_seq.data.standardise`; population std, where the NCDE code divides by the unbiased
+  (`standardise`; population std, where the NCDE code divides by the unbiased
   std + 1e-5, a difference of order 1/n). NaNs stay NaN: nothing time-varying is filled.
 * **observational intensity** (``intensity=True``, "OI"): 34 more channels, the cumulative number of
   observations of each time-varying channel up to and including each hour (the cumulative sum of the
@@ -37,19 +37,19 @@ Protocol (the NCDE code ``experiments/datasets/sepsis.py``, which CKConv (paper 
   by the control construction here, not by the loader.) ``intensity=False`` ("no-OI") gives the 34
   feature channels only and 5 static features.
 * **split**: 70/15/15 stratified on the label with the NCDE seeds (``split_seed=0``: random states 0
-  and 1, see :func:`~neuralde_seq.data.stratified_split`). Records are ordered by file name (the NCDE
+  and 1, see `stratified_split`). Records are ordered by file name (the NCDE
   code used ``os.listdir`` order, which is file-system dependent).
 * **raw columns**: ``meta["raw_channels"]`` (the 34 count channels, indices 34..67, with intensity) and
   ``meta["raw_static"]`` (the 2 observed flags, static columns 5 and 6) name what must never be
-  standardised. :func:`~neuralde_seq.data.protocols.load_task` calls this loader with ``normalise=False``
+  standardised. `load_task` calls this loader with ``normalise=False``
   and standardises every other channel and static column once, with the training split's statistics
   (after its own subsampling), leaving these as they are.
 * ``drop_rate`` removes that fraction of every record's hourly time points
-  (:func:`~neuralde_seq.data.drop_observations`) before normalisation and before the intensity channels
+  (`drop_observations`) before normalisation and before the intensity channels
   are counted, so the counts describe what the model sees. Not part of the papers' protocols.
 
 Checksums: PhysioNet publishes no checksum for these two zips, so they are pinned with ``sha256=None``:
-:func:`~neuralde_seq.data.download.fetch` records the SHA-256 of the first download in a manifest beside
+`fetch` records the SHA-256 of the first download in a manifest beside
 the file and verifies every later use against it (trust on first use, with a warning); with the official
 files the record counts 20,336 and 20,000 are checked as well. The parsed records are cached once per
 pair of zip contents and dtype (``physionet2019_sepsis`` under ``<data_dir>/physionet_sepsis``); the zips
@@ -119,7 +119,7 @@ def parse_psv(text: str, name: str = "<psv>", max_hours: int = MAX_HOURS) -> dic
 
     Returns:
         dict with ``values`` (L, 34) float64 for hours 1..L (NaN = missing; all NaN for an hour without a
-        row), ``hours`` L (0 when no row is kept), ``static`` (5,) float64 (NaN kept), ``label`` 0 or 1.
+            row), ``hours`` L (0 when no row is kept), ``static`` (5,) float64 (NaN kept), ``label`` 0 or 1.
 
     Raises:
         CorruptCacheError: wrong header, a row without 41 fields, a non-numeric value, an ICULOS that is
@@ -159,9 +159,9 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
 
     Returns:
         dict with ``values`` (N, T, 34) in ``dtype`` (NaN-padded after each record's length; T the longest
-        length), ``lengths`` (N,) long, ``static`` (N, 5) float64 with NaN kept, ``labels`` (N,) long,
-        ``records`` (N,) file names, ``excluded`` the names of the records with fewer than 3 hours in the
-        first 72, and ``counts`` the number of ``.psv`` members of each zip.
+            length), ``lengths`` (N,) long, ``static`` (N, 5) float64 with NaN kept, ``labels`` (N,) long,
+            ``records`` (N,) file names, ``excluded`` the names of the records with fewer than 3 hours in the
+            first 72, and ``counts`` the number of ``.psv`` members of each zip.
     """
     from tqdm.auto import tqdm
 
@@ -258,11 +258,11 @@ def load_physionet_sepsis(
         progress: show progress bars.
 
     Returns:
-        :class:`~neuralde_seq.data.DatasetSplits`: ``times`` (N, T) hours 1..T (T = 72 for the real data),
-        ``values`` (N, T, 34) or (N, T, 68) with intensity, ``lengths`` (N,) the last hour of each record,
-        ``labels`` (N,) 0/1 with ``class_names`` ("no sepsis", "sepsis"), ``static`` (N, 5) or (N, 7).
-        ``meta`` names the channels and static features, records the excluded records' count, and lists
-        the unnormalised count channels and flag columns in ``raw_channels`` and ``raw_static``.
+        `DatasetSplits`: ``times`` (N, T) hours 1..T (T = 72 for the real data),
+            ``values`` (N, T, 34) or (N, T, 68) with intensity, ``lengths`` (N,) the last hour of each record,
+            ``labels`` (N,) 0/1 with ``class_names`` ("no sepsis", "sepsis"), ``static`` (N, 5) or (N, 7).
+            ``meta`` names the channels and static features, records the excluded records' count, and lists
+            the unnormalised count channels and flag columns in ``raw_channels`` and ``raw_static``.
     """
     if not isinstance(intensity, bool):
         raise ValueError(f"intensity must be True or False, got {intensity!r}")

@@ -1,20 +1,20 @@
 """Benchmark tasks by name: each a data protocol (loader, splits, standardisation) and a headline metric.
 
-``TASKS`` maps a task name to a :class:`Task`; :func:`load_task` runs its protocol and returns a
-:class:`TaskData`: the standardised train / validation / test splits, and a way to build robustness
+``TASKS`` maps a task name to a `Task`; `load_task` runs its protocol and returns a
+`TaskData`: the standardised train / validation / test splits, and a way to build robustness
 variants of the test set (other drop rates, other sampling rates).
 
 | task | loader | metric | data depend on the run's seed |
 | --- | --- | --- | --- |
-| japanese-vowels | :func:`japanese_vowels_splits` (embedded data) | accuracy | yes (drop, split) |
-| speech-commands | :func:`~neuralde_seq.data.speech_commands.load_speech_commands` | accuracy | no |
-| physionet-sepsis | :func:`~neuralde_seq.data.physionet.load_physionet_sepsis` | AUROC | no |
-| eigenworms | :func:`~neuralde_seq.data.uea.load_eigenworms` | accuracy | no |
-| character-trajectories | :func:`~neuralde_seq.data.uea.load_character_trajectories` | accuracy | no |
-| uea | :func:`~neuralde_seq.data.uea.load_uea` (option ``name``) | accuracy | no |
-| files | :func:`local_files_splits` (local ``.ts`` / ARFF: ``train`` + ``test``, or ``path``) | accuracy | no |
+| japanese-vowels | `japanese_vowels_splits` (embedded data) | accuracy | yes (drop, split) |
+| speech-commands | `load_speech_commands` | accuracy | no |
+| physionet-sepsis | `load_physionet_sepsis` | AUROC | no |
+| eigenworms | `load_eigenworms` | accuracy | no |
+| character-trajectories | `load_character_trajectories` | accuracy | no |
+| uea | `load_uea` (option ``name``) | accuracy | no |
+| files | `local_files_splits` (local ``.ts`` / ARFF: ``train`` + ``test``, or ``path``) | accuracy | no |
 
-The ``files`` task reads a dataset from local files (:func:`~neuralde_seq.data.local_files.load_files`):
+The ``files`` task reads a dataset from local files (`load_files`):
 ``task_options: {train: PATH, test: PATH}`` or ``{path: FOLDER}`` (relative paths are resolved against the
 current working directory), keeping the files' TRAIN/TEST split; the validation set is carved from TRAIN
 (``validation_fraction``, ``split_seed``), and ``drop_rate``/``drop_seed`` drop observations as the other tasks.
@@ -24,13 +24,13 @@ The downloaded datasets use the papers' fixed split seed (``split_seed``, a load
 training seed sees the same split, as in the papers' code; the embedded JapaneseVowels protocol of
 ``neuralde-seq compare`` instead draws its drop and split from the run's seed.
 
-Protocol shared by all tasks (:func:`load_task`):
+Protocol shared by all tasks (`load_task`):
 
 1. the loader returns the raw splits (its own options: ``drop_rate``, ``representation``, ...);
 2. option ``subsample`` (a task option, default 1) keeps every k-th time point of every split
-   (:func:`~neuralde_seq.data.subsample`), to train at a lower sampling rate;
+   (`subsample`), to train at a lower sampling rate;
 3. every channel is standardised with the statistics of the training split's observed values
-   (:func:`~neuralde_seq.data.channel_statistics`), and static features, where present, column by column
+   (`channel_statistics`), and static features, where present, column by column
    with the training split's mean and std (docs/design.md#dataset-protocols; Kidger et al.'s code does both), exactly
    once: a loader that can standardise itself is called with ``normalise=False``. Channels and static
    columns a loader declares raw (``meta["raw_channels"]``, ``meta["raw_static"]``: indices, e.g. the
@@ -38,7 +38,7 @@ Protocol shared by all tasks (:func:`load_task`):
    them mean 0 and std 1, so ``values * std + mean`` undoes the standardisation of every channel.
 
 The loaders are referenced directly; none of their modules has an optional dependency at import time.
-This module imports nothing from :mod:`neuralde_seq.training`.
+This module imports nothing from `neuralde_seq.training`.
 """
 
 from __future__ import annotations
@@ -69,12 +69,12 @@ def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fractio
     """The embedded JapaneseVowels data in the protocol of ``neuralde-seq compare`` (raw, not standardised).
 
     1. the official UEA train (270) / test (370) split shipped in the package;
-    2. ``drop_rate`` of every sample's time points dropped (:func:`~neuralde_seq.data.drop_observations`)
+    2. ``drop_rate`` of every sample's time points dropped (`drop_observations`)
        in train (seed ``seed``) and test (seed ``seed + 1``);
     3. the official train set split ``1 - val_fraction`` / ``val_fraction`` stratified into train and
        validation (seed ``seed``).
 
-    Standardisation with the training part's statistics follows in :func:`load_task`.
+    Standardisation with the training part's statistics follows in `load_task`.
     """
     if not 0.0 <= float(drop_rate) < 1.0:
         raise ValueError(f"drop_rate must lie in [0, 1), got {drop_rate}")
@@ -120,25 +120,27 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
     """Local ``.ts`` / ARFF files in the benchmark protocol (raw, not standardised): the ``files`` task.
 
     Arguments:
-        train, test: the TRAIN and TEST files; or
+        train: the TRAIN file (with ``test``); or
+        test: the TEST file (with ``train``); or
         path: a folder holding ``<Name>_TRAIN`` / ``<Name>_TEST`` files (``name`` picks one of several).
             Relative paths are resolved against the current working directory (where ``neuralde-seq bench``
             is started), not the config file's folder.
-        validation_fraction, split_seed: the validation set carved, stratified, out of the TRAIN file.
+        validation_fraction: the fraction of the TRAIN file carved out, stratified, as the validation set.
+        split_seed: seed of that stratified validation split.
         drop_rate: fraction of every sample's time points set missing
-            (:func:`~neuralde_seq.data.drop_observations`), in [0, 1).
+            (`drop_observations`), in [0, 1).
         drop_seed: seed of the drop: the TRAIN file's cases with ``drop_seed``, *before* the validation split
             (so the points dropped from a case do not depend on ``split_seed``), the TEST file's with
             ``drop_seed + 1``.
         dtype: floating dtype of the returned splits.
 
     Returns:
-        ``DatasetSplits(train, val, test)`` as :func:`~neuralde_seq.data.local_files.load_files` gives them
-        (test = the whole TEST file, in order), with ``drop_rate`` applied. Each part's ``meta`` adds
-        ``drop_rate`` and ``drop_seed``.
+        ``DatasetSplits(train, val, test)`` as `load_files` gives them
+            (test = the whole TEST file, in order), with ``drop_rate`` applied. Each part's ``meta`` adds
+            ``drop_rate`` and ``drop_seed``.
 
     Raises:
-        ValueError: a bad option (named), whatever :func:`~neuralde_seq.data.local_files.load_files` raises,
+        ValueError: a bad option (named), whatever `load_files` raises,
             and regression files (``@targetLabel true``): the task scores classes (accuracy).
     """
     check_files_options({"train": train, "test": test, "path": path, "name": name})
@@ -181,7 +183,7 @@ class Task:
         name: registry name.
         description: one line for tables and ``--help``.
         metric: the headline test metric, "accuracy" or "auroc".
-        loader: the function returning the raw :class:`~neuralde_seq.data.DatasetSplits` (keyword
+        loader: the function returning the raw `DatasetSplits` (keyword
             arguments only).
         seed_option: the loader's keyword that receives the run's seed (its data then depend on the seed),
             or None (the loader's own fixed split seed is used for every run).
@@ -194,7 +196,7 @@ class Task:
             ``normalise`` option must get ``normalise=False`` here when ``standardise`` is True.
         check_options: a function of the task options (a dict) that raises ``ValueError`` when they cannot
             work together (e.g. the files task's ``train``/``test`` or ``path``), or None; called when a
-            config is parsed, before anything runs, and by :func:`load_task`.
+            config is parsed, before anything runs, and by `load_task`.
     """
 
     name: str
@@ -345,11 +347,11 @@ def _standardise_splits(train: IrregularDataset, *others: IrregularDataset) -> t
 @dataclasses.dataclass
 class TaskData:
     """The data of one task for one run: ``splits`` (standardised, in the requested dtype) and the
-    means to build test-set variants with :meth:`test_variant`.
+    means to build test-set variants with `test_variant`.
 
     Attributes:
-        task: the :class:`Task`.
-        splits: standardised :class:`~neuralde_seq.data.DatasetSplits`.
+        task: the `Task`.
+        splits: standardised `DatasetSplits`.
         options: the task options used (loader options and ``subsample``).
         seed: the seed given to a seed-dependent loader, else None.
     """
@@ -400,14 +402,14 @@ class TaskData:
 
 def load_task(name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32, progress: bool = True,
               **options) -> TaskData:
-    """Run the protocol of task ``name`` (see the module docstring) and return its :class:`TaskData`.
+    """Run the protocol of task ``name`` (see the module docstring) and return its `TaskData`.
 
     Arguments:
-        name: a name in :data:`TASKS` (positional only: ``name=`` is the uea task's dataset option).
+        name: a name in `TASKS` (positional only: ``name=`` is the uea task's dataset option).
         seed: the run's seed, used by tasks whose data depend on it (japanese-vowels); ignored otherwise.
         dtype: floating dtype of the returned splits.
         progress: show the loader's download / preprocessing progress, where it has any.
-        **options: the task's options (:meth:`Task.option_names`): its loader's keyword arguments (e.g.
+        **options: the task's options (`Task.option_names`): its loader's keyword arguments (e.g.
             ``drop_rate``, ``representation``, ``name``, ``cache_dir``, ``remotes``) and ``subsample``.
     """
     task = get_task(name)

@@ -11,13 +11,13 @@ CKConv's code (paper 000) copies for SC and SC_raw):
   clips are excluded, as in the NCDE code; their number is reported in ``meta["excluded_clips"]``;
 * samples are the WAV's int16 values / 2^15;
 * ``representation="mfcc"`` (SC): 20 MFCCs of the log-mel spectrum, n_fft 200, 64 mels
-  (:func:`neuralde_seq.data.audio.mfcc`, which reproduces torchaudio's ``MFCC(log_mels=True, n_mfcc=20,
+  (`neuralde_seq.data.audio.mfcc`, which reproduces torchaudio's ``MFCC(log_mels=True, n_mfcc=20,
   melkwargs=dict(n_fft=200, n_mels=64))``): 161 frames x 20 channels; ``times`` are the frame indices
   0..160 (one frame = 100 samples = 6.25 ms), as the NCDE code's ``linspace(0, 160, 161)``;
 * ``representation="raw"`` (paper 000's SC_raw): 16000 x 1, ``times`` the sample indices 0..15999
   (1/16000 s each). The NCDE code's time channel is not part of ``values``: the control construction adds
   it (``time_channel=True``); a sample rate change (SC_raw at 1/2, 1/4, ...) is the runner's business;
-* split 70/15/15, stratified on the label, with the NCDE seeds: :func:`~neuralde_seq.data.stratified_split`
+* split 70/15/15, stratified on the label, with the NCDE seeds: `stratified_split`
   with ``split_seed=0`` draws ``train_test_split(train_size=0.7, random_state=0)`` and then
   ``train_test_split(train_size=0.5, random_state=1)`` on the rest, exactly the calls of the NCDE code's
   ``split_data``. The NCDE code ordered clips by ``os.listdir`` (file-system dependent); here the clips
@@ -26,17 +26,17 @@ CKConv's code (paper 000) copies for SC and SC_raw):
   *training* split's observed values. The NCDE code computes these statistics on the training part of
   the same split before splitting, which is the same thing. Two small differences: it divides by
   ``std + 1e-5`` with the unbiased (n - 1) std, here the population std (ddof 0) is used, with no
-  offset (:func:`~neuralde_seq.data.standardise`); with ~5.5 million values per channel the difference
+  offset (`standardise`); with ~5.5 million values per channel the difference
   is below 1e-5 relative. For SC_raw the CKConv code's ``normalise_data`` unbinds the last axis of its
   (N, 1, 16000) tensor, i.e. it standardises every *time index* separately; that is not reproduced: the
   single audio channel is standardised as a whole. ``normalise=False`` keeps the int16 / 2^15 samples
   (or the raw MFCCs);
-* ``drop_rate``: :func:`~neuralde_seq.data.drop_observations` removes that fraction of every sample's
+* ``drop_rate``: `drop_observations` removes that fraction of every sample's
   time points (frames or audio samples), reproducibly from ``drop_seed``, before normalisation (as the
   CKConv code drops before ``normalise_data``), so the statistics use the kept values only.
 
 Files: the archive (2.4 GB, SHA-256 pinned from torchaudio's dataset code and TensorFlow Datasets'
-checksums) is downloaded once into ``<data_dir>/speech_commands`` by :func:`~neuralde_seq.data.download.fetch`.
+checksums) is downloaded once into ``<data_dir>/speech_commands`` by `fetch`.
 It is read as a stream, member by member, straight from the ``.tar.gz``: nothing is extracted to disk,
 so no member can land outside the cache whatever its name. The kept clips are cached once as int16
 (``speech_commands_audio``, about 1.1 GB) and the MFCCs once per dtype (``speech_commands_mfcc``); once
@@ -100,12 +100,12 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
     Members are read in archive order without extracting anything. Only ``<word>/<name>.wav`` regular files
     of the ten words are used; everything else is skipped. Inside a word folder anything other than a
     ``.wav`` file, a file not at 16 kHz, mono and 16-bit, or a duplicated name raises
-    :class:`~neuralde_seq.data.download.CorruptCacheError` (the real archive has none).
+    `CorruptCacheError` (the real archive has none).
 
     Returns:
         dict with ``audio`` (N, 16000) int16 tensor, ``labels`` (N,) long (index into
-        :data:`SPEECH_COMMANDS_WORDS`), ``files`` (N,) member names ``<word>/<name>.wav``, ordered by word
-        and then file name, and ``excluded`` (the member names of the clips that are not 16000 samples long).
+            `SPEECH_COMMANDS_WORDS`), ``files`` (N,) member names ``<word>/<name>.wav``, ordered by word
+            and then file name, and ``excluded`` (the member names of the clips that are not 16000 samples long).
     """
     from tqdm.auto import tqdm
 
@@ -196,7 +196,7 @@ def load_speech_commands(
         normalise: standardise each channel with training-split statistics.
         cache_dir: cache root (default ``$NEURALDE_SEQ_DATA`` or ``~/.cache/neuralde_seq``); files go to
             its ``speech_commands`` sub-directory.
-        remotes: one :class:`~neuralde_seq.data.download.RemoteFile` replacing the official archive (e.g. a
+        remotes: one `RemoteFile` replacing the official archive (e.g. a
             ``file://`` fixture); the official archive's clip count (34,975) is checked only without it.
         offline: never download (None reads ``$NEURALDE_SEQ_OFFLINE``). Works from cached tensors alone.
         split_seed: ``stratified_split`` seed; 0 gives the NCDE split (random states 0 and 1).
@@ -206,11 +206,11 @@ def load_speech_commands(
         progress: show progress bars.
 
     Returns:
-        :class:`~neuralde_seq.data.DatasetSplits` of :class:`~neuralde_seq.data.IrregularDataset`:
-        ``times`` (N, T) frame or sample indices, ``values`` (N, T, C) with (T, C) = (161, 20) or (16000, 1),
-        ``lengths`` all T, ``labels`` (N,) in 0..9, ``class_names`` the ten words, no static features;
-        ``meta`` records the representation, the time unit, the normalisation statistics, the number of
-        clips excluded for not being 16000 samples long, and the source.
+        `DatasetSplits` of `IrregularDataset`:
+            ``times`` (N, T) frame or sample indices, ``values`` (N, T, C) with (T, C) = (161, 20) or (16000, 1),
+            ``lengths`` all T, ``labels`` (N,) in 0..9, ``class_names`` the ten words, no static features;
+            ``meta`` records the representation, the time unit, the normalisation statistics, the number of
+            clips excluded for not being 16000 samples long, and the source.
     """
     remote, = _check_options(representation, normalise, split_seed, drop_rate, dtype, remotes)
     directory = data_dir(cache_dir) / "speech_commands"

@@ -1,7 +1,7 @@
 """Synthetic stress tasks of paper 000 (CKConv, Sec. 5 "Stress experiments", App. C): copy memory and the
 adding problem, each with a sequence-length option.
 
-Both generators return a :class:`SyntheticSequences` in the toolkit's data convention (docs/design.md#data-conventions): ``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN),
+Both generators return a `SyntheticSequences` in the toolkit's data convention (docs/design.md#data-conventions): ``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN),
 and ``targets``. Every sample has the same length L, so ``lengths`` is L for all of them; build the model's
 input with ``Observations.from_tensors(data.times, data.values)`` or
 ``neuralde_seq.models.model_inputs(name, data.times, data.values)``.
@@ -13,7 +13,7 @@ used, as ``torch.rand`` does. The tensors are on the CPU (move them with ``.to``
 
 Copy memory (paper 000 App. C, after Hochreiter & Schmidhuber 1997, in the form of Bai et al. 2018's TCN
 benchmark, whose GRU/TCN rows paper 000 Tab. 2 reports). For a blank length T and a memory of M = 10
-symbols, a sequence has T + 2M digits::
+symbols, a sequence has T + 2M digits:
 
     position:  0 .. M−1        M .. M+T−2       M+T−1 .. T+2M−1
     input:     s_1 .. s_M      0 (T − 1 blanks)  9 (M + 1 markers)
@@ -34,7 +34,7 @@ whole sequence, as the TCN benchmark code of Bai et al. does. (Hochreiter & Schm
 version differs again: values in [−1, 1], marks among the first 10 and the first T/2 − 1 positions,
 target 0.5 + (X1 + X2)/4; it is not implemented.) The target is the sum of two independent U[0, 1)
 values, mean 1 and variance 1/6, so always predicting 1 has mean squared error 1/6 ≈ 0.167
-(:data:`ADDING_TRIVIAL_MSE`; paper 000 quotes "approx. 0.17", App. C "about 0.1767").
+(`ADDING_TRIVIAL_MSE`; paper 000 quotes "approx. 0.17", App. C "about 0.1767").
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class SyntheticSequences(NamedTuple):
 
     @property
     def observations(self):
-        """The inputs without the targets, as :class:`~neuralde_seq.Observations` (validated)."""
+        """The inputs without the targets, as `Observations` (validated)."""
         from ..observations import Observations
 
         return Observations.from_tensors(self.times, self.values)
@@ -111,11 +111,13 @@ def copy_memory(num_samples: int, length: int, *, memory: int = 10, num_symbols:
         memory: number of symbols to remember (paper: 10).
         num_symbols: symbols are drawn uniformly from 1..num_symbols (paper: 8); the blank is 0 and the
             marker num_symbols + 1, so there are num_symbols + 2 classes.
-        seed, generator: randomness (module docstring).
+        seed: seed of a fresh ``torch.Generator`` to draw from (not with ``generator``); default None.
+        generator: a CPU ``torch.Generator`` to draw from, advanced in place (not with ``seed``); with neither,
+            torch's global generator is used (module docstring).
 
     Returns:
-        :class:`SyntheticSequences` with times (N, T + 2·memory), values (N, T + 2·memory, 1) holding the
-        digits as floats, targets (N, T + 2·memory) long.
+        `SyntheticSequences` with times (N, T + 2·memory), values (N, T + 2·memory, 1) holding the
+            digits as floats, targets (N, T + 2·memory) long.
     """
     _check_count("num_samples", num_samples, 1)
     _check_count("length", length, 1)
@@ -138,12 +140,14 @@ def adding_problem(num_samples: int, length: int, *, markers: str = "halves", se
         num_samples: N, number of sequences (>= 1).
         length: T, the sequence length (>= 2).
         markers: "halves" (one mark in each half; default) or "anywhere" (two distinct positions).
-        seed, generator: randomness (module docstring).
+        seed: seed of a fresh ``torch.Generator`` to draw from (not with ``generator``); default None.
+        generator: a CPU ``torch.Generator`` to draw from, advanced in place (not with ``seed``); with neither,
+            torch's global generator is used (module docstring).
 
     Returns:
-        :class:`SyntheticSequences` with times (N, T), values (N, T, 2) (channel 0: values in [0, 1),
-        channel 1: the 0/1 marks, exactly two 1s per sequence), targets (N,) float32, the sum of the two
-        marked values.
+        `SyntheticSequences` with times (N, T), values (N, T, 2) (channel 0: values in [0, 1),
+            channel 1: the 0/1 marks, exactly two 1s per sequence), targets (N,) float32, the sum of the two
+            marked values.
     """
     _check_count("num_samples", num_samples, 1)
     _check_count("length", length, 2)

@@ -13,14 +13,14 @@ The true system is integrated by classical RK4 with per-sample steps of at most 
 the samples. Observations add independent Gaussian noise N(0, noise_std²) to every entry; the clean
 values are kept for scoring.
 
-**Interpolation / extrapolation** (:func:`trajectory_task`): each sample has ``points`` times drawn
+**Interpolation / extrapolation** (`trajectory_task`): each sample has ``points`` times drawn
 uniformly on [0, horizon] (sorted; distinct with probability one). Interpolation hides a random
 ``1 − observed_fraction`` of each sample's points from the model's input; extrapolation hides every point
 at t > horizon / 2 (the model sees the first half and predicts the second). The input is an
-:class:`~neuralde_seq.observations.Observations` with NaN at the hidden points, so query times sit in the
+`Observations` with NaN at the hidden points, so query times sit in the
 input as all-NaN rows.
 
-**Semi-Markov** (:func:`semi_markov_task`, in the spirit of paper 002 App. C.3 / Du et al. 2020, without
+**Semi-Markov** (`semi_markov_task`, in the spirit of paper 002 App. C.3 / Du et al. 2020, without
 a physics engine): the Van der Pol oscillator is observed at t_0 = 0 and then after a gap that is a
 deterministic function of the current (true) state,
 
@@ -143,6 +143,8 @@ class TrajectoryTask:
         clean: (N, T, C) the true states (what the test scores).
         query: (N, T) bool, the hidden points, where predictions are scored.
         initial: (N, C) true states at t = 0.
+        system: the system's name, "pendulum" or "lotka-volterra".
+        mode: "interpolation" or "extrapolation".
     """
 
     inputs: Observations
@@ -163,8 +165,29 @@ class TrajectoryTask:
 
 def trajectory_task(system: str, mode: str, n: int, points: int = 30, horizon: float = 10.0,
                     noise_std: float = 0.05, observed_fraction: float = 0.5, seed: int = 0) -> TrajectoryTask:
-    """Noisy irregular trajectories of ``system`` ("pendulum" or "lotka-volterra") for ``mode``
-    ("interpolation" or "extrapolation"); see the module docstring."""
+    """Noisy irregular trajectories of ``system`` for ``mode``; see the module docstring.
+
+    Arguments:
+        system: "pendulum" (the damped pendulum) or "lotka-volterra".
+        mode: "interpolation" (a random ``1 − observed_fraction`` of each sample's points hidden) or
+            "extrapolation" (every point at t > horizon / 2 hidden).
+        n: N, the number of samples.
+        points: T, observation times per sample, drawn uniformly on [0, horizon] (default 30).
+        horizon: the end of the time window (default 10.0).
+        noise_std: standard deviation of the Gaussian noise added to every entry (>= 0; default 0.05).
+        observed_fraction: interpolation only: the fraction of each sample's points the model sees, in
+            (0, 1) (default 0.5; each sample keeps round(observed_fraction · points) points, its first
+            among them).
+        seed: seed of the numpy generator that draws initial states, times, noise and hidden points
+            (default 0).
+
+    Returns:
+        A `TrajectoryTask` of N samples of T points and C = 2 channels, float64.
+
+    Raises:
+        ValueError: an unknown system or mode, ``observed_fraction`` outside (0, 1) or a negative
+            ``noise_std``.
+    """
     if system not in ("pendulum", "lotka-volterra"):
         raise ValueError(f"system must be 'pendulum' or 'lotka-volterra', got {system!r}")
     if mode not in TASK_MODES:
@@ -225,7 +248,23 @@ class SemiMarkovTask:
 
 def semi_markov_task(n: int, points: int = 30, noise_std: float = 0.05, gap_min: float = 0.1,
                      gap_max: float = 0.6, seed: int = 0, max_step: float = 1e-2) -> SemiMarkovTask:
-    """``points`` observations per sample of the Van der Pol oscillator, each gap τ(s_n) set by the true state."""
+    """``points`` observations per sample of the Van der Pol oscillator, each gap τ(s_n) set by the true state.
+
+    Arguments:
+        n: N, the number of samples.
+        points: T, observations per sample (default 30).
+        noise_std: standard deviation of the Gaussian noise added to every observed entry (default 0.05).
+        gap_min: the shortest gap, τ at |y| → ∞ (default 0.1).
+        gap_max: the longest gap, τ at y = 0 (default 0.6; needs 0 < gap_min <= gap_max).
+        seed: seed of the numpy generator that draws initial states and noise (default 0).
+        max_step: the largest RK4 step of the true system's integration (default 1e-2).
+
+    Returns:
+        A `SemiMarkovTask` of N samples of T points and 2 channels, float64.
+
+    Raises:
+        ValueError: unless 0 < gap_min <= gap_max.
+    """
     if not (0 < gap_min <= gap_max):
         raise ValueError(f"need 0 < gap_min <= gap_max, got {gap_min}, {gap_max}")
     rng = np.random.default_rng(seed)

@@ -13,10 +13,16 @@ __all__ = ["drop_observations", "num_dropped", "subsample", "channel_statistics"
 
 
 def num_dropped(rate: float, length: int, observed: int | None = None) -> int:
-    """How many time points :func:`drop_observations` removes from a sample.
+    """How many time points `drop_observations` removes from a sample.
 
-    ``round(rate * length)`` with halves rounded up (not Python's round-half-to-even), capped so that at
-    least 2 observed time points remain (``observed`` defaults to ``length``); never negative.
+    Arguments:
+        rate: the fraction of time points to drop, in [0, 1).
+        length: L, the sample's number of time points.
+        observed: how many of them hold an observation (default None: ``length``).
+
+    Returns:
+        ``round(rate * length)`` with halves rounded up (not Python's round-half-to-even), capped so that at
+            least 2 observed time points remain; never negative.
     """
     observed = length if observed is None else observed
     wanted = int(math.floor(rate * length + 0.5))
@@ -33,7 +39,18 @@ def drop_observations(dataset: IrregularDataset, rate: float, seed: int) -> Irre
     points (a ``numpy.random.default_rng(seed)`` stream walked over the samples in order).
 
     This is the "drop 30/50/70 %" protocol of the CDE papers, with the count rounded per sample since
-    lengths vary here. Returns a new dataset; the input is not modified.
+    lengths vary here.
+
+    Arguments:
+        dataset: the `IrregularDataset` to thin out; it is not modified.
+        rate: the fraction of each sample's time points to drop, in [0, 1).
+        seed: seed of the ``numpy.random.default_rng`` stream that picks the points.
+
+    Returns:
+        A new dataset with the dropped points' values NaN; ``meta["transforms"]`` records the call.
+
+    Raises:
+        ValueError: ``rate`` is not a number in [0, 1).
     """
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating, np.integer)):
         raise ValueError(f"rate must be a number in [0, 1), got {rate!r}")
@@ -66,7 +83,17 @@ def subsample(dataset: IrregularDataset, factor: int) -> IrregularDataset:
     kept points' original times (the gaps between them grow by ``factor``). The padded length becomes
     ``ceil(T / factor)``; padding times are every ``factor``-th point of the old padding grid, so rows stay
     strictly increasing. ``factor=1`` returns an unchanged copy. Static features and labels are unchanged.
-    Returns a new dataset; the input is not modified.
+
+    Arguments:
+        dataset: the `IrregularDataset` to subsample; it is not modified.
+        factor: keep every ``factor``-th time point (a positive integer).
+
+    Returns:
+        A new dataset with ``times`` (N, ceil(T / factor)), ``values`` (N, ceil(T / factor), C) and
+            ``lengths`` ceil(L_i / factor); ``meta["transforms"]`` records the call.
+
+    Raises:
+        ValueError: ``factor`` is not a positive integer.
     """
     if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 1:
         raise ValueError(f"factor must be a positive integer, got {factor!r}")
@@ -83,8 +110,16 @@ def subsample(dataset: IrregularDataset, factor: int) -> IrregularDataset:
 def channel_statistics(dataset: IrregularDataset) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and standard deviation (population, ddof=0) over the observed values only.
 
-    Computed in float64. A channel with zero spread gets std 1 (so it is only centred). Raises
-    ``ValueError`` naming the channel if a channel has no observation at all.
+    Computed in float64. A channel with zero spread gets std 1 (so it is only centred).
+
+    Arguments:
+        dataset: an `IrregularDataset` with values (N, T, C), NaN where missing.
+
+    Returns:
+        ``(mean, std)``: two (C,) float64 tensors.
+
+    Raises:
+        ValueError: naming the channel, if a channel has no observation at all.
     """
     v = dataset.values.to(torch.float64)
     obs = ~torch.isnan(v)
@@ -103,8 +138,20 @@ def channel_statistics(dataset: IrregularDataset) -> tuple[torch.Tensor, torch.T
 def standardise(train: IrregularDataset, *others: IrregularDataset) -> tuple[IrregularDataset, ...]:
     """Standardise every channel with the mean and std of the *training* set's observed values.
 
-    Returns a tuple ``(train, *others)`` of new datasets (always a tuple, also with no ``others``).
     NaNs stay NaN. The statistics are recorded in each result's ``meta["standardise"]``.
+
+    Arguments:
+        train: the training `IrregularDataset`, whose observed values give each channel's mean and std
+            (`channel_statistics`).
+        *others: further datasets (validation, test, ...) with the same channels, standardised with the
+            training statistics.
+
+    Returns:
+        A tuple ``(train, *others)`` of new datasets (always a tuple, also with no ``others``).
+
+    Raises:
+        ValueError: a training channel has no observation, or a dataset's channel count differs from the
+            training set's.
     """
     mean, std = channel_statistics(train)
     out = []

@@ -13,7 +13,7 @@ The format, as used by the UEA & UCR time series classification archive:
 * with ``@classLabel true <labels>`` the last ``:`` field is the case's class label, one of the declared
   labels; with ``@targetLabel true`` (a regression file, as in the Monash/UEA regression archive) it is a
   real-valued target, which must be a finite number (``?``, ``NaN`` and ``inf`` are refused). Both are kept
-  here as the string written in the file; :attr:`TsData.targets` says which kind the file has, and a
+  here as the string written in the file; `TsData.targets` says which kind the file has, and a
   header declaring both is refused;
 * with ``@timeStamps true`` each dimension is a list of ``(timestamp,value)`` tuples.  Numeric
   timestamps are supported: the times of a case are the sorted union of the timestamps of its
@@ -78,7 +78,18 @@ _TUPLE_RE = re.compile(r"\(([^()]*)\)")
 
 
 def read_ts(path: str | os.PathLike) -> TsData:
-    """Read a ``.ts`` file from disk (UTF-8, falling back to Latin-1 for old archive files)."""
+    """Read a ``.ts`` file from disk (UTF-8, falling back to Latin-1 for old archive files).
+
+    Arguments:
+        path: the ``.ts`` file.
+
+    Returns:
+        `TsData`, as `parse_ts`.
+
+    Raises:
+        ValueError: as `parse_ts` (malformed contents, naming the file and line).
+        NotImplementedError: as `parse_ts` (date-time timestamps).
+    """
     raw = Path(path).read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -184,12 +195,12 @@ def _check_header_agrees(univariate: bool | None, n_dims: int | None, seen: dict
 def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
     """Parse the lines of a ``.ts`` file (see the module docstring for the format).
 
-    Args:
+    Arguments:
         lines: the file's lines (with or without line ends).
         source: the file name used in error messages.
 
     Returns:
-        :class:`TsData`; ``series[i]`` has shape (C, L_i); ``targets`` is True for ``@targetLabel true``.
+        `TsData`; ``series[i]`` has shape (C, L_i); ``targets`` is True for ``@targetLabel true``.
 
     Raises:
         ValueError: a malformed or non-finite token (a regression target included), or a case or header

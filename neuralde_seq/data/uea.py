@@ -16,8 +16,8 @@ extraction), and its tensors are cached, so the archive is not needed again for 
 
 **Checksums.** No checksum of these archive files is published (the site, aeon, sktime, tsml-repo,
 torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every pinned
-:class:`~neuralde_seq.data.download.RemoteFile` has ``sha256=None`` and the trust-on-first-use policy of
-:mod:`neuralde_seq.data.download` applies: the first download's SHA-256 is recorded in
+`RemoteFile` has ``sha256=None`` and the trust-on-first-use policy of
+`neuralde_seq.data.download` applies: the first download's SHA-256 is recorded in
 ``<archive>.sha256`` beside it (with a warning) and verified on every later use. Files passed through
 ``remotes`` with a SHA-256 are verified against it.
 
@@ -33,7 +33,7 @@ torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every p
    last time step with any observed channel (so the ``?`` padding of variable-length datasets in the ARFF
    files, and any trailing NaNs of the ``.ts`` files, become padding); missing values inside the series
    stay NaN. Times are the observation index 0..L-1 (the archives carry no timestamps).
-4. Drop rates (``drop_rate`` 0.3/0.5/0.7): :func:`~neuralde_seq.data.drop_observations` with
+4. Drop rates (``drop_rate`` 0.3/0.5/0.7): `drop_observations` with
    ``drop_seed`` on the whole concatenated dataset, *before* the split, as the CDE code does, so the points
    dropped from a sample do not depend on ``split_seed``. Deviation, on purpose: the NCDE/CKConv code
    removes ``int(T_max * rate)`` positions drawn from the *padded* grid (``torch.randperm``, generator
@@ -52,7 +52,7 @@ torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every p
    ``build_control``/``model_inputs`` options), as for the embedded JapaneseVowels data.
 
 The parsed TRAIN+TEST tensors (float64, before dropping and splitting) are cached once per dataset and
-format with :func:`~neuralde_seq.cache.cached_tensors` under ``<cache>/uea/tensors``; drop rates,
+format with `cached_tensors` under ``<cache>/uea/tensors``; drop rates,
 seeds and dtypes are applied on every load (cheap). Each part's ``meta["indices"]`` gives its samples'
 positions in the TRAIN+TEST concatenation (positions below ``meta["num_archive_train"]`` came from TRAIN).
 """
@@ -119,7 +119,7 @@ _PUBLISHED = {
 def uea_archive(name: str, fmt: str = "ts") -> RemoteFile:
     """The pinned 2018 archive file that holds dataset ``name`` in format ``fmt`` ("ts" or "arff").
 
-    The 30 names of :data:`UEA_MULTIVARIATE_2018` are in the multivariate archive; every other name is
+    The 30 names of `UEA_MULTIVARIATE_2018` are in the multivariate archive; every other name is
     looked for in the univariate (UCR) one. ``sha256`` is None: no checksum is published (module docstring).
     """
     _check_name(name)
@@ -255,26 +255,27 @@ def load_uea(
             NRDE code did); both give identical tensors.
         cache_dir: root of the data cache (default ``$NEURALDE_SEQ_DATA`` or ``~/.cache/neuralde_seq``);
             this loader uses its ``uea/`` sub-directory.
-        remotes: replaces the pinned archive: a sequence holding exactly one ``.zip`` :class:`RemoteFile`
+        remotes: replaces the pinned archive: a sequence holding exactly one ``.zip`` `RemoteFile`
             laid out like the archive (``<folder>/<name>/<name>_TRAIN.<fmt>``, found by file name when the
             folders differ). Used by the tests with ``file://`` fixtures.
         offline: True = use only cached files; None reads ``$NEURALDE_SEQ_OFFLINE``.
-        split_seed: seed of :func:`~neuralde_seq.data.stratified_split`; 0 reproduces the NCDE split.
+        split_seed: seed of `stratified_split`; 0 reproduces the NCDE split.
         drop_rate: fraction of each sample's time points to set missing (0 = none), applied before the split.
-        drop_seed: seed of :func:`~neuralde_seq.data.drop_observations`.
+        drop_seed: seed of `drop_observations`.
         dtype: floating dtype of ``times`` and ``values`` of the returned datasets.
         progress: show download progress.
 
     Returns:
-        ``DatasetSplits(train, val, test)`` of :class:`~neuralde_seq.data.IrregularDataset`: ``times`` (N, T)
-        observation indices, ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
-        ``labels`` (N,). Every part has the same ``class_names`` and padded length T (the longest series of
-        the whole dataset). ``meta`` records the source, the options, ``part`` and ``indices``.
+        ``DatasetSplits(train, val, test)`` of `IrregularDataset`: ``times`` (N, T)
+            observation indices, ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
+            ``labels`` (N,). Every part has the same ``class_names`` and padded length T (the longest series of
+            the whole dataset). ``meta`` records the source, the options, ``part`` and ``indices``.
 
     Raises:
         ValueError: a bad argument, or ``name`` is not in the archive (with close names suggested).
-        DataUnavailableError, ChecksumError, CorruptCacheError: see :func:`~neuralde_seq.data.download.fetch`
-            and :func:`~neuralde_seq.cache.cached_tensors`.
+        DataUnavailableError: a file is neither cached nor obtainable (e.g. offline); see `fetch`.
+        ChecksumError: a downloaded or cached file's SHA-256 differs from the expected one; see `fetch`.
+        CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
     _check_name(name)
     _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt)
@@ -352,7 +353,7 @@ def load_eigenworms(
 ) -> DatasetSplits:
     """EigenWorms (UEA): 259 series of length 17,984, 6 channels, 5 classes; split 181/39/39 by default.
 
-    :func:`load_uea` with ``name="EigenWorms"`` (see it for the arguments), plus a check that the data have
+    `load_uea` with ``name="EigenWorms"`` (see it for the arguments), plus a check that the data have
     6 channels and 5 classes (and 259 series of length 17,984 when the pinned archive is used).
 
     The NRDE protocol's time channel, forward fill and standard scaling (docs/design.md#dataset-protocols) are *not*
@@ -361,6 +362,32 @@ def load_eigenworms(
     ``time_channel=True`` and ``missing="forward_fill"`` (only relevant with a drop rate: EigenWorms has no
     missing values) and the log-signature windows (``method="logsignature"``, ``depth``, ``step``).
     The NRDE code's split was unstratified (``np.random.seed(0)``) and is not reproduced; the sizes are.
+
+    Arguments:
+        fmt: read the ".ts" files ("ts", default) or the ARFF files ("arff"); both give identical tensors.
+        cache_dir: root of the data cache (default ``$NEURALDE_SEQ_DATA`` or ``~/.cache/neuralde_seq``);
+            the ``uea/`` sub-directory is used.
+        remotes: replaces the pinned archive: a sequence holding exactly one ``.zip`` `RemoteFile` laid out
+            like the archive (as `load_uea`), or None (default).
+        offline: True = use only cached files; None (default) reads ``$NEURALDE_SEQ_OFFLINE``.
+        split_seed: seed of `stratified_split` (default: the NCDE split's, 0).
+        drop_rate: fraction of each sample's time points to set missing (default 0 = none), applied before
+            the split.
+        drop_seed: seed of `drop_observations` (default 0).
+        dtype: floating dtype of ``times`` and ``values`` of the returned datasets (default float32).
+        progress: show download progress (default True).
+
+    Returns:
+        ``DatasetSplits(train, val, test)`` of `IrregularDataset`, as `load_uea`: ``times`` (N, T),
+            ``values`` (N, T, C), ``lengths`` (N,), ``labels`` (N,).
+
+    Raises:
+        ValueError: a bad argument.
+        RuntimeError: the data read do not match the published dataset (channels, classes; with the pinned
+            archive also the number of series and the longest length).
+        DataUnavailableError: a file is neither cached nor obtainable (e.g. offline); see `fetch`.
+        ChecksumError: a downloaded or cached file's SHA-256 differs from the expected one; see `fetch`.
+        CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
     splits = load_uea("EigenWorms", fmt=fmt, cache_dir=cache_dir, remotes=remotes, offline=offline,
                       split_seed=split_seed, drop_rate=drop_rate, drop_seed=drop_seed, dtype=dtype, progress=progress)
@@ -383,11 +410,37 @@ def load_character_trajectories(
     """CharacterTrajectories (UEA, 2018 version): 2,858 pen-tip trajectories (1,422 TRAIN + 1,436 TEST),
     3 channels (x and y velocity, pen-tip force), 20 classes, variable lengths up to 182.
 
-    :func:`load_uea` with ``name="CharacterTrajectories"`` (see it for the arguments), plus a check of
+    `load_uea` with ``name="CharacterTrajectories"`` (see it for the arguments), plus a check of
     3 channels and 20 classes (and 2,858 series, longest 182, when the pinned archive is used). The 2018
     archive is pinned because the per-dataset download changed in November 2023 (zero padding, new
     split). The drop rates of the CDE papers' irregular-sampling runs are ``drop_rate=0.3, 0.5, 0.7``
     (rate honoured per sample; see the module docstring for how this differs from their code).
+
+    Arguments:
+        fmt: read the ".ts" files ("ts", default) or the ARFF files ("arff"); both give identical tensors.
+        cache_dir: root of the data cache (default ``$NEURALDE_SEQ_DATA`` or ``~/.cache/neuralde_seq``);
+            the ``uea/`` sub-directory is used.
+        remotes: replaces the pinned archive: a sequence holding exactly one ``.zip`` `RemoteFile` laid out
+            like the archive (as `load_uea`), or None (default).
+        offline: True = use only cached files; None (default) reads ``$NEURALDE_SEQ_OFFLINE``.
+        split_seed: seed of `stratified_split` (default: the NCDE split's, 0).
+        drop_rate: fraction of each sample's time points to set missing (default 0 = none), applied before
+            the split.
+        drop_seed: seed of `drop_observations` (default 0).
+        dtype: floating dtype of ``times`` and ``values`` of the returned datasets (default float32).
+        progress: show download progress (default True).
+
+    Returns:
+        ``DatasetSplits(train, val, test)`` of `IrregularDataset`, as `load_uea`: ``times`` (N, T),
+            ``values`` (N, T, C), ``lengths`` (N,), ``labels`` (N,).
+
+    Raises:
+        ValueError: a bad argument.
+        RuntimeError: the data read do not match the published dataset (channels, classes; with the pinned
+            archive also the number of series and the longest length).
+        DataUnavailableError: a file is neither cached nor obtainable (e.g. offline); see `fetch`.
+        ChecksumError: a downloaded or cached file's SHA-256 differs from the expected one; see `fetch`.
+        CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
     splits = load_uea("CharacterTrajectories", fmt=fmt, cache_dir=cache_dir, remotes=remotes, offline=offline,
                       split_seed=split_seed, drop_rate=drop_rate, drop_seed=drop_seed, dtype=dtype, progress=progress)

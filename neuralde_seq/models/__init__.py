@@ -1,10 +1,10 @@
 """Models, and the registry that creates them by name for the command line and benchmark scripts.
 
 A registry entry gives the model's constructor, its defaults and the input it reads: a control path
-(:func:`~neuralde_seq.controls.build_control` with the entry's options) or the raw observations
-(:class:`~neuralde_seq.observations.Observations`). :func:`model_inputs` builds that input, so that
+(`build_control` with the entry's options) or the raw observations
+(`Observations`). `model_inputs` builds that input, so that
 ``neuralde-seq --models delta-cde`` and a user's own script build the same thing. Every keyword of the
-model's constructor can be overridden in :func:`create_model`.
+model's constructor can be overridden in `create_model`.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class ModelEntry:
         control: keyword arguments of build_control, for inputs="control".
         takes_solver: whether the constructor accepts ``solver=SolverOptions(...)``.
         from_inputs: optional function of the built input returning constructor options that depend on it
-            (e.g. the NRDE's initial channels), used when :func:`create_model` is given the input itself.
+            (e.g. the NRDE's initial channels), used when `create_model` is given the input itself.
     """
 
     constructor: Callable
@@ -58,7 +58,15 @@ _REGISTRY: dict[str, ModelEntry] = {}
 
 
 def register_model(name: str, entry: ModelEntry) -> None:
-    """Add a model to the registry (raises if the name is taken)."""
+    """Add a model to the registry.
+
+    Arguments:
+        name: the registry name (e.g. "delta-cde"), not yet taken.
+        entry: the `ModelEntry` saying how to build the model and its input.
+
+    Raises:
+        ValueError: the name is taken, or ``entry.inputs`` is neither "control" nor "observations".
+    """
     if name in _REGISTRY:
         raise ValueError(f"model name {name!r} is already registered")
     if entry.inputs not in ("control", "observations"):
@@ -106,7 +114,17 @@ def _entry(name: str) -> ModelEntry:
 
 
 def model_entry(name: str) -> ModelEntry:
-    """The registry entry of the model ``name`` (its constructor, defaults, input kind, solver use)."""
+    """The registry entry of the model ``name``.
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+
+    Returns:
+        Its `ModelEntry` (constructor, defaults, input kind, control options, solver use).
+
+    Raises:
+        ValueError: an unknown name.
+    """
     return _entry(name)
 
 
@@ -125,35 +143,63 @@ def _keyword_defaults(constructor) -> dict:
 
 
 def model_defaults(name: str) -> dict:
-    """Every option the model ``name`` gets when :func:`create_model` is given none: its constructor's
+    """Every option the model ``name`` gets when `create_model` is given none: its constructor's
     keyword defaults with the registry's on top (the one place the defaults live; the CLI, the estimators and
     the benchmark configs start from these). ``solver: None`` is ``SolverOptions()``.
 
     E.g. ``model_defaults("delta-cde")["d_model"]`` is 64. Options that depend on the input (the NRDE's
-    ``initial_channels``) are listed as None: :func:`create_model`, given the input, fills them in.
+    ``initial_channels``) are listed as None: `create_model`, given the input, fills them in.
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+
+    Returns:
+        A new dict from option name to default value (``in_channels`` and ``num_classes`` left out).
+
+    Raises:
+        ValueError: an unknown name.
     """
     entry = _entry(name)
     return {**_keyword_defaults(entry.constructor), **entry.defaults}
 
 
 def control_options(name: str) -> dict:
-    """Keyword arguments of :func:`~neuralde_seq.controls.build_control` for the model ``name`` (empty for
-    models that read raw observations)."""
+    """Keyword arguments of `build_control` for the model ``name``.
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+
+    Returns:
+        A new dict of `build_control` keyword arguments (empty for models that read raw observations).
+
+    Raises:
+        ValueError: an unknown name.
+    """
     return dict(_entry(name).control)
 
 
 def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
                  static: torch.Tensor | None = None, **control_overrides) -> Control | Observations:
-    """The input the model ``name`` reads, built from observations (see :func:`create_model`).
+    """The input the model ``name`` reads, built from observations (see `create_model`).
 
     Arguments:
-        times (B, T), values (B, T, C) with NaN for missing, lengths (B,), static (B, S) optional.
-        **control_overrides: replace entries of the registered control options.
+        name: one of `MODEL_NAMES`.
+        times: (B, T) observation times, strictly increasing within each sample's length.
+        values: (B, T, C) observations, NaN for missing.
+        lengths: (B,) number of valid observations per sample; None (default): all T.
+        static: (B, S) static features, or None (default); only models that read raw observations keep
+            them (a `Control` has none: give them to the model's ``forward``).
+        **control_overrides: replace entries of the registered control options (`build_control`
+            keyword arguments); not for models that read raw observations.
 
     Returns:
-        A :class:`~neuralde_seq.controls.Control` or :class:`~neuralde_seq.observations.Observations`;
-        its ``channels`` is the ``in_channels`` to give :func:`create_model`. Build it once per data split
-        and slice it per batch.
+        A `Control` or `Observations`;
+            its ``channels`` is the ``in_channels`` to give `create_model`. Build it once per data split
+            and slice it per batch.
+
+    Raises:
+        ValueError: an unknown name, control options for a model that reads raw observations, or
+            observations `build_control` or `Observations.from_tensors` refuses.
     """
     entry = _entry(name)
     if entry.inputs == "observations":
@@ -169,13 +215,21 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:
-        name: one of :data:`MODEL_NAMES`.
+        name: one of `MODEL_NAMES`.
         in_channels: the input the model reads (``model_inputs(...)``), or its number of channels. Given
             the input, options that depend on it are filled in too (e.g. the NRDE's initial channels).
         num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` or a dict of its fields (differential
+        solver: `SolverOptions` or a dict of its fields (differential
             equation models only).
         **overrides: constructor arguments replacing the registry defaults.
+
+    Returns:
+        The new model, a ``torch.nn.Module`` (parameters in torch's default dtype, on the CPU).
+
+    Raises:
+        ValueError: an unknown name, or ``solver`` for a model that is not solved by a differential equation
+            solver (and whatever the constructor refuses).
+        TypeError: ``in_channels`` is an input of the kind the model does not read.
     """
     entry = _entry(name)
     if isinstance(solver, dict):

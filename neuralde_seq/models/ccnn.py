@@ -4,20 +4,20 @@ The paper defines the CCNN for N-dimensional data; this module implements only w
 **one dimension, causal** (the output at step t reads inputs at steps <= t). The pieces, by their names in
 the paper:
 
-- :class:`~neuralde_seq.models.kernel_networks.MAGNet`: the kernel network phi_Kernel, a Multiplicative
+- `MAGNet`: the kernel network phi_Kernel, a Multiplicative
   Anisotropic Gabor Network (from FlexConv, Romero et al. 2022a) mapping a relative position c in [-1, 1]
   to one kernel value per channel. With one input dimension "anisotropic" reduces to one Gaussian scale
   per hidden unit. It lives, with the Gaussian mask and the lag positions, in
-  :mod:`neuralde_seq.models.kernel_networks`.
-- :class:`SeparableFlexConv`: a depthwise continuous convolution (one kernel per input channel, sampled
+  `neuralde_seq.models.kernel_networks`.
+- `SeparableFlexConv`: a depthwise continuous convolution (one kernel per input channel, sampled
   from the MAGNet and multiplied by a learnable Gaussian mask), then a pointwise 1x1 channel mixing. The
   mask is *cropped* where it falls below a threshold, so the kernel network is sampled, and the
   convolution computed, only over the lags the mask lets through. The kernel network's last layer is
   rescaled at initialisation so that the generated kernel has variance gain^2 / (N_in |Omega|) ("kernel
-  rescaling", Sec. 4.1), and :meth:`SeparableFlexConv.kernel_l2` gives the L2 penalty on the generated
+  rescaling", Sec. 4.1), and `SeparableFlexConv.kernel_l2` gives the L2 penalty on the generated
   kernel (Eq. 3).
-- :class:`CCNNBlock`: the CCNN residual block (Fig. 7): x + act(Linear(Dropout(act(SepFlexConv(Norm(x)))))).
-- :class:`CCNN`: the classifier: input SepFlexConv, norm and activation, residual blocks, final norm,
+- `CCNNBlock`: the CCNN residual block (Fig. 7): x + act(Linear(Dropout(act(SepFlexConv(Norm(x)))))).
+- `CCNN`: the classifier: input SepFlexConv, norm and activation, residual blocks, final norm,
   the output at each sample's own last time step, a linear head.
 
 Grid and positions. The convolution runs on the observation grid (the T rows of the batch), as the
@@ -30,7 +30,7 @@ this is a grid model, and irregular spacing shows only through the mask channel.
 
 Convolution. ``y[t, c] = sum_{j=0}^{L-1} k[c, j] x[t - j, c]`` with zeros before the start, computed
 directly (``conv1d``) for short kernels and by FFT for long ones: the depthwise case of
-:func:`neuralde_seq.ops.causal_conv.causal_conv`, whose two methods tests/test_ops.py compares.
+`neuralde_seq.ops.causal_conv.causal_conv`, whose two methods tests/test_ops.py compares.
 
 Causality holds exactly in evaluation mode. In training mode the default batch norm (the paper's
 BatchNorm; its statistics use only the valid steps) normalises with statistics of the whole batch, later
@@ -58,7 +58,7 @@ class SeparableFlexConv(nn.Module):
 
     The depthwise kernel of input channel c at lag j is k[c, j] = MAGNet(c_j)[c] * mask(c_j), with
     mask(c) = exp(-(c - mean)^2 / (2 width^2)) (mean and width learnable; mean starts at 1, lag 0). Lags
-    past the mask's lower threshold crossing are cropped (see :func:`cropped_length`): the MAGNet is
+    past the mask's lower threshold crossing are cropped (see `cropped_length`): the MAGNet is
     sampled and the convolution computed only on the L kept lags (and never more than the input length).
 
     Kernel rescaling (paper Sec. 4.1), at construction: the MAGNet's last layer is multiplied so that the
@@ -73,16 +73,22 @@ class SeparableFlexConv(nn.Module):
     its initial grid, which gives the kernel exactly the target mean square. ``None``: no rescaling.
 
     Arguments:
-        in_channels, out_channels: channels before and after the 1x1 mixing.
+        in_channels: channels before the 1x1 mixing.
+        out_channels: channels after the 1x1 mixing.
         kernel_size: K, the longest kernel in steps (lags 0..K-1 map onto positions 1..-1).
-        kernel_hidden, kernel_layers, omega_0: the MAGNet's options.
-        mask_width: initial mask width (on the [-1, 1] position scale). mask_threshold: crop threshold.
+        kernel_hidden: hidden width of the MAGNet (default 32).
+        kernel_layers: number of MAGNet layers (default 3).
+        omega_0: the MAGNet's frequency scale (default 10.0).
+        mask_width: initial mask width (on the [-1, 1] position scale).
+        mask_threshold: crop threshold: lags where the mask falls below it are cropped, in (0, 1).
         learn_mask_mean: whether the mask mean is learnt (else fixed at 1).
-        kernel_rescale: "measured", "paper" or None (see above). kernel_gain: the gain g.
+        kernel_rescale: "measured", "paper" or None (see above).
+        kernel_gain: the gain g.
         rescale_by_channels: see above.
         conv_method: "auto" (FFT when the kernel is longer than ``fft_threshold`` lags), "direct" or "fft".
             (On one CPU thread the direct depthwise ``conv1d`` was faster up to about 1000 lags for
             T = 4000, hence the default 512; GPUs were not measured.)
+        fft_threshold: kernel length in lags above which ``conv_method="auto"`` uses the FFT (default 512).
         bias: a bias per channel after the depthwise convolution, and in the 1x1 mixing.
 
     ``forward(x)``: (B, T, in_channels) -> (B, T, out_channels).
@@ -265,20 +271,33 @@ class CCNN(nn.Module):
 
     Input: the observed values zero-filled, concatenated with one 0/1 mask channel per value channel
     (2 * in_channels channels). Then SeparableFlexConv -> Norm -> GELU to ``hidden`` channels, ``blocks``
-    :class:`CCNNBlock`, a final norm, the features at each sample's own last time step (index length - 1),
+    `CCNNBlock`, a final norm, the features at each sample's own last time step (index length - 1),
     optionally concatenated with static features, and a linear head.
 
     Arguments:
         in_channels: value channels C (``Observations.channels``).
         num_classes: number of classes.
-        hidden: channels of the residual stream. blocks: number of residual blocks.
-        kernel_size: longest kernel in steps (K; positions are normalised by it).
-        kernel_hidden, kernel_layers, omega_0: MAGNet options (paper: 32 hidden, 3 layers).
-        mask_width, mask_threshold, learn_mask_mean: Gaussian mask options (public code: 0.075, 0.1).
-        dropout: dropout in the blocks. norm: "batch" (masked batch norm, as the paper's BatchNorm) or
-            "layer".
-        kernel_rescale, kernel_gain, rescale_by_channels, conv_method, fft_threshold: see
-            :class:`SeparableFlexConv`.
+        hidden: channels of the residual stream (default 32).
+        blocks: number of residual blocks (default 4).
+        kernel_size: longest kernel in steps (K; positions are normalised by it; default 64).
+        kernel_hidden: hidden width of the MAGNet kernel network (default 16; paper: 32).
+        kernel_layers: number of MAGNet layers (default 3, as the paper).
+        omega_0: the MAGNet's frequency scale (default 10.0).
+        mask_width: initial width of the Gaussian mask, on the [-1, 1] position scale (default 0.075, as the
+            public code).
+        mask_threshold: the mask value below which lags are cropped, in (0, 1) (default 0.1, as the public
+            code).
+        learn_mask_mean: whether the Gaussian mask's mean is learnt (else fixed at 1; default True).
+        dropout: dropout in the blocks (default 0.1).
+        norm: "batch" (masked batch norm, as the paper's BatchNorm; default) or "layer".
+        kernel_rescale: "measured" (default), "paper" or None: the kernel rescaling at construction (see
+            `SeparableFlexConv`).
+        kernel_gain: the gain g of the kernel rescaling (default 1.0; see `SeparableFlexConv`).
+        rescale_by_channels: whether the rescaling's fan-in counts the input channels (default True; see
+            `SeparableFlexConv`).
+        conv_method: "auto" (default: FFT when the kernel is longer than ``fft_threshold`` lags), "direct" or
+            "fft".
+        fft_threshold: kernel length in lags above which ``conv_method="auto"`` uses the FFT (default 512).
         static_channels: number of static features appended to the readout (None: static is not read).
 
     ``forward(observations)`` -> logits (B, num_classes). ``kernel_l2()``: the sum over all layers of the
@@ -308,19 +327,38 @@ class CCNN(nn.Module):
         self.head = nn.Linear(hidden + (static_channels or 0), num_classes)
 
     def flex_convs(self) -> list[SeparableFlexConv]:
+        """Every `SeparableFlexConv` layer of the model.
+
+        Returns:
+            The layers, in module order.
+        """
         return [m for m in self.modules() if isinstance(m, SeparableFlexConv)]
 
     def kernel_l2(self) -> torch.Tensor:
-        """Sum over layers of the generated kernels' sums of squares (paper Eq. 3 without lambda / 2)."""
+        """Sum over layers of the generated kernels' sums of squares (paper Eq. 3 without lambda / 2).
+
+        Returns:
+            A scalar tensor.
+        """
         return sum(conv.kernel_l2() for conv in self.flex_convs())
 
     def penalty(self) -> torch.Tensor:
-        """The regulariser the trainer weights by ``penalty_weight`` (λ): ½ · :meth:`kernel_l2` (paper Eq. 3)."""
+        """The regulariser the trainer weights by ``penalty_weight`` (λ): ½ · `kernel_l2` (paper Eq. 3).
+
+        Returns:
+            A scalar tensor.
+        """
         return 0.5 * self.kernel_l2()
 
     def features(self, observations: Observations) -> torch.Tensor:
-        """Features at every step, (B, T, hidden) (causal: step t reads steps <= t only), from observations of
-        ``in_channels`` channels."""
+        """Features at every step (causal: step t reads steps <= t only).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T steps.
+
+        Returns:
+            (B, T, hidden) features.
+        """
         check_model_input(self, observations, Observations)  # type, then dtype and device against the weights
         values = observations.values
         if values.shape[-1] != self.in_channels:
@@ -334,6 +372,19 @@ class CCNN(nn.Module):
         return self.output_norm(h, valid)
 
     def forward(self, observations: Observations) -> torch.Tensor:
+        """Logits from the features at each sample's own last step (with the static features appended when
+        ``static_channels`` is set).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T steps.
+                With ``static_channels``, ``observations.static`` (B, static_channels) is needed.
+
+        Returns:
+            (B, num_classes) logits.
+
+        Raises:
+            ValueError: wrong channels, or no static features for a model built with ``static_channels``.
+        """
         h = self.features(observations)
         last = (observations.lengths - 1).to(h.device)
         out = h[torch.arange(h.shape[0], device=h.device), last]

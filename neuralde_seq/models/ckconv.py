@@ -7,8 +7,8 @@ computes the causal convolution (Eq. 3-4)
 
 where ψ is a small SIREN (the *kernel network*) evaluated at the relative positions the input needs.
 
-Kernel network (paper Sec. 4.2 and App. E.1): :class:`~neuralde_seq.models.kernel_networks.SirenKernel`,
-whose architecture and SIREN initialisation :mod:`neuralde_seq.models.kernel_networks` describes.
+Kernel network (paper Sec. 4.2 and App. E.1): `SirenKernel`,
+whose architecture and SIREN initialisation `neuralde_seq.models.kernel_networks` describes.
 
 Relative positions (paper App. E.1). A relative position Δ (time units) enters the kernel network as
 p = 2Δ/horizon − 1: the largest relative position seen in training, ``horizon``, maps to 1 and Δ = 0 to
@@ -21,7 +21,7 @@ Grid mode. The input is sampled on a regular grid of step ``step`` (time units b
 training, 1/sr_train); the kernel is sampled at Δ_k = k · step, k = 0..L−1 (a global kernel, as long as
 the input), and the convolution is computed by FFT (convolution theorem, paper Sec. 5) when L exceeds
 ``fft_threshold`` and directly (``conv1d``) otherwise; ``conv="fft"``/``"direct"`` force one (both
-:func:`neuralde_seq.ops.causal_conv.causal_conv`, compared in tests/test_ops.py).
+`neuralde_seq.ops.causal_conv.causal_conv`, compared in tests/test_ops.py).
 
 Sampling-rate change (paper Eq. 5, App. A.2). Called with another step s (sampling rate sr2 = 1/s), the
 kernel is sampled on the new grid, Δ_k = k · s (same continuous ψ, same horizon), and the sum is scaled
@@ -37,7 +37,7 @@ summed over the observed entries only (a missing channel of x_j contributes noth
 by a value). The kernel network is evaluated at the observed time differences with the same
 normalisation as grid mode, so on a regular grid of spacing ``step`` the two modes compute the same sum.
 No inverse-density weighting (App. A.1) and no Eq. 5 factor: it is the plain sum of the formula, computed by
-:func:`neuralde_seq.ops.causal_conv.irregular_causal_conv` (factorised through the kernel network's last
+`neuralde_seq.ops.causal_conv.irregular_causal_conv` (factorised through the kernel network's last
 layer). The kernel network runs once per distinct time difference, but the sum is over all pairs of points:
 time and memory O(B · T² · kernel_hidden) per layer, so grid mode is the one for long sequences. Gradients
 do not flow into the times.
@@ -89,11 +89,12 @@ MODES = ("grid", "irregular")
 # ---------------------------------------------------------------------------------------------------------
 
 class CKConv(nn.Module):
-    """Continuous kernel convolution (causal), in grid mode (:meth:`forward`) or irregular mode
-    (:meth:`forward_irregular`). See the module docstring.
+    """Continuous kernel convolution (causal), in grid mode (`forward`) or irregular mode
+    (`forward_irregular`). See the module docstring.
 
     Arguments:
-        in_channels, out_channels: channels of input and output.
+        in_channels: channels of the input.
+        out_channels: channels of the output.
         kernel_hidden: hidden width of the kernel network (paper: 32).
         omega_0: ω0 of the kernel network.
         horizon: the largest relative position (time units) of training, mapped to 1; None: set by the
@@ -283,17 +284,21 @@ class CKCNN(nn.Module):
         dropout: dropout after each convolution's activation.
         mode: "grid" (samples read by index on a grid of spacing ``step``; FFT/direct convolution) or
             "irregular" (every observation at its own time).
-        mask_channel: grid mode only: append a mask channel per input channel (default True); False
-            requires fully observed data.
-        horizon, step, conv, fft_threshold, weight_norm: see :class:`CKConv` (shared by all layers;
-            ``horizon=None`` is set from the first batch's longest sample and then fixed).
+        mask_channel: grid mode only: append a mask channel per input channel; False requires fully
+            observed data. None (default): True in grid mode, False in irregular mode.
+        horizon: the largest relative position (time units) of training, mapped to 1, shared by all layers
+            (see `CKConv`); None (default): set from the first batch's longest sample and then fixed.
+        step: time between grid points at training, in the units of ``horizon`` (default 1.0; see `CKConv`).
+        conv: "auto" (default: FFT when the length exceeds ``fft_threshold``, else direct), "fft" or "direct".
+        fft_threshold: the length above which ``conv="auto"`` uses the FFT (default 64).
+        weight_norm: weight normalisation in the kernel networks (default True).
         step_from_times: grid mode only: read each batch's sampling step from its observation times (the
             common spacing of consecutive times; a batch whose spacings differ raises ValueError) instead of
             assuming the training ``step``. A test set sampled at another rate (e.g. every 2nd point, times
             kept) then gets the paper's Eq. 5 treatment without being told: kernel at k · step, sum scaled
             by step / ``step``. ``step`` must be the training data's spacing.
 
-    ``forward(observations)`` returns logits (B, num_classes); see :meth:`forward` for the options.
+    ``forward(observations)`` returns logits (B, num_classes); see `forward` for the options.
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 30, blocks: int = 2, kernel_hidden: int = 32,
@@ -323,15 +328,28 @@ class CKCNN(nn.Module):
         self.head = nn.Linear(hidden, num_classes)
 
     def convolutions(self) -> list[CKConv]:
+        """Every `CKConv` layer of the model.
+
+        Returns:
+            The layers, in module order.
+        """
         return [m for m in self.modules() if isinstance(m, CKConv)]
 
     def kernel_l2(self) -> torch.Tensor:
-        """Sum of every CKConv layer's :meth:`CKConv.kernel_l2` (add ``λ ·`` this to the loss)."""
+        """Sum of every CKConv layer's `CKConv.kernel_l2` (add ``λ ·`` this to the loss).
+
+        Returns:
+            A scalar tensor.
+        """
         return sum(layer.kernel_l2() for layer in self.convolutions())
 
     def penalty(self) -> torch.Tensor:
-        """The regulariser ``train_classifier`` weights by ``penalty_weight``: :meth:`kernel_l2` (paper 000
-        defines no kernel penalty of its own; this is the plain sum of squares of the sampled kernels)."""
+        """The regulariser ``train_classifier`` weights by ``penalty_weight``: `kernel_l2` (paper 000
+        defines no kernel penalty of its own; this is the plain sum of squares of the sampled kernels).
+
+        Returns:
+            A scalar tensor.
+        """
         return self.kernel_l2()
 
     def _set_horizon(self, observations: Observations, step: float) -> None:
@@ -347,8 +365,18 @@ class CKCNN(nn.Module):
 
     def sampling_step(self, observations: Observations) -> float:
         """The common spacing of consecutive observation times within every sample of the batch (times after
-        a sample's end excluded); the training ``step`` if no sample has two points. Raises ValueError if the
-        spacings differ by more than 1e-6 relative: grid mode needs one regular grid per batch."""
+        a sample's end excluded).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T time points.
+
+        Returns:
+            The mean spacing, or the training ``step`` if no sample has two points.
+
+        Raises:
+            ValueError: the spacings differ by more than 1e-6 relative: grid mode needs one regular grid per
+                batch.
+        """
         t = observations.times
         gaps = t[:, 1:] - t[:, :-1]
         inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
@@ -362,8 +390,20 @@ class CKCNN(nn.Module):
         return float(gaps.mean())
 
     def features(self, observations: Observations, step: float | None = None) -> torch.Tensor:
-        """Output of the last block at every time point: (B, T, hidden). ``step``: grid mode's sampling step
-        for this input (default: the training step; paper Eq. 5)."""
+        """Output of the last block at every time point.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T time points.
+            step: grid mode only: this input's sampling step (paper Eq. 5); None (default): read from the times
+                with ``step_from_times``, else the training ``step``.
+
+        Returns:
+            (B, T, hidden) features.
+
+        Raises:
+            ValueError: wrong channels, ``step`` in irregular mode, or irregular spacing with
+                ``step_from_times``.
+        """
         check_model_input(self, observations, Observations)  # type, then dtype and device against the weights
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
@@ -397,8 +437,17 @@ class CKCNN(nn.Module):
 
     def forward(self, observations: Observations, step: float | None = None,
                 return_sequence: bool = False) -> torch.Tensor:
-        """Logits (B, num_classes) read at each sample's own last time (index ``lengths − 1``), or with
-        ``return_sequence=True`` the logits at every time point, (B, T, num_classes)."""
+        """Logits read at each sample's own last time (index ``lengths − 1``), or at every time point.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T time points.
+            step: grid mode only: this input's sampling step (paper Eq. 5); None (default): read from the times
+                with ``step_from_times``, else the training ``step``.
+            return_sequence: return the logits at every time point (default False).
+
+        Returns:
+            (B, num_classes), or (B, T, num_classes) with ``return_sequence=True``.
+        """
         h = self.features(observations, step)
         if return_sequence:
             return self.head(h)

@@ -1,6 +1,6 @@
 """Continuous-time fast weight programmers: layers, the deeper coupled model, and classifiers.
 
-One layer (paper Sec. 3): fast weights W(s) evolve under a :class:`~neuralde_seq.fields.FastWeightField`
+One layer (paper Sec. 3): fast weights W(s) evolve under a `FastWeightField`
 from W(t0) to each sample's final time T; the output is read as y = W(T) q(T), heads concatenated, then an
 output projection, the Transformer feed-forward block (pre-LayerNorm, Linear-ReLU-Linear, residual) and,
 for a classifier, a linear head.
@@ -28,7 +28,13 @@ INITIAL_STATES = ("zeros", "rank_one", "static")
 
 
 class FeedForward(nn.Module):
-    """Transformer feed-forward block: x + Linear(ReLU(Linear(LayerNorm(x))))."""
+    """Transformer feed-forward block: x + Linear(ReLU(Linear(LayerNorm(x)))).
+
+    Arguments:
+        d_model: width of the input and output.
+        d_ff: inner width.
+        dropout: dropout after the ReLU and after the output projection (default 0).
+    """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
@@ -37,6 +43,14 @@ class FeedForward(nn.Module):
                                  nn.Dropout(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual block.
+
+        Arguments:
+            x: (..., d_model) input.
+
+        Returns:
+            (..., d_model) output.
+        """
         return x + self.net(self.norm(x))
 
 
@@ -54,7 +68,9 @@ class FastWeightLayer(nn.Module):
         initial_state: "zeros", "rank_one" (the rule's write from the input at t0, as the public code) or
             "static" (the rule's write from static features, e.g. PhysioNet's).
         static_channels: number of static features, needed for initial_state="static".
-        dx_only, hebb_swap, head_dim: see :class:`~neuralde_seq.fields.FastWeightField`.
+        dx_only: CDE form only: keys and values both from x' (default False; see `FastWeightField`).
+        hebb_swap: CDE Hebb only: keys from x' and values from x (default False; see `FastWeightField`).
+        head_dim: d_k = d_v per head (default None: d_model // n_heads; see `FastWeightField`).
     """
 
     def __init__(self, in_channels: int, d_model: int = 64, n_heads: int = 8, rule="delta", form: str = "cde", *,
@@ -83,7 +99,19 @@ class FastWeightLayer(nn.Module):
         return (self.field.n_heads, self.field.head_dim, self.field.head_dim)
 
     def initial(self, x, dx, static: torch.Tensor | None) -> torch.Tensor:
-        """W(t0) of shape (B, H, d_head, d_head)."""
+        """W(t0), following ``initial_state``.
+
+        Arguments:
+            x: (B, C) the control's value at the first knot, or None where the field does not read it.
+            dx: (B, C) the control's derivative at the first knot, or None where the field does not read it.
+            static: (B, S) static features (needed for ``initial_state="static"``), or None.
+
+        Returns:
+            W(t0) of shape (B, H, d_head, d_head).
+
+        Raises:
+            ValueError: ``initial_state="static"`` without static features.
+        """
         if self.initial_state == "zeros":
             reference = x if x is not None else dx
             return reference.new_zeros(reference.shape[0], *self.state_shape)
@@ -96,7 +124,16 @@ class FastWeightLayer(nn.Module):
         return self.field.rule.rate(None, k_raw, v_raw, beta)
 
     def readout(self, W: torch.Tensor, x, dx) -> torch.Tensor:
-        """Output (B, d_model) from fast weights W and the layer's input at the same time."""
+        """The layer's output from fast weights W and the layer's input at the same time.
+
+        Arguments:
+            W: (B, H, d_head, d_head) fast weights.
+            x: (B, in_channels) the layer's input value, or None where the field does not read it.
+            dx: (B, in_channels) its derivative, or None where the field does not read it.
+
+        Returns:
+            (B, d_model) output.
+        """
         y = self.field.read(W, self.field.query(x, dx))
         return self.feed_forward(self.dropout(self.out_proj(y)))
 
@@ -146,11 +183,11 @@ class FastWeightNetwork(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_layers: L >= 1.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients);
-            ``method="exact"`` solves with the closed-form steps of docs/design.md#closed-forms-on-constant-inputs
-            (:mod:`neuralde_seq.ops.exact_fast_weights`): one layer, on log-signature controls (or piecewise-linear
+        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients);
+            ``method="exact"`` solves with the closed-form steps of docs/equations.md#closed-forms-on-constant-inputs
+            (`neuralde_seq.ops.exact_fast_weights`): one layer, on log-signature controls (or piecewise-linear
             controls with ``dx_only=True``).
-        **layer_options: arguments of :class:`FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
+        **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
     """
 
@@ -209,6 +246,14 @@ class FastWeightNetwork(nn.Module):
             static: (B, S) static features, for initial_state="static".
             at_knots: False gives each sample's output at its own final time, (B, d_model); True gives the
                 outputs at every knot of the control, (B, K, d_model).
+
+        Returns:
+            (B, d_model), or (B, K, d_model) with ``at_knots``.
+
+        Raises:
+            TypeError: ``control`` is not a `Control`, or its dtype or device differs from the model's.
+            ValueError: wrong channels, or a control of the wrong kind for the form (log-signature windows
+                for "rde", an interpolated control otherwise).
         """
         self._check(control)
         needs_x, needs_dx = self.dynamics.needs_value, self.dynamics.needs_derivative
@@ -240,7 +285,11 @@ class FastWeightClassifier(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_classes: number of classes (logits out).
-        num_layers, solver, **layer_options: see :class:`FastWeightNetwork` and :class:`FastWeightLayer`.
+        num_layers: number L >= 1 of fast weight layers, solved as one coupled ODE (default 1; see
+            `FastWeightNetwork`).
+        solver: `SolverOptions` (default None: rk4, one step per knot, checkpointed gradients; see
+            `FastWeightNetwork`).
+        **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...).
 
     ``forward(control, static=None)`` returns logits of shape (B, num_classes).
     """
@@ -257,5 +306,14 @@ class FastWeightClassifier(nn.Module):
         self.head = nn.Linear(self.network.d_model, num_classes)
 
     def forward(self, control: Control, static: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits from each sample's final output.
+
+        Arguments:
+            control: the input path, batch size B, ``channels == in_channels``.
+            static: (B, S) static features, for ``initial_state="static"``; None (default) otherwise.
+
+        Returns:
+            (B, num_classes) logits.
+        """
         self.network._check(control, self)  # errors name this class, not the network inside it
         return self.head(self.network(control, static))

@@ -1,8 +1,8 @@
 """GRU-Δt and GRU-D: GRUs over the raw observations, with the time since the previous observation as input
 (GRU-Δt) or as a decay of the input and the hidden state (GRU-D).
 
-Both read :class:`~neuralde_seq.observations.Observations` with the conventions of
-:mod:`~neuralde_seq.models.recurrent` (what an observation is, Δt, the mask input, the empirical mean).
+Both read `Observations` with the conventions of
+`recurrent` (what an observation is, Δt, the mask input, the empirical mean).
 
 - **GRU-Δt** (the NCDE paper's baseline): a GRU over the observations with input [x̃, m, Δt], x̃ the
   values with a missing channel filled by its last observation (``fill="last"``; before a channel's first
@@ -45,7 +45,15 @@ class GRUDeltaT(_ObservationModel):
         self.cell = GRUCell(2 * in_channels + 1, hidden)
 
     def cell_inputs(self, observations: Observations):
-        """The GRU's input at every row, (B, T, 2C + 1), and the rows that are observations (B, T)."""
+        """The GRU's input at every row, and which rows are observations.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            ``(inputs, events)``: (B, T, 2C + 1) inputs [x̃, m, Δt] and (B, T) bool, True at rows with an
+                observation.
+        """
         self._check(observations)
         values = observations.values
         last = self.channel_mean(observations).expand(values.shape[0], -1) if self.fill == "last" else None
@@ -59,6 +67,14 @@ class GRUDeltaT(_ObservationModel):
         return torch.stack(inputs, 1), torch.stack(events, 1)
 
     def final_hidden(self, observations: Observations) -> torch.Tensor:
+        """h after each sample's last observation.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, hidden).
+        """
         inputs, events = self.cell_inputs(observations)
         h = inputs.new_zeros(inputs.shape[0], self.hidden)
         for i in range(inputs.shape[1]):
@@ -109,13 +125,29 @@ class GRUD(_ObservationModel):
             last = torch.where(m, x, last)
 
     def decays(self, observations: Observations) -> dict[str, torch.Tensor]:
-        """At every row (B, T, ·): ``delta`` δ, ``gamma_x`` γ_x, ``gamma_h`` γ_h, ``x_hat`` x̂, ``event``.
-        Entries at rows that are not observations are computed but unused."""
+        """δ, γ_x, γ_h and x̂ at every row (for inspection and tests).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            A dict of tensors at every row: ``event`` (B, T) bool, ``delta`` δ (B, T, C), ``gamma_x`` γ_x
+                (B, T, C), ``gamma_h`` γ_h (B, T, hidden), ``x_hat`` x̂ (B, T, C). Entries at rows that are not
+                observations are computed but unused.
+        """
         parts = list(zip(*[step[:5] for step in self._walk(observations, None)]))
         names = ("event", "delta", "gamma_x", "gamma_h", "x_hat")
         return {name: torch.stack(part, dim=1) for name, part in zip(names, parts)}
 
     def final_hidden(self, observations: Observations) -> torch.Tensor:
+        """h after each sample's last observation.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, hidden).
+        """
         self._check(observations)  # before reading anything of it
         h = observations.values.new_zeros(observations.batch_size, self.hidden)
         for *_, h in self._walk(observations, h):

@@ -2,8 +2,8 @@
 NCDE paper's baselines.
 
 dh/ds = (1 − z) ⊙ (g − h) = GRU(X(s), h) − h with z, r, g the gates of
-:class:`~neuralde_seq.models.recurrent.GRUCell` on [X(s), h]; h(t0) = 0, read at each sample's own final
-knot. Reads a :class:`~neuralde_seq.controls.Control`.
+`GRUCell` on [X(s), h]; h(t0) = 0, read at each sample's own final
+knot. Reads a `Control`.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class GRUODE(nn.Module):
         in_channels: channels of the control.
         num_classes: number of classes.
         hidden: width of h.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
 
     ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
     freezes a sample after it: a direct ODE does not stop by itself on a constant control);
@@ -63,8 +63,16 @@ class GRUODE(nn.Module):
         self.in_channels, self.hidden = in_channels, hidden
 
     def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
-        """h at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden); ``h0`` replaces
-        h(t0) = 0."""
+        """The hidden state h.
+
+        Arguments:
+            control: an interpolated control, batch size B, ``channels == in_channels``.
+            at_knots: False (default): h at each sample's own final knot; True: h at every knot.
+            h0: (B, hidden) replaces h(t0) = 0; None (default): zeros.
+
+        Returns:
+            (B, hidden), or (B, K, hidden) with ``at_knots``.
+        """
         check_input_type(self, control, Control)
         if control.piecewise_constant:
             raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
@@ -75,4 +83,13 @@ class GRUODE(nn.Module):
         return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
 
     def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
+        """Logits from h.
+
+        Arguments:
+            control: an interpolated control, batch size B, ``channels == in_channels``.
+            at_knots: False (default): at each sample's own final knot; True: at every knot.
+
+        Returns:
+            (B, num_classes), or (B, K, num_classes) with ``at_knots``.
+        """
         return self.readout(self.hidden_states(control, at_knots=at_knots))

@@ -2,12 +2,12 @@
 
 The two continuous-kernel convolutions of this package sample their kernels from these networks:
 
-- :class:`SirenKernel` (with :class:`WeightNormLinear`): CKConv's kernel network ψ
-  (:mod:`neuralde_seq.models.ckconv`, paper 000, Romero et al.).
-- :class:`MAGNet` with :func:`gaussian_mask` and :func:`cropped_length`: CCNN's kernel network and the
-  FlexConv mask that crops it (:mod:`neuralde_seq.models.ccnn`, paper 001, Knigge, Romero et al.).
-- Relative positions: :func:`largest_span` gives CKConv's horizon (the largest time span seen, which
-  maps to position 1; Δ enters as 2Δ/horizon − 1), :func:`kernel_positions` CCNN's normalised lag
+- `SirenKernel` (with `WeightNormLinear`): CKConv's kernel network ψ
+  (`neuralde_seq.models.ckconv`, paper 000, Romero et al.).
+- `MAGNet` with `gaussian_mask` and `cropped_length`: CCNN's kernel network and the
+  FlexConv mask that crops it (`neuralde_seq.models.ccnn`, paper 001, Knigge, Romero et al.).
+- Relative positions: `largest_span` gives CKConv's horizon (the largest time span seen, which
+  maps to position 1; Δ enters as 2Δ/horizon − 1), `kernel_positions` CCNN's normalised lag
   positions (lag 0 at 1, lag K − 1 at −1).
 
 SirenKernel (paper 000, Sec. 4.2 and App. E.1). Three layers, 1 → hidden → hidden → out·in, with hidden
@@ -24,7 +24,7 @@ docs/design.md#pitfalls-of-public-code).
 
 MAGNet (paper 001, from FlexConv, Romero et al. 2022a): a Multiplicative Anisotropic Gabor Network
 mapping a relative position c in [-1, 1] to one kernel value per channel; with one input dimension
-"anisotropic" reduces to one Gaussian scale per hidden unit (see :class:`MAGNet`).
+"anisotropic" reduces to one Gaussian scale per hidden unit (see `MAGNet`).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class WeightNormLinear(nn.Module):
     """A linear layer with weight normalisation: effective weight W = g · v / ‖v‖ (row-wise norm).
 
     Parameters ``weight_g`` (out, 1), ``weight_v`` (out, in) and ``bias`` (out,). ``weight`` is the
-    effective weight (a property); :meth:`set_weight` initialises g and v so that it equals a given W.
+    effective weight (a property); `set_weight` initialises g and v so that it equals a given W.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
@@ -87,7 +87,8 @@ class SirenKernel(nn.Module):
     on every layer (``weight_norm=True``); SIREN initialisation (see the module docstring).
 
     Arguments:
-        out_channels, in_channels: the convolution's channels (the kernel's shape).
+        out_channels: the convolution's output channels (the kernel's first dimension).
+        in_channels: the convolution's input channels (the kernel's second dimension).
         hidden: width of the two hidden layers (paper: 32).
         omega_0: ω0 of the sine layers.
         weight_norm: weight-normalised layers (paper) or plain ``nn.Linear``.
@@ -202,7 +203,7 @@ class MAGNet(nn.Module):
     w_l = 2 pi omega_0 gamma_l u with u ~ U(-1, 1) (omega_0 scales the frequencies); b_l = 0; mu_l ~
     U(-1, 1), or for a causal kernel mu_l = 1 - spread U(0, 1) (the Gabor centres lie within the mask's
     initial support next to lag 0); A_l Kaiming-uniform (linear gain) with a_l = 1; W Kaiming-uniform,
-    b = 0 (a convolution then rescales W, see :class:`~neuralde_seq.models.ccnn.SeparableFlexConv`).
+    b = 0 (a convolution then rescales W, see `SeparableFlexConv`).
 
     Arguments:
         out_channels: kernel values per position (one per input channel of a depthwise convolution).

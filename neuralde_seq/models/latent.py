@@ -3,18 +3,18 @@
 The generative model: z0 ~ N(0, I); z(t) solves dz/dt = g(z) from z(t0) = z0 (g an MLP, tanh); each
 observed value x_j(t) ~ N(o(z(t))_j, σ_j²) independently, o linear. The approximate posterior
 q(z0 | x) = N(μ, diag(e^{ℓ})) comes from an encoder run *backwards in time* over the observations (an
-ODE-RNN, :class:`~neuralde_seq.models.ode_rnn.ODERNN`, giving the Latent ODE-RNN, or an ODE-RFWP,
-:class:`~neuralde_seq.models.rfwp.ODERFWP`, giving paper 002's Latent ODE-RFWP, §3.3): its state after
+ODE-RNN, `ODERNN`, giving the Latent ODE-RNN, or an ODE-RFWP,
+`ODERFWP`, giving paper 002's Latent ODE-RFWP, §3.3): its state after
 reading the observations from the last to the first is mapped by Linear-tanh-Linear to (μ, ℓ).
 
 **Times.** t0 is each sample's own first observation time (where the backward encoder ends). The
 decoder walks each sample's query times in order, integrating over its own gaps in a normalised time
-(:func:`~neuralde_seq.solvers.evolve_over_gaps`, the one "evolve between observations" of the
+(`evolve_over_gaps`, the one "evolve between observations" of the
 toolkit), so a sample's prediction never depends on the rest of its batch; a query before t0 integrates
 backwards. The backward encoder reads each sample's valid rows reversed, at times −t.
 
 **ELBO** (per sample, summed over the observed entries of the target, so masks remove missing values and
-padding)::
+padding):
 
     log p(x | z) = Σ_{observed (t, j)} [ −½ log(2π σ_j²) − (x_j(t) − o(z(t))_j)² / (2 σ_j²) ]
     KL           = ½ Σ_i (e^{ℓ_i} + μ_i² − 1 − ℓ_i)          (q(z0) against N(0, I), closed form)
@@ -23,7 +23,7 @@ padding)::
 
 ``iwae=False`` (default) gives the plain ELBO with the analytic KL; ``iwae=True`` the importance-weighted
 bound of Burda et al., which Rubanova et al.'s code uses (it equals the plain ELBO's Monte-Carlo estimate
-with the sampled KL for K = 1). Training minimises :meth:`LatentODE.loss`, −Σ_b ELBO_b / Σ_b n_b with n_b
+with the sampled KL for K = 1). Training minimises `LatentODE.loss`, −Σ_b ELBO_b / Σ_b n_b with n_b
 the number of observed target entries of sample b: the negative ELBO per observed value.
 
 **Initial posterior width and KL warm-up.** With PyTorch's default initialisation q(z0) starts with a
@@ -36,7 +36,7 @@ this is not a KL → 0 collapse). ``initial_posterior_std`` (default 0.1) starts
 first step z0 carries the encoder's information. ``kl_weight`` β ∈ [0, 1] scales the prior term of the
 training objective for a warm-up: plain log p(x | z) − β KL; IWAE
 log (1/K) Σ_k exp(log p(x | z^(k)) + β (log N(z0^(k); 0, I) − log q(z0^(k)))). β = 1 is the bound itself;
-:func:`kl_warmup_weight` raises it linearly from 0, as Rubanova et al. anneal their KL coefficient.
+`kl_warmup_weight` raises it linearly from 0, as Rubanova et al. anneal their KL coefficient.
 
 The noise σ is fixed (``noise_std=0.1``, a number) or learned per channel (``noise_std="learned"``, as a
 log-σ parameter starting at log 0.1).
@@ -108,18 +108,24 @@ class LatentODE(nn.Module):
         num_classes: classes of the classifier head on μ, or None for a pure generative model.
         latent: width of z.
         encoder: "ode-rnn" (Latent ODE-RNN) or "ode-rfwp" (Latent ODE-RFWP).
-        hidden, width, depth: the encoder's state width and its ODE's MLP.
-        heads, rule: the ODE-RFWP encoder's heads and learning rule.
-        decoder_width, decoder_depth: the latent ODE's MLP g.
+        hidden: width of the encoder's state (default 32).
+        width: width of the hidden layers of the encoder's ODE MLP (default 64); also the hidden width of the
+            posterior head that maps the encoder's state to q(z0).
+        depth: number of tanh hidden layers of the encoder's ODE MLP (default 1; 0: a linear field).
+        heads: number of fast weight heads of the ODE-RFWP encoder (default 4; ignored by "ode-rnn").
+        rule: learning rule of the ODE-RFWP encoder, "hebb", "oja", "delta" (default), "delta-post" or a
+            `LearningRule` (ignored by "ode-rnn").
+        decoder_width: width of the hidden layers of the latent ODE's MLP g (default 64).
+        decoder_depth: number of tanh hidden layers of g (default 1).
         noise_std: fixed observation noise σ (a positive number) or "learned" (per channel).
-        samples: number K of posterior samples in :meth:`elbo`.
+        samples: number K of posterior samples in `elbo`.
         iwae: use the importance-weighted bound instead of the plain ELBO.
         initial_posterior_std: if a positive number s, the log-variance half of the posterior head's last
             bias starts at 2 log s, so q(z0) starts with a standard deviation of about s (default 0.1: with
             PyTorch's initialisation, about 1, the sampled z0 drowns the differences between samples' posterior
             means and training can collapse onto the average trajectory; see the module docstring); None keeps
             PyTorch's initialisation.
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` of the encoder's and decoder's ODEs (default
+        solver: `SolverOptions` of the encoder's and decoder's ODEs (default
             rk4, one step per gap in the normalised time, checkpointed gradients).
     """
 
@@ -165,8 +171,19 @@ class LatentODE(nn.Module):
     # -- encoder ------------------------------------------------------------------------------------
 
     def encode(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q(z0 | observations): (mean (B, latent), logvar (B, latent), t0 (B,) each sample's first
-        observation time, where z0 sits)."""
+        """q(z0 | observations), by the encoder run backwards in time.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B; every sample needs
+                an observed value.
+
+        Returns:
+            ``(mean, logvar, t0)``: mean (B, latent), logvar (B, latent), and t0 (B,) each sample's first
+                observation time, where z0 sits.
+
+        Raises:
+            ValueError: wrong channels, or a sample without any observed value.
+        """
         check_input_type(self, observations, Observations)
         if observations.channels != self.in_channels:
             raise ValueError(f"observations have {observations.channels} channels but the model expects "
@@ -215,8 +232,18 @@ class LatentODE(nn.Module):
 
     def predict(self, observations: Observations, times: torch.Tensor, lengths: torch.Tensor | None = None,
                 sample: bool = False) -> torch.Tensor:
-        """Predicted observations at arbitrary query times (interpolation, extrapolation): (B, Q, C) from the
-        posterior mean of z0 (or one sample of it), NaN after each sample's query length."""
+        """Predicted observations at arbitrary query times (interpolation, extrapolation).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B; every sample needs
+                an observed value.
+            times: (B, Q) query times, non-decreasing within each sample's query length.
+            lengths: (B,) number of valid query times per sample; None (default): all Q.
+            sample: decode one sample of z0 instead of the posterior mean (default False).
+
+        Returns:
+            (B, Q, C) predicted means, NaN after each sample's query length.
+        """
         mean, logvar, t0 = self.encode(observations)
         z0 = mean + torch.randn_like(mean) * (0.5 * logvar).exp() if sample else mean
         out = self.decode(z0, t0, times, lengths)
@@ -228,8 +255,15 @@ class LatentODE(nn.Module):
     # -- ELBO ---------------------------------------------------------------------------------------
 
     def log_likelihood(self, prediction: torch.Tensor, target: Observations) -> torch.Tensor:
-        """Σ over the target's observed entries of log N(x; prediction, σ²), shape prediction.shape[:-2]
-        (prediction (..., B, Q, C) against target values (B, Q, C); NaN and padding excluded)."""
+        """Σ over the target's observed entries of log N(x; prediction, σ²) (NaN and padding excluded).
+
+        Arguments:
+            prediction: (..., B, Q, C) predicted means.
+            target: `Observations` of values (B, Q, C).
+
+        Returns:
+            The log-likelihoods, shape prediction.shape[:-2], i.e. (..., B).
+        """
         mask = target.mask
         x = torch.where(mask, target.values, torch.zeros_like(target.values))
         log_std = self.log_noise_std.to(prediction.dtype)
@@ -244,13 +278,15 @@ class LatentODE(nn.Module):
             observations: what the encoder reads.
             target: the points to reconstruct (default: ``observations`` themselves), same batch size; for
                 interpolation the full window, for extrapolation the points to predict.
-            samples, iwae: override the model's K and bound (module docstring).
+            samples: number K of posterior samples; None (default): the model's ``samples``.
+            iwae: True for the importance-weighted bound, False for the plain ELBO; None (default): the
+                model's ``iwae`` (module docstring).
             kl_weight: β ∈ [0, 1] of the ``objective`` (KL warm-up, module docstring).
 
         Returns:
             dict of (B,) tensors: ``elbo`` (the bound, β = 1), ``objective`` (the same with the prior term
-            weighted by ``kl_weight``), ``log_likelihood`` (mean over the K samples), ``kl``, ``count``
-            (observed target entries), and ``prediction`` (B, Q, C), the mean over samples of the decoded means.
+                weighted by ``kl_weight``), ``log_likelihood`` (mean over the K samples), ``kl``, ``count``
+                (observed target entries), and ``prediction`` (B, Q, C), the mean over samples of the decoded means.
         """
         kl_weight = _check_kl_weight(kl_weight)
         target = observations if target is None else target
@@ -281,15 +317,35 @@ class LatentODE(nn.Module):
                     count=target.mask.sum((1, 2)), prediction=prediction.mean(0))
 
     def loss(self, observations: Observations, target: Observations | None = None, **options) -> torch.Tensor:
-        """−Σ_b ELBO_b / Σ_b n_b: the negative ELBO per observed target value (a scalar to minimise); with
-        ``kl_weight`` β < 1 (an option of :meth:`elbo`) the warm-up objective in place of the ELBO."""
+        """−Σ_b ELBO_b / Σ_b n_b: the negative ELBO per observed target value; with ``kl_weight`` β < 1 (an
+        option of `elbo`) the warm-up objective in place of the ELBO.
+
+        Arguments:
+            observations: what the encoder reads (as `elbo`).
+            target: the points to reconstruct (default None: ``observations`` themselves).
+            **options: ``samples``, ``iwae`` and ``kl_weight``, as `elbo`.
+
+        Returns:
+            A scalar tensor to minimise.
+        """
         parts = self.elbo(observations, target, **options)
         return -parts["objective"].sum() / parts["count"].sum().clamp(min=1).to(parts["objective"].dtype)
 
     # -- classifier ---------------------------------------------------------------------------------
 
     def forward(self, observations: Observations) -> torch.Tensor:
-        """Logits (B, num_classes) from the posterior mean of z0."""
+        """Logits from the posterior mean of z0 (in training mode the batch is kept for `penalty`).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B; every sample needs
+                an observed value.
+
+        Returns:
+            (B, num_classes) logits.
+
+        Raises:
+            ValueError: the model was built without ``num_classes``.
+        """
         if self.classifier is None:
             raise ValueError("this LatentODE was built without num_classes: use elbo, loss or predict")
         mean, _, _ = self.encode(observations)
@@ -297,7 +353,14 @@ class LatentODE(nn.Module):
         return self.classifier(mean)
 
     def penalty(self) -> torch.Tensor:
-        """Negative ELBO per observed value of reconstructing the last training batch given to forward."""
+        """Negative ELBO per observed value of reconstructing the last training batch given to forward.
+
+        Returns:
+            A scalar tensor (`loss` of that batch).
+
+        Raises:
+            RuntimeError: no forward pass in training mode yet.
+        """
         if self._last_inputs is None:
             raise RuntimeError("penalty() needs a forward pass in training mode first")
         return self.loss(self._last_inputs)

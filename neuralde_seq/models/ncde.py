@@ -31,7 +31,7 @@ Initial state (``initial_state``):
   t0): what a log-signature control without its first point allows. A deviation from the NRDE paper.
 - ``"zeros"``: z(t0) = 0.
 
-Solving uses :func:`~neuralde_seq.solvers.solve` (checkpointed gradients by default). Each sample is frozen after its
+Solving uses `solve` (checkpointed gradients by default). Each sample is frozen after its
 own final knot, so a sample gets the same answer alone or in a padded batch.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ ACTIVATIONS = {"relu": nn.ReLU, "softplus": nn.Softplus, "tanh": nn.Tanh, "silu"
 
 
 class CDEVectorField(nn.Module):
-    """f_θ of a neural CDE/RDE as a dynamics for :func:`~neuralde_seq.solvers.solve`.
+    """f_θ of a neural CDE/RDE as a dynamics for `solve`.
 
     ``matrix(z)`` is f_θ(z) of shape (B, hidden, C); ``forward(z, x, dx)`` is the rate f_θ(z) · dx.
 
@@ -59,7 +59,7 @@ class CDEVectorField(nn.Module):
         in_channels: channels C of the driving control (log-signature channels for an RDE).
         width: width of the MLP's hidden layers.
         depth: number of hidden (ReLU) layers of the MLP, >= 1.
-        activation: the hidden layers' activation, a key of :data:`ACTIVATIONS`; "relu" as the paper. A
+        activation: the hidden layers' activation, a key of `ACTIVATIONS`; "relu" as the paper. A
             smooth one ("softplus", "silu", "tanh") keeps f smooth in z, which high-order and adaptive
             solvers need for their full order (ReLU kinks cut rk4 to about second order).
     """
@@ -100,10 +100,11 @@ class NeuralCDE(nn.Module):
         hidden: width of the hidden state z.
         width: width of the vector field's MLP layers.
         depth: number of hidden layers of the vector field's MLP.
-        activation: activation of those layers ("relu", as the paper; see :class:`CDEVectorField`).
+        activation: activation of those layers ("relu", as the paper; see `CDEVectorField`).
         form: "cde" (interpolated control, NCDE) or "rde" (log-signature control, NRDE).
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per knot, checkpointed gradients).
-        initial_state: one of :data:`NCDE_INITIAL_STATES`.
+        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+        initial_state: one of `NCDE_INITIAL_STATES`: "input" (default: a linear map of the path's first
+            point), "first_window" (of the first piece's derivative) or "zeros".
         initial_channels: channels of the point that ``initial_state="input"`` reads (default
             ``in_channels`` for a CDE; required for an RDE, whose control channels are log-signatures).
 
@@ -157,7 +158,18 @@ class NeuralCDE(nn.Module):
         check_input_matches(self, control)
 
     def initial_hidden(self, control: Control) -> torch.Tensor:
-        """z(t0) of shape (B, hidden), following ``initial_state``."""
+        """z(t0), following ``initial_state``.
+
+        Arguments:
+            control: the input path, batch size B.
+
+        Returns:
+            z(t0) of shape (B, hidden).
+
+        Raises:
+            ValueError: ``initial_state="input"`` on a log-signature control without ``initial_value``, or an
+                initial point whose channels differ from ``initial_channels``.
+        """
         s0 = control.knots[0]
         if self.initial_state == "zeros":
             return control.coeffs.new_zeros(control.batch_size, self.hidden)
@@ -177,11 +189,29 @@ class NeuralCDE(nn.Module):
         return self.initial(point)
 
     def hidden_states(self, control: Control, at_knots: bool = False, z0: torch.Tensor | None = None):
-        """z at each sample's own final knot, (B, hidden), or at every knot, (B, K, hidden) (constant after a
-        sample's end). ``z0`` (B, hidden) replaces the initial state z(t0)."""
+        """The hidden state z.
+
+        Arguments:
+            control: the input path, batch size B, ``channels == in_channels`` (interpolated for
+                ``form="cde"``, log-signature windows for ``form="rde"``).
+            at_knots: False (default): z at each sample's own final knot; True: z at every knot.
+            z0: (B, hidden) replaces the initial state z(t0); None (default): `initial_hidden`.
+
+        Returns:
+            (B, hidden), or (B, K, hidden) with ``at_knots`` (constant after a sample's end).
+        """
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
         return solve(self.field, control, z0, self.solver, at_knots=at_knots)
 
     def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
+        """Logits (or regression outputs) from z.
+
+        Arguments:
+            control: the input path, batch size B (see `hidden_states`).
+            at_knots: False (default): at each sample's own final knot; True: at every knot.
+
+        Returns:
+            (B, num_classes), or (B, K, num_classes) with ``at_knots``.
+        """
         return self.readout(self.hidden_states(control, at_knots=at_knots))

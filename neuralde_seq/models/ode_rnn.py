@@ -5,13 +5,13 @@ first observation; between observations dh/dt = f(h), f an MLP (tanh, as the pap
 observation h ← GRU([x̃, m], h) with missing values zero (``fill="zero"``, the paper's data ⊕ mask input;
 ``fill="last"`` is the alternative). Samples of a batch have different gaps, so each gap is integrated in a
 normalised time τ ∈ [0, 1]: dh/dτ = Δt_b · f(h), one solve per row for the whole batch
-(:func:`~neuralde_seq.solvers.evolve_over_gaps`; the walk over the rows is
-:func:`~neuralde_seq.models.recurrent.walk_observations`, shared with ODE-RFWP and the Latent ODEs). With
+(`evolve_over_gaps`; the walk over the rows is
+`walk_observations`, shared with ODE-RFWP and the Latent ODEs). With
 every gap zero it is exactly its GRU over the observations; ``row_states`` gives h at every row, also at
 all-NaN rows (query times).
 
-It reads :class:`~neuralde_seq.observations.Observations` with the conventions of
-:mod:`~neuralde_seq.models.recurrent` (what an observation is, Δt, the mask input, the empirical mean).
+It reads `Observations` with the conventions of
+`recurrent` (what an observation is, Δt, the mask input, the empirical mean).
 """
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ class ODERNN(_ObservationModel):
     Arguments:
         in_channels: channels C of the observations.
         num_classes: number of classes.
-        hidden: width of h.
-        width, depth: f's MLP (``depth`` tanh layers of ``width``; ``depth=0``: f(h) = A h + b, linear).
-        solver: :class:`~neuralde_seq.solvers.SolverOptions`: method (rk4, dopri5, ...), ``step_size``
+        hidden: width of h (default 32).
+        width: width of the hidden layers of f's MLP (default 64).
+        depth: number of tanh hidden layers of f's MLP (default 1; ``depth=0``: f(h) = A h + b, linear).
+        solver: `SolverOptions`: method (rk4, dopri5, ...), ``step_size``
             as the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), rtol/atol for
             adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
         fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
@@ -55,8 +56,16 @@ class ODERNN(_ObservationModel):
         self.solver = solver or SolverOptions()
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
-        """h after each sample's gap (B,) under dh/dt = f(h) (:func:`evolve_over_gaps`); a zero gap leaves h
-        exactly unchanged."""
+        """h after each sample's gap under dh/dt = f(h) (`evolve_over_gaps`); a zero gap leaves h exactly
+        unchanged.
+
+        Arguments:
+            h: (B, hidden) states at the start of each sample's gap.
+            gap: (B,) each sample's gap Δt >= 0.
+
+        Returns:
+            (B, hidden) states after the gaps.
+        """
         return evolve_over_gaps(self.f, h, gap, self.solver)
 
     def _walk(self, observations: Observations):
@@ -77,11 +86,25 @@ class ODERNN(_ObservationModel):
         return walk_observations(observations, state, evolve, update)
 
     def row_states(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
-        """h at every row, (B, T, hidden) twice: evolved to the row's time before reading it, and after
-        reading it (see :func:`walk_observations`)."""
+        """h at every row: evolved to the row's time before reading it, and after reading it (see
+        `walk_observations`).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            ``(before, after)``, each (B, T, hidden).
+        """
         before, after = zip(*[(b[0], a[0]) for b, a in self._walk(observations)])
         return torch.stack(before, 1), torch.stack(after, 1)
 
     def final_hidden(self, observations: Observations) -> torch.Tensor:
-        """h just after each sample's own last observation, (B, hidden)."""
+        """h just after each sample's own last observation.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, hidden).
+        """
         return state_after_last_observation(observations, self._walk(observations))[0]

@@ -3,13 +3,13 @@ the walk over the observations with an ODE between them.
 
 The NCDE paper (Kidger et al. 2020, appendix on baselines) compares neural CDEs with four recurrent models,
 each implemented from its own paper, with the NCDE paper's adaptations noted, in its own module:
-GRU-ODE in :mod:`~neuralde_seq.models.gru_ode`, GRU-Δt and GRU-D in
-:mod:`~neuralde_seq.models.gru_observations`, ODE-RNN in :mod:`~neuralde_seq.models.ode_rnn`. This module
-holds what they (and ODE-RFWP, :mod:`~neuralde_seq.models.rfwp`, and the Latent ODEs,
-:mod:`~neuralde_seq.models.latent`) share.
+GRU-ODE in `gru_ode`, GRU-Δt and GRU-D in
+`gru_observations`, ODE-RNN in `ode_rnn`. This module
+holds what they (and ODE-RFWP, `rfwp`, and the Latent ODEs,
+`latent`) share.
 
 **GRU cell.** All four use one GRU cell, in the form of Cho et al. (2014) with the reset gate inside the
-recurrent product (as GRU-D's equations and the GRU-ODE paper write it)::
+recurrent product (as GRU-D's equations and the GRU-ODE paper write it):
 
     z = σ(W_z x + U_z h + b_z),  r = σ(W_r x + U_r h + b_r),  g = tanh(W_g x + U_g (r ⊙ h) + b_g),
     h' = z ⊙ h + (1 − z) ⊙ g.
@@ -18,7 +18,7 @@ z is the "keep" gate (torch and De Brouwer et al.'s convention); GRU-D's paper w
 h' = (1 − z) ⊙ h + z ⊙ g, the same cell with z renamed 1 − z. (torch.nn.GRUCell differs: it applies r
 after U_g h and has a second bias there.)
 
-**Observations.** GRU-Δt, GRU-D and ODE-RNN read :class:`~neuralde_seq.observations.Observations`. An
+**Observations.** GRU-Δt, GRU-D and ODE-RNN read `Observations`. An
 *observation* is a row of a sample, within its length, where at least one channel is observed; a row
 where every channel is missing (a dropped time point, or padding) is not one: the state does not change
 there and the time until the next observation keeps running. Hence a sample gets the same answer alone
@@ -26,8 +26,8 @@ or padded in a batch, and each sample is read at its own last observation. Δt i
 sample's previous observation (0 at its first), and the mask m (1 where a channel is observed) is always
 an input, so a filled-in value is never mistaken for a measurement.
 
-**An ODE between observations.** :func:`walk_observations` is the walk over the rows with an ODE between observations (ODE-RNN, ODE-RFWP
-and the Latent ODEs' encoders), :func:`ode_mlp` the ODE's f.
+**An ODE between observations.** `walk_observations` is the walk over the rows with an ODE between observations (ODE-RNN, ODE-RFWP
+and the Latent ODEs' encoders), `ode_mlp` the ODE's f.
 
 **Empirical mean** (GRU-D's x_mean, and the fill before a channel's first observation with
 ``fill="last"``): the mean of each channel's observed values. Call ``set_empirical_mean(train_inputs)``
@@ -81,7 +81,7 @@ class GRUCell(nn.Module):
         return self.gates_from_input(self.input(x), h)
 
     def gates_from_input(self, projected: torch.Tensor, h: torch.Tensor):
-        """:meth:`gates` from the input's projection ``self.input(x)`` (B, 3·hidden), which solvers compute for
+        """`gates` from the input's projection ``self.input(x)`` (B, 3·hidden), which solvers compute for
         many steps at once."""
         xz, xr, xg = projected.chunk(3, dim=-1)
         hz, hr = self.recurrent_zr(h).chunk(2, dim=-1)
@@ -227,7 +227,7 @@ def walk_observations(observations: Observations, state: tuple[torch.Tensor, ...
 
 
 def state_after_last_observation(observations: Observations, walk) -> tuple[torch.Tensor, ...]:
-    """The state just after each sample's own last observation, from a :func:`walk_observations` walk (a
+    """The state just after each sample's own last observation, from a `walk_observations` walk (a
     sample is read there, not at the end of its padding or of trailing rows with nothing observed)."""
     event = observations.mask.any(-1)
     final = None

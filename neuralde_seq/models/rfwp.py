@@ -1,6 +1,6 @@
 """ODE-RFWP: a recurrent fast weight programmer whose recurrent state evolves by an ODE between observations.
 
-Paper 002 §3.3 (Eq. 26-27) for data that only comes as discrete observations at irregular times::
+Paper 002 §3.3 (Eq. 26-27) for data that only comes as discrete observations at irregular times:
 
     u_n       = ODESolve(f, h_{n−1}, t_{n−1}, t_n)          (26)
     h_n, W_n  = FWP([x_n, u_n], W_{n−1})                     (27)
@@ -8,14 +8,14 @@ Paper 002 §3.3 (Eq. 26-27) for data that only comes as discrete observations at
 The learning rule stays discrete; only the recurrent state vector is continuous (evolving a fast weight
 matrix autonomously would need a matrix-to-matrix network, paper footnote 5).
 
-**The RFWP step** (:class:`RFWPCell`), following the structure of the paper's public code (appendix_mujoco,
-``RecurrentHebbUpdateRule`` & co. and ``query_fast_weight``), per head with d = hidden / heads::
+**The RFWP step** (`RFWPCell`), following the structure of the paper's public code (appendix_mujoco,
+``RecurrentHebbUpdateRule`` & co. and ``query_fast_weight``), per head with d = hidden / heads:
 
     a       = LayerNorm(Linear(x_n))                        (input projection, as every FWP here)
     m       = Linear([a, u_n])                              (merge of input and recurrent state)
     k, v, β = Linear(m) split per head                      (keys d, values d, learning rate 1)
     q       = Linear(m)   (query_from="state", default)  or  Linear(a)   (query_from="input", public code)
-    W_n     = rule.discrete_step(W_{n−1}, k, v, β)          (Hebb / Oja / Delta, W + rate: :mod:`neuralde_seq.rules`)
+    W_n     = rule.discrete_step(W_{n−1}, k, v, β)          (Hebb / Oja / Delta, W + rate: `neuralde_seq.rules`)
     y       = W_n softmax(q)                                (per head, heads concatenated)
     h_n     = FeedForward(Linear(y))                        (output projection, Transformer FF block)
 
@@ -23,11 +23,11 @@ so the key, value, learning rate and query are all generated from [x_n, u_n] as 
 code generates the query from x_n alone, offered as ``query_from="input"``. The rules are the toolkit's
 one implementation (paper activations: softmax keys and queries, tanh values, σ(β)); the public code's
 Oja and post-Delta variants are the rule options ``Oja(softmax_after_subtract=True)`` and ``"delta-post"``.
-W_0 = 0 and h_0 = 0. f is an MLP (:func:`~neuralde_seq.models.recurrent.ode_mlp`, tanh) on h.
+W_0 = 0 and h_0 = 0. f is an MLP (`ode_mlp`, tanh) on h.
 
 **Irregular times.** The walk over the observations and the ODE between them are ODE-RNN's
-(:func:`~neuralde_seq.models.recurrent.walk_observations`,
-:func:`~neuralde_seq.solvers.evolve_over_gaps`): each sample is integrated over its own gaps in
+(`walk_observations`,
+`evolve_over_gaps`): each sample is integrated over its own gaps in
 a normalised time, so it only ever sees its own times; rows where every channel is missing are read
 (query points) but change nothing. The input of the step is [x̃_n, m_n], values with zeros where missing
 plus the observation mask, as ODE-RNN's.
@@ -37,7 +37,7 @@ then updated; the state the model exposes at row n is h_n at t_n, after reading 
 ``order="update_evolve"`` (the public code's ``add_data_first``): the observation is read, then the state
 is evolved to the next row's time; the state exposed at row n is the state at t_{n+1} that has read
 x_0..x_n, i.e. a one-step-ahead state. Both compose the same recursion (the update at t_n always sees u_n
-evolved from t_{n−1}); they differ in which state is returned: :meth:`ODERFWP.row_states` gives both
+evolved from t_{n−1}); they differ in which state is returned: `ODERFWP.row_states` gives both
 anyway, ``order`` picks what ``hidden_sequence`` returns. For the classifier (final state after the last
 observation) they coincide.
 """
@@ -67,7 +67,7 @@ class RFWPCell(nn.Module):
         input_size: channels of x_n.
         hidden: width of u_n and h_n (heads × head width).
         heads: number of heads; W has shape (heads, d, d) with d = hidden / heads.
-        rule: "hebb", "oja", "delta", "delta-post" or a :class:`~neuralde_seq.rules.LearningRule`.
+        rule: "hebb", "oja", "delta", "delta-post" or a `LearningRule`.
         d_ff: inner width of the feed-forward block (default 4·hidden).
         query_from: "state" (query from [x_n, u_n], Eq. 27) or "input" (from x_n alone, public code).
     """
@@ -95,12 +95,27 @@ class RFWPCell(nn.Module):
         self.feed_forward = FeedForward(hidden, d_ff)
 
     def initial_weights(self, batch: int, like: torch.Tensor) -> torch.Tensor:
-        """W_0 = 0, (batch, heads, d, d), with ``like``'s dtype and device."""
+        """W_0 = 0.
+
+        Arguments:
+            batch: B, the batch size.
+            like: a tensor whose dtype and device the weights take.
+
+        Returns:
+            (B, heads, d, d) zeros.
+        """
         return like.new_zeros(batch, self.heads, self.head_dim, self.head_dim)
 
     def generate(self, x: torch.Tensor, u: torch.Tensor):
-        """The slow net's outputs (pre-activations) per head: k_raw (B, heads, d), v_raw (B, heads, d),
-        beta (B, heads, 1), q_raw (B, heads, d)."""
+        """The slow net's outputs (pre-activations) per head.
+
+        Arguments:
+            x: (B, input_size) the observation.
+            u: (B, hidden) the recurrent state.
+
+        Returns:
+            ``(k_raw, v_raw, beta, q_raw)``: (B, heads, d), (B, heads, d), (B, heads, 1), (B, heads, d).
+        """
         a = self.input_norm(self.input_proj(x))
         m = self.merge(torch.cat([a, u], dim=-1))
         k, v, beta = self.slow(m).view(-1, self.heads, 2 * self.head_dim + 1).split(
@@ -109,7 +124,8 @@ class RFWPCell(nn.Module):
         return k, v, beta, q
 
     def forward(self, x: torch.Tensor, u: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """
+        """One step: the fast weight update from (x_n, u_n), then the read-out h_n.
+
         Arguments:
             x: (B, input_size) the observation.
             u: (B, hidden) the recurrent state.
@@ -141,15 +157,16 @@ class ODERFWP(_ObservationModel):
         hidden: width of the recurrent state u, h.
         heads: number of fast weight heads (hidden must be a multiple).
         rule: learning rule, "hebb", "oja", "delta", "delta-post" or a LearningRule.
-        width, depth: the ODE's MLP f (as ODE-RNN's; ``depth=0`` a linear field).
+        width: width of the hidden layers of the ODE's MLP f (default 64; as ODE-RNN's).
+        depth: number of tanh hidden layers of f (default 1; ``depth=0``: a linear field, as ODE-RNN's).
         d_ff: inner width of the feed-forward block (default 4·hidden).
         order: "evolve_update" (default, Eq. 26-27) or "update_evolve" (module docstring).
         query_from: "state" (default) or "input".
-        solver: :class:`~neuralde_seq.solvers.SolverOptions` (default rk4, one step per gap in the
+        solver: `SolverOptions` (default rk4, one step per gap in the
             normalised time, checkpointed gradients); ``step_size`` is the step in τ ∈ [0, 1].
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
-    :meth:`row_states` and :meth:`hidden_sequence` give the states at every row.
+    `row_states` and `hidden_sequence` give the states at every row.
     """
 
     def __init__(self, in_channels: int, num_classes: int | None = None, hidden: int = 32, heads: int = 4,
@@ -168,7 +185,15 @@ class ODERFWP(_ObservationModel):
         self.solver = solver or SolverOptions()
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
-        """h after each sample's gap (B,) under dh/dt = f(h) (:func:`evolve_over_gaps`)."""
+        """h after each sample's gap under dh/dt = f(h) (`evolve_over_gaps`).
+
+        Arguments:
+            h: (B, hidden) states at the start of each sample's gap.
+            gap: (B,) each sample's gap Δt >= 0.
+
+        Returns:
+            (B, hidden) states after the gaps.
+        """
         return evolve_over_gaps(self.f, h, gap, self.solver)
 
     def _walk(self, observations: Observations):
@@ -186,25 +211,57 @@ class ODERFWP(_ObservationModel):
         return walk_observations(observations, state, evolve, update)
 
     def row_states(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
-        """The recurrent state at every row, (B, T, hidden) twice: u evolved to the row's time before reading
-        it, and h after reading it (equal at rows without an observation)."""
+        """The recurrent state at every row: u evolved to the row's time before reading it, and h after
+        reading it (equal at rows without an observation).
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            ``(before, after)``, each (B, T, hidden).
+        """
         before, after = zip(*[(b[0], a[0]) for b, a in self._walk(observations)])
         return torch.stack(before, 1), torch.stack(after, 1)
 
     def hidden_sequence(self, observations: Observations) -> torch.Tensor:
-        """(B, T, hidden): for ``order="evolve_update"`` h_n at row n after reading it; for
-        ``"update_evolve"`` the state at the next row's time after reading rows ≤ n (the last row's is its
-        own, there being no next time)."""
+        """The hidden state at every row.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, T, hidden): for ``order="evolve_update"`` h_n at row n after reading it; for
+                ``"update_evolve"`` the state at the next row's time after reading rows ≤ n (the last row's is its
+                own, there being no next time).
+        """
         before, after = self.row_states(observations)
         if self.order == "evolve_update":
             return after
         return torch.cat([before[:, 1:], after[:, -1:]], dim=1)
 
     def final_hidden(self, observations: Observations) -> torch.Tensor:
-        """h just after each sample's own last observation, (B, hidden)."""
+        """h just after each sample's own last observation.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, hidden).
+        """
         return state_after_last_observation(observations, self._walk(observations))[0]
 
     def forward(self, observations: Observations) -> torch.Tensor:
+        """Logits from h after each sample's last observation.
+
+        Arguments:
+            observations: `Observations` with ``channels == in_channels``, batch size B, T rows.
+
+        Returns:
+            (B, num_classes) logits.
+
+        Raises:
+            ValueError: the model was built without ``num_classes``.
+        """
         if self.readout is None:
             raise ValueError("this ODERFWP was built without num_classes: use final_hidden or row_states")
         return self.readout(self.final_hidden(observations))

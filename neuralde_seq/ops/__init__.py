@@ -1,12 +1,12 @@
 """Numerical kernels shared by the models and solvers, each fast path beside the reference it must equal.
 
-- :mod:`~neuralde_seq.ops.causal_conv`: causal convolution on a grid (direct and FFT; full channel mixing or
+- `causal_conv`: causal convolution on a grid (direct and FFT; full channel mixing or
   depthwise) and at irregular times (direct and factorised). Used by CKConv and CCNN.
-- :mod:`~neuralde_seq.ops.exact_fast_weights`: the exact solver of fast weight fields on inputs constant per
-  knot interval (:func:`solve_exact`, behind ``SolverOptions(method="exact")``) and its reference, a loop over
-  ``rule.exact_step`` (:func:`solve_exact_reference`).
-- :mod:`~neuralde_seq.ops.affine_recurrence`: the affine (Hebb, Oja, pre-Delta) steps over a sequence and
-  their hand-written adjoint, the inner loop of :func:`solve_exact`.
+- `exact_fast_weights`: the exact solver of fast weight fields on inputs constant per
+  knot interval (`solve_exact`, behind ``SolverOptions(method="exact")``) and its reference, a loop over
+  ``rule.exact_step`` (`solve_exact_reference`).
+- `affine_recurrence`: the affine (Hebb, Oja, pre-Delta) steps over a sequence and
+  their hand-written adjoint, the inner loop of `solve_exact`.
 
 tests/test_ops.py and tests/test_exact.py compare every fast path with its reference in float64.
 """

@@ -1,9 +1,9 @@
 """The affine fast weight steps over a sequence, forward and adjoint, in a "batch-last" layout.
 
 Hebb, Oja and pre-Delta take exact steps M ↦ M − decay·(M a) aᵀ + write·b aᵀ on constant inputs
-(:class:`~neuralde_seq.rules.RankOneUpdate`; M = W, or Wᵀ for Oja). :func:`affine_forward` applies S of them
-one after the other to all B·H matrices at once, and :func:`affine_backward` is its adjoint, written by hand.
-:mod:`neuralde_seq.ops.exact_fast_weights` runs them per checkpointed segment.
+(`RankOneUpdate`; M = W, or Wᵀ for Oja). `affine_forward` applies S of them
+one after the other to all B·H matrices at once, and `affine_backward` is its adjoint, written by hand.
+`neuralde_seq.ops.exact_fast_weights` runs them per checkpointed segment.
 
 Why one after the other, although the steps compose associatively: with heads of width d = 8 (the papers'
 EigenWorms model) every parallel form (a prefix scan of the step maps, or WY/UT blocks of c steps, each with
@@ -31,7 +31,7 @@ def batch_last(t: torch.Tensor) -> torch.Tensor:
 
 
 def from_batch_last(t: torch.Tensor, heads: int) -> torch.Tensor:
-    """(S, e, B·H) -> (S, B, H, e), the inverse of :func:`batch_last`."""
+    """(S, e, B·H) -> (S, B, H, e), the inverse of `batch_last`."""
     return t.view(t.shape[0], t.shape[1], -1, heads).permute(0, 2, 3, 1)
 
 
@@ -59,7 +59,7 @@ def affine_forward(M, a, b, decay, write, keep_states: bool):
 
 
 def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, workspace: dict):
-    """Gradients of :func:`affine_forward` by its adjoint recurrence, with the states recomputed from M0.
+    """Gradients of `affine_forward` by its adjoint recurrence, with the states recomputed from M0.
 
     With u_t = write_t b_t − decay_t M_{t−1} a_t and M_t = M_{t−1} + u_t a_tᵀ, the gradient G_t on M_t gives
     g_t = G_t a_t (the gradient on u_t), G_{t−1} = G_t − decay_t g_t a_tᵀ (+ the gradient on M_{t−1} from
@@ -67,7 +67,7 @@ def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, work
     ∂decay_t = −g_t·(M_{t−1} a_t). Only the recurrences for M and G are sequential (one pass each, over the
     segment); the per-step gradients are evaluated afterwards for all steps at once.
 
-    Arguments: as :func:`affine_forward`; grad_states the gradient on its output; ``workspace`` a dict in which
+    Arguments: as `affine_forward`; grad_states the gradient on its output; ``workspace`` a dict in which
     the buffers of the recomputed and adjoint states are kept from one segment to the next (reusing them
     instead of allocating megabytes per segment saves the page faults).
     Returns:

@@ -1,19 +1,19 @@
 """Causal convolutions along time, each with a reference implementation and a fast one.
 
-Used by CKConv (:mod:`neuralde_seq.models.ckconv`) and CCNN's separable FlexConv
-(:mod:`neuralde_seq.models.ccnn`). Sequences are batch first, ``(B, T, C)``, as everywhere in the toolkit;
+Used by CKConv (`neuralde_seq.models.ckconv`) and CCNN's separable FlexConv
+(`neuralde_seq.models.ccnn`). Sequences are batch first, ``(B, T, C)``, as everywhere in the toolkit;
 a kernel's last axis is the lag k (k = 0: the current step).
 
-On a grid (:func:`causal_conv`), with zeros before the start,
+On a grid (`causal_conv`), with zeros before the start,
 
     full channel mixing (CKConv):   y[b, t, o] = Σ_c Σ_{k=0}^{min(t, K−1)} w[o, c, k] · x[b, t − k, c]
     depthwise (FlexConv):           y[b, t, c] =     Σ_{k=0}^{min(t, K−1)} w[c, k]    · x[b, t − k, c]
 
-the kernel's rank telling the two apart. ``method="direct"`` (:func:`causal_conv_direct`, ``conv1d``) is
-the reference; ``method="fft"`` (:func:`causal_conv_fft`, the convolution theorem) costs
+the kernel's rank telling the two apart. ``method="direct"`` (`causal_conv_direct`, ``conv1d``) is
+the reference; ``method="fft"`` (`causal_conv_fft`, the convolution theorem) costs
 O(T log T) instead of O(T · K) and agrees to rounding.
 
-At irregular times (:func:`irregular_causal_conv`), the kernel a continuous function ψ of the time
+At irregular times (`irregular_causal_conv`), the kernel a continuous function ψ of the time
 difference,
 
     y[b, i] = Σ_{j: t_j ≤ t_i} ψ(t_i − t_j) · x[b, j]      (observed entries of x only),
@@ -79,10 +79,18 @@ def causal_conv_direct(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
 
 
 def causal_conv_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """The same causal convolution as :func:`causal_conv_direct` (same arguments and result), by FFT.
+    """The same causal convolution as `causal_conv_direct` (same arguments and result), by FFT.
 
     Both signals are zero-padded to the next power of two >= T + K − 1, so the circular convolution equals
     the linear one on the T outputs kept.
+
+    Arguments:
+        x: (B, T, C_in) input.
+        kernel: (C_out, C_in, K) for full channel mixing, or (C_in, K) for a depthwise convolution;
+            ``kernel[..., k]`` is the weight of lag k. Lags k >= T never reach an output and are dropped.
+
+    Returns:
+        (B, T, C_out) (C_out = C_in when depthwise).
     """
     _check_grid(x, kernel)
     length = x.shape[1]
@@ -102,8 +110,20 @@ def causal_conv_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
 
 
 def causal_conv(x: torch.Tensor, kernel: torch.Tensor, method: str = "direct") -> torch.Tensor:
-    """Causal convolution on a grid by ``method`` ("direct" or "fft"); arguments and result as
-    :func:`causal_conv_direct`."""
+    """Causal convolution on a grid by ``method``.
+
+    Arguments:
+        x: (B, T, C_in) input.
+        kernel: (C_out, C_in, K) for full channel mixing, or (C_in, K) for a depthwise convolution;
+            ``kernel[..., k]`` is the weight of lag k.
+        method: "direct" (default, `causal_conv_direct`) or "fft" (`causal_conv_fft`).
+
+    Returns:
+        (B, T, C_out) (C_out = C_in when depthwise).
+
+    Raises:
+        ValueError: an unknown method, or shapes that do not fit.
+    """
     if method == "direct":
         return causal_conv_direct(x, kernel)
     if method == "fft":
@@ -122,7 +142,8 @@ def irregular_causal_conv(times: torch.Tensor, x: torch.Tensor, observed: torch.
         observed: (B, T, C_in) bool: x̃ is x where observed and 0 elsewhere; a point with no observed entry
             contributes nothing.
         features: maps time differences Δ (U,), in x's dtype, to features (U, K).
-        weight: (C_out, C_in, K); bias: (C_out, C_in) or None.
+        weight: (C_out, C_in, K).
+        bias: (C_out, C_in), or None (default) for no bias.
         method: "factorised" (fast; no gradient reaches ``times``) or "direct" (the reference).
 
     Returns:

@@ -1,23 +1,23 @@
 """Exact solutions of fast weight fields whose inputs are constant on every knot interval: the fast path
-:func:`solve_exact` and its reference :func:`solve_exact_reference`.
+`solve_exact` and its reference `solve_exact_reference`.
 
 On a log-signature window (or on a piece of a piecewise-linear control read only through its derivative,
 e.g. a rectilinear control with ``dx_only=True``) the key, value and learning rate of a
-:class:`~neuralde_seq.fields.FastWeightField` are constant, and each learning rule has a closed-form step
-(docs/design.md#closed-forms-on-constant-inputs, :meth:`~neuralde_seq.rules.LearningRule.exact_step`).
+`FastWeightField` are constant, and each learning rule has a closed-form step
+(docs/equations.md#closed-forms-on-constant-inputs, `exact_step`).
 
-:func:`solve_exact_reference` is the definition: a plain Python loop over the knot intervals, one call of
+`solve_exact_reference` is the definition: a plain Python loop over the knot intervals, one call of
 ``rule.exact_step`` per interval, differentiated by autograd (memory O(T · d²) per sample).
 
-:func:`solve_exact` (selected by ``SolverOptions(method="exact")`` in :func:`~neuralde_seq.solvers.solve`)
+`solve_exact` (selected by ``SolverOptions(method="exact")`` in `solve`)
 computes the same states:
 
 1. every input-dependent quantity (keys, values, learning rates) of a segment of the sequence is computed in
-   one batched pass of the field's projections (all heads in one matmul, :meth:`FastWeightField.projections`);
+   one batched pass of the field's projections (all heads in one matmul, `FastWeightField.projections`);
 2. Hebb: sums of outer products c·h·v kᵀ;
-   Oja and pre-Delta: the affine steps M ↦ M − λ (M a) aᵀ + μ b aᵀ (:class:`~neuralde_seq.rules.RankOneUpdate`;
+   Oja and pre-Delta: the affine steps M ↦ M − λ (M a) aᵀ + μ b aᵀ (`RankOneUpdate`;
    M = W or Wᵀ) one after the other over all samples and heads at once, with their adjoint written by hand
-   (:mod:`neuralde_seq.ops.affine_recurrence`, which says why they are not run as a parallel scan);
+   (`neuralde_seq.ops.affine_recurrence`, which says why they are not run as a parallel scan);
    post-Delta: its nonlinear exact step, step by step, over the precomputed inputs;
 3. variable lengths: a step after a sample's final knot has length 0, which every closed form maps to the
    identity, so each sample stops at its own end.
@@ -35,7 +35,7 @@ So no O(T · d²) (nor O(T · d_model)) tensor is kept for the backward pass. (C
 for the whole sequence instead, outside the segments, was measured: it saves one of their four passes but
 keeps O(T · d_model) activations alive, and the process peaked at 1.3 GB against the reference's 0.36 GB.)
 The alternative, reconstructing states backwards through the inverse steps
-(docs/design.md#closed-forms-on-constant-inputs), is exact in exact arithmetic but unstable in floating point
+(docs/equations.md#closed-forms-on-constant-inputs), is exact in exact arithmetic but unstable in floating point
 for these rules: each inverse step expands the component along k (Delta) or v (Oja) by up to e^{c‖k‖²h}, so
 rounding errors grow like e^{Σ c‖k‖²h} over thousands of windows. (torchdiffeq's continuous adjoint
 reconstructs W(s) backwards in just this way, and its gradients come out NaN or wrong at 4,500 windows for Oja
@@ -44,11 +44,11 @@ and both Deltas: docs/performance.md.)
 Which fields qualify: every field on a piecewise-constant control (log-signature windows, where x and x' are
 both the window's rate), and x'-only CDE fields (``dx_only=True``) on piecewise-linear controls; the standard
 CDE forms on a piecewise-linear control read X, which moves on every piece, and have no closed form
-(docs/design.md#closed-forms-on-constant-inputs). :func:`piece_inputs` checks it.
+(docs/equations.md#closed-forms-on-constant-inputs). `piece_inputs` checks it.
 
 Deeper models (``num_layers > 1``) are not solvable this way: the input of layer 2 is layer 1's output,
 which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
-window and has no closed form. :func:`solve_exact` refuses them with a ValueError.
+window and has no closed form. `solve_exact` refuses them with a ValueError.
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int
 
 
 def exact_field(dynamics) -> FastWeightField:
-    """The single :class:`FastWeightField` that ``dynamics`` integrates (its ``exact_field`` attribute, or the
+    """The single `FastWeightField` that ``dynamics`` integrates (its ``exact_field`` attribute, or the
     dynamics itself); ValueError if there is none or its rule has no closed-form step."""
     field = getattr(dynamics, "exact_field", dynamics)
     if field is None:
@@ -96,7 +96,7 @@ def piece_inputs(field: FastWeightField, control: Control, pieces: int):
     when the field does not read it), checked to be constant on every interval.
 
     Piecewise-constant controls (log-signature windows) give the window's rate for both x and x', as
-    :meth:`Control.evaluate_piece` and :meth:`Control.derivative_piece` do. A piecewise-polynomial control
+    `Control.evaluate_piece` and `Control.derivative_piece` do. A piecewise-polynomial control
     qualifies where its read parts are constant: x' of a piecewise-linear control (linear, rectilinear), or x
     of a piecewise-constant polynomial.
     """
@@ -134,8 +134,8 @@ def _projections(field: FastWeightField, x, dx):
 
 
 class _AffineSegments:
-    """Hebb, Oja and pre-Delta: the steps and their adjoint by hand (:func:`affine_forward`,
-    :func:`affine_backward`) on the steps' inputs (a, b, write[, decay]) of :meth:`RankOneUpdate`, each
+    """Hebb, Oja and pre-Delta: the steps and their adjoint by hand (`affine_forward`,
+    `affine_backward`) on the steps' inputs (a, b, write[, decay]) of `RankOneUpdate`, each
     (T, B, H, ·)."""
 
     def __init__(self, field: FastWeightField, batch: int):
@@ -184,7 +184,7 @@ class _AffineSegments:
 
 # ------------------------------------------------------------------------------------- post-Delta
 class _PostDeltaSegments:
-    """Post-Delta: its nonlinear exact step, step by step over the inputs of :meth:`Delta.post_step_inputs`
+    """Post-Delta: its nonlinear exact step, step by step over the inputs of `Delta.post_step_inputs`
     (each (T, B, H, ·)); the backward pass by autograd through one recomputed segment."""
 
     def __init__(self, field: FastWeightField, step_fn):
@@ -217,7 +217,7 @@ class _CheckpointedSegments(torch.autograd.Function):
     """Advance W0 through the segments ``bounds`` of the steps, keeping only each segment's first state for the
     backward pass, which recomputes one segment at a time.
 
-    ``solver`` (:class:`_AffineSegments` or :class:`_PostDeltaSegments`) has ``prepare(x, dx, h)``, a segment's
+    ``solver`` (`_AffineSegments` or `_PostDeltaSegments`) has ``prepare(x, dx, h)``, a segment's
     step inputs from its control inputs and lengths (the projections and activations, differentiable);
     ``advance(W, prepared, keep_states)``, the final state or the states after every step (time at dim 1); and
     ``backward(W, prepared, grad_out, keep_states)``, the gradients on W and on the prepared step inputs.
@@ -311,7 +311,7 @@ def _maybe_compiled(function, compile: bool):
 
 def _sequence(field: FastWeightField, control: Control, initial: torch.Tensor):
     """What both solvers step through: W0 (B, H, d, d) from ``initial``; the field's inputs x, dx (B, N, C) or
-    None (:func:`piece_inputs`) on the N = max(end_index) knot intervals; and the step lengths (B, N) in
+    None (`piece_inputs`) on the N = max(end_index) knot intervals; and the step lengths (B, N) in
     ``initial``'s dtype, 0 after each sample's final knot."""
     batch, H, d = control.batch_size, field.n_heads, field.head_dim
     if initial.shape[0] != batch or initial[0].numel() != H * d * d:
@@ -326,11 +326,19 @@ def _sequence(field: FastWeightField, control: Control, initial: torch.Tensor):
 
 
 def solve_exact_reference(dynamics, control: Control, initial: torch.Tensor, *, at_knots: bool = False) -> torch.Tensor:
-    """The definition :func:`solve_exact` computes faster: ``W ← rule.exact_step(W, *field.projections(x_j,
+    """The definition `solve_exact` computes faster: ``W ← rule.exact_step(W, *field.projections(x_j,
     dx_j), h_j)`` for every knot interval j in a Python loop, differentiated by autograd (it keeps every state).
 
-    Arguments and result as :func:`solve_exact` (dynamics, control with batch size B, initial (B, ...) with
-    H·d_head² entries per sample, at_knots), without ``options``.
+    Arguments:
+        dynamics: a `FastWeightField`, or a module whose ``exact_field`` attribute is one (as `solve_exact`).
+        control: the control, batch size B (as `solve_exact`).
+        initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
+            H·d_head² entries per sample.
+        at_knots: False (default): each sample's final state; True: the states at every knot.
+
+    Returns:
+        As `solve_exact`: (B, ...) each sample's state at its own final knot, or (B, K, ...) the states at
+            the knots, "..." the shape of ``initial[0]``.
     """
     field = exact_field(dynamics)
     W, x, dx, lengths = _sequence(field, control, initial)
@@ -348,18 +356,19 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
     """Solve a fast weight field exactly on a control whose field inputs are constant on each knot interval.
 
     Arguments:
-        dynamics: a :class:`FastWeightField`, or a module whose ``exact_field`` attribute is one (a one-layer
-            :class:`~neuralde_seq.models.FastWeightNetwork`'s dynamics; None for deeper models, refused).
-        control: the control, batch size B; see :func:`piece_inputs` for which controls qualify.
+        dynamics: a `FastWeightField`, or a module whose ``exact_field`` attribute is one (a one-layer
+            `FastWeightNetwork`'s dynamics; None for deeper models, refused).
+        control: the control, batch size B; see `piece_inputs` for which controls qualify.
         initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
             H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
-        options: :class:`~neuralde_seq.solvers.SolverOptions` with method "exact" (``chunk_size`` and
+        options: `SolverOptions` with method "exact" (``chunk_size`` and
             ``compile`` are read).
-        at_knots: as in :func:`~neuralde_seq.solvers.solve`.
+        at_knots: False (default): each sample's final state; True: the states at every knot (as in
+            `solve`).
 
     Returns:
         (B, ...) each sample's state at its own final knot, or (B, K, ...) the states at the knots
-        0..max(end_index) (constant after a sample's end), "..." the shape of ``initial[0]``.
+            0..max(end_index) (constant after a sample's end), "..." the shape of ``initial[0]``.
     """
     field = exact_field(dynamics)
     batch, H, d = control.batch_size, field.n_heads, field.head_dim

@@ -1,12 +1,12 @@
-"""Training: one loop (:func:`fit`), objectives, callbacks, checkpoints, metrics, the benchmark runner.
+"""Training: one loop (`fit`), objectives, callbacks, checkpoints, metrics, the benchmark runner.
 
-- :func:`fit` — the training loop every path uses;
-- objectives (:mod:`.objectives`): :class:`Classification`, :class:`PerStepClassification`,
-  :class:`Regression`, :class:`ELBO`, or a subclass of :class:`Objective`;
-- callbacks (:mod:`.callbacks`): :class:`BestCheckpoint`, :class:`EarlyStopping`, :class:`StopWhen`,
-  :class:`TimeLimit`, :class:`DivergenceGuard`, :class:`ProgressBar`;
-- :func:`train_classifier`, :func:`evaluate`, :func:`predict`: classification in one call;
-- checkpoints (:mod:`.checkpoints`), metrics, results tables (:mod:`.results`), the runner (:mod:`.runner`).
+- `fit` — the training loop every path uses;
+- objectives (`.objectives`): `Classification`, `PerStepClassification`,
+  `Regression`, `ELBO`, or a subclass of `Objective`;
+- callbacks (`.callbacks`): `BestCheckpoint`, `EarlyStopping`, `StopWhen`,
+  `TimeLimit`, `DivergenceGuard`, `ProgressBar`;
+- `train_classifier`, `evaluate`, `predict`: classification in one call;
+- checkpoints (`.checkpoints`), metrics, results tables (`.results`), the runner (`.runner`).
 """
 
 from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,

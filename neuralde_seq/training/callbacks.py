@@ -1,17 +1,17 @@
-"""Callbacks of :func:`~neuralde_seq.training.fit`: what happens around the loop's steps and evaluations.
+"""Callbacks of `fit`: what happens around the loop's steps and evaluations.
 
-A callback overrides any of the hooks below; each gets the :class:`FitState` (model, optimizer, epoch,
+A callback overrides any of the hooks below; each gets the `FitState` (model, optimizer, epoch,
 step, history, ...). A callback that must survive a resume returns its bookkeeping from ``state_dict``.
 
-- :class:`BestCheckpoint` keeps the weights of the best evaluation (on disk or in memory) and restores
+- `BestCheckpoint` keeps the weights of the best evaluation (on disk or in memory) and restores
   them at the end;
-- :class:`EarlyStopping` stops after ``patience`` evaluations without improvement;
-- :class:`StopWhen` stops when a condition on the metrics holds (a task counted as solved);
-- :class:`TimeLimit` stops at the first evaluation after a wall-time budget;
-- :class:`DivergenceGuard` (always active; pass one to change its settings) stops a run whose loss,
+- `EarlyStopping` stops after ``patience`` evaluations without improvement;
+- `StopWhen` stops when a condition on the metrics holds (a task counted as solved);
+- `TimeLimit` stops at the first evaluation after a wall-time budget;
+- `DivergenceGuard` (always active; pass one to change its settings) stops a run whose loss,
   gradients or parameters become non-finite, or whose training loss explodes relative to the first
   evaluation's, before a step is taken with them;
-- :class:`ProgressBar` (tqdm) shows the epochs and batches.
+- `ProgressBar` (tqdm) shows the epochs and batches.
 """
 from __future__ import annotations
 
@@ -34,11 +34,20 @@ __all__ = ["Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen"
 
 @dataclasses.dataclass
 class FitState:
-    """What callbacks see of a running :func:`~neuralde_seq.training.fit`.
+    """What callbacks see of a running `fit`.
 
-    ``epoch`` (1-based, the epoch in progress), ``step`` (training steps so far), ``history`` (the records
-    so far, see :func:`~neuralde_seq.training.fit`), ``stop_reason`` (set it to stop at the next chance),
-    ``is_main`` (rank 0 of a distributed run, or the only process: the one that writes files).
+    Attributes:
+        model: the model being trained (possibly wrapped for data-parallel training: its ``module``).
+        optimizer: the Adam optimizer.
+        objective: the `Objective` being trained on.
+        epochs: the number of epochs of the run.
+        steps_per_epoch: training steps (batches) per epoch.
+        history: the records so far (see `fit`).
+        epoch: the epoch in progress, 1-based.
+        step: training steps taken so far.
+        stop_reason: None, or the reason to stop; set it to stop at the next chance.
+        is_main: rank 0 of a distributed run, or the only process: the one that writes files.
+        config: the run's settings (stored in checkpoints).
     """
 
     model: torch.nn.Module
@@ -55,7 +64,7 @@ class FitState:
 
 
 class Divergence(Exception):
-    """Raised by a callback to declare the run diverged; :func:`fit` restores the last good state."""
+    """Raised by a callback to declare the run diverged; `fit` restores the last good state."""
 
     def __init__(self, reason: str, advice: str = ""):
         super().__init__(reason)
@@ -64,24 +73,82 @@ class Divergence(Exception):
 
 
 class Callback:
-    """Base class: every hook does nothing."""
+    """Base class: every hook does nothing. Each hook gets the `FitState` ``state`` of the run."""
 
-    def on_fit_start(self, state: FitState) -> None: ...
-    def on_epoch_start(self, state: FitState) -> None: ...
-    def on_batch_loss(self, state: FitState, loss: torch.Tensor) -> None: ...
-    def on_after_backward(self, state: FitState, gradients: list[torch.Tensor]) -> None: ...
-    def on_batch_end(self, state: FitState, loss: float) -> None: ...
-    def on_evaluation(self, state: FitState, record: dict) -> None: ...
-    def on_fit_end(self, state: FitState) -> None: ...
+    def on_fit_start(self, state: FitState) -> None:
+        """Called once before the first training step (also when resuming).
+
+        Arguments:
+            state: the run's `FitState`.
+        """
+    def on_epoch_start(self, state: FitState) -> None:
+        """Called at the start of every epoch.
+
+        Arguments:
+            state: the run's `FitState`; ``state.epoch`` is the epoch starting.
+        """
+    def on_batch_loss(self, state: FitState, loss: torch.Tensor) -> None:
+        """Called with each batch's training loss before the backward pass.
+
+        Arguments:
+            state: the run's `FitState`.
+            loss: the batch's training loss (penalty included; over all processes in a distributed run), a
+                scalar tensor.
+        """
+    def on_after_backward(self, state: FitState, gradients: list[torch.Tensor]) -> None:
+        """Called after the backward pass, before clipping and the optimizer step.
+
+        Arguments:
+            state: the run's `FitState`.
+            gradients: the gradients of the parameters that have one.
+        """
+    def on_batch_end(self, state: FitState, loss: float) -> None:
+        """Called after each training step.
+
+        Arguments:
+            state: the run's `FitState`.
+            loss: the batch's loss (the objective's, without the penalty), a float.
+        """
+    def on_evaluation(self, state: FitState, record: dict) -> None:
+        """Called after every evaluation.
+
+        Arguments:
+            state: the run's `FitState`; set ``state.stop_reason`` to stop.
+            record: the evaluation's record: ``epoch``, ``step``, ``end_of_epoch``, ``train_<metric>``,
+                ``val_<metric>``, ``seconds_per_epoch``, ``val_seconds``.
+        """
+    def on_fit_end(self, state: FitState) -> None:
+        """Called once after the last training step.
+
+        Arguments:
+            state: the run's `FitState`.
+        """
 
     def on_diverged(self, state: FitState) -> tuple[int, str | None] | None:
-        """Called after a divergence restored the last good state; a callback that restores other weights
-        instead returns (their epoch, their file or None)."""
+        """Called after a divergence restored the last good state.
+
+        Arguments:
+            state: the run's `FitState`.
+
+        Returns:
+            None, or, for a callback that restores other weights instead, ``(their epoch, their file or
+                None)``.
+        """
 
     def state_dict(self) -> dict:
+        """The callback's bookkeeping, stored in resume checkpoints (default: empty).
+
+        Returns:
+            A dict that `load_state_dict` accepts.
+        """
         return {}
 
-    def load_state_dict(self, state: dict) -> None: ...
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the bookkeeping of `state_dict` when a run resumes.
+
+        Arguments:
+            state: the dict `state_dict` returned.
+        """
 
 
 def _improves(value, best, maximize: bool) -> bool:
@@ -135,6 +202,7 @@ class BestCheckpoint(Callback):
                             else 0, metrics=metrics, config={**state.config, **self.config})
 
     def on_fit_start(self, state):
+        """Resolve ``monitor`` and save the initial weights (epoch 0) unless resuming with a best checkpoint."""
         if self.monitor is None:
             self.monitor = state.objective.default_select_on
         if self.monitor not in state.objective.maximize:
@@ -145,6 +213,8 @@ class BestCheckpoint(Callback):
         state.history.setdefault("best_epoch", 0)
 
     def on_evaluation(self, state, record):
+        """Save the weights, and record ``best_epoch``, ``best_step`` and ``best_<split>_<metric>`` in the history,
+        when the monitored metric improves."""
         key = _selection_key(record, self.monitor, state.objective.maximize[self.monitor], f"{self.split}_")
         if key is not None and (self.best_key is None or key > self.best_key):
             self.best_key = key
@@ -157,6 +227,12 @@ class BestCheckpoint(Callback):
             self._save(state, {k: v for k, v in record.items() if isinstance(v, (int, float, type(None)))})
 
     def restore(self, model: torch.nn.Module, optimizer=None) -> None:
+        """Load the best weights into ``model`` (and ``optimizer``, from a checkpoint file).
+
+        Arguments:
+            model: the (unwrapped) model.
+            optimizer: an optimizer to restore too, or None (default); not restored from memory.
+        """
         if self.path is None:
             if self._memory is not None:
                 model.load_state_dict(self._memory)
@@ -164,24 +240,35 @@ class BestCheckpoint(Callback):
             load_checkpoint(self.path, model, optimizer)
 
     def on_fit_end(self, state):
+        """Load the best weights back into the model (and optimizer)."""
         self.restore(getattr(state.model, "module", state.model), state.optimizer)
 
     def on_diverged(self, state):
+        """Load the best weights back, as a finished run does; returns ``(best epoch, checkpoint file or None)``."""
         # A diverged run reports its best weights, as a finished one does.
         self.restore(getattr(state.model, "module", state.model), state.optimizer)
         return self.best_epoch, None if self.path is None else str(self.path)
 
     def state_dict(self):
+        """The best key, epoch and monitored metric, for resuming."""
         return {"best_key": None if self.best_key is None else list(self.best_key), "best_epoch": self.best_epoch,
                 "monitor": self.monitor}
 
     def load_state_dict(self, state):
+        """Restore the best key and epoch of `state_dict`."""
         self.best_key = None if state["best_key"] is None else tuple(state["best_key"])
         self.best_epoch = state["best_epoch"]
 
 
 class EarlyStopping(Callback):
-    """Stop after ``patience`` evaluations in a row without improvement of ``<split>_<monitor>``."""
+    """Stop after ``patience`` evaluations in a row without improvement of ``<split>_<monitor>``.
+
+    Arguments:
+        patience: evaluations in a row without improvement before stopping (a positive integer).
+        monitor: metric name of the objective (default None: its ``default_select_on``); ties in a metric
+            other than the loss go to the lower loss.
+        split: whose metric is monitored: "val" (default) or "train".
+    """
 
     def __init__(self, patience: int, monitor: str | None = None, split: str = "val"):
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
@@ -191,10 +278,12 @@ class EarlyStopping(Callback):
         self.since_best = 0
 
     def on_fit_start(self, state):
+        """Resolve ``monitor`` (default: the objective's ``default_select_on``)."""
         if self.monitor is None:
             self.monitor = state.objective.default_select_on
 
     def on_evaluation(self, state, record):
+        """Count evaluations without improvement; set the stop reason "early_stopping" after ``patience`` of them."""
         key = _selection_key(record, self.monitor, state.objective.maximize[self.monitor], f"{self.split}_")
         if key is not None and (self.best_key is None or key > self.best_key):
             self.best_key, self.since_best = key, 0
@@ -204,28 +293,40 @@ class EarlyStopping(Callback):
             state.stop_reason = "early_stopping"
 
     def state_dict(self):
+        """The best key and the count since the best, for resuming."""
         return {"best_key": None if self.best_key is None else list(self.best_key), "since_best": self.since_best}
 
     def load_state_dict(self, state):
+        """Restore the best key and count of `state_dict`."""
         self.best_key = None if state["best_key"] is None else tuple(state["best_key"])
         self.since_best = state["since_best"]
 
 
 class StopWhen(Callback):
     """Stop at the first evaluation where ``condition(record)`` holds (e.g. a task counted as solved); the
-    record is kept in ``history[reason + "_at"]``."""
+    record is kept in ``history[reason + "_at"]``.
+
+    Arguments:
+        condition: a function of the evaluation record (a dict of metrics) returning True to stop.
+        reason: the stop reason recorded in the history's ``stopped_by`` (default "solved").
+    """
 
     def __init__(self, condition: Callable[[dict], bool], reason: str = "solved"):
         self.condition, self.reason = condition, reason
 
     def on_evaluation(self, state, record):
+        """Stop with ``reason`` (and keep the record) when ``condition(record)`` holds."""
         if self.condition(record):
             state.history.setdefault(f"{self.reason}_at", dict(record))
             state.stop_reason = self.reason
 
 
 class TimeLimit(Callback):
-    """Stop at the first evaluation after ``minutes`` of wall time in this call."""
+    """Stop at the first evaluation after ``minutes`` of wall time in this call (stop reason "time").
+
+    Arguments:
+        minutes: the wall-time budget, a positive number of minutes.
+    """
 
     def __init__(self, minutes: float):
         if not minutes > 0:
@@ -234,9 +335,11 @@ class TimeLimit(Callback):
         self.start = None
 
     def on_fit_start(self, state):
+        """Start the clock."""
         self.start = time.perf_counter()
 
     def on_evaluation(self, state, record):
+        """Set the stop reason "time" once the budget is spent."""
         if state.stop_reason is None and time.perf_counter() - self.start > self.seconds:
             state.stop_reason = "time"
 
@@ -273,6 +376,10 @@ class DivergenceGuard(Callback):
     - the mean training loss since the last evaluation exceeds the loss of the very first batch (before
       any step: the scale of an untrained model) by more than ``explosion_factor`` times max(|first|, 1)
       (a finite blow-up such as a loss of 1e23 is as wrong a result as a NaN). None disables this check.
+
+    Arguments:
+        explosion_factor: the factor of the last check (default 1e3), a positive number, or None to disable
+            that check.
     """
 
     def __init__(self, explosion_factor: float | None = 1e3):
@@ -282,16 +389,19 @@ class DivergenceGuard(Callback):
         self.first_loss: float | None = None
 
     def on_batch_loss(self, state, loss):
+        """Raise `Divergence` on a non-finite loss; remember the first batch's loss."""
         if not torch.isfinite(loss):
             raise Divergence(f"non-finite training loss ({loss.item()})")
         if self.first_loss is None:
             self.first_loss = loss.item()
 
     def on_after_backward(self, state, gradients):
+        """Raise `Divergence` on a non-finite gradient."""
         if not _all_finite(gradients):
             raise Divergence("non-finite gradient", gradient_advice(state.model))
 
     def on_evaluation(self, state, record):
+        """Raise `Divergence` on a non-finite parameter or an exploded mean training loss."""
         if not _all_finite([p.detach() for p in state.model.parameters()]):
             raise Divergence("non-finite parameter after the training steps")
         loss = record.get("train_loss")
@@ -303,34 +413,44 @@ class DivergenceGuard(Callback):
                              f"{self.explosion_factor:g} times larger)")
 
     def state_dict(self):
+        """The first batch's loss, for resuming."""
         return {"first_loss": self.first_loss}
 
     def load_state_dict(self, state):
+        """Restore the first batch's loss of `state_dict`."""
         self.first_loss = state["first_loss"]
 
 
 class ProgressBar(Callback):
-    """tqdm bars: one over epochs (with the last evaluation's metrics) and one over the batches of an epoch."""
+    """tqdm bars: one over epochs (with the last evaluation's metrics) and one over the batches of an epoch.
+
+    Arguments:
+        desc: the epoch bar's label (default "train").
+    """
 
     def __init__(self, desc: str = "train"):
         self.desc = desc
         self.epochs = self.batches = None
 
     def on_fit_start(self, state):
+        """Open the epoch bar (on the main process only)."""
         self.epochs = tqdm(total=state.epochs, initial=state.epoch - 1, desc=self.desc, unit="epoch",
                            dynamic_ncols=True, disable=not state.is_main)
 
     def on_epoch_start(self, state):
+        """Open a new bar over the epoch's batches."""
         if self.batches is not None:
             self.batches.close()
         self.batches = tqdm(total=state.steps_per_epoch, desc=f"epoch {state.epoch}", unit="batch", leave=False,
                             dynamic_ncols=True, disable=not state.is_main)
 
     def on_batch_end(self, state, loss):
+        """Advance the batch bar and show the batch's loss."""
         self.batches.update(1)
         self.batches.set_postfix(loss=f"{loss:.4g}")
 
     def on_evaluation(self, state, record):
+        """Show the evaluation's metrics on the epoch bar."""
         shown = {k: f"{v:.4g}" for k, v in record.items()
                  if isinstance(v, float) and (k.startswith("val_") or k == "train_loss") and k != "val_seconds"}
         self.epochs.set_postfix(shown)
@@ -338,6 +458,7 @@ class ProgressBar(Callback):
         self.epochs.refresh()
 
     def on_fit_end(self, state):
+        """Close the bars."""
         for bar in (self.batches, self.epochs):
             if bar is not None:
                 bar.close()

@@ -1,10 +1,10 @@
 """Checkpoint files and the random states a resumed run needs.
 
 Checkpoints are dictionaries saved with ``torch.save``; they are written atomically (temporary file, then
-rename), so the file on disk is always a complete checkpoint. :func:`save_checkpoint` writes the simple
+rename), so the file on disk is always a complete checkpoint. `save_checkpoint` writes the simple
 form (``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``) that
-:func:`load_checkpoint` restores; :func:`~neuralde_seq.training.fit` adds its loop state to the resume
-checkpoint it writes with :func:`atomic_save`.
+`load_checkpoint` restores; `fit` adds its loop state to the resume
+checkpoint it writes with `atomic_save`.
 """
 from __future__ import annotations
 
@@ -45,7 +45,19 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 def save_checkpoint(path: str | os.PathLike, *, model: torch.nn.Module, optimizer=None, epoch: int = 0,
                     metrics: dict | None = None, config: dict | None = None) -> Path:
-    """Save ``model`` (and ``optimizer``) with the epoch, metrics and config, atomically."""
+    """Save ``model`` (and ``optimizer``) with the epoch, metrics and config, atomically.
+
+    Arguments:
+        path: the checkpoint file (its directory is created if needed).
+        model: the model whose ``state_dict`` is saved (unwrapped from DistributedDataParallel).
+        optimizer: an optimizer whose state is saved too, or None (default).
+        epoch: the epoch the weights belong to (default 0: before training).
+        metrics: the evaluation metrics to store, or None.
+        config: the run's settings to store, or None.
+
+    Returns:
+        The `Path` written.
+    """
     state = {
         "model_state": {k: v.detach().clone() for k, v in _unwrap(model).state_dict().items()},
         "optimizer_state": optimizer.state_dict() if optimizer is not None else None,
@@ -58,10 +70,21 @@ def save_checkpoint(path: str | os.PathLike, *, model: torch.nn.Module, optimize
 
 def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = None, optimizer=None,
                     map_location=None) -> dict:
-    """Load a checkpoint; if given, restore ``model`` (and ``optimizer``) from it. Returns the dict.
+    """Load a checkpoint; if given, restore ``model`` (and ``optimizer``) from it.
 
-    ``map_location`` defaults to the model's device (CPU without a model). A checkpoint written for a model
-    of another shape raises ``ValueError`` naming the file and the mismatching parameters.
+    Arguments:
+        path: the checkpoint file (as `save_checkpoint` writes it).
+        model: a model to load the weights into, or None (default) to only read the file.
+        optimizer: an optimizer to restore too, or None (default).
+        map_location: where tensors are loaded (``torch.load``'s ``map_location``); None (default): the
+            model's device (CPU without a model).
+
+    Returns:
+        The checkpoint dict: ``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``.
+
+    Raises:
+        ValueError: the checkpoint was written for a model of another shape (the message names the file and
+            the mismatching parameters).
     """
     if map_location is None:
         map_location = model_device(model) if model is not None else "cpu"
@@ -85,7 +108,14 @@ def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = Non
 
 
 def default_last_checkpoint_path(checkpoint_path: str | os.PathLike) -> Path:
-    """Where the resume checkpoint goes beside a best checkpoint: ``run.pt`` -> ``run.last.pt``."""
+    """Where the resume checkpoint goes beside a best checkpoint: ``run.pt`` -> ``run.last.pt``.
+
+    Arguments:
+        checkpoint_path: the best checkpoint's file.
+
+    Returns:
+        The resume checkpoint's `Path`, in the same directory.
+    """
     path = Path(checkpoint_path)
     return path.with_name(f"{path.stem}.last{path.suffix}")
 
@@ -107,7 +137,7 @@ def rng_states(generator: torch.Generator) -> dict:
 
 
 def restore_rng_states(generator: torch.Generator, states: dict) -> None:
-    """Undo :func:`rng_states`: the generator and the global RNGs continue where they were saved."""
+    """Undo `rng_states`: the generator and the global RNGs continue where they were saved."""
     generator.set_state(states["generator"])
     torch.set_rng_state(states["torch"])
     np_state = states["numpy"]

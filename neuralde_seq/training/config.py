@@ -1,11 +1,11 @@
 """Benchmark configs: YAML files parsed once into typed settings.
 
-:func:`parse_config` checks a config against the schema (docs/benchmarks.md) and returns a
-:class:`BenchmarkConfig`: every row's training settings (:class:`TrainingSettings`) merged with the top-level
-ones, its :class:`~neuralde_seq.solvers.SolverOptions` built once, its paper number
-(:class:`PaperNumber`), and the test-set variants (:class:`TestVariant`). Every error is a
-:class:`ConfigError` naming the key path (e.g. ``models[1].training.lr``). :meth:`BenchmarkConfig.to_dict`
-gives the normalised config as plain data (for results files and fingerprints); :func:`validate_config` is
+`parse_config` checks a config against the schema (docs/benchmarks.md) and returns a
+`BenchmarkConfig`: every row's training settings (`TrainingSettings`) merged with the top-level
+ones, its `SolverOptions` built once, its paper number
+(`PaperNumber`), and the test-set variants (`TestVariant`). Every error is a
+`ConfigError` naming the key path (e.g. ``models[1].training.lr``). `BenchmarkConfig.to_dict`
+gives the normalised config as plain data (for results files and fingerprints); `validate_config` is
 ``parse_config(...).to_dict()``.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSettings:
-    """How one row is trained (the arguments of :func:`~neuralde_seq.training.train_classifier`)."""
+    """How one row is trained (the arguments of `train_classifier`)."""
 
     epochs: int
     lr: float
@@ -104,7 +104,7 @@ class ModelRow:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkConfig:
-    """A parsed benchmark config (see :func:`parse_config`)."""
+    """A parsed benchmark config (see `parse_config`)."""
 
     name: str
     description: str
@@ -165,7 +165,7 @@ def apply_overrides(config: Mapping, overrides: Iterable[str]) -> dict:
 
     Path components index mappings by key and lists by position, e.g. ``training.epochs=1``,
     ``task_options.drop_rate=0.5``, ``models.0.options.d_model=64``, ``seeds=[0,1]``. Missing mapping keys
-    are created (and then checked by :func:`validate_config`).
+    are created (and then checked by `validate_config`).
     """
     out = copy.deepcopy(dict(config))
     for item in overrides:
@@ -308,9 +308,9 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
 
 
 def parse_config(config: Mapping) -> BenchmarkConfig:
-    """Check a config against the schema (docs/benchmarks.md) and return it as a :class:`BenchmarkConfig`:
+    """Check a config against the schema (docs/benchmarks.md) and return it as a `BenchmarkConfig`:
     defaults filled in, each row's ``training`` and ``solver`` merged with the top-level ones. Raises
-    :class:`ConfigError` naming the bad key path."""
+    `ConfigError` naming the bad key path."""
     from ..data.protocols import TASK_NAMES, get_task
     from ..models import MODEL_NAMES, model_entry
 
@@ -416,6 +416,6 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
 
 
 def validate_config(config: Mapping) -> dict:
-    """:func:`parse_config` as plain data: the normalised config (``models`` holds each row's effective
+    """`parse_config` as plain data: the normalised config (``models`` holds each row's effective
     ``training`` and ``solver``)."""
     return parse_config(config).to_dict()

@@ -1,7 +1,7 @@
-"""The collective operations of :func:`~neuralde_seq.training.fit` when it runs in several processes.
+"""The collective operations of `fit` when it runs in several processes.
 
-Process groups and launching are :mod:`neuralde_seq.training.distributed`; this module holds what the loop
-does across processes: the module DistributedDataParallel wraps (:class:`TrainingLoss`), the global batch
+Process groups and launching are `neuralde_seq.training.distributed`; this module holds what the loop
+does across processes: the module DistributedDataParallel wraps (`TrainingLoss`), the global batch
 loss every rank's callbacks see, training statistics summed over ranks, one stop decision, evaluation
 outputs gathered back in sample order. With one process each function is the plain computation.
 """

@@ -1,16 +1,16 @@
 """Distributed data parallel runs: process groups, local launches, the benchmark on N processes.
 
-:func:`~neuralde_seq.training.fit` trains data parallel by itself whenever a ``torch.distributed`` process
+`fit` trains data parallel by itself whenever a ``torch.distributed`` process
 group of more than one process is initialised (see its module docstring). This module starts such groups:
 
-- :func:`init_from_env` joins the group described by torchrun's environment variables (``RANK``,
+- `init_from_env` joins the group described by torchrun's environment variables (``RANK``,
   ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``): backend gloo on CPU, nccl on CUDA,
-  where each process takes the GPU ``cuda:LOCAL_RANK``; :func:`shutdown` leaves it.
-- :func:`launch` runs a function in N local processes (spawned, rendezvous on a free port of 127.0.0.1)
+  where each process takes the GPU ``cuda:LOCAL_RANK``; `shutdown` leaves it.
+- `launch` runs a function in N local processes (spawned, rendezvous on a free port of 127.0.0.1)
   and returns what each returned; a failure in any process is raised in the caller as
-  :class:`DistributedError` naming the rank and carrying its traceback.
-- :func:`run_benchmark_distributed` is :func:`~neuralde_seq.training.runner.run_benchmark` on N processes
-  (``neuralde-seq bench CONFIG --nproc N``), or in a process started by torchrun::
+  `DistributedError` naming the rank and carrying its traceback.
+- `run_benchmark_distributed` is `run_benchmark` on N processes
+  (``neuralde-seq bench CONFIG --nproc N``), or in a process started by torchrun:
 
       torchrun --nproc_per_node N -m neuralde_seq bench CONFIG [--device cuda]
 
@@ -38,7 +38,7 @@ _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 class DistributedError(RuntimeError):
-    """A process of a :func:`launch` failed. Attributes: ``rank`` (the first to fail), ``child_traceback``
+    """A process of a `launch` failed. Attributes: ``rank`` (the first to fail), ``child_traceback``
     (its traceback as text, or None when it was killed without one)."""
 
     def __init__(self, message: str, rank: int, child_traceback: str | None):
@@ -141,16 +141,18 @@ def launch(fn: Callable, nproc: int, args: Sequence = (), kwargs: dict | None = 
     """Run ``fn(*args, **kwargs)`` in ``nproc`` local processes forming one process group.
 
     Arguments:
-        fn: a picklable (module-level) function; it runs with the group initialised (:func:`init_from_env`:
+        fn: a picklable (module-level) function; it runs with the group initialised (`init_from_env`:
             gloo on CPU, nccl with one GPU per process for ``device="cuda"``).
         nproc: number of processes (>= 1).
-        args, kwargs: its arguments (picklable).
+        args: its positional arguments (picklable).
+        kwargs: its keyword arguments (picklable), or None.
         device: "cpu" or "cuda".
         threads: torch threads per process (default: the CPU cores divided among the processes).
-        timeout: seconds a collective may wait before failing (see :func:`init_from_env`).
+        timeout: seconds a collective may wait before failing (see `init_from_env`).
 
-    Returns the list of the processes' return values, by rank (each saved with ``torch.save``).
-    Raises :class:`DistributedError` naming the rank that failed first, with its traceback, after the
+    Returns:
+        The list of the processes' return values, by rank (each saved with ``torch.save``).
+    Raises `DistributedError` naming the rank that failed first, with its traceback, after the
     other processes were stopped.
     """
     import torch.multiprocessing as mp
@@ -200,13 +202,13 @@ def _benchmark_worker(kwargs: dict) -> dict | None:
 
 
 def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) -> dict:
-    """:func:`~neuralde_seq.training.runner.run_benchmark` data parallel over processes.
+    """`run_benchmark` data parallel over processes.
 
     Arguments:
         nproc: processes to launch on this machine (each with a GPU for ``device="cuda"``); None or 1 in
             a process started by torchrun: join torchrun's group instead; None or 1 otherwise: one process,
-            plain :func:`run_benchmark`.
-        **run_benchmark_kwargs: :func:`run_benchmark`'s arguments (``config``, ``out_dir``, ``device``, ...);
+            plain `run_benchmark`.
+        **run_benchmark_kwargs: `run_benchmark`'s arguments (``config``, ``out_dir``, ``device``, ...);
             picklable, as they travel to the processes.
 
     Returns rank 0's results (under torchrun: what run_benchmark returns in this process).

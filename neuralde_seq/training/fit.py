@@ -1,19 +1,19 @@
-"""The one training loop of the toolkit: :func:`fit`.
+"""The one training loop of the toolkit: `fit`.
 
 Every training path (``neuralde-seq compare`` and ``bench``, the stress tasks, the trajectory tasks, the
-scikit-learn estimators) calls :func:`fit` with an :class:`~neuralde_seq.training.objectives.Objective`
-(what is learnt) and callbacks (:mod:`neuralde_seq.training.callbacks`: checkpoints, early stopping,
+scikit-learn estimators) calls `fit` with an `Objective`
+(what is learnt) and callbacks (`neuralde_seq.training.callbacks`: checkpoints, early stopping,
 progress, divergence).
 
 Distributed data parallel: when ``torch.distributed`` is initialised with more than one process, every
 process draws the same batch order, takes its share ``batch[rank::world]`` of each global batch and the
-model is wrapped in :class:`torch.nn.parallel.DistributedDataParallel`; each share's loss is weighted so
+model is wrapped in `torch.nn.parallel.DistributedDataParallel`; each share's loss is weighted so
 that the averaged gradient equals the gradient of the mean loss over the global batch (a process whose
 share is empty, in a last batch smaller than the number of processes, runs one sample with weight 0);
 exact for a loss that is a mean over samples, approximate for a mean over steps or observed values.
 Training statistics and evaluation outputs are gathered over the processes (an objective with its own
 ``evaluate`` is evaluated on rank 0); callbacks see the global batch's loss, rank 0 decides when to stop,
-and only rank 0 writes files. :mod:`~neuralde_seq.training.distributed` starts such process groups.
+and only rank 0 writes files. `distributed` starts such process groups.
 """
 from __future__ import annotations
 
@@ -40,9 +40,17 @@ class TrainingDiverged(RuntimeError):
     """A run stopped because its loss, gradients or parameters became non-finite or its loss exploded.
 
     Before it is raised, the model (and optimizer) hold the last good state (the last evaluation's, or the
-    initial weights). Attributes: ``epoch`` and ``step`` (1-based, step counts training steps over the
-    whole run) where it happened, ``reason``, ``checkpoint_path`` (the resume checkpoint, if any),
-    ``checkpoint_epoch`` (epoch of the restored state, 0 = before training) and ``history``.
+    initial weights).
+
+    Arguments:
+        message: the error message (what happened, what was restored, what to try).
+        epoch: the epoch (1-based) where it happened; kept as the attribute ``epoch``.
+        step: the training step (1-based, counted over the whole run) where it happened; attribute ``step``.
+        reason: what diverged (e.g. "non-finite gradient"); attribute ``reason``.
+        checkpoint_path: the file of the restored state (the resume checkpoint, or a callback's such as
+            `BestCheckpoint`), or None; attribute ``checkpoint_path``.
+        checkpoint_epoch: epoch of the restored state, 0 = before training; attribute ``checkpoint_epoch``.
+        history: the run's history so far (``stopped_by`` "diverged"); attribute ``history``.
     """
 
     def __init__(self, message: str, *, epoch: int, step: int, reason: str, checkpoint_path: str | None,
@@ -91,39 +99,48 @@ def fit(
 
     Arguments:
         model: the model; its device is where batches go (inputs must already be there).
-        objective: what is learnt (:mod:`~neuralde_seq.training.objectives`).
+        objective: what is learnt (`objectives`).
         train: ``(inputs, targets)``: inputs sliceable by a 1-D LongTensor of sample indices (a
-            :class:`~neuralde_seq.Control`, :class:`~neuralde_seq.Observations`, ``ModelArguments``, a
+            `Control`, `Observations`, ``ModelArguments``, a
             tensor), N samples; targets as the objective expects (checked before training), or None.
         val: ``(inputs, targets)`` evaluated at every evaluation (metrics ``val_<name>``); None: none.
-        epochs: passes over the training data. lr, weight_decay: Adam's.
+        epochs: passes over the training data.
+        lr: Adam's learning rate.
         batch_size: samples per training step (global over processes); the last batch may be smaller.
-        seed: seeds torch's global RNG (+ rank) at the start and the data-order generator.
-        grad_clip: max gradient norm, or None. penalty_weight: weight of ``model.penalty()`` in the loss.
+        seed: seeds torch's global RNG (+ rank) at the start and the data-order generator (default 0).
+        weight_decay: Adam's weight decay (default 0).
+        grad_clip: max gradient norm, or None (default: no clipping).
+        penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
         eval_every: evaluate every this many training steps as well as at the end of every epoch
             (None: at the end of every epoch only).
         eval_batch_size: batch size of evaluation (default ``batch_size``).
         max_steps: stop after this many training steps (a smoke run: ``history["smoke"]`` is True).
-        callbacks: :class:`~neuralde_seq.training.callbacks.Callback` objects, called in order. A
-            :class:`~neuralde_seq.training.callbacks.DivergenceGuard` is added unless one is given.
+        callbacks: `Callback` objects, called in order. A
+            `DivergenceGuard` is added unless one is given.
         resume_path: the resume checkpoint, written after every evaluation (model, optimizer, loop state,
-            RNG states, callbacks' states, ``config``). resume: continue from it if it exists: a run
-            interrupted anywhere continues from its last evaluation as if never stopped. Its ``config``
-            must equal this call's (else :class:`ResumeMismatch`).
+            RNG states, callbacks' states, ``config``), or None.
+        resume: continue from ``resume_path`` if it exists: a run interrupted anywhere continues from its
+            last evaluation as if never stopped. Its ``config`` must equal this call's (else
+            `ResumeMismatch`).
         config: the run's settings, stored in checkpoints and compared on resume.
         progress: show tqdm bars (a string is the bar's label).
         threads: torch's CPU threads while training, the previous number restored afterwards (default 1:
-            the safe choice for these small models, :mod:`~neuralde_seq.training.threads`); None: torch's setting.
+            the safe choice for these small models, `threads`); None: torch's setting.
 
-    Returns the history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
-    ``train_<metric>`` (running training statistics of the objective), ``val_<metric>``,
-    ``seconds_per_epoch`` (training seconds since the previous evaluation: per epoch when evaluating once
-    per epoch) and ``val_seconds``; and ``epochs_run``, ``steps``, ``stopped_by`` ("epochs",
-    "max_steps", "early_stopping", or a callback's reason), ``stopped_early``, ``stopped_at_max_steps``,
-    ``smoke``, ``resumed_from_epoch``, plus what callbacks add (``best_epoch``, ``best_val_<metric>``).
+    Returns:
+        The history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
+            ``train_<metric>`` (running training statistics of the objective), ``val_<metric>``,
+            ``seconds_per_epoch`` (training seconds since the previous evaluation: per epoch when evaluating once
+            per epoch) and ``val_seconds``; and ``epochs_run``, ``steps``, ``stopped_by`` ("epochs",
+            "max_steps", "early_stopping", or a callback's reason), ``stopped_early``, ``stopped_at_max_steps``,
+            ``smoke``, ``resumed_from_epoch``, plus what callbacks add (``best_epoch``, ``best_val_<metric>``).
 
-    Raises :class:`TrainingDiverged` after restoring the last good state when the run diverges (see
-    :class:`~neuralde_seq.training.callbacks.DivergenceGuard`).
+    Raises:
+        TrainingDiverged: the run diverged (see `DivergenceGuard`); raised after restoring the last good
+            state.
+        ResumeMismatch: ``resume`` finds a checkpoint whose ``config`` differs from this call's.
+        ValueError: a bad setting (non-positive epochs, batch size or learning rate, ...), or targets the
+            objective refuses.
     """
     _positive_int(epochs, "epochs")
     _positive_int(batch_size, "batch_size")

@@ -17,7 +17,16 @@ def _to_numpy(x) -> np.ndarray:
 def accuracy(predictions, labels) -> float:
     """Fraction of correct predictions.
 
-    ``predictions`` is either (N,) predicted class indices or (N, K) scores/logits (argmax is taken).
+    Arguments:
+        predictions: (N,) predicted class indices, or (N, K) scores/logits (argmax is taken); a tensor or
+            array-like.
+        labels: (N,) true class indices.
+
+    Returns:
+        The accuracy in [0, 1], a float.
+
+    Raises:
+        ValueError: the sample counts differ, or there is no sample.
     """
     pred = _to_numpy(predictions)
     y = _to_numpy(labels).reshape(-1)
@@ -34,10 +43,19 @@ def accuracy(predictions, labels) -> float:
 def auroc(labels, scores, *, multi_class: str = "ovr", average: str = "macro") -> float:
     """Area under the ROC curve (``sklearn.metrics.roc_auc_score``).
 
-    Binary: ``scores`` is (N,) scores of the positive class, or (N, 2) logits/probabilities (the
-    second column is used). Multi-class: ``scores`` is (N, K) probabilities (rows summing to one, as
-    scikit-learn requires; pass ``softmax(logits)``), scored one-vs-rest with ``average``.
-    Raises ``ValueError`` when only one class is present in ``labels``.
+    Arguments:
+        labels: (N,) true class indices.
+        scores: binary: (N,) scores of the positive class, or (N, 2) logits/probabilities (the second
+            column is used). Multi-class: (N, K) probabilities (rows summing to one, as scikit-learn
+            requires; pass ``softmax(logits)``).
+        multi_class: scikit-learn's multi-class scheme (default "ovr": one-vs-rest).
+        average: how the per-class AUROCs are averaged (default "macro").
+
+    Returns:
+        The AUROC, a float.
+
+    Raises:
+        ValueError: the sample counts differ, or only one class is present in ``labels``.
     """
     from sklearn.metrics import roc_auc_score
 

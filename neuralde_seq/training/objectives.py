@@ -1,19 +1,19 @@
 """What a model is trained to do: the loss of a batch and the metrics of a whole split.
 
-:func:`~neuralde_seq.training.fit` is one loop for every task; an :class:`Objective` supplies what
+`fit` is one loop for every task; an `Objective` supplies what
 differs between tasks:
 
 | objective | model output | targets | metrics |
 | --- | --- | --- | --- |
-| :class:`Classification` | (B, K) logits | (N,) long class indices in [0, K) | accuracy, loss, auroc |
-| :class:`PerStepClassification` | (B, T, K) logits | (N, T) long, ``ignore_index`` where unscored | accuracy, loss |
-| :class:`Regression` | (B, ...) | (N, ...) float, the output's shape | mse, mae, loss |
-| :class:`ELBO` | a latent model (``model.loss``, ``model.elbo``) | None or observations to reconstruct | elbo, loss |
+| `Classification` | (B, K) logits | (N,) long class indices in [0, K) | accuracy, loss, auroc |
+| `PerStepClassification` | (B, T, K) logits | (N, T) long, ``ignore_index`` where unscored | accuracy, loss |
+| `Regression` | (B, ...) | (N, ...) float, the output's shape | mse, mae, loss |
+| `ELBO` | a latent model (``model.loss``, ``model.elbo``) | None or observations to reconstruct | elbo, loss |
 
-Targets are checked up front (:meth:`Objective.check_targets`): dtype, shape, range, no NaN. A class index
+Targets are checked up front (`Objective.check_targets`): dtype, shape, range, no NaN. A class index
 such as -100 is never silently ignored: per-step targets ignore only an ``ignore_index`` given explicitly.
-A task with its own loss subclasses :class:`Objective` and overrides :meth:`~Objective.training_loss`
-(and :meth:`~Objective.evaluate` where its metrics need more than the outputs).
+A task with its own loss subclasses `Objective` and overrides `training_loss`
+(and `evaluate` where its metrics need more than the outputs).
 """
 from __future__ import annotations
 
@@ -53,11 +53,24 @@ class ModelArguments:
         return ModelArguments(*(a[index] for a in self.args))
 
     def to(self, *args, **kwargs) -> "ModelArguments":
+        """Every input's ``.to(*args, **kwargs)`` (device and/or dtype, as ``torch.Tensor.to``).
+
+        Returns:
+            A new `ModelArguments` of the moved inputs.
+        """
         return ModelArguments(*(a.to(*args, **kwargs) for a in self.args))
 
 
 def forward(model: torch.nn.Module, inputs):
-    """``model(*inputs.args)`` for :class:`ModelArguments`, else ``model(inputs)``."""
+    """``model(*inputs.args)`` for `ModelArguments`, else ``model(inputs)``.
+
+    Arguments:
+        model: the model.
+        inputs: a batch of inputs: `ModelArguments`, or one input (a `Control`, `Observations`, tensor).
+
+    Returns:
+        The model's outputs.
+    """
     if isinstance(inputs, ModelArguments):
         return model(*inputs.args)
     return model(inputs)
@@ -83,6 +96,22 @@ def predict(model: torch.nn.Module, inputs, batch_size: int, objective: "Objecti
     Batches are taken in order and the last one may be smaller: no sample is dropped. The outputs of the
     batches are joined by ``objective.collate`` (concatenation by default). The model is put in eval mode
     and its previous mode restored.
+
+    Arguments:
+        model: the model.
+        inputs: the inputs of N samples, sliceable by a 1-D index tensor (a `Control`, `Observations`,
+            tensor or `ModelArguments`), on the model's device.
+        batch_size: samples per forward pass.
+        objective: the `Objective` whose ``forward`` and ``collate`` are used (default: the base one).
+        num_samples: how many samples to score from the start (default ``len(inputs)``); ignored with ``index``.
+        index: 1-D long tensor of the samples to score, in that order (default: ``num_samples`` from 0).
+
+    Returns:
+        The joined outputs, e.g. (N, K) logits for a classifier.
+
+    Raises:
+        ValueError: non-finite outputs (their metrics would be silently wrong), or a bad ``batch_size``.
+        RuntimeError: the model returned another number of rows than samples.
     """
     _check_batch_size(batch_size)
     objective = objective or Objective()
@@ -110,7 +139,7 @@ class Objective:
     """Base objective: outputs = ``model(inputs)``; subclasses define the loss and the metrics.
 
     Attributes:
-        metric_names: the metrics :meth:`evaluate` returns (besides ``num_samples``).
+        metric_names: the metrics `evaluate` returns (besides ``num_samples``).
         maximize: per metric, whether larger is better (used to select checkpoints and stop early).
         default_select_on: the metric checkpoints are selected on unless told otherwise.
     """
@@ -122,36 +151,111 @@ class Objective:
     train_metric_names: tuple[str, ...] = ()
 
     def check_targets(self, targets, num_samples: int, name: str = "targets"):
-        """Validate ``targets`` for ``num_samples`` inputs; returns them (possibly converted)."""
+        """Validate ``targets`` for ``num_samples`` inputs.
+
+        Arguments:
+            targets: the targets of a split (N along the first dimension), or None.
+            num_samples: N, the number of inputs they belong to.
+            name: the targets' name in error messages.
+
+        Returns:
+            The targets (possibly converted).
+
+        Raises:
+            ValueError: (in subclasses) targets of the wrong dtype, shape or range, naming ``name``.
+        """
         return targets
 
     def forward(self, model: torch.nn.Module, inputs):
+        """The model's outputs for a batch of inputs (`forward`: ``model(*inputs.args)`` for
+        `ModelArguments`, else ``model(inputs)``).
+
+        Arguments:
+            model: the model.
+            inputs: a batch of inputs.
+
+        Returns:
+            The model's outputs.
+        """
         return forward(model, inputs)
 
     def loss(self, outputs, targets) -> torch.Tensor:
+        """The mean loss of a batch; subclasses define it.
+
+        Arguments:
+            outputs: the model's outputs for the batch.
+            targets: the batch's targets.
+
+        Returns:
+            A scalar tensor.
+        """
         raise NotImplementedError(f"{type(self).__name__} defines no loss")
 
     def training_loss(self, model: torch.nn.Module, inputs, targets, context: dict) -> tuple[torch.Tensor, Any]:
-        """(mean loss of the batch, outputs for the training statistics or None).
+        """The loss of a training batch, and the outputs its training statistics are computed from.
 
-        ``context`` holds ``epoch``, ``step`` (training steps so far), ``steps_per_epoch`` and ``generator``
-        (the data-order generator, for objectives that draw at random)."""
+        Arguments:
+            model: the model (in training mode).
+            inputs: the batch's inputs.
+            targets: the batch's targets, or None.
+            context: ``epoch``, ``step`` (training steps so far), ``steps_per_epoch`` and ``generator`` (the
+                data-order generator, for objectives that draw at random).
+
+        Returns:
+            ``(mean loss of the batch, outputs for the training statistics or None)``.
+        """
         outputs = self.forward(model, inputs)
         return self.loss(outputs, targets), outputs
 
     def train_statistics(self, outputs, targets) -> dict[str, tuple[float, int]]:
-        """Per training metric, (sum, count) over the batch; averaged over the epoch."""
+        """Per training metric, (sum, count) over the batch; averaged over the epoch.
+
+        Arguments:
+            outputs: the model's outputs for the batch (detached before use).
+            targets: the batch's targets.
+
+        Returns:
+            A dict from metric name to ``(sum, count)`` (default: empty).
+        """
         return {}
 
     def collate(self, outputs: list):
+        """Join the outputs of consecutive batches.
+
+        Arguments:
+            outputs: the batches' outputs, in order.
+
+        Returns:
+            The outputs of all samples (default: concatenated along the first dimension).
+        """
         return torch.cat(outputs, dim=0)
 
     def metrics(self, outputs, targets) -> dict[str, Any]:
+        """The metrics of a whole split.
+
+        Arguments:
+            outputs: the collated outputs of every sample of the split.
+            targets: the split's targets, on the outputs' device.
+
+        Returns:
+            A dict from metric name (`metric_names`) to value (default: ``{"loss": ...}``).
+        """
         return {"loss": float(self.loss(outputs, targets))}
 
     def evaluate(self, model: torch.nn.Module, inputs, targets, batch_size: int,
                  index: torch.Tensor | None = None) -> dict[str, Any]:
-        """Metrics over every sample of ``inputs`` (or those at ``index``); ``num_samples`` says how many."""
+        """Metrics over every sample of ``inputs`` (or those at ``index``).
+
+        Arguments:
+            model: the model (put in eval mode, its mode restored afterwards).
+            inputs: the split's inputs, sliceable by a 1-D index tensor.
+            targets: the split's targets (N along the first dimension), or None.
+            batch_size: samples per forward pass.
+            index: 1-D long tensor of the samples to evaluate, or None (default: all).
+
+        Returns:
+            `metrics` plus ``num_samples``, the number of samples evaluated.
+        """
         outputs = predict(model, inputs, batch_size, self, index=index)
         chosen = targets if index is None or targets is None else targets[index.to(_device_of(targets))]
         n = len(inputs) if index is None else index.numel()
@@ -159,11 +263,28 @@ class Objective:
                 "num_samples": int(n)}
 
     def check_outputs(self, outputs, targets) -> None:
-        """Checked on the first training batch, before any step: outputs and targets fit together."""
+        """Checked on the first training batch, before any step: outputs and targets fit together.
+
+        Arguments:
+            outputs: the model's outputs for the first batch.
+            targets: the first batch's targets.
+
+        Raises:
+            ValueError: (in subclasses) outputs of a shape the targets do not fit.
+        """
 
     def check_target_range(self, outputs, targets, name: str) -> None:
         """Checked on the first training batch for every target of a split: e.g. class indices within the
-        output width (a label out of range must not surface as an indexing error after training steps)."""
+        output width (a label out of range must not surface as an indexing error after training steps).
+
+        Arguments:
+            outputs: the model's outputs for the first batch (their width).
+            targets: every target of the split.
+            name: the split's targets in error messages (e.g. "val targets").
+
+        Raises:
+            ValueError: (in subclasses) a target out of range, naming ``name``.
+        """
 
 
 def _device_of(x) -> torch.device:
@@ -219,6 +340,7 @@ class Classification(Objective):
         self.label_smoothing = float(label_smoothing)
 
     def check_targets(self, targets, num_samples: int, name: str = "labels"):
+        """(N,) long class indices in [0, num_classes) (when known); see `Objective.check_targets`."""
         targets = _check_tensor(targets, name)
         if targets.dim() != 1:
             raise ValueError(f"{name} must be a 1-D tensor of class indices, got shape {tuple(targets.shape)}")
@@ -228,6 +350,7 @@ class Classification(Objective):
         return targets
 
     def check_outputs(self, outputs, targets) -> None:
+        """(B, K) logits with K >= 2; see `Objective.check_outputs`."""
         if not isinstance(outputs, torch.Tensor) or outputs.dim() != 2:
             raise ValueError(f"Classification expects (B, K) logits from the model, got "
                              f"{tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__}")
@@ -236,15 +359,19 @@ class Classification(Objective):
                              "output(s) per sample (for a real target use the Regression objective)")
 
     def check_target_range(self, outputs, targets, name):
+        """Every class index below the logits' width K; see `Objective.check_target_range`."""
         _check_class_indices(targets, name, outputs.shape[-1])
 
     def loss(self, outputs, targets):
+        """Mean cross-entropy (with ``label_smoothing``) of (B, K) logits against (B,) class indices."""
         return F.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
     def train_statistics(self, outputs, targets):
+        """``{"accuracy": (correct, count)}`` of the batch."""
         return {"accuracy": (float((outputs.detach().argmax(dim=1) == targets).sum()), int(targets.numel()))}
 
     def metrics(self, outputs, targets):
+        """``accuracy``, ``loss`` (mean cross-entropy) and ``auroc`` (None where undefined) of (N, K) logits."""
         return {"accuracy": accuracy(outputs, targets),
                 "loss": F.cross_entropy(outputs.float(), targets, label_smoothing=self.label_smoothing).item(),
                 "auroc": _auroc_or_none(outputs, targets)}
@@ -265,7 +392,7 @@ class PerStepClassification(Objective):
     Arguments:
         num_classes: K, if known (range check before training).
         ignore_index: a target value marking unscored steps (e.g. padding); None (default): every step is
-            scored and a negative target is an error. Models reading :class:`~neuralde_seq.Observations` may
+            scored and a negative target is an error. Models reading `Observations` may
             return fewer steps than the targets hold (a batch is cut to its longest sample): the steps beyond
             the output must then all be ``ignore_index``.
     """
@@ -280,6 +407,7 @@ class PerStepClassification(Objective):
         self.ignore_index = ignore_index
 
     def check_targets(self, targets, num_samples: int, name: str = "targets"):
+        """(N, T) long class indices (or ``ignore_index``); see `Objective.check_targets`."""
         targets = _check_tensor(targets, name)
         if targets.dim() != 2 or targets.shape[0] != num_samples:
             raise ValueError(f"{name} must have shape (N={num_samples}, T), got {tuple(targets.shape)}")
@@ -301,12 +429,15 @@ class PerStepClassification(Objective):
         return targets
 
     def check_outputs(self, outputs, targets) -> None:
+        """(B, T', K) logits whose steps fit the targets; see `Objective.check_outputs`."""
         self._align(outputs, targets)  # shapes; the class range of every target is check_target_range's
 
     def check_target_range(self, outputs, targets, name):
+        """Every scored class index below the logits' width K; see `Objective.check_target_range`."""
         _check_class_indices(targets, name, outputs.shape[-1], self.ignore_index)
 
     def loss(self, outputs, targets):
+        """Mean cross-entropy over the scored steps of (B, T, K) logits against (B, T) targets."""
         targets = self._align(outputs, targets)
         return F.cross_entropy(outputs.flatten(0, 1), targets.flatten(),
                                ignore_index=-100 if self.ignore_index is None else self.ignore_index)
@@ -315,18 +446,21 @@ class PerStepClassification(Objective):
         return torch.ones_like(targets, dtype=torch.bool) if self.ignore_index is None else targets != self.ignore_index
 
     def train_statistics(self, outputs, targets):
+        """``{"accuracy": (correct, scored)}`` over the batch's scored steps."""
         targets = self._align(outputs, targets)
         scored = self._scored(targets)
         correct = (outputs.detach().argmax(-1) == targets) & scored
         return {"accuracy": (float(correct.sum()), int(scored.sum()))}
 
     def collate(self, outputs: list):
+        """Concatenate the batches' (B, T_b, K) logits, zero-padding the step axis to the longest."""
         # Batches of Observations are cut to their longest sample: pad the step axis back with zeros (the
         # targets there are ignore_index, checked by _align).
         steps = max(o.shape[1] for o in outputs)
         return torch.cat([F.pad(o, (0, 0, 0, steps - o.shape[1])) for o in outputs], dim=0)
 
     def metrics(self, outputs, targets):
+        """``accuracy`` and ``loss`` over the scored steps of the split."""
         targets = self._align(outputs, targets)
         scored = self._scored(targets)
         correct = ((outputs.argmax(-1) == targets) & scored).sum()
@@ -336,9 +470,10 @@ class PerStepClassification(Objective):
 class Regression(Objective):
     """Real targets: mean squared or absolute error between outputs and targets of the same shape.
 
+    A model output of shape (B, 1) is compared with (N,) targets as (B,).
+
     Arguments:
         loss: "mse" (default) or "mae", the training loss. Both are reported as metrics.
-    A model output of shape (B, 1) is compared with (N,) targets as (B,).
     """
 
     metric_names = ("loss", "mse", "mae")
@@ -351,6 +486,7 @@ class Regression(Objective):
         self.kind = loss
 
     def check_targets(self, targets, num_samples: int, name: str = "targets"):
+        """Finite floating point (N, ...) targets; see `Objective.check_targets`."""
         targets = _check_tensor(targets, name)
         if not targets.is_floating_point():
             raise ValueError(f"{name} must be a floating point tensor for regression, got {targets.dtype}")
@@ -371,13 +507,16 @@ class Regression(Objective):
         return outputs
 
     def check_outputs(self, outputs, targets) -> None:
+        """Outputs of the targets' shape ((B, 1) matches (B,)); see `Objective.check_outputs`."""
         self._match(outputs, targets)
 
     def loss(self, outputs, targets):
+        """Mean squared (``loss="mse"``) or absolute (``"mae"``) error."""
         outputs = self._match(outputs, targets)
         return F.mse_loss(outputs, targets) if self.kind == "mse" else F.l1_loss(outputs, targets)
 
     def metrics(self, outputs, targets):
+        """``loss``, ``mse`` and ``mae`` of the split, computed in float64."""
         outputs = self._match(outputs, targets).double()
         targets = targets.double()
         mse, mae = float(F.mse_loss(outputs, targets)), float(F.l1_loss(outputs, targets))
@@ -385,12 +524,16 @@ class Regression(Objective):
 
 
 class ELBO(Objective):
-    """Variational training of a latent model (:class:`~neuralde_seq.LatentODE`): minimise the negative
+    """Variational training of a latent model (`LatentODE`): minimise the negative
     ELBO per observed value (``model.loss``), with the KL weight raised linearly from 0 to 1 over the
     first ``kl_warmup_steps`` training steps.
 
-    Targets: None (reconstruct the inputs) or :class:`~neuralde_seq.Observations` to predict, sliced with
+    Targets: None (reconstruct the inputs) or `Observations` to predict, sliced with
     the inputs. Metrics: ``elbo`` per observed value over the split (larger is better) and ``loss`` = −elbo.
+
+    Arguments:
+        kl_warmup_steps: training steps over which the KL weight rises linearly from 0 to 1 (an integer
+            >= 0; default 0: no warm-up, weight 1 throughout).
     """
 
     metric_names = ("elbo", "loss")
@@ -403,18 +546,29 @@ class ELBO(Objective):
         self.kl_warmup_steps = kl_warmup_steps
 
     def kl_weight(self, step: int) -> float:
+        """The KL weight β at a training step.
+
+        Arguments:
+            step: training steps taken so far.
+
+        Returns:
+            ``min(1, step / kl_warmup_steps)``, or 1 without warm-up.
+        """
         return 1.0 if self.kl_warmup_steps == 0 else min(1.0, step / self.kl_warmup_steps)
 
     def check_targets(self, targets, num_samples: int, name: str = "targets"):
+        """None, or observations to reconstruct with one sample per input; see `Objective.check_targets`."""
         if targets is not None and len(targets) != num_samples:
             raise ValueError(f"{name} holds {len(targets)} samples but the inputs {num_samples}")
         return targets
 
     def training_loss(self, model, inputs, targets, context):
+        """``(model.loss(inputs, targets, kl_weight=β), None)`` with β = `kl_weight` of the context's step."""
         return model.loss(inputs, targets, kl_weight=self.kl_weight(context["step"])), None
 
     @torch.no_grad()
     def evaluate(self, model, inputs, targets, batch_size, index=None):
+        """``elbo`` per observed value over the split (larger is better), ``loss`` = −elbo and ``num_samples``."""
         index = torch.arange(len(inputs)) if index is None else index
         was_training = model.training
         model.eval()

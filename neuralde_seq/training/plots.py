@@ -1,9 +1,9 @@
 """Plots of benchmark results with matplotlib (Agg backend: no display needed).
 
-- :func:`plot_curves`: learning curves, one colour per model row: training loss and the validation
+- `plot_curves`: learning curves, one colour per model row: training loss and the validation
   metric per epoch, a thin line per seed and a thick line for the mean over the seeds that reached that
   epoch.
-- :func:`plot_summary`: the headline test metric per row, ours (mean ± std over seeds) beside the paper's
+- `plot_summary`: the headline test metric per row, ours (mean ± std over seeds) beside the paper's
   number (± its std), at the paper's scale.
 """
 
@@ -33,7 +33,7 @@ def plot_curves(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathL
     """Training loss and validation metric per epoch for each row.
 
     Arguments:
-        histories: row label -> list of histories (as :func:`~neuralde_seq.training.train_classifier`
+        histories: row label -> list of histories (as `train_classifier`
             returns, one per seed). The validation metric shown is each history's ``select_on``.
         path: PNG file to write.
     """

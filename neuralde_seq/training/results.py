@@ -12,7 +12,16 @@ __all__ = ["to_jsonable", "write_json", "format_table", "write_table"]
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert tensors, numpy values, paths and tuples to JSON-friendly types (NaN/inf become None)."""
+    """Convert tensors, numpy values, paths and tuples to JSON-friendly types (NaN/inf become None).
+
+    Arguments:
+        obj: any nesting of mappings, lists, tuples, sets, tensors, numpy arrays and scalars, paths, numbers,
+            strings and None.
+
+    Returns:
+        The same data as dicts (string keys), lists, numbers, strings, booleans and None; any other object
+            becomes its ``str``.
+    """
     try:
         import numpy as np
         import torch
@@ -38,7 +47,15 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def write_json(data: Any, path: str | os.PathLike) -> Path:
-    """Write ``data`` as indented JSON (parent folders created). Returns the path."""
+    """Write ``data`` as indented JSON (parent folders created).
+
+    Arguments:
+        data: anything `to_jsonable` converts.
+        path: the file to write.
+
+    Returns:
+        The `Path` written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(to_jsonable(data), indent=2, allow_nan=False) + "\n")
@@ -69,9 +86,19 @@ def format_table(
 ) -> str:
     """Render rows (dicts) as a markdown table whose columns are padded to equal width.
 
-    ``columns`` are the keys to show, ``headers`` their titles (default: the keys), ``formats`` an
-    optional format spec per key (e.g. ``{"acc": ".3f"}``). Numbers are right-aligned, text left-aligned;
-    a missing value shows as ``-``.
+    Numbers are right-aligned, text left-aligned; a missing value shows as ``-``.
+
+    Arguments:
+        rows: the table's rows, one mapping of column key to value each.
+        columns: the keys to show, in order.
+        headers: the columns' titles (default None: the keys); as many as ``columns``.
+        formats: an optional format spec per key (e.g. ``{"acc": ".3f"}``); floats default to ``.4g``.
+
+    Returns:
+        The Markdown table as a string.
+
+    Raises:
+        ValueError: ``headers`` and ``columns`` differ in length.
     """
     headers = list(headers) if headers is not None else list(columns)
     if len(headers) != len(columns):
@@ -94,7 +121,17 @@ def format_table(
 
 
 def write_table(text: str, path: str | os.PathLike, *, title: str | None = None, notes: str | None = None) -> Path:
-    """Write a table produced by :func:`format_table` to a markdown file, with an optional title and notes."""
+    """Write a table produced by `format_table` to a markdown file, with an optional title and notes.
+
+    Arguments:
+        text: the table (or any Markdown text).
+        path: the file to write (parent folders created).
+        title: a first-level heading above the table, or None.
+        notes: text below the table, or None.
+
+    Returns:
+        The `Path` written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     parts = []

@@ -1,11 +1,11 @@
-"""The benchmark runner: any registered model on any task (:mod:`neuralde_seq.data.protocols`) from a config.
+"""The benchmark runner: any registered model on any task (`neuralde_seq.data.protocols`) from a config.
 
 ``run_benchmark(config, out_dir=...)`` (and ``neuralde-seq bench CONFIG``) parses the config once
-(:func:`~neuralde_seq.training.config.parse_config`), trains every model row with every seed through
-:func:`~neuralde_seq.training.fit` (:func:`fit_and_evaluate`), evaluates each best-validation checkpoint on
+(`parse_config`), trains every model row with every seed through
+`fit` (`fit_and_evaluate`), evaluates each best-validation checkpoint on
 every test sample (and on the config's robustness variants of the test set), and writes (each control path
 is built once per data split and control options, and shared by the rows and seeds that read it:
-:class:`ControlCache`)::
+`ControlCache`):
 
     <out_dir>/runs/<row label>/seed<k>-<fingerprint>/result.json   config, metrics, history, timing, environment
     <out_dir>/runs/<row label>/seed<k>-<fingerprint>/curves.csv    learning curve, one line per epoch
@@ -18,7 +18,7 @@ options, control, training, solver), the task and its options, the seed, dtype, 
 of the task's data. ``resume=True`` reuses a finished run and continues an interrupted one only from the
 folder of the same fingerprint, so a run made with other settings or data is never published under the
 new config; such folders are reported and left alone. Smoke runs (``max_steps``) are marked in every
-output and never aggregated with full runs (:mod:`~neuralde_seq.training.report`).
+output and never aggregated with full runs (`report`).
 """
 
 from __future__ import annotations
@@ -73,15 +73,15 @@ class ControlCache:
 
     Every row and seed of a benchmark builds its model's input for every split, but many of them build the
     same control: the seeds of a task whose data do not depend on the seed, and models sharing an
-    interpolation (e.g. every NCDE and fast weight CDE row of a PhysioNet config). :func:`build_model_inputs`
-    given a cache builds each such control once and hands the same :class:`~neuralde_seq.controls.Control`
+    interpolation (e.g. every NCDE and fast weight CDE row of a PhysioNet config). `build_model_inputs`
+    given a cache builds each such control once and hands the same `Control`
     to every later run (controls are never modified by training or evaluation).
 
     The key is the dataset *object* and the effective options of
-    :func:`~neuralde_seq.controls.build_control` (the model's registered ones with the row's overrides, and
+    `build_control` (the model's registered ones with the row's overrides, and
     build_control's defaults filled in, so that spelling out a default gives the same key). The cache keeps
     a reference to each dataset it holds a control for, so that a later dataset at the same address can
-    never be mistaken for it. It lives in memory only; :meth:`clear` drops everything (the runner does so
+    never be mistaken for it. It lives in memory only; `clear` drops everything (the runner does so
     when it loads other data). ``hits`` and ``misses`` count the lookups.
     """
 
@@ -123,10 +123,10 @@ def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | 
                        reads_static: bool = False, cache: ControlCache | None = None):
     """The input of model ``name`` for every sample of ``dataset`` (see ``neuralde_seq.models.model_inputs``).
 
-    Static features travel inside :class:`~neuralde_seq.observations.Observations`; a control-path model
+    Static features travel inside `Observations`; a control-path model
     that reads them (``reads_static``) gets ``ModelArguments(control, static)``. With a ``cache``, a
     control already built for this dataset with the same effective options is reused (see
-    :class:`ControlCache`); inputs of models reading raw observations are cheap and never cached.
+    `ControlCache`); inputs of models reading raw observations are cheap and never cached.
     """
     from ..models import control_options, model_entry, model_inputs
 
@@ -173,10 +173,10 @@ def fit_and_evaluate(
     """Train one model on ``splits`` and evaluate its best-validation checkpoint on every test sample.
 
     The protocol of ``neuralde-seq compare`` and the benchmark runner: build the model's inputs once per
-    split (:func:`build_model_inputs`), seed torch with ``seed`` and create the model
+    split (`build_model_inputs`), seed torch with ``seed`` and create the model
     (``create_model(model_name, inputs, num_classes, solver=solver, **options)``), set GRU-D/GRU-Δt's
     empirical means from the training inputs, train with
-    :func:`~neuralde_seq.training.train_classifier` (``training`` holds its settings: epochs, lr,
+    `train_classifier` (``training`` holds its settings: epochs, lr,
     batch_size, eval_batch_size, patience, grad_clip, weight_decay, penalty_weight, select_on), then
     evaluate on validation, test and each extra test set of ``tests`` (label -> dataset), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
@@ -184,12 +184,12 @@ def fit_and_evaluate(
     ``threads``: torch's CPU threads for training and evaluation (default 1; None: torch's setting).
 
     ``splits`` (and ``tests``) must already be on the device and in the dtype to use. With a
-    ``control_cache`` (:class:`ControlCache`), controls already built for these very datasets with the same
+    ``control_cache`` (`ControlCache`), controls already built for these very datasets with the same
     options are reused instead of rebuilt.
 
     Returns a dict: ``model``, ``params``, ``options`` (effective constructor options), ``history``,
     ``diverged`` (None or the message), ``train_seconds``, ``eval_seconds`` and ``metrics``
-    (``{"val": ..., "test": ..., <label>: ...}``, each as :func:`~neuralde_seq.training.evaluate` returns).
+    (``{"val": ..., "test": ..., <label>: ...}``, each as `evaluate` returns).
     """
     from ..models import create_model
 
@@ -338,7 +338,7 @@ def run_benchmark(
     Arguments:
         config: a config dict or the path of a YAML file (schema in docs/benchmarks.md).
         out_dir: output folder.
-        overrides: ``key.path=value`` strings applied before parsing (:func:`apply_overrides`).
+        overrides: ``key.path=value`` strings applied before parsing (`apply_overrides`).
         task_overrides: extra keyword arguments of the task's loader not stored in the config (e.g.
             ``cache_dir``, ``remotes``, ``offline``); not written to the results.
         models: run only the rows whose label or model name is listed.
@@ -347,13 +347,23 @@ def run_benchmark(
             and never aggregated with full runs.
         resume: reuse finished runs and continue interrupted ones whose fingerprint matches (module docstring).
         progress: tqdm progress bars over runs and epochs.
-        device: torch device (default cpu). dtype: "float32" (default) or "float64".
-        threads: torch's CPU threads for the run (default 1, :mod:`~neuralde_seq.training.threads`; None: torch's
+        device: torch device (default None: cpu).
+        dtype: "float32" (default, also for None) or "float64", or a torch dtype: the precision of the data
+            and the models.
+        threads: torch's CPU threads for the run (default 1, `threads`; None: torch's
             setting), restored afterwards.
         cache_controls: build each control once per (data split, control options) and reuse it in every
-            row and seed that reads it (:class:`ControlCache`); False rebuilds it for every run.
+            row and seed that reads it (`ControlCache`); False rebuilds it for every run.
 
-    The returned dict has ``diverged``: the labels and seeds of runs that diverged (the CLI then exits 1).
+    Returns:
+        The aggregated results, as written to ``out_dir/results.json``: ``name``, ``description``, ``task``,
+            ``config``, ``std_ddof``, ``smoke``, ``max_steps``, ``environment``, ``rows`` (one summary per row,
+            over the seeds) and ``diverged``: the labels and seeds of runs that diverged (the CLI then exits 1).
+            In a distributed run, processes other than rank 0 get only ``name``, ``diverged`` and ``rows`` None.
+
+    Raises:
+        ConfigError: an invalid config.
+        ValueError: a bad argument (e.g. ``max_steps``, ``dtype``).
     """
     check_threads(threads)
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):

@@ -6,9 +6,9 @@ split over threads; on a machine where other processes hold the cores, torch's t
 every operation. ``benchmarks/threads.py`` times training steps side by side with 1, 2 and torch's default
 number of threads. On 2 cores, idle: a second thread gained 0-7 % for the CDE models and GRU-D, 1.6-1.7 times
 for CKCNN (long convolutions), and cost NCDE up to 40 %; busy: it made every model 3-10 times slower. So the
-library's training and prediction calls (:func:`~neuralde_seq.training.fit`,
-:func:`~neuralde_seq.training.train_classifier`, :func:`~neuralde_seq.training.run_benchmark`, the
-scikit-learn estimators' ``n_jobs``, the CLI's ``--threads``) run on :data:`DEFAULT_THREADS` = 1 thread per
+library's training and prediction calls (`fit`,
+`train_classifier`, `run_benchmark`, the
+scikit-learn estimators' ``n_jobs``, the CLI's ``--threads``) run on `DEFAULT_THREADS` = 1 thread per
 process unless told otherwise, and put torch's setting back afterwards. For more throughput run more
 processes (seeds, rows, data-parallel ranks); give CKCNN more threads on an idle machine.
 """

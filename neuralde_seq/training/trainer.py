@@ -1,13 +1,13 @@
-"""Sequence classification on :func:`~neuralde_seq.training.fit`: the common case in one call.
+"""Sequence classification on `fit`: the common case in one call.
 
-:func:`train_classifier` is :func:`~neuralde_seq.training.fit` with the
-:class:`~neuralde_seq.training.objectives.Classification` objective, a best-validation checkpoint, a
-resume checkpoint and optional early stopping; :func:`evaluate` and :func:`predict` score a trained
+`train_classifier` is `fit` with the
+`Classification` objective, a best-validation checkpoint, a
+resume checkpoint and optional early stopping; `evaluate` and `predict` score a trained
 classifier on every sample of a split.
 
 Inputs ("controls") are anything sliceable by a 1-D ``LongTensor`` of sample indices whose slices the
-model accepts: a :class:`~neuralde_seq.Control`, :class:`~neuralde_seq.Observations`, a tensor, or
-:class:`~neuralde_seq.training.objectives.ModelArguments` for models with several inputs. They must
+model accepts: a `Control`, `Observations`, a tensor, or
+`ModelArguments` for models with several inputs. They must
 already be on the model's device; labels are moved there.
 """
 
@@ -29,7 +29,7 @@ from .objectives import predict as _predict
 __all__ = ["SELECT_ON", "predict", "evaluate", "train_classifier"]
 
 SELECT_ON = ("accuracy", "auroc", "loss")
-"""Validation metrics :func:`train_classifier` can select the best checkpoint (and stop early) on."""
+"""Validation metrics `train_classifier` can select the best checkpoint (and stop early) on."""
 
 
 def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None) -> torch.Tensor:
@@ -43,7 +43,11 @@ def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int |
             sample is ever dropped.
         num_samples: how many samples to score (default ``len(control)``).
 
-    Raises ``ValueError`` if the model returns non-finite logits (their metrics would be silently wrong).
+    Returns:
+        The (N, K) logits, on the model's device.
+
+    Raises:
+        ValueError: the model returns non-finite logits (their metrics would be silently wrong).
     """
     return _predict(model, control, batch_size, num_samples=num_samples)
 
@@ -53,13 +57,14 @@ def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: 
 
     Arguments:
         model: a classifier returning (B, K) logits.
-        control: the inputs of N samples (as :func:`predict`).
+        control: the inputs of N samples (as `predict`).
         labels: (N,) long class indices, checked (no negative or out-of-range index).
         batch_size: samples per forward pass.
 
-    Returns ``{"accuracy": float, "loss": float, "auroc": float | None, "num_samples": int}``. AUROC of the
-    softmax probabilities (binary for 2 classes, one-vs-rest macro average for more) is None where it is
-    undefined: when ``labels`` miss a class.
+    Returns:
+        ``{"accuracy": float, "loss": float, "auroc": float | None, "num_samples": int}``. AUROC of the
+            softmax probabilities (binary for 2 classes, one-vs-rest macro average for more) is None where it is
+            undefined: when ``labels`` miss a class.
     """
     objective = Classification()
     labels = objective.check_targets(labels, len(control), "labels")
@@ -96,40 +101,59 @@ def train_classifier(
 ) -> dict[str, Any]:
     """Train a classifier with Adam and cross-entropy, keeping the best-validation weights.
 
-    Arguments:
-        model: a classifier returning (B, K) logits.
-        train_control, val_control: the inputs of the N training / M validation samples (a Control,
-            Observations, tensor or ModelArguments, on the model's device).
-        train_labels, val_labels: (N,) and (M,) long class indices.
-        epochs, lr, batch_size, seed, weight_decay: the training settings (Adam).
-        checkpoint_path: file of the best-validation checkpoint (None: kept in memory).
-        progress, desc: tqdm bars and their label. eval_batch_size: batch size of evaluation (default
-            ``batch_size``). config: extra settings stored in the checkpoints (and compared on resume).
-        callbacks: further :class:`~neuralde_seq.training.callbacks.Callback` objects.
-        threads: torch's CPU threads while training (default 1; None: torch's setting), as in
-            :func:`~neuralde_seq.training.fit`.
-
     Each epoch visits every training sample once in an order drawn from a generator seeded with ``seed``;
     after each epoch the model is evaluated on every validation sample, and when ``select_on`` (one of
-    :data:`SELECT_ON`; accuracy and AUROC ties go to the lower loss) improves, the weights are written to
+    `SELECT_ON`; accuracy and AUROC ties go to the lower loss) improves, the weights are written to
     ``checkpoint_path`` (None: kept in memory). At the end the best weights are loaded back.
 
-    ``patience``: stop after this many epochs without improvement, or None. ``penalty_weight``: weight of
-    ``model.penalty()`` in the loss. ``grad_clip``: max gradient norm or None. ``max_steps``: a smoke run of
-    at most this many training steps (marked ``history["smoke"]``). ``num_classes``: if given, labels are
-    range-checked before training (otherwise against the logits' width at the first batch).
-
     Resuming: a resume checkpoint (``last_checkpoint_path``, default ``<checkpoint>.last.pt``) is written
-    after every epoch; ``resume=True`` continues from it exactly (see :func:`~neuralde_seq.training.fit`).
+    after every epoch; ``resume=True`` continues from it exactly (see `fit`).
 
-    Divergence (non-finite loss, gradient or parameter, or an exploding loss) restores the last good state
-    and raises :class:`~neuralde_seq.training.TrainingDiverged`.
+    Arguments:
+        model: a classifier returning (B, K) logits.
+        train_control: the inputs of the N training samples (a Control, Observations, tensor or
+            ModelArguments, on the model's device).
+        train_labels: (N,) long class indices of the training samples.
+        val_control: the inputs of the M validation samples (as ``train_control``).
+        val_labels: (M,) long class indices of the validation samples.
+        epochs: passes over the training data.
+        lr: Adam's learning rate.
+        batch_size: samples per training step.
+        seed: seeds torch's global RNG at the start and the generator of the data order.
+        checkpoint_path: file of the best-validation checkpoint (None: kept in memory).
+        weight_decay: Adam's weight decay (default 0).
+        penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
+        grad_clip: max gradient norm, or None (default: no clipping).
+        progress: show tqdm bars (default True).
+        patience: stop after this many epochs without improvement of ``select_on``, or None (default: never).
+        eval_batch_size: batch size of evaluation (default ``batch_size``).
+        config: extra settings stored in the checkpoints (and compared on resume).
+        desc: the progress bars' label (default "train").
+        select_on: the validation metric the best checkpoint (and early stopping) is chosen on, one of
+            `SELECT_ON` (default "accuracy").
+        max_steps: a smoke run of at most this many training steps (marked ``history["smoke"]``), or None.
+        last_checkpoint_path: file of the resume checkpoint written after every epoch (default
+            ``<checkpoint>.last.pt``; needs ``checkpoint_path``).
+        resume: continue from the resume checkpoint if it exists (needs ``checkpoint_path``).
+        callbacks: further `Callback` objects.
+        num_classes: if given, labels are range-checked before training (otherwise against the logits' width
+            at the first batch).
+        threads: torch's CPU threads while training (default 1; None: torch's setting), as in
+            `fit`.
 
-    Returns :func:`~neuralde_seq.training.fit`'s history: per epoch ``train_loss``, ``train_accuracy``,
-    ``val_accuracy``, ``val_loss``, ``val_auroc``, ``seconds_per_epoch``, ``val_seconds``; and
-    ``best_epoch``, ``best_val_accuracy``, ``best_val_loss``, ``best_val_auroc``, ``epochs_run``, ``steps``,
-    ``stopped_by``, ``stopped_early``, ``stopped_at_max_steps``, ``smoke``, ``resumed_from_epoch``,
-    ``checkpoint_path``, ``last_checkpoint_path``.
+    Returns:
+        `fit`'s history: per epoch ``train_loss``, ``train_accuracy``,
+            ``val_accuracy``, ``val_loss``, ``val_auroc``, ``seconds_per_epoch``, ``val_seconds``; and
+            ``best_epoch``, ``best_val_accuracy``, ``best_val_loss``, ``best_val_auroc``, ``epochs_run``, ``steps``,
+            ``stopped_by``, ``stopped_early``, ``stopped_at_max_steps``, ``smoke``, ``resumed_from_epoch``,
+            ``checkpoint_path``, ``last_checkpoint_path``.
+
+    Raises:
+        TrainingDiverged: on divergence (non-finite loss, gradient or parameter, or an exploding loss), after
+            the last good state is restored.
+        ValueError: an unknown ``select_on``, ``select_on="auroc"`` with fewer than two validation classes
+            (or an undefined validation AUROC), ``resume`` without ``checkpoint_path``, or
+            ``last_checkpoint_path`` equal to ``checkpoint_path``.
     """
     if select_on not in SELECT_ON:
         raise ValueError(f"select_on must be one of {SELECT_ON}, got {select_on!r}")
