@@ -96,8 +96,10 @@ def logsignature_channels(channels: int, depth: int, basis: str = DEFAULT_BASIS)
         The number of log-signature terms D.
 
     Raises:
-        ValueError: a depth that is not a positive integer, or an unknown basis.
+        ValueError: channels or a depth that is not a positive integer, or an unknown basis.
     """
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"channels must be a positive integer, got {channels!r}")
     _check_depth(depth)
     _check_basis(basis)
     if basis == "expand":
@@ -160,8 +162,11 @@ def backend_version(backend: str) -> str:
         The library's ``__version__`` ("unknown" if it has none).
 
     Raises:
+        ValueError: an unknown backend.
         ImportError: the backend is not installed; the message names the pip command.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "torch":
         return torch.__version__
     module = _import_backend(backend)

@@ -405,3 +405,13 @@ def test_observations_module_owns_validation_and_imports_no_other_module_of_the_
             assert not any(alias.name.startswith("neuralde_seq") for alias in node.names), ast.unparse(node)
     assert controls.validate_observations is observations.validate_observations is validate_observations
     assert neuralde_seq.Observations is observations.Observations
+
+
+def test_static_features_for_a_control_model_are_refused_not_dropped():
+    times = torch.linspace(0, 1, 6).repeat(3, 1)
+    values = torch.randn(3, 6, 2)
+    static = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="static"):
+        model_inputs("delta-cde", times, values, static=static)
+    observations = model_inputs("gru-d", times, values, static=static)
+    assert torch.equal(observations.static, static)

@@ -452,3 +452,10 @@ def test_registry_models_take_one_output_for_a_scalar_regression(name):
     with pytest.raises(ValueError, match="at least 2 classes"):
         fit(model, Classification(), (control, torch.zeros(64, dtype=torch.long)), epochs=1, lr=1e-3, batch_size=16,
             progress=False)
+
+
+@pytest.mark.parametrize("objective", [Classification, PerStepClassification])
+@pytest.mark.parametrize("num_classes", [1, 2.0, True, "3"])
+def test_a_class_count_that_is_not_an_integer_of_at_least_two_is_refused(objective, num_classes):
+    with pytest.raises(ValueError, match="num_classes"):
+        objective(num_classes=num_classes)

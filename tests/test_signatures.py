@@ -406,3 +406,13 @@ def test_cache_with_a_library_backend(tmp_path):
     hit = cached_logsignature_control(tmp_path, times, values, lengths, **options)
     assert first.channels == 14 and torch.equal(first.coeffs, hit.coeffs)
     assert len(_cache_files(tmp_path)) == 1
+
+
+def test_channel_count_and_backend_names_are_checked():
+    from neuralde_seq.signatures import backend_version
+    for channels in (0, -2, 2.0, True):
+        with pytest.raises(ValueError, match="channels"):
+            logsignature_channels(channels, 2)
+    with pytest.raises(ValueError, match="backend"):
+        backend_version("os")  # an importable module that is no backend
+    assert backend_version("torch") == torch.__version__

@@ -90,3 +90,12 @@ def test_task_splits_hide_what_they_say():
         trajectory_task("pendulum", "forecast", 4)
     with pytest.raises(ValueError, match="system"):
         trajectory_task("lorenz", "interpolation", 4)
+
+
+def test_a_fraction_that_rounds_to_no_point_keeps_only_the_first():
+    # round(0.01 · 30) = 0: the documented floor is each sample's first point (a slice [:, :-1] kept 29 of 30)
+    task = trajectory_task("pendulum", "interpolation", 6, points=30, observed_fraction=0.01, seed=0)
+    seen = ~torch.isnan(task.inputs.values[..., 0])
+    assert seen.sum(1).tolist() == [1] * 6 and seen[:, 0].all()
+    task = trajectory_task("pendulum", "interpolation", 6, points=30, observed_fraction=0.1, seed=0)
+    assert (~torch.isnan(task.inputs.values[..., 0])).sum(1).tolist() == [3] * 6

@@ -203,7 +203,7 @@ def trajectory_task(system: str, mode: str, n: int, points: int = 30, horizon: f
     noisy = clean + noise_std * rng.standard_normal(clean.shape)
     if mode == "interpolation":
         # each sample keeps a random subset of round(fraction · points) points, at least its first
-        keep = round(observed_fraction * points)
+        keep = max(1, round(observed_fraction * points))
         order = np.argsort(rng.uniform(size=(n, points - 1)), axis=1)[:, : keep - 1] + 1
         observed = np.zeros((n, points), dtype=bool)
         observed[np.arange(n)[:, None], order] = True

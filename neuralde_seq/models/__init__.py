@@ -187,8 +187,8 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
         times: (B, T) observation times, strictly increasing within each sample's length.
         values: (B, T, C) observations, NaN for missing.
         lengths: (B,) number of valid observations per sample; None (default): all T.
-        static: (B, S) static features, or None (default); only models that read raw observations keep
-            them (a `Control` has none: give them to the model's ``forward``).
+        static: (B, S) static features, or None (default); only for models that read raw observations
+            (a `Control` has none: give them to the model's ``forward``).
         **control_overrides: replace entries of the registered control options (`build_control`
             keyword arguments); not for models that read raw observations.
 
@@ -198,10 +198,16 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
             and slice it per batch.
 
     Raises:
-        ValueError: an unknown name, control options for a model that reads raw observations, or
-            observations `build_control` or `Observations.from_tensors` refuses.
+        ValueError: an unknown name, control options for a model that reads raw observations, static
+            features for a model that reads a control, or observations `build_control` or
+            `Observations.from_tensors` refuses.
     """
     entry = _entry(name)
+    if static is not None and entry.inputs != "observations":
+        # a Control has no place for them: dropping them here would train without them, silently
+        raise ValueError(f"model {name!r} reads a control path, which carries no static features: give "
+                         "static= to the model's forward (models that read static features take "
+                         "ModelArguments(control, static)), not to model_inputs")
     if entry.inputs == "observations":
         if control_overrides:
             raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "

@@ -299,6 +299,12 @@ def _check_tensor(targets, name: str) -> torch.Tensor:
     return targets
 
 
+def _check_num_classes(num_classes) -> None:
+    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                    or num_classes < 2):
+        raise ValueError(f"num_classes must be an integer >= 2 or None, got {num_classes!r}")
+
+
 def _check_class_indices(targets: torch.Tensor, name: str, num_classes: int | None,
                          ignore_index: int | None = None) -> None:
     if targets.dtype != torch.long:
@@ -331,9 +337,7 @@ class Classification(Objective):
     train_metric_names = ("accuracy",)
 
     def __init__(self, num_classes: int | None = None, label_smoothing: float = 0.0):
-        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
-                                        or num_classes < 2):
-            raise ValueError(f"num_classes must be an integer >= 2 or None, got {num_classes!r}")
+        _check_num_classes(num_classes)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing!r}")
         self.num_classes = num_classes
@@ -403,6 +407,7 @@ class PerStepClassification(Objective):
     train_metric_names = ("accuracy",)
 
     def __init__(self, num_classes: int | None = None, ignore_index: int | None = None):
+        _check_num_classes(num_classes)
         self.num_classes = num_classes
         self.ignore_index = ignore_index
 

@@ -130,9 +130,12 @@ def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | 
     """
     from ..models import control_options, model_entry, model_inputs
 
+    reads_observations = model_entry(name).inputs == "observations"
+
     def build():
-        return model_inputs(name, dataset.times, dataset.values, dataset.lengths, static=dataset.static,
-                            **dict(control or {}))
+        # static features travel inside Observations; a control carries none (they go beside it, below)
+        return model_inputs(name, dataset.times, dataset.values, dataset.lengths,
+                            static=dataset.static if reads_observations else None, **dict(control or {}))
 
     if cache is not None and model_entry(name).inputs == "control":
         # The options model_inputs passes to build_control: the registered ones, overridden by the row's.
