@@ -298,3 +298,24 @@ def test_training_threads_applied_while_training_and_restored(threads, expected)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="threads must be a positive integer or None"):
             train_classifier(model, x, y, x, y, epochs=1, lr=0.01, batch_size=5, seed=0, progress=False, threads=bad)
+
+
+class _ThreadsSeenWhileScoring(_ThreadsSeen):
+    def forward(self, x):
+        self.seen.add(torch.get_num_threads())
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("threads, expected", [("default", 1), (2, 2), (None, 3)])
+def test_scoring_threads_as_in_training(threads, expected):
+    x, y = _blobs(20)
+    kwargs = {} if threads == "default" else {"threads": threads}
+    torch.set_num_threads(3)
+    try:
+        for score in (lambda m: evaluate(m, x, y, 8, **kwargs), lambda m: predict(m, x, 8, **kwargs)):
+            model = _ThreadsSeenWhileScoring().eval()
+            score(model)
+            assert model.seen == {expected}
+            assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)

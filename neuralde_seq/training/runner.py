@@ -258,7 +258,7 @@ def fit_and_evaluate(
         for split, ds in datasets.items():
             if split == "train":
                 continue
-            result = evaluate(model, inputs[split], ds.labels, eval_batch_size)
+            result = evaluate(model, inputs[split], ds.labels, eval_batch_size, threads=threads)
             if result["num_samples"] != len(ds):
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result

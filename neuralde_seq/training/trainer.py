@@ -22,7 +22,7 @@ import torch
 from .callbacks import BestCheckpoint, Callback, EarlyStopping
 from .checkpoints import default_last_checkpoint_path
 from .fit import fit
-from .threads import DEFAULT_THREADS
+from .threads import DEFAULT_THREADS, torch_threads
 from .objectives import Classification
 from .objectives import predict as _predict
 
@@ -32,7 +32,8 @@ SELECT_ON = ("accuracy", "auroc", "loss")
 """Validation metrics `train_classifier` can select the best checkpoint (and stop early) on."""
 
 
-def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None) -> torch.Tensor:
+def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None, *,
+            threads: int | None = DEFAULT_THREADS) -> torch.Tensor:
     """Logits for every sample of ``control``, in order, as one (N, K) tensor on the model's device.
 
     Arguments:
@@ -42,6 +43,8 @@ def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int |
         batch_size: samples per forward pass; batches are taken in order and the last one may be smaller: no
             sample is ever dropped.
         num_samples: how many samples to score (default ``len(control)``).
+        threads: torch's CPU threads while scoring (default 1; None: torch's setting), as in `fit`; the previous
+            setting is restored afterwards.
 
     Returns:
         The (N, K) logits, on the model's device.
@@ -49,10 +52,12 @@ def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int |
     Raises:
         ValueError: the model returns non-finite logits (their metrics would be silently wrong).
     """
-    return _predict(model, control, batch_size, num_samples=num_samples)
+    with torch_threads(threads):
+        return _predict(model, control, batch_size, num_samples=num_samples)
 
 
-def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int) -> dict[str, Any]:
+def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int, *,
+             threads: int | None = DEFAULT_THREADS) -> dict[str, Any]:
     """Accuracy, mean cross-entropy and AUROC over *all* samples of ``control``.
 
     Arguments:
@@ -60,6 +65,7 @@ def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: 
         control: the inputs of N samples (as `predict`).
         labels: (N,) long class indices, checked (no negative or out-of-range index).
         batch_size: samples per forward pass.
+        threads: torch's CPU threads while scoring (default 1; None: torch's setting), as in `fit`.
 
     Returns:
         ``{"accuracy": float, "loss": float, "auroc": float | None, "num_samples": int}``. AUROC of the
@@ -68,7 +74,8 @@ def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: 
     """
     objective = Classification()
     labels = objective.check_targets(labels, len(control), "labels")
-    return objective.evaluate(model, control, labels, batch_size)
+    with torch_threads(threads):
+        return objective.evaluate(model, control, labels, batch_size)
 
 
 def train_classifier(
