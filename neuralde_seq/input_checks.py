@@ -16,7 +16,7 @@ import itertools
 import torch
 
 __all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
-           "module_dtype_device"]
+           "module_dtype_device", "check_num_outputs"]
 
 _HOW_TO_BUILD = {
     "Control": "build it with neuralde_seq.build_control(times, values, lengths, ...) or "
@@ -93,3 +93,22 @@ def check_model_input(model: torch.nn.Module, inputs, expected: type) -> None:
     """
     check_input_type(model, inputs, expected)
     check_input_matches(model, inputs)
+
+
+def check_num_outputs(num_classes) -> int:
+    """The one check of a model's output count (every model's constructor runs it).
+
+    Arguments:
+        num_classes: the number of outputs: classes, or regression targets.
+
+    Returns:
+        ``num_classes``, unchanged.
+
+    Raises:
+        ValueError: anything but a positive integer (None included: only the models that can run without an
+            output head accept None, and they do not call this).
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
+                         f"got {num_classes!r}")
+    return num_classes

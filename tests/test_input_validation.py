@@ -415,3 +415,19 @@ def test_static_features_for_a_control_model_are_refused_not_dropped():
         model_inputs("delta-cde", times, values, static=static)
     observations = model_inputs("gru-d", times, values, static=static)
     assert torch.equal(observations.static, static)
+
+
+HEADLESS_MODELS = {name for name in MODEL_NAMES if name.endswith("-rfwp") or name.startswith("latent-")}
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_every_model_checks_its_output_count(name):
+    inputs = _inputs_for(name)
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="num_classes"):
+            create_model(name, inputs, bad)
+    if name in HEADLESS_MODELS:  # encoders and generative models run without an output head
+        create_model(name, inputs, None)
+    else:
+        with pytest.raises(ValueError, match="num_classes"):
+            create_model(name, inputs, None)

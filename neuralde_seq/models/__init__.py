@@ -216,7 +216,7 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
     return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 
 
-def create_model(name: str, in_channels: int | Control | Observations, num_classes: int, *,
+def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
                  solver: SolverOptions | dict | None = None, **overrides):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
@@ -224,7 +224,9 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         name: one of `MODEL_NAMES`.
         in_channels: the input the model reads (``model_inputs(...)``), or its number of channels. Given
             the input, options that depend on it are filled in too (e.g. the NRDE's initial channels).
-        num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression.
+        num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression;
+            None for the models that can run without an output head (the ODE-RFWPs and latent ODEs, used as
+            encoders or generative models).
         solver: `SolverOptions` or a dict of its fields (differential
             equation models only).
         **overrides: constructor arguments replacing the registry defaults.

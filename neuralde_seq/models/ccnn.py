@@ -43,7 +43,7 @@ import math
 import torch
 from torch import nn
 
-from ..input_checks import check_model_input
+from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv
 from .kernel_networks import MAGNet, cropped_length, gaussian_mask, kernel_positions
@@ -311,6 +311,7 @@ class CCNN(nn.Module):
                  kernel_gain: float = 1.0, rescale_by_channels: bool = True, conv_method: str = "auto",
                  fft_threshold: int = 512, static_channels: int | None = None):
         super().__init__()
+        check_num_outputs(num_classes)
         conv_options = dict(kernel_hidden=kernel_hidden, kernel_layers=kernel_layers, omega_0=omega_0,
                             mask_width=mask_width, mask_threshold=mask_threshold,
                             learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,

@@ -73,7 +73,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..input_checks import check_model_input
+from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
 from ..ops.causal_conv import causal_conv, irregular_causal_conv
 from .kernel_networks import SirenKernel, largest_span
@@ -306,6 +306,7 @@ class CKCNN(nn.Module):
                  horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
                  weight_norm: bool = True, step_from_times: bool = False):
         super().__init__()
+        check_num_outputs(num_classes)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if step_from_times and mode != "grid":

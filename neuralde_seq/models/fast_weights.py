@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_input_matches, check_input_type
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..fields import FastWeightField
 from ..solvers import SolverOptions, solve
 
@@ -299,9 +299,7 @@ class FastWeightClassifier(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
                  **layer_options):
         super().__init__()
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
-                             f"got {num_classes!r}")
+        check_num_outputs(num_classes)
         self.network = FastWeightNetwork(in_channels, num_layers, solver, **layer_options)
         self.head = nn.Linear(self.network.d_model, num_classes)
 

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_input_matches, check_input_type
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..solvers import SolverOptions, solve
-from .recurrent import GRUCell, _check_classes, _positive_int
+from .recurrent import GRUCell, _positive_int
 
 __all__ = ["GRUODE"]
 
@@ -55,7 +55,7 @@ class GRUODE(nn.Module):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
-        _check_classes(num_classes)
+        check_num_outputs(num_classes)
         self.cell = GRUCell(in_channels, hidden)
         self.dynamics = _GRUODEDynamics(self.cell)
         self.readout = nn.Linear(hidden, num_classes)

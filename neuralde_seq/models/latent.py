@@ -53,12 +53,12 @@ import math
 import torch
 from torch import nn
 
-from ..input_checks import check_input_matches, check_input_type, check_model_input
+from ..input_checks import check_input_matches, check_input_type, check_model_input, check_num_outputs
 from ..observations import Observations
 from ..rules import LearningRule
 from ..solvers import SolverOptions, evolve_over_gaps
 from .ode_rnn import ODERNN
-from .recurrent import _check_classes, _positive_int, ode_mlp
+from .recurrent import _positive_int, ode_mlp
 from .rfwp import ODERFWP
 
 __all__ = ["LatentODE", "ENCODERS", "reverse_observations", "gaussian_kl", "kl_warmup_weight"]
@@ -139,7 +139,7 @@ class LatentODE(nn.Module):
         _positive_int("latent", latent)
         _positive_int("samples", samples)
         if num_classes is not None:
-            _check_classes(num_classes)
+            check_num_outputs(num_classes)
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
         self.solver = solver or SolverOptions()

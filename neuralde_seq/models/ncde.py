@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_input_matches, check_input_type
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..solvers import SolverOptions, solve
 
 __all__ = ["CDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
@@ -117,9 +117,7 @@ class NeuralCDE(nn.Module):
                  form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu"):
         super().__init__()
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
-                             f"got {num_classes!r}")
+        check_num_outputs(num_classes)
         if form not in ("cde", "rde"):
             raise ValueError(f"form must be 'cde' (interpolated control) or 'rde' (log-signature control), got {form!r}")
         if initial_state not in NCDE_INITIAL_STATES:

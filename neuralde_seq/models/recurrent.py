@@ -41,7 +41,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..input_checks import check_input_matches, check_input_type
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..observations import Observations
 
 __all__ = ["GRUCell", "FILL_POLICIES", "walk_observations", "state_after_last_observation", "ode_mlp"]
@@ -53,12 +53,6 @@ def _positive_int(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
-
-
-def _check_classes(num_classes):
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
-                             f"got {num_classes!r}")
 
 
 class GRUCell(nn.Module):
@@ -105,7 +99,7 @@ class _ObservationModel(nn.Module):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
-        _check_classes(num_classes)
+        check_num_outputs(num_classes)
         self.in_channels, self.hidden = in_channels, hidden
         # NaN = not set (a persistent buffer, so checkpoints round-trip whether or not it was set).
         self.register_buffer("empirical_mean", torch.full((in_channels,), float("nan")))
