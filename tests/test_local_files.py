@@ -614,3 +614,21 @@ def test_sequence_regressor_fits_a_regression_file(reg):
     predicted = model.predict(X_test, times=t_test)
     assert predicted.shape == y_test.shape == (len(TEST_TARGETS),) and np.isfinite(predicted).all()
     assert model.n_outputs_ == 1 and model.target_mean_[0] == pytest.approx(_floats(TRAIN_TARGETS).mean().item())
+
+
+def test_a_timestamped_step_with_nothing_observed_is_kept_not_cut(tmp_path):
+    # with timestamps every step is a real time point (nothing is padding): the file reads as from_arrays does
+    from neuralde_seq.data import from_arrays
+    nan = float("nan")
+    seqs = [np.array([[1.0, 2.0], [nan, 3.0], [4.0, nan], [nan, nan]]), np.array([[0.5, 1.5], [2.5, nan]])]
+    times = [np.array([0.0, 0.7, 1.1, 2.0]), np.array([0.0, 3.0])]
+    path = write_ts(tmp_path / "stamped.ts", seqs, ["a", "b"], times=times)
+    data = read_file(path, dtype=torch.float64)
+    assert data.lengths.tolist() == [4, 2] and data.meta["trailing_missing_cut"] == 0
+    expected = from_arrays(seqs, ["a", "b"], times=times, dtype=torch.float64)
+    assert torch.equal(data.times[0], expected.times[0]) and data.times[0, 3] == 2.0
+    assert torch.equal(data.values.isnan(), expected.values.isnan())
+    assert torch.equal(data.values.nan_to_num(), expected.values.nan_to_num())
+    # without timestamps the same tail is the archive's padding, cut and counted
+    untimed = read_file(write_ts(tmp_path / "untimed.ts", seqs, ["a", "b"]), dtype=torch.float64)
+    assert untimed.lengths.tolist() == [3, 2] and untimed.meta["trailing_missing_cut"] == 1

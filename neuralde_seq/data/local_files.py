@@ -28,11 +28,13 @@ Protocol:
    and TEST raise ``ValueError``, and so does a TRAIN file with timestamps beside a TEST file without (or
    the reverse).
 4. Times: the timestamps of a ``@timeStamps true`` ``.ts`` file, else the observation index 0..L-1.
-5. Values as read: ``?`` and ``NaN`` are missing (NaN), never filled. Time steps after a series' last
-   observed value (every channel missing) are padding, as in the archive's variable-length files (the ARFF
-   files pad every series with ``?`` to a common width): a series' length is the position of its last time
-   step with any observed channel, as `load_uea` reads it. How many series had
-   such a tail is in ``meta["trailing_missing_cut"]``. A series with no observed value at all raises
+5. Values as read: ``?`` and ``NaN`` are missing (NaN), never filled. In files without timestamps, time steps
+   after a series' last observed value (every channel missing) are padding, as in the archive's
+   variable-length files (the ARFF files pad every series with ``?`` to a common width): a series' length is
+   the position of its last time step with any observed channel, as `load_uea` reads it. How many series had
+   such a tail is in ``meta["trailing_missing_cut"]``. In a ``@timeStamps true`` file every time step carries
+   its own time, so none is padding: a trailing step with every channel missing is kept (a point where the
+   series is read but nothing was observed), as `from_arrays` keeps it. A series with no observed value at all raises
    ``ValueError`` naming the file and the case.
 
 Standardisation, dropping observations and subsampling are not applied here: the ``files`` benchmark
@@ -91,7 +93,7 @@ def _file_format(path: Path, what: str) -> str:
 
 
 def _read(path: Path, what: str) -> _FileData:
-    """Parse one labelled file and cut each series' trailing all-missing time steps (module docstring, 5)."""
+    """Parse one labelled file and cut each series' trailing all-missing padding (module docstring, 5)."""
     if not path.exists():
         raise FileNotFoundError(f"{what}: {path} does not exist")
     if path.is_dir():
@@ -106,7 +108,8 @@ def _read(path: Path, what: str) -> _FileData:
         observed = ~np.isnan(case).all(axis=0)
         if not observed.any():
             raise ValueError(f"{what}: {path}, case {k} (0-based, in file order) has no observed value at all")
-        length = int(np.flatnonzero(observed)[-1]) + 1
+        # without timestamps a trailing all-missing tail is padding; with them each step is a real time point
+        length = case.shape[1] if data.times is not None else int(np.flatnonzero(observed)[-1]) + 1
         cut += int(length < case.shape[1])
         series.append(case[:, :length])
         if times is not None:
