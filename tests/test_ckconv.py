@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from neuralde_seq import create_model
 from neuralde_seq.controls import build_control
 from neuralde_seq.models.ckconv import CKCNN, CKConv, grid_inputs
 from neuralde_seq.models.kernel_networks import SirenKernel, WeightNormLinear
@@ -404,3 +405,28 @@ def test_wrong_kind_of_input_raises_type_error():
         layer(obs)
     with pytest.raises(TypeError, match="reads tensors .* got Tensor, Observations, Tensor"):
         layer.forward_irregular(obs.times, obs, obs.mask)
+
+
+def test_grid_mode_warns_when_it_ignores_uneven_times():
+    import warnings
+
+    from neuralde_seq.models.ckconv import TimesIgnoredWarning
+    torch.manual_seed(0)
+    index = torch.arange(12.0).repeat(3, 1)
+    uneven = torch.sort(torch.rand(3, 12) * 10, 1).values
+    values = torch.randn(3, 12, 2)
+    model = create_model("ckcnn", Observations.from_tensors(index, values), 2).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimesIgnoredWarning)
+        gapped = values.clone()
+        gapped[:, 4] = float("nan")  # dropped points on the regular grid: times still evenly spaced
+        model(Observations.from_tensors(index, gapped))
+        at_index = model(Observations.from_tensors(index, values))
+    with pytest.warns(TimesIgnoredWarning, match="mode='irregular'"):
+        at_uneven = model(Observations.from_tensors(uneven, values))
+    assert torch.equal(at_index, at_uneven)  # what the warning says: the times made no difference
+    irregular = create_model("ckcnn", Observations.from_tensors(uneven, values), 2, mode="irregular").eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimesIgnoredWarning)
+        assert not torch.equal(irregular(Observations.from_tensors(uneven, values)),
+                               irregular(Observations.from_tensors(index, values)))

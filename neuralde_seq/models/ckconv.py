@@ -68,6 +68,7 @@ contributes nothing to either).
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +79,32 @@ from ..observations import Observations
 from ..ops.causal_conv import causal_conv, irregular_causal_conv
 from .kernel_networks import SirenKernel, largest_span
 
-__all__ = ["CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS", "MODES"]
+__all__ = ["CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS", "MODES", "TimesIgnoredWarning"]
+
+
+class TimesIgnoredWarning(UserWarning):
+    """CKCNN in grid mode was given irregularly spaced times, which grid mode does not read."""
+
+
+def irregular_spacing(observations: Observations) -> tuple[float, float] | None:
+    """The (smallest, largest) spacing of the first sample whose time points are not equally spaced, or None.
+
+    Arguments:
+        observations: `Observations`; each sample's points up to its length are compared.
+
+    Returns:
+        None when every sample is equally spaced (to 1e-6 relative), else that sample's spacing range.
+    """
+    t = observations.times
+    gaps = t[:, 1:] - t[:, :-1]
+    inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
+    high = torch.where(inside, gaps, torch.full_like(gaps, -math.inf)).amax(1)
+    low = torch.where(inside, gaps, torch.full_like(gaps, math.inf)).amin(1)
+    uneven = inside.any(1) & (high - low > 1e-6 * high.abs())
+    if not bool(uneven.any()):
+        return None
+    b = int(uneven.nonzero()[0])
+    return float(low[b]), float(high[b])
 
 CONV_IMPLEMENTATIONS = ("auto", "fft", "direct")
 MODES = ("grid", "irregular")
@@ -416,6 +442,13 @@ class CKCNN(nn.Module):
         step = self.step if step is None else float(step)
         self._set_horizon(observations, step)
         if self.mode == "grid":
+            spacing = None if self.step_from_times else irregular_spacing(observations)
+            if spacing is not None:
+                # Grid mode reads point k as time k · step: uneven times would be ignored without a word.
+                warnings.warn(f"CKCNN in grid mode reads the points as equally spaced and ignores their times, but "
+                              f"these times are not equally spaced (spacings from {spacing[0]:g} to "
+                              f"{spacing[1]:g} within a sample): build it with mode='irregular' to read them",
+                              TimesIgnoredWarning, stacklevel=3)
             h = grid_inputs(observations.values, observations.lengths, self.mask_channel)
             conv = lambda layer, x: layer(x, step)  # noqa: E731
         else:
