@@ -148,8 +148,9 @@ def test_rows_not_trained_on_raw_audio_train_in_another_config():
 def _initial_model(row: dict, result: dict, splits, seed: int):
     """The row's model as the runner created it before training: same seed, same options, same input."""
     train = splits.train
-    inputs = model_inputs(row["model"], train.times, train.values, train.lengths, static=train.static,
-                          **(row.get("control") or {}))
+    reads_observations = model_entry(row["model"]).inputs == "observations"  # a control carries no statics
+    inputs = model_inputs(row["model"], train.times, train.values, train.lengths,
+                          static=train.static if reads_observations else None, **(row.get("control") or {}))
     solver = result["config"]["row"]["solver"] if model_entry(row["model"]).takes_solver else None
     torch.manual_seed(seed)
     return create_model(row["model"], inputs, train.num_classes, solver=solver, **result["model_options"])
