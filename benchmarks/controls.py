@@ -1,4 +1,8 @@
-"""Natural cubic spline coefficients: torchcde vs neuralde_seq.splines, at a PhysioNet-like shape.
+"""Interpolation through missing values: torchcde vs neuralde_seq.splines, at a PhysioNet-like shape.
+
+Two fills are timed: the natural cubic spline coefficients, and the linear fill the Hermite cubic, linear,
+rectilinear (and log-signature) controls go through (``torchcde.linear_interpolation_coeffs`` against
+``neuralde_seq.splines.fill_missing_linear``).
 
 ``torchcde.natural_cubic_coeffs`` goes through missing values with a Python loop over every (sample,
 channel); ``neuralde_seq.splines.natural_cubic_coefficients`` solves all of them at once. Both are timed
@@ -73,7 +77,7 @@ def main(argv=None) -> int:
     import torch
     import torchcde
 
-    from neuralde_seq.splines import natural_cubic_coefficients
+    from neuralde_seq.splines import fill_missing_linear, natural_cubic_coefficients
 
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)
@@ -106,11 +110,17 @@ def main(argv=None) -> int:
     rows.append(("no missing values", args.samples, ref_complete, ours_complete_seconds,
                  (ours_complete - reference_complete).abs().max().item()))
 
+    # The linear fill (Hermite cubic, linear, rectilinear and log-signature controls): torchcde's loop on the subset.
+    fill_reference_seconds, fill_reference = _seconds(lambda: torchcde.linear_interpolation_coeffs(subset, t=t), 1)
+    fill_seconds, fill_ours = _seconds(lambda: fill_missing_linear(subset, t), args.repeats)
+    rows.append(("missing values, linear fill", args.reference_samples, fill_reference_seconds, fill_seconds,
+                 (fill_ours - fill_reference).abs().max().item()))
+
     header = ("| data | samples | torchcde s | ours s | torchcde / ours | max abs diff |\n"
               "|---|---:|---:|---:|---:|---:|")
     lines = []
     for name, samples, ref, mine, diff in rows:
-        extrapolated = name == "missing values" and samples != args.reference_samples
+        extrapolated = name == "missing values" and samples != args.reference_samples  # natural cubic only
         ref_text = f"{ref:.4g}" + (" (extrapolated)" if extrapolated else "")
         lines.append(f"| {name} | {samples} | {ref_text} | {mine:.4g} | {ref / mine:.3g}x | "
                      f"{'-' if diff is None else f'{diff:.1e}'} |")

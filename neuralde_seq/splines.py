@@ -26,7 +26,9 @@ sample on one CPU thread, against about 0.1 s per sample for torchcde's loop (be
 docs/performance.md).
 
 `polynomial_pieces` gives the cubic pieces of every interpolation that
-`build_control` offers (natural cubic, Hermite cubic, linear, rectilinear).
+`build_control` offers (natural cubic, Hermite cubic, linear, rectilinear). The Hermite, linear and
+rectilinear paths go through missing values by linear interpolation (`fill_missing_linear`, the fill
+torchcde applies in a Python loop over every (sample, channel); here vectorised, the same values).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import math
 import torch
 import torchcde
 
-__all__ = ["natural_cubic_coefficients", "polynomial_pieces"]
+__all__ = ["natural_cubic_coefficients", "polynomial_pieces", "fill_missing_linear"]
 
 # Series (sample x channel) x time points solved together at most. The solve keeps about 20 arrays of
 # that many elements (about 640 MiB in float64), so this bounds the working memory for datasets of
@@ -289,6 +291,43 @@ def _incomplete_series_coefficients(values, t, lengths, observed) -> torch.Tenso
     return torch.stack(columns[::-1]).view(length - 1, 4, n)
 
 
+def fill_missing_linear(path: torch.Tensor, knots: torch.Tensor) -> torch.Tensor:
+    """Missing values filled by linear interpolation in the knots, for every sample and channel at once.
+
+    The values ``torchcde.linear_interpolation_coeffs`` gives (torchcde loops over each (sample, channel)
+    with missing values in Python: about a second per few hundred samples): between two observations the
+    straight line through them, before the first and after the last observation that observation's value,
+    and 0 everywhere for a series with no observation.
+
+    Arguments:
+        path: (N, L, C) points, NaN where missing.
+        knots: (L,) strictly increasing parameter values of the points.
+
+    Returns:
+        (N, L, C) points without NaN; ``path`` itself when nothing is missing.
+    """
+    observed = ~torch.isnan(path)
+    if bool(observed.all()):
+        return path
+    length = path.shape[-2]
+    position = torch.arange(length, device=path.device).view(1, length, 1)
+    # the observation at or before each point, and the one at or after it (-1 / length: none)
+    before = torch.where(observed, position, -1).cummax(dim=-2).values
+    after = torch.where(observed, position, length).flip(-2).cummin(dim=-2).values.flip(-2)
+    has_before, has_after = before >= 0, after < length
+    before, after = before.clamp(min=0), after.clamp(max=length - 1)
+    value_before, value_after = path.gather(-2, before), path.gather(-2, after)
+    time_before, time_after = knots[before], knots[after]
+    # a safe denominator where no line is drawn, so that no inf or NaN enters a gradient through torch.where
+    span = torch.where(after > before, time_after - time_before, torch.ones_like(time_after))
+    ratio = torch.where(after > before, (knots.view(1, length, 1) - time_before) / span, torch.zeros_like(span))
+    line = value_before + ratio * (value_after - value_before)
+    filled = torch.where(has_before & has_after, line, torch.where(has_before, value_before, value_after))
+    filled = torch.where(observed, path, filled)
+    never_observed = ~observed.any(dim=-2, keepdim=True)
+    return torch.where(never_observed, torch.zeros_like(filled), filled)
+
+
 def polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
                       lengths: torch.Tensor | None = None) -> torch.Tensor:
     """The pieces of the path through ``path`` by ``method``: ``(N, pieces, 4, C)`` coefficients a, b, c, d of
@@ -309,16 +348,16 @@ def polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
         a, b, two_c, three_d = raw.chunk(4, dim=-1)
         return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
     if method == "hermite_cubic":
-        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(path, t=knots)
+        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(fill_missing_linear(path, knots), t=knots)
         a, b, two_c, three_d = raw.chunk(4, dim=-1)
         return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
     if method == "linear":
-        points = torchcde.linear_interpolation_coeffs(path, t=knots)  # NaNs interpolated
+        points = fill_missing_linear(path, knots)
         slope = (points[:, 1:] - points[:, :-1]) / (knots[1:] - knots[:-1]).unsqueeze(-1)
         zeros = torch.zeros_like(slope)
         return torch.stack([points[:, :-1], slope, zeros, zeros], dim=-2)
     if method == "rectilinear":
-        points = torchcde.linear_interpolation_coeffs(path, t=knots)
+        points = fill_missing_linear(path, knots)
         half = (0.5 * (knots[1:] - knots[:-1])).unsqueeze(-1)  # (L-1, 1)
         start, stop = points[:, :-1], points[:, 1:]
         corner = start.clone()

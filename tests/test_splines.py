@@ -214,3 +214,23 @@ def test_build_control_natural_cubic_equals_torchcde_per_sample():
         alone = build_control(times[b:b + 1, :n], values[b:b + 1, :n], method="natural_cubic", time_channel=True,
                               mask_channel=True)
         torch.testing.assert_close(alone.coeffs[0], control.coeffs[b, :n], **TOL)
+
+
+def test_linear_fill_equals_torchcde_through_every_pattern_of_missing_values():
+    from neuralde_seq.splines import fill_missing_linear
+    g = torch.Generator().manual_seed(3)
+    knots = torch.cumsum(torch.rand(17, generator=g, dtype=torch.float64) + 0.1, 0)
+    path = torch.randn(40, 17, 5, generator=g, dtype=torch.float64)
+    path[torch.rand(40, 17, 5, generator=g) < 0.6] = float("nan")
+    path[0, :, 1] = float("nan")           # never observed: 0 (torchcde's constant path)
+    path[1, :, 2] = float("nan")
+    path[1, 8, 2] = 0.7                    # one observation: constant
+    path[2, :5, 0] = float("nan")          # leading and trailing gaps: the nearest observation
+    path[2, -4:, 0] = float("nan")
+    filled = fill_missing_linear(path, knots)
+    expected = torchcde.linear_interpolation_coeffs(path, t=knots)
+    assert not filled.isnan().any()
+    assert torch.allclose(filled, expected, rtol=0, atol=1e-12)
+    assert (filled[0, :, 1] == 0).all() and (filled[1, :, 2] == 0.7).all()
+    complete = torch.randn(3, 17, 2, dtype=torch.float64)
+    assert fill_missing_linear(complete, knots) is complete
