@@ -22,7 +22,10 @@ the times so that gaps are about 1, or use ``"index"`` (every gap 1 whatever the
 
 Log-signature controls (``method="logsignature"``) are always indexed by window: window j of every
 sample occupies s ∈ [j, j + 1) and the control there is the window's log-signature (the rate of the
-driving path per unit s), so batching never changes the grid of any sample.
+driving path per unit s), so batching never changes the grid of any sample. A log-signature describes only
+how the path moves over its window, so a model reading nothing else cannot tell a path from the path shifted
+by a constant; ``window_start_values=True`` appends the path's value at each window's start (constant over
+the window) as further channels.
 
 Missing values (the ``missing`` option) are never silently zero-filled: ``"interpolate"`` interpolates
 through them (constant before the first and after the last observation), ``"forward_fill"`` carries the
@@ -67,7 +70,8 @@ class Control:
         coeffs: (B, K, 4, C) polynomial coefficients.
         end_index: (B,) long, index into ``knots`` of each sample's final knot.
         piecewise_constant: True for log-signature windows. Then the path's "value" and "derivative"
-            are both the window's log-signature rate (the input of an RDE vector field).
+            are both the window's log-signature rate (the input of an RDE vector field), followed, for a
+            control built with ``window_start_values=True``, by the observed path's value at the window's start.
         channels_info: names of the channels, for display.
         initial_value: (B, C_path) the observed path's point at the first knot, for log-signature windows
             (whose coefficients hold only the windows' increments and areas; models such as the NRDE start
@@ -323,7 +327,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                   intensity_channel: bool = False, missing: str = "interpolate",
                   unobserved_fill: float | None = None, parametrization: str = "time",
                   time_unit: float | None = None, depth: int = 2, step: int = 4, logsig_backend: str = "torch",
-                  logsig_basis: str = DEFAULT_BASIS) -> Control:
+                  logsig_basis: str = DEFAULT_BASIS, window_start_values: bool = False) -> Control:
     """Build a control path from irregularly sampled observations.
 
     Arguments:
@@ -360,11 +364,23 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             `neuralde_seq.signatures`).
         logsig_basis: coordinates of the log-signatures: "lyndon_brackets" (default), "lyndon_words" or
             "expand" (see `neuralde_seq.signatures`; at depth <= 2 the Lyndon bases coincide).
+        window_start_values: log-signatures only: after each window's log-signature, also give the path's
+            value at the window's start (the point j·step of window j: time channel, values, masks and counts,
+            missing values interpolated as for the log-signature), constant over the window. An RDE field
+            (``form="rde"``) then reads the path's level throughout, not only its movement: without it, its
+            output is the same for the values and the values plus any constant. Default False.
 
     Returns:
         A `Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
             (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
-            log-signature terms of that path in that basis).
+            log-signature terms of that path in that basis, plus that number again with
+            ``window_start_values``).
+
+    Raises:
+        ValueError: an unknown method, missing policy or parametrization; ``window_start_values`` without
+            ``method="logsignature"`` (an interpolated control already gives the level); observations that
+            `validate_observations` refuses; an all-NaN channel without ``unobserved_fill``; coefficients that
+            overflow.
     """
     if method not in INTERPOLATIONS:
         raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")
@@ -377,6 +393,9 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
                          "missing value")
     if method == "rectilinear" and not time_channel:
         raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
+    if window_start_values and method != "logsignature":
+        raise ValueError(f"window_start_values=True is an option of log-signature controls (method='logsignature'); "
+                         f"a {method!r} control already gives the path's value at every point")
     if time_unit == "auto":
         raise ValueError("time_unit='auto' is resolved from the training split by the runner and the estimators; "
                          "for build_control give the number, e.g. neuralde_seq.observations.observation_span("
@@ -440,7 +459,8 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         # Imported here: that module builds on Control and build_control.
         from .logsignature_control import logsignature_control
 
-        return logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis)
+        return logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis,
+                                    window_start_values)
 
     # One piece per knot interval, plus the constant piece past the last knot.
     coeffs = torch.zeros(batch, length, 4, path.shape[-1], dtype=values.dtype, device=values.device)

@@ -15,6 +15,10 @@ returns dW/ds. Which input feeds the keys and which the values is what distingui
 | "cde", x' (``dx_only=True``) | x' | x' | Eq. 38 |
 | "rde" | logsig window | logsig window | Sec. 4, EigenWorms: the "ode" field on a piecewise-constant logsig control |
 
+In the "rde" form x is the control's whole constant input on a window: its log-signature, and, for a control
+built with ``window_start_values=True``, the path's value at the window's start (without it the field never
+sees the path's level; docs/design.md#choices).
+
 Projections (as the public code, ``slow(LN(Linear(x)))``): the key source goes through an input
 projection and LayerNorm, then one linear map gives every head's key pre-activation and learning-rate
 pre-activation (and the value pre-activation too when the value has the same source). A value from the

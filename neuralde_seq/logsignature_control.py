@@ -2,7 +2,10 @@
 
 ``build_control(method="logsignature")`` cuts each sample's path into windows of ``step`` observation
 intervals and computes each window's log-signature (`neuralde_seq.signatures`); window j occupies
-s ∈ [j, j + 1) of the `Control`, so batching never changes any sample's grid.
+s ∈ [j, j + 1) of the `Control`, so batching never changes any sample's grid. A log-signature holds only
+the path's movement over a window (increments, areas), never its level; ``window_start_values=True`` appends
+the path's value at each window's start as further channels, constant over the window, so that a field
+reading x sees the level too (docs/design.md#choices, "RDE form").
 Windowed log-signatures of long series are costly, so `cached_logsignature_control` stores them on
 disk, keyed by the data and every option.
 """
@@ -24,7 +27,7 @@ __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureC
 
 
 def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
-                         backend: str, basis: str) -> Control:
+                         backend: str, basis: str, window_start_values: bool = False) -> Control:
     """The log-signature windows of ``path`` as a piecewise-constant `Control` (what
     ``build_control(method="logsignature")`` returns).
 
@@ -36,8 +39,22 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
         names: (C,) channel names of the path (their number fixes the log-signature width).
         backend: the library computing the log-signatures, as ``logsig_backend`` of `build_control`.
         basis: the log-signature coordinates, as ``logsig_basis`` of `build_control`.
+        window_start_values: append, after the D log-signature channels, the C channels of the path's point at
+            each window's start (point j·step of the sample, after the interpolation through missing values),
+            named ``start_<name>`` (default False).
+
+    Returns:
+        A piecewise-constant `Control` with K = N_max + 1 knots 0, 1, ..., N_max (N_max the most windows of any
+        sample), ``coeffs`` (B, K, 4, D) or, with ``window_start_values``, (B, K, 4, D + C): on window j the
+        constant coefficient is [logsig_j] or [logsig_j, path(j·step)], zero after each sample's last window;
+        ``initial_value`` (B, C) the path's first point.
+
+    Raises:
+        ValueError: ``window_start_values`` is not a bool, or the options `check_logsignature_options` refuses.
     """
     check_logsignature_options(depth, backend, basis)
+    if not isinstance(window_start_values, bool):
+        raise ValueError(f"window_start_values must be True or False, got {window_start_values!r}")
     if torch.isnan(path).any():
         # Log-signatures need complete points: interpolate linearly through missing values first.
         knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
@@ -52,13 +69,36 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
     initial_value = path[:, 0].clone()
     logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
     batch, n_windows, width = logsig.shape
-    coeffs = torch.zeros(batch, n_windows + 1, 4, width, dtype=path.dtype, device=path.device)  # rate 0 past the end
-    coeffs[:, :n_windows, 0] = logsig
-    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
     assert width == logsignature_channels(len(names), depth, basis)
+    channel_names = tuple(f"logsig{i}" for i in range(width))
+    if window_start_values:
+        logsig = torch.cat([logsig, _window_starts(path, windows, step)], dim=-1)
+        channel_names += tuple(f"start_{name}" for name in names)
+    coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)
+    coeffs[:, :n_windows, 0] = logsig  # and 0 past each sample's end (the solver freezes it there)
+    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
     _check_finite(coeffs, knots, "logsignature")
-    return Control(knots, coeffs, windows, True, tuple(f"logsig{i}" for i in range(width)),
-                   initial_value)
+    return Control(knots, coeffs, windows, True, channel_names, initial_value)
+
+
+def _window_starts(path: torch.Tensor, windows: torch.Tensor, step: int) -> torch.Tensor:
+    """The path's point at the start of each log-signature window (`logsignature_windows`' windows: window j
+    starts at point j·step).
+
+    Arguments:
+        path: (B, T, C) complete points (no NaN within each sample's length).
+        windows: (B,) long, each sample's number of windows.
+        step: window size in observation intervals.
+
+    Returns:
+        (B, N_max, C) with N_max = max(windows): row j is path[b, j·step], zero after each sample's last window.
+    """
+    n_windows = int(windows.max())
+    starts = torch.arange(n_windows, device=path.device) * step  # (N,): j·step < L_b − 1 on every real window
+    valid = torch.arange(n_windows, device=path.device).unsqueeze(0) < windows.unsqueeze(1)  # (B, N)
+    index = torch.where(valid, starts.unsqueeze(0), torch.zeros_like(starts).unsqueeze(0))
+    points = torch.gather(path, 1, index.unsqueeze(-1).expand(-1, -1, path.shape[-1]))
+    return points.masked_fill(~valid.unsqueeze(-1), 0.0)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -65,8 +65,10 @@ class FastWeightLayer(nn.Module):
         form: "ode", "cde" or "rde".
         d_ff: inner width of the feed-forward block (default 4·d_model).
         dropout: dropout in the readout (never inside the vector field).
-        initial_state: "zeros", "rank_one" (the rule's write from the input at t0, as the public code) or
-            "static" (the rule's write from static features, e.g. PhysioNet's).
+        initial_state: "zeros", "rank_one" (the rule's write from the input at t0, as the public code; in the
+            "rde" form the first window's log-signature, which holds the path's starting point only when the
+            control was built with ``window_start_values=True``) or "static" (the rule's write from static
+            features, e.g. PhysioNet's).
         static_channels: number of static features, needed for initial_state="static".
         dx_only: CDE form only: keys and values both from x' (default False; see `FastWeightField`).
         hebb_swap: CDE Hebb only: keys from x' and values from x (default False; see `FastWeightField`).
