@@ -246,3 +246,46 @@ def test_a_finished_run_made_under_other_registry_defaults_is_not_reused(tmp_pat
     stamp = result_path.stat().st_mtime_ns
     _run(out, config, resume=True)
     assert result_path.stat().st_mtime_ns == stamp
+
+
+def test_a_finished_run_made_under_other_control_defaults_is_not_reused(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    import neuralde_seq.models as models
+
+    out = tmp_path / "out"
+    config = _config(models=[{"label": "rde", "model": "delta-rde",
+                              "options": {"d_model": 8, "n_heads": 2, "d_ff": 8}}])
+    _run(out, config)
+    (result_path,) = (out / "runs" / "rde").glob("*/result.json")
+    recorded = json.loads(result_path.read_text())
+    assert recorded["control_defaults"] == models.control_options("delta-rde")
+    assert recorded["control_defaults"]["window_start_values"] is True
+    # a run written before control defaults were recorded was made when the RDE read log-signatures only
+    del recorded["control_defaults"]
+    result_path.write_text(json.dumps(recorded))
+    _run(out, config, resume=True)
+    assert "made with other registry defaults of 'delta-rde' (control window_start_values)" in capsys.readouterr().err
+    assert json.loads(result_path.read_text())["control_defaults"]["window_start_values"] is True
+    # a registry control default that changes between two runs makes the finished run stale too
+    entry = models.model_entry("delta-rde")
+    monkeypatch.setitem(models._REGISTRY, "delta-rde", dataclasses.replace(entry, control={**entry.control, "step": 2}))
+    _run(out, config, resume=True)
+    assert "(control step)" in capsys.readouterr().err
+    assert json.loads(result_path.read_text())["control_defaults"]["step"] == 2
+    # the same defaults again: reused
+    stamp = result_path.stat().st_mtime_ns
+    _run(out, config, resume=True)
+    assert result_path.stat().st_mtime_ns == stamp and "not reusing" not in capsys.readouterr().err
+
+
+def test_a_run_without_recorded_control_defaults_is_reused_where_they_did_not_change(tmp_path, capsys):
+    out = tmp_path / "out"
+    _run(out, _config())
+    (result_path,) = (out / "runs" / "gru").glob("*/result.json")
+    recorded = json.loads(result_path.read_text())
+    del recorded["control_defaults"], recorded["model_defaults"]
+    result_path.write_text(json.dumps(recorded))
+    stamp = result_path.stat().st_mtime_ns
+    _run(out, _config(), resume=True)
+    assert result_path.stat().st_mtime_ns == stamp and "not reusing" not in capsys.readouterr().err

@@ -76,8 +76,11 @@ def register_model(name: str, entry: ModelEntry) -> None:
 
 _INTERPOLATED = dict(method="hermite_cubic", time_channel=True)
 _LOGSIG = dict(method="logsignature", time_channel=True, depth=2, step=4)
+# The CT-FWPs' RDE form reads each window's log-signature and the path's point at the window's start: from the
+# log-signatures alone it never sees the level of the series (docs/design.md#choices).
+_LOGSIG_WITH_LEVEL = dict(_LOGSIG, window_start_values=True)
 for _rule in ("hebb", "oja", "delta", "delta-post"):
-    for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG)):
+    for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
         register_model(f"{_rule}-{_form}", ModelEntry(FastWeightClassifier, dict(rule=_rule, form=_form),
                                                       "control", _control))
 

@@ -305,6 +305,17 @@ def data_digest(splits: Iterable[IrregularDataset]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _changed_keys(before: Mapping, now: Mapping) -> list[str]:
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+
+
+def _unrecorded_control_defaults(now: Mapping) -> dict:
+    """The registry control options of a run whose result records none (made before they were recorded):
+    today's, less ``window_start_values``, which no registry entry set then (the log-signature CT-FWPs
+    read the log-signatures only)."""
+    return {k: v for k, v in now.items() if k != "window_start_values"}
+
+
 def _stale_path(run_dir: Path) -> Path:
     """Where a run made under other registry defaults is moved: ``stale-<run folder>`` (``-2``, ... if taken)."""
     stale, k = run_dir.with_name(f"stale-{run_dir.name}"), 1
@@ -408,11 +419,16 @@ def run_benchmark(
             return data_cache[key]
 
         diverged_runs = []
-        # What each model's options were when not given (models.model_defaults), recorded in every result so that
-        # a finished run made under other defaults is not reused.
-        from ..models import model_defaults
+        # What each model's options and control options were when not given (models.model_defaults,
+        # models.control_options), recorded in every result so that a finished run made under other registry
+        # defaults is not reused.
+        from ..models import control_options, model_defaults
 
-        defaults = {row.model: json.loads(json.dumps(to_jsonable(model_defaults(row.model)))) for row in rows}
+        def as_json(value):
+            return json.loads(json.dumps(to_jsonable(value)))
+
+        defaults = {row.model: as_json(model_defaults(row.model)) for row in rows}
+        control_defaults = {row.model: as_json(control_options(row.model)) for row in rows}
         runs = [(seed, row) for seed in cfg.seeds for row in rows]
         run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
         for seed, row in run_bar:
@@ -433,8 +449,14 @@ def run_benchmark(
                           f"data (this run's fingerprint is {run_id})", file=sys.stderr)
                 if result_path.exists():
                     result = json.loads(result_path.read_text())
-                    made_with = result.get("model_defaults")  # absent in runs made before it was recorded
-                    if made_with is None or made_with == defaults[row.model]:
+                    # Runs made before the defaults were recorded are taken to be made under today's model
+                    # defaults, and under the control defaults there were before any was recorded.
+                    made_with = result.get("model_defaults", defaults[row.model])
+                    made_control = result.get("control_defaults", _unrecorded_control_defaults(
+                        control_defaults[row.model]))
+                    changed = _changed_keys(made_with, defaults[row.model]) + [
+                        f"control {k}" for k in _changed_keys(made_control, control_defaults[row.model])]
+                    if not changed:
                         per_row[row.label].append(result)
                         if result["diverged"]:
                             diverged_runs.append((row.label, seed))
@@ -442,8 +464,6 @@ def run_benchmark(
                     # The fingerprint hashes the row as written; the registry defaults it resolved to changed
                     # since: that run is another model. Kept aside (never globbed as seed<k>-*), made afresh.
                     stale = _stale_path(run_dir)
-                    changed = sorted(k for k in set(made_with) | set(defaults[row.model])
-                                     if made_with.get(k) != defaults[row.model].get(k))
                     if _is_main():
                         run_dir.rename(stale)
                         print(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
@@ -460,6 +480,7 @@ def run_benchmark(
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
                 "smoke": max_steps is not None, "config": settings, "data": data.info(),
                 "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults[row.model],
+                "control_defaults": control_defaults[row.model],
                 "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
                 "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
                            "total_seconds": time.perf_counter() - t0,
