@@ -17,11 +17,11 @@ import json
 import os
 
 import torch
-import torchcde
 
 from .cache import CorruptCacheError, cached_tensors
 from .controls import Control, _check_finite, build_control
 from .signatures import backend_version, check_logsignature_options, logsignature_channels, logsignature_windows
+from .splines import fill_missing_linear
 
 __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureCacheError"]
 
@@ -55,16 +55,12 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
     check_logsignature_options(depth, backend, basis)
     if not isinstance(window_start_values, bool):
         raise ValueError(f"window_start_values must be True or False, got {window_start_values!r}")
-    if torch.isnan(path).any():
-        # Log-signatures need complete points: interpolate linearly through missing values first.
-        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
-        filled = torch.empty_like(path)
-        for sample_length in torch.unique(lengths).tolist():
-            members = torch.nonzero(lengths == sample_length).flatten()
-            filled[members, :sample_length] = torchcde.linear_interpolation_coeffs(
-                path[members, :sample_length], t=knots[:sample_length])
-        path = filled
     valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
+    if torch.isnan(path).any():
+        # Log-signatures need complete points: interpolate linearly through missing values first, within each
+        # sample's own points (its padding marked missing, so that it never enters the line).
+        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
+        path = fill_missing_linear(path.masked_fill(~valid.unsqueeze(-1), float("nan")), knots)
     path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
     initial_value = path[:, 0].clone()
     logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)

@@ -29,7 +29,7 @@
 # | model | registry name | input | solved by |
 # | --- | --- | --- | --- |
 # | CT-FWP, neural CDE (paper Eq. 23-25) | `delta-cde` | Hermite cubic control | rk4 |
-# | CT-FWP, log-signature neural RDE | `delta-rde` | log-signature windows (depth 2, 4 steps) | exact |
+# | CT-FWP, log-signature neural RDE | `delta-rde` | log-signature windows (depth 2, 4 steps) and their start points | exact |
 # | NCDE (Kidger et al. 2020) | `ncde` | Hermite cubic control | rk4 |
 # | NRDE (Morrill et al. 2021) | `nrde` | log-signature windows (depth 1, 2 steps) | rk4 |
 # | GRU-D | `gru-d` | observations | discrete |
@@ -39,7 +39,8 @@
 #
 # - `delta-cde` takes its keys and learning rates from X'(s) and its values from X(s), which moves inside every
 #   observation interval: no closed form, so rk4.
-# - `delta-rde` reads the depth-2 log-signature of each window of 4 observation intervals: one exact step per
+# - `delta-rde` reads the depth-2 log-signature of each window of 4 observation intervals and the path's point at
+#   the window's start (its level; `window_start_values`, the registry's default): one exact step per
 #   window.
 # - NCDE: dh = f_θ(h) dX(s); NRDE: the same field driven by log-signature windows. GRU-D decays its inputs
 #   towards the training means and its state with the time since the last observation; ODE-RNN evolves its

@@ -186,13 +186,13 @@ assert all(checks.values()), "the .ts round trip changed the data"
 #
 # | model | reads | what the times do |
 # | --- | --- | --- |
-# | CT-FWP `delta-rde`, exact solver | log-signatures of (time, x, y) over windows of 4 readings | a path channel |
+# | CT-FWP `delta-rde`, exact solver | log-signatures of (time, x, y) over windows of 4 readings, and each window's start point | a path channel |
 # | GRU-D | the readings, a mask, the gap since each channel was last seen | decay hidden state and last value |
 # | CKCNN (default grid mode) | the readings on a grid of index positions, with mask channels | none (read by index) |
 #
 # The CT-FWP is the page's recipe for a first try: the Delta rule dW/ds = σ(β)(v − W k)kᵀ driven by the
-# log-signature of each window (its increments and areas, time among the channels), each window's step solved
-# in closed form (`solver: {"method": "exact"}`).
+# log-signature of each window (its increments and areas, time among the channels) and the path's point where the
+# window starts (its level), each window's step solved in closed form (`solver: {"method": "exact"}`).
 
 # %%
 sklearn.set_config(enable_metadata_routing=True)
