@@ -39,9 +39,11 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
         names: (C,) channel names of the path (their number fixes the log-signature width).
         backend: the library computing the log-signatures, as ``logsig_backend`` of `build_control`.
         basis: the log-signature coordinates, as ``logsig_basis`` of `build_control`.
-        window_start_values: append, after the D log-signature channels, the C channels of the path's point at
-            each window's start (point j·step of the sample, after the interpolation through missing values),
-            named ``start_<name>`` (default False).
+        window_start_values: append, after the D log-signature channels, the path's point at each window's start
+            (point j·step of the sample, after the interpolation through missing values) in its value and mask
+            channels, named ``start_<name>`` (default False). Not in the time and count channels: their level
+            is the position in the series, which grows with its length (1,000s of steps on long series, which
+            swamps the other inputs of the slow net); their increments are in the log-signature.
 
     Returns:
         A piecewise-constant `Control` with K = N_max + 1 knots 0, 1, ..., N_max (N_max the most windows of any
@@ -68,8 +70,10 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
     assert width == logsignature_channels(len(names), depth, basis)
     channel_names = tuple(f"logsig{i}" for i in range(width))
     if window_start_values:
-        logsig = torch.cat([logsig, _window_starts(path, windows, step)], dim=-1)
-        channel_names += tuple(f"start_{name}" for name in names)
+        # not the time and count channels (build_control's "time", "count<c>"): positions, unbounded
+        levels = [c for c, name in enumerate(names) if name != "time" and not name.startswith("count")]
+        logsig = torch.cat([logsig, _window_starts(path[..., levels], windows, step)], dim=-1)
+        channel_names += tuple(f"start_{names[c]}" for c in levels)
     coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)
     coeffs[:, :n_windows, 0] = logsig  # and 0 past each sample's end (the solver freezes it there)
     knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)

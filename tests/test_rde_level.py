@@ -47,23 +47,24 @@ def _data():
 
 
 def _expected_window_starts(times, values, lengths, step):
-    """The path (time, values interpolated linearly on the index through NaN, constant beyond the first and last
-    observation, observed masks) at points 0, step, 2·step, ... < L − 1 of each sample, zero after its windows."""
+    """The path's value and mask channels (values interpolated linearly on the index through NaN, constant beyond
+    the first and last observation; observed masks) at points 0, step, 2·step, ... < L − 1 of each sample, zero
+    after its windows. Not the time channel: its level is the position in the series."""
     B = times.shape[0]
     n_max = max((int(L) - 1 + step - 1) // step for L in lengths)
     C = values.shape[-1]
-    expected = np.zeros((B, n_max, 1 + 2 * C))
+    expected = np.zeros((B, n_max, 2 * C))
     for b in range(B):
         L = int(lengths[b])
         index = np.arange(L)
-        path = [times[b, :L].numpy()]
+        path = []
         masks = []
         for c in range(C):
             column = values[b, :L, c].numpy()
             seen = ~np.isnan(column)
             path.append(np.interp(index, index[seen], column[seen]))
             masks.append(seen.astype(float))
-        path = np.stack(path + masks, axis=-1)  # (L, 1 + 2C)
+        path = np.stack(path + masks, axis=-1)  # (L, 2C)
         for j, start in enumerate(range(0, L - 1, step)):
             expected[b, j] = path[start]
     return torch.from_numpy(expected)
@@ -71,13 +72,12 @@ def _expected_window_starts(times, values, lengths, step):
 
 def test_appended_channels_are_the_path_at_window_starts():
     times, values, lengths = _data()
-    options = dict(LOGSIG, time_channel=True, mask_channel=True)
+    options = dict(LOGSIG, time_channel=True, mask_channel=True, intensity_channel=True)
     plain = build_control(times, values, lengths, **options)
     control = build_control(times, values, lengths, **options, window_start_values=True)
     D = plain.channels
-    assert control.channels == D + 5
-    assert control.channels_info == plain.channels_info + ("start_time", "start_x0", "start_x1", "start_mask0",
-                                                           "start_mask1")
+    assert control.channels == D + 4  # neither time nor the observation counts: positions, unbounded
+    assert control.channels_info == plain.channels_info + ("start_x0", "start_x1", "start_mask0", "start_mask1")
     # Everything the log-signature control had is unchanged; the control stays piecewise constant.
     torch.testing.assert_close(control.coeffs[..., :D], plain.coeffs, rtol=0, atol=0)
     torch.testing.assert_close(control.knots, plain.knots, rtol=0, atol=0)
@@ -88,8 +88,8 @@ def test_appended_channels_are_the_path_at_window_starts():
     n = expected.shape[1]
     torch.testing.assert_close(control.coeffs[:, :n, 0, D:], expected, rtol=0, atol=1e-12)
     assert (control.coeffs[:, n:, 0, D:] == 0).all()  # the piece past the last knot
-    # The first window's start is the path's first point (what the NRDE starts from).
-    torch.testing.assert_close(control.coeffs[:, 0, 0, D:], control.initial_value, rtol=0, atol=0)
+    # The first window's start is the path's first point (what the NRDE starts from), less time and counts.
+    torch.testing.assert_close(control.coeffs[:, 0, 0, D:], control.initial_value[:, 1:5], rtol=0, atol=0)
     # What the model reads on each window: (B, C) at any s inside window j.
     for j in range(n):
         inside = torch.full((3,), j + 0.5, dtype=DTYPE)
@@ -101,12 +101,12 @@ def test_a_constant_shift_moves_only_the_appended_channels():
     times, values, lengths = _data()
     control = build_control(times, values, lengths, **LOGSIG, window_start_values=True)
     shifted = build_control(times, values + 5.0, lengths, **LOGSIG, window_start_values=True)
-    D = control.channels - 3
+    D = control.channels - 2
     torch.testing.assert_close(shifted.coeffs[..., :D], control.coeffs[..., :D], rtol=0, atol=1e-12)
     active = (torch.arange(control.knots.numel()).unsqueeze(0) < control.end_index.unsqueeze(1))
     difference = shifted.coeffs[:, :, 0, D:] - control.coeffs[:, :, 0, D:]
-    torch.testing.assert_close(difference[active], torch.tensor([0.0, 5.0, 5.0], dtype=DTYPE).expand(
-        int(active.sum()), 3), rtol=0, atol=1e-12)
+    torch.testing.assert_close(difference[active], torch.tensor([5.0, 5.0], dtype=DTYPE).expand(
+        int(active.sum()), 2), rtol=0, atol=1e-12)
 
 
 def _shift_gradient(name, window_start_values, solver):
@@ -218,6 +218,6 @@ def test_disk_cache_keys_the_option(tmp_path):
     first = cached_logsignature_control(tmp_path, times, values, lengths, **LOGSIG, window_start_values=True)
     again = cached_logsignature_control(tmp_path, times, values, lengths, **LOGSIG, window_start_values=True)
     assert len(list(tmp_path.glob("*.pt"))) == 2
-    assert plain.channels + 3 == first.channels == again.channels
+    assert plain.channels + 2 == first.channels == again.channels
     assert again.channels_info == first.channels_info
     torch.testing.assert_close(again.coeffs, first.coeffs, rtol=0, atol=0)
