@@ -25,7 +25,7 @@ sample occupies s ∈ [j, j + 1) and the control there is the window's log-signa
 driving path per unit s), so batching never changes the grid of any sample. A log-signature describes only
 how the path moves over its window, so a model reading nothing else cannot tell a path from the path shifted
 by a constant; ``window_start_values=True`` appends the path's value at each window's start (constant over
-the window) as further channels.
+the window) in its value and mask channels as further channels.
 
 Missing values (the ``missing`` option) are never silently zero-filled: ``"interpolate"`` interpolates
 through them (constant before the first and after the last observation), ``"forward_fill"`` carries the
@@ -365,15 +365,16 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         logsig_basis: coordinates of the log-signatures: "lyndon_brackets" (default), "lyndon_words" or
             "expand" (see `neuralde_seq.signatures`; at depth <= 2 the Lyndon bases coincide).
         window_start_values: log-signatures only: after each window's log-signature, also give the path's
-            value at the window's start (the point j·step of window j: time channel, values, masks and counts,
-            missing values interpolated as for the log-signature), constant over the window. An RDE field
+            value at the window's start (the point j·step of window j: its values and masks, missing values
+            interpolated as for the log-signature; not the time and count channels, whose level is the position in
+            the series, unbounded with its length), constant over the window. An RDE field
             (``form="rde"``) then reads the path's level throughout, not only its movement: without it, its
             output is the same for the values and the values plus any constant. Default False.
 
     Returns:
         A `Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
             (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
-            log-signature terms of that path in that basis, plus that number again with
+            log-signature terms of that path in that basis, plus C + C·mask_channel with
             ``window_start_values``).
 
     Raises:
