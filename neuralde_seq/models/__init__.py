@@ -23,12 +23,13 @@ from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwo
 from .ncde import NeuralCDE
 from .gru_observations import GRUD, GRUDeltaT
 from .gru_ode import GRUODE
+from .gating import TimeWarpGatedRNN, chrono_bias
 from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "create_model",
+           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -90,6 +91,7 @@ register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=6
                                   dict(_LOGSIG, depth=1, step=2),
                                   from_inputs=lambda control: dict(initial_channels=control.initial_value.shape[-1])))
 register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED))
+register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED))
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
 register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
 register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations"))

@@ -1,0 +1,200 @@
+"""Gating as time warping (Bronstein et al., *Geometric Deep Learning*, chapter "Grids", section on the time
+warping invariance of gated RNNs), as a continuous-time RNN driven by an interpolated control.
+
+**The derivation.** A continuous-time RNN dh/dt = R(x, h) − h that reads a signal observed through a time warp
+τ(t) (a monotone, differentiable reparametrisation of time) sees z(τ(t)); to produce the equivalently warped
+summary h(τ(t)) its rate must, by the chain rule, become dτ/dt · (R(x, h) − h). As dτ/dt is not known upfront, a
+model class is invariant to time warping only if it can represent it: a learned gate g ≈ dτ/dt,
+
+    dh/ds = g ⊙ (f − h),  g = σ(W_g [x, h] + b_g),  f = tanh(W_f [x, h] + b_f),
+
+with x = X(s) the control's value; g is per unit (each unit fits its own warping derivative). Discretised with
+one Euler step this is the gated update h' = g ⊙ f + (1 − g) ⊙ h (the chapter's Eq. 6.95); with g ≡ 1 it is
+the ungated field dh/ds = f − h, which assumes no warping (τ(t) = t).
+
+**Chrono initialisation.** The characteristic forgetting time of unit i is about 1/g_i, and with zero-centred
+inputs E[g] ≈ σ(b_g). Dependencies on a range of 1 to T_max steps (or time units) hence call for gate values
+in [1/T_max, 1/2]: `chrono_bias` samples log U(1, T_max − 1) (Tallec and Ollivier 2018, *Can recurrent
+neural networks warp time?*), the bias of a *forget* gate 1 − g; the update gate g here takes its negative,
+b_g = −chrono_bias(...), so that σ(b_g) = 1 / u', u' ~ U(2, T_max), as the LSTM's input gate does in
+Tallec and Ollivier (b_i = −b_f). This is the chapter's b_Γ ∼ −log(U(T_l, T_h) − 1) with T_l = 2, T_h = T_max:
+gate values 1/u in its target range [1/T_h, 1/T_l].
+
+**Time rescaling.** ``time_scale`` multiplies the gate: with the control's time rescaled t' = a·t, the model
+with ``time_scale = 1/a`` follows the same trajectory at corresponding times, h'(a·t) = h(t) (the warp
+equivariance of the derivation, for τ(t) = a·t; tests/test_gating.py checks it).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..controls import Control
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
+from ..solvers import SolverOptions, solve
+from .recurrent import _positive_int
+
+__all__ = ["TimeWarpGatedRNN", "chrono_bias"]
+
+
+def chrono_bias(size, t_max: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
+                device: torch.device | str | None = None) -> torch.Tensor:
+    """Chrono initialisation of gate biases (Tallec and Ollivier 2018): b = log(u), u ~ U(1, t_max − 1).
+
+    The Geometric Deep Learning chapter "Grids" derives that a gated RNN's gate plays the time warping
+    derivative dτ/dt and that a unit forgets over about 1/gate steps; these biases spread the forgetting times
+    of a *forget* gate σ(b) over 2 to ``t_max`` steps (an update gate takes −b: see the `gating` module
+    docstring).
+
+    Arguments:
+        size: the shape of the result, an int or a tuple of ints (e.g. ``hidden``).
+        t_max: the longest dependency range, in steps (or time units); a number > 2.
+        generator: a ``torch.Generator`` for reproducible samples; None (default): torch's global one.
+        dtype: a floating dtype of the result; None (default): torch's default dtype.
+        device: the device of the result; None (default): the CPU (or torch's default device).
+
+    Returns:
+        A tensor of shape ``size`` with values in [0, log(t_max − 1)].
+
+    Raises:
+        ValueError: ``t_max`` is not a finite number > 2.
+    """
+    if isinstance(t_max, bool) or not isinstance(t_max, (int, float)) or not math.isfinite(t_max) or t_max <= 2:
+        raise ValueError(f"t_max must be a finite number > 2 (the longest dependency range), got {t_max!r}")
+    u = torch.empty(size, dtype=dtype, device=device)
+    if not u.is_floating_point():
+        raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+    u.uniform_(1.0, float(t_max) - 1.0, generator=generator)
+    return u.log_()
+
+
+class _WarpGatedDynamics(nn.Module):
+    """dh/ds = time_scale · g ⊙ (f − h), g = σ(W_g [x, h] + b_g), f = tanh(W_f [x, h] + b_f)."""
+
+    needs_value = True
+    needs_derivative = False
+
+    def __init__(self, in_channels: int, hidden: int, time_scale: float = 1.0):
+        super().__init__()
+        self.gate_input = nn.Linear(in_channels, hidden)  # W_g's x columns and b_g
+        self.gate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_g's h columns
+        self.candidate_input = nn.Linear(in_channels, hidden)  # W_f's x columns and b_f
+        self.candidate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_f's h columns
+        self.time_scale = time_scale
+
+    def forward(self, h, x, dx):
+        return self.rate_from_features(h, *self.control_features(x, dx))
+
+    def control_features(self, x, dx):
+        return self.gate_input(x), self.candidate_input(x)
+
+    def gate_and_candidate(self, h, gate_projected, candidate_projected):
+        """(g, f), each (B, hidden), from the input projections of `control_features`."""
+        g = torch.sigmoid(gate_projected + self.gate_recurrent(h))
+        f = torch.tanh(candidate_projected + self.candidate_recurrent(h))
+        return g, f
+
+    def rate_from_features(self, h, gate_projected, candidate_projected):
+        g, f = self.gate_and_candidate(h, gate_projected, candidate_projected)
+        if self.time_scale != 1.0:
+            g = self.time_scale * g
+        return g * (f - h)
+
+
+class TimeWarpGatedRNN(nn.Module):
+    """Gated continuous-time RNN on an interpolated control, the time warping invariant form of the
+    Geometric Deep Learning chapter "Grids": dh/ds = g ⊙ (f − h), g = σ(W_g [X(s), h] + b_g) the per-unit
+    warp gate (learned dτ/dt), f = tanh(W_f [X(s), h] + b_f); h(t0) = 0, read at each sample's own final knot.
+
+    Arguments:
+        in_channels: channels of the control.
+        num_classes: number of classes.
+        hidden: width of h.
+        chrono_t_max: None (default): PyTorch's default initialisation of every parameter; a number > 2: the
+            gate biases are chrono-initialised, b_g = −`chrono_bias`(hidden, chrono_t_max), so that the initial
+            gate values σ(b_g) lie in [1/chrono_t_max, 1/2] (forgetting times 2 to chrono_t_max in units of s;
+            module docstring).
+        time_scale: a positive number multiplying the gate, dh/ds = time_scale · g ⊙ (f − h) (default 1). A
+            control whose time is rescaled by a (t' = a·t) gives, with ``time_scale = 1/a``, the same trajectory
+            at corresponding times.
+        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+
+    ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot;
+    ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
+    The dynamics (``self.dynamics``) holds W_g, b_g as ``gate_input`` (x columns, bias) and ``gate_recurrent``
+    (h columns), W_f, b_f as ``candidate_input`` and ``candidate_recurrent``.
+
+    Raises:
+        ValueError: ``in_channels``, ``hidden`` or ``num_classes`` not a positive integer, ``chrono_t_max`` not
+            None or a finite number > 2, or ``time_scale`` not a finite positive number.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
+                 time_scale: float = 1.0, solver: SolverOptions | None = None):
+        super().__init__()
+        _positive_int("in_channels", in_channels)
+        _positive_int("hidden", hidden)
+        check_num_outputs(num_classes)
+        if (isinstance(time_scale, bool) or not isinstance(time_scale, (int, float)) or not math.isfinite(time_scale)
+                or time_scale <= 0):
+            raise ValueError(f"time_scale must be a finite positive number, got {time_scale!r}")
+        if chrono_t_max is not None and (isinstance(chrono_t_max, bool) or not isinstance(chrono_t_max, (int, float))
+                                         or not math.isfinite(chrono_t_max) or chrono_t_max <= 2):
+            raise ValueError(f"chrono_t_max must be None or a finite number > 2, got {chrono_t_max!r}")
+        self.dynamics = _WarpGatedDynamics(in_channels, hidden, float(time_scale))
+        self.readout = nn.Linear(hidden, num_classes)
+        if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
+            with torch.no_grad():
+                bias = self.dynamics.gate_input.bias
+                bias.copy_(-chrono_bias(hidden, chrono_t_max, dtype=bias.dtype, device=bias.device))
+        self.solver = solver or SolverOptions()
+        self.in_channels, self.hidden, self.chrono_t_max = in_channels, hidden, chrono_t_max
+
+    @property
+    def time_scale(self) -> float:
+        """The factor multiplying the gate (settable: a positive number)."""
+        return self.dynamics.time_scale
+
+    @time_scale.setter
+    def time_scale(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"time_scale must be a finite positive number, got {value!r}")
+        self.dynamics.time_scale = float(value)
+
+    def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
+        """The hidden state h.
+
+        Arguments:
+            control: an interpolated control, batch size B, ``channels == in_channels``.
+            at_knots: False (default): h at each sample's own final knot; True: h at every knot.
+            h0: (B, hidden) replaces h(t0) = 0; None (default): zeros.
+
+        Returns:
+            (B, hidden), or (B, K, hidden) with ``at_knots``.
+
+        Raises:
+            TypeError: ``control`` is not a `Control`, or its dtype or device differs from the model's.
+            ValueError: a piecewise-constant (log-signature) control, or one with another number of channels.
+        """
+        check_input_type(self, control, Control)
+        if control.piecewise_constant:
+            raise ValueError("TimeWarpGatedRNN reads the value of an interpolated control, not log-signature windows")
+        if control.channels != self.in_channels:
+            raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
+        check_input_matches(self, control)
+        h0 = control.coeffs.new_zeros(control.batch_size, self.hidden) if h0 is None else h0
+        return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
+
+    def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
+        """Logits from h.
+
+        Arguments:
+            control: an interpolated control, batch size B, ``channels == in_channels``.
+            at_knots: False (default): at each sample's own final knot; True: at every knot.
+
+        Returns:
+            (B, num_classes), or (B, K, num_classes) with ``at_knots``.
+        """
+        return self.readout(self.hidden_states(control, at_knots=at_knots))
