@@ -207,3 +207,18 @@ def test_bad_arguments():
     control = model_inputs("warp-gated-ode", times, values)  # 3 channels (time channel first)
     with pytest.raises(ValueError, match="channels"):
         model(control)
+
+
+def test_time_rescale_at_the_lengths_users_run():
+    """2,000 irregular knots, one rk4 step per knot (the default solver): rescaling time by a and the gate by 1/a
+    gives the very same discrete solve, so nothing accumulates with length."""
+    generator = torch.Generator().manual_seed(5)
+    times = torch.cumsum(torch.rand(2000, generator=generator, dtype=DTYPE) + 0.05, 0)
+    control = _control(times, seed=7, batch=2)
+    model = _model(seed=4)
+    h = model.hidden_states(control, at_knots=True)
+    assert h.abs().max() > 0.1  # a trajectory that moves
+    for a in (0.25, 4.0):
+        warped_model = _model(seed=4, time_scale=1 / a)
+        warped = warped_model.hidden_states(_control(a * times, seed=7, batch=2), at_knots=True)
+        torch.testing.assert_close(warped, h, rtol=0, atol=1e-10)

@@ -234,3 +234,10 @@ def test_linear_fill_equals_torchcde_through_every_pattern_of_missing_values():
     assert (filled[0, :, 1] == 0).all() and (filled[1, :, 2] == 0.7).all()
     complete = torch.randn(3, 17, 2, dtype=torch.float64)
     assert fill_missing_linear(complete, knots) is complete
+    # at the lengths users run: 5,000 points, 90 % missing, long gaps
+    knots = torch.cumsum(torch.rand(5000, generator=g, dtype=torch.float64) + 0.01, 0)
+    path = torch.randn(2, 5000, 3, generator=g, dtype=torch.float64)
+    path[torch.rand(2, 5000, 3, generator=g) < 0.9] = float("nan")
+    path[0, 1000:4000, 0] = float("nan")
+    expected = torchcde.linear_interpolation_coeffs(path, t=knots)
+    torch.testing.assert_close(fill_missing_linear(path, knots), expected, rtol=0, atol=1e-12)

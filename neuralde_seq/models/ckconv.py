@@ -86,6 +86,14 @@ class TimesIgnoredWarning(UserWarning):
     """CKCNN in grid mode was given irregularly spaced times, which grid mode does not read."""
 
 
+def _spacings(observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T − 1) gaps between consecutive time points, and where they lie within each sample's length."""
+    t = observations.times
+    gaps = t[:, 1:] - t[:, :-1]
+    inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
+    return gaps, inside
+
+
 def irregular_spacing(observations: Observations) -> tuple[float, float] | None:
     """The (smallest, largest) spacing of the first sample whose time points are not equally spaced, or None.
 
@@ -95,9 +103,7 @@ def irregular_spacing(observations: Observations) -> tuple[float, float] | None:
     Returns:
         None when every sample is equally spaced (to 1e-6 relative), else that sample's spacing range.
     """
-    t = observations.times
-    gaps = t[:, 1:] - t[:, :-1]
-    inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
+    gaps, inside = _spacings(observations)
     high = torch.where(inside, gaps, torch.full_like(gaps, -math.inf)).amax(1)
     low = torch.where(inside, gaps, torch.full_like(gaps, math.inf)).amin(1)
     uneven = inside.any(1) & (high - low > 1e-6 * high.abs())
@@ -404,9 +410,7 @@ class CKCNN(nn.Module):
             ValueError: the spacings differ by more than 1e-6 relative: grid mode needs one regular grid per
                 batch.
         """
-        t = observations.times
-        gaps = t[:, 1:] - t[:, :-1]
-        inside = torch.arange(gaps.shape[1], device=t.device)[None, :] < (observations.lengths[:, None] - 1)
+        gaps, inside = _spacings(observations)
         gaps = gaps[inside]
         if gaps.numel() == 0:
             return self.step

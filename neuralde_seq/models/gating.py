@@ -31,12 +31,17 @@ import math
 import torch
 from torch import nn
 
-from ..controls import Control
-from ..input_checks import check_input_matches, check_input_type, check_num_outputs
-from ..solvers import SolverOptions, solve
+from ..input_checks import check_num_outputs
+from ..solvers import SolverOptions
+from .gru_ode import _ControlDrivenRNN
 from .recurrent import _positive_int
 
 __all__ = ["TimeWarpGatedRNN", "chrono_bias"]
+
+
+def _check_t_max(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 2:
+        raise ValueError(f"{name} must be a finite number > 2 (the longest dependency range), got {value!r}")
 
 
 def chrono_bias(size, t_max: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
@@ -61,8 +66,7 @@ def chrono_bias(size, t_max: float, generator: torch.Generator | None = None, dt
     Raises:
         ValueError: ``t_max`` is not a finite number > 2.
     """
-    if isinstance(t_max, bool) or not isinstance(t_max, (int, float)) or not math.isfinite(t_max) or t_max <= 2:
-        raise ValueError(f"t_max must be a finite number > 2 (the longest dependency range), got {t_max!r}")
+    _check_t_max("t_max", t_max)
     u = torch.empty(size, dtype=dtype, device=device)
     if not u.is_floating_point():
         raise ValueError(f"dtype must be a floating dtype, got {dtype}")
@@ -103,7 +107,7 @@ class _WarpGatedDynamics(nn.Module):
         return g * (f - h)
 
 
-class TimeWarpGatedRNN(nn.Module):
+class TimeWarpGatedRNN(_ControlDrivenRNN):
     """Gated continuous-time RNN on an interpolated control, the time warping invariant form of the
     Geometric Deep Learning chapter "Grids": dh/ds = g ⊙ (f − h), g = σ(W_g [X(s), h] + b_g) the per-unit
     warp gate (learned dτ/dt), f = tanh(W_f [X(s), h] + b_f); h(t0) = 0, read at each sample's own final knot.
@@ -131,19 +135,18 @@ class TimeWarpGatedRNN(nn.Module):
             None or a finite number > 2, or ``time_scale`` not a finite positive number.
     """
 
+    model_name = "TimeWarpGatedRNN"
+
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
                  time_scale: float = 1.0, solver: SolverOptions | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
         check_num_outputs(num_classes)
-        if (isinstance(time_scale, bool) or not isinstance(time_scale, (int, float)) or not math.isfinite(time_scale)
-                or time_scale <= 0):
-            raise ValueError(f"time_scale must be a finite positive number, got {time_scale!r}")
-        if chrono_t_max is not None and (isinstance(chrono_t_max, bool) or not isinstance(chrono_t_max, (int, float))
-                                         or not math.isfinite(chrono_t_max) or chrono_t_max <= 2):
-            raise ValueError(f"chrono_t_max must be None or a finite number > 2, got {chrono_t_max!r}")
-        self.dynamics = _WarpGatedDynamics(in_channels, hidden, float(time_scale))
+        if chrono_t_max is not None:
+            _check_t_max("chrono_t_max", chrono_t_max)
+        self.dynamics = _WarpGatedDynamics(in_channels, hidden)
+        self.time_scale = time_scale  # checked by the setter
         self.readout = nn.Linear(hidden, num_classes)
         if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
             with torch.no_grad():
@@ -162,39 +165,3 @@ class TimeWarpGatedRNN(nn.Module):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"time_scale must be a finite positive number, got {value!r}")
         self.dynamics.time_scale = float(value)
-
-    def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
-        """The hidden state h.
-
-        Arguments:
-            control: an interpolated control, batch size B, ``channels == in_channels``.
-            at_knots: False (default): h at each sample's own final knot; True: h at every knot.
-            h0: (B, hidden) replaces h(t0) = 0; None (default): zeros.
-
-        Returns:
-            (B, hidden), or (B, K, hidden) with ``at_knots``.
-
-        Raises:
-            TypeError: ``control`` is not a `Control`, or its dtype or device differs from the model's.
-            ValueError: a piecewise-constant (log-signature) control, or one with another number of channels.
-        """
-        check_input_type(self, control, Control)
-        if control.piecewise_constant:
-            raise ValueError("TimeWarpGatedRNN reads the value of an interpolated control, not log-signature windows")
-        if control.channels != self.in_channels:
-            raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
-        check_input_matches(self, control)
-        h0 = control.coeffs.new_zeros(control.batch_size, self.hidden) if h0 is None else h0
-        return solve(self.dynamics, control, h0, self.solver, at_knots=at_knots)
-
-    def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
-        """Logits from h.
-
-        Arguments:
-            control: an interpolated control, batch size B, ``channels == in_channels``.
-            at_knots: False (default): at each sample's own final knot; True: at every knot.
-
-        Returns:
-            (B, num_classes), or (B, K, num_classes) with ``at_knots``.
-        """
-        return self.readout(self.hidden_states(control, at_knots=at_knots))

@@ -37,30 +37,12 @@ class _GRUODEDynamics(nn.Module):
         return (1 - z) * (g - h)
 
 
-class GRUODE(nn.Module):
-    """GRU-ODE classifier on an interpolated control: dh/ds = (1 − z) ⊙ (g − h), gates of [X(s), h].
+class _ControlDrivenRNN(nn.Module):
+    """A hidden state driven by an interpolated control's value, dh/ds = dynamics(h, X(s)), h(t0) = 0, read out
+    by a linear layer: what GRU-ODE and the time-warp gated RNN (`gating`) share. Subclasses set ``dynamics``,
+    ``readout``, ``solver``, ``in_channels``, ``hidden`` and ``model_name`` (for messages)."""
 
-    Arguments:
-        in_channels: channels of the control.
-        num_classes: number of classes.
-        hidden: width of h.
-        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
-
-    ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
-    freezes a sample after it: a direct ODE does not stop by itself on a constant control);
-    ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
-    """
-
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, solver: SolverOptions | None = None):
-        super().__init__()
-        _positive_int("in_channels", in_channels)
-        _positive_int("hidden", hidden)
-        check_num_outputs(num_classes)
-        self.cell = GRUCell(in_channels, hidden)
-        self.dynamics = _GRUODEDynamics(self.cell)
-        self.readout = nn.Linear(hidden, num_classes)
-        self.solver = solver or SolverOptions()
-        self.in_channels, self.hidden = in_channels, hidden
+    model_name = "this model"
 
     def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
         """The hidden state h.
@@ -75,7 +57,7 @@ class GRUODE(nn.Module):
         """
         check_input_type(self, control, Control)
         if control.piecewise_constant:
-            raise ValueError("GRU-ODE reads the value of an interpolated control, not log-signature windows")
+            raise ValueError(f"{self.model_name} reads the value of an interpolated control, not log-signature windows")
         if control.channels != self.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
         check_input_matches(self, control)
@@ -93,3 +75,31 @@ class GRUODE(nn.Module):
             (B, num_classes), or (B, K, num_classes) with ``at_knots``.
         """
         return self.readout(self.hidden_states(control, at_knots=at_knots))
+
+
+class GRUODE(_ControlDrivenRNN):
+    """GRU-ODE classifier on an interpolated control: dh/ds = (1 − z) ⊙ (g − h), gates of [X(s), h].
+
+    Arguments:
+        in_channels: channels of the control.
+        num_classes: number of classes.
+        hidden: width of h.
+        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+
+    ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
+    freezes a sample after it: a direct ODE does not stop by itself on a constant control);
+    ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
+    """
+
+    model_name = "GRU-ODE"
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, solver: SolverOptions | None = None):
+        super().__init__()
+        _positive_int("in_channels", in_channels)
+        _positive_int("hidden", hidden)
+        check_num_outputs(num_classes)
+        self.cell = GRUCell(in_channels, hidden)
+        self.dynamics = _GRUODEDynamics(self.cell)
+        self.readout = nn.Linear(hidden, num_classes)
+        self.solver = solver or SolverOptions()
+        self.in_channels, self.hidden = in_channels, hidden
