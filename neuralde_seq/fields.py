@@ -33,6 +33,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .gates import check_t_max, chrono_bias
 from .rules import LearningRule, make_rule
 
 __all__ = ["FastWeightField", "FORMS"]
@@ -52,12 +53,19 @@ class FastWeightField(nn.Module):
         dx_only: CDE form with keys and values both from x' (Eq. 38).
         hebb_swap: CDE Hebb with keys from x' and values from x (Eq. 36-37).
         head_dim: d_k = d_v per head (default d_model // n_heads).
+        forget_gate: add a forget gate, dW/ds = rate − λ W with λ = σ(γ) per head and γ from the slow net like
+            β (docs/equations.md#forget-gate); default False.
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the gate
+            biases, b = −log u, u ~ U(1, chrono_t_max − 1), for the learning rate β (and the forget gate γ), so
+            that σ(b) lies in [1/chrono_t_max, 1/2]: write and forgetting times of 2 to chrono_t_max time units
+            (`neuralde_seq.models.chrono_bias`; docs/equations.md#forget-gate).
 
     Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
     """
 
     def __init__(self, in_channels: int, d_model: int, n_heads: int, rule: str | LearningRule = "delta", *,
-                 form: str = "cde", dx_only: bool = False, hebb_swap: bool = False, head_dim: int | None = None):
+                 form: str = "cde", dx_only: bool = False, hebb_swap: bool = False, head_dim: int | None = None,
+                 forget_gate: bool = False, chrono_t_max: float | None = None):
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
@@ -89,14 +97,32 @@ class FastWeightField(nn.Module):
         self.needs_value = "x" in (key_source, value_source)
         self.needs_derivative = "dx" in (key_source, value_source)
 
+        if not isinstance(forget_gate, bool):
+            raise TypeError(f"forget_gate must be True or False, got {forget_gate!r}")
+        if chrono_t_max is not None:
+            check_t_max("chrono_t_max", chrono_t_max)
+        self.forget_gate, self.chrono_t_max = forget_gate, chrono_t_max
+
         H, d = n_heads, head_dim
         self.input_proj = nn.Linear(in_channels, d_model)
         self.input_norm = nn.LayerNorm(d_model)
         shared_value = value_source == key_source
-        # One map for all heads: per head [key (d), value (d) if shared, beta (1)].
-        self.slow = nn.Linear(d_model, H * (2 * d + 1 if shared_value else d + 1))
+        # One map for all heads: per head [key (d), value (d) if shared, beta (1), forget (1) if gated].
+        self._slow_split = (d, d, 1) if shared_value else (d, 1)
+        if forget_gate:
+            self._slow_split += (1,)
+        self.slow = nn.Linear(d_model, H * sum(self._slow_split))
         self.value_proj = None if shared_value else nn.Linear(in_channels, H * d, bias=(value_source == "x"))
         self.query_proj = nn.Linear(d_model, H * d)
+        if chrono_t_max is not None:  # drawn last: the field's other parameters are initialised as without it
+            gates = self.slow.bias.view(H, -1)[:, (2 * d if shared_value else d):]  # beta (and forget) of each head
+            with torch.no_grad():
+                gates.copy_(-chrono_bias(tuple(gates.shape), chrono_t_max, dtype=gates.dtype, device=gates.device))
+
+    @property
+    def has_exact_step(self) -> bool:
+        """Whether the field has a closed-form step on constant inputs (post-Delta has none with a forget gate)."""
+        return self.rule.has_exact_step and not (self.forget_gate and self.rule.name == "delta-post")
 
     # -- slow net ---------------------------------------------------------------------------------
     def _source(self, which, x, dx):
@@ -122,16 +148,17 @@ class FastWeightField(nn.Module):
             dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
 
         Returns:
-            (k_raw, v_raw, beta) of shapes (B, H, d_head), (B, H, d_head), (B, H, 1).
+            (k_raw, v_raw, beta) of shapes (B, H, d_head), (B, H, d_head), (B, H, 1); with a forget gate
+            (k_raw, v_raw, beta, forget), forget the rate λ = σ(γ) of shape (B, H, 1).
         """
         H, d = self.n_heads, self.head_dim
-        slow = self.slow(self.key_features(x, dx)).view(-1, H, self.slow.out_features // H)
-        if self.value_proj is None:
-            k_raw, v_raw, beta = slow.split((d, d, 1), dim=-1)
-        else:
-            k_raw, beta = slow.split((d, 1), dim=-1)
-            v_raw = self.value_proj(self._source(self.value_source, x, dx)).view(-1, H, d)
-        return k_raw, v_raw, beta
+        parts = list(self.slow(self.key_features(x, dx)).view(-1, H, self.slow.out_features // H).split(
+            self._slow_split, dim=-1))
+        if self.value_proj is not None:
+            parts.insert(1, self.value_proj(self._source(self.value_source, x, dx)).view(-1, H, d))
+        if self.forget_gate:
+            parts[3] = torch.sigmoid(parts[3])
+        return tuple(parts)
 
     def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
         """The vector field dW/ds.
@@ -157,12 +184,14 @@ class FastWeightField(nn.Module):
             dx: (N, C) control derivatives, or None where the field does not read them.
 
         Returns:
-            The rule's feature tensors, each with N leading and a head dimension H.
+            The rule's feature tensors, each with N leading and a head dimension H, then the forget rate λ
+            (N, H, 1) with a forget gate.
         """
-        return self.rule.rate_features(*self.projections(x, dx))
+        k_raw, v_raw, beta, *forget = self.projections(x, dx)
+        return tuple(self.rule.rate_features(k_raw, v_raw, beta)) + tuple(forget)
 
     def rate_from_features(self, W: torch.Tensor, *features: torch.Tensor) -> torch.Tensor:
-        """dW/ds from W and the features of `control_features`.
+        """dW/ds from W and the features of `control_features`: the rule's rate, minus λ W with a forget gate.
 
         Arguments:
             W: (B, H, d_head, d_head) fast weights.
@@ -171,7 +200,10 @@ class FastWeightField(nn.Module):
         Returns:
             dW/ds of shape (B, H, d_head, d_head).
         """
-        return self.rule.rate_from_features(W, *features)
+        if not self.forget_gate:
+            return self.rule.rate_from_features(W, *features)
+        *features, forget = features
+        return self.rule.rate_from_features(W, *features) - forget.unsqueeze(-1) * W
 
     def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
         """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code).
@@ -183,7 +215,7 @@ class FastWeightField(nn.Module):
         Returns:
             (B, H, d_head, d_head) the rule's rate at W = 0.
         """
-        k_raw, v_raw, beta = self.projections(x, dx)
+        k_raw, v_raw, beta = self.projections(x, dx)[:3]  # a forget gate has nothing to forget in W = 0
         return self.rule.rate(None, k_raw, v_raw, beta)
 
     def query(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
@@ -215,4 +247,6 @@ class FastWeightField(nn.Module):
     def extra_repr(self) -> str:
         """The form, rule, heads and input sources, shown by ``print(module)``."""
         return (f"form={self.form!r}, rule={self.rule!r}, heads={self.n_heads}, head_dim={self.head_dim}, "
-                f"key_source={self.key_source!r}, value_source={self.value_source!r}")
+                f"key_source={self.key_source!r}, value_source={self.value_source!r}"
+                + (", forget_gate=True" if self.forget_gate else "")
+                + ("" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"))

@@ -147,10 +147,12 @@ def relax_error(e0: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
 
 @dataclasses.dataclass
 class RankOneUpdate:
-    """An affine map of the fast weights, W ↦ W − decay·(W a) aᵀ + write·b aᵀ (applied to Wᵀ if ``transposed``).
+    """An affine map of the fast weights, W ↦ scale·(W − decay·(W a) aᵀ) + write·b aᵀ (applied to Wᵀ if
+    ``transposed``).
 
     This is one exact step of Hebb (decay None: nothing decays), pre-Delta (a = k, b = v) and Oja (on Wᵀ,
-    a = v, b = k), see docs/equations.md#closed-forms-on-constant-inputs. W is (..., d_b, d_a), or
+    a = v, b = k), see docs/equations.md#closed-forms-on-constant-inputs; ``scale`` = e^{−λh} is the forget
+    gate's decay of the whole matrix (docs/equations.md#forget-gate), None without one. W is (..., d_b, d_a), or
     (..., d_a, d_b) when ``transposed``.
 
     Attributes:
@@ -159,6 +161,7 @@ class RankOneUpdate:
         decay: (..., 1) the decay factor, or None (nothing decays: Hebb).
         write: (..., 1) the write factor.
         transposed: apply the map to Wᵀ (Oja); default False.
+        scale: (..., 1) the factor of the whole matrix, or None (1: no forget gate).
     """
 
     a: torch.Tensor
@@ -166,6 +169,7 @@ class RankOneUpdate:
     decay: torch.Tensor | None
     write: torch.Tensor
     transposed: bool = False
+    scale: torch.Tensor | None = None
 
     def apply(self, W: torch.Tensor) -> torch.Tensor:
         """W after the step.
@@ -177,12 +181,27 @@ class RankOneUpdate:
             The updated fast weights, shaped as ``W``.
         """
         M = W.transpose(-1, -2) if self.transposed else W
-        change = (self.write * self.b).unsqueeze(-1) * self.a.unsqueeze(-2)
+        written = (self.write * self.b).unsqueeze(-1) * self.a.unsqueeze(-2)
+        decayed = None
         if self.decay is not None:
             recalled = (M @ self.a.unsqueeze(-1)).squeeze(-1)  # M a
-            change = change - (self.decay * recalled).unsqueeze(-1) * self.a.unsqueeze(-2)
-        M = M + change
+            decayed = (self.decay * recalled).unsqueeze(-1) * self.a.unsqueeze(-2)
+        if self.scale is None:
+            M = M + (written if decayed is None else written - decayed)
+        else:
+            M = self.scale.unsqueeze(-1) * (M if decayed is None else M - decayed) + written
         return M.transpose(-1, -2) if self.transposed else M
+
+
+def _relaxing_update(a, b, c, norm_sq, h, forget, transposed=False) -> RankOneUpdate:
+    """The exact step of dM/ds = c (b − M a) aᵀ − λ M on constant inputs (pre-Delta on W, Oja on Wᵀ): with
+    n = ‖a‖², M a relaxes to c n b / (λ + c n) at the rate λ + c n, and M's part orthogonal to a decays as
+    e^{−λh} (docs/equations.md#forget-gate); without a forget gate (λ None) decay = write = (1 − e^{−cnh}) / n."""
+    decay = relaxation_rate(c, norm_sq, h)
+    if forget is None:
+        return RankOneUpdate(a, b, decay, decay, transposed)
+    write = c * relaxation_rate(torch.ones_like(c), forget + c * norm_sq, h)
+    return RankOneUpdate(a, b, decay, write, transposed, scale=torch.exp(-forget * h))
 
 
 class LearningRule:
@@ -258,7 +277,8 @@ class LearningRule:
 
     has_exact_step: bool = True
 
-    def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h) -> RankOneUpdate | None:
+    def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h,
+                    forget: torch.Tensor | None = None) -> RankOneUpdate | None:
         """The exact step over a time h with constant inputs as an affine map of W.
 
         Arguments:
@@ -266,6 +286,8 @@ class LearningRule:
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0 of dW/ds = rate − λ W (docs/equations.md#forget-gate), or
+                None (default): no forget gate.
 
         Returns:
             The step as a `RankOneUpdate`, or None if it is not affine in W (post-Delta; the default).
@@ -273,9 +295,9 @@ class LearningRule:
         return None
 
     def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
-                   h) -> torch.Tensor:
-        """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate
-        (docs/equations.md#closed-forms-on-constant-inputs).
+                   h, forget: torch.Tensor | None = None) -> torch.Tensor:
+        """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate (− λ W with a forget
+        gate; docs/equations.md#closed-forms-on-constant-inputs).
 
         Arguments:
             W: (..., d_v, d_k) fast weights at t.
@@ -283,6 +305,7 @@ class LearningRule:
             v_raw: (..., d_v) value pre-activations, as in `rate`.
             beta: (..., 1) learning-rate pre-activations, as in `rate`.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1); h = 0 leaves W unchanged.
+            forget: (..., 1) the forget rate λ >= 0, or None (default): no forget gate.
 
         Returns:
             W(t + h), shape (..., d_v, d_k).
@@ -290,9 +313,9 @@ class LearningRule:
         Raises:
             NotImplementedError: the rule has no exact step (`affine_step` returns None, as for post-Delta).
         """
-        update = self.affine_step(k_raw, v_raw, beta, h)
+        update = self.affine_step(k_raw, v_raw, beta, h, forget)
         if update is None:
-            raise NotImplementedError(f"{self!r} has no exact step")
+            raise NotImplementedError(f"{self!r} has no exact step" + ("" if forget is None else " with a forget gate"))
         return update.apply(W)
 
     def discrete_step(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
@@ -362,19 +385,25 @@ class Hebb(LearningRule):
         """
         return cv.unsqueeze(-1) * k.unsqueeze(-2)
 
-    def affine_step(self, k_raw, v_raw, beta, h):
-        """W + σ(β) h v kᵀ.
+    def affine_step(self, k_raw, v_raw, beta, h, forget=None):
+        """W + σ(β) h v kᵀ; with a forget rate λ, e^{−λh} W + σ(β) (1 − e^{−λh})/λ · v kᵀ.
 
         Arguments:
             k_raw: (..., d_k) key pre-activations, constant over the step.
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate.
 
         Returns:
-            The step as a `RankOneUpdate` (no decay).
+            The step as a `RankOneUpdate` (no decay along k).
         """
-        return RankOneUpdate(self.activate_key(k_raw), torch.tanh(v_raw), None, torch.sigmoid(beta) * h)
+        c = torch.sigmoid(beta)
+        k, v = self.activate_key(k_raw), torch.tanh(v_raw)
+        if forget is None:
+            return RankOneUpdate(k, v, None, c * h)
+        return RankOneUpdate(k, v, None, c * relaxation_rate(torch.ones_like(c), forget, h),
+                             scale=torch.exp(-forget * h))
 
 
 class Oja(LearningRule):
@@ -444,7 +473,7 @@ class Oja(LearningRule):
         # softmax(k_raw − Wᵀv) is not affine in W: no closed form.
         return not self.softmax_after_subtract
 
-    def affine_step(self, k_raw, v_raw, beta, h):
+    def affine_step(self, k_raw, v_raw, beta, h, forget=None):
         """W + v (k − Wᵀv)ᵀ (1 − e^{−c‖v‖²h}) / ‖v‖²: on Wᵀ, a relaxation towards k along v (a = v, b = k).
 
         Arguments:
@@ -452,6 +481,7 @@ class Oja(LearningRule):
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate.
 
         Returns:
             The step as a `RankOneUpdate` on Wᵀ, or None with ``softmax_after_subtract``.
@@ -460,10 +490,9 @@ class Oja(LearningRule):
             return None
         k = self.activate_key(k_raw)
         v = torch.tanh(v_raw)
-        rate = relaxation_rate(torch.sigmoid(beta), (v * v).sum(-1, keepdim=True), h)
-        return RankOneUpdate(v, k, rate, rate, transposed=True)
+        return _relaxing_update(v, k, torch.sigmoid(beta), (v * v).sum(-1, keepdim=True), h, forget, transposed=True)
 
-    def exact_step(self, W, k_raw, v_raw, beta, h):
+    def exact_step(self, W, k_raw, v_raw, beta, h, forget=None):
         """W(t + h) for inputs constant over [t, t + h] (see `LearningRule.exact_step`).
 
         Arguments:
@@ -472,6 +501,7 @@ class Oja(LearningRule):
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate.
 
         Returns:
             W(t + h), shape (..., d_v, d_k).
@@ -482,7 +512,7 @@ class Oja(LearningRule):
         if self.softmax_after_subtract:
             raise NotImplementedError("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) "
                                       "is not affine in W")
-        return super().exact_step(W, k_raw, v_raw, beta, h)
+        return super().exact_step(W, k_raw, v_raw, beta, h, forget)
 
     def __repr__(self):
         return f"Oja(softmax_after_subtract={self.softmax_after_subtract})"
@@ -546,7 +576,7 @@ class Delta(LearningRule):
         error = torch.tanh(v - recalled) if self.post else v - recalled
         return (c * error).unsqueeze(-1) * k.unsqueeze(-2)
 
-    def affine_step(self, k_raw, v_raw, beta, h):
+    def affine_step(self, k_raw, v_raw, beta, h, forget=None):
         """Pre-Delta: W + (v − W k) kᵀ (1 − e^{−c‖k‖²h}) / ‖k‖², a DeltaNet step; None for post-Delta.
 
         Arguments:
@@ -554,6 +584,7 @@ class Delta(LearningRule):
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate.
 
         Returns:
             The step as a `RankOneUpdate` (a = k, b = v), or None for post-Delta.
@@ -561,8 +592,7 @@ class Delta(LearningRule):
         if self.post:
             return None
         k = self.activate_key(k_raw)
-        rate = relaxation_rate(torch.sigmoid(beta), (k * k).sum(-1, keepdim=True), h)
-        return RankOneUpdate(k, torch.tanh(v_raw), rate, rate)
+        return _relaxing_update(k, torch.tanh(v_raw), torch.sigmoid(beta), (k * k).sum(-1, keepdim=True), h, forget)
 
     def post_step_inputs(self, k_raw, v_raw, beta, h):
         """What post-Delta's exact step needs besides W, computable for a whole sequence at once.
@@ -601,7 +631,7 @@ class Delta(LearningRule):
         change = (e0 - relax_error(e0, log_decay)) * inv_norm_sq
         return W + change.unsqueeze(-1) * k.unsqueeze(-2)
 
-    def exact_step(self, W, k_raw, v_raw, beta, h):
+    def exact_step(self, W, k_raw, v_raw, beta, h, forget=None):
         """W(t + h) for inputs constant over [t, t + h]: the affine step for pre-Delta, `post_step` for
         post-Delta (see `LearningRule.exact_step`).
 
@@ -611,12 +641,20 @@ class Delta(LearningRule):
             v_raw: (..., d_v) value pre-activations, constant over the step.
             beta: (..., 1) learning-rate pre-activations, constant over the step.
             h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate (post-Delta has no closed form
+                with one).
 
         Returns:
             W(t + h), shape (..., d_v, d_k).
+
+        Raises:
+            NotImplementedError: post-Delta with a forget gate.
         """
         if not self.post:
-            return super().exact_step(W, k_raw, v_raw, beta, h)
+            return super().exact_step(W, k_raw, v_raw, beta, h, forget)
+        if forget is not None:
+            raise NotImplementedError("post-Delta with a forget gate has no closed-form step: tanh(v − W k) and the "
+                                      "decay of W's other directions do not separate")
         return self.post_step(W, *self.post_step_inputs(k_raw, v_raw, beta, h))
 
     def __repr__(self):

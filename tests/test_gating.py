@@ -78,6 +78,25 @@ def test_gate_one_is_the_ungated_cell():
     torch.testing.assert_close(model.hidden_states(control, h0=h0), reference[:, -1], rtol=0, atol=1e-14)
 
 
+
+def test_gated_false_is_the_ungated_cell():
+    """TimeWarpGatedRNN(gated=False) solves dh/ds = f − h (the written-out reference, same weights), has no gate
+    parameters, and refuses chrono_t_max."""
+    model = _model(gated=False)
+    assert not any(name.startswith("dynamics.gate") for name, _ in model.named_parameters())
+    control = _control(torch.tensor([0.0, 0.3, 0.7, 1.5, 2.0]))
+    ungated = _Ungated(model.dynamics.candidate_input.weight.detach().clone(),
+                       model.dynamics.candidate_input.bias.detach().clone(),
+                       model.dynamics.candidate_recurrent.weight.detach().clone())
+    model.solver = options = SolverOptions(method="rk4", step_size=0.05)
+    h0 = torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+    torch.testing.assert_close(model.hidden_states(control, h0=h0), solve(ungated, control, h0, options),
+                               rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="gated=False has no gate"):
+        TimeWarpGatedRNN(2, 2, 5, gated=False, chrono_t_max=10.0)
+    with pytest.raises(TypeError, match="gated"):
+        TimeWarpGatedRNN(2, 2, 5, gated="no")
+
 @pytest.mark.parametrize("a", [0.25, 4.0])
 def test_uniform_time_rescale_is_undone_by_scaling_the_gate(a):
     """h' solved on X'(t') = X(t'/a) with gate g/a equals h at corresponding knots t' = a·t."""

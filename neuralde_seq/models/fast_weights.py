@@ -73,19 +73,23 @@ class FastWeightLayer(nn.Module):
         dx_only: CDE form only: keys and values both from x' (default False; see `FastWeightField`).
         hebb_swap: CDE Hebb only: keys from x' and values from x (default False; see `FastWeightField`).
         head_dim: d_k = d_v per head (default None: d_model // n_heads; see `FastWeightField`).
+        forget_gate: a forget gate on W, dW/ds = rate − σ(γ) W (default False; see `FastWeightField`).
+        chrono_t_max: chrono initialisation of the learning-rate (and forget) gate biases for dependencies of up to
+            this many time units (default None: PyTorch's initialisation; see `FastWeightField`).
     """
 
     def __init__(self, in_channels: int, d_model: int = 64, n_heads: int = 8, rule="delta", form: str = "cde", *,
                  d_ff: int | None = None, dropout: float = 0.0, initial_state: str = "rank_one",
                  static_channels: int | None = None, dx_only: bool = False, hebb_swap: bool = False,
-                 head_dim: int | None = None):
+                 head_dim: int | None = None, forget_gate: bool = False, chrono_t_max: float | None = None):
         super().__init__()
         if initial_state not in INITIAL_STATES:
             raise ValueError(f"initial_state must be one of {INITIAL_STATES}, got {initial_state!r}")
         if (initial_state == "static") != (static_channels is not None):
             raise ValueError("initial_state='static' and static_channels go together: give both or neither")
         self.field = FastWeightField(in_channels, d_model, n_heads, rule, form=form, dx_only=dx_only,
-                                     hebb_swap=hebb_swap, head_dim=head_dim)
+                                     hebb_swap=hebb_swap, head_dim=head_dim, forget_gate=forget_gate,
+                                     chrono_t_max=chrono_t_max)
         H, d = self.field.n_heads, self.field.head_dim
         self.initial_state = initial_state
         if initial_state == "static":

@@ -33,71 +33,39 @@ from torch import nn
 
 from ..input_checks import check_num_outputs
 from ..solvers import SolverOptions
+from ..gates import check_t_max, chrono_bias
 from .gru_ode import _ControlDrivenRNN
 from .recurrent import _positive_int
 
 __all__ = ["TimeWarpGatedRNN", "chrono_bias"]
 
 
-def _check_t_max(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 2:
-        raise ValueError(f"{name} must be a finite number > 2 (the longest dependency range), got {value!r}")
-
-
-def chrono_bias(size, t_max: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
-                device: torch.device | str | None = None) -> torch.Tensor:
-    """Chrono initialisation of gate biases (Tallec and Ollivier 2018): b = log(u), u ~ U(1, t_max − 1).
-
-    The Geometric Deep Learning chapter "Grids" derives that a gated RNN's gate plays the time warping
-    derivative dτ/dt and that a unit forgets over about 1/gate steps; these biases spread the forgetting times
-    of a *forget* gate σ(b) over 2 to ``t_max`` steps (an update gate takes −b: see the `gating` module
-    docstring).
-
-    Arguments:
-        size: the shape of the result, an int or a tuple of ints (e.g. ``hidden``).
-        t_max: the longest dependency range, in steps (or time units); a number > 2.
-        generator: a ``torch.Generator`` for reproducible samples; None (default): torch's global one.
-        dtype: a floating dtype of the result; None (default): torch's default dtype.
-        device: the device of the result; None (default): the CPU (or torch's default device).
-
-    Returns:
-        A tensor of shape ``size`` with values in [0, log(t_max − 1)].
-
-    Raises:
-        ValueError: ``t_max`` is not a finite number > 2.
-    """
-    _check_t_max("t_max", t_max)
-    u = torch.empty(size, dtype=dtype, device=device)
-    if not u.is_floating_point():
-        raise ValueError(f"dtype must be a floating dtype, got {dtype}")
-    u.uniform_(1.0, float(t_max) - 1.0, generator=generator)
-    return u.log_()
-
-
 class _WarpGatedDynamics(nn.Module):
-    """dh/ds = time_scale · g ⊙ (f − h), g = σ(W_g [x, h] + b_g), f = tanh(W_f [x, h] + b_f)."""
+    """dh/ds = time_scale · g ⊙ (f − h), g = σ(W_g [x, h] + b_g), f = tanh(W_f [x, h] + b_f); g ≡ 1 when not
+    ``gated`` (no gate parameters)."""
 
     needs_value = True
     needs_derivative = False
 
-    def __init__(self, in_channels: int, hidden: int, time_scale: float = 1.0):
+    def __init__(self, in_channels: int, hidden: int, time_scale: float = 1.0, gated: bool = True):
         super().__init__()
-        self.gate_input = nn.Linear(in_channels, hidden)  # W_g's x columns and b_g
-        self.gate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_g's h columns
+        if gated:
+            self.gate_input = nn.Linear(in_channels, hidden)  # W_g's x columns and b_g
+            self.gate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_g's h columns
         self.candidate_input = nn.Linear(in_channels, hidden)  # W_f's x columns and b_f
         self.candidate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_f's h columns
-        self.time_scale = time_scale
+        self.time_scale, self.gated = time_scale, gated
 
     def forward(self, h, x, dx):
         return self.rate_from_features(h, *self.control_features(x, dx))
 
     def control_features(self, x, dx):
-        return self.gate_input(x), self.candidate_input(x)
+        return (self.gate_input(x) if self.gated else None), self.candidate_input(x)
 
     def gate_and_candidate(self, h, gate_projected, candidate_projected):
-        """(g, f), each (B, hidden), from the input projections of `control_features`."""
-        g = torch.sigmoid(gate_projected + self.gate_recurrent(h))
+        """(g, f), each (B, hidden), from the input projections of `control_features` (g = 1 when not gated)."""
         f = torch.tanh(candidate_projected + self.candidate_recurrent(h))
+        g = torch.sigmoid(gate_projected + self.gate_recurrent(h)) if self.gated else torch.ones_like(f)
         return g, f
 
     def rate_from_features(self, h, gate_projected, candidate_projected):
@@ -116,6 +84,8 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
         in_channels: channels of the control.
         num_classes: number of classes.
         hidden: width of h.
+        gated: True (default): the learned warp gate; False: the ungated field dh/ds = time_scale · (f − h), which
+            assumes no warping (the ablation of the derivation; it has no gate parameters).
         chrono_t_max: None (default): PyTorch's default initialisation of every parameter; a number > 2: the
             gate biases are chrono-initialised, b_g = −`chrono_bias`(hidden, chrono_t_max), so that the initial
             gate values σ(b_g) lie in [1/chrono_t_max, 1/2] (forgetting times 2 to chrono_t_max in units of s;
@@ -137,15 +107,19 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
 
     model_name = "TimeWarpGatedRNN"
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
-                 time_scale: float = 1.0, solver: SolverOptions | None = None):
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, gated: bool = True,
+                 chrono_t_max: float | None = None, time_scale: float = 1.0, solver: SolverOptions | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
         check_num_outputs(num_classes)
+        if not isinstance(gated, bool):
+            raise TypeError(f"gated must be True or False, got {gated!r}")
         if chrono_t_max is not None:
-            _check_t_max("chrono_t_max", chrono_t_max)
-        self.dynamics = _WarpGatedDynamics(in_channels, hidden)
+            if not gated:
+                raise ValueError("chrono_t_max initialises the gate's bias, and gated=False has no gate")
+            check_t_max("chrono_t_max", chrono_t_max)
+        self.dynamics = _WarpGatedDynamics(in_channels, hidden, gated=gated)
         self.time_scale = time_scale  # checked by the setter
         self.readout = nn.Linear(hidden, num_classes)
         if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it

@@ -33,16 +33,19 @@ class GRUDeltaT(_ObservationModel):
         num_classes: number of classes.
         hidden: width of h.
         fill: "last" (default: last observation, the empirical mean before a channel's first) or "zero".
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the GRU's
+            keep gate z for dependencies of up to this many observations (`GRUCell`).
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, fill: str = "last"):
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, fill: str = "last",
+                 chrono_t_max: float | None = None):
         super().__init__(in_channels, num_classes, hidden)
         if fill not in FILL_POLICIES:
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
         self.fill = fill
-        self.cell = GRUCell(2 * in_channels + 1, hidden)
+        self.cell = GRUCell(2 * in_channels + 1, hidden, chrono_t_max)
 
     def cell_inputs(self, observations: Observations):
         """The GRU's input at every row, and which rows are observations.
@@ -89,18 +92,20 @@ class GRUD(_ObservationModel):
         in_channels: channels C of the observations.
         num_classes: number of classes.
         hidden: width of h.
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the GRU's
+            keep gate z for dependencies of up to this many observations (`GRUCell`).
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
     ``decays(observations)`` gives δ, γ_x, γ_h and x̂ at every row (for inspection and tests).
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32):
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None):
         super().__init__(in_channels, num_classes, hidden)
         self.decay_x_weight = nn.Parameter(torch.empty(in_channels))  # diagonal W_γx
         self.decay_x_bias = nn.Parameter(torch.zeros(in_channels))
         self.decay_h = nn.Linear(in_channels, hidden)  # W_γh, b_γh
         nn.init.uniform_(self.decay_x_weight, -1.0 / in_channels ** 0.5, 1.0 / in_channels ** 0.5)
-        self.cell = GRUCell(2 * in_channels, hidden)
+        self.cell = GRUCell(2 * in_channels, hidden, chrono_t_max)
 
     def _walk(self, observations: Observations, h: torch.Tensor | None):
         self._check(observations)

@@ -84,6 +84,8 @@ class GRUODE(_ControlDrivenRNN):
         in_channels: channels of the control.
         num_classes: number of classes.
         hidden: width of h.
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the keep
+            gate z for dependencies of up to this many time units (`GRUCell`).
         solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
 
     ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
@@ -93,12 +95,13 @@ class GRUODE(_ControlDrivenRNN):
 
     model_name = "GRU-ODE"
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, solver: SolverOptions | None = None):
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
+                 solver: SolverOptions | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
         check_num_outputs(num_classes)
-        self.cell = GRUCell(in_channels, hidden)
+        self.cell = GRUCell(in_channels, hidden, chrono_t_max)
         self.dynamics = _GRUODEDynamics(self.cell)
         self.readout = nn.Linear(hidden, num_classes)
         self.solver = solver or SolverOptions()

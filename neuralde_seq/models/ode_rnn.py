@@ -39,12 +39,14 @@ class ODERNN(_ObservationModel):
             adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
         fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
             "last".
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the GRU's
+            keep gate z for dependencies of up to this many observations (`GRUCell`).
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 1, *,
-                 solver: SolverOptions | None = None, fill: str = "zero"):
+                 solver: SolverOptions | None = None, fill: str = "zero", chrono_t_max: float | None = None):
         super().__init__(in_channels, num_classes, hidden)
         _positive_int("width", width)
         _positive_int("depth", depth, minimum=0)
@@ -52,7 +54,7 @@ class ODERNN(_ObservationModel):
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
         self.fill = fill
         self.f = ode_mlp(hidden, width, depth)
-        self.cell = GRUCell(2 * in_channels, hidden)
+        self.cell = GRUCell(2 * in_channels, hidden, chrono_t_max)
         self.solver = solver or SolverOptions()
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:

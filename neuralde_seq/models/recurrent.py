@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
+from ..gates import check_t_max, chrono_bias
 from ..observations import Observations
 
 __all__ = ["GRUCell", "FILL_POLICIES", "walk_observations", "state_after_last_observation", "ode_mlp"]
@@ -61,14 +62,24 @@ class GRUCell(nn.Module):
     Arguments:
         input_size: channels of x.
         hidden_size: width of h.
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation, the keep
+            gate's bias b_z = `chrono_bias`(hidden_size, chrono_t_max) = log u, u ~ U(1, chrono_t_max − 1), so that
+            the update 1 − z ≈ 1/(1 + u) forgets over 2 to chrono_t_max steps (time units for GRU-ODE).
     """
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, chrono_t_max: float | None = None):
         super().__init__()
+        if chrono_t_max is not None:
+            check_t_max("chrono_t_max", chrono_t_max)
         self.input = nn.Linear(input_size, 3 * hidden_size)  # W_z, W_r, W_g and the biases
         self.recurrent_zr = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # U_z, U_r
         self.recurrent_g = nn.Linear(hidden_size, hidden_size, bias=False)  # U_g
-        self.hidden_size = hidden_size
+        self.hidden_size, self.chrono_t_max = hidden_size, chrono_t_max
+        if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
+            keep_bias = self.input.bias[:hidden_size]
+            with torch.no_grad():
+                keep_bias.copy_(chrono_bias(hidden_size, chrono_t_max, dtype=keep_bias.dtype,
+                                            device=keep_bias.device))
 
     def gates(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(z, r, g), each (B, hidden)."""

@@ -46,6 +46,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..gates import check_t_max, chrono_bias
 from ..observations import Observations
 from ..rules import LearningRule, make_rule
 from ..solvers import SolverOptions, evolve_over_gaps
@@ -70,10 +71,13 @@ class RFWPCell(nn.Module):
         rule: "hebb", "oja", "delta", "delta-post" or a `LearningRule`.
         d_ff: inner width of the feed-forward block (default 4·hidden).
         query_from: "state" (query from [x_n, u_n], Eq. 27) or "input" (from x_n alone, public code).
+        chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the
+            learning-rate gate, b_β = −log u, u ~ U(1, chrono_t_max − 1) (`neuralde_seq.models.chrono_bias`), so
+            that σ(β) writes over 2 to chrono_t_max steps.
     """
 
     def __init__(self, input_size: int, hidden: int, heads: int = 4, rule: str | LearningRule = "delta", *,
-                 d_ff: int | None = None, query_from: str = "state"):
+                 d_ff: int | None = None, query_from: str = "state", chrono_t_max: float | None = None):
         super().__init__()
         _positive_int("input_size", input_size)
         _positive_int("hidden", hidden)
@@ -93,6 +97,12 @@ class RFWPCell(nn.Module):
         self.query = nn.Linear(hidden, hidden)
         self.out_proj = nn.Linear(hidden, hidden)
         self.feed_forward = FeedForward(hidden, d_ff)
+        if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
+            check_t_max("chrono_t_max", chrono_t_max)
+            beta_bias = self.slow.bias.view(heads, -1)[:, -1]
+            with torch.no_grad():
+                beta_bias.copy_(-chrono_bias(heads, chrono_t_max, dtype=beta_bias.dtype, device=beta_bias.device))
+        self.chrono_t_max = chrono_t_max
 
     def initial_weights(self, batch: int, like: torch.Tensor) -> torch.Tensor:
         """W_0 = 0.
@@ -164,6 +174,7 @@ class ODERFWP(_ObservationModel):
         query_from: "state" (default) or "input".
         solver: `SolverOptions` (default rk4, one step per gap in the
             normalised time, checkpointed gradients); ``step_size`` is the step in τ ∈ [0, 1].
+        chrono_t_max: None (default) or a number > 2: chrono initialisation of the learning-rate gate (`RFWPCell`).
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
     `row_states` and `hidden_sequence` give the states at every row.
@@ -171,7 +182,8 @@ class ODERFWP(_ObservationModel):
 
     def __init__(self, in_channels: int, num_classes: int | None = None, hidden: int = 32, heads: int = 4,
                  rule: str | LearningRule = "delta", width: int = 64, depth: int = 1, *, d_ff: int | None = None,
-                 order: str = "evolve_update", query_from: str = "state", solver: SolverOptions | None = None):
+                 order: str = "evolve_update", query_from: str = "state", solver: SolverOptions | None = None,
+                 chrono_t_max: float | None = None):
         super().__init__(in_channels, 2 if num_classes is None else num_classes, hidden)
         if num_classes is None:
             self.readout = None
@@ -180,7 +192,8 @@ class ODERFWP(_ObservationModel):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
         self.order = order
-        self.cell = RFWPCell(2 * in_channels, hidden, heads, rule, d_ff=d_ff, query_from=query_from)
+        self.cell = RFWPCell(2 * in_channels, hidden, heads, rule, d_ff=d_ff, query_from=query_from,
+                             chrono_t_max=chrono_t_max)
         self.f = ode_mlp(hidden, width, depth)
         self.solver = solver or SolverOptions()
 

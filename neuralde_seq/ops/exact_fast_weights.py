@@ -86,8 +86,9 @@ def exact_field(dynamics) -> FastWeightField:
     if not isinstance(field, FastWeightField):
         raise ValueError(f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
                          f"{type(dynamics).__name__}")
-    if not field.rule.has_exact_step:
-        raise ValueError(f"method='exact': rule {field.rule!r} has no closed-form step")
+    if not field.has_exact_step:
+        raise ValueError(f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
+                         + " has no closed-form step")
     return field
 
 
@@ -143,19 +144,25 @@ class _AffineSegments:
         self.workspace = {}
 
     def prepare(self, x, dx, h):
-        """The steps' inputs (a, b, write[, decay]), (S, B, H, ·) each, from a segment's (S, B, C) control inputs
-        and (S, B) lengths."""
-        update = self.field.rule.affine_step(*_projections(self.field, x, dx), h.view(*h.shape, 1, 1))
+        """The steps' inputs (a, b, write[, decay][, scale]), (S, B, H, ·) each, from a segment's (S, B, C) control
+        inputs and (S, B) lengths; with a forget gate the decay is the `RankOneUpdate`'s times its scale (the
+        form `affine_forward` takes)."""
+        k_raw, v_raw, beta, *forget = _projections(self.field, x, dx)
+        update = self.field.rule.affine_step(k_raw, v_raw, beta, h.view(*h.shape, 1, 1), *forget)
         self.transposed = update.transposed
+        self.has_scale = update.scale is not None
         self.has_decay = update.decay is not None
-        self.decay_is_write = update.decay is None or update.decay is update.write
+        self.decay_is_write = update.decay is None or (update.decay is update.write and not self.has_scale)
+        decay = update.decay if not self.has_scale or update.decay is None else update.decay * update.scale
         return (update.a, update.b, update.write) + (
-            (update.decay,) if self.has_decay and not self.decay_is_write else ())
+            (decay,) if self.has_decay and not self.decay_is_write else ()) + (
+            (update.scale,) if self.has_scale else ())
 
     def _unpack(self, segment):
         a, b, write = (batch_last(t) for t in segment[:3])
         decay = (write if self.decay_is_write else batch_last(segment[3])) if self.has_decay else None
-        return a, b, decay, write
+        scale = batch_last(segment[-1]) if self.has_scale else None
+        return a, b, decay, write, scale
 
     def _to_state(self, W):  # (B, [S,] H, d_v, d_k) -> (d_b, d_a, N) or (S, d_b, d_a, N)
         M = W.transpose(-1, -2) if self.transposed else W
@@ -169,16 +176,17 @@ class _AffineSegments:
         return W.transpose(-1, -2) if self.transposed else W
 
     def advance(self, W, segment, keep_states):
-        a, b, decay, write = self._unpack(segment)
-        return self._from_state(affine_forward(self._to_state(W), a, b, decay, write, keep_states))
+        a, b, decay, write, scale = self._unpack(segment)
+        return self._from_state(affine_forward(self._to_state(W), a, b, decay, write, keep_states, scale))
 
     def backward(self, W, segment, grad_out, keep_states):
-        a, b, decay, write = self._unpack(segment)
-        grad_M0, grad_a, grad_b, grad_decay, grad_write = affine_backward(
-            self._to_state(W), a, b, decay, write, self._to_state(grad_out), keep_states, self.workspace)
+        a, b, decay, write, scale = self._unpack(segment)
+        grad_M0, grad_a, grad_b, grad_decay, grad_write, *grad_scale = affine_backward(
+            self._to_state(W), a, b, decay, write, self._to_state(grad_out), keep_states, self.workspace, scale)
         if self.has_decay and self.decay_is_write:
             grad_write = grad_write + grad_decay
-        grads = [grad_a, grad_b, grad_write] + ([grad_decay] if len(segment) == 4 else [])
+        grads = [grad_a, grad_b, grad_write] + (
+            [grad_decay] if self.has_decay and not self.decay_is_write else []) + grad_scale
         return self._from_state(grad_M0), [from_batch_last(g, self.heads) for g in grads]
 
 
@@ -345,7 +353,8 @@ def solve_exact_reference(dynamics, control: Control, initial: torch.Tensor, *, 
     states = [W]
     for j in range(lengths.shape[1]):
         inputs = (None if x is None else x[:, j], None if dx is None else dx[:, j])
-        W = field.rule.exact_step(W, *field.projections(*inputs), lengths[:, j].view(-1, 1, 1))
+        k_raw, v_raw, beta, *forget = field.projections(*inputs)
+        W = field.rule.exact_step(W, k_raw, v_raw, beta, lengths[:, j].view(-1, 1, 1), *forget)
         states.append(W)
     if at_knots:
         return torch.stack(states, dim=1).reshape(control.batch_size, len(states), *initial.shape[1:])
