@@ -30,15 +30,37 @@ All heads are evaluated together in batched tensor operations (no loop over head
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
+from .basis import BasisLinear
 from .gates import check_t_max, chrono_bias
 from .rules import LearningRule, make_rule
 
 __all__ = ["FastWeightField", "FORMS"]
 
 FORMS = ("ode", "cde", "rde")
+
+
+def _check_basis_options(basis, num_bases, basis_time_range) -> tuple[float, float] | None:
+    """basis_time_range as a pair of floats (None without a basis), after checking the three go together."""
+    if basis is None:
+        if num_bases is not None or basis_time_range is not None:
+            raise ValueError("num_bases and basis_time_range are options of a basis: give basis= too")
+        return None
+    if basis_time_range is None:
+        raise ValueError("basis= needs basis_time_range=(t_start, t_end), the span of s its [0, 1] stands for "
+                         "(create_model fills it from the training input)")
+    try:
+        start, end = (float(t) for t in basis_time_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"basis_time_range must be a pair of numbers (t_start, t_end), got {basis_time_range!r}") \
+            from None
+    if not (math.isfinite(start) and math.isfinite(end) and end > start):
+        raise ValueError(f"basis_time_range must be finite with t_end > t_start, got {basis_time_range!r}")
+    return start, end
 
 
 class FastWeightField(nn.Module):
@@ -59,13 +81,23 @@ class FastWeightField(nn.Module):
             biases, b = −log u, u ~ U(1, chrono_t_max − 1), for the learning rate β (and the forget gate γ), so
             that σ(b) lies in [1/chrono_t_max, 1/2]: write and forgetting times of 2 to chrono_t_max time units
             (`neuralde_seq.models.chrono_bias`; docs/equations.md#forget-gate).
+        basis: None (default): the slow net's weights are constant; a `neuralde_seq.basis.Basis` or one of
+            `neuralde_seq.basis.BASIS_NAMES` (with ``num_bases``): the map from features to keys, values and
+            learning rates is a `BasisLinear` whose weights change with s (paper 004's basis expansion in
+            time, docs/stateful_odenets.md), compressible or refinable afterwards by
+            `neuralde_seq.basis.project_module`. Not solvable by method="exact".
+        num_bases: the number of basis functions when ``basis`` is a name.
+        basis_time_range: (t_start, t_end), the span of s mapped onto the basis's [0, 1], u = (s − t_start) /
+            (t_end − t_start); required with ``basis`` (`neuralde_seq.models.create_model` takes it from the
+            training input); an s outside it raises ValueError.
 
     Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
     """
 
     def __init__(self, in_channels: int, d_model: int, n_heads: int, rule: str | LearningRule = "delta", *,
                  form: str = "cde", dx_only: bool = False, hebb_swap: bool = False, head_dim: int | None = None,
-                 forget_gate: bool = False, chrono_t_max: float | None = None):
+                 forget_gate: bool = False, chrono_t_max: float | None = None, basis=None,
+                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
@@ -111,13 +143,47 @@ class FastWeightField(nn.Module):
         self._slow_split = (d, d, 1) if shared_value else (d, 1)
         if forget_gate:
             self._slow_split += (1,)
-        self.slow = nn.Linear(d_model, H * sum(self._slow_split))
+        self.basis_time_range = _check_basis_options(basis, num_bases, basis_time_range)
+        if basis is None:
+            self.slow = nn.Linear(d_model, H * sum(self._slow_split))
+        else:
+            self.slow = BasisLinear(d_model, H * sum(self._slow_split), basis, num_bases)
         self.value_proj = None if shared_value else nn.Linear(in_channels, H * d, bias=(value_source == "x"))
         self.query_proj = nn.Linear(d_model, H * d)
         if chrono_t_max is not None:  # drawn last: the field's other parameters are initialised as without it
-            gates = self.slow.bias.view(H, -1)[:, (2 * d if shared_value else d):]  # beta (and forget) of each head
+            # beta (and forget) of each head, for every basis function
+            gates = self.slow.bias.view(-1, H, sum(self._slow_split))[..., (2 * d if shared_value else d):]
             with torch.no_grad():
                 gates.copy_(-chrono_bias(tuple(gates.shape), chrono_t_max, dtype=gates.dtype, device=gates.device))
+
+    @property
+    def needs_time(self) -> bool:
+        """Whether the field reads s itself (basis-expanded slow weights): solvers then pass it (`Dynamics`)."""
+        return self.basis_time_range is not None
+
+    def basis_position(self, s: torch.Tensor) -> torch.Tensor:
+        """u = (s − t_start) / (t_end − t_start), the position of s in the basis's [0, 1].
+
+        Arguments:
+            s: (N,) times.
+
+        Returns:
+            (N,) positions in [0, 1].
+
+        Raises:
+            ValueError: the field has no basis, or s lies outside ``basis_time_range``.
+        """
+        if self.basis_time_range is None:
+            raise ValueError("this field's slow weights are constant (basis=None): it has no basis position")
+        start, end = self.basis_time_range
+        u = (s - start) / (end - start)
+        # a rounding error's tolerance at the ends, then exactly [0, 1]
+        tolerance = 64 * torch.finfo(u.dtype).eps
+        if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
+            raise ValueError(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} lies outside the field's "
+                             f"basis_time_range {self.basis_time_range}: its slow weights are defined on that span "
+                             "only (build the model with a basis_time_range covering the data)")
+        return u.clamp(0.0, 1.0)
 
     @property
     def has_exact_step(self) -> bool:
@@ -140,54 +206,64 @@ class FastWeightField(nn.Module):
         """
         return self.input_norm(self.input_proj(self._source(self.key_source, x, dx)))
 
-    def projections(self, x: torch.Tensor | None, dx: torch.Tensor | None):
+    def projections(self, x: torch.Tensor | None, dx: torch.Tensor | None, s: torch.Tensor | None = None):
         """Pre-activations of keys, values and learning rates for every head.
 
         Arguments:
             x: (B, C) the control's value X(s), or None where the field does not read it.
             dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+            s: (B,) the time of each row, read by a field with a basis (``needs_time``); None otherwise.
 
         Returns:
             (k_raw, v_raw, beta) of shapes (B, H, d_head), (B, H, d_head), (B, H, 1); with a forget gate
             (k_raw, v_raw, beta, forget), forget the rate λ = σ(γ) of shape (B, H, 1).
         """
         H, d = self.n_heads, self.head_dim
-        parts = list(self.slow(self.key_features(x, dx)).view(-1, H, self.slow.out_features // H).split(
-            self._slow_split, dim=-1))
+        features = self.key_features(x, dx)
+        if self.needs_time:
+            if s is None:
+                raise ValueError("this field's slow weights change with s (basis=...): pass s")
+            slow = self.slow(features, self.basis_position(s))
+        else:
+            slow = self.slow(features)
+        parts = list(slow.view(-1, H, sum(self._slow_split)).split(self._slow_split, dim=-1))
         if self.value_proj is not None:
             parts.insert(1, self.value_proj(self._source(self.value_source, x, dx)).view(-1, H, d))
         if self.forget_gate:
             parts[3] = torch.sigmoid(parts[3])
         return tuple(parts)
 
-    def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None,
+                s: torch.Tensor | None = None) -> torch.Tensor:
         """The vector field dW/ds.
 
         Arguments:
             W: (B, H, d_head, d_head) fast weights.
             x: (B, C) the control's value X(s), or None where the field does not read it.
             dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+            s: (B,) the time of each row, read by a field with a basis (``needs_time``); None otherwise.
 
         Returns:
             dW/ds of shape (B, H, d_head, d_head).
         """
-        return self.rate_from_features(W, *self.control_features(x, dx))
+        return self.rate_from_features(W, *self.control_features(x, dx, s))
 
     # The slow net and the activations of its outputs read only the input, so fixed-step solvers compute them
     # for many stages at once (`Dynamics`) and only the part of the rule that
     # reads W runs step by step.
-    def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> tuple:
+    def control_features(self, x: torch.Tensor | None, dx: torch.Tensor | None, s: torch.Tensor | None = None) -> tuple:
         """The rule's `rate_features` of `projections`.
 
         Arguments:
             x: (N, C) control values (any number N of points), or None where the field does not read them.
             dx: (N, C) control derivatives, or None where the field does not read them.
+            s: (N,) the points' times, read by a field with a basis (``needs_time``); None otherwise.
 
         Returns:
             The rule's feature tensors, each with N leading and a head dimension H, then the forget rate λ
             (N, H, 1) with a forget gate.
         """
-        k_raw, v_raw, beta, *forget = self.projections(x, dx)
+        k_raw, v_raw, beta, *forget = self.projections(x, dx, s)
         return tuple(self.rule.rate_features(k_raw, v_raw, beta)) + tuple(forget)
 
     def rate_from_features(self, W: torch.Tensor, *features: torch.Tensor) -> torch.Tensor:
@@ -205,17 +281,19 @@ class FastWeightField(nn.Module):
         *features, forget = features
         return self.rule.rate_from_features(W, *features) - forget.unsqueeze(-1) * W
 
-    def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
+    def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None,
+                      s: torch.Tensor | None = None) -> torch.Tensor:
         """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code).
 
         Arguments:
             x: (B, C) the control's value X(s), or None where the field does not read it.
             dx: (B, C) the control's derivative X'(s), or None where the field does not read it.
+            s: (B,) the time of each row, read by a field with a basis (``needs_time``); None otherwise.
 
         Returns:
             (B, H, d_head, d_head) the rule's rate at W = 0.
         """
-        k_raw, v_raw, beta = self.projections(x, dx)[:3]  # a forget gate has nothing to forget in W = 0
+        k_raw, v_raw, beta = self.projections(x, dx, s)[:3]  # a forget gate has nothing to forget in W = 0
         return self.rule.rate(None, k_raw, v_raw, beta)
 
     def query(self, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:

@@ -128,6 +128,7 @@ class FixedStepSolve:
         self.all_active = int(self.end_step.min())  # steps before this one move every sample
         self.knot_steps = set(self.knot_position.tolist())
         self.split = hasattr(dynamics, "control_features")
+        self.timed = getattr(dynamics, "needs_time", False)
 
     def segments(self, every: int | None) -> list[tuple[int, int]]:
         size = every or max(1, math.ceil(math.sqrt(self.steps)))
@@ -145,7 +146,11 @@ class FixedStepSolve:
         # Point-major, batch-minor: the features of one stage are then a contiguous (B, ...) block.
         x = None if x is None else x.transpose(0, 1).reshape(-1, channels)
         dx = None if dx is None else dx.transpose(0, 1).reshape(-1, channels)
-        features = dynamics.control_features(x, dx) if self.split else (x, dx)
+        inputs = (x, dx)
+        if self.timed:  # each point's s, repeated over the batch (point-major, batch-minor as x)
+            s = control.knots[pieces].to(offsets.dtype) + offsets.reshape(-1)
+            inputs += (s.repeat_interleave(control.batch_size).to(control.coeffs.dtype),)
+        features = dynamics.control_features(*inputs) if self.split else inputs
         shape = (n1 - n0, len(self.tableau.c), control.batch_size)
         return [None if t is None else t.reshape(*shape, *t.shape[1:]) for t in features]
 

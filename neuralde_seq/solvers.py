@@ -197,7 +197,10 @@ class Dynamics(Protocol):
       fixed-step solves use to do the first part for many steps at once:
       ``control_features(x, dx) -> tuple`` (x, dx of shape (N, C), N any number of points; returns tensors
       with N leading, or None entries) and ``rate_from_features(state, *features) -> rate`` (features with B
-      leading), such that ``rate_from_features(state, *control_features(x, dx)) == forward(state, x, dx)``.
+      leading), such that ``rate_from_features(state, *control_features(x, dx)) == forward(state, x, dx)``;
+    - optionally, ``needs_time = True`` for a field that depends on s itself (weights expanded in a basis of s,
+      `neuralde_seq.basis`): every solver then passes s as a last argument, ``forward(state, x, dx, s)`` and
+      ``control_features(x, dx, s)``, s of shape (B,) (or (N,), one per point); the exact solver refuses it.
     """
 
     needs_value: bool

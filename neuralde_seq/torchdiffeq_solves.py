@@ -125,7 +125,11 @@ class SteppedField(torch.nn.Module):
         x = self.control.evaluate_piece(piece, f) if self.dynamics.needs_value else None
         dx = self.control.derivative_piece(piece, f) if self.dynamics.needs_derivative else None
         active = (u < self.end_position).to(state.dtype)
-        rate = self.dynamics(state, x, dx)
+        if getattr(self.dynamics, "needs_time", False):
+            s = (self.control.knots[piece].to(f.dtype) + f).to(state.dtype).expand(state.shape[0])
+            rate = self.dynamics(state, x, dx, s)
+        else:
+            rate = self.dynamics(state, x, dx)
         return rate * (width.to(state.dtype) * active).view(-1, *([1] * (state.dim() - 1)))
 
 
@@ -171,7 +175,10 @@ class ContinuousField(torch.nn.Module):
         active = (s.detach() < self.control.end).to(state.dtype)
         x = self.control.evaluate(s) if self.dynamics.needs_value else None
         dx = self.control.derivative(s) if self.dynamics.needs_derivative else None
-        rate = self.dynamics(state, x, dx)
+        if getattr(self.dynamics, "needs_time", False):
+            rate = self.dynamics(state, x, dx, s.to(state.dtype).expand(state.shape[0]))
+        else:
+            rate = self.dynamics(state, x, dx)
         return rate * active.view(-1, *([1] * (state.dim() - 1)))
 
 

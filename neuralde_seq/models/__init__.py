@@ -43,8 +43,9 @@ class ModelEntry:
         inputs: "control" (the model reads a Control built with ``control``) or "observations".
         control: keyword arguments of build_control, for inputs="control".
         takes_solver: whether the constructor accepts ``solver=SolverOptions(...)``.
-        from_inputs: optional function of the built input returning constructor options that depend on it
-            (e.g. the NRDE's initial channels), used when `create_model` is given the input itself.
+        from_inputs: optional function of the built input and the options given (registry defaults and
+            overrides) returning constructor options that depend on the input (e.g. the NRDE's initial channels, a
+            basis's time range), used when `create_model` is given the input itself.
     """
 
     constructor: Callable
@@ -80,16 +81,27 @@ _LOGSIG = dict(method="logsignature", time_channel=True, depth=2, step=4)
 # The CT-FWPs' RDE form reads each window's log-signature and the path's point at the window's start: from the
 # log-signatures alone it never sees the level of the series (docs/design.md#choices).
 _LOGSIG_WITH_LEVEL = dict(_LOGSIG, window_start_values=True)
+
+
+def _basis_time_range(control: Control, options: dict) -> dict:
+    """A basis-expanded model's time range: the training input's span of s, from its first knot to the last
+    sample's end (nothing without a basis)."""
+    if options.get("basis") is None:
+        return {}
+    return {"basis_time_range": (float(control.knots[0]), float(control.knots[int(control.end_index.max())]))}
+
+
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
         register_model(f"{_rule}-{_form}", ModelEntry(FastWeightClassifier, dict(rule=_rule, form=_form),
-                                                      "control", _control))
+                                                      "control", _control, from_inputs=_basis_time_range))
 
 
 register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED))
 register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=64, depth=2), "control",
                                   dict(_LOGSIG, depth=1, step=2),
-                                  from_inputs=lambda control: dict(initial_channels=control.initial_value.shape[-1])))
+                                  from_inputs=lambda control, options: dict(
+                                      initial_channels=control.initial_value.shape[-1])))
 register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED))
 register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED))
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
@@ -248,6 +260,7 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     if isinstance(solver, dict):
         solver = SolverOptions(**solver)
     derived = {}
+    options = {**entry.defaults, **overrides}
     if isinstance(in_channels, (Control, Observations)):
         expected = Observations if entry.inputs == "observations" else Control
         if not isinstance(in_channels, expected):
@@ -255,9 +268,8 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
             raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(in_channels).__name__}: build its "
                             f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
         if entry.from_inputs is not None:
-            derived = entry.from_inputs(in_channels)
+            derived = entry.from_inputs(in_channels, options)
         in_channels = in_channels.channels
-    options = {**entry.defaults, **overrides}
     for key, value in derived.items():  # what the input determines, unless given (None: not given)
         if options.get(key) is None:
             options[key] = value

@@ -76,12 +76,18 @@ class FastWeightLayer(nn.Module):
         forget_gate: a forget gate on W, dW/ds = rate − σ(γ) W (default False; see `FastWeightField`).
         chrono_t_max: chrono initialisation of the learning-rate (and forget) gate biases for dependencies of up to
             this many time units (default None: PyTorch's initialisation; see `FastWeightField`).
+        basis: None (default) or a basis (name or `neuralde_seq.basis.Basis`) in which the slow net's weights
+            change with time (paper 004; see `FastWeightField`).
+        num_bases: the number of basis functions when ``basis`` is a name.
+        basis_time_range: (t_start, t_end) mapped onto the basis's [0, 1] (`create_model` takes it from the
+            training input).
     """
 
     def __init__(self, in_channels: int, d_model: int = 64, n_heads: int = 8, rule="delta", form: str = "cde", *,
                  d_ff: int | None = None, dropout: float = 0.0, initial_state: str = "rank_one",
                  static_channels: int | None = None, dx_only: bool = False, hebb_swap: bool = False,
-                 head_dim: int | None = None, forget_gate: bool = False, chrono_t_max: float | None = None):
+                 head_dim: int | None = None, forget_gate: bool = False, chrono_t_max: float | None = None,
+                 basis=None, num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
         super().__init__()
         if initial_state not in INITIAL_STATES:
             raise ValueError(f"initial_state must be one of {INITIAL_STATES}, got {initial_state!r}")
@@ -89,7 +95,8 @@ class FastWeightLayer(nn.Module):
             raise ValueError("initial_state='static' and static_channels go together: give both or neither")
         self.field = FastWeightField(in_channels, d_model, n_heads, rule, form=form, dx_only=dx_only,
                                      hebb_swap=hebb_swap, head_dim=head_dim, forget_gate=forget_gate,
-                                     chrono_t_max=chrono_t_max)
+                                     chrono_t_max=chrono_t_max, basis=basis, num_bases=num_bases,
+                                     basis_time_range=basis_time_range)
         H, d = self.field.n_heads, self.field.head_dim
         self.initial_state = initial_state
         if initial_state == "static":
@@ -104,13 +111,14 @@ class FastWeightLayer(nn.Module):
     def state_shape(self) -> tuple[int, int, int]:
         return (self.field.n_heads, self.field.head_dim, self.field.head_dim)
 
-    def initial(self, x, dx, static: torch.Tensor | None) -> torch.Tensor:
+    def initial(self, x, dx, static: torch.Tensor | None, s: torch.Tensor | None = None) -> torch.Tensor:
         """W(t0), following ``initial_state``.
 
         Arguments:
             x: (B, C) the control's value at the first knot, or None where the field does not read it.
             dx: (B, C) the control's derivative at the first knot, or None where the field does not read it.
             static: (B, S) static features (needed for ``initial_state="static"``), or None.
+            s: (B,) the first knot's time, for a field with a basis (``needs_time``); None otherwise.
 
         Returns:
             W(t0) of shape (B, H, d_head, d_head).
@@ -122,7 +130,7 @@ class FastWeightLayer(nn.Module):
             reference = x if x is not None else dx
             return reference.new_zeros(reference.shape[0], *self.state_shape)
         if self.initial_state == "rank_one":
-            return self.field.initial_write(x, dx)
+            return self.field.initial_write(x, dx, s)
         if static is None:
             raise ValueError("this model was built with initial_state='static': pass static features, shape (B, S)")
         H, d = self.field.n_heads, self.field.head_dim
@@ -153,30 +161,31 @@ class _CoupledDynamics(nn.Module):
         first = layers[0].field
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
+        self.needs_time = first.needs_time  # every layer has the same basis options
         # What SolverOptions(method="exact") solves: one layer's field. Deeper layers read the previous layer's
         # output, which moves inside every window, so they have no closed-form step
         # (neuralde_seq.ops.exact_fast_weights).
         self.exact_field = first if len(layers) == 1 else None
 
-    def control_features(self, x, dx):
+    def control_features(self, x, dx, s=None):
         """Layer 1's projections of the input (what fixed-step solvers compute for many stages at once), and
-        the input itself, which deeper layers' queries read."""
-        return (x, dx, *self.layers[0].field.control_features(x, dx))
+        the input itself (and s), which deeper layers read."""
+        return (x, dx, s, *self.layers[0].field.control_features(x, dx, s))
 
-    def rate_from_features(self, state, x, dx, *first_features):
-        return self._rates(state, x, dx, first_features)
+    def rate_from_features(self, state, x, dx, s, *first_features):
+        return self._rates(state, x, dx, s, first_features)
 
-    def forward(self, state, x, dx):
-        return self._rates(state, x, dx, self.layers[0].field.control_features(x, dx))
+    def forward(self, state, x, dx, s=None):
+        return self._rates(state, x, dx, s, self.layers[0].field.control_features(x, dx, s))
 
-    def _rates(self, state, x, dx, first_features):
+    def _rates(self, state, x, dx, s, first_features):
         rates = []
         for l, layer in enumerate(self.layers):
             W = state[:, l]
             if l == 0:
                 rates.append(layer.field.rate_from_features(W, *first_features))
             else:
-                rates.append(layer.field(W, x, dx))
+                rates.append(layer.field(W, x, dx, s))
             if l + 1 < len(self.layers):
                 # The readout inside the vector field runs without dropout (a random field is no ODE).
                 x, dx = layer.feed_forward(layer.out_proj(layer.field.read(W, layer.field.query(x, dx)))), None
@@ -231,10 +240,10 @@ class FastWeightNetwork(nn.Module):
                              if self.form == "rde" else "an interpolated control, not log-signature windows"))
         check_input_matches(model, control)
 
-    def _initial(self, x, dx, static):
+    def _initial(self, x, dx, static, s):
         states = []
         for l, layer in enumerate(self.layers):
-            states.append(layer.initial(x, dx, static))
+            states.append(layer.initial(x, dx, static, s))
             if l + 1 < len(self.layers):
                 x, dx = layer.readout(states[-1], x, dx), None
         return torch.stack(states, dim=1)
@@ -266,7 +275,8 @@ class FastWeightNetwork(nn.Module):
         s0 = control.knots[0]
         x0 = control.evaluate(s0) if needs_x else None
         dx0 = control.derivative(s0) if needs_dx else None
-        initial = self._initial(x0, dx0, static)
+        timed = s0.to(control.coeffs.dtype).expand(control.batch_size) if self.dynamics.needs_time else None
+        initial = self._initial(x0, dx0, static, timed)
         if not at_knots:
             final = solve(self.dynamics, control, initial, self.solver)
             x = control.final_value() if needs_x else None

@@ -86,6 +86,9 @@ def exact_field(dynamics) -> FastWeightField:
     if not isinstance(field, FastWeightField):
         raise ValueError(f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
                          f"{type(dynamics).__name__}")
+    if getattr(field, "needs_time", False):
+        raise ValueError("method='exact' needs inputs constant on every window, but the field's slow net changes with "
+                         "s (basis-expanded weights): use a fixed-step method such as 'rk4'")
     if not field.has_exact_step:
         raise ValueError(f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
                          + " has no closed-form step")
