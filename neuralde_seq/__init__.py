@@ -18,7 +18,7 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`.
 """
 from .controls import Control, build_control
-from .data import IrregularDataset, from_arrays, load_files
+from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
 from .fields import FastWeightField
 from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options, model_defaults,
                      create_model, model_inputs, MODEL_NAMES)
@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     # data in
     "Observations", "Control", "build_control", "IrregularDataset", "from_arrays", "load_files", "logsignature",
-    "logsignature_windows",
+    "logsignature_windows", "TimeWarp", "time_warp",
     # what is solved
     "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "FastWeightField",
     # how it is solved

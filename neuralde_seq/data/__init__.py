@@ -15,7 +15,9 @@ from .local_files import load_files, read_file
 from .dataframes import from_long_dataframe
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
-from .synthetic import ADDING_TRIVIAL_MSE, SyntheticSequences, adding_problem, copy_memory
+from .synthetic import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, SyntheticSequences, adding_problem, copy_memory, \
+    warped_adding
+from .time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
 from .trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
 from .transforms import channel_statistics, drop_observations, num_dropped, standardise, subsample
 from .ts_format import TsData, parse_ts, read_ts
@@ -30,6 +32,12 @@ __all__ = [
     "SyntheticSequences",
     "adding_problem",
     "copy_memory",
+    "warped_adding",
+    "WARPED_ADDING_CLASSES",
+    "TimeWarp",
+    "WARP_KINDS",
+    "time_warp",
+    "warp_times",
     "ChecksumError",
     "CorruptCacheError",
     "DataUnavailableError",

@@ -2,7 +2,7 @@
 
 ``TASKS`` maps a task name to a `Task`; `load_task` runs its protocol and returns a
 `TaskData`: the standardised train / validation / test splits, and a way to build robustness
-variants of the test set (other drop rates, other sampling rates).
+variants of the test set (other drop rates, other sampling rates, time warps).
 
 | task | loader | metric | data depend on the run's seed |
 | --- | --- | --- | --- |
@@ -13,6 +13,7 @@ variants of the test set (other drop rates, other sampling rates).
 | character-trajectories | `load_character_trajectories` | accuracy | no |
 | uea | `load_uea` (option ``name``) | accuracy | no |
 | files | `local_files_splits` (local ``.ts`` / ARFF: ``train`` + ``test``, or ``path``) | accuracy | no |
+| warped-adding | `warped_adding_splits` (synthetic: the adding problem on a warped clock) | accuracy | no |
 
 The ``files`` task reads a dataset from local files (`load_files`):
 ``task_options: {train: PATH, test: PATH}`` or ``{path: FOLDER}`` (relative paths are resolved against the
@@ -54,12 +55,14 @@ from .datasets import DatasetSplits, IrregularDataset, load_japanese_vowels, str
 from .local_files import load_files
 from .physionet import load_physionet_sepsis
 from .speech_commands import load_speech_commands
+from .synthetic import WARPED_ADDING_CLASSES, warped_adding
+from .time_warps import TimeWarp, time_warp as warp_dataset
 from .transforms import channel_statistics, drop_observations
 from .transforms import subsample as subsample_dataset
 from .uea import load_character_trajectories, load_eigenworms, load_uea
 
 __all__ = ["Task", "TaskData", "TASKS", "TASK_NAMES", "get_task", "load_task", "japanese_vowels_splits",
-           "local_files_splits"]
+           "local_files_splits", "warped_adding_splits"]
 
 METRICS = ("accuracy", "auroc")
 
@@ -75,6 +78,15 @@ def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fractio
        validation (seed ``seed``).
 
     Standardisation with the training part's statistics follows in `load_task`.
+
+    Arguments:
+        seed: seed of the training drop and of the split (the test drop uses ``seed + 1``).
+        drop_rate: fraction of every sample's time points dropped, in [0, 1).
+        val_fraction: fraction of the official train set carved out as validation, in (0, 1).
+        dtype: floating dtype of times and values.
+
+    Returns:
+        ``DatasetSplits(train, val, test)``.
     """
     if not 0.0 <= float(drop_rate) < 1.0:
         raise ValueError(f"drop_rate must lie in [0, 1), got {drop_rate}")
@@ -85,6 +97,52 @@ def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fractio
     test = drop_observations(test, drop_rate, seed=seed + 1)
     train, val = stratified_split(train_full, (1.0 - val_fraction, val_fraction), seed=seed)
     return DatasetSplits(train, val, test)
+
+
+def warped_adding_splits(*, num_train: int = 1000, num_val: int = 200, num_test: int = 500, num_events: int = 16,
+                         event_duration: int = 4, warp_strength: float = 0.5, data_seed: int = 0,
+                         dtype: torch.dtype = torch.float32) -> DatasetSplits:
+    """The ``warped-adding`` task's data (raw, not standardised): `warped_adding` sequences as datasets.
+
+    Train, validation and test sets are drawn one after another from one generator seeded with ``data_seed``
+    (so they differ and are the same for every training seed). Every sample has G = num_events · event_duration
+    points on the grid 0..G − 1 (the defaults: 64 points, 16 events of about 4 steps, event durations 2 to 6);
+    channel 0 holds the event values, channel 1 the 0/1 marks, declared raw (``meta["raw_channels"] = [1]``:
+    the task standardises only the values). Classes `WARPED_ADDING_CLASSES`.
+
+    Arguments:
+        num_train: training sequences (>= 1).
+        num_val: validation sequences (>= 1).
+        num_test: test sequences (>= 1).
+        num_events: events per sequence (>= 2).
+        event_duration: mean event duration in grid steps (a positive integer).
+        warp_strength: the bound on each sample's local clock speed's distance from 1, in [0, 1)
+            (`warped_adding`).
+        data_seed: seed of the generator that draws the three sets.
+        dtype: floating dtype of times and values.
+
+    Returns:
+        ``DatasetSplits(train, val, test)`` of `IrregularDataset`, fully observed, labels 0/1.
+
+    Raises:
+        ValueError: an argument out of range (named).
+    """
+    if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
+        raise ValueError(f"data_seed must be a non-negative integer, got {data_seed!r}")
+    generator = torch.Generator().manual_seed(data_seed)
+    parts = []
+    for part, count in (("train", num_train), ("val", num_val), ("test", num_test)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"num_{part} must be a positive integer, got {count!r}")
+        data = warped_adding(count, num_events, event_duration=event_duration, warp_strength=warp_strength,
+                             generator=generator)
+        parts.append(IrregularDataset(
+            times=data.times.to(dtype), values=data.values.to(dtype),
+            lengths=torch.full((count,), data.times.shape[1], dtype=torch.long), labels=data.targets,
+            class_names=list(WARPED_ADDING_CLASSES), name=f"warped-adding {part}",
+            meta={"raw_channels": [1], "num_events": num_events, "event_duration": event_duration,
+                  "warp_strength": float(warp_strength), "data_seed": data_seed}))
+    return DatasetSplits(*parts)
 
 
 _FILES_SOURCES = ("train", "test", "path")
@@ -251,12 +309,25 @@ _TASK_LIST = [
     Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea),
     Task("files", "local .ts / ARFF files with their own TRAIN/TEST split (options train, test or path)",
          "accuracy", local_files_splits, load_dtype=torch.float64, check_options=check_files_options),
+    Task("warped-adding", "synthetic: is the sum of two marked values > 1, events on a per-sample warped clock",
+         "accuracy", warped_adding_splits, load_dtype=torch.float64),
 ]
 TASKS: dict[str, Task] = {task.name: task for task in _TASK_LIST}
 TASK_NAMES = tuple(TASKS)
 
 
 def get_task(name: str) -> Task:
+    """The registered task ``name``.
+
+    Arguments:
+        name: a name in `TASKS`.
+
+    Returns:
+        Its `Task`.
+
+    Raises:
+        ValueError: an unknown name, listing the known ones.
+    """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
     return TASKS[name]
@@ -373,14 +444,30 @@ class TaskData:
                 "static_features": 0 if train.static is None else train.static.shape[1],
                 "max_length": int(train.lengths.max()), "options": dict(self.options), "seed": self.seed}
 
-    def test_variant(self, *, drop_rate: float | None = None, subsample: int | None = None) -> IrregularDataset:
-        """The test set the task would give with ``drop_rate`` and/or ``subsample`` replaced, standardised
-        with the *training* split's statistics (of the data the model was trained on).
+    def test_variant(self, *, drop_rate: float | None = None, subsample: int | None = None,
+                     time_warp: TimeWarp | dict | None = None) -> IrregularDataset:
+        """The test set the task would give with ``drop_rate`` and/or ``subsample`` replaced, and/or its
+        observation times warped, standardised with the *training* split's statistics (of the data the model
+        was trained on).
 
-        Both are absolute, not relative to the training options: ``drop_rate=0.5`` drops 50 % of the
-        original test observations (the loader's own drop protocol and seed), ``subsample=1`` is the full
-        sampling rate even for a model trained with ``subsample: 2``. The drop comes first, then the
-        subsampling. None keeps the training-time value.
+        ``drop_rate`` and ``subsample`` are absolute, not relative to the training options: ``drop_rate=0.5``
+        drops 50 % of the original test observations (the loader's own drop protocol and seed), ``subsample=1``
+        is the full sampling rate even for a model trained with ``subsample: 2``. The drop comes first, then the
+        subsampling, then the time warp (`neuralde_seq.data.time_warps`: on the raw times, before the
+        standardisation, which reads only values). None keeps the training-time value (no warp for
+        ``time_warp``).
+
+        Arguments:
+            drop_rate: fraction of the original test observations dropped, in [0, 1), or None.
+            subsample: keep every k-th time point (a positive integer), or None.
+            time_warp: a `TimeWarp` or a mapping for `TimeWarp.from_dict` (e.g. ``{"kind": "uniform",
+                "factor": 2}``), or None.
+
+        Returns:
+            The test variant, an `IrregularDataset` in the run's dtype with the test set's samples in order.
+
+        Raises:
+            ValueError: a bad ``subsample`` or ``time_warp`` (naming the option).
         """
         test = self._raw_test
         if drop_rate is not None and drop_rate != self._loader_kwargs.get("drop_rate", 0.0):
@@ -395,6 +482,8 @@ class TaskData:
         factor = self.options.get("subsample", 1) if subsample is None else _check_subsample(subsample)
         if factor != 1:
             test = subsample_dataset(test, factor)
+        if time_warp is not None:
+            test = warp_dataset(test, TimeWarp.from_dict(time_warp))
         if self.task.standardise:
             test = _standardise_splits(self._raw_train, test)[1]
         return test.to(dtype=self._dtype)

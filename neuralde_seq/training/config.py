@@ -37,7 +37,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 }
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
 PAPER_KEYS = ("value", "std", "metric", "source", "scale")
-EVALUATE_KEYS = ("label", "drop_rate", "subsample")
+EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp")
 # Default scale at which a paper prints a metric in [0, 1]: accuracy in %, AUROC as a fraction (paper 000;
 # paper 002 prints AUC x 100, so its configs set scale: 100).
 DEFAULT_SCALE = {"accuracy": 100.0, "auroc": 1.0}
@@ -75,11 +75,26 @@ class PaperNumber:
 
 @dataclasses.dataclass(frozen=True)
 class TestVariant:
-    """A robustness variant of the test set: other drop rate and/or sampling rate."""
+    """A robustness variant of the test set: other drop rate and/or sampling rate, and/or warped times.
+
+    Attributes:
+        label: the variant's name (a results column).
+        drop_rate: fraction of the original test observations dropped, or None (the training-time rate).
+        subsample: keep every k-th time point, or None (the training-time factor).
+        time_warp: a `neuralde_seq.data.time_warps.TimeWarp` of the test set's times, or None (no warp).
+    """
 
     label: str
     drop_rate: float | None = None
     subsample: int | None = None
+    time_warp: Any = None
+
+    def to_dict(self) -> dict:
+        """The variant as plain data (``time_warp`` only when set, as the warp's `to_dict`)."""
+        out = {"label": self.label, "drop_rate": self.drop_rate, "subsample": self.subsample}
+        if self.time_warp is not None:
+            out["time_warp"] = self.time_warp.to_dict()
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +136,7 @@ class BenchmarkConfig:
                 "task_options": copy.deepcopy(self.task_options), "seeds": list(self.seeds),
                 "training": dict(self.training), "solver": dict(self.solver),
                 "models": [row.to_dict() for row in self.rows],
-                "evaluate": [dataclasses.asdict(v) for v in self.variants]}
+                "evaluate": [v.to_dict() for v in self.variants]}
 
 
 def fingerprint(*parts: Any) -> str:
@@ -281,6 +296,8 @@ def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None
 
 
 def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
+    from ..data.time_warps import TimeWarp
+
     variants = variants or []
     if not isinstance(variants, list):
         raise ConfigError(f"evaluate must be a list of test-set variants, got {variants!r}")
@@ -289,22 +306,54 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
         where = f"evaluate[{i}]"
         variant = _require_mapping(variant, where)
         _check_keys(variant, EVALUATE_KEYS, where)
-        if "drop_rate" not in variant and "subsample" not in variant:
-            raise ConfigError(f"{where} needs drop_rate and/or subsample")
-        rate = subsample = None
+        if not any(key in variant for key in ("drop_rate", "subsample", "time_warp")):
+            raise ConfigError(f"{where} needs drop_rate and/or subsample and/or time_warp")
+        rate = subsample = warp = None
         if "drop_rate" in variant:
             rate = float(_number(variant["drop_rate"], f"{where}.drop_rate", minimum=0.0))
             if not rate < 1:
                 raise ConfigError(f"{where}.drop_rate must lie in [0, 1), got {rate}")
         if "subsample" in variant:
             subsample = _number(variant["subsample"], f"{where}.subsample", positive=True, integer=True)
-        label = str(variant.get("label") or ", ".join(f"{k} {variant[k]}" for k in ("drop_rate", "subsample")
-                                                        if k in variant))
+        if "time_warp" in variant:
+            spec = variant["time_warp"]
+            if isinstance(spec, Mapping):  # "1e-3"-style numbers written by YAML 1.1 as strings
+                spec = {key: _yaml_number(value) for key, value in spec.items()}
+            try:
+                warp = TimeWarp.from_dict(spec, f"{where}.time_warp")
+            except ValueError as err:
+                raise ConfigError(str(err)) from err
+        parts = [f"{k} {variant[k]}" for k in ("drop_rate", "subsample") if k in variant]
+        if warp is not None:
+            parts.append(warp.label())
+        label = str(variant.get("label") or ", ".join(parts))
         if label in seen or label in ("test", "val"):
             raise ConfigError(f"{where}.label {label!r} is already used")
         seen.add(label)
-        out.append(TestVariant(label, rate, subsample))
+        out.append(TestVariant(label, rate, subsample, warp))
     return tuple(out)
+
+
+def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelRow]) -> None:
+    """A per-sample random warp gives every test sample its own times; a control parametrised by time needs one
+    grid for a whole batch (`neuralde_seq.build_control`), so that pairing is refused before anything runs."""
+    from ..models import control_options, model_entry
+
+    for i, variant in enumerate(variants):
+        warp = variant.time_warp
+        if warp is None or warp.kind == "uniform" or not warp.per_sample:
+            continue
+        for j, row in enumerate(rows):
+            if model_entry(row.model).inputs != "control":
+                continue
+            control = {**control_options(row.model), **row.control}
+            if control.get("method") == "logsignature" or control.get("parametrization", "time") != "time":
+                continue  # windows / observation index: every sample may have its own times
+            raise ConfigError(
+                f"evaluate[{i}].time_warp: a per-sample {warp.kind} warp gives every test sample its own times, but "
+                f"models[{j}] ({row.label}, model {row.model}) reads a control parametrised by time, which needs "
+                f"one time grid for all samples; set evaluate[{i}].time_warp.per_sample: false (one warp of the "
+                f"common time axis) or give the row control: {{parametrization: index}}")
 
 
 def parse_config(config: Mapping) -> BenchmarkConfig:
@@ -410,9 +459,11 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         parsed.append(ModelRow(label=label, model=row["model"], options=model_options, control=control,
                                training=TrainingSettings(**merged), solver=solver, solver_fields=fields,
                                paper=_parse_paper(row.get("paper"), f"{where}.paper", task.metric)))
+    variants = _parse_variants(cfg.get("evaluate"))
+    _check_warps_fit_rows(variants, parsed)
     return BenchmarkConfig(name=cfg["name"], description=str(cfg.get("description") or ""), task=cfg["task"],
                            task_options=options, seeds=tuple(seeds), rows=tuple(parsed),
-                           variants=_parse_variants(cfg.get("evaluate")), training=training, solver=solver_given)
+                           variants=variants, training=training, solver=solver_given)
 
 
 def validate_config(config: Mapping) -> dict:

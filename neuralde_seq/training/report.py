@@ -139,6 +139,14 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
 
 
 
+def _warp_text(warp: Mapping) -> str:
+    """A time warp's settings as text, e.g. ``smooth, strength 0.5, modes 3, seed 0, per sample``."""
+    options = [f"{key} {value}" for key, value in warp.items() if key not in ("kind", "per_sample")]
+    if "per_sample" in warp:
+        options.append("per sample" if warp["per_sample"] else "one warp for every sample")
+    return ", ".join([str(warp["kind"])] + options)
+
+
 def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
                  out_dir: Path, environment_info: dict, max_steps: int | None) -> dict:
     """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
@@ -178,6 +186,10 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     if variants:
         notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
                      "trained with the task options above.")
+    warps = [f"{v['label']}: {_warp_text(v['time_warp'])}" for v in variants if v.get("time_warp")]
+    if warps:
+        notes.append("Time warps of the test set's observation times (values unchanged; "
+                     "neuralde_seq.data.time_warps): " + "; ".join(warps) + ".")
     diverged = [f"{s['label']} (seeds {s['diverged_seeds']})" for s in summaries if s["diverged_seeds"]]
     if diverged:
         notes.append("DIVERGED, last good checkpoint reported: " + ", ".join(diverged) + ".")

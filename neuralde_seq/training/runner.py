@@ -3,7 +3,8 @@
 ``run_benchmark(config, out_dir=...)`` (and ``neuralde-seq bench CONFIG``) parses the config once
 (`parse_config`), trains every model row with every seed through
 `fit` (`fit_and_evaluate`), evaluates each best-validation checkpoint on
-every test sample (and on the config's robustness variants of the test set), and writes (each control path
+every test sample (and on the config's robustness variants of the test set: other drop rates, sampling
+rates, time warps of the observation times), and writes (each control path
 is built once per data split and control options, and shared by the rows and seeds that read it:
 `ControlCache`):
 
@@ -412,8 +413,9 @@ def run_benchmark(
                 data = load_task(task.name, seed=seed, dtype=torch_dtype, progress=progress,
                                  **cfg.task_options, **dict(task_overrides or {}))
                 splits = DatasetSplits(*(ds.to(device=torch_device) for ds in data.splits))
-                tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample).to(
-                    device=torch_device) for v in cfg.variants}
+                tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample,
+                                                    time_warp=v.time_warp).to(device=torch_device)
+                         for v in cfg.variants}
                 digest = data_digest([*data.splits, *tests.values()])
                 data_cache[key] = (data, splits, tests, digest)
             return data_cache[key]
