@@ -31,6 +31,7 @@ All heads are evaluated together in batched tensor operations (no loop over head
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import nn
@@ -39,9 +40,14 @@ from .basis import BasisLinear
 from .gates import check_t_max, chrono_bias
 from .rules import LearningRule, make_rule
 
-__all__ = ["FastWeightField", "FORMS"]
+__all__ = ["FastWeightField", "FORMS", "BasisRangeWarning"]
 
 FORMS = ("ode", "cde", "rde")
+
+
+class BasisRangeWarning(UserWarning):
+    """A field with basis-expanded weights was evaluated beyond its ``basis_time_range``: the weights at the
+    range's ends were used there."""
 
 
 def _check_basis_options(basis, num_bases, basis_time_range) -> tuple[float, float] | None:
@@ -89,7 +95,8 @@ class FastWeightField(nn.Module):
         num_bases: the number of basis functions when ``basis`` is a name.
         basis_time_range: (t_start, t_end), the span of s mapped onto the basis's [0, 1], u = (s − t_start) /
             (t_end − t_start); required with ``basis`` (`neuralde_seq.models.create_model` takes it from the
-            training input); an s outside it raises ValueError.
+            training input). Beyond it the weights at its ends hold (a longer test series than any training
+            series reads the weights of t_end), and a `BasisRangeWarning` says so.
 
     Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
     """
@@ -162,7 +169,8 @@ class FastWeightField(nn.Module):
         return self.basis_time_range is not None
 
     def basis_position(self, s: torch.Tensor) -> torch.Tensor:
-        """u = (s − t_start) / (t_end − t_start), the position of s in the basis's [0, 1].
+        """u = (s − t_start) / (t_end − t_start), the position of s in the basis's [0, 1], held at 0 and 1 beyond
+        ``basis_time_range`` (with a `BasisRangeWarning`: the weights at its ends are used there).
 
         Arguments:
             s: (N,) times.
@@ -171,18 +179,17 @@ class FastWeightField(nn.Module):
             (N,) positions in [0, 1].
 
         Raises:
-            ValueError: the field has no basis, or s lies outside ``basis_time_range``.
+            ValueError: the field has no basis.
         """
         if self.basis_time_range is None:
             raise ValueError("this field's slow weights are constant (basis=None): it has no basis position")
         start, end = self.basis_time_range
         u = (s - start) / (end - start)
-        # a rounding error's tolerance at the ends, then exactly [0, 1]
-        tolerance = 64 * torch.finfo(u.dtype).eps
+        tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
         if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
-            raise ValueError(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} lies outside the field's "
-                             f"basis_time_range {self.basis_time_range}: its slow weights are defined on that span "
-                             "only (build the model with a basis_time_range covering the data)")
+            warnings.warn(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the field's "
+                          f"basis_time_range {self.basis_time_range}: the slow weights at its ends are used there "
+                          "(give a basis_time_range covering the data to avoid it)", BasisRangeWarning, stacklevel=2)
         return u.clamp(0.0, 1.0)
 
     @property

@@ -6,8 +6,8 @@
   each sample frozen at its own end.
 - A field with one constant basis function is the plain field with the same weights, exactly; with n pieces, on
   piece i it is the plain field with coefficient i.
-- create_model takes basis_time_range from the training input; s outside it, the exact solver and half-given
-  options are refused; gradients reach every coefficient; project_module compresses the model's slow net.
+- create_model takes basis_time_range from the training input, and beyond it the end weights hold (with a
+  warning); the exact solver and half-given options are refused; gradients reach every coefficient; project_module compresses the model's slow net.
 """
 import pytest
 import torch
@@ -16,7 +16,7 @@ from torch import nn
 import fwp_reference as ref
 from neuralde_seq.basis import BasisLinear, project_module
 from neuralde_seq.controls import build_control
-from neuralde_seq.fields import FastWeightField
+from neuralde_seq.fields import BasisRangeWarning, FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.solvers import SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
@@ -135,8 +135,14 @@ def test_refusals():
     times, values, lengths = make_data(lengths=(6, 4), seed=6)
     control = build_control(times, values, lengths, method="hermite_cubic")
     field, _ = _fields("legendre", 3, (float(times.min()), float(times.min()) + 2.0), channels=3)
-    with pytest.raises(ValueError, match="outside the field's basis_time_range"):
-        solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions("rk4"))
+    # beyond the range: the weights at its end hold, with a warning
+    with pytest.warns(BasisRangeWarning, match="beyond the field's basis_time_range"):
+        beyond = solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions("rk4"))
+    start, end = field.basis_time_range
+    s = torch.tensor([start - 1.0, start, end, end + 5.0], dtype=DTYPE)
+    with pytest.warns(BasisRangeWarning):
+        assert field.basis_position(s).tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert torch.isfinite(beyond).all()
     with pytest.raises(ValueError, match="pass s"):
         field(torch.zeros(2, 2, 4, 4, dtype=DTYPE), torch.zeros(2, 3, dtype=DTYPE), None)
     with pytest.raises(ValueError, match="basis_time_range"):
@@ -148,3 +154,51 @@ def test_refusals():
     logsig = build_control(times, values, lengths, method="logsignature", depth=2, step=1)
     with pytest.raises(ValueError, match="changes with s"):
         create_model("delta-rde", logsig, 2, basis="legendre", num_bases=2, solver=SolverOptions("exact"))
+
+
+def _tiny_config(**changes):
+    cfg = {
+        "name": "tiny-bases", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
+        "training": {"epochs": 1, "lr": 1e-2, "batch_size": 64, "eval_batch_size": 128},
+        "models": [{"label": "delta-cde legendre", "model": "delta-cde",
+                    "options": {"d_model": 8, "n_heads": 2, "basis": "legendre", "num_bases": 3}}],
+        "evaluate": [{"label": "same bases", "model": {"num_bases": 3}},
+                     {"label": "one basis", "model": {"num_bases": 1}},
+                     {"label": "one basis, drop 50%", "drop_rate": 0.5, "model": {"num_bases": 1}}],
+    }
+    cfg.update(changes)
+    return cfg
+
+
+def test_runner_model_change_variants(tmp_path):
+    """An evaluate variant with ``model: {num_bases: n}`` evaluates the trained model projected onto n functions:
+    onto its own basis it scores the test set as the model does; onto one function it is another model; a row
+    whose model has no basis is refused before training, naming the variant."""
+    import json
+
+    from neuralde_seq import run_benchmark
+
+    results = run_benchmark(_tiny_config(), out_dir=tmp_path, max_steps=2, progress=False)
+    assert results["config"]["evaluate"][1]["model"] == {"num_bases": 1}
+    (run,) = (tmp_path / "runs" / "delta-cde_legendre").glob("seed0-*/result.json")
+    metrics = json.loads(run.read_text())["metrics"]
+    assert metrics["same bases"]["num_samples"] == metrics["one basis"]["num_samples"] == 370
+    assert metrics["same bases"]["loss"] == pytest.approx(metrics["test"]["loss"], rel=1e-5)
+    assert abs(metrics["one basis"]["loss"] - metrics["test"]["loss"]) > 1e-4
+    assert metrics["one basis, drop 50%"]["loss"] != metrics["one basis"]["loss"]
+    plain = _tiny_config(models=[{"label": "plain", "model": "delta-cde", "options": {"d_model": 8, "n_heads": 2}}])
+    with pytest.raises(ValueError, match="test variant 'same bases'.*no basis-expanded parts"):
+        run_benchmark(plain, out_dir=tmp_path / "plain", max_steps=2, progress=False)
+
+
+@pytest.mark.parametrize("variant, message", [
+    ({"model": {"num_bases": 0}}, r"evaluate\[0\].model.num_bases"),
+    ({"model": {"bases": 2}}, r"unknown key\(s\) 'bases' in evaluate\[0\].model"),
+    ({"model": {}}, r"evaluate\[0\].model needs num_bases and/or depth_steps"),
+    ({"model": 3}, r"evaluate\[0\].model"),
+])
+def test_model_change_variants_are_checked(variant, message):
+    from neuralde_seq.training.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=message):
+        parse_config(_tiny_config(evaluate=[variant]))

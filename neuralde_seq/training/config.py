@@ -37,7 +37,9 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 }
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
 PAPER_KEYS = ("value", "std", "metric", "source", "scale")
-EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp")
+EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp", "model")
+# What an evaluate variant may change in the trained model (`TestVariant.model_change`).
+MODEL_CHANGE_KEYS = ("num_bases", "depth_steps")
 # Default scale at which a paper prints a metric in [0, 1]: accuracy in %, AUROC as a fraction (paper 000;
 # paper 002 prints AUC x 100, so its configs set scale: 100).
 DEFAULT_SCALE = {"accuracy": 100.0, "auroc": 1.0}
@@ -75,25 +77,32 @@ class PaperNumber:
 
 @dataclasses.dataclass(frozen=True)
 class TestVariant:
-    """A robustness variant of the test set: other drop rate and/or sampling rate, and/or warped times.
+    """A robustness variant of the test set (other drop rate and/or sampling rate, and/or warped times), and/or
+    of the trained model (a change made after training, without retraining).
 
     Attributes:
         label: the variant's name (a results column).
         drop_rate: fraction of the original test observations dropped, or None (the training-time rate).
         subsample: keep every k-th time point, or None (the training-time factor).
         time_warp: a `neuralde_seq.data.time_warps.TimeWarp` of the test set's times, or None (no warp).
+        model_change: None, or what to change in the trained model before evaluating it: ``num_bases: n``
+            (every basis-expanded part projected onto n functions of its basis, `neuralde_seq.basis.project_module`:
+            compression or refinement) and/or ``depth_steps: n`` (the solver steps of a continuous-depth model).
     """
 
     label: str
     drop_rate: float | None = None
     subsample: int | None = None
     time_warp: Any = None
+    model_change: dict | None = None
 
     def to_dict(self) -> dict:
-        """The variant as plain data (``time_warp`` only when set, as the warp's `to_dict`)."""
+        """The variant as plain data (``time_warp`` and ``model`` only when set)."""
         out = {"label": self.label, "drop_rate": self.drop_rate, "subsample": self.subsample}
         if self.time_warp is not None:
             out["time_warp"] = self.time_warp.to_dict()
+        if self.model_change is not None:
+            out["model"] = dict(self.model_change)
         return out
 
 
@@ -306,9 +315,16 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
         where = f"evaluate[{i}]"
         variant = _require_mapping(variant, where)
         _check_keys(variant, EVALUATE_KEYS, where)
-        if not any(key in variant for key in ("drop_rate", "subsample", "time_warp")):
-            raise ConfigError(f"{where} needs drop_rate and/or subsample and/or time_warp")
-        rate = subsample = warp = None
+        if not any(key in variant for key in ("drop_rate", "subsample", "time_warp", "model")):
+            raise ConfigError(f"{where} needs drop_rate, subsample, time_warp and/or model")
+        rate = subsample = warp = change = None
+        if "model" in variant:
+            change = _require_mapping(variant["model"], f"{where}.model")
+            _check_keys(change, MODEL_CHANGE_KEYS, f"{where}.model")
+            if not change:
+                raise ConfigError(f"{where}.model needs {' and/or '.join(MODEL_CHANGE_KEYS)}")
+            change = {key: _number(value, f"{where}.model.{key}", positive=True, integer=True)
+                      for key, value in change.items()}
         if "drop_rate" in variant:
             rate = float(_number(variant["drop_rate"], f"{where}.drop_rate", minimum=0.0))
             if not rate < 1:
@@ -326,11 +342,13 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
         parts = [f"{k} {variant[k]}" for k in ("drop_rate", "subsample") if k in variant]
         if warp is not None:
             parts.append(warp.label())
+        if change is not None:
+            parts += [f"{k} {v}" for k, v in change.items()]
         label = str(variant.get("label") or ", ".join(parts))
         if label in seen or label in ("test", "val"):
             raise ConfigError(f"{where}.label {label!r} is already used")
         seen.add(label)
-        out.append(TestVariant(label, rate, subsample, warp))
+        out.append(TestVariant(label, rate, subsample, warp, change))
     return tuple(out)
 
 

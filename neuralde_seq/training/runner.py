@@ -150,6 +150,37 @@ def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | 
     return inputs
 
 
+def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
+    """The trained ``model`` with an evaluate variant's model change applied, as a copy (the model itself is left
+    as it is): ``num_bases: n`` projects every basis-expanded part onto n functions of its basis
+    (`neuralde_seq.basis.project_module`), ``depth_steps: n`` sets the solver steps of a continuous-depth model.
+
+    Arguments:
+        model: the trained model.
+        change: the variant's ``model`` mapping (`neuralde_seq.training.config.TestVariant.model_change`).
+
+    Returns:
+        The changed copy.
+
+    Raises:
+        ValueError: the model has no basis-expanded parts (``num_bases``) or no ``depth_steps``.
+    """
+    import copy
+
+    from ..basis import project_module
+
+    out = model
+    if "num_bases" in change:
+        out = project_module(out, int(change["num_bases"]))  # ValueError without basis-expanded parts
+    if "depth_steps" in change:
+        if not hasattr(out, "depth_steps"):
+            raise ValueError(f"{type(model).__name__} has no depth_steps to change (a continuous-depth model such as "
+                             "stateful-odenet has)")
+        out = copy.deepcopy(out) if out is model else out
+        out.depth_steps = int(change["depth_steps"])
+    return out
+
+
 def _count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -165,6 +196,7 @@ def fit_and_evaluate(
     control: Mapping | None = None,
     solver: "SolverOptions | Mapping | None" = None,
     tests: Mapping[str, IrregularDataset] | None = None,
+    model_changes: Mapping[str, Mapping] | None = None,
     last_checkpoint_path: str | os.PathLike | None = None,
     resume: bool = False,
     max_steps: int | None = None,
@@ -182,7 +214,8 @@ def fit_and_evaluate(
     empirical means from the training inputs, train with
     `train_classifier` (``training`` holds its settings: epochs, lr,
     batch_size, eval_batch_size, patience, grad_clip, weight_decay, penalty_weight, select_on), then
-    evaluate on validation, test and each extra test set of ``tests`` (label -> dataset), asserting that
+    evaluate on validation, test and each extra test set of ``tests`` (label -> dataset; the trained model changed
+    by `changed_model` first for a label in ``model_changes``, label -> change), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
 
     ``threads``: torch's CPU threads for training and evaluation (default 1; None: torch's setting).
@@ -224,6 +257,12 @@ def fit_and_evaluate(
                          else inputs["train"], num_classes=train.num_classes, solver=solver if solver else None,
                          **model_options)
     model = model.to(device=train.values.device, dtype=train.values.dtype)
+    model_changes = dict(model_changes or {})
+    for label, change in model_changes.items():  # refused before training, not after
+        try:
+            changed_model(model, change)
+        except ValueError as err:
+            raise ValueError(f"model {model_name!r}, test variant {label!r}: {err}") from err
     if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
         model.set_empirical_mean(inputs["train"])
     params = _count_parameters(model)
@@ -259,7 +298,8 @@ def fit_and_evaluate(
         for split, ds in datasets.items():
             if split == "train":
                 continue
-            result = evaluate(model, inputs[split], ds.labels, eval_batch_size, threads=threads)
+            evaluated = changed_model(model, model_changes[split]) if split in model_changes else model
+            result = evaluate(evaluated, inputs[split], ds.labels, eval_batch_size, threads=threads)
             if result["num_samples"] != len(ds):
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result
@@ -431,6 +471,7 @@ def run_benchmark(
 
         defaults = {row.model: as_json(model_defaults(row.model)) for row in rows}
         control_defaults = {row.model: as_json(control_options(row.model)) for row in rows}
+        model_changes = {v.label: dict(v.model_change) for v in cfg.variants if v.model_change is not None}
         runs = [(seed, row) for seed in cfg.seeds for row in rows]
         run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
         for seed, row in run_bar:
@@ -439,6 +480,8 @@ def run_benchmark(
             settings = {"row": row.to_dict(), "task": cfg.task, "task_options": cfg.task_options, "seed": seed,
                         "dtype": str(torch_dtype).replace("torch.", ""), "max_steps": max_steps,
                         "variants": [v.label for v in cfg.variants], "data": digest}
+            if model_changes:  # (only then: the fingerprints of runs without model changes stay as they were)
+                settings["model_changes"] = model_changes
             run_id = fingerprint(settings)
             row_dir = out_dir / "runs" / slug(row.label)
             run_dir = row_dir / f"seed{seed}-{run_id}"
@@ -474,7 +517,8 @@ def run_benchmark(
             t0 = time.perf_counter()
             fit = fit_and_evaluate(
                 row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-                solver=row.solver, tests=tests, checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
+                solver=row.solver, tests=tests, model_changes=model_changes, checkpoint_path=run_dir / "best.pt",
+                last_checkpoint_path=run_dir / "last.pt",
                 resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}", threads=threads,
                 control_cache=control_cache, run_settings=settings,
             )
