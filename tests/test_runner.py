@@ -117,7 +117,7 @@ def _config(**changes):
     ({"models": [{"model": "ncde", "solver": {"methd": "rk4"}}]}, "unknown key(s) 'methd' in models[0].solver"),
     ({"models": [{"model": "ncde"}, {"model": "ncde"}]}, "models[1].label 'ncde' is used by another row"),
     ({"models": [{"model": "ncde", "paper": {"std": 1.0}}]}, "models[0].paper.value is required"),
-    ({"evaluate": [{"label": "x"}]}, "evaluate[0] needs drop_rate and/or subsample"),
+    ({"evaluate": [{"label": "x"}]}, "evaluate[0] needs drop_rate, subsample, time_warp and/or model"),
     ({"evaluate": [{"subsample": 0}]}, "evaluate[0].subsample must be positive"),
     ({"seeds": [0, 0]}, "seeds contains duplicates"),
 ])
