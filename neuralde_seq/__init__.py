@@ -17,11 +17,12 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
   `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`.
 """
+from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
 from .controls import Control, build_control
 from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
 from .fields import FastWeightField
-from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, control_options, model_defaults,
-                     create_model, model_inputs, MODEL_NAMES)
+from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, StatefulODENet,
+                     control_options, model_defaults, create_model, model_inputs, MODEL_NAMES)
 from .observations import Observations
 from .rules import Delta, Hebb, LearningRule, Oja, make_rule
 from .signatures import logsignature, logsignature_windows
@@ -42,7 +43,9 @@ __all__ = [
     "SolverOptions", "solve",
     # models
     "create_model", "model_inputs", "model_defaults", "control_options", "MODEL_NAMES", "FastWeightClassifier", "FastWeightLayer",
-    "FastWeightNetwork", "LatentODE", "ODERFWP",
+    "FastWeightNetwork", "LatentODE", "ODERFWP", "StatefulODENet",
+    # weights as basis expansions in time or depth (paper 004)
+    "make_basis", "project", "project_module", "BasisLinear", "BasisConv1d",
     # training and benchmarks
     "fit", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier", "evaluate",
     "predict", "TrainingDiverged", "run_benchmark",

@@ -313,10 +313,17 @@ def expand(coefficients: torch.Tensor, basis: Basis, u, side: str = "right") -> 
         ValueError: the coefficients' first dimension is not n (or as `Basis.__call__`).
     """
     _check_coefficients(coefficients, basis, "coefficients")
-    if not isinstance(u, torch.Tensor):
-        u = torch.tensor(float(u), dtype=coefficients.dtype, device=coefficients.device)
-    phi = basis(u, side).to(coefficients.dtype)
-    return torch.tensordot(phi, coefficients, dims=([-1], [0]))
+    return torch.tensordot(_basis_at(basis, u, coefficients, side), coefficients, dims=([-1], [0]))
+
+
+def _basis_at(basis: Basis, u, like: torch.Tensor, side: str) -> torch.Tensor:
+    """φ(u) in ``like``'s dtype and on its device. A number is checked and evaluated on the host (float64) and
+    then moved: no device synchronisation, unlike the range check of a device tensor."""
+    if isinstance(u, torch.Tensor):
+        return basis(u, side).to(like.dtype)
+    if isinstance(u, bool) or not isinstance(u, (int, float, np.floating, np.integer)):
+        raise TypeError(f"u must be a number or a floating point tensor, got {type(u).__name__}")
+    return basis(float(u), side).to(dtype=like.dtype, device=like.device)
 
 
 def _check_coefficients(coefficients, basis: Basis, name: str) -> None:
@@ -556,10 +563,11 @@ def project_module(module: nn.Module, target) -> nn.Module:
     return copied
 
 
-def _depth(u, x: torch.Tensor, batch_only: bool) -> torch.Tensor:
-    """u as a tensor in x's dtype and on its device: a 0-d tensor, or (B,) matching x's first dimension."""
-    if isinstance(u, (int, float)) and not isinstance(u, bool):
-        return torch.tensor(float(u), dtype=x.dtype, device=x.device)
+def _depth(u, x: torch.Tensor, batch_only: bool):
+    """u checked: a Python float (kept on the host, so that evaluating the basis needs no device synchronisation),
+    or a tensor in x's dtype and on its device: 0-d, or (B,) matching x's first dimension."""
+    if isinstance(u, (int, float, np.floating, np.integer)) and not isinstance(u, bool):
+        return float(u)
     if not isinstance(u, torch.Tensor) or not u.is_floating_point():
         raise TypeError(f"u must be a number or a floating point tensor, got "
                         f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}")
@@ -640,7 +648,7 @@ class BasisLinear(BasisModule):
             raise ValueError(f"x must be a tensor (..., {self.in_features}), got "
                              f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
         u = _depth(u, x, batch_only=False)
-        if u.dim() == 0:
+        if not isinstance(u, torch.Tensor) or u.dim() == 0:
             weight, bias = self.weights_at(u, side)
             return F.linear(x, weight, bias)
         # One product for every basis at once, then the per-sample combination Σ_i φ_i(u_b) (W_i x_b + b_i).

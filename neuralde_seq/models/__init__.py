@@ -27,9 +27,11 @@ from .gating import TimeWarpGatedRNN, chrono_bias
 from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
+from .stateful_odenet import StatefulODENet
+from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "create_model",
+           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -97,11 +99,13 @@ for _rule in ("hebb", "oja", "delta", "delta-post"):
                                                       "control", _control, from_inputs=_basis_time_range))
 
 
-register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED))
+register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED,
+                                  from_inputs=_basis_time_range))
 register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=64, depth=2), "control",
                                   dict(_LOGSIG, depth=1, step=2),
                                   from_inputs=lambda control, options: dict(
-                                      initial_channels=control.initial_value.shape[-1])))
+                                      initial_channels=control.initial_value.shape[-1],
+                                      **_basis_time_range(control, options))))
 register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED))
 register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED))
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
@@ -116,6 +120,12 @@ register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp",
 register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
                                   takes_solver=False))
+# The time channel in units of the training set's span (unless given): one scale for every split.
+register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32, basis="piecewise_linear", num_bases=8),
+                                             "observations", takes_solver=False,
+                                             from_inputs=lambda observations, options: dict(
+                                                 time_scale=observation_span(observations.times,
+                                                                             observations.lengths) or 1.0)))
 
 
 
@@ -165,7 +175,9 @@ def model_defaults(name: str) -> dict:
     the benchmark configs start from these). ``solver: None`` is ``SolverOptions()``.
 
     E.g. ``model_defaults("delta-cde")["d_model"]`` is 64. Options that depend on the input (the NRDE's
-    ``initial_channels``) are listed as None: `create_model`, given the input, fills them in.
+    ``initial_channels``) are listed as None, and options with a default that the input replaces unless given
+    (stateful-odenet's ``time_scale``: the training set's span; a basis model's ``basis_time_range``) as that
+    default: `create_model`, given the input, fills them in.
 
     Arguments:
         name: one of `MODEL_NAMES`.

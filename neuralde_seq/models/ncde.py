@@ -33,17 +33,35 @@ Initial state (``initial_state``):
 
 Solving uses `solve` (checkpointed gradients by default). Each sample is frozen after its
 own final knot, so a sample gets the same answer alone or in a padded batch.
+
+**Weights that change in time** (paper 004, Queiruga, Erichson et al.; ``basis=...``, ``num_bases=...``): every
+linear layer of f_θ becomes a `neuralde_seq.basis.BasisLinear`, W(u) = Σ_i φ_i(u) W_i, and the field is
+f_θ(z, u(s)) with u(s) = (s − s_a)/(s_b − s_a) for ``basis_time_range = (s_a, s_b)`` in units of the control's
+parameter s. The range is an explicit argument (the registry fills it from the inputs `create_model` is given:
+the training control's first knot and its last final knot), never read from whatever batch comes first. Before
+s_a and after s_b the weights stay at their values at the ends (u is held in [0, 1], with a
+`neuralde_seq.fields.BasisRangeWarning`, as the CT-FWP fields do): a test series that runs longer than every
+training series is read with the last weights. The field declares ``needs_time``, so every solver passes s (see
+`neuralde_seq.solvers.Dynamics`). A point on a breakpoint of a piecewise-constant basis reads the piece on its
+right. ``project_bases`` returns a copy with the field's weights projected onto another basis (compression,
+refinement). With ``basis=None`` (the default) the field is the time-independent `CDEVectorField`, exactly as
+before.
 """
 from __future__ import annotations
+
+import math
+import warnings
 
 import torch
 from torch import nn
 
+from ..basis import BasisLinear, make_basis, project_module
 from ..controls import Control
+from ..fields import BasisRangeWarning
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..solvers import SolverOptions, solve
 
-__all__ = ["CDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
+__all__ = ["CDEVectorField", "BasisCDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
 
 NCDE_INITIAL_STATES = ("input", "first_window", "zeros")
 ACTIVATIONS = {"relu": nn.ReLU, "softplus": nn.Softplus, "tanh": nn.Tanh, "silu": nn.SiLU}
@@ -91,6 +109,100 @@ class CDEVectorField(nn.Module):
         return (self.matrix(z) @ dx.unsqueeze(-1)).squeeze(-1)
 
 
+class BasisCDEVectorField(nn.Module):
+    """f_θ(z, u(s)) of a neural CDE/RDE whose linear layers are basis expansions in time (module docstring), as a
+    dynamics for `solve` that reads s (``needs_time``): ``forward(z, x, dx, s)`` is f_θ(z, u(s)) · dx.
+
+    ``matrix(z, s)`` is f_θ(z, u(s)) of shape (B, hidden, C). The layers are those of `CDEVectorField` with
+    every ``nn.Linear`` replaced by a `neuralde_seq.basis.BasisLinear` of the same shape.
+
+    Arguments:
+        hidden: width of the hidden state z.
+        in_channels: channels C of the driving control.
+        width: width of the MLP's hidden layers.
+        depth: number of hidden layers of the MLP, >= 1.
+        activation: the hidden layers' activation, a key of `ACTIVATIONS`.
+        basis: a `neuralde_seq.basis.Basis` (or a name of `neuralde_seq.basis.BASIS_NAMES` with ``num_bases``).
+        time_range: (s_a, s_b), s_a < s_b: the span of s mapped onto u ∈ [0, 1].
+        num_bases: the number of basis functions when ``basis`` is a name.
+    """
+
+    needs_value = False
+    needs_derivative = True
+    needs_time = True
+
+    def __init__(self, hidden: int, in_channels: int, width: int, depth: int, activation: str, basis,
+                 time_range: tuple[float, float], num_bases: int | None = None):
+        super().__init__()
+        plain = CDEVectorField(hidden, in_channels, width, depth, activation)  # checks the sizes and activation
+        basis = make_basis(basis, num_bases)
+        layers = []
+        for layer in plain.net:
+            if isinstance(layer, nn.Linear):
+                layers.append(BasisLinear(layer.in_features, layer.out_features, basis))
+            else:
+                layers.append(layer)
+        self.net = nn.ModuleList(layers)
+        self.time_range = _time_range(time_range, "time_range")
+        self.hidden = hidden
+        self.in_channels = in_channels
+
+    @property
+    def basis(self):
+        """The basis of the layers' weights."""
+        return self.net[0].basis
+
+    def depth(self, s: torch.Tensor) -> torch.Tensor:
+        """u(s) = (s − s_a)/(s_b − s_a), held in [0, 1] beyond the range (with a `BasisRangeWarning`).
+
+        Arguments:
+            s: (B,) points of the control's parameter.
+
+        Returns:
+            (B,) depths u.
+        """
+        start, end = self.time_range
+        u = (s - start) / (end - start)
+        tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
+        if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
+            warnings.warn(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the field's "
+                          f"basis_time_range {self.time_range}: the weights at its ends are used there (give a "
+                          "basis_time_range covering the data to avoid it)", BasisRangeWarning, stacklevel=2)
+        return u.clamp(0.0, 1.0)
+
+    def matrix(self, z: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """f_θ(z, u(s)) of shape (B, hidden, in_channels), for z (B, hidden) and s (B,)."""
+        u = self.depth(s)
+        out = z
+        for layer in self.net:
+            out = layer(out, u) if isinstance(layer, BasisLinear) else layer(out)
+        return out.view(*z.shape[:-1], self.hidden, self.in_channels)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """The rate of z.
+
+        Arguments:
+            z: (B, hidden) hidden states.
+            x: the control's value (not read).
+            dx: (B, in_channels) the control's derivative.
+            s: (B,) the control's parameter at this point.
+
+        Returns:
+            (B, hidden): f_θ(z, u(s)) · dx.
+        """
+        return (self.matrix(z, s) @ dx.unsqueeze(-1)).squeeze(-1)
+
+
+def _time_range(time_range, name: str) -> tuple[float, float]:
+    try:
+        start, end = (float(v) for v in time_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair of numbers (s_a, s_b), got {time_range!r}") from None
+    if not (math.isfinite(start) and math.isfinite(end) and start < end):
+        raise ValueError(f"{name} must be finite with s_a < s_b, got {time_range!r}")
+    return start, end
+
+
 class NeuralCDE(nn.Module):
     """NCDE / NRDE classifier (see the module docstring).
 
@@ -107,6 +219,12 @@ class NeuralCDE(nn.Module):
             point), "first_window" (of the first piece's derivative) or "zeros".
         initial_channels: channels of the point that ``initial_state="input"`` reads (default
             ``in_channels`` for a CDE; required for an RDE, whose control channels are log-signatures).
+        basis: None (default: the time-independent field `CDEVectorField`), or a name of
+            `neuralde_seq.basis.BASIS_NAMES` (or a `neuralde_seq.basis.Basis`): the field's weights are expansions
+            in time in this basis (`BasisCDEVectorField`, module docstring).
+        num_bases: the number of basis functions, with a basis name.
+        basis_time_range: (s_a, s_b), the span of the control's parameter s mapped onto the basis's [0, 1];
+            required with ``basis`` (the registry fills it from the training inputs), refused without one.
 
     ``forward(control)`` returns logits (B, num_classes) read at each sample's own final knot;
     ``forward(control, at_knots=True)`` the logits at every knot, (B, K, num_classes); ``hidden_states``
@@ -115,7 +233,8 @@ class NeuralCDE(nn.Module):
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
                  form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
-                 initial_channels: int | None = None, activation: str = "relu"):
+                 initial_channels: int | None = None, activation: str = "relu", basis=None,
+                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
         super().__init__()
         check_num_outputs(num_classes)
         if form not in ("cde", "rde"):
@@ -126,7 +245,18 @@ class NeuralCDE(nn.Module):
             raise ValueError("form='rde' with initial_state='input' reads the path's first point, which is not one of "
                              "the log-signature channels: give initial_channels (the path's channels), or use "
                              "initial_state='first_window' or 'zeros'")
-        self.field = CDEVectorField(hidden, in_channels, width, depth, activation)
+        if basis is None:
+            if num_bases is not None or basis_time_range is not None:
+                given = "num_bases" if num_bases is not None else "basis_time_range"
+                raise ValueError(f"{given} needs a basis (basis=None is the time-independent field)")
+            self.field = CDEVectorField(hidden, in_channels, width, depth, activation)
+        else:
+            if basis_time_range is None:
+                raise ValueError("basis needs basis_time_range=(s_a, s_b), the span of the control's parameter s "
+                                 "mapped onto the basis's [0, 1] (create_model fills it from the training inputs)")
+            self.field = BasisCDEVectorField(hidden, in_channels, width, depth, activation,
+                                             make_basis(basis, num_bases), _time_range(basis_time_range,
+                                                                                       "basis_time_range"))
         self.form = form
         self.initial_state = initial_state
         if initial_state == "input":
@@ -201,6 +331,22 @@ class NeuralCDE(nn.Module):
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
         return solve(self.field, control, z0, self.solver, at_knots=at_knots)
+
+    def project_bases(self, target) -> "NeuralCDE":
+        """A copy whose field's weights are L2-projected onto another basis (`neuralde_seq.basis.project_module`).
+
+        Arguments:
+            target: a `neuralde_seq.basis.Basis`, or an int n (the same kind of basis with n functions).
+
+        Returns:
+            A new `NeuralCDE` (this one is unchanged).
+
+        Raises:
+            ValueError: the model was built without a basis.
+        """
+        if isinstance(self.field, CDEVectorField):
+            raise ValueError("this NeuralCDE was built with basis=None (a time-independent field): nothing to project")
+        return project_module(self, target)
 
     def forward(self, control: Control, at_knots: bool = False) -> torch.Tensor:
         """Logits (or regression outputs) from z.
