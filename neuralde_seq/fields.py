@@ -30,43 +30,16 @@ All heads are evaluated together in batched tensor operations (no loop over head
 """
 from __future__ import annotations
 
-import math
-import warnings
-
 import torch
 from torch import nn
 
-from .basis import BasisLinear
+from .basis import BasisLinear, check_time_range, time_position
 from .gates import check_t_max, chrono_bias
 from .rules import LearningRule, make_rule
 
-__all__ = ["FastWeightField", "FORMS", "BasisRangeWarning"]
+__all__ = ["FastWeightField", "FORMS"]
 
 FORMS = ("ode", "cde", "rde")
-
-
-class BasisRangeWarning(UserWarning):
-    """A field with basis-expanded weights was evaluated beyond its ``basis_time_range``: the weights at the
-    range's ends were used there."""
-
-
-def _check_basis_options(basis, num_bases, basis_time_range) -> tuple[float, float] | None:
-    """basis_time_range as a pair of floats (None without a basis), after checking the three go together."""
-    if basis is None:
-        if num_bases is not None or basis_time_range is not None:
-            raise ValueError("num_bases and basis_time_range are options of a basis: give basis= too")
-        return None
-    if basis_time_range is None:
-        raise ValueError("basis= needs basis_time_range=(t_start, t_end), the span of s its [0, 1] stands for "
-                         "(create_model fills it from the training input)")
-    try:
-        start, end = (float(t) for t in basis_time_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"basis_time_range must be a pair of numbers (t_start, t_end), got {basis_time_range!r}") \
-            from None
-    if not (math.isfinite(start) and math.isfinite(end) and end > start):
-        raise ValueError(f"basis_time_range must be finite with t_end > t_start, got {basis_time_range!r}")
-    return start, end
 
 
 class FastWeightField(nn.Module):
@@ -96,7 +69,7 @@ class FastWeightField(nn.Module):
         basis_time_range: (t_start, t_end), the span of s mapped onto the basis's [0, 1], u = (s − t_start) /
             (t_end − t_start); required with ``basis`` (`neuralde_seq.models.create_model` takes it from the
             training input). Beyond it the weights at its ends hold (a longer test series than any training
-            series reads the weights of t_end), and a `BasisRangeWarning` says so.
+            series reads the weights of t_end), and a `neuralde_seq.basis.BasisRangeWarning` says so.
 
     Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
     """
@@ -150,7 +123,7 @@ class FastWeightField(nn.Module):
         self._slow_split = (d, d, 1) if shared_value else (d, 1)
         if forget_gate:
             self._slow_split += (1,)
-        self.basis_time_range = _check_basis_options(basis, num_bases, basis_time_range)
+        self.basis_time_range = check_time_range(basis, num_bases, basis_time_range)
         if basis is None:
             self.slow = nn.Linear(d_model, H * sum(self._slow_split))
         else:
@@ -170,7 +143,7 @@ class FastWeightField(nn.Module):
 
     def basis_position(self, s: torch.Tensor) -> torch.Tensor:
         """u = (s − t_start) / (t_end − t_start), the position of s in the basis's [0, 1], held at 0 and 1 beyond
-        ``basis_time_range`` (with a `BasisRangeWarning`: the weights at its ends are used there).
+        ``basis_time_range`` (`neuralde_seq.basis.time_position`).
 
         Arguments:
             s: (N,) times.
@@ -183,14 +156,7 @@ class FastWeightField(nn.Module):
         """
         if self.basis_time_range is None:
             raise ValueError("this field's slow weights are constant (basis=None): it has no basis position")
-        start, end = self.basis_time_range
-        u = (s - start) / (end - start)
-        tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
-        if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
-            warnings.warn(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the field's "
-                          f"basis_time_range {self.basis_time_range}: the slow weights at its ends are used there "
-                          "(give a basis_time_range covering the data to avoid it)", BasisRangeWarning, stacklevel=2)
-        return u.clamp(0.0, 1.0)
+        return time_position(s, self.basis_time_range)
 
     @property
     def has_exact_step(self) -> bool:

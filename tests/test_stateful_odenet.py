@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from neuralde_seq.basis import Legendre, PiecewiseConstant, PiecewiseLinear
 from neuralde_seq.controls import build_control
-from neuralde_seq.fields import BasisRangeWarning
+from neuralde_seq.basis import BasisRangeWarning
 from neuralde_seq.models.ncde import BasisCDEVectorField, CDEVectorField, NeuralCDE
 from neuralde_seq.models.stateful_odenet import StatefulNorm, StatefulODENet
 from neuralde_seq.observations import Observations
@@ -206,10 +206,10 @@ def test_gradients_reach_every_coefficient():
 
 def test_bad_arguments_raise():
     obs = _batch(dtype=torch.float32)
-    with pytest.raises(ValueError, match="depth_steps must be a positive integer"):
+    with pytest.raises(ValueError, match="depth_steps must be an integer >= 1"):
         StatefulODENet(3, 4, depth_steps=0)
     model = StatefulODENet(3, 4, num_bases=2)
-    with pytest.raises(ValueError, match="depth_steps must be a positive integer"):
+    with pytest.raises(ValueError, match="depth_steps must be an integer >= 1"):
         model.depth_steps = 2.5
     with pytest.raises(ValueError, match="method must be one of"):
         StatefulODENet(3, 4, method="dopri5")
@@ -300,7 +300,7 @@ def test_ncde_field_reads_the_weights_at_each_time_and_gradients_reach_every_coe
     field = model.field
     z = torch.randn(2, 4, dtype=D)
     s = torch.tensor([1.0, 9.0], dtype=D)  # u = 1/6 (nodes at 0 and 1/3), and after the range: u = 1
-    with pytest.warns(BasisRangeWarning, match="beyond the field's basis_time_range"):
+    with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range"):
         u = field.depth(s)
     torch.testing.assert_close(u, torch.tensor([1 / 6, 1.0], dtype=D), rtol=0, atol=1e-15)
     first = field.net[0]
@@ -316,15 +316,15 @@ def test_ncde_field_reads_the_weights_at_each_time_and_gradients_reach_every_coe
 
 
 def test_ncde_basis_arguments_are_checked():
-    with pytest.raises(ValueError, match="basis_time_range=\\(s_a, s_b\\)"):
+    with pytest.raises(ValueError, match="basis_time_range=\\(t_start, t_end\\)"):
         NeuralCDE(3, 2, basis="legendre", num_bases=2)
-    with pytest.raises(ValueError, match="s_a < s_b"):
+    with pytest.raises(ValueError, match="t_end > t_start"):
         NeuralCDE(3, 2, basis="legendre", num_bases=2, basis_time_range=(1.0, 1.0))
     with pytest.raises(ValueError, match="pair of numbers"):
         NeuralCDE(3, 2, basis="legendre", num_bases=2, basis_time_range=3.0)
-    with pytest.raises(ValueError, match="num_bases needs a basis"):
+    with pytest.raises(ValueError, match="num_bases is an option of a basis"):
         NeuralCDE(3, 2, num_bases=3)
-    with pytest.raises(ValueError, match="basis_time_range needs a basis"):
+    with pytest.raises(ValueError, match="basis_time_range is an option of a basis"):
         NeuralCDE(3, 2, basis_time_range=(0.0, 1.0))
     with pytest.raises(ValueError, match="basis must be one of"):
         NeuralCDE(3, 2, basis="splines", num_bases=3, basis_time_range=(0, 1))

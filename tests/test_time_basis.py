@@ -16,7 +16,8 @@ from torch import nn
 import fwp_reference as ref
 from neuralde_seq.basis import BasisLinear, project_module
 from neuralde_seq.controls import build_control
-from neuralde_seq.fields import BasisRangeWarning, FastWeightField
+from neuralde_seq.basis import BasisRangeWarning
+from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.solvers import SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
@@ -136,7 +137,7 @@ def test_refusals():
     control = build_control(times, values, lengths, method="hermite_cubic")
     field, _ = _fields("legendre", 3, (float(times.min()), float(times.min()) + 2.0), channels=3)
     # beyond the range: the weights at its end hold, with a warning
-    with pytest.warns(BasisRangeWarning, match="beyond the field's basis_time_range"):
+    with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range"):
         beyond = solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions("rk4"))
     start, end = field.basis_time_range
     s = torch.tensor([start - 1.0, start, end, end + 5.0], dtype=DTYPE)
@@ -147,7 +148,7 @@ def test_refusals():
         field(torch.zeros(2, 2, 4, 4, dtype=DTYPE), torch.zeros(2, 3, dtype=DTYPE), None)
     with pytest.raises(ValueError, match="basis_time_range"):
         FastWeightField(3, 8, 2, basis="legendre", num_bases=3)
-    with pytest.raises(ValueError, match="give basis= too"):
+    with pytest.raises(ValueError, match="is an option of a basis: give basis= too"):
         FastWeightField(3, 8, 2, num_bases=3)
     with pytest.raises(ValueError, match="t_end > t_start"):
         FastWeightField(3, 8, 2, basis="legendre", num_bases=3, basis_time_range=(1.0, 1.0))

@@ -40,7 +40,7 @@ f_θ(z, u(s)) with u(s) = (s − s_a)/(s_b − s_a) for ``basis_time_range = (s_
 parameter s. The range is an explicit argument (the registry fills it from the inputs `create_model` is given:
 the training control's first knot and its last final knot), never read from whatever batch comes first. Before
 s_a and after s_b the weights stay at their values at the ends (u is held in [0, 1], with a
-`neuralde_seq.fields.BasisRangeWarning`, as the CT-FWP fields do): a test series that runs longer than every
+`neuralde_seq.basis.BasisRangeWarning`, as the CT-FWP fields do): a test series that runs longer than every
 training series is read with the last weights. The field declares ``needs_time``, so every solver passes s (see
 `neuralde_seq.solvers.Dynamics`). A point on a breakpoint of a piecewise-constant basis reads the piece on its
 right. ``project_bases`` returns a copy with the field's weights projected onto another basis (compression,
@@ -49,15 +49,11 @@ before.
 """
 from __future__ import annotations
 
-import math
-import warnings
-
 import torch
 from torch import nn
 
-from ..basis import BasisLinear, make_basis, project_module
+from ..basis import BasisLinear, check_time_range, make_basis, project_module, time_position
 from ..controls import Control
-from ..fields import BasisRangeWarning
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..solvers import SolverOptions, solve
 
@@ -143,7 +139,7 @@ class BasisCDEVectorField(nn.Module):
             else:
                 layers.append(layer)
         self.net = nn.ModuleList(layers)
-        self.time_range = _time_range(time_range, "time_range")
+        self.time_range = check_time_range(basis, None, time_range)
         self.hidden = hidden
         self.in_channels = in_channels
 
@@ -161,14 +157,7 @@ class BasisCDEVectorField(nn.Module):
         Returns:
             (B,) depths u.
         """
-        start, end = self.time_range
-        u = (s - start) / (end - start)
-        tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
-        if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
-            warnings.warn(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the field's "
-                          f"basis_time_range {self.time_range}: the weights at its ends are used there (give a "
-                          "basis_time_range covering the data to avoid it)", BasisRangeWarning, stacklevel=2)
-        return u.clamp(0.0, 1.0)
+        return time_position(s, self.time_range)
 
     def matrix(self, z: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         """f_θ(z, u(s)) of shape (B, hidden, in_channels), for z (B, hidden) and s (B,)."""
@@ -191,16 +180,6 @@ class BasisCDEVectorField(nn.Module):
             (B, hidden): f_θ(z, u(s)) · dx.
         """
         return (self.matrix(z, s) @ dx.unsqueeze(-1)).squeeze(-1)
-
-
-def _time_range(time_range, name: str) -> tuple[float, float]:
-    try:
-        start, end = (float(v) for v in time_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a pair of numbers (s_a, s_b), got {time_range!r}") from None
-    if not (math.isfinite(start) and math.isfinite(end) and start < end):
-        raise ValueError(f"{name} must be finite with s_a < s_b, got {time_range!r}")
-    return start, end
 
 
 class NeuralCDE(nn.Module):
@@ -245,18 +224,12 @@ class NeuralCDE(nn.Module):
             raise ValueError("form='rde' with initial_state='input' reads the path's first point, which is not one of "
                              "the log-signature channels: give initial_channels (the path's channels), or use "
                              "initial_state='first_window' or 'zeros'")
+        time_range = check_time_range(basis, num_bases, basis_time_range)
         if basis is None:
-            if num_bases is not None or basis_time_range is not None:
-                given = "num_bases" if num_bases is not None else "basis_time_range"
-                raise ValueError(f"{given} needs a basis (basis=None is the time-independent field)")
             self.field = CDEVectorField(hidden, in_channels, width, depth, activation)
         else:
-            if basis_time_range is None:
-                raise ValueError("basis needs basis_time_range=(s_a, s_b), the span of the control's parameter s "
-                                 "mapped onto the basis's [0, 1] (create_model fills it from the training inputs)")
             self.field = BasisCDEVectorField(hidden, in_channels, width, depth, activation,
-                                             make_basis(basis, num_bases), _time_range(basis_time_range,
-                                                                                       "basis_time_range"))
+                                             make_basis(basis, num_bases), time_range)
         self.form = form
         self.initial_state = initial_state
         if initial_state == "input":

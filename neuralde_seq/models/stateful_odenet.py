@@ -55,14 +55,9 @@ from ..fixed_step import FIXED_STEP_METHODS, TABLEAUS
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
 from .ckconv import grid_inputs
+from .recurrent import _positive_int
 
 __all__ = ["StatefulNorm", "StatefulODEBlock", "StatefulODENet"]
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 class StatefulNorm(BasisModule):
