@@ -28,10 +28,11 @@ from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 from .stateful_odenet import StatefulODENet
+from .linear_cde import LinearCDE
 from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "create_model",
+           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -120,6 +121,14 @@ register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp",
 register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
                                   takes_solver=False))
+# Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel.
+_LINEAR = dict(method="linear", time_channel=True)
+register_model("slice-diag", ModelEntry(LinearCDE, dict(hidden=64, structure="diagonal"), "control", _LINEAR,
+                                        takes_solver=False))
+register_model("slice-block", ModelEntry(LinearCDE, dict(hidden=64, structure="block", block_size=4), "control",
+                                         _LINEAR, takes_solver=False))
+register_model("slice-dense", ModelEntry(LinearCDE, dict(hidden=32, structure="dense"), "control", _LINEAR,
+                                         takes_solver=False))
 # The time channel in units of the training set's span (unless given): one scale for every split.
 register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32, basis="piecewise_linear", num_bases=8),
                                              "observations", takes_solver=False,

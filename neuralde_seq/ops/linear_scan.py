@@ -1,0 +1,116 @@
+"""Linear recurrences h_t = M_t h_{t−1} + b_t with structured M_t, by a parallel prefix scan beside the plain
+sequential loop it must equal.
+
+The structured linear CDEs (`neuralde_seq.models.linear_cde`) step their state by affine maps whose matrices are
+diagonal, block-diagonal or dense. Affine maps compose associatively, (M₂, b₂) ∘ (M₁, b₁) = (M₂M₁, M₂b₁ + b₂),
+so all prefix compositions can be formed in ⌈log₂ S⌉ rounds (Hillis-Steele: in round r every map t >= 2^r is
+composed with the map 2^r before it), and then h_t = M_{1..t} h_0 + b_{1..t} for every t at once. That costs
+O(S log S) matrix products instead of S, in log S sequential rounds instead of S: a gain where the hardware runs
+the S products of a round in parallel (GPUs), a loss on a CPU with small states (benchmarks say which).
+
+`sequential_scan` is the reference: one step after the other, differentiated by autograd. `parallel_scan` is
+differentiated by autograd too (every round is plain tensor operations); tests/test_linear_scan.py checks the two
+against each other in float64 (values and gradients, lengths up to 4,096).
+
+Structures (`STRUCTURES`), with M of shape
+
+- ``"diagonal"``: (S, B, H), M acts element-wise;
+- ``"block"``: (S, B, n, k, k), H = n·k, independent k × k blocks;
+- ``"dense"``: (S, B, H, H).
+
+b is (S, B, H) and h_0 is (B, H) in every case.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices"]
+
+STRUCTURES = ("diagonal", "block", "dense")
+
+
+def _check(structure: str) -> None:
+    if structure not in STRUCTURES:
+        raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
+
+
+def apply_matrix(M: torch.Tensor, h: torch.Tensor, structure: str) -> torch.Tensor:
+    """M h for a structured M.
+
+    Arguments:
+        M: (..., H) diagonal, (..., n, k, k) block-diagonal or (..., H, H) dense matrices.
+        h: (..., H) vectors.
+        structure: one of `STRUCTURES`.
+
+    Returns:
+        (..., H) the products.
+    """
+    _check(structure)
+    if structure == "diagonal":
+        return M * h
+    if structure == "dense":
+        return (M @ h.unsqueeze(-1)).squeeze(-1)
+    n, k = M.shape[-3], M.shape[-1]
+    blocks = h.reshape(*h.shape[:-1], n, k, 1)
+    return (M @ blocks).flatten(-3)  # (broadcast) ..., H
+
+
+def compose_matrices(later: torch.Tensor, earlier: torch.Tensor, structure: str) -> torch.Tensor:
+    """The product later · earlier of two structured matrices (the same structure).
+
+    Arguments:
+        later: matrices applied second, shaped as in `apply_matrix`.
+        earlier: matrices applied first, the same shape.
+        structure: one of `STRUCTURES`.
+
+    Returns:
+        The products, the same shape.
+    """
+    _check(structure)
+    return later * earlier if structure == "diagonal" else later @ earlier
+
+
+def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str) -> torch.Tensor:
+    """Every state of h_t = M_t h_{t−1} + b_t, one step after the other (the reference).
+
+    Arguments:
+        M: (S, B, ...) the step matrices (see the module docstring for each structure's shape).
+        b: (S, B, H) the step offsets.
+        h0: (B, H) the initial state.
+        structure: one of `STRUCTURES`.
+
+    Returns:
+        (S, B, H) the states h_1 .. h_S.
+    """
+    _check(structure)
+    states, h = [], h0
+    for M_t, b_t in zip(M, b):
+        h = apply_matrix(M_t, h, structure) + b_t
+        states.append(h)
+    return torch.stack(states) if states else b.new_empty((0,) + tuple(h0.shape))
+
+
+def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str) -> torch.Tensor:
+    """Every state of h_t = M_t h_{t−1} + b_t by a prefix scan of the affine maps (module docstring).
+
+    Arguments:
+        M: (S, B, ...) the step matrices (see the module docstring for each structure's shape).
+        b: (S, B, H) the step offsets.
+        h0: (B, H) the initial state.
+        structure: one of `STRUCTURES`.
+
+    Returns:
+        (S, B, H) the states h_1 .. h_S, equal to `sequential_scan`'s up to rounding.
+    """
+    _check(structure)
+    steps = M.shape[0]
+    offset = 1
+    while offset < steps:
+        # (M_t, b_t) ← (M_t, b_t) ∘ (M_{t−offset}, b_{t−offset}) for t >= offset; the first `offset` maps are
+        # already complete prefixes.
+        later_M, later_b = M[offset:], b[offset:]
+        earlier_M, earlier_b = M[:-offset], b[:-offset]
+        M = torch.cat([M[:offset], compose_matrices(later_M, earlier_M, structure)])
+        b = torch.cat([b[:offset], apply_matrix(later_M, earlier_b, structure) + later_b])
+        offset *= 2
+    return apply_matrix(M, h0.unsqueeze(0), structure) + b
