@@ -174,9 +174,9 @@ class FixedStepSolve:
                 h = (h * active).view(-1, *([1] * (y.dim() - 1)))
             rates = []
             for i, row in enumerate(tableau.a):
-                stage = _step(y, h, _combine(row, rates)) if i else y
+                stage = _step(y, h, weighted_sum(row, rates)) if i else y
                 rates.append(self.rate(stage, [None if f is None else f[j * stages + i] for f in features]))
-            y = _step(y, h, _combine(tableau.b, rates))
+            y = _step(y, h, weighted_sum(tableau.b, rates))
             if keep and n + 1 in self.knot_steps:
                 kept.append(y)
         return (y, *kept)
@@ -196,7 +196,7 @@ class FixedStepSolve:
         return torch.stack(states, 1) if at_knots else y
 
 
-def _combine(weights, rates):
+def weighted_sum(weights, rates):
     """Σ_i w_i k_i over the nonzero weights, in fused multiply-adds."""
     total = None
     for w, k in zip(weights, rates):

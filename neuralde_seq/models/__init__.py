@@ -130,7 +130,7 @@ register_model("slice-block", ModelEntry(LinearCDE, dict(hidden=64, structure="b
 register_model("slice-dense", ModelEntry(LinearCDE, dict(hidden=32, structure="dense"), "control", _LINEAR,
                                          takes_solver=False))
 # The time channel in units of the training set's span (unless given): one scale for every split.
-register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32, basis="piecewise_linear", num_bases=8),
+register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
                                              "observations", takes_solver=False,
                                              from_inputs=lambda observations, options: dict(
                                                  time_scale=observation_span(observations.times,

@@ -124,7 +124,7 @@ class LinearCDE(nn.Module):
         increments = gaps * (coeffs[:, :, 1] + gaps * (coeffs[:, :, 2] + gaps * coeffs[:, :, 3]))
         active = torch.arange(pieces, device=coeffs.device).unsqueeze(0) < control.end_index.unsqueeze(1)
         increments = increments * active.unsqueeze(-1).to(increments.dtype)  # zero after each end: M = I, b = 0
-        h0 = self.initial(coeffs[:, 0, 0] if pieces else control.coeffs[:, 0, 0])
+        h0 = self.initial(control.coeffs[:, 0, 0])  # X(t_0)
         M, b = self.step_maps(increments.transpose(0, 1))
         scan = parallel_scan if self.scan == "parallel" else sequential_scan
         states = scan(M, b, h0, self.structure)  # (S, B, H)

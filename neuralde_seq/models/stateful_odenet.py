@@ -51,7 +51,7 @@ from torch import nn
 
 from ..basis import (BASIS_NAMES, BasisConv1d, BasisModule, Legendre, expand, fit_to_points, make_basis, project,
                      project_module)
-from ..fixed_step import FIXED_STEP_METHODS, TABLEAUS
+from ..fixed_step import FIXED_STEP_METHODS, TABLEAUS, weighted_sum
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
 from .ckconv import grid_inputs
@@ -259,18 +259,13 @@ class StatefulODEBlock(nn.Module):
         tableau = TABLEAUS[self.method]
         steps = self.depth_steps
         width = 1.0 / steps
-        for k in range(steps):
+        for k in range(steps):  # the Runge-Kutta step of neuralde_seq.fixed_step, in depth
             rates = []
             for i, row in enumerate(tableau.a):
-                stage = h
-                for a, rate in zip(row, rates):
-                    if a != 0.0:
-                        stage = stage + (width * a) * rate
+                stage = h + width * weighted_sum(row, rates) if i else h
                 c = tableau.c[i]
                 rates.append(self.rate(stage, (k + c) / steps, mask, "left" if c == 1.0 else "right"))
-            for b, rate in zip(tableau.b, rates):
-                if b != 0.0:
-                    h = h + (width * b) * rate
+            h = h + width * weighted_sum(tableau.b, rates)
         if self.training:
             for norm in norms:
                 norm.update_statistics()
@@ -286,7 +281,7 @@ class StatefulODENet(nn.Module):
         hidden: channels of the features h.
         kernel_size: width of the depth-dependent convolutions over the sequence (odd; default 3).
         basis: the basis of every expanded tensor, a name of `neuralde_seq.basis.BASIS_NAMES` (default
-            "legendre"; ``model.project_bases`` changes it after training).
+            "piecewise_linear", which compresses best: docs/stateful_odenets.md; ``model.project_bases`` changes it).
         num_bases: the number of basis functions (default 8; odd for "fourier", >= 2 for "piecewise_linear").
         depth_steps: solver steps over depth s ∈ [0, 1] (default 8); assign ``model.depth_steps`` to change it.
         method: the fixed-step method, one of `neuralde_seq.fixed_step.FIXED_STEP_METHODS` (default "rk4").
@@ -302,7 +297,7 @@ class StatefulODENet(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, kernel_size: int = 3,
-                 basis: str = "legendre", num_bases: int = 8, depth_steps: int = 8, method: str = "rk4", *,
+                 basis: str = "piecewise_linear", num_bases: int = 8, depth_steps: int = 8, method: str = "rk4", *,
                  normalization: bool = True, momentum: float = 0.1, eps: float = 1e-5, mask_channel: bool = True,
                  time_channel: bool = True, time_scale: float = 1.0):
         super().__init__()
