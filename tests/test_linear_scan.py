@@ -3,11 +3,18 @@ neuralde_seq.models.linear_cde).
 
 - The parallel prefix scan equals the sequential loop (float64, 1e-10 relative), values and gradients, for every
   structure, at 1,000 and 4,096 steps, and at the lengths where the scan's rounds do not divide evenly.
-- The structures agree with each other: a block-diagonal or diagonal matrix written as a dense one gives the same
-  states.
-- The model: each step is h ↦ (I + Σ ΔX^i A_i) h + B ΔX, checked against a loop written out from the weights; the
-  parallel and sequential scans give the same logits and gradients; a padded batch gives each sample what it gets
-  alone; one constant-increment path has the closed form of a linear recurrence with a constant matrix.
+- The structures agree with each other: a block-diagonal, diagonal or diagonal-plus-low-rank matrix written as a
+  dense one gives the same states.
+- The diagonal-plus-low-rank scan with the Delta structure (d = 1, U = −λk, V = k, b = λ v_r k per row of W)
+  reproduces a pre-Delta CT-FWP's fast weight trajectory from the project's exact solver (1e-12, 1,000 windows).
+- The model: each step is h ↦ (I + Σ ΔX^i A_i) h + B ΔX on the path divided by its channel scales, checked against
+  a loop written out from the weights; the parallel and sequential scans give the same logits and gradients; a padded
+  batch gives each sample what it gets alone; one constant-increment path has the closed form of a linear
+  recurrence with a constant matrix.
+- Log-signature windows: depth 1 with one window per interval equals the linear control; at depth 2 the window's
+  generator L = Σ λ_i A_i + Σ λ_ij [A_j, A_i] (affine, with the B terms) has exp(L) within O(ε³) of the exact flow
+  of the CDE over a two-segment window (the error falls 8x when ε halves; a wrong bracket sign leaves O(ε²)).
+- The registry's channel scales keep a 361-point series' flow finite at init (the divergence they fix).
 """
 import pytest
 import torch
@@ -15,7 +22,9 @@ import torch
 from neuralde_seq.controls import build_control
 from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs
 from neuralde_seq.models.linear_cde import LinearCDE
-from neuralde_seq.ops.linear_scan import STRUCTURES, parallel_scan, sequential_scan
+from neuralde_seq.ops.exact_fast_weights import piece_inputs, solve_exact_reference
+from neuralde_seq.fields import FastWeightField
+from neuralde_seq.ops.linear_scan import STRUCTURES, dplr_to_dense, parallel_scan, sequential_scan
 
 DTYPE = torch.float64
 
@@ -28,6 +37,11 @@ def _maps(structure, steps, batch=3, hidden=8, block=4, seed=0, scale=0.3):
         n = hidden // block
         M = torch.eye(block, dtype=DTYPE) + scale * torch.randn(steps, batch, n, block, block, generator=g,
                                                                 dtype=DTYPE) / block
+    elif structure == "dplr":
+        rank = 2
+        M = (1 + scale * torch.randn(steps, batch, hidden, generator=g, dtype=DTYPE) / 4,
+             scale * torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE) / hidden,
+             torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE))
     else:
         M = torch.eye(hidden, dtype=DTYPE) + scale * torch.randn(steps, batch, hidden, hidden, generator=g,
                                                                  dtype=DTYPE) / hidden
@@ -36,20 +50,22 @@ def _maps(structure, steps, batch=3, hidden=8, block=4, seed=0, scale=0.3):
     return M, b, h0
 
 
-@pytest.mark.parametrize("structure", STRUCTURES)
-@pytest.mark.parametrize("steps", [1, 7, 1000, 4096])
+# DPLR's parallel scan is the dense one on its dense form, so 4,096 steps add nothing the dense case does not test.
+@pytest.mark.parametrize("structure, steps", [(s, n) for s in STRUCTURES for n in (1, 7, 1000, 4096)
+                                              if not (s == "dplr" and n == 4096)])
 def test_parallel_scan_equals_sequential(structure, steps):
     """States and the gradients on M, b and h0 agree to 1e-10 (relative to the largest entry)."""
     M, b, h0 = _maps(structure, steps, seed=steps)
-    for t in (M, b, h0):
+    leaves = (*M, b, h0) if structure == "dplr" else (M, b, h0)
+    for t in leaves:
         t.requires_grad_(True)
     parallel = parallel_scan(M, b, h0, structure)
     sequential = sequential_scan(M, b, h0, structure)
     scale = float(sequential.detach().abs().max())
     assert torch.allclose(parallel, sequential, rtol=0, atol=1e-10 * scale)
     weights = torch.randn(parallel.shape, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
-    grads_parallel = torch.autograd.grad((parallel * weights).sum(), (M, b, h0))
-    grads_sequential = torch.autograd.grad((sequential * weights).sum(), (M, b, h0))
+    grads_parallel = torch.autograd.grad((parallel * weights).sum(), leaves)
+    grads_sequential = torch.autograd.grad((sequential * weights).sum(), leaves)
     for got, expected in zip(grads_parallel, grads_sequential):
         assert torch.allclose(got, expected, rtol=0, atol=1e-10 * float(expected.abs().max()))
 
@@ -63,8 +79,44 @@ def test_structures_agree_as_dense_matrices():
     D, b, h0 = _maps("diagonal", 50)
     assert torch.allclose(parallel_scan(D, b, h0, "diagonal"), sequential_scan(torch.diag_embed(D), b, h0, "dense"),
                           rtol=0, atol=1e-12)
+    low_rank, b, h0 = _maps("dplr", 50)
+    assert torch.allclose(sequential_scan(low_rank, b, h0, "dplr"),
+                          sequential_scan(dplr_to_dense(low_rank), b, h0, "dense"), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="structure must be one of"):
         parallel_scan(D, b, h0, "banded")
+
+
+def test_dplr_scan_reproduces_the_pre_delta_fast_weights():
+    """A pre-Delta CT-FWP's exact step on a window, W ← W (I − λ k kᵀ) + λ v kᵀ with λ = (1 − e^{−c‖k‖²h})/‖k‖²
+    (docs/equations.md), is a diagonal-plus-rank-one affine map of each row w of W: w ← (I + U Vᵀ) w + b with
+    U = −λ k, V = k, b = λ v_r k. Both scans with these matrices give the W of the project's exact solver at every
+    knot, on 1,000 log-signature windows of two samples of different lengths."""
+    torch.manual_seed(0)
+    times, values, lengths = _control(lengths=(2001, 1500), channels=2, seed=3)
+    control = build_control(times, values, lengths, method="logsignature", depth=2, step=2)
+    field = FastWeightField(control.channels, d_model=8, n_heads=2, rule="delta").to(DTYPE)
+    B, H, dk = 2, field.n_heads, field.head_dim
+    W0 = 0.1 * torch.randn(B, H, dk, dk, dtype=DTYPE)
+    expected = solve_exact_reference(field, control, W0, at_knots=True)  # (B, K, H, d, d)
+    pieces = int(control.end_index.max())
+    x, dx = piece_inputs(field, control, pieces)
+    flat = lambda t: None if t is None else t.reshape(B * pieces, -1)
+    k_raw, v_raw, beta = (t.reshape(B, pieces, H, -1) for t in field.projections(flat(x), flat(dx))[:3])
+    k, v, c = torch.softmax(k_raw, -1), torch.tanh(v_raw), torch.sigmoid(beta)
+    active = (torch.arange(pieces).unsqueeze(0) < control.end_index.unsqueeze(1)).to(DTYPE)
+    h = (control.knots[1:pieces + 1] - control.knots[:pieces]).to(DTYPE) * active  # window lengths, 0 after ends
+    norm_sq = k.square().sum(-1, keepdim=True)
+    lam = -torch.expm1(-c * norm_sq * h[..., None, None]) / norm_sq  # (B, S, H, 1)
+    # rows of W as the batch: state index (B, H, d_v), each row a d_k-vector
+    rows = lambda t: t.unsqueeze(3).expand(B, pieces, H, dk, t.shape[-1]).permute(1, 0, 2, 3, 4).reshape(
+        pieces, B * H * dk, t.shape[-1])
+    ones = torch.ones(pieces, B * H * dk, dk, dtype=DTYPE)
+    U, V = rows(-lam * k).unsqueeze(-1), rows(k).unsqueeze(-1)
+    b = rows(lam * k) * v.permute(1, 0, 2, 3).reshape(pieces, B * H * dk, 1)
+    h0 = W0.reshape(B * H * dk, dk)
+    for scan in (sequential_scan, parallel_scan):
+        W = scan((ones, U, V), b, h0, "dplr").reshape(pieces, B, H, dk, dk).transpose(0, 1)
+        assert torch.allclose(W, expected[:, 1:], rtol=0, atol=1e-12)
 
 
 def _control(lengths=(40, 25, 9), channels=2, seed=0):
@@ -75,14 +127,23 @@ def _control(lengths=(40, 25, 9), channels=2, seed=0):
     return times, values, torch.tensor(lengths)
 
 
-def _written_out(model, times, values):
-    """h_k = (I + Σ_i ΔX^i A_i) h_{k−1} + B ΔX_k from the weights, on the linear control with a time channel."""
-    X = torch.cat([times.unsqueeze(-1), values], -1)  # the control's channels: time first, then the values
+def _dense_fields(model):
+    """The A_i as dense (d, H, H) matrices."""
     A = model.A
-    if model.structure == "diagonal":
+    if model.structure in ("diagonal", "dplr"):
         A = torch.diag_embed(A)
     elif model.structure == "block":
         A = torch.stack([torch.block_diag(*A[i]) for i in range(A.shape[0])])
+    if model.structure == "dplr":
+        A = A + model.U @ model.V.transpose(-1, -2)
+    return A
+
+
+def _written_out(model, times, values):
+    """h_k = (I + Σ_i ΔX^i A_i) h_{k−1} + B ΔX_k from the weights, on the linear control with a time channel, every
+    channel divided by the model's channel scale."""
+    X = torch.cat([times.unsqueeze(-1), values], -1) / model.channel_scales  # time first, then the values
+    A = _dense_fields(model)
     h = model.initial(X[0])
     for k in range(1, X.shape[0]):
         dX = X[k] - X[k - 1]
@@ -91,7 +152,7 @@ def _written_out(model, times, values):
 
 
 @pytest.mark.parametrize("method", ["linear", "hermite_cubic"])
-@pytest.mark.parametrize("name", ["slice-diag", "slice-block", "slice-dense"])
+@pytest.mark.parametrize("name", ["slice-diag", "slice-block", "slice-dense", "slice-dplr"])
 def test_model_step_parallel_sequential_and_padding(name, method):
     """Increments are the control's values at the knots (the observations, for both interpolations)."""
     times, values, lengths = _control()
@@ -108,11 +169,13 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     model.scan = "sequential"
     sequential = model(control)
     assert torch.allclose(sequential, logits, rtol=1e-12, atol=1e-12)
+    params = [p for p in model.parameters()]
     model.scan = "parallel"
-    g_parallel = torch.autograd.grad(logits.square().sum(), model.A)[0]
+    g_parallel = torch.autograd.grad(logits.square().sum(), params)
     model.scan = "sequential"
-    g_sequential = torch.autograd.grad(model(control).square().sum(), model.A)[0]
-    assert torch.allclose(g_parallel, g_sequential, rtol=1e-10, atol=1e-12)
+    g_sequential = torch.autograd.grad(model(control).square().sum(), params)
+    for got, expected in zip(g_parallel, g_sequential):
+        assert torch.allclose(got, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_constant_increments_have_the_closed_form():
@@ -134,8 +197,89 @@ def test_constant_increments_have_the_closed_form():
     assert torch.allclose(states[-1], expected, rtol=1e-8, atol=1e-10)
 
 
+def test_depth_one_windows_equal_the_linear_control():
+    """A depth-1 log-signature window per observation interval holds the interval's increment: the same model
+    weights give the same states as on the linear control."""
+    times, values, lengths = _control()
+    linear = build_control(times, values, lengths, method="linear")
+    windows = build_control(times, values, lengths, method="logsignature", depth=1, step=1)
+    torch.manual_seed(2)
+    model = LinearCDE(3, 2, hidden=8, structure="block", block_size=4, channel_scales=(2.0, 0.5, 3.0)).to(DTYPE)
+    assert torch.allclose(model.hidden_states(windows), model.hidden_states(linear), rtol=0, atol=1e-12)
+
+
+def _augmented(generator, offset):
+    """The (H+1)×(H+1) matrix of the affine map h ↦ generator h + offset."""
+    H = generator.shape[-1]
+    out = torch.zeros(H + 1, H + 1, dtype=DTYPE)
+    out[:H, :H], out[:H, H] = generator, offset
+    return out
+
+
+@pytest.mark.parametrize("structure", ["dense", "block"])
+def test_depth_two_window_generator_is_the_log_ode_of_the_flow(structure):
+    """On a window made of two straight segments (increments a then b), the exact flow of dh = Σ (A_i h + B_i) dX^i
+    is exp(Ξ_b) exp(Ξ_a) (Ξ the augmented generator of each segment); the model's step is I + L with L the log-ODE
+    generator from the window's depth-2 log-signature, and exp(L) must match the exact flow up to O(ε³): halving the
+    increments cuts the error by ~8 (a missing or wrong-sign bracket term leaves an O(ε²) error, a ratio of ~4)."""
+    torch.manual_seed(3)
+    extra = dict(block_size=2) if structure == "block" else {}
+    model = LinearCDE(6, 2, hidden=4, structure=structure, control_depth=2, init_scale=2.0, **extra).to(DTYPE)
+    with torch.no_grad():
+        model.B.weight.normal_()
+    A = _dense_fields(model)
+    errors = []
+    for eps in (0.1, 0.05):
+        a = eps * torch.tensor([1.0, 0.7, -0.4], dtype=DTYPE)
+        b = eps * torch.tensor([0.5, -0.9, 0.8], dtype=DTYPE)
+        points = torch.stack([torch.zeros(3, dtype=DTYPE), a, a + b]).unsqueeze(0)  # channel 0 plays time
+        control = build_control(points[..., 0], points[..., 1:], method="logsignature", depth=2, step=2)
+        M, offset = model.step_maps(control.coeffs[:, :1, 0].transpose(0, 1))
+        if structure == "block":
+            M = torch.block_diag(*M[0, 0])
+        else:
+            M = M[0, 0]
+        L = _augmented(M - torch.eye(4, dtype=DTYPE), offset[0, 0])
+        segment = lambda inc: _augmented(torch.einsum("c,cij->ij", inc, A), model.B(inc))
+        exact = torch.linalg.matrix_exp(segment(b)) @ torch.linalg.matrix_exp(segment(a))
+        errors.append(float((torch.linalg.matrix_exp(L) - exact).abs().max().detach()))
+    assert 6.5 < errors[0] / errors[1] < 9.5, errors
+
+
+def test_channel_scales_keep_a_long_series_finite():
+    """A time channel counting 361 observations: (1 + ΔX a)^361 with raw increments overflows from a random init for
+    a growing unit, and the registry's channel scales (the training paths' mean total variation) keep it O(1)."""
+    T = 361
+    times = torch.arange(T, dtype=DTYPE).unsqueeze(0).expand(4, T)
+    values = torch.randn(4, T, 3, generator=torch.Generator().manual_seed(0), dtype=DTYPE).cumsum(1)
+    control = model_inputs("slice-diag", times, values)
+    torch.manual_seed(0)
+    model = create_model("slice-diag", control, 2).to(DTYPE)
+    assert torch.allclose(model.channel_scales[0], torch.tensor(T - 1.0, dtype=DTYPE))
+    assert model.hidden_states(control).abs().max() < 50
+    raw = create_model("slice-diag", control, 2, channel_scales=(1.0,) * 4).to(DTYPE)
+    with torch.no_grad():
+        raw.A.copy_(model.A)
+    assert raw.hidden_states(control).abs().max() > 1e6
+
+
+def test_penalty_is_the_mean_frobenius_norm_per_channel():
+    model = LinearCDE(3, 2, hidden=4, structure="dplr", rank=2).to(DTYPE)
+    expected = sum(torch.sqrt(model.A[i].square().sum() + model.U[i].square().sum() + model.V[i].square().sum())
+                   for i in range(3)) / 3
+    assert torch.allclose(model.penalty(), expected, rtol=1e-14)
+
+
 def test_registry_and_refusals():
-    assert {"slice-diag", "slice-block", "slice-dense"} <= set(MODEL_NAMES)
+    assert {"slice-diag", "slice-block", "slice-dense", "slice-dplr"} <= set(MODEL_NAMES)
+    with pytest.raises(ValueError, match="rank goes with structure='dplr'"):
+        LinearCDE(2, 2, structure="dplr")
+    with pytest.raises(ValueError, match="dplr' reads depth-1 controls only"):
+        LinearCDE(3, 2, structure="dplr", rank=2, control_depth=2)
+    with pytest.raises(ValueError, match="not such a number"):
+        LinearCDE(5, 2, control_depth=2)
+    with pytest.raises(ValueError, match="channel_scales must be 3 finite positive"):
+        LinearCDE(3, 2, channel_scales=(1.0, 0.0, 2.0))
     with pytest.raises(ValueError, match="block_size goes with structure='block'"):
         LinearCDE(2, 2, structure="diagonal", block_size=4)
     with pytest.raises(ValueError, match="multiple of block_size"):
@@ -143,7 +287,11 @@ def test_registry_and_refusals():
     with pytest.raises(ValueError, match="scan must be one of"):
         LinearCDE(2, 2, scan="fast")
     times, values, lengths = _control()
-    logsig = model_inputs("delta-rde", times, values, lengths)
-    model = LinearCDE(logsig.channels, 2).to(DTYPE)
-    with pytest.raises(ValueError, match="not log-signature windows"):
-        model(logsig)
+    logsig = model_inputs("delta-rde", times, values, lengths)  # window start values: refused
+    with pytest.raises(ValueError, match="window_start_values=False"):
+        create_model("slice-diag", logsig, 2)
+    depth2 = build_control(times, values, lengths, method="logsignature", depth=2, step=4)
+    model = LinearCDE(depth2.channels, 2, control_depth=2).to(DTYPE)
+    model(depth2)
+    with pytest.raises(ValueError, match="reads depth-1 controls, the control has depth 2"):
+        LinearCDE(depth2.channels, 2).to(DTYPE)(depth2)

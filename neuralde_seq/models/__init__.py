@@ -28,7 +28,7 @@ from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 from .stateful_odenet import StatefulODENet
-from .linear_cde import LinearCDE
+from .linear_cde import LinearCDE, control_depth_of, increment_scales
 from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
@@ -121,14 +121,22 @@ register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp",
 register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
                                   takes_solver=False))
-# Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel.
+# Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
+# on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
+# paths' mean total variation: a long series' flow stays finite at init, docs/linear_cdes.md).
 _LINEAR = dict(method="linear", time_channel=True)
-register_model("slice-diag", ModelEntry(LinearCDE, dict(hidden=64, structure="diagonal"), "control", _LINEAR,
-                                        takes_solver=False))
-register_model("slice-block", ModelEntry(LinearCDE, dict(hidden=64, structure="block", block_size=4), "control",
-                                         _LINEAR, takes_solver=False))
-register_model("slice-dense", ModelEntry(LinearCDE, dict(hidden=32, structure="dense"), "control", _LINEAR,
-                                         takes_solver=False))
+
+
+def _linear_cde_inputs(control: Control, options: dict) -> dict:
+    return {"control_depth": control_depth_of(control), "channel_scales": increment_scales(control)}
+
+
+for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
+                         ("slice-block", dict(hidden=64, structure="block", block_size=4)),
+                         ("slice-dense", dict(hidden=32, structure="dense")),
+                         ("slice-dplr", dict(hidden=64, structure="dplr", rank=4))):
+    register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
+                                     from_inputs=_linear_cde_inputs))
 # The time channel in units of the training set's span (unless given): one scale for every split.
 register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
                                              "observations", takes_solver=False,

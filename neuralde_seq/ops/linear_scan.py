@@ -6,7 +6,8 @@ diagonal, block-diagonal or dense. Affine maps compose associatively, (M₂, b�
 so all prefix compositions can be formed in ⌈log₂ S⌉ rounds (Hillis-Steele: in round r every map t >= 2^r is
 composed with the map 2^r before it), and then h_t = M_{1..t} h_0 + b_{1..t} for every t at once. That costs
 O(S log S) matrix products instead of S, in log S sequential rounds instead of S: a gain where the hardware runs
-the S products of a round in parallel (GPUs), a loss on a CPU with small states (benchmarks say which).
+the S products of a round in parallel (GPUs), a loss on a CPU with small states (benchmarks/linear_cdes.py says
+which).
 
 `sequential_scan` is the reference: one step after the other, differentiated by autograd. `parallel_scan` is
 differentiated by autograd too (every round is plain tensor operations); tests/test_linear_scan.py checks the two
@@ -16,7 +17,12 @@ Structures (`STRUCTURES`), with M of shape
 
 - ``"diagonal"``: (S, B, H), M acts element-wise;
 - ``"block"``: (S, B, n, k, k), H = n·k, independent k × k blocks;
-- ``"dense"``: (S, B, H, H).
+- ``"dense"``: (S, B, H, H);
+- ``"dplr"``: diagonal plus low rank, M = diag(d) + U Vᵀ, given as the tuple (d, U, V) with d (S, B, H) and U, V
+  (S, B, H, r). Applying it costs O(H r) (the sequential scan's step), but a product of two such matrices has rank
+  up to 2r: the low-rank form does not survive composition, so the parallel scan forms the dense matrices
+  (O(H³) per composition). The pre-Delta CT-FWP step W ↦ W (I − λ k kᵀ) + λ v kᵀ is this structure with d = 1,
+  r = 1 (each row of W one state; docs/linear_cdes.md).
 
 b is (S, B, H) and h_0 is (B, H) in every case.
 """
@@ -24,9 +30,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices"]
+__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices", "dplr_to_dense"]
 
-STRUCTURES = ("diagonal", "block", "dense")
+STRUCTURES = ("diagonal", "block", "dense", "dplr")
 
 
 def _check(structure: str) -> None:
@@ -38,7 +44,8 @@ def apply_matrix(M: torch.Tensor, h: torch.Tensor, structure: str) -> torch.Tens
     """M h for a structured M.
 
     Arguments:
-        M: (..., H) diagonal, (..., n, k, k) block-diagonal or (..., H, H) dense matrices.
+        M: (..., H) diagonal, (..., n, k, k) block-diagonal or (..., H, H) dense matrices, or the tuple (d, U, V)
+            of a diagonal-plus-low-rank matrix diag(d) + U Vᵀ, d (..., H), U and V (..., H, r).
         h: (..., H) vectors.
         structure: one of `STRUCTURES`.
 
@@ -46,6 +53,9 @@ def apply_matrix(M: torch.Tensor, h: torch.Tensor, structure: str) -> torch.Tens
         (..., H) the products.
     """
     _check(structure)
+    if structure == "dplr":
+        d, U, V = M
+        return d * h + (U @ (V.transpose(-1, -2) @ h.unsqueeze(-1))).squeeze(-1)
     if structure == "diagonal":
         return M * h
     if structure == "dense":
@@ -67,7 +77,23 @@ def compose_matrices(later: torch.Tensor, earlier: torch.Tensor, structure: str)
         The products, the same shape.
     """
     _check(structure)
+    if structure == "dplr":
+        raise ValueError("diagonal-plus-low-rank matrices do not compose into the same form (the rank adds up): "
+                         "compose their dense forms (dplr_to_dense)")
     return later * earlier if structure == "diagonal" else later @ earlier
+
+
+def dplr_to_dense(M: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The dense form diag(d) + U Vᵀ of a diagonal-plus-low-rank matrix.
+
+    Arguments:
+        M: the tuple (d, U, V): d (..., H), U and V (..., H, r).
+
+    Returns:
+        (..., H, H) the matrices.
+    """
+    d, U, V = M
+    return torch.diag_embed(d) + U @ V.transpose(-1, -2)
 
 
 def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str) -> torch.Tensor:
@@ -84,7 +110,8 @@ def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structur
     """
     _check(structure)
     states, h = [], h0
-    for M_t, b_t in zip(M, b):
+    steps = zip(*M) if structure == "dplr" else M
+    for M_t, b_t in zip(steps, b):
         h = apply_matrix(M_t, h, structure) + b_t
         states.append(h)
     return torch.stack(states) if states else b.new_empty((0,) + tuple(h0.shape))
@@ -103,6 +130,8 @@ def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure:
         (S, B, H) the states h_1 .. h_S, equal to `sequential_scan`'s up to rounding.
     """
     _check(structure)
+    if structure == "dplr":  # the low-rank form does not survive composition (module docstring)
+        M, structure = dplr_to_dense(M), "dense"
     steps = M.shape[0]
     offset = 1
     while offset < steps:
