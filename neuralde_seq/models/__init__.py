@@ -28,11 +28,11 @@ from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 from .stateful_odenet import StatefulODENet
-from .linear_cde import LinearCDE, control_depth_of, increment_scales
+from .linear_cde import LinearCDE, control_depth_of, channel_stds
 from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "create_model",
+           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "channel_stds", "control_depth_of", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -123,18 +123,20 @@ register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64
                                   takes_solver=False))
 # Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
 # on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
-# paths' mean total variation: a long series' flow stays finite at init, docs/linear_cdes.md).
+# paths' standard deviation: a long series' flow stays finite at init, docs/linear_cdes.md).
 _LINEAR = dict(method="linear", time_channel=True)
 
 
 def _linear_cde_inputs(control: Control, options: dict) -> dict:
-    return {"control_depth": control_depth_of(control), "channel_scales": increment_scales(control)}
+    return {"control_depth": control_depth_of(control), "channel_scales": channel_stds(control)}
 
 
 for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          ("slice-block", dict(hidden=64, structure="block", block_size=4)),
                          ("slice-dense", dict(hidden=32, structure="dense")),
-                         ("slice-dplr", dict(hidden=64, structure="dplr", rank=4))):
+                         # DPLR: the low-rank form does not survive composition, so its parallel scan works on
+                         # dense matrices (O(H³) each); the sequential scan's step is O(H·C·r)
+                         ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
     register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
                                      from_inputs=_linear_cde_inputs))
 # The time channel in units of the training set's span (unless given): one scale for every split.

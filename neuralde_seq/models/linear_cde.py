@@ -24,12 +24,14 @@ The whole sequence is one linear recurrence, evaluated step by step or by a para
 - ``"dplr"``: diagonal plus rank ``rank``, A_i = diag(a_i) + U_i V_iᵀ (DPLR-LNCDE; the structure of a pre-Delta
   CT-FWP's step, docs/linear_cdes.md). Depth 1 only: the brackets of low-rank terms are not low-rank.
 
-Scale. The product of S steps I + ΔX A grows like exp(Σ_k |ΔX_k| ‖A‖), so what keeps a long sequence finite is the
-path's total variation, not the number of steps: a time channel counting observations reaches 361 on a 361-point
-series, and (1 + a)^361 overflows from a random init. ``channel_scales`` divides each channel of the path by a fixed
-number (the registry sets the training paths' mean total variation per channel, `increment_scales`), so that the
-whole flow starts O(init_scale) whatever the length and units of the data; the level-2 terms λ_ij are divided by
-the product of the two channels' scales, which is the log-signature of the rescaled path.
+Scale. For a diagonal A, Π_k (1 + ΔX_k a) ≈ exp(a (X_end − X_start) − a² Σ_k ΔX_k² / 2): what decides whether a
+long sequence stays finite is how far the path moves, not the number of steps. A time channel counting
+observations moves by 360 on a 361-point series, and e^{360 a} overflows from a random init, while a standardised
+data channel that goes up and down moves O(1). ``channel_scales`` divides each channel of the path by a fixed number
+(the registry sets each channel's standard deviation over the training paths' points, `channel_stds`: a
+standardised data channel is left as it is, and a uniform clock spans about √12 ≈ 3.5 units whatever its length and
+units), so that the flow starts O(init_scale); the level-2 terms λ_ij are divided by the product of the two
+channels' scales, which is the log-signature of the rescaled path.
 
 h_0 = W_0 X(t_0) + c_0 (the path's first point; ``control.initial_value`` for log-signature windows); the logits are
 a linear readout of h at each sample's final knot. After a sample's end its increments are zero, so M = I and
@@ -48,7 +50,7 @@ from ..input_checks import check_input_matches, check_input_type, check_num_outp
 from ..ops.linear_scan import apply_matrix, compose_matrices, parallel_scan, sequential_scan
 from .recurrent import _positive_int
 
-__all__ = ["LinearCDE", "SCANS", "LINEAR_STRUCTURES", "increment_scales", "control_depth_of"]
+__all__ = ["LinearCDE", "SCANS", "LINEAR_STRUCTURES", "channel_stds", "control_depth_of"]
 
 SCANS = ("parallel", "sequential")
 LINEAR_STRUCTURES = ("diagonal", "block", "dense", "dplr")
@@ -107,9 +109,10 @@ def _pieces(control: Control) -> tuple[torch.Tensor, int]:
     return terms * active.unsqueeze(-1).to(terms.dtype), pieces
 
 
-def increment_scales(control: Control) -> tuple[float, ...]:
-    """Each path channel's total variation, averaged over the samples: the ``channel_scales`` the registry gives a
-    `LinearCDE` from its training control (module docstring, "Scale"). A channel that never moves gets 1.
+def channel_stds(control: Control) -> tuple[float, ...]:
+    """Each path channel's standard deviation over the points of all samples (the path at every knot up to each
+    sample's end): the ``channel_scales`` the registry gives a `LinearCDE` from its training control (module
+    docstring, "Scale"). A channel that never moves gets 1.
 
     Arguments:
         control: an interpolated control or log-signature windows of depth 1 or 2.
@@ -119,9 +122,13 @@ def increment_scales(control: Control) -> tuple[float, ...]:
     """
     control_depth_of(control)  # refuses what a LinearCDE cannot read
     d = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
-    terms, _ = _pieces(control)
-    variation = terms[..., :d].abs().sum(dim=1).double().mean(dim=0)  # (d,)
-    return tuple(float(v) if v > 0 and math.isfinite(v) else 1.0 for v in variation.tolist())
+    terms, pieces = _pieces(control)
+    # X − X(t_0) at every knot (the spread does not depend on the starting level)
+    points = torch.cat([torch.zeros_like(terms[:, :1, :d]), terms[..., :d].cumsum(dim=1)], dim=1).double()
+    valid = torch.arange(pieces + 1, device=points.device).unsqueeze(0) <= control.end_index.unsqueeze(1)
+    points = points[valid]  # (N, d), every sample's knots up to its end
+    spread = points.std(dim=0, correction=0)
+    return tuple(float(v) if v > 0 and math.isfinite(v) else 1.0 for v in spread.tolist())
 
 
 class LinearCDE(nn.Module):
@@ -144,7 +151,7 @@ class LinearCDE(nn.Module):
         control_depth: 1 (default) or 2: the log-signature depth of the control read (`control_depth_of`; the
             registry sets it from the training control).
         channel_scales: d positive numbers dividing the path's channels (module docstring, "Scale"), or None
-            (default: 1, the raw path). The registry gives the training control's `increment_scales`.
+            (default: 1, the raw path). The registry gives the training control's `channel_stds`.
 
     ``forward(control)`` gives (B, num_classes) logits; ``hidden_states(control)`` the states at every knot;
     ``penalty()`` the authors' Lip(2) regulariser (see there).

@@ -7,7 +7,8 @@
   ``rule.exact_step`` (`solve_exact_reference`).
 - `affine_recurrence`: the affine (Hebb, Oja, pre-Delta) steps over a sequence and
   their hand-written adjoint, the inner loop of `solve_exact`.
-- `linear_scan`: linear recurrences h_t = M_t h_{t−1} + b_t with diagonal, block-diagonal or dense M_t by a
+- `linear_scan`: linear recurrences h_t = M_t h_{t−1} + b_t with diagonal, block-diagonal, dense or
+  diagonal-plus-low-rank M_t by a
   parallel prefix scan (`parallel_scan`) beside the sequential loop (`sequential_scan`); used by the structured
   linear CDEs.
 
