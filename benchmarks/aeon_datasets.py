@@ -1,10 +1,11 @@
-"""CT-FWPs against NCDE, CKCNN and GRU-D on four UCR/UEA datasets bundled with aeon, 30 % of observations dropped.
+"""CT-FWPs against NCDE, CKCNN, GRU-D, Log-NCDE and linear NCDEs on four UCR/UEA datasets bundled with aeon, 30 % of
+observations dropped.
 
-Six rows, each with the registry defaults, on ACSF1 (1 channel, length 1,460, 10 classes), OSULeaf (1 x 427,
+Ten rows, each with the registry defaults, on ACSF1 (1 channel, length 1,460, 10 classes), OSULeaf (1 x 427,
 6 classes), ArrowHead (1 x 251, 3 classes) and BasicMotions (6 x 100, 4 classes):
 
     CT-FWPs:    delta-cde, delta-rde (SolverOptions(method="exact")), hebb-cde
-    baselines:  ncde, ckcnn, gru-d
+    baselines:  ncde, ckcnn, gru-d, and issue 15's log-ncde, slice-block, slice-diag, slice-dplr
 
 and, with the delta-rde row, a study of its time channel (two more delta-rde rows: without a time channel, and
 with the times divided by the training split's longest span; a table of their validation and test accuracies
@@ -62,7 +63,7 @@ MARK_END = "<!-- aeon-datasets:end -->"
 
 DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "BasicMotions")
 CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
-BASELINES = ("ncde", "ckcnn", "gru-d")
+BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
 MODELS = CT_FWPS + BASELINES
 GOAL_POINTS = 2.0  # the best CT-FWP's mean test accuracy at most this many points below the best baseline's
 
@@ -71,7 +72,7 @@ TASK_OPTIONS = dict(validation_fraction=0.2, split_seed=0, drop_rate=0.3, drop_s
 # The training budget of every row of a dataset: Adam, no early stopping, best-validation checkpoint.
 # Batch sizes give every dataset 4-5 optimizer steps per epoch (training parts: ACSF1 80, OSULeaf 160,
 # ArrowHead 29, BasicMotions 32 cases), and the epochs 400 steps per run; lr as `neuralde-seq compare`.
-# Estimated cost on one idle core (1-epoch timings incl. validation, all six rows, 3 seeds): ACSF1 2.5 h,
+# Estimated cost on one idle core (1-epoch timings incl. validation, the first six rows, 3 seeds): ACSF1 2.5 h,
 # OSULeaf 50 min, ArrowHead 20 min, BasicMotions 10 min.
 BUDGETS = {
     "ACSF1": dict(epochs=80, lr=3e-3, batch_size=16),
@@ -83,7 +84,7 @@ EVAL_BATCH_SIZE = 64
 
 
 def rows() -> list[dict]:
-    """The six rows: registry defaults; delta-rde with the exact solver (closed-form steps per window)."""
+    """The rows: registry defaults; delta-rde with the exact solver (closed-form steps per window)."""
     return [
         {"label": "delta-cde", "model": "delta-cde"},
         {"label": "delta-rde", "model": "delta-rde", "solver": {"method": "exact"}},
@@ -91,6 +92,12 @@ def rows() -> list[dict]:
         {"label": "ncde", "model": "ncde"},
         {"label": "ckcnn", "model": "ckcnn"},
         {"label": "gru-d", "model": "gru-d"},
+        # issue 15's anchors, registry defaults: Log-NCDE on depth-2 log-signature windows, linear NCDEs on the
+        # linear control with a time channel
+        {"label": "log-ncde", "model": "log-ncde"},
+        {"label": "slice-block", "model": "slice-block"},
+        {"label": "slice-diag", "model": "slice-diag"},
+        {"label": "slice-dplr", "model": "slice-dplr"},
     ]
 
 
@@ -428,7 +435,7 @@ def _complete(args) -> list[str]:
     if set(args.datasets) != set(DATASETS):
         problems.append(f"datasets {', '.join(args.datasets)} (not all of {', '.join(DATASETS)})")
     if set(args.models) != set(MODELS):
-        problems.append(f"models {', '.join(args.models)} (not all six)")
+        problems.append(f"models {', '.join(args.models)} (not all of them)")
     if len(args.seeds) < 3:
         problems.append(f"{len(args.seeds)} seed(s) (at least 3)")
     if args.epochs is not None and any(args.epochs < BUDGETS[n]["epochs"] for n in args.datasets):
@@ -508,7 +515,7 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", type=lambda t: _names(t, DATASETS, "--datasets"), default=list(DATASETS),
                         help="comma-separated (default: %(default)s)")
     parser.add_argument("--models", type=lambda t: _names(t, MODELS, "--models"), default=list(MODELS),
-                        help="comma-separated rows (default: all six)")
+                        help="comma-separated rows (default: all of them)")
     parser.add_argument("--seeds", type=lambda t: [int(s) for s in t.split(",") if s.strip()], default=[0, 1, 2],
                         help="comma-separated training seeds (default: 0,1,2)")
     parser.add_argument("--epochs", type=int, default=None,
