@@ -28,11 +28,11 @@ from .ode_rnn import ODERNN
 from .latent import LatentODE
 from .rfwp import ODERFWP, RFWPCell
 from .stateful_odenet import StatefulODENet
-from .linear_cde import LinearCDE, control_depth_of, channel_stds
+from .linear_cde import LinearCDE, control_depth_of, path_scales
 from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
-           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "channel_stds", "control_depth_of", "create_model",
+           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
@@ -123,12 +123,12 @@ register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64
                                   takes_solver=False))
 # Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
 # on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
-# paths' standard deviation: a long series' flow stays finite at init, docs/linear_cdes.md).
+# paths' spread and roughness: a long series' flow stays finite at init, docs/linear_cdes.md).
 _LINEAR = dict(method="linear", time_channel=True)
 
 
 def _linear_cde_inputs(control: Control, options: dict) -> dict:
-    return {"control_depth": control_depth_of(control), "channel_scales": channel_stds(control)}
+    return {"control_depth": control_depth_of(control), "channel_scales": path_scales(control)}
 
 
 for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
@@ -139,6 +139,14 @@ for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
     register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
                                      from_inputs=_linear_cde_inputs))
+# Log-NCDE (Walker et al. 2024): the NCDE's field by the log-ODE method on depth-2 log-signature windows, with the
+# authors' field (SiLU, final tanh, weights and biases / 1000 at init); their Lip(2) penalty is the training's
+# penalty_weight (docs/log_ncde.md). The windows' depth and the path's channels come from the training control.
+register_model("log-ncde", ModelEntry(NeuralCDE, dict(form="log-ode", hidden=64, width=64, depth=2, activation="silu",
+                                                      field_init_scale=1e-3), "control",
+                                      dict(_LOGSIG, depth=2, step=4),
+                                      from_inputs=lambda control, options: dict(
+                                          NeuralCDE.log_ode_options(control), **_basis_time_range(control, options))))
 # The time channel in units of the training set's span (unless given): one scale for every split.
 register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
                                              "observations", takes_solver=False,

@@ -24,14 +24,16 @@ The whole sequence is one linear recurrence, evaluated step by step or by a para
 - ``"dplr"``: diagonal plus rank ``rank``, A_i = diag(a_i) + U_i V_iᵀ (DPLR-LNCDE; the structure of a pre-Delta
   CT-FWP's step, docs/linear_cdes.md). Depth 1 only: the brackets of low-rank terms are not low-rank.
 
-Scale. For a diagonal A, Π_k (1 + ΔX_k a) ≈ exp(a (X_end − X_start) − a² Σ_k ΔX_k² / 2): what decides whether a
-long sequence stays finite is how far the path moves, not the number of steps. A time channel counting
-observations moves by 360 on a 361-point series, and e^{360 a} overflows from a random init, while a standardised
-data channel that goes up and down moves O(1). ``channel_scales`` divides each channel of the path by a fixed number
-(the registry sets each channel's standard deviation over the training paths' points, `channel_stds`: a
-standardised data channel is left as it is, and a uniform clock spans about √12 ≈ 3.5 units whatever its length and
-units), so that the flow starts O(init_scale); the level-2 terms λ_ij are divided by the product of the two
-channels' scales, which is the log-signature of the rescaled path.
+Scale. For a diagonal A, Π_k (1 + ΔX_k a) ≈ exp(a (X_end − X_start) − a² Σ_k ΔX_k² / 2), and for non-commuting
+matrices the quadratic variation Σ_k ΔX_k² can make the flow grow too: what decides whether a long sequence stays
+finite is how far and how roughly the path moves, not the number of steps. A time channel counting observations
+moves by 360 on a 361-point series, and e^{360 a} overflows from a random init; a spiky standardised channel (aeon's
+ACSF1) has a quadratic variation in the hundreds. ``channel_scales`` divides each channel of the path by a fixed
+number: the registry sets `path_scales` of the training control, the larger of each channel's standard deviation
+over the points and the scale that brings its mean quadratic variation down to `ROUGHNESS_BUDGET` (100). A
+standardised channel is left about as it is unless it is very rough, a uniform clock spans about √12 ≈ 3.5 units
+whatever its length and units, and the flow starts O(init_scale). The level-2 terms λ_ij are divided by the product of
+the two channels' scales, which is the log-signature of the rescaled path.
 
 h_0 = W_0 X(t_0) + c_0 (the path's first point; ``control.initial_value`` for log-signature windows); the logits are
 a linear readout of h at each sample's final knot. After a sample's end its increments are zero, so M = I and
@@ -50,7 +52,7 @@ from ..input_checks import check_input_matches, check_input_type, check_num_outp
 from ..ops.linear_scan import apply_matrix, compose_matrices, parallel_scan, sequential_scan
 from .recurrent import _positive_int
 
-__all__ = ["LinearCDE", "SCANS", "LINEAR_STRUCTURES", "channel_stds", "control_depth_of"]
+__all__ = ["LinearCDE", "SCANS", "LINEAR_STRUCTURES", "ROUGHNESS_BUDGET", "path_scales", "control_depth_of"]
 
 SCANS = ("parallel", "sequential")
 LINEAR_STRUCTURES = ("diagonal", "block", "dense", "dplr")
@@ -109,9 +111,17 @@ def _pieces(control: Control) -> tuple[torch.Tensor, int]:
     return terms * active.unsqueeze(-1).to(terms.dtype), pieces
 
 
-def channel_stds(control: Control) -> tuple[float, ...]:
-    """Each path channel's standard deviation over the points of all samples (the path at every knot up to each
-    sample's end): the ``channel_scales`` the registry gives a `LinearCDE` from its training control (module
+# The quadratic variation Σ_k ΔX_k² a rescaled channel may keep (averaged over the samples). Products of S steps
+# I + ΔX_k A with non-commuting A grow like exp(c ‖A‖² Σ_k ΔX_k²): at the default init ‖A‖² ≈ init_scale² / d, a
+# budget of 100 bounds that growth well inside float32's range, while smooth and noisy standardised channels (aeon's
+# PickupGestureWiimoteZ 5.6, BasicMotions 90) are not shrunk by it and a spiky one (ACSF1, 3,500) is.
+ROUGHNESS_BUDGET = 100.0
+
+
+def path_scales(control: Control) -> tuple[float, ...]:
+    """Each path channel's scale over the training paths: the larger of its standard deviation over the points of all
+    samples and the scale that brings its quadratic variation Σ_k ΔX_k², averaged over the samples, down to
+    `ROUGHNESS_BUDGET`. The ``channel_scales`` the registry gives a `LinearCDE` from its training control (module
     docstring, "Scale"). A channel that never moves gets 1.
 
     Arguments:
@@ -123,12 +133,15 @@ def channel_stds(control: Control) -> tuple[float, ...]:
     control_depth_of(control)  # refuses what a LinearCDE cannot read
     d = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
     terms, pieces = _pieces(control)
+    increments = terms[..., :d].double()
     # X − X(t_0) at every knot (the spread does not depend on the starting level)
-    points = torch.cat([torch.zeros_like(terms[:, :1, :d]), terms[..., :d].cumsum(dim=1)], dim=1).double()
+    points = torch.cat([torch.zeros_like(increments[:, :1]), increments.cumsum(dim=1)], dim=1)
     valid = torch.arange(pieces + 1, device=points.device).unsqueeze(0) <= control.end_index.unsqueeze(1)
-    points = points[valid]  # (N, d), every sample's knots up to its end
-    spread = points.std(dim=0, correction=0)
-    return tuple(float(v) if v > 0 and math.isfinite(v) else 1.0 for v in spread.tolist())
+    spread = points[valid].std(dim=0, correction=0)  # over every sample's knots up to its end
+    # zero increments after each end add nothing to the quadratic variation
+    roughness = (increments.square().sum(dim=1).mean(dim=0) / ROUGHNESS_BUDGET).sqrt()
+    scale = torch.maximum(spread, roughness)
+    return tuple(float(v) if v > 0 and math.isfinite(v) else 1.0 for v in scale.tolist())
 
 
 class LinearCDE(nn.Module):
@@ -151,7 +164,7 @@ class LinearCDE(nn.Module):
         control_depth: 1 (default) or 2: the log-signature depth of the control read (`control_depth_of`; the
             registry sets it from the training control).
         channel_scales: d positive numbers dividing the path's channels (module docstring, "Scale"), or None
-            (default: 1, the raw path). The registry gives the training control's `channel_stds`.
+            (default: 1, the raw path). The registry gives the training control's `path_scales`.
 
     ``forward(control)`` gives (B, num_classes) logits; ``hidden_states(control)`` the states at every knot;
     ``penalty()`` the authors' Lip(2) regulariser (see there).
