@@ -26,6 +26,19 @@ from neuralde_seq.data.download import RemoteFile
 
 DEFAULT_CLASS_COUNTS = {"Standing": 20, "Running": 40, "Badminton": 20}
 
+# The real channels, classes and series length of the UEA datasets that the reproduction configs name through the
+# `uea` task (the six datasets of Walker et al.'s protocol; the 2018 archive's descriptions). The config smoke runs
+# write archives with these channels and classes, so that every model is built for its dataset's real input width
+# (depth-2 log-signatures of Heartbeat's 61 channels have 1,891 area terms), and series far shorter than `length`.
+UEA_DATASET_SHAPES = {
+    "EigenWorms": {"channels": 6, "classes": 5, "length": 17984},
+    "EthanolConcentration": {"channels": 3, "classes": 4, "length": 1751},
+    "Heartbeat": {"channels": 61, "classes": 2, "length": 405},
+    "MotorImagery": {"channels": 64, "classes": 2, "length": 3000},
+    "SelfRegulationSCP1": {"channels": 6, "classes": 2, "length": 896},
+    "SelfRegulationSCP2": {"channels": 7, "classes": 2, "length": 1152},
+}
+
 
 def _text(value: float) -> str:
     return "?" if np.isnan(value) else repr(float(value))
@@ -37,7 +50,7 @@ def _ts_file(name, series, labels, declared, pad: bool) -> str:
     equal = len(lengths) == 1
     width = max(lengths)
     lines = [
-        f"# fixture of tests/fixtures_uea.py in the UEA .ts format",
+        "# fixture of tests/fixtures_uea.py in the UEA .ts format",
         f"@problemName {name}",
         "@timeStamps false",
         f"@missing {'true' if any(np.isnan(s).any() for s in series) or (pad and not equal) else 'false'}",
@@ -58,7 +71,7 @@ def _ts_file(name, series, labels, declared, pad: bool) -> str:
 def _arff_relational(name, series, labels, declared) -> str:
     channels = series[0].shape[0]
     width = max(s.shape[1] for s in series)
-    lines = [f"% fixture of tests/fixtures_uea.py in the UEA relational ARFF format", f"@relation '{name}'", "",
+    lines = ["% fixture of tests/fixtures_uea.py in the UEA relational ARFF format", f"@relation '{name}'", "",
              "@attribute relationalAtt relational"]
     lines += [f"@attribute att{t} numeric" for t in range(width)]
     lines += ["@end relationalAtt", f"@attribute activity {{{','.join(declared)}}}", "", "@data"]

@@ -178,6 +178,26 @@ def test_model_step_parallel_sequential_and_padding(name, method):
         assert torch.allclose(got, expected, rtol=1e-10, atol=1e-12)
 
 
+def test_mean_readout_averages_each_samples_own_states():
+    """readout="mean" (the authors' classifier) reads the mean of h over the sample's own knots, h_0 included: the
+    written-out recurrence's states averaged, the same for a sample alone and in a padded batch."""
+    times, values, lengths = _control()
+    control = build_control(times, values, lengths, method="linear")
+    torch.manual_seed(4)
+    model = create_model("slice-block", control, 3, readout="mean").to(DTYPE)
+    logits = model(control)
+    for i, L in enumerate(lengths.tolist()):
+        X = torch.cat([times[i, :L].unsqueeze(-1), values[i, :L]], -1) / model.channel_scales
+        A, h = _dense_fields(model), model.initial(X[0])
+        states = [h]
+        for k in range(1, L):
+            h = h + torch.einsum("c,cij,j->i", X[k] - X[k - 1], A, h) + model.B(X[k] - X[k - 1])
+            states.append(h)
+        assert torch.allclose(logits[i], model.readout(torch.stack(states).mean(0)), rtol=1e-10, atol=1e-10)
+        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], method="linear")
+        assert torch.allclose(model(alone)[0], logits[i], rtol=1e-12, atol=1e-12)
+
+
 def test_constant_increments_have_the_closed_form():
     """On a straight line with equal steps every M_k and b_k is the same: h_n = M^n h_0 + Σ_{j<n} M^j b."""
     torch.manual_seed(1)
@@ -216,14 +236,14 @@ def _augmented(generator, offset):
     return out
 
 
-@pytest.mark.parametrize("structure", ["dense", "block"])
+@pytest.mark.parametrize("structure", ["dense", "block", "dplr"])
 def test_depth_two_window_generator_is_the_log_ode_of_the_flow(structure):
     """On a window made of two straight segments (increments a then b), the exact flow of dh = Σ (A_i h + B_i) dX^i
     is exp(Ξ_b) exp(Ξ_a) (Ξ the augmented generator of each segment); the model's step is I + L with L the log-ODE
     generator from the window's depth-2 log-signature, and exp(L) must match the exact flow up to O(ε³): halving the
     increments cuts the error by ~8 (a missing or wrong-sign bracket term leaves an O(ε²) error, a ratio of ~4)."""
     torch.manual_seed(3)
-    extra = dict(block_size=2) if structure == "block" else {}
+    extra = {"block": dict(block_size=2), "dplr": dict(rank=1)}.get(structure, {})
     model = LinearCDE(6, 2, hidden=4, structure=structure, control_depth=2, init_scale=2.0, **extra).to(DTYPE)
     with torch.no_grad():
         model.B.weight.normal_()
@@ -294,8 +314,6 @@ def test_registry_and_refusals():
     assert {"slice-diag", "slice-block", "slice-dense", "slice-dplr"} <= set(MODEL_NAMES)
     with pytest.raises(ValueError, match="rank goes with structure='dplr'"):
         LinearCDE(2, 2, structure="dplr")
-    with pytest.raises(ValueError, match="dplr' reads depth-1 controls only"):
-        LinearCDE(3, 2, structure="dplr", rank=2, control_depth=2)
     with pytest.raises(ValueError, match="not such a number"):
         LinearCDE(5, 2, control_depth=2)
     with pytest.raises(ValueError, match="channel_scales must be 3 finite positive"):
@@ -306,6 +324,8 @@ def test_registry_and_refusals():
         LinearCDE(2, 2, hidden=10, structure="block", block_size=4)
     with pytest.raises(ValueError, match="scan must be one of"):
         LinearCDE(2, 2, scan="fast")
+    with pytest.raises(ValueError, match="readout must be one of"):
+        LinearCDE(2, 2, readout="last")
     times, values, lengths = _control()
     logsig = model_inputs("delta-rde", times, values, lengths)  # window start values: refused
     with pytest.raises(ValueError, match="window_start_values=False"):

@@ -22,7 +22,8 @@ The whole sequence is one linear recurrence, evaluated step by step or by a para
 - ``"block"``: block-diagonal with blocks of ``block_size`` (BD-LNCDE, the papers' recommended variant),
 - ``"dense"``: full H × H (the linear NCDE, DE-LNCDE),
 - ``"dplr"``: diagonal plus rank ``rank``, A_i = diag(a_i) + U_i V_iᵀ (DPLR-LNCDE; the structure of a pre-Delta
-  CT-FWP's step, docs/linear_cdes.md). Depth 1 only: the brackets of low-rank terms are not low-rank.
+  CT-FWP's step, docs/linear_cdes.md). At depth 2 its steps are formed densely, as the authors' code does: the
+  brackets of low-rank matrices are not low-rank.
 
 Scale. For a diagonal A, Π_k (1 + ΔX_k a) ≈ exp(a (X_end − X_start) − a² Σ_k ΔX_k² / 2), and for non-commuting
 matrices the quadratic variation Σ_k ΔX_k² can make the flow grow too: what decides whether a long sequence stays
@@ -36,7 +37,8 @@ whatever its length and units, and the flow starts O(init_scale). The level-2 te
 the two channels' scales, which is the log-signature of the rescaled path.
 
 h_0 = W_0 X(t_0) + c_0 (the path's first point; ``control.initial_value`` for log-signature windows); the logits are
-a linear readout of h at each sample's final knot. After a sample's end its increments are zero, so M = I and
+a linear readout of h at each sample's final knot (``readout="final"``) or of the mean of h over its knots from the
+first to its final one (``readout="mean"``, the authors' classifier). After a sample's end its increments are zero, so M = I and
 b = 0: each sample stops at its own end, whatever the padding.
 """
 from __future__ import annotations
@@ -52,9 +54,10 @@ from ..input_checks import check_input_matches, check_input_type, check_num_outp
 from ..ops.linear_scan import apply_matrix, compose_matrices, parallel_scan, sequential_scan
 from .recurrent import _positive_int
 
-__all__ = ["LinearCDE", "SCANS", "LINEAR_STRUCTURES", "ROUGHNESS_BUDGET", "path_scales", "control_depth_of"]
+__all__ = ["LinearCDE", "SCANS", "READOUTS", "LINEAR_STRUCTURES", "ROUGHNESS_BUDGET", "path_scales", "control_depth_of"]
 
 SCANS = ("parallel", "sequential")
+READOUTS = ("final", "mean")
 LINEAR_STRUCTURES = ("diagonal", "block", "dense", "dplr")
 
 
@@ -165,19 +168,22 @@ class LinearCDE(nn.Module):
             registry sets it from the training control).
         channel_scales: d positive numbers dividing the path's channels (module docstring, "Scale"), or None
             (default: 1, the raw path). The registry gives the training control's `path_scales`.
+        readout: "final" (default: h at each sample's final knot) or "mean" (the mean of h over the sample's knots,
+            h_0 included, as the authors' classifier).
 
     ``forward(control)`` gives (B, num_classes) logits; ``hidden_states(control)`` the states at every knot;
     ``penalty()`` the authors' Lip(2) regulariser (see there).
 
     Raises:
         ValueError: sizes not positive integers, an unknown structure or scan, H not a multiple of block_size,
-            block_size or rank with the wrong structure, depth 2 with "dplr", in_channels not a depth-2 width, bad
+            block_size or rank with the wrong structure, in_channels not a depth-2 width, bad
             channel_scales.
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 64, structure: str = "diagonal",
                  block_size: int | None = None, rank: int | None = None, scan: str = "parallel",
-                 init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None):
+                 init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None,
+                 readout: str = "final"):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
@@ -186,6 +192,8 @@ class LinearCDE(nn.Module):
             raise ValueError(f"structure must be one of {LINEAR_STRUCTURES}, got {structure!r}")
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        if readout not in READOUTS:
+            raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
         if (block_size is not None) != (structure == "block"):
             raise ValueError("block_size goes with structure='block' (and is required there)")
         if (rank is not None) != (structure == "dplr"):
@@ -200,9 +208,6 @@ class LinearCDE(nn.Module):
             raise ValueError(f"init_scale must be a finite positive number, got {init_scale!r}")
         if control_depth not in (1, 2):
             raise ValueError(f"control_depth must be 1 or 2, got {control_depth!r}")
-        if control_depth == 2 and structure == "dplr":
-            raise ValueError("structure='dplr' reads depth-1 controls only: the Lie brackets of low-rank matrices "
-                             "are not low-rank (use 'dense' or 'block' with depth-2 log-signatures)")
         d = _path_channels(in_channels, control_depth)
         if channel_scales is None:
             scales = torch.ones(d)
@@ -214,7 +219,7 @@ class LinearCDE(nn.Module):
             scales = scales.to(torch.get_default_dtype())
         self.in_channels, self.hidden, self.structure, self.block_size, self.rank, self.scan = (
             in_channels, hidden, structure, block_size, rank, scan)
-        self.control_depth, self.path_channels = control_depth, d
+        self.control_depth, self.path_channels, self.readout_mode = control_depth, d, readout
         self.register_buffer("channel_scales", scales)
         width = {"diagonal": 1, "block": block_size, "dense": hidden, "dplr": 1}[structure]
         shape = {"diagonal": (d, hidden), "dplr": (d, hidden),
@@ -233,19 +238,32 @@ class LinearCDE(nn.Module):
         self.register_buffer("_pair_left", torch.tensor([i for i, _ in pairs], dtype=torch.long), persistent=False)
         self.register_buffer("_pair_right", torch.tensor([j for _, j in pairs], dtype=torch.long), persistent=False)
 
+    @property
+    def step_structure(self) -> str:
+        """The structure of the step matrices M_k: the A_i's, except DPLR at depth 2, whose steps are dense."""
+        return "dense" if (self.structure == "dplr" and self.control_depth == 2) else self.structure
+
+    def matrices(self) -> torch.Tensor:
+        """The A_i in the step structure's layout: (d, H), (d, n, k, k) or (d, H, H) (DPLR: diag(a_i) + U_i V_iᵀ,
+        dense; only needed at depth 2, where its steps are dense)."""
+        if self.structure == "dplr":
+            return torch.diag_embed(self.A) + self.U @ self.V.transpose(-1, -2)
+        return self.A
+
     def brackets(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The Lie brackets of the affine fields f_i(h) = A_i h + B_i for the pairs i < j (lexicographic, the
         order of the log-signature's level-2 terms).
 
         Returns:
-            (A_br, B_br): A_br (P, ...) the matrices A_j A_i − A_i A_j (the A's structure; zero for diagonal A),
+            (A_br, B_br): A_br (P, ...) the matrices A_j A_i − A_i A_j (in `step_structure`; zero for diagonal A),
             B_br (P, H) the vectors A_j B_i − A_i B_j, P = d(d−1)/2 (P = 0 at depth 1).
         """
         i, j = self._pair_left, self._pair_right
-        A_i, A_j = self.A[i], self.A[j]
+        A, structure = self.matrices(), self.step_structure
+        A_i, A_j = A[i], A[j]
         B_i, B_j = self.B.weight.t()[i], self.B.weight.t()[j]  # (P, H)
-        A_br = compose_matrices(A_j, A_i, self.structure) - compose_matrices(A_i, A_j, self.structure)
-        B_br = apply_matrix(A_j, B_i, self.structure) - apply_matrix(A_i, B_j, self.structure)
+        A_br = compose_matrices(A_j, A_i, structure) - compose_matrices(A_i, A_j, structure)
+        B_br = apply_matrix(A_j, B_i, structure) - apply_matrix(A_i, B_j, structure)
         return A_br, B_br
 
     def step_maps(self, terms: torch.Tensor):
@@ -257,12 +275,12 @@ class LinearCDE(nn.Module):
 
         Returns:
             (M, b): M (S, B, H), (S, B, n, k, k), (S, B, H, H) or the tuple (d, U, V) of (S, B, H),
-            (S, B, H, d·r), (S, B, H, d·r) by structure; b (S, B, H).
+            (S, B, H, d·r), (S, B, H, d·r) by `step_structure`; b (S, B, H).
         """
         d = self.path_channels
         level1, level2 = terms[..., :d], terms[..., d:]
         b = self.B(level1)
-        if self.structure == "dplr":
+        if self.step_structure == "dplr":
             diag = 1 + level1 @ self.A
             S, B = level1.shape[:2]
             # Σ_i ΔX^i U_i V_iᵀ = [ΔX^1 U_1, ..., ΔX^d U_d] [V_1, ..., V_d]ᵀ
@@ -272,7 +290,7 @@ class LinearCDE(nn.Module):
         if self.structure == "diagonal":
             M = 1 + level1 @ self.A
         else:
-            M = torch.tensordot(level1, self.A, dims=([2], [0]))
+            M = torch.tensordot(level1, self.matrices(), dims=([2], [0]))
             M = M + torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)
         if self.control_depth == 2:
             A_br, B_br = self.brackets()
@@ -311,11 +329,11 @@ class LinearCDE(nn.Module):
         h0 = self.initial(first / self.channel_scales.to(first.dtype))
         M, b = self.step_maps(terms.transpose(0, 1))
         scan = parallel_scan if self.scan == "parallel" else sequential_scan
-        states = scan(M, b, h0, self.structure)  # (S, B, H)
+        states = scan(M, b, h0, self.step_structure)  # (S, B, H)
         return torch.cat([h0.unsqueeze(1), states.transpose(0, 1)], dim=1)
 
     def forward(self, control: Control) -> torch.Tensor:
-        """Logits from h at each sample's final knot.
+        """Logits from h at each sample's final knot, or from its mean over the sample's knots (``readout``).
 
         Arguments:
             control: as in `hidden_states`.
@@ -324,6 +342,10 @@ class LinearCDE(nn.Module):
             (B, num_classes) logits.
         """
         states = self.hidden_states(control)
+        if self.readout_mode == "mean":
+            knots = torch.arange(states.shape[1], device=states.device).unsqueeze(0)
+            inside = (knots <= control.end_index.unsqueeze(1)).to(states.dtype).unsqueeze(-1)  # (B, K, 1)
+            return self.readout((states * inside).sum(dim=1) / inside.sum(dim=1))
         final = states[torch.arange(states.shape[0], device=states.device), control.end_index]
         return self.readout(final)
 
@@ -345,4 +367,4 @@ class LinearCDE(nn.Module):
         """The structure, scan and depth, shown by ``print(module)``."""
         extra = {"block": f", block_size={self.block_size}", "dplr": f", rank={self.rank}"}.get(self.structure, "")
         return (f"structure={self.structure!r}{extra}, hidden={self.hidden}, scan={self.scan!r}, "
-                f"control_depth={self.control_depth}")
+                f"control_depth={self.control_depth}, readout={self.readout_mode!r}")
