@@ -16,6 +16,8 @@ float64 numbers.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import hashlib
 import zipfile
 from pathlib import Path
@@ -127,6 +129,7 @@ def write_uea_archive(
     missing: bool = True,
     pad_ts: bool = False,
     seed: int = 0,
+    repeats: Sequence[tuple[int, int]] = (),
 ) -> tuple[list[RemoteFile], dict]:
     """Write ``directory/{Multi,Uni}variate2018_<fmt>.zip`` holding dataset ``name``.
 
@@ -144,6 +147,8 @@ def write_uea_archive(
         missing: put some interior and leading missing values (``?``) in the series.
         pad_ts: pad ``.ts`` series with ``?`` to the file's longest series (as ARFF always does).
         seed: seed of the data.
+        repeats: (source, target) pairs of TRAIN+TEST positions: series ``target`` is written as an exact copy of
+            series ``source``, with the target's own label (repeated series, as some archive datasets have).
 
     Returns:
         ``(remotes, truth)``: ``remotes`` is ``[RemoteFile(file:// URL, zip name, true sha256, size)]`` and
@@ -158,6 +163,8 @@ def write_uea_archive(
     appearance = list(appearance) if appearance is not None else declared[1:] + declared[:1]
     rng = np.random.default_rng(seed)
     labels, series = _make_data(rng, class_counts, appearance, channels, min_length, max_length, missing)
+    for source, target in repeats:
+        series[target] = series[source].copy()
     n_train = len(labels) // 2 if num_train is None else num_train
     kind = "Multivariate" if channels > 1 else "Univariate"
     folder = f"{kind}_{fmt}"

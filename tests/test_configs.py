@@ -49,6 +49,7 @@ CONFIGS = sorted(glob.glob(str(CONFIG_DIR / "*.yaml")))
 # Raw audio keeps 64 of 16000 points: with 70 % dropped, a clip keeps none with probability 0.7^64.
 SUBSAMPLE = {("speech-commands", "mfcc"): 20, ("speech-commands", "raw"): 250, ("physionet-sepsis", None): 2}
 # Files reproducing a paper's table: every row must carry the paper's number, except those listed below.
+UEA_TASKS = ("uea", "uea-seeded-split")  # tasks reading any UEA dataset by name (fixture archives per name)
 REPRODUCTION_PREFIXES = ("irie2022_", "romero2022_", "walker2024_")
 # Walker et al.'s UEA protocol (tasks/configs/walker2024_uea_*.yaml), one file per dataset.
 WALKER_UEA_FILES = {"EigenWorms": "walker2024_uea_eigenworms.yaml",
@@ -87,7 +88,9 @@ def test_the_configs_cover_walker_uea_protocol():
     models = {"ncde", "nrde", "log-ncde", "slice-diag", "slice-block", "slice-dense", "slice-dplr", "hebb-rde",
               "oja-rde", "delta-rde", "delta-post-rde"}
     for name, raw in configs.items():
-        assert raw["task"] == "uea" and raw["task_options"]["name"] == name, name
+        # the authors' split: a new unstratified 70/15/15 split per seed, repeated series dropped first
+        assert raw["task"] == "uea-seeded-split" and raw["task_options"] == {
+            "name": name, "stratified": False, "drop_repeated": True}, name
         assert raw["seeds"] == [2345, 3456, 4567, 5678, 6789], name  # the authors' five seeds
         assert raw["training"]["batch_size"] == 32, name
         assert {row["model"] for row in raw["models"]} == models, name
@@ -159,7 +162,7 @@ def _longest_window(name: str) -> int:
     steps = []
     for path in CONFIGS:
         raw = yaml.safe_load(Path(path).read_text())
-        if raw["task"] == "uea" and raw["task_options"]["name"] == name:
+        if raw["task"] in UEA_TASKS and raw["task_options"]["name"] == name:
             steps += [row["control"]["step"] for row in raw["models"]
                       if (row.get("control") or {}).get("method") == "logsignature"]
     return max(steps, default=4)
@@ -167,7 +170,7 @@ def _longest_window(name: str) -> int:
 
 def _loader_kwargs(fixture_data: dict, raw: dict) -> dict:
     """The fixture loader arguments of a config's task (for `uea`, of its dataset; embedded data: none)."""
-    if raw["task"] != "uea":
+    if raw["task"] not in UEA_TASKS:
         return fixture_data.get(raw["task"], {})
     name = raw["task_options"]["name"]
     assert name in fixture_data["uea"], f"no fixture archive for the UEA dataset {name}: add it to UEA_DATASET_SHAPES"

@@ -299,3 +299,47 @@ def test_arff_structural_errors():
         parse_arff(RELATIONAL.splitlines()[:10] + ["'1,2,3',C", "'1,2,3\\n4,5,6',C"])
     with pytest.raises(ValueError, match="nominal class"):
         parse_arff(["@relation r", "@attribute a numeric", "@attribute b numeric", "@data", "1,2"])
+
+
+# ------------------------------------------------------------------ the Log-NCDE / SLiCE protocol options
+def test_drop_repeated_keeps_the_first_occurrence_whatever_the_label(tmp_path):
+    """Series 5 and 60 are written as copies of series 0 and 2 (NaNs included, labels their own): with
+    drop_repeated they, and only they, are gone, and every other sample keeps its TRAIN+TEST position."""
+    kw = dict(fixture_kw=dict(repeats=[(0, 5), (2, 60)]))
+    kept, truth, _ = _load(tmp_path, drop_repeated=True, **kw)
+    assert sorted(_by_index(kept)) == [i for i in range(len(truth["labels"])) if i not in (5, 60)]
+    assert kept.train.meta["repeated_dropped"] == [5, 60]
+    assert any(np.isnan(truth["series"][i]).any() for i in (0, 2, 5, 60))  # the NaN mask is compared too
+    everything, _, _ = _load(tmp_path, cache="cache2", **kw)
+    assert sorted(_by_index(everything)) == list(range(len(truth["labels"])))
+
+
+def test_unstratified_split_is_the_plain_random_split(tmp_path):
+    """stratified=False: train_test_split without stratification, 70 % then the rest in halves (seeds s, s + 1)."""
+    seed = 7
+    splits, truth, _ = _load(tmp_path, stratified=False, split_seed=seed)
+    n = len(truth["labels"])
+    train, rest = train_test_split(np.arange(n), train_size=0.7, random_state=seed)
+    val, test = train_test_split(rest, train_size=0.5, random_state=seed + 1)
+    for part, expected in zip(splits, (train, val, test)):
+        assert part.meta["indices"] == sorted(expected.tolist())
+    stratified, _, _ = _load(tmp_path, cache="cache2", split_seed=seed)
+    assert stratified.train.meta["indices"] != splits.train.meta["indices"]
+
+
+def test_seeded_split_task_draws_the_split_from_the_run_seed(tmp_path):
+    """Task uea-seeded-split: the same seed gives the same split, another seed another one (task uea: the same
+    split for every seed)."""
+    from neuralde_seq.data.protocols import load_task
+
+    remotes, _ = write_uea_archive(tmp_path / "src", "Toy")
+    common = dict(name="Toy", remotes=remotes, cache_dir=tmp_path / "cache", progress=False, stratified=False,
+                  drop_repeated=True)
+    indices = {seed: load_task("uea-seeded-split", seed=seed, **common).splits.train.meta["indices"]
+               for seed in (2345, 3456)}
+    assert indices[2345] != indices[3456]
+    assert load_task("uea-seeded-split", seed=2345, **common).splits.train.meta["indices"] == indices[2345]
+    fixed = {seed: load_task("uea", seed=seed, **common).splits.train.meta["indices"] for seed in (2345, 3456)}
+    assert fixed[2345] == fixed[3456]
+    with pytest.raises(ValueError, match="drop_repeated must be True or False"):
+        load_task("uea", drop_repeated="yes", **{k: v for k, v in common.items() if k != "drop_repeated"})

@@ -12,6 +12,7 @@ variants of the test set (other drop rates, other sampling rates, time warps).
 | eigenworms | `load_eigenworms` | accuracy | no |
 | character-trajectories | `load_character_trajectories` | accuracy | no |
 | uea | `load_uea` (option ``name``) | accuracy | no |
+| uea-seeded-split | `load_uea` (option ``name``; ``split_seed`` = the run's seed) | accuracy | yes (split) |
 | files | `local_files_splits` (local ``.ts`` / ARFF: ``train`` + ``test``, or ``path``) | accuracy | no |
 | warped-adding | `warped_adding_splits` (synthetic: the adding problem on a warped clock) | accuracy | no |
 
@@ -307,6 +308,9 @@ _TASK_LIST = [
     Task("character-trajectories", "UEA CharacterTrajectories: 20 characters, 3 channels", "accuracy",
          load_character_trajectories),
     Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea),
+    # The Log-NCDE/SLiCE code draws a new 70/15/15 split from every run's seed (configs walker2024_uea_*.yaml).
+    Task("uea-seeded-split", "any UEA/UCR archive dataset, split drawn from the run's seed (option name)", "accuracy",
+         load_uea, seed_option="split_seed"),
     Task("files", "local .ts / ARFF files with their own TRAIN/TEST split (options train, test or path)",
          "accuracy", local_files_splits, load_dtype=torch.float64, check_options=check_files_options),
     Task("warped-adding", "synthetic: is the sum of two marked values > 1, events on a per-sample warped clock",

@@ -46,7 +46,11 @@ torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every p
    and 1, so the default ``split_seed=0`` gives the same train/val/test samples as their code (given the
    label numbering of step 2). The NRDE code (EigenWorms) split *unstratified* after
    ``np.random.seed(0)``; that split cannot be reproduced with a stratified one, but the sizes are the
-   same (EigenWorms: 181/39/39).
+   same (EigenWorms: 181/39/39). Options for the Log-NCDE/SLiCE protocol (Walker et al.): ``stratified=False``
+   makes both steps plain random splits (the same sizes; their code permutes TRAIN+TEST at random), and
+   ``drop_repeated=True`` first keeps only the first occurrence of series that repeat an earlier one exactly
+   (length, values and times, whatever the label: their ``process_uea.py`` drops repeated rows, EigenWorms
+   259 → 236). The task ``uea-seeded-split`` draws the split from each run's seed, as their code does.
 6. Nothing else: standardisation, the time channel, forward filling and log-signatures are the model
    input's business (``standardise(train, val, test)`` with training statistics, then
    ``build_control``/``model_inputs`` options), as for the embedded JapaneseVowels data.
@@ -70,7 +74,7 @@ import numpy as np
 import torch
 
 from .arff import decode_archive_text, parse_arff
-from .datasets import DatasetSplits, IrregularDataset, stratified_split
+from .datasets import DatasetSplits, IrregularDataset, _split
 from ..cache import CorruptCacheError, cached_tensors
 from .download import RemoteFile, data_dir, fetch
 from .transforms import drop_observations
@@ -78,6 +82,7 @@ from .ts_format import TsData, parse_ts
 
 __all__ = [
     "ARCHIVE_BASE_URL",
+    "first_occurrences",
     "CDE_SPLIT_SEED",
     "UEA_MULTIVARIATE_2018",
     "load_character_trajectories",
@@ -234,6 +239,29 @@ def _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt) -> None:
         raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
 
 
+def first_occurrences(dataset: IrregularDataset) -> np.ndarray:
+    """The positions of the samples that do not repeat an earlier sample exactly (same length, and the same times
+    and values, NaN where NaN, over it; labels are not compared), in order.
+
+    Arguments:
+        dataset: an `IrregularDataset`.
+
+    Returns:
+        (M,) int positions, increasing: the first occurrence of every distinct series.
+    """
+    seen, keep = set(), []
+    for i in range(len(dataset)):
+        length = int(dataset.lengths[i])
+        values = dataset.values[i, :length].double().cpu().numpy()
+        times = dataset.times[i, :length].double().cpu().numpy()
+        # NaN != NaN: compare the values with NaN set to 0 together with the NaN mask
+        key = (length, times.tobytes(), np.nan_to_num(values, nan=0.0).tobytes(), np.isnan(values).tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return np.asarray(keep, dtype=np.int64)
+
+
 def load_uea(
     name: str,
     *,
@@ -246,6 +274,8 @@ def load_uea(
     drop_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     progress: bool = True,
+    stratified: bool = True,
+    drop_repeated: bool = False,
 ) -> DatasetSplits:
     """Any UEA/UCR archive dataset, split 70/15/15 as in the CDE papers (see the module docstring).
 
@@ -264,12 +294,18 @@ def load_uea(
         drop_seed: seed of `drop_observations`.
         dtype: floating dtype of ``times`` and ``values`` of the returned datasets.
         progress: show download progress.
+        stratified: True (default): the stratified split of the CDE papers; False: plain random splits of the
+            same sizes (the Log-NCDE/SLiCE code).
+        drop_repeated: drop every series that repeats an earlier one of TRAIN+TEST exactly (length, values
+            and times, whatever its label), before dropping observations and splitting (default False; the
+            Log-NCDE/SLiCE code does). ``meta["repeated_dropped"]`` lists the positions dropped.
 
     Returns:
         ``DatasetSplits(train, val, test)`` of `IrregularDataset`: ``times`` (N, T)
             observation indices, ``values`` (N, T, C) with NaN for missing values and padding, ``lengths`` (N,),
             ``labels`` (N,). Every part has the same ``class_names`` and padded length T (the longest series of
-            the whole dataset). ``meta`` records the source, the options, ``part`` and ``indices``.
+            the whole dataset). ``meta`` records the source, the options, ``part`` and ``indices`` (positions
+            in the TRAIN+TEST concatenation, repeated series included).
 
     Raises:
         ValueError: a bad argument, or ``name`` is not in the archive (with close names suggested).
@@ -279,6 +315,9 @@ def load_uea(
     """
     _check_name(name)
     _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt)
+    for arg, value in (("stratified", stratified), ("drop_repeated", drop_repeated)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{arg} must be True or False, got {value!r}")
     if remotes is None:
         archive_remote = uea_archive(name, fmt)
     else:
@@ -312,14 +351,21 @@ def load_uea(
             "declared_class_labels": list(data["declared_class_labels"]),
             "num_archive_train": int(data["num_archive_train"]),
             "split_seed": int(split_seed), "drop_rate": float(drop_rate), "drop_seed": int(drop_seed),
+            "stratified": stratified, "drop_repeated": drop_repeated,
         },
     )
+    positions = np.arange(len(dataset))  # each sample's position in TRAIN+TEST
+    if drop_repeated:
+        positions = first_occurrences(dataset)
+        dropped = sorted(set(range(len(dataset))) - set(positions.tolist()))
+        dataset = dataset.subset(positions.tolist())
+        dataset = dataset.replace(meta={**dataset.meta, "repeated_dropped": dropped})
     if drop_rate > 0:
         dataset = drop_observations(dataset, float(drop_rate), int(drop_seed))
-    parts = stratified_split(dataset, SPLIT_FRACTIONS, int(split_seed), return_indices=True)
+    parts = _split(dataset, SPLIT_FRACTIONS, int(split_seed), stratify=stratified, return_indices=True)
     out = []
     for part_name, (part, indices) in zip(("train", "val", "test"), parts):
-        meta = {**part.meta, "part": part_name, "indices": [int(i) for i in indices]}
+        meta = {**part.meta, "part": part_name, "indices": [int(positions[i]) for i in indices]}
         out.append(part.replace(meta=meta).to(dtype=dtype))
     return DatasetSplits(*out)
 
