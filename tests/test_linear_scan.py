@@ -158,7 +158,7 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     times, values, lengths = _control()
     control = build_control(times, values, lengths, method=method)
     torch.manual_seed(0)
-    model = create_model(name, control, 3).to(DTYPE)
+    model = create_model(name, control, 3, readout="final").to(DTYPE)
     logits = model(control)
     # each sample against the written-out recurrence on its own observations
     for i, L in enumerate(lengths.tolist()):

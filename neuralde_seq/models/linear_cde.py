@@ -37,8 +37,8 @@ whatever its length and units, and the flow starts O(init_scale). The level-2 te
 the two channels' scales, which is the log-signature of the rescaled path.
 
 h_0 = W_0 X(t_0) + c_0 (the path's first point; ``control.initial_value`` for log-signature windows); the logits are
-a linear readout of h at each sample's final knot (``readout="final"``) or of the mean of h over its knots from the
-first to its final one (``readout="mean"``, the authors' classifier). After a sample's end its increments are zero, so M = I and
+a linear readout of the mean of h over each sample's knots from the first to its final one (``readout="mean"``, the
+authors' classifier, the default) or of h at its final knot (``readout="final"``). After a sample's end its increments are zero, so M = I and
 b = 0: each sample stops at its own end, whatever the padding.
 """
 from __future__ import annotations
@@ -168,8 +168,8 @@ class LinearCDE(nn.Module):
             registry sets it from the training control).
         channel_scales: d positive numbers dividing the path's channels (module docstring, "Scale"), or None
             (default: 1, the raw path). The registry gives the training control's `path_scales`.
-        readout: "final" (default: h at each sample's final knot) or "mean" (the mean of h over the sample's knots,
-            h_0 included, as the authors' classifier).
+        readout: "mean" (default: the mean of h over the sample's knots, h_0 included, as the authors' classifier)
+            or "final" (h at each sample's final knot).
 
     ``forward(control)`` gives (B, num_classes) logits; ``hidden_states(control)`` the states at every knot;
     ``penalty()`` the authors' Lip(2) regulariser (see there).
@@ -183,7 +183,7 @@ class LinearCDE(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 64, structure: str = "diagonal",
                  block_size: int | None = None, rank: int | None = None, scan: str = "parallel",
                  init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None,
-                 readout: str = "final"):
+                 readout: str = "mean"):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
