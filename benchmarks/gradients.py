@@ -54,7 +54,7 @@ import tempfile
 import time
 import warnings
 
-from machine import code_version, cpu_name
+from machine import code_version, cpu_name, reset_peak_rss
 
 METHODS = ("adjoint", "backprop", "checkpoint")
 FAST_WEIGHT_SIZE = dict(d_model=32, n_heads=4)
@@ -117,15 +117,6 @@ def _rss_kib() -> dict:
     return values
 
 
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _trim():
     gc.collect()
     try:
@@ -159,7 +150,7 @@ def memory_worker(name, length, method, batch, dtype, device, threads) -> dict:
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
     else:
-        resettable = _reset_peak_rss()
+        resettable = reset_peak_rss()
         before_rss = _rss_kib()["VmRSS"]
         before_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with warnings.catch_warnings(record=True) as caught:

@@ -27,3 +27,17 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return f"{where} {commit or '(no git)'}"
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak resident-memory counter (VmHWM) of this process (Linux ``/proc/self/clear_refs``).
+
+    Returns:
+        True if it was reset, False where the file cannot be written (not Linux, or not permitted).
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False

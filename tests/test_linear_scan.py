@@ -158,7 +158,7 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     times, values, lengths = _control()
     control = build_control(times, values, lengths, method=method)
     torch.manual_seed(0)
-    model = create_model(name, control, 3, readout="final").to(DTYPE)
+    model = create_model(name, control, 3, readout="final", scan="parallel").to(DTYPE)
     logits = model(control)
     # each sample against the written-out recurrence on its own observations
     for i, L in enumerate(lengths.tolist()):
@@ -170,7 +170,6 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     sequential = model(control)
     assert torch.allclose(sequential, logits, rtol=1e-12, atol=1e-12)
     params = [p for p in model.parameters()]
-    model.scan = "parallel"
     g_parallel = torch.autograd.grad(logits.square().sum(), params)
     model.scan = "sequential"
     g_sequential = torch.autograd.grad(model(control).square().sum(), params)
@@ -308,6 +307,14 @@ def test_penalty_is_the_mean_frobenius_norm_per_channel():
     expected = sum(torch.sqrt(model.A[i].square().sum() + model.U[i].square().sum() + model.V[i].square().sum())
                    for i in range(3)) / 3
     assert torch.allclose(model.penalty(), expected, rtol=1e-14)
+
+
+def test_auto_scan_is_sequential_on_a_cpu_and_parallel_elsewhere():
+    model = LinearCDE(2, 2)
+    assert model.scan == "auto"
+    assert model.scan_for(torch.device("cpu")) == "sequential" and model.scan_for(torch.device("cuda")) == "parallel"
+    model.scan = "parallel"
+    assert model.scan_for(torch.device("cpu")) == "parallel"
 
 
 def test_registry_and_refusals():

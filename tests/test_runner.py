@@ -207,7 +207,7 @@ def test_test_variants_drop_and_subsample_as_specified(jv):
 
 def test_task_registry_names_and_metrics():
     assert set(TASKS) == {"japanese-vowels", "speech-commands", "physionet-sepsis", "eigenworms",
-                          "character-trajectories", "uea", "files", "warped-adding"}
+                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding"}
     assert TASKS["physionet-sepsis"].metric == "auroc"
     assert all(TASKS[t].metric == "accuracy" for t in TASKS if t != "physionet-sepsis")
     with pytest.raises(ValueError, match="unknown option"):

@@ -20,7 +20,7 @@ from ..solvers import SolverOptions
 from .ccnn import CCNN
 from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
-from .ncde import NeuralCDE
+from .ncde import LogODEVectorField, NeuralCDE
 from .gru_observations import GRUD, GRUDeltaT
 from .gru_ode import GRUODE
 from .gating import TimeWarpGatedRNN, chrono_bias
@@ -31,7 +31,7 @@ from .stateful_odenet import StatefulODENet
 from .linear_cde import LinearCDE, control_depth_of, path_scales
 from ..observations import observation_span
 
-__all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "GRUODE",
+__all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
            "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
            "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
@@ -135,7 +135,7 @@ for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          ("slice-block", dict(hidden=64, structure="block", block_size=4)),
                          ("slice-dense", dict(hidden=32, structure="dense")),
                          # DPLR: the low-rank form does not survive composition, so its parallel scan works on
-                         # dense matrices (O(H³) each); the sequential scan's step is O(H·C·r)
+                         # dense matrices (O(H³) each) on every device; the sequential scan's step is O(H·C·r)
                          ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
     register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
                                      from_inputs=_linear_cde_inputs))

@@ -56,7 +56,7 @@ from .recurrent import _positive_int
 
 __all__ = ["LinearCDE", "SCANS", "READOUTS", "LINEAR_STRUCTURES", "ROUGHNESS_BUDGET", "path_scales", "control_depth_of"]
 
-SCANS = ("parallel", "sequential")
+SCANS = ("auto", "parallel", "sequential")
 READOUTS = ("final", "mean")
 LINEAR_STRUCTURES = ("diagonal", "block", "dense", "dplr")
 
@@ -159,8 +159,9 @@ class LinearCDE(nn.Module):
         block_size: k, the block width: required with ``structure="block"`` (H a multiple of it), refused
             otherwise.
         rank: r, the low rank of ``structure="dplr"`` (required there, refused otherwise).
-        scan: "parallel" (default: a prefix scan of the steps' affine maps) or "sequential" (the step-by-step
-            reference); both give the same states up to rounding.
+        scan: "parallel" (a prefix scan of the steps' affine maps), "sequential" (the step-by-step reference) or
+            "auto" (default: sequential on a CPU, parallel on an accelerator, `scan_for`); all give the same states
+            up to rounding.
         init_scale: the A_i's entries are drawn from N(0, init_scale² / (d·k)), k the width each row mixes (1
             diagonal, block_size, H dense, r for the low-rank factors), so that the flow starts near the identity
             (default 0.5).
@@ -181,7 +182,7 @@ class LinearCDE(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 64, structure: str = "diagonal",
-                 block_size: int | None = None, rank: int | None = None, scan: str = "parallel",
+                 block_size: int | None = None, rank: int | None = None, scan: str = "auto",
                  init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None,
                  readout: str = "mean"):
         super().__init__()
@@ -237,6 +238,22 @@ class LinearCDE(nn.Module):
         pairs = [(i, j) for i in range(d) for j in range(i + 1, d)] if control_depth == 2 else []
         self.register_buffer("_pair_left", torch.tensor([i for i, _ in pairs], dtype=torch.long), persistent=False)
         self.register_buffer("_pair_right", torch.tensor([j for _, j in pairs], dtype=torch.long), persistent=False)
+
+    def scan_for(self, device: torch.device) -> str:
+        """The scan used on ``device``: ``scan`` itself, or for "auto" the sequential loop on a CPU and the parallel
+        scan elsewhere. A CPU thread runs a parallel round's products one after another, so the scan's extra
+        arithmetic (⌈log₂ S⌉ compositions per step) costs without its lower depth paying: slice-block took 12.6x
+        the sequential loop's time per training step at EigenWorms' shape (docs/performance.md).
+
+        Arguments:
+            device: where the control lives.
+
+        Returns:
+            "parallel" or "sequential".
+        """
+        if self.scan != "auto":
+            return self.scan
+        return "sequential" if torch.device(device).type == "cpu" else "parallel"
 
     @property
     def step_structure(self) -> str:
@@ -328,7 +345,7 @@ class LinearCDE(nn.Module):
         first = control.initial_value if control.piecewise_constant else control.coeffs[:, 0, 0]  # X(t_0)
         h0 = self.initial(first / self.channel_scales.to(first.dtype))
         M, b = self.step_maps(terms.transpose(0, 1))
-        scan = parallel_scan if self.scan == "parallel" else sequential_scan
+        scan = parallel_scan if self.scan_for(terms.device) == "parallel" else sequential_scan
         states = scan(M, b, h0, self.step_structure)  # (S, B, H)
         return torch.cat([h0.unsqueeze(1), states.transpose(0, 1)], dim=1)
 

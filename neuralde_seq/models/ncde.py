@@ -46,27 +46,65 @@ training series is read with the last weights. The field declares ``needs_time``
 right. ``project_bases`` returns a copy with the field's weights projected onto another basis (compression,
 refinement). With ``basis=None`` (the default) the field is the time-independent `CDEVectorField`, exactly as
 before.
+
+**Log-NCDE** (Walker et al., ICML 2024, *Log Neural Controlled Differential Equations: The Lie Brackets Make a
+Difference*; ``form="log-ode"``): the NCDE's own field f_θ: R^H → R^{H × d}, d the *path's* channels, solved by the
+log-ODE method on log-signature windows of depth 1 or 2 (``build_control(method="logsignature", depth=...)``). On
+window j (s ∈ [j, j + 1), its log-signature λ = (λ_i, λ_ij for i < j) per unit s) the state solves
+
+    dz/ds = Σ_i λ_i f_i(z) + Σ_{i<j} λ_ij [f_i, f_j](z),   [f_i, f_j](z) = J_{f_j}(z) f_i(z) − J_{f_i}(z) f_j(z),
+
+with f_i the i-th column of f_θ (`LogODEVectorField`). The level-2 terms are the Lévy areas in the order and sign of
+`neuralde_seq.signatures` (the Lyndon words ij, i < j); with that sign, a linear field f_i(z) = A_i z driven first
+along e_1 by a, then along e_2 by b, gets the generator a A_1 + b A_2 + (ab/2)(A_2 A_1 − A_1 A_2), the log of its exact
+flow exp(b A_2) exp(a A_1) (tests/test_log_ncde.py). Unlike the NRDE, whose field reads the log-signature as an input
+(its last layer is H × D, D = d + d(d−1)/2), the Log-NCDE's field is H × d and the areas enter through its Lie
+brackets; at depth 1 both are the NCDE on the windows' increments. ``control_depth`` (1 or 2) says which windows the
+model reads; depth 3 and beyond would need brackets of brackets, which are not implemented. z(t0) is a linear map of
+the path's first point (``control.initial_value``), as the NRDE's. `NeuralCDE.penalty` is the paper's Lip(2)
+regulariser and ``field_init_scale`` its initialisation (the authors divide the field's weights and biases by 1000);
+docs/log_ncde.md has the cost and usage.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.func import jvp, vmap
 
 from ..basis import BasisLinear, check_time_range, make_basis, project_module, time_position
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
+from ..signatures import logsignature_channels
 from ..solvers import SolverOptions, solve
 
-__all__ = ["CDEVectorField", "BasisCDEVectorField", "NeuralCDE", "NCDE_INITIAL_STATES", "ACTIVATIONS"]
+__all__ = ["CDEVectorField", "BasisCDEVectorField", "LogODEVectorField", "NeuralCDE", "NCDE_FORMS",
+           "NCDE_INITIAL_STATES", "ACTIVATIONS", "ACTIVATION_SLOPES", "log_ode_path_channels"]
 
+NCDE_FORMS = ("cde", "rde", "log-ode")
 NCDE_INITIAL_STATES = ("input", "first_window", "zeros")
 ACTIVATIONS = {"relu": nn.ReLU, "softplus": nn.Softplus, "tanh": nn.Tanh, "silu": nn.SiLU}
+
+
+def _softplus_slope(pre: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
+    # nn.Softplus() is the identity above its threshold (20), where its slope is exactly 1
+    return torch.where(pre > 20, torch.ones_like(pre), torch.sigmoid(pre))
+
+
+def _silu_slope(pre: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
+    sigmoid = torch.sigmoid(pre)
+    return sigmoid * (1 + pre * (1 - sigmoid))
+
+
+# The derivative of each activation, from its input and output: the forward-mode step of `column_derivative_sum`.
+ACTIVATION_SLOPES = {"relu": lambda pre, post: (pre > 0).to(pre.dtype), "softplus": _softplus_slope,
+                     "tanh": lambda pre, post: 1 - post * post, "silu": _silu_slope}
 
 
 class CDEVectorField(nn.Module):
     """f_θ of a neural CDE/RDE as a dynamics for `solve`.
 
-    ``matrix(z)`` is f_θ(z) of shape (B, hidden, C); ``forward(z, x, dx)`` is the rate f_θ(z) · dx.
+    ``matrix(z)`` is f_θ(z) of shape (B, hidden, C); ``forward(z, x, dx)`` is the rate f_θ(z) · dx;
+    ``column_derivative_sum`` gives the Lie bracket terms of the log-ODE form (`LogODEVectorField`).
 
     Arguments:
         hidden: width of the hidden state z.
@@ -96,10 +134,45 @@ class CDEVectorField(nn.Module):
         self.net = nn.Sequential(*layers)
         self.hidden = hidden
         self.in_channels = in_channels
+        self.activation = activation
 
     def matrix(self, z: torch.Tensor) -> torch.Tensor:
         """f_θ(z) of shape (B, hidden, in_channels)."""
         return self.net(z).view(*z.shape[:-1], self.hidden, self.in_channels)
+
+    def column_derivative_sum(self, z: torch.Tensor, tangents: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """Σ_j J_{f_j}(z) v_j: each column f_j of f_θ differentiated along its own tangent v_j, summed (the Lie
+        bracket terms of `LogODEVectorField`).
+
+        Forward mode written out for this MLP: the C tangents go through the trunk together (a linear layer maps a
+        tangent by its weight, an activation multiplies it by its slope, `ACTIVATION_SLOPES`), and the last layer
+        is differentiated only in the rows of column j for tangent j, since J_{f_j}(z) v = tanh'(·)_j ⊙
+        (W_j ∂trunk(z)[v]) with W_j those rows. It equals `LogODEVectorField.generic_column_derivative_sum` (C
+        whole `torch.func.jvp` products, each computing all C columns of the largest layer for one tangent), and
+        is about 3x faster (docs/log_ncde.md#cost: torch.func's forward mode has a large fixed cost per product on a
+        CPU).
+
+        Arguments:
+            z: (B, hidden) states.
+            tangents: (B, hidden, C): column j is v_j.
+            columns: (B, hidden, C) ``matrix(z)`` (its tanh gives the last layer's derivative).
+
+        Returns:
+            (B, hidden).
+        """
+        slope = ACTIVATION_SLOPES[self.activation]
+        value, tangent = z, tangents.movedim(-1, 0)  # (C, B, hidden): tangent j
+        pre = z
+        for layer in self.net[:-2]:
+            if isinstance(layer, nn.Linear):
+                pre = layer(value)
+                tangent = tangent @ layer.weight.t()
+            else:
+                value = layer(pre)
+                tangent = tangent * slope(pre, value)
+        rows = self.net[-2].weight.view(self.hidden, self.in_channels, -1)  # output h·C + j is row (h, j)
+        pre_tangents = torch.einsum("jbw,hjw->bhj", tangent, rows)  # (B, hidden, C)
+        return ((1 - columns * columns) * pre_tangents).sum(-1)  # tanh' = 1 − tanh²
 
     def forward(self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor) -> torch.Tensor:
         return (self.matrix(z) @ dx.unsqueeze(-1)).squeeze(-1)
@@ -182,8 +255,194 @@ class BasisCDEVectorField(nn.Module):
         return (self.matrix(z, s) @ dx.unsqueeze(-1)).squeeze(-1)
 
 
+def _check_control_depth(control_depth) -> int:
+    """control_depth as the log-ODE form reads it: 1 or 2, or a ValueError saying why not."""
+    if isinstance(control_depth, bool) or not isinstance(control_depth, int) or control_depth < 1:
+        raise ValueError(f"control_depth must be 1 or 2 (the log-signature depth of the windows read), got "
+                         f"{control_depth!r}")
+    if control_depth > 2:
+        raise ValueError(f"control_depth={control_depth}: the log-ODE step at depth {control_depth} needs brackets of "
+                         "brackets ([f_i, [f_j, f_k]], ...), which are not implemented; build the control with depth "
+                         "1 or 2")
+    return control_depth
+
+
+def log_ode_path_channels(channels: int, control_depth: int) -> int:
+    """The path's channels d whose log-signature windows of depth ``control_depth`` have ``channels`` terms in a
+    Lyndon basis: d at depth 1, d + d(d−1)/2 at depth 2.
+
+    Arguments:
+        channels: D, the log-signature control's channels.
+        control_depth: 1 or 2.
+
+    Returns:
+        d.
+
+    Raises:
+        ValueError: a depth other than 1 or 2 (depth 3 would need brackets of brackets), or a D that no d gives
+            at that depth (an "expand" basis, window start values, or another depth).
+    """
+    _check_control_depth(control_depth)
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"channels must be a positive integer, got {channels!r}")
+    if control_depth == 1:
+        return channels
+    d = 1
+    while d + d * (d - 1) // 2 < channels:
+        d += 1
+    if d + d * (d - 1) // 2 != channels:
+        below = d - 1 + (d - 1) * (d - 2) // 2
+        raise ValueError(f"a depth-2 log-signature in a Lyndon basis has d + d(d−1)/2 channels (d the path's), and "
+                         f"{channels} is none ({below} for d={d - 1}, {d + d * (d - 1) // 2} for d={d}): the log-ODE "
+                         "form reads the increments and Lévy areas only (no 'expand' basis, no window start values)")
+    return d
+
+
+class LogODEVectorField(nn.Module):
+    """The log-ODE method's vector field on depth-1 or depth-2 log-signature windows, a dynamics for `solve`.
+
+    For a CDE field f (``field.matrix(z)`` of shape (B, H, d), column i being f_i) and a window's log-signature rate
+    ``dx`` = (λ_1..λ_d, λ_ij for i < j in lexicographic order), the rate of z is
+
+        Σ_i λ_i f_i(z) + Σ_{i<j} λ_ij [f_i, f_j](z),   [f_i, f_j](z) = J_{f_j}(z) f_i(z) − J_{f_i}(z) f_j(z).
+
+    The bracket sum equals Σ_j J_{f_j}(z) w_j with w_j = Σ_i Λ_ij f_i(z), Λ the antisymmetric matrix of the λ_ij
+    (Λ_ij = λ_ij = −Λ_ji for i < j): d forward-mode Jacobian-vector products (`torch.func.jvp`, vmapped over j),
+    whatever the number d(d−1)/2 of brackets. A field with a ``column_derivative_sum(z, tangents, columns)`` method
+    (`CDEVectorField`) computes that sum itself, differentiating only column j along w_j (about 3x faster for the
+    MLP at d = 7); any other field goes through `generic_column_derivative_sum` (whole JVPs of z ↦ f(z), column j of
+    the j-th kept). Both are ordinary autograd operations, so every gradient method of `solve` differentiates
+    through them. At depth 1 the rate is f(z) λ, the NCDE's, with no Jacobian work.
+
+    Arguments:
+        field: a CDE vector field with ``matrix(z)`` (or ``matrix(z, s)`` when it declares ``needs_time``, as
+            `BasisCDEVectorField`) returning (B, H, d), and ``in_channels`` = d: `CDEVectorField` or any module
+            with that interface (a linear field A_i z in the tests).
+        control_depth: 1 or 2, the depth of the windows' log-signatures.
+
+    Attributes:
+        use_column_derivatives: whether the field's own ``column_derivative_sum`` is used (set when it has one;
+            False forces the generic path, which the tests compare it with).
+
+    Raises:
+        ValueError: a depth other than 1 or 2.
+    """
+
+    needs_value = False
+    needs_derivative = True
+
+    def __init__(self, field: nn.Module, control_depth: int):
+        super().__init__()
+        self.field = field
+        self.control_depth = _check_control_depth(control_depth)
+        self.path_channels = d = int(field.in_channels)
+        self.channels = d if control_depth == 1 else d + d * (d - 1) // 2
+        self.needs_time = bool(getattr(field, "needs_time", False))
+        # A field that differentiates each column along its own tangent itself (CDEVectorField: only the last
+        # layer's rows of that column) saves the d − 1 other columns of every Jacobian-vector product.
+        self.use_column_derivatives = hasattr(field, "column_derivative_sum")
+        first = next(field.parameters(), None)
+        device = None if first is None else first.device
+        rows, cols = torch.triu_indices(d, d, offset=1, device=device)  # the Lyndon words ij, i < j, in order
+        self.register_buffer("_rows", rows, persistent=False)
+        self.register_buffer("_cols", cols, persistent=False)
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor,
+                s: torch.Tensor | None = None) -> torch.Tensor:
+        """The rate of z on a window.
+
+        Arguments:
+            z: (B, H) hidden states.
+            x: the control's value (not read).
+            dx: (B, d) at depth 1 or (B, d + d(d−1)/2) at depth 2: the window's log-signature per unit s.
+            s: (B,) the control's parameter, passed to a field that ``needs_time``; None otherwise.
+
+        Returns:
+            (B, H) dz/ds.
+
+        Raises:
+            ValueError: ``dx`` without the channels of this depth.
+        """
+        if dx.shape[-1] != self.channels:
+            raise ValueError(f"dx has {dx.shape[-1]} channels, but a depth-{self.control_depth} log-signature of a "
+                             f"{self.path_channels}-channel path has {self.channels}")
+        d = self.path_channels
+        field = self.field
+        matrix = (lambda state: field.matrix(state, s)) if self.needs_time else field.matrix
+        columns = matrix(z)  # (B, H, d)
+        rate = (columns @ dx[:, :d].unsqueeze(-1)).squeeze(-1)
+        if self.control_depth == 1 or d == 1:
+            return rate
+        areas = dx[:, d:]  # (B, d(d−1)/2)
+        upper = areas.new_zeros(areas.shape[0], d, d)
+        upper[:, self._rows, self._cols] = areas
+        tangents = columns @ (upper - upper.transpose(1, 2))  # (B, H, d): column j is w_j = Σ_i Λ_ij f_i
+        if self.use_column_derivatives:
+            return rate + field.column_derivative_sum(z, tangents, columns)
+        return rate + self.generic_column_derivative_sum(matrix, z, tangents)
+
+    @staticmethod
+    def generic_column_derivative_sum(matrix, z: torch.Tensor, tangents: torch.Tensor) -> torch.Tensor:
+        """Σ_j J_{f_j}(z) w_j for any field: d Jacobian-vector products of the whole z ↦ f(z) (`torch.func.jvp`,
+        vmapped over j), of which column j is kept from the j-th.
+
+        Arguments:
+            matrix: z ↦ f(z), (B, H) to (B, H, d).
+            z: (B, H) states.
+            tangents: (B, H, d): column j is w_j.
+
+        Returns:
+            (B, H).
+        """
+        def derivative_along(tangent):
+            return jvp(matrix, (z,), (tangent,))[1]
+
+        derivatives = vmap(derivative_along, in_dims=2)(tangents)  # (d, B, H, d): [j] = J_f(z) w_j
+        return derivatives.diagonal(dim1=0, dim2=3).sum(-1)
+
+
+def _log_ode_depth(control: Control) -> int:
+    """The depth of log-signature windows in a Lyndon basis of the path whose first point the control carries (0 when
+    no depth gives its channel count)."""
+    d = control.initial_value.shape[-1]
+    depth, terms = 1, d
+    while terms < control.channels and d > 1:  # a 1-channel path has only its increment at every depth
+        depth += 1
+        terms = logsignature_channels(d, depth)
+    return depth if terms == control.channels else 0
+
+
+def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -> None:
+    """Refuse, with what to do instead, a control the log-ODE form cannot read (``needs_initial_value``: a model
+    starting from the path's first point, or the registry reading the path's channels from it)."""
+    if not control.piecewise_constant:
+        raise ValueError("form='log-ode' (Log-NCDE) reads log-signature windows (build_control(method='logsignature', "
+                         "depth=1 or 2)), but got an interpolated control; use form='cde' for an NCDE on it")
+    if any(name.startswith("start_") for name in control.channels_info):
+        raise ValueError("form='log-ode' reads the windows' log-signatures only, but this control also carries the "
+                         "path's values at the windows' starts: build it with window_start_values=False")
+    if control.initial_value is None:
+        if needs_initial_value:
+            raise ValueError("form='log-ode' starts from the path's first point (and reads the path's channels from "
+                             "it), which this log-signature control does not carry (control.initial_value): build it "
+                             "with build_control(method='logsignature'), or use initial_state='first_window' or "
+                             "'zeros'")
+        return  # its channel count is checked against the model's
+    d = control.initial_value.shape[-1]
+    depth = _log_ode_depth(control)
+    if depth > 2:
+        raise ValueError(f"control has depth-{depth} log-signature windows of a {d}-channel path: the log-ODE step "
+                         f"at depth {depth} needs brackets of brackets ([f_i, [f_j, f_k]], ...), which are not "
+                         "implemented; build the control with depth 1 or 2")
+    if depth == 0:
+        raise ValueError(f"control has {control.channels} channels, which is no log-signature of a {d}-channel path in "
+                         f"a Lyndon basis ({d} at depth 1, {d + d * (d - 1) // 2} at depth 2): the log-ODE form reads "
+                         "the increments and Lévy areas (logsig_basis='lyndon_brackets' or 'lyndon_words', not "
+                         "'expand')")
+
+
 class NeuralCDE(nn.Module):
-    """NCDE / NRDE classifier (see the module docstring).
+    """NCDE / NRDE / Log-NCDE classifier (see the module docstring).
 
     Arguments:
         in_channels: channels of the control (interpolated channels, or log-signature channels).
@@ -192,45 +451,82 @@ class NeuralCDE(nn.Module):
         width: width of the vector field's MLP layers.
         depth: number of hidden layers of the vector field's MLP.
         activation: activation of those layers ("relu", as the paper; see `CDEVectorField`).
-        form: "cde" (interpolated control, NCDE) or "rde" (log-signature control, NRDE).
+        form: one of `NCDE_FORMS`: "cde" (interpolated control, NCDE), "rde" (log-signature control read by a
+            field with one column per log-signature term, NRDE) or "log-ode" (log-signature windows of depth 1 or 2
+            solved by the log-ODE method with the Lie brackets of a field with one column per path channel,
+            Log-NCDE).
         solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
         initial_state: one of `NCDE_INITIAL_STATES`: "input" (default: a linear map of the path's first
             point), "first_window" (of the first piece's derivative) or "zeros".
         initial_channels: channels of the point that ``initial_state="input"`` reads (default
-            ``in_channels`` for a CDE; required for an RDE, whose control channels are log-signatures).
+            ``in_channels`` for a CDE, the path's channels d for a Log-NCDE; required for an RDE, whose control
+            channels are log-signatures).
         basis: None (default: the time-independent field `CDEVectorField`), or a name of
             `neuralde_seq.basis.BASIS_NAMES` (or a `neuralde_seq.basis.Basis`): the field's weights are expansions
             in time in this basis (`BasisCDEVectorField`, module docstring).
         num_bases: the number of basis functions, with a basis name.
         basis_time_range: (s_a, s_b), the span of the control's parameter s mapped onto the basis's [0, 1];
             required with ``basis`` (the registry fills it from the training inputs), refused without one.
+        control_depth: ``form="log-ode"`` only, and required there: 1 or 2, the log-signature depth of the windows
+            read; ``in_channels`` is then d or d + d(d−1)/2 for a d-channel path (`log_ode_path_channels`). The
+            registry fills it from the training control (`log_ode_options`).
+        field_init_scale: the vector field's initial weights and biases are multiplied by this positive number
+            (default 1: PyTorch's initialisation). The Log-NCDE paper divides them by 1000 (``1e-3`` here), so that
+            the flow starts near the identity.
 
     ``forward(control)`` returns logits (B, num_classes) read at each sample's own final knot;
     ``forward(control, at_knots=True)`` the logits at every knot, (B, K, num_classes); ``hidden_states``
-    gives z itself.
+    gives z itself; ``penalty()`` the Log-NCDE paper's Lip(2) regulariser of the field.
+
+    Raises:
+        ValueError: an unknown form or initial state, sizes that are not positive integers, ``control_depth``
+            missing or not 1 or 2 with ``form="log-ode"`` (or given with another form), ``in_channels`` that is not a
+            log-signature width at that depth, or a ``field_init_scale`` that is not a positive number.
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
                  form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu", basis=None,
-                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
+                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None,
+                 control_depth: int | None = None, field_init_scale: float = 1.0):
         super().__init__()
         check_num_outputs(num_classes)
-        if form not in ("cde", "rde"):
-            raise ValueError(f"form must be 'cde' (interpolated control) or 'rde' (log-signature control), got {form!r}")
+        if form not in NCDE_FORMS:
+            raise ValueError(f"form must be 'cde' (interpolated control), 'rde' (log-signature control read as the "
+                             f"field's input) or 'log-ode' (log-signature windows by the log-ODE method), got {form!r}")
         if initial_state not in NCDE_INITIAL_STATES:
             raise ValueError(f"initial_state must be one of {NCDE_INITIAL_STATES}, got {initial_state!r}")
         if initial_state == "input" and form == "rde" and initial_channels is None:
             raise ValueError("form='rde' with initial_state='input' reads the path's first point, which is not one of "
                              "the log-signature channels: give initial_channels (the path's channels), or use "
                              "initial_state='first_window' or 'zeros'")
+        if isinstance(field_init_scale, bool) or not isinstance(field_init_scale, (int, float)) or not (
+                0 < field_init_scale < float("inf")):
+            raise ValueError(f"field_init_scale must be a positive number, got {field_init_scale!r}")
+        field_channels = in_channels
+        if form == "log-ode":
+            if control_depth is None:
+                raise ValueError("form='log-ode' needs control_depth (1 or 2): the log-signature depth of the windows "
+                                 "it reads, which their channel count alone does not fix (3 channels are a 3-channel "
+                                 "path at depth 1 or a 2-channel path at depth 2)")
+            field_channels = log_ode_path_channels(in_channels, control_depth)
+            if initial_state == "input" and initial_channels is None:
+                initial_channels = field_channels
+        elif control_depth is not None:
+            raise ValueError(f"control_depth is read by form='log-ode' only (got form={form!r}): drop it")
         time_range = check_time_range(basis, num_bases, basis_time_range)
         if basis is None:
-            self.field = CDEVectorField(hidden, in_channels, width, depth, activation)
+            self.field = CDEVectorField(hidden, field_channels, width, depth, activation)
         else:
-            self.field = BasisCDEVectorField(hidden, in_channels, width, depth, activation,
+            self.field = BasisCDEVectorField(hidden, field_channels, width, depth, activation,
                                              make_basis(basis, num_bases), time_range)
+        if field_init_scale != 1:
+            with torch.no_grad():
+                for parameter in self.field.parameters():
+                    parameter.mul_(field_init_scale)
         self.form = form
+        self.control_depth = control_depth
+        self.path_channels = field_channels if form == "log-ode" else None
         self.initial_state = initial_state
         if initial_state == "input":
             self.initial_channels = in_channels if initial_channels is None else initial_channels
@@ -246,6 +542,58 @@ class NeuralCDE(nn.Module):
         self.hidden = hidden
         self.in_channels = in_channels
 
+    @staticmethod
+    def log_ode_options(control: Control, options: dict | None = None) -> dict:
+        """The options of a ``form="log-ode"`` model that its training control fixes (the registry's
+        ``from_inputs`` for "log-ncde"): the windows' depth and the path's channels.
+
+        Arguments:
+            control: log-signature windows of depth 1 or 2 in a Lyndon basis, built with the path's first point
+                (``build_control(method="logsignature")``).
+            options: the model options given so far (not read; the registry's ``from_inputs`` signature).
+
+        Returns:
+            ``{"control_depth": 1 or 2, "initial_channels": d}``, d the path's channels.
+
+        Raises:
+            TypeError: ``control`` is not a `Control`.
+            ValueError: an interpolated control, windows with start values, without ``initial_value``, of depth 3 or
+                more, or in the "expand" basis.
+        """
+        if not isinstance(control, Control):
+            raise TypeError(f"control must be a neuralde_seq Control (build_control(method='logsignature')), got "
+                            f"{type(control).__name__}")
+        _check_log_ode_control(control)
+        d = control.initial_value.shape[-1]
+        return {"control_depth": 1 if control.channels == d else 2, "initial_channels": d}
+
+    def penalty(self) -> torch.Tensor:
+        """The Lip(2) regulariser of the Log-NCDE paper (its train.py), for every form (it is the same field):
+
+            Σ_layers ( mean_r ‖W_r‖₂ + ‖b‖₂ )
+
+        over the linear layers of the vector field's MLP, W_r the rows of a layer's weight and b its bias. It bounds
+        the field's Lipschitz constants, on which the log-ODE method's error depends. The training loop adds
+        ``penalty_weight · penalty()`` to the loss (config key ``training.penalty_weight``: the paper's λ, e.g.
+        1e-3 on EigenWorms).
+
+        Returns:
+            () the penalty, differentiable in the field's parameters.
+
+        Raises:
+            ValueError: a field whose weights are basis expansions in time (``basis=...``), for which the paper
+                defines no such bound.
+        """
+        if not isinstance(self.field, CDEVectorField):
+            raise ValueError("penalty() is the Lip(2) bound of a time-independent field; this NeuralCDE's weights are "
+                             "basis expansions in time (basis=...)")
+        total = None
+        for layer in self.field.net:
+            if isinstance(layer, nn.Linear):
+                term = layer.weight.norm(dim=1).mean() + layer.bias.norm()
+                total = term if total is None else total + term
+        return total
+
     def _check(self, control: Control) -> None:
         check_input_type(self, control, Control)
         if self.form == "rde" and not control.piecewise_constant:
@@ -253,7 +601,16 @@ class NeuralCDE(nn.Module):
                              "(build_control(method='logsignature')), but got an interpolated control")
         if self.form == "cde" and control.piecewise_constant:
             raise ValueError("this model was built with form='cde' (NCDE) and needs an interpolated control, but got "
-                             "log-signature windows; build the model with form='rde' for an NRDE")
+                             "log-signature windows; build the model with form='rde' for an NRDE, or form='log-ode' "
+                             "for a Log-NCDE")
+        if self.form == "log-ode":
+            _check_log_ode_control(control, needs_initial_value=self.initial_state == "input")
+            if control.initial_value is not None and (control.initial_value.shape[-1] != self.path_channels
+                                                      or control.channels != self.in_channels):
+                raise ValueError(f"control has depth-{_log_ode_depth(control)} log-signature windows of a "
+                                 f"{control.initial_value.shape[-1]}-channel path ({control.channels} channels), but "
+                                 f"the model reads depth-{self.control_depth} windows of a "
+                                 f"{self.path_channels}-channel path ({self.in_channels} channels)")
         if control.channels != self.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
         check_input_matches(self, control)
@@ -294,7 +651,8 @@ class NeuralCDE(nn.Module):
 
         Arguments:
             control: the input path, batch size B, ``channels == in_channels`` (interpolated for
-                ``form="cde"``, log-signature windows for ``form="rde"``).
+                ``form="cde"``, log-signature windows for ``form="rde"``, of depth ``control_depth`` for
+                ``form="log-ode"``).
             at_knots: False (default): z at each sample's own final knot; True: z at every knot.
             z0: (B, hidden) replaces the initial state z(t0); None (default): `initial_hidden`.
 
@@ -303,7 +661,8 @@ class NeuralCDE(nn.Module):
         """
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
-        return solve(self.field, control, z0, self.solver, at_knots=at_knots)
+        dynamics = LogODEVectorField(self.field, self.control_depth) if self.form == "log-ode" else self.field
+        return solve(dynamics, control, z0, self.solver, at_knots=at_knots)
 
     def project_bases(self, target) -> "NeuralCDE":
         """A copy whose field's weights are L2-projected onto another basis (`neuralde_seq.basis.project_module`).
