@@ -1,15 +1,27 @@
-"""CT-FWPs against NCDE, CKCNN, GRU-D, Log-NCDE and linear NCDEs on four UCR/UEA datasets bundled with aeon, 30 % of
+"""CT-FWPs against NCDE, CKCNN, GRU-D, Log-NCDE and linear NCDEs, beside the practitioner's reference methods
+(MiniRocket, 1-NN Euclidean and DTW), on the eight UCR/UEA classification datasets bundled with aeon, 30 % of
 observations dropped.
 
-Ten rows, each with the registry defaults, on ACSF1 (1 channel, length 1,460, 10 classes), OSULeaf (1 x 427,
-6 classes), ArrowHead (1 x 251, 3 classes) and BasicMotions (6 x 100, 4 classes):
+The datasets: ACSF1 (1 channel, length 1,460, 10 classes), ArrowHead (1 x 251, 3 classes), BasicMotions (6 x 100,
+4 classes), GunPoint (1 x 150, 2 classes), ItalyPowerDemand (1 x 24, 2 classes), JapaneseVowels (12 channels,
+variable length 7-29, 9 classes), OSULeaf (1 x 427, 6 classes) and PickupGestureWiimoteZ (1 channel, variable
+length 29-361, 10 classes). Thirteen rows, each with the registry defaults:
 
     CT-FWPs:    delta-cde, delta-rde (SolverOptions(method="exact")), hebb-cde
     baselines:  ncde, ckcnn, gru-d, and issue 15's log-ncde, slice-block, slice-diag, slice-dplr
+    reference:  minirocket, 1nn-euclidean, 1nn-dtw (neuralde_seq.reference; needs aeon: pip install
+                "neuralde_seq[reference]")
 
 and, with the delta-rde row, a study of its time channel (two more delta-rde rows: without a time channel, and
 with the times divided by the training split's longest span; a table of their validation and test accuracies
 and of the variant chosen on validation per seed).
+
+The reference rows read the same dropped, standardised series as the neural rows, linearly interpolated onto
+each series' own grid (`neuralde_seq.reference.to_grid`: for these index-timed series the original sampling grid,
+variable-length series stretched onto the longest training length), and are fitted in closed form on the
+training and validation parts together (the whole TRAIN file, as the UCR/UEA protocol does; they select nothing
+on validation data). MiniRocket gets ``random_state`` = the seed; the 1-NN rows are deterministic (the same
+number for every seed). The table gives, per dataset, the gap of the best neural row to MiniRocket in points.
 
 Protocol (task ``files`` of :mod:`neuralde_seq.data.protocols`, one config per dataset run by
 :func:`neuralde_seq.training.runner.run_benchmark`, so runs are fingerprinted, resumable with ``--resume`` and
@@ -22,14 +34,17 @@ accuracy checkpoint on every TEST case.
 
 Output in ``--out`` (default ``results/aeon_datasets``): ``<Name>/`` the runner's folder of each dataset
 (``runs/``, ``results.md``, ``results.json``, curves), and ``results.md`` / ``results.json``: one table,
-rows = models, columns = datasets, each cell "mean ± sample std of the test accuracy % (s/epoch)", and the
-goal per dataset: the best CT-FWP (by mean) within 2 points of the best baseline (yes/no and the gap
-CT-FWP − baseline in points). ``--update-docs`` writes that table into the marked section of
-docs/benchmarks.md (refused for smoke runs and for runs that are not the whole protocol).
+rows = models, columns = datasets, each cell "mean ± sample std of the test accuracy % (s/epoch)" (reference
+rows: "(s run)", the wall time of one run: fit and predictions), the goal per dataset: the best CT-FWP (by mean)
+within 2 points of the best baseline (yes/no and the gap CT-FWP − baseline in points), and the gap of the best
+neural row to MiniRocket (points).
+``--update-docs`` writes that table into the marked section of docs/benchmarks.md (refused for smoke runs and for
+runs that are not the whole protocol).
 
 The data: aeon (BSD-3) ships the .ts files in ``aeon/datasets/data/<Name>/<Name>_TRAIN.ts`` / ``_TEST.ts``.
-aeon is not a dependency: the folder is ``--data DIR``, else the data folder of an installed aeon package
-(found with ``importlib.util.find_spec``, without importing aeon), else the script says how to get the files::
+The neural rows do not need aeon itself (the reference rows do): the folder is ``--data DIR``, else the data
+folder of an installed aeon package (found with ``importlib.util.find_spec``, without importing aeon), else the
+script says how to get the files::
 
     pip download aeon==1.6.0 --no-deps -d /tmp/aeon
     unzip -q /tmp/aeon/aeon-1.6.0-*.whl 'aeon/datasets/data/*' -d /tmp/aeon_data
@@ -39,6 +54,7 @@ Examples::
 
     python benchmarks/aeon_datasets.py --data DIR --max-steps 1 --seeds 0 --out /tmp/aeon_smoke   # smoke run
     python benchmarks/aeon_datasets.py --data DIR --datasets ArrowHead --models delta-cde,gru-d --epochs 2 --seeds 0
+    python benchmarks/aeon_datasets.py --models minirocket,1nn-euclidean,1nn-dtw --out /tmp/aeon_reference   # minutes
     python benchmarks/aeon_datasets.py --data DIR --update-docs --resume                          # the full protocol
 """
 from __future__ import annotations
@@ -61,30 +77,42 @@ DOCS = REPO / "docs" / "benchmarks.md"
 MARK_START = "<!-- aeon-datasets:start -->"
 MARK_END = "<!-- aeon-datasets:end -->"
 
-DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "BasicMotions")
+DATASETS = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels", "OSULeaf",
+            "PickupGestureWiimoteZ")
 CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
 BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
-MODELS = CT_FWPS + BASELINES
+NEURAL = CT_FWPS + BASELINES
+REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
+GAP_REFERENCE = "minirocket"  # the best neural row's gap to this reference row, per dataset
+MODELS = NEURAL + REFERENCES
 GOAL_POINTS = 2.0  # the best CT-FWP's mean test accuracy at most this many points below the best baseline's
 
 TASK_OPTIONS = dict(validation_fraction=0.2, split_seed=0, drop_rate=0.3, drop_seed=0)
 
 # The training budget of every row of a dataset: Adam, no early stopping, best-validation checkpoint.
-# Batch sizes give every dataset 4-5 optimizer steps per epoch (training parts: ACSF1 80, OSULeaf 160,
-# ArrowHead 29, BasicMotions 32 cases), and the epochs 400 steps per run; lr as `neuralde-seq compare`.
+# Batch sizes give every dataset 4-5 optimizer steps per epoch (training parts: ACSF1 80, ArrowHead 28,
+# BasicMotions 32, GunPoint 40, ItalyPowerDemand 53, JapaneseVowels 216, OSULeaf 160, PickupGestureWiimoteZ 40
+# cases; the last batch of an epoch may be smaller), and the epochs 400 steps per run (ArrowHead, BasicMotions:
+# 4 steps x 100 epochs; the others 5 x 80); lr as `neuralde-seq compare`. The reference rows take no budget.
 # Estimated cost on one idle core (1-epoch timings incl. validation, the first six rows, 3 seeds): ACSF1 2.5 h,
-# OSULeaf 50 min, ArrowHead 20 min, BasicMotions 10 min.
+# OSULeaf 50 min, ArrowHead 20 min, BasicMotions 10 min (GunPoint, ItalyPowerDemand, JapaneseVowels and
+# PickupGestureWiimoteZ not timed yet).
 BUDGETS = {
     "ACSF1": dict(epochs=80, lr=3e-3, batch_size=16),
-    "OSULeaf": dict(epochs=80, lr=3e-3, batch_size=32),
     "ArrowHead": dict(epochs=100, lr=3e-3, batch_size=8),
     "BasicMotions": dict(epochs=100, lr=3e-3, batch_size=8),
+    "GunPoint": dict(epochs=80, lr=3e-3, batch_size=8),
+    "ItalyPowerDemand": dict(epochs=80, lr=3e-3, batch_size=12),
+    "JapaneseVowels": dict(epochs=80, lr=3e-3, batch_size=48),
+    "OSULeaf": dict(epochs=80, lr=3e-3, batch_size=32),
+    "PickupGestureWiimoteZ": dict(epochs=80, lr=3e-3, batch_size=8),
 }
 EVAL_BATCH_SIZE = 64
 
 
 def rows() -> list[dict]:
-    """The rows: registry defaults; delta-rde with the exact solver (closed-form steps per window)."""
+    """The rows: registry defaults; delta-rde with the exact solver (closed-form steps per window); the reference
+    methods with their defaults (MiniRocket: 10,000 kernels, ridge over alphas 1e-3..1e3)."""
     return [
         {"label": "delta-cde", "model": "delta-cde"},
         {"label": "delta-rde", "model": "delta-rde", "solver": {"method": "exact"}},
@@ -98,6 +126,10 @@ def rows() -> list[dict]:
         {"label": "slice-block", "model": "slice-block"},
         {"label": "slice-diag", "model": "slice-diag"},
         {"label": "slice-dplr", "model": "slice-dplr"},
+        # the practitioner's references (closed form, neuralde_seq.reference): fitted on train + validation
+        {"label": "minirocket", "model": "minirocket"},
+        {"label": "1nn-euclidean", "model": "1nn-euclidean"},
+        {"label": "1nn-dtw", "model": "1nn-dtw"},
     ]
 
 
@@ -187,7 +219,8 @@ def dataset_config(name: str, data: Path, budget: dict, seeds) -> dict:
     """The benchmark config of one dataset (schema: docs/benchmarks.md)."""
     return {
         "name": f"aeon-{name}",
-        "description": f"{name} (aeon's .ts files), 30% of observations dropped: CT-FWPs vs NCDE, CKCNN, GRU-D",
+        "description": f"{name} (aeon's .ts files), 30% of observations dropped: CT-FWPs vs NCDE, CKCNN, GRU-D, "
+                       "Log-NCDE, linear NCDEs, and the reference methods",
         "task": "files",
         "task_options": {"path": str(data / name), **TASK_OPTIONS},
         "seeds": [int(s) for s in seeds],
@@ -205,7 +238,10 @@ def _cell(entry: dict | None) -> str:
         return "failed"
     mean, std, spe = entry["mean"], entry["std"], entry["seconds_per_epoch"]
     text = "-" if mean is None else f"{100 * mean:.2f}" + ("" if std is None else f" ± {100 * std:.2f}")
-    if spe is not None:
+    if entry.get("reference"):
+        if entry.get("wall_seconds") is not None:
+            text += f" ({entry['wall_seconds']:.3g} s run)"
+    elif spe is not None:
         text += f" ({spe:.2f} s)"
     if entry["diverged_seeds"]:
         text += f" DIVERGED seeds {entry['diverged_seeds']}"
@@ -228,6 +264,25 @@ def goal(entries: dict[str, dict]) -> dict:
             "best_ct_fwp_accuracy": 100 * fwp[0], "best_baseline_accuracy": 100 * base[0]}
 
 
+def reference_gap(entries: dict[str, dict]) -> dict:
+    """The best neural row (CT-FWPs and baselines, by mean test accuracy) minus GAP_REFERENCE, in points."""
+    scored = [(entries[n]["mean"], n) for n in NEURAL
+              if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
+    ref = entries.get(GAP_REFERENCE)
+    if not scored or ref is None or ref.get("failed") or ref["mean"] is None:
+        return {"gap": None, "best_neural": scored and max(scored)[1] or None,
+                "reason": "no neural row" if not scored else f"no {GAP_REFERENCE} row"}
+    best = max(scored)
+    return {"gap": 100 * (best[0] - ref["mean"]), "best_neural": best[1], "best_neural_accuracy": 100 * best[0],
+            "reference": GAP_REFERENCE, "reference_accuracy": 100 * ref["mean"]}
+
+
+def _gap_cell(g: dict) -> str:
+    if g["gap"] is None:
+        return f"n/a ({g['reason']})"
+    return f"{g['gap']:+.2f} ({g['best_neural']} {g['best_neural_accuracy']:.2f} vs {g['reference_accuracy']:.2f})"
+
+
 def _goal_cell(g: dict) -> str:
     if g["met"] is None:
         return f"n/a ({g['reason']})"
@@ -241,12 +296,14 @@ def combined_table(datasets: dict[str, dict], labels) -> str:
     names = list(datasets)
     table_rows = []
     for label in labels:
-        row = {"model": label + (" (CT-FWP)" if label in CT_FWPS else "")}
+        row = {"model": label + (" (CT-FWP)" if label in CT_FWPS else " (reference)" if label in REFERENCES else "")}
         for name in names:
             row[name] = _cell(datasets[name]["rows"].get(label))
         table_rows.append(row)
     table_rows.append({"model": f"**goal** (best CT-FWP ≥ best baseline − {GOAL_POINTS:g})",
                        **{name: _goal_cell(datasets[name]["goal"]) for name in names}})
+    table_rows.append({"model": f"**gap to {GAP_REFERENCE}** (best neural row − {GAP_REFERENCE}, points)",
+                       **{name: _gap_cell(datasets[name]["reference_gap"]) for name in names}})
     headers = ["model"] + [f"{n} (n_test {datasets[n]['data'].get('num_test', '?')})" for n in names]
     return format_table(table_rows, ["model", *names], headers=headers)
 
@@ -256,7 +313,8 @@ def _summary_entry(summary: dict) -> dict:
     return {"model": summary["model"], "mean": test["mean"], "std": test["std"], "values": test["values"],
             "seeds": summary["seeds"], "seconds_per_epoch": summary["seconds_per_epoch"]["mean"],
             "val_mean": summary["metrics"]["val"]["accuracy"]["mean"], "params": summary["params"],
-            "diverged_seeds": summary["diverged_seeds"], "failed": None}
+            "diverged_seeds": summary["diverged_seeds"], "failed": None, "reference": summary.get("reference", False),
+            "fit_seconds": (summary.get("train_seconds") or {}).get("mean")}
 
 
 # --------------------------------------------------------------------------------------------- running
@@ -314,11 +372,14 @@ def run_dataset(name: str, data: Path, budget: dict, args, labels) -> dict:
         for label in ok:
             runs = _run_results(out, config, label, args.seeds, args.max_steps)
             entries[label]["run_seconds"] = sum(r["timing"]["total_seconds"] for r in runs)
+            # one run's wall time, fit and every prediction (for a 1-NN row the distances are in the predictions)
+            entries[label]["wall_seconds"] = entries[label]["run_seconds"] / len(runs) if runs else None
             entries[label]["fit"] = _fit_diagnostics(runs)
             info = info or (runs[0]["data"] if runs else {})
     study = time_channel_study(config, out, args, common) if "delta-rde" in ok else None
     return {"budget": budget, "task_options": config["task_options"], "data": info,
-            "rows": {label: entries[label] for label in labels}, "goal": goal(entries), "time_channel": study}
+            "rows": {label: entries[label] for label in labels}, "goal": goal(entries),
+            "reference_gap": reference_gap(entries), "time_channel": study}
 
 
 def time_channel_study(config: dict, out: Path, args, common: dict) -> dict | None:
@@ -415,6 +476,8 @@ def diagnostics_table(datasets: dict[str, dict], labels) -> str:
     names = list(datasets)
     table_rows = []
     for label in labels:
+        if label in REFERENCES:  # fitted in closed form: no epochs
+            continue
         row = {"model": label}
         for name in names:
             fit = (datasets[name]["rows"].get(label) or {}).get("fit")
@@ -473,6 +536,13 @@ def docs_section(results: dict, table: str) -> str:
         f"Goal (best CT-FWP within {GOAL_POINTS:g} points of the best baseline) met on {len(met)} of "
         f"{len(results['datasets'])} datasets" + (f": {', '.join(met)}." if met else "."),
     ]
+    gaps = [d["reference_gap"]["gap"] for d in results["datasets"].values() if d["reference_gap"]["gap"] is not None]
+    if gaps:
+        lines += ["", f"Reference rows ({', '.join(REFERENCES)}; neuralde_seq.reference): the same dropped series, "
+                  "linearly interpolated onto each series' own grid, fitted in closed form on the training and "
+                  "validation parts together; in brackets the wall time of one run (fit and predictions). The best "
+                  f"neural row minus {GAP_REFERENCE}: {sum(gaps) / len(gaps):+.1f} points on average over "
+                  f"{len(gaps)} datasets (from {min(gaps):+.1f} to {max(gaps):+.1f})."]
     if results.get("time_channel_table"):
         lines += ["", "The time channel of delta-rde (exact solver), the same protocol and budget: test accuracy % "
                   "mean ± std over the seeds (and the mean validation accuracy) with the registry's time channel "
@@ -510,8 +580,8 @@ def _names(text: str, known, what: str) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--data", default=None, help="folder holding ACSF1/, OSULeaf/, ArrowHead/, BasicMotions/ "
-                        "(default: the data folder of an installed aeon package)")
+    parser.add_argument("--data", default=None, help="folder holding " + ", ".join(f"{n}/" for n in DATASETS)
+                        + " (default: the data folder of an installed aeon package)")
     parser.add_argument("--datasets", type=lambda t: _names(t, DATASETS, "--datasets"), default=list(DATASETS),
                         help="comma-separated (default: %(default)s)")
     parser.add_argument("--models", type=lambda t: _names(t, MODELS, "--models"), default=list(MODELS),
@@ -559,7 +629,8 @@ def main(argv=None) -> int:
         "smoke": args.max_steps is not None, "max_steps": args.max_steps, "seeds": args.seeds,
         "command": "python benchmarks/aeon_datasets.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "date": time.strftime("%Y-%m-%d"), "data_folder": str(data), "task_options": TASK_OPTIONS,
-        "ct_fwps": list(CT_FWPS), "baselines": list(BASELINES), "goal_points": GOAL_POINTS,
+        "ct_fwps": list(CT_FWPS), "baselines": list(BASELINES), "references": list(REFERENCES),
+        "gap_reference": GAP_REFERENCE, "goal_points": GOAL_POINTS,
         "environment": {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__,
                         "python": platform.python_version(), "device": args.device, "code": code_version(),
                         "load_average_start": os.getloadavg()[0]},
@@ -586,7 +657,7 @@ def main(argv=None) -> int:
 
     write_json(results, out / "results.json")
     title = ("SMOKE RUN (not results) — " if results["smoke"] else "") + \
-        "CT-FWPs vs baselines on aeon's ACSF1, OSULeaf, ArrowHead, BasicMotions (30 % dropped)"
+        f"CT-FWPs vs baselines and reference methods on aeon's {', '.join(args.datasets)} (30 % dropped)"
     notes = [
         f"SMOKE RUN: every run stopped after {args.max_steps} optimizer step(s). These numbers test that the "
         "script runs; they are not results." if results["smoke"] else "",
@@ -596,13 +667,17 @@ def main(argv=None) -> int:
         f"{data}, task options {TASK_OPTIONS}.",
         f"Goal: the best CT-FWP ({', '.join(CT_FWPS)}) by mean within {GOAL_POINTS:g} points of the best baseline "
         f"({', '.join(BASELINES)}); the gap is CT-FWP − baseline in points.",
+        f"Reference rows ({', '.join(REFERENCES)}): closed-form methods of neuralde_seq.reference on the same dropped "
+        "series linearly interpolated onto each series' own grid, fitted on the training and validation parts "
+        f"together; in brackets the wall time of one run (fit and predictions, s). Gap to {GAP_REFERENCE}: the best "
+        f"neural row's mean minus {GAP_REFERENCE}'s, in points.",
         f"Command: `{results['command']}`; this invocation {results['wall_minutes']:.1f} min, the runs "
         f"{results['run_minutes']:.1f} min (as recorded when made); {results['environment']['cpu']}, "
         f"{args.threads} thread(s), torch {torch.__version__}.",
     ]
     md = (f"# {title}\n\n{table}\n\n" + "\n\n".join(n for n in notes if n)
-          + f"\n\nTraining accuracy of the last epoch % / best-validation epoch (means over the seeds):\n\n"
-          f"{results['diagnostics']}\n"
+          + (f"\n\nTraining accuracy of the last epoch % / best-validation epoch (means over the seeds):\n\n"
+             f"{results['diagnostics']}\n" if any(label in NEURAL for label in labels) else "\n")
           + (f"\nThe time channel of delta-rde (exact): test accuracy % mean ± std over the seeds (mean validation "
              f"accuracy); per seed the variant with the best validation accuracy:\n\n{results['time_channel_table']}\n"
              if results["time_channel_table"] else ""))

@@ -21,10 +21,32 @@ Ratios direct / FFT are printed per length. The thread count (``--threads``, def
 stored. Direct convolution costs O(B · C² · L²): at L = 16,000 one forward + backward of the default
 shape takes about a minute on one CPU thread.
 
+With ``--modes`` the script compares instead the three ways CKCNN reads a batch, by the time of one
+training step (forward, cross-entropy, backward, Adam step) of the registry's ``ckcnn`` (hidden 32, 2
+blocks) on the same batch: ``--batch`` (give 32) samples, each ``--full-length`` (1,429) integer time steps
+with ``--drop`` (30 %) of its points removed, so T = 1,000 unevenly spaced integer times, 3 channels of a
+Gaussian random walk, 4 classes:
+
+- grid: ``mode="grid"`` (the default before issue 23: mask channels, the T points read as equally spaced,
+  their times ignored; the reference for cost, not for the answer);
+- lattice: irregular mode on the batch's common lattice (here the integer grid, N = 1,429 nodes), by FFT;
+- pairwise: irregular mode summed over every pair of points (``irregular_conv="pairwise"``), O(T²). Its
+  memory grows like batch · T² · kernel_hidden (about 4 GiB per layer at batch 32, T = 1,000), so
+  ``--pairwise-batch`` runs it on the first samples only and scales its time by batch / pairwise batch
+  (every part of its cost is per sample).
+
+Before timing, the lattice and pairwise models (same weights) are compared on the pairwise batch in
+float64 (float32 FFT round-off, amplified by the layer norms, reaches 1e-5 to 1e-3 of the gradients in
+either mode, which would hide an error): logits and parameter gradients, largest difference relative to the
+largest magnitude, must be below ``--tolerance`` (default 1e-10). Then one untimed step per row and
+``--repeats`` timed steps, rows alternating, median (a row stops repeating once it has spent
+``--max-seconds``). Ratios are to the grid row.
+
 Usage (from the repository root)::
 
     python benchmarks/ckconv.py                                   # L = 1000 and 16000, batch 4, 8 channels
     python benchmarks/ckconv.py --device cuda --batch 32 --channels 30
+    python benchmarks/ckconv.py --modes --batch 32 --pairwise-batch 4 --repeats 3   # grid / lattice / pairwise
 """
 from __future__ import annotations
 
@@ -47,6 +69,10 @@ from neuralde_seq.training import format_table, write_json  # noqa: E402
 
 PATHS = ("fft", "direct")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MODE_ROWS = {"grid": {"mode": "grid"}, "lattice": {"irregular_conv": "lattice"},
+             "pairwise": {"irregular_conv": "pairwise"}}
+NUM_CLASSES = 4
+DEFAULT_OUT = Path("results/benchmark_ckconv.json")
 
 
 def build(conv: str, length: int, args, device) -> tuple[CKConv, torch.Tensor]:
@@ -122,6 +148,136 @@ def peak_memory(conv: str, length: int, args, device: torch.device) -> int:
     return int(json.loads(result.stdout.strip().splitlines()[-1])["peak_bytes"])
 
 
+def dropped_batch(batch: int, full_length: int, drop: float, dtype, seed: int):
+    """Observations of ``batch`` samples: each a Gaussian random walk (3 channels) on the integer times
+    0..full_length − 1 with round(drop · full_length) of its points removed (the same count in every sample, so
+    no padding); the times of the kept points are their integer indices. Returns (observations, labels)."""
+    from neuralde_seq.observations import Observations
+
+    g = torch.Generator().manual_seed(seed)
+    kept = full_length - round(drop * full_length)
+    keep = torch.rand(batch, full_length, generator=g).argsort(1)[:, :kept].sort(1).values
+    walk = torch.randn(batch, full_length, 3, generator=g, dtype=torch.float64).cumsum(1) / full_length ** 0.5
+    values = walk.gather(1, keep.unsqueeze(-1).expand(-1, -1, 3))
+    labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
+    return Observations.from_tensors(keep.to(dtype), values.to(dtype)), labels
+
+
+def _mode_trainer(row: str, observations, labels, args, device):
+    """(model, one training step) of the registry's ckcnn read as ``row`` (`MODE_ROWS`)."""
+    from neuralde_seq import create_model
+
+    torch.manual_seed(args.seed)
+    model = create_model("ckcnn", observations, NUM_CLASSES, **MODE_ROWS[row]).to(device=device,
+                                                                               dtype=DTYPES[args.dtype])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(observations), labels)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    return model, step
+
+
+def compare_modes(args, device: torch.device, env: dict) -> dict:
+    """The ``--modes`` comparison (module docstring): one training step, grid vs lattice vs pairwise."""
+    import warnings
+
+    from neuralde_seq import create_model
+    from neuralde_seq.models.ckconv import CKCNN, TimesIgnoredWarning
+
+    observations, labels = dropped_batch(args.batch, args.full_length, args.drop, DTYPES[args.dtype], args.seed)
+    observations, labels = observations.to(device), labels.to(device)
+    pairwise_batch = min(args.pairwise_batch or args.batch, args.batch)
+    batches = {row: (observations, labels) for row in MODE_ROWS}
+    batches["pairwise"] = (observations[:pairwise_batch], labels[:pairwise_batch])
+    trainers = {row: _mode_trainer(row, *batches[row], args, device) for row in MODE_ROWS}
+    points = observations.values.shape[1]
+    # Which form the default CKCNN (irregular_conv="auto") picks for this batch.
+    _, lattice = CKCNN(3, NUM_CLASSES).blocks[0].conv1.plan_irregular(observations.times, observations.valid)
+    print(f"CKCNN training step, grid vs lattice vs pairwise: batch {args.batch}, T = {points} points (integer "
+          f"times 0..{args.full_length - 1}, {args.drop:.0%} dropped), 3 channels, registry ckcnn (hidden 32, 2 "
+          f"blocks), {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), torch {torch.__version__}")
+    print(f"the default CKCNN (irregular_conv='auto') reads this batch "
+          + (f"on a lattice of {lattice.size} nodes, spacing {lattice.spacing:g}" if lattice is not None
+             else "pairwise"))
+    # 1. Agreement of the two irregular forms: float64 copies, same weights, on the pairwise batch.
+    check, check_labels = batches["pairwise"][0].to(torch.float64), batches["pairwise"][1]
+    outputs, grads = {}, {}
+    for row in ("lattice", "pairwise"):
+        torch.manual_seed(args.seed)
+        model = create_model("ckcnn", check, NUM_CLASSES, **MODE_ROWS[row]).to(device=device, dtype=torch.float64)
+        logits = model(check)
+        torch.nn.functional.cross_entropy(logits, check_labels).backward()
+        outputs[row] = logits.detach()
+        grads[row] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    output_diff = relative_difference(outputs["lattice"], outputs["pairwise"])
+    grad_diff = relative_difference(grads["lattice"], grads["pairwise"])
+    tolerance = args.tolerance if args.tolerance is not None else 1e-10
+    print(f"lattice vs pairwise on {pairwise_batch} samples, largest difference relative to the largest magnitude: "
+          f"logits {output_diff:.2e}, parameter gradients {grad_diff:.2e} (tolerance {tolerance:g})")
+    if not max(output_diff, grad_diff) <= tolerance:
+        raise SystemExit(f"lattice and pairwise forms disagree: logits {output_diff:.3e}, gradients "
+                         f"{grad_diff:.3e} > {tolerance:g}")
+    # 2. Time, rows alternating.
+    wall = {row: [] for row in MODE_ROWS}
+    cpu = {row: [] for row in MODE_ROWS}
+    spent = dict.fromkeys(MODE_ROWS, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimesIgnoredWarning)  # grid mode: that it ignores the times is the point
+        for row, (_, step) in trainers.items():  # untimed first step
+            t0 = time.perf_counter()
+            step()
+            spent[row] += time.perf_counter() - t0
+        for _ in range(args.repeats):
+            for row, (_, step) in trainers.items():
+                if wall[row] and spent[row] > args.max_seconds:
+                    continue
+                synchronise(device)
+                t0, c0 = time.perf_counter(), time.process_time()
+                step()
+                synchronise(device)
+                wall[row].append(time.perf_counter() - t0)
+                cpu[row].append(time.process_time() - c0)
+                spent[row] += wall[row][-1]
+    rows = []
+    for row in MODE_ROWS:
+        measured = batches[row][0].batch_size
+        scale = args.batch / measured
+        rows.append({"row": row, "measured_batch": measured, "runs": len(wall[row]),
+                     "wall_seconds": statistics.median(wall[row]), "cpu_seconds": statistics.median(cpu[row]),
+                     "wall_seconds_full_batch": statistics.median(wall[row]) * scale,
+                     "cpu_seconds_full_batch": statistics.median(cpu[row]) * scale})
+    grid_wall, grid_cpu = rows[0]["wall_seconds_full_batch"], rows[0]["cpu_seconds_full_batch"]
+    for row in rows:
+        row["wall_ratio"] = row["wall_seconds_full_batch"] / grid_wall
+        row["cpu_ratio"] = row["cpu_seconds_full_batch"] / grid_cpu
+    table = format_table(
+        rows, ["row", "measured_batch", "runs", "wall_seconds", "wall_seconds_full_batch", "cpu_seconds_full_batch",
+               "wall_ratio", "cpu_ratio"],
+        headers=["form", "batch timed", "runs", "wall s", f"wall s, batch {args.batch}", f"CPU s, batch {args.batch}",
+                 "wall / grid", "CPU / grid"],
+        formats={"wall_seconds": ".3f", "wall_seconds_full_batch": ".3f", "cpu_seconds_full_batch": ".3f",
+                 "wall_ratio": ".2f", "cpu_ratio": ".2f"})
+    print(table)
+    lattice_row, pairwise_row = rows[1], rows[2]
+    print(f"lattice / grid = {lattice_row['wall_ratio']:.2f} wall, {lattice_row['cpu_ratio']:.2f} CPU (target <= 2); "
+          f"pairwise / lattice = {pairwise_row['cpu_seconds_full_batch'] / lattice_row['cpu_seconds_full_batch']:.0f}"
+          f" CPU")
+    command = " ".join(["python", "benchmarks/ckconv.py", *(sys.argv[1:] if args.argv is None else args.argv)])
+    results = {"command": command, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                                                if k not in ("child_memory", "argv")},
+               "environment": env, "points": points,
+               "lattice": None if lattice is None else {"size": lattice.size, "spacing": lattice.spacing},
+               "agreement": {"logits": output_diff, "gradients": grad_diff, "tolerance": tolerance},
+               "rows": rows, "table": table}
+    write_json(results, Path("results/benchmark_ckconv_modes.json") if args.out == DEFAULT_OUT else args.out)
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 16000])
@@ -130,15 +286,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--kernel-hidden", type=int, default=32)
     parser.add_argument("--omega-0", type=float, default=30.0)
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
-    parser.add_argument("--tolerance", type=float, default=None, help="default: 1e-4 (float32), 1e-10 (float64)")
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="default: 1e-4 (float32), 1e-10 (float64); --modes: 1e-10 (checked in float64)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=10.0, help="stop repeating a path after this long")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("results/benchmark_ckconv.json"))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"default {DEFAULT_OUT}; with --modes results/benchmark_ckconv_modes.json")
     parser.add_argument("--child-memory", choices=PATHS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--modes", action="store_true",
+                        help="compare one CKCNN training step in grid mode, on the lattice and pairwise instead")
+    parser.add_argument("--full-length", type=int, default=1429, help="--modes: integer time steps per sample")
+    parser.add_argument("--drop", type=float, default=0.3, help="--modes: fraction of each sample's points removed")
+    parser.add_argument("--pairwise-batch", type=int, default=None,
+                        help="--modes: time the pairwise form on this many samples (default: --batch)")
     args = parser.parse_args(argv)
+    args.argv = argv
     for name in ("batch", "channels", "kernel_hidden", "repeats", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -153,6 +318,14 @@ def main(argv: list[str] | None = None) -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
            "machine": platform.machine(), "device": str(device),
            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()}
+    if args.modes:
+        if not 0.0 <= args.drop < 1.0:
+            parser.error("--drop must lie in [0, 1)")
+        if args.full_length - round(args.drop * args.full_length) < 2:
+            parser.error("--full-length after --drop must leave at least 2 points per sample")
+        if args.pairwise_batch is not None and args.pairwise_batch < 1:
+            parser.error("--pairwise-batch must be at least 1")
+        return compare_modes(args, device, env)
     print(f"CKConv FFT vs direct: batch {args.batch}, {args.channels} -> {args.channels} channels, kernel network "
           f"width {args.kernel_hidden}, {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), "
           f"torch {torch.__version__}")
@@ -220,7 +393,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(table)
     command = " ".join(["python", "benchmarks/ckconv.py", *(sys.argv[1:] if argv is None else argv)])
     results = {"command": command, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                                                if k != "child_memory"},
+                                                if k not in ("child_memory", "argv")},
                "tolerance": tolerance, "environment": env, "rows": rows, "table": table}
     write_json(results, args.out)
     return results

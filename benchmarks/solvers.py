@@ -20,6 +20,16 @@ at the end are from this one run.
     python benchmarks/solvers.py                      # everything (about 10 minutes on one core)
     python benchmarks/solvers.py --shapes speech --rules delta-post
     python benchmarks/solvers.py --worker eigenworms delta exact   # one configuration, JSON out
+
+``--defaults MODEL[,MODEL...]`` measures instead what a user gets from the registry: one training step (forward,
+cross-entropy, backward, Adam step) of ``create_model(MODEL, inputs, classes)`` with no solver options (the
+default ``method="auto"``) against the same model forced onto rk4 (``solver={"method": "rk4"}``), on a batch of
+``--batch`` series of ``--points`` irregularly sampled points (3 channels, a random walk) read through the
+registry's control; both models in one process, one thread, steps interleaved (auto, rk4, auto, ...) so that
+both see the same machine; the method each takes (``resolve_method``), the median step times and their ratio
+are printed:
+
+    python benchmarks/solvers.py --defaults delta-rde --points 1000 --batch 32
 """
 from __future__ import annotations
 
@@ -84,6 +94,47 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, st
                 grad_norm=grad_norm)
 
 
+def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str) -> dict:
+    """Median training-step seconds of the registry model ``name`` with the default solver (auto) and forced
+    rk4, interleaved in this process on one thread (module docstring), and the method each solve took."""
+    import torch
+
+    from neuralde_seq.models import create_model, model_inputs
+
+    torch.set_num_threads(1)
+    dt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(0)
+    times = torch.cumsum(0.5 + torch.rand(batch, points, generator=g, dtype=torch.float64), dim=1).to(dt)
+    values = torch.randn(batch, points, 3, generator=g, dtype=torch.float64).cumsum(1).div(points ** 0.5).to(dt)
+    labels = torch.randint(0, 4, (batch,), generator=g)
+    inputs = model_inputs(name, times, values)
+    models, optimisers, seconds, methods = {}, {}, {}, {}
+    for label, solver in (("auto", None), ("rk4", {"method": "rk4"})):
+        torch.manual_seed(0)
+        models[label] = create_model(name, inputs, 4, solver=solver).to(dt)
+        optimisers[label] = torch.optim.Adam(models[label].parameters(), lr=1e-3)
+        resolve = getattr(models[label], "resolve_method", None)
+        methods[label] = resolve(inputs) if resolve else None
+        seconds[label] = []
+    losses = {}
+    for step in range(steps + 1):  # step 0 warms up (first-call allocations), not timed
+        for label, model in models.items():
+            start = time.perf_counter()
+            optimisers[label].zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+            loss.backward()
+            optimisers[label].step()
+            if step:
+                seconds[label].append(time.perf_counter() - start)
+            else:
+                losses[label] = float(loss.detach())
+    median = {label: statistics.median(values) for label, values in seconds.items()}
+    return dict(model=name, points=points, batch=batch, windows_or_knots=int(inputs.knots.shape[0]) - 1
+                if hasattr(inputs, "knots") else None, dtype=dtype, steps=steps, methods=methods,
+                median_seconds=median, all_seconds=seconds, first_losses=losses,
+                rk4_over_auto=median["rk4"] / median["auto"])
+
+
 def run_one(shape, rule, path, windows=None, dtype="float32", steps=1, timeout=1800) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--worker", shape, rule, path, "--dtype", dtype,
                "--steps", str(steps)]
@@ -108,9 +159,31 @@ def main(argv=None) -> int:
                         help="training steps of the exact path per configuration: the first is the timed one (as the "
                              "reference's single step); the median of the others is printed too (default 4)")
     parser.add_argument("--json", default=None, help="also write all measurements to this file")
+    parser.add_argument("--defaults", default=None, metavar="MODELS",
+                        help="comma-separated registry models: time a training step with the default solver (auto) "
+                             "against forced rk4 instead (module docstring)")
+    parser.add_argument("--points", type=int, default=1000, help="--defaults: points per series (default 1000)")
+    parser.add_argument("--batch", type=int, default=32, help="--defaults: batch size (default 32)")
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(*args.worker, args.windows, args.dtype, args.steps)))
+        return 0
+    if args.defaults:
+        print(f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+              f"{args.dtype}; training step (forward, loss, backward, Adam) of the registry model with no options, "
+              f"default solver vs forced rk4, {args.steps} timed steps each, interleaved", flush=True)
+        results = []
+        print(f"{'model':<16}{'points':>7}{'batch':>6}{'windows':>8}{'auto takes':>12}{'auto s':>9}{'rk4 s':>9}"
+              f"{'rk4 / auto':>12}")
+        for name in (n for n in args.defaults.split(",") if n):
+            r = compare_defaults(name, args.points, args.batch, args.steps, args.dtype)
+            results.append(r)
+            print(f"{name:<16}{args.points:>7}{args.batch:>6}{r['windows_or_knots'] or '-':>8}"
+                  f"{r['methods']['auto'] or 'rk4':>12}{r['median_seconds']['auto']:>9.3f}"
+                  f"{r['median_seconds']['rk4']:>9.3f}{r['rk4_over_auto']:>11.1f}x", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
         return 0
 
     shapes = [s for s in args.shapes.split(",") if s]

@@ -15,7 +15,10 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   each model's input; the fast weight classes;
 - training: `fit` (the one loop) with an objective (`Classification`,
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
-  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`.
+  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`;
+- reference methods (`neuralde_seq.reference`, imported on first use; aeon, which two of them need, is an
+  optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `NearestNeighbourClassifier`,
+  `REFERENCE_METHODS`.
 """
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
 from .controls import Control, build_control
@@ -49,4 +52,18 @@ __all__ = [
     # training and benchmarks
     "fit", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier", "evaluate",
     "predict", "TrainingDiverged", "run_benchmark",
+    # reference methods (neuralde_seq.reference, imported on first use)
+    "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "REFERENCE_METHODS",
 ]
+
+# Imported on first access, so that `import neuralde_seq` imports neither scikit-learn nor (ever) aeon.
+_REFERENCE_NAMES = ("reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier",
+                    "REFERENCE_METHODS")
+
+
+def __getattr__(name):
+    if name in _REFERENCE_NAMES:
+        from . import reference
+
+        return getattr(reference, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--batch-size", type=_positive_int, default=None,
                          help="batch size of every row (default: 32)")
     compare.add_argument("--solver", default=None,
-                         help="solver method of the fast weight rows, e.g. rk4 (default), dopri5 or exact")
+                         help="solver method of the fast weight rows: auto (default: the closed form where it "
+                              "applies, else rk4), rk4, dopri5 or exact")
     compare.add_argument("--out", type=Path, default=Path("results/compare"), help="output folder (default: %(default)s)")
     _run_options(compare)
     bench = sub.add_parser(
@@ -142,9 +143,25 @@ def print_models(names) -> int:
         entry = model_entry(name)
         reads = (f"control {control_options(name)}" if entry.inputs == "control" else "observations")
         options = ", ".join(f"{k}={v!r}" for k, v in model_defaults(name).items())
+        auto = entry.takes_solver and model_defaults(name)["solver"].method == "auto"
         print(f"{name}\n  input: {reads}\n  defaults: {options}"
-              + ("  (solver=None: SolverOptions())" if entry.takes_solver else ""))
+              + (f"  (method 'auto': {_auto_method(name)} on the input above)" if auto else ""))
     return 0
+
+
+def _auto_method(name: str) -> str:
+    """What the default solver method "auto" resolves to for the registry model ``name`` with its default
+    options on its default input (a tiny one built here): "exact" or "rk4"."""
+    import torch
+
+    from .models import create_model, model_entry, model_inputs
+    from .solvers import AUTO_FALLBACK
+
+    if not hasattr(model_entry(name).constructor, "resolve_method"):  # only fast weight models have a closed form
+        return AUTO_FALLBACK
+    times = torch.arange(9.0).unsqueeze(0)
+    inputs = model_inputs(name, times, torch.sin(times).unsqueeze(-1))
+    return create_model(name, inputs, 2).resolve_method(inputs)
 
 
 def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:

@@ -52,6 +52,15 @@ docs/equations.md#closed-forms-on-constant-inputs: see `neuralde_seq.ops.exact_f
 with a hand-written backward). It is selected here, so every model that calls `solve` takes it through its
 ``SolverOptions``.
 
+**The default, ``method="auto"``,** is resolved on every solve by `resolve_method` (the one place that decides,
+through `neuralde_seq.ops.exact_fast_weights.exact_applies`): "exact" where the dynamics and the control admit
+the closed form (one fast weight layer whose rule has a closed-form step, on log-signature windows, or on a
+piecewise-linear control read through x' only), "rk4" everywhere else (NCDEs, GRU-ODEs, cubic controls read
+through X, deeper fast weight networks, the ODEs between observations of `evolve_over_gaps`). Both solve the same
+equation, so the model is the same; the closed form is its exact solution (no step error) and several times
+faster. ``method="rk4"`` forces rk4 steps on every model; ``method="exact"`` forces the closed form and refuses
+what it cannot solve. `SolverOptions.last_method` says what the latest solve used.
+
 **Limits.** ``SolverOptions.max_steps`` (default 1,000,000) bounds the steps of one solve: a fixed-step grid is
 refused before solving, an adaptive solve stops when it has taken that many steps. `solve` refuses a
 control or initial state whose dtype or device differs from the dynamics' parameters, and warns
@@ -76,12 +85,16 @@ from .torchdiffeq_solves import (ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointRecons
                                  solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem)
 
 __all__ = ["SolverOptions", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
-           "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "GRADIENT_METHODS",
+           "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "AUTO_METHOD", "AUTO_FALLBACK",
+           "GRADIENT_METHODS", "resolve_method", "check_method",
            "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning"]
 
 
 ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 EXACT_METHOD = "exact"
+# The default: the closed form where it applies, else AUTO_FALLBACK (`resolve_method`).
+AUTO_METHOD = "auto"
+AUTO_FALLBACK = "rk4"
 GRADIENT_METHODS = ("checkpoint", "adjoint", "backprop")
 # Steps of one solve above which it is refused: a million rk4 steps of a small model already take minutes.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -97,11 +110,17 @@ class SolverOptions:
     """Options of `solve`: what method, which steps, and how gradients are computed.
 
     Attributes:
-        method: a fixed-step method (`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
+        method: "auto" (default), a fixed-step method (`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
             (`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
-            interval, `neuralde_seq.ops.exact_fast_weights`). Default "rk4", as in the papers.
+            interval, `neuralde_seq.ops.exact_fast_weights`; refuses dynamics or controls without a closed
+            form). "auto" is resolved on every solve (`resolve_method`): "exact" where the dynamics and control
+            admit the closed form (one fast weight layer on log-signature windows, or reading x' only of a
+            piecewise-linear control), else "rk4" (the papers' method). The options below that belong to rk4
+            (``step_size``, ``max_steps``, ``gradient``/``adjoint``, ``checkpoint_every``, ``adjoint_check``)
+            apply to "auto" where it resolves to rk4, and those of "exact" (``chunk_size``, ``compile``) where
+            it resolves to exact. Give method="rk4" to force rk4 steps on every model.
         step_size: largest step of a fixed-step method, in units of the control's parameter s; None
-            takes one step per knot interval.
+            takes one step per knot interval. With "auto": the step of its rk4 solves.
         max_steps: the most steps one solve may take (default `DEFAULT_MAX_STEPS`, 1,000,000; None: no
             limit). A fixed-step solve whose grid has more steps is refused before it starts, with the number
             of steps, the span of s and the step size (e.g. hourly timestamps in seconds with step_size=0.01:
@@ -122,14 +141,15 @@ class SolverOptions:
         adjoint_check: ``gradient="adjoint"``: check the backward reconstruction of the state on every
             ``adjoint_check``-th solve that records gradients, the first included (module docstring; one extra
             solve without gradients each time); 0 turns the check off.
-        chunk_size: "exact" only: knot intervals per checkpointed segment (None: sized by
-            `neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at
-            batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
-        compile: "exact" only: run post-Delta's exact step through ``torch.compile`` (refused for the other
-            rules; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
+        chunk_size: "exact" (or "auto" where it resolves to exact) only: knot intervals per checkpointed segment
+            (None: sized by `neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every
+            rule at batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
+        compile: "exact" (or "auto" where it resolves to exact) only: run post-Delta's exact step through
+            ``torch.compile`` (refused for the other rules where the closed form is taken; needs a C compiler on
+            CPU; the first call compiles, which takes tens of seconds).
     """
 
-    method: str = "rk4"
+    method: str = AUTO_METHOD
     step_size: float | None = None
     rtol: float = 1e-7
     atol: float = 1e-9
@@ -142,7 +162,7 @@ class SolverOptions:
     max_steps: int | None = DEFAULT_MAX_STEPS
 
     def __post_init__(self):
-        methods = FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
+        methods = (AUTO_METHOD,) + FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
         if self.method not in methods:
             hint = (" (multistep methods reuse rates across knots, where controls jump: use rk4 or dopri5)"
                     if "adams" in str(self.method) else "")
@@ -158,8 +178,9 @@ class SolverOptions:
                                  f"gradient={self.gradient!r}: give one of the two")
         if self.chunk_size is not None and not (isinstance(self.chunk_size, int) and self.chunk_size >= 1):
             raise ValueError(f"chunk_size must be a positive integer or None, got {self.chunk_size!r}")
-        if self.method != EXACT_METHOD and (self.chunk_size is not None or self.compile):
-            raise ValueError(f"chunk_size and compile are options of method='exact', not of {self.method!r}")
+        if self.method not in (EXACT_METHOD, AUTO_METHOD) and (self.chunk_size is not None or self.compile):
+            raise ValueError(f"chunk_size and compile are options of method='exact' (and of 'auto', where it takes "
+                             f"the closed form), not of {self.method!r}")
         if self.checkpoint_every is not None and not (
                 isinstance(self.checkpoint_every, int) and not isinstance(self.checkpoint_every, bool)
                 and self.checkpoint_every >= 1):
@@ -173,7 +194,11 @@ class SolverOptions:
             raise ValueError(f"max_steps must be a positive integer or None (no limit), got {self.max_steps!r}")
         if not (self.rtol > 0 and self.atol > 0):
             raise ValueError(f"rtol and atol must be positive, got rtol={self.rtol}, atol={self.atol}")
-        self._adjoint_solves = 0  # counts solves for adjoint_check (not a field: not part of equality or repr)
+        # Not fields (not part of equality or repr): solves counted for adjoint_check, the method the latest solve
+        # used, and the rk4 options "auto" falls back to (cached so that its adjoint_check count carries on).
+        self._adjoint_solves = 0
+        self._last_method = None
+        self._fallback = None
 
     @property
     def gradient_method(self) -> str:
@@ -184,6 +209,69 @@ class SolverOptions:
         if self.adjoint is not None:
             return "adjoint" if self.adjoint else "backprop"
         return "checkpoint"
+
+    @property
+    def last_method(self) -> str | None:
+        """The method the latest `solve` with these options used: "auto" resolved to "exact" or "rk4", any
+        other method as given; None before the first solve."""
+        return getattr(self, "_last_method", None)  # (options unpickled from before it existed have none)
+
+    @property
+    def uses_adjoint(self) -> bool:
+        """Whether gradients go through the continuous adjoint: ``gradient_method == "adjoint"`` and the method
+        in force is not the closed form (which computes its own gradients). With "auto" the method in force is
+        the latest solve's (`last_method`); before any solve, an adjoint is assumed possible."""
+        used = self.last_method or self.method
+        return self.gradient_method == "adjoint" and used != EXACT_METHOD
+
+    def _rk4_fallback(self) -> "SolverOptions":
+        """These options with method "rk4" (and the exact path's options cleared): what "auto" solves with
+        where the closed form does not apply. Cached while the other fields stay as they are."""
+        key = tuple(getattr(self, f.name) for f in dataclasses.fields(self)
+                    if f.name not in ("method", "chunk_size", "compile"))
+        if getattr(self, "_fallback", None) is None or self._fallback[0] != key:
+            self._fallback = (key, dataclasses.replace(self, method=AUTO_FALLBACK, chunk_size=None, compile=False))
+        return self._fallback[1]
+
+
+def resolve_method(options: SolverOptions | None, dynamics, control: Control) -> str:
+    """The method `solve` uses for ``dynamics`` along ``control`` under ``options``: for "auto" (the default),
+    "exact" where `neuralde_seq.ops.exact_fast_weights.exact_applies` (one fast weight layer with a closed-form
+    step, on a control whose read parts are constant on every knot interval), else "rk4"; any other method as
+    given (an explicit "exact" is not checked here: `solve` refuses what it cannot solve).
+
+    Arguments:
+        options: `SolverOptions` (None: the defaults, method "auto").
+        dynamics: the dynamics module `solve` integrates (`Dynamics`), e.g. ``model.network.dynamics``.
+        control: the control, batch size B.
+
+    Returns:
+        The method name: "exact", "rk4", or ``options.method`` when it is not "auto".
+    """
+    method = (options or SolverOptions()).method
+    if method != AUTO_METHOD:
+        return method
+    from .ops.exact_fast_weights import exact_applies
+
+    return EXACT_METHOD if exact_applies(dynamics, control) else AUTO_FALLBACK
+
+
+def check_method(options: SolverOptions, dynamics) -> None:
+    """Refuse, when a model is built, a forced method that its dynamics can never use: method="exact" for
+    dynamics without a closed-form step (deeper fast weight networks, rules without a closed form, fields that
+    depend on s). Controls are checked at each solve; "auto" and the step methods accept every dynamics.
+
+    Arguments:
+        options: the model's `SolverOptions`.
+        dynamics: the dynamics module the model will pass to `solve`.
+
+    Raises:
+        ValueError: method="exact" and ``dynamics`` has no closed-form step (the message says why).
+    """
+    if options.method == EXACT_METHOD:
+        from .ops.exact_fast_weights import exact_field
+
+        exact_field(dynamics)
 
 
 class Dynamics(Protocol):
@@ -221,7 +309,8 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         dynamics: an ``nn.Module`` following `Dynamics`.
         control: the control X, batch size B.
         initial: (B, ...) the state at the first knot.
-        options: `SolverOptions` (default: rk4, one step per knot interval, checkpointed gradients).
+        options: `SolverOptions` (default: method "auto": the closed form where `resolve_method` finds it
+            applies, else rk4 with one step per knot interval and checkpointed gradients).
         at_knots: False returns each sample's state at its own final knot; True returns the states at
             every knot of the control up to the batch's last final knot (constant after a sample's end).
 
@@ -229,8 +318,8 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         (B, ...) final states, or (B, K, ...) states at the K knots if ``at_knots``.
 
     Raises:
-        TypeError: ``control`` is not a Control, or (for every method but "exact", which checks its own inputs)
-            the control, ``initial`` and the dynamics' parameters differ in dtype or device.
+        TypeError: ``control`` is not a Control, or (for every method but an explicit "exact", which checks its
+            own inputs) the control, ``initial`` and the dynamics' parameters differ in dtype or device.
         ValueError: ``initial`` is not a (B, ...) tensor, or the solve needs more than ``options.max_steps``
             steps.
     """
@@ -240,18 +329,24 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     if not isinstance(initial, torch.Tensor) or initial.dim() < 1 or initial.shape[0] != control.batch_size:
         shape = tuple(initial.shape) if isinstance(initial, torch.Tensor) else type(initial).__name__
         raise ValueError(f"initial must be a tensor (B={control.batch_size}, ...), got {shape}")
-    if options.method == EXACT_METHOD:
-        # The exact solver checks its own inputs (which fields and controls have a closed form).
+    if options.method != EXACT_METHOD:  # (an explicit "exact" checks its own inputs)
+        # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
+        # inside the dynamics with a matrix-product error).
+        check_matches_module(dynamics, control.coeffs, "the control", "the dynamics module")
+        check_matches_module(dynamics, initial, "the initial state", "the dynamics module")
+        if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
+            raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert "
+                            f"one of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
+    method = resolve_method(options, dynamics, control)
+    options._last_method = method
+    if method == EXACT_METHOD:
+        # The exact solver checks which fields and controls have a closed form (an explicit "exact" is refused
+        # there, with the reason).
         from .ops.exact_fast_weights import solve_exact
 
         return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
-    # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
-    # inside the dynamics with a matrix-product error).
-    check_matches_module(dynamics, control.coeffs, "the control", "the dynamics module")
-    check_matches_module(dynamics, initial, "the initial state", "the dynamics module")
-    if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
-        raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert one "
-                        f"of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
+    if options.method == AUTO_METHOD:
+        options = options._rk4_fallback()
     gradient = options.gradient_method
     recording = torch.is_grad_enabled()
     checkpointed = gradient == "checkpoint" and recording
@@ -324,7 +419,8 @@ def evolve_over_gaps(f: torch.nn.Module, h: torch.Tensor, gap: torch.Tensor,
         f: the vector field, an ``nn.Module`` mapping (B, H) to (B, H).
         h: (B, H) states.
         gap: (B,) time gaps Δt_b (0 leaves a sample exactly where it is).
-        options: `SolverOptions`; ``step_size`` is the step in τ (None: one step per gap).
+        options: `SolverOptions`; ``step_size`` is the step in τ (None: one step per gap). This ODE has no
+            closed form: the default "auto" solves it with rk4, and "exact" is refused.
 
     Returns:
         (B, H) states after the gaps; h itself (the same tensor) when every gap is zero.

@@ -1,13 +1,16 @@
-"""CKConv / CKCNN (paper 000): the layer's FFT and direct paths, causality, irregular mode, Eq. 5, SIREN
-initialisation, padding and the kernel L2 penalty."""
+"""CKConv / CKCNN (paper 000): the layer's FFT and direct paths, causality, irregular mode (its lattice form
+against its pairwise form, the default reading the times), Eq. 5, SIREN initialisation, padding and the
+kernel L2 penalty."""
 import math
+import warnings
 
 import pytest
 import torch
 
 from neuralde_seq import create_model
 from neuralde_seq.controls import build_control
-from neuralde_seq.models.ckconv import CKCNN, CKConv, grid_inputs
+from neuralde_seq.models.ckconv import (AUTO_LATTICE_NODES, CKCNN, CKConv, PairwiseFallbackWarning, TimesIgnoredWarning,
+                                        grid_inputs)
 from neuralde_seq.models.kernel_networks import SirenKernel, WeightNormLinear
 from neuralde_seq.observations import Observations
 
@@ -27,6 +30,29 @@ def _irregular_batch(batch=4, length=12, channels=3, seed=0, dyadic=False, missi
     lengths = torch.randint(length // 2, length + 1, (batch,), generator=g)
     lengths[0] = length
     return Observations.from_tensors(times, values, lengths)
+
+
+def _lattice_batch(batch=4, full_length=60, channels=3, drop=0.3, missing=0.2, spacing=1.0, seed=0, dtype=D):
+    """Times offset_b + n · spacing (n integer in [0, full_length)) with ``drop`` of each sample's points removed
+    and the rest packed to the front (uneven gaps), random lengths, ``missing`` of the entries NaN, every sample
+    observed at its start."""
+    g = torch.Generator().manual_seed(seed)
+    kept = full_length - round(drop * full_length)
+    nodes = torch.rand(batch, full_length, generator=g).argsort(1)[:, :kept].sort(1).values
+    times = torch.randint(-20, 20, (batch, 1), generator=g).to(dtype) + nodes.to(dtype) * spacing
+    values = torch.randn(batch, kept, channels, generator=g, dtype=dtype)
+    values[torch.rand(values.shape, generator=g) < missing] = float("nan")
+    values[:, 0] = torch.randn(batch, channels, generator=g, dtype=dtype)
+    lengths = torch.randint(kept // 2, kept + 1, (batch,), generator=g)
+    lengths[0] = kept
+    return Observations.from_tensors(times, values, lengths)
+
+
+def _same_weights(model, *others):
+    """(model, *others), the others given the model's weights."""
+    for other in others:
+        other.load_state_dict(model.state_dict())
+    return (model, *others)
 
 
 # ---- the two convolution implementations ----------------------------------------------------------------
@@ -337,7 +363,7 @@ def test_padding_content_is_ignored():
 def test_grid_mode_never_zero_fills_silently():
     obs = _irregular_batch(batch=2, length=6, missing=0.3)
     with pytest.raises(ValueError, match="mask_channel"):
-        CKCNN(3, 2, mask_channel=False).to(D)(obs)
+        CKCNN(3, 2, mode="grid", mask_channel=False).to(D)(obs)
     x = grid_inputs(obs.values, obs.lengths, mask_channel=True)
     assert x.shape == (2, 6, 6)
     torch.testing.assert_close(x[..., 3:], obs.mask.to(D))
@@ -378,13 +404,13 @@ def test_kernel_l2_is_the_sum_of_squares_of_the_sampled_kernel():
 
 def test_horizon_is_fixed_by_the_first_batch_and_saved():
     torch.manual_seed(0)
-    model = CKCNN(3, 2, hidden=4, mask_channel=False, step=0.5)
+    model = CKCNN(3, 2, hidden=4, mode="grid", mask_channel=False, step=0.5)
     obs = _irregular_batch(batch=3, length=12, missing=0.0, dtype=torch.float32)
     model(obs)
     assert all(float(c.horizon) == (int(obs.lengths.max()) - 1) * 0.5 for c in model.convolutions())
     model(obs[1])  # a shorter batch does not change it
     assert all(float(c.horizon) == 5.5 for c in model.convolutions())
-    clone = CKCNN(3, 2, hidden=4, mask_channel=False, step=0.5)
+    clone = CKCNN(3, 2, hidden=4, mode="grid", mask_channel=False, step=0.5)
     clone.load_state_dict(model.state_dict())
     torch.testing.assert_close(clone(obs), model(obs))
 
@@ -408,14 +434,11 @@ def test_wrong_kind_of_input_raises_type_error():
 
 
 def test_grid_mode_warns_when_it_ignores_uneven_times():
-    import warnings
-
-    from neuralde_seq.models.ckconv import TimesIgnoredWarning
     torch.manual_seed(0)
     index = torch.arange(12.0).repeat(3, 1)
     uneven = torch.sort(torch.rand(3, 12) * 10, 1).values
     values = torch.randn(3, 12, 2)
-    model = create_model("ckcnn", Observations.from_tensors(index, values), 2).eval()
+    model = create_model("ckcnn", Observations.from_tensors(index, values), 2, mode="grid").eval()
     with warnings.catch_warnings():
         warnings.simplefilter("error", TimesIgnoredWarning)
         gapped = values.clone()
@@ -425,8 +448,202 @@ def test_grid_mode_warns_when_it_ignores_uneven_times():
     with pytest.warns(TimesIgnoredWarning, match="mode='irregular'"):
         at_uneven = model(Observations.from_tensors(uneven, values))
     assert torch.equal(at_index, at_uneven)  # what the warning says: the times made no difference
-    irregular = create_model("ckcnn", Observations.from_tensors(uneven, values), 2, mode="irregular").eval()
+    irregular = create_model("ckcnn", Observations.from_tensors(uneven, values), 2).eval()  # the default
     with warnings.catch_warnings():
         warnings.simplefilter("error", TimesIgnoredWarning)
         assert not torch.equal(irregular(Observations.from_tensors(uneven, values)),
                                irregular(Observations.from_tensors(index, values)))
+
+
+# ---- irregular mode on a lattice (the default) ----------------------------------------------------------
+
+@pytest.mark.parametrize("full_length,blocks,conv", [(60, 2, "direct"), (60, 2, "fft"), (1429, 1, "auto")])
+def test_lattice_form_equals_pairwise_form(full_length, blocks, conv):
+    """Integer times with 30 % of the points dropped, variable lengths, missing channels (1,000 points in the
+    last case): CKCNN on the lattice equals CKCNN summed pairwise, logits at every point within the lengths
+    and the gradients w.r.t. every parameter (the kernel networks' included) and the observed values, to
+    1e-10 of the largest magnitude in float64."""
+    obs = _lattice_batch(batch=4 if full_length < 100 else 2, full_length=full_length)
+    torch.manual_seed(0)
+    options = dict(hidden=6, blocks=blocks, kernel_hidden=8, omega_0=20.0, conv=conv)
+    lattice, pairwise = _same_weights(CKCNN(3, 4, irregular_conv="lattice", **options).double(),
+                                      CKCNN(3, 4, irregular_conv="pairwise", **options).double())
+    valid = obs.valid.unsqueeze(-1)
+    weights = torch.randn(*obs.values.shape[:2], 4, generator=torch.Generator().manual_seed(1), dtype=D) * valid
+    results = {}
+    for name, model in (("lattice", lattice), ("pairwise", pairwise)):
+        values = obs.values.clone().requires_grad_(True)
+        out = model(Observations(obs.times, values, obs.lengths), return_sequence=True)
+        grads = torch.autograd.grad((out * weights).sum(), (values, *model.parameters()))
+        results[name] = (torch.where(valid, out, 0).detach(), torch.nan_to_num(grads[0]), *grads[1:])
+    plan = lattice.blocks[0].conv1.plan_irregular(obs.times, obs.valid)[1]
+    assert plan is not None and plan.spacing == 1.0
+    for got, expected in zip(results["lattice"], results["pairwise"]):
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-10 * max(1.0, float(expected.abs().max())))
+    assert results["pairwise"][0].abs().max() > 0.1
+    assert results["pairwise"][1][~obs.mask].abs().max() == 0  # missing entries: no gradient
+    # The default ("auto") takes the lattice here, and gives the same answer.
+    _, default = _same_weights(lattice, CKCNN(3, 4, **options).double())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(default(obs), lattice(obs), rtol=0, atol=0)
+
+
+def test_default_ckcnn_output_changes_when_uneven_times_change():
+    """Issue 23's acceptance line: the same values at other (uneven) times give another answer, the one the
+    pairwise sum gives at those times; grid mode gives one answer for both (it ignores times)."""
+    values = torch.randn(3, 40, 2, generator=torch.Generator().manual_seed(0), dtype=D)
+    first = _lattice_batch(batch=3, full_length=57, channels=2, missing=0.0, seed=1)
+    second = _lattice_batch(batch=3, full_length=57, channels=2, missing=0.0, seed=2)
+    first, second = (Observations.from_tensors(o.times, values) for o in (first, second))
+    torch.manual_seed(0)
+    model = create_model("ckcnn", first, 5, horizon=60.0).double().eval()  # registry defaults
+    assert model.mode == "irregular"
+    _, pairwise = _same_weights(model, create_model("ckcnn", first, 5, horizon=60.0,
+                                                    irregular_conv="pairwise").double().eval())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither TimesIgnoredWarning nor PairwiseFallbackWarning
+        out_first, out_second = model(first), model(second)
+    assert (out_first - out_second).abs().max() > 1e-3
+    torch.testing.assert_close(out_first, pairwise(first), rtol=0, atol=1e-10)
+    torch.testing.assert_close(out_second, pairwise(second), rtol=0, atol=1e-10)
+    torch.manual_seed(0)
+    grid = create_model("ckcnn", first, 5, horizon=60.0, mode="grid").double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimesIgnoredWarning)
+        assert torch.equal(grid(first), grid(second))
+
+
+@pytest.mark.parametrize("step", [0.5, 1.0])
+def test_default_equals_grid_mode_on_regular_times(step):
+    """Evenly spaced times (spacing 0.5), variable lengths, 200 points (FFT): the default CKCNN equals grid mode
+    without mask channels, with no warning, whether or not ``step`` is the spacing: both normalise relative
+    positions by the horizon set from the first batch ((L − 1) · step in grid mode, the longest time span in
+    irregular mode), so position k maps to 2k/(L − 1) − 1 in both."""
+    g = torch.Generator().manual_seed(2)
+    times = 3.0 + 0.5 * torch.arange(200, dtype=D).expand(3, 200)
+    obs = Observations.from_tensors(times, torch.randn(3, 200, 2, generator=g, dtype=D), torch.tensor([200, 91, 150]))
+    torch.manual_seed(0)
+    grid, default = _same_weights(CKCNN(2, 5, hidden=8, omega_0=20.0, mode="grid", mask_channel=False,
+                                        step=step).double(),
+                                  CKCNN(2, 5, hidden=8, omega_0=20.0, step=step).double())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = grid(obs, return_sequence=True)
+        got = default(obs, return_sequence=True)
+    assert default.blocks[0].conv1.plan_irregular(obs.times, obs.valid)[1].size == 200
+    for b, n in enumerate(obs.lengths.tolist()):
+        torch.testing.assert_close(got[b, :n], expected[b, :n], rtol=0, atol=1e-10)
+    # A horizon given in index units (199) reads the same times differently in irregular mode: it is in
+    # time units there, so half the span is used.
+    torch.manual_seed(0)
+    fixed = CKCNN(2, 5, hidden=8, omega_0=20.0, mode="grid", mask_channel=False, horizon=199.0).double()
+    _, indexed = _same_weights(fixed, CKCNN(2, 5, hidden=8, omega_0=20.0, horizon=199.0).double())
+    assert (indexed(obs) - fixed(obs)).abs().max() > 1e-3
+
+
+def test_lattice_padded_batch_equals_alone_and_ignores_padding_times():
+    """A sample alone equals itself in a padded batch, though alone its lattice may be coarser (sample 1 has
+    even times only: spacing 2 alone, 1 in the batch); padding times, however far away, change nothing."""
+    obs = _lattice_batch(batch=4, full_length=50, missing=0.25)
+    times = obs.times.clone()
+    n = int(obs.lengths[1])
+    times[1, :n] = 2 * torch.arange(n, dtype=D) + 10  # only even gaps
+    obs = Observations.from_tensors(times, obs.values, obs.lengths)
+    torch.manual_seed(0)
+    model = CKCNN(3, 4, hidden=8, omega_0=20.0, horizon=60.0, irregular_conv="lattice").double().eval()
+    together = model(obs)
+    assert model.blocks[0].conv1.plan_irregular(obs[1].times, obs[1].valid)[1].spacing == 2.0
+    for b in range(4):
+        torch.testing.assert_close(model(obs[b]), together[b:b + 1], rtol=0, atol=1e-10)
+    far = obs.times.clone()
+    for b in range(4):
+        far[b, int(obs.lengths[b]):] = 1e9 + torch.arange(far.shape[1] - int(obs.lengths[b]), dtype=D)
+    torch.testing.assert_close(model(Observations(far, obs.values, obs.lengths)), together, rtol=0, atol=0)
+
+
+def test_auto_plan_fallback_warning_and_lattice_errors():
+    """irregular_conv="auto": the lattice when the times lie on one with at most T² nodes; pairwise on a
+    sparser lattice; pairwise with one PairwiseFallbackWarning per layer when there is none and T² exceeds
+    max_lattice_size. irregular_conv="lattice" raises there instead."""
+    layer = CKConv(2, 3, horizon=10.0, max_lattice_size=1000)
+    dense = torch.tensor([[0.0, 1, 3, 4, 6, 7]])
+    points = torch.ones(1, 6, dtype=torch.bool)
+    assert layer.plan_irregular(dense, points)[1].size == 8
+    sparse = torch.tensor([[0.0, 1, 37, 38, 39, 40]])  # 41 nodes > 6² pairs
+    assert layer.plan_irregular(sparse, points)[1] is None
+    real = torch.sort(torch.rand(1, 40, generator=torch.Generator().manual_seed(0)) * 30, 1).values
+    many = torch.ones(1, 40, dtype=torch.bool)  # 40² = 1600 > 1000
+    with pytest.warns(PairwiseFallbackWarning, match="resolution"):
+        assert layer.plan_irregular(real, many)[1] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer.plan_irregular(real, many)  # once per layer
+        CKConv(2, 3, horizon=10.0).plan_irregular(real, many)  # 1600 <= 65,536: cheap, no warning
+    strict = CKConv(2, 3, horizon=10.0, irregular_conv="lattice")
+    with pytest.raises(ValueError, match="no common lattice"):
+        strict.plan_irregular(real, many)
+    assert strict.plan_irregular(sparse, points)[1].size == 41  # "lattice" takes it however sparse
+    assert CKConv(2, 3, irregular_conv="pairwise").plan_irregular(dense, points)[1] is None
+    for bad in (dict(irregular_conv="fft"), dict(resolution=0.0), dict(resolution=-1.0), dict(max_lattice_size=0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            CKConv(2, 3, **bad)
+    for irregular_only in (dict(irregular_conv="pairwise"), dict(resolution=0.1), dict(max_lattice_size=10)):
+        with pytest.raises(ValueError, match="irregular mode"):
+            CKCNN(2, 3, mode="grid", **irregular_only)
+
+
+def test_resolution_snaps_times_in_both_forms():
+    """With a resolution, every form reads the snapped times: the lattice form on jittered times equals the
+    pairwise form on the snapped times, and differs from the unsnapped answer by at most what the documented
+    bound allows (here: times moved by ≤ 0.05 of a 60-unit horizon)."""
+    obs = _lattice_batch(batch=3, full_length=40, missing=0.2, seed=3)
+    jitter = (torch.rand(obs.times.shape, generator=torch.Generator().manual_seed(4), dtype=D) - 0.5) * 0.1
+    jittered = Observations.from_tensors(obs.times + jitter, obs.values, obs.lengths)
+    torch.manual_seed(0)
+    snapping, pairwise, exact = _same_weights(
+        CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, resolution=1.0, irregular_conv="lattice").double().eval(),
+        CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, irregular_conv="pairwise").double().eval(),
+        CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, irregular_conv="pairwise").double().eval())
+    snapped_times = snapping.blocks[0].conv1.plan_irregular(torch.where(jittered.valid, jittered.times, 0),
+                                                            jittered.valid)[0]
+    # Each sample's first point stays, the others move to first + integer: back onto the integers plus the
+    # first point's jitter.
+    shift = (obs.times + jitter)[:, :1] - obs.times[:, :1]
+    torch.testing.assert_close(torch.where(obs.valid, snapped_times, 0), torch.where(obs.valid, obs.times + shift, 0))
+    torch.testing.assert_close(snapping(jittered), pairwise(obs), rtol=0, atol=1e-10)  # shift-invariant
+    assert 0 < (snapping(jittered) - exact(jittered)).abs().max() < 0.05
+
+
+def test_auto_snaps_many_real_valued_times_to_a_fine_lattice():
+    """Real-valued times on no lattice with T² above max_lattice_size (the pairs of 2,000 such points held 15 GB):
+    "auto" snaps them to horizon / AUTO_LATTICE_NODES and sums on that lattice. Every time moves by at most half
+    that resolution, the answer is within the documented bound of the exact pairwise sum, and it is the same for a
+    sample alone and in a padded batch (the resolution is fixed with the horizon, not drawn from the batch)."""
+    torch.manual_seed(0)
+    T = 600  # 600² > 65,536: no pairwise sum by default
+    times = torch.cumsum(torch.rand(2, T, dtype=D) + 0.5, dim=1)
+    lengths = torch.tensor([T, 450])
+    points = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+    values = torch.randn(2, T, 3, dtype=D)
+    observed = points.unsqueeze(-1).expand(-1, -1, 3) & (torch.rand(2, T, 3) > 0.3)
+    layer = CKConv(3, 4, irregular_conv="auto").to(D)
+    exact = CKConv(3, 4, irregular_conv="pairwise").to(D)
+    exact.load_state_dict(layer.state_dict())
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no PairwiseFallbackWarning: the snapped lattice is used
+        fast = layer.forward_irregular(times, values, observed)
+        reference = exact.forward_irregular(times, values, observed)
+        snapped, lattice = layer.plan_irregular(times, points)
+        assert lattice is not None and lattice.size <= AUTO_LATTICE_NODES + 1
+        resolution = float(layer.horizon) / AUTO_LATTICE_NODES
+        assert float((snapped - times)[points].abs().max()) <= resolution / 2 * (1 + 1e-9)
+        assert float((snapped - times)[points].abs().max()) > 0  # the times really were off-lattice
+        # the same sum as the pairwise form on the snapped times, and close to it on the raw ones
+        on_snapped = exact.forward_irregular(snapped, values, observed)
+        keep = points.unsqueeze(-1).expand_as(fast)
+        scale = reference[keep].abs().max()
+        assert float((fast - on_snapped)[keep].abs().max()) <= 1e-10 * float(scale)
+        assert float((fast - reference)[keep].abs().max()) <= 1e-2 * float(scale)
+        alone = layer.forward_irregular(times[1:, :450], values[1:, :450], observed[1:, :450])
+    torch.testing.assert_close(alone, fast[1:, :450], rtol=0, atol=1e-12)

@@ -14,6 +14,12 @@ solutions.
 - The backward pass keeps no per-step fast weights: the bytes autograd saves are counted exactly.
 - Numerics: the closed forms' safe branches (norm → 0, |e0| beyond sinh's float32 range) against float64.
 - torch.compile (post-Delta's step) agrees with eager; refused configurations raise ValueError.
+- The default ``method="auto"``: on log-signature windows of a 1,000-point series every rule's RDE model is
+  bit-for-bit the method="exact" model (outputs and gradients), and within rk4's error of method="rk4", an error
+  that falls 2⁴-fold per halved step; x'-only CDEs on piecewise-linear controls are exact too; models without a
+  closed form (NCDE, CDE forms on cubic controls, two-layer networks, ODE-RNN's gaps) are bit-for-bit rk4 with
+  the step size and gradient method given; the exact path's options reach it, and no adjoint is blamed for a
+  closed-form solve.
 """
 import math
 import shutil
@@ -25,7 +31,7 @@ import fwp_reference as ref
 from neuralde_seq.ops import exact_fast_weights as exact
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.models import create_model
+from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.rules import make_rule, relax_error, relaxation_rate
 from neuralde_seq.solvers import SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
@@ -297,3 +303,193 @@ def test_refused_configurations(controls):
         SolverOptions("exact", chunk_size=0)
     with pytest.raises(ValueError, match="method='exact'"):
         SolverOptions("rk4", compile=True)
+
+
+# ------------------------------------------------------------------ method="auto" (the default)
+# A ~1,000-point series as users give it: the registry's RDE control (log-signature windows of 4 points with the
+# window's start value: 250 windows), a padded batch.
+AUTO_POINTS = 1000
+
+
+@pytest.fixture(scope="module")
+def long_series():
+    g = torch.Generator().manual_seed(21)
+    times = torch.cumsum(0.5 + torch.rand(2, AUTO_POINTS, generator=g, dtype=DTYPE), dim=1)
+    values = 3 * torch.randn(2, AUTO_POINTS, 2, generator=g, dtype=DTYPE).cumsum(1) / AUTO_POINTS ** 0.5
+    return times, values, torch.tensor([AUTO_POINTS, AUTO_POINTS - 137])
+
+
+def _auto_model(name, inputs, solver, **options):
+    torch.manual_seed(0)
+    model = create_model(name, inputs, 3, solver=solver, **{**dict(d_model=D_MODEL, n_heads=2), **options}).to(DTYPE)
+    ref.randomize_(model, torch.Generator().manual_seed(22), scale=0.5)
+    return model
+
+
+def _outputs_and_gradients(model, inputs, with_gradients=True):
+    """The model's outputs and the gradients of a fixed functional of them w.r.t. every parameter."""
+    if not with_gradients:
+        with torch.no_grad():
+            return model(inputs), None
+    out = model(inputs)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=DTYPE).view_as(out)
+    grads = torch.autograd.grad((out * weights).sum(), list(model.parameters()), allow_unused=True)
+    return out.detach(), [torch.zeros_like(p) if g is None else g for g, p in zip(grads, model.parameters())]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_auto_is_the_exact_path_on_log_signature_windows(long_series, rule):
+    """The default solver of an RDE-form CT-FWP (no solver options at all) on a 1,000-point series is the
+    closed form: outputs and every parameter's gradient are bit-for-bit those of method="exact"."""
+    control = model_inputs(f"{rule}-rde", *long_series)
+    auto = _auto_model(f"{rule}-rde", control, None)
+    assert auto.network.solver.method == "auto"
+    assert auto.resolve_method(control) == "exact"
+    got, got_grads = _outputs_and_gradients(auto, control)
+    assert auto.network.solver.last_method == "exact"
+    expected, expected_grads = _outputs_and_gradients(_auto_model(f"{rule}-rde", control, {"method": "exact"}),
+                                                      control)
+    assert torch.equal(got, expected)
+    for a, b in zip(got_grads, expected_grads):
+        assert torch.equal(a, b)
+    assert sum(float(g.abs().max()) for g in got_grads) > 1e-3
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_auto_is_within_rk4_error_of_forced_rk4(long_series, rule):
+    """method="rk4" (the documented switch) forces rk4 steps on the same model: the outputs differ from the
+    default's by rk4's error, which falls by 2⁴ per halving of the step (4th order: the default is the exact
+    solution rk4 converges to). Hebb's rate does not depend on W, so it is constant on a window and rk4 is
+    exact there: both agree to rounding. Gradients agree to rk4's accuracy too."""
+    control = model_inputs(f"{rule}-rde", *long_series)
+    auto, auto_grads = _outputs_and_gradients(_auto_model(f"{rule}-rde", control, None), control)
+    window = float((control.knots[1:] - control.knots[:-1]).min())
+    steps = (window / 2, window / 4)
+    errors = []
+    for h in steps:
+        forced = _auto_model(f"{rule}-rde", control, SolverOptions("rk4", step_size=h))
+        assert forced.resolve_method(control) == "rk4"
+        rk4, rk4_grads = _outputs_and_gradients(forced, control, with_gradients=h == steps[-1])
+        errors.append(float((rk4 - auto).abs().max()))
+    scale = float(auto.abs().max())
+    print(f"\n{rule}-rde: |auto - rk4| at h = window/2, window/4: {errors} (outputs up to {scale:.3g})")
+    if rule == "hebb":
+        assert max(errors) <= 1e-12 * scale
+    else:
+        assert errors[0] <= 1e-5 * scale  # small ...
+        assert errors[1] > 1e-11 * scale  # ... but rk4's, not rounding: forced rk4 is not the exact path
+        order = math.log2(errors[0] / errors[1])
+        assert 3.5 < order < 4.5, (errors, order)
+    for a, b in zip(rk4_grads, auto_grads):
+        assert float((a - b).abs().max()) <= 1e-5 * max(float(b.abs().max()), 1e-3)
+
+
+def _series_inputs(name, long_series, points=300, **control):
+    """The first ``points`` observations of the series (the second sample 40 shorter) as ``name`` reads them;
+    interpolated controls on the index grid (the samples' times differ)."""
+    times, values, lengths = long_series
+    if name != "ode-rnn":
+        control = {"parametrization": "index", **control}
+    return model_inputs(name, times[:, :points], values[:, :points], lengths.clamp(max=points) - torch.tensor([0, 40]),
+                        **control)
+
+
+# Models and inputs without a closed form: rk4 under "auto", with the step_size and gradient options given.
+SMALL_FWP = dict(d_model=D_MODEL, n_heads=2)
+NO_CLOSED_FORM = {
+    "ncde": lambda s: ("ncde", _series_inputs("ncde", s), dict(hidden=8, width=8)),
+    "delta-cde on a cubic control": lambda s: ("delta-cde", _series_inputs("delta-cde", s), SMALL_FWP),
+    "x'-only delta-cde on a cubic control": lambda s: ("delta-cde", _series_inputs("delta-cde", s),
+                                                       dict(SMALL_FWP, dx_only=True)),
+    "two-layer delta-rde": lambda s: ("delta-rde", _series_inputs("delta-rde", s, points=1000),
+                                      dict(SMALL_FWP, num_layers=2)),
+    "ode-rnn (evolve_over_gaps)": lambda s: ("ode-rnn", _series_inputs("ode-rnn", s, points=200),
+                                             dict(hidden=8, width=8)),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_CLOSED_FORM))
+@pytest.mark.parametrize("gradient", ["checkpoint", "adjoint"])
+def test_auto_is_rk4_without_a_closed_form(long_series, case, gradient):
+    """Where the dynamics or the control admit no closed form, "auto" is exactly rk4 with the options given
+    (the step size and gradient method reach the rk4 solve: a different step gives a different answer)."""
+    name, inputs, options = NO_CLOSED_FORM[case](long_series)
+
+    def run(solver, with_gradients=True):
+        torch.manual_seed(0)
+        model = create_model(name, inputs, 3, solver=solver, **options).to(DTYPE)
+        ref.randomize_(model, torch.Generator().manual_seed(23), scale=0.3)
+        return (model, *_outputs_and_gradients(model, inputs, with_gradients))
+
+    auto_model, auto, auto_grads = run(SolverOptions(step_size=0.5, gradient=gradient, adjoint_check=0))
+    _, rk4, rk4_grads = run(SolverOptions("rk4", step_size=0.5, gradient=gradient, adjoint_check=0))
+    assert torch.equal(auto, rk4)
+    for a, b in zip(auto_grads, rk4_grads):
+        assert torch.equal(a, b)
+    solver = getattr(auto_model, "solver", None) or auto_model.network.solver
+    assert solver.last_method == "rk4"
+    assert solver.uses_adjoint == (gradient == "adjoint")
+    if hasattr(auto_model, "resolve_method"):
+        assert auto_model.resolve_method(inputs) == "rk4"
+    per_knot = run(SolverOptions("rk4", step_size=None), with_gradients=False)[1]
+    assert float((per_knot - auto).abs().max()) > 1e-9  # the step size mattered
+
+
+@pytest.mark.parametrize("method", ["linear", "rectilinear"])
+def test_auto_is_exact_for_x_prime_only_fields_on_piecewise_linear_controls(long_series, method):
+    """A "cde" field with dx_only reads only X', constant on every piece of a linear or rectilinear control:
+    "auto" takes the closed form there (bit-for-bit method="exact"), whereas on a cubic control it takes rk4
+    (previous test)."""
+    control = _series_inputs("delta-cde", long_series, method=method)
+    auto = _auto_model("delta-cde", control, None, dx_only=True)
+    assert auto.resolve_method(control) == "exact"
+    got, got_grads = _outputs_and_gradients(auto, control)
+    expected, expected_grads = _outputs_and_gradients(
+        _auto_model("delta-cde", control, {"method": "exact"}, dx_only=True), control)
+    assert torch.equal(got, expected)
+    for a, b in zip(got_grads, expected_grads):
+        assert torch.equal(a, b)
+    # the standard CDE form reads X, which moves on every piece: no closed form
+    assert _auto_model("delta-cde", control, None).resolve_method(control) == "rk4"
+
+
+def test_auto_options_of_each_path(controls):
+    """chunk_size and compile are options of the closed form, accepted with "auto" (where it takes the closed
+    form they are applied: compile=True reaches the exact path, which compiles post-Delta only and says so for
+    Oja) and refused with a step method; gradient="adjoint" with "auto" on an exact-capable model gives the
+    closed form's own gradients (no adjoint is used, and gradient_advice does not blame one); the ODE between
+    observations has no closed form: "exact" is refused there, "auto" solves it with rk4."""
+    from neuralde_seq.solvers import evolve_over_gaps
+    from neuralde_seq.training.callbacks import gradient_advice
+
+    control = controls["logsig"]
+    W0 = torch.zeros(control.batch_size, 2, 4, 4, dtype=DTYPE)
+    chunked = solve(_field("delta", "rde", control.channels), control, W0, SolverOptions(chunk_size=2))
+    torch.testing.assert_close(chunked, solve(_field("delta", "rde", control.channels), control, W0,
+                                              SolverOptions("exact", chunk_size=2)), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="compile"):
+        solve(_field("oja", "rde", control.channels), control, W0, SolverOptions(compile=True))
+    with pytest.raises(ValueError, match="chunk_size and compile"):
+        SolverOptions("rk4", chunk_size=4)
+
+    model = _auto_model("delta-rde", control, {"gradient": "adjoint", "adjoint_check": 0})
+    exact_model = _auto_model("delta-rde", control, {"method": "exact"})
+    got, got_grads = _outputs_and_gradients(model, control)
+    expected, expected_grads = _outputs_and_gradients(exact_model, control)
+    assert torch.equal(got, expected) and all(torch.equal(a, b) for a, b in zip(got_grads, expected_grads))
+    assert not model.network.solver.uses_adjoint
+    assert "adjoint" not in gradient_advice(model)
+    forced = _auto_model("delta-rde", control, {"method": "rk4", "gradient": "adjoint", "adjoint_check": 0})
+    _outputs_and_gradients(forced, control)
+    assert forced.network.solver.uses_adjoint and "continuous adjoint" in gradient_advice(forced)
+
+    f = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()).to(DTYPE)
+    h = torch.randn(2, 3, generator=torch.Generator().manual_seed(24), dtype=DTYPE)
+    gap = torch.tensor([0.7, 1.3], dtype=DTYPE)
+    with pytest.raises(ValueError, match="no closed form"):
+        evolve_over_gaps(f, h, gap, SolverOptions("exact"))
+    options = SolverOptions(step_size=0.25)
+    with torch.no_grad():
+        assert torch.equal(evolve_over_gaps(f, h, gap, options),
+                           evolve_over_gaps(f, h, gap, SolverOptions("rk4", step_size=0.25)))
+    assert options.last_method == "rk4"

@@ -11,6 +11,7 @@
 """
 import pytest
 import torch
+import torch.nn.functional as F
 
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.models.rfwp import ODERFWP, RFWPCell
@@ -122,7 +123,9 @@ def test_zero_gaps_reduce_to_the_discrete_rfwp_step(rule):
             x = obs.values[b, i]
             m = ~torch.isnan(x)
             h, W = ref_cell(model.cell, torch.cat([torch.where(m, x, torch.zeros_like(x)), m.to(DTYPE)]), h, W)
-        expected = h @ model.readout.weight.T + model.readout.bias
+        # the final LayerNorm, then the linear read-out
+        normed = F.layer_norm(h, (h.shape[-1],), model.output_norm.weight, model.output_norm.bias)
+        expected = normed @ model.readout.weight.T + model.readout.bias
         assert torch.allclose(logits[b], expected, atol=1e-13, rtol=0)
     # with the real gaps the ODE moves u between observations
     assert (model(obs) - logits).abs().max() > 1e-3
@@ -164,7 +167,8 @@ def test_linear_field_evolves_by_matrix_exponential_between_observations():
             x = obs.values[b, i]
             m = ~torch.isnan(x)
             h, W = ref_cell(model.cell, torch.cat([torch.where(m, x, torch.zeros_like(x)), m.to(DTYPE)]), h, W)
-        assert torch.allclose(logits[b], h @ model.readout.weight.T + model.readout.bias, atol=1e-9, rtol=0)
+        normed = F.layer_norm(h, (h.shape[-1],), model.output_norm.weight, model.output_norm.bias)
+        assert torch.allclose(logits[b], normed @ model.readout.weight.T + model.readout.bias, atol=1e-9, rtol=0)
 
 
 def random_batch(B, T, C, seed, lengths):

@@ -217,7 +217,10 @@ def test_numpy_route_equals_a_direct_fit():
     clf.fit(X, y, times=times)
     # the recipe of the module docstring, written out
     (data,) = standardise(from_arrays(X, times=times))
-    inputs = model_inputs("ncde", data.times, data.values, data.lengths, parametrization="index")
+    # the default time_unit "auto": the fit data's longest span, as the float32 data hold it
+    span = float((data.times[torch.arange(len(X)), data.lengths - 1] - data.times[:, 0]).max())
+    assert span == pytest.approx(max(float(t[-1] - t[0]) for t in times), rel=1e-6)
+    inputs = model_inputs("ncde", data.times, data.values, data.lengths, parametrization="index", time_unit=span)
     torch.manual_seed(7)
     model = create_model("ncde", inputs, 3, hidden=8, width=16)
     history = fit(model, Classification(3), (inputs, torch.as_tensor(y)), seed=7, progress=False, **settings)
@@ -233,8 +236,13 @@ def test_every_registry_model_fits_ragged_samples_with_their_own_times():
     X, y, times = _ragged(8, seed=8, classes=2)
     for name in MODEL_NAMES:
         clf = SequenceClassifier(name, epochs=1, batch_size=4, random_state=0).fit(X, y, times=times)
-        expected = {"parametrization": "index"} if model_entry(name).inputs == "control" else {}
-        assert clf.control_options_ == expected, name
+        span = max(float(t[-1] - t[0]) for t in times)  # time_unit "auto": the fit data's longest span
+        if model_entry(name).inputs == "control":
+            assert clf.control_options_.keys() == {"parametrization", "time_unit"}, name
+            assert clf.control_options_["parametrization"] == "index"
+            assert clf.control_options_["time_unit"] == pytest.approx(span, rel=1e-6), name
+        else:
+            assert clf.control_options_ == {}, name
         proba = clf.predict_proba(X, times=times)
         np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-12)
         shortest = int(np.argmin([len(x) for x in X]))
@@ -362,7 +370,8 @@ def test_a_channel_a_sample_never_observes():
         SequenceClassifier("ncde", model_options={"hidden": 4, "width": 8}, epochs=1).fit(X, y)
     clf = SequenceClassifier("ncde", model_options={"hidden": 4, "width": 8}, epochs=1, random_state=0,
                              control_options={"unobserved_fill": 0.0}).fit(X, y)
-    assert clf.control_options_ == {"parametrization": "index", "unobserved_fill": 0.0}
+    assert clf.control_options_ == {"parametrization": "index", "unobserved_fill": 0.0,
+                                    "time_unit": max(len(x) for x in X) - 1.0}  # "auto": times are the indices
     assert clf.predict(X).shape == (10,)
 
 

@@ -410,7 +410,8 @@ def test_two_layer_model_by_hand(rule, form):
         xT, dxT = hand_final(control)
         out = ref.layer_readout(l2, rule, s2, final[:, 1], ref.layer_readout(l1, rule, s1, final[:, 0], xT, dxT),
                                 None)
-        logits = ref.linear(out, model.head.weight, model.head.bias)
+        # the classifier's final LayerNorm (randomised with the rest of the model), then its linear head
+        logits = ref.linear(ref.layer_norm(out, model.output_norm), model.head.weight, model.head.bias)
         torch.testing.assert_close(model(control), logits, rtol=0, atol=1e-10)
         assert (final[:, 1] - initial[:, 1]).abs().max() > 1e-2  # layer 2 really evolves
 
@@ -451,3 +452,29 @@ def test_outputs_at_knots(rule, form, num_layers):
                 points = i + 1 if form != "rde" else LOGSIG["step"] * i + 1
                 cut = control_for(form, times[b:b + 1, :points], values[b:b + 1, :points], None)
                 torch.testing.assert_close(seq[b, i], net(cut)[0], rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------------------------------------ the default method
+def test_default_method_is_auto_and_its_options():
+    """The default is "auto" (tests/test_exact.py checks what it solves); the exact path's options are accepted
+    with it and refused with a step method; last_method says what a solve used; an explicit rk4 solve of an
+    RDE field is the rk4 answer, not the closed form's."""
+    assert SolverOptions().method == "auto" and SolverOptions().last_method is None
+    assert SolverOptions(chunk_size=8, compile=True).chunk_size == 8
+    for method in ("rk4", "dopri5"):
+        with pytest.raises(ValueError, match="chunk_size and compile are options of method='exact'"):
+            SolverOptions(method, chunk_size=8)
+    with pytest.raises(ValueError, match="'auto'"):
+        SolverOptions("closed-form")
+    control = _piecewise_controls()["hand"]
+    torch.manual_seed(0)
+    field = FastWeightField(control.channels, D_MODEL, 2, "delta", form="rde").to(DTYPE)
+    ref.randomize_(field, torch.Generator().manual_seed(6), scale=0.7)
+    W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
+    auto, rk4 = SolverOptions(), SolverOptions("rk4")
+    with torch.no_grad():
+        default, forced = solve(field, control, W0, auto), solve(field, control, W0, rk4)
+    assert (auto.last_method, rk4.last_method) == ("exact", "rk4")
+    expected = _closed_form_solution("delta", field, control, W0)
+    torch.testing.assert_close(default, expected, rtol=0, atol=1e-12)
+    assert (forced - expected).abs().max() > 1e-6  # one rk4 step per window: rk4's error, not the closed form

@@ -94,10 +94,18 @@ def _basis_time_range(control: Control, options: dict) -> dict:
     return {"basis_time_range": (float(control.knots[0]), float(control.knots[int(control.end_index.max())]))}
 
 
+# Oja's CDE form decays W at the rate σ(β)|v|² with v = tanh(W_v X') in [-1, 1]^d: where a spike saturates v the rate
+# reaches d_head (16), and one rk4 step per knot (stable up to 2.8) blew up on a spiky 2,000-point series at step 2;
+# two steps per knot trained (tests/test_defaults.py).
+_SOLVER_DEFAULTS = {"oja-cde": dict(method="rk4", step_size=0.5)}
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
-        register_model(f"{_rule}-{_form}", ModelEntry(FastWeightClassifier, dict(rule=_rule, form=_form),
-                                                      "control", _control, from_inputs=_basis_time_range))
+        _name = f"{_rule}-{_form}"
+        _defaults = dict(rule=_rule, form=_form)
+        if _name in _SOLVER_DEFAULTS:
+            _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a dict: create_model builds a SolverOptions per model
+        register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
+                                         from_inputs=_basis_time_range))
 
 
 register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED,
@@ -199,7 +207,7 @@ def _keyword_defaults(constructor) -> dict:
 def model_defaults(name: str) -> dict:
     """Every option the model ``name`` gets when `create_model` is given none: its constructor's
     keyword defaults with the registry's on top (the one place the defaults live; the CLI, the estimators and
-    the benchmark configs start from these). ``solver: None`` is ``SolverOptions()``.
+    the benchmark configs start from these). ``solver`` is the `SolverOptions` a model gets without one.
 
     E.g. ``model_defaults("delta-cde")["d_model"]`` is 64. Options that depend on the input (the NRDE's
     ``initial_channels``) are listed as None, and options with a default that the input replaces unless given
@@ -216,7 +224,13 @@ def model_defaults(name: str) -> dict:
         ValueError: an unknown name.
     """
     entry = _entry(name)
-    return {**_keyword_defaults(entry.constructor), **entry.defaults}
+    defaults = {**_keyword_defaults(entry.constructor), **entry.defaults}
+    if isinstance(defaults.get("solver"), dict):
+        defaults["solver"] = SolverOptions(**defaults["solver"])
+    elif entry.takes_solver and defaults.get("solver") is None:
+        # the options in force, so that a run recorded under another default solver is told apart
+        defaults["solver"] = SolverOptions()
+    return defaults
 
 
 def control_options(name: str) -> dict:
@@ -300,6 +314,8 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         solver = SolverOptions(**solver)
     derived = {}
     options = {**entry.defaults, **overrides}
+    if isinstance(options.get("solver"), dict):  # a registry default: options of its own for every model
+        options["solver"] = SolverOptions(**options["solver"])
     if isinstance(in_channels, (Control, Observations)):
         expected = Observations if entry.inputs == "observations" else Control
         if not isinstance(in_channels, expected):

@@ -20,7 +20,7 @@ from torch import nn
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..fields import FastWeightField
-from ..solvers import SolverOptions, solve
+from ..solvers import SolverOptions, check_method, resolve_method, solve
 
 __all__ = ["FeedForward", "FastWeightLayer", "FastWeightNetwork", "FastWeightClassifier", "INITIAL_STATES"]
 
@@ -162,9 +162,9 @@ class _CoupledDynamics(nn.Module):
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
         self.needs_time = first.needs_time  # every layer has the same basis options
-        # What SolverOptions(method="exact") solves: one layer's field. Deeper layers read the previous layer's
-        # output, which moves inside every window, so they have no closed-form step
-        # (neuralde_seq.ops.exact_fast_weights).
+        # What the closed form (method "exact", or "auto" where it applies) solves: one layer's field. Deeper
+        # layers read the previous layer's output, which moves inside every window, so they have no closed-form
+        # step (neuralde_seq.ops.exact_fast_weights).
         self.exact_field = first if len(layers) == 1 else None
 
     def control_features(self, x, dx, s=None):
@@ -198,10 +198,11 @@ class FastWeightNetwork(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_layers: L >= 1.
-        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients);
-            ``method="exact"`` solves with the closed-form steps of docs/equations.md#closed-forms-on-constant-inputs
-            (`neuralde_seq.ops.exact_fast_weights`): one layer, on log-signature controls (or piecewise-linear
-            controls with ``dx_only=True``).
+        solver: `SolverOptions` (default: method "auto", checkpointed gradients): the closed-form steps of
+            docs/equations.md#closed-forms-on-constant-inputs (`neuralde_seq.ops.exact_fast_weights`) where they
+            apply (one layer, on log-signature controls, or on piecewise-linear controls with ``dx_only=True``),
+            else rk4 with one step per knot interval. ``method="rk4"`` forces rk4; ``method="exact"`` forces
+            the closed form (deeper models are refused here). `resolve_method` says which a control gets.
         **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
     """
@@ -220,12 +221,22 @@ class FastWeightNetwork(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.dynamics = _CoupledDynamics(self.layers)
         self.solver = solver or SolverOptions()
-        if self.solver.method == "exact":
-            from ..ops.exact_fast_weights import exact_field
-
-            exact_field(self.dynamics)  # refuses deeper models and rules without a closed form, here already
+        check_method(self.solver, self.dynamics)  # a forced closed form: deeper models etc. refused here already
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
+
+    def resolve_method(self, control: Control) -> str:
+        """The solver method `forward` uses on ``control``: "exact" or "rk4" for the default "auto"
+        (`neuralde_seq.solvers.resolve_method`), the given method otherwise.
+
+        Arguments:
+            control: an input this network reads, batch size B.
+
+        Returns:
+            The method name, e.g. "exact" for a one-layer RDE-form network on log-signature windows.
+        """
+        self._check(control)
+        return resolve_method(self.solver, self.dynamics, control)
 
     def _check(self, control: Control, model: nn.Module | None = None):
         """Raise unless ``control`` is a Control this network reads; messages name ``model`` (default this
@@ -303,8 +314,10 @@ class FastWeightClassifier(nn.Module):
         num_classes: number of classes (logits out).
         num_layers: number L >= 1 of fast weight layers, solved as one coupled ODE (default 1; see
             `FastWeightNetwork`).
-        solver: `SolverOptions` (default None: rk4, one step per knot, checkpointed gradients; see
-            `FastWeightNetwork`).
+        solver: `SolverOptions` (default None: method "auto", the closed form where it applies, else rk4 with
+            one step per knot; checkpointed gradients; see `FastWeightNetwork`).
+        output_norm: a LayerNorm on the network's final output before the linear classifier (default True; False
+            is the papers' plain linear head, whose logits grow with the series' length under Hebb's rule).
         **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...).
 
     ``forward(control, static=None)`` returns logits of shape (B, num_classes).
@@ -313,10 +326,15 @@ class FastWeightClassifier(nn.Module):
     forwards_options_to = FastWeightLayer  # where **layer_options go (read by models.model_defaults)
 
     def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
-                 **layer_options):
+                 output_norm: bool = True, **layer_options):
         super().__init__()
         check_num_outputs(num_classes)
+        if not isinstance(output_norm, bool):
+            raise TypeError(f"output_norm must be True or False, got {output_norm!r}")
         self.network = FastWeightNetwork(in_channels, num_layers, solver, **layer_options)
+        # The fast weights' read-out is a sum over the whole series (Hebb's W grows like the series' length): a final
+        # LayerNorm keeps the logits O(1) at initialisation on 2,000-point series, as pre-norm Transformers end.
+        self.output_norm = nn.LayerNorm(self.network.d_model) if output_norm else nn.Identity()
         self.head = nn.Linear(self.network.d_model, num_classes)
 
     def forward(self, control: Control, static: torch.Tensor | None = None) -> torch.Tensor:
@@ -330,4 +348,16 @@ class FastWeightClassifier(nn.Module):
             (B, num_classes) logits.
         """
         self.network._check(control, self)  # errors name this class, not the network inside it
-        return self.head(self.network(control, static))
+        return self.head(self.output_norm(self.network(control, static)))
+
+    def resolve_method(self, control: Control) -> str:
+        """The solver method `forward` uses on ``control`` (see `FastWeightNetwork.resolve_method`).
+
+        Arguments:
+            control: an input this classifier reads, batch size B.
+
+        Returns:
+            The method name ("exact" or "rk4" under the default "auto").
+        """
+        self.network._check(control, self)
+        return resolve_method(self.network.solver, self.network.dynamics, control)

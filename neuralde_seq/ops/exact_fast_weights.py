@@ -9,8 +9,8 @@ e.g. a rectilinear control with ``dx_only=True``) the key, value and learning ra
 `solve_exact_reference` is the definition: a plain Python loop over the knot intervals, one call of
 ``rule.exact_step`` per interval, differentiated by autograd (memory O(T · d²) per sample).
 
-`solve_exact` (selected by ``SolverOptions(method="exact")`` in `solve`)
-computes the same states:
+`solve_exact` (selected in `solve` by ``SolverOptions(method="exact")``, and by the default ``method="auto"``
+wherever `exact_applies` says the closed form applies) computes the same states:
 
 1. every input-dependent quantity (keys, values, learning rates) of a segment of the sequence is computed in
    one batched pass of the field's projections (all heads in one matmul, `FastWeightField.projections`);
@@ -44,7 +44,8 @@ and both Deltas: docs/performance.md.)
 Which fields qualify: every field on a piecewise-constant control (log-signature windows, where x and x' are
 both the window's rate), and x'-only CDE fields (``dx_only=True``) on piecewise-linear controls; the standard
 CDE forms on a piecewise-linear control read X, which moves on every piece, and have no closed form
-(docs/equations.md#closed-forms-on-constant-inputs). `piece_inputs` checks it.
+(docs/equations.md#closed-forms-on-constant-inputs). `piece_inputs` checks it; `exact_applies` asks the same
+question without raising (the rule of ``method="auto"``).
 
 Deeper models (``num_layers > 1``) are not solvable this way: the input of layer 2 is layer 1's output,
 which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
@@ -61,7 +62,7 @@ from ..fields import FastWeightField
 from ..rules import Delta
 from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
 
-__all__ = ["solve_exact", "solve_exact_reference", "exact_field", "piece_inputs", "default_chunk_size"]
+__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_field", "piece_inputs", "default_chunk_size"]
 
 # Size of a checkpointed segment when SolverOptions.chunk_size is None, in fast weight entries per step times
 # steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
@@ -75,24 +76,78 @@ def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int
     return max(8, SEGMENT_ENTRIES // (batch * heads * head_dim * head_dim))
 
 
+def _field_refusal(dynamics) -> str | None:
+    """Why ``dynamics`` has no closed-form step (a sentence naming the fix), or None when it has one: a single
+    `FastWeightField` (itself, or its ``exact_field`` attribute) whose inputs do not depend on s and whose rule
+    has a closed-form step."""
+    field = getattr(dynamics, "exact_field", dynamics)
+    if field is None:
+        return ("method='exact' solves one fast weight layer: the inputs of layers after the first are the previous "
+                "layer's outputs, which change inside every window, so they have no closed-form step; use a "
+                "torchdiffeq method (e.g. 'rk4') for num_layers > 1")
+    if not isinstance(field, FastWeightField):
+        return (f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
+                f"{type(dynamics).__name__}")
+    if getattr(field, "needs_time", False):
+        return ("method='exact' needs inputs constant on every window, but the field's slow net changes with s "
+                "(basis-expanded weights): use a fixed-step method such as 'rk4'")
+    if not field.has_exact_step:
+        return (f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
+                + " has no closed-form step")
+    return None
+
+
+def _control_refusal(field: FastWeightField, coeffs: torch.Tensor, piecewise_constant: bool) -> str | None:
+    """Why the field's inputs are not constant on the knot intervals of ``coeffs`` (B, N, 4, C), or None when
+    they are: piecewise-constant controls always qualify; otherwise x must have no term of order >= 1 (if read)
+    and x' no term of order >= 2 (if read)."""
+    if piecewise_constant:
+        return None
+    if field.needs_value and bool((coeffs[:, :, 1:] != 0).any()):
+        return ("method='exact' needs inputs constant on every knot interval, but the field reads the control's "
+                f"value x (key from {field.key_source!r}, value from {field.value_source!r}) and the control is "
+                "not piecewise constant: use a log-signature control, or a piecewise-linear control with a field "
+                "reading x' only (form='cde', dx_only=True)")
+    if field.needs_derivative and bool((coeffs[:, :, 2:] != 0).any()):
+        return ("method='exact' needs inputs constant on every knot interval, but the field reads x' of a control "
+                "that is not piecewise linear: build it with method='linear' or 'rectilinear' (or use a "
+                "log-signature control)")
+    return None
+
+
+def exact_applies(dynamics, control: Control) -> bool:
+    """Whether `solve_exact` can solve ``dynamics`` along ``control``: the one rule by which
+    ``SolverOptions(method="auto")`` picks the closed form (`neuralde_seq.solvers.resolve_method`), and the
+    same conditions `solve_exact` refuses without (`exact_field`, `piece_inputs`).
+
+    True for one fast weight layer (a `FastWeightField` or dynamics whose ``exact_field`` is one) whose rule has a
+    closed-form step and whose slow net does not depend on s, on a control whose read parts are constant on
+    every knot interval: log-signature windows (any form), or a piecewise-linear control (linear, rectilinear)
+    read through x' only (form="cde" with ``dx_only=True``). Decided from the control's coefficients (one pass
+    over them), so a cubic control that happens to be linear on every piece of this batch qualifies too; the
+    closed form and rk4 solve the same equation, so either answer is the model's.
+
+    Arguments:
+        dynamics: what `neuralde_seq.solvers.solve` integrates (any `neuralde_seq.solvers.Dynamics`).
+        control: the control, batch size B.
+
+    Returns:
+        True when the closed form applies, else False (never raises for other dynamics).
+    """
+    if _field_refusal(dynamics) is not None:
+        return False
+    field = getattr(dynamics, "exact_field", dynamics)
+    pieces = int(control.end_index.max())
+    return _control_refusal(field, control.coeffs[:, :pieces], control.piecewise_constant) is None
+
+
 def exact_field(dynamics) -> FastWeightField:
     """The single `FastWeightField` that ``dynamics`` integrates (its ``exact_field`` attribute, or the
     dynamics itself); ValueError if there is none or its rule has no closed-form step."""
-    field = getattr(dynamics, "exact_field", dynamics)
-    if field is None:
-        raise ValueError("method='exact' solves one fast weight layer: the inputs of layers after the first are the "
-                         "previous layer's outputs, which change inside every window, so they have no closed-form "
-                         "step; use a torchdiffeq method (e.g. 'rk4') for num_layers > 1")
-    if not isinstance(field, FastWeightField):
-        raise ValueError(f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
-                         f"{type(dynamics).__name__}")
-    if getattr(field, "needs_time", False):
-        raise ValueError("method='exact' needs inputs constant on every window, but the field's slow net changes with "
-                         "s (basis-expanded weights): use a fixed-step method such as 'rk4'")
-    if not field.has_exact_step:
-        raise ValueError(f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
-                         + " has no closed-form step")
-    return field
+    refusal = _field_refusal(dynamics)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return getattr(dynamics, "exact_field", dynamics)
 
 
 def piece_inputs(field: FastWeightField, control: Control, pieces: int):
@@ -105,26 +160,13 @@ def piece_inputs(field: FastWeightField, control: Control, pieces: int):
     of a piecewise-constant polynomial.
     """
     coeffs = control.coeffs[:, :pieces]  # (B, N, 4, C)
+    refusal = _control_refusal(field, coeffs, control.piecewise_constant)
+    if refusal is not None:
+        raise ValueError(refusal)
     if control.piecewise_constant:
         rate = coeffs[:, :, 0]
         return (rate if field.needs_value else None), (rate if field.needs_derivative else None)
-    x = dx = None
-    if field.needs_value:
-        if (coeffs[:, :, 1:] != 0).any():
-            raise ValueError("method='exact' needs inputs constant on every knot interval, but the field reads the "
-                             f"control's value x (key from {field.key_source!r}, value from {field.value_source!r}) "
-                             "and the control is not piecewise constant: use a log-signature control, or a "
-                             "piecewise-linear control with a field reading x' only (form='cde', dx_only=True)")
-        x = coeffs[:, :, 0]
-    if field.needs_derivative:
-        if (coeffs[:, :, 2:] != 0).any():
-            raise ValueError("method='exact' needs inputs constant on every knot interval, but the field reads x' "
-                             "of a control that is not piecewise linear: build it with method='linear' or "
-                             "'rectilinear' (or use a log-signature control)")
-        dx = coeffs[:, :, 1]
-    return x, dx
-
-
+    return (coeffs[:, :, 0] if field.needs_value else None), (coeffs[:, :, 1] if field.needs_derivative else None)
 
 
 def _projections(field: FastWeightField, x, dx):
@@ -373,8 +415,7 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
         control: the control, batch size B; see `piece_inputs` for which controls qualify.
         initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
             H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
-        options: `SolverOptions` with method "exact" (``chunk_size`` and
-            ``compile`` are read).
+        options: `SolverOptions` with method "exact" or "auto" (``chunk_size`` and ``compile`` are read).
         at_knots: False (default): each sample's final state; True: the states at every knot (as in
             `solve`).
 

@@ -351,7 +351,7 @@ def gradient_advice(model: torch.nn.Module) -> str:
     """What to try after a non-finite gradient: the continuous adjoint is the likely cause where it is used."""
     users = sorted({type(module).__name__ for module in model.modules()
                     if isinstance(getattr(module, "solver", None), SolverOptions)
-                    and module.solver.gradient_method == "adjoint" and module.solver.method != "exact"})
+                    and module.solver.uses_adjoint})
     if not users:
         return _GENERIC_ADVICE
     return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(adjoint=True) or "

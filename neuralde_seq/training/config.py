@@ -24,8 +24,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..solvers import SolverOptions
 
 __all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
-           "TRAINING_DEFAULTS", "SELECT_ON", "load_config", "apply_overrides", "parse_config", "validate_config",
-           "fingerprint"]
+           "TRAINING_DEFAULTS", "SELECT_ON", "REFERENCE_FIT_ON", "load_config", "apply_overrides", "parse_config",
+           "validate_config", "fingerprint"]
 
 SELECT_ON = ("accuracy", "auroc", "loss")
 TOP_KEYS = ("name", "description", "task", "task_options", "seeds", "training", "solver", "models", "evaluate")
@@ -108,22 +108,32 @@ class TestVariant:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRow:
-    """One model row: registry name, constructor options, control options, training and solver settings."""
+    """One model row: registry name, constructor options, control options, training and solver settings.
+
+    A *reference row* (``reference`` True) names a closed-form method of `neuralde_seq.reference.REFERENCE_METHODS`
+    (e.g. ``minirocket``) instead of a registry model: ``options`` are its estimator's constructor arguments
+    (and ``fit_on``: ``"train+val"``, the default, or ``"train"``), ``training`` is None and ``control`` empty.
+    """
 
     label: str
     model: str
     options: dict
     control: dict
-    training: TrainingSettings
+    training: TrainingSettings | None
     solver: SolverOptions | None
     solver_fields: dict  # the solver settings as given (for results files), None-free
     paper: PaperNumber | None = None
+    reference: bool = False
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
-                "control": copy.deepcopy(self.control), "training": dataclasses.asdict(self.training),
-                "solver": None if self.solver is None else dict(self.solver_fields),
-                "paper": None if self.paper is None else dataclasses.asdict(self.paper)}
+        out = {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
+               "control": copy.deepcopy(self.control),
+               "training": None if self.training is None else dataclasses.asdict(self.training),
+               "solver": None if self.solver is None else dict(self.solver_fields),
+               "paper": None if self.paper is None else dataclasses.asdict(self.paper)}
+        if self.reference:  # only then: the fingerprints of the model rows stay as they were
+            out["reference"] = True
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,7 +372,7 @@ def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelR
         if warp is None or warp.kind == "uniform" or not warp.per_sample:
             continue
         for j, row in enumerate(rows):
-            if model_entry(row.model).inputs != "control":
+            if row.reference or model_entry(row.model).inputs != "control":  # a reference row: any times
                 continue
             control = {**control_options(row.model), **row.control}
             if control.get("method") == "logsignature" or control.get("parametrization", "time") != "time":
@@ -372,6 +382,32 @@ def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelR
                 f"models[{j}] ({row.label}, model {row.model}) reads a control parametrised by time, which needs "
                 f"one time grid for all samples; set evaluate[{i}].time_warp.per_sample: false (one warp of the "
                 f"common time axis) or give the row control: {{parametrization: index}}")
+
+
+# How a reference row is fitted: on the training and validation splits together (the default: a closed-form
+# method selects nothing on validation data), or on the training split alone (then scored on validation too).
+REFERENCE_FIT_ON = ("train+val", "train")
+
+
+def _parse_reference_row(row: dict, where: str, label: str, task_metric: str) -> ModelRow:
+    """A reference row (a closed-form method of `neuralde_seq.reference`): options checked against its
+    estimator's constructor; training, control and solver settings refused (they do not apply)."""
+    from ..reference import reference_method
+
+    method = reference_method(row["model"])
+    for key in ("training", "control", "solver"):
+        if key in row:
+            raise ConfigError(f"{where}.{key}: {row['model']!r} is a reference method (fitted in closed form, "
+                              f"neuralde_seq.reference), {key} settings do not apply to it")
+    options = _require_mapping(row.get("options"), f"{where}.options")
+    _check_keys(options, (*method.option_names(), "fit_on"), f"{where}.options (reference method {row['model']})")
+    if options.get("fit_on", REFERENCE_FIT_ON[0]) not in REFERENCE_FIT_ON:
+        raise ConfigError(f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got "
+                          f"{options['fit_on']!r}")
+    options = {key: _yaml_number(value) for key, value in options.items()}
+    return ModelRow(label=label, model=row["model"], options=options, control={}, training=None, solver=None,
+                    solver_fields={}, paper=_parse_paper(row.get("paper"), f"{where}.paper", task_metric),
+                    reference=True)
 
 
 def parse_config(config: Mapping) -> BenchmarkConfig:
@@ -436,15 +472,23 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         _check_keys(row, ROW_KEYS, where)
         if "model" not in row:
             raise ConfigError(f"{where} has no `model`; known models: {', '.join(MODEL_NAMES)}")
+        reference = False
         if row["model"] not in MODEL_NAMES:
-            raise ConfigError(f"{where}.model {row['model']!r} is not a known model; known models: "
-                              f"{', '.join(MODEL_NAMES)}")
-        entry = model_entry(row["model"])
+            from ..reference import REFERENCE_METHODS
+
+            if row["model"] not in REFERENCE_METHODS:
+                raise ConfigError(f"{where}.model {row['model']!r} is not a known model; known models: "
+                                  f"{', '.join(MODEL_NAMES)}; reference methods: {', '.join(REFERENCE_METHODS)}")
+            reference = True
         label = str(row.get("label") or row["model"])
         if label in labels or slug(label) in slugs:
             raise ConfigError(f"{where}.label {label!r} is used by another row (labels name output folders)")
         labels.add(label)
         slugs.add(slug(label))
+        if reference:
+            parsed.append(_parse_reference_row(row, where, label, task.metric))
+            continue
+        entry = model_entry(row["model"])
         model_options = _require_mapping(row.get("options"), f"{where}.options")
         params = inspect.signature(entry.constructor).parameters
         if not any(p.kind == p.VAR_KEYWORD for p in params.values()):

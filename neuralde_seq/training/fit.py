@@ -33,7 +33,34 @@ from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, e
 from .objectives import Objective
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
 
-__all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
+__all__ = ["fit", "TrainingDiverged", "ResumeMismatch", "SCHEDULES", "scheduled_lr"]
+
+SCHEDULES = ("constant", "cosine")
+WARMUP_FRACTION = 0.05  # "cosine": the share of the run's steps spent warming up linearly
+
+
+def scheduled_lr(lr: float, schedule: str, step: int, total_steps: int) -> float:
+    """The learning rate of training step ``step`` (0-based) of ``total_steps``.
+
+    Arguments:
+        lr: the peak (and, for "constant", the only) learning rate.
+        schedule: "constant", or "cosine": a linear warm-up from lr/w to lr over the first w =
+            max(1, round(0.05 · total_steps)) steps, then a half cosine from lr down towards 0 at ``total_steps``.
+        step: the step, 0 <= step.
+        total_steps: the run's planned steps (epochs × steps per epoch), >= 1.
+
+    Returns:
+        The learning rate, > 0 for every step before ``total_steps``.
+    """
+    if schedule == "constant":
+        return lr
+    if schedule != "cosine":
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    warmup = max(1, round(WARMUP_FRACTION * total_steps))
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+    return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 class TrainingDiverged(RuntimeError):
@@ -85,6 +112,7 @@ def fit(
     weight_decay: float = 0.0,
     grad_clip: float | None = None,
     penalty_weight: float = 0.0,
+    schedule: str = "constant",
     eval_every: int | None = None,
     eval_batch_size: int | None = None,
     max_steps: int | None = None,
@@ -111,6 +139,8 @@ def fit(
         weight_decay: Adam's weight decay (default 0).
         grad_clip: max gradient norm, or None (default: no clipping).
         penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
+        schedule: the learning rate over the run's ``epochs`` (`scheduled_lr`): "constant" (default) or "cosine"
+            (linear warm-up over the first 5 % of the steps, then a half cosine towards 0).
         eval_every: evaluate every this many training steps as well as at the end of every epoch
             (None: at the end of every epoch only).
         eval_batch_size: batch size of evaluation (default ``batch_size``).
@@ -158,6 +188,8 @@ def fit(
         raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
     if grad_clip is not None and not (grad_clip > 0 and math.isfinite(grad_clip)):
         raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     train_inputs, train_targets = train
     n_train = len(train_inputs)
     train_targets = objective.check_targets(train_targets, n_train, "train targets")
@@ -182,6 +214,7 @@ def fit(
         optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
         run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
                       "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
+                      **({} if schedule == "constant" else {"schedule": schedule}),  # older checkpoints resume
                       "eval_every": eval_every, "objective": type(objective).__name__, "model_class": type(model).__name__,
                       "world_size": world, **dict(config or {})}
         callbacks = list(callbacks)
@@ -327,6 +360,14 @@ def fit(
                     context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
                                "generator": generator}
                     loss, outputs, total = training_loss(inputs, targets, context)
+                    if first_batch and not bool(torch.isfinite(total.detach()).all()):
+                        # Not a divergence: no step was taken, so no learning rate or clipping can help.
+                        raise ValueError(
+                            f"the loss on the first training batch is {float(total.detach()):g} before any training "
+                            f"step: {type(model).__name__} cannot train on these inputs (its outputs at initialisation "
+                            "are not finite). Usual causes: times in large units in a time channel (time_unit='auto' "
+                            "divides them by the longest span), a solver step too wide for the field (a smaller "
+                            "step_size), or values far from unit scale (standardise them)")
                     if first_batch and outputs is not None:
                         objective.check_outputs(outputs, targets)
                         # Every label of both splits against the model's output width, before the first step.
@@ -344,6 +385,9 @@ def fit(
                         callback.on_after_backward(state, gradients)
                     if grad_clip is not None:
                         torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                    if schedule != "constant":  # from the step count: a resumed run continues the schedule
+                        for group in optimizer.param_groups:
+                            group["lr"] = scheduled_lr(lr, schedule, state.step, epochs * steps_per_epoch)
                     optimizer.step()
                     state.step += 1
                     position += batch_size

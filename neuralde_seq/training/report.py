@@ -89,6 +89,8 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
              for split in splits}
     spe = [sum(r["history"]["seconds_per_epoch"]) / len(r["history"]["seconds_per_epoch"])
            for r in results if r["history"]["seconds_per_epoch"]]
+    # wall time of training (a reference row: of fitting), per run
+    train_seconds = [r.get("timing", {}).get("train_seconds") for r in results]
     ours = stats["test"][metric]
     diff = None
     if paper and ours["mean"] is not None:
@@ -96,7 +98,8 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
     return {"label": row["label"], "model": row["model"], "seeds": [r["seed"] for r in results], "metric": metric,
             "scale": scale, "metrics": stats, "paper": paper, "difference": diff,
             "params": results[0]["params"] if results else None,
-            "seconds_per_epoch": aggregate(spe), "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
+            "seconds_per_epoch": aggregate(spe), "train_seconds": aggregate(train_seconds),
+            "reference": bool(row.get("reference")), "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
 
 
 def _metric_name(metric: str, scale: float) -> str:
@@ -115,7 +118,8 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
         other_scale = DEFAULT_SCALE[other]
         paper = s["paper"]
         row = {
-            "label": s["label"], "model": s["model"], "seeds": len(s["seeds"]),
+            "label": s["label"], "model": s["model"] + (" (reference)" if s.get("reference") else ""),
+            "seeds": len(s["seeds"]),
             "metric": _metric_name(metric, scale),
             "ours": _format_mean_std(s["metrics"]["test"][metric], scale, digits),
             "paper": "-" if not paper else (f"{paper['value']:.{digits}f}" +
@@ -129,12 +133,13 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
             row[f"variant:{v['label']}"] = _format_mean_std(s["metrics"][v["label"]][metric], scale, digits)
         row["params"] = s["params"]
         row["spe"] = s["seconds_per_epoch"]["mean"]
+        row["train_s"] = s.get("train_seconds", {}).get("mean")
         rows.append(row)
     columns = ["label", "model", "seeds", "metric", "ours", "paper", "diff", "other", "val"] + \
-        [f"variant:{v['label']}" for v in variants] + ["params", "spe"]
+        [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s"]
     headers = ["row", "model", "seeds", "metric", "ours (test)", "paper", "ours − paper", "other test metric",
-               "ours (val)"] + [f"test: {v['label']}" for v in variants] + ["params", "s/epoch"]
-    return format_table(rows, columns, headers=headers, formats={"params": "d", "spe": ".2f"})
+               "ours (val)"] + [f"test: {v['label']}" for v in variants] + ["params", "s/epoch", "train s"]
+    return format_table(rows, columns, headers=headers, formats={"params": "d", "spe": ".2f", "train_s": ".3g"})
 
 
 
@@ -150,7 +155,8 @@ def _warp_text(warp: Mapping) -> str:
 def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
                  out_dir: Path, environment_info: dict, max_steps: int | None) -> dict:
     """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
-    ``curves.png`` and ``summary.png`` in ``out_dir``; returns the results dict.
+    ``curves.png`` (when a row was trained: reference rows have no curves) and ``summary.png`` in ``out_dir``;
+    returns the results dict.
 
     A smoke run (``max_steps`` set) is labelled as such in every file and its numbers are not results:
     ``results.json`` holds ``"smoke": true`` and the table's title says so. Runs of one row must be all
@@ -183,6 +189,12 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
         "ours: test metric of each run's best-validation checkpoint, mean ± sample std (ddof = 1) over seeds, "
         "at the paper's scale; ours − paper: difference of the means; s/epoch: training pass only.",
     ]
+    references = [s for s in summaries if s["reference"]]
+    if references:
+        notes.append("Reference rows (model marked \"(reference)\": closed-form methods of neuralde_seq.reference on "
+                     "the same dropped series, linearly interpolated onto a grid) are fitted once, without epochs, on "
+                     "the training and validation splits together unless a row says fit_on: train (then ours (val) "
+                     "is scored); train s: the wall time of the fit (of training, for the other rows), per run.")
     if variants:
         notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
                      "trained with the task options above.")
@@ -199,11 +211,13 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     title = ("SMOKE RUN (not results) — " if smoke else "") + cfg["name"] + (
         f": {cfg['description']}" if cfg["description"] else "")
     write_table(table, out_dir / "results.md", title=title, notes="\n\n".join(notes))
-    plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
-                 for r in rows}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
+    trained = [r for r in rows if not r.get("reference")]  # reference rows have no learning curves
+    if trained:
+        plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
+                     for r in trained}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
     plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
     # The table is the answer: printed even without progress bars.
     print(("SMOKE RUN (not results)\n" if smoke else "") + table)
-    print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, {out_dir / 'curves.png'}, "
-          f"{out_dir / 'summary.png'}")
+    print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, "
+          + (f"{out_dir / 'curves.png'}, " if trained else "") + f"{out_dir / 'summary.png'}")
     return results

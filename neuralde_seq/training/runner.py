@@ -14,6 +14,11 @@ is built once per data split and control options, and shared by the rows and see
     <out_dir>/results.json, results.md              mean ± std over seeds beside the paper's number
     <out_dir>/curves.png, summary.png               learning curves; ours vs paper with error bars
 
+A row may also name a reference method (a closed-form classifier of `neuralde_seq.reference`, e.g.
+``{"label": "minirocket", "model": "minirocket"}``): it is fitted on the training and validation splits
+together (`fit_and_evaluate_reference`) and scored on the same test sets; its folder holds ``result.json``
+only (no checkpoints or curves), and the tables mark it as a reference row.
+
 The fingerprint is a hash of everything that determines a run: the row's resolved settings (model,
 options, control, training, solver), the task and its options, the seed, dtype, ``max_steps`` and a digest
 of the task's data. ``resume=True`` reuses a finished run and continues an interrupted one only from the
@@ -47,7 +52,8 @@ from .threads import DEFAULT_THREADS, check_threads, torch_threads
 from .trainer import evaluate, train_classifier
 
 __all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs",
-           "fit_and_evaluate", "load_config", "run_benchmark", "validate_config", "data_digest"]
+           "fit_and_evaluate", "fit_and_evaluate_reference", "load_config", "run_benchmark", "validate_config",
+           "data_digest"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -308,6 +314,67 @@ def fit_and_evaluate(
             "diverged": diverged, "train_seconds": train_seconds, "eval_seconds": eval_seconds, "metrics": metrics}
 
 
+def fit_and_evaluate_reference(
+    method: str,
+    splits: DatasetSplits,
+    *,
+    seed: int,
+    options: Mapping | None = None,
+    tests: Mapping[str, IrregularDataset] | None = None,
+    model_changes: Mapping[str, Mapping] | None = None,
+) -> dict:
+    """Fit a reference method (a closed-form classifier of `neuralde_seq.reference`) and score it on every test
+    sample: the runner's reference rows.
+
+    The method reads the same (dropped, standardised) series as the model rows, put on a grid by
+    `neuralde_seq.reference.to_grid`. It is fitted, by default, on the training and validation splits together
+    (``options["fit_on"] = "train+val"``): a closed-form method has no epochs or checkpoints to select on
+    validation data (MiniRocket's ridge penalty is chosen by its own leave-one-out cross-validation on the data
+    it is fitted on; 1-NN has nothing to choose), so a practitioner fits it on all the labelled data, as the
+    UCR/UEA protocol does with the whole TRAIN file; the model rows see the same samples, training on one part
+    and selecting on the other. Its validation metrics are then None (they would be in-sample). With
+    ``fit_on: "train"`` it is fitted on the training split alone and scored on validation too.
+
+    Arguments:
+        method: a name of `neuralde_seq.reference.REFERENCE_METHODS`.
+        splits: the task's `DatasetSplits` (any device; the method runs on the CPU).
+        seed: the run's seed (a randomised method's seed, e.g. MiniRocket's ``random_state``).
+        options: the row's options: the estimator's constructor arguments and ``fit_on``.
+        tests: extra test sets, label -> dataset (the config's ``evaluate`` variants).
+        model_changes: label -> change of the variants that change a trained model: they do not apply to a
+            closed-form method, whose metrics for them are None.
+
+    Returns:
+        A dict with the keys of `fit_and_evaluate`'s (``params`` None, an empty ``history``, ``diverged``
+        None; ``train_seconds`` the fit's wall time, ``eval_seconds`` the predictions') and ``fit_on`` and
+        ``num_fit`` (the samples fitted on).
+    """
+    from ..reference import evaluate_reference, fit_reference
+
+    options = dict(options or {})
+    fit_on = options.pop("fit_on", "train+val")
+    train, val, test = splits
+    fit_sets = (train, val) if fit_on == "train+val" else (train,)
+    estimator, train_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
+    metrics, eval_seconds = {}, 0.0
+    datasets = {"val": val, "test": test, **dict(tests or {})}
+    none = {"accuracy": None, "auroc": None, "loss": None, "num_samples": 0}
+    for split, ds in datasets.items():
+        if (split == "val" and fit_on == "train+val") or split in dict(model_changes or {}):
+            metrics[split] = dict(none)  # in-sample, or a change of a trained network: nothing to score
+            continue
+        result = evaluate_reference(estimator, ds)
+        if result["num_samples"] != len(ds):
+            raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
+        eval_seconds += result.pop("seconds")
+        metrics[split] = result
+    history = {"train_loss": [], "train_accuracy": [], "val_loss": [], "val_accuracy": [], "seconds_per_epoch": [],
+               "epochs_run": 0, "steps": 0, "best_epoch": None}
+    return {"model": method, "params": None, "options": {**estimator.get_params(deep=False), "fit_on": fit_on},
+            "history": history, "diverged": None, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+            "metrics": metrics, "fit_on": fit_on, "num_fit": sum(len(ds) for ds in fit_sets)}
+
+
 # ------------------------------------------------------------------------------------------ the runner
 def _parse_dtype(dtype) -> torch.dtype:
     if dtype is None:
@@ -469,8 +536,14 @@ def run_benchmark(
         def as_json(value):
             return json.loads(json.dumps(to_jsonable(value)))
 
-        defaults = {row.model: as_json(model_defaults(row.model)) for row in rows}
-        control_defaults = {row.model: as_json(control_options(row.model)) for row in rows}
+        def reference_defaults(name):
+            from ..reference import reference_method
+
+            return reference_method(name).defaults()
+
+        defaults = {row.model: as_json(reference_defaults(row.model) if row.reference else model_defaults(row.model))
+                    for row in rows}
+        control_defaults = {row.model: {} if row.reference else as_json(control_options(row.model)) for row in rows}
         model_changes = {v.label: dict(v.model_change) for v in cfg.variants if v.model_change is not None}
         runs = [(seed, row) for seed in cfg.seeds for row in rows]
         run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
@@ -515,13 +588,17 @@ def run_benchmark(
                               f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}",
                               file=sys.stderr)
             t0 = time.perf_counter()
-            fit = fit_and_evaluate(
-                row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-                solver=row.solver, tests=tests, model_changes=model_changes, checkpoint_path=run_dir / "best.pt",
-                last_checkpoint_path=run_dir / "last.pt",
-                resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}", threads=threads,
-                control_cache=control_cache, run_settings=settings,
-            )
+            if row.reference:  # a closed-form method: fitted once, no epochs, checkpoints or curves
+                fit = fit_and_evaluate_reference(row.model, splits, seed=seed, options=row.options, tests=tests,
+                                                 model_changes=model_changes)
+            else:
+                fit = fit_and_evaluate(
+                    row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
+                    solver=row.solver, tests=tests, model_changes=model_changes, checkpoint_path=run_dir / "best.pt",
+                    last_checkpoint_path=run_dir / "last.pt",
+                    resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
+                    threads=threads, control_cache=control_cache, run_settings=settings,
+                )
             result = {
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
                 "smoke": max_steps is not None, "config": settings, "data": data.info(),
@@ -534,11 +611,15 @@ def run_benchmark(
                                                       / max(1, len(fit["history"]["seconds_per_epoch"])))},
                 "environment": env,
             }
+            if row.reference:
+                result["timing"]["seconds_per_epoch_mean"] = None
+                result["reference"] = {"method": row.model, "fit_on": fit["fit_on"], "num_fit": fit["num_fit"]}
             if fit["diverged"]:
                 diverged_runs.append((row.label, seed))
             if _is_main():
                 write_json(result, result_path)
-                write_curves(fit["history"], run_dir / "curves.csv")
+                if not row.reference:
+                    write_curves(fit["history"], run_dir / "curves.csv")
             per_row[row.label].append(result)
         run_bar.close()
 

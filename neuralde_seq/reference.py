@@ -1,0 +1,807 @@
+"""Reference classifiers: what a practitioner tries first, beside the toolkit's neural models.
+
+A table that compares only neural models hides how far they trail the methods a practitioner reaches for
+first. This module puts those methods on the toolkit's data, reading exactly the series the neural rows read
+(the same dropped observations, the same standardisation), so that every comparison can show them:
+
+- ``minirocket``: the MiniRocket transform (aeon's ``MiniRocket``, 10,000 kernels, ``random_state=seed``)
+  followed by ``StandardScaler(with_mean=False)`` and ``RidgeClassifierCV(alphas=np.logspace(-3, 3, 10))``
+  on the features: aeon's own ``MiniRocketClassifier`` recipe (`MiniRocketClassifier`);
+- ``1nn-euclidean``: one nearest neighbour in Euclidean distance (numpy, here; `NearestNeighbourClassifier`);
+- ``1nn-dtw``: one nearest neighbour in dynamic time warping distance (aeon's ``dtw_pairwise_distance``:
+  squared pointwise differences summed over channels, i.e. dependent multichannel DTW, full window).
+
+**From irregular series to a grid** (`to_grid`). These methods need equal-length arrays (N, C, L), so the
+irregular series (times (N, T), values (N, T, C) with NaN where missing or dropped, lengths (N,)) are put on
+a regular grid the way a user would:
+
+1. the grid of sample i is, by default (``span="sample"``), ``L`` equally spaced times from its own first to
+   its own last time point, ``times[i, 0]`` to ``times[i, lengths[i] - 1]`` (points whose values were all
+   dropped keep their times, so the span is the series' original span). ``L`` is the longest training series
+   (``grid_length=None``). Why this grid: every bundled UCR/UEA series has the observation index as its times,
+   so for equal-length data this grid *is* the original sampling grid: kept observations are reproduced
+   exactly and only the dropped points are filled in, which is "interpolating the dropped series back onto
+   the grid". For variable-length data (JapaneseVowels, PickupGestureWiimoteZ) every series is stretched
+   onto L points (uniform scaling, the usual way to make such series equal-length). ``span="common"`` instead
+   puts every series on one grid spanning the training data's earliest first time to its latest last time,
+   for data whose absolute times matter (a shorter series is then held constant after its end);
+2. each channel is interpolated linearly in time through its own observed points (``numpy.interp``), and
+   held constant before its first and after its last observation (constant extrapolation);
+3. a channel never observed in a sample is filled with ``fill_value``: in the estimators, the mean of the
+   channel's observed values in the data they were fitted on (the training mean; 0 for standardised data,
+   which is what the benchmark runner's tasks give).
+
+Nothing is dropped: every sample and channel of the input is on the grid, and a bad input raises
+``ValueError`` naming the argument.
+
+**The estimators** follow scikit-learn's conventions (``get_params``, ``clone``, ``score``) and the toolkit's
+estimators' input forms (`neuralde_seq.sklearn`): ``fit(X, y, times=None)``, ``predict(X, times=None)``,
+where X is a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array with NaN marking missing values,
+or an `IrregularDataset` (whose ``labels`` are then the default ``y``). The grid length, span and fill values
+are fixed at ``fit`` and reused at prediction.
+
+**The registry** (`REFERENCE_METHODS`, name -> `ReferenceMethod`) lets the benchmark runner use any such
+closed-form method as a config row (``{"label": "minirocket", "model": "minirocket"}``): a method is an
+estimator class with ``fit(X, y, times=None)`` / ``predict(X, times=None)``, its fixed options and the name of
+its seed argument. Another method is registered with one line, e.g.
+``register_reference_method(ReferenceMethod("reservoir", "neuralde_seq.random_features:RandomFeatureClassifier",
+description="..."))``.
+
+**For Python users**, `reference_scores` ``(train, test, methods, seed)`` fits each method on ``train`` and
+returns its test accuracy and wall times.
+
+aeon is an optional dependency (``pip install "neuralde_seq[reference]"``); importing this module does not
+import it, ``1nn-euclidean`` does not need it, and ``minirocket`` and ``1nn-dtw`` without it raise
+``ImportError`` saying how to install it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import time
+import warnings
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from .data.datasets import IrregularDataset
+from .observations import validate_observations
+
+__all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "ReferenceMethod", "REFERENCE_METHODS",
+           "register_reference_method", "reference_method", "create_reference", "reference_scores",
+           "fit_reference", "evaluate_reference", "as_arrays", "warm_up", "DEFAULT_REFERENCE_METHODS", "INSTALL_HINT"]
+
+INSTALL_HINT = 'pip install "neuralde_seq[reference]"'
+DEFAULT_REFERENCE_METHODS = ("minirocket", "1nn-euclidean", "1nn-dtw")
+_SPANS = ("sample", "common")
+MINIROCKET_MIN_LENGTH = 9  # MiniRocket's kernels have length 9: aeon refuses shorter series
+
+
+def _require(module: str, what: str):
+    """Import ``module`` (an optional dependency) or raise ImportError naming ``what`` and the install command."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{what} needs {module}, which is not installed (or cannot be imported: {err}); "
+                          f"install the optional reference methods with: {INSTALL_HINT}") from err
+
+
+# ------------------------------------------------------------------------------------------------ the grid
+def _float64_tensor(x, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device="cpu", dtype=torch.float64)
+    try:
+        return torch.as_tensor(np.asarray(x, dtype=np.float64))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a numeric array or tensor: {err}") from err
+
+
+def to_grid(times, values, lengths=None, *, length: int | None = None, span="sample",
+            fill_value: float | Sequence[float] = 0.0) -> np.ndarray:
+    """Irregular series on a regular grid, by linear interpolation per channel (see the module docstring).
+
+    Arguments:
+        times: (N, T) array or tensor, strictly increasing within each sample's length.
+        values: (N, T, C) array or tensor, NaN where a value is missing (dropped or never observed);
+            entries after a sample's length are ignored.
+        lengths: (N,) integers in [1, T], the time points of each sample; None: all T.
+        length: L, the number of grid points (>= 1); None: the longest sample, ``max(lengths)``.
+        span: the grid's extent: ``"sample"`` (default) each sample's own first to last time point,
+            ``times[i, 0]`` to ``times[i, lengths[i] - 1]``; ``"common"`` one grid for all samples, from the
+            earliest first time to the latest last time of these samples; or a pair ``(start, end)``
+            (start <= end) giving that common grid explicitly (as the estimators do at prediction, with the
+            training data's span). A one-point sample under ``"sample"`` has all L grid points at its one time.
+        fill_value: a number, or (C,) numbers, for the channels never observed in a sample (default 0.0, the
+            training mean of standardised data).
+
+    Returns:
+        (N, C, L) float64 numpy array (aeon's layout): channel c of sample i interpolated linearly in time
+            through its observed points (``numpy.interp``), constant before its first and after its last
+            observation, ``fill_value[c]`` where the channel has no observation in the sample.
+
+    Raises:
+        ValueError: naming the argument: badly shaped inputs, lengths out of range, times not strictly
+            increasing or not finite within a sample, infinite values, a bad ``length``, ``span`` or
+            ``fill_value``.
+    """
+    t = _float64_tensor(times, "times")
+    v = _float64_tensor(values, "values")
+    n = None if lengths is None else _float64_tensor(lengths, "lengths")
+    if n is not None:
+        if n.dim() != 1 or not torch.equal(n, n.round()):
+            raise ValueError(f"lengths must be (N,) integers, got {tuple(n.shape)} {n.tolist()[:5]}")
+        n = n.long()
+    # The toolkit's one set of observation checks (shapes, lengths in range, finite increasing times).
+    t, v, n, _ = validate_observations(t, v, n, min_length=1)
+    if torch.isinf(v).any():
+        raise ValueError("values hold infinite entries; NaN marks a missing value, infinities are not allowed")
+    num, _, channels = v.shape
+    lengths_np = n.numpy()
+    if length is None:
+        length = int(lengths_np.max())
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise ValueError(f"length must be a positive integer or None, got {length!r}")
+    length = int(length)
+    fill = np.asarray(fill_value, dtype=np.float64)
+    if fill.ndim == 0:
+        fill = np.full(channels, float(fill))
+    if fill.shape != (channels,) or not np.isfinite(fill).all():
+        raise ValueError(f"fill_value must be a finite number or ({channels},) finite numbers, one per channel, "
+                         f"got {fill_value!r}")
+    t_np, v_np = t.numpy(), v.numpy()
+    first = t_np[:, 0]
+    last = t_np[np.arange(num), lengths_np - 1]
+    common = None
+    if isinstance(span, str):
+        if span not in _SPANS:
+            raise ValueError(f"span must be 'sample', 'common' or a (start, end) pair, got {span!r}")
+        if span == "common":
+            common = (float(first.min()), float(last.max()))
+    else:
+        try:
+            start, end = (float(s) for s in span)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"span must be 'sample', 'common' or a (start, end) pair, got {span!r}") from err
+        if not (np.isfinite(start) and np.isfinite(end) and start <= end):
+            raise ValueError(f"span (start, end) must be finite with start <= end, got {span!r}")
+        common = (start, end)
+    common_grid = None if common is None else np.linspace(common[0], common[1], length)
+    out = np.empty((num, channels, length), dtype=np.float64)
+    for i in range(num):
+        size = int(lengths_np[i])
+        sample_times = t_np[i, :size]
+        # np.linspace returns both end points exactly: with index times and L = T, the grid is the times.
+        grid = common_grid if common_grid is not None else np.linspace(first[i], last[i], length)
+        for c in range(channels):
+            column = v_np[i, :size, c]
+            seen = ~np.isnan(column)
+            if seen.any():
+                # np.interp: linear between observations, the first / last observed value outside them
+                out[i, c] = np.interp(grid, sample_times[seen], column[seen])
+            else:
+                out[i, c] = fill[c]
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the estimators
+def _read(X, times, y=None, *, fitting: bool):
+    """X (and times, y) as float64 (times, values, lengths) tensors and labels (or None).
+
+    X is an `IrregularDataset` (times must then be None; its labels are the default y) or the estimators'
+    array forms (`neuralde_seq.data.pad_sequences`)."""
+    if isinstance(X, IrregularDataset):
+        if times is not None:
+            raise ValueError("times must be None when X is an IrregularDataset (the dataset holds its times)")
+        if y is None and fitting:
+            if X.labels is None:
+                raise ValueError("y is None and the IrregularDataset X has no labels: give y")
+            y = X.labels
+        return (X.times.detach().cpu().double(), X.values.detach().cpu().double(), X.lengths.detach().cpu()), y
+    from .data.arrays import pad_sequences
+
+    return pad_sequences(X, times, dtype=torch.float64), y
+
+
+def _labels(y, count: int) -> np.ndarray:
+    if y is None:
+        raise ValueError("y is required: the class of every sample of X")
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != count:
+        raise ValueError(f"y must hold one label per sample of X ({count}), got shape {y.shape}")
+    check_classification_targets(y)
+    return y
+
+
+class _GridClassifier(ClassifierMixin, BaseEstimator):
+    """Shared part of the reference estimators: the irregular input put on a grid fixed at ``fit``."""
+
+    _min_length = 1
+
+    def _check_grid_options(self) -> None:
+        if self.grid_length is not None and (isinstance(self.grid_length, bool) or not isinstance(
+                self.grid_length, (int, np.integer)) or self.grid_length < 1):
+            raise ValueError(f"grid_length must be a positive integer or None, got {self.grid_length!r}")
+        if self.span not in _SPANS:
+            raise ValueError(f"span must be 'sample' or 'common', got {self.span!r}")
+
+    def _fit_grid(self, X, y, times) -> tuple[np.ndarray, np.ndarray]:
+        """The training grid (N, C, L) and the class codes (N,); sets classes_, grid_length_, span_,
+        channel_mean_, n_channels_."""
+        self._check_grid_options()
+        (t, v, n), y = _read(X, times, y, fitting=True)
+        y = _labels(y, v.shape[0])
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(f"y holds only 1 class ({self.classes_[0]!r}): a classifier needs at least 2 classes")
+        values = v.numpy()
+        valid = np.arange(values.shape[1])[None, :] < n.numpy()[:, None]
+        observed = ~np.isnan(values) & valid[..., None]
+        counts = observed.sum(axis=(0, 1))
+        sums = np.where(observed, values, 0.0).sum(axis=(0, 1))
+        # The training mean of each channel fills the channels a sample never observes (0 if never observed).
+        self.channel_mean_ = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        self.n_channels_ = values.shape[2]
+        longest = int(n.max())
+        self.grid_length_ = int(self.grid_length) if self.grid_length is not None else max(longest, self._min_length)
+        if self.span == "common":
+            last = t.numpy()[np.arange(len(n)), n.numpy() - 1]
+            self.span_ = (float(t[:, 0].min()), float(last.max()))
+        else:
+            self.span_ = "sample"
+        return to_grid(t, v, n, length=self.grid_length_, span=self.span_, fill_value=self.channel_mean_), codes
+
+    def _grid(self, X, times) -> np.ndarray:
+        check_is_fitted(self, "classes_")
+        (t, v, n), _ = _read(X, times, fitting=False)
+        if v.shape[2] != self.n_channels_:
+            raise ValueError(f"X has {v.shape[2]} channel(s), but the estimator was fitted on {self.n_channels_}")
+        return to_grid(t, v, n, length=self.grid_length_, span=self.span_, fill_value=self.channel_mean_)
+
+    def predict(self, X, times=None) -> np.ndarray:
+        """The predicted class of every sample of X.
+
+        Arguments:
+            X: the samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing, or an `IrregularDataset`), with the channels of ``fit``.
+            times: None or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            (N,) array of labels from ``classes_``.
+        """
+        return self.classes_[self._predict_codes(self._grid(X, times))]
+
+    def score(self, X, y=None, times=None, sample_weight=None) -> float:
+        """Mean accuracy on X and y (y None: the labels of an `IrregularDataset` X).
+
+        Arguments:
+            X: the samples, as for `predict`.
+            y: (N,) true labels, or None with a labelled `IrregularDataset`.
+            times: None or one (T_i,) array per sample.
+            sample_weight: None or (N,) weights (scikit-learn's ``accuracy_score``).
+        """
+        from sklearn.metrics import accuracy_score
+
+        if y is None and isinstance(X, IrregularDataset) and X.labels is not None:
+            y = X.labels.detach().cpu().numpy()
+        y = _labels(y, len(X))
+        return float(accuracy_score(y, self.predict(X, times), sample_weight=sample_weight))
+
+
+class MiniRocketClassifier(_GridClassifier):
+    """MiniRocket features and a ridge classifier on irregular series (``minirocket`` in the registry).
+
+    ``fit``: the series on a grid (`to_grid`; the module docstring), aeon's ``MiniRocket`` transform fitted on
+    them, the features scaled by ``StandardScaler(with_mean=False)`` and ``RidgeClassifierCV(alphas)`` fitted
+    on them (its alpha chosen by its efficient leave-one-out cross-validation): the recipe of aeon's
+    ``MiniRocketClassifier`` and of the MiniRocket paper (Dempster et al., 2021), whose ``normalize=True``
+    ridge the scaler replaces. Needs aeon (``pip install "neuralde_seq[reference]"``).
+
+    Arguments:
+        n_kernels: the number of convolution kernels (aeon's ``n_kernels``, default 10,000; MiniRocket
+            rounds it to a multiple of 84).
+        max_dilations_per_kernel: aeon's ``max_dilations_per_kernel`` (default 32).
+        alphas: the ridge penalties tried, or None (default): ``np.logspace(-3, 3, 10)``.
+        random_state: the seed of MiniRocket's random choices (None: a fresh one each fit).
+        n_jobs: aeon's ``n_jobs`` (threads of the transform; default 1).
+        grid_length: the number of grid points L, or None (default): the longest training series, and at least
+            9 (MiniRocket's kernel length: shorter series are interpolated onto 9 points).
+        span: ``"sample"`` (default: each series' own span) or ``"common"`` (one grid over the training data's
+            time span), as `to_grid`.
+
+    Attributes (after ``fit``): ``classes_``, ``grid_length_``, ``span_``, ``channel_mean_`` (the fill of
+    unobserved channels), ``n_channels_``, ``transform_`` (the fitted MiniRocket), ``scaler_``, ``ridge_``
+    (with the chosen ``alpha_``).
+    """
+
+    _min_length = MINIROCKET_MIN_LENGTH
+
+    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
+                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
+                 span: str = "sample"):
+        self.n_kernels = n_kernels
+        self.max_dilations_per_kernel = max_dilations_per_kernel
+        self.alphas = alphas
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.grid_length = grid_length
+        self.span = span
+
+    def fit(self, X, y=None, times=None) -> "MiniRocketClassifier":
+        """Fit MiniRocket and the ridge classifier on X, y.
+
+        Arguments:
+            X: N samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where missing, or
+                an `IrregularDataset`).
+            y: (N,) class labels (any hashable type), or None with a labelled `IrregularDataset`.
+            times: None (observation index) or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            self.
+        """
+        _require("aeon", "the minirocket reference method")
+        from aeon.transformations.collection.convolution_based import MiniRocket
+        from sklearn.linear_model import RidgeClassifierCV
+        from sklearn.preprocessing import StandardScaler
+
+        grid, codes = self._fit_grid(X, y, times)
+        if self.grid_length_ < MINIROCKET_MIN_LENGTH:
+            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
+                             f"have length 9), got {self.grid_length_}")
+        alphas = np.logspace(-3, 3, 10) if self.alphas is None else np.asarray(self.alphas, dtype=np.float64)
+        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
+                                     n_jobs=self.n_jobs, random_state=self.random_state)
+        features = self.transform_.fit_transform(grid)
+        self.scaler_ = StandardScaler(with_mean=False)
+        self.ridge_ = RidgeClassifierCV(alphas=alphas).fit(self.scaler_.fit_transform(features), codes)
+        return self
+
+    def decision_function(self, X, times=None) -> np.ndarray:
+        """The ridge classifier's scores: (N,) for two classes (positive: ``classes_[1]``), else (N, K).
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+        """
+        return self._scores(self._grid(X, times))
+
+    def _scores(self, grid: np.ndarray) -> np.ndarray:
+        return self.ridge_.decision_function(self.scaler_.transform(self.transform_.transform(grid)))
+
+    def _predict_codes(self, grid: np.ndarray) -> np.ndarray:
+        return np.asarray(self.ridge_.predict(self.scaler_.transform(self.transform_.transform(grid))))
+
+
+class NearestNeighbourClassifier(_GridClassifier):
+    """One-nearest-neighbour classifier on irregular series (``1nn-euclidean`` and ``1nn-dtw`` in the registry).
+
+    The series go on a grid (`to_grid`; the module docstring), and every sample gets the class of the training
+    sample closest to it:
+
+    - ``distance="euclidean"``: the sum over channels and grid points of squared differences (its square root,
+      the Euclidean distance, orders neighbours the same way), computed here with numpy in float64;
+    - ``distance="dtw"``: aeon's ``dtw_pairwise_distance``: dynamic time warping with squared pointwise
+      differences summed over the channels at each pair of time points (dependent multichannel DTW), within a
+      Sakoe-Chiba band of ``window`` (a fraction of the length; None: no band). Needs aeon.
+
+    Ties: among training samples at exactly the same smallest distance, the one that comes first in the
+    training data is taken (``numpy.argmin``).
+
+    Arguments:
+        distance: ``"euclidean"`` (default) or ``"dtw"``.
+        window: for DTW, the Sakoe-Chiba band as a fraction of the series length in [0, 1], or None (default:
+            full warping); must be None for the Euclidean distance.
+        n_jobs: aeon's threads for the DTW distances (default 1).
+        grid_length: the number of grid points L, or None (default): the longest training series.
+        span: ``"sample"`` (default) or ``"common"``, as `to_grid`.
+
+    Attributes (after ``fit``): ``classes_``, ``grid_length_``, ``span_``, ``channel_mean_``, ``n_channels_``,
+    ``train_grid_`` (N_train, C, L) and ``train_codes_`` (N_train,) class indices.
+    """
+
+    _DISTANCES = ("euclidean", "dtw")
+    _CHUNK = 2 ** 24  # float64 entries of one block of pairwise differences (128 MB)
+
+    def __init__(self, distance: str = "euclidean", window: float | None = None, n_jobs: int = 1,
+                 grid_length: int | None = None, span: str = "sample"):
+        self.distance = distance
+        self.window = window
+        self.n_jobs = n_jobs
+        self.grid_length = grid_length
+        self.span = span
+
+    def _check_distance(self) -> None:
+        if self.distance not in self._DISTANCES:
+            raise ValueError(f"distance must be one of {', '.join(self._DISTANCES)}, got {self.distance!r}")
+        if self.window is not None:
+            if self.distance != "dtw":
+                raise ValueError(f"window applies to the dtw distance only; got window={self.window!r} with "
+                                 f"distance={self.distance!r}")
+            if isinstance(self.window, bool) or not isinstance(self.window, (int, float)) or \
+                    not 0 <= self.window <= 1:
+                raise ValueError(f"window must be a fraction in [0, 1] or None, got {self.window!r}")
+        if self.distance == "dtw":
+            _require("aeon", "the 1nn-dtw reference method")
+
+    def fit(self, X, y=None, times=None) -> "NearestNeighbourClassifier":
+        """Store the training series on their grid.
+
+        Arguments:
+            X: N samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where missing, or
+                an `IrregularDataset`).
+            y: (N,) class labels (any hashable type), or None with a labelled `IrregularDataset`.
+            times: None (observation index) or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            self.
+        """
+        self._check_distance()
+        self.train_grid_, self.train_codes_ = self._fit_grid(X, y, times)
+        return self
+
+    def distances(self, X, times=None) -> np.ndarray:
+        """The distance of every sample of X to every training sample, as used to pick the neighbour.
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+
+        Returns:
+            (N, N_train) float64: squared Euclidean distances, or aeon's DTW distances.
+        """
+        return self._distances(self._grid(X, times))
+
+    def _distances(self, grid: np.ndarray) -> np.ndarray:
+        train = self.train_grid_
+        if self.distance == "dtw":
+            from aeon.distances import dtw_pairwise_distance
+
+            with warnings.catch_warnings():  # aeon's compiled DTW warns of an internal uint64 index cast
+                warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
+                return np.asarray(dtw_pairwise_distance(grid, train, window=self.window, n_jobs=self.n_jobs),
+                                  dtype=np.float64)
+        flat_train = train.reshape(train.shape[0], -1)
+        flat = grid.reshape(grid.shape[0], -1)
+        out = np.empty((flat.shape[0], flat_train.shape[0]), dtype=np.float64)
+        # Differences, not |a|^2 + |b|^2 - 2ab: no cancellation, so equal series are at distance exactly 0.
+        rows = max(1, self._CHUNK // max(1, flat_train.size))
+        for start in range(0, flat.shape[0], rows):
+            block = flat[start:start + rows, None, :] - flat_train[None, :, :]
+            out[start:start + rows] = np.einsum("ijk,ijk->ij", block, block)
+        return out
+
+    def _predict_codes(self, grid: np.ndarray) -> np.ndarray:
+        return self.train_codes_[np.argmin(self._distances(grid), axis=1)]
+
+    def predict_proba(self, X, times=None) -> np.ndarray:
+        """(N, K) class probabilities: 1 for the nearest neighbour's class, 0 elsewhere.
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+        """
+        codes = self._predict_codes(self._grid(X, times))
+        return np.eye(len(self.classes_))[codes]
+
+
+# ---------------------------------------------------------------------------------------------- registry
+@dataclasses.dataclass(frozen=True)
+class ReferenceMethod:
+    """A closed-form (non-gradient) classifier usable as a row of the benchmark runner and in `reference_scores`.
+
+    Attributes:
+        name: the registry name (a config row's ``model``).
+        estimator: the estimator class, or ``"module:Class"`` imported when first used. Its instances have
+            ``fit(X, y, times=None)`` and ``predict(X, times=None)`` with X a list of (T_i, C) arrays (NaN where
+            missing) and times a list of (T_i,) arrays, as the toolkit's scikit-learn estimators.
+        options: fixed constructor arguments (e.g. ``{"distance": "dtw"}``); a config row cannot change them.
+        seed_parameter: the constructor argument that receives the run's seed, or None (a deterministic method).
+        requires: the optional modules it needs (checked before anything runs; ImportError with the install
+            command when missing).
+        description: one line for tables and listings.
+    """
+
+    name: str
+    estimator: type | str
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    seed_parameter: str | None = "random_state"
+    requires: tuple[str, ...] = ()
+    description: str = ""
+
+    def estimator_class(self) -> type:
+        """The estimator class (imported from ``"module:Class"`` where given so)."""
+        if isinstance(self.estimator, str):
+            module, _, attribute = self.estimator.partition(":")
+            return getattr(importlib.import_module(module), attribute)
+        return self.estimator
+
+    def option_names(self) -> tuple[str, ...]:
+        """The constructor arguments a config row may set (not the fixed options nor the seed's)."""
+        parameters = inspect.signature(self.estimator_class().__init__).parameters
+        return tuple(p for p in parameters if p != "self" and p not in self.options and p != self.seed_parameter
+                     and parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+
+    def defaults(self) -> dict:
+        """The constructor's defaults with the fixed options (recorded in results, checked on resume)."""
+        parameters = inspect.signature(self.estimator_class().__init__).parameters
+        out = {p: v.default for p, v in parameters.items()
+               if p not in ("self", self.seed_parameter) and v.default is not inspect.Parameter.empty}
+        return {**out, **dict(self.options)}
+
+    def check_available(self) -> None:
+        """Raise ImportError naming the install command if a required optional module is missing."""
+        for module in self.requires:
+            _require(module, f"the {self.name} reference method")
+
+    def create(self, seed: int | None = None, **options):
+        """A new unfitted estimator with the fixed options, ``options`` and the seed.
+
+        Arguments:
+            seed: the seed (given to ``seed_parameter``; ignored by a deterministic method).
+            **options: constructor arguments among `option_names`.
+        """
+        self.check_available()
+        allowed = self.option_names()
+        unknown = [k for k in options if k not in allowed]
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} of reference method {self.name!r}; "
+                             f"allowed: {', '.join(allowed)}")
+        kwargs = {**dict(self.options), **options}
+        if self.seed_parameter is not None:
+            kwargs[self.seed_parameter] = seed
+        return self.estimator_class()(**kwargs)
+
+
+REFERENCE_METHODS: dict[str, ReferenceMethod] = {}
+"""The closed-form methods by name (`register_reference_method` adds one)."""
+
+
+def register_reference_method(method: ReferenceMethod, *, replace: bool = False) -> ReferenceMethod:
+    """Add ``method`` to `REFERENCE_METHODS` (so that config rows and `reference_scores` can name it).
+
+    Arguments:
+        method: the `ReferenceMethod`.
+        replace: allow replacing a method of the same name (default False: an error).
+
+    Returns:
+        ``method``.
+
+    Raises:
+        ValueError: the name is taken (by a reference method, unless ``replace``, or by a registry model).
+    """
+    from .models import MODEL_NAMES
+
+    if method.name in MODEL_NAMES:
+        raise ValueError(f"reference method name {method.name!r} is a model of the registry (MODEL_NAMES)")
+    if method.name in REFERENCE_METHODS and not replace:
+        raise ValueError(f"a reference method named {method.name!r} is already registered")
+    REFERENCE_METHODS[method.name] = method
+    return method
+
+
+def reference_method(name: str) -> ReferenceMethod:
+    """The registered method ``name``.
+
+    Arguments:
+        name: a key of `REFERENCE_METHODS`.
+
+    Raises:
+        ValueError: an unknown name (the known ones are listed).
+    """
+    if name not in REFERENCE_METHODS:
+        raise ValueError(f"unknown reference method {name!r}; known: {', '.join(REFERENCE_METHODS)}")
+    return REFERENCE_METHODS[name]
+
+
+def create_reference(name: str, seed: int | None = None, **options):
+    """A new unfitted estimator of reference method ``name`` (`ReferenceMethod.create`).
+
+    Arguments:
+        name: a key of `REFERENCE_METHODS`.
+        seed: the seed of a randomised method (MiniRocket's ``random_state``).
+        **options: constructor arguments of the method's estimator.
+    """
+    return reference_method(name).create(seed, **options)
+
+
+register_reference_method(ReferenceMethod(
+    "minirocket", MiniRocketClassifier, requires=("aeon",),
+    description="MiniRocket (aeon) + RidgeClassifierCV on the series interpolated onto a grid"))
+register_reference_method(ReferenceMethod(
+    "1nn-euclidean", NearestNeighbourClassifier, {"distance": "euclidean"}, seed_parameter=None,
+    description="1-nearest neighbour, Euclidean distance, on the series interpolated onto a grid"))
+register_reference_method(ReferenceMethod(
+    "1nn-dtw", NearestNeighbourClassifier, {"distance": "dtw"}, seed_parameter=None, requires=("aeon",),
+    description="1-nearest neighbour, DTW distance (aeon, full window), on the series interpolated onto a grid"))
+
+
+# ------------------------------------------------------------------------------------------- scoring
+def as_arrays(dataset: IrregularDataset) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A dataset in the estimators' list form: X (one (T_i, C) float64 array per sample, NaN where missing)
+    and times (one (T_i,) array per sample), each sample cut at its length.
+
+    Arguments:
+        dataset: an `IrregularDataset`.
+    """
+    times = dataset.times.detach().cpu().double().numpy()
+    values = dataset.values.detach().cpu().double().numpy()
+    lengths = dataset.lengths.detach().cpu().numpy()
+    return ([values[i, :n] for i, n in enumerate(lengths)], [times[i, :n] for i, n in enumerate(lengths)])
+
+
+def _joined(datasets: Sequence[IrregularDataset]) -> tuple[list, list, np.ndarray]:
+    """Several labelled datasets as one set of samples in the list form, in order, with their labels."""
+    X, times, labels = [], [], []
+    for ds in datasets:
+        if ds.labels is None:
+            raise ValueError(f"dataset {ds.name or '(unnamed)'} has no labels: a reference method is fitted on "
+                             "labelled data")
+        x, t = as_arrays(ds)
+        X += x
+        times += t
+        labels.append(ds.labels.detach().cpu().numpy())
+    return X, times, np.concatenate(labels)
+
+
+def _predict_with_scores(estimator, X, times, scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predicted labels and, with ``scores``, class scores for AUROC: (N, K) probabilities (binary: (N,)).
+
+    With ``scores``, the predictions are read from the scores, as scikit-learn's classifiers (and this module's)
+    predict: ``classes_[argmax]`` of ``predict_proba`` or of a (N, K) ``decision_function``, ``classes_[score > 0]``
+    of a binary (N,) one; the series are then put through the method once, not twice. Without scores, or for
+    an estimator offering neither, ``predict``.
+    """
+    if scores and hasattr(estimator, "predict_proba"):
+        proba = np.asarray(estimator.predict_proba(X, times=times), dtype=np.float64)
+        return np.asarray(estimator.classes_)[proba.argmax(axis=1)], proba
+    if scores and hasattr(estimator, "decision_function"):
+        decision = np.asarray(estimator.decision_function(X, times=times), dtype=np.float64)
+        classes = np.asarray(estimator.classes_)
+        if decision.ndim == 1:
+            return classes[(decision > 0).astype(int)], decision
+        # softmax: rows summing to one, as scikit-learn's multi-class AUROC requires (the argmax is unchanged)
+        proba = np.exp(decision - decision.max(axis=1, keepdims=True))
+        proba /= proba.sum(axis=1, keepdims=True)
+        return classes[decision.argmax(axis=1)], proba
+    return np.asarray(estimator.predict(X, times=times)), None
+
+
+def evaluate_reference(estimator, dataset: IrregularDataset, *, scores: bool = True) -> dict:
+    """Accuracy (and AUROC where the estimator gives scores) of a fitted reference estimator on every sample.
+
+    Arguments:
+        estimator: a fitted estimator of a `ReferenceMethod`, fitted on class indices as labels.
+        dataset: a labelled `IrregularDataset`.
+        scores: also compute the AUROC, from ``predict_proba`` or else the softmax of ``decision_function``
+            (the predictions are then those scores' argmax, as the estimators' own ``predict``); False: only
+            ``predict``.
+
+    Returns:
+        ``{"accuracy", "auroc", "loss", "num_samples", "seconds"}``: loss is None (no likelihood); auroc None
+            without scores or with one class in the labels; seconds the wall time of the prediction.
+    """
+    from .training.metrics import accuracy, auroc
+
+    X, times = as_arrays(dataset)
+    labels = dataset.labels.detach().cpu().numpy()
+    t0 = time.perf_counter()
+    predictions, class_scores = _predict_with_scores(estimator, X, times, scores)
+    seconds = time.perf_counter() - t0
+    if predictions.shape != labels.shape:
+        raise RuntimeError(f"the estimator predicted {predictions.shape} for {labels.shape[0]} samples")
+    area = None
+    if class_scores is not None and np.unique(labels).size > 1:
+        if class_scores.ndim == 2 and class_scores.shape[1] != dataset.num_classes:
+            # classes absent from the fitted data have no column: give them probability 0
+            full = np.zeros((class_scores.shape[0], dataset.num_classes))
+            full[:, np.asarray(estimator.classes_, dtype=int)] = class_scores
+            class_scores = full
+        area = auroc(labels, class_scores)
+    return {"accuracy": accuracy(predictions, labels), "auroc": area, "loss": None,
+            "num_samples": int(predictions.shape[0]), "seconds": seconds}
+
+
+_WARM: set = set()
+
+
+def warm_up(name: str, channels: int, *, seed: int | None = 0, options: Mapping | None = None) -> None:
+    """Fit and apply method ``name`` once on 4 random series (16 points, ``channels`` channels), once per process,
+    method and univariate/multichannel kind, so that numba's one-off compilation of aeon's kernels (10-30 s on
+    a fresh process) is not counted in the wall time of the first real fit.
+
+    Arguments:
+        name: a key of `REFERENCE_METHODS`.
+        channels: the channel count of the data to come (univariate and multichannel series compile apart).
+        seed: the seed given to the method.
+        options: the constructor arguments the real fit will use.
+    """
+    key = (name, channels > 1, repr(sorted(dict(options or {}).items())))
+    if key in _WARM:
+        return
+    _WARM.add(key)
+    series = np.random.default_rng(0).standard_normal((4, 16, channels))
+    try:
+        estimator = reference_method(name).create(seed, **dict(options or {}))
+        estimator.fit(series, np.array([0, 1, 0, 1]))
+        _predict_with_scores(estimator, series, None, True)
+    except Exception:  # noqa: BLE001 - only a warm-up: the real fit reports any real problem itself
+        pass
+
+
+def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset], *, seed: int | None = 0,
+                  options: Mapping | None = None):
+    """Fit reference method ``name`` on ``train`` (one dataset, or several fitted on together).
+
+    Arguments:
+        name: a key of `REFERENCE_METHODS`.
+        train: a labelled `IrregularDataset`, or a sequence of them (e.g. ``(train, val)``) with the same
+            channels and class indices.
+        seed: the seed of a randomised method.
+        options: constructor arguments of the method's estimator.
+
+    Returns:
+        ``(estimator, seconds)``: the fitted estimator and the wall time of ``fit`` (grid included).
+    """
+    method = reference_method(name)
+    method.check_available()
+    datasets = [train] if isinstance(train, IrregularDataset) else list(train)
+    if not datasets:
+        raise ValueError("train holds no dataset")
+    X, times, labels = _joined(datasets)
+    estimator = method.create(seed, **dict(options or {}))
+    warm_up(name, datasets[0].num_channels, seed=seed, options=options)
+    t0 = time.perf_counter()
+    estimator.fit(X, labels, times=times)
+    return estimator, time.perf_counter() - t0
+
+
+def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test: IrregularDataset,
+                     methods: Sequence[str] = DEFAULT_REFERENCE_METHODS, seed: int | None = 0,
+                     options: Mapping[str, Mapping] | None = None) -> dict:
+    """Fit each reference method on ``train`` and score it on ``test``: the numbers a practitioner would see.
+
+    The series are read as the neural models read them (the same dropped points, the same standardisation:
+    pass the splits of `neuralde_seq.data.protocols.load_task`) and put on a grid by linear interpolation
+    (`to_grid`, the module docstring). The benchmark runner's reference rows call this same code (fitted on
+    the training and validation splits together).
+
+    Arguments:
+        train: a labelled `IrregularDataset`, or a sequence of them fitted on together (e.g. ``(train, val)``).
+        test: a labelled `IrregularDataset` with the same channels and class indices.
+        methods: names of `REFERENCE_METHODS` (default ``("minirocket", "1nn-euclidean", "1nn-dtw")``).
+        seed: the seed of the randomised methods (MiniRocket's ``random_state``).
+        options: per method name, constructor arguments of its estimator (e.g.
+            ``{"minirocket": {"n_kernels": 1000}}``).
+
+    Returns:
+        ``{method: {"accuracy", "auroc", "num_train", "num_test", "fit_seconds", "predict_seconds",
+            "seconds"}}``: test accuracy in [0, 1], AUROC (None where undefined), the sample counts, and the wall
+            times of fitting (grid, transform and classifier), of predicting the test set, and their sum.
+
+    Raises:
+        ImportError: a method needs aeon and aeon is not installed (before anything is fitted).
+        ValueError: an unknown method, or options for a method not in ``methods``.
+    """
+    if isinstance(methods, str):
+        methods = (methods,)
+    options = dict(options or {})
+    stray = [m for m in options if m not in methods]
+    if stray:
+        raise ValueError(f"options for {', '.join(stray)}, which are not in methods {list(methods)}")
+    for name in methods:  # every problem before the first (possibly long) fit
+        reference_method(name).check_available()
+    out = {}
+    for name in methods:
+        estimator, fit_seconds = fit_reference(name, train, seed=seed, options=options.get(name))
+        result = evaluate_reference(estimator, test)
+        num_train = len(train) if isinstance(train, IrregularDataset) else sum(len(ds) for ds in train)
+        out[name] = {"accuracy": result["accuracy"], "auroc": result["auroc"], "num_train": num_train,
+                     "num_test": result["num_samples"], "fit_seconds": fit_seconds,
+                     "predict_seconds": result["seconds"], "seconds": fit_seconds + result["seconds"]}
+    return out

@@ -1,0 +1,309 @@
+"""Tests of the reference methods (neuralde_seq.reference) and their rows in the benchmark runner.
+
+Every expected value is computed here independently: grids by hand-written linear interpolation in float64,
+nearest neighbours by brute-force loops, DTW by its dynamic programme, MiniRocket by composing aeon's transform
+and scikit-learn's ridge as the docstring describes.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from neuralde_seq.data import IrregularDataset
+from neuralde_seq.reference import (INSTALL_HINT, MiniRocketClassifier, NearestNeighbourClassifier, create_reference,
+                                    reference_scores, to_grid)
+from neuralde_seq.training.config import ConfigError, parse_config
+
+NAN = float("nan")
+
+
+# ---------------------------------------------------------------------------------------------- to_grid
+def _two_samples():
+    """Two samples, two channels: sample 0 on index times with a dropped interior and a dropped last point and
+    channel 1 never observed; sample 1 of length 3 (padded to 5) on irregular times."""
+    times = torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0],
+                          [0.0, 0.5, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    values = torch.tensor([[[1.0, NAN], [NAN, NAN], [5.0, NAN], [2.0, NAN], [NAN, NAN]],
+                           [[NAN, 1.0], [4.0, NAN], [0.0, 3.0], [NAN, NAN], [NAN, NAN]]], dtype=torch.float64)
+    return times, values, torch.tensor([5, 3])
+
+
+def test_to_grid_is_linear_interpolation_on_each_samples_own_span():
+    times, values, lengths = _two_samples()
+    grid = to_grid(times, values, lengths, fill_value=[0.5, -7.0])
+    assert grid.dtype == np.float64 and grid.shape == (2, 2, 5)  # L = the longest sample
+    # sample 0: grid 0, 1, 2, 3, 4 (its own times); t=1 halfway between 1 and 5; after t=3 held at 2
+    np.testing.assert_array_equal(grid[0, 0], [1.0, 3.0, 5.0, 2.0, 2.0])
+    np.testing.assert_array_equal(grid[0, 1], [-7.0] * 5)  # never observed: the fill value of channel 1
+    # sample 1: grid 0, 0.5, 1, 1.5, 2 (its span [0, 2]); channel 0 held at 4 before t=0.5, then 4 -> 0 over 1.5
+    np.testing.assert_allclose(grid[1, 0], [4.0, 4.0, 4.0 - 4.0 * 0.5 / 1.5, 4.0 - 4.0 * 1.0 / 1.5, 0.0],
+                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(grid[1, 1], [1.0, 1.5, 2.0, 2.5, 3.0], rtol=0, atol=1e-15)
+
+
+def test_to_grid_common_span_and_explicit_length():
+    times, values, lengths = _two_samples()
+    # one grid 0, 1, 2, 3, 4 for both samples: sample 1 ends at t=2 and is held constant after it
+    grid = to_grid(times, values, lengths, span="common")
+    np.testing.assert_allclose(grid[1, 0], [4.0, 4.0 - 4.0 * 0.5 / 1.5, 0.0, 0.0, 0.0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(grid[1, 1], [1.0, 2.0, 3.0, 3.0, 3.0], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(grid[0, 1], [0.0] * 5)  # the default fill: 0, the mean of standardised data
+    # 3 points over [0, 4] given explicitly
+    grid = to_grid(times, values, lengths, length=3, span=(0.0, 4.0))
+    np.testing.assert_allclose(grid[0, 0], [1.0, 5.0, 2.0], rtol=0, atol=0)
+    np.testing.assert_allclose(grid[1, 1], [1.0, 3.0, 3.0], rtol=0, atol=0)
+
+
+def test_to_grid_reproduces_kept_observations_on_index_times():
+    """Equal-length series on index times (the UCR/UEA case): the grid is the sampling grid, so every kept
+    observation comes back exactly, whatever was dropped, in float64 from float32 input too."""
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((6, 40, 3)).astype(np.float32)
+    dropped = rng.random((6, 40)) < 0.3
+    dropped[:, 0] = False
+    values[dropped] = np.nan
+    times = np.tile(np.arange(40, dtype=np.float32), (6, 1))
+    grid = to_grid(torch.from_numpy(times), torch.from_numpy(values))
+    kept = ~dropped
+    np.testing.assert_array_equal(grid.transpose(0, 2, 1)[kept], values[kept].astype(np.float64))
+    # a dropped interior point is the average of its kept neighbours when both are kept
+    i, t = next((i, t) for i in range(6) for t in range(1, 39) if dropped[i, t] and kept[i, t - 1] and kept[i, t + 1])
+    assert grid[i, 0, t] == pytest.approx((float(values[i, t - 1, 0]) + float(values[i, t + 1, 0])) / 2, abs=1e-12)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(times=torch.tensor([[0.0, 2.0, 1.0]])), "strictly increasing"),
+    (dict(values=torch.zeros(1, 3)), "values must have shape"),
+    (dict(length=0), "length must be a positive integer"),
+    (dict(span="middle"), "span must be 'sample', 'common' or a"),
+    (dict(span=(2.0, 1.0)), "start <= end"),
+    (dict(fill_value=[0.0, 1.0]), r"fill_value must be a finite number or \(1,\)"),
+    (dict(values=torch.tensor([[[1.0], [float("inf")], [2.0]]])), "infinite"),
+])
+def test_to_grid_names_the_bad_argument(change, message):
+    args = dict(times=torch.tensor([[0.0, 1.0, 2.0]]), values=torch.tensor([[[1.0], [NAN], [2.0]]]))
+    args.update(change)
+    times, values = args.pop("times"), args.pop("values")
+    with pytest.raises(ValueError, match=message):
+        to_grid(times, values, **args)
+
+
+def test_estimators_fill_unobserved_channels_with_the_training_mean():
+    """Not 0 for data that are not standardised: the mean of the channel's observed training values."""
+    train = [np.array([[1.0, 10.0], [2.0, 20.0], [3.0, NAN]]), np.array([[0.0, 30.0], [1.0, 40.0], [2.0, 50.0]])]
+    est = NearestNeighbourClassifier().fit(train, ["a", "b"])
+    np.testing.assert_array_equal(est.channel_mean_, [1.5, 30.0])
+    query = [np.array([[1.0, NAN], [2.0, NAN], [3.0, NAN]])]
+    expected = np.array([[1.0, 2.0, 3.0], [30.0, 30.0, 30.0]])  # channel 1 never observed: 30
+    train_grids = [np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 20.0]]), np.array([[0.0, 1.0, 2.0], [30.0, 40.0, 50.0]])]
+    np.testing.assert_allclose(est.distances(query)[0], [((expected - g) ** 2).sum() for g in train_grids], rtol=1e-15)
+    assert est.predict(query).tolist() == ["b"]
+
+
+# --------------------------------------------------------------------------------------- nearest neighbours
+def _brute_force_nearest(train, test):
+    """Index of the nearest training series of each test series (Euclidean, loops; the first of equals)."""
+    out = []
+    for x in test:
+        best, best_index = np.inf, -1
+        for j, z in enumerate(train):
+            d = np.sqrt(sum((a - b) ** 2 for a, b in zip(x.ravel(), z.ravel())))
+            if d < best:
+                best, best_index = d, j
+        out.append(best_index)
+    return np.array(out)
+
+
+def test_euclidean_1nn_equals_brute_force_nearest_neighbour():
+    rng = np.random.default_rng(1)
+    train = rng.standard_normal((30, 15, 2))
+    labels = rng.integers(0, 4, 30)
+    # ties: training series 29 repeats series 3 with another label; the first (3) must win for a query equal to it
+    train[29] = train[3]
+    labels[29] = (labels[3] + 1) % 4
+    test = np.concatenate([rng.standard_normal((20, 15, 2)), train[3:4]])
+    est = NearestNeighbourClassifier().fit(train, labels)
+    expected = labels[_brute_force_nearest(train, test)]
+    np.testing.assert_array_equal(est.predict(test), expected)
+    assert est.predict(test)[-1] == labels[3] != labels[29]
+    # the same through the list form with explicit (index) times and through an IrregularDataset
+    times = [np.arange(15.0)] * len(test)
+    np.testing.assert_array_equal(est.predict(list(test), times=times), expected)
+    ds = IrregularDataset(torch.arange(15.0, dtype=torch.float64).repeat(len(test), 1), torch.from_numpy(test),
+                          torch.full((len(test),), 15), torch.from_numpy(expected), [str(k) for k in range(4)])
+    assert est.score(ds) == 1.0
+
+
+def _dtw(x, y):
+    """DTW of (C, L) series by its dynamic programme: squared differences summed over channels, full window."""
+    n, m = x.shape[1], y.shape[1]
+    cost = np.full((n + 1, m + 1), np.inf)
+    cost[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            local = float(((x[:, i - 1] - y[:, j - 1]) ** 2).sum())
+            cost[i, j] = local + min(cost[i - 1, j], cost[i, j - 1], cost[i - 1, j - 1])
+    return cost[n, m]
+
+
+def test_dtw_1nn_uses_the_dtw_of_the_grids():
+    pytest.importorskip("aeon")
+    rng = np.random.default_rng(2)
+    train = rng.standard_normal((8, 10, 2))
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    test = rng.standard_normal((5, 10, 2))
+    est = NearestNeighbourClassifier(distance="dtw").fit(train, labels)
+    expected = np.array([[_dtw(x.T, z.T) for z in train] for x in test])
+    np.testing.assert_allclose(est.distances(test), expected, rtol=1e-12)
+    np.testing.assert_array_equal(est.predict(test), labels[expected.argmin(axis=1)])
+    # DTW differs from the Euclidean distance here: the test is not vacuous
+    assert not np.allclose(expected, NearestNeighbourClassifier().fit(train, labels).distances(test))
+
+
+def test_minirocket_is_aeons_transform_and_a_ridge_on_the_grid():
+    pytest.importorskip("aeon")
+    from aeon.transformations.collection.convolution_based import MiniRocket
+    from sklearn.linear_model import RidgeClassifierCV
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(3)
+    labels = np.repeat([0, 1, 2], 8)
+    series = rng.standard_normal((24, 30, 2)) + labels[:, None, None] * np.linspace(0, 1, 30)[None, :, None]
+    series[rng.random((24, 30)) < 0.3] = np.nan
+    series[:, 0] = 0.0  # every channel observed somewhere in every sample
+    X = list(series)
+    est = MiniRocketClassifier(n_kernels=168, random_state=5).fit(X[:18], labels[:18])
+    grid = to_grid(np.tile(np.arange(30.0), (24, 1)), series)
+    transform = MiniRocket(n_kernels=168, random_state=5).fit(grid[:18])
+    scaler = StandardScaler(with_mean=False).fit(transform.transform(grid[:18]))
+    ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)).fit(scaler.transform(transform.transform(grid[:18])),
+                                                                 labels[:18])
+    np.testing.assert_allclose(est.decision_function(X[18:]),
+                               ridge.decision_function(scaler.transform(transform.transform(grid[18:]))), rtol=1e-10)
+    np.testing.assert_array_equal(est.predict(X[18:]), ridge.predict(scaler.transform(transform.transform(grid[18:]))))
+    assert est.ridge_.alpha_ == ridge.alpha_
+
+
+# ------------------------------------------------------------------------------------------ without aeon
+def test_missing_aeon_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "aeon", None)  # as if aeon were not installed
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((6, 12, 1)), np.array([0, 1] * 3)
+    for make in (lambda: create_reference("minirocket", seed=0), lambda: create_reference("1nn-dtw"),
+                 lambda: MiniRocketClassifier().fit(X, y), lambda: NearestNeighbourClassifier("dtw").fit(X, y)):
+        with pytest.raises(ImportError, match=f"needs aeon.*{INSTALL_HINT.replace('[', '.').replace(']', '.')}"):
+            make()
+    ds = IrregularDataset(torch.arange(12.0).repeat(6, 1), torch.from_numpy(X).float(), torch.full((6,), 12),
+                          torch.from_numpy(y), ["a", "b"])
+    with pytest.raises(ImportError, match="neuralde_seq.reference"):
+        reference_scores(ds, ds, methods=("1nn-euclidean", "1nn-dtw"))
+    # the Euclidean 1-NN needs no aeon: each training sample is its own nearest neighbour
+    assert reference_scores(ds, ds, methods=("1nn-euclidean",))["1nn-euclidean"]["accuracy"] == 1.0
+
+
+def test_importing_the_package_does_not_import_aeon_or_the_reference_module():
+    code = ("import sys, neuralde_seq; assert 'aeon' not in sys.modules and 'neuralde_seq.reference' not in "
+            "sys.modules; neuralde_seq.to_grid; assert 'neuralde_seq.reference' in sys.modules; "
+            "assert 'aeon' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+def _fixture_task(tmp_path):
+    from fixtures_uea import write_uea_archive
+
+    remotes, _ = write_uea_archive(tmp_path / "src", "BasicMotions", channels=2, min_length=9, max_length=14)
+    return {"remotes": remotes, "cache_dir": tmp_path / "cache"}
+
+
+def test_reference_row_equals_the_python_function(tmp_path):
+    from neuralde_seq.data.protocols import load_task
+    from neuralde_seq.training.runner import run_benchmark
+
+    overrides = _fixture_task(tmp_path)
+    methods = ["1nn-euclidean"] + (["minirocket"] if _has_aeon() else [])
+    config = {"name": "ref", "task": "uea", "task_options": {"name": "BasicMotions", "drop_rate": 0.3},
+              "seeds": [0, 1], "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
+              "models": [{"label": "GRU", "model": "gru-dt", "options": {"hidden": 4}},
+                         {"label": "1-NN", "model": "1nn-euclidean"},
+                         {"label": "1-NN train", "model": "1nn-euclidean", "options": {"fit_on": "train"}}]
+              + ([{"label": "MR", "model": "minirocket", "options": {"n_kernels": 168}}] if _has_aeon() else []),
+              "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}]}
+    out = tmp_path / "out"
+    results = run_benchmark(config, out_dir=out, progress=False, max_steps=2, task_overrides=overrides)
+    data = load_task("uea", name="BasicMotions", drop_rate=0.3, progress=False, **overrides)
+    train, val, test = data.splits
+    half = data.test_variant(drop_rate=0.5)
+    labels = {"1nn-euclidean": "1-NN", "minirocket": "MR"}
+    for seed in (0, 1):
+        for method in methods:
+            options = {"minirocket": {"n_kernels": 168}}.get(method)
+            direct = reference_scores((train, val), test, methods=(method,), seed=seed,
+                                      options=options and {method: options})[method]
+            variant = reference_scores((train, val), half, methods=(method,), seed=seed,
+                                       options=options and {method: options})[method]
+            (path,) = (out / "runs" / labels[method]).glob(f"seed{seed}-*/result.json")
+            result = json.loads(path.read_text())
+            assert result["metrics"]["test"]["accuracy"] == direct["accuracy"]
+            assert result["metrics"]["test"]["num_samples"] == len(test) == direct["num_test"]
+            assert result["metrics"]["drop 50%"]["accuracy"] == variant["accuracy"]
+            assert result["metrics"]["val"]["accuracy"] is None  # fitted on train + val: no held-out score
+            assert result["reference"] == {"method": method, "fit_on": "train+val", "num_fit": len(train) + len(val)}
+            assert sorted(p.name for p in path.parent.iterdir()) == ["result.json"]  # no checkpoints or curves
+        (path,) = (out / "runs" / "1-NN_train").glob(f"seed{seed}-*/result.json")
+        result = json.loads(path.read_text())
+        for split, ds in (("val", val), ("test", test)):
+            direct = reference_scores(train, ds, methods=("1nn-euclidean",))["1nn-euclidean"]
+            assert result["metrics"][split]["accuracy"] == direct["accuracy"]
+    # 1-NN on the grid, by brute force: the runner's number is the nearest neighbour's accuracy
+    grids = {name: to_grid(ds.times, ds.values, ds.lengths, length=int(max(train.lengths.max(), val.lengths.max())))
+             for name, ds in (("train", train), ("val", val), ("test", test))}
+    fit_grid = np.concatenate([grids["train"], grids["val"]])
+    fit_labels = np.concatenate([train.labels.numpy(), val.labels.numpy()])
+    brute = fit_labels[_brute_force_nearest(fit_grid, grids["test"])]
+    row = next(r for r in results["rows"] if r["label"] == "1-NN")
+    assert row["reference"] and row["metrics"]["test"]["accuracy"]["mean"] == pytest.approx(
+        float((brute == test.labels.numpy()).mean()), abs=1e-15)
+    table = (out / "results.md").read_text()
+    assert "| 1-NN " in table and "1nn-euclidean (reference)" in table and "Reference rows" in table
+    # resumable: finished reference runs are reused, not refitted
+    (path,) = (out / "runs" / "1-NN").glob("seed0-*/result.json")
+    stamp = path.stat().st_mtime_ns
+    again = run_benchmark(config, out_dir=out, progress=False, max_steps=2, task_overrides=overrides, resume=True)
+    assert path.stat().st_mtime_ns == stamp and again["rows"] == results["rows"]
+
+
+def _has_aeon() -> bool:
+    try:
+        import aeon  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"model": "minirocket", "training": {"epochs": 3}}, r"models\[0\].training: 'minirocket' is a reference method"),
+    ({"model": "1nn-dtw", "control": {"method": "linear"}}, r"models\[0\].control: '1nn-dtw' is a reference method"),
+    ({"model": "1nn-dtw", "options": {"distance": "euclidean"}}, r"unknown key\(s\) 'distance' in models\[0\].options"),
+    ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
+    ({"model": "minirocket", "options": {"fit_on": "val"}}, r"models\[0\].options.fit_on must be one of train\+val"),
+    ({"model": "rocket"}, r"not a known model; known models: .*; reference methods: minirocket, 1nn-euclidean"),
+])
+def test_reference_rows_are_validated(row, message):
+    config = {"name": "x", "task": "japanese-vowels", "models": [row]}
+    with pytest.raises(ConfigError, match=message):
+        parse_config(config)
+
+
+def test_a_config_of_reference_rows_needs_no_training_settings():
+    rows = parse_config({"name": "x", "task": "japanese-vowels",
+                         "models": [{"model": "minirocket", "options": {"n_kernels": 840}}]}).rows
+    assert rows[0].reference and rows[0].training is None and rows[0].to_dict()["reference"] is True
+    model_row = parse_config({"name": "x", "task": "japanese-vowels", "models": [{"model": "gru-dt"}],
+                              "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}}).rows[0]
+    assert "reference" not in model_row.to_dict()  # model rows keep their fingerprints
