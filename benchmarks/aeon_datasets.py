@@ -81,7 +81,10 @@ DATASETS = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand"
             "PickupGestureWiimoteZ")
 CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
 BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
-NEURAL = CT_FWPS + BASELINES
+# The training recipe's levers on the cheapest CT-FWP (delta-rde, closed-form steps), each a row (recipe_rows):
+# the time channel over the longest span with a warm-up + cosine learning rate, and that with 3x the steps.
+RECIPE = ("delta-rde-cosine", "delta-rde-long")
+NEURAL = CT_FWPS + RECIPE + BASELINES
 REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
 GAP_REFERENCE = "minirocket"  # the best neural row's gap to this reference row, per dataset
 MODELS = NEURAL + REFERENCES
@@ -141,6 +144,14 @@ TIME_CHANNEL_VARIANTS = {
     "delta-rde-no-time": "no time channel",
     "delta-rde-time-auto": "time / longest span",
 }
+
+
+def recipe_rows(budget: dict) -> list[dict]:
+    """The recipe study's rows (RECIPE): delta-rde with time_unit="auto" and the cosine schedule, at the dataset's
+    budget and at three times its epochs."""
+    recipe = {"model": "delta-rde", "control": {"time_unit": "auto"}}
+    return [{"label": "delta-rde-cosine", **recipe, "training": {"schedule": "cosine"}},
+            {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}}]
 
 
 def time_channel_rows() -> list[dict]:
@@ -226,7 +237,7 @@ def dataset_config(name: str, data: Path, budget: dict, seeds) -> dict:
         "seeds": [int(s) for s in seeds],
         "training": {**budget, "eval_batch_size": EVAL_BATCH_SIZE, "patience": None, "grad_clip": None,
                      "weight_decay": 0.0, "penalty_weight": 0.0, "select_on": "accuracy"},
-        "models": rows() + time_channel_rows(),
+        "models": rows() + recipe_rows(budget) + time_channel_rows(),
     }
 
 
@@ -255,7 +266,7 @@ def goal(entries: dict[str, dict]) -> dict:
                   if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
         return max(scored) if scored else None
 
-    fwp, base = best(CT_FWPS), best(BASELINES)
+    fwp, base = best(CT_FWPS + RECIPE), best(BASELINES)
     if fwp is None or base is None:
         return {"met": None, "gap": None, "best_ct_fwp": fwp and fwp[1], "best_baseline": base and base[1],
                 "reason": "no CT-FWP row" if fwp is None else "no baseline row"}
@@ -296,7 +307,9 @@ def combined_table(datasets: dict[str, dict], labels) -> str:
     names = list(datasets)
     table_rows = []
     for label in labels:
-        row = {"model": label + (" (CT-FWP)" if label in CT_FWPS else " (reference)" if label in REFERENCES else "")}
+        kind = ("CT-FWP" if label in CT_FWPS else "CT-FWP, recipe" if label in RECIPE else
+                "reference" if label in REFERENCES else None)
+        row = {"model": label + (f" ({kind})" if kind else "")}
         for name in names:
             row[name] = _cell(datasets[name]["rows"].get(label))
         table_rows.append(row)

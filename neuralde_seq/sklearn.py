@@ -1,4 +1,5 @@
-"""scikit-learn estimators on the toolkit's models: `SequenceClassifier` and `SequenceRegressor`.
+"""scikit-learn estimators on the toolkit's models: `SequenceClassifier` and `SequenceRegressor` (and, from
+`neuralde_seq.random_features`, the reservoir mode's `RandomFeatureClassifier` and `RandomFeatureRegressor`).
 
 Both train any registry model (`MODEL_NAMES`) with `fit` and
 follow scikit-learn's conventions (``get_params``/``set_params``, ``clone``, pipelines, ``cross_val_score``,
@@ -13,8 +14,9 @@ steps (at least 2) at prediction. Every sequence needs at least one observed val
 error naming it), values must be finite or NaN, and the channels at prediction must be those of fit.
 
 **times** (keyword of ``fit``, ``predict``, ``predict_proba`` and ``score``): None (each sample's observation
-index 0, 1, ...) or one (T_i,) array per sample (a list, or a 2-D (N, T) array), strictly increasing. Give
-them in units where the gaps between observations are about 1. In cross-validation, route them with
+index 0, 1, ...) or one (T_i,) array per sample (a list, or a 2-D (N, T) array), strictly increasing, in any unit: models that read a control path get the time channel in
+units of the longest span in the data given to ``fit`` (``time_unit="auto"``, kept for prediction), and models
+that read raw observations see the gaps, best in units where they are about 1. In cross-validation, route them with
 scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=True)``,
 ``est.set_fit_request(times=True).set_score_request(times=True)``, ``cross_val_score(est, X, y,
 params={"times": times})``).
@@ -29,7 +31,9 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    parametrised by observation index, so samples may have different times (with ``"time"``,
    `build_control` needs every sample on one time grid) and the solver's grid does not
    depend on the time units; the times enter the path as its time channel (the registry's
-   ``time_channel=True``). With times None the two parametrisations coincide;
+   ``time_channel=True``), divided by the longest span of the data given to ``fit`` (``time_unit="auto"``, unless
+   ``control_options`` gives ``time_unit``: in raw units a 2,000-point series' time channel drove the CDEs' logits
+   to hundreds at initialisation). With times None the two parametrisations coincide;
 3. with ``validation_fraction``, a validation split (stratified on the labels for the classifier, see
    `stratified_split` for classes too small to stratify; random for the regressor);
 4. ``torch.manual_seed(seed)``, ``create_model(model, inputs, outputs, **model_options)`` moved to ``device``
@@ -69,7 +73,7 @@ from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
 from .training.threads import torch_threads
 
-__all__ = ["SequenceClassifier", "SequenceRegressor"]
+__all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
@@ -102,8 +106,9 @@ class _SequenceEstimator(BaseEstimator):
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the registry's (models
             that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
-            observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": "auto"}``: times
-            divided by the longest span in the data given to ``fit``, kept for prediction), or None.
+            observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": 1.0}``: the raw
+            times in the time channel instead of the default ``"auto"``, times divided by the longest span in the
+            data given to ``fit``, kept for prediction), or None.
         epochs: passes over the training data (default 100). The defaults give a few hundred steps on a
             dataset of tens of series: 20 epochs at 1e-3 left the CT-FWPs near chance on aeon's
             PickupGestureWiimoteZ (50 series), docs/your_own_data.md.
@@ -112,6 +117,8 @@ class _SequenceEstimator(BaseEstimator):
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
         grad_clip: max gradient norm, or None, as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
+        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
             out to select the best epoch's weights (and to stop early with ``patience``).
         patience: None, or stop after this many epochs without a better validation score (needs
@@ -126,8 +133,9 @@ class _SequenceEstimator(BaseEstimator):
     """
 
     def __init__(self, model="delta-cde", *, model_options=None, control_options=None, epochs=100, lr=3e-3,
-                 batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, validation_fraction=None,
-                 patience=None, random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
+                 batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, schedule="constant",
+                 validation_fraction=None, patience=None, random_state=None, n_jobs=None, verbose=False, device="cpu",
+                 dtype="float32"):
         self.model = model
         self.model_options = model_options
         self.control_options = control_options
@@ -137,6 +145,7 @@ class _SequenceEstimator(BaseEstimator):
         self.weight_decay = weight_decay
         self.grad_clip = grad_clip
         self.penalty_weight = penalty_weight
+        self.schedule = schedule
         self.validation_fraction = validation_fraction
         self.patience = patience
         self.random_state = random_state
@@ -178,6 +187,10 @@ class _SequenceEstimator(BaseEstimator):
         control = {}
         if model_entry(self.model).inputs == "control":
             control["parametrization"] = "index"  # samples may have different times (module docstring)
+            # The time channel in units of the training data's longest span: in raw units it grows like the series'
+            # length, and a CDE integrating it over 2,000 points started with logits in the hundreds (ncde, nrde,
+            # hebb-cde) or NaN (oja-cde) on a spiky series (tests/test_defaults.py).
+            control["time_unit"] = "auto"
         control.update(self.control_options or {})
         return {"dtype": self._torch_dtype(), "device": torch.device(self.device), "control": control,
                 "model_options": dict(self.model_options or {})}
@@ -263,7 +276,8 @@ class _SequenceEstimator(BaseEstimator):
                 model.set_empirical_mean(train[0])
             history = _fit(model, objective, train, val=val, epochs=self.epochs, lr=self.lr,
                            batch_size=self.batch_size, seed=seed, weight_decay=self.weight_decay,
-                           grad_clip=self.grad_clip, penalty_weight=self.penalty_weight, callbacks=callbacks,
+                           grad_clip=self.grad_clip, penalty_weight=self.penalty_weight, schedule=self.schedule,
+                           callbacks=callbacks,
                            progress=type(self).__name__ if self.verbose else False, threads=None)
         model.eval()
         self.model_ = model
@@ -305,13 +319,15 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the registry's (control
             models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
-            ``{"time_unit": "auto"}``), or None.
+            ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``), or None.
         epochs: passes over the training data (default 100).
         lr: Adam's learning rate (default 3e-3).
         batch_size: samples per training step, and per forward pass at prediction (default 32).
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
+        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
             (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
         patience: None (default), or stop after this many epochs without a better validation score (needs
@@ -435,13 +451,15 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the registry's (control
             models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
-            ``{"time_unit": "auto"}``), or None.
+            ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``), or None.
         epochs: passes over the training data (default 100).
         lr: Adam's learning rate (default 3e-3).
         batch_size: samples per training step, and per forward pass at prediction (default 32).
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
+        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
             (drawn at random) to keep the weights of the best validation MSE.
         patience: None (default), or stop after this many epochs without a better validation score (needs
@@ -526,3 +544,7 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             R² (averaged over columns for (N, k) targets), a float.
         """
         return float(r2_score(y, self.predict(X, times)))
+
+
+# The random-feature (reservoir) estimators use this module's input handling; imported last for that reason.
+from .random_features import RandomFeatureClassifier, RandomFeatureRegressor  # noqa: E402

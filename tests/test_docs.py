@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CITATION = re.compile(r"docs/([A-Za-z0-9_]+\.md)(?:#([A-Za-z0-9_-]+))?")
 PUBLIC_MODULES = ["neuralde_seq", "neuralde_seq.models", "neuralde_seq.data", "neuralde_seq.training",
                   "neuralde_seq.sklearn", "neuralde_seq.rules", "neuralde_seq.signatures", "neuralde_seq.ops",
-                  "neuralde_seq.basis"]
+                  "neuralde_seq.basis", "neuralde_seq.reference", "neuralde_seq.random_features"]
 
 
 def github_anchor(heading: str) -> str:

@@ -8,7 +8,7 @@ import torch
 
 from neuralde_seq.training import Regression, fit
 from neuralde_seq.training.callbacks import Callback
-from neuralde_seq.training.fit import scheduled_lr
+from neuralde_seq.training.schedules import scheduled_lr
 
 
 class RecordRates(Callback):
@@ -96,3 +96,22 @@ def test_a_model_that_cannot_train_says_why_before_any_step():
     with pytest.raises(ValueError, match="before any training step: Overflowing cannot train on these inputs"):
         fit(model, Classification(), (x, y), epochs=1, lr=0.1, batch_size=8, progress=False)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_config_rows_take_a_schedule_and_constant_keeps_the_old_fingerprint():
+    from neuralde_seq.training.config import ConfigError, fingerprint, parse_config
+
+    base = {"name": "x", "task": "files", "task_options": {"path": "d"},
+            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}, "models": [{"model": "gru-d"}]}
+    cosine = parse_config({**base, "models": [{"model": "gru-d", "training": {"schedule": "cosine"}}]})
+    assert cosine.rows[0].training.schedule == "cosine"
+    assert cosine.rows[0].to_dict()["training"]["schedule"] == "cosine"
+    plain = parse_config(base)
+    assert plain.rows[0].training.schedule == "constant"
+    # a row without a schedule is the row it was before schedules existed: the key is not in its record
+    assert "schedule" not in plain.rows[0].to_dict()["training"]
+    explicit = parse_config({**base, "training": {**base["training"], "schedule": "constant"}})
+    assert fingerprint(explicit.rows[0].to_dict()) == fingerprint(plain.rows[0].to_dict())
+    assert fingerprint(cosine.rows[0].to_dict()) != fingerprint(plain.rows[0].to_dict())
+    with pytest.raises(ConfigError, match=r"models\[0\]\.training\.schedule must be one of constant, cosine"):
+        parse_config({**base, "models": [{"model": "gru-d", "training": {"schedule": "onecycle"}}]})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..solvers import SolverOptions
+from .schedules import SCHEDULES
 
 __all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
            "TRAINING_DEFAULTS", "SELECT_ON", "REFERENCE_FIT_ON", "load_config", "apply_overrides", "parse_config",
@@ -33,6 +34,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "epochs": None, "lr": None, "batch_size": None,  # required
     "eval_batch_size": None,  # None: batch_size
     "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
+    "schedule": "constant",  # the learning rate over the run (fit's `schedule`)
     "select_on": None,  # None: the task's metric
 }
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
@@ -62,6 +64,16 @@ class TrainingSettings:
     grad_clip: float | None = None
     weight_decay: float = 0.0
     penalty_weight: float = 0.0
+    schedule: str = "constant"
+
+
+def _training_dict(training: TrainingSettings) -> dict:
+    """The settings as plain data; the constant schedule left out, so that runs recorded before schedules existed
+    keep their fingerprints."""
+    out = dataclasses.asdict(training)
+    if out["schedule"] == "constant":
+        del out["schedule"]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +140,7 @@ class ModelRow:
     def to_dict(self) -> dict:
         out = {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
                "control": copy.deepcopy(self.control),
-               "training": None if self.training is None else dataclasses.asdict(self.training),
+               "training": None if self.training is None else _training_dict(self.training),
                "solver": None if self.solver is None else dict(self.solver_fields),
                "paper": None if self.paper is None else dataclasses.asdict(self.paper)}
         if self.reference:  # only then: the fingerprints of the model rows stay as they were
@@ -278,6 +290,8 @@ def _check_training(training: dict, where: str) -> dict:
     out["grad_clip"] = _number(out["grad_clip"], f"{where}.grad_clip", positive=True, allow_none=True)
     out["weight_decay"] = float(_number(out["weight_decay"], f"{where}.weight_decay", minimum=0.0))
     out["penalty_weight"] = float(_number(out["penalty_weight"], f"{where}.penalty_weight", minimum=0.0))
+    if out["schedule"] not in SCHEDULES:
+        raise ConfigError(f"{where}.schedule must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
     if out["select_on"] is not None and out["select_on"] not in SELECT_ON:
         raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {out['select_on']!r}")
     return out

@@ -219,7 +219,7 @@ def fit_and_evaluate(
     (``create_model(model_name, inputs, num_classes, solver=solver, **options)``), set GRU-D/GRU-Δt's
     empirical means from the training inputs, train with
     `train_classifier` (``training`` holds its settings: epochs, lr,
-    batch_size, eval_batch_size, patience, grad_clip, weight_decay, penalty_weight, select_on), then
+    batch_size, eval_batch_size, patience, grad_clip, weight_decay, penalty_weight, schedule, select_on), then
     evaluate on validation, test and each extra test set of ``tests`` (label -> dataset; the trained model changed
     by `changed_model` first for a label in ``model_changes``, label -> change), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
@@ -283,6 +283,7 @@ def fit_and_evaluate(
             epochs=training.epochs, lr=training.lr, batch_size=training.batch_size,
             seed=seed, checkpoint_path=checkpoint_path, last_checkpoint_path=last_checkpoint_path, resume=resume,
             weight_decay=training.weight_decay, penalty_weight=training.penalty_weight, grad_clip=training.grad_clip,
+            schedule=training.schedule,
             patience=training.patience, eval_batch_size=eval_batch_size, select_on=training.select_on,
             max_steps=max_steps, progress=progress, num_classes=train.num_classes, threads=threads,
             # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.

@@ -93,6 +93,7 @@ def train_classifier(
     weight_decay: float = 0.0,
     penalty_weight: float = 0.0,
     grad_clip: float | None = None,
+    schedule: str = "constant",
     progress: bool = True,
     patience: int | None = None,
     eval_batch_size: int | None = None,
@@ -130,6 +131,7 @@ def train_classifier(
         checkpoint_path: file of the best-validation checkpoint (None: kept in memory).
         weight_decay: Adam's weight decay (default 0).
         penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
+        schedule: the learning rate over the run, "constant" (default) or "cosine" (`fit`).
         grad_clip: max gradient norm, or None (default: no clipping).
         progress: show tqdm bars (default True).
         patience: stop after this many epochs without improvement of ``select_on``, or None (default: never).
@@ -181,7 +183,7 @@ def train_classifier(
     chosen = [best] + ([EarlyStopping(patience, monitor=select_on)] if patience is not None else []) + list(callbacks)
     history = fit(model, objective, (train_control, train_labels), val=(val_control, val_labels), epochs=epochs,
                   lr=lr, batch_size=batch_size, seed=seed, weight_decay=weight_decay, grad_clip=grad_clip,
-                  penalty_weight=penalty_weight, eval_batch_size=eval_batch_size, max_steps=max_steps,
+                  penalty_weight=penalty_weight, schedule=schedule, eval_batch_size=eval_batch_size, max_steps=max_steps,
                   callbacks=chosen, resume_path=last_path, resume=resume,
                   config={"select_on": select_on, "patience": patience, **dict(config or {})},
                   progress=(desc or "train") if progress else False, threads=threads)

@@ -1,0 +1,242 @@
+"""Random-feature (reservoir) mode on aeon's bundled UCR datasets: which reservoir, which features, which width.
+
+Every row is `neuralde_seq.sklearn.RandomFeatureClassifier` (a frozen random model's features, a ridge readout with
+its penalty chosen by leave-one-out error): one forward pass over the series, no training of the reservoir. A row
+(reservoir, width, options) is fitted once with the union of its features; each feature set's accuracy is then the
+readout refitted on that set's columns (`RandomFeatures.feature_slices_`): the same numbers as a classifier built
+with that set alone (same seed: the same reservoir draw and thresholds), at the cost of one forward pass per row.
+
+Protocol (the benchmark protocol of benchmarks/aeon_datasets.py and the reference numbers of issue 23): the files'
+own TRAIN/TEST split, the whole TRAIN file for fitting (the readout needs no validation split: it chooses its penalty
+by leave-one-out error), 30 % of every series' time points dropped (TRAIN with drop seed 0, TEST with drop seed 1,
+`neuralde_seq.data.protocols.local_files_splits`), channels standardised with the training statistics (by the
+estimator), times the observation indices. One torch thread.
+
+Output (``--out``, default ``results/random_features``): ``results.json`` (every cell: accuracy, seconds for the
+forward passes over TRAIN and TEST, seconds for the readout, number of features, chosen penalty) and
+``results.md``: rows = reservoir / width / features, columns = datasets, each cell "test accuracy % (seconds)", where
+the seconds are the row's whole fit and prediction (forward passes with all of the row's features, plus this
+set's readout); the best cell per dataset in bold; MiniRocket's accuracy on the same protocol as the reference row.
+
+Examples::
+
+    python benchmarks/random_features.py                                 # the whole grid, about 25 min on one core
+    python benchmarks/random_features.py --datasets GunPoint --rows slice-diag-1024,logsig-3 --out /tmp/rf
+    python benchmarks/random_features.py --seeds 0,1,2 --rows slice-diag-1024 --feature-sets ppv,ppv+mean
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from machine import code_version, cpu_name
+
+DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "GunPoint")
+# MiniRocket (aeon, RidgeClassifierCV, random_state=0) on the same protocol, the dropped points linearly
+# interpolated back onto the grid (issue 23).
+MINIROCKET = {"ACSF1": 78.0, "OSULeaf": 95.5, "ArrowHead": 85.1, "GunPoint": 99.3, "BasicMotions": 100.0,
+              "ItalyPowerDemand": 93.2, "JapaneseVowels": 98.9}
+
+MODEL_FEATURES = ("final", "mean", "times", "ppv", "values")
+LOGSIG_FEATURES = ("final", "times", "windows", "values")
+FEATURE_SETS = ("final", "mean", "times", "final+mean+times", "ppv", "ppv+mean", "ppv+mean+times", "mean+values",
+                "ppv+values", "ppv+mean+values", "final+mean+times+ppv+values")
+LOGSIG_SETS = ("final", "times", "windows", "final+windows", "times+windows", "final+values", "final+windows+values")
+
+EXACT = {"solver": {"method": "exact"}}
+# label -> RandomFeatureClassifier options (besides features). "defaults" is the estimator with every default,
+# fitted and scored end to end (its seconds: fit + predict).
+ROWS = {
+    "defaults": {},
+    "slice-diag-256": dict(reservoir="slice-diag", width=256),
+    "slice-diag-1024": dict(reservoir="slice-diag", width=1024),
+    "slice-diag-4096": dict(reservoir="slice-diag", width=4096),
+    "slice-diag-1024-nomemory": dict(reservoir="slice-diag", width=1024, timescales=None),
+    "slice-diag-1024-ppv3": dict(reservoir="slice-diag", width=1024, num_biases=3),
+    "slice-block-256": dict(reservoir="slice-block", width=256),
+    "slice-block-1024": dict(reservoir="slice-block", width=1024),
+    "slice-dense-128": dict(reservoir="slice-dense", width=128),
+    "slice-dplr-1024": dict(reservoir="slice-dplr", width=1024),
+    "delta-rde-64": dict(reservoir="delta-rde", width=64, model_options=EXACT),
+    "delta-rde-128": dict(reservoir="delta-rde", width=128, model_options=EXACT),
+    "delta-rde-128-x4": dict(reservoir="delta-rde", width=128, model_options=EXACT, input_scale=4.0),
+    "delta-cde-64": dict(reservoir="delta-cde", width=64),
+    "ncde-128": dict(reservoir="ncde", width=128),
+    "ncde-128-x4": dict(reservoir="ncde", width=128, input_scale=4.0),
+    "logsig-2": dict(reservoir="logsignature", model_options={"depth": 2}),
+    "logsig-3": dict(reservoir="logsignature", model_options={"depth": 3}),
+    "logsig-4": dict(reservoir="logsignature", model_options={"depth": 4}),
+    "logsig-3-16": dict(reservoir="logsignature", model_options={"depth": 3}, num_times=16),
+}
+
+
+def find_data(data: str | None) -> Path:
+    """``--data``, else the ``datasets/data`` folder of an installed aeon (found without importing aeon)."""
+    if data is not None:
+        return Path(data).expanduser().resolve()
+    spec = importlib.util.find_spec("aeon")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("aeon is not installed: pass --data FOLDER holding <Name>/<Name>_TRAIN.ts and _TEST.ts "
+                         "(pip download aeon==1.6.0 --no-deps; unzip its aeon/datasets/data)")
+    return Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data"
+
+
+def load(folder: Path, name: str, drop_rate: float):
+    """(X_train, y_train, t_train), (X_test, y_test, t_test) as numpy, the benchmark protocol's dropped points."""
+    from neuralde_seq.data.protocols import local_files_splits
+
+    train, val, test = local_files_splits(path=folder / name, drop_rate=drop_rate, drop_seed=0,
+                                          validation_fraction=0.2, split_seed=0, dtype=torch.float64)
+    # The whole TRAIN file in file order (the drop was made on it before the split).
+    parts = [train.to_arrays(), val.to_arrays()]
+    order = np.argsort(train.meta["indices"] + val.meta["indices"])
+    X = [x for part in parts for x in part[0]]
+    y = np.concatenate([part[1] for part in parts])
+    t = [s for part in parts for s in part[2]]
+    return ([X[i] for i in order], y[order], [t[i] for i in order]), test.to_arrays()
+
+
+def run_defaults(train, test, seed: int) -> dict:
+    """`RandomFeatureClassifier` with its defaults, fit and score timed end to end."""
+    from neuralde_seq.sklearn import RandomFeatureClassifier
+
+    (X, y, t), (X_test, y_test, t_test) = train, test
+    start = time.perf_counter()
+    clf = RandomFeatureClassifier(random_state=seed).fit(X, y, times=t)
+    accuracy = clf.score(X_test, y_test, times=t_test)
+    seconds = time.perf_counter() - start
+    features = "+".join(clf.feature_map_.features)
+    return {"forward_seconds": seconds, "cells": {"auto": {"accuracy": accuracy * 100, "alpha": clf.alpha_,
+                                                           "features": clf.n_random_features_,
+                                                           "readout_seconds": 0.0, "names": features}}}
+
+
+def run_row(options: dict, sets, train, test, seed: int) -> dict:
+    """One forward pass with the union of the row's features, then one readout per feature set."""
+    from neuralde_seq.random_features import RidgeReadout
+    from neuralde_seq.sklearn import RandomFeatureClassifier
+
+    if not options:
+        return run_defaults(train, test, seed)
+    union = LOGSIG_FEATURES if options["reservoir"] == "logsignature" else MODEL_FEATURES
+    clf = RandomFeatureClassifier(**options, features=union, random_state=seed, n_jobs=1)
+    (X, y, t), (X_test, y_test, t_test) = train, test
+    start = time.perf_counter()
+    F_train = clf.fit_random_features(X, y, times=t)
+    fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    F_test = clf.random_features(X_test, times=t_test)
+    test_seconds = time.perf_counter() - start
+    codes = np.searchsorted(clf.classes_, y)
+    test_codes = np.searchsorted(clf.classes_, y_test)
+    cells = {}
+    for name in sets:
+        columns = np.concatenate([np.arange(clf.feature_map_.feature_slices_[f].start,
+                                            clf.feature_map_.feature_slices_[f].stop) for f in name.split("+")])
+        start = time.perf_counter()
+        readout = RidgeReadout(clf.alphas, classification=True).fit(F_train[:, columns], codes)
+        predicted = readout.predict(F_test[:, columns]).numpy()
+        readout_seconds = time.perf_counter() - start
+        cells[name] = {"accuracy": float(np.mean(predicted == test_codes) * 100), "alpha": readout.alpha_,
+                       "features": int(len(columns)), "readout_seconds": readout_seconds}
+    return {"forward_seconds": fit_seconds + test_seconds, "cells": cells}
+
+
+def markdown(results: dict, datasets) -> str:
+    """rows = row label / features, columns = datasets: "accuracy % (seconds)", mean over seeds; best in bold."""
+    keys = []
+    for label, row in results["rows"].items():
+        for name in row["sets"]:
+            keys.append((label, name))
+    table = {}
+    for label, name in keys:
+        for dataset in datasets:
+            runs = results["rows"][label]["runs"].get(dataset, [])
+            if not runs:
+                continue
+            accuracy = float(np.mean([r["cells"][name]["accuracy"] for r in runs]))
+            seconds = float(np.mean([r["forward_seconds"] + r["cells"][name]["readout_seconds"] for r in runs]))
+            table[label, name, dataset] = (accuracy, seconds, runs[0]["cells"][name]["features"])
+    best = {d: max((v[0] for (l, n, dd), v in table.items() if dd == d), default=None) for d in datasets}
+    lines = ["| row | features | # features | " + " | ".join(datasets) + " | mean |",
+             "| --- | --- | ---: | " + " | ".join("---:" for _ in datasets) + " | ---: |"]
+    for label, name in keys:
+        cells, accuracies, count = [], [], ""
+        for dataset in datasets:
+            if (label, name, dataset) not in table:
+                cells.append("")
+                continue
+            accuracy, seconds, count = table[label, name, dataset]
+            text = f"{accuracy:.1f} ({seconds:.1f} s)"
+            cells.append(f"**{text}**" if accuracy == best[dataset] else text)
+            accuracies.append(accuracy)
+        mean = f"{np.mean(accuracies):.1f}" if len(accuracies) == len(datasets) else ""
+        lines.append(f"| {label} | {name} | {count} | " + " | ".join(cells) + f" | {mean} |")
+    reference = [f"{MINIROCKET[d]:.1f}" if d in MINIROCKET else "" for d in datasets]
+    mean = f"{np.mean([MINIROCKET[d] for d in datasets]):.1f}" if all(d in MINIROCKET for d in datasets) else ""
+    lines.append("| MiniRocket + ridge (reference, issue 23) | | | " + " | ".join(reference) + f" | {mean} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", help="folder holding <Name>/<Name>_TRAIN.ts (default: installed aeon's data)")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated labels among {', '.join(ROWS)}")
+    parser.add_argument("--feature-sets", default=None,
+                        help="comma-separated feature sets for model rows (default: all of FEATURE_SETS)")
+    parser.add_argument("--seeds", default="0", help="comma-separated reservoir seeds (default 0)")
+    parser.add_argument("--drop-rate", type=float, default=0.3)
+    parser.add_argument("--out", default="results/random_features")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    datasets = [d for d in args.datasets.split(",") if d]
+    labels = [r for r in args.rows.split(",") if r]
+    unknown = [r for r in labels if r not in ROWS]
+    if unknown:
+        parser.error(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
+    model_sets = tuple(args.feature_sets.split(",")) if args.feature_sets else FEATURE_SETS
+    seeds = [int(s) for s in args.seeds.split(",")]
+    folder = find_data(args.data)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = {"machine": {"cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
+                           "code": code_version(), "threads": 1},
+               "protocol": {"drop_rate": args.drop_rate, "drop_seeds": {"train": 0, "test": 1}, "seeds": seeds},
+               "reference": {"MiniRocket": MINIROCKET}, "rows": {}}
+    for label in labels:
+        options = ROWS[label]
+        sets = ["auto"] if not options else LOGSIG_SETS if options["reservoir"] == "logsignature" else model_sets
+        results["rows"][label] = {"options": options, "sets": list(sets), "runs": {}}
+    for dataset in datasets:
+        train, test = load(folder, dataset, args.drop_rate)
+        for label in labels:
+            row = results["rows"][label]
+            for seed in seeds:
+                run = run_row(row["options"], row["sets"], train, test, seed)
+                row["runs"].setdefault(dataset, []).append(run)
+                best = max(row["sets"], key=lambda n: run["cells"][n]["accuracy"])
+                print(f"{dataset:10s} {label:26s} seed {seed}: forward {run['forward_seconds']:6.1f} s, best "
+                      f"{best} {run['cells'][best]['accuracy']:.1f} %  "
+                      + " ".join(f"{n}={c['accuracy']:.0f}" for n, c in run["cells"].items()), flush=True)
+            (out / "results.json").write_text(json.dumps(results, indent=1))
+    table = markdown(results, datasets)
+    header = (f"Random-feature mode, test accuracy % (seconds: forward passes over TRAIN and TEST plus the readout, "
+              f"one thread, {results['machine']['cpu']}); {int(args.drop_rate * 100)} % of points dropped, "
+              f"mean over seeds {seeds}.\n\n")
+    (out / "results.md").write_text(header + table + "\n")
+    print(header + table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

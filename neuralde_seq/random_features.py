@@ -1,0 +1,1056 @@
+"""Random-feature (reservoir) mode: a frozen, randomly initialised model maps each series to features, read out by
+a closed-form ridge regression. One forward pass, no backpropagation.
+
+The state of a random linear CDE read out linearly is the "randomized signature" of reservoir computing (Cuchiero,
+Gonon, Grigoryeva, Ortega & Teichmann; Compagnoni et al. 2023): the toolkit's structured linear CDEs
+(`LinearCDE`, registry ``slice-*``), neural CDEs (``ncde``, ``nrde``, ``log-ncde``) and CT-FWPs (``*-cde``,
+``*-ode``, ``*-rde``) serve as reservoirs, and the path's log-signatures as a non-random baseline
+(``reservoir="logsignature"``).
+
+Pieces:
+
+- `RidgeReadout`: ridge regression in closed form, float64 torch, with the penalty chosen from a grid by exact
+  leave-one-out error (the generalised cross-validation of scikit-learn's ``RidgeCV``/``RidgeClassifierCV``, from an
+  eigendecomposition of the Gram matrix when samples <= features and of the covariance matrix otherwise);
+  classification by one-vs-all ±1 targets as ``RidgeClassifier``.
+- `RandomFeatures`: the feature map (``fit`` on training observations, ``transform`` any).
+- `RandomFeatureClassifier`, `RandomFeatureRegressor`: scikit-learn estimators (also in `neuralde_seq.sklearn`),
+  with the conventions of `SequenceClassifier` (X forms, ``times=``, channel standardisation, ``random_state``,
+  ``n_jobs``, ``device``/``dtype``).
+
+What `RandomFeatures.fit` does, in order:
+
+1. **Scale.** A reservoir's state must neither stay at the identity nor overflow, and what decides that is how far
+   and how roughly the path moves (docs of `neuralde_seq.models.linear_cde`, "Scale"). The times and each value
+   channel are divided by their `path_scales` on the training observations (the larger of the channel's spread
+   and the scale that brings its mean quadratic variation to 10), then multiplied by ``input_scale``; the model's
+   input is built from these (``model_inputs(reservoir, ...)``, ``parametrization="index"`` unless
+   ``control_options`` says otherwise). A linear CDE reservoir then gets ``channel_scales`` 1.
+2. **Model.** ``create_model(reservoir, inputs, 2, **model_options)`` under ``torch.manual_seed(seed)`` (torch's
+   global random state is restored afterwards), ``width`` its size (``hidden`` of linear CDEs and NCDEs, ``d_model``
+   of CT-FWPs; NCDE fields at PyTorch's initial scale, ``field_init_scale=1``, unless ``model_options`` gives
+   one: log-ncde's registry field starts 1,000 times smaller, for training); every parameter gets
+   ``requires_grad=False``, the model ``eval()``, and features are computed under ``torch.no_grad()``.
+3. **Memory (linear CDEs).** With ``timescales=(τ_min, τ_max)`` (default ``(2, None)``: 2 knots to the longest
+   training series), the time channel's matrix A_0 becomes diagonal with entries (λ_j − 1)/Δt, λ_j = exp(−1/τ_j)
+   for τ_j log-uniform in [τ_min, τ_max] and Δt the median time step of the training input: on a regular grid unit j
+   forgets with a factor λ_j per knot, so the units see the series at every scale from a few knots to all of it
+   (a random linear CDE's own A_0 makes every unit remember the whole series, and its states are then close to
+   linear functionals of the whole path). The value channels' A_i keep their random draw, which gives the
+   signature's higher levels.
+4. **Features** of the states h (B, K, H) at the control's knots (each sample's own knots 0..end only), in the order
+   given by ``features``:
+
+   - ``"final"``: h at the sample's final knot (H);
+   - ``"mean"``: the mean of h over the sample's knots (H);
+   - ``"times"``: h at the fractions 1/n, 2/n, ..., 1 of the sample's knots, n = ``num_times`` (n·H; the last is
+     the final state);
+   - ``"ppv"``: for each of ``num_biases`` thresholds per unit, the proportion of the sample's knots at which
+     h exceeds it (MiniRocket's "proportion of positive values"); the thresholds are quantiles, drawn uniformly in
+     [0.25, 0.75] per unit, of the unit's states over the knots of up to 16 training series;
+   - ``"values"``: the series' own values (rescaled, missing ones linearly interpolated) at the same fractions,
+     and their mean over the knots ((n + 1)·C).
+
+   For ``"logsignature"``: ``"final"`` is the depth-``depth`` log-signature of the whole (time, values) path,
+   ``"times"`` the log-signatures of the path from its start to each fraction, ``"windows"`` those of the n
+   consecutive windows between the fractions, and ``"values"`` as above (``model_options``: ``depth`` (default
+   3), ``backend`` (default "torch" for depth <= 2, else "pysiglib")).
+
+The readout standardises every feature with its training mean and standard deviation.
+
+Measured (benchmarks/random_features.py: aeon's bundled sets, 30 % of every series' points dropped, TRAIN drop seed 0,
+TEST drop seed 1, the whole TRAIN file fitted; test accuracy %, mean of reservoir seeds 0-2 where marked (3), else
+seed 0; seconds for fit and prediction on ACSF1 on one shared CPU thread):
+
+| reservoir (width) | features | ACSF1 | OSULeaf | ArrowHead | GunPoint | mean | ACSF1 s |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| slice-diag (1024), **the defaults** (3) | ppv, mean | 58.3 | 75.6 | 71.4 | 98.7 | 76.0 | 7-13 |
+| slice-diag (1024) (3) | ppv, mean, values | 58.3 | 76.0 | 71.6 | 98.7 | 76.2 | 7 |
+| slice-diag (1024) (3) | ppv | 61.0 | 70.8 | 59.4 | 98.7 | 72.5 | 7 |
+| slice-diag (1024) (3) | ppv, mean, times | 41.3 | 73.4 | 74.9 | 98.7 | 72.1 | 7 |
+| slice-diag (1024) | final / mean / times | 35/36/25 | 55/72/53 | 50/54/74 | 66/94/80 | 51/64/58 | 9 |
+| slice-diag (1024), random A_0 (timescales=None) | ppv, mean | 33.0 | 57.0 | 78.9 | 96.7 | 66.4 | 11 |
+| slice-diag (256) (3) | ppv, mean | 55.3 | 74.5 | 69.5 | 99.3 | 74.7 | 2 |
+| slice-block (1024) (3) | ppv, mean, values | 59.0 | 78.1 | 70.1 | 99.3 | 76.6 | 12-16 |
+| slice-dplr (1024) | ppv, values | 62.0 | 74.0 | 74.3 | 99.3 | 77.4 | 24 |
+| slice-dense (128) | ppv, mean, values | 50.0 | 76.4 | 74.3 | 98.7 | 74.8 | 31 |
+| delta-rde (64, exact) (3) | ppv, values | 46.7 | 70.0 | 70.3 | 96.2 | 70.8 | 0.9 |
+| delta-cde (64) | all five | 36.0 | 64.5 | 76.6 | 90.7 | 66.9 | 8 |
+| ncde (128, input_scale 4) | ppv, mean | 43.0 | 40.9 | 73.1 | 85.3 | 60.6 | 5 |
+| logsignature (depth 4) | times, windows | 15.0 | 38.4 | 72.0 | 96.7 | 55.5 | 0.2 |
+| MiniRocket + ridge (issue 23, same protocol) | | 78.0 | 95.5 | 85.1 | 99.3 | 89.5 | 4-30 |
+
+Reading. What serves best are the proportions of time each unit spends above a threshold ("ppv", MiniRocket's
+pooling): the states' means, the final state and the states at a few times are close to linear functionals of the
+path (their readout is nearly a linear classifier of the smoothed series), and alone they trail "ppv" by 8-21
+points on average; "times" helps on the short ArrowHead and hurts on the long ACSF1 (4 × 1,024 noisy local states
+for 100 series). Memory matters most: a random linear CDE's own A_0 lets every unit remember the whole series
+(−10 points on average, −26 on ACSF1). The diagonal reservoir is within about a point of the block and DPLR ones
+(the dense one 1.5 behind) at half to a quarter of their time; widths beyond 1,024
+do not help (4,096: 74.7). The CT-FWP (delta-rde, exact solver) is the fastest reservoir and 5 points behind, the
+random NCDE 15 behind, and log-signatures of 4-16 windows miss the local shapes of long series (ACSF1 at chance).
+The best random features stay 13 points behind MiniRocket on average (ACSF1 −20, OSULeaf −20, ArrowHead −14,
+GunPoint 0) but above the trained toolkit models on these sets (docs/benchmarks.md, 20 % of TRAIN held out: ACSF1
+45.7-51.3 %, OSULeaf 66.5 %, ArrowHead 58.7-68.2 %) in seconds.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+
+from .controls import Control, build_control
+from .models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry, model_inputs
+from .models import control_options as registry_control_options
+from .models.linear_cde import _pieces, path_scales
+from .signatures import logsignature
+from .solvers import solve
+
+__all__ = ["RidgeReadout", "RandomFeatures", "RandomFeatureClassifier", "RandomFeatureRegressor", "RESERVOIRS",
+           "FEATURES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES"]
+
+# The registry models whose per-knot state a reservoir reads, and the option that sets their width.
+_WIDTH_OPTION = {LinearCDE: "hidden", NeuralCDE: "hidden", FastWeightClassifier: "d_model"}
+# Reservoir widths by default (benchmarks/random_features.py): a reservoir wants more units than a trained model.
+# Dense linear CDEs cost H² per unit step, CT-FWPs give d_model²/8 numbers per state.
+_DEFAULT_WIDTHS = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClassifier: 64}
+RESERVOIRS = tuple(name for name in MODEL_NAMES if model_entry(name).constructor in _WIDTH_OPTION) + ("logsignature",)
+FEATURES = ("final", "mean", "times", "ppv", "values", "windows")
+DEFAULT_FEATURES = ("ppv", "mean")
+DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
+# The penalties searched: wide, since the features' number (hundreds to thousands) sets the Gram matrix's scale.
+DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
+_BIAS_SERIES = 16  # training series whose states give the "ppv" thresholds
+_BIAS_POINTS = 4096  # states per unit they are drawn from, at most
+# Series per forward pass are fewer than batch_size where their states (B·K·H numbers) would pass this: 1,024 units
+# over 18,000 knots (EigenWorms) are 7e7 numbers per series.
+_STATE_BUDGET = 2**25
+
+
+# ------------------------------------------------------------------------------------------------ ridge readout
+
+def _float64(array, device=None, name: str = "features") -> torch.Tensor:
+    """``array`` (tensor or array-like) as a float64 tensor, on its own device (tensors) or ``device``."""
+    if isinstance(array, torch.Tensor):
+        tensor = array.detach()
+        if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.bool)):
+            raise TypeError(f"{name} must be real numbers, got a {tensor.dtype} tensor")
+        return tensor.to(torch.float64)
+    try:
+        values = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be real numbers: {error}") from None
+    return torch.as_tensor(values, device=device)
+
+
+class RidgeReadout:
+    """Ridge regression in closed form with the penalty chosen by exact leave-one-out error (float64 torch).
+
+    For standardised features Z (N, P) (centred with an intercept) and targets Y (N, k), the weights for
+    penalty α are W = (ZᵀZ + αI)⁻¹ Zᵀ Y_c, the intercept unpenalised. The leave-one-out residual of sample i
+    is r_i / (1 − H_ii), r the training residual and H the hat matrix (with an intercept
+    1/N + Z (ZᵀZ + αI)⁻¹ Zᵀ): both come from one eigendecomposition, of the Gram matrix ZZᵀ when N <= P and
+    of ZᵀZ otherwise, for all α at once. The α with the least mean squared leave-one-out error over samples
+    and targets is kept (the first of equals); this is scikit-learn's ``RidgeCV``/``RidgeClassifierCV`` with
+    ``cv=None`` (tests/test_random_features.py checks both).
+
+    Classification (``classification=True``): integer labels become one-vs-all targets, +1 for the sample's class
+    and −1 elsewhere (one column, +1 for the larger class, with two classes), as scikit-learn's
+    ``RidgeClassifier``; the predicted class is the largest decision value (its sign with two classes).
+
+    Arguments:
+        alphas: the penalties α searched, a positive number or a non-empty sequence of them (default
+            `DEFAULT_ALPHAS`, 17 values from 1e-3 to 1e5).
+        classification: targets are class labels (default False: real targets).
+        standardize: divide each feature, centred, by its training standard deviation (default True; a constant
+            feature is only centred).
+        fit_intercept: fit an unpenalised intercept (default True).
+
+    Fitted attributes (torch float64 tensors on the features' device): ``alpha_`` (float), ``cv_errors_``
+    (n_alphas,) mean squared leave-one-out error per α, ``best_score_`` (−its least value), ``coef_`` (P, k) and
+    ``intercept_`` (k,) in the original feature units, ``feature_mean_`` and ``feature_scale_`` (P,),
+    ``n_features_in_``; ``classes_`` (K,) long, the sorted labels, for classification.
+    """
+
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, classification: bool = False, standardize: bool = True,
+                 fit_intercept: bool = True):
+        grid = np.atleast_1d(np.asarray(alphas, dtype=np.float64)) if _is_numeric(alphas) else None
+        if grid is None or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+            raise ValueError(f"alphas must be a positive number or a non-empty 1-D sequence of positive finite "
+                             f"numbers, got {alphas!r}")
+        self.alphas = tuple(float(a) for a in grid)
+        self.classification = bool(classification)
+        self.standardize = bool(standardize)
+        self.fit_intercept = bool(fit_intercept)
+
+    def _features(self, features) -> torch.Tensor:
+        F = _float64(features, name="features")
+        if F.dim() != 2 or F.shape[0] == 0 or F.shape[1] == 0:
+            raise ValueError(f"features must have shape (N, P) with N, P >= 1, got {tuple(F.shape)}")
+        if not bool(torch.isfinite(F).all()):
+            raise ValueError("features hold NaN or infinite values")
+        return F
+
+    def fit(self, features, targets) -> "RidgeReadout":
+        """Fit the readout and choose α.
+
+        Arguments:
+            features: (N, P) real features (tensor or array; N >= 2).
+            targets: (N,) integer labels (classification, at least 2 distinct), or (N,) / (N, k) real targets.
+
+        Returns:
+            self, fitted.
+
+        Raises:
+            ValueError: bad shapes, non-finite values, fewer than 2 samples or classes.
+        """
+        F = self._features(features)
+        n, p = F.shape
+        if n < 2:
+            raise ValueError(f"features must hold at least 2 samples to fit and cross-validate, got n_samples={n}")
+        Y = self._targets(targets, n, F.device)
+        if self.fit_intercept:
+            mean = F.mean(dim=0)
+        else:
+            mean = torch.zeros(p, dtype=F.dtype, device=F.device)
+        if self.standardize:
+            scale = (F - F.mean(dim=0)).square().mean(dim=0).sqrt()
+            scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        else:
+            scale = torch.ones(p, dtype=F.dtype, device=F.device)
+        Z = (F - mean) / scale
+        y_mean = Y.mean(dim=0) if self.fit_intercept else torch.zeros(Y.shape[1], dtype=Y.dtype, device=Y.device)
+        Yc = Y - y_mean
+        alphas = torch.tensor(self.alphas, dtype=F.dtype, device=F.device)
+        leverage_floor = 1.0 / n if self.fit_intercept else 0.0  # the intercept's share of every hat-matrix diagonal
+        if n > p:
+            # covariance mode: ZᵀZ = V diag(λ) Vᵀ; with U = Z V, H = U diag(1/(λ+α)) Uᵀ
+            eigenvalues, V = torch.linalg.eigh(Z.T @ Z)
+            U = Z @ V
+            U_y = U.T @ Yc
+            U_sq = U.square()
+        else:
+            # Gram mode: ZZᵀ = Q diag(λ) Qᵀ; H = Q diag(λ/(λ+α)) Qᵀ, W = Zᵀ Q diag(1/(λ+α)) Qᵀ Y_c
+            eigenvalues, Q = torch.linalg.eigh(Z @ Z.T)
+            Q_y = Q.T @ Yc
+            Q_sq = Q.square()
+        eigenvalues = eigenvalues.clamp(min=0)  # rounding makes null directions slightly negative
+        errors = []
+        for alpha in alphas:
+            inverse = 1.0 / (eigenvalues + alpha)
+            if n > p:
+                fitted = U @ (inverse.unsqueeze(1) * U_y)
+                leverage = U_sq @ inverse + leverage_floor
+            else:
+                shrink = eigenvalues * inverse
+                fitted = Q @ (shrink.unsqueeze(1) * Q_y)
+                leverage = Q_sq @ shrink + leverage_floor
+            residual = (Yc - fitted) / (1.0 - leverage).unsqueeze(1)
+            errors.append(residual.square().mean())
+        errors = torch.stack(errors)
+        best = int(torch.argmin(errors))  # the first of equal errors, as scikit-learn's strict comparison
+        inverse = 1.0 / (eigenvalues + alphas[best])
+        if n > p:
+            W = V @ (inverse.unsqueeze(1) * U_y)
+        else:
+            W = Z.T @ (Q @ (inverse.unsqueeze(1) * Q_y))
+        self.alpha_ = self.alphas[best]
+        self.cv_errors_ = errors
+        self.best_score_ = float(-errors[best])
+        self._weights, self._target_mean = W, y_mean  # in standardised units: decisions from Z, as fitted
+        self.coef_ = W / scale.unsqueeze(1)
+        self.intercept_ = y_mean - mean @ self.coef_
+        self.feature_mean_, self.feature_scale_ = mean, scale
+        self.n_features_in_ = p
+        return self
+
+    def _targets(self, targets, n: int, device) -> torch.Tensor:
+        if self.classification:
+            labels = _float64(targets, device, name="targets").to(device)
+            if labels.dim() != 1 or labels.shape[0] != n:
+                raise ValueError(f"targets must be (N={n},) class labels, got shape {tuple(labels.shape)}")
+            if not bool((labels == labels.round()).all()):
+                raise ValueError("classification targets must be integer labels (map other labels to integers)")
+            classes, codes = torch.unique(labels.long(), sorted=True, return_inverse=True)
+            if classes.numel() < 2:
+                raise ValueError(f"targets hold only {classes.numel()} class: a classifier needs at least 2")
+            Y = -torch.ones(n, classes.numel(), dtype=torch.float64, device=labels.device)
+            Y[torch.arange(n, device=labels.device), codes] = 1.0
+            self.classes_ = classes
+            self._target_ndim = 1
+            return Y[:, 1:] if classes.numel() == 2 else Y
+        values = _float64(targets, device, name="targets").to(device)
+        if values.dim() not in (1, 2) or values.shape[0] != n:
+            raise ValueError(f"targets must have shape (N={n},) or (N, k), got {tuple(values.shape)}")
+        if not bool(torch.isfinite(values).all()):
+            raise ValueError("targets hold NaN or infinite values")
+        self._target_ndim = values.dim()
+        return values.reshape(n, -1)
+
+    def decision_function(self, features) -> torch.Tensor:
+        """The readout's outputs.
+
+        Arguments:
+            features: (M, P) features, P as at fit.
+
+        Returns:
+            float64 tensor: (M,) for regression on (N,) targets and for two classes, else (M, k) / (M, K).
+        """
+        if not hasattr(self, "coef_"):
+            raise RuntimeError("this RidgeReadout is not fitted yet: call fit(features, targets) first")
+        F = self._features(features).to(self.coef_.device)
+        if F.shape[1] != self.n_features_in_:
+            raise ValueError(f"features have {F.shape[1]} columns, the readout was fitted on {self.n_features_in_}")
+        outputs = ((F - self.feature_mean_) / self.feature_scale_) @ self._weights + self._target_mean
+        return outputs[:, 0] if (outputs.shape[1] == 1 and self._target_ndim == 1) else outputs
+
+    def predict(self, features) -> torch.Tensor:
+        """Predicted labels (classification: from ``classes_``) or targets.
+
+        Arguments:
+            features: (M, P) features.
+
+        Returns:
+            (M,) long labels, or (M,) / (M, k) float64 targets.
+        """
+        outputs = self.decision_function(features)
+        if not self.classification:
+            return outputs
+        index = (outputs > 0).long() if outputs.dim() == 1 else outputs.argmax(dim=1)
+        return self.classes_[index]
+
+
+def _is_numeric(alphas) -> bool:
+    try:
+        np.asarray(alphas, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(alphas, (str, bytes, bool))
+
+
+# ------------------------------------------------------------------------------------------------ feature map
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _fractions(end_index: torch.Tensor, num_times: int) -> torch.Tensor:
+    """(B, n) knot indices round(j/n · end) for j = 1..n."""
+    steps = torch.arange(1, num_times + 1, dtype=torch.float64, device=end_index.device) / num_times
+    return torch.round(end_index.to(torch.float64).unsqueeze(1) * steps).long()
+
+
+def _inside(end_index: torch.Tensor, knots: int, dtype) -> torch.Tensor:
+    """(B, K, 1) 1 at each sample's knots 0..end, 0 after."""
+    index = torch.arange(knots, device=end_index.device).unsqueeze(0)
+    return (index <= end_index.unsqueeze(1)).to(dtype).unsqueeze(-1)
+
+
+def _take(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """states (B, K, H) at per-sample knots index (B, n): (B, n·H)."""
+    gathered = torch.gather(states, 1, index.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
+    return gathered.flatten(1)
+
+
+class RandomFeatures:
+    """A frozen, randomly initialised registry model (or the path's log-signatures) as a feature map of series
+    (module docstring: what ``fit`` does, the features, the measurements).
+
+    Arguments:
+        reservoir: one of `RESERVOIRS`: a linear CDE (``slice-diag``, ``slice-block``, ``slice-dense``,
+            ``slice-dplr``), a neural CDE (``ncde``, ``nrde``, ``log-ncde``), a CT-FWP (``{hebb,oja,delta,
+            delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``.
+        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "values" for models;
+            "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default): `DEFAULT_FEATURES`, or
+            `DEFAULT_LOGSIGNATURE_FEATURES` for ``"logsignature"``.
+        width: the model's size: ``hidden`` of linear CDEs and NCDEs, ``d_model`` of CT-FWPs (8 heads of d_model/8:
+            H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
+            (128 for ``structure="dense"``), 128 for NCDEs, 64 for CT-FWPs.
+        num_times: n, the fractions 1/n, ..., 1 of each series read by "times", "values" and "windows" (default 4).
+        num_biases: thresholds per unit of "ppv" (default 1).
+        input_scale: multiplies the rescaled path (times and values) before the model reads it (default 1.0).
+        timescales: linear CDEs with a time channel: (τ_min, τ_max) memory range in knots (τ_max None: the longest
+            training series), or None (keep the random A_0); "auto" (default): (2, None) for linear CDEs, None for
+            the others.
+        model_options: constructor options replacing the registry defaults (e.g. ``{"init_scale": 1.0}``,
+            ``{"solver": {"method": "exact"}}``); for ``"logsignature"``: ``depth`` and ``backend``.
+        control_options: `build_control` options replacing the registry's (default ``parametrization="index"``).
+        seed: seed of the model's draw and of the thresholds (default 0).
+        batch_size: series per forward pass (default 32); fewer where their states (B × knots × H numbers) would
+            pass 2**25 (128 MiB in float32).
+
+    Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``time_scale_`` (float),
+    ``value_scales_`` (C,), ``state_width_`` (H), ``num_features_``, ``feature_slices_`` (each feature's columns: a
+    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" only), ``timescales_`` ((H,) the units' τ, linear CDEs
+    with memory only).
+    """
+
+    def __init__(self, reservoir: str = "slice-diag", *, features: Sequence[str] | str = "auto",
+                 width: int | None = None, num_times: int = 4, num_biases: int = 1, input_scale: float = 1.0,
+                 timescales="auto", model_options: dict | None = None, control_options: dict | None = None,
+                 seed: int = 0, batch_size: int = 32):
+        if reservoir not in RESERVOIRS:
+            raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}")
+        if isinstance(features, str) and features == "auto":
+            features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
+        if isinstance(features, str) or not isinstance(features, Sequence) or len(features) == 0:
+            raise ValueError(f"features must be a non-empty sequence of {FEATURES}, got {features!r}")
+        allowed = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
+            "final", "mean", "times", "ppv", "values")
+        for feature in features:
+            if feature not in allowed:
+                raise ValueError(f"features of reservoir {reservoir!r} must be among {allowed}, got {feature!r}")
+        if len(set(features)) != len(features):
+            raise ValueError(f"features repeats an entry: {features!r}")
+        if width is not None:
+            _check_positive_int("width", width)
+            if reservoir == "logsignature":
+                raise ValueError("width does not apply to reservoir 'logsignature' (its size is set by the depth)")
+        _check_positive_int("num_times", num_times)
+        _check_positive_int("num_biases", num_biases)
+        _check_positive_int("batch_size", batch_size)
+        if isinstance(input_scale, bool) or not isinstance(input_scale, numbers.Real) or not (
+                math.isfinite(input_scale) and input_scale > 0):
+            raise ValueError(f"input_scale must be a positive finite number, got {input_scale!r}")
+        linear = reservoir != "logsignature" and model_entry(reservoir).constructor is LinearCDE
+        self._explicit_timescales = not (isinstance(timescales, str) and timescales == "auto")
+        if isinstance(timescales, str) and timescales == "auto":
+            timescales = (2.0, None) if linear else None
+        elif timescales is not None:
+            if not linear:
+                raise ValueError(f"timescales applies to the linear CDE reservoirs only, not {reservoir!r}: pass None")
+            ok = isinstance(timescales, (tuple, list)) and len(timescales) == 2 and all(
+                t is None or (isinstance(t, numbers.Real) and not isinstance(t, bool) and math.isfinite(t) and t > 0)
+                for t in timescales) and timescales[0] is not None
+            if not ok or (timescales[1] is not None and timescales[1] < timescales[0]):
+                raise ValueError(f"timescales must be 'auto', None or (tau_min, tau_max) with 0 < tau_min <= tau_max "
+                                 f"(tau_max None: the longest training series), got {timescales!r}")
+        for name, value in (("model_options", model_options), ("control_options", control_options)):
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
+        if control_options and "time_unit" in control_options:
+            raise ValueError("control_options: time_unit does not apply to a reservoir, which divides the times by "
+                             "their own scale on the training data (path_scales); input_scale scales the whole path")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self.reservoir, self.features, self.width = reservoir, tuple(features), width
+        self.num_times, self.num_biases, self.input_scale = int(num_times), int(num_biases), float(input_scale)
+        self.timescales = None if timescales is None else tuple(timescales)
+        self.model_options, self.control_options = dict(model_options or {}), dict(control_options or {})
+        self.seed, self.batch_size = int(seed), int(batch_size)
+        if reservoir == "logsignature":
+            unknown = set(self.model_options) - {"depth", "backend"}
+            if unknown:
+                raise ValueError(f"model_options of reservoir 'logsignature' are 'depth' and 'backend', got "
+                                 f"{sorted(unknown)}")
+            depth = self.model_options.get("depth", 3)
+            _check_positive_int("model_options['depth']", depth)
+
+    # -------------------------------------------------------------------------------------------- inputs
+    def _control_options(self) -> dict:
+        return {"parametrization": "index", **self.control_options}
+
+    def _rescaled(self, times: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        time_scale = self.time_scale_ / self.input_scale
+        value_scales = (self.value_scales_ / self.input_scale).to(device=values.device)
+        # in float64, then back: large raw times keep their resolution
+        return ((times.to(torch.float64) / time_scale).to(times.dtype),
+                (values.to(torch.float64) / value_scales).to(values.dtype))
+
+    def _linear_path(self, times, values, lengths, time_channel: bool = True) -> Control:
+        fill = self.control_options.get("unobserved_fill")
+        parametrization = self._control_options()["parametrization"]
+        return build_control(times, values, lengths, method="linear", time_channel=time_channel,
+                             parametrization=parametrization, unobserved_fill=fill)
+
+    def inputs(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> Control:
+        """The fitted map's input built from observations: the rescaled path as the reservoir reads it (a linear
+        control with a time channel for ``"logsignature"``).
+
+        Arguments:
+            times: (B, T) observation times, strictly increasing within each sample's length.
+            values: (B, T, C) observations (standardised), NaN for missing.
+            lengths: (B,) valid observations per sample; None (default): all T.
+
+        Returns:
+            A `Control` of batch size B.
+        """
+        self._check_fitted()
+        return self._inputs(times, values, lengths)
+
+    def _inputs(self, times, values, lengths) -> Control:
+        times, values = self._rescaled(times, values)
+        if self.reservoir == "logsignature":
+            return self._linear_path(times, values, lengths)
+        return model_inputs(self.reservoir, times, values, lengths, **self._control_options())
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "num_features_"):
+            raise RuntimeError("this RandomFeatures is not fitted yet: call fit(times, values, lengths) first")
+
+    # -------------------------------------------------------------------------------------------- fit
+    def fit(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> "RandomFeatures":
+        """Scales, the frozen model and the thresholds from training observations (module docstring).
+
+        Arguments:
+            times: (N, T) observation times, strictly increasing within each sample's length.
+            values: (N, T, C) observations, standardised (e.g. `channel_statistics`), NaN for missing.
+            lengths: (N,) valid observations per sample; None (default): all T.
+
+        Returns:
+            self, fitted; the model lives on ``values``' device in its dtype.
+
+        Raises:
+            ValueError: observations `build_control` refuses, or a model option the constructor refuses.
+        """
+        scales = path_scales(self._linear_path(times, values, lengths))
+        self.time_scale_ = float(scales[0])
+        self.value_scales_ = torch.tensor(scales[1:], dtype=torch.float64)
+        control = self._inputs(times, values, lengths)
+        self.model_ = None if self.reservoir == "logsignature" else self._build_model(control, values)
+        self.timescales_ = None
+        if self.model_ is not None and self.timescales is not None:
+            # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
+            if {**registry_control_options(self.reservoir), **self.control_options}.get("time_channel", True):
+                self._set_memory(control)
+            elif self._explicit_timescales:
+                raise ValueError("timescales set the memory along the time channel, which control_options turn off "
+                                 "(time_channel=False): pass timescales=None")
+        self.biases_ = None
+        if "ppv" in self.features:
+            generator = torch.Generator().manual_seed(self.seed)
+            chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
+            self.biases_ = self._thresholds(control[chosen.sort().values], generator)
+        with torch.no_grad():
+            probe = self._batch_features(control[:1], times[:1], values[:1],
+                                         None if lengths is None else lengths[:1], sizes := [])
+        self.feature_slices_ = {}
+        for feature, size in zip(self.features, sizes):
+            start = sum(s.stop - s.start for s in self.feature_slices_.values())
+            self.feature_slices_[feature] = slice(start, start + size)
+        self.state_width_ = self._states(control[:1]).shape[-1]
+        self.num_features_ = probe.shape[1]
+        return self
+
+    def _build_model(self, control: Control, values: torch.Tensor) -> torch.nn.Module:
+        entry = model_entry(self.reservoir)
+        options = dict(self.model_options)
+        if entry.constructor is NeuralCDE:
+            # log-ncde's registry field starts at 1/1000 of PyTorch's scale (its authors', for training): a reservoir
+            # with it barely moves
+            options.setdefault("field_init_scale", 1.0)
+        width_option = _WIDTH_OPTION[entry.constructor]
+        if self.width is not None:
+            options[width_option] = self.width
+        elif width_option not in options:
+            if entry.constructor is LinearCDE:
+                dense = options.get("structure", entry.defaults.get("structure")) == "dense"
+                options[width_option] = _DEFAULT_WIDTHS["dense" if dense else "linear"]
+            else:
+                options[width_option] = _DEFAULT_WIDTHS[entry.constructor]
+        if entry.constructor is LinearCDE:
+            path_channels = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
+            options.setdefault("channel_scales", (1.0,) * path_channels)  # the path is rescaled already
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = create_model(self.reservoir, control, 2, **options)
+        if entry.constructor is FastWeightClassifier:
+            network = model.network
+            if len(network.layers) != 1 or network.layers[0].initial_state == "static":
+                raise ValueError("a CT-FWP reservoir reads one layer's fast weights from the input: num_layers=1 and "
+                                 "initial_state 'zeros' or 'rank_one'")
+        model = model.to(device=values.device, dtype=values.dtype)
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        return model.eval()
+
+    def _set_memory(self, control: Control) -> None:
+        """The time channel's A_0 of a linear CDE reservoir: unit j forgets by exp(−1/τ_j) per median time step."""
+        model = self.model_
+        terms, pieces = _pieces(control)
+        active = torch.arange(pieces, device=terms.device).unsqueeze(0) < control.end_index.unsqueeze(1)
+        steps = terms[..., 0][active].to(torch.float64)
+        step = float(steps[steps > 0].median()) if bool((steps > 0).any()) else 1.0
+        tau_min, tau_max = self.timescales
+        tau_max = float(control.end_index.max()) if tau_max is None else tau_max
+        tau_max = max(tau_max, tau_min)
+        generator = torch.Generator().manual_seed(self.seed + 1)
+        tau = torch.exp(torch.empty(model.hidden, dtype=torch.float64).uniform_(
+            math.log(tau_min), math.log(tau_max), generator=generator))
+        rates = (torch.exp(-1.0 / tau) - 1.0) / step
+        A = model.A
+        rates = rates.to(dtype=A.dtype, device=A.device)
+        with torch.no_grad():
+            if model.structure in ("diagonal", "dplr"):
+                A[0] = rates
+                if model.structure == "dplr":
+                    model.U[0] = 0.0  # the time channel's step is then diagonal
+            elif model.structure == "block":
+                A[0] = torch.diag_embed(rates.view(A.shape[1], A.shape[2]))
+            else:
+                A[0] = torch.diag(rates)
+        self.timescales_ = tau
+
+    # -------------------------------------------------------------------------------------------- states
+    def states(self, control: Control) -> torch.Tensor:
+        """The reservoir's states at every knot of ``control`` (a batch of `inputs`).
+
+        Arguments:
+            control: the model's input, batch size B.
+
+        Returns:
+            (B, K, H) states at the knots 0..max(end_index), constant after each sample's end (a CT-FWP's fast
+            weights flattened, H = heads·d²); for ``"logsignature"`` the path's points (B, K, 1 + C).
+        """
+        self._check_fitted()
+        return self._states(control)
+
+    def _states(self, control: Control) -> torch.Tensor:
+        with torch.no_grad():
+            model = self.model_
+            if model is None:
+                return control.coeffs[:, : int(control.end_index.max()) + 1, 0]
+            if isinstance(model, LinearCDE):
+                return model.hidden_states(control)
+            if isinstance(model, NeuralCDE):
+                return model.hidden_states(control, at_knots=True)
+            network = model.network
+            dynamics, layer = network.dynamics, network.layers[0]
+            start = control.knots[0]
+            x0 = control.evaluate(start) if dynamics.needs_value else None
+            dx0 = control.derivative(start) if dynamics.needs_derivative else None
+            timed = start.to(control.coeffs.dtype).expand(control.batch_size) if dynamics.needs_time else None
+            initial = layer.initial(x0, dx0, None, timed).unsqueeze(1)  # (B, L=1, heads, d, d)
+            weights = solve(dynamics, control, initial, network.solver, at_knots=True)
+            return weights.flatten(2)
+
+    def _thresholds(self, control: Control, generator: torch.Generator) -> torch.Tensor:
+        """(num_biases, H) quantiles, uniform in [0.25, 0.75] per unit, of the units' states on ``control``."""
+        states = self._states(control)
+        inside = _inside(control.end_index, states.shape[1], torch.bool).squeeze(-1)
+        pooled = states[inside]  # (M, H)
+        if pooled.shape[0] > _BIAS_POINTS:
+            pooled = pooled[torch.randperm(pooled.shape[0], generator=generator)[:_BIAS_POINTS].to(pooled.device)]
+        ordered = pooled.sort(dim=0).values
+        quantiles = torch.rand(self.num_biases, ordered.shape[1], generator=generator, dtype=torch.float64) * 0.5 + 0.25
+        position = quantiles.to(ordered.device) * (ordered.shape[0] - 1)
+        below = position.floor().long()
+        above = (below + 1).clamp(max=ordered.shape[0] - 1)
+        weight = (position - below).to(ordered.dtype)
+        low = torch.gather(ordered, 0, below)
+        high = torch.gather(ordered, 0, above)
+        return low + weight * (high - low)
+
+    # -------------------------------------------------------------------------------------------- features
+    def transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Features of series.
+
+        Arguments:
+            times: (B, T) observation times, strictly increasing within each sample's length.
+            values: (B, T, C) observations, standardised as at fit, NaN for missing; dtype and device of fit.
+            lengths: (B,) valid observations per sample; None (default): all T.
+
+        Returns:
+            (B, num_features_) float64 tensor on ``values``' device; a sample's row does not depend on the batch
+            it is in.
+
+        Raises:
+            ValueError: the states overflowed (non-finite features): lower ``input_scale`` or the model's
+                ``init_scale``.
+        """
+        self._check_fitted()
+        if lengths is None:
+            lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
+        rows = []
+        with torch.no_grad():
+            # each batch's input is built from its own series (a series' features do not depend on the others)
+            knots = int(lengths.max())  # at most (log-signature windows have fewer)
+            batch = max(1, min(self.batch_size, _STATE_BUDGET // (knots * self.state_width_)))
+            for start in range(0, values.shape[0], batch):
+                index = slice(start, start + batch)
+                control = self._inputs(times[index], values[index], lengths[index])
+                rows.append(self._batch_features(control, times[index], values[index], lengths[index]))
+        features = torch.cat(rows)
+        if not bool(torch.isfinite(features).all()):
+            raise ValueError(f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
+                             f"input_scale (now {self.input_scale}) or the model's init_scale")
+        return features
+
+    def fit_transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None
+                      ) -> torch.Tensor:
+        """`fit`, then `transform` of the same observations.
+
+        Arguments:
+            times: (N, T), values: (N, T, C), lengths: (N,) or None, as `fit`.
+
+        Returns:
+            (N, num_features_) float64 tensor.
+        """
+        return self.fit(times, values, lengths).transform(times, values, lengths)
+
+    def _batch_features(self, control: Control, times, values, lengths, sizes: list | None = None) -> torch.Tensor:
+        """(B, F) features of one batch, in the order of ``features``; ``sizes`` (if given) gets each one's width."""
+        end = control.end_index
+        states = self._states(control)
+        parts = []
+        if self.model_ is not None:
+            inside = _inside(end, states.shape[1], states.dtype)
+            count = inside.sum(dim=1)
+        for feature in self.features:
+            if feature == "values":
+                part = self._values(times, values, lengths)
+            elif self.model_ is None:  # log-signature windows of the path's points
+                part = self._logsignatures(states, end, feature)
+            elif feature == "final":
+                part = states[torch.arange(states.shape[0], device=states.device), end]
+            elif feature == "mean":
+                part = (states * inside).sum(dim=1) / count
+            elif feature == "times":
+                part = _take(states, _fractions(end, self.num_times))
+            else:  # "ppv"
+                part = torch.cat([((states > bias) * inside).sum(dim=1) / count for bias in self.biases_], dim=1)
+            parts.append(part.to(torch.float64))
+            if sizes is not None:
+                sizes.append(part.shape[1])
+        return torch.cat(parts, dim=1)
+
+    def _values(self, times, values, lengths) -> torch.Tensor:
+        """The series' rescaled values at the fractions and their mean over the knots, (B, (n + 1)·C)."""
+        times, values = self._rescaled(times, values)
+        path = self._linear_path(times, values, lengths, time_channel=False)
+        end = path.end_index
+        points = path.coeffs[:, : int(end.max()) + 1, 0]
+        inside = _inside(end, points.shape[1], points.dtype)
+        mean = (points * inside).sum(dim=1) / inside.sum(dim=1)
+        return torch.cat([_take(points, _fractions(end, self.num_times)), mean], dim=1).to(torch.float64)
+
+    def _logsignatures(self, points: torch.Tensor, end: torch.Tensor, feature: str) -> torch.Tensor:
+        """Log-signatures of the piecewise-linear (time, values) path over each sample's windows, (B, windows·D)."""
+        depth = int(self.model_options.get("depth", 3))
+        backend = self.model_options.get("backend", "torch" if depth <= 2 else "pysiglib")
+        if feature == "final":
+            starts, stops = torch.zeros_like(end).unsqueeze(1), end.unsqueeze(1)
+        else:
+            stops = _fractions(end, self.num_times)
+            starts = torch.zeros_like(stops) if feature == "times" else torch.cat(
+                [torch.zeros_like(stops[:, :1]), stops[:, :-1]], dim=1)
+        results = []
+        for w in range(stops.shape[1]):
+            start, stop = starts[:, w], stops[:, w]
+            span = int((stop - start).max()) + 1
+            # each window's points, padded by repeating its last one (a constant stretch adds nothing)
+            index = torch.minimum(start.unsqueeze(1) + torch.arange(span, device=end.device), stop.unsqueeze(1))
+            window = torch.gather(points, 1, index.unsqueeze(-1).expand(-1, -1, points.shape[-1]))
+            results.append(logsignature(window.to(torch.float64), depth, backend=backend))
+        return torch.cat(results, dim=1)
+
+
+# ------------------------------------------------------------------------------------------------ estimators
+
+class _RandomFeatureEstimator(BaseEstimator):
+    """Shared parameters, input handling, features and readout of the two estimators (see
+    `RandomFeatureClassifier`)."""
+
+    _classification = False
+
+    def __init__(self, reservoir="slice-diag", *, features="auto", width=None, num_times=4, num_biases=1,
+                 input_scale=1.0, timescales="auto", model_options=None, control_options=None, alphas=DEFAULT_ALPHAS,
+                 batch_size=32, random_state=None, n_jobs=None, device="cpu", dtype="float32"):
+        self.reservoir = reservoir
+        self.features = features
+        self.width = width
+        self.num_times = num_times
+        self.num_biases = num_biases
+        self.input_scale = input_scale
+        self.timescales = timescales
+        self.model_options = model_options
+        self.control_options = control_options
+        self.alphas = alphas
+        self.batch_size = batch_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.device = device
+        self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN marks a missing value
+        tags.input_tags.three_d_array = True
+        return tags
+
+    # The input handling of neuralde_seq.sklearn's estimators, imported when called: that module exports these
+    # classes, so it imports this one.
+    def _data(self, X, times):
+        """X (and times) as an unlabelled dataset in the estimator's dtype (`SequenceClassifier`'s checks)."""
+        from .sklearn import _SequenceEstimator
+
+        return _SequenceEstimator._dataset(self, X, times, _SequenceEstimator._torch_dtype(self))
+
+    def _features(self, data, device: torch.device) -> torch.Tensor:
+        return self.feature_map_.transform(*self._standardised_inputs(data, device))
+
+    # Not named transform / fit_transform: scikit-learn would take the estimators for transformers.
+    def fit_random_features(self, X, y, times=None) -> np.ndarray:
+        """`fit`, returning the random features of the training series (the forward pass `fit` makes anyway).
+
+        Arguments:
+            X, y, times: as `fit`.
+
+        Returns:
+            (N, n_random_features_) float64 array, as ``random_features(X, times)``.
+        """
+        return self._fit(X, y, times).cpu().numpy()
+
+    def _fit(self, X, y, times) -> torch.Tensor:
+        """Shared fit (``self._targets(y, num_samples)`` checks y and gives the readout's targets); returns the
+        training features."""
+        from .data.transforms import channel_statistics
+        from .sklearn import _SequenceEstimator, _threads
+        from .training.threads import torch_threads
+
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        readout = RidgeReadout(self.alphas, classification=self._classification)  # checks alphas first
+        seed = _SequenceEstimator._seed(self)
+        feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
+                                     num_times=self.num_times, num_biases=self.num_biases,
+                                     input_scale=self.input_scale, timescales=self.timescales,
+                                     model_options=self.model_options, control_options=self.control_options,
+                                     seed=seed, batch_size=self.batch_size)
+        device = torch.device(self.device)
+        data = self._data(X, times)
+        targets = self._targets(y, len(data))
+        self.channel_mean_, self.channel_scale_ = (s.numpy() for s in channel_statistics(data))
+        self.feature_map_ = feature_map
+        with torch_threads(_threads(self.n_jobs)):
+            feature_map.fit(*self._standardised_inputs(data, device))
+            features = self._features(data, device)
+            readout.fit(features, targets.to(features.device))
+        self.readout_ = readout
+        self.n_features_in_ = data.num_channels
+        self.n_random_features_ = int(features.shape[1])
+        self.alpha_ = readout.alpha_
+        self.seed_ = seed
+        return features
+
+    def _standardised_inputs(self, data, device: torch.device):
+        from .sklearn import _standardised
+
+        values = _standardised(data.values, self.channel_mean_, self.channel_scale_).to(device)
+        return data.times.to(device), values, data.lengths.to(device)
+
+    def _checked_data(self, X, times):
+        check_is_fitted(self, "readout_")
+        data = self._data(X, times)
+        if data.num_channels != self.n_features_in_:
+            raise ValueError(f"X has {data.num_channels} channel(s) per time step, but {type(self).__name__} was "
+                             f"fitted with {self.n_features_in_} (n_features_in_)")
+        return data
+
+    def _outputs(self, X, times) -> torch.Tensor:
+        """The readout's outputs for X, float64 on the CPU."""
+        from .sklearn import _threads
+        from .training.threads import torch_threads
+
+        data = self._checked_data(X, times)
+        with torch_threads(_threads(self.n_jobs)):
+            return self.readout_.decision_function(self._features(data, torch.device(self.device))).cpu()
+
+    def random_features(self, X, times=None) -> np.ndarray:
+        """The random features of X (before the readout's standardisation).
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array).
+
+        Returns:
+            (N, n_random_features_) float64 array.
+        """
+        from .sklearn import _threads
+        from .training.threads import torch_threads
+
+        data = self._checked_data(X, times)
+        with torch_threads(_threads(self.n_jobs)):
+            return self._features(data, torch.device(self.device)).cpu().numpy()
+
+
+class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
+    """A scikit-learn classifier of (irregularly sampled, ragged) sequences: a frozen random reservoir's features
+    (`RandomFeatures`) read out by ridge regression with a leave-one-out choice of penalty (`RidgeReadout`). One
+    forward pass, no training of the reservoir.
+
+    X and times as `neuralde_seq.sklearn.SequenceClassifier`: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C)
+    or a 2-D (N, T) array (N univariate sequences), NaN for missing values; ``times`` None (observation indices) or
+    one (T_i,) array per sample. Each channel is standardised with the mean and standard deviation of its observed
+    values in the X given to ``fit`` (``channel_mean_``, ``channel_scale_``), the feature map is fitted on it, and
+    the readout on its features.
+
+    Parameters:
+        reservoir: one of `RESERVOIRS` (default "slice-diag").
+        features: sequence of `FEATURES`, or "auto" (default); see `RandomFeatures`.
+        width: the reservoir's size, or None (default: 1,024 units of a linear CDE; see `RandomFeatures`).
+        num_times: fractions of each series read by "times", "values", "windows" (default 4).
+        num_biases: "ppv" thresholds per unit (default 1).
+        input_scale: multiplies the rescaled path (default 1.0).
+        timescales: memory range of linear CDE units, "auto" (default), None or (τ_min, τ_max); see
+            `RandomFeatures`.
+        model_options: dict of constructor options replacing the registry defaults, or None.
+        control_options: dict of `build_control` options (default ``parametrization="index"``), or None.
+        alphas: the ridge penalties searched by leave-one-out error (default `DEFAULT_ALPHAS`).
+        batch_size: series per forward pass (default 32).
+        random_state: int seed, numpy RandomState or None (default: a fresh seed each fit): the reservoir's draw.
+        n_jobs: torch threads, joblib's convention: None (default) is 1; -1 all cores.
+        device: torch device of the reservoir ("cpu" (default), "cuda", ...); the readout runs there in float64.
+        dtype: "float32" (default) or "float64" (or that torch dtype): the reservoir's precision.
+
+    Fitted attributes: ``classes_`` (K,), ``feature_map_`` (`RandomFeatures`), ``readout_`` (`RidgeReadout`),
+    ``alpha_``, ``n_random_features_``, ``n_features_in_`` (channels C), ``channel_mean_``, ``channel_scale_``,
+    ``seed_``.
+    """
+
+    _classification = True
+
+    def fit(self, X, y, times=None):
+        """Fit the feature map and the readout on X, y.
+
+        Arguments:
+            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing.
+            y: (N,) labels, at least 2 distinct.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
+
+        Returns:
+            self, fitted.
+
+        Raises:
+            ValueError: bad X, y or parameters; the message names the problem.
+        """
+        self._fit(X, y, times)
+        return self
+
+    def _targets(self, y, num_samples: int) -> torch.Tensor:
+        labels = column_or_1d(y, warn=True)
+        check_classification_targets(labels)
+        if labels.shape[0] != num_samples:
+            raise ValueError(f"y has {labels.shape[0]} labels but X holds {num_samples} sequences")
+        try:
+            classes, codes = np.unique(labels, return_inverse=True)
+        except TypeError:
+            raise ValueError("y mixes label types that cannot be sorted (e.g. strings and numbers)") from None
+        if len(classes) < 2:
+            raise ValueError(f"y holds only 1 class ({classes[0]!r}): a classifier needs at least 2 classes")
+        self.classes_ = classes
+        return torch.as_tensor(codes.reshape(-1), dtype=torch.long)
+
+    def decision_function(self, X, times=None):
+        """The readout's decision values.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            (N,) float64 array for two classes (positive: ``classes_[1]``), else (N, K) columns following
+            ``classes_``.
+        """
+        return self._outputs(X, times).numpy()
+
+    def predict(self, X, times=None):
+        """The class of largest decision value of each sequence.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            (N,) array of labels from ``classes_``.
+        """
+        decision = self.decision_function(X, times)
+        index = (decision > 0).astype(np.int64) if decision.ndim == 1 else np.argmax(decision, axis=1)
+        return self.classes_[index]
+
+    def score(self, X, y, times=None):
+        """Accuracy of `predict` against y.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            y: (N,) true labels.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            The fraction of sequences whose predicted label equals y, a float.
+        """
+        return float(accuracy_score(y, self.predict(X, times)))
+
+
+class RandomFeatureRegressor(RegressorMixin, _RandomFeatureEstimator):
+    """A scikit-learn regressor of sequences by random features and a ridge readout: `RandomFeatureClassifier`'s
+    parameters and input handling, with (N,) or (N, k) real targets; penalty chosen by the mean squared
+    leave-one-out error over the targets.
+
+    Fitted attributes: ``feature_map_``, ``readout_``, ``alpha_``, ``n_random_features_``, ``n_features_in_``,
+    ``n_outputs_``, ``channel_mean_``, ``channel_scale_``, ``seed_``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y, times=None):
+        """Fit the feature map and the readout on X, y.
+
+        Arguments:
+            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing.
+            y: (N,) or (N, k) finite targets.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
+
+        Returns:
+            self, fitted.
+        """
+        self._fit(X, y, times)
+        return self
+
+    def _targets(self, y, num_samples: int) -> torch.Tensor:
+        values = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if values.ndim not in (1, 2):
+            raise ValueError(f"y must have shape (N,) or (N, k), got {values.shape}")
+        if values.shape[0] != num_samples:
+            raise ValueError(f"y has {values.shape[0]} targets but X holds {num_samples} sequences")
+        self.n_outputs_ = 1 if values.ndim == 1 else int(values.shape[1])
+        return torch.as_tensor(values)
+
+    def predict(self, X, times=None):
+        """Predicted targets.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            (N,) or (N, k) float64 array, shaped as y was at fit.
+        """
+        return self._outputs(X, times).numpy()
+
+    def score(self, X, y, times=None):
+        """R² of `predict` against y (averaged over columns).
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            y: (N,) or (N, k) true targets.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            R², a float.
+        """
+        return float(r2_score(y, self.predict(X, times)))

@@ -1,0 +1,390 @@
+"""Tests of the random-feature (reservoir) mode (neuralde_seq.random_features): the ridge readout against
+scikit-learn, frozen reservoirs, padding invariance and the features written out by hand, a task that needs the
+signature's second level, the estimators' scikit-learn conventions and input errors."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
+from sklearn.utils.estimator_checks import check_estimator
+
+from neuralde_seq import create_model, logsignature
+from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout
+from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
+
+ALPHAS = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3)
+
+
+def _standardised(F):
+    """Features standardised with their own mean and (population) standard deviation, in numpy."""
+    return (F - F.mean(axis=0)) / F.std(axis=0)
+
+
+def _regression_data(n, p, k, seed):
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p) + rng.normal(size=p)
+    W = rng.normal(size=(p, k))
+    Y = F @ W + rng.normal(scale=2.0, size=(n, k))
+    return F, Y
+
+
+# ------------------------------------------------------------------------------------------------ ridge readout
+
+@pytest.mark.parametrize("n, p", [(80, 12), (25, 60)], ids=["samples>features", "samples<features"])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_ridge_equals_sklearn_ridge_at_a_fixed_alpha(n, p, standardize):
+    F, Y = _regression_data(n, p, 3, seed=n)
+    readout = RidgeReadout(0.7, standardize=standardize).fit(F, Y)
+    reference = Ridge(alpha=0.7, solver="cholesky").fit(_standardised(F) if standardize else F, Y)
+    F_new = np.random.default_rng(1).normal(size=(9, p))
+    # sklearn reads the standardised features: map ours back to them
+    expected = reference.predict((F_new - F.mean(0)) / F.std(0) if standardize else F_new)
+    np.testing.assert_allclose(readout.decision_function(F_new).numpy(), expected, rtol=0, atol=1e-8)
+    if not standardize:
+        np.testing.assert_allclose(readout.coef_.numpy(), reference.coef_.T, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(readout.intercept_.numpy(), reference.intercept_, rtol=0, atol=1e-8)
+    # a one-column target keeps its (N,) shape
+    single = RidgeReadout(0.7, standardize=standardize).fit(F, Y[:, 0])
+    assert single.decision_function(F_new).shape == (9,)
+    np.testing.assert_allclose(single.decision_function(F_new).numpy(), expected[:, 0], rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("n, p", [(90, 15), (30, 70)], ids=["samples>features", "samples<features"])
+@pytest.mark.parametrize("classes", [2, 4])
+def test_ridge_classifier_cv_equals_sklearn(n, p, classes):
+    rng = np.random.default_rng(10 * n + classes)
+    y = rng.integers(0, classes, size=n) * 3 + 5  # labels that are not 0..K-1
+    centres = rng.normal(scale=0.6, size=(classes, p))
+    F = centres[(y - 5) // 3] + rng.normal(size=(n, p)) * rng.uniform(0.5, 2.0, size=p)
+    F_new = rng.normal(size=(20, p))
+    readout = RidgeReadout(ALPHAS, classification=True).fit(torch.as_tensor(F), torch.as_tensor(y))
+    reference = RidgeClassifierCV(alphas=ALPHAS).fit(_standardised(F), y)
+    assert readout.alpha_ == reference.alpha_
+    assert readout.best_score_ == pytest.approx(reference.best_score_, abs=1e-10)
+    ours = readout.decision_function(F_new).numpy()
+    theirs = reference.decision_function((F_new - F.mean(0)) / F.std(0))
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-8)
+    np.testing.assert_array_equal(readout.predict(F_new).numpy(), reference.predict((F_new - F.mean(0)) / F.std(0)))
+    np.testing.assert_array_equal(readout.classes_.numpy(), reference.classes_)
+    # the grid was searched: the leave-one-out errors differ between penalties
+    assert float(readout.cv_errors_.max() - readout.cv_errors_.min()) > 1e-3
+
+
+@pytest.mark.parametrize("n, p", [(70, 10), (20, 50)], ids=["samples>features", "samples<features"])
+def test_ridge_cv_regression_equals_sklearn(n, p):
+    F, Y = _regression_data(n, p, 2, seed=p)
+    readout = RidgeReadout(ALPHAS).fit(F, Y)
+    reference = RidgeCV(alphas=ALPHAS).fit(_standardised(F), Y)
+    assert readout.alpha_ == reference.alpha_
+    F_new = np.random.default_rng(3).normal(size=(7, p))
+    np.testing.assert_allclose(readout.predict(F_new).numpy(), reference.predict((F_new - F.mean(0)) / F.std(0)),
+                               rtol=0, atol=1e-8)
+
+
+def test_ridge_leave_one_out_error_is_the_refitted_error():
+    # the closed form against its definition: refit without each sample and predict it
+    F, Y = _regression_data(15, 6, 1, seed=4)
+    readout = RidgeReadout((0.5, 5.0), standardize=False).fit(F, Y[:, 0])
+    for index, alpha in enumerate((0.5, 5.0)):
+        errors = []
+        for i in range(len(F)):
+            keep = np.arange(len(F)) != i
+            model = Ridge(alpha=alpha, solver="cholesky").fit(F[keep], Y[keep, 0])
+            errors.append((model.predict(F[i:i + 1])[0] - Y[i, 0]) ** 2)
+        assert float(readout.cv_errors_[index]) == pytest.approx(np.mean(errors), rel=1e-9)
+
+
+def test_ridge_readout_refuses_bad_input():
+    with pytest.raises(ValueError, match="alphas"):
+        RidgeReadout((1.0, -1.0))
+    with pytest.raises(ValueError, match="alphas"):
+        RidgeReadout(())
+    with pytest.raises(ValueError, match="shape"):
+        RidgeReadout().fit(np.ones(5), np.ones(5))
+    with pytest.raises(ValueError, match="NaN"):
+        RidgeReadout().fit(np.array([[1.0], [np.nan], [2.0]]), np.ones(3))
+    with pytest.raises(ValueError, match="at least 2 classes|only 1 class"):
+        RidgeReadout(classification=True).fit(np.random.randn(4, 2), np.zeros(4))
+    with pytest.raises(ValueError, match="integer labels"):
+        RidgeReadout(classification=True).fit(np.random.randn(4, 2), np.array([0.5, 1, 0, 1]))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        RidgeReadout().predict(np.ones((2, 2)))
+    readout = RidgeReadout().fit(np.random.randn(6, 3), np.random.randn(6))
+    with pytest.raises(ValueError, match="columns"):
+        readout.predict(np.ones((2, 4)))
+
+
+# ------------------------------------------------------------------------------------------------ feature maps
+
+def _ragged_batch(lengths, channels=2, seed=0, dtype=torch.float64):
+    """A padded batch (times (B, T), values (B, T, C), lengths (B,)) with NaN gaps and padding after each end."""
+    generator = torch.Generator().manual_seed(seed)
+    T = max(lengths)
+    values = torch.randn(len(lengths), T, channels, generator=generator, dtype=dtype).cumsum(dim=1) * 0.3
+    values[torch.rand(values.shape, generator=generator) < 0.2] = float("nan")
+    values[:, 0] = torch.randn(len(lengths), channels, generator=generator, dtype=dtype)
+    times = torch.arange(T, dtype=dtype).repeat(len(lengths), 1)
+    for b, length in enumerate(lengths):
+        values[b, length:] = float("nan")
+    return times, values, torch.tensor(lengths)
+
+
+def test_reservoir_is_frozen_and_unchanged_by_fit():
+    times, values, lengths = _ragged_batch([30, 22, 30, 17, 25, 30], seed=1)
+    y = np.array([0, 1, 0, 1, 0, 1])
+    X = [values[b, :n].numpy() for b, n in enumerate(lengths.tolist())]
+    for reservoir, options in (("ncde", None), ("delta-cde", None), ("slice-dense", None)):
+        clf = RandomFeatureClassifier(reservoir, features=("final", "mean"), width=16, model_options=options,
+                                      random_state=3, dtype="float64")
+        clf.fit(X, y)
+        model = clf.feature_map_.model_
+        assert not model.training
+        for parameter in model.parameters():
+            assert not parameter.requires_grad and parameter.grad is None
+        # the reservoir is the registry's draw for this seed, untouched by the readout's fit (slice-dense: but for
+        # the time channel's A_0, which the memory option sets)
+        torch.manual_seed(3)
+        control = clf.feature_map_.inputs(times.to(torch.float64), values, lengths)
+        fresh = create_model(reservoir, control, 2, **({"hidden": 16} if reservoir != "delta-cde" else
+                                                        {"d_model": 16}),
+                             **({"channel_scales": (1.0,) * control.channels} if reservoir == "slice-dense" else {}))
+        fresh = fresh.to(torch.float64)
+        for (name, got), (_, want) in zip(model.state_dict().items(), fresh.state_dict().items()):
+            if reservoir == "slice-dense" and name == "A":
+                got, want = got[1:], want[1:]
+            assert torch.equal(got, want), (reservoir, name)
+        # predicting and refitting the readout leave the weights as they are; features carry no graph
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        with torch.enable_grad():
+            clf.predict(X)
+            features = clf.feature_map_.transform(*clf._standardised_inputs(clf._data(X, None), torch.device("cpu")))
+        assert not features.requires_grad
+        clf.readout_.fit(features, torch.as_tensor(y))
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(tensor, before[name]), (reservoir, name)
+        assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("reservoir, options", [("slice-diag", None), ("slice-block", None), ("ncde", None),
+                                                ("delta-rde", {"solver": {"method": "exact"}}),
+                                                ("logsignature", {"depth": 2})])
+def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
+    lengths = [1500, 1100, 1500, 700] if reservoir in ("slice-diag", "logsignature") else [120, 80, 120, 50]
+    times, values, lengths = _ragged_batch(lengths, seed=2)
+    features = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
+        "final", "mean", "times", "ppv", "values")
+    feature_map = RandomFeatures(reservoir, features=features, width=None if reservoir == "logsignature" else 24,
+                                 model_options=options, seed=5, batch_size=3).fit(times, values, lengths)
+    batch = feature_map.transform(times, values, lengths)
+    assert batch.dtype == torch.float64 and batch.shape == (4, feature_map.num_features_)
+    for b, n in enumerate(lengths.tolist()):
+        alone = feature_map.transform(times[b:b + 1, :n], values[b:b + 1, :n], lengths[b:b + 1])
+        torch.testing.assert_close(alone[0], batch[b], rtol=1e-10, atol=1e-10)
+    # each feature's columns, in the order given
+    assert [s.start for s in feature_map.feature_slices_.values()] == sorted(
+        s.start for s in feature_map.feature_slices_.values())
+    assert sum(s.stop - s.start for s in feature_map.feature_slices_.values()) == feature_map.num_features_
+
+
+def test_pooled_features_are_the_written_out_statistics_of_the_states():
+    times, values, lengths = _ragged_batch([40, 26, 33], seed=3)
+    feature_map = RandomFeatures("slice-diag", features=("mean", "final", "times", "ppv", "values"), width=8,
+                                 num_times=3, num_biases=2, seed=0).fit(times, values, lengths)
+    features = feature_map.transform(times, values, lengths)
+    control = feature_map.inputs(times, values, lengths)
+    states = feature_map.states(control)
+    slices = feature_map.feature_slices_
+    for b, n in enumerate(lengths.tolist()):
+        own = states[b, :n]  # the sample's knots 0..n-1 (end index n-1)
+        mean = sum(own[k] for k in range(n)) / n
+        torch.testing.assert_close(features[b, slices["mean"]], mean, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(features[b, slices["final"]], own[n - 1], rtol=0, atol=0)
+        expected_times = torch.cat([own[int(round(j / 3 * (n - 1)))] for j in (1, 2, 3)])
+        torch.testing.assert_close(features[b, slices["times"]], expected_times, rtol=0, atol=0)
+        proportions = torch.cat([(own > bias).sum(dim=0).double() / n for bias in feature_map.biases_])
+        torch.testing.assert_close(features[b, slices["ppv"]], proportions, rtol=0, atol=1e-15)
+        # the series' own (rescaled, interpolated) values at the fractions and their mean
+        series = values[b, :n].numpy() / feature_map.value_scales_.numpy()
+        filled = np.stack([np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
+                           for c in series.T], axis=1)
+        expected_values = np.concatenate([filled[int(round(j / 3 * (n - 1)))] for j in (1, 2, 3)]
+                                         + [filled.mean(axis=0)])
+        np.testing.assert_allclose(features[b, slices["values"]].numpy(), expected_values, rtol=1e-12, atol=1e-12)
+    # the thresholds lie within each unit's range of states, at the quantiles drawn in [0.25, 0.75]
+    pooled = states.reshape(-1, states.shape[-1])
+    assert bool(((feature_map.biases_ >= pooled.min(0).values) & (feature_map.biases_ <= pooled.max(0).values)).all())
+
+
+def test_logsignature_features_are_the_log_signatures_of_the_rescaled_path():
+    times, values, lengths = _ragged_batch([50, 37], channels=2, seed=4)
+    feature_map = RandomFeatures("logsignature", features=("final", "windows"), num_times=2,
+                                 model_options={"depth": 2}).fit(times, values, lengths)
+    features = feature_map.transform(times, values, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        series = values[b, :n].numpy() / feature_map.value_scales_.numpy()
+        filled = np.stack([np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
+                           for c in series.T], axis=1)
+        path = torch.as_tensor(np.concatenate([np.arange(n)[:, None] / feature_map.time_scale_, filled], axis=1))
+        middle = int(round((n - 1) / 2))
+        expected = torch.cat([logsignature(path, 2), logsignature(path[: middle + 1], 2),
+                              logsignature(path[middle:], 2)])
+        torch.testing.assert_close(features[b], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_memory_sets_each_units_forgetting_per_time_step():
+    times, values, lengths = _ragged_batch([60, 45], seed=5)
+    feature_map = RandomFeatures("slice-diag", features=("final",), width=32, timescales=(2.0, 50.0),
+                                 seed=1).fit(times * 3.0, values, lengths)  # times in units of 3: the step is 3
+    tau = feature_map.timescales_
+    assert float(tau.min()) >= 2.0 and float(tau.max()) <= 50.0
+    step = 3.0 / feature_map.time_scale_  # one knot of the rescaled time channel
+    per_step = 1.0 + step * feature_map.model_.A[0].double()  # the time channel's part of the Euler step
+    torch.testing.assert_close(per_step, torch.exp(-1.0 / tau), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ learning
+
+def _area_task(n, length=80, seed=0):
+    """2-channel random walks labelled by the sign of their Lévy area; the area's sign is independent of the
+    endpoints (the conditional law of Brownian Lévy area given the endpoint is symmetric), so a readout of the
+    final values is at chance."""
+    rng = np.random.default_rng(seed)
+    X = np.cumsum(rng.normal(size=(n, length, 2)), axis=1) / np.sqrt(length)
+    X = X - X[:, :1]
+    increments = np.diff(X, axis=1)
+    area = 0.5 * np.sum(X[:, :-1, 0] * increments[:, :, 1] - X[:, :-1, 1] * increments[:, :, 0], axis=1)
+    return X, (area > 0).astype(int)
+
+
+def test_a_random_linear_cde_solves_a_task_of_the_signatures_second_level():
+    X, y = _area_task(400, seed=0)
+    X_test, y_test = _area_task(300, seed=1)
+    clf = RandomFeatureClassifier("slice-diag", features=("final",), width=256, random_state=0).fit(X, y)
+    accuracy = clf.score(X_test, y_test)
+    raw = RidgeReadout(classification=True).fit(X[:, -1], y)
+    raw_accuracy = float((raw.predict(X_test[:, -1]).numpy() == y_test).mean())
+    assert accuracy >= 0.85, accuracy
+    assert raw_accuracy <= 0.65 and accuracy >= raw_accuracy + 0.25, (accuracy, raw_accuracy)
+
+
+def test_regressor_learns_a_path_functional():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(30, 50)), 1)).cumsum(axis=0) * 0.3 for _ in range(150)]
+    y = np.array([x[:, 0].mean() for x in X])  # the mean level: linear in the states' "values"
+    regressor = RandomFeatureRegressor("slice-diag", features=("mean", "values"), width=64, random_state=0)
+    regressor.fit(X[:100], y[:100])
+    assert regressor.score(X[100:], y[100:]) > 0.95
+    assert regressor.predict(X[100:]).shape == (50,)
+    two = RandomFeatureRegressor("slice-diag", features=("values",), random_state=0).fit(X[:100], np.c_[y, -y][:100])
+    assert two.predict(X[100:]).shape == (50, 2) and two.n_outputs_ == 2
+
+
+# ------------------------------------------------------------------------------------------------ estimators
+
+WAIVED = {
+    "check_n_features_in": (
+        "n_features_in_ counts channels: a 2-D X (N, T) is N univariate sequences, so it is 1, not X.shape[1]", ""),
+    "check_n_features_in_after_fitting": (
+        "as check_n_features_in; and another number of time steps at prediction is valid for a sequence model",
+        "does not set the `n_features_in_` attribute"),
+    "check_classifiers_train": (
+        "`predict(X.T)` must raise, but X.T is 2 valid univariate sequences of 300 steps",
+        "number of features in predict is different from the number of features in fit"),
+}
+
+
+@pytest.mark.parametrize("estimator, waived", [
+    (RandomFeatureClassifier("slice-diag", width=16), WAIVED),
+    # the states at every step: check_regressors_train's target is linear in one step's value
+    (RandomFeatureRegressor("slice-diag", width=16, features=("times", "values"), num_times=9),
+     {k: v for k, v in WAIVED.items() if k != "check_classifiers_train"}),
+], ids=["classifier", "regressor"])
+def test_scikit_learn_estimator_checks(estimator, waived):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None, on_skip=None,
+                                  expected_failed_checks={k: v[0] for k, v in waived.items()})
+    failed = [f"{r['check_name']}: {r['exception']}" for r in results if r["status"] == "failed"]
+    assert not failed, "\n".join(failed)
+    ran = {r["check_name"] for r in results if r["status"] == "passed"}
+    assert len(ran) > 40
+    assert {"check_estimators_pickle", "check_fit_idempotent", "check_methods_subset_invariance"} <= ran
+    for r in results:
+        if r["check_name"] in waived:
+            assert r["status"] == "xfail", r["check_name"]
+            assert waived[r["check_name"]][1] in str(r["exception"]), (r["check_name"], r["exception"])
+
+
+def test_every_reservoir_reads_ragged_series_with_their_own_times_and_string_labels():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(8, 20)), 2)) for _ in range(24)]
+    y = np.array(["up" if x[:, 0].sum() > 0 else "down" for x in X])
+    times = [np.cumsum(rng.uniform(0.5, 2.0, len(x))) * 100 for x in X]  # raw units: the reservoir rescales them
+    order = np.arange(24)[::-1]
+    for reservoir in RESERVOIRS:
+        options = {"solver": {"method": "exact"}} if reservoir in ("delta-rde", "hebb-rde") else None
+        clf = RandomFeatureClassifier(reservoir, features=("final", "values") if reservoir == "logsignature" else
+                                      ("final", "mean", "ppv"), model_options=options, random_state=0, batch_size=5)
+        clf.fit(X, y, times=times)
+        decision = clf.decision_function(X, times=times)
+        assert np.isfinite(decision).all() and decision.shape == (24,), reservoir
+        # the readout fits its training series (features that tell them apart; the majority class is 54 %), labels
+        # mapped back
+        assert clf.score(X, y, times=times) >= 0.75, reservoir
+        assert set(clf.predict(X, times=times)) <= {"up", "down"}
+        # a series' output does not depend on the others in its batch
+        reordered = clf.decision_function([X[i] for i in order], times=[times[i] for i in order])
+        np.testing.assert_allclose(reordered, decision[order], rtol=1e-4, atol=1e-4, err_msg=reservoir)
+
+
+def test_random_state_float64_and_global_rng_untouched():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 15, 1))
+    y = np.arange(20) % 2
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    a = RandomFeatureClassifier("ncde", random_state=7, dtype="float64").fit(X, y)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    b = RandomFeatureClassifier("ncde", random_state=7, dtype="float64").fit(X, y)
+    c = RandomFeatureClassifier("ncde", random_state=8, dtype="float64").fit(X, y)
+    assert a.feature_map_.model_.readout.weight.dtype == torch.float64
+    np.testing.assert_array_equal(a.random_features(X), b.random_features(X))
+    assert not np.array_equal(a.random_features(X), c.random_features(X))
+
+
+def test_bad_parameters_raise_naming_them():
+    X = np.random.default_rng(0).normal(size=(10, 12))
+    y = np.arange(10) % 2
+    cases = [
+        (dict(reservoir="gru-d"), "reservoir must be one of"),
+        (dict(features=("final", "nonsense")), "features"),
+        (dict(features="final"), "features must be a non-empty sequence"),
+        (dict(reservoir="logsignature", features=("ppv",)), "features of reservoir 'logsignature'"),
+        (dict(width=0), "width must be a positive integer"),
+        (dict(num_times=0), "num_times"),
+        (dict(input_scale=-1.0), "input_scale"),
+        (dict(reservoir="ncde", timescales=(2.0, 10.0)), "timescales applies to the linear CDE"),
+        (dict(timescales=(5.0, 2.0)), "timescales must be"),
+        (dict(timescales=(2.0, 5.0), control_options={"time_channel": False}), "time channel"),
+        (dict(alphas=(0.0,)), "alphas"),
+        (dict(control_options={"time_unit": 10.0}), "time_unit does not apply"),
+        (dict(model_options=[1]), "model_options must be a dict"),
+        (dict(reservoir="logsignature", model_options={"hidden": 3}), "model_options of reservoir 'logsignature'"),
+        (dict(dtype="float16"), "dtype"),
+    ]
+    for params, message in cases:
+        with pytest.raises((ValueError, TypeError), match=message):
+            RandomFeatureClassifier(**params).fit(X, y)
+    with pytest.raises(ValueError, match="channel"):
+        RandomFeatureClassifier(width=8).fit(X, y).predict(np.random.default_rng(1).normal(size=(3, 12, 2)))
+
+
+def test_overflowing_states_raise_a_clear_error():
+    X = np.random.default_rng(0).normal(size=(8, 200, 1)).cumsum(axis=1)
+    y = np.arange(8) % 2
+    with pytest.raises(ValueError, match="input_scale"):
+        RandomFeatureClassifier("slice-dense", width=16, input_scale=1e4, timescales=None,
+                                model_options={"init_scale": 50.0}, features=("final",)).fit(X, y)
