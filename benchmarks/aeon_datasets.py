@@ -5,10 +5,16 @@ observations dropped.
 The datasets: ACSF1 (1 channel, length 1,460, 10 classes), ArrowHead (1 x 251, 3 classes), BasicMotions (6 x 100,
 4 classes), GunPoint (1 x 150, 2 classes), ItalyPowerDemand (1 x 24, 2 classes), JapaneseVowels (12 channels,
 variable length 7-29, 9 classes), OSULeaf (1 x 427, 6 classes) and PickupGestureWiimoteZ (1 channel, variable
-length 29-361, 10 classes). Thirteen rows, each with the registry defaults:
+length 29-361, 10 classes). The rows, each with the registry defaults unless said:
 
-    CT-FWPs:    delta-cde, delta-rde (SolverOptions(method="exact")), hebb-cde
+    CT-FWPs:    delta-cde, delta-rde (closed-form steps: the default solver's "auto"), hebb-cde
+    recipe:     delta-rde-cosine (time_unit="auto", warm-up + cosine learning rate), delta-rde-long (the same with
+                3x the epochs): the training recipe's levers, each a row
     baselines:  ncde, ckcnn, gru-d, and issue 15's log-ncde, slice-block, slice-diag, slice-dplr
+    random features: random-features (a frozen random slice-block reservoir of damped oscillators read out by
+                ridge regression: the toolkit's closed-form mode, neuralde_seq.random_features; counted as a
+                baseline) and
+                random-features-delta-rde (the same with a frozen CT-FWP; counted as a CT-FWP)
     reference:  minirocket, 1nn-euclidean, 1nn-dtw (neuralde_seq.reference; needs aeon: pip install
                 "neuralde_seq[reference]")
 
@@ -21,7 +27,9 @@ each series' own grid (`neuralde_seq.reference.to_grid`: for these index-timed s
 variable-length series stretched onto the longest training length), and are fitted in closed form on the
 training and validation parts together (the whole TRAIN file, as the UCR/UEA protocol does; they select nothing
 on validation data). MiniRocket gets ``random_state`` = the seed; the 1-NN rows are deterministic (the same
-number for every seed). The table gives, per dataset, the gap of the best neural row to MiniRocket in points.
+number for every seed). The random-feature rows are fitted the same way (on the series themselves, no grid), and
+select their ridge penalty by leave-one-out. The table gives, per dataset, the gap of the best toolkit row (neural
+or random features) to MiniRocket in points.
 
 Protocol (task ``files`` of :mod:`neuralde_seq.data.protocols`, one config per dataset run by
 :func:`neuralde_seq.training.runner.run_benchmark`, so runs are fingerprinted, resumable with ``--resume`` and
@@ -37,7 +45,7 @@ Output in ``--out`` (default ``results/aeon_datasets``): ``<Name>/`` the runner'
 rows = models, columns = datasets, each cell "mean ± sample std of the test accuracy % (s/epoch)" (reference
 rows: "(s run)", the wall time of one run: fit and predictions), the goal per dataset: the best CT-FWP (by mean)
 within 2 points of the best baseline (yes/no and the gap CT-FWP − baseline in points), and the gap of the best
-neural row to MiniRocket (points).
+toolkit row to MiniRocket (points).
 ``--update-docs`` writes that table into the marked section of docs/benchmarks.md (refused for smoke runs and for
 runs that are not the whole protocol).
 
@@ -85,9 +93,14 @@ BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", 
 # the time channel over the longest span with a warm-up + cosine learning rate, and that with 3x the steps.
 RECIPE = ("delta-rde-cosine", "delta-rde-long")
 NEURAL = CT_FWPS + RECIPE + BASELINES
+# The toolkit's closed-form mode (neuralde_seq.random_features): a frozen random CT-FWP (delta-rde) and linear CDE
+# (slice-block damped oscillators, the mode's default) read out by ridge regression; the first counts as a CT-FWP,
+# the second as a baseline.
+RANDOM_FEATURES = ("random-features-delta-rde", "random-features")
+TOOLKIT = NEURAL + RANDOM_FEATURES
 REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
-GAP_REFERENCE = "minirocket"  # the best neural row's gap to this reference row, per dataset
-MODELS = NEURAL + REFERENCES
+GAP_REFERENCE = "minirocket"  # the best toolkit row's gap to this reference row, per dataset
+MODELS = TOOLKIT + REFERENCES
 GOAL_POINTS = 2.0  # the best CT-FWP's mean test accuracy at most this many points below the best baseline's
 
 TASK_OPTIONS = dict(validation_fraction=0.2, split_seed=0, drop_rate=0.3, drop_seed=0)
@@ -133,6 +146,9 @@ def rows() -> list[dict]:
         {"label": "minirocket", "model": "minirocket"},
         {"label": "1nn-euclidean", "model": "1nn-euclidean"},
         {"label": "1nn-dtw", "model": "1nn-dtw"},
+        # the toolkit's random-feature mode (closed form, fitted like the references on train + validation)
+        {"label": "random-features", "model": "random-features"},
+        {"label": "random-features-delta-rde", "model": "random-features-delta-rde"},
     ]
 
 
@@ -266,7 +282,7 @@ def goal(entries: dict[str, dict]) -> dict:
                   if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
         return max(scored) if scored else None
 
-    fwp, base = best(CT_FWPS + RECIPE), best(BASELINES)
+    fwp, base = best(CT_FWPS + RECIPE + RANDOM_FEATURES[:1]), best(BASELINES + RANDOM_FEATURES[1:])
     if fwp is None or base is None:
         return {"met": None, "gap": None, "best_ct_fwp": fwp and fwp[1], "best_baseline": base and base[1],
                 "reason": "no CT-FWP row" if fwp is None else "no baseline row"}
@@ -276,13 +292,14 @@ def goal(entries: dict[str, dict]) -> dict:
 
 
 def reference_gap(entries: dict[str, dict]) -> dict:
-    """The best neural row (CT-FWPs and baselines, by mean test accuracy) minus GAP_REFERENCE, in points."""
-    scored = [(entries[n]["mean"], n) for n in NEURAL
+    """The best toolkit row (CT-FWPs, baselines, random features; by mean test accuracy) minus GAP_REFERENCE, in
+    points."""
+    scored = [(entries[n]["mean"], n) for n in TOOLKIT
               if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
     ref = entries.get(GAP_REFERENCE)
     if not scored or ref is None or ref.get("failed") or ref["mean"] is None:
         return {"gap": None, "best_neural": scored and max(scored)[1] or None,
-                "reason": "no neural row" if not scored else f"no {GAP_REFERENCE} row"}
+                "reason": "no toolkit row" if not scored else f"no {GAP_REFERENCE} row"}
     best = max(scored)
     return {"gap": 100 * (best[0] - ref["mean"]), "best_neural": best[1], "best_neural_accuracy": 100 * best[0],
             "reference": GAP_REFERENCE, "reference_accuracy": 100 * ref["mean"]}
@@ -308,14 +325,14 @@ def combined_table(datasets: dict[str, dict], labels) -> str:
     table_rows = []
     for label in labels:
         kind = ("CT-FWP" if label in CT_FWPS else "CT-FWP, recipe" if label in RECIPE else
-                "reference" if label in REFERENCES else None)
+                "reference" if label in REFERENCES else "random features" if label in RANDOM_FEATURES else None)
         row = {"model": label + (f" ({kind})" if kind else "")}
         for name in names:
             row[name] = _cell(datasets[name]["rows"].get(label))
         table_rows.append(row)
     table_rows.append({"model": f"**goal** (best CT-FWP ≥ best baseline − {GOAL_POINTS:g})",
                        **{name: _goal_cell(datasets[name]["goal"]) for name in names}})
-    table_rows.append({"model": f"**gap to {GAP_REFERENCE}** (best neural row − {GAP_REFERENCE}, points)",
+    table_rows.append({"model": f"**gap to {GAP_REFERENCE}** (best toolkit row − {GAP_REFERENCE}, points)",
                        **{name: _gap_cell(datasets[name]["reference_gap"]) for name in names}})
     headers = ["model"] + [f"{n} (n_test {datasets[n]['data'].get('num_test', '?')})" for n in names]
     return format_table(table_rows, ["model", *names], headers=headers)
@@ -554,7 +571,7 @@ def docs_section(results: dict, table: str) -> str:
         lines += ["", f"Reference rows ({', '.join(REFERENCES)}; neuralde_seq.reference): the same dropped series, "
                   "linearly interpolated onto each series' own grid, fitted in closed form on the training and "
                   "validation parts together; in brackets the wall time of one run (fit and predictions). The best "
-                  f"neural row minus {GAP_REFERENCE}: {sum(gaps) / len(gaps):+.1f} points on average over "
+                  f"toolkit row minus {GAP_REFERENCE}: {sum(gaps) / len(gaps):+.1f} points on average over "
                   f"{len(gaps)} datasets (from {min(gaps):+.1f} to {max(gaps):+.1f})."]
     if results.get("time_channel_table"):
         lines += ["", "The time channel of delta-rde (exact solver), the same protocol and budget: test accuracy % "
@@ -678,12 +695,14 @@ def main(argv=None) -> int:
         f"{args.seeds}; in brackets the mean wall time of one training epoch (s).",
         f"Budget per dataset, the same for every row: {_budgets(results)}; no early stopping; data "
         f"{data}, task options {TASK_OPTIONS}.",
-        f"Goal: the best CT-FWP ({', '.join(CT_FWPS)}) by mean within {GOAL_POINTS:g} points of the best baseline "
-        f"({', '.join(BASELINES)}); the gap is CT-FWP − baseline in points.",
+        f"Goal: the best CT-FWP ({', '.join(CT_FWPS + RECIPE + RANDOM_FEATURES[:1])}) by mean within {GOAL_POINTS:g} "
+        f"points of the best baseline ({', '.join(BASELINES + RANDOM_FEATURES[1:])}); the gap is CT-FWP − baseline in "
+        "points.",
         f"Reference rows ({', '.join(REFERENCES)}): closed-form methods of neuralde_seq.reference on the same dropped "
         "series linearly interpolated onto each series' own grid, fitted on the training and validation parts "
-        f"together; in brackets the wall time of one run (fit and predictions, s). Gap to {GAP_REFERENCE}: the best "
-        f"neural row's mean minus {GAP_REFERENCE}'s, in points.",
+        f"together; in brackets the wall time of one run (fit and predictions, s); the random-feature rows "
+        f"({', '.join(RANDOM_FEATURES)}) likewise, on the series themselves. Gap to {GAP_REFERENCE}: the best toolkit "
+        f"row's mean minus {GAP_REFERENCE}'s, in points.",
         f"Command: `{results['command']}`; this invocation {results['wall_minutes']:.1f} min, the runs "
         f"{results['run_minutes']:.1f} min (as recorded when made); {results['environment']['cpu']}, "
         f"{args.threads} thread(s), torch {torch.__version__}.",

@@ -32,12 +32,23 @@ What `RandomFeatures.fit` does, in order:
    one: log-ncde's registry field starts 1,000 times smaller, for training); every parameter gets
    ``requires_grad=False``, the model ``eval()``, and features are computed under ``torch.no_grad()``.
 3. **Memory (linear CDEs).** With ``timescales=(τ_min, τ_max)`` (default ``(2, None)``: 2 knots to the longest
-   training series), the time channel's matrix A_0 becomes diagonal with entries (λ_j − 1)/Δt, λ_j = exp(−1/τ_j)
-   for τ_j log-uniform in [τ_min, τ_max] and Δt the median time step of the training input: on a regular grid unit j
-   forgets with a factor λ_j per knot, so the units see the series at every scale from a few knots to all of it
-   (a random linear CDE's own A_0 makes every unit remember the whole series, and its states are then close to
-   linear functionals of the whole path). The value channels' A_i keep their random draw, which gives the
-   signature's higher levels.
+   training series), the time channel's matrix A_0 is set in units of Δt, the median time step of the training
+   input (on a regular grid, one Euler step of the time channel is then the written-out per-knot factor), by
+   ``memory``:
+
+   - ``"decay"`` (every linear CDE): A_0 diagonal with entries (λ_j − 1)/Δt, λ_j = exp(−1/τ_j) for τ_j
+     log-uniform in [τ_min, τ_max]: unit j is a low-pass filter forgetting by λ_j per knot, so the units see the
+     series at every scale from a few knots to all of it (a random linear CDE's own A_0 makes every unit
+     remember the whole series, and its states are then close to linear functionals of the whole path);
+   - ``"oscillation"`` (``slice-block`` only, its default; block_size 2): each 2×2 block of A_0 is
+     (ρ_j R(ω_j) − I)/Δt, R the rotation: pair j is a damped oscillator, a band-pass filter turning by ω_j and
+     shrinking by ρ_j per knot, its period 2π/ω_j log-uniform in [2τ_min, τ_max] and its decay time half to
+     twice that period (at least τ_min), ρ_j lowered where needed so that an Euler step over a gap of 3 median
+     steps (2 for periods under 12 knots) does not expand (`_non_expanding_radius`; an irregular series' gaps
+     would otherwise make fast oscillators grow). MiniRocket's dilated kernels are band-pass pattern detectors
+     at many scales, and the proportion of time an oscillator spends above a threshold is their "ppv".
+
+   The value channels' A_i keep their random draw, which gives the signature's higher levels.
 4. **Features** of the states h (B, K, H) at the control's knots (each sample's own knots 0..end only), in the order
    given by ``features``:
 
@@ -64,14 +75,19 @@ seed 0; seconds for fit and prediction on ACSF1 on one shared CPU thread):
 
 | reservoir (width) | features | ACSF1 | OSULeaf | ArrowHead | GunPoint | mean | ACSF1 s |
 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
-| slice-diag (1024), **the defaults** (3) | ppv, mean | 58.3 | 75.6 | 71.4 | 98.7 | 76.0 | 7-13 |
+| slice-block (1024), oscillators, **the defaults** (3) | ppv | 59.7 | 94.6 | 85.3 | 98.7 | 84.6 | 9-10 |
+| slice-block (1024), oscillators (3) | ppv, values | 60.3 | 94.4 | 85.5 | 98.7 | 84.7 | 10 |
+| slice-block (1024), oscillators (3) | ppv, mean | 56.7 | 93.3 | 84.0 | 98.0 | 83.0 | 10 |
+| slice-block (1024), oscillators, gap clamp 2 only (3) | ppv | 59.7 | 93.5 | 87.0 | 97.6 | 84.4 | 9 |
+| slice-block (1024), oscillators, no gap clamp | ppv | 51.0 | 93.0 | 85.7 | 100.0 | 82.4 | 10 |
+| slice-diag (1024), decay, the defaults before oscillators (3) | ppv, mean | 58.3 | 75.6 | 71.4 | 98.7 | 76.0 | 7-13 |
 | slice-diag (1024) (3) | ppv, mean, values | 58.3 | 76.0 | 71.6 | 98.7 | 76.2 | 7 |
 | slice-diag (1024) (3) | ppv | 61.0 | 70.8 | 59.4 | 98.7 | 72.5 | 7 |
 | slice-diag (1024) (3) | ppv, mean, times | 41.3 | 73.4 | 74.9 | 98.7 | 72.1 | 7 |
 | slice-diag (1024) | final / mean / times | 35/36/25 | 55/72/53 | 50/54/74 | 66/94/80 | 51/64/58 | 9 |
 | slice-diag (1024), random A_0 (timescales=None) | ppv, mean | 33.0 | 57.0 | 78.9 | 96.7 | 66.4 | 11 |
 | slice-diag (256) (3) | ppv, mean | 55.3 | 74.5 | 69.5 | 99.3 | 74.7 | 2 |
-| slice-block (1024) (3) | ppv, mean, values | 59.0 | 78.1 | 70.1 | 99.3 | 76.6 | 12-16 |
+| slice-block (1024), decay (3) | ppv, mean, values | 59.0 | 78.1 | 70.1 | 99.3 | 76.6 | 12-16 |
 | slice-dplr (1024) | ppv, values | 62.0 | 74.0 | 74.3 | 99.3 | 77.4 | 24 |
 | slice-dense (128) | ppv, mean, values | 50.0 | 76.4 | 74.3 | 98.7 | 74.8 | 31 |
 | delta-rde (64, exact) (3) | ppv, values | 46.7 | 70.0 | 70.3 | 96.2 | 70.8 | 0.9 |
@@ -80,7 +96,17 @@ seed 0; seconds for fit and prediction on ACSF1 on one shared CPU thread):
 | logsignature (depth 4) | times, windows | 15.0 | 38.4 | 72.0 | 96.7 | 55.5 | 0.2 |
 | MiniRocket + ridge (issue 23, same protocol) | | 78.0 | 95.5 | 85.1 | 99.3 | 89.5 | 4-30 |
 
-Reading. What serves best are the proportions of time each unit spends above a threshold ("ppv", MiniRocket's
+Commands (from benchmarks/): ``python random_features.py --rows defaults --seeds 0,1,2``; ``python
+random_features.py --rows oscillators-1024 --seeds 0,1,2 --feature-sets ppv,ppv+mean,ppv+values,ppv+mean+values``;
+the "gap clamp 2 only" and "no gap clamp" rows were a prototype (not kept) of the same A_0, period and decay
+draws, with ρ lowered until a gap of 2 steps does not expand (about ρ <= cos ω), or not lowered.
+
+Reading. Damped oscillators (``memory="oscillation"``, the default) gain 8.6 points on average over low-pass units
+(OSULeaf +19, ArrowHead +14, ACSF1 +1.4, GunPoint 0) at the same cost: band-pass units respond to shape at a scale,
+not to level, as MiniRocket's kernels (whose weights sum to zero), and the gap left to MiniRocket is now ACSF1's
+(−18; OSULeaf −1, ArrowHead 0, GunPoint −0.6). Without lowering ρ where an irregular gap would make an Euler step
+expand, ACSF1 (1,460 knots) loses 9 points. With oscillators "mean" no longer helps "ppv". For low-pass units:
+what serves best are the proportions of time each unit spends above a threshold ("ppv", MiniRocket's
 pooling): the states' means, the final state and the states at a few times are close to linear functionals of the
 path (their readout is nearly a linear classifier of the smoothed series), and alone they trail "ppv" by 8-21
 points on average; "times" helps on the short ArrowHead and hurts on the long ACSF1 (4 × 1,024 noisy local states
@@ -89,9 +115,9 @@ for 100 series). Memory matters most: a random linear CDE's own A_0 lets every u
 (the dense one 1.5 behind) at half to a quarter of their time; widths beyond 1,024
 do not help (4,096: 74.7). The CT-FWP (delta-rde, exact solver) is the fastest reservoir and 5 points behind, the
 random NCDE 15 behind, and log-signatures of 4-16 windows miss the local shapes of long series (ACSF1 at chance).
-The best random features stay 13 points behind MiniRocket on average (ACSF1 −20, OSULeaf −20, ArrowHead −14,
-GunPoint 0) but above the trained toolkit models on these sets (docs/benchmarks.md, 20 % of TRAIN held out: ACSF1
-45.7-51.3 %, OSULeaf 66.5 %, ArrowHead 58.7-68.2 %) in seconds.
+Before oscillators the best random features stayed 13 points behind MiniRocket on average (ACSF1 −20, OSULeaf
+−20, ArrowHead −14, GunPoint 0); with them 4.9 behind, and above the trained toolkit models on these sets
+(docs/benchmarks.md, 20 % of TRAIN held out: ACSF1 45.7-51.3 %, OSULeaf 66.5 %, ArrowHead 58.7-68.2 %) in seconds.
 """
 from __future__ import annotations
 
@@ -114,7 +140,8 @@ from .signatures import logsignature
 from .solvers import solve
 
 __all__ = ["RidgeReadout", "RandomFeatures", "RandomFeatureClassifier", "RandomFeatureRegressor", "RESERVOIRS",
-           "FEATURES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES"]
+           "FEATURES", "MEMORIES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES", "DEFAULT_OSCILLATION_FEATURES",
+           "DEFAULT_LOGSIGNATURE_FEATURES"]
 
 # The registry models whose per-knot state a reservoir reads, and the option that sets their width.
 _WIDTH_OPTION = {LinearCDE: "hidden", NeuralCDE: "hidden", FastWeightClassifier: "d_model"}
@@ -124,9 +151,15 @@ _DEFAULT_WIDTHS = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClass
 RESERVOIRS = tuple(name for name in MODEL_NAMES if model_entry(name).constructor in _WIDTH_OPTION) + ("logsignature",)
 FEATURES = ("final", "mean", "times", "ppv", "values", "windows")
 DEFAULT_FEATURES = ("ppv", "mean")
+DEFAULT_OSCILLATION_FEATURES = ("ppv",)
 DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
 # The penalties searched: wide, since the features' number (hundreds to thousands) sets the Gram matrix's scale.
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
+MEMORIES = ("decay", "oscillation")
+# Oscillators' decay times in periods: a Q factor of about 1.5-6, the few cycles of a band-pass kernel.
+_OSCILLATION_DECAY_PERIODS = (0.5, 2.0)
+# Gaps (in median steps) over which an oscillator's Euler step must not expand (`_non_expanding_radius`).
+_OSCILLATION_GAP = 3
 _BIAS_SERIES = 16  # training series whose states give the "ppv" thresholds
 _BIAS_POINTS = 4096  # states per unit they are drawn from, at most
 # Series per forward pass are fewer than batch_size where their states (B·K·H numbers) would pass this: 1,024 units
@@ -361,6 +394,27 @@ def _take(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return gathered.flatten(1)
 
 
+
+def _non_expanding_radius(omega: torch.Tensor) -> torch.Tensor:
+    """The largest ρ at which the Euler step of a damped rotation, I + g(ρR(ω) − I), does not expand over a gap of
+    g = `_OSCILLATION_GAP` median steps (3), else, for oscillators too fast for that (periods under 12 steps), of
+    g = 2: an irregular series' gaps would otherwise make fast oscillators grow. With z = ρe^{iω},
+    |1 + g(z − 1)| <= 1  <=>  g ρ² − 2(g − 1) ρ cos ω + g − 2 <= 0, whose larger root is the bound (ρ <= cos ω at
+    g = 2).
+
+    Arguments:
+        omega: (n,) angles per median step, in (0, π].
+
+    Returns:
+        (n,) radii in [0, 1].
+    """
+    g = float(_OSCILLATION_GAP)
+    cosine = torch.cos(omega)
+    discriminant = (cosine * (g - 1)).square() - g * (g - 2)
+    wide = (cosine * (g - 1) + discriminant.clamp(min=0).sqrt()) / g
+    return torch.where((discriminant >= 0) & (cosine > 0), wide, cosine.clamp(min=0.0))
+
+
 class RandomFeatures:
     """A frozen, randomly initialised registry model (or the path's log-signatures) as a feature map of series
     (module docstring: what ``fit`` does, the features, the measurements).
@@ -368,10 +422,12 @@ class RandomFeatures:
     Arguments:
         reservoir: one of `RESERVOIRS`: a linear CDE (``slice-diag``, ``slice-block``, ``slice-dense``,
             ``slice-dplr``), a neural CDE (``ncde``, ``nrde``, ``log-ncde``), a CT-FWP (``{hebb,oja,delta,
-            delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``.
+            delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``
+            (default ``"slice-block"``, with damped oscillators: ``memory``).
         features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "values" for models;
-            "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default): `DEFAULT_FEATURES`, or
-            `DEFAULT_LOGSIGNATURE_FEATURES` for ``"logsignature"``.
+            "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default):
+            `DEFAULT_OSCILLATION_FEATURES` ("ppv") with ``memory="oscillation"``, `DEFAULT_LOGSIGNATURE_FEATURES`
+            for ``"logsignature"``, else `DEFAULT_FEATURES` ("ppv", "mean").
         width: the model's size: ``hidden`` of linear CDEs and NCDEs, ``d_model`` of CT-FWPs (8 heads of d_model/8:
             H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
             (128 for ``structure="dense"``), 128 for NCDEs, 64 for CT-FWPs.
@@ -381,6 +437,9 @@ class RandomFeatures:
         timescales: linear CDEs with a time channel: (τ_min, τ_max) memory range in knots (τ_max None: the longest
             training series), or None (keep the random A_0); "auto" (default): (2, None) for linear CDEs, None for
             the others.
+        memory: what the time channel's A_0 makes of the units (module docstring, "Memory"): "decay" (low-pass
+            units), "oscillation" (damped 2×2 oscillators: ``slice-block`` only, its block_size then 2), or "auto"
+            (default): "oscillation" for ``slice-block`` with timescales, else "decay".
         model_options: constructor options replacing the registry defaults (e.g. ``{"init_scale": 1.0}``,
             ``{"solver": {"method": "exact"}}``); for ``"logsignature"``: ``depth`` and ``backend``.
         control_options: `build_control` options replacing the registry's (default ``parametrization="index"``).
@@ -390,17 +449,19 @@ class RandomFeatures:
 
     Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``time_scale_`` (float),
     ``value_scales_`` (C,), ``state_width_`` (H), ``num_features_``, ``feature_slices_`` (each feature's columns: a
-    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" only), ``timescales_`` ((H,) the units' τ, linear CDEs
-    with memory only).
+    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" only), ``timescales_`` ((H,) the units' τ (for
+    oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_`` ((H,) each
+    oscillator's period in knots, ``memory="oscillation"`` only, else None).
     """
 
-    def __init__(self, reservoir: str = "slice-diag", *, features: Sequence[str] | str = "auto",
+    def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
                  width: int | None = None, num_times: int = 4, num_biases: int = 1, input_scale: float = 1.0,
-                 timescales="auto", model_options: dict | None = None, control_options: dict | None = None,
-                 seed: int = 0, batch_size: int = 32):
+                 timescales="auto", memory: str = "auto", model_options: dict | None = None,
+                 control_options: dict | None = None, seed: int = 0, batch_size: int = 32):
         if reservoir not in RESERVOIRS:
             raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}")
-        if isinstance(features, str) and features == "auto":
+        auto_features = isinstance(features, str) and features == "auto"
+        if auto_features:
             features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
         if isinstance(features, str) or not isinstance(features, Sequence) or len(features) == 0:
             raise ValueError(f"features must be a non-empty sequence of {FEATURES}, got {features!r}")
@@ -437,6 +498,23 @@ class RandomFeatures:
         for name, value in (("model_options", model_options), ("control_options", control_options)):
             if value is not None and not isinstance(value, dict):
                 raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
+        self._explicit_memory = not (isinstance(memory, str) and memory == "auto")
+        if not self._explicit_memory:
+            memory = "oscillation" if (reservoir == "slice-block" and timescales is not None) else "decay"
+        elif memory not in MEMORIES:
+            raise ValueError(f"memory must be 'auto' or one of {MEMORIES}, got {memory!r}")
+        if memory == "oscillation":
+            if timescales is None:
+                raise ValueError("memory='oscillation' spreads the oscillators' periods over timescales: pass "
+                                 "timescales 'auto' or (tau_min, tau_max), not None")
+            structure = None if reservoir == "logsignature" else (model_options or {}).get(
+                "structure", model_entry(reservoir).defaults.get("structure"))
+            if not linear or structure != "block":
+                raise ValueError(f"memory='oscillation' pairs units into 2x2 blocks: it needs the block linear CDE "
+                                 f"(reservoir 'slice-block'), not {reservoir!r}")
+            if (model_options or {}).get("block_size", 2) != 2:
+                raise ValueError(f"memory='oscillation' needs model_options['block_size'] 2 (each oscillator a 2x2 "
+                                 f"block), got {model_options['block_size']!r}")
         if control_options and "time_unit" in control_options:
             raise ValueError("control_options: time_unit does not apply to a reservoir, which divides the times by "
                              "their own scale on the training data (path_scales); input_scale scales the whole path")
@@ -445,6 +523,9 @@ class RandomFeatures:
         self.reservoir, self.features, self.width = reservoir, tuple(features), width
         self.num_times, self.num_biases, self.input_scale = int(num_times), int(num_biases), float(input_scale)
         self.timescales = None if timescales is None else tuple(timescales)
+        self.memory = memory
+        if auto_features and memory == "oscillation":
+            self.features = DEFAULT_OSCILLATION_FEATURES
         self.model_options, self.control_options = dict(model_options or {}), dict(control_options or {})
         self.seed, self.batch_size = int(seed), int(batch_size)
         if reservoir == "logsignature":
@@ -517,14 +598,14 @@ class RandomFeatures:
         self.value_scales_ = torch.tensor(scales[1:], dtype=torch.float64)
         control = self._inputs(times, values, lengths)
         self.model_ = None if self.reservoir == "logsignature" else self._build_model(control, values)
-        self.timescales_ = None
+        self.timescales_ = self.periods_ = None
         if self.model_ is not None and self.timescales is not None:
             # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
             if {**registry_control_options(self.reservoir), **self.control_options}.get("time_channel", True):
                 self._set_memory(control)
-            elif self._explicit_timescales:
-                raise ValueError("timescales set the memory along the time channel, which control_options turn off "
-                                 "(time_channel=False): pass timescales=None")
+            elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
+                raise ValueError("timescales and memory set the memory along the time channel, which control_options "
+                                 "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')")
         self.biases_ = None
         if "ppv" in self.features:
             generator = torch.Generator().manual_seed(self.seed)
@@ -558,6 +639,8 @@ class RandomFeatures:
             else:
                 options[width_option] = _DEFAULT_WIDTHS[entry.constructor]
         if entry.constructor is LinearCDE:
+            if self.memory == "oscillation":
+                options["block_size"] = 2
             path_channels = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
             options.setdefault("channel_scales", (1.0,) * path_channels)  # the path is rescaled already
         with torch.random.fork_rng(devices=[]):
@@ -574,7 +657,9 @@ class RandomFeatures:
         return model.eval()
 
     def _set_memory(self, control: Control) -> None:
-        """The time channel's A_0 of a linear CDE reservoir: unit j forgets by exp(−1/τ_j) per median time step."""
+        """The time channel's A_0 of a linear CDE reservoir, in units of the median time step Δt (module docstring,
+        "Memory"): unit j forgets by exp(−1/τ_j) per step ("decay"), or pair j turns by ω_j and shrinks by ρ_j per
+        step ("oscillation")."""
         model = self.model_
         terms, pieces = _pieces(control)
         active = torch.arange(pieces, device=terms.device).unsqueeze(0) < control.end_index.unsqueeze(1)
@@ -584,10 +669,28 @@ class RandomFeatures:
         tau_max = float(control.end_index.max()) if tau_max is None else tau_max
         tau_max = max(tau_max, tau_min)
         generator = torch.Generator().manual_seed(self.seed + 1)
-        tau = torch.exp(torch.empty(model.hidden, dtype=torch.float64).uniform_(
-            math.log(tau_min), math.log(tau_max), generator=generator))
-        rates = (torch.exp(-1.0 / tau) - 1.0) / step
+
+        def log_uniform(count, low, high):
+            return torch.exp(torch.empty(count, dtype=torch.float64).uniform_(math.log(low), math.log(high),
+                                                                              generator=generator))
+
         A = model.A
+        if self.memory == "oscillation":
+            pairs = model.hidden // 2
+            period = log_uniform(pairs, 2 * tau_min, max(tau_max, 2 * tau_min))
+            tau = (period * log_uniform(pairs, *_OSCILLATION_DECAY_PERIODS)).clamp(min=tau_min)
+            omega = 2 * math.pi / period
+            rho = torch.minimum(torch.exp(-1.0 / tau), _non_expanding_radius(omega))
+            cosine, sine = rho * torch.cos(omega), rho * torch.sin(omega)
+            block = torch.stack([torch.stack([cosine - 1, -sine], dim=-1),
+                                 torch.stack([sine, cosine - 1], dim=-1)], dim=-2) / step  # (pairs, 2, 2)
+            with torch.no_grad():
+                A[0] = block.to(dtype=A.dtype, device=A.device)
+            self.timescales_ = (-1.0 / torch.log(rho)).repeat_interleave(2)  # 0 where ρ = 0 (no memory)
+            self.periods_ = period.repeat_interleave(2)
+            return
+        tau = log_uniform(model.hidden, tau_min, tau_max)
+        rates = (torch.exp(-1.0 / tau) - 1.0) / step
         rates = rates.to(dtype=A.dtype, device=A.device)
         with torch.no_grad():
             if model.structure in ("diagonal", "dplr"):
@@ -762,9 +865,9 @@ class _RandomFeatureEstimator(BaseEstimator):
 
     _classification = False
 
-    def __init__(self, reservoir="slice-diag", *, features="auto", width=None, num_times=4, num_biases=1,
-                 input_scale=1.0, timescales="auto", model_options=None, control_options=None, alphas=DEFAULT_ALPHAS,
-                 batch_size=32, random_state=None, n_jobs=None, device="cpu", dtype="float32"):
+    def __init__(self, reservoir="slice-block", *, features="auto", width=None, num_times=4, num_biases=1,
+                 input_scale=1.0, timescales="auto", memory="auto", model_options=None, control_options=None,
+                 alphas=DEFAULT_ALPHAS, batch_size=32, random_state=None, n_jobs=None, device="cpu", dtype="float32"):
         self.reservoir = reservoir
         self.features = features
         self.width = width
@@ -772,6 +875,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         self.num_biases = num_biases
         self.input_scale = input_scale
         self.timescales = timescales
+        self.memory = memory
         self.model_options = model_options
         self.control_options = control_options
         self.alphas = alphas
@@ -824,8 +928,8 @@ class _RandomFeatureEstimator(BaseEstimator):
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
                                      num_times=self.num_times, num_biases=self.num_biases,
                                      input_scale=self.input_scale, timescales=self.timescales,
-                                     model_options=self.model_options, control_options=self.control_options,
-                                     seed=seed, batch_size=self.batch_size)
+                                     memory=self.memory, model_options=self.model_options,
+                                     control_options=self.control_options, seed=seed, batch_size=self.batch_size)
         device = torch.device(self.device)
         data = self._data(X, times)
         targets = self._targets(y, len(data))
@@ -895,13 +999,15 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
     the readout on its features.
 
     Parameters:
-        reservoir: one of `RESERVOIRS` (default "slice-diag").
+        reservoir: one of `RESERVOIRS` (default "slice-block": damped oscillators, ``memory``).
         features: sequence of `FEATURES`, or "auto" (default); see `RandomFeatures`.
         width: the reservoir's size, or None (default: 1,024 units of a linear CDE; see `RandomFeatures`).
         num_times: fractions of each series read by "times", "values", "windows" (default 4).
         num_biases: "ppv" thresholds per unit (default 1).
         input_scale: multiplies the rescaled path (default 1.0).
         timescales: memory range of linear CDE units, "auto" (default), None or (τ_min, τ_max); see
+            `RandomFeatures`.
+        memory: "auto" (default), "decay" or "oscillation": low-pass or oscillating linear CDE units; see
             `RandomFeatures`.
         model_options: dict of constructor options replacing the registry defaults, or None.
         control_options: dict of `build_control` options (default ``parametrization="index"``), or None.

@@ -78,6 +78,7 @@ __all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "Ref
 
 INSTALL_HINT = 'pip install "neuralde_seq[reference]"'
 DEFAULT_REFERENCE_METHODS = ("minirocket", "1nn-euclidean", "1nn-dtw")
+METHOD_KINDS = ("reference", "random features")  # ReferenceMethod.kind
 _SPANS = ("sample", "common")
 MINIROCKET_MIN_LENGTH = 9  # MiniRocket's kernels have length 9: aeon refuses shorter series
 
@@ -505,6 +506,8 @@ class ReferenceMethod:
         requires: the optional modules it needs (checked before anything runs; ImportError with the install
             command when missing).
         description: one line for tables and listings.
+        kind: what tables call it: "reference" (default: a practitioner's method, the honest reference) or
+            "random features" (the toolkit's own closed-form mode, `neuralde_seq.random_features`).
     """
 
     name: str
@@ -513,6 +516,7 @@ class ReferenceMethod:
     seed_parameter: str | None = "random_state"
     requires: tuple[str, ...] = ()
     description: str = ""
+    kind: str = "reference"
 
     def estimator_class(self) -> type:
         """The estimator class (imported from ``"module:Class"`` where given so)."""
@@ -581,6 +585,8 @@ def register_reference_method(method: ReferenceMethod, *, replace: bool = False)
         raise ValueError(f"reference method name {method.name!r} is a model of the registry (MODEL_NAMES)")
     if method.name in REFERENCE_METHODS and not replace:
         raise ValueError(f"a reference method named {method.name!r} is already registered")
+    if method.kind not in METHOD_KINDS:
+        raise ValueError(f"kind must be one of {METHOD_KINDS}, got {method.kind!r}")
     REFERENCE_METHODS[method.name] = method
     return method
 
@@ -619,6 +625,16 @@ register_reference_method(ReferenceMethod(
 register_reference_method(ReferenceMethod(
     "1nn-dtw", NearestNeighbourClassifier, {"distance": "dtw"}, seed_parameter=None, requires=("aeon",),
     description="1-nearest neighbour, DTW distance (aeon, full window), on the series interpolated onto a grid"))
+# The toolkit's own closed-form mode (not a reference): a frozen random model read out by ridge regression, on the
+# irregular series themselves (no grid).
+register_reference_method(ReferenceMethod(
+    "random-features", "neuralde_seq.random_features:RandomFeatureClassifier", kind="random features",
+    description="frozen random slice-block reservoir of damped oscillators (the defaults), its features read out by "
+                "closed-form ridge"))
+register_reference_method(ReferenceMethod(
+    "random-features-delta-rde", "neuralde_seq.random_features:RandomFeatureClassifier", {"reservoir": "delta-rde"},
+    kind="random features",
+    description="frozen random delta-rde (CT-FWP) reservoir, its features read out by closed-form ridge"))
 
 
 # ------------------------------------------------------------------------------------------- scoring

@@ -172,7 +172,8 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
                                                 ("delta-rde", {"solver": {"method": "exact"}}),
                                                 ("logsignature", {"depth": 2})])
 def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
-    lengths = [1500, 1100, 1500, 700] if reservoir in ("slice-diag", "logsignature") else [120, 80, 120, 50]
+    lengths = [1500, 1100, 1500, 700] if reservoir in ("slice-diag", "slice-block", "logsignature") else [
+        120, 80, 120, 50]
     times, values, lengths = _ragged_batch(lengths, seed=2)
     features = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
         "final", "mean", "times", "ppv", "values")
@@ -243,6 +244,59 @@ def test_memory_sets_each_units_forgetting_per_time_step():
     step = 3.0 / feature_map.time_scale_  # one knot of the rescaled time channel
     per_step = 1.0 + step * feature_map.model_.A[0].double()  # the time channel's part of the Euler step
     torch.testing.assert_close(per_step, torch.exp(-1.0 / tau), rtol=1e-5, atol=1e-6)
+
+
+def test_oscillator_pairs_follow_the_written_out_damped_rotation():
+    times, values, lengths = _ragged_batch([60, 45, 52], channels=1, seed=6)
+    feature_map = RandomFeatures("slice-block", features=("final",), width=40, timescales=(2.0, 50.0),
+                                 memory="oscillation", seed=2).fit(times * 3.0, values, lengths)  # step 3
+    model = feature_map.model_
+    assert model.block_size == 2
+    period, tau = feature_map.periods_[::2], feature_map.timescales_[::2]
+    assert float(period.min()) >= 4.0 and float(period.max()) <= 50.0  # periods in [2 tau_min, tau_max]
+    omega, rho = 2 * torch.pi / period, torch.exp(-1.0 / tau)
+    eigenvalue = rho * torch.exp(1j * omega)
+    # the Euler step over a gap of g median steps, I + g(ρR(ω) − I), does not expand: g = 3 where some ρ allows
+    # it (periods of 12 steps and more), else g = 2
+    gap = torch.where(period >= 12.0, 3.0, 2.0).double()
+    assert bool(((1 + gap * (eigenvalue - 1)).abs() <= 1 + 1e-9).all())
+    # and ρ is the largest such radius, or the unit's own decay (half to twice its period, at least tau_min)
+    radii = torch.linspace(0, 1, 200001, dtype=torch.float64).unsqueeze(1)
+    grown = (1 + gap * (radii * torch.exp(1j * omega) - 1)).abs() > 1 + 1e-12
+    bound = torch.where(grown, -1.0, radii).max(dim=0).values  # by search, not by the closed form
+    longest = torch.exp(-1.0 / torch.clamp(2 * period, min=2.0))
+    shortest = torch.exp(-1.0 / torch.clamp(period / 2, min=2.0))
+    assert bool((rho <= torch.minimum(longest, bound) + 1e-5).all())
+    assert bool((rho >= torch.minimum(shortest, bound) - 1e-5).all())
+    # a constant series on the regular grid: z_k = λ z_(k−1) + β per pair, λ = ρ e^(iω), in closed form
+    K = 400
+    grid = torch.arange(K, dtype=torch.float64).unsqueeze(0) * 3.0
+    flat = torch.full((1, K, 1), 0.7, dtype=torch.float64)
+    states = feature_map.states(feature_map.inputs(grid, flat, torch.tensor([K])))[0].double()  # (K, H)
+    step = 3.0 / feature_map.time_scale_
+    h0 = (model.initial.weight.double() @ torch.tensor([0.0, 0.7 / float(feature_map.value_scales_[0])],
+                                                      dtype=torch.float64) + model.initial.bias.double())
+    beta = step * model.B.weight[:, 0].double()
+    to_complex = lambda h: torch.complex(h[..., 0::2], h[..., 1::2])
+    k = torch.arange(K, dtype=torch.float64).unsqueeze(1)
+    power = eigenvalue.unsqueeze(0) ** k
+    expected = power * to_complex(h0) + to_complex(beta) * (1 - power) / (1 - eigenvalue)
+    torch.testing.assert_close(to_complex(states), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_oscillators_stay_bounded_on_long_irregular_series():
+    # 1,500 knots with gaps of 1-4 steps: the states stay of the order of the path
+    generator = torch.Generator().manual_seed(0)
+    gaps = torch.randint(1, 5, (2, 1500), generator=generator).double()
+    times = gaps.cumsum(dim=1)
+    values = torch.sin(times / 7.0).unsqueeze(-1) + 0.3 * torch.randn(2, 1500, 1, generator=generator,
+                                                                        dtype=torch.float64)
+    feature_map = RandomFeatures("slice-block", features=("final", "ppv"), width=256, seed=0).fit(times, values)
+    assert feature_map.memory == "oscillation"  # slice-block's "auto"
+    states = feature_map.states(feature_map.inputs(times, values))
+    assert float(states.abs().max()) < 100.0
+    ppv = feature_map.transform(times, values)[:, feature_map.feature_slices_["ppv"]]
+    assert float(ppv.std()) > 0.1  # the thresholds split the states
 
 
 # ------------------------------------------------------------------------------------------------ learning
@@ -369,6 +423,12 @@ def test_bad_parameters_raise_naming_them():
         (dict(reservoir="ncde", timescales=(2.0, 10.0)), "timescales applies to the linear CDE"),
         (dict(timescales=(5.0, 2.0)), "timescales must be"),
         (dict(timescales=(2.0, 5.0), control_options={"time_channel": False}), "time channel"),
+        (dict(memory="spiral"), "memory must be"),
+        (dict(reservoir="slice-diag", memory="oscillation"), "memory='oscillation' pairs units"),
+        (dict(reservoir="slice-block", memory="oscillation", model_options={"block_size": 4}), "block_size"),
+        (dict(reservoir="slice-block", memory="oscillation", timescales=None), "memory='oscillation' spreads"),
+        (dict(reservoir="slice-block", memory="oscillation", control_options={"time_channel": False}),
+         "time channel"),
         (dict(alphas=(0.0,)), "alphas"),
         (dict(control_options={"time_unit": 10.0}), "time_unit does not apply"),
         (dict(model_options=[1]), "model_options must be a dict"),

@@ -270,7 +270,7 @@ def test_reference_row_equals_the_python_function(tmp_path):
     assert row["reference"] and row["metrics"]["test"]["accuracy"]["mean"] == pytest.approx(
         float((brute == test.labels.numpy()).mean()), abs=1e-15)
     table = (out / "results.md").read_text()
-    assert "| 1-NN " in table and "1nn-euclidean (reference)" in table and "Reference rows" in table
+    assert "| 1-NN " in table and "1nn-euclidean (reference)" in table and "Closed-form rows" in table
     # resumable: finished reference runs are reused, not refitted
     (path,) = (out / "runs" / "1-NN").glob("seed0-*/result.json")
     stamp = path.stat().st_mtime_ns
@@ -307,3 +307,16 @@ def test_a_config_of_reference_rows_needs_no_training_settings():
     model_row = parse_config({"name": "x", "task": "japanese-vowels", "models": [{"model": "gru-dt"}],
                               "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}}).rows[0]
     assert "reference" not in model_row.to_dict()  # model rows keep their fingerprints
+
+
+def test_random_feature_rows_are_labelled_as_the_toolkits_not_as_references():
+    """The toolkit's closed-form random-feature mode is registered beside the references but never passes for one:
+    its kind is "random features", which tables print; unknown kinds are refused."""
+    from neuralde_seq.reference import REFERENCE_METHODS, ReferenceMethod, register_reference_method
+    from neuralde_seq.training.report import _closed_form_kind
+
+    assert REFERENCE_METHODS["random-features"].kind == "random features"
+    assert _closed_form_kind("random-features") == "random features"
+    assert _closed_form_kind("minirocket") == "reference"
+    with pytest.raises(ValueError, match="kind must be one of"):
+        register_reference_method(ReferenceMethod("nn-x", "sklearn.neighbors:KNeighborsClassifier", kind="toolkit"))

@@ -102,6 +102,14 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
             "reference": bool(row.get("reference")), "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
 
 
+def _closed_form_kind(name: str) -> str:
+    """What a closed-form row is: "reference" (a practitioner's method) or "random features" (the toolkit's)."""
+    from ..reference import REFERENCE_METHODS
+
+    method = REFERENCE_METHODS.get(name)
+    return method.kind if method is not None else "reference"
+
+
 def _metric_name(metric: str, scale: float) -> str:
     name = "accuracy" if metric == "accuracy" else "AUROC"
     if scale == 1:
@@ -118,7 +126,8 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
         other_scale = DEFAULT_SCALE[other]
         paper = s["paper"]
         row = {
-            "label": s["label"], "model": s["model"] + (" (reference)" if s.get("reference") else ""),
+            "label": s["label"], "model": s["model"] + (f" ({_closed_form_kind(s['model'])})" if s.get("reference")
+                                                         else ""),
             "seeds": len(s["seeds"]),
             "metric": _metric_name(metric, scale),
             "ours": _format_mean_std(s["metrics"]["test"][metric], scale, digits),
@@ -191,8 +200,10 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     ]
     references = [s for s in summaries if s["reference"]]
     if references:
-        notes.append("Reference rows (model marked \"(reference)\": closed-form methods of neuralde_seq.reference on "
-                     "the same dropped series, linearly interpolated onto a grid) are fitted once, without epochs, on "
+        notes.append("Closed-form rows (model marked \"(reference)\": a practitioner's method of neuralde_seq.reference "
+                     "on the same dropped series, linearly interpolated onto a grid; \"(random features)\": the "
+                     "toolkit's frozen random models of neuralde_seq.random_features read out by ridge regression, on "
+                     "the series themselves) are fitted once, without epochs, on "
                      "the training and validation splits together unless a row says fit_on: train (then ours (val) "
                      "is scored); train s: the wall time of the fit (of training, for the other rows), per run.")
     if variants:
