@@ -63,9 +63,16 @@ ROWS = {
     "slice-diag-1024-ppv3": dict(reservoir="slice-diag", width=1024, num_biases=3),
     "slice-block-256": dict(reservoir="slice-block", width=256, memory="decay"),
     "slice-block-1024": dict(reservoir="slice-block", width=1024, memory="decay"),
-    "oscillators-256": dict(reservoir="slice-block", width=256, memory="oscillation"),
-    "oscillators-1024": dict(reservoir="slice-block", width=1024, memory="oscillation"),
-    "oscillators-2048": dict(reservoir="slice-block", width=2048, memory="oscillation"),
+    # oscillators spread over all periods only (the defaults before fast units: fast_share 0)
+    "oscillators-256": dict(reservoir="slice-block", width=256, memory="oscillation", fast_share=0.0),
+    "oscillators-1024": dict(reservoir="slice-block", width=1024, memory="oscillation", fast_share=0.0),
+    "oscillators-2048": dict(reservoir="slice-block", width=2048, memory="oscillation", fast_share=0.0),
+    # a share of fast, nearly memoryless oscillators taken from 1,024 units, or added to 1,024 (1,280, 1,536: the
+    # defaults)
+    "oscillators-1024-fast25": dict(reservoir="slice-block", width=1024, memory="oscillation", fast_share=0.25),
+    "oscillators-1024-fast37": dict(reservoir="slice-block", width=1024, memory="oscillation", fast_share=0.375),
+    "oscillators-1280-fast20": dict(reservoir="slice-block", width=1280, memory="oscillation", fast_share=0.2),
+    "oscillators-1536-fast33": dict(reservoir="slice-block", width=1536, memory="oscillation", fast_share=1 / 3),
     "slice-dense-128": dict(reservoir="slice-dense", width=128),
     "slice-dplr-1024": dict(reservoir="slice-dplr", width=1024),
     "delta-rde-64": dict(reservoir="delta-rde", width=64, model_options=EXACT),

@@ -252,7 +252,9 @@ def test_oscillator_pairs_follow_the_written_out_damped_rotation():
                                  memory="oscillation", seed=2).fit(times * 3.0, values, lengths)  # step 3
     model = feature_map.model_
     assert model.block_size == 2
-    period, tau = feature_map.periods_[::2], feature_map.timescales_[::2]
+    assert feature_map.fast_share == 1 / 3  # the oscillators' "auto"
+    fast = 7  # round(20 pairs / 3): the first pairs, checked in test_fast_oscillators_...
+    period, tau = feature_map.periods_[2 * fast::2], feature_map.timescales_[2 * fast::2]
     assert float(period.min()) >= 4.0 and float(period.max()) <= 50.0  # periods in [2 tau_min, tau_max]
     omega, rho = 2 * torch.pi / period, torch.exp(-1.0 / tau)
     eigenvalue = rho * torch.exp(1j * omega)
@@ -273,15 +275,53 @@ def test_oscillator_pairs_follow_the_written_out_damped_rotation():
     grid = torch.arange(K, dtype=torch.float64).unsqueeze(0) * 3.0
     flat = torch.full((1, K, 1), 0.7, dtype=torch.float64)
     states = feature_map.states(feature_map.inputs(grid, flat, torch.tensor([K])))[0].double()  # (K, H)
+    states = states[:, 2 * fast:]
     step = 3.0 / feature_map.time_scale_
     h0 = (model.initial.weight.double() @ torch.tensor([0.0, 0.7 / float(feature_map.value_scales_[0])],
-                                                      dtype=torch.float64) + model.initial.bias.double())
-    beta = step * model.B.weight[:, 0].double()
+                                                      dtype=torch.float64)
+          + model.initial.bias.double())[2 * fast:]
+    beta = step * model.B.weight[2 * fast:, 0].double()
     to_complex = lambda h: torch.complex(h[..., 0::2], h[..., 1::2])
     k = torch.arange(K, dtype=torch.float64).unsqueeze(1)
     power = eigenvalue.unsqueeze(0) ** k
     expected = power * to_complex(h0) + to_complex(beta) * (1 - power) / (1 - eigenvalue)
     torch.testing.assert_close(to_complex(states), expected, rtol=1e-9, atol=1e-9)
+
+
+def _largest_non_expanding_radius(omega, gap):
+    """The largest ρ in [0, 1] with |1 + gap(ρe^{iω} − 1)| <= 1 per entry, by a search over a fine grid."""
+    radii = torch.linspace(0, 1, 200001, dtype=torch.float64).unsqueeze(1)
+    grown = (1 + gap * (radii * torch.exp(1j * omega) - 1)).abs() > 1 + 1e-12
+    return torch.where(grown, -1.0, radii).max(dim=0).values
+
+
+def test_fast_oscillators_are_a_share_of_nearly_memoryless_pairs_and_keep_the_others_draw():
+    times, values, lengths = _ragged_batch([60, 45, 52], channels=1, seed=6)
+    options = dict(features=("final",), width=64, timescales=(2.0, 50.0), seed=3)
+    plain = RandomFeatures("slice-block", fast_share=0.0, **options).fit(times, values, lengths)
+    mixed = RandomFeatures("slice-block", fast_share=0.25, **options).fit(times, values, lengths)
+    fast = 8  # round(0.25 * 32 pairs)
+    # the slow pairs are the draw without fast ones, exactly
+    torch.testing.assert_close(mixed.periods_[2 * fast:], plain.periods_[2 * fast:], rtol=0, atol=0)
+    torch.testing.assert_close(mixed.timescales_[2 * fast:], plain.timescales_[2 * fast:], rtol=0, atol=0)
+    torch.testing.assert_close(mixed.model_.A[0][fast:], plain.model_.A[0][fast:], rtol=0, atol=0)
+    # the fast ones: periods in [2 tau_min, 6 tau_min] knots, radius 0.3 per knot or the non-expanding bound
+    period, tau = mixed.periods_[: 2 * fast: 2], mixed.timescales_[: 2 * fast: 2]
+    assert float(period.min()) >= 4.0 and float(period.max()) <= 12.0
+    assert not torch.equal(period, plain.periods_[: 2 * fast: 2])
+    omega = 2 * torch.pi / period
+    rho = torch.exp(-1.0 / tau)
+    expected = torch.minimum(torch.full_like(rho, 0.3), _largest_non_expanding_radius(omega, 2.0))
+    torch.testing.assert_close(rho, expected, rtol=0, atol=2e-5)
+    # and A_0's blocks are (ρR(ω) − I)/Δt (Δt: the median step of the rescaled times, 1/time_scale_ here)
+    block = mixed.model_.A[0][:fast].double() / mixed.time_scale_ + torch.eye(2, dtype=torch.float64)
+    torch.testing.assert_close(block[:, 0, 0], rho * torch.cos(omega), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(block[:, 1, 0], rho * torch.sin(omega), rtol=1e-5, atol=1e-6)
+    # the defaults: 1,536 oscillator units, a third of the pairs fast; none for low-pass units
+    default = RandomFeatures("slice-block", features=("final",)).fit(times, values, lengths)
+    assert default.state_width_ == 1536 and default.fast_share == 1 / 3
+    assert int((default.periods_[::2] <= 12.0).sum()) >= 256  # 256 fast pairs, and slow ones drawn that short
+    assert RandomFeatures("slice-diag").fast_share == 0.0
 
 
 def test_oscillators_stay_bounded_on_long_irregular_series():
@@ -420,6 +460,8 @@ def test_bad_parameters_raise_naming_them():
         (dict(width=0), "width must be a positive integer"),
         (dict(num_times=0), "num_times"),
         (dict(input_scale=-1.0), "input_scale"),
+        (dict(fast_share=1.0), "fast_share must be"),
+        (dict(reservoir="slice-diag", fast_share=0.1), "fast_share makes a share"),
         (dict(reservoir="ncde", timescales=(2.0, 10.0)), "timescales applies to the linear CDE"),
         (dict(timescales=(5.0, 2.0)), "timescales must be"),
         (dict(timescales=(2.0, 5.0), control_options={"time_channel": False}), "time channel"),

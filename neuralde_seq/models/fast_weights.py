@@ -316,8 +316,9 @@ class FastWeightClassifier(nn.Module):
             `FastWeightNetwork`).
         solver: `SolverOptions` (default None: method "auto", the closed form where it applies, else rk4 with
             one step per knot; checkpointed gradients; see `FastWeightNetwork`).
-        output_norm: a LayerNorm on the network's final output before the linear classifier (default True; False
-            is the papers' plain linear head, whose logits grow with the series' length under Hebb's rule).
+        output_norm: a LayerNorm on the network's final output before the linear classifier: True, False (the
+            papers' plain linear head), or None (default): True for Hebb's rule, whose fast weights (and logits)
+            grow with the series' length, False for the others, whose fast weights stay bounded.
         **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...).
 
     ``forward(control, static=None)`` returns logits of shape (B, num_classes).
@@ -326,14 +327,17 @@ class FastWeightClassifier(nn.Module):
     forwards_options_to = FastWeightLayer  # where **layer_options go (read by models.model_defaults)
 
     def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
-                 output_norm: bool = True, **layer_options):
+                 output_norm: bool | None = None, **layer_options):
         super().__init__()
         check_num_outputs(num_classes)
-        if not isinstance(output_norm, bool):
-            raise TypeError(f"output_norm must be True or False, got {output_norm!r}")
+        if output_norm is not None and not isinstance(output_norm, bool):
+            raise TypeError(f"output_norm must be True, False or None, got {output_norm!r}")
         self.network = FastWeightNetwork(in_channels, num_layers, solver, **layer_options)
-        # The fast weights' read-out is a sum over the whole series (Hebb's W grows like the series' length): a final
-        # LayerNorm keeps the logits O(1) at initialisation on 2,000-point series, as pre-norm Transformers end.
+        if output_norm is None:
+            # Hebb's W is a sum over the whole series and grows like its length (logits in the tens at
+            # initialisation on a 2,000-point series); Oja's and the Delta rules' stay bounded, and a final LayerNorm
+            # slowed the Delta-CDE's learning of an early event at length 1,000 (tests/test_long_sequences.py).
+            output_norm = self.network.layers[0].field.rule.name == "hebb"
         self.output_norm = nn.LayerNorm(self.network.d_model) if output_norm else nn.Identity()
         self.head = nn.Linear(self.network.d_model, num_classes)
 

@@ -175,8 +175,9 @@ class ODERFWP(_ObservationModel):
         solver: `SolverOptions` (default rk4, one step per gap in the
             normalised time, checkpointed gradients); ``step_size`` is the step in τ ∈ [0, 1].
         chrono_t_max: None (default) or a number > 2: chrono initialisation of the learning-rate gate (`RFWPCell`).
-        output_norm: a LayerNorm on the final h before the linear read-out (default True; False is the paper's plain
-            linear read-out, whose logits grow with the number of observations under Hebb's rule).
+        output_norm: a LayerNorm on the final h before the linear read-out: True, False (the paper's plain linear
+            read-out), or None (default): True for Hebb's rule, whose fast weights grow with the number of
+            observations (logits over 100 at initialisation on 2,000 of them), False for the bounded rules.
 
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation;
     `row_states` and `hidden_sequence` give the states at every row.
@@ -185,14 +186,14 @@ class ODERFWP(_ObservationModel):
     def __init__(self, in_channels: int, num_classes: int | None = None, hidden: int = 32, heads: int = 4,
                  rule: str | LearningRule = "delta", width: int = 64, depth: int = 1, *, d_ff: int | None = None,
                  order: str = "evolve_update", query_from: str = "state", solver: SolverOptions | None = None,
-                 chrono_t_max: float | None = None, output_norm: bool = True):
+                 chrono_t_max: float | None = None, output_norm: bool | None = None):
         super().__init__(in_channels, 2 if num_classes is None else num_classes, hidden)
         if num_classes is None:
             self.readout = None
-        if not isinstance(output_norm, bool):
-            raise TypeError(f"output_norm must be True or False, got {output_norm!r}")
-        # h_n reads W_n, a sum over every observation so far (Hebb's grows like the series' length): a LayerNorm
-        # before the linear read-out keeps the logits O(1) at initialisation on long series.
+        if output_norm is not None and not isinstance(output_norm, bool):
+            raise TypeError(f"output_norm must be True, False or None, got {output_norm!r}")
+        if output_norm is None:  # h_n reads W_n, which under Hebb's rule grows like the number of observations
+            output_norm = make_rule(rule).name == "hebb"
         # (without a read-out, as an encoder, there is nothing to normalise for)
         self.output_norm = nn.LayerNorm(hidden) if output_norm and num_classes is not None else nn.Identity()
         _positive_int("width", width)
