@@ -226,13 +226,13 @@ def test_reference_row_equals_the_python_function(tmp_path):
     from neuralde_seq.training.runner import run_benchmark
 
     overrides = _fixture_task(tmp_path)
-    methods = ["1nn-euclidean"] + (["minirocket"] if _has_aeon() else [])
+    methods = ["1nn-euclidean", "minirocket"]
     config = {"name": "ref", "task": "uea", "task_options": {"name": "BasicMotions", "drop_rate": 0.3},
               "seeds": [0, 1], "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
               "models": [{"label": "GRU", "model": "gru-dt", "options": {"hidden": 4}},
                          {"label": "1-NN", "model": "1nn-euclidean"},
                          {"label": "1-NN train", "model": "1nn-euclidean", "options": {"fit_on": "train"}}]
-              + ([{"label": "MR", "model": "minirocket", "options": {"n_kernels": 168}}] if _has_aeon() else []),
+              + [{"label": "MR", "model": "minirocket", "options": {"n_kernels": 168}}],
               "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}]}
     out = tmp_path / "out"
     results = run_benchmark(config, out_dir=out, progress=False, max_steps=2, task_overrides=overrides)
@@ -276,14 +276,6 @@ def test_reference_row_equals_the_python_function(tmp_path):
     stamp = path.stat().st_mtime_ns
     again = run_benchmark(config, out_dir=out, progress=False, max_steps=2, task_overrides=overrides, resume=True)
     assert path.stat().st_mtime_ns == stamp and again["rows"] == results["rows"]
-
-
-def _has_aeon() -> bool:
-    try:
-        import aeon  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("row, message", [
