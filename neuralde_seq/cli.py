@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--models", type=_parse_models, default=None,
                          help="comma-separated rows to run (default: all: hebb-cde, oja-cde, delta-cde, ncde, ckcnn); "
-                              "any other registry model name adds a row for it")
+                              "any other registry model name, reference method (minirocket, 1nn-euclidean, "
+                              "1nn-dtw) or random-features adds a row for it")
     compare.add_argument("--epochs", type=_positive_int, default=None,
                          help="training epochs of every row (default: the config's, 25; CKCNN 30)")
     compare.add_argument("--drop-rate", type=float, default=None,
@@ -166,7 +167,7 @@ def _auto_method(name: str) -> str:
 
 def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
     """The ``key.path=value`` overrides of compare.yaml that ``compare``'s options stand for."""
-    from .models import FAST_WEIGHT_MODEL_NAMES
+    from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES
 
     overrides = []
     if args.drop_rate is not None:
@@ -174,6 +175,8 @@ def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
     if args.seed is not None:
         overrides.append(f"seeds=[{int(args.seed)}]")
     for i, row in enumerate(config["models"]):
+        if row["model"] not in MODEL_NAMES:  # a closed-form row (reference, random features): nothing to train
+            continue
         # Every row: a row's own training settings (CKCNN's 30 epochs) would otherwise win over the top level.
         for option, key in (("epochs", "epochs"), ("lr", "lr"), ("batch_size", "batch_size")):
             value = getattr(args, option)
@@ -186,8 +189,10 @@ def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
 
 def compare_config(models) -> dict:
     """compare.yaml, with a row added for every requested registry model that it does not hold (fast weight
-    models with the config's small fast weight options, the others with their registry defaults)."""
+    models with the config's small fast weight options, the others with their registry defaults) and for every
+    requested closed-form method (`neuralde_seq.reference.REFERENCE_METHODS`: MiniRocket, 1-NN, random features)."""
     from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES
+    from .reference import REFERENCE_METHODS
 
     config = load_config(COMPARE_CONFIG)
     labels = {row["label"] for row in config["models"]}
@@ -198,6 +203,8 @@ def compare_config(models) -> dict:
             if name in FAST_WEIGHT_MODEL_NAMES:
                 row["options"] = dict(fast_weight_options)
             config["models"].append(row)
+        elif name not in labels and name in REFERENCE_METHODS:
+            config["models"].append({"label": name, "model": name})
     return config
 
 

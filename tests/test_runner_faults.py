@@ -203,6 +203,15 @@ def test_compare_adds_a_row_for_any_registry_model_asked_for(tmp_path):
     assert [row.label for row in config.rows].count("ncde") == 1
     with pytest.raises(SystemExit):
         main(["compare", "--models", "nosuchmodel", "--out", str(tmp_path), "--no-progress"])
+    # closed-form rows (a reference, the random-feature mode) are added too, and the training options of
+    # `compare --epochs` skip them (a closed-form row has nothing to train: a training key there is an error)
+    raw = compare_config(["minirocket", "random-features"])
+    args = build_parser().parse_args(["compare", "--epochs", "3"])
+    config = parse_config(apply_overrides(raw, compare_overrides(args, raw)))
+    rows = {row.label: row for row in config.rows}
+    assert rows["minirocket"].reference and rows["minirocket"].training is None
+    assert rows["random-features"].reference and rows["random-features"].training is None
+    assert rows["ncde"].training.epochs == 3
 
 
 def test_time_unit_auto_is_the_training_split_span_for_every_split(tmp_path):
