@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from neuralde_seq import MODEL_NAMES
 from neuralde_seq.sklearn import SequenceClassifier
@@ -52,3 +53,25 @@ def test_defaults_train_on_a_long_spiky_series(name):
         f"{name}: initial loss {losses[0]:.3g} > 3 ln K = {3 * math.log(classes):.3g}: logits far from O(1) at "
         f"initialisation on a {LENGTH}-point series")
     assert max(losses) <= 10 * math.log(classes), f"{name}: the loss grew to {max(losses):.3g} within {STEPS} steps"
+
+
+def test_ode_rnn_reads_time_in_units_of_the_training_span():
+    """The registry's ODE-RNN takes its time unit from the input it is built on (the longest span), so its answer
+    does not depend on the units of the times, and its state stays O(1) along a 300-point series: with one fixed unit
+    f(h), saturated where h is large, drifted h linearly to norms in the hundreds over raw index gaps."""
+    from neuralde_seq import create_model, model_inputs
+
+    gen = torch.Generator().manual_seed(0)
+    times = torch.cumsum(torch.rand(4, 300, generator=gen, dtype=torch.float64) * 2.5 + 0.5, dim=1)
+    values = torch.randn(4, 300, 2, generator=gen, dtype=torch.float64)
+    logits = []
+    for unit in (1.0, 10.0):
+        inputs = model_inputs("ode-rnn", times * unit, values)
+        torch.manual_seed(0)
+        model = create_model("ode-rnn", inputs, 3).double()
+        assert model.time_scale == pytest.approx(unit * float((times[:, -1] - times[:, 0]).max()))
+        logits.append(model(inputs))
+        _, after = model.row_states(inputs)
+        assert float(after.norm(dim=-1).max()) < 10.0
+    torch.testing.assert_close(logits[0], logits[1], rtol=0, atol=1e-10)
+    assert float(logits[0].abs().max()) < 5.0

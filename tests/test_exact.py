@@ -403,8 +403,9 @@ NO_CLOSED_FORM = {
                                                        dict(SMALL_FWP, dx_only=True)),
     "two-layer delta-rde": lambda s: ("delta-rde", _series_inputs("delta-rde", s, points=1000),
                                       dict(SMALL_FWP, num_layers=2)),
+    # time_scale 1: gaps of about one unit, where one rk4 step per gap and two differ measurably
     "ode-rnn (evolve_over_gaps)": lambda s: ("ode-rnn", _series_inputs("ode-rnn", s, points=200),
-                                             dict(hidden=8, width=8)),
+                                             dict(hidden=8, width=8, time_scale=1.0)),
 }
 
 

@@ -119,7 +119,11 @@ register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERP
 register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED))
 register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
 register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
-register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations"))
+# ODE-RNN's ODE in units of the training data's longest span (unless given), as the authors' code normalises times.
+register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations",
+                                     from_inputs=lambda observations, options: dict(
+                                         time_scale=observation_span(observations.times,
+                                                                     observations.lengths) or 1.0)))
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     register_model(f"{_rule}-ode-rfwp", ModelEntry(ODERFWP, dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
                                                    "observations"))
