@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from neuralde_seq.cli import COMPARE_CONFIG, build_parser, compare_overrides, main
+from neuralde_seq.models import model_defaults
 from neuralde_seq.training import ResumeMismatch, fit, load_checkpoint, save_checkpoint
 from neuralde_seq.training.config import apply_overrides, load_config, parse_config
 from neuralde_seq.training.objectives import Classification
@@ -299,3 +300,24 @@ def test_a_run_without_recorded_control_defaults_is_reused_where_they_did_not_ch
     stamp = result_path.stat().st_mtime_ns
     _run(out, _config(), resume=True)
     assert result_path.stat().st_mtime_ns == stamp and "not reusing" not in capsys.readouterr().err
+
+
+def test_an_interrupted_run_made_under_other_registry_defaults_is_set_aside_not_continued(tmp_path, capsys):
+    """An interrupted run (a resume checkpoint, no result.json) has the same fingerprint after the registry's
+    defaults change (the fingerprint hashes the row as written), but it is another model: continuing it failed with
+    torch's raw state-dict error when a default added a layer. It is moved aside and made afresh, as a finished run
+    made under other defaults is."""
+    out = tmp_path / "out"
+    _run(out, _config())
+    (run_dir,) = [p for p in (out / "runs" / "gru").iterdir()]
+    (run_dir / "result.json").unlink()  # interrupted: only the checkpoints remain
+    saved = torch.load(run_dir / "last.pt", weights_only=True)
+    assert saved["config"]["model_defaults"]["hidden"] == model_defaults("gru-dt")["hidden"]
+    saved["config"]["model_defaults"]["hidden"] = 999  # as if made under another registry default
+    saved["model_state"] = {"not_a_parameter_of_today": torch.zeros(1)}  # another model: cannot be loaded
+    torch.save(saved, run_dir / "last.pt")
+    _run(out, _config(), resume=True)
+    assert "not continuing" in capsys.readouterr().err
+    folders = _run_folders(out)
+    assert folders == sorted([run_dir.name, f"stale-{run_dir.name}"])
+    assert (run_dir / "result.json").exists()

@@ -44,7 +44,7 @@ from ..data import DatasetSplits, IrregularDataset
 from ..solvers import SolverOptions
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
                      slug, validate_config)
-from .fit import TrainingDiverged
+from .fit import ResumeMismatch, TrainingDiverged
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
 from .results import to_jsonable, write_json
@@ -593,13 +593,29 @@ def run_benchmark(
                 fit = fit_and_evaluate_reference(row.model, splits, seed=seed, options=row.options, tests=tests,
                                                  model_changes=model_changes)
             else:
-                fit = fit_and_evaluate(
-                    row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-                    solver=row.solver, tests=tests, model_changes=model_changes, checkpoint_path=run_dir / "best.pt",
-                    last_checkpoint_path=run_dir / "last.pt",
-                    resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
-                    threads=threads, control_cache=control_cache, run_settings=settings,
-                )
+                def train():
+                    # The registry defaults go into the resume checkpoint's settings too (not into the fingerprint):
+                    # an interrupted run made under other defaults is another model, never continued.
+                    return fit_and_evaluate(
+                        row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
+                        solver=row.solver, tests=tests, model_changes=model_changes,
+                        checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
+                        resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
+                        threads=threads, control_cache=control_cache,
+                        run_settings={**settings, "model_defaults": defaults[row.model],
+                                      "control_defaults": control_defaults[row.model]})
+
+                try:
+                    fit = train()
+                except ResumeMismatch as mismatch:
+                    # Same fingerprint, other registry defaults (or a checkpoint from before they were recorded):
+                    # set aside like a finished run of another model, and made afresh.
+                    stale = _stale_path(run_dir)
+                    if _is_main():
+                        run_dir.rename(stale)
+                        print(f"[{row.label} seed {seed}] not continuing {run_dir.name}: {mismatch}; moved to "
+                              f"{stale.name}", file=sys.stderr)
+                    fit = train()
             result = {
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
                 "smoke": max_steps is not None, "config": settings, "data": data.info(),
