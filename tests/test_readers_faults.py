@@ -246,3 +246,17 @@ def test_real_archive_files_still_load():
     assert (len(train), len(test)) == (270, 370)
     assert all(s.shape[0] == 12 and np.isfinite(s).all() for s in train.series + test.series)
     assert set(train.labels) == set(train.class_labels) == {str(k) for k in range(1, 10)}
+
+
+def test_percent_comments_in_a_ts_header_are_comments_and_nowhere_else():
+    """aeon's own UnitTest_TRAIN.ts opens with "%#" lines (the ARFF comment mark) before its header: they are
+    comments there, and the file reads as the same file without them; after @data a "%" line is no case and is
+    refused (never silently skipped)."""
+    plain = parse_ts(TS_UNI.splitlines(), source="uni.ts")
+    commented = parse_ts(["%# a cut-down problem, for examples", "%"] + TS_UNI.splitlines(), source="uni.ts")
+    assert np.array_equal(commented.labels, plain.labels)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(commented.series, plain.series))
+    lines = TS_UNI.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().lower() == "@data")
+    with pytest.raises(ValueError, match="uni.ts, line"):
+        parse_ts(lines[:at + 1] + ["% not a case"] + lines[at + 1:], source="uni.ts")

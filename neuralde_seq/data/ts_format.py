@@ -2,7 +2,9 @@
 
 The format, as used by the UEA & UCR time series classification archive:
 
-* lines starting with ``#`` are comments, blank lines are ignored;
+* lines starting with ``#`` are comments, blank lines are ignored; in the header (before ``@data``), lines
+  starting with ``%`` are comments too (the ARFF convention, which aeon's own ``.ts`` files use: its
+  ``UnitTest_TRAIN.ts`` opens with ``%#`` lines);
 * header lines start with ``@`` (``@problemName``, ``@timeStamps``, ``@missing``, ``@univariate``,
   ``@dimensions``, ``@equalLength``, ``@seriesLength``, ``@classLabel``, ``@targetLabel``), keywords
   are case-insensitive;
@@ -226,7 +228,7 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
 
     for lineno, raw_line in enumerate(lines, start=1):
         line = raw_line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith("#") or (not in_data and line.startswith("%")):
             continue
         if not in_data:
             if not line.startswith("@"):
