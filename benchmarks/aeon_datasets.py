@@ -9,7 +9,8 @@ length 29-361, 10 classes). The rows, each with the registry defaults unless sai
 
     CT-FWPs:    delta-cde, delta-rde (closed-form steps: the default solver's "auto"), hebb-cde
     recipe:     delta-rde-cosine (time_unit="auto", warm-up + cosine learning rate), delta-rde-long (the same with
-                3x the epochs): the training recipe's levers, each a row
+                3x the epochs), delta-rde-wide (time_unit="auto", d_model 128): the training recipe's levers, each
+                a row
     baselines:  ncde, ckcnn, gru-d, and issue 15's log-ncde, slice-block, slice-diag, slice-dplr
     random features: random-features (a frozen random slice-block reservoir of damped oscillators read out by
                 ridge regression: the toolkit's closed-form mode, neuralde_seq.random_features; counted as a
@@ -90,8 +91,9 @@ DATASETS = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand"
 CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
 BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
 # The training recipe's levers on the cheapest CT-FWP (delta-rde, closed-form steps), each a row (recipe_rows):
-# the time channel over the longest span with a warm-up + cosine learning rate, and that with 3x the steps.
-RECIPE = ("delta-rde-cosine", "delta-rde-long")
+# the time channel over the longest span with a warm-up + cosine learning rate, that with 3x the steps, and the time
+# channel over the longest span at twice the width (d_model 128, constant learning rate).
+RECIPE = ("delta-rde-cosine", "delta-rde-long", "delta-rde-wide")
 NEURAL = CT_FWPS + RECIPE + BASELINES
 # The toolkit's closed-form mode (neuralde_seq.random_features): a frozen random CT-FWP (delta-rde) and linear CDE
 # (slice-block damped oscillators, the mode's default) read out by ridge regression; the first counts as a CT-FWP,
@@ -164,10 +166,11 @@ TIME_CHANNEL_VARIANTS = {
 
 def recipe_rows(budget: dict) -> list[dict]:
     """The recipe study's rows (RECIPE): delta-rde with time_unit="auto" and the cosine schedule, at the dataset's
-    budget and at three times its epochs."""
+    budget and at three times its epochs; and with time_unit="auto" at twice the registry's width."""
     recipe = {"model": "delta-rde", "control": {"time_unit": "auto"}}
     return [{"label": "delta-rde-cosine", **recipe, "training": {"schedule": "cosine"}},
-            {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}}]
+            {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}},
+            {"label": "delta-rde-wide", **recipe, "options": {"d_model": 128}}]
 
 
 def time_channel_rows() -> list[dict]:
