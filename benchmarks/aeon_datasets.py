@@ -92,13 +92,18 @@ CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
 BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
 # The training recipe's levers on the cheapest CT-FWP (delta-rde, closed-form steps), each a row (recipe_rows):
 # the time channel over the longest span with a warm-up + cosine learning rate, that with 3x the steps, and the time
-# channel over the longest span at twice the width (d_model 128, constant learning rate).
-RECIPE = ("delta-rde-cosine", "delta-rde-long", "delta-rde-wide")
+# channel over the longest span at twice the width (d_model 128, constant learning rate); then, each beside
+# delta-rde-cosine (time channel over the longest span, cosine schedule, the dataset's budget) with one lever
+# changed: augmentation (every training batch randomly cropped to 80-100 % of its observed points and thinned by
+# 20 %), depth (two fast weight layers: no closed form, the auto solver takes rk4), and an ensemble of 3 models
+# trained with other seeds (their mean class probabilities; 3x the training cost).
+RECIPE = ("delta-rde-cosine", "delta-rde-long", "delta-rde-wide", "delta-rde-augment", "delta-rde-deep",
+          "delta-rde-ensemble")
 NEURAL = CT_FWPS + RECIPE + BASELINES
 # The toolkit's closed-form mode (neuralde_seq.random_features): a frozen random CT-FWP (delta-rde) and linear CDE
 # (slice-block damped oscillators, the mode's default) read out by ridge regression; the first counts as a CT-FWP,
-# the second as a baseline.
-RANDOM_FEATURES = ("random-features-delta-rde", "random-features")
+# the others as baselines; the last is the mean decision function of 5 default reservoirs drawn with other seeds.
+RANDOM_FEATURES = ("random-features-delta-rde", "random-features", "random-features-ensemble")
 TOOLKIT = NEURAL + RANDOM_FEATURES
 REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
 GAP_REFERENCE = "minirocket"  # the best toolkit row's gap to this reference row, per dataset
@@ -151,6 +156,7 @@ def rows() -> list[dict]:
         # the toolkit's random-feature mode (closed form, fitted like the references on train + validation)
         {"label": "random-features", "model": "random-features"},
         {"label": "random-features-delta-rde", "model": "random-features-delta-rde"},
+        {"label": "random-features-ensemble", "model": "random-features", "options": {"ensemble": 5}},
     ]
 
 
@@ -166,11 +172,16 @@ TIME_CHANNEL_VARIANTS = {
 
 def recipe_rows(budget: dict) -> list[dict]:
     """The recipe study's rows (RECIPE): delta-rde with time_unit="auto" and the cosine schedule, at the dataset's
-    budget and at three times its epochs; and with time_unit="auto" at twice the registry's width."""
+    budget and at three times its epochs; with time_unit="auto" at twice the registry's width; and the cosine row
+    with augmentation, with two layers, and as an ensemble of three."""
     recipe = {"model": "delta-rde", "control": {"time_unit": "auto"}}
     return [{"label": "delta-rde-cosine", **recipe, "training": {"schedule": "cosine"}},
             {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}},
-            {"label": "delta-rde-wide", **recipe, "options": {"d_model": 128}}]
+            {"label": "delta-rde-wide", **recipe, "options": {"d_model": 128}},
+            {"label": "delta-rde-augment", **recipe,
+             "training": {"schedule": "cosine", "augment_drop_rate": 0.2, "augment_crop": 0.8}},
+            {"label": "delta-rde-deep", **recipe, "training": {"schedule": "cosine"}, "options": {"num_layers": 2}},
+            {"label": "delta-rde-ensemble", **recipe, "training": {"schedule": "cosine", "ensemble": 3}}]
 
 
 def time_channel_rows() -> list[dict]:

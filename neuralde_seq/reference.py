@@ -74,7 +74,8 @@ from .observations import validate_observations
 
 __all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "ReferenceMethod", "REFERENCE_METHODS",
            "register_reference_method", "reference_method", "create_reference", "reference_scores",
-           "fit_reference", "evaluate_reference", "as_arrays", "warm_up", "DEFAULT_REFERENCE_METHODS", "INSTALL_HINT"]
+           "fit_reference", "evaluate_reference", "as_arrays", "warm_up", "SeedEnsemble", "DEFAULT_REFERENCE_METHODS",
+           "INSTALL_HINT"]
 
 INSTALL_HINT = 'pip install "neuralde_seq[reference]"'
 DEFAULT_REFERENCE_METHODS = ("minirocket", "1nn-euclidean", "1nn-dtw")
@@ -759,22 +760,69 @@ def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset
         train: a labelled `IrregularDataset`, or a sequence of them (e.g. ``(train, val)``) with the same
             channels and class indices.
         seed: the seed of a randomised method.
-        options: constructor arguments of the method's estimator.
+        options: constructor arguments of the method's estimator, and ``ensemble``: K > 1 fits K estimators with
+            seeds ``seed``, ``seed + 1000``, ... (`neuralde_seq.training.augmentation.member_seed`) and returns
+            their `SeedEnsemble` (mean decision function).
 
     Returns:
-        ``(estimator, seconds)``: the fitted estimator and the wall time of ``fit`` (grid included).
+        ``(estimator, seconds)``: the fitted estimator and the wall time of ``fit`` (grid included; all members'
+            fits for an ensemble).
     """
+    from .training.augmentation import member_seed
+
     method = reference_method(name)
     method.check_available()
     datasets = [train] if isinstance(train, IrregularDataset) else list(train)
     if not datasets:
         raise ValueError("train holds no dataset")
+    options = dict(options or {})
+    ensemble = options.pop("ensemble", 1)
+    if isinstance(ensemble, bool) or not isinstance(ensemble, int) or ensemble < 1:
+        raise ValueError(f"ensemble must be a positive integer, got {ensemble!r}")
+    if ensemble > 1 and seed is None:
+        raise ValueError("ensemble > 1 needs an integer seed (its members' seeds follow from it)")
     X, times, labels = _joined(datasets)
-    estimator = method.create(seed, **dict(options or {}))
     warm_up(name, datasets[0].num_channels, seed=seed, options=options)
-    t0 = time.perf_counter()
-    estimator.fit(X, labels, times=times)
-    return estimator, time.perf_counter() - t0
+    members, seconds = [], 0.0
+    for member in range(ensemble):
+        estimator = method.create(seed if member == 0 else member_seed(seed, member), **options)
+        if ensemble > 1 and not hasattr(estimator, "decision_function"):
+            raise ValueError(f"ensemble={ensemble}: reference method {name!r} has no decision_function to average")
+        t0 = time.perf_counter()
+        estimator.fit(X, labels, times=times)
+        seconds += time.perf_counter() - t0
+        members.append(estimator)
+    return (members[0] if ensemble == 1 else SeedEnsemble(members)), seconds
+
+
+class SeedEnsemble:
+    """Fitted estimators of one method that differ only in their seed: their mean decision function.
+
+    Made by `fit_reference` with ``options={"ensemble": K}`` (members' seeds as the runner's neural ensembles,
+    `neuralde_seq.training.augmentation.member_seed`).
+
+    Arguments:
+        members: fitted estimators with ``decision_function(X, times=...)`` and the same ``classes_``.
+    """
+
+    def __init__(self, members):
+        self.members = list(members)
+        self.classes_ = np.asarray(self.members[0].classes_)
+        if any(not np.array_equal(np.asarray(m.classes_), self.classes_) for m in self.members):
+            raise ValueError("the members were fitted on different classes")
+
+    def decision_function(self, X, times=None) -> np.ndarray:
+        """The members' decision functions' mean: (N, K), or (N,) for two classes."""
+        return np.mean([np.asarray(m.decision_function(X, times=times), dtype=np.float64) for m in self.members],
+                       axis=0)
+
+    def predict(self, X, times=None) -> np.ndarray:
+        decision = self.decision_function(X, times=times)
+        index = (decision > 0).astype(int) if decision.ndim == 1 else decision.argmax(axis=1)
+        return self.classes_[index]
+
+    def get_params(self, deep: bool = False) -> dict:
+        return {**self.members[0].get_params(deep=False), "ensemble": len(self.members)}
 
 
 def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test: IrregularDataset,

@@ -385,3 +385,19 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
     # reused controls give exactly the results of controls built for every run
     for with_cache, without in zip(results[True]["rows"], results[False]["rows"]):
         assert with_cache["metrics"] == without["metrics"] and with_cache["seeds"] == [0, 1]
+
+
+def test_a_solver_field_added_at_its_default_leaves_recorded_runs_reusable():
+    from neuralde_seq.solvers import SolverOptions
+    from neuralde_seq.training.runner import _changed_keys
+
+    today = {"d_model": 64, "solver": repr(SolverOptions())}
+    # a run recorded before the last field of SolverOptions existed: its repr lacks it
+    last = [f.name for f in __import__("dataclasses").fields(SolverOptions)][-1]
+    older = repr(SolverOptions()).replace(f", {last}={getattr(SolverOptions(), last)!r}", "")
+    assert older != today["solver"]
+    assert _changed_keys({"d_model": 64, "solver": older}, today) == []
+    # a recorded solver that differs in a field it has is another model, as is any other changed default
+    other = repr(SolverOptions(method="rk4"))
+    assert _changed_keys({"d_model": 64, "solver": other}, today) == ["solver"]
+    assert _changed_keys({"d_model": 32, "solver": older}, today) == ["d_model"]

@@ -19,7 +19,8 @@ from .synthetic import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, SyntheticSeque
     warped_adding
 from .time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
 from .trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
-from .transforms import channel_statistics, drop_observations, num_dropped, standardise, subsample
+from .transforms import (channel_statistics, drop_observations, num_dropped, random_crop_and_drop, standardise,
+                         subsample)
 from .ts_format import TsData, parse_ts, read_ts
 from .uea import load_character_trajectories, load_eigenworms, load_uea
 
@@ -49,6 +50,7 @@ __all__ = [
     "channel_statistics",
     "data_dir",
     "drop_observations",
+    "random_crop_and_drop",
     "embedded_path",
     "extract_archive",
     "fetch",

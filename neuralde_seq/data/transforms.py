@@ -9,7 +9,7 @@ import torch
 
 from .datasets import IrregularDataset
 
-__all__ = ["drop_observations", "num_dropped", "subsample", "channel_statistics", "standardise"]
+__all__ = ["drop_observations", "num_dropped", "random_crop_and_drop", "subsample", "channel_statistics", "standardise"]
 
 
 def num_dropped(rate: float, length: int, observed: int | None = None) -> int:
@@ -72,6 +72,82 @@ def drop_observations(dataset: IrregularDataset, rate: float, seed: int) -> Irre
     meta.setdefault("transforms", [])
     meta["transforms"] = list(meta["transforms"]) + [{"drop_observations": {"rate": rate, "seed": seed}}]
     return dataset.replace(values=values, meta=meta)
+
+
+def random_crop_and_drop(dataset: IrregularDataset, drop_rate: float = 0.0, crop: float = 1.0, *,
+                         generator: torch.Generator | None = None) -> IrregularDataset:
+    """Training-time augmentation of irregular series: a random contiguous crop, then random drops.
+
+    Per sample, over its observed time points (those with at least one non-NaN channel, within its length),
+    n of them:
+
+    1. crop: a fraction f ~ U(``crop``, 1) is drawn and a window of ``ceil(f · n)`` consecutive observed points
+       at a uniformly drawn start is kept;
+    2. drop: each kept point is dropped independently with probability ``drop_rate``; if fewer than 2 points
+       would remain, the 2 window points with the largest draws are kept (as `drop_observations` keeps 2).
+
+    Points not kept become unobserved (all channels NaN): the time grid, the lengths, the labels and the static
+    features are unchanged, so the models read a cropped, thinned series exactly as they read missing data
+    (the control interpolates over the gaps and is flat before the first and after the last kept point).
+    Samples with fewer than 2 observed points are left as they are. ``drop_rate=0`` and ``crop=1`` return an
+    unchanged copy. Random numbers come from ``generator`` (default: torch's global generator of the values'
+    device, which `neuralde_seq.training.fit` seeds and saves in its resume checkpoints).
+
+    Arguments:
+        dataset: the `IrregularDataset` to augment; it is not modified.
+        drop_rate: probability of dropping each kept point, in [0, 1).
+        crop: the smallest fraction of a sample's observed points a crop keeps, in (0, 1].
+        generator: a ``torch.Generator`` on the values' device, or None.
+
+    Returns:
+        A new dataset with the points not kept set to NaN.
+
+    Raises:
+        ValueError: ``drop_rate`` not in [0, 1) or ``crop`` not in (0, 1].
+    """
+    drop_rate, crop = check_augmentation(drop_rate, crop)
+    values = dataset.values.clone()
+    if drop_rate == 0.0 and crop == 1.0:
+        return dataset.replace(values=values)
+    device = values.device
+    n, t = values.shape[:2]
+    within = torch.arange(t, device=device) < dataset.lengths.to(device)[:, None]
+    observed = (~torch.isnan(values)).any(dim=2) & within  # (N, T)
+    count = observed.sum(dim=1)  # n per sample
+    rank = torch.cumsum(observed.long(), dim=1) - 1  # the rank of each observed point among its sample's
+    u = torch.rand(n, 2, generator=generator, device=device, dtype=torch.float64)
+    fraction = crop + (1.0 - crop) * u[:, 0]
+    window = torch.clamp(torch.ceil(fraction * count).long(), min=2)
+    window = torch.minimum(window, count)
+    start = torch.floor(u[:, 1] * (count - window + 1)).long().clamp(min=0)
+    start = torch.minimum(start, count - window)
+    keep = observed & (rank >= start[:, None]) & (rank < (start + window)[:, None])
+    draws = torch.rand(n, t, generator=generator, device=device, dtype=torch.float64)
+    kept = keep & (draws >= drop_rate)
+    # at least 2 points stay: the 2 window points with the largest draws
+    best_two = torch.topk(torch.where(keep, draws, torch.full_like(draws, -1.0)), k=min(2, t), dim=1).indices
+    rescue = torch.zeros_like(keep).scatter_(1, best_two, True) & keep
+    kept = torch.where((kept.sum(dim=1) < 2)[:, None], kept | rescue, kept)
+    kept = torch.where((count < 2)[:, None], observed, kept)
+    values[observed & ~kept] = float("nan")
+    return dataset.replace(values=values)
+
+
+def check_augmentation(drop_rate, crop) -> tuple[float, float]:
+    """``(drop_rate, crop)`` as floats, checked: drop_rate in [0, 1), crop in (0, 1] (`random_crop_and_drop`).
+
+    Raises:
+        ValueError: naming the argument that is out of range or not a number.
+    """
+    for name, value in (("drop_rate", drop_rate), ("crop", crop)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if not 0.0 <= float(drop_rate) < 1.0:
+        raise ValueError(f"drop_rate must lie in [0, 1), got {drop_rate}")
+    if not 0.0 < float(crop) <= 1.0:
+        raise ValueError(f"crop must lie in (0, 1], got {crop}")
+    return float(drop_rate), float(crop)
 
 
 def subsample(dataset: IrregularDataset, factor: int) -> IrregularDataset:

@@ -6,9 +6,11 @@
 - callbacks (`.callbacks`): `BestCheckpoint`, `EarlyStopping`, `StopWhen`,
   `TimeLimit`, `DivergenceGuard`, `ProgressBar`;
 - `train_classifier`, `evaluate`, `predict`: classification in one call;
+- `AugmentedInputs` (training inputs cropped and thinned afresh per batch), `EnsembleClassifier`;
 - checkpoints (`.checkpoints`), metrics, results tables (`.results`), the runner (`.runner`).
 """
 
+from .augmentation import AugmentedInputs, EnsembleClassifier
 from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,
                         TimeLimit)
 from .checkpoints import default_last_checkpoint_path, load_checkpoint, save_checkpoint
@@ -23,5 +25,5 @@ __all__ = [
     "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
     "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
     "save_checkpoint", "load_checkpoint", "default_last_checkpoint_path", "accuracy", "auroc", "format_table",
-    "to_jsonable", "write_json", "write_table",
+    "to_jsonable", "write_json", "write_table", "AugmentedInputs", "EnsembleClassifier",
 ]

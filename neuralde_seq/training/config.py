@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..solvers import SolverOptions
+from ..data.transforms import check_augmentation
 from .schedules import SCHEDULES
 
 __all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
@@ -36,7 +37,13 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
     "schedule": "constant",  # the learning rate over the run (fit's `schedule`)
     "select_on": None,  # None: the task's metric
+    # augmentation of every training batch (`neuralde_seq.data.random_crop_and_drop`): off by default
+    "augment_drop_rate": 0.0, "augment_crop": 1.0,
+    "ensemble": 1,  # models trained per run (other seeds), their mean class probabilities evaluated
 }
+# Settings left out of a row's recorded training dict at their defaults, so that runs recorded before these
+# settings existed keep their fingerprints.
+_OMITTED_AT_DEFAULT = {"schedule": "constant", "augment_drop_rate": 0.0, "augment_crop": 1.0, "ensemble": 1}
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
 PAPER_KEYS = ("value", "std", "metric", "source", "scale")
 EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp", "model")
@@ -65,14 +72,18 @@ class TrainingSettings:
     weight_decay: float = 0.0
     penalty_weight: float = 0.0
     schedule: str = "constant"
+    augment_drop_rate: float = 0.0
+    augment_crop: float = 1.0
+    ensemble: int = 1
 
 
 def _training_dict(training: TrainingSettings) -> dict:
-    """The settings as plain data; the constant schedule left out, so that runs recorded before schedules existed
-    keep their fingerprints."""
+    """The settings as plain data; the constant schedule, no augmentation and no ensemble left out, so that runs
+    recorded before these settings existed keep their fingerprints."""
     out = dataclasses.asdict(training)
-    if out["schedule"] == "constant":
-        del out["schedule"]
+    for key, default in _OMITTED_AT_DEFAULT.items():
+        if out[key] == default:
+            del out[key]
     return out
 
 
@@ -292,6 +303,12 @@ def _check_training(training: dict, where: str) -> dict:
     out["penalty_weight"] = float(_number(out["penalty_weight"], f"{where}.penalty_weight", minimum=0.0))
     if out["schedule"] not in SCHEDULES:
         raise ConfigError(f"{where}.schedule must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
+    try:
+        out["augment_drop_rate"], out["augment_crop"] = check_augmentation(
+            _yaml_number(out["augment_drop_rate"]), _yaml_number(out["augment_crop"]))
+    except ValueError as err:
+        raise ConfigError(f"{where}.augment_{err}") from err
+    out["ensemble"] = _number(out["ensemble"], f"{where}.ensemble", positive=True, integer=True)
     if out["select_on"] is not None and out["select_on"] not in SELECT_ON:
         raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {out['select_on']!r}")
     return out
@@ -414,11 +431,14 @@ def _parse_reference_row(row: dict, where: str, label: str, task_metric: str) ->
             raise ConfigError(f"{where}.{key}: {row['model']!r} is a reference method (fitted in closed form, "
                               f"neuralde_seq.reference), {key} settings do not apply to it")
     options = _require_mapping(row.get("options"), f"{where}.options")
-    _check_keys(options, (*method.option_names(), "fit_on"), f"{where}.options (reference method {row['model']})")
+    _check_keys(options, (*method.option_names(), "fit_on", "ensemble"),
+                f"{where}.options (reference method {row['model']})")
     if options.get("fit_on", REFERENCE_FIT_ON[0]) not in REFERENCE_FIT_ON:
         raise ConfigError(f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got "
                           f"{options['fit_on']!r}")
     options = {key: _yaml_number(value) for key, value in options.items()}
+    if "ensemble" in options:  # estimators fitted with other seeds, their decision functions averaged
+        options["ensemble"] = _number(options["ensemble"], f"{where}.options.ensemble", positive=True, integer=True)
     return ModelRow(label=label, model=row["model"], options=options, control={}, training=None, solver=None,
                     solver_fields={}, paper=_parse_paper(row.get("paper"), f"{where}.paper", task_metric),
                     reference=True)

@@ -29,6 +29,8 @@ output and never aggregated with full runs (`report`).
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -44,6 +46,7 @@ from ..data import DatasetSplits, IrregularDataset
 from ..solvers import SolverOptions
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
                      slug, validate_config)
+from .augmentation import ENSEMBLE_SEED_STEP, AugmentedInputs, EnsembleClassifier, member_seed
 from .fit import ResumeMismatch, TrainingDiverged
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
@@ -187,6 +190,14 @@ def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
     return out
 
 
+def _tagged(path: str | os.PathLike | None, tag: str) -> Path | None:
+    """``path`` with ``tag`` inserted before its suffix (an ensemble member's checkpoint), or None."""
+    if path is None or not tag:
+        return None if path is None else Path(path)
+    path = Path(path)
+    return path.with_name(path.stem + tag + path.suffix)
+
+
 def _count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -224,6 +235,13 @@ def fit_and_evaluate(
     by `changed_model` first for a label in ``model_changes``, label -> change), asserting that
     every sample was scored. A diverged run reports its last good checkpoint and the reason.
 
+    ``training.augment_drop_rate`` / ``augment_crop`` (`neuralde_seq.data.random_crop_and_drop`): the training
+    inputs are built afresh from randomly cropped and thinned samples at every batch (`AugmentedInputs`).
+    ``training.ensemble`` = K > 1: K models are trained, with seeds ``seed + ENSEMBLE_SEED_STEP * j`` (j = 0 is
+    ``seed`` itself) and checkpoints ``<name>.member<j><suffix>`` for j > 0, and their mean class probabilities
+    (`EnsembleClassifier`) are evaluated; ``params`` counts all members, ``history`` is the first member's with
+    every member's under ``ensemble_members``, and ``diverged`` the first divergence's message.
+
     ``threads``: torch's CPU threads for training and evaluation (default 1; None: torch's setting).
 
     ``splits`` (and ``tests``) must already be on the device and in the dtype to use. With a
@@ -258,44 +276,70 @@ def fit_and_evaluate(
                       "{unobserved_fill: 0.0}).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
             raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}") from err
 
-    torch.manual_seed(seed)
-    model = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
-                         else inputs["train"], num_classes=train.num_classes, solver=solver if solver else None,
-                         **model_options)
-    model = model.to(device=train.values.device, dtype=train.values.dtype)
+    if not isinstance(training, TrainingSettings):
+        training = TrainingSettings(**{"select_on": "accuracy", **dict(training)})
+    eval_batch_size = int(training.eval_batch_size or training.batch_size)
+    train_inputs = inputs["train"]
+    if training.augment_drop_rate > 0 or training.augment_crop < 1:
+        # built afresh from augmented samples at every batch (validation and test inputs stay as built above)
+        train_inputs = AugmentedInputs(
+            train, lambda ds: build_model_inputs(model_name, ds, control, reads_static),
+            drop_rate=training.augment_drop_rate, crop=training.augment_crop)
+
+    def new_model(member_seed: int) -> torch.nn.Module:
+        torch.manual_seed(member_seed)
+        made = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
+                            else inputs["train"], num_classes=train.num_classes, solver=solver if solver else None,
+                            **model_options)
+        made = made.to(device=train.values.device, dtype=train.values.dtype)
+        if hasattr(made, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
+            made.set_empirical_mean(inputs["train"])
+        return made
+
+    model = new_model(seed)
     model_changes = dict(model_changes or {})
     for label, change in model_changes.items():  # refused before training, not after
         try:
             changed_model(model, change)
         except ValueError as err:
             raise ValueError(f"model {model_name!r}, test variant {label!r}: {err}") from err
-    if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
-        model.set_empirical_mean(inputs["train"])
-    params = _count_parameters(model)
-    if not isinstance(training, TrainingSettings):
-        training = TrainingSettings(**{"select_on": "accuracy", **dict(training)})
-    eval_batch_size = int(training.eval_batch_size or training.batch_size)
-    diverged = None
+    # An ensemble's members: seed, seed + ENSEMBLE_SEED_STEP, seed + 2 * ENSEMBLE_SEED_STEP, ... (apart from the
+    # row's other seeds 0, 1, 2, ...); each with its own checkpoints.
+    members, histories, diverged = [], [], None
     t0 = time.perf_counter()
-    try:
-        history = train_classifier(
-            model, inputs["train"], train.labels, inputs["val"], val.labels,
-            epochs=training.epochs, lr=training.lr, batch_size=training.batch_size,
-            seed=seed, checkpoint_path=checkpoint_path, last_checkpoint_path=last_checkpoint_path, resume=resume,
-            weight_decay=training.weight_decay, penalty_weight=training.penalty_weight, grad_clip=training.grad_clip,
-            schedule=training.schedule,
-            patience=training.patience, eval_batch_size=eval_batch_size, select_on=training.select_on,
-            max_steps=max_steps, progress=progress, num_classes=train.num_classes, threads=threads,
-            # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
-            config={"model": model_name, "model_options": model_options, "control_options": dict(control or {}),
-                    "solver": None if solver is None else repr(solver), **dict(run_settings or {})},
-            desc=desc or model_name,
-        )
-    except TrainingDiverged as err:
-        if _is_main():
-            print(f"[{desc or model_name}] {err}", file=sys.stderr)
-        diverged = str(err)
-        history = err.history
+    for member in range(training.ensemble):
+        seed_j = member_seed(seed, member)
+        if member:
+            model = new_model(seed_j)
+        tag = "" if member == 0 else f".member{member}"
+        try:
+            history = train_classifier(
+                model, train_inputs, train.labels, inputs["val"], val.labels,
+                epochs=training.epochs, lr=training.lr, batch_size=training.batch_size,
+                seed=seed_j, checkpoint_path=_tagged(checkpoint_path, tag),
+                last_checkpoint_path=_tagged(last_checkpoint_path, tag), resume=resume,
+                weight_decay=training.weight_decay, penalty_weight=training.penalty_weight,
+                grad_clip=training.grad_clip, schedule=training.schedule,
+                patience=training.patience, eval_batch_size=eval_batch_size, select_on=training.select_on,
+                max_steps=max_steps, progress=progress, num_classes=train.num_classes, threads=threads,
+                # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
+                config={"model": model_name, "model_options": model_options, "control_options": dict(control or {}),
+                        "solver": None if solver is None else repr(solver), **dict(run_settings or {})},
+                desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
+                                             else ""),
+            )
+        except TrainingDiverged as err:
+            if _is_main():
+                print(f"[{desc or model_name}] {err}", file=sys.stderr)
+            diverged = diverged or str(err)
+            history = err.history
+        members.append(model)
+        histories.append(history)
+    history = histories[0]
+    if training.ensemble > 1:
+        history = {**history, "ensemble_members": histories}
+        model = EnsembleClassifier(members)
+    params = sum(_count_parameters(m) for m in members)
     train_seconds = time.perf_counter() - t0
 
     # The model now holds the best-validation (or last good) weights.
@@ -415,7 +459,25 @@ def data_digest(splits: Iterable[IrregularDataset]) -> str:
 
 
 def _changed_keys(before: Mapping, now: Mapping) -> list[str]:
+    before, now = _comparable_defaults(before), _comparable_defaults(now)
     return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+
+
+def _comparable_defaults(defaults: Mapping) -> dict:
+    """Registry defaults as compared between a recorded run and today: the default solver (recorded as its repr)
+    read back into its fields, a field added to `SolverOptions` since the run was recorded taken at its default,
+    so that a new option that leaves the solver as it was does not make every recorded run another model."""
+    out = dict(defaults)
+    solver = out.get("solver")
+    if isinstance(solver, str) and solver.startswith("SolverOptions("):
+        try:
+            call = ast.parse(solver, mode="eval").body
+            given = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+        except (SyntaxError, ValueError, AttributeError):
+            return out  # not a plain repr: compared as written
+        fields = {f.name: f.default for f in dataclasses.fields(SolverOptions)}
+        out["solver"] = {**fields, **given}
+    return out
 
 
 def _unrecorded_control_defaults(now: Mapping) -> dict:
