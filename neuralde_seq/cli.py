@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config entry, e.g. --set training.epochs=1 --set task_options.drop_rate=0.5 "
                             "(values parsed as YAML; repeatable)")
     bench.add_argument("--models", type=_parse_models, default=None,
-                       help="comma-separated row labels or model names to run (default: every row)")
+                       help="comma-separated row labels (that row alone) or model names (every row of that model; a name that is also a row label names that row) to run (default: every row)")
     bench.add_argument("--seeds", type=_parse_seeds, default=None, help="comma-separated seeds (default: the config's)")
     bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
     bench.add_argument("--max-steps", type=_positive_int, default=None,

@@ -401,3 +401,20 @@ def test_a_solver_field_added_at_its_default_leaves_recorded_runs_reusable():
     other = repr(SolverOptions(method="rk4"))
     assert _changed_keys({"d_model": 64, "solver": other}, today) == ["solver"]
     assert _changed_keys({"d_model": 32, "solver": older}, today) == ["d_model"]
+
+
+def test_a_row_label_selects_that_row_alone():
+    from neuralde_seq.training.config import parse_config
+    from neuralde_seq.training.runner import _select_rows
+
+    config = parse_config({"name": "t", "task": "japanese-vowels", "seeds": [0],
+                           "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
+                           "models": [{"label": "gru-dt", "model": "gru-dt"},
+                                      {"label": "gru-dt-wide", "model": "gru-dt", "options": {"hidden": 64}},
+                                      {"label": "small", "model": "gru-d", "options": {"hidden": 8}}]})
+    labels = lambda names: [r.label for r in _select_rows(config.rows, names)]  # noqa: E731
+    assert labels(["gru-dt"]) == ["gru-dt"]  # the row so labelled, not every gru-dt row
+    assert labels(["gru-d"]) == ["small"]  # no row is labelled gru-d: every row of that model
+    assert labels(["gru-dt-wide", "small"]) == ["gru-dt-wide", "small"]
+    with pytest.raises(ConfigError, match="match no row"):
+        _select_rows(config.rows, ["ncde"])

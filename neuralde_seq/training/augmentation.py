@@ -79,5 +79,11 @@ class EnsembleClassifier(nn.Module):
         self.members = nn.ModuleList(members)
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
+        """(B, K) log of the members' mean softmax.
+
+        Arguments:
+            *args: the members' inputs (e.g. a `Control` of B samples), passed to each member.
+            **kwargs: the members' keyword inputs, passed to each member.
+        """
         log_probs = torch.stack([torch.log_softmax(m(*args, **kwargs), dim=-1) for m in self.members])
         return torch.logsumexp(log_probs, dim=0) - math.log(len(self.members))

@@ -435,7 +435,9 @@ def _select_rows(rows: Sequence[ModelRow], models: Sequence[str] | None) -> list
     if models is None:
         return list(rows)
     wanted = list(models)
-    chosen = [r for r in rows if r.label in wanted or r.model in wanted]
+    labels = {r.label for r in rows}
+    # A row's label names that row alone; a registry name that is no row's label names every row of that model.
+    chosen = [r for r in rows if r.label in wanted or (r.model in wanted and r.model not in labels)]
     missing = [m for m in wanted if not any(m in (r.label, r.model) for r in rows)]
     if missing:
         raise ConfigError(f"--models: {', '.join(missing)} match no row; rows: "
