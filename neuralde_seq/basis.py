@@ -127,7 +127,7 @@ class Basis:
             ValueError: an entry of u is NaN or outside [0, 1] (by more than rounding), or an unknown ``side``.
         """
         if isinstance(u, (int, float)) and not isinstance(u, bool):
-            u = torch.tensor(float(u), dtype=torch.float64)
+            u = torch.tensor(float(u), dtype=torch.float64, device="cpu")  # a number: evaluated on the host
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():
             raise TypeError(f"u must be a floating point tensor (or a number), got "
                             f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}")

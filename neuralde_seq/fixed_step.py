@@ -129,6 +129,8 @@ class FixedStepSolve:
         self.knot_steps = set(self.knot_position.tolist())
         self.split = hasattr(dynamics, "control_features")
         self.timed = getattr(dynamics, "needs_time", False)
+        # the stage times, copied to the device once here: a copy per segment would block the host on a GPU
+        self.stage_times = torch.tensor(self.tableau.c, dtype=control.coeffs.dtype, device=control.coeffs.device)
 
     def segments(self, every: int | None) -> list[tuple[int, int]]:
         size = every or max(1, math.ceil(math.sqrt(self.steps)))
@@ -137,7 +139,7 @@ class FixedStepSolve:
     def features(self, n0: int, n1: int) -> list[torch.Tensor | None]:
         """The dynamics' input-only features at every stage of steps n0..n1−1: tensors (n, stages, B, ...)."""
         control, dynamics = self.control, self.dynamics
-        c = torch.tensor(self.tableau.c, dtype=control.coeffs.dtype, device=control.coeffs.device)
+        c = self.stage_times
         offsets = self.offset[n0:n1, None].to(c.dtype) + c * self.width[n0:n1, None].to(c.dtype)  # (n, S)
         pieces = self.piece[n0:n1, None].expand_as(offsets).reshape(-1)
         x, dx = control.evaluate_points(pieces, offsets.reshape(-1), dynamics.needs_value,

@@ -10,7 +10,9 @@ with their control, and ODE-RNN, ODE-RFWP and the latent models call it through 
 **Fixed-step methods** (`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``)
 step through every knot of the control, each knot interval cut into ceil(gap / step_size) equal steps (one
 step when ``step_size`` is None); the loop, with the control evaluated for blocks of steps at once, is in
-`neuralde_seq.fixed_step`.
+`neuralde_seq.fixed_step`. One fast weight field whose rule is affine in W (Hebb, Oja, pre-Delta) takes the same
+steps as one affine map each, composed (`neuralde_seq.ops.affine_rk4`; ``SolverOptions(affine_steps=False)``: the
+per-step loop).
 
 **Adaptive methods** (`ADAPTIVE_METHODS`: ``dopri5``, ...) are torchdiffeq's, solving in s with
 ``rtol``/``atol`` and stepping onto every knot (``jump_t``): the rate of a piecewise-constant control jumps
@@ -81,6 +83,7 @@ import torchdiffeq
 from .controls import Control
 from .fixed_step import FIXED_STEP_METHODS, FixedStepSolve
 from .input_checks import check_matches_module
+from .ops.linear_scan import SCANS
 from .torchdiffeq_solves import (ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning, counting_steps,
                                  solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem)
 
@@ -147,6 +150,35 @@ class SolverOptions:
         compile: "exact" (or "auto" where it resolves to exact) only: run post-Delta's exact step through
             ``torch.compile`` (refused for the other rules where the closed form is taken; needs a C compiler on
             CPU; the first call compiles, which takes tens of seconds).
+        exact_scan: "exact" (or "auto" where it resolves to exact) only: how the affine rules' closed-form steps
+            (Hebb, Oja, pre-Delta) run through the sequence: "sequential" (one step after the other with a
+            hand-written adjoint, the fastest on a CPU, benchmarks/chunked_delta.py), "chunked" (the WY / UT form
+            of flash-linear-attention's chunked delta rule, `neuralde_seq.ops.chunked_delta`: blocks of steps as
+            matmuls, only the block boundaries one after the other; 2-4 times faster on an H200,
+            docs/performance.md) or "auto" (default): chunked when the state is on a GPU (or any non-CPU device),
+            sequential on the CPU and for post-Delta. The same states to rounding. "chunked" is refused for
+            post-Delta, whose step is not affine in W.
+        exact_block_size: ``exact_scan`` "chunked" (or "auto" where it takes the chunked form) only: steps per WY
+            block (None: `neuralde_seq.ops.chunked_delta.DEFAULT_BLOCK_SIZE`, 64).
+        affine_steps: fixed-step methods (and "auto" where it resolves to rk4) only. True (default): a one-layer
+            fast weight field whose rule is affine in W (Hebb, Oja, pre-Delta; with or without a forget gate)
+            is solved by composing each step's affine map M ↦ M P + Q, the step maps of all steps batched and
+            only the composition sequential (`neuralde_seq.ops.affine_rk4`; the same Runge-Kutta states to
+            rounding, several times faster). False: the per-step loop (`neuralde_seq.fixed_step`), the
+            reference. Other dynamics always take the per-step loop.
+        scan: how the fast weight recurrences that are compositions of affine maps run through the steps of a
+            segment: the affine rk4 path (``affine_steps``) and the exact path's affine rules (Hebb, Oja,
+            pre-Delta; with ``exact_scan="chunked"``, its WY blocks). "sequential": one map after the other (the
+            composition's adjoint by hand on the affine rk4 path and the exact path's rank-one steps);
+            "parallel": all prefix compositions of a segment by `neuralde_seq.ops.linear_scan.parallel_scan`,
+            in ⌈log₂ S⌉ rounds of batched products instead of S steps (gradients by autograd through the
+            rounds, also ⌈log₂ S⌉ deep), with longer checkpointed segments when ``checkpoint_every`` /
+            ``chunk_size`` is None (`neuralde_seq.ops.linear_scan.parallel_segment_steps`: the scan's graph
+            within 2^26 numbers); "auto" (default): parallel when the state is on a GPU (or any non-CPU
+            device), sequential on the CPU, where the sequential loop is faster. The same states to rounding.
+            "parallel" is refused where no such recurrence is solved (post-Delta's exact step, the per-step
+            loop: ``affine_steps=False`` or dynamics that are not one affine fast weight field, adaptive
+            methods).
     """
 
     method: str = AUTO_METHOD
@@ -160,6 +192,10 @@ class SolverOptions:
     chunk_size: int | None = None
     compile: bool = False
     max_steps: int | None = DEFAULT_MAX_STEPS
+    exact_scan: str = "auto"
+    exact_block_size: int | None = None
+    affine_steps: bool = True
+    scan: str = "auto"
 
     def __post_init__(self):
         methods = (AUTO_METHOD,) + FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
@@ -181,10 +217,31 @@ class SolverOptions:
         if self.method not in (EXACT_METHOD, AUTO_METHOD) and (self.chunk_size is not None or self.compile):
             raise ValueError(f"chunk_size and compile are options of method='exact' (and of 'auto', where it takes "
                              f"the closed form), not of {self.method!r}")
+        if self.exact_scan not in ("auto", "sequential", "chunked"):
+            raise ValueError(f"exact_scan must be 'auto', 'sequential' or 'chunked', got {self.exact_scan!r}")
+        if self.exact_block_size is not None and (isinstance(self.exact_block_size, bool) or not isinstance(
+                self.exact_block_size, int) or self.exact_block_size < 1):
+            raise ValueError(f"exact_block_size must be a positive integer or None, got {self.exact_block_size!r}")
+        if self.exact_block_size is not None and self.exact_scan == "sequential":
+            raise ValueError("exact_block_size is the block length of exact_scan='chunked' (or 'auto' where it "
+                             "takes the chunked form), but exact_scan is 'sequential'")
+        if self.method not in (EXACT_METHOD, AUTO_METHOD) and self.exact_scan != "auto":
+            raise ValueError(f"exact_scan is an option of method='exact' (and of 'auto', where it takes the closed "
+                             f"form), not of {self.method!r}")
         if self.checkpoint_every is not None and not (
                 isinstance(self.checkpoint_every, int) and not isinstance(self.checkpoint_every, bool)
                 and self.checkpoint_every >= 1):
             raise ValueError(f"checkpoint_every must be a positive integer or None, got {self.checkpoint_every!r}")
+        if not isinstance(self.affine_steps, bool):
+            raise ValueError(f"affine_steps must be True or False, got {self.affine_steps!r}")
+        if self.scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {self.scan!r}")
+        if self.scan != "auto" and self.method in ADAPTIVE_METHODS:
+            raise ValueError(f"scan is an option of the fixed-step methods' affine step maps and of method='exact' "
+                             f"(and of 'auto'), not of the adaptive method {self.method!r}")
+        if self.scan == "parallel" and not self.affine_steps and self.method in FIXED_STEP_METHODS:
+            raise ValueError("scan='parallel' composes the affine step maps of affine_steps=True; with "
+                             "affine_steps=False the per-step loop runs, which has no parallel form")
         if isinstance(self.adjoint_check, bool) or not isinstance(self.adjoint_check, int) or self.adjoint_check < 0:
             raise ValueError(f"adjoint_check must be an integer >= 0 (0: off), got {self.adjoint_check!r}")
         if self.step_size is not None and not (self.step_size > 0 and math.isfinite(self.step_size)):
@@ -228,9 +285,10 @@ class SolverOptions:
         """These options with method "rk4" (and the exact path's options cleared): what "auto" solves with
         where the closed form does not apply. Cached while the other fields stay as they are."""
         key = tuple(getattr(self, f.name) for f in dataclasses.fields(self)
-                    if f.name not in ("method", "chunk_size", "compile"))
+                    if f.name not in ("method", "chunk_size", "compile", "exact_scan", "exact_block_size"))
         if getattr(self, "_fallback", None) is None or self._fallback[0] != key:
-            self._fallback = (key, dataclasses.replace(self, method=AUTO_FALLBACK, chunk_size=None, compile=False))
+            self._fallback = (key, dataclasses.replace(self, method=AUTO_FALLBACK, chunk_size=None, compile=False,
+                                                       exact_scan="auto", exact_block_size=None))
         return self._fallback[1]
 
 
@@ -353,8 +411,17 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     if gradient == "adjoint" and recording:
         states = solve_adjoint(dynamics, control, initial, options, at_knots)
     elif options.method in FIXED_STEP_METHODS:
-        states = FixedStepSolve(dynamics, control, options, initial.dtype).solve(initial, at_knots, options,
-                                                                                 checkpointed)
+        from .ops.affine_rk4 import AffineFixedStepSolve, affine_steps_apply
+
+        affine = affine_steps_apply(dynamics, options)
+        if getattr(options, "scan", "auto") == "parallel" and not affine:
+            raise ValueError("SolverOptions(scan='parallel') composes the steps of one fast weight field whose rule is "
+                             "affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
+                             f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
+                             "form: use scan='auto' or 'sequential'")
+        fixed_step = AffineFixedStepSolve if affine else FixedStepSolve
+        states = fixed_step(dynamics, control, options, initial.dtype).solve(initial, at_knots, options,
+                                                                             checkpointed)
     elif checkpointed:
         func, t, _ = torchdiffeq_problem(dynamics, control, initial, options, at_knots=True)
         states = solve_adaptive_checkpointed(func, initial, t, options, at_knots)

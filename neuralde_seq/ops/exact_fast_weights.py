@@ -22,6 +22,16 @@ wherever `exact_applies` says the closed form applies) computes the same states:
 3. variable lengths: a step after a sample's final knot has length 0, which every closed form maps to the
    identity, so each sample stops at its own end.
 
+``SolverOptions(scan="parallel")`` (and "auto" on a GPU) composes the affine rules' steps of a segment by the
+parallel prefix scan of `neuralde_seq.ops.linear_scan` instead (each step a diagonal-plus-rank-one map of Wᵀ,
+the rows of W the scan state's columns; with ``exact_scan="chunked"``, the maps of its WY blocks): ⌈log₂ S⌉ rounds
+for S steps, gradients by autograd through the recomputed segment.
+
+Beside step 2's sequential recurrence, ``SolverOptions(exact_scan="chunked")`` computes the affine rules' steps in
+the chunked WY / UT form of `neuralde_seq.ops.chunked_delta` (blocks of steps as matmuls, only the block boundaries
+one after the other; gradients by autograd through each recomputed segment): slower on a CPU with heads of width 8,
+expected to be faster on a GPU. tests/test_chunked_delta.py checks it against the reference.
+
 tests/test_exact.py checks it against the reference (float64, values and gradients) and against torchdiffeq's
 rk4 with a step much smaller than a window (to solver accuracy).
 
@@ -61,8 +71,11 @@ from ..controls import Control
 from ..fields import FastWeightField
 from ..rules import Delta
 from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
+from .chunked_delta import DEFAULT_BLOCK_SIZE, EXACT_SCANS, chunked_affine_steps
+from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
-__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_field", "piece_inputs", "default_chunk_size"]
+__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_field", "piece_inputs", "default_chunk_size",
+           "default_chunked_segment"]
 
 # Size of a checkpointed segment when SolverOptions.chunk_size is None, in fast weight entries per step times
 # steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
@@ -74,6 +87,14 @@ def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int
     """Knot intervals per checkpointed segment used when ``SolverOptions.chunk_size`` is None (the same for
     post-Delta, ``post=True``, and the affine rules: both hold one segment's states in the backward pass)."""
     return max(8, SEGMENT_ENTRIES // (batch * heads * head_dim * head_dim))
+
+
+def default_chunked_segment(batch: int, heads: int, head_dim: int, block_size: int) -> int:
+    """Knot intervals per checkpointed segment of the chunked scan (``exact_scan="chunked"``) when
+    ``SolverOptions.chunk_size`` is None: a whole number of blocks (at least one) whose autograd graph, about
+    C + 4·d numbers per step and head (the C × C block matrices and the step vectors), fits `SEGMENT_ENTRIES`."""
+    per_step = batch * heads * (block_size + 4 * head_dim)
+    return block_size * max(1, SEGMENT_ENTRIES // (per_step * block_size))
 
 
 def _field_refusal(dynamics) -> str | None:
@@ -235,6 +256,100 @@ class _AffineSegments:
         return self._from_state(grad_M0), [from_batch_last(g, self.heads) for g in grads]
 
 
+# ------------------------------------------------------------------------------------- chunked (WY / UT)
+class _ChunkedAffineSegments:
+    """Hebb, Oja and pre-Delta in the chunked WY / UT form (`neuralde_seq.ops.chunked_delta`): the steps of
+    a segment in blocks of ``block_size``, the backward pass by autograd through the recomputed segment (its
+    graph holds O(S·(C + d)) numbers per sample and d² per block, not the S·d² of every state).
+    The prepared inputs are (a, b, write[, decay][, scale]) of `RankOneUpdate`, each (S, B, H, ·)."""
+
+    def __init__(self, field: FastWeightField, batch: int, block_size: int, parallel: bool = False):
+        """``parallel``: the block boundaries by a parallel prefix scan (`chunked_affine_steps`)."""
+        self.field, self.batch, self.heads, self.block_size = field, batch, field.n_heads, block_size
+        self.parallel = parallel
+
+    def prepare(self, x, dx, h):
+        """The steps' inputs from a segment's (S, B, C) control inputs and (S, B) lengths."""
+        k_raw, v_raw, beta, *forget = _projections(self.field, x, dx)
+        update = self.field.rule.affine_step(k_raw, v_raw, beta, h.view(*h.shape, 1, 1), *forget)
+        self.transposed = update.transposed
+        self.has_scale = update.scale is not None
+        self.has_decay = update.decay is not None
+        # Without a forget gate pre-Delta's decay is its write (one tensor, whose gradients autograd sums).
+        self.decay_is_write = update.decay is update.write
+        separate_decay = self.has_decay and not self.decay_is_write
+        return (update.a, update.b, update.write) + ((update.decay,) if separate_decay else ()) + (
+            (update.scale,) if self.has_scale else ())
+
+    def _rows(self, t):  # (S, B, H, e) -> (B·H, S, e)
+        return t.permute(1, 2, 0, 3).reshape(self.batch * self.heads, t.shape[0], t.shape[3])
+
+    def advance(self, W, segment, keep_states):
+        a, b, write = (self._rows(t) for t in segment[:3])
+        write = write.squeeze(-1)
+        decay = None
+        if self.has_decay:
+            decay = write if self.decay_is_write else self._rows(segment[3]).squeeze(-1)
+        scale = self._rows(segment[-1]).squeeze(-1) if self.has_scale else None
+        M = W.transpose(-1, -2) if self.transposed else W
+        M = chunked_affine_steps(M.reshape(self.batch * self.heads, *M.shape[2:]), a, b, decay, write, scale,
+                                 block_size=self.block_size, keep_states=keep_states, parallel=self.parallel)
+        if keep_states:  # (B·H, S, d_b, d_a) -> (B, S, H, ·, ·)
+            M = M.reshape(self.batch, self.heads, *M.shape[1:]).transpose(1, 2)
+        else:
+            M = M.reshape(self.batch, self.heads, *M.shape[1:])
+        return M.transpose(-1, -2) if self.transposed else M
+
+    def backward(self, W, segment, grad_out, keep_states):
+        return _autograd_backward(self, W, segment, grad_out, keep_states)
+
+
+class _ParallelAffineSegments(_ChunkedAffineSegments):
+    """Hebb, Oja and pre-Delta step by step, the steps of a segment composed by a parallel prefix scan
+    (``SolverOptions(scan="parallel")`` with ``exact_scan="sequential"``): the step M ↦ s (M − δ (M a) aᵀ) + w b aᵀ is,
+    transposed, Mᵀ ↦ s (I − δ a aᵀ) Mᵀ + w a bᵀ, a diagonal-plus-rank-one map (diagonal for Hebb) of the state Mᵀ
+    whose columns are the rows of M (`neuralde_seq.ops.linear_scan.parallel_scan`, ``columns=True``). Backward pass
+    by autograd through the recomputed segment (its graph about S·⌈log₂ S⌉·2d² numbers per matrix)."""
+
+    def __init__(self, field: FastWeightField, batch: int):
+        super().__init__(field, batch, block_size=1)
+
+    def advance(self, W, segment, keep_states):
+        steps, matrices = segment[0].shape[0], self.batch * self.heads
+        flat = lambda t: t.reshape(steps, matrices, t.shape[-1])  # (S, B, H, e) -> (S, N, e), time-major
+        a, b, write = (flat(t) for t in segment[:3])
+        decay = None
+        if self.has_decay:
+            decay = write if self.decay_is_write else flat(segment[3])
+        scale = flat(segment[-1]) if self.has_scale else None
+        d_a = a.shape[-1]
+        diagonal = (a.new_ones(()) if scale is None else scale).expand(steps, matrices, d_a)
+        if decay is None:
+            maps, structure = diagonal, "diagonal"
+        else:
+            toward = -(decay if scale is None else decay * scale) * a
+            maps, structure = (diagonal, toward.unsqueeze(-1), a.unsqueeze(-1)), "dplr"
+        M = W.transpose(-1, -2) if self.transposed else W  # (B, H, d_b, d_a)
+        states = parallel_scan(maps, (write * a).unsqueeze(-1) * b.unsqueeze(-2),
+                               M.reshape(matrices, *M.shape[2:]).transpose(-1, -2), structure,
+                               columns=True).transpose(-1, -2)  # (S, N, d_b, d_a)
+        if keep_states:  # -> (B, S, H, d_b, d_a)
+            M = states.reshape(steps, self.batch, self.heads, *states.shape[2:]).transpose(0, 1)
+        else:
+            M = states[-1].reshape(self.batch, self.heads, *states.shape[2:])
+        return M.transpose(-1, -2) if self.transposed else M
+
+
+def _autograd_backward(solver, W, segment, grad_out, keep_states):
+    """Gradients on W and on the prepared inputs of one segment by autograd through ``solver.advance``."""
+    with torch.enable_grad():
+        W = W.detach().requires_grad_()
+        segment = [t.detach().requires_grad_() for t in segment]
+        out = solver.advance(W, segment, keep_states)
+    grad_W, *grads = torch.autograd.grad(out, [W, *segment], grad_out, allow_unused=True)
+    return (torch.zeros_like(W) if grad_W is None else grad_W), grads
+
+
 # ------------------------------------------------------------------------------------- post-Delta
 class _PostDeltaSegments:
     """Post-Delta: its nonlinear exact step, step by step over the inputs of `Delta.post_step_inputs`
@@ -257,12 +372,7 @@ class _PostDeltaSegments:
         return torch.stack(states, dim=1) if keep_states else W
 
     def backward(self, W, segment, grad_out, keep_states):
-        with torch.enable_grad():
-            W = W.detach().requires_grad_()
-            segment = [t.detach().requires_grad_() for t in segment]
-            out = self.advance(W, segment, keep_states)
-        grad_W, *grads = torch.autograd.grad(out, [W, *segment], grad_out, allow_unused=True)
-        return (torch.zeros_like(W) if grad_W is None else grad_W), grads
+        return _autograd_backward(self, W, segment, grad_out, keep_states)
 
 
 # ------------------------------------------------------------------------------------- segments
@@ -415,7 +525,13 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
         control: the control, batch size B; see `piece_inputs` for which controls qualify.
         initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
             H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
-        options: `SolverOptions` with method "exact" or "auto" (``chunk_size`` and ``compile`` are read).
+        options: `SolverOptions` with method "exact" or "auto" (``chunk_size``, ``compile``, ``exact_scan`` and
+            ``exact_block_size`` are read). ``exact_scan="chunked"`` (Hebb, Oja, pre-Delta; refused for
+            post-Delta) computes the same states by the WY / UT form of `neuralde_seq.ops.chunked_delta`,
+            blocks of ``exact_block_size`` steps, gradients by autograd through each recomputed segment.
+            ``scan`` ("auto": "parallel" off the CPU) "parallel" composes the affine rules' steps of a segment
+            (with "chunked": its blocks) by a parallel prefix scan (`_ParallelAffineSegments`,
+            `chunked_affine_steps`), in longer default segments; refused for post-Delta.
         at_knots: False (default): each sample's final state; True: the states at every knot (as in
             `solve`).
 
@@ -429,15 +545,39 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
     pieces = lengths.shape[1]
     rule = field.rule
     post = isinstance(rule, Delta) and rule.post
-    chunk = options.chunk_size or default_chunk_size(post, batch, H, d)
-    if post:
-        solver = _PostDeltaSegments(field, _maybe_compiled(Delta.post_step, options.compile))
+    scan = getattr(options, "exact_scan", "auto")  # (options unpickled from before the field existed)
+    if scan not in EXACT_SCANS:
+        raise ValueError(f"exact_scan must be one of {EXACT_SCANS}, got {scan!r}")
+    if scan == "auto":  # measured on an H200 (docs/performance.md): the chunked form wins there, not on a CPU
+        scan = "chunked" if W0.device.type != "cpu" and not post else "sequential"
+    if scan == "chunked" and post:
+        raise ValueError("SolverOptions(exact_scan='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
+                         "post-Delta's exact step is not affine in W and has no chunked form; use "
+                         "exact_scan='sequential'")
+    if options.compile and not post:
+        raise ValueError("SolverOptions(compile=True) compiles post-Delta's step function only; "
+                         f"{rule!r} is solved by affine steps (hand-written adjoint, or the chunked form), which are "
+                         "not compiled: leave compile=False")
+    composition = getattr(options, "scan", "auto")
+    if composition == "parallel" and post:
+        raise ValueError("SolverOptions(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
+                         "pre-Delta): post-Delta's exact step is not affine in W; use scan='auto' or 'sequential'")
+    parallel = not post and uses_parallel_scan(composition, W0.device)
+    if scan == "chunked":
+        block = getattr(options, "exact_block_size", None) or DEFAULT_BLOCK_SIZE
+        if parallel:  # whole blocks, as many as the scan's graph allows (the blocks' inner graphs counted in)
+            per_block = batch * H * (block * (block + 4 * d) + 2 * d * d)
+            chunk = options.chunk_size or block * parallel_segment_steps(-(-pieces // block), per_block)
+        else:
+            chunk = options.chunk_size or default_chunked_segment(batch, H, d, block)
+        solver = _ChunkedAffineSegments(field, batch, block, parallel)
+    elif parallel:
+        chunk = options.chunk_size or parallel_segment_steps(pieces, batch * H * 2 * d * d)
+        solver = _ParallelAffineSegments(field, batch)
     else:
-        if options.compile:
-            raise ValueError("SolverOptions(compile=True) compiles post-Delta's step function only; "
-                             f"{rule!r} is solved by element-wise steps with a hand-written adjoint, which are not "
-                             "compiled: leave compile=False")
-        solver = _AffineSegments(field, batch)
+        chunk = options.chunk_size or default_chunk_size(post, batch, H, d)
+        solver = (_PostDeltaSegments(field, _maybe_compiled(Delta.post_step, options.compile)) if post
+                  else _AffineSegments(field, batch))
     # Time-major inputs, so that a segment of the steps is a contiguous slice.
     sources = [t.transpose(0, 1).contiguous() for t in (x, dx) if t is not None]
     has = (x is not None, dx is not None)

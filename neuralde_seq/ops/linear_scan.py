@@ -24,15 +24,27 @@ Structures (`STRUCTURES`), with M of shape
   (O(H³) per composition). The pre-Delta CT-FWP step W ↦ W (I − λ k kᵀ) + λ v kᵀ is this structure with d = 1,
   r = 1 (each row of W one state; docs/linear_cdes.md).
 
-b is (S, B, H) and h_0 is (B, H) in every case.
+b is (S, B, H) and h_0 is (B, H) in every case; with ``columns=True`` the state is a matrix of K columns, each
+column its own state under the same M_t: b is (S, B, H, K) and h_0 (B, H, K). The fast weight recurrences use
+this form: W_t = W_{t−1} P_t + Q_t is, transposed, W_tᵀ = P_tᵀ W_{t−1}ᵀ + Q_tᵀ, every row of W a column of the
+state (`neuralde_seq.ops.affine_rk4`, `neuralde_seq.ops.exact_fast_weights`, `neuralde_seq.ops.chunked_delta`).
+`parallel_segment_steps` sizes their checkpointed segments for the parallel scan.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices", "dplr_to_dense"]
+__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices", "dplr_to_dense",
+           "PARALLEL_SCAN_ENTRIES", "parallel_segment_steps", "SCANS", "uses_parallel_scan"]
 
 STRUCTURES = ("diagonal", "block", "dense", "dplr")
+# The values of SolverOptions.scan (`uses_parallel_scan`).
+SCANS = ("auto", "sequential", "parallel")
+# Numbers the autograd graph of one segment's parallel scan may hold (2^26: 256 MiB in float32), for
+# `parallel_segment_steps`.
+PARALLEL_SCAN_ENTRIES = 2 ** 26
 
 
 def _check(structure: str) -> None:
@@ -40,19 +52,31 @@ def _check(structure: str) -> None:
         raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
 
 
-def apply_matrix(M: torch.Tensor, h: torch.Tensor, structure: str) -> torch.Tensor:
+def apply_matrix(M: torch.Tensor, h: torch.Tensor, structure: str, columns: bool = False) -> torch.Tensor:
     """M h for a structured M.
 
     Arguments:
         M: (..., H) diagonal, (..., n, k, k) block-diagonal or (..., H, H) dense matrices, or the tuple (d, U, V)
             of a diagonal-plus-low-rank matrix diag(d) + U Vᵀ, d (..., H), U and V (..., H, r).
-        h: (..., H) vectors.
+        h: (..., H) vectors, or (..., H, K) matrices if ``columns``.
         structure: one of `STRUCTURES`.
+        columns: False: h holds vectors; True: h holds matrices, M applied to each of their K columns.
 
     Returns:
-        (..., H) the products.
+        (..., H) the products, or (..., H, K) if ``columns``.
     """
     _check(structure)
+    if columns:
+        if structure == "dplr":
+            d, U, V = M
+            return d.unsqueeze(-1) * h + U @ (V.transpose(-1, -2) @ h)
+        if structure == "diagonal":
+            return M.unsqueeze(-1) * h
+        if structure == "dense":
+            return M @ h
+        n, k = M.shape[-3], M.shape[-1]
+        blocks = h.reshape(*h.shape[:-2], n, k, h.shape[-1])
+        return (M @ blocks).flatten(-3, -2)
     if structure == "dplr":
         d, U, V = M
         return d * h + (U @ (V.transpose(-1, -2) @ h.unsqueeze(-1))).squeeze(-1)
@@ -96,38 +120,43 @@ def dplr_to_dense(M: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.T
     return torch.diag_embed(d) + U @ V.transpose(-1, -2)
 
 
-def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str) -> torch.Tensor:
+def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str,
+                    columns: bool = False) -> torch.Tensor:
     """Every state of h_t = M_t h_{t−1} + b_t, one step after the other (the reference).
 
     Arguments:
         M: (S, B, ...) the step matrices (see the module docstring for each structure's shape).
-        b: (S, B, H) the step offsets.
-        h0: (B, H) the initial state.
+        b: (S, B, H) the step offsets, or (S, B, H, K) if ``columns``.
+        h0: (B, H) the initial state, or (B, H, K) if ``columns``.
         structure: one of `STRUCTURES`.
+        columns: whether the states are matrices of K columns (module docstring).
 
     Returns:
-        (S, B, H) the states h_1 .. h_S.
+        (S, B, H) the states h_1 .. h_S, or (S, B, H, K) if ``columns``.
     """
     _check(structure)
     states, h = [], h0
     steps = zip(*M) if structure == "dplr" else M
     for M_t, b_t in zip(steps, b):
-        h = apply_matrix(M_t, h, structure) + b_t
+        h = apply_matrix(M_t, h, structure, columns) + b_t
         states.append(h)
     return torch.stack(states) if states else b.new_empty((0,) + tuple(h0.shape))
 
 
-def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str) -> torch.Tensor:
+def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str,
+                  columns: bool = False) -> torch.Tensor:
     """Every state of h_t = M_t h_{t−1} + b_t by a prefix scan of the affine maps (module docstring).
 
     Arguments:
         M: (S, B, ...) the step matrices (see the module docstring for each structure's shape).
-        b: (S, B, H) the step offsets.
-        h0: (B, H) the initial state.
+        b: (S, B, H) the step offsets, or (S, B, H, K) if ``columns``.
+        h0: (B, H) the initial state, or (B, H, K) if ``columns``.
         structure: one of `STRUCTURES`.
+        columns: whether the states are matrices of K columns (module docstring).
 
     Returns:
-        (S, B, H) the states h_1 .. h_S, equal to `sequential_scan`'s up to rounding.
+        (S, B, H) the states h_1 .. h_S (or (S, B, H, K) if ``columns``), equal to `sequential_scan`'s up to
+        rounding.
     """
     _check(structure)
     if structure == "dplr":  # the low-rank form does not survive composition (module docstring)
@@ -140,6 +169,39 @@ def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure:
         later_M, later_b = M[offset:], b[offset:]
         earlier_M, earlier_b = M[:-offset], b[:-offset]
         M = torch.cat([M[:offset], compose_matrices(later_M, earlier_M, structure)])
-        b = torch.cat([b[:offset], apply_matrix(later_M, earlier_b, structure) + later_b])
+        b = torch.cat([b[:offset], apply_matrix(later_M, earlier_b, structure, columns) + later_b])
         offset *= 2
-    return apply_matrix(M, h0.unsqueeze(0), structure) + b
+    return apply_matrix(M, h0.unsqueeze(0), structure, columns) + b
+
+
+def parallel_segment_steps(steps: int, entries_per_step: int, budget: int = PARALLEL_SCAN_ENTRIES) -> int:
+    """Steps per checkpointed segment of a recurrence composed by `parallel_scan`: all ``steps`` when the scan's
+    autograd graph (about S·⌈log₂ S⌉·``entries_per_step`` numbers for S steps: every round keeps its inputs) fits
+    ``budget``, else the largest power of two that fits, and at least 8 (longer segments mean fewer segments one
+    after the other, the scan's gain on a GPU).
+
+    Arguments:
+        steps: steps of the whole solve (>= 0).
+        entries_per_step: numbers of one step's map and offset over the batch (e.g. B·H·d_a·(d_a + d_b)).
+        budget: numbers the graph may hold.
+
+    Returns:
+        The segment length, in 1..max(steps, 1).
+    """
+    graph = lambda S: S * max(1, math.ceil(math.log2(S))) * entries_per_step
+    if steps <= 1 or graph(steps) <= budget:
+        return max(steps, 1)
+    size = 8
+    while size * 2 < steps and graph(size * 2) <= budget:
+        size *= 2
+    return min(size, steps)
+
+
+def uses_parallel_scan(scan: str, device: torch.device) -> bool:
+    """Whether a recurrence whose tensors are on ``device`` runs as a `parallel_scan`: ``scan`` "parallel";
+    "sequential": never; "auto": on every device but the CPU, where the sequential loop is faster (the scan does
+    O(log S) times the work, in log S rounds instead of S steps: a gain only where launches, not arithmetic, bound
+    the time)."""
+    if scan not in SCANS:
+        raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+    return scan == "parallel" or (scan == "auto" and torch.device(device).type != "cpu")

@@ -1,0 +1,87 @@
+"""benchmarks/gpu_suite.py at its smoke sizes on the CPU, as CI runs it (issue 27): the script that the scarce GPU
+time will run must not rot. A subprocess runs the command a user runs; the files it writes are checked against what
+the rows must say (every planned row present and measured, each ratio its time over CKCNN's at the same shape, the
+medians of the timed steps), and a tiny time limit must stop it early with the rows it skipped recorded."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "benchmarks", "gpu_suite.py")
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+import gpu_suite  # noqa: E402
+
+
+def _run(out, *extra, timeout=120):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=REPO)
+    start = time.time()
+    done = subprocess.run([sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    with open(os.path.join(out, "results.json")) as f:
+        return json.load(f), time.time() - start, done.stdout
+
+
+def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
+    document, _, stdout = _run(tmp_path)
+    assert {"results.json", "results.md", "pytest.log"} <= set(os.listdir(tmp_path))
+    planned = [row.label for row in gpu_suite.planned_rows()]
+    rows = document["rows"]
+    assert [r["label"] for r in rows] == planned
+    assert document["finished"] and document["settings"]["smoke"] and document["settings"]["dtype"] == "float32"
+    assert document["settings"]["torch"] and "neuralde_seq" in document["settings"]["code"]
+    # no CUDA here: the CUDA tests ran and skipped (with CUDA: they passed)
+    counts = document["pytest"]["counts"]
+    assert document["pytest"]["status"] == "passed" and counts.get("failed", 0) == 0 and counts.get("errors", 0) == 0
+    assert counts.get("skipped", 0) + counts.get("passed", 0) >= 40
+    reference = {r["shape"]: r["seconds"] for r in rows if r["model"] == "ckcnn" and r["variant"] == "default"}
+    assert set(reference) == {"T1000", "eigenworms"}
+    for r in rows:
+        assert r["status"] == "measured", (r["label"], r.get("reason"), r.get("error"))
+        assert len(r["steps"]) == document["settings"]["repeats"] and all(s > 0 for s in r["steps"])
+        assert r["seconds"] == pytest.approx(statistics.median(r["steps"]), rel=1e-12)
+        assert r["ratio_to_ckcnn"] == pytest.approx(r["seconds"] / reference[r["shape"]], rel=1e-12)
+        assert r["peak_mib"] is None  # no device memory counter on the CPU
+        assert r["pieces"] >= 1 and r["parameters"] > 0
+    # the exact path and rk4 really are different solves, and the scans and gradient variants are what they say
+    solvers = {r["label"]: r.get("solver", "") for r in rows}
+    assert solvers["delta-rde exact @T1000"].startswith("exact")
+    assert solvers["delta-rde rk4 @T1000"].startswith("rk4")
+    assert solvers["ncde gradient=backprop @T1000"].endswith("gradient=backprop")
+    assert solvers["ncde default @T1000"].endswith("gradient=checkpoint")
+    table = (tmp_path / "results.md").read_text()
+    for r in rows:
+        assert f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} |" \
+            in table
+    assert "skipped" in (tmp_path / "pytest.log").read_text() or "passed" in (tmp_path / "pytest.log").read_text()
+    assert stdout.count("measured") >= len(planned)  # progress lines
+
+
+def test_a_tiny_time_limit_stops_early_and_records_the_skipped_rows(tmp_path):
+    limit = 6.0
+    document, wall, _ = _run(tmp_path, "--time-limit-s", str(limit), "--no-pytest")
+    rows = document["rows"]
+    assert document["finished"] and len(rows) == len(gpu_suite.planned_rows())
+    assert document["pytest"]["status"] == "skipped"
+    skipped = [r for r in rows if r["status"] != "measured"]
+    assert skipped, "every row fitted into a few seconds: the limit did not bite"
+    assert all(r["status"] in ("skipped", "error") for r in skipped)
+    assert all("time limit" in (r.get("reason") or r.get("error") or "") for r in skipped)
+    assert all(r["seconds"] is None for r in skipped)
+    # the clock starts with the script; a second of interpreter start-up and the final write beyond it at most
+    assert document["elapsed_s"] <= limit + 1.0 and wall <= limit + 5.0
+
+
+def test_pytest_summary_counts():
+    out = "....\n== 3 failed, 51 passed, 6 skipped, 3 xfailed, 1 warning, 2 errors in 12.3s ==\n"
+    assert gpu_suite.pytest_counts(out) == dict(failed=3, passed=51, skipped=6, xfailed=3, warnings=1, errors=2)
+    assert gpu_suite.pytest_counts("61 skipped in 0.73s") == dict(skipped=61)
+    assert gpu_suite.pytest_counts("collected nothing") == {}
