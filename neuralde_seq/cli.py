@@ -10,7 +10,7 @@ option (`neuralde_seq.models.model_defaults`). ``compare`` and ``bench`` run a b
 - ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md).
 
 Exit status: 0 when every run trained; 1 when a run diverged (its last good checkpoint is still
-reported, marked DIVERGED); 2 on a usage or config error.
+reported, marked DIVERGED); 2 on a usage, config or data error, reported in one line on stderr (no traceback).
 """
 
 from __future__ import annotations
@@ -20,10 +20,43 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .training.config import load_config
+from .training.config import ConfigError, load_config
 
 COMPARE_CONFIG = Path(__file__).resolve().parent / "configs" / "compare.yaml"
 _DTYPES = ("float32", "float64")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors in one line (the usage itself is one ``--help`` away)."""
+
+    def error(self, message: str):
+        _fail(f"{message} (see {self.prog} --help)", prog=self.prog)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _fail(message: str, prog: str = "neuralde-seq"):
+    """Print ``prog: error: message`` as one line on stderr and exit with status 2."""
+    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _parse_device(text: str) -> str:
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: no CUDA device is available on this machine")
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA device(s)")
+    return text
 
 
 def _parse_models(text: str) -> tuple[str, ...]:
@@ -55,9 +88,15 @@ def _positive_int(text: str) -> int:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by compare and bench."""
-    parser.add_argument("--resume", action="store_true",
-                        help="reuse finished runs and continue interrupted ones made with the same settings and data")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default: %(default)s)")
+    recorded = parser.add_mutually_exclusive_group()
+    recorded.add_argument("--resume", action="store_true",
+                          help="reuse finished runs and continue interrupted ones made with the same settings and data")
+    recorded.add_argument("--fresh", action="store_true",
+                          help="ignore recorded runs: make every run afresh, overwriting its folder (what happens "
+                               "without --resume; say it to make a script's intent plain, or after a recorded file "
+                               "was reported unreadable)")
+    parser.add_argument("--device", type=_parse_device, default="cpu",
+                        help="torch device, e.g. cpu or cuda (default: %(default)s)")
     parser.add_argument("--dtype", choices=_DTYPES, default="float32",
                         help="floating point type of data and models (default: %(default)s)")
     parser.add_argument("--threads", type=_positive_int, default=1,
@@ -70,7 +109,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="neuralde-seq",
         description="Continuous-time sequence models on irregularly sampled time series. Without a subcommand, "
                     "runs `compare`.",
@@ -211,12 +250,19 @@ def compare_config(models) -> dict:
 def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], models, seeds=None,
          max_steps=None) -> dict:
     kwargs = dict(config=config, out_dir=out, overrides=overrides, models=models, seeds=seeds, max_steps=max_steps,
-                  resume=args.resume, progress=not args.no_progress, device=args.device, dtype=args.dtype,
-                  threads=args.threads)
+                  resume=args.resume and not args.fresh, progress=not args.no_progress, device=args.device,
+                  dtype=args.dtype, threads=args.threads)
     # One process, --nproc N local processes, or the processes torchrun started.
     from .training.distributed import run_benchmark_distributed
 
     return run_benchmark_distributed(args.nproc, **kwargs)
+
+
+def _error_text(err: BaseException) -> str:
+    """An OSError as "what: file" (its own str() repeats the errno), any other error as its message."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -230,29 +276,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "models":
         return print_models(args.names)
-    from .training.config import ConfigError
+    from .training.config import apply_overrides, parse_config
 
-    if args.command == "compare":
-        if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
-            parser.error(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
-        out, seeds, max_steps = args.out, None, None
-        config_path = compare_config(args.models)
-        overrides = compare_overrides(args, config_path)
-        source = COMPARE_CONFIG.name
-    else:
-        config_path = source = args.config
-        if not config_path.exists():
-            parser.error(f"config file {config_path} does not exist")
-        overrides, seeds, max_steps = args.overrides, args.seeds, args.max_steps
-        out = args.out
-        if out is None:
-            out = Path("results") / str(load_config(config_path).get("name") or config_path.stem)
+    source = COMPARE_CONFIG.name if args.command == "compare" else str(args.config)
     try:
-        results = _run(config_path, out, args, overrides, args.models, seeds, max_steps)
+        if args.command == "compare":
+            if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
+                parser.error(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
+            out, seeds, max_steps = args.out, None, None
+            config = compare_config(args.models)
+            overrides = compare_overrides(args, config)
+        else:
+            config = args.config
+            overrides, seeds, max_steps = args.overrides, args.seeds, args.max_steps
+            out = args.out
+        # Parsed here first: every config error is reported before anything runs, and the default output
+        # folder comes from the checked name (one folder name: results/<name> never leads elsewhere).
+        raw = apply_overrides(load_config(config), overrides)
+        if seeds is not None:
+            raw["seeds"] = [int(s) for s in seeds]
+        name = parse_config(raw).name
+        if out is None:
+            out = Path("results") / name
+        results = _run(config, out, args, overrides, args.models, seeds, max_steps)
     except ConfigError as err:
-        parser.error(f"{source}: {err}")
-    except (ValueError, FileNotFoundError) as err:  # bad data or settings: the message says what to change
-        print(f"neuralde-seq: error: {err}", file=sys.stderr)
+        text = str(err)
+        _fail(text if source in text else f"{source}: {text}")
+    except (ValueError, OSError) as err:  # bad data, settings or files: the message says what to change
+        print(f"neuralde-seq: error: {_one_line(_error_text(err))}", file=sys.stderr)
         return 2
     if results.get("diverged"):
         runs = ", ".join(f"{d['label']} seed {d['seed']}" if isinstance(d, dict) else str(d)

@@ -40,6 +40,7 @@ their disk cache are built in `neuralde_seq.logsignature_control`.
 from __future__ import annotations
 
 import math
+import numbers
 
 import dataclasses
 
@@ -344,8 +345,8 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         intensity_channel: append C channels with the cumulative count of observations per channel
             (the "observational intensity" of PhysioNet's OI setting).
         missing: one of `MISSING_POLICIES` (see the module docstring).
-        unobserved_fill: value for a channel with no observation at all in a sample; None (default)
-            raises an error instead.
+        unobserved_fill: finite value for a channel with no observation at all in a sample; None (default)
+            raises an error instead (NaN or an infinity is refused).
         parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
         time_unit: times are divided by this (a positive number) before anything else: the time channel then
             reads time in these units, and with ``parametrization="time"`` so does the solver's parameter s, in
@@ -378,13 +379,25 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             ``window_start_values``).
 
     Raises:
-        ValueError: an unknown method, missing policy or parametrization; ``window_start_values`` without
+        ValueError: an unknown method, missing policy or parametrization; a flag (``time_channel``,
+            ``mask_channel``, ``intensity_channel``) that is not a bool; ``unobserved_fill`` that is not None or a
+            finite number; ``window_start_values`` without
             ``method="logsignature"`` (an interpolated control already gives the level); observations that
             `validate_observations` refuses; an all-NaN channel without ``unobserved_fill``; coefficients that
             overflow.
     """
     if method not in INTERPOLATIONS:
         raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")
+    for flag, given in (("time_channel", time_channel), ("mask_channel", mask_channel),
+                        ("intensity_channel", intensity_channel)):
+        # a string such as "no" would otherwise read as True
+        if not isinstance(given, bool) and type(given).__name__ != "bool_":
+            raise ValueError(f"{flag} must be True or False, got {given!r}")
+    if unobserved_fill is not None and (isinstance(unobserved_fill, bool) or not isinstance(
+            unobserved_fill, numbers.Real) or not math.isfinite(unobserved_fill)):
+        # NaN would mark the filled channel missing again (the result was that of unobserved_fill=0.0)
+        raise ValueError(f"unobserved_fill must be None or a finite number (the value of a channel a sample never "
+                         f"observes), got {unobserved_fill!r}")
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if parametrization not in ("time", "index"):

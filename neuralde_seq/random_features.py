@@ -991,6 +991,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         device = torch.device(self.device)
         data = self._data(X, times)
         targets = self._targets(y, len(data))
+        fitted_with_times = times is not None
         self.channel_mean_, self.channel_scale_ = (s.numpy() for s in channel_statistics(data))
         self.feature_map_ = feature_map
         with torch_threads(_threads(self.n_jobs)):
@@ -1002,16 +1003,21 @@ class _RandomFeatureEstimator(BaseEstimator):
         self.n_random_features_ = int(features.shape[1])
         self.alpha_ = readout.alpha_
         self.seed_ = seed
+        self.fitted_with_times_ = fitted_with_times
         return features
 
     def _standardised_inputs(self, data, device: torch.device):
         from .sklearn import _standardised
 
-        values = _standardised(data.values, self.channel_mean_, self.channel_scale_).to(device)
+        # in the estimator's dtype (the times'); the dataset holds the values in float64 (`_SequenceEstimator._dataset`)
+        values = _standardised(data.values, self.channel_mean_, self.channel_scale_, data.times.dtype).to(device)
         return data.times.to(device), values, data.lengths.to(device)
 
     def _checked_data(self, X, times):
+        from .sklearn import _check_times_like_fit
+
         check_is_fitted(self, "readout_")
+        _check_times_like_fit(self, times)
         data = self._data(X, times)
         if data.num_channels != self.n_features_in_:
             raise ValueError(f"X has {data.num_channels} channel(s) per time step, but {type(self).__name__} was "
@@ -1081,7 +1087,8 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
 
     Fitted attributes: ``classes_`` (K,), ``feature_map_`` (`RandomFeatures`), ``readout_`` (`RidgeReadout`),
     ``alpha_``, ``n_random_features_``, ``n_features_in_`` (channels C), ``channel_mean_``, ``channel_scale_``,
-    ``seed_``.
+    ``seed_``, ``fitted_with_times_`` (whether fit was given times: predictions then need them, and refuse them
+    otherwise).
     """
 
     _classification = True
@@ -1105,6 +1112,9 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         return self
 
     def _targets(self, y, num_samples: int) -> torch.Tensor:
+        from .sklearn import _check_label_types
+
+        _check_label_types(y)
         labels = column_or_1d(y, warn=True)
         check_classification_targets(labels)
         if labels.shape[0] != num_samples:
@@ -1165,7 +1175,7 @@ class RandomFeatureRegressor(RegressorMixin, _RandomFeatureEstimator):
     leave-one-out error over the targets.
 
     Fitted attributes: ``feature_map_``, ``readout_``, ``alpha_``, ``n_random_features_``, ``n_features_in_``,
-    ``n_outputs_``, ``channel_mean_``, ``channel_scale_``, ``seed_``.
+    ``n_outputs_``, ``channel_mean_``, ``channel_scale_``, ``seed_``, ``fitted_with_times_``.
     """
 
     def __sklearn_tags__(self):

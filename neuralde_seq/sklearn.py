@@ -14,7 +14,9 @@ steps (at least 2) at prediction. Every sequence needs at least one observed val
 error naming it), values must be finite or NaN, and the channels at prediction must be those of fit.
 
 **times** (keyword of ``fit``, ``predict``, ``predict_proba`` and ``score``): None (each sample's observation
-index 0, 1, ...) or one (T_i,) array per sample (a list, or a 2-D (N, T) array), strictly increasing, in any unit: models that read a control path get the time channel in
+index 0, 1, ...) or one (T_i,) array per sample (a list, or a 2-D (N, T) array), strictly increasing, in any unit;
+an estimator fitted with times needs them at prediction, and one fitted without refuses them
+(``fitted_with_times_``). Models that read a control path get the time channel in
 units of the longest span in the data given to ``fit`` (``time_unit="auto"``, kept for prediction), and models
 that read raw observations see the gaps, best in units where they are about 1. In cross-validation, route them with
 scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=True)``,
@@ -25,7 +27,10 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
 
 1. ``data = from_arrays(X, times=times, dtype=dtype)``; each channel is standardised with the mean and
    standard deviation of its observed values in ``X`` (`channel_statistics`, stored as
-   ``channel_mean_`` and ``channel_scale_`` and applied to every later X);
+   ``channel_mean_`` and ``channel_scale_`` and applied to every later X). The finite range of the models
+   (`magnitude_limit`) applies to the standardised values, so raw values of 1e12 are accepted; a
+   value beyond the dtype's largest number, or one that lies beyond the range once standardised (at prediction,
+   far outside the training data), is refused naming it;
 2. the model's input: ``model_inputs(model, data.times, values, data.lengths, **control_options)``. Models that
    read a control path get ``parametrization="index"`` unless ``control_options`` says otherwise: the path is
    parametrised by observation index, so samples may have different times (with ``"time"``,
@@ -66,6 +71,7 @@ from .data.arrays import _read
 from .data.datasets import IrregularDataset, stratified_split
 from .data.transforms import channel_statistics
 from .models import MODEL_NAMES, create_model, model_entry, model_inputs
+from .observations import magnitude_limit, validate_observations
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.fit import fit as _fit
@@ -79,12 +85,69 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
 
 
-def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:
+def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
+                  dtype: torch.dtype | None = None) -> torch.Tensor:
     """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
-    `standardise`); NaN stays NaN."""
+    `standardise`), in ``dtype`` (default the values' dtype); NaN stays NaN.
+
+    The finite range of the models (`magnitude_limit` of ``dtype``) is judged here, on the standardised values:
+    raw values of 1e12 are fine once standardised, a value far outside the training data's range is not.
+
+    Raises:
+        ValueError: a standardised value beyond ``magnitude_limit(dtype)``, naming X, where it is and how far it
+            lies from the channel's training mean.
+    """
+    dtype = values.dtype if dtype is None else dtype
     m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
     s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
-    return ((values.to(torch.float64) - m) / s).to(values.dtype)
+    result = (values.to(torch.float64) - m) / s
+    limit = magnitude_limit(dtype)
+    beyond = result.abs() > limit  # False for NaN (a missing value)
+    if bool(beyond.any()):
+        size = torch.where(beyond, result.abs(), torch.zeros((), dtype=result.dtype, device=result.device))
+        b, t, c = (int(k) for k in np.unravel_index(int(torch.argmax(size)), tuple(result.shape)))
+        raise ValueError(
+            f"X[{b}] has the value {float(values[b, t, c]):.6g} at step {t}, channel {c}: "
+            f"{float(result[b, t, c]):.3g} standard deviations from the channel's training mean "
+            f"(channel_mean_[{c}] = {float(m[c]):.6g}, channel_scale_[{c}] = {float(s[c]):.6g}), beyond the finite "
+            f"range |x| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations.magnitude_limit) "
+            "after standardisation: check X for an entry in other units, or use dtype='float64'")
+    return result.to(dtype)
+
+
+def _check_label_types(y) -> None:
+    """Refuse labels that mix strings and numbers, as scikit-learn's ``unique_labels`` does: numpy would turn
+    them all into strings, so that the integer 1 came back from `predict` as the string '1'."""
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        return  # one numpy type for every label
+    try:
+        labels = np.asarray(y, dtype=object).ravel()
+    except (TypeError, ValueError):
+        return  # not array-like: column_or_1d names the problem
+    found: dict[str, set] = {}
+    for label in labels:
+        kind = ("string" if isinstance(label, (str, bytes)) else
+                "number" if isinstance(label, numbers.Number) else None)
+        if kind is not None:
+            found.setdefault(kind, set()).add(type(label).__name__)
+    if len(found) > 1:
+        types = ", ".join(sorted(set().union(*found.values())))
+        raise ValueError(f"y mixes label types: strings and numbers ({types}); give every label as one type (e.g. "
+                         "all strings, or all integers), so that predict returns the labels as given")
+
+
+def _check_times_like_fit(estimator, times) -> None:
+    """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
+    would otherwise silently read the observation indices 0, 1, ... as times."""
+    with_times = getattr(estimator, "fitted_with_times_", None)  # None: fitted before the attribute existed
+    name = type(estimator).__name__
+    if with_times and times is None:
+        raise ValueError(f"times is None, but this {name} was fitted with times: give the times of these "
+                         "sequences too (one (T_i,) array per sample, in the units of fit); without them the "
+                         "observation indices 0, 1, ... would be read as times")
+    if with_times is False and times is not None:
+        raise ValueError(f"times was given, but this {name} was fitted without times (each sample's observation "
+                         "indices 0, 1, ...): pass times=None, or fit with times")
 
 
 def _threads(n_jobs) -> int:
@@ -215,15 +278,27 @@ class _SequenceEstimator(BaseEstimator):
             raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {_MIN_STEPS} is "
                              f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
                              f"and the models need at least {_MIN_STEPS} time steps per sequence")
-        (t, values, lengths), _ = _read(X, times, None, dtype, names=("X", "times", "lengths"))
+        # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
+        # standardisation (`_standardised`), so raw values of 1e12 are accepted in float32.
+        (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
         short = torch.nonzero(lengths < _MIN_STEPS).flatten().tolist()
         if short:
             raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
                              f"short): the models need at least {_MIN_STEPS} time steps per sequence")
-        return IrregularDataset(t, values, lengths, None, [], name=type(self).__name__)
+        # The values as ``dtype`` holds them (statistics and standardisation as for data read in it), kept in float64.
+        held = values.to(dtype)
+        infinite = torch.isinf(held)  # finite as given (checked by _read), beyond the dtype's range once cast
+        if bool(infinite.any()):
+            b, step, c = torch.nonzero(infinite)[0].tolist()
+            raise ValueError(f"X[{b}] has a value beyond the largest {dtype} number ({torch.finfo(dtype).max:.3g}) at "
+                             f"step {step}, channel {c}: use dtype='float64', or rescale that channel")
+        # The times in ``dtype``, checked there (its finite range, strictly increasing once cast).
+        t = t.to(dtype)
+        validate_observations(t, torch.zeros(*t.shape, 1, dtype=dtype), lengths, min_length=1)
+        return IrregularDataset(t, held.to(torch.float64), lengths, None, [], name=type(self).__name__)
 
     def _inputs(self, data: IrregularDataset, mean, scale, control: dict, device: torch.device):
-        values = _standardised(data.values, mean, scale)
+        values = _standardised(data.values, mean, scale, data.times.dtype)  # in the estimator's dtype
         try:
             inputs = model_inputs(self.model, data.times, values, data.lengths, **control)
         except ValueError as error:
@@ -243,6 +318,7 @@ class _SequenceEstimator(BaseEstimator):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         data = self._dataset(X, times, settings["dtype"])
         targets, outputs, objective, strata = make_targets(len(data))
+        fitted_with_times = times is not None
         mean, scale = (s.numpy() for s in channel_statistics(data))
         device = settings["device"]
         # time_unit "auto": the span of the data given to fit, kept for predict (control_options_).
@@ -290,12 +366,14 @@ class _SequenceEstimator(BaseEstimator):
         self.control_options_ = settings["control"]
         self.seed_ = seed
         self.validation_index_ = val_index
+        self.fitted_with_times_ = fitted_with_times
         return self
 
     # ------------------------------------------------------------------ prediction
     def _outputs(self, X, times) -> np.ndarray:
         """The model's outputs for X, (N, outputs) float64."""
         check_is_fitted(self, "model_")
+        _check_times_like_fit(self, times)
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
         if data.num_channels != self.n_features_in_:
@@ -312,7 +390,8 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
     """A scikit-learn classifier of (irregularly sampled, ragged) sequences with any registry model.
 
     X, times and what ``fit`` does: see the module docstring; parameters: see below. ``y``: N hashable labels
-    (strings, ints, ...), at least 2 distinct; ``classes_`` holds them sorted (``np.unique(y)``) and
+    (strings, ints, ...; of one kind: strings and numbers mixed are refused, as by scikit-learn's
+    ``unique_labels``), at least 2 distinct; ``classes_`` holds them sorted (``np.unique(y)``) and
     `predict` returns them.
 
     Parameters:
@@ -347,7 +426,8 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
     Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module), ``history_``
     (`fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
     ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``seed_``, ``validation_index_``
-    (sorted indices of the samples of X held out for validation, or None).
+    (sorted indices of the samples of X held out for validation, or None), ``fitted_with_times_`` (whether fit
+    was given times: predictions then need them, and refuse them otherwise).
     """
 
     def fit(self, X, y, times=None):
@@ -367,6 +447,7 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         """
 
         def targets(num_samples):
+            _check_label_types(y)
             labels = column_or_1d(y, warn=True)
             check_classification_targets(labels)
             if labels.shape[0] != num_samples:
@@ -480,7 +561,7 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
 
     Fitted attributes: ``model_``, ``history_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
     ``channel_mean_``, ``channel_scale_``, ``target_mean_`` and ``target_scale_`` (k,), ``control_options_``,
-    ``seed_``, ``validation_index_``.
+    ``seed_``, ``validation_index_``, ``fitted_with_times_``.
     """
 
     def __sklearn_tags__(self):

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import warnings
 from typing import Protocol
 
@@ -106,6 +107,26 @@ DEFAULT_MAX_STEPS = 1_000_000
 class NonFiniteSolveWarning(RuntimeWarning):
     """A solve from a finite state along a finite control ended with NaN or infinite states; the message says
     which steps it took and what to change (usually the units of the times)."""
+
+
+def _check_integer(name: str, value, *, minimum: int, allow_none: bool = True, none_means: str = ""):
+    """``value`` as a Python int (numpy integers too), or None where ``allow_none``; a ValueError naming ``name``
+    for anything else (a bool, a float, a string) or an integer below ``minimum``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {kind}{' or None' if allow_none else ''}{none_means}, got {value!r}")
+    return int(value)
+
+
+def _check_positive_number(name: str, value, *, allow_none: bool = True) -> None:
+    """Raise a ValueError naming ``name`` unless ``value`` is a positive finite real number (not a bool or a
+    string, such as YAML's ``small`` or "0.1"), or None where ``allow_none``."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
 
 
 @dataclasses.dataclass
@@ -212,28 +233,31 @@ class SolverOptions:
             if self.gradient is not None and self.gradient != implied:
                 raise ValueError(f"adjoint={self.adjoint} means gradient={implied!r}, which contradicts "
                                  f"gradient={self.gradient!r}: give one of the two")
-        if self.chunk_size is not None and not (isinstance(self.chunk_size, int) and self.chunk_size >= 1):
-            raise ValueError(f"chunk_size must be a positive integer or None, got {self.chunk_size!r}")
+        # Every numeric option: a number of the right kind, never a bool (True would be a step of 1) or a string
+        # (which met a comparison's TypeError naming no field); the message names the option.
+        self.chunk_size = _check_integer("chunk_size", self.chunk_size, minimum=1)
+        self.exact_block_size = _check_integer("exact_block_size", self.exact_block_size, minimum=1)
+        self.checkpoint_every = _check_integer("checkpoint_every", self.checkpoint_every, minimum=1)
+        self.max_steps = _check_integer("max_steps", self.max_steps, minimum=1, none_means=" (no limit)")
+        self.adjoint_check = _check_integer("adjoint_check", self.adjoint_check, minimum=0, allow_none=False,
+                                            none_means=" (0: off)")
+        _check_positive_number("step_size", self.step_size)
+        _check_positive_number("rtol", self.rtol, allow_none=False)
+        _check_positive_number("atol", self.atol, allow_none=False)
+        for flag in ("compile", "affine_steps"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.method not in (EXACT_METHOD, AUTO_METHOD) and (self.chunk_size is not None or self.compile):
             raise ValueError(f"chunk_size and compile are options of method='exact' (and of 'auto', where it takes "
                              f"the closed form), not of {self.method!r}")
         if self.exact_scan not in ("auto", "sequential", "chunked"):
             raise ValueError(f"exact_scan must be 'auto', 'sequential' or 'chunked', got {self.exact_scan!r}")
-        if self.exact_block_size is not None and (isinstance(self.exact_block_size, bool) or not isinstance(
-                self.exact_block_size, int) or self.exact_block_size < 1):
-            raise ValueError(f"exact_block_size must be a positive integer or None, got {self.exact_block_size!r}")
         if self.exact_block_size is not None and self.exact_scan == "sequential":
             raise ValueError("exact_block_size is the block length of exact_scan='chunked' (or 'auto' where it "
                              "takes the chunked form), but exact_scan is 'sequential'")
         if self.method not in (EXACT_METHOD, AUTO_METHOD) and self.exact_scan != "auto":
             raise ValueError(f"exact_scan is an option of method='exact' (and of 'auto', where it takes the closed "
                              f"form), not of {self.method!r}")
-        if self.checkpoint_every is not None and not (
-                isinstance(self.checkpoint_every, int) and not isinstance(self.checkpoint_every, bool)
-                and self.checkpoint_every >= 1):
-            raise ValueError(f"checkpoint_every must be a positive integer or None, got {self.checkpoint_every!r}")
-        if not isinstance(self.affine_steps, bool):
-            raise ValueError(f"affine_steps must be True or False, got {self.affine_steps!r}")
         if self.scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {self.scan!r}")
         if self.scan != "auto" and self.method in ADAPTIVE_METHODS:
@@ -242,15 +266,6 @@ class SolverOptions:
         if self.scan == "parallel" and not self.affine_steps and self.method in FIXED_STEP_METHODS:
             raise ValueError("scan='parallel' composes the affine step maps of affine_steps=True; with "
                              "affine_steps=False the per-step loop runs, which has no parallel form")
-        if isinstance(self.adjoint_check, bool) or not isinstance(self.adjoint_check, int) or self.adjoint_check < 0:
-            raise ValueError(f"adjoint_check must be an integer >= 0 (0: off), got {self.adjoint_check!r}")
-        if self.step_size is not None and not (self.step_size > 0 and math.isfinite(self.step_size)):
-            raise ValueError(f"step_size must be a positive number or None, got {self.step_size!r}")
-        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
-                                           or self.max_steps < 1):
-            raise ValueError(f"max_steps must be a positive integer or None (no limit), got {self.max_steps!r}")
-        if not (self.rtol > 0 and self.atol > 0):
-            raise ValueError(f"rtol and atol must be positive, got rtol={self.rtol}, atol={self.atol}")
         # Not fields (not part of equality or repr): solves counted for adjoint_check, the method the latest solve
         # used, and the rk4 options "auto" falls back to (cached so that its adjoint_check count carries on).
         self._adjoint_solves = 0

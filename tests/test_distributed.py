@@ -10,6 +10,7 @@ must agree, and only rank 0 may write files.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,20 +73,20 @@ def _train(folder) -> dict:
 
 
 def _train_in_group(folder: str) -> dict:
-    """:func:`_train` in a process of a launch, recording the files this process writes with torch.save."""
+    """:func:`_train` in a process of a launch, recording the files this process writes (every file is written
+    to a temporary file that os.replace then moves onto its name: neuralde_seq.files.atomic_file)."""
     written = []
-    save = torch.save
+    replace = os.replace
 
-    def recording_save(obj, f, *args, **kwargs):
-        if isinstance(f, (str, Path)):  # not the in-memory saves of pickled tensors (all_gather_object)
-            written.append(Path(f).name)
-        return save(obj, f, *args, **kwargs)
+    def recording_replace(source, destination, *args, **kwargs):
+        written.append(Path(destination).name)
+        return replace(source, destination, *args, **kwargs)
 
-    torch.save = recording_save
+    os.replace = recording_replace
     try:
         result = _train(folder)
     finally:
-        torch.save = save
+        os.replace = replace
     return {**result, "rank_and_world": world(), "written": written}
 
 
@@ -135,7 +136,7 @@ def test_two_gloo_processes_train_as_one_process(tmp_path):
 
     # Only rank 0 writes; its checkpoints hold the single process's weights.
     assert ranks[1]["written"] == []
-    assert {"best.pt.tmp", "last.pt.tmp"} <= set(ranks[0]["written"])
+    assert {"best.pt", "last.pt"} <= set(ranks[0]["written"])
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == ["best.pt", "last.pt"]
     for name in ("best.pt", "last.pt"):
         got = torch.load(tmp_path / "ddp" / name, weights_only=True)["model_state"]

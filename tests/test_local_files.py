@@ -357,7 +357,8 @@ def test_long_dataframe_errors_name_the_problem(toy, monkeypatch):
         from_long_dataframe(varied, label_column="label")
     with pytest.raises(KeyError, match=r"time_column='t' is not a column"):
         from_long_dataframe(frame, time_column="t", label_column="label")
-    with pytest.raises(TypeError, match=r"value_columns 'label' must be numeric"):
+    with pytest.raises(TypeError, match=r"column 'label' holds .* not numbers: it was taken as a channel because "
+                                         r"value_columns was not given.* pass label_column='label'"):
         from_long_dataframe(frame)  # the label column taken as a channel
     infinite = frame.copy()
     infinite.loc[4, "ch1"] = np.inf

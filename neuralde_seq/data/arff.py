@@ -20,8 +20,12 @@ as the ``.ts`` reader produces, so a dataset gives identical arrays from either 
 * **univariate (flat)**, the UCR archive: ``@attribute att1 numeric`` ... one per time step, the class
   attribute last, and each data line ``v1,v2,...,vT,label``.
 
-Rules: keywords are case-insensitive; ``%`` starts a comment line; ``?`` (or ``NaN``) is a missing
-value (NaN); ``inf``, ``-inf`` and numbers too large for float64 (``1e400``) are refused;
+Rules: the file is UTF-8 (a BOM tolerated; another encoding only when named: ``read_arff(path,
+encoding="latin-1")``), and a file that is not raises ``ValueError`` naming the line and byte; keywords are
+case-insensitive; ``%`` starts a comment line; ``?`` (or ``NaN``) is a missing
+value (NaN); ``inf``, ``-inf`` and numbers too large for float64 (``1e400``) are refused; numbers follow the
+strict grammar of `neuralde_seq.data.text_files` (ASCII decimal or scientific notation: ``1_5`` and ``١٢`` are
+refused, naming the line, the value's place and its text);
 quoted names and values use ``'`` or ``"`` with backslash escapes; the class attribute is the last
 attribute. Nominal (``{a,b,...}``): its values are the declared class labels in file order. Numeric, in the
 relational layout only: a regression target per case (``TsData.targets`` True), which must be a finite
@@ -47,6 +51,7 @@ from typing import Iterable
 
 import numpy as np
 
+from .text_files import decode_text, parse_number_row, split_lines
 from .ts_format import TsData, _check_target
 
 __all__ = ["parse_arff", "read_arff", "decode_archive_text"]
@@ -56,29 +61,31 @@ _ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 
 
-def decode_archive_text(raw: bytes) -> str:
-    """Decode an archive text file: UTF-8, falling back to Latin-1 (some old archive files use it)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+def decode_archive_text(raw: bytes, source: str = "<archive member>") -> str:
+    """Decode an archive text file by the readers' one policy (`neuralde_seq.data.text_files.decode_text`):
+    UTF-8, a BOM tolerated, and a ``ValueError`` naming ``source``, the line and the byte otherwise (no
+    silent Latin-1 fallback)."""
+    return decode_text(raw, source, None, reader="the reader")
 
 
-def read_arff(path: str | os.PathLike) -> TsData:
+def read_arff(path: str | os.PathLike, *, encoding: str | None = None) -> TsData:
     """Read an ARFF file from disk (see the module docstring for the layouts).
 
     Arguments:
         path: the ``.arff`` file.
+        encoding: None (default): UTF-8, a BOM tolerated; or the name of the file's encoding (``"latin-1"``).
 
     Returns:
         `TsData`, as `parse_arff`.
 
     Raises:
-        ValueError: as `parse_arff` (malformed contents, naming the file and line).
+        ValueError: bytes that are not valid in the encoding (naming the line and byte offset); as
+            `parse_arff` (malformed contents, naming the file and line).
+        TypeError: ``encoding`` is not a string.
         NotImplementedError: as `parse_arff` (sparse data lines, string/date attributes).
     """
-    text = decode_archive_text(Path(path).read_bytes())
-    return parse_arff(text.splitlines(), source=str(path))
+    text = decode_text(Path(path).read_bytes(), str(path), encoding, reader="read_arff")
+    return parse_arff(split_lines(text), source=str(path))
 
 
 def _unescape(text: str) -> str:
@@ -123,38 +130,13 @@ def _split_fields(line: str, source: str, lineno: int) -> list[str]:
         i += 1  # the comma
 
 
-def _parse_numbers(row: str, source: str, lineno: int) -> np.ndarray:
-    """A comma-separated row of numbers, ``?`` or ``NaN`` = NaN, as float64 (fast path through numpy).
+def _parse_numbers(row: str, source: str, lineno: int, where=lambda k: f"value {k + 1}") -> np.ndarray:
+    """A comma-separated row of numbers, ``?`` or ``NaN`` = NaN, as float64, by the grammar of `text_files`.
 
-    Raises ``ValueError`` naming the token for an unreadable or an infinite value (``inf``, ``1e400``).
+    Raises ``ValueError`` naming the line, the value's place (``where``) and the token for a value outside the
+    grammar or an infinite value (``inf``, ``1e400``).
     """
-    tokens = row.split(",")
-    if "?" in row:
-        tokens = [math.nan if t.strip() == "?" else t for t in tokens]
-    try:
-        values = np.array(tokens, dtype=np.float64)
-    except ValueError:
-        pass
-    else:
-        infinite = np.isinf(values)
-        if infinite.any():  # inf, -inf, or an overflow such as 1e400: never a measurement
-            token = str(tokens[int(np.argmax(infinite))]).strip()
-            raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number (reads as "
-                             f"{values[infinite][0]}); only finite numbers and the missing-value marks '?' and "
-                             "NaN are allowed")
-        return values
-    for token in tokens:  # find the culprit for the message
-        if not isinstance(token, str):  # a '?' already turned into NaN
-            continue
-        token = token.strip()
-        if token == "":
-            raise ValueError(f"{source}, line {lineno}: empty value (two commas in a row or a trailing comma)")
-        if token != "?":
-            try:
-                float(token)
-            except ValueError:
-                raise ValueError(f"{source}, line {lineno}: cannot read {token!r} as a number") from None
-    raise ValueError(f"{source}, line {lineno}: cannot read the values")  # pragma: no cover
+    return parse_number_row(row, source, lineno, where)
 
 
 def _parse_attribute(rest: str, source: str, lineno: int) -> tuple[str, str]:
@@ -217,6 +199,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     class_labels: list[str] | None = None
     targets = False  # a numeric class attribute: regression targets
     n_time: int | None = None
+    case_lines: list[int] = []
 
     for lineno, raw_line in enumerate(lines, start=1):
         line = raw_line.strip()
@@ -294,7 +277,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             if len(fields) != 2:
                 raise ValueError(f"{source}, line {lineno}: expected a quoted relational value and a class, "
                                  f"got {len(fields)} fields")
-            rows = [_parse_numbers(row, source, lineno) for row in fields[0].split("\n")]
+            rows = [_parse_numbers(row, source, lineno, lambda k, c=c: f"channel {c + 1}, value {k + 1}")
+                    for c, row in enumerate(fields[0].split("\n"))]
             for channel, row in enumerate(rows):
                 if row.size != n_time:
                     raise ValueError(f"{source}, line {lineno}: {row.size} values per channel (channel {channel}), "
@@ -305,7 +289,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             fields = _split_fields(line, source, lineno)
             if len(fields) != n_time + 1:
                 raise ValueError(f"{source}, line {lineno}: {len(fields)} fields, expected {n_time} values and a class")
-            case = _parse_numbers(",".join(fields[:-1]), source, lineno)[None, :]
+            case = _parse_numbers(",".join(fields[:-1]), source, lineno, lambda k: f"field {k + 1}")[None, :]
             label = fields[-1]
         if series and case.shape[0] != series[0].shape[0]:
             raise ValueError(f"{source}, line {lineno}: {case.shape[0]} channels, earlier cases have "
@@ -319,6 +303,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                              f"{class_labels}")
         series.append(case)
         labels.append(label)
+        case_lines.append(lineno)
 
     if not in_data:
         raise ValueError(f"{source}: no @data line (the file ends in its header: cut short, or not an ARFF file)")
@@ -326,4 +311,4 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
         raise ValueError(f"{source}, line {data_line}: no cases after @data (the file is cut short or empty)")
     header = {"relation": relation or "", "format": "arff-relational" if relational_name else "arff-flat"}
     return TsData(series=series, labels=labels, class_labels=class_labels, times=None, header=header,
-                  targets=targets)
+                  targets=targets, lines=case_lines, source=source)

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from .datasets import IrregularDataset
+from .ts_format import out_of_range
 
 __all__ = ["pad_sequences", "from_concatenated", "from_arrays"]
 
@@ -223,7 +224,29 @@ def _read(sequences, times, lengths, dtype, names=("sequences", "times", "length
     sample_times = _sample_times(times, samples, times_name, name)
     samples, sample_times = _apply_lengths(samples, sample_times, lengths, lengths_name, name)
     channels = _check_samples(samples, name)
+    _check_range(samples, sample_times, dtype, name, times_name)
     return _pad(samples, sample_times, channels, dtype, name), shape
+
+
+def _check_range(samples, sample_times, dtype: torch.dtype, name: str, times_name: str) -> None:
+    """Refuse values and times that overflow ``dtype``, naming the argument, the sample and the value, before the
+    cast (after it, 1e308 in float32 is just ``inf``). Only overflow: the models' narrower range
+    (`magnitude_limit`) is the dataset's check, and callers such as the estimators standardise in between."""
+    limit = float(torch.finfo(dtype).max)
+    for i, (sample, t) in enumerate(zip(samples, sample_times)):
+        with np.errstate(invalid="ignore"):
+            too_big = np.abs(sample) > limit  # False for NaN (missing)
+        if too_big.any():
+            step, channel = (int(k) for k in np.argwhere(too_big)[0])
+            value = float(sample[step, channel])
+            raise ValueError(f"{name}[{i}] holds {value!r} at step {step}, channel {channel}, which "
+                             f"{out_of_range(value, dtype, None)}")
+        if (np.abs(t) > limit).any():
+            step = int(np.flatnonzero(np.abs(t) > limit)[0])
+            value = float(t[step])
+            raise ValueError(f"{times_name}[{i}] holds {value!r} at step {step}, which "
+                             f"{out_of_range(value, dtype, None, 'the times')}; or subtract a reference time (e.g. "
+                             "each sample's first time)")
 
 
 def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = torch.float32

@@ -51,9 +51,20 @@ def _import_pandas():
     return pandas
 
 
+_DEFAULTS = {"id_column": ("id", "name the column that identifies each sample with id_column=..."),
+             "time_column": ("time", "name the time column with time_column=..., or pass time_column=None to "
+                                     "number each sample's rows 0, 1, ... in frame order")}
+
+
 def _column(frame, column, what: str):
     if column not in frame.columns:
-        raise KeyError(f"{what}={column!r} is not a column of frame; its columns: {list(frame.columns)}")
+        message = f"{what}={column!r} is not a column of frame; its columns: {list(frame.columns)}"
+        default, advice = _DEFAULTS.get(what, (None, None))
+        if column == default:  # the user may never have named it: say where the name comes from
+            message += f" ({what} defaults to {default!r}: {advice})"
+        if column in (frame.index.names or []):
+            message += f"; {column!r} is the frame's index: pass frame.reset_index()"
+        raise KeyError(message)
     return frame[column]
 
 
@@ -72,6 +83,33 @@ def _numeric(pd, series, what: str, column, allow_nan: bool) -> np.ndarray:
         kind = "an infinite" if allow_nan else "a missing or infinite"
         raise ValueError(f"{what} {column!r} has {kind} entry ({values[bad][0]}) at row {row!r}")
     return values
+
+
+def _check_dtype_range(frame, ids_series, values, column, what: str, dtype) -> None:
+    """Refuse an entry beyond what ``dtype`` carries (1e308 overflows float32), naming the column, row and id."""
+    if values is None:
+        return
+    from ..observations import magnitude_limit
+    from .ts_format import out_of_range
+
+    _check_float_dtype(dtype)
+    with np.errstate(invalid="ignore"):
+        too_big = np.abs(values) > magnitude_limit(dtype)  # False for NaN
+    if too_big.any():
+        position = int(np.argmax(too_big))
+        value = float(values[position])
+        sample_id = ids_series.iloc[position]
+        sample_id = sample_id.item() if isinstance(sample_id, np.generic) else sample_id
+        row = frame.index[position]
+        row = row.item() if isinstance(row, np.generic) else row
+        rescale = "the times" if what == "time_column" else "the column"
+        raise ValueError(f"{what} {column!r} holds {value!r} at row {row!r} (id {sample_id!r}), which "
+                         f"{out_of_range(value, dtype, 'from_long_dataframe', rescale)}")
+
+
+def _check_float_dtype(dtype) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating point torch.dtype (e.g. torch.float32), got {dtype!r}")
 
 
 def from_long_dataframe(
@@ -187,8 +225,26 @@ def from_long_dataframe(
                 raise ValueError(f"value_columns {overlap} are also the id, time or label column")
         if not channels:
             raise ValueError("frame has no value column (every column is the id, time or label column)")
+        if value_columns is None:  # every other column was taken as a channel: say so when one is not numeric
+            for c in channels:
+                dtype_c = frame[c].dtype
+                if not pd.api.types.is_numeric_dtype(dtype_c) or pd.api.types.is_bool_dtype(dtype_c):
+                    named = ", ".join(f"{role} {col!r}" for role, col in (("id", id_column), ("time", time_column),
+                                                                         ("label", label_column)) if col is not None)
+                    hint = (f"; if {c!r} holds the labels, pass label_column={c!r}" if label_column is None else "")
+                    raise TypeError(f"column {c!r} holds {dtype_c} values, not numbers: it was taken as a channel "
+                                    f"because value_columns was not given (every column except {named} is a "
+                                    f"channel); name the channels with value_columns=[...], or drop {c!r}{hint}")
         wide = np.stack([_numeric(pd, _column(frame, c, "value_columns"), "value_columns", c, allow_nan=True)
                          for c in channels], axis=1)
+
+    # ---- values and times the dataset's dtype can carry (named here, where the column and row are known)
+    _check_dtype_range(frame, ids_series, times_all, time_column, "time_column", dtype)
+    if stacked:
+        _check_dtype_range(frame, ids_series, stacked_values, value_column, "value_column", dtype)
+    else:
+        for j, c in enumerate(channels):
+            _check_dtype_range(frame, ids_series, wide[:, j], c, "value column", dtype)
 
     # ---- labels per sample
     sample_labels = None
@@ -200,6 +256,13 @@ def from_long_dataframe(
             raise ValueError(f"label_column {label_column!r} has a missing label at row {row!r} "
                              f"(id {ids_series.iloc[int(np.argmax(missing))]!r})")
         label_values = label_series.to_numpy(dtype=object)
+        for position, value in enumerate(label_values):
+            try:
+                hash(value)
+            except TypeError:
+                raise ValueError(f"label_column {label_column!r} holds an unhashable value {value!r} at row "
+                                 f"{frame.index[position]!r}; labels must be strings, ints or other hashable "
+                                 "values") from None
     elif labels is not None:
         if isinstance(labels, pd.Series):
             if labels.index.has_duplicates:
@@ -261,6 +324,15 @@ def from_long_dataframe(
             collected.append(distinct[0])
     if label_column is not None:
         sample_labels = collected
+    if sample_labels is not None and class_names is None:
+        try:
+            sorted(set(sample_labels))
+        except TypeError:  # from_arrays would blame its own argument `labels`, which the caller may not have named
+            kinds = sorted({type(x).__name__ for x in sample_labels})
+            named = f"label_column {label_column!r}" if label_column is not None else "labels"
+            raise ValueError(f"{named} mixes label types that cannot be sorted ({', '.join(kinds)}), so the classes "
+                             "have no order: make the labels one type (e.g. frame[...].astype(str)), or give "
+                             "class_names to fix the order of the classes") from None
 
     dataset = from_arrays(sequences, sample_labels, times=times, class_names=class_names, name=name, dtype=dtype)
     return dataset.replace(meta={**dataset.meta, "ids": ids, "channels": [str(c) for c in channels],

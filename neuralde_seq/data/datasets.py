@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..observations import Observations, validate_observations
-from .ts_format import TsData, read_ts
+from .ts_format import TsData, check_value_range, read_ts
 
 __all__ = [
     "DatasetSplits",
@@ -372,6 +372,7 @@ def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=tor
     """
     if data.labels is None:
         raise ValueError("the .ts data carry no labels; a classification dataset needs them")
+    check_value_range(data, dtype, "from_ts")  # names the file and line of a value dtype cannot carry
     if data.targets:
         if class_names is not None:
             raise ValueError(f"class_names given ({list(class_names)}), but the .ts data hold regression targets "

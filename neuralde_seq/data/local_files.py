@@ -9,6 +9,10 @@
   is read: both give identical arrays). A folder holding several datasets needs ``name=`` to pick one.
 
 Relative paths are resolved against the current working directory; ``meta`` records the absolute paths.
+Files are UTF-8 (a BOM tolerated), or the encoding given as ``encoding=``; a file that is not valid in it
+raises ``ValueError`` naming the file, line and byte (`neuralde_seq.data.text_files`, the readers' one
+encoding policy and number grammar). A value or timestamp beyond what ``dtype`` carries (1e308 overflows
+float32; the models handle ``|x| <= magnitude_limit(dtype)``) raises ``ValueError`` naming the file and line.
 
 Protocol:
 
@@ -54,7 +58,8 @@ import torch
 
 from .arff import read_arff
 from .datasets import DatasetSplits, IrregularDataset, _split, stratified_split
-from .ts_format import TsData, read_ts
+from .text_files import check_encoding
+from .ts_format import TsData, check_value_range, read_ts
 
 __all__ = ["load_files", "read_file", "find_split_files"]
 
@@ -92,14 +97,16 @@ def _file_format(path: Path, what: str) -> str:
     return fmt
 
 
-def _read(path: Path, what: str) -> _FileData:
-    """Parse one labelled file and cut each series' trailing all-missing padding (module docstring, 5)."""
+def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reader: str) -> _FileData:
+    """Parse one labelled file, check its values fit ``dtype``, and cut each series' trailing all-missing
+    padding (module docstring, 5)."""
     if not path.exists():
         raise FileNotFoundError(f"{what}: {path} does not exist")
     if path.is_dir():
         raise IsADirectoryError(f"{what}: {path} is a folder; give a .ts or .arff file")
     fmt = _file_format(path, what)
-    data: TsData = read_ts(path) if fmt == "ts" else read_arff(path)
+    data: TsData = read_ts(path, encoding=encoding) if fmt == "ts" else read_arff(path, encoding=encoding)
+    check_value_range(data, dtype, reader)
     if data.labels is None:
         raise ValueError(f"{what}: {path} carries no labels (a .ts file needs @classLabel true ... or "
                          "@targetLabel true)")
@@ -145,14 +152,15 @@ def _check_dtype(dtype) -> None:
         raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
 
 
-def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, name: str | None = None
-              ) -> IrregularDataset:
+def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, name: str | None = None,
+              encoding: str | None = None) -> IrregularDataset:
     """One labelled ``.ts`` or ARFF file as an `IrregularDataset`, cases in file order.
 
     Arguments:
         path: the file (``.ts`` or ``.arff``, by extension; relative to the current directory).
         dtype: floating dtype of ``times``, ``values`` and (regression files) ``targets``.
         name: the dataset's name (default: the file name without its extension).
+        encoding: None (default): UTF-8, a BOM tolerated; or the name of the file's encoding (``"latin-1"``).
 
     Returns:
         An `IrregularDataset` of N cases: ``times`` (N, T) (timestamps of a ``@timeStamps true``
@@ -164,11 +172,14 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
 
     Raises:
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
-        ValueError: another extension, an unlabelled file, a series with no observed value, or a malformed
-            line or regression target (naming the file and line).
+        ValueError: another extension, an unlabelled file, a series with no observed value, a malformed
+            line or regression target, bytes not valid in the encoding, or a value beyond ``dtype``'s range
+            (naming the file and line); an unknown ``encoding``.
+        TypeError: ``encoding`` is not a string.
     """
     _check_dtype(dtype)
-    part = _read(_resolve(path, "path"), "path")
+    check_encoding(encoding)
+    part = _read(_resolve(path, "path"), "path", dtype, encoding, "read_file")
     class_names = _class_order(part.labels, part.declared) if part.targets is None else []
     meta = {"source": "local file", "file": str(part.path), "format": part.fmt,
             "timestamps": part.times is not None, "declared_class_labels": part.declared,
@@ -227,6 +238,7 @@ def load_files(
     split_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     name: str | None = None,
+    encoding: str | None = None,
 ) -> DatasetSplits:
     """A local labelled dataset with its own TRAIN / TEST split (see the module docstring for the protocol).
 
@@ -240,6 +252,7 @@ def load_files(
         dtype: floating dtype of ``times``, ``values`` and (regression files) ``targets``.
         name: the dataset's name; with a folder, also which dataset to read when it holds several.
             Default: the ``<Name>`` of the files (a TRAIN file name without ``_TRAIN`` and extension).
+        encoding: None (default): UTF-8, a BOM tolerated; or the name of both files' encoding (``"latin-1"``).
 
     Returns:
         ``DatasetSplits(train, val, test)`` of `IrregularDataset`, each with
@@ -253,10 +266,12 @@ def load_files(
         FileNotFoundError / IsADirectoryError: a missing file or folder, a folder without a TRAIN/TEST pair.
         ValueError: a bad argument (named); TRAIN and TEST the same file; a TEST label absent from TRAIN;
             a regression file beside a class-labelled one; different channel counts; timestamps in one file
-            only; a malformed file or regression target (file and line named).
-        TypeError: a path that is not a str or os.PathLike.
+            only; a malformed file or regression target, bytes not valid in the encoding, a value beyond
+            ``dtype``'s range (file and line named); an unknown ``encoding``.
+        TypeError: a path that is not a str or os.PathLike; ``encoding`` not a string.
     """
     _check_dtype(dtype)
+    check_encoding(encoding)
     if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float, np.floating)) \
             or not 0.0 < float(validation_fraction) < 1.0:
         raise ValueError(f"validation_fraction must be a number in (0, 1), got {validation_fraction!r}")
@@ -282,8 +297,8 @@ def load_files(
         raise ValueError(f"train and test are the same file ({train_path}): the test set must be held out")
     dataset_name = name if name is not None else found_name
 
-    tr = _read(train_path, "train")
-    te = _read(test_path, "test")
+    tr = _read(train_path, "train", dtype, encoding, "load_files")
+    te = _read(test_path, "test", dtype, encoding, "load_files")
     if (tr.targets is None) != (te.targets is None):
         raise ValueError(f"the TRAIN file {train_path} holds {_kind(tr)} and the TEST file {test_path} holds "
                          f"{_kind(te)}: both files must hold class labels or both regression targets")

@@ -11,7 +11,11 @@ The format, as used by the UEA & UCR time series classification archive:
 * ``@data`` ends the header; every following non-comment line is one case;
 * in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` (or
   ``NaN``) marks a missing value (read as NaN); ``inf``, ``-inf`` and numbers too large for float64
-  (``1e400``) are refused;
+  (``1e400``) are refused. Numbers (values, timestamps, targets, ``@dimensions`` and ``@seriesLength``)
+  follow the one strict grammar of `neuralde_seq.data.text_files`: ASCII digits in decimal or scientific
+  notation, so ``1_5`` and ``١٢`` (which Python's `float` reads as 15 and 12) are refused;
+* the file is UTF-8 (a BOM tolerated); a file that is not raises ``ValueError`` naming the line and byte
+  (`neuralde_seq.data.text_files`), unless its encoding is given (``read_ts(path, encoding="latin-1")``);
 * with ``@classLabel true <labels>`` the last ``:`` field is the case's class label, one of the declared
   labels; with ``@targetLabel true`` (a regression file, as in the Monash/UEA regression archive) it is a
   real-valued target, which must be a finite number (``?``, ``NaN`` and ``inf`` are refused). Both are kept
@@ -44,7 +48,9 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["TsData", "read_ts", "parse_ts"]
+from .text_files import decode_text, is_number, number_problem, parse_number, parse_number_row, split_lines
+
+__all__ = ["TsData", "read_ts", "parse_ts", "check_value_range", "out_of_range"]
 
 
 @dataclass
@@ -62,6 +68,8 @@ class TsData:
         targets: True for a regression file (``@targetLabel true``; an ARFF file whose class attribute is
             numeric): ``labels`` are then real-valued targets, each a finite number
             (``float(label)``), not class names. False for class labels or no labels.
+        lines: the line of the file each case is on (1-based; N ints), or None (data built by hand).
+        source: the file name the parsers were given (for error messages).
     """
 
     series: list[np.ndarray]
@@ -70,6 +78,8 @@ class TsData:
     times: list[np.ndarray] | None = None
     header: dict[str, str] = field(default_factory=dict)
     targets: bool = False
+    lines: list[int] | None = None
+    source: str = ""
 
     def __len__(self) -> int:
         return len(self.series)
@@ -79,56 +89,51 @@ _BOOL = {"true": True, "false": False}
 _TUPLE_RE = re.compile(r"\(([^()]*)\)")
 
 
-def read_ts(path: str | os.PathLike) -> TsData:
-    """Read a ``.ts`` file from disk (UTF-8, falling back to Latin-1 for old archive files).
+def read_ts(path: str | os.PathLike, *, encoding: str | None = None) -> TsData:
+    """Read a ``.ts`` file from disk.
 
     Arguments:
         path: the ``.ts`` file.
+        encoding: None (default): UTF-8, a BOM tolerated; or the name of the file's encoding (``"latin-1"``).
 
     Returns:
         `TsData`, as `parse_ts`.
 
     Raises:
-        ValueError: as `parse_ts` (malformed contents, naming the file and line).
+        ValueError: bytes that are not valid in the encoding (naming the line and byte offset); as `parse_ts`
+            (malformed contents, naming the file and line).
+        TypeError: ``encoding`` is not a string.
         NotImplementedError: as `parse_ts` (date-time timestamps).
     """
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    return parse_ts(text.splitlines(), source=str(path))
+    text = decode_text(Path(path).read_bytes(), str(path), encoding, reader="read_ts")
+    return parse_ts(split_lines(text), source=str(path))
 
 
-def _parse_value(token: str, source: str, lineno: int) -> float:
-    token = token.strip()
-    if token == "?":
-        return math.nan
-    if token == "":
-        raise ValueError(f"{source}, line {lineno}: empty value (two commas in a row or a trailing comma)")
-    try:
-        value = float(token)  # also reads NaN, the other missing-value mark
-    except ValueError:
-        raise ValueError(f"{source}, line {lineno}: cannot read {token!r} as a number") from None
-    if math.isinf(value):  # inf, -inf, or an overflow such as 1e400: never a measurement
-        raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number (reads as {value}); "
-                         "only finite numbers and the missing-value marks '?' and NaN are allowed")
-    return value
+def _parse_value(token: str, source: str, lineno: int, where: str) -> float:
+    """One value of a timestamped case (``?``/NaN = missing), by the grammar of `text_files`."""
+    return float(parse_number_row(token, source, lineno, where=lambda _: where)[0])
 
 
 def _check_target(token: str, source: str, lineno: int) -> str:
-    """A regression target as written (stripped), after checking that it reads as a finite number."""
+    """A regression target as written (stripped), after checking that it is a finite number of the grammar."""
     token = token.strip()
-    try:
-        value = float(token)
-    except ValueError:
-        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a number (the file declares "
-                         "real-valued regression targets: @targetLabel true, or a numeric ARFF class "
-                         "attribute)") from None
-    if not math.isfinite(value):  # '?' does not read as a number; NaN and inf do
-        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a finite number (reads as {value}); "
-                         "a regression target cannot be missing or infinite")
+    if token == "?":
+        raise ValueError(f"{source}, line {lineno}: target '?' is not a number: a regression target cannot be "
+                         "missing")
+    if _NAN_OR_INF.fullmatch(token):
+        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a finite number; a regression target "
+                         "cannot be missing or infinite")
+    if not is_number(token):
+        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a number ({number_problem(token)}; "
+                         "the file declares real-valued regression targets: @targetLabel true, or a numeric ARFF "
+                         "class attribute)")
+    parse_number(token, source, lineno, "target")  # refuses 1e400
     return token
+
+
+_NAN_OR_INF = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+# A date-time timestamp (2019-01-01, 12:30, 01/02/2019): refused as not implemented, not as malformed.
+_DATE_TIME = re.compile(r"[0-9]{1,4}[-/][0-9]{1,2}[-/][0-9]{1,4}.*|[0-9]{1,2}:[0-9]{2}.*")
 
 
 def _parse_bool(key: str, value: str, source: str, lineno: int) -> bool:
@@ -171,16 +176,14 @@ def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[n
         if len(fields_) != 2:
             raise ValueError(f"{source}, line {lineno}: tuple ({tup}) is not (timestamp,value)")
         t_txt = fields_[0].strip()
-        try:
-            t = float(t_txt)
-        except ValueError:
+        if _DATE_TIME.fullmatch(t_txt):
             raise NotImplementedError(
-                f"{source}, line {lineno}: only numeric timestamps are supported, got {t_txt!r}"
-            ) from None
-        if not math.isfinite(t):
+                f"{source}, line {lineno}: only numeric timestamps are supported, got {t_txt!r}")
+        if _NAN_OR_INF.fullmatch(t_txt) or t_txt == "?":
             raise ValueError(f"{source}, line {lineno}: timestamp {t_txt!r} is not finite")
+        t = parse_number(t_txt, source, lineno, "timestamp")
         ts.append(t)
-        vs.append(_parse_value(fields_[1], source, lineno))
+        vs.append(_parse_value(fields_[1], source, lineno, f"tuple {len(vs) + 1}"))
     t_arr = np.asarray(ts, dtype=np.float64)
     if np.unique(t_arr).size != t_arr.size:
         raise ValueError(f"{source}, line {lineno}: repeated timestamp within one dimension")
@@ -225,6 +228,7 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
     series: list[np.ndarray] = []
     labels: list[str] = []
     times: list[np.ndarray] = []
+    case_lines: list[int] = []
 
     for lineno, raw_line in enumerate(lines, start=1):
         line = raw_line.strip()
@@ -269,10 +273,10 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             elif key == "equallength":
                 equal_length = _parse_bool(key, value, source, lineno)
             elif key in ("dimensions", "serieslength"):
-                try:
-                    number = int(value)
-                except ValueError:
-                    raise ValueError(f"{source}, line {lineno}: @{key} expects an integer, got {value!r}") from None
+                if re.fullmatch(r"\+?[0-9]+", value) is None:  # int() also reads '1_0' and '١'
+                    raise ValueError(f"{source}, line {lineno}: @{key} expects an integer, got {value!r} (an integer "
+                                     "is ASCII digits 0-9)")
+                number = int(value)
                 if number < 1:
                     raise ValueError(f"{source}, line {lineno}: @{key} must be positive, got {number}")
                 if key == "dimensions":
@@ -322,10 +326,11 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             times.append(grid)
         else:
             dims_values = []
-            for part in parts:
+            for d, part in enumerate(parts):
                 if not part.strip():
                     raise ValueError(f"{source}, line {lineno}: a dimension has no values")
-                dims_values.append([_parse_value(tok, source, lineno) for tok in part.split(",")])
+                dims_values.append(parse_number_row(part, source, lineno,
+                                                    where=lambda k, d=d: f"dimension {d + 1}, value {k + 1}"))
             lengths = {len(v) for v in dims_values}
             if len(lengths) != 1:
                 raise ValueError(
@@ -341,6 +346,7 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             raise ValueError(f"{source}, line {lineno}: length {case.shape[1]}, earlier cases have "
                              f"{series[0].shape[1]} and the header declares @equalLength true")
         series.append(case)
+        case_lines.append(lineno)
         if label is not None:
             labels.append(label)
 
@@ -355,4 +361,82 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
         times=times if timestamps else None,
         header=header,
         targets=has_target,
+        lines=case_lines,
+        source=source,
     )
+
+
+def check_value_range(data: TsData, dtype, reader: str) -> None:
+    """Refuse values and timestamps that ``dtype`` cannot carry into a dataset, naming the file and line.
+
+    A dataset in ``dtype`` accepts ``|x| <= neuralde_seq.observations.magnitude_limit(dtype)`` (4.29e9 in float32,
+    1.15e77 in float64); a regression target must be finite in ``dtype``. Checked here, where the file and line
+    are known, rather than after the cast (where 1e308 has become ``inf`` in float32).
+
+    Arguments:
+        data: the parsed file; ``data.lines`` and ``data.source`` locate a case in the file.
+        dtype: the floating point torch dtype the dataset will have.
+        reader: the function the caller offers ``dtype`` through (named in the advice).
+
+    Raises:
+        ValueError: naming the file, line, the value's place, the value, and whether it overflows ``dtype`` or
+            lies beyond the range the models handle, with what to do.
+    """
+    import torch
+
+    from ..observations import magnitude_limit
+
+    limit = magnitude_limit(dtype)
+    arff = data.header.get("format", "").startswith("arff")
+    source = data.source or "<ts>"
+
+    def where(k: int) -> str:
+        line = f", line {data.lines[k]}" if data.lines is not None else ""
+        return f"{source}{line} (case {k}, 0-based)"
+
+    def problem(value: float) -> str:
+        return out_of_range(value, dtype, reader, "the values in the file")
+
+    for k, case in enumerate(data.series):
+        with np.errstate(invalid="ignore"):
+            too_big = np.abs(case) > limit  # False for NaN (missing)
+        if too_big.any():
+            d, t = (int(i) for i in np.argwhere(too_big)[0])
+            value = float(case[d, t])
+            place = (f"{'channel' if arff else 'dimension'} {d + 1}, "
+                     + (f"timestamp {float(data.times[k][t])!r}" if data.times is not None else f"value {t + 1}"))
+            raise ValueError(f"{where(k)}: value {value!r} ({place}) {problem(value)}")
+        if data.times is not None:
+            stamps = np.asarray(data.times[k])
+            if (np.abs(stamps) > limit).any():
+                value = float(stamps[np.abs(stamps) > limit][0])
+                raise ValueError(f"{where(k)}: timestamp {value!r} {problem(value)}; or subtract a reference time "
+                                 "(e.g. each case's first timestamp) in the file")
+    if data.targets and data.labels is not None:
+        for k, label in enumerate(data.labels):
+            value = float(label)
+            if abs(value) > float(torch.finfo(dtype).max):  # a target need only be finite in dtype
+                raise ValueError(f"{where(k)}: target {label!r} {problem(value)}")
+
+
+def out_of_range(value: float, dtype, reader: str | None, what: str = "the values") -> str:
+    """Why ``value`` cannot enter a dataset in ``dtype`` and what to do, for error messages: it overflows ``dtype``
+    or lies beyond ``magnitude_limit(dtype)``; ``reader`` is the function that takes ``dtype``."""
+    import torch
+
+    from ..observations import magnitude_limit
+
+    limit, largest, wide_limit = magnitude_limit(dtype), float(torch.finfo(dtype).max), magnitude_limit(torch.float64)
+    if abs(value) > largest:
+        text = f"overflows {dtype} (its largest number is {largest:.3g})"
+    else:
+        text = (f"lies outside the finite range |x| <= {limit:.3g} that the models handle in {dtype} "
+                "(neuralde_seq.observations.magnitude_limit)")
+    rescale = f"rescale {what}" + ("" if "time" in what else " (standardise each channel)")
+    if dtype == torch.float64:
+        return f"{text}: {rescale}"
+    if abs(value) <= wide_limit:
+        to = f" to {reader}" if reader else ""
+        return f"{text}: pass dtype=torch.float64{to} (range |x| <= {wide_limit:.3g}), or {rescale}"
+    return (f"{text}; dtype=torch.float64 would hold it, but even in float64 the models handle only "
+            f"|x| <= {wide_limit:.3g}: {rescale}")

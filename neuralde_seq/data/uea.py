@@ -74,6 +74,7 @@ import numpy as np
 import torch
 
 from .arff import decode_archive_text, parse_arff
+from .text_files import split_lines
 from .datasets import DatasetSplits, IrregularDataset, _split
 from ..cache import CorruptCacheError, cached_tensors
 from .download import RemoteFile, data_dir, fetch
@@ -171,7 +172,7 @@ def _read_member(bundle: zipfile.ZipFile, member: str, fmt: str, archive: Path) 
     except (zipfile.BadZipFile, EOFError, OSError) as error:  # CRC mismatch, truncated archive
         raise CorruptCacheError(f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to "
                                 "download it again") from error
-    lines = decode_archive_text(raw).splitlines()
+    lines = split_lines(decode_archive_text(raw, source))  # UTF-8 or a ValueError naming the member and line
     return parse_ts(lines, source=source) if fmt == "ts" else parse_arff(lines, source=source)
 
 

@@ -301,8 +301,8 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression;
             None for the models that can run without an output head (the ODE-RFWPs and latent ODEs, used as
             encoders or generative models).
-        solver: `SolverOptions` or a dict of its fields (differential
-            equation models only).
+        solver: `SolverOptions`, a dict of its fields, or a method name such as "rk4" or "dopri5" (the same as
+            ``SolverOptions(method=solver)``); differential equation models only.
         **overrides: constructor arguments replacing the registry defaults.
 
     Returns:
@@ -310,12 +310,19 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
 
     Raises:
         ValueError: an unknown name, or ``solver`` for a model that is not solved by a differential equation
-            solver (and whatever the constructor refuses).
-        TypeError: ``in_channels`` is an input of the kind the model does not read.
+            solver, or an unknown method name (and whatever the constructor refuses).
+        TypeError: ``in_channels`` is an input of the kind the model does not read, or ``solver`` is none of
+            the forms above.
     """
     entry = _entry(name)
-    if isinstance(solver, dict):
+    if isinstance(solver, str):  # a method name: what a user means by solver="rk4"
+        solver = SolverOptions(method=solver)
+    elif isinstance(solver, dict):
         solver = SolverOptions(**solver)
+    elif solver is not None and not isinstance(solver, SolverOptions):
+        # refused here, not at the first forward pass (where it met an attribute error naming no argument)
+        raise TypeError(f"solver must be SolverOptions, a dict of its fields, a method name (e.g. 'rk4') or None, "
+                        f"got {type(solver).__name__}")
     derived = {}
     options = {**entry.defaults, **overrides}
     if isinstance(options.get("solver"), dict):  # a registry default: options of its own for every model

@@ -13,7 +13,7 @@
 from .augmentation import AugmentedInputs, EnsembleClassifier
 from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,
                         TimeLimit)
-from .checkpoints import default_last_checkpoint_path, load_checkpoint, save_checkpoint
+from .checkpoints import CheckpointError, default_last_checkpoint_path, load_checkpoint, save_checkpoint
 from .fit import ResumeMismatch, TrainingDiverged, fit
 from .metrics import accuracy, auroc
 from .objectives import ELBO, Classification, ModelArguments, Objective, PerStepClassification, Regression
@@ -24,6 +24,6 @@ __all__ = [
     "fit", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
     "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
     "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
-    "save_checkpoint", "load_checkpoint", "default_last_checkpoint_path", "accuracy", "auroc", "format_table",
-    "to_jsonable", "write_json", "write_table", "AugmentedInputs", "EnsembleClassifier",
+    "save_checkpoint", "load_checkpoint", "CheckpointError", "default_last_checkpoint_path", "accuracy", "auroc",
+    "format_table", "to_jsonable", "write_json", "write_table", "AugmentedInputs", "EnsembleClassifier",
 ]

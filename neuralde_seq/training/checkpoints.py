@@ -1,22 +1,45 @@
 """Checkpoint files and the random states a resumed run needs.
 
-Checkpoints are dictionaries saved with ``torch.save``; they are written atomically (temporary file, then
-rename), so the file on disk is always a complete checkpoint. `save_checkpoint` writes the simple
-form (``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``) that
-`load_checkpoint` restores; `fit` adds its loop state to the resume
-checkpoint it writes with `atomic_save`.
+Checkpoints are dictionaries saved with ``torch.save``; they are written atomically through
+`neuralde_seq.files.atomic_file` (a unique temporary file in the same folder, then ``os.replace``), so the file
+on disk is always a complete checkpoint and no planted symlink redirects the write. `save_checkpoint` writes
+the simple form (``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``) that
+`load_checkpoint` restores; `fit` adds its loop state to the resume checkpoint it writes with `atomic_save`.
+
+Checkpoints are read with ``torch.load(weights_only=True)`` (`read_checkpoint`): a file that is damaged, is not
+a checkpoint, or holds objects a checkpoint never holds raises `CheckpointError`, naming the file and what to
+do; weights of another shape raise it too, naming the parameters (`load_model_state`).
 """
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import re
+import warnings
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import numpy as np
 import torch
 
-__all__ = ["atomic_save", "save_checkpoint", "load_checkpoint", "default_last_checkpoint_path", "rng_states",
-           "restore_rng_states", "model_device"]
+from ..files import atomic_file
+
+__all__ = ["atomic_save", "save_checkpoint", "load_checkpoint", "read_checkpoint", "load_model_state",
+           "CheckpointError", "default_last_checkpoint_path", "rng_states", "restore_rng_states", "model_device"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: unreadable, not a checkpoint, or made for a model of another shape.
+
+    Arguments:
+        message: what is wrong with the file and what to do (it names the file).
+        path: the checkpoint file; attribute ``path``.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike):
+        super().__init__(message)
+        self.path = Path(path)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -29,13 +52,108 @@ def model_device(model: torch.nn.Module) -> torch.device:
 
 
 def atomic_save(state: dict, path: str | os.PathLike) -> Path:
-    """``torch.save(state)`` to ``<path>.tmp``, then rename over ``path``: a reader never sees half a file."""
+    """``torch.save(state)`` to a unique temporary file beside ``path``, then ``os.replace`` it onto ``path``
+    (`neuralde_seq.files.atomic_file`): a reader never sees half a file, two writers never collide, and a
+    symlink at ``path`` is replaced, not written through.
+
+    Arguments:
+        state: what to save (tensors, numbers, strings, and dicts, lists and tuples of them).
+        path: the checkpoint file (its folder is created if needed).
+
+    Returns:
+        The `Path` written.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_file(path, "wb") as handle:
+        torch.save(state, handle)
     return path
+
+
+_WHAT_TO_DO = "delete it to start that run afresh, or run without resuming (no --resume; resume=False)"
+
+
+def _load_problem(error: Exception) -> str:
+    """What is wrong with a file that ``torch.load(weights_only=True)`` refused, in our words: torch's own
+    message advises loading with the unsafe unpickler, which a damaged or foreign file must never get."""
+    text = str(error)
+    if isinstance(error, EOFError) or not text and isinstance(error, pickle.UnpicklingError):
+        return "it is empty or cut short"
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    if found:
+        return (f"it refers to {found.group(1)}, which a checkpoint never holds (loading it could run code); "
+                "it was not made by this library or was tampered with")
+    if "zip archive" in text or "central directory" in text:
+        return "it is cut short or damaged (not a complete torch file)"
+    if isinstance(error, pickle.UnpicklingError):
+        return "it is not a checkpoint (its bytes are not a torch file this library writes)"
+    return f"it is damaged or not a checkpoint ({type(error).__name__})"
+
+
+def read_checkpoint(path: str | os.PathLike, map_location=None, required: Iterable[str] = ("model_state",)) -> dict:
+    """Read a checkpoint file safely (``torch.load(weights_only=True)``: no code in the file can run).
+
+    Arguments:
+        path: the checkpoint file.
+        map_location: where tensors are loaded (``torch.load``'s ``map_location``; default None: where they
+            were saved).
+        required: keys the checkpoint dict must hold (default: ``model_state``).
+
+    Returns:
+        The checkpoint dict.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        CheckpointError: the file is empty, cut short, not a torch file, refers to objects a checkpoint never
+            holds, or is not a dict with the ``required`` keys; the message names the file and what to do.
+    """
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            # A foreign pickle also gets torch's advice about pickle protocols: the error below says it all.
+            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except OSError:
+        raise  # missing, unreadable, a folder: the OS's message names the file
+    except Exception as error:  # noqa: BLE001 - whatever a damaged or crafted file makes torch raise
+        raise CheckpointError(f"checkpoint {path} cannot be read: {_load_problem(error)}; {_WHAT_TO_DO}",
+                              path) from None
+    missing = [key for key in required if not isinstance(checkpoint, dict) or key not in checkpoint]
+    if missing:
+        found = (f"a dict without {', '.join(map(repr, missing))}" if isinstance(checkpoint, dict)
+                 else f"a {type(checkpoint).__name__}, not a dict")
+        raise CheckpointError(f"checkpoint {path} is not a checkpoint of this kind (it holds {found}); "
+                              f"{_WHAT_TO_DO}", path)
+    return checkpoint
+
+
+def load_model_state(model: torch.nn.Module, state: Mapping, path: str | os.PathLike) -> None:
+    """Load the weights ``state`` (read from the checkpoint ``path``) into ``model``, checking every shape first.
+
+    Arguments:
+        model: the model (unwrapped from DistributedDataParallel).
+        state: its ``state_dict`` as saved.
+        path: the file ``state`` came from (named in the error).
+
+    Raises:
+        CheckpointError: ``state`` is not a mapping of tensors, or its parameters' names or shapes differ from
+            the model's; the message lists them (file vs model) and what to do.
+    """
+    target = _unwrap(model)
+    own = target.state_dict()
+    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"checkpoint {path} holds no model weights (its model_state is not a dict of "
+                              f"tensors); {_WHAT_TO_DO}", path)
+    different = sorted(k for k in set(own) | set(state)
+                       if k not in own or k not in state or own[k].shape != state[k].shape)
+    if different:
+        details = ", ".join(f"{k}: {tuple(state[k].shape) if k in state else 'missing'} in the file, "
+                            f"{tuple(own[k].shape) if k in own else 'missing'} in the model"
+                            for k in different[:4])
+        raise CheckpointError(
+            f"checkpoint {path} was written for another model ({details}"
+            f"{f', and {len(different) - 4} more' if len(different) > 4 else ''}); use the model it was made for, "
+            f"or {_WHAT_TO_DO}", path)
+    target.load_state_dict(state)
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -83,25 +201,16 @@ def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = Non
         The checkpoint dict: ``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``.
 
     Raises:
-        ValueError: the checkpoint was written for a model of another shape (the message names the file and
-            the mismatching parameters).
+        FileNotFoundError: ``path`` does not exist.
+        CheckpointError: (a ValueError) the file cannot be read or is no checkpoint (`read_checkpoint`), or it
+            was written for a model of another shape (the message names the file and the mismatching
+            parameters, `load_model_state`).
     """
     if map_location is None:
         map_location = model_device(model) if model is not None else "cpu"
-    ckpt = torch.load(Path(path), map_location=map_location, weights_only=True)
+    ckpt = read_checkpoint(path, map_location=map_location)
     if model is not None:
-        target = _unwrap(model)
-        own = target.state_dict()
-        saved = ckpt["model_state"]
-        different = sorted(k for k in set(own) | set(saved)
-                           if k not in own or k not in saved or own[k].shape != saved[k].shape)
-        if different:
-            details = ", ".join(f"{k}: {tuple(saved[k].shape) if k in saved else 'missing'} in the file, "
-                                f"{tuple(own[k].shape) if k in own else 'missing'} in the model"
-                                for k in different[:4])
-            raise ValueError(f"checkpoint {path} was written for another model ({details}"
-                             f"{', ...' if len(different) > 4 else ''}); delete it or use the model it was made for")
-        target.load_state_dict(saved)
+        load_model_state(model, ckpt["model_state"], path)
     if optimizer is not None and ckpt.get("optimizer_state") is not None:
         optimizer.load_state_dict(ckpt["optimizer_state"])
     return ckpt

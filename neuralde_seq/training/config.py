@@ -7,6 +7,11 @@ ones, its `SolverOptions` built once, its paper number
 `ConfigError` naming the key path (e.g. ``models[1].training.lr``). `BenchmarkConfig.to_dict`
 gives the normalised config as plain data (for results files and fingerprints); `validate_config` is
 ``parse_config(...).to_dict()``.
+
+Config files and ``--set`` values are read by `read_yaml`: at most `MAX_CONFIG_BYTES` bytes of UTF-8 and
+`MAX_CONFIG_NODES` YAML values with every alias expanded (an alias bomb is refused before it is built). Names that
+become folders are checked: the config's ``name`` is one folder name (`check_config_name`), a row's label has a
+letter or digit and `slug` turns it into one folder name; evaluate labels cannot be a split's (train, val, test).
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import json
 import math
 import os
 import re
+import reprlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -27,7 +33,8 @@ from .schedules import SCHEDULES
 
 __all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
            "TRAINING_DEFAULTS", "SELECT_ON", "REFERENCE_FIT_ON", "load_config", "apply_overrides", "parse_config",
-           "validate_config", "fingerprint"]
+           "validate_config", "fingerprint", "slug", "check_config_name", "read_yaml", "RESERVED_VARIANT_LABELS",
+           "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES"]
 
 SELECT_ON = ("accuracy", "auroc", "loss")
 TOP_KEYS = ("name", "description", "task", "task_options", "seeds", "training", "solver", "models", "evaluate")
@@ -49,6 +56,12 @@ PAPER_KEYS = ("value", "std", "metric", "source", "scale")
 EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp", "model")
 # What an evaluate variant may change in the trained model (`TestVariant.model_change`).
 MODEL_CHANGE_KEYS = ("num_bases", "depth_steps")
+# The splits a run is scored on, under these names: an evaluate variant of the same name would replace one.
+RESERVED_VARIANT_LABELS = ("train", "val", "test")
+# Bounds of a config file (the largest shipped config is 14 kB and 521 YAML nodes): a file beyond them is
+# refused before it is read whole or expanded (an alias bomb of a few hundred bytes expands to billions of strings).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_NODES = 100_000  # counted with every alias expanded
 # Default scale at which a paper prints a metric in [0, 1]: accuracy in %, AUROC as a fraction (paper 000;
 # paper 002 prints AUC x 100, so its configs set scale: 100).
 DEFAULT_SCALE = {"accuracy": 100.0, "auroc": 1.0}
@@ -56,6 +69,18 @@ DEFAULT_SCALE = {"accuracy": 100.0, "auroc": 1.0}
 
 class ConfigError(ValueError):
     """A benchmark config is invalid; the message names the offending key (e.g. ``models[1].training.lr``)."""
+
+
+# Values quoted in error messages: bounded, whatever a config holds (a repr of shared nested lists grows
+# exponentially with their depth).
+_short_repr = reprlib.Repr()
+_short_repr.maxstring = _short_repr.maxother = 80
+_short_repr.maxlevel, _short_repr.maxlist, _short_repr.maxdict = 2, 5, 5  # at most 5**2 items shown
+
+
+def _show(value: Any) -> str:
+    """A bounded repr of ``value`` for an error message."""
+    return _short_repr.repr(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,26 +212,130 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_config(config: Mapping | str | os.PathLike) -> dict:
-    """A config as a dict: ``config`` itself (deep-copied) or the YAML file it names."""
-    if isinstance(config, Mapping):
-        return copy.deepcopy(dict(config))
+def _expanded_size(root, source: str) -> int:
+    """The number of YAML nodes under ``root`` with every alias expanded; raises `ConfigError` beyond
+    `MAX_CONFIG_NODES` or at an alias of a node that contains it (a recursive structure). Linear in the
+    distinct nodes: each node's size is computed once."""
     import yaml
 
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(f"{source}: a YAML alias refers to a node that contains it (a recursive structure); "
+                              "a config cannot hold one")
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        open_nodes.add(key)
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_CONFIG_NODES:  # stop at once: the full count may be astronomically large
+                raise ConfigError(f"{source}: the YAML expands to more than {MAX_CONFIG_NODES:,} values (aliases "
+                                  "expanded: nested aliases multiply); a config is far smaller, refused")
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
+def _yaml_message(err: Exception) -> str:
+    """A YAML error in one line: the problem and where (PyYAML's own text spans several lines)."""
+    import yaml
+
+    if isinstance(err, yaml.reader.ReaderError):
+        code = err.character if isinstance(err.character, int) else ord(err.character[:1] or " ")
+        return f"character #x{code:04x} at position {err.position}: {err.reason}"
+    problem = getattr(err, "problem", None)
+    mark = getattr(err, "problem_mark", None)
+    if problem and mark is not None:
+        context = getattr(err, "context", None)
+        return f"{(context + ': ') if context else ''}{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(err).split())
+
+
+def read_yaml(text: str | bytes, source: str) -> Any:
+    """Parse YAML ``text`` (a config or an override's value) with bounded size and alias expansion.
+
+    Arguments:
+        text: the YAML document, str or UTF-8 bytes (a UTF-8 byte order mark is allowed).
+        source: what the text is, for error messages (a file name, ``override 'a.b=...'``).
+
+    Returns:
+        The document's plain data (PyYAML's safe types only).
+
+    Raises:
+        ConfigError: naming ``source``: more than `MAX_CONFIG_BYTES` bytes, not UTF-8, not valid YAML, more
+            than `MAX_CONFIG_NODES` values with aliases expanded, a recursive alias or nesting too deep.
+    """
+    import yaml
+
+    if isinstance(text, bytes):
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{source}: more than {MAX_CONFIG_BYTES:,} bytes; a config is far smaller, refused")
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{source}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    elif len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: more than {MAX_CONFIG_BYTES:,} characters; a config is far smaller, refused")
+
+    class BoundedLoader(yaml.SafeLoader):
+        def compose_document(self):
+            node = super().compose_document()
+            if node is not None:  # counted before anything is constructed, so nothing is expanded
+                _expanded_size(node, source)
+            return node
+
+    loader = None
+    try:
+        loader = BoundedLoader(text)  # (its reader already refuses control characters)
+        return loader.get_single_data()
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_message(err)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_config(config: Mapping | str | os.PathLike) -> dict:
+    """A config as a dict: ``config`` itself (deep-copied) or the YAML file it names (read by `read_yaml`:
+    bounded size and alias expansion).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ConfigError: naming the file: it cannot be read (a folder, no permission), is too large, is not UTF-8
+            or not YAML, expands beyond the bound, or does not hold a mapping.
+    """
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config))
     path = Path(config)
     if not path.exists():
         raise FileNotFoundError(f"config file {path} does not exist")
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # bounded, whatever the file is (a device, a pipe)
+    except OSError as err:
+        raise ConfigError(f"config file {path}: cannot be read: {err.strerror or err}") from None
+    data = read_yaml(data, f"config file {path}")
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
+        raise ConfigError(f"config file {path}: the config must be a YAML mapping, got {type(data).__name__}")
     return data
 
 
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    value = yaml.safe_load(text) if text.strip() else None
+def _parse_value(text: str, source: str) -> Any:
+    value = read_yaml(text, source) if text.strip() else None
     return _yaml_number(value)
 
 
@@ -240,12 +369,12 @@ def apply_overrides(config: Mapping, overrides: Iterable[str]) -> dict:
                 if not re.fullmatch(r"\d+", key) or int(key) >= len(node):
                     raise ConfigError(f"override {item!r}: {where} is not an index of a list of {len(node)}")
                 if last:
-                    node[int(key)] = _parse_value(text)
+                    node[int(key)] = _parse_value(text, f"override {item!r}")
                 else:
                     node = node[int(key)]
             elif isinstance(node, dict):
                 if last:
-                    node[key] = _parse_value(text)
+                    node[key] = _parse_value(text, f"override {item!r}")
                 else:
                     if node.get(key) is None:
                         node[key] = {}
@@ -259,7 +388,7 @@ def _require_mapping(value: Any, where: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__} {value!r}")
+        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__} {_show(value)}")
     return dict(value)
 
 
@@ -278,11 +407,11 @@ def _number(value: Any, where: str, *, positive: bool = False, integer: bool = F
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or (isinstance(value, float) and not math.isfinite(value)):
         kind = "an integer" if integer else "a number"
-        raise ConfigError(f"{where} must be {kind}{' or null' if allow_none else ''}, got {value!r}")
+        raise ConfigError(f"{where} must be {kind}{' or null' if allow_none else ''}, got {_show(value)}")
     if positive and not value > 0:
-        raise ConfigError(f"{where} must be positive, got {value!r}")
+        raise ConfigError(f"{where} must be positive, got {_show(value)}")
     if minimum is not None and value < minimum:
-        raise ConfigError(f"{where} must be >= {minimum}, got {value!r}")
+        raise ConfigError(f"{where} must be >= {minimum}, got {_show(value)}")
     return value
 
 
@@ -302,7 +431,7 @@ def _check_training(training: dict, where: str) -> dict:
     out["weight_decay"] = float(_number(out["weight_decay"], f"{where}.weight_decay", minimum=0.0))
     out["penalty_weight"] = float(_number(out["penalty_weight"], f"{where}.penalty_weight", minimum=0.0))
     if out["schedule"] not in SCHEDULES:
-        raise ConfigError(f"{where}.schedule must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
+        raise ConfigError(f"{where}.schedule must be one of {', '.join(SCHEDULES)}, got {_show(out['schedule'])}")
     try:
         out["augment_drop_rate"], out["augment_crop"] = check_augmentation(
             _yaml_number(out["augment_drop_rate"]), _yaml_number(out["augment_crop"]))
@@ -310,7 +439,7 @@ def _check_training(training: dict, where: str) -> dict:
         raise ConfigError(f"{where}.augment_{err}") from err
     out["ensemble"] = _number(out["ensemble"], f"{where}.ensemble", positive=True, integer=True)
     if out["select_on"] is not None and out["select_on"] not in SELECT_ON:
-        raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {out['select_on']!r}")
+        raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {_show(out['select_on'])}")
     return out
 
 
@@ -325,8 +454,33 @@ def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
 
 
 def slug(label: str) -> str:
-    """A row label as a folder name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "row"
+    """A row label as a folder name: one path component, never ``.``, ``..``, empty or hidden.
+
+    Runs of characters other than ASCII letters, digits, ``.``, ``_`` and ``-`` become ``_``; leading dots and
+    underscores and trailing underscores are dropped (so ``..`` cannot name the parent folder); "row" if nothing
+    is left. Labels of letters, digits, inner dots and dashes are kept as they are (their folders stay put).
+    """
+    text = re.sub(r"[^A-Za-z0-9._-]+", "_", str(label)).lstrip("._").rstrip("_")
+    return text or "row"
+
+
+# Characters a config name may not hold: it names the default output folder results/<name>, one path component.
+_UNSAFE_NAME = re.compile(r"[/\\:\x00-\x1f\x7f]")
+
+
+def check_config_name(name: Any) -> str:
+    """``name`` if it is a safe config name, one path component (the default output folder is
+    ``results/<name>``): a non-empty string without ``/``, ``\\``, ``:`` or control characters, not starting
+    with a dot (so not ``.`` or ``..``), at most 200 characters. Raises `ConfigError` naming ``name``."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"name must be a non-empty string, got {_show(name)}")
+    bad = _UNSAFE_NAME.search(name)
+    if bad or name.startswith(".") or len(name) > 200:
+        why = (f"holds {bad.group()!r}" if bad else "starts with a dot" if name.startswith(".")
+               else f"has {len(name)} characters (at most 200)")
+        raise ConfigError(f"name {_show(name)} {why}: the name is one folder name (the default output folder is "
+                          "results/<name>); use letters, digits, '-', '_' and '.'")
+    return name
 
 
 def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None:
@@ -338,7 +492,7 @@ def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None
         raise ConfigError(f"{where}.value is required (the paper's number)")
     metric = paper.get("metric", task_metric)
     if metric not in DEFAULT_SCALE:
-        raise ConfigError(f"{where}.metric must be one of {', '.join(DEFAULT_SCALE)}, got {metric!r}")
+        raise ConfigError(f"{where}.metric must be one of {', '.join(DEFAULT_SCALE)}, got {_show(metric)}")
     return PaperNumber(value=float(_number(paper["value"], f"{where}.value")), metric=metric,
                        scale=float(_number(paper.get("scale", DEFAULT_SCALE[metric]), f"{where}.scale", positive=True)),
                        std=_number(paper.get("std"), f"{where}.std", minimum=0.0, allow_none=True),
@@ -350,12 +504,14 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
 
     variants = variants or []
     if not isinstance(variants, list):
-        raise ConfigError(f"evaluate must be a list of test-set variants, got {variants!r}")
+        raise ConfigError(f"evaluate must be a list of test-set variants, got {_show(variants)}")
     seen, out = set(), []
     for i, variant in enumerate(variants):
         where = f"evaluate[{i}]"
         variant = _require_mapping(variant, where)
         _check_keys(variant, EVALUATE_KEYS, where)
+        if variant.get("label") is not None and not _is_label(variant["label"]):
+            raise ConfigError(f"{where}.label must be a string, got {_show(variant['label'])}")
         if not any(key in variant for key in ("drop_rate", "subsample", "time_warp", "model")):
             raise ConfigError(f"{where} needs drop_rate, subsample, time_warp and/or model")
         rate = subsample = warp = change = None
@@ -386,11 +542,20 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
         if change is not None:
             parts += [f"{k} {v}" for k, v in change.items()]
         label = str(variant.get("label") or ", ".join(parts))
-        if label in seen or label in ("test", "val"):
-            raise ConfigError(f"{where}.label {label!r} is already used")
+        if label in RESERVED_VARIANT_LABELS:
+            # Variants are scored beside the splits, under their labels: "train" would replace the training split.
+            raise ConfigError(f"{where}.label {label!r} is reserved (the splits {', '.join(RESERVED_VARIANT_LABELS)} "
+                              "are reported under these names); choose another label")
+        if label in seen:
+            raise ConfigError(f"{where}.label {label!r} is already used by another variant")
         seen.add(label)
         out.append(TestVariant(label, rate, subsample, warp, change))
     return tuple(out)
+
+
+def _is_label(value: Any) -> bool:
+    """A label as YAML may write it: a string or an integer (``label: 2024``), not a bool or a collection."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
 def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelRow]) -> None:
@@ -435,7 +600,7 @@ def _parse_reference_row(row: dict, where: str, label: str, task_metric: str) ->
                 f"{where}.options (reference method {row['model']})")
     if options.get("fit_on", REFERENCE_FIT_ON[0]) not in REFERENCE_FIT_ON:
         raise ConfigError(f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got "
-                          f"{options['fit_on']!r}")
+                          f"{_show(options['fit_on'])}")
     options = {key: _yaml_number(value) for key, value in options.items()}
     if "ensemble" in options:  # estimators fitted with other seeds, their decision functions averaged
         options["ensemble"] = _number(options["ensemble"], f"{where}.options.ensemble", positive=True, integer=True)
@@ -458,10 +623,12 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
     for key in ("name", "task", "models"):
         if key not in cfg:
             raise ConfigError(f"the config has no `{key}` (required keys: name, task, training, models)")
-    if not isinstance(cfg["name"], str) or not cfg["name"].strip():
-        raise ConfigError(f"name must be a non-empty string, got {cfg['name']!r}")
+    check_config_name(cfg["name"])
+    if cfg.get("description") is not None and not isinstance(cfg["description"], str):
+        raise ConfigError(f"description must be a string, got {type(cfg['description']).__name__} "
+                          f"{_show(cfg['description'])}")
     if cfg["task"] not in TASK_NAMES:
-        raise ConfigError(f"task {cfg['task']!r} is not a known task; known tasks: {', '.join(TASK_NAMES)}")
+        raise ConfigError(f"task {_show(cfg['task'])} is not a known task; known tasks: {', '.join(TASK_NAMES)}")
     task = get_task(cfg["task"])
 
     options = _require_mapping(cfg.get("task_options"), "task_options")
@@ -485,11 +652,11 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
 
     seeds = cfg.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds:
-        raise ConfigError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+        raise ConfigError(f"seeds must be a non-empty list of integers, got {_show(seeds)}")
     for i, s in enumerate(seeds):
         _number(s, f"seeds[{i}]", integer=True, minimum=0)
     if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds contains duplicates: {seeds}")
+        raise ConfigError(f"seeds contains duplicates: {_show(seeds)}")
 
     training = _require_mapping(cfg.get("training"), "training")
     _check_keys(training, tuple(TRAINING_DEFAULTS), "training")
@@ -507,18 +674,27 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         if "model" not in row:
             raise ConfigError(f"{where} has no `model`; known models: {', '.join(MODEL_NAMES)}")
         reference = False
+        if not isinstance(row["model"], str):
+            raise ConfigError(f"{where}.model must be a model name (a string), got {_show(row['model'])}")
         if row["model"] not in MODEL_NAMES:
             from ..reference import REFERENCE_METHODS
 
             if row["model"] not in REFERENCE_METHODS:
-                raise ConfigError(f"{where}.model {row['model']!r} is not a known model; known models: "
+                raise ConfigError(f"{where}.model {_show(row['model'])} is not a known model; known models: "
                                   f"{', '.join(MODEL_NAMES)}; reference methods: {', '.join(REFERENCE_METHODS)}")
             reference = True
+        if row.get("label") is not None and not _is_label(row["label"]):
+            raise ConfigError(f"{where}.label must be a string, got {_show(row['label'])}")
         label = str(row.get("label") or row["model"])
-        if label in labels or slug(label) in slugs:
+        if not re.search(r"[A-Za-z0-9]", label):
+            # The label names the row's output folder (runs/<label>): '..' or '/' would name no folder of its own.
+            raise ConfigError(f"{where}.label {label!r} has no letter or digit; a row label names the row's output "
+                              "folder (runs/<label>)")
+        # Folders differing only in case are one folder on macOS and Windows.
+        if label in labels or slug(label).lower() in slugs:
             raise ConfigError(f"{where}.label {label!r} is used by another row (labels name output folders)")
         labels.add(label)
-        slugs.add(slug(label))
+        slugs.add(slug(label).lower())
         if reference:
             parsed.append(_parse_reference_row(row, where, label, task.metric))
             continue

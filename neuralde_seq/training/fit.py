@@ -18,6 +18,7 @@ and only rank 0 writes files. `distributed` starts such process groups.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from .callbacks import Callback, Divergence, DivergenceGuard, FitState, ProgressBar
-from .checkpoints import atomic_save, model_device, restore_rng_states, rng_states
+from .checkpoints import atomic_save, load_model_state, model_device, read_checkpoint, restore_rng_states, rng_states
 from .distributed import world as _world  # (rank, world size); (0, 1) without a process group
 from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
                             sum_over_ranks)
@@ -63,6 +64,15 @@ class TrainingDiverged(RuntimeError):
 
 class ResumeMismatch(ValueError):
     """A resume checkpoint was written by a run with other settings; its message lists the differences."""
+
+
+# What `fit`'s resume checkpoint holds (`snapshot` below); a file without them is not one.
+_RESUME_KEYS = ("model_state", "optimizer_state", "epoch", "step", "history", "loop", "rng", "config", "callbacks")
+
+
+def _is_real(value) -> bool:
+    """A real number that is not a bool (numpy scalars included)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _positive_int(value, name: str, allow_none: bool = False):
@@ -143,6 +153,8 @@ def fit(
         TrainingDiverged: the run diverged (see `DivergenceGuard`); raised after restoring the last good
             state.
         ResumeMismatch: ``resume`` finds a checkpoint whose ``config`` differs from this call's.
+        CheckpointError: ``resume`` finds a file that cannot be read, is no resume checkpoint, or holds weights
+            of other shapes than ``model``'s (the message names the file, the parameters and what to do).
         ValueError: a bad setting (non-positive epochs, batch size or learning rate, ...), or targets the
             objective refuses.
     """
@@ -152,15 +164,16 @@ def fit(
     _positive_int(eval_every, "eval_every", allow_none=True)
     _positive_int(max_steps, "max_steps", allow_none=True)
     check_threads(threads)
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+    # Real numbers only: a bool is not a rate (True was a learning rate of 1), a string met a comparison's TypeError.
+    if not (_is_real(lr) and lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if not (weight_decay >= 0 and math.isfinite(weight_decay)):
+    if not (_is_real(weight_decay) and weight_decay >= 0 and math.isfinite(weight_decay)):
         raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-    if not (penalty_weight >= 0 and math.isfinite(penalty_weight)):
+    if not (_is_real(penalty_weight) and penalty_weight >= 0 and math.isfinite(penalty_weight)):
         raise ValueError(f"penalty_weight must be a finite number >= 0, got {penalty_weight!r}")
     if penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
         raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
-    if grad_clip is not None and not (grad_clip > 0 and math.isfinite(grad_clip)):
+    if grad_clip is not None and not (_is_real(grad_clip) and grad_clip > 0 and math.isfinite(grad_clip)):
         raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
@@ -206,7 +219,9 @@ def fit(
         resume_path = None if resume_path is None else Path(resume_path)
 
         if resume and resume_path is not None and resume_path.exists():
-            saved = torch.load(resume_path, map_location="cpu", weights_only=True)
+            # weights_only: no code in the file can run; a damaged, foreign or crafted file is a CheckpointError
+            # naming it and what to do.
+            saved = read_checkpoint(resume_path, map_location="cpu", required=_RESUME_KEYS)
             differing = sorted(k for k in set(saved["config"]) | set(run_config)
                                if k != "epochs" and saved["config"].get(k) != run_config.get(k))
             if differing:
@@ -214,7 +229,7 @@ def fit(
                     f"cannot resume from {resume_path}: it was written with other settings ("
                     + "; ".join(f"{k}: {saved['config'].get(k)!r} there, {run_config.get(k)!r} now" for k in differing)
                     + "). Use the same settings, or delete the checkpoint to start afresh.")
-            model.load_state_dict(saved["model_state"])
+            load_model_state(model, saved["model_state"], resume_path)  # shapes checked: names the parameters
             optimizer.load_state_dict(saved["optimizer_state"])
             history.update(saved["history"])
             loop.update(saved["loop"])
@@ -311,6 +326,18 @@ def fit(
                                    history=history) from None
 
         first_batch = not history["epoch"]
+        outputs_checked = False
+
+        def check_first_outputs(outputs, batch_targets):
+            # Every label of both splits against the model's output width, before the first loss and step (a
+            # class index out of range would otherwise surface as the loss's indexing error).
+            nonlocal outputs_checked
+            objective.check_outputs(outputs, batch_targets)
+            objective.check_target_range(outputs, train_targets, "train targets")
+            if val is not None:
+                objective.check_target_range(outputs, val[1], "val targets")
+            outputs_checked = True
+
         try:
             while not loop["finished"] and state.epoch <= epochs:
                 if loop["order_state"] is None:
@@ -333,6 +360,9 @@ def fit(
                     targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
                     context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
                                "generator": generator}
+                    if first_batch:  # the outputs and every target's range, before the loss reads them
+                        context["check_outputs"] = lambda outputs, batch_targets=targets: check_first_outputs(
+                            outputs, batch_targets)
                     loss, outputs, total = training_loss(inputs, targets, context)
                     if first_batch and not bool(torch.isfinite(total.detach()).all()):
                         # Not a divergence: no step was taken, so no learning rate or clipping can help.
@@ -343,11 +373,8 @@ def fit(
                             "divides them by the longest span), a solver step too wide for the field (a smaller "
                             "step_size), or values far from unit scale (standardise them)")
                     if first_batch and outputs is not None:
-                        objective.check_outputs(outputs, targets)
-                        # Every label of both splits against the model's output width, before the first step.
-                        objective.check_target_range(outputs, train_targets, "train targets")
-                        if val is not None:
-                            objective.check_target_range(outputs, val[1], "val targets")
+                        if not outputs_checked:  # an objective whose training_loss does not call check_outputs
+                            check_first_outputs(outputs, targets)
                         first_batch = False
                     seen = total if world == 1 else global_loss(total, weight, world)
                     for callback in callbacks:

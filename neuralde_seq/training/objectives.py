@@ -199,12 +199,17 @@ class Objective:
             inputs: the batch's inputs.
             targets: the batch's targets, or None.
             context: ``epoch``, ``step`` (training steps so far), ``steps_per_epoch`` and ``generator`` (the
-                data-order generator, for objectives that draw at random).
+                data-order generator, for objectives that draw at random); on `fit`'s first batch also
+                ``check_outputs``, a function of the outputs called before the loss reads them (it checks them and
+                every target's range: a class index out of range is named before the loss indexes with it).
 
         Returns:
             ``(mean loss of the batch, outputs for the training statistics or None)``.
         """
         outputs = self.forward(model, inputs)
+        check_outputs = context.get("check_outputs")
+        if check_outputs is not None:
+            check_outputs(outputs)
         return self.loss(outputs, targets), outputs
 
     def train_statistics(self, outputs, targets) -> dict[str, tuple[float, int]]:

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ..files import atomic_file
+
 __all__ = ["plot_curves", "plot_summary"]
 
 
@@ -78,9 +80,11 @@ def _save(plt, fig, path) -> Path:
     """Lay out, write as PNG (parent folders created) and close ``fig``."""
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_file(path, "wb") as handle:  # a unique temporary file, then os.replace
+            fig.savefig(handle, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

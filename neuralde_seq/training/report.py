@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 import torch
 
+from ..files import atomic_file
 from .config import DEFAULT_SCALE
 from .results import format_table, write_json, write_table
 
@@ -56,8 +57,7 @@ _CURVE_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accu
 
 
 def write_curves(history: Mapping, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    with atomic_file(path, "w", newline="") as f:  # a unique temporary file, then os.replace
         writer = csv.writer(f)
         writer.writerow(_CURVE_COLUMNS)
         for i in range(len(history["train_loss"])):

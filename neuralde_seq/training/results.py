@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..files import write_text_atomic
+
 __all__ = ["to_jsonable", "write_json", "format_table", "write_table"]
 
 
@@ -47,7 +49,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def write_json(data: Any, path: str | os.PathLike) -> Path:
-    """Write ``data`` as indented JSON (parent folders created).
+    """Write ``data`` as indented JSON (parent folders created), atomically (`neuralde_seq.files.atomic_file`).
 
     Arguments:
         data: anything `to_jsonable` converts.
@@ -56,10 +58,8 @@ def write_json(data: Any, path: str | os.PathLike) -> Path:
     Returns:
         The `Path` written.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_jsonable(data), indent=2, allow_nan=False) + "\n")
-    return path
+    # Atomic (a unique temporary file, then os.replace): a reader or a crash never leaves half a file.
+    return write_text_atomic(path, json.dumps(to_jsonable(data), indent=2, allow_nan=False) + "\n")
 
 
 def _cell(value: Any, fmt: str | None) -> str:
@@ -121,7 +121,8 @@ def format_table(
 
 
 def write_table(text: str, path: str | os.PathLike, *, title: str | None = None, notes: str | None = None) -> Path:
-    """Write a table produced by `format_table` to a markdown file, with an optional title and notes.
+    """Write a table produced by `format_table` to a markdown file, with an optional title and notes (atomically,
+    `neuralde_seq.files.atomic_file`).
 
     Arguments:
         text: the table (or any Markdown text).
@@ -132,13 +133,10 @@ def write_table(text: str, path: str | os.PathLike, *, title: str | None = None,
     Returns:
         The `Path` written.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     parts = []
     if title:
         parts.append(f"# {title}\n\n")
     parts.append(text + "\n")
     if notes:
         parts.append("\n" + notes.rstrip() + "\n")
-    path.write_text("".join(parts))
-    return path
+    return write_text_atomic(path, "".join(parts))

@@ -30,6 +30,7 @@ output and never aggregated with full runs (`report`).
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -43,6 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from ..data import DatasetSplits, IrregularDataset
+from ..files import OutputLock
 from ..solvers import SolverOptions
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
                      slug, validate_config)
@@ -190,6 +192,17 @@ def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
     return out
 
 
+def _check_test_labels(tests: Mapping | None) -> None:
+    """Extra test sets are scored beside the splits under their labels: one named like a split would replace it
+    (the model evaluated on one split's inputs with another's labels)."""
+    from .config import RESERVED_VARIANT_LABELS
+
+    clash = [label for label in dict(tests or {}) if label in RESERVED_VARIANT_LABELS]
+    if clash:
+        raise ValueError(f"tests: the label(s) {', '.join(map(repr, clash))} name a split "
+                         f"({', '.join(RESERVED_VARIANT_LABELS)}); give the extra test sets other labels")
+
+
 def _tagged(path: str | os.PathLike | None, tag: str) -> Path | None:
     """``path`` with ``tag`` inserted before its suffix (an ensemble member's checkpoint), or None."""
     if path is None or not tag:
@@ -258,6 +271,7 @@ def fit_and_evaluate(
     num_static = 0 if train.static is None else train.static.shape[1]
     model_options = _static_options(dict(options or {}), num_static)
     reads_static = model_options.get("static_channels") is not None
+    _check_test_labels(tests)
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
     if control and control.get("time_unit") == "auto":  # one unit for every split: the training split's span
         from ..controls import resolve_time_unit
@@ -402,6 +416,7 @@ def fit_and_evaluate_reference(
     fit_sets = (train, val) if fit_on == "train+val" else (train,)
     estimator, train_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
     metrics, eval_seconds = {}, 0.0
+    _check_test_labels(tests)
     datasets = {"val": val, "test": test, **dict(tests or {})}
     none = {"accuracy": None, "auroc": None, "loss": None, "num_samples": 0}
     for split, ds in datasets.items():
@@ -498,6 +513,36 @@ def _stale_path(run_dir: Path) -> Path:
     return stale
 
 
+def _inside(folder: Path, name: str) -> Path:
+    """``folder / name``, checked to be a folder directly inside ``folder`` (after resolving links and ``..``):
+    a name built from a config (a row label) never writes elsewhere."""
+    path = folder / name
+    if path.resolve().parent != folder.resolve():
+        raise ValueError(f"the output folder {name!r} would lie outside {folder} (through '..' or a link); a row "
+                         "label names one folder inside it")
+    return path
+
+
+# Keys every recorded result has (`run_benchmark` writes them): a file without them is not a finished run.
+_RESULT_KEYS = ("label", "seed", "metrics", "diverged", "history")
+
+
+def _recorded_result(path: Path) -> dict:
+    """A finished run's ``result.json``, read for ``--resume``; a file that is not one (truncated by a crash,
+    edited, another file) raises ValueError naming it and what to do."""
+    what_to_do = (f"delete it (or its folder {path.parent}) to make that run afresh, or rerun without --resume "
+                  "(--fresh: every run made afresh)")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path}: cannot read this recorded run ({' '.join(str(err).split())}); {what_to_do}") \
+            from None
+    missing = [key for key in _RESULT_KEYS if key not in result] if isinstance(result, dict) else list(_RESULT_KEYS)
+    if missing:
+        raise ValueError(f"{path}: not a finished run's result (no {', '.join(missing)}); {what_to_do}")
+    return result
+
+
 def _is_main() -> bool:
     import torch.distributed as dist
 
@@ -551,11 +596,13 @@ def run_benchmark(
     Raises:
         ConfigError: an invalid config.
         ValueError: a bad argument (e.g. ``max_steps``, ``dtype``).
+        OutputFolderBusy: (a ValueError) another process is running a benchmark into ``out_dir``
+            (`neuralde_seq.files.OutputLock`).
     """
     check_threads(threads)
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-    with torch_threads(threads):
+    with torch_threads(threads), contextlib.ExitStack() as held:
         raw = apply_overrides(load_config(config), overrides)
         if seeds is not None:
             raw["seeds"] = [int(s) for s in seeds]
@@ -564,6 +611,8 @@ def run_benchmark(
         torch_device = torch.device(device if device is not None else "cpu")
         torch_dtype = _parse_dtype(dtype)
         out_dir = Path(out_dir)
+        if _is_main():  # one process at a time writes into out_dir: a second one is refused (OutputFolderBusy)
+            held.enter_context(OutputLock(out_dir))
 
         from tqdm import tqdm
 
@@ -621,8 +670,8 @@ def run_benchmark(
             if model_changes:  # (only then: the fingerprints of runs without model changes stay as they were)
                 settings["model_changes"] = model_changes
             run_id = fingerprint(settings)
-            row_dir = out_dir / "runs" / slug(row.label)
-            run_dir = row_dir / f"seed{seed}-{run_id}"
+            row_dir = _inside(out_dir / "runs", slug(row.label))
+            run_dir = _inside(row_dir, f"seed{seed}-{run_id}")
             result_path = run_dir / "result.json"
             if resume:
                 others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
@@ -631,7 +680,7 @@ def run_benchmark(
                     print(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
                           f"data (this run's fingerprint is {run_id})", file=sys.stderr)
                 if result_path.exists():
-                    result = json.loads(result_path.read_text())
+                    result = _recorded_result(result_path)
                     # Runs made before the defaults were recorded are taken to be made under today's model
                     # defaults, and under the control defaults there were before any was recorded.
                     made_with = result.get("model_defaults", defaults[row.model])

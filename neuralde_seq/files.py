@@ -1,0 +1,307 @@
+"""Writing files safely, and a lock on an output folder.
+
+Every file the library writes for a run (checkpoints, ``result.json``, ``curves.csv``, ``results.json``,
+``results.md``, the plots) goes through `atomic_file` (or `write_text_atomic` / `write_bytes_atomic`):
+
+- the bytes go to a temporary file with a unique, unpredictable name in the target's folder, created with
+  ``O_EXCL`` (`tempfile.mkstemp`), so no symlink planted at a temporary name can redirect the write;
+- the temporary file is flushed and fsynced, then ``os.replace``d onto the target: a reader sees the old file
+  or the complete new one, never half a file, and two writers of one file never remove each other's
+  temporary file;
+- a target that is a symlink is replaced by the new file itself (``os.replace`` renames over the link, it
+  never writes through it): the file the link pointed to is left untouched.
+
+`OutputLock` (``with OutputLock(folder): ...``) keeps one process at a time writing into an output folder:
+``neuralde-seq bench`` takes it on ``--out``, and a second process on the same folder is refused with
+`OutputFolderBusy`, naming the folder and the holder's process id and host.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Iterator
+
+try:  # POSIX: a lock the kernel releases when its holder dies, however it dies
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: a lock file created with O_EXCL, stale ones taken over
+    fcntl = None
+
+__all__ = ["atomic_file", "write_text_atomic", "write_bytes_atomic", "OutputLock", "OutputFolderBusy",
+           "LOCK_FILE_NAME"]
+
+LOCK_FILE_NAME = ".neuralde-seq.lock"
+"""The lock file `OutputLock` keeps in an output folder while a run writes there."""
+
+
+def _current_umask() -> int:
+    # mkstemp creates files readable by their owner only; results should get the mode any new file gets.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
+                newline: str | None = None) -> Iterator[IO]:
+    """Open a unique temporary file beside ``path`` for writing; on success it replaces ``path`` atomically.
+
+    Use as ``with atomic_file(path) as f: torch.save(state, f)``. If the block raises, the temporary file is
+    removed and ``path`` is left as it was.
+
+    Arguments:
+        path: the file to write (its folder is created if needed). If it is a symlink, the link itself is
+            replaced by the new file; the file it pointed to is not touched.
+        mode: "wb" (default: binary) or "w" (text).
+        encoding: the text encoding in mode "w" (default None: UTF-8).
+        newline: ``open``'s newline argument in mode "w" (e.g. "" for the csv module).
+
+    Yields:
+        The open temporary file.
+
+    Raises:
+        ValueError: ``mode`` is neither "wb" nor "w".
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp: O_CREAT | O_EXCL with a random name, so the temporary name is never an existing file or link.
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(descriptor, 0o666 & ~_UMASK)
+        with os.fdopen(descriptor, mode, **({} if mode == "wb" else
+                                             {"encoding": encoding or "utf-8", "newline": newline})) as handle:
+            descriptor = None  # the file object owns it now
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())  # the data is on disk before the name points at it
+        os.replace(temporary, path)
+        temporary = None
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+        if temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through `atomic_file`.
+
+    Arguments:
+        path: the file to write (its folder is created if needed).
+        data: the bytes.
+
+    Returns:
+        The `Path` written.
+    """
+    with atomic_file(path, "wb") as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, *, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` through `atomic_file`.
+
+    Arguments:
+        path: the file to write (its folder is created if needed).
+        text: the text.
+        encoding: its encoding (default UTF-8).
+
+    Returns:
+        The `Path` written.
+    """
+    with atomic_file(path, "w", encoding=encoding, newline="") as handle:
+        handle.write(text)
+    return Path(path)
+
+
+class OutputFolderBusy(ValueError):
+    """Another process holds the lock on an output folder (a `ValueError`: the CLI reports it and exits 2).
+
+    Arguments:
+        message: the folder, the holder and what to do.
+        folder: the output folder; attribute ``folder``.
+        holder: the lock file's text (``pid=<n> host=<name>``, or "" when it could not be read); attribute
+            ``holder``.
+    """
+
+    def __init__(self, message: str, folder: Path, holder: str):
+        super().__init__(message)
+        self.folder, self.holder = folder, holder
+
+
+def _holder_text() -> str:
+    return f"pid={os.getpid()} host={socket.gethostname()}\n"
+
+
+def _parse_holder(text: str) -> dict:
+    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:  # pragma: no cover - e.g. Windows without such a process
+        return False
+    return True
+
+
+class OutputLock:
+    """An exclusive lock on an output folder, held by one process at a time.
+
+    The lock is the file ``<folder>/.neuralde-seq.lock`` holding ``pid=<n> host=<name>``. On POSIX it is
+    locked with ``fcntl.flock``, which the kernel releases when the holder exits or is killed: a file left by a
+    dead process is simply taken over (with a message). Elsewhere the file is created with ``O_CREAT|O_EXCL``;
+    one left by a dead process of this host is taken over with a message, one of another host is refused.
+    The lock is not reentrant: taking it twice in one process without releasing it is refused too.
+
+    Arguments:
+        folder: the output folder (created if needed).
+
+    Use ``with OutputLock(folder): ...``, or `acquire` and `release`.
+
+    Raises (on `acquire`):
+        OutputFolderBusy: another process holds the lock; the message names the folder, the holder's process
+            id and host, and what to do.
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE_NAME
+        self._descriptor: int | None = None
+
+    def __enter__(self) -> "OutputLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._descriptor is not None
+
+    def _busy(self, holder: str) -> OutputFolderBusy:
+        fields = _parse_holder(holder)
+        who = (f"process {fields['pid']} on host {fields.get('host', '?')}" if "pid" in fields
+               else "another process (its id is not written yet)")
+        return OutputFolderBusy(
+            f"output folder {self.folder} is in use by {who} (lock file {self.path}): wait for that run to finish, "
+            f"or give another output folder (--out)", self.folder, holder)
+
+    def acquire(self) -> None:
+        """Take the lock, or raise `OutputFolderBusy` at once (it never waits)."""
+        if self._descriptor is not None:
+            raise self._busy(_holder_text())
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:  # pragma: no cover - exercised where fcntl is missing
+            self._acquire_exclusive_create()
+        else:
+            self._acquire_flock()
+
+    def _acquire_flock(self) -> None:
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            try:
+                descriptor = os.open(self.path, flags, 0o666 & ~_UMASK)
+            except OSError as error:
+                if os.path.islink(self.path):
+                    raise OSError(f"lock file {self.path} is a symlink; refusing to follow it: remove it") from error
+                raise
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_descriptor(descriptor)
+                for _ in range(20):  # the holder writes its id just after locking: give it a moment
+                    if holder.strip():
+                        break
+                    time.sleep(0.01)
+                    holder = _read_descriptor(descriptor)
+                os.close(descriptor)
+                raise self._busy(holder) from None
+            except OSError as error:
+                os.close(descriptor)
+                if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                # A file system without locks (some network mounts): run, as before locks existed, but say so.
+                print(f"neuralde-seq: warning: cannot lock {self.folder} ({error.strerror}); make sure no other "
+                      "run writes into it", file=sys.stderr)
+                return
+            except BaseException:
+                os.close(descriptor)
+                raise
+            # The holder before us may have removed the file after we opened it: then we locked a file that
+            # no longer has the name, and a third process could lock a new one. Only the named file counts.
+            try:
+                same = os.path.samestat(os.fstat(descriptor), os.stat(self.path, follow_symlinks=False))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(descriptor)
+        left = _read_descriptor(descriptor)
+        if left.strip():  # the kernel released it: its holder ended without removing the file
+            print(f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
+                  f"({left.strip()})", file=sys.stderr)
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, _holder_text().encode(), 0)
+        self._descriptor = descriptor
+
+    def _acquire_exclusive_create(self) -> None:  # pragma: no cover - platforms without fcntl
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        for _ in range(3):
+            try:
+                descriptor = os.open(self.path, flags, 0o666 & ~_UMASK)
+            except FileExistsError:
+                try:
+                    holder = self.path.read_text(errors="replace")
+                except FileNotFoundError:
+                    continue  # released meanwhile: try again
+                fields = _parse_holder(holder)
+                stale = (fields.get("host") == socket.gethostname() and fields.get("pid", "").isdigit()
+                         and not _process_alive(int(fields["pid"])))
+                if not stale:
+                    raise self._busy(holder) from None
+                print(f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
+                      f"({holder.strip()})", file=sys.stderr)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+                continue
+            os.write(descriptor, _holder_text().encode())
+            self._descriptor = descriptor
+            return
+        raise self._busy("")
+
+    def release(self) -> None:
+        """Give the lock back (nothing if it is not held)."""
+        descriptor, self._descriptor = self._descriptor, None
+        if descriptor is None:
+            return
+        # Remove the name while still holding the lock: a process that opened it meanwhile sees, once it gets
+        # the lock, that the name is gone, and tries again on a new file.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(descriptor)
+
+
+def _read_descriptor(descriptor: int) -> str:
+    try:
+        return os.pread(descriptor, 4096, 0).decode("utf-8", "replace")
+    except OSError:
+        return ""
