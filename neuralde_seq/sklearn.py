@@ -136,6 +136,20 @@ def _check_label_types(y) -> None:
                          "all strings, or all integers), so that predict returns the labels as given")
 
 
+def _check_times_survive_cast(t64: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, dtype) -> None:
+    """Times strictly increasing as given (float64) must stay so in the estimator's ``dtype``: name the first pair
+    that the cast makes equal (or reverses), and what to do, rather than calling the user's times unordered."""
+    steps = torch.arange(t64.shape[1] - 1, device=t64.device)
+    inside = steps[None, :] < (lengths[:, None] - 1)
+    merged = inside & (t64[:, 1:] > t64[:, :-1]) & ~(cast[:, 1:] > cast[:, :-1])
+    if bool(merged.any()):
+        b, i = torch.nonzero(merged)[0].tolist()
+        raise ValueError(f"times of X[{b}] at steps {i} and {i + 1} ({float(t64[b, i])!r} and {float(t64[b, i + 1])!r}) "
+                         f"are distinct but become equal in {dtype} (its resolution near {float(t64[b, i]):.4g} is "
+                         f"{float(torch.finfo(dtype).eps) * abs(float(t64[b, i])):.2g}): use dtype='float64', or "
+                         "give the times in coarser units (e.g. rounded to the resolution of the measurements)")
+
+
 def _check_times_like_fit(estimator, times) -> None:
     """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
     would otherwise silently read the observation indices 0, 1, ... as times."""
@@ -293,7 +307,9 @@ class _SequenceEstimator(BaseEstimator):
             raise ValueError(f"X[{b}] has a value beyond the largest {dtype} number ({torch.finfo(dtype).max:.3g}) at "
                              f"step {step}, channel {c}: use dtype='float64', or rescale that channel")
         # The times in ``dtype``, checked there (its finite range, strictly increasing once cast).
-        t = t.to(dtype)
+        cast = t.to(dtype)
+        _check_times_survive_cast(t, cast, lengths, dtype)
+        t = cast
         validate_observations(t, torch.zeros(*t.shape, 1, dtype=dtype), lengths, min_length=1)
         return IrregularDataset(t, held.to(torch.float64), lengths, None, [], name=type(self).__name__)
 

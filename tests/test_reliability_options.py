@@ -209,3 +209,22 @@ def test_fit_rates_refuse_bools_and_strings(setting, value, message):
     settings = {"epochs": 1, "lr": 0.1, "batch_size": 4, setting: value}
     with pytest.raises(ValueError, match=message):
         fit(model, Classification(), (inputs, torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])), progress=False, **settings)
+
+
+def test_times_that_float32_merges_are_named_with_the_cast_as_the_cause():
+    """Distinct float64 times closer than float32's resolution (a new user's 1,500 uniform draws in [0, 30]):
+    before, 'times must be strictly increasing' blamed the user's (increasing) times."""
+    import numpy as np
+
+    from neuralde_seq.sklearn import RandomFeatureClassifier, SequenceClassifier
+
+    X = [np.random.default_rng(i).normal(size=(1500, 2)) for i in range(6)]
+    times = [np.linspace(0.0, 30.0, 1500) for _ in range(6)]
+    times[3][801] = times[3][800] + 2e-9  # distinct in float64, equal in float32
+    y = [0, 1] * 3
+    for estimator in (RandomFeatureClassifier(width=32), SequenceClassifier("gru-dt", epochs=1)):
+        with pytest.raises(ValueError, match=r"X\[3\] at steps 800 and 801 .* become equal in torch.float32.*"
+                                             r"dtype='float64'"):
+            estimator.fit(X, y, times=times)
+    # in float64 the same times are accepted
+    RandomFeatureClassifier(width=32, dtype="float64").fit(X, y, times=times)
