@@ -20,6 +20,7 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `NearestNeighbourClassifier`,
   `REFERENCE_METHODS`.
 """
+from ._version import __version__
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
 from .controls import Control, build_control
 from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
@@ -33,8 +34,6 @@ from .solvers import SolverOptions, solve
 from .training import (ELBO, Classification, PerStepClassification, Regression, TrainingDiverged, evaluate, fit,
                        predict, train_classifier)
 from .training.runner import run_benchmark
-
-__version__ = "0.1.0"
 
 __all__ = [
     # data in

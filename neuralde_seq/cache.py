@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from ._version import __version__
+
 __all__ = ["CorruptCacheError", "TENSOR_CACHE_FORMAT", "cached_tensors"]
 
 TENSOR_CACHE_FORMAT = "neuralde_seq.tensor_cache.v1"
@@ -94,8 +96,6 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
         CorruptCacheError: the file exists but cannot be read, was written for another key, or its contents
             do not match their checksum. The message names the file to delete.
     """
-    from . import __version__
-
     if not isinstance(key, dict):
         raise ValueError(f"key must be a dict, got {type(key).__name__}")
     if not callable(build):

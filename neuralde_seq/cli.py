@@ -1,12 +1,15 @@
 """The ``neuralde-seq`` command: ``compare`` (the default), ``bench`` and ``models``.
 
-``neuralde-seq models [NAME ...]`` prints registry models with the input they read and every default
-option (`neuralde_seq.models.model_defaults`). ``compare`` and ``bench`` run a benchmark config with `neuralde_seq.training.runner.run_benchmark`:
+``neuralde-seq models`` lists the registry's models, one line each (name, input, what it is);
+``neuralde-seq models NAME ...`` prints each one's input, every default option
+(`neuralde_seq.models.model_defaults`) and its solver's fields. ``compare`` and ``bench`` run a benchmark config with `neuralde_seq.training.runner.run_benchmark`:
 
 - ``neuralde-seq`` / ``neuralde-seq compare`` runs the packaged config ``neuralde_seq/configs/compare.yaml``:
   Hebb, Oja and Delta CT-FWP CDEs, NCDE and CKCNN on the embedded JapaneseVowels data with 30 % of each
   sample's time points dropped. Its options change the config (``--epochs`` every row's epochs,
-  ``--drop-rate`` the task's, ...); what was run is written to ``results.json``.
+  ``--drop-rate`` the task's, ...); ``--models`` runs only the rows named (instead of all five), where a name
+  may also be any other registry model, reference method or random-features, run as a row of its own with the
+  config's settings. What was run is written to ``results.json``.
 - ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md).
 
 Exit status: 0 when every run trained; 1 when a run diverged (its last good checkpoint is still
@@ -62,8 +65,20 @@ def _parse_device(text: str) -> str:
 def _parse_models(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     if not names:
-        raise argparse.ArgumentTypeError("--models needs at least one name")
+        raise argparse.ArgumentTypeError("--models needs at least one name (comma-separated, e.g. ncde,ckcnn)")
     return names
+
+
+def _check_row_names(models, rows) -> None:
+    """``bench --models``: every name a row label or a row's model, else a ConfigError naming the closest."""
+    from .input_checks import did_you_mean
+
+    known = list(dict.fromkeys([r.label for r in rows] + [r.model for r in rows]))
+    for name in models or ():
+        if name not in known:
+            hint = did_you_mean(name, known)
+            raise ConfigError(f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes a row's "
+                              "label or model name; rows: " + ", ".join(f"{r.label} ({r.model})" for r in rows))
 
 
 def _parse_seeds(text: str) -> tuple[int, ...]:
@@ -105,7 +120,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=_positive_int, default=1,
                         help="data-parallel processes (DistributedDataParallel: gloo on CPU, nccl on CUDA; "
                              "default: %(default)s)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="print only the results table: no progress (bars on a terminal, otherwise one line per "
+                             "epoch and per run, on stderr)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,9 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "Options given here change the config for every row.",
     )
     compare.add_argument("--models", type=_parse_models, default=None,
-                         help="comma-separated rows to run (default: all: hebb-cde, oja-cde, delta-cde, ncde, ckcnn); "
-                              "any other registry model name, reference method (minirocket, 1nn-euclidean, "
-                              "1nn-dtw) or random-features adds a row for it")
+                         help="comma-separated rows to run instead of all five (default: hebb-cde, oja-cde, "
+                              "delta-cde, ncde, ckcnn); a name may also be any other registry model "
+                              "(neuralde-seq models), a reference method (minirocket, 1nn-euclidean, 1nn-dtw) or "
+                              "random-features, run as a row of its own with the config's settings")
     compare.add_argument("--epochs", type=_positive_int, default=None,
                          help="training epochs of every row (default: the config's, 25; CKCNN 30)")
     compare.add_argument("--drop-rate", type=float, default=None,
@@ -155,37 +173,102 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config entry, e.g. --set training.epochs=1 --set task_options.drop_rate=0.5 "
                             "(values parsed as YAML; repeatable)")
     bench.add_argument("--models", type=_parse_models, default=None,
-                       help="comma-separated row labels (that row alone) or model names (every row of that model; a name that is also a row label names that row) to run (default: every row)")
+                       help="comma-separated row labels (that row alone) or model names (every row of that model; a "
+                            "name that is also a row label names that row): only these rows run (default: every row)")
     bench.add_argument("--seeds", type=_parse_seeds, default=None, help="comma-separated seeds (default: the config's)")
     bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
     bench.add_argument("--max-steps", type=_positive_int, default=None,
                        help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)")
     _run_options(bench)
     models = sub.add_parser(
-        "models", help="list the registry's models with their input and default options",
-        description="Print each registry model (or those named): the input it reads (a control path with its "
-                    "build_control options, or the raw observations) and every default option of its constructor, "
-                    "as create_model, the estimators and benchmark rows without options use them.")
+        "models", help="list the registry's models: name, input, what each is; with names, their defaults",
+        description="Without names: one line per registry model, with the input it reads (a control path built by "
+                    "build_control, or the raw observations) and what it is. With names: each model's description, "
+                    "its input with the build_control options, every default option of its constructor and every "
+                    "field of its default solver (with the method 'auto' resolves to), as create_model, the "
+                    "estimators and benchmark rows without options use them.")
     models.add_argument("names", nargs="*", help="model names (default: all)")
     return parser
 
 
-def print_models(names) -> int:
-    """``neuralde-seq models``: each model's input and default options (exit 2 for an unknown name)."""
-    from .models import MODEL_NAMES, control_options, model_defaults, model_entry
+_WIDTH = 80  # the terminal width `neuralde-seq models` fits
 
-    unknown = [n for n in names if n not in MODEL_NAMES]
-    if unknown:
-        print(f"neuralde-seq models: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODEL_NAMES)}",
-              file=sys.stderr)
-        return 2
-    for name in names or MODEL_NAMES:
+
+def _wrapped(label: str, items: Sequence[str], indent: str = "  ") -> str:
+    """``label`` then ``items`` joined by ", " and wrapped at 80 columns, continuation lines indented further."""
+    import textwrap
+
+    keep = "\x00"  # an item's own spaces ("step_size=None (one step per knot interval)") never break a line
+    text = textwrap.fill(", ".join(item.replace(" ", keep) for item in items), _WIDTH,
+                         initial_indent=f"{indent}{label}", subsequent_indent=indent * 2, break_long_words=False,
+                         break_on_hyphens=False)
+    return text.replace(keep, " ")
+
+
+def _solver_items(name: str, solver) -> list[str]:
+    """Every field of the model's default `SolverOptions` as ``field=value``: the method with what "auto" becomes
+    on the model's default input, the gradient method in force (``gradient`` and ``adjoint`` in one), and what
+    None means where it means something."""
+    import dataclasses
+
+    from .ops.chunked_delta import DEFAULT_BLOCK_SIZE
+    from .solvers import AUTO_METHOD
+
+    meaning = {"step_size": "one step per knot interval", "checkpoint_every": "√N steps per segment",
+               "chunk_size": "sized to batch and heads", "exact_block_size": str(DEFAULT_BLOCK_SIZE),
+               "max_steps": "no limit"}
+    method = solver.method
+    items = [f"method={method!r}" + (f" (on the input above: {_auto_method(name)!r})" if method == AUTO_METHOD
+                                     else "")]
+    for field in dataclasses.fields(solver):
+        if field.name in ("method", "adjoint"):
+            continue
+        value = solver.gradient_method if field.name == "gradient" else getattr(solver, field.name)
+        text = f"{field.name}={value!r}"
+        if value is None and field.name in meaning:
+            text += f" ({meaning[field.name]})"
+        items.append(text)
+    return items
+
+
+def print_models(names) -> int:
+    """``neuralde-seq models``: one line per model (name, input, what it is); with names, each model's description,
+    input, options and solver, wrapped at 80 columns. An unknown name: exit 2, naming the closest."""
+    from .models import MODEL_NAMES, control_options, model_defaults, model_entry
+    from .solvers import SolverOptions
+
+    for name in names:
+        try:
+            model_entry(name)
+        except ValueError as err:
+            print(f"neuralde-seq models: error: {_one_line(err)}", file=sys.stderr)
+            return 2
+    if not names:
+        width = max(len(n) for n in MODEL_NAMES)
+        print(f"{'model':{width}}  {'input':12}  what it is")
+        for name in MODEL_NAMES:
+            entry = model_entry(name)
+            line = f"{name:{width}}  {entry.inputs:12}  {entry.description}".rstrip()
+            print(line if len(line) <= _WIDTH else line[:_WIDTH - 1] + "…")
+        print("\ninput: control = a path built from the observations (build_control);\n"
+              "       observations = the observed points themselves.\n"
+              "neuralde-seq models NAME: a model's input, default options and solver.")
+        return 0
+    for i, name in enumerate(names):
         entry = model_entry(name)
-        reads = (f"control {control_options(name)}" if entry.inputs == "control" else "observations")
-        options = ", ".join(f"{k}={v!r}" for k, v in model_defaults(name).items())
-        auto = entry.takes_solver and model_defaults(name)["solver"].method == "auto"
-        print(f"{name}\n  input: {reads}\n  defaults: {options}"
-              + (f"  (method 'auto': {_auto_method(name)} on the input above)" if auto else ""))
+        defaults = model_defaults(name)
+        solver = defaults.pop("solver", None)
+        print(("\n" if i else "") + f"{name}: {entry.description or '(no description)'}")
+        if entry.inputs == "control":
+            print(_wrapped("input: control path, build_control(", [f"{k}={v!r}" for k, v in
+                                                                    control_options(name).items()]) + ")")
+        else:
+            print("  input: observations (times, values with NaN for missing, lengths)")
+        print(_wrapped("options: ", [f"{k}={v!r}" for k, v in defaults.items()]))
+        if isinstance(solver, SolverOptions):
+            print(_wrapped("solver: ", _solver_items(name, solver)))
+        elif entry.takes_solver is False:
+            print("  solver: none (create_model takes no solver= for it)")
     return 0
 
 
@@ -229,12 +312,26 @@ def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:
 def compare_config(models) -> dict:
     """compare.yaml, with a row added for every requested registry model that it does not hold (fast weight
     models with the config's small fast weight options, the others with their registry defaults) and for every
-    requested closed-form method (`neuralde_seq.reference.REFERENCE_METHODS`: MiniRocket, 1-NN, random features)."""
+    requested closed-form method (`neuralde_seq.reference.REFERENCE_METHODS`: MiniRocket, 1-NN, random features).
+    ``--models`` then runs the requested rows only (`neuralde_seq.training.runner.run_benchmark`'s ``models``).
+
+    Raises:
+        ConfigError: a requested name that is no row, registry model or closed-form method (the message names
+            the closest and what --models accepts).
+    """
+    from .input_checks import did_you_mean
     from .models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES
     from .reference import REFERENCE_METHODS
 
     config = load_config(COMPARE_CONFIG)
     labels = {row["label"] for row in config["models"]}
+    rows = [row["label"] for row in config["models"]]
+    for name in models or ():
+        if name not in labels and name not in MODEL_NAMES and name not in REFERENCE_METHODS:
+            hint = did_you_mean(name, [*rows, *MODEL_NAMES, *REFERENCE_METHODS])
+            raise ConfigError(f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes the rows "
+                              f"{', '.join(rows)}, any other registry model name (neuralde-seq models lists them), "
+                              f"a reference method or random-features ({', '.join(REFERENCE_METHODS)})")
     fast_weight_options = next(row["options"] for row in config["models"] if row["model"] in FAST_WEIGHT_MODEL_NAMES)
     for name in models or ():
         if name not in labels and name in MODEL_NAMES:
@@ -295,7 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw = apply_overrides(load_config(config), overrides)
         if seeds is not None:
             raw["seeds"] = [int(s) for s in seeds]
-        name = parse_config(raw).name
+        parsed = parse_config(raw)
+        name = parsed.name
+        _check_row_names(args.models, parsed.rows)
         if out is None:
             out = Path("results") / name
         results = _run(config, out, args, overrides, args.models, seeds, max_steps)

@@ -34,8 +34,8 @@ with a mask channel. A channel with no observation at all in a sample raises an 
 ``unobserved_fill`` names the value to use.
 
 Observations are checked by `validate_observations` (shapes, lengths, NaN
-times, increasing times, and the finite range of values and times in their dtype). Log-signature windows and
-their disk cache are built in `neuralde_seq.logsignature_control`.
+times, increasing times, and the finite range of values and times in their dtype). Log-signature windows are built
+here (`logsignature_control`); their disk cache is `neuralde_seq.logsignature_control`.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ import dataclasses
 import torch
 
 from .observations import _first, batch_selection, observation_span, validate_observations
-from .signatures import DEFAULT_BASIS
-from .splines import polynomial_pieces
+from .signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
+from .splines import fill_missing_linear, polynomial_pieces
 
 __all__ = ["Control", "build_control", "resolve_time_unit", "INTERPOLATIONS",
            "MISSING_POLICIES"]
@@ -470,9 +470,6 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     path = torch.cat(channel_parts, dim=-1)  # (B, T, C'), NaN only in value channels with missing="interpolate"
 
     if method == "logsignature":
-        # Imported here: that module builds on Control and build_control.
-        from .logsignature_control import logsignature_control
-
         return logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis,
                                     window_start_values)
 
@@ -532,3 +529,81 @@ def _value_at_end(coeffs, knots, end_index):
     f = (knots[end_index] - knots[last]).unsqueeze(-1)
     a, b, c, d = piece.unbind(-2)
     return a + f * (b + f * (c + f * d))
+
+
+# ---------------------------------------------------------------------------------------------------
+# log-signature windows (method="logsignature"; their disk cache is neuralde_seq.logsignature_control)
+
+def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
+                         backend: str, basis: str, window_start_values: bool = False) -> Control:
+    """The log-signature windows of ``path`` as a piecewise-constant `Control` (what
+    ``build_control(method="logsignature")`` returns).
+
+    Arguments:
+        path: (B, T, C) points of the path (NaN where missing: interpolated linearly on the index first).
+        lengths: (B,) long, valid points per sample.
+        depth: log-signature depth.
+        step: window size in observation intervals.
+        names: (C,) channel names of the path (their number fixes the log-signature width).
+        backend: the library computing the log-signatures, as ``logsig_backend`` of `build_control`.
+        basis: the log-signature coordinates, as ``logsig_basis`` of `build_control`.
+        window_start_values: append, after the D log-signature channels, the path's point at each window's start
+            (point j·step of the sample, after the interpolation through missing values) in its value and mask
+            channels, named ``start_<name>`` (default False). Not in the time and count channels: their level
+            is the position in the series, which grows with its length (1,000s of steps on long series, which
+            swamps the other inputs of the slow net); their increments are in the log-signature.
+
+    Returns:
+        A piecewise-constant `Control` with K = N_max + 1 knots 0, 1, ..., N_max (N_max the most windows of any
+        sample), ``coeffs`` (B, K, 4, D) or, with ``window_start_values``, (B, K, 4, D + C): on window j the
+        constant coefficient is [logsig_j] or [logsig_j, path(j·step)], zero after each sample's last window;
+        ``initial_value`` (B, C) the path's first point.
+
+    Raises:
+        ValueError: ``window_start_values`` is not a bool, or the options `check_logsignature_options` refuses.
+    """
+    check_logsignature_options(depth, backend, basis)
+    if not isinstance(window_start_values, bool):
+        raise ValueError(f"window_start_values must be True or False, got {window_start_values!r}")
+    valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
+    if torch.isnan(path).any():
+        # Log-signatures need complete points: interpolate linearly through missing values first, within each
+        # sample's own points (its padding marked missing, so that it never enters the line).
+        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
+        path = fill_missing_linear(path.masked_fill(~valid.unsqueeze(-1), float("nan")), knots)
+    path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
+    initial_value = path[:, 0].clone()
+    logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
+    batch, n_windows, width = logsig.shape
+    assert width == logsignature_channels(len(names), depth, basis)
+    channel_names = tuple(f"logsig{i}" for i in range(width))
+    if window_start_values:
+        # not the time and count channels (build_control's "time", "count<c>"): positions, unbounded
+        levels = [c for c, name in enumerate(names) if name != "time" and not name.startswith("count")]
+        logsig = torch.cat([logsig, _window_starts(path[..., levels], windows, step)], dim=-1)
+        channel_names += tuple(f"start_{names[c]}" for c in levels)
+    coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)
+    coeffs[:, :n_windows, 0] = logsig  # and 0 past each sample's end (the solver freezes it there)
+    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
+    _check_finite(coeffs, knots, "logsignature")
+    return Control(knots, coeffs, windows, True, channel_names, initial_value)
+
+
+def _window_starts(path: torch.Tensor, windows: torch.Tensor, step: int) -> torch.Tensor:
+    """The path's point at the start of each log-signature window (`logsignature_windows`' windows: window j
+    starts at point j·step).
+
+    Arguments:
+        path: (B, T, C) complete points (no NaN within each sample's length).
+        windows: (B,) long, each sample's number of windows.
+        step: window size in observation intervals.
+
+    Returns:
+        (B, N_max, C) with N_max = max(windows): row j is path[b, j·step], zero after each sample's last window.
+    """
+    n_windows = int(windows.max())
+    starts = torch.arange(n_windows, device=path.device) * step  # (N,): j·step < L_b − 1 on every real window
+    valid = torch.arange(n_windows, device=path.device).unsqueeze(0) < windows.unsqueeze(1)  # (B, N)
+    index = torch.where(valid, starts.unsqueeze(0), torch.zeros_like(starts).unsqueeze(0))
+    points = torch.gather(path, 1, index.unsqueeze(-1).expand(-1, -1, path.shape[-1]))
+    return points.masked_fill(~valid.unsqueeze(-1), 0.0)

@@ -11,12 +11,80 @@ change its parameters behind the caller's back. The message says which conversio
 """
 from __future__ import annotations
 
+import difflib
 import itertools
+from typing import Iterable
 
 import torch
 
 __all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
-           "module_dtype_device", "check_num_outputs"]
+           "module_dtype_device", "check_num_outputs", "closest_names", "did_you_mean", "unknown_name_message",
+           "UnknownOptionError"]
+
+
+class UnknownOptionError(TypeError, ValueError):
+    """An option name a function or model does not take. A TypeError, as Python's own error for an unexpected
+    keyword argument, and a ValueError, as every other bad setting (so either ``except`` clause catches it)."""
+
+
+def _folded(name: str) -> str:
+    """A name as compared for suggestions: case folded, '_' read as '-' (``Delta_CDE`` finds ``delta-cde``)."""
+    return str(name).casefold().replace("_", "-")
+
+
+def closest_names(given: str, valid: Iterable[str], n: int = 3) -> list[str]:
+    """The names of ``valid`` closest to ``given`` (at most ``n``, closest first), by `difflib.get_close_matches`
+    on the names case folded with '_' read as '-'; a name equal to ``given`` once folded, or once its separators
+    are dropped (``deltacde`` for ``delta-cde``), is the only one returned.
+
+    Arguments:
+        given: the name that was not found.
+        valid: the names that exist.
+        n: the most names returned.
+
+    Returns:
+        A list of names of ``valid`` (empty when none is close).
+    """
+    valid = list(dict.fromkeys(str(v) for v in valid))  # a name listed twice (a row label and its model) once
+    folded: dict[str, list[str]] = {}
+    for name in valid:
+        folded.setdefault(_folded(name), []).append(name)
+    key = _folded(given)
+    bare = key.replace("-", "")
+    exact = [name for name in valid if _folded(name) == key or _folded(name).replace("-", "") == bare]
+    if exact:  # the same name spelled another way: nothing else is meant
+        return exact[:n]
+    close = [name for match in difflib.get_close_matches(key, list(folded), n=n, cutoff=0.6) for name in folded[match]]
+    return close[:n]
+
+
+def did_you_mean(given: str, valid: Iterable[str]) -> str:
+    """``"did you mean 'x'?"`` (or ``"'x' or 'y'"``) for the closest names of ``valid`` to ``given``, or "" when
+    none is close (`closest_names`)."""
+    close = closest_names(given, valid, n=2)
+    return f"did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def unknown_name_message(kind: str, given, valid: Iterable[str], *, where: str = "", listing: str | None = None) -> str:
+    """The message for a name that is not one of ``valid``: the problem, the closest valid names, and all of them.
+
+    E.g. ``unknown_name_message("model", "delta_cde", MODEL_NAMES, listing="known models")`` is "unknown model
+    'delta_cde'; did you mean 'delta-cde'? known models: hebb-ode, ...".
+
+    Arguments:
+        kind: what the name names ("model", "option", ...).
+        given: the name given.
+        valid: the names accepted, in the order to list them.
+        where: text after the name (e.g. " for model 'delta-cde'").
+        listing: how to introduce the list (default "valid {kind}s").
+
+    Returns:
+        One line of text.
+    """
+    valid = [str(v) for v in valid]
+    hint = did_you_mean(str(given), valid)
+    return (f"unknown {kind} {given!r}{where}; {hint + ' ' if hint else ''}"
+            f"{listing or f'valid {kind}s'}: {', '.join(valid)}")
 
 _HOW_TO_BUILD = {
     "Control": "build it with neuralde_seq.build_control(times, values, lengths, ...) or "

@@ -1,6 +1,7 @@
 """Log-signature controls: piecewise-constant windows for neural RDEs, and their disk cache.
 
-``build_control(method="logsignature")`` cuts each sample's path into windows of ``step`` observation
+``build_control(method="logsignature")`` (in `neuralde_seq.controls`, with the window builder
+`logsignature_control`, re-exported here) cuts each sample's path into windows of ``step`` observation
 intervals and computes each window's log-signature (`neuralde_seq.signatures`); window j occupies
 s ∈ [j, j + 1) of the `Control`, so batching never changes any sample's grid. A log-signature holds only
 the path's movement over a window (increments, areas), never its level; ``window_start_values=True`` appends
@@ -18,87 +19,14 @@ import os
 
 import torch
 
+from ._version import __version__
 from .cache import CorruptCacheError, cached_tensors
-from .controls import Control, _check_finite, build_control
-from .signatures import backend_version, check_logsignature_options, logsignature_channels, logsignature_windows
-from .splines import fill_missing_linear
+# logsignature_control is built in controls (build_control's method="logsignature"), imported from there so that
+# controls never imports this module; re-exported here, where it lived before.
+from .controls import Control, build_control, logsignature_control
+from .signatures import backend_version
 
 __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureCacheError"]
-
-
-def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
-                         backend: str, basis: str, window_start_values: bool = False) -> Control:
-    """The log-signature windows of ``path`` as a piecewise-constant `Control` (what
-    ``build_control(method="logsignature")`` returns).
-
-    Arguments:
-        path: (B, T, C) points of the path (NaN where missing: interpolated linearly on the index first).
-        lengths: (B,) long, valid points per sample.
-        depth: log-signature depth.
-        step: window size in observation intervals.
-        names: (C,) channel names of the path (their number fixes the log-signature width).
-        backend: the library computing the log-signatures, as ``logsig_backend`` of `build_control`.
-        basis: the log-signature coordinates, as ``logsig_basis`` of `build_control`.
-        window_start_values: append, after the D log-signature channels, the path's point at each window's start
-            (point j·step of the sample, after the interpolation through missing values) in its value and mask
-            channels, named ``start_<name>`` (default False). Not in the time and count channels: their level
-            is the position in the series, which grows with its length (1,000s of steps on long series, which
-            swamps the other inputs of the slow net); their increments are in the log-signature.
-
-    Returns:
-        A piecewise-constant `Control` with K = N_max + 1 knots 0, 1, ..., N_max (N_max the most windows of any
-        sample), ``coeffs`` (B, K, 4, D) or, with ``window_start_values``, (B, K, 4, D + C): on window j the
-        constant coefficient is [logsig_j] or [logsig_j, path(j·step)], zero after each sample's last window;
-        ``initial_value`` (B, C) the path's first point.
-
-    Raises:
-        ValueError: ``window_start_values`` is not a bool, or the options `check_logsignature_options` refuses.
-    """
-    check_logsignature_options(depth, backend, basis)
-    if not isinstance(window_start_values, bool):
-        raise ValueError(f"window_start_values must be True or False, got {window_start_values!r}")
-    valid = torch.arange(path.shape[1], device=path.device).unsqueeze(0) < lengths.unsqueeze(1)
-    if torch.isnan(path).any():
-        # Log-signatures need complete points: interpolate linearly through missing values first, within each
-        # sample's own points (its padding marked missing, so that it never enters the line).
-        knots = torch.arange(path.shape[1], dtype=path.dtype, device=path.device)
-        path = fill_missing_linear(path.masked_fill(~valid.unsqueeze(-1), float("nan")), knots)
-    path = path.masked_fill(~valid.unsqueeze(-1), 0.0)
-    initial_value = path[:, 0].clone()
-    logsig, windows = logsignature_windows(path, lengths, depth, step, backend=backend, basis=basis)
-    batch, n_windows, width = logsig.shape
-    assert width == logsignature_channels(len(names), depth, basis)
-    channel_names = tuple(f"logsig{i}" for i in range(width))
-    if window_start_values:
-        # not the time and count channels (build_control's "time", "count<c>"): positions, unbounded
-        levels = [c for c, name in enumerate(names) if name != "time" and not name.startswith("count")]
-        logsig = torch.cat([logsig, _window_starts(path[..., levels], windows, step)], dim=-1)
-        channel_names += tuple(f"start_{names[c]}" for c in levels)
-    coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)
-    coeffs[:, :n_windows, 0] = logsig  # and 0 past each sample's end (the solver freezes it there)
-    knots = torch.arange(n_windows + 1, dtype=path.dtype, device=path.device)
-    _check_finite(coeffs, knots, "logsignature")
-    return Control(knots, coeffs, windows, True, channel_names, initial_value)
-
-
-def _window_starts(path: torch.Tensor, windows: torch.Tensor, step: int) -> torch.Tensor:
-    """The path's point at the start of each log-signature window (`logsignature_windows`' windows: window j
-    starts at point j·step).
-
-    Arguments:
-        path: (B, T, C) complete points (no NaN within each sample's length).
-        windows: (B,) long, each sample's number of windows.
-        step: window size in observation intervals.
-
-    Returns:
-        (B, N_max, C) with N_max = max(windows): row j is path[b, j·step], zero after each sample's last window.
-    """
-    n_windows = int(windows.max())
-    starts = torch.arange(n_windows, device=path.device) * step  # (N,): j·step < L_b − 1 on every real window
-    valid = torch.arange(n_windows, device=path.device).unsqueeze(0) < windows.unsqueeze(1)  # (B, N)
-    index = torch.where(valid, starts.unsqueeze(0), torch.zeros_like(starts).unsqueeze(0))
-    points = torch.gather(path, 1, index.unsqueeze(-1).expand(-1, -1, path.shape[-1]))
-    return points.masked_fill(~valid.unsqueeze(-1), 0.0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -153,8 +81,6 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
             checksum stored with them, or it was written for another key. The message names the file;
             delete it to recompute.
     """
-    from . import __version__
-
     options.setdefault("method", "logsignature")
     if options["method"] != "logsignature":
         raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "

@@ -157,6 +157,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .controls import Control, build_control
+from .input_checks import did_you_mean
 from .models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry, model_inputs
 from .models import control_options as registry_control_options
 from .models.linear_cde import _pieces, path_scales
@@ -497,7 +498,9 @@ class RandomFeatures:
                  fast_share="auto", timescales="auto", memory: str = "auto", model_options: dict | None = None,
                  control_options: dict | None = None, seed: int = 0, batch_size: int = 32):
         if reservoir not in RESERVOIRS:
-            raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}")
+            hint = did_you_mean(str(reservoir), RESERVOIRS)
+            raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}"
+                             + (f"; {hint}" if hint else ""))
         auto_features = isinstance(features, str) and features == "auto"
         if auto_features:
             features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
@@ -1014,14 +1017,12 @@ class _RandomFeatureEstimator(BaseEstimator):
         return data.times.to(device), values, data.lengths.to(device)
 
     def _checked_data(self, X, times):
-        from .sklearn import _check_times_like_fit
+        from .sklearn import _check_channels_like_fit, _check_times_like_fit
 
         check_is_fitted(self, "readout_")
         _check_times_like_fit(self, times)
         data = self._data(X, times)
-        if data.num_channels != self.n_features_in_:
-            raise ValueError(f"X has {data.num_channels} channel(s) per time step, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} (n_features_in_)")
+        _check_channels_like_fit(self, X, data.num_channels)
         return data
 
     def _outputs(self, X, times) -> torch.Tensor:

@@ -71,6 +71,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .data.datasets import IrregularDataset
 from .observations import validate_observations
+from .input_checks import did_you_mean, unknown_name_message
 
 __all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "ReferenceMethod", "REFERENCE_METHODS",
            "register_reference_method", "reference_method", "create_reference", "reference_scores",
@@ -555,8 +556,9 @@ class ReferenceMethod:
         allowed = self.option_names()
         unknown = [k for k in options if k not in allowed]
         if unknown:
+            hint = did_you_mean(str(unknown[0]), allowed)
             raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} of reference method {self.name!r}; "
-                             f"allowed: {', '.join(allowed)}")
+                             f"{hint + ' ' if hint else ''}allowed: {', '.join(allowed)}")
         kwargs = {**dict(self.options), **options}
         if self.seed_parameter is not None:
             kwargs[self.seed_parameter] = seed
@@ -602,7 +604,7 @@ def reference_method(name: str) -> ReferenceMethod:
         ValueError: an unknown name (the known ones are listed).
     """
     if name not in REFERENCE_METHODS:
-        raise ValueError(f"unknown reference method {name!r}; known: {', '.join(REFERENCE_METHODS)}")
+        raise ValueError(unknown_name_message("reference method", name, REFERENCE_METHODS, listing="known"))
     return REFERENCE_METHODS[name]
 
 

@@ -55,6 +55,7 @@ global random state is saved before and restored after ``fit`` (the estimator le
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import numpy as np
@@ -66,11 +67,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .controls import resolve_time_unit
+from .controls import build_control, resolve_time_unit
 from .data.arrays import _read
 from .data.datasets import IrregularDataset, stratified_split
 from .data.transforms import channel_statistics
-from .models import MODEL_NAMES, create_model, model_entry, model_inputs
+from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
+from .models import MODEL_NAMES, create_model, model_entry, model_inputs, model_option_names
 from .observations import magnitude_limit, validate_observations
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
@@ -78,6 +80,7 @@ from .training.fit import fit as _fit
 from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
 from .training.threads import torch_threads
+from .user_warnings import options_spelled_as
 
 __all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor"]
 
@@ -162,6 +165,24 @@ def _check_times_like_fit(estimator, times) -> None:
     if with_times is False and times is not None:
         raise ValueError(f"times was given, but this {name} was fitted without times (each sample's observation "
                          "indices 0, 1, ...): pass times=None, or fit with times")
+
+
+def _check_channels_like_fit(estimator, X, channels: int) -> None:
+    """X at prediction must have the channels of fit. A 2-D array is read as N univariate sequences (N, T): one
+    (T, C) sequence given alone (``X[0]`` of a list of such) is the likeliest cause, so the message says so."""
+    fitted = estimator.n_features_in_
+    if channels == fitted:
+        return
+    name = type(estimator).__name__
+    message = (f"X has {channels} channel(s) per time step, but {name} was fitted with {fitted} "
+               "(n_features_in_)")
+    shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and fitted > 1:
+        rows, columns = (int(k) for k in shape)
+        message += (f": a 2-D array is read as N univariate sequences (N, T), here {rows} sequences of {columns} "
+                    f"time steps. For one sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0] "
+                    f"(or x[None] for a 3-D (1, T, C) array)")
+    raise ValueError(message)
 
 
 def _threads(n_jobs) -> int:
@@ -249,13 +270,27 @@ class _SequenceEstimator(BaseEstimator):
 
     def _checked_settings(self) -> dict:
         """The parameters checked, before any work: a bad one raises naming it."""
-        if self.model not in MODEL_NAMES:
-            raise ValueError(f"model must be one of the registry's models ({', '.join(MODEL_NAMES)}), "
-                             f"got {self.model!r}")
+        if not isinstance(self.model, str) or self.model not in MODEL_NAMES:
+            hint = did_you_mean(str(self.model), MODEL_NAMES)
+            raise ValueError(f"model must be one of the registry's models, got {self.model!r}; "
+                             f"{hint + ' ' if hint else ''}models: {', '.join(MODEL_NAMES)}")
         for name in ("model_options", "control_options"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, dict):
                 raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
+        # Option names checked before any work, in the estimator's terms (model_options={...}).
+        valid = model_option_names(self.model)
+        unknown = [k for k in (self.model_options or {}) if valid is not None and k not in valid]
+        if unknown:
+            raise UnknownOptionError("model_options: " + unknown_name_message(
+                "option", unknown[0], valid, where=f" for model {self.model!r}", listing="valid options"))
+        if self.control_options and model_entry(self.model).inputs == "control":
+            valid = [p for p in inspect.signature(build_control).parameters if p not in ("times", "values", "lengths")]
+            unknown = [k for k in self.control_options if k not in valid]
+            if unknown:
+                raise UnknownOptionError("control_options: " + unknown_name_message(
+                    "control option", unknown[0], valid, where=f" for model {self.model!r} (build_control)",
+                    listing="valid control options"))
         if self.validation_fraction is not None:
             f = self.validation_fraction
             if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:
@@ -291,7 +326,8 @@ class _SequenceEstimator(BaseEstimator):
             shape = tuple(int(k) for k in shape)
             raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {_MIN_STEPS} is "
                              f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
-                             f"and the models need at least {_MIN_STEPS} time steps per sequence")
+                             f"and the models need at least {_MIN_STEPS} time steps per sequence; for one "
+                             f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
         # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
         # standardisation (`_standardised`), so raw values of 1e12 are accepted in float32.
         (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
@@ -364,7 +400,9 @@ class _SequenceEstimator(BaseEstimator):
             device.index if device.index is not None else torch.cuda.current_device()]
         with torch_threads(_threads(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
-            model = create_model(self.model, inputs, outputs, **settings["model_options"])
+            # warnings of the model spell their fixes as model_options={...}
+            with options_spelled_as("model_options", settings["model_options"]):
+                model = create_model(self.model, inputs, outputs, **settings["model_options"])
             model = model.to(device=device, dtype=settings["dtype"])
             if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
                 model.set_empirical_mean(train[0])
@@ -392,9 +430,7 @@ class _SequenceEstimator(BaseEstimator):
         _check_times_like_fit(self, times)
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
-        if data.num_channels != self.n_features_in_:
-            raise ValueError(f"X has {data.num_channels} channel(s) per time step, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} (n_features_in_)")
+        _check_channels_like_fit(self, X, data.num_channels)
         inputs = self._inputs(data, self.channel_mean_, self.channel_scale_, self.control_options_,
                               model_device(self.model_))
         with torch_threads(_threads(self.n_jobs)):

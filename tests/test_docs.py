@@ -124,3 +124,153 @@ def test_site_pages_name_only_existing_notebooks(page):
     text = (ROOT / "docs" / page).read_text()
     for stem in re.findall(r"notebooks/(\d\d_[a-z_]+)\.ipynb", text):
         assert (ROOT / "notebooks" / f"{stem}.py").is_file(), f"docs/{page} links notebook {stem} with no source"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Equations (issue 25, "Docs"): the pages write their math as LaTeX in $...$ and $$...$$ (pymdownx.arithmatex,
+# typeset by MathJax on the site; GitHub reads the same delimiters). These checks would have caught the pages that
+# wrote pseudo-LaTeX as plain text (`R^{d_v × d_k}`, `e^{−c‖k‖²h}`).
+
+# The TeX macros the pages use, each one MathJax 3's TeX input knows: a misspelt or unknown macro shows in red.
+ALLOWED_MACROS = {
+    "alpha", "beta", "gamma", "delta", "Delta", "varepsilon", "theta", "lambda", "Lambda", "mu", "pi", "sigma", "tau",
+    "varphi", "psi", "omega", "ell", "mathbb", "mathcal", "text", "operatorname", "top", "times", "cdot", "circ",
+    "odot", "in", "sim", "approx", "le", "ge", "to", "mapsto", "leftarrow", "frac", "dfrac", "sqrt", "sum", "prod",
+    "int", "log", "exp", "sin", "cos", "tanh", "sinh", "max", "lVert", "rVert", "lvert", "rvert", "lceil", "rceil",
+    "big", "Big", "dots", "qquad", "quad", "begin", "end", "|", ",", ";", "!", "\\",
+}
+# Characters that stand for a macro (or for plain ASCII) inside math: MathJax would typeset them, but as text glyphs
+# in the wrong font and spacing, and `‖` is the pseudo-LaTeX norm.
+UNICODE_IN_MATH = "‖ᵀ−×σβλγ∈Σ∫√²³⁻₀₁₂⊙≈→"
+PSEUDO_LATEX_OUTSIDE_MATH = re.compile(r"\^\{|_\{|‖|ᵀ|\b[A-Za-z]\^[0-9A-Za-z(]")
+EQUATION_PAGES = ["equations.md", "concepts.md", "gating.md", "linear_cdes.md", "log_ncde.md", "stateful_odenets.md",
+                  "design.md"]
+INLINE_MATH = re.compile(r"(?<![\\$])\$(?![\s$])((?:\\.|[^\\$])+?)(?<!\s)\$")
+
+
+def prose_lines(page: Path):
+    """(line number, line) outside fenced code blocks, and the $$...$$ blocks as (first line number, TeX)."""
+    lines, blocks = [], []
+    fence, block = None, None
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if fence is not None:
+            if stripped.startswith(fence):
+                fence = None
+        elif block is not None:
+            if stripped == "$$":
+                blocks.append(block)
+                block = None
+            else:
+                block = (block[0], block[1] + "\n" + stripped)
+        elif stripped.startswith("```"):
+            fence = "```"
+        elif stripped == "$$":
+            block = (number, "")
+        else:
+            lines.append((number, line))
+    assert fence is None and block is None, f"docs/{page.name}: a code fence or $$ block is not closed"
+    return lines, blocks
+
+
+def math_problems(tex: str) -> list[str]:
+    problems = []
+    depth = 0
+    for char in re.sub(r"\\[{}|]", "", tex):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        problems.append("unbalanced braces")
+    unknown = {m for m in re.findall(r"\\([A-Za-z]+|.)", tex)} - ALLOWED_MACROS
+    if unknown:
+        problems.append(f"macros not in the allowed list: {sorted(unknown)}")
+    found = sorted({c for c in tex if c in UNICODE_IN_MATH})
+    if found:
+        problems.append(f"unicode {found} instead of TeX")
+    if (len(re.findall(r"\\left(?![A-Za-z])", tex)) != len(re.findall(r"\\right(?![A-Za-z])", tex))
+            or tex.count(r"\begin{") != tex.count(r"\end{")):
+        problems.append("unbalanced \\left/\\right or \\begin/\\end")
+    return problems
+
+
+def test_math_checks_catch_pseudo_latex():
+    # The checks against the kind of text the pages had before (a wrong check would pass them).
+    assert math_problems(r"\frac{1 - e^{-c\|k\|^2 h}}{\|k\|^2}") == []
+    assert math_problems(r"e^{−c‖k‖²h}") == ["unicode ['²', '‖', '−'] instead of TeX"]
+    assert math_problems(r"\frac{1}{2") == ["unbalanced braces"]
+    assert math_problems(r"\mathbbm{R}") == ["macros not in the allowed list: ['mathbbm']"]
+    assert "unbalanced \\left/\\right or \\begin/\\end" in math_problems(r"\left( x \leftarrow y")
+    assert PSEUDO_LATEX_OUTSIDE_MATH.search("the fast weight is W ∈ R^{d_v × d_k}")
+    assert not PSEUDO_LATEX_OUTSIDE_MATH.search(INLINE_MATH.sub("", r"is $W \in \mathbb{R}^{d_v \times d_k}$"))
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "docs").glob("*.md")))
+def test_page_math_is_latex_in_delimiters(page):
+    """Every math span and block is well-formed TeX with known macros; no pseudo-LaTeX is left outside math; in a
+    table row, math holds no `|` (it would split the cell: \\lVert, \\rvert instead)."""
+    lines, blocks = prose_lines(ROOT / "docs" / page)
+    problems = [f"docs/{page}:{n}: $$ block: {p}" for n, tex in blocks for p in math_problems(tex)]
+    for number, line in lines:
+        text = re.sub(r"`[^`]*`", "", line)  # code spans are code, not math
+        if text.count("$") % 2:
+            problems.append(f"docs/{page}:{number}: an odd number of $ (math must open and close on one line)")
+            continue
+        spans = INLINE_MATH.findall(text)
+        for tex in spans:
+            problems += [f"docs/{page}:{number}: ${tex}$: {p}" for p in math_problems(tex)]
+            if line.lstrip().startswith("|") and "|" in tex:
+                problems.append(f"docs/{page}:{number}: ${tex}$: a | inside a table cell's math")
+        outside = INLINE_MATH.sub("", text)
+        if PSEUDO_LATEX_OUTSIDE_MATH.search(outside):
+            problems.append(f"docs/{page}:{number}: pseudo-LaTeX outside $...$: {line.strip()[:100]}")
+        if page in EQUATION_PAGES and re.search(r"[‖ᵀ]", outside):
+            problems.append(f"docs/{page}:{number}: a norm or transpose as unicode outside math")
+    assert not problems, "\n".join(problems)
+
+
+def mkdocs_config() -> dict:
+    yaml = pytest.importorskip("yaml")
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml's !!python/... tags (the slugify function) are not needed here.
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+
+
+def test_site_enables_arithmatex_and_mathjax():
+    config = mkdocs_config()
+    extensions = {}
+    for entry in config["markdown_extensions"]:
+        extensions.update(entry if isinstance(entry, dict) else {entry: None})
+    assert extensions.get("pymdownx.arithmatex") == {"generic": True}
+    scripts = config["extra_javascript"]
+    assert (ROOT / "docs" / "javascripts" / "mathjax.js").is_file() and "javascripts/mathjax.js" in scripts
+    assert any(re.search(r"mathjax@3[\d.]*/es5/tex-mml-chtml\.js$", s) for s in scripts)
+    # The MathJax configuration typesets arithmatex's output: \( \) inline and \[ \] display.
+    js = (ROOT / "docs" / "javascripts" / "mathjax.js").read_text()
+    assert 'processHtmlClass: "arithmatex"' in js and r'["\\(", "\\)"]' in js and r'["\\[", "\\]"]' in js
+
+
+@pytest.mark.parametrize("page", EQUATION_PAGES)
+def test_equation_pages_render_every_dollar_as_math(page):
+    """The page through the site's Markdown extensions: every $ is consumed by arithmatex (none shows as text,
+    e.g. a $$ block indented too little inside a list item), and the page has math."""
+    markdown = pytest.importorskip("markdown")
+    pytest.importorskip("pymdownx.arithmatex")
+    config = mkdocs_config()
+    names, options = [], {}
+    for entry in config["markdown_extensions"]:
+        name, settings = next(iter(entry.items())) if isinstance(entry, dict) else (entry, None)
+        if name in ("toc", "pymdownx.snippets"):  # anchors and file inclusion: irrelevant here
+            continue
+        names.append(name)
+        if settings:
+            options[name] = settings
+    html = markdown.markdown((ROOT / "docs" / page).read_text(), extensions=names, extension_configs=options)
+    assert html.count('class="arithmatex"') >= 3
+    text = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", html, flags=re.S)
+    text = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', "", text, flags=re.S)
+    assert "$" not in text, f"docs/{page}: a $ left as text: {text[max(0, text.find('$') - 80):text.find('$') + 80]}"

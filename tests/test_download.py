@@ -430,16 +430,16 @@ def test_advice_for_a_pinned_mismatch_names_the_file_to_delete(tmp_path, source_
 
 
 def test_lock_is_exclusive_and_removed(tmp_path):
-    from neuralde_seq.data.cache_integrity import _exclusive
+    from neuralde_seq.data.cache_integrity import exclusive_lock
 
     lock = tmp_path / "x.lock"
     entered = []
 
     def second():
-        with _exclusive(lock):
+        with exclusive_lock(lock):
             entered.append(time.time())
 
-    with _exclusive(lock):
+    with exclusive_lock(lock):
         thread = threading.Thread(target=second)  # flock locks are per open file: threads exclude too
         thread.start()
         thread.join(0.5)

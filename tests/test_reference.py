@@ -284,7 +284,8 @@ def test_reference_row_equals_the_python_function(tmp_path):
     ({"model": "1nn-dtw", "options": {"distance": "euclidean"}}, r"unknown key\(s\) 'distance' in models\[0\].options"),
     ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
     ({"model": "minirocket", "options": {"fit_on": "val"}}, r"models\[0\].options.fit_on must be one of train\+val"),
-    ({"model": "rocket"}, r"not a known model; known models: .*; reference methods: minirocket, 1nn-euclidean"),
+    ({"model": "rocket"}, r"not a known model; did you mean 'minirocket'\? known models: .*; reference methods: "
+                         r"minirocket, 1nn-euclidean"),
 ])
 def test_reference_rows_are_validated(row, message):
     config = {"name": "x", "task": "japanese-vowels", "models": [row]}

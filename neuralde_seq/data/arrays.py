@@ -118,7 +118,8 @@ def _sample_times(times, samples: list[np.ndarray], name: str, sequences_name: s
     if isinstance(times, np.ndarray) and times.dtype != object:
         if times.ndim != 2:
             raise ValueError(f"{name} must be a list of (T_i,) arrays or a 2-D (N, T) array, got an array of shape "
-                             f"{times.shape}")
+                             f"{times.shape}" + (f": for one sequence give lists of one, {sequences_name}=[x] and "
+                                                 f"{name}=[t]" if times.ndim == 1 else ""))
     try:
         count = len(times)
     except TypeError:

@@ -31,50 +31,64 @@ import uuid
 import warnings
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 try:
     import fcntl
-except ImportError:  # not POSIX: _exclusive falls back to the filelock package
+except ImportError:  # not POSIX: exclusive_lock falls back to the filelock package
     fcntl = None
 
 from ..cache import CorruptCacheError
 
-if TYPE_CHECKING:  # annotations only: download.py imports this module
-    from .download import RemoteFile
-
-__all__ = ["ChecksumError", "CorruptCacheError", "sha256_file"]
+# Public: download.py and extraction.py build on these rules (this module imports neither of them).
+__all__ = ["ChecksumError", "CorruptCacheError", "sha256_file", "PinnedFile", "CHUNK_BYTES", "MANIFEST_SUFFIX",
+           "LOCK_SUFFIX", "file_size", "manifest_path", "read_manifest", "record_first_use", "verify_cached",
+           "archive_problem", "exclusive_lock"]
 
 MANIFEST_SUFFIX = ".sha256"
 LOCK_SUFFIX = ".lock"
 # archive kinds by file name; the archive is opened and listed before its first-use hash is recorded
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-_CHUNK = 1 << 20
+CHUNK_BYTES = 1 << 20  # bytes read at a time when hashing, checking or copying a file
 
 
 class ChecksumError(RuntimeError):
     """A downloaded or cached file's SHA-256 differs from the expected one."""
 
 
+class PinnedFile(Protocol):
+    """What the checks need to know of a dataset file (`neuralde_seq.data.download.RemoteFile` is one): its
+    source ``url``, its ``filename`` in the cache, and its pinned ``sha256`` (64 lowercase hexadecimal digits) or
+    None (trust on first use)."""
+
+    url: str
+    filename: str
+    sha256: str | None
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hexadecimal SHA-256 of a file's bytes."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
+        for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def _file_size(path: Path) -> int:
+def file_size(path: Path) -> int:
+    """Size of ``path`` in bytes, 0 when it does not exist."""
     return path.stat().st_size if path.exists() else 0
 
 
 # ------------------------------------------------------------------------------ checksum manifests
-def _manifest_path(target: Path) -> Path:
+def manifest_path(target: Path) -> Path:
+    """The trust-on-first-use manifest of the cached file ``target``: ``<target>.sha256`` beside it."""
     return target.with_name(target.name + MANIFEST_SUFFIX)
 
 
-def _read_manifest(manifest: Path) -> str | None:
+def read_manifest(manifest: Path) -> str | None:
+    """The SHA-256 recorded in ``manifest``, None when there is no manifest; an unreadable one raises
+    `CorruptCacheError` naming the files to delete."""
     if not manifest.exists():
         return None
     try:
@@ -99,8 +113,10 @@ def _write_atomically(path: Path, text: str) -> None:
             temporary.unlink()
 
 
-def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
-    manifest = _manifest_path(target)
+def record_first_use(remote: PinnedFile, target: Path, digest: str) -> None:
+    """Write ``digest`` (the SHA-256 of ``target``, the cached copy of ``remote``) to its manifest, with a warning
+    that trust on first use applies (the caller holds the entry's lock)."""
+    manifest = manifest_path(target)
     _write_atomically(manifest, f"{digest}  {remote.filename}\n")
     warnings.warn(
         f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
@@ -109,23 +125,25 @@ def _record_first_use(remote: RemoteFile, target: Path, digest: str) -> None:
     )
 
 
-def _verify_cached(remote: RemoteFile, target: Path) -> None:
-    """Check a cached file against its pinned or recorded hash; record it on first use (caller holds the lock)."""
+def verify_cached(remote: PinnedFile, target: Path) -> None:
+    """Check ``target``, the cached copy of ``remote``, against ``remote.sha256`` or the hash its manifest recorded;
+    with neither, record its hash (trust on first use; the caller holds the entry's lock). A mismatch raises
+    `ChecksumError`, an unpinned archive that does not open `CorruptCacheError`; the file stays in place."""
     actual = sha256_file(target)
-    manifest = _manifest_path(target)
+    manifest = manifest_path(target)
     if remote.sha256 is not None:
         expected = remote.sha256
         source, advice = "pinned", f"delete it to download {remote.url} again, or replace it with the right file."
     else:
-        expected = _read_manifest(manifest)
+        expected = read_manifest(manifest)
         if expected is None:  # placed by hand, or downloaded before the manifest existed
-            problem = _archive_problem(target, remote.filename)
+            problem = archive_problem(target, remote.filename)
             if problem is not None:  # left in place: it may be the user's only copy
                 raise CorruptCacheError(
                     f"cached file {target} is not a readable file of its kind ({problem}); its hash was not "
                     f"recorded. Delete it to download {remote.url} again, or replace it with a good copy."
                 )
-            _record_first_use(remote, target, actual)
+            record_first_use(remote, target, actual)
             return
         # either file may be the wrong one (the record too, e.g. left by an interrupted older version)
         source = f"recorded in {manifest} on first use"
@@ -137,7 +155,7 @@ def _verify_cached(remote: RemoteFile, target: Path) -> None:
 
 
 # --------------------------------------------------------------------------- archive verification
-def _archive_problem(path: Path, filename: str) -> str | None:
+def archive_problem(path: Path, filename: str) -> str | None:
     """Why ``path`` is not a readable archive of the kind its ``filename`` names, or None if it is.
 
     Empty files are refused whatever the name (no dataset file is empty; an empty hash in a manifest is
@@ -145,7 +163,7 @@ def _archive_problem(path: Path, filename: str) -> str | None:
     member's CRC checked. Tar: every member header is read and a compressed stream is read to its end,
     which checks its end-of-stream marker and CRC.
     """
-    if _file_size(path) == 0:
+    if file_size(path) == 0:
         return "the file is empty"
     lower = filename.lower()
     try:
@@ -160,7 +178,7 @@ def _archive_problem(path: Path, filename: str) -> str | None:
             with tarfile.open(path, "r:*") as bundle:
                 if not bundle.getmembers():
                     return "the tar archive has no members"
-                while bundle.fileobj.read(_CHUNK):  # rest of a compressed stream: end marker and CRC
+                while bundle.fileobj.read(CHUNK_BYTES):  # rest of a compressed stream: end marker and CRC
                     pass
     except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, OSError, ValueError) as error:
         return f"{type(error).__name__}: {error}"
@@ -169,7 +187,7 @@ def _archive_problem(path: Path, filename: str) -> str | None:
 
 # ------------------------------------------------------------------------------------- entry lock
 @contextlib.contextmanager
-def _exclusive(lock: Path):
+def exclusive_lock(lock: Path):
     """Hold an exclusive lock on the file ``lock`` (created if missing, deleted on release).
 
     Deleting the lock file is safe because a waiter, once it has the lock, checks that the path still

@@ -40,8 +40,8 @@ from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
 from ..cache import CorruptCacheError
-from .cache_integrity import (_CHUNK, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, _archive_problem, _exclusive,
-                              _file_size, _manifest_path, _read_manifest, _record_first_use, _verify_cached,
+from .cache_integrity import (CHUNK_BYTES, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, archive_problem,
+                              exclusive_lock, file_size, manifest_path, read_manifest, record_first_use, verify_cached,
                               sha256_file)
 
 __all__ = [
@@ -216,15 +216,15 @@ def fetch(
     # the file is renamed into place, so a file under its final name never lacks its manifest for long).
     if target.exists() or target.is_symlink():
         _check_is_file(remote, target)
-        if remote.sha256 is not None or _manifest_path(target).exists():
-            _verify_cached(remote, target)
+        if remote.sha256 is not None or manifest_path(target).exists():
+            verify_cached(remote, target)
             return target
     elif is_offline:
         raise _offline_error(remote, target)
 
     created = _make_directories(directory)
     try:
-        with _exclusive(target.with_name(target.name + LOCK_SUFFIX)):
+        with exclusive_lock(target.with_name(target.name + LOCK_SUFFIX)):
             return _fetch_locked(remote, target, is_offline, retries, progress)
     except BaseException:
         _remove_if_empty(created)
@@ -249,16 +249,16 @@ def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: i
     """The body of `fetch` once this process holds the entry's lock."""
     if target.exists() or target.is_symlink():  # placed by hand, or another process finished meanwhile
         _check_is_file(remote, target)
-        _verify_cached(remote, target)
+        verify_cached(remote, target)
         return target
     if is_offline:
         raise _offline_error(remote, target)
     part = target.with_name(target.name + PART_SUFFIX)
-    manifest = _manifest_path(target)
+    manifest = manifest_path(target)
     try:
         _download(remote, part, target, retries, progress)
         actual = sha256_file(part)
-        expected = remote.sha256 or _read_manifest(manifest)
+        expected = remote.sha256 or read_manifest(manifest)
         if expected is not None and actual != expected:
             part.unlink()
             if remote.sha256:
@@ -273,7 +273,7 @@ def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: i
                 f"download was deleted and nothing was cached at {target}. {advice}"
             )
         if expected is None:  # trust on first use: record only a file that is what its name says
-            problem = _archive_problem(part, remote.filename)
+            problem = archive_problem(part, remote.filename)
             if problem is not None:
                 part.unlink()
                 raise CorruptCacheError(
@@ -281,10 +281,10 @@ def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: i
                     f"deleted and its hash was not recorded. Call again to download it afresh; if that fails "
                     f"too, download it yourself, check that it opens, and place it at {target}."
                 )
-            _record_first_use(remote, target, actual)
+            record_first_use(remote, target, actual)
         os.replace(part, target)  # atomic: the final name only ever holds a complete, verified file
     except BaseException:
-        if part.exists() and _file_size(part) == 0:
+        if part.exists() and file_size(part) == 0:
             part.unlink()
         raise
     return target
@@ -294,7 +294,7 @@ def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progre
     last_error: BaseException | None = None
     attempts = retries + 1
     for attempt in range(attempts):
-        before = _file_size(part)
+        before = file_size(part)
         try:
             _transfer(remote, part, progress)
             return
@@ -304,9 +304,9 @@ def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progre
             ) from None
         except _TransientError as error:
             last_error = error
-        if attempt + 1 < attempts and _file_size(part) <= before:
+        if attempt + 1 < attempts and file_size(part) <= before:
             time.sleep(RETRY_BACKOFF_S * 2**attempt)
-    kept = _file_size(part)
+    kept = file_size(part)
     kept_note = (f" The {kept} bytes received are kept in {part} and the next call resumes from there."
                  if kept else "")
     raise DataUnavailableError(
@@ -320,7 +320,7 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
     from tqdm.auto import tqdm
 
     scheme = urlparse(remote.url).scheme
-    offset = _file_size(part)
+    offset = file_size(part)
     if remote.size is not None and offset > remote.size:
         offset = 0  # a stale .part longer than the file: start again
     headers = {"User-Agent": "neuralde_seq-data/1"}
@@ -362,7 +362,7 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
                 total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=remote.filename,
                 disable=not progress, leave=False,
             ) as bar:
-                for chunk in iter(lambda: response.read(_CHUNK), b""):
+                for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
                     out.write(chunk)
                     received += len(chunk)
                     bar.update(len(chunk))

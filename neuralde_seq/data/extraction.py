@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable
 
 from ..cache import CorruptCacheError
-from .cache_integrity import _CHUNK
+from .cache_integrity import CHUNK_BYTES
 
 __all__ = ["extract_archive"]
 
@@ -100,7 +100,7 @@ def extract_archive(
                             continue
                         destination.parent.mkdir(parents=True, exist_ok=True)
                         with bundle.open(info) as source, open(destination, "wb") as sink:
-                            shutil.copyfileobj(source, sink, _CHUNK)
+                            shutil.copyfileobj(source, sink, CHUNK_BYTES)
             elif tarfile.is_tarfile(archive):
                 with tarfile.open(archive, "r:*") as bundle:
                     for info in bundle:
@@ -115,7 +115,7 @@ def extract_archive(
                         elif info.isfile():
                             destination.parent.mkdir(parents=True, exist_ok=True)
                             with bundle.extractfile(info) as source, open(destination, "wb") as sink:
-                                shutil.copyfileobj(source, sink, _CHUNK)
+                                shutil.copyfileobj(source, sink, CHUNK_BYTES)
                         else:
                             raise CorruptCacheError(f"archive {archive} has a member {info.name!r} that is a link "
                                                     "or device file; refusing to extract it")

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from ..controls import Control, build_control
+from ..input_checks import UnknownOptionError, unknown_name_message
 from ..observations import Observations
 from ..solvers import SolverOptions
 from .ccnn import CCNN
@@ -33,7 +34,7 @@ from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
            "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
-           "control_options", "model_defaults", "model_entry", "model_inputs", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
+           "control_options", "model_defaults", "model_entry", "model_inputs", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,8 @@ class ModelEntry:
         from_inputs: optional function of the built input and the options given (registry defaults and
             overrides) returning constructor options that depend on the input (e.g. the NRDE's initial channels, a
             basis's time range), used when `create_model` is given the input itself.
+        description: what the model is, in one line of at most 45 characters (``neuralde-seq models`` lists it
+            beside the name and the input), e.g. "linear NCDE (SLiCE), diagonal-plus-low-rank".
     """
 
     constructor: Callable
@@ -57,6 +60,7 @@ class ModelEntry:
     control: dict = dataclasses.field(default_factory=dict)
     takes_solver: bool = True
     from_inputs: Callable | None = None
+    description: str = ""
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
@@ -98,6 +102,8 @@ def _basis_time_range(control: Control, options: dict) -> dict:
 # reaches d_head (16), and one rk4 step per knot (stable up to 2.8) blew up on a spiky 2,000-point series at step 2;
 # two steps per knot trained (tests/test_defaults.py).
 _SOLVER_DEFAULTS = {"oja-cde": dict(method="rk4", step_size=0.5)}
+_RULE_NAMES = {"hebb": "Hebb", "oja": "Oja", "delta": "Delta", "delta-post": "post-Delta"}
+_FORM_TEXT = {"ode": "ODE in time", "cde": "CDE in dX", "rde": "log-signature RDE"}
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
         _name = f"{_rule}-{_form}"
@@ -105,34 +111,44 @@ for _rule in ("hebb", "oja", "delta", "delta-post"):
         if _name in _SOLVER_DEFAULTS:
             _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a dict: create_model builds a SolverOptions per model
         register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
-                                         from_inputs=_basis_time_range))
+                                         from_inputs=_basis_time_range,
+                                         description=f"{_RULE_NAMES[_rule]} fast weights, {_FORM_TEXT[_form]}"))
 
 
 register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED,
-                                  from_inputs=_basis_time_range))
+                                  from_inputs=_basis_time_range, description="neural CDE (Kidger et al. 2020)"))
 register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=64, depth=2), "control",
                                   dict(_LOGSIG, depth=1, step=2),
                                   from_inputs=lambda control, options: dict(
                                       initial_channels=control.initial_value.shape[-1],
-                                      **_basis_time_range(control, options))))
-register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED))
-register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED))
-register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False))
-register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False))
+                                      **_basis_time_range(control, options)),
+                                  description="neural rough DE on log-signature windows"))
+register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED,
+                                     description="GRU-ODE on the interpolated path"))
+register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED,
+                                            description="gated ODE-RNN, invariant to time warps"))
+register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False,
+                                    description="GRU over observations, time gaps as input"))
+register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False,
+                                   description="GRU-D: GRU decaying since last observation"))
 # ODE-RNN's ODE in units of the training data's longest span (unless given), as the authors' code normalises times.
 register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations",
                                      from_inputs=lambda observations, options: dict(
                                          time_scale=observation_span(observations.times,
-                                                                     observations.lengths) or 1.0)))
+                                                                     observations.lengths) or 1.0),
+                                     description="ODE between observations, GRU update at each"))
 for _rule in ("hebb", "oja", "delta", "delta-post"):
     register_model(f"{_rule}-ode-rfwp", ModelEntry(ODERFWP, dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
-                                                   "observations"))
-register_model("latent-ode-rnn", ModelEntry(LatentODE, dict(encoder="ode-rnn", latent=16, hidden=32), "observations"))
+                                                   "observations",
+                                                   description=f"ODE-RNN, recurrent {_RULE_NAMES[_rule]} fast weights"))
+register_model("latent-ode-rnn", ModelEntry(LatentODE, dict(encoder="ode-rnn", latent=16, hidden=32), "observations",
+                                            description="latent ODE (VAE), ODE-RNN encoder"))
 register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp", rule="delta", latent=16, hidden=32),
-                                             "observations"))
-register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False))
+                                             "observations", description="latent ODE (VAE), ODE-RFWP encoder"))
+register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False,
+                                   description="CNN with continuous kernels (CKConv)"))
 register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
-                                  takes_solver=False))
+                                  takes_solver=False, description="continuous CNN (FlexConv, MAGNet kernels)"))
 # Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
 # on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
 # paths' spread and roughness: a long series' flow stays finite at init, docs/linear_cdes.md).
@@ -143,6 +159,8 @@ def _linear_cde_inputs(control: Control, options: dict) -> dict:
     return {"control_depth": control_depth_of(control), "channel_scales": path_scales(control)}
 
 
+_STRUCTURES = {"diagonal": "diagonal", "block": "block-diagonal", "dense": "dense",
+               "dplr": "diagonal-plus-low-rank"}
 for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          ("slice-block", dict(hidden=64, structure="block", block_size=4)),
                          ("slice-dense", dict(hidden=32, structure="dense")),
@@ -150,7 +168,8 @@ for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          # dense matrices (O(H³) each) on every device; the sequential scan's step is O(H·C·r)
                          ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
     register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
-                                     from_inputs=_linear_cde_inputs))
+                                     from_inputs=_linear_cde_inputs,
+                                     description=f"linear NCDE (SLiCE), {_STRUCTURES[_defaults['structure']]}"))
 # Log-NCDE (Walker et al. 2024): the NCDE's field by the log-ODE method on depth-2 log-signature windows, with the
 # authors' field (SiLU, final tanh, weights and biases / 1000 at init); their Lip(2) penalty is the training's
 # penalty_weight (docs/log_ncde.md). The windows' depth and the path's channels come from the training control.
@@ -158,13 +177,15 @@ register_model("log-ncde", ModelEntry(NeuralCDE, dict(form="log-ode", hidden=64,
                                                       field_init_scale=1e-3), "control",
                                       dict(_LOGSIG, depth=2, step=4),
                                       from_inputs=lambda control, options: dict(
-                                          NeuralCDE.log_ode_options(control), **_basis_time_range(control, options))))
+                                          NeuralCDE.log_ode_options(control), **_basis_time_range(control, options)),
+                                      description="Log-NCDE: neural CDE by the log-ODE method"))
 # The time channel in units of the training set's span (unless given): one scale for every split.
 register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
                                              "observations", takes_solver=False,
                                              from_inputs=lambda observations, options: dict(
                                                  time_scale=observation_span(observations.times,
-                                                                             observations.lengths) or 1.0)))
+                                                                             observations.lengths) or 1.0),
+                                             description="stateful ODE-Net: ODE in depth, basis weights"))
 
 
 
@@ -174,8 +195,8 @@ FAST_WEIGHT_MODEL_NAMES = tuple(name for name, entry in _REGISTRY.items() if ent
 
 
 def _entry(name: str) -> ModelEntry:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(_REGISTRY)}")
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(unknown_name_message("model", name, _REGISTRY, listing="known models"))
     return _REGISTRY[name]
 
 
@@ -237,6 +258,62 @@ def model_defaults(name: str) -> dict:
     return defaults
 
 
+def _keyword_names(constructor) -> list[str] | None:
+    """Every keyword option of ``constructor`` (following ``**options`` forwarded to its ``forwards_options_to``),
+    or None where it takes ``**options`` it does not say where to."""
+    names = []
+    for parameter in inspect.signature(constructor).parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            target = getattr(constructor, "forwards_options_to", None)
+            forwarded = None if target is None else _keyword_names(target)
+            if forwarded is None:
+                return None
+            names += forwarded
+        elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL and parameter.name not in (
+                "self", "in_channels", "num_classes"):
+            names.append(parameter.name)
+    return list(dict.fromkeys(names))
+
+
+def model_option_names(name: str) -> tuple[str, ...] | None:
+    """The options `create_model` takes for the model ``name``: every keyword of its constructor (and of the
+    class it forwards ``**options`` to), ``solver`` only for the models solved by a differential equation solver.
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+
+    Returns:
+        A tuple of option names, or None for a constructor taking ``**options`` that no check can list.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    entry = _entry(name)
+    names = _keyword_names(entry.constructor)
+    if names is None:
+        return None
+    names = [n for n in names if n != "solver"] + (["solver"] if entry.takes_solver else [])
+    return tuple(names)
+
+
+def check_model_options(name: str, options, *, spelled: str = "option") -> None:
+    """Raise `UnknownOptionError` (a TypeError and a ValueError) for an option the model ``name`` does not
+    take, naming the closest valid options and listing them all.
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+        options: the option names given (a mapping or an iterable of names).
+        spelled: how the message calls an option (e.g. "key of model_options").
+    """
+    valid = model_option_names(name)
+    if valid is None:
+        return
+    unknown = [k for k in options if k not in valid]
+    if unknown:
+        raise UnknownOptionError(unknown_name_message(spelled, unknown[0], valid, where=f" for model {name!r}",
+                                                      listing="valid options"))
+
+
 def control_options(name: str) -> dict:
     """Keyword arguments of `build_control` for the model ``name``.
 
@@ -275,6 +352,7 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
         ValueError: an unknown name, control options for a model that reads raw observations, static
             features for a model that reads a control, or observations `build_control` or
             `Observations.from_tensors` refuses.
+        UnknownOptionError: a control option `build_control` does not take (the message names the closest).
     """
     entry = _entry(name)
     if static is not None and entry.inputs != "observations":
@@ -287,6 +365,14 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
             raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
                              "do not apply")
         return Observations.from_tensors(times, values, lengths, static)
+    parameters = inspect.signature(build_control).parameters
+    valid = [p for p in parameters if p not in ("times", "values", "lengths")]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())  # nothing to check against
+    unknown = [] if takes_any else [k for k in control_overrides if k not in valid]
+    if unknown:
+        raise UnknownOptionError(unknown_name_message("control option", unknown[0], valid,
+                                                      where=f" for model {name!r} (build_control)",
+                                                      listing="valid control options"))
     return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 
 
@@ -309,12 +395,16 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         The new model, a ``torch.nn.Module`` (parameters in torch's default dtype, on the CPU).
 
     Raises:
-        ValueError: an unknown name, or ``solver`` for a model that is not solved by a differential equation
-            solver, or an unknown method name (and whatever the constructor refuses).
+        ValueError: an unknown name (the message names the closest), or ``solver`` for a model that is not solved
+            by a differential equation solver, or an unknown method name (and whatever the constructor refuses).
+        UnknownOptionError: an option the model does not take (a TypeError and a ValueError; the message names
+            the closest valid options and lists them).
         TypeError: ``in_channels`` is an input of the kind the model does not read, or ``solver`` is none of
             the forms above.
     """
     entry = _entry(name)
+    # Named before anything is built: the constructor's own TypeError names neither the model nor the valid options.
+    check_model_options(name, overrides)
     if isinstance(solver, str):  # a method name: what a user means by solver="rk4"
         solver = SolverOptions(method=solver)
     elif isinstance(solver, dict):

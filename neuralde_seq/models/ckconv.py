@@ -98,7 +98,6 @@ irregular mode ``step`` should then be the data's time resolution (with the defa
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -106,6 +105,7 @@ from torch import nn
 
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
+from ..user_warnings import current_spelling, spell_options, warn_user
 from ..ops.causal_conv import Lattice, causal_conv, find_lattice, irregular_causal_conv, lattice_causal_conv, snap_times
 from .kernel_networks import SirenKernel, largest_span
 
@@ -114,7 +114,9 @@ __all__ = ["CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS", 
 
 
 class TimesIgnoredWarning(UserWarning):
-    """CKCNN in grid mode was given irregularly spaced times, which grid mode does not read."""
+    """CKCNN in grid mode was given irregularly spaced times, which grid mode does not read (said once per model,
+    at the user's call, with the fix in the form the model was built: constructor argument, estimator
+    ``model_options`` or config row ``options``)."""
 
 
 class PairwiseFallbackWarning(UserWarning):
@@ -385,10 +387,10 @@ class CKConv(nn.Module):
         if lattice is None:
             if most_points ** 2 > self.max_lattice_size and not self._warned_pairwise:
                 self._warned_pairwise = True
-                warnings.warn(f"CKConv irregular mode: these times lie on no common lattice of at most "
-                              f"{self.max_lattice_size} nodes (to their rounding), so it sums over every pair of "
-                              f"points, O(T²) per layer with T = {most_points}; a resolution (time units) snaps "
-                              f"them to a lattice and makes it O(N log N)", PairwiseFallbackWarning, stacklevel=3)
+                warn_user(f"CKConv irregular mode: these times lie on no common lattice of at most "
+                          f"{self.max_lattice_size} nodes (to their rounding), so it sums over every pair of "
+                          f"points, O(T²) per layer with T = {most_points}; a resolution (time units, the option "
+                          f"resolution) snaps them to a lattice and makes it O(N log N)", PairwiseFallbackWarning)
             return times, None
         return times, (lattice if lattice.size <= most_points ** 2 else None)
 
@@ -531,6 +533,9 @@ class CKCNN(nn.Module):
         self.blocks = nn.ModuleList(
             [CKBlock(first if b == 0 else hidden, hidden, dropout, **conv_options) for b in range(blocks)])
         self.head = nn.Linear(hidden, num_classes)
+        # TimesIgnoredWarning once per model (not per batch), its fix spelled as the model was built
+        self._warned_times_ignored = False
+        self._option_spelling = current_spelling()
 
     def convolutions(self) -> list[CKConv]:
         """Every `CKConv` layer of the model.
@@ -619,13 +624,15 @@ class CKCNN(nn.Module):
         self._set_horizon(observations, step)
         if self.mode == "grid":
             spacing = None if self.step_from_times else irregular_spacing(observations)
-            if spacing is not None:
+            if spacing is not None and not getattr(self, "_warned_times_ignored", False):
                 # Grid mode reads point k as time k · step: uneven times would be ignored without a word.
-                warnings.warn(f"CKCNN in grid mode reads the points as equally spaced and ignores their times, but "
-                              f"these times are not equally spaced (spacings from {spacing[0]:g} to "
-                              f"{spacing[1]:g} within a sample): build it with mode='irregular' (the default) "
-                              f"to read them",
-                              TimesIgnoredWarning, stacklevel=3)
+                self._warned_times_ignored = True
+                fix = spell_options(getattr(self, "_option_spelling", current_spelling()), mode="irregular",
+                                    drop=("mask_channel", "step_from_times"))
+                warn_user(f"CKCNN in grid mode reads the points as equally spaced and ignores their times, but "
+                          f"these times are not equally spaced (spacings from {spacing[0]:g} to {spacing[1]:g} "
+                          f"within a sample): {fix} (irregular mode, the default) to read them. Said once per "
+                          f"model.", TimesIgnoredWarning)
             h = grid_inputs(observations.values, observations.lengths, self.mask_channel)
             conv = lambda layer, x: layer(x, step)  # noqa: E731
         else:

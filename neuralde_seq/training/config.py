@@ -27,6 +27,7 @@ import reprlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..input_checks import did_you_mean
 from ..solvers import SolverOptions
 from ..data.transforms import check_augmentation
 from .schedules import SCHEDULES
@@ -395,8 +396,11 @@ def _require_mapping(value: Any, where: str) -> dict:
 def _check_keys(mapping: Mapping, allowed: Sequence[str], where: str) -> None:
     unknown = [k for k in mapping if k not in allowed]
     if unknown:
+        # the closest allowed key of each unknown one (a misspelt `optoins:` or `epoch:`), then every allowed key
+        hints = [f"{str(k)!r}: {hint}" if len(unknown) > 1 else hint
+                 for k in unknown for hint in [did_you_mean(str(k), allowed)] if hint]
         raise ConfigError(f"unknown key(s) {', '.join(repr(str(k)) for k in unknown)} in {where}; "
-                          f"allowed: {', '.join(allowed)}")
+                          + "".join(f"{hint} " for hint in hints) + f"allowed: {', '.join(allowed)}")
 
 
 def _number(value: Any, where: str, *, positive: bool = False, integer: bool = False, minimum: float | None = None,
@@ -614,7 +618,7 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
     defaults filled in, each row's ``training`` and ``solver`` merged with the top-level ones. Raises
     `ConfigError` naming the bad key path."""
     from ..data.protocols import TASK_NAMES, get_task
-    from ..models import MODEL_NAMES, model_entry
+    from ..models import MODEL_NAMES, model_entry, model_option_names
 
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config must be a mapping, got {type(config).__name__}")
@@ -628,7 +632,9 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         raise ConfigError(f"description must be a string, got {type(cfg['description']).__name__} "
                           f"{_show(cfg['description'])}")
     if cfg["task"] not in TASK_NAMES:
-        raise ConfigError(f"task {_show(cfg['task'])} is not a known task; known tasks: {', '.join(TASK_NAMES)}")
+        hint = did_you_mean(str(cfg["task"]), TASK_NAMES)
+        raise ConfigError(f"task {_show(cfg['task'])} is not a known task; {hint + ' ' if hint else ''}known tasks: "
+                          f"{', '.join(TASK_NAMES)}")
     task = get_task(cfg["task"])
 
     options = _require_mapping(cfg.get("task_options"), "task_options")
@@ -680,7 +686,9 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
             from ..reference import REFERENCE_METHODS
 
             if row["model"] not in REFERENCE_METHODS:
-                raise ConfigError(f"{where}.model {_show(row['model'])} is not a known model; known models: "
+                hint = did_you_mean(row["model"], [*MODEL_NAMES, *REFERENCE_METHODS])
+                raise ConfigError(f"{where}.model {_show(row['model'])} is not a known model; "
+                                  f"{hint + ' ' if hint else ''}known models: "
                                   f"{', '.join(MODEL_NAMES)}; reference methods: {', '.join(REFERENCE_METHODS)}")
             reference = True
         if row.get("label") is not None and not _is_label(row["label"]):
@@ -700,12 +708,11 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
             continue
         entry = model_entry(row["model"])
         model_options = _require_mapping(row.get("options"), f"{where}.options")
-        params = inspect.signature(entry.constructor).parameters
-        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            allowed = [p for p in params if p not in ("self", "in_channels", "num_classes", "solver")]
-            _check_keys(model_options, allowed, f"{where}.options (model {row['model']})")
         if "solver" in model_options:
             raise ConfigError(f"{where}.options.solver: give solver settings in {where}.solver")
+        allowed = model_option_names(row["model"])  # every constructor option (fast weight layers' too)
+        if allowed is not None:
+            _check_keys(model_options, [p for p in allowed if p != "solver"], f"{where}.options (model {row['model']})")
         control = _require_mapping(row.get("control"), f"{where}.control")
         if control:
             if entry.inputs != "control":

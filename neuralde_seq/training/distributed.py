@@ -31,6 +31,10 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.distributed as dist
 
+# In a module of their own so that fit reads the rank without importing this one (which imports the runner);
+# re-exported here, where they were first.
+from .process_group import barrier, is_main_process, world
+
 __all__ = ["DistributedError", "backend_for", "init_from_env", "shutdown", "launched_by_torchrun", "world",
            "is_main_process", "barrier", "launch", "run_benchmark_distributed"]
 
@@ -49,24 +53,6 @@ class DistributedError(RuntimeError):
 def backend_for(device: str | torch.device) -> str:
     """The process group backend for ``device``: nccl for CUDA, gloo for everything else."""
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
-
-
-def world() -> tuple[int, int]:
-    """(rank, world size) of this process: (0, 1) without an initialised process group."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def is_main_process() -> bool:
-    """Whether this process is rank 0 (or the only one): the process that writes files and prints."""
-    return world()[0] == 0
-
-
-def barrier() -> None:
-    """Wait for every process of the group (nothing without a group of more than one process)."""
-    if world()[1] > 1:
-        dist.barrier()
 
 
 def launched_by_torchrun() -> bool:

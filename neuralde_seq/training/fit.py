@@ -28,10 +28,11 @@ import torch.distributed as dist
 
 from .callbacks import Callback, Divergence, DivergenceGuard, FitState, ProgressBar
 from .checkpoints import atomic_save, load_model_state, model_device, read_checkpoint, restore_rng_states, rng_states
-from .distributed import world as _world  # (rank, world size); (0, 1) without a process group
 from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
                             sum_over_ranks)
 from .objectives import Objective
+from .process_group import world as _world  # (rank, world size); (0, 1) without a process group
+from .results import changed_settings
 from .schedules import SCHEDULES, scheduled_lr
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
 
@@ -137,7 +138,8 @@ def fit(
             last evaluation as if never stopped. Its ``config`` must equal this call's (else
             `ResumeMismatch`).
         config: the run's settings, stored in checkpoints and compared on resume.
-        progress: show tqdm bars (a string is the bar's label).
+        progress: show progress on stderr (`ProgressBar`: bars on a terminal, else one line per epoch); a string
+            is its label.
         threads: torch's CPU threads while training, the previous number restored afterwards (default 1:
             the safe choice for these small models, `threads`); None: torch's setting.
 
@@ -227,7 +229,8 @@ def fit(
             if differing:
                 raise ResumeMismatch(
                     f"cannot resume from {resume_path}: it was written with other settings ("
-                    + "; ".join(f"{k}: {saved['config'].get(k)!r} there, {run_config.get(k)!r} now" for k in differing)
+                    + "; ".join(changed_settings({k: saved["config"].get(k) for k in differing},
+                                                 {k: run_config.get(k) for k in differing}, then="there"))
                     + "). Use the same settings, or delete the checkpoint to start afresh.")
             load_model_state(model, saved["model_state"], resume_path)  # shapes checked: names the parameters
             optimizer.load_state_dict(saved["optimizer_state"])

@@ -11,6 +11,7 @@ import csv
 import math
 import platform
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -18,9 +19,10 @@ import torch
 
 from ..files import atomic_file
 from .config import DEFAULT_SCALE
-from .results import format_table, write_json, write_table
+from .results import TERMINAL_WIDTH, format_table, write_json, write_table
 
-__all__ = ["STD_DDOF", "aggregate", "environment", "write_curves", "summarise_row", "results_table", "write_report"]
+__all__ = ["STD_DDOF", "aggregate", "environment", "write_curves", "summarise_row", "results_table", "terminal_table",
+           "write_report"]
 
 STD_DDOF = 1
 """Delta degrees of freedom of the std over seeds (sample std, as the papers' results code)."""
@@ -117,25 +119,44 @@ def _metric_name(metric: str, scale: float) -> str:
     return f"{name} %" if scale == 100 and metric == "accuracy" else f"{name} ×{scale:g}"
 
 
-def results_table(summaries: list[dict], variants: list[dict]) -> str:
+def _model_cell(summary: dict) -> str:
+    """The model column's cell: the registry model where it is not the row's label, and a closed-form row's kind."""
+    parts = [summary["model"]] if summary["model"].lower() != summary["label"].lower() else []
+    if summary.get("reference"):
+        parts.append(f"({_closed_form_kind(summary['model'])})")
+    return " ".join(parts)
+
+
+def _paper_cell(paper: dict | None, digits: int) -> str:
+    if not paper:
+        return "-"
+    return f"{paper['value']:.{digits}f}" + (f" ± {paper['std']:.{digits}f}" if paper["std"] is not None else "")
+
+
+def _table(summaries: list[dict], variants: list[dict], *, compact: bool) -> tuple[list[dict], list[str], list[str]]:
+    """The rows, column keys and headers of the results table; ``compact``: the terminal's (no other metric, no
+    seeds or model columns that repeat what the rows or the caption say)."""
+    kinds = {(s["metric"], s["scale"]) for s in summaries}
+    uniform = len(kinds) == 1
+    name = _metric_name(*next(iter(kinds))) if uniform else None
+    other_names = {_metric_name(o, DEFAULT_SCALE[o]) for o in
+                   ("auroc" if s["metric"] == "accuracy" else "accuracy" for s in summaries)}
     rows = []
     for s in summaries:
         metric, scale = s["metric"], s["scale"]
         digits = _digits(scale)
         other = "auroc" if metric == "accuracy" else "accuracy"
         other_scale = DEFAULT_SCALE[other]
-        paper = s["paper"]
+        other_value = _format_mean_std(s["metrics"]["test"][other], other_scale, _digits(other_scale))
         row = {
-            "label": s["label"], "model": s["model"] + (f" ({_closed_form_kind(s['model'])})" if s.get("reference")
-                                                         else ""),
-            "seeds": len(s["seeds"]),
+            "label": s["label"], "model": _model_cell(s), "seeds": len(s["seeds"]),
             "metric": _metric_name(metric, scale),
             "ours": _format_mean_std(s["metrics"]["test"][metric], scale, digits),
-            "paper": "-" if not paper else (f"{paper['value']:.{digits}f}" +
-                                            (f" ± {paper['std']:.{digits}f}" if paper["std"] is not None else "")),
+            "paper": _paper_cell(s["paper"], digits),
             "diff": "-" if s["difference"] is None else f"{s['difference']:+.{digits}f}",
-            "other": (f"{'AUROC' if other == 'auroc' else 'acc ×100'} "
-                      + _format_mean_std(s["metrics"]["test"][other], other_scale, _digits(other_scale))),
+            # named in the header where every row has the same other metric; in the cell otherwise
+            "other": other_value if len(other_names) == 1 or other_value == "-"
+            else f"{_metric_name(other, other_scale)} {other_value}",
             "val": _format_mean_std(s["metrics"]["val"][metric], scale, digits),
         }
         for v in variants:
@@ -144,13 +165,67 @@ def results_table(summaries: list[dict], variants: list[dict]) -> str:
         row["spe"] = s["seconds_per_epoch"]["mean"]
         row["train_s"] = s.get("train_seconds", {}).get("mean")
         rows.append(row)
-    columns = ["label", "model", "seeds", "metric", "ours", "paper", "diff", "other", "val"] + \
-        [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s"]
-    headers = ["row", "model", "seeds", "metric", "ours (test)", "paper", "ours − paper", "other test metric",
-               "ours (val)"] + [f"test: {v['label']}" for v in variants] + ["params", "s/epoch", "train s"]
-    return format_table(rows, columns, headers=headers, formats={"params": "d", "spe": ".2f", "train_s": ".3g"})
+    same_seeds = len({len(s["seeds"]) for s in summaries}) <= 1
+    columns = (["label", "model"] + ([] if compact and same_seeds else ["seeds"]) + ([] if uniform else ["metric"])
+               + ["ours", "paper", "diff"] + ([] if compact else ["other"]) + ["val"]
+               + [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s"])
+    titles = {"label": "row", "model": "model", "seeds": "seeds", "metric": "metric",
+              "ours": f"test {name}" if uniform else "ours (test)", "paper": "paper", "diff": "ours − paper",
+              "other": f"test {next(iter(other_names))}" if len(other_names) == 1 else "other test metric",
+              "val": f"val {name}" if uniform else "ours (val)", "params": "params", "spe": "s/epoch",
+              "train_s": "train s"}
+    titles.update({f"variant:{v['label']}": f"test: {v['label']}" for v in variants})
+    return rows, columns, [titles[c] for c in columns]
 
 
+_FORMATS = {"params": "d", "spe": ".2f", "train_s": ".3g"}
+_RIGHT = ("ours", "paper", "diff", "other", "val")  # numbers written as text (mean ± std)
+
+
+def _right(variants: list[dict]) -> tuple[str, ...]:
+    return _RIGHT + tuple(f"variant:{v['label']}" for v in variants)
+
+
+def results_table(summaries: list[dict], variants: list[dict]) -> str:
+    """The complete results table of ``results.md``: one row per summary (`summarise_row`), the test metric
+    beside the paper's, the other test metric, validation, every variant, size and time; columns empty in every
+    row (e.g. "paper" where no row has a paper number) left out.
+
+    Arguments:
+        summaries: one `summarise_row` dict per row.
+        variants: the config's ``evaluate`` entries (dicts with a ``label``).
+
+    Returns:
+        The Markdown table.
+    """
+    rows, columns, headers = _table(summaries, variants, compact=False)
+    return format_table(rows, columns, headers=headers, formats=_FORMATS, right=_right(variants))
+
+
+def terminal_table(summaries: list[dict], variants: list[dict], width: int = TERMINAL_WIDTH) -> str:
+    """The results table as printed: `results_table` without the other test metric, and without the seeds
+    column where every row has as many seeds (the caption says them), split into tables of at most ``width``
+    characters per line (each repeating the row names) where it is wider.
+
+    Arguments:
+        summaries: one `summarise_row` dict per row.
+        variants: the config's ``evaluate`` entries (dicts with a ``label``).
+        width: the most characters per line (default `TERMINAL_WIDTH`, 80).
+
+    Returns:
+        The Markdown table or tables.
+    """
+    rows, columns, headers = _table(summaries, variants, compact=True)
+    return format_table(rows, columns, headers=headers, formats=_FORMATS, max_width=width, right=_right(variants))
+
+
+def _seeds_caption(summaries: list[dict]) -> str:
+    seeds = sorted({seed for s in summaries for seed in s["seeds"]})
+    if not seeds:
+        return "no runs"
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"mean ± std over seeds {', '.join(map(str, seeds))}"
 
 
 def _warp_text(warp: Mapping) -> str:
@@ -171,7 +246,7 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     ``results.json`` holds ``"smoke": true`` and the table's title says so. Runs of one row must be all
     smoke runs or all full runs.
     """
-    from .plots import plot_curves, plot_summary
+    from .plots import plot_curves, plot_summary, summary_protocol
 
     variants = cfg["evaluate"]
     rows = cfg["models"]
@@ -195,8 +270,9 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     notes += [
         f"Task {cfg['task']} ({task_description}); task options {cfg['task_options'] or '{}'}; "
         f"seeds {cfg['seeds']}; device {environment_info['device']}, {environment_info['dtype']}.",
-        "ours: test metric of each run's best-validation checkpoint, mean ± sample std (ddof = 1) over seeds, "
-        "at the paper's scale; ours − paper: difference of the means; s/epoch: training pass only.",
+        "test: the test metric of each run's best-validation checkpoint, mean ± sample std (ddof = 1) over seeds, "
+        "at the paper's scale (val: the same on the validation split); ours − paper: difference of the means; "
+        "s/epoch: training pass only; columns empty in every row are left out.",
     ]
     references = [s for s in summaries if s["reference"]]
     if references:
@@ -204,7 +280,7 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
                      "on the same dropped series, linearly interpolated onto a grid; \"(random features)\": the "
                      "toolkit's frozen random models of neuralde_seq.random_features read out by ridge regression, on "
                      "the series themselves) are fitted once, without epochs, on "
-                     "the training and validation splits together unless a row says fit_on: train (then ours (val) "
+                     "the training and validation splits together unless a row says fit_on: train (then its val column "
                      "is scored); train s: the wall time of the fit (of training, for the other rows), per run.")
     if variants:
         notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
@@ -226,9 +302,14 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     if trained:
         plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
                      for r in trained}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
-    plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
-    # The table is the answer: printed even without progress bars.
-    print(("SMOKE RUN (not results)\n" if smoke else "") + table)
-    print(f"\nwrote {out_dir / 'results.json'}, {out_dir / 'results.md'}, "
-          + (f"{out_dir / 'curves.png'}, " if trained else "") + f"{out_dir / 'summary.png'}")
+    plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"],
+                 task=cfg["task"], protocol=summary_protocol(cfg["task_options"]))
+    # The table is the answer: printed even without progress bars, within the terminal's 80 columns (the complete
+    # table is results.md's).
+    caption = textwrap.fill(f"{cfg['name']}: {_seeds_caption(summaries)}", TERMINAL_WIDTH)
+    print(("SMOKE RUN (not results)\n" if smoke else "") + caption + "\n\n" + terminal_table(summaries, variants))
+    written = [out_dir / "results.json", out_dir / "results.md"] + ([out_dir / "curves.png"] if trained else []) + [
+        out_dir / "summary.png"]
+    print(f"\nwrote to {out_dir}:\n  " + ", ".join(path.name if path.name != "results.md" else
+                                                 "results.md (the full table)" for path in written))
     return results

@@ -46,8 +46,10 @@ import torch
 from ..data import DatasetSplits, IrregularDataset
 from ..files import OutputLock
 from ..solvers import SolverOptions
+from ..user_warnings import options_spelled_as
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
                      slug, validate_config)
+from .callbacks import is_terminal, short_label
 from .augmentation import ENSEMBLE_SEED_STEP, AugmentedInputs, EnsembleClassifier, member_seed
 from .fit import ResumeMismatch, TrainingDiverged
 from .objectives import ModelArguments
@@ -543,6 +545,17 @@ def _recorded_result(path: Path) -> dict:
     return result
 
 
+def _run_outcome(result: dict, metric: str) -> str:
+    """One finished run in a few words: its test metric, epochs and wall time (a reference row: its fit's)."""
+    value = result["metrics"]["test"].get(metric)
+    parts = [f"test {metric} " + ("-" if value is None else f"{value:.4g}")]
+    if not result.get("reference"):
+        epochs = result["history"].get("epochs_run", 0)
+        parts.append(f"{epochs} epoch{'' if epochs == 1 else 's'}")
+    parts.append(f"{result['timing']['total_seconds']:.1f} s")
+    return ", ".join(parts) + (" (DIVERGED: last good checkpoint)" if result["diverged"] else "")
+
+
 def _is_main() -> bool:
     import torch.distributed as dist
 
@@ -578,7 +591,8 @@ def run_benchmark(
         max_steps: stop each run after this many training steps: a smoke run of the config, marked as such
             and never aggregated with full runs.
         resume: reuse finished runs and continue interrupted ones whose fingerprint matches (module docstring).
-        progress: tqdm progress bars over runs and epochs.
+        progress: show progress on stderr (default True): bars over the runs and epochs where stderr is a
+            terminal, otherwise one line per epoch and one per finished run.
         device: torch device (default None: cpu).
         dtype: "float32" (default, also for None) or "float64", or a torch dtype: the precision of the data
             and the models.
@@ -660,9 +674,27 @@ def run_benchmark(
         control_defaults = {row.model: {} if row.reference else as_json(control_options(row.model)) for row in rows}
         model_changes = {v.label: dict(v.model_change) for v in cfg.variants if v.model_change is not None}
         runs = [(seed, row) for seed in cfg.seeds for row in rows]
-        run_bar = tqdm(runs, desc=cfg.name, unit="run", disable=not progress or not _is_main(), dynamic_ncols=True)
-        for seed, row in run_bar:
-            run_bar.set_postfix(row=row.label, seed=seed)
+        # Progress over the runs: a bar where stderr is a terminal, else one line per finished run (the epochs of
+        # each run likewise: ProgressBar); nothing with progress=False.
+        show = progress and _is_main()
+        interactive = show and is_terminal(sys.stderr)
+        run_bar = tqdm(total=len(runs), desc=short_label(cfg.name, 30), unit="run", disable=not interactive,
+                       dynamic_ncols=True, file=sys.stderr, bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| "
+                                                                       "{elapsed}<{remaining}")
+
+        def say(message: str) -> None:
+            """A message on stderr, above the bars where they are drawn."""
+            if interactive:
+                tqdm.write(message, file=sys.stderr)
+            else:
+                print(message, file=sys.stderr)
+
+        def finished(index: int, row: ModelRow, seed: int, outcome: str) -> None:
+            run_bar.update(1)
+            if show and not interactive:
+                say(f"[{index}/{len(runs)}] {row.label} seed {seed}: {outcome}")
+
+        for index, (seed, row) in enumerate(runs, 1):
             data, splits, tests, digest = task_data(seed)
             settings = {"row": row.to_dict(), "task": cfg.task, "task_options": cfg.task_options, "seed": seed,
                         "dtype": str(torch_dtype).replace("torch.", ""), "max_steps": max_steps,
@@ -677,8 +709,8 @@ def run_benchmark(
                 others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
                     if row_dir.exists() else []
                 if others and _is_main():
-                    print(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
-                          f"data (this run's fingerprint is {run_id})", file=sys.stderr)
+                    say(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
+                        f"data (this run's fingerprint is {run_id})")
                 if result_path.exists():
                     result = _recorded_result(result_path)
                     # Runs made before the defaults were recorded are taken to be made under today's model
@@ -692,15 +724,15 @@ def run_benchmark(
                         per_row[row.label].append(result)
                         if result["diverged"]:
                             diverged_runs.append((row.label, seed))
+                        finished(index, row, seed, f"reused the recorded run {run_dir.name}")
                         continue
                     # The fingerprint hashes the row as written; the registry defaults it resolved to changed
                     # since: that run is another model. Kept aside (never globbed as seed<k>-*), made afresh.
                     stale = _stale_path(run_dir)
                     if _is_main():
                         run_dir.rename(stale)
-                        print(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
-                              f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}",
-                              file=sys.stderr)
+                        say(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
+                            f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}")
             t0 = time.perf_counter()
             if row.reference:  # a closed-form method: fitted once, no epochs, checkpoints or curves
                 fit = fit_and_evaluate_reference(row.model, splits, seed=seed, options=row.options, tests=tests,
@@ -709,14 +741,16 @@ def run_benchmark(
                 def train():
                     # The registry defaults go into the resume checkpoint's settings too (not into the fingerprint):
                     # an interrupted run made under other defaults is another model, never continued.
-                    return fit_and_evaluate(
-                        row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-                        solver=row.solver, tests=tests, model_changes=model_changes,
-                        checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
-                        resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
-                        threads=threads, control_cache=control_cache,
-                        run_settings={**settings, "model_defaults": defaults[row.model],
-                                      "control_defaults": control_defaults[row.model]})
+                    # A model's warnings spell their fixes as this row's options (options_spelled_as).
+                    with options_spelled_as("config", row.options, row=row.label):
+                        return fit_and_evaluate(
+                            row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
+                            solver=row.solver, tests=tests, model_changes=model_changes,
+                            checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
+                            resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
+                            threads=threads, control_cache=control_cache,
+                            run_settings={**settings, "model_defaults": defaults[row.model],
+                                          "control_defaults": control_defaults[row.model]})
 
                 try:
                     fit = train()
@@ -726,8 +760,8 @@ def run_benchmark(
                     stale = _stale_path(run_dir)
                     if _is_main():
                         run_dir.rename(stale)
-                        print(f"[{row.label} seed {seed}] not continuing {run_dir.name}: {mismatch}; moved to "
-                              f"{stale.name}", file=sys.stderr)
+                        say(f"[{row.label} seed {seed}] not continuing {run_dir.name}: {mismatch}; moved to "
+                            f"{stale.name}")
                     fit = train()
             result = {
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
@@ -751,6 +785,7 @@ def run_benchmark(
                 if not row.reference:
                     write_curves(fit["history"], run_dir / "curves.csv")
             per_row[row.label].append(result)
+            finished(index, row, seed, _run_outcome(result, task.metric))
         run_bar.close()
 
         cfg_dict = cfg.to_dict()

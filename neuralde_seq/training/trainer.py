@@ -133,7 +133,8 @@ def train_classifier(
         penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
         schedule: the learning rate over the run, "constant" (default) or "cosine" (`fit`).
         grad_clip: max gradient norm, or None (default: no clipping).
-        progress: show tqdm bars (default True).
+        progress: show progress on stderr (default True; `ProgressBar`: bars on a terminal, else one line per
+            epoch).
         patience: stop after this many epochs without improvement of ``select_on``, or None (default: never).
         eval_batch_size: batch size of evaluation (default ``batch_size``).
         config: extra settings stored in the checkpoints (and compared on resume).
