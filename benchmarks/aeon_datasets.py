@@ -210,7 +210,7 @@ class DataNotFound(Exception):
 
 def _missing(folder: Path, names) -> list[str]:
     """The datasets of ``names`` without a complete TRAIN/TEST pair in ``folder/<Name>``."""
-    from neuralde_seq.data.local_files import find_split_files
+    from neuralde_seq.data.formats.local_files import find_split_files
 
     missing = []
     for name in names:

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from neuralde_seq.data.datasets import load_japanese_vowels, stratified_split  # noqa: E402
+from neuralde_seq.data import load_japanese_vowels, stratified_split  # noqa: E402
 from neuralde_seq.data.transforms import drop_observations, standardise  # noqa: E402
 from neuralde_seq.models.ckconv import CKCNN  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402

@@ -7,10 +7,11 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `Control` (the continuous path X(s) the CDE/RDE models read), `IrregularDataset`
   (observations + labels) read from numpy (`from_arrays`) or local .ts/ARFF files (`load_files`),
   `logsignature`, `logsignature_windows`; scikit-learn estimators are in `neuralde_seq.sklearn`;
-- what is solved: the learning rules `Hebb`, `Oja`, `Delta` (`make_rule`) and their
+- what is solved: the learning rules `Hebb`, `Oja`, `Delta` (`make_rule`; your own with `register_rule`) and their
   vector field `FastWeightField` in ODE, CDE and RDE form;
 - how it is solved: `SolverOptions` and `solve` (fixed-step, adaptive, exact; checkpointed,
-  adjoint or plain gradients);
+  adjoint or plain gradients), the method objects `Auto`, `RK4`, `Euler`, `Midpoint`, `Dopri5`, `Exact` and the
+  gradient methods `Checkpoint`, `Adjoint`, `Backprop` (`SolverOptions(method=RK4(step_size=0.01))`);
 - models: `create_model` by registry name (`MODEL_NAMES`), with `model_inputs` building
   each model's input; the fast weight classes;
 - training: `fit` (the one loop) with an objective (`Classification`,
@@ -28,11 +29,12 @@ from .fields import FastWeightField
 from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, StatefulODENet,
                      control_options, model_defaults, create_model, model_inputs, MODEL_NAMES)
 from .observations import Observations
-from .rules import Delta, Hebb, LearningRule, Oja, make_rule
+from .rules import Delta, Hebb, LearningRule, Oja, make_rule, register_rule, registered_rule
 from .signatures import logsignature, logsignature_windows
-from .solvers import SolverOptions, solve
-from .training import (ELBO, Classification, PerStepClassification, Regression, TrainingDiverged, evaluate, fit,
-                       predict, train_classifier)
+from .solver_choices import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint
+from .solvers import SolverOptions, parse_solver, solve
+from .training import (ELBO, Classification, PerStepClassification, Regression, TrainingDiverged, TrainingSpec,
+                       evaluate, fit, predict, train_classifier)
 from .training.runner import run_benchmark
 
 __all__ = [
@@ -40,16 +42,18 @@ __all__ = [
     "Observations", "Control", "build_control", "IrregularDataset", "from_arrays", "load_files", "logsignature",
     "logsignature_windows", "TimeWarp", "time_warp",
     # what is solved
-    "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "FastWeightField",
-    # how it is solved
-    "SolverOptions", "solve",
+    "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "register_rule", "registered_rule", "FastWeightField",
+    # how it is solved: the options, the method and gradient objects they hold, and the solve
+    "SolverOptions", "parse_solver", "Auto", "RK4", "Euler", "Midpoint", "Dopri5", "Exact", "Checkpoint", "Adjoint",
+    "Backprop", "solve",
     # models
     "create_model", "model_inputs", "model_defaults", "control_options", "MODEL_NAMES", "FastWeightClassifier", "FastWeightLayer",
     "FastWeightNetwork", "LatentODE", "ODERFWP", "StatefulODENet",
     # weights as basis expansions in time or depth (paper 004)
     "make_basis", "project", "project_module", "BasisLinear", "BasisConv1d",
     # training and benchmarks
-    "fit", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier", "evaluate",
+    "fit", "TrainingSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
+    "evaluate",
     "predict", "TrainingDiverged", "run_benchmark",
     # reference methods (neuralde_seq.reference, imported on first use)
     "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "REFERENCE_METHODS",

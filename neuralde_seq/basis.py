@@ -48,12 +48,13 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import warnings
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .user_warnings import warn_user
 
 __all__ = ["BASIS_NAMES", "Basis", "PiecewiseConstant", "PiecewiseLinear", "Legendre", "Fourier", "make_basis",
            "expand", "gram_matrix", "projection_matrix", "project", "fit_to_points", "BasisModule", "BasisLinear",
@@ -779,7 +780,8 @@ def time_position(s: torch.Tensor, time_range: tuple[float, float]) -> torch.Ten
     u = (s - start) / (end - start)
     tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
     if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
-        warnings.warn(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the basis_time_range "
-                      f"{tuple(time_range)}: the weights at its ends are used there (give a basis_time_range covering "
-                      "the data to avoid it)", BasisRangeWarning, stacklevel=3)
+        # At the user's line (not inside a forward pass), so Python's once-per-location filter says it once per run.
+        warn_user(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the basis_time_range "
+                  f"{tuple(time_range)}: the weights at its ends are used there (give a basis_time_range covering "
+                  "the data to avoid it)", BasisRangeWarning)
     return u.clamp(0.0, 1.0)

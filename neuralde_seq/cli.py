@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="batch size of every row (default: 32)")
     compare.add_argument("--solver", default=None,
                          help="solver method of the fast weight rows: auto (default: the closed form where it "
-                              "applies, else rk4), rk4, dopri5 or exact")
+                              "applies, else rk4), rk4, dopri5 or exact (any SolverOptions method name)")
     compare.add_argument("--out", type=Path, default=Path("results/compare"), help="output folder (default: %(default)s)")
     _run_options(compare)
     bench = sub.add_parser(
@@ -212,14 +212,13 @@ def _solver_items(name: str, solver) -> list[str]:
     import dataclasses
 
     from .ops.chunked_delta import DEFAULT_BLOCK_SIZE
-    from .solvers import AUTO_METHOD
 
     meaning = {"step_size": "one step per knot interval", "checkpoint_every": "√N steps per segment",
                "chunk_size": "sized to batch and heads", "exact_block_size": str(DEFAULT_BLOCK_SIZE),
                "max_steps": "no limit"}
     method = solver.method
-    items = [f"method={method!r}" + (f" (on the input above: {_auto_method(name)!r})" if method == AUTO_METHOD
-                                     else "")]
+    items = [f"method={method!r}" + (f" (on the input above: {_auto_method(name)!r})"
+                                     if solver.method_choice.chooses_per_solve else "")]
     for field in dataclasses.fields(solver):
         if field.name in ("method", "adjoint"):
             continue

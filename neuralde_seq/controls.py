@@ -33,19 +33,25 @@ last observation forward (the first observation backward), and ``"zero"`` writes
 with a mask channel. A channel with no observation at all in a sample raises an error unless
 ``unobserved_fill`` names the value to use.
 
+`build_control` checks the options (`check_control_options`), turns the observations into the control's channels
+at their points (`observed_channels`: time, values, masks, counts; missing values and the time unit handled there),
+and hands them to the interpolation's builder, one per name in `INTERPOLATION_BUILDERS`: `natural_cubic_control`,
+`hermite_cubic_control`, `linear_control`, `rectilinear_control`, `logsignature_window_control`.
+
 Observations are checked by `validate_observations` (shapes, lengths, NaN
 times, increasing times, and the finite range of values and times in their dtype). Log-signature windows are built
 here (`logsignature_control`); their disk cache is `neuralde_seq.logsignature_control`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
-
-import dataclasses
+from typing import Callable, NamedTuple
 
 import torch
 
+from .input_checks import unknown_name_message
 from .observations import _first, batch_selection, observation_span, validate_observations
 from .signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
 from .splines import fill_missing_linear, polynomial_pieces
@@ -53,7 +59,6 @@ from .splines import fill_missing_linear, polynomial_pieces
 __all__ = ["Control", "build_control", "resolve_time_unit", "INTERPOLATIONS",
            "MISSING_POLICIES"]
 
-INTERPOLATIONS = ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
 
 
@@ -386,8 +391,52 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             `validate_observations` refuses; an all-NaN channel without ``unobserved_fill``; coefficients that
             overflow.
     """
+    check_control_options(method, time_channel=time_channel, mask_channel=mask_channel,
+                          intensity_channel=intensity_channel, missing=missing, unobserved_fill=unobserved_fill,
+                          parametrization=parametrization, window_start_values=window_start_values,
+                          time_unit=time_unit)
+    interpolation = INTERPOLATION_BUILDERS[method]
+    observed = observed_channels(times, values, lengths, time_channel=time_channel, mask_channel=mask_channel,
+                                 intensity_channel=intensity_channel, missing=missing,
+                                 unobserved_fill=unobserved_fill, time_unit=time_unit,
+                                 by_index=interpolation.windows or parametrization == "index")
+    given = {"depth": depth, "step": step, "logsig_backend": logsig_backend, "logsig_basis": logsig_basis,
+             "window_start_values": window_start_values}
+    return interpolation.build(observed, **{name: given[name] for name in interpolation.options})
+
+
+# ---------------------------------------------------------------------------------------------------
+# the steps every interpolation shares: options, observations, channels
+
+@dataclasses.dataclass
+class ObservedChannels:
+    """A control's channels at the observation points, before interpolation: what every builder of
+    `INTERPOLATION_BUILDERS` starts from (made by `observed_channels`).
+
+    Attributes:
+        path: (B, T, C') the channels (time, values, masks, counts, as named) at the T points of the longest sample;
+            NaN only in value channels with ``missing="interpolate"``. Points past a sample's length are padding.
+        knots: (T,) strictly increasing parameter values s of the points (the shared time grid, or 0, 1, ..., T − 1).
+        lengths: (B,) long, valid points per sample.
+        names: (C',) channel names: "time" first when there is a time channel, then "x<c>", "mask<c>", "count<c>".
+    """
+
+    path: torch.Tensor
+    knots: torch.Tensor
+    lengths: torch.Tensor
+    names: tuple[str, ...]
+
+
+def check_control_options(method, *, time_channel, mask_channel, intensity_channel, missing, unobserved_fill,
+                          parametrization, window_start_values, time_unit) -> None:
+    """Refuse `build_control` options that are bad on their own or together, before any work (arguments as there).
+
+    Raises:
+        ValueError: as `build_control` lists, naming the option.
+    """
     if method not in INTERPOLATIONS:
-        raise ValueError(f"method must be one of {INTERPOLATIONS}, got {method!r}")
+        raise ValueError(unknown_name_message("interpolation method", method, INTERPOLATIONS,
+                                             listing="method must be one of"))
     for flag, given in (("time_channel", time_channel), ("mask_channel", mask_channel),
                         ("intensity_channel", intensity_channel)):
         # a string such as "no" would otherwise read as True
@@ -405,51 +454,86 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     if missing == "zero" and not mask_channel:
         raise ValueError("missing='zero' needs mask_channel=True, so that a zero is distinguishable from a "
                          "missing value")
-    if method == "rectilinear" and not time_channel:
-        raise ValueError("method='rectilinear' needs time_channel=True (time moves first, then the values)")
-    if window_start_values and method != "logsignature":
+    interpolation = INTERPOLATION_BUILDERS[method]
+    if interpolation.needs_time_channel and not time_channel:
+        raise ValueError(f"method={method!r} needs time_channel=True ({interpolation.needs_time_channel})")
+    if window_start_values and "window_start_values" not in interpolation.options:
         raise ValueError(f"window_start_values=True is an option of log-signature controls (method='logsignature'); "
                          f"a {method!r} control already gives the path's value at every point")
     if time_unit == "auto":
         raise ValueError("time_unit='auto' is resolved from the training split by the runner and the estimators; "
                          "for build_control give the number, e.g. neuralde_seq.observations.observation_span("
                          "train_times, train_lengths), and use it for every split")
-    if time_unit is not None:
-        if isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
-                time_unit > 0 and math.isfinite(time_unit)):
-            raise ValueError(f"time_unit must be a positive finite number or None, got {time_unit!r}")
-        if isinstance(times, torch.Tensor):
-            times = times.double() / time_unit  # in float64: large raw times keep their resolution
+    if time_unit is not None and (isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
+            time_unit > 0 and math.isfinite(time_unit))):
+        raise ValueError(f"time_unit must be a positive finite number or None, got {time_unit!r}")
+
+
+def observed_channels(times, values, lengths, *, time_channel: bool, mask_channel: bool, intensity_channel: bool,
+                      missing: str, unobserved_fill: float | None, time_unit: float | None,
+                      by_index: bool) -> ObservedChannels:
+    """The observations validated and turned into a control's channels at their points (options checked by
+    `check_control_options`; arguments as `build_control`).
+
+    Arguments:
+        times: (B, T) observation times.
+        values: (B, T, C) observations, NaN where missing.
+        lengths: (B,) valid observations per sample, or None (all T).
+        by_index: knots at the observation indices 0, 1, ... (``parametrization="index"``, log-signature windows);
+            else at the shared time grid, which every sample must be observed on.
+
+    Returns:
+        `ObservedChannels` with C' = C + time_channel + C·mask_channel + C·intensity_channel, trimmed to the longest
+        sample.
+
+    Raises:
+        ValueError: observations `validate_observations` refuses; a channel with no observation in a sample
+            without ``unobserved_fill``; samples on different time grids when not ``by_index``.
+    """
+    if time_unit is not None and isinstance(times, torch.Tensor):
+        times = times.double() / time_unit  # in float64: large raw times keep their resolution
     times, values, lengths, valid = validate_observations(times, values, lengths)
     # Columns after the longest sample are padding of every sample: they must not become knots.
     longest = int(lengths.max())
     times, values, valid = times[:, :longest], values[:, :longest], valid[:, :longest]
-    batch, length, channels = values.shape
-
     observed = ~torch.isnan(values) & valid.unsqueeze(-1)
-    empty = ~observed.any(dim=1)  # (B, C)
-    if empty.any():
-        if unobserved_fill is None:
-            b, c = torch.nonzero(empty)[0].tolist()
-            every = empty.all(0)
-            where = (f"channel {c} has no observation in any sample" if every[c]
-                     else f"sample {b} has no observation in channel {c}")
-            raise ValueError(f"all-NaN channel: {where}; pass unobserved_fill=<value> to fill such channels")
-        values = torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), torch.full_like(values, unobserved_fill),
-                             values)
+    values = _fill_unobserved(values, observed, valid, unobserved_fill)
+    knots = (torch.arange(longest, dtype=values.dtype, device=values.device) if by_index
+             else _shared_time_grid(times, lengths, valid))
+    path, names = _channels(times, values, observed, valid, time_channel=time_channel, mask_channel=mask_channel,
+                            intensity_channel=intensity_channel, missing=missing)
+    return ObservedChannels(path, knots, lengths, names)
 
-    # Knots of the shared parameter grid, and the time channel.
-    if method == "logsignature" or parametrization == "index":
-        knots = torch.arange(length, dtype=values.dtype, device=values.device)
-    else:
-        reference = times[int(torch.argmax(lengths))]
-        agree = (times == reference.unsqueeze(0)) | ~valid
-        if not agree.all():
-            b = _first(~agree.all(1), 1)[0]
-            raise ValueError(f"parametrization='time' needs every sample observed on one time grid, but sample {b} "
-                             "has different times; use parametrization='index' (time then enters as a channel) or "
-                             "put the samples on a common grid with NaN for missing values")
-        knots = reference
+
+def _fill_unobserved(values, observed, valid, unobserved_fill):
+    """``values`` with every channel a sample never observes set to ``unobserved_fill`` (within its length), or an
+    error naming the first such channel when it is None."""
+    empty = ~observed.any(dim=1)  # (B, C)
+    if not empty.any():
+        return values
+    if unobserved_fill is None:
+        b, c = torch.nonzero(empty)[0].tolist()
+        every = empty.all(0)
+        where = (f"channel {c} has no observation in any sample" if every[c]
+                 else f"sample {b} has no observation in channel {c}")
+        raise ValueError(f"all-NaN channel: {where}; pass unobserved_fill=<value> to fill such channels")
+    return torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), torch.full_like(values, unobserved_fill), values)
+
+
+def _shared_time_grid(times, lengths, valid):
+    """(T,) the one time grid of every sample (``parametrization="time"``): the longest sample's times."""
+    reference = times[int(torch.argmax(lengths))]
+    agree = (times == reference.unsqueeze(0)) | ~valid
+    if not agree.all():
+        b = _first(~agree.all(1), 1)[0]
+        raise ValueError(f"parametrization='time' needs every sample observed on one time grid, but sample {b} "
+                         "has different times; use parametrization='index' (time then enters as a channel) or "
+                         "put the samples on a common grid with NaN for missing values")
+    return reference
+
+
+def _channels(times, values, observed, valid, *, time_channel, mask_channel, intensity_channel, missing):
+    """(B, T, C') the control's channels at the points, and their names (`ObservedChannels`)."""
     channel_parts, names = [], []
     if time_channel:
         channel_parts.append(times.unsqueeze(-1))
@@ -460,51 +544,144 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     elif missing == "forward_fill":
         filled = _fill_forward(filled)
     channel_parts.append(filled)
-    names += [f"x{c}" for c in range(channels)]
+    names += [f"x{c}" for c in range(values.shape[-1])]
     if mask_channel:
         channel_parts.append(observed.to(values.dtype))
-        names += [f"mask{c}" for c in range(channels)]
+        names += [f"mask{c}" for c in range(values.shape[-1])]
     if intensity_channel:
         channel_parts.append(observed.to(values.dtype).cumsum(dim=1))
-        names += [f"count{c}" for c in range(channels)]
-    path = torch.cat(channel_parts, dim=-1)  # (B, T, C'), NaN only in value channels with missing="interpolate"
+        names += [f"count{c}" for c in range(values.shape[-1])]
+    return torch.cat(channel_parts, dim=-1), tuple(names)
 
-    if method == "logsignature":
-        return logsignature_control(path, lengths, depth, step, tuple(names), logsig_backend, logsig_basis,
-                                    window_start_values)
 
-    # One piece per knot interval, plus the constant piece past the last knot.
-    coeffs = torch.zeros(batch, length, 4, path.shape[-1], dtype=values.dtype, device=values.device)
-    if method == "rectilinear":
-        # Each observation interval [t_i, t_{i+1}] is split at its midpoint: time moves on the first
-        # half, the values jump along the second.
-        mid = 0.5 * (knots[1:] + knots[:-1])
-        fine_knots = torch.stack([knots[:-1], mid], dim=1).flatten()
-        fine_knots = torch.cat([fine_knots, knots[-1:]])
-        coeffs = torch.zeros(batch, 2 * length - 1, 4, path.shape[-1], dtype=values.dtype, device=values.device)
-        end_index = 2 * (lengths - 1)
-    else:
-        fine_knots = knots
-        end_index = lengths - 1
-    if method == "natural_cubic":
-        # One solve for every sample: each sample's spline is built on its own valid prefix (a natural
-        # cubic spline is global along the sequence, so padding must never enter it).
-        coeffs[:, : length - 1] = polynomial_pieces(path, knots, method, lengths)
-    else:
-        # Samples of one length are built together on their own valid prefix, so that padding can never
-        # change a sample's path.
-        for sample_length in torch.unique(lengths).tolist():
-            members = torch.nonzero(lengths == sample_length).flatten()
-            prefix = path[members, :sample_length]
-            pieces = polynomial_pieces(prefix, knots[:sample_length], method)
-            coeffs[members, : pieces.shape[1]] = pieces
-    # After its end each path stays at its final value.
-    final = _value_at_end(coeffs, fine_knots, end_index)
-    after_end = torch.arange(coeffs.shape[1], device=values.device).unsqueeze(0) >= end_index.unsqueeze(1)
+# ---------------------------------------------------------------------------------------------------
+# one builder per interpolation
+
+def natural_cubic_control(observed: ObservedChannels) -> Control:
+    """The natural cubic spline through each sample's points (``build_control(method="natural_cubic")``).
+
+    Arguments:
+        observed: the channels at the points (`observed_channels`), (B, T, C').
+
+    Returns:
+        A `Control` with knots (T,), coeffs (B, T, 4, C').
+    """
+    path, knots, lengths = observed.path, observed.knots, observed.lengths
+    coeffs = _zero_pieces(path, knots.shape[0])
+    # One solve for every sample: each sample's spline is built on its own valid prefix (a natural
+    # cubic spline is global along the sequence, so padding must never enter it).
+    coeffs[:, : knots.shape[0] - 1] = polynomial_pieces(path, knots, "natural_cubic", lengths)
+    return _spline_control(coeffs, knots, lengths - 1, observed.names, "natural_cubic")
+
+
+def hermite_cubic_control(observed: ObservedChannels) -> Control:
+    """Hermite cubic pieces with backward differences through each sample's points: causal and smooth
+    (``build_control(method="hermite_cubic")``).
+
+    Arguments:
+        observed: the channels at the points (`observed_channels`), (B, T, C').
+
+    Returns:
+        A `Control` with knots (T,), coeffs (B, T, 4, C').
+    """
+    coeffs = _pieces_by_length(observed, "hermite_cubic", observed.knots.shape[0])
+    return _spline_control(coeffs, observed.knots, observed.lengths - 1, observed.names, "hermite_cubic")
+
+
+def linear_control(observed: ObservedChannels) -> Control:
+    """Straight lines between each sample's points (``build_control(method="linear")``).
+
+    Arguments:
+        observed: the channels at the points (`observed_channels`), (B, T, C').
+
+    Returns:
+        A `Control` with knots (T,), coeffs (B, T, 4, C').
+    """
+    coeffs = _pieces_by_length(observed, "linear", observed.knots.shape[0])
+    return _spline_control(coeffs, observed.knots, observed.lengths - 1, observed.names, "linear")
+
+
+def rectilinear_control(observed: ObservedChannels) -> Control:
+    """Time first, then the values, between each sample's points (``build_control(method="rectilinear")``): each
+    observation interval [s_i, s_{i+1}] is split at its midpoint, the time channel (channel 0) moves on the first
+    half and the values jump along the second.
+
+    Arguments:
+        observed: the channels at the points (`observed_channels`), (B, T, C'), channel 0 the time.
+
+    Returns:
+        A `Control` with knots (2T − 1,), the points and the midpoints, coeffs (B, 2T − 1, 4, C').
+    """
+    knots = observed.knots
+    mid = 0.5 * (knots[1:] + knots[:-1])
+    fine_knots = torch.cat([torch.stack([knots[:-1], mid], dim=1).flatten(), knots[-1:]])
+    coeffs = _pieces_by_length(observed, "rectilinear", fine_knots.shape[0])
+    return _spline_control(coeffs, fine_knots, 2 * (observed.lengths - 1), observed.names, "rectilinear")
+
+
+def logsignature_window_control(observed: ObservedChannels, *, depth: int, step: int, logsig_backend: str,
+                                logsig_basis: str, window_start_values: bool) -> Control:
+    """Log-signature windows of the points (``build_control(method="logsignature")``; `logsignature_control`).
+
+    Arguments:
+        observed: the channels at the points (`observed_channels`, knots the indices), (B, T, C').
+        depth, step, logsig_backend, logsig_basis, window_start_values: as `build_control`.
+
+    Returns:
+        A piecewise-constant `Control` (see `logsignature_control`).
+    """
+    # logsignature_control read from the module when called (tests replace it to see that a cache computes nothing)
+    return logsignature_control(observed.path, observed.lengths, depth, step, observed.names, logsig_backend,
+                                logsig_basis, window_start_values)
+
+
+class Interpolation(NamedTuple):
+    """What `build_control` knows of one interpolation (one entry of `INTERPOLATION_BUILDERS`)."""
+
+    build: Callable[..., Control]  # build(observed_channels, **{option: build_control's value for each of options})
+    options: tuple[str, ...] = ()  # the build_control keywords it reads beyond the channels
+    windows: bool = False  # its knots are window indices 0, 1, ..., whatever the parametrization
+    needs_time_channel: str = ""  # why it refuses time_channel=False ("": it does not)
+
+
+INTERPOLATION_BUILDERS = {
+    "natural_cubic": Interpolation(natural_cubic_control),
+    "hermite_cubic": Interpolation(hermite_cubic_control),
+    "linear": Interpolation(linear_control),
+    "rectilinear": Interpolation(rectilinear_control, needs_time_channel="time moves first, then the values"),
+    "logsignature": Interpolation(logsignature_window_control, windows=True, options=(
+        "depth", "step", "logsig_backend", "logsig_basis", "window_start_values")),
+}
+INTERPOLATIONS = tuple(INTERPOLATION_BUILDERS)  # ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
+
+
+def _zero_pieces(path: torch.Tensor, num_knots: int) -> torch.Tensor:
+    """(B, K, 4, C') zero coefficients: one piece per knot interval, plus the constant piece past the last knot."""
+    return torch.zeros(path.shape[0], num_knots, 4, path.shape[-1], dtype=path.dtype, device=path.device)
+
+
+def _pieces_by_length(observed: ObservedChannels, method: str, num_knots: int) -> torch.Tensor:
+    """(B, K, 4, C') `polynomial_pieces` of a local interpolation, built for the samples of one length together on
+    their own valid prefix, so that padding can never change a sample's path; zero after each sample's pieces."""
+    path, knots, lengths = observed.path, observed.knots, observed.lengths
+    coeffs = _zero_pieces(path, num_knots)
+    for sample_length in torch.unique(lengths).tolist():
+        members = torch.nonzero(lengths == sample_length).flatten()
+        pieces = polynomial_pieces(path[members, :sample_length], knots[:sample_length], method)
+        coeffs[members, : pieces.shape[1]] = pieces
+    return coeffs
+
+
+def _spline_control(coeffs: torch.Tensor, knots: torch.Tensor, end_index: torch.Tensor, names: tuple[str, ...],
+                    method: str) -> Control:
+    """The `Control` of interpolated pieces ``coeffs`` (B, K, 4, C') on ``knots`` (K,), each sample held at its
+    value at its final knot ``knots[end_index[b]]`` from there on (modifies ``coeffs``)."""
+    final = _value_at_end(coeffs, knots, end_index)
+    after_end = torch.arange(coeffs.shape[1], device=coeffs.device).unsqueeze(0) >= end_index.unsqueeze(1)
     coeffs[after_end] = 0.0
     coeffs[:, :, 0] = torch.where(after_end.unsqueeze(-1), final.unsqueeze(1), coeffs[:, :, 0])
-    _check_finite(coeffs, fine_knots, method)
-    return Control(fine_knots, coeffs, end_index, False, tuple(names))
+    _check_finite(coeffs, knots, method)
+    return Control(knots, coeffs, end_index, False, names)
 
 
 def _check_finite(coeffs: torch.Tensor, knots: torch.Tensor, method: str) -> None:

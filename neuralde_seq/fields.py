@@ -49,7 +49,8 @@ class FastWeightField(nn.Module):
         in_channels: C, channels of the control.
         d_model: width of the input projection; also the total fast weight width H·d_head by default.
         n_heads: H, number of heads (independent fast weight matrices).
-        rule: a `LearningRule` or its name ("hebb", "oja", "delta", "delta-post").
+        rule: a `LearningRule` or its name ("hebb", "oja", "delta", "delta-post", or one added by
+            `neuralde_seq.rules.register_rule`).
         form: "ode", "cde" or "rde" (see the module docstring).
         dx_only: CDE form with keys and values both from x' (Eq. 38).
         hebb_swap: CDE Hebb with keys from x' and values from x (Eq. 36-37).
@@ -93,18 +94,22 @@ class FastWeightField(nn.Module):
             raise ValueError("dx_only and hebb_swap are options of the 'cde' form")
         if dx_only and hebb_swap:
             raise ValueError("dx_only and hebb_swap exclude each other")
-        if hebb_swap and self.rule.name != "hebb":
-            raise ValueError(f"hebb_swap applies to the Hebb rule only, got rule {self.rule.name!r}")
+        if hebb_swap and not self.rule.swappable_cde_sources:
+            raise ValueError(f"hebb_swap applies to the Hebb rule only (rules with swappable_cde_sources), got rule "
+                             f"{self.rule.name or self.rule!r}")
         self.form = form
         self.in_channels, self.d_model, self.n_heads, self.head_dim = in_channels, d_model, n_heads, head_dim
         if form in ("ode", "rde"):
             key_source = value_source = "x"
         elif dx_only:
             key_source = value_source = "dx"
-        elif hebb_swap or self.rule.name.startswith("delta"):
-            key_source, value_source = "dx", "x"
-        else:
-            key_source, value_source = "x", "dx"
+        else:  # the rule says which CDE input feeds its keys (Delta: x') and which its values
+            key_source, value_source = self.rule.cde_sources
+            if not {key_source, value_source} <= {"x", "dx"}:
+                raise ValueError(f"{self.rule!r}.cde_sources must be a (key, value) pair of 'x' and 'dx', got "
+                                 f"{self.rule.cde_sources!r}")
+            if hebb_swap:
+                key_source, value_source = value_source, key_source
         self.key_source, self.value_source = key_source, value_source
         self.needs_value = "x" in (key_source, value_source)
         self.needs_derivative = "dx" in (key_source, value_source)
@@ -160,8 +165,9 @@ class FastWeightField(nn.Module):
 
     @property
     def has_exact_step(self) -> bool:
-        """Whether the field has a closed-form step on constant inputs (post-Delta has none with a forget gate)."""
-        return self.rule.has_exact_step and not (self.forget_gate and self.rule.name == "delta-post")
+        """Whether the field has a closed-form step on constant inputs (post-Delta has none with a forget gate):
+        the rule's `neuralde_seq.rules.LearningRule.exact_step_kind` with this field's forget gate."""
+        return self.rule.exact_step_kind(self.forget_gate) is not None
 
     # -- slow net ---------------------------------------------------------------------------------
     def _source(self, which, x, dx):

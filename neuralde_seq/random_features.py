@@ -157,12 +157,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .controls import Control, build_control
+from .data.transforms.standardisation import channel_statistics
+from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
+                               estimator_seed, read_sequences, standardised, threads_for_jobs)
 from .input_checks import did_you_mean
 from .models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry, model_inputs
 from .models import control_options as registry_control_options
 from .models.linear_cde import _pieces, path_scales
 from .signatures import logsignature
 from .solvers import solve
+from .training.threads import torch_threads
 
 __all__ = ["RidgeReadout", "RandomFeatures", "RandomFeatureClassifier", "RandomFeatureRegressor", "RESERVOIRS",
            "FEATURES", "MEMORIES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES", "DEFAULT_OSCILLATION_FEATURES",
@@ -951,13 +955,10 @@ class _RandomFeatureEstimator(BaseEstimator):
         tags.input_tags.three_d_array = True
         return tags
 
-    # The input handling of neuralde_seq.sklearn's estimators, imported when called: that module exports these
-    # classes, so it imports this one.
     def _data(self, X, times):
-        """X (and times) as an unlabelled dataset in the estimator's dtype (`SequenceClassifier`'s checks)."""
-        from .sklearn import _SequenceEstimator
-
-        return _SequenceEstimator._dataset(self, X, times, _SequenceEstimator._torch_dtype(self))
+        """X (and times) as an unlabelled dataset in the estimator's dtype (`SequenceClassifier`'s checks,
+        `read_sequences`)."""
+        return read_sequences(X, times, estimator_dtype(self.dtype), type(self).__name__)
 
     def _features(self, data, device: torch.device) -> torch.Tensor:
         return self.feature_map_.transform(*self._standardised_inputs(data, device))
@@ -977,14 +978,10 @@ class _RandomFeatureEstimator(BaseEstimator):
     def _fit(self, X, y, times) -> torch.Tensor:
         """Shared fit (``self._targets(y, num_samples)`` checks y and gives the readout's targets); returns the
         training features."""
-        from .data.transforms import channel_statistics
-        from .sklearn import _SequenceEstimator, _threads
-        from .training.threads import torch_threads
-
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         readout = RidgeReadout(self.alphas, classification=self._classification)  # checks alphas first
-        seed = _SequenceEstimator._seed(self)
+        seed = estimator_seed(self.random_state)
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
                                      num_times=self.num_times, num_biases=self.num_biases,
                                      input_scale=self.input_scale, fast_share=self.fast_share,
@@ -997,7 +994,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         fitted_with_times = times is not None
         self.channel_mean_, self.channel_scale_ = (s.numpy() for s in channel_statistics(data))
         self.feature_map_ = feature_map
-        with torch_threads(_threads(self.n_jobs)):
+        with torch_threads(threads_for_jobs(self.n_jobs)):
             feature_map.fit(*self._standardised_inputs(data, device))
             features = self._features(data, device)
             readout.fit(features, targets.to(features.device))
@@ -1010,28 +1007,21 @@ class _RandomFeatureEstimator(BaseEstimator):
         return features
 
     def _standardised_inputs(self, data, device: torch.device):
-        from .sklearn import _standardised
-
-        # in the estimator's dtype (the times'); the dataset holds the values in float64 (`_SequenceEstimator._dataset`)
-        values = _standardised(data.values, self.channel_mean_, self.channel_scale_, data.times.dtype).to(device)
+        # in the estimator's dtype (the times'); the dataset holds the values in float64 (`read_sequences`)
+        values = standardised(data.values, self.channel_mean_, self.channel_scale_, data.times.dtype).to(device)
         return data.times.to(device), values, data.lengths.to(device)
 
     def _checked_data(self, X, times):
-        from .sklearn import _check_channels_like_fit, _check_times_like_fit
-
         check_is_fitted(self, "readout_")
-        _check_times_like_fit(self, times)
+        check_times_like_fit(self, times)
         data = self._data(X, times)
-        _check_channels_like_fit(self, X, data.num_channels)
+        check_channels_like_fit(self, X, data.num_channels)
         return data
 
     def _outputs(self, X, times) -> torch.Tensor:
         """The readout's outputs for X, float64 on the CPU."""
-        from .sklearn import _threads
-        from .training.threads import torch_threads
-
         data = self._checked_data(X, times)
-        with torch_threads(_threads(self.n_jobs)):
+        with torch_threads(threads_for_jobs(self.n_jobs)):
             return self.readout_.decision_function(self._features(data, torch.device(self.device))).cpu()
 
     def random_features(self, X, times=None) -> np.ndarray:
@@ -1044,11 +1034,8 @@ class _RandomFeatureEstimator(BaseEstimator):
         Returns:
             (N, n_random_features_) float64 array.
         """
-        from .sklearn import _threads
-        from .training.threads import torch_threads
-
         data = self._checked_data(X, times)
-        with torch_threads(_threads(self.n_jobs)):
+        with torch_threads(threads_for_jobs(self.n_jobs)):
             return self._features(data, torch.device(self.device)).cpu().numpy()
 
 
@@ -1113,9 +1100,7 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         return self
 
     def _targets(self, y, num_samples: int) -> torch.Tensor:
-        from .sklearn import _check_label_types
-
-        _check_label_types(y)
+        check_label_types(y)
         labels = column_or_1d(y, warn=True)
         check_classification_targets(labels)
         if labels.shape[0] != num_samples:

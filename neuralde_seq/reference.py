@@ -69,7 +69,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from .data.datasets import IrregularDataset
+from .data.base.datasets import IrregularDataset
 from .observations import validate_observations
 from .input_checks import did_you_mean, unknown_name_message
 
@@ -205,7 +205,7 @@ def _read(X, times, y=None, *, fitting: bool):
                 raise ValueError("y is None and the IrregularDataset X has no labels: give y")
             y = X.labels
         return (X.times.detach().cpu().double(), X.values.detach().cpu().double(), X.lengths.detach().cpu()), y
-    from .data.arrays import pad_sequences
+    from .data.formats.arrays import pad_sequences
 
     return pad_sequences(X, times, dtype=torch.float64), y
 

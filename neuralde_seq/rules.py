@@ -13,6 +13,12 @@ where ``k = softmax(k_raw)``, ``v = tanh(v_raw)`` and ``c = σ(β)``. The same r
 direct neural ODE, neural CDE and log-signature RDE fields (`neuralde_seq.fields`), so each rule
 exists exactly once. A discrete recurrent FWP step is ``W + rate(...)``.
 
+Each has the form dM/ds = c · e(M) · aᵀ with M = W (Wᵀ for Oja): a rule class declares its parts (activations,
+the direction a, the written vector e, whether it acts on Wᵀ) and `LearningRule` assembles `rate` from them once.
+Closed forms are optional capabilities (``LearningRule.capabilities``) that the solvers ask for, never a rule's
+name. Rules are built by name from a registry (`register_rule`, `registered_rule`, `make_rule`), which the model
+registry reads for its ``{rule}-{form}`` names.
+
 All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of them.
 
 Exact steps (docs/equations.md#closed-forms-on-constant-inputs). When k, v and β stay constant for a time h
@@ -20,17 +26,23 @@ Exact steps (docs/equations.md#closed-forms-on-constant-inputs). When k, v and �
 `LearningRule.exact_step`. Hebb, Oja and pre-Delta are affine in W and are described by
 `LearningRule.affine_step` (a `RankOneUpdate`), which `neuralde_seq.ops.exact_fast_weights`
 applies over whole sequences; post-Delta's step is nonlinear and is applied step by step
-(`Delta.post_step`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
+(`LearningRule.exact_step_inputs`, `Delta.exact_step_from_inputs`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
 (`relaxation_rate`, `relax_error`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from typing import Callable
 
 import torch
 
-__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "RankOneUpdate", "RankOneRate", "relaxation_rate",
+from .input_checks import unknown_name_message
+
+__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "BUILTIN_RULE_NAMES", "register_rule",
+           "unregister_rule", "registered_rule", "rule_names", "rule_title", "RuleEntry", "CAPABILITIES", "AFFINE_RATE",
+           "AFFINE_STEP", "AFFINE_STEP_FORGET", "STEPWISE_STEP", "RankOneUpdate", "RankOneRate", "relaxation_rate",
            "relax_error"]
 
 
@@ -253,16 +265,54 @@ def _relaxing_update(a, b, c, norm_sq, h, forget, transposed=False) -> RankOneUp
     return RankOneUpdate(a, b, decay, write, transposed, scale=torch.exp(-forget * h))
 
 
+# Capabilities a rule may declare (`LearningRule.capabilities`): what the solvers ask a rule before taking a fast path.
+AFFINE_RATE = "affine_rate"                # `affine_rate` gives the rate as a `RankOneRate` (composed rk4 steps)
+AFFINE_STEP = "affine_step"                # `affine_step` gives the exact step as a `RankOneUpdate`, no forget gate
+AFFINE_STEP_FORGET = "affine_step_forget"  # ... and with a forget gate too
+STEPWISE_STEP = "stepwise_step"            # `exact_step_inputs` + `exact_step_from_inputs`: a nonlinear exact step
+CAPABILITIES = (AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET, STEPWISE_STEP)
+
+
 class LearningRule:
-    """Base class. Subclasses implement `rate`.
+    """Base class: a rule declares its parts and the base class assembles the rate, dW/ds = c · e(M) · aᵀ.
+
+    Every rule here has that form, with M = W (or M = Wᵀ when ``transposed``), c = σ(β) the learning rate, a the
+    direction read and written along (the key, or the value when ``direction == "v"``) and e(M) the vector
+    written (`error`). A subclass declares:
+
+    - the activations: `rate_key` (default: `activate_key`, softmax), `rate_value` (default tanh),
+      `learning_rate` (default σ);
+    - `error(M, k, v)`: the written vector e, reading M only if ``uses_state``;
+    - ``direction`` ("k" or "v"), ``transposed``, ``uses_state``;
+    - for the models: ``cde_sources`` (which CDE input feeds the key and which the value), ``swappable_cde_sources``
+      (``hebb_swap`` allowed), ``bounded`` (False: the models' read-out gets a LayerNorm by default), ``title``;
+    - optional capabilities (``capabilities``, from `CAPABILITIES`) with their methods: `affine_rate`,
+      `affine_step`, `exact_step_inputs` / `exact_step_from_inputs`. The solvers ask for these, never for a name.
+
+    `rate`, `rate_features` / `rate_from_features`, `exact_step` and `discrete_step` are written here once.
+    A new rule is a subclass plus `register_rule` (docs/design.md#adding-a-learning-rule).
 
     Attributes:
         name: short name used in configurations (``"hebb"``, ``"oja"``, ``"delta"``, ``"delta-post"``).
+        title: how messages and model descriptions name the rule ("Hebb", "post-Delta", ...).
         uses_state: whether ``dW/ds`` depends on ``W`` (False only for Hebb).
+        transposed: the rule acts on M = Wᵀ (Oja), e and a then of widths d_k and d_v.
+        direction: "k" (a = k) or "v" (a = v).
+        cde_sources: (key source, value source) of the "cde" form, each "x" or "dx" (`FastWeightField`).
+        swappable_cde_sources: whether ``hebb_swap=True`` may exchange them (Hebb, paper Eq. 36-37).
+        bounded: whether the fast weights stay bounded over a long series (Hebb's grow with its length).
+        capabilities: a frozenset of `CAPABILITIES`.
     """
 
     name: str = ""
+    title: str = ""
     uses_state: bool = True
+    transposed: bool = False
+    direction: str = "k"
+    cde_sources: tuple[str, str] = ("x", "dx")
+    swappable_cde_sources: bool = False
+    bounded: bool = True
+    capabilities: frozenset = frozenset()
 
     def activate_key(self, k_raw: torch.Tensor) -> torch.Tensor:
         """Keys (and queries) live on the simplex: softmax over the last dimension (paper App. A, Eq. 29).
@@ -280,9 +330,80 @@ class LearningRule:
         exp = torch.exp(k_raw - k_raw.detach().amax(dim=-1, keepdim=True))
         return exp / exp.sum(dim=-1, keepdim=True)
 
+    # -- the parts a rule declares -------------------------------------------------------------------
+    def rate_key(self, k_raw: torch.Tensor) -> torch.Tensor:
+        """The key the rate reads, from its pre-activation (default `activate_key`; queries always use that).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+
+        Returns:
+            (..., d_k) keys.
+        """
+        return self.activate_key(k_raw)
+
+    def rate_value(self, v_raw: torch.Tensor) -> torch.Tensor:
+        """The value the rate reads, from its pre-activation (default tanh).
+
+        Arguments:
+            v_raw: (..., d_v) value pre-activations.
+
+        Returns:
+            (..., d_v) values.
+        """
+        return torch.tanh(v_raw)
+
+    def learning_rate(self, beta: torch.Tensor) -> torch.Tensor:
+        """c, the learning rate, from its pre-activation (default σ(β)).
+
+        Arguments:
+            beta: (..., 1) learning-rate pre-activations.
+
+        Returns:
+            (..., 1) learning rates.
+        """
+        return torch.sigmoid(beta)
+
+    def error(self, M: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """e(M), the vector written along a: dM/ds = c · e(M) · aᵀ. Subclasses declare it.
+
+        Arguments:
+            M: (..., d_e, d_a) the fast weights W, or Wᵀ when ``transposed``; None for W = 0 (and always None
+                when the rule does not read its state, ``uses_state`` False).
+            k: (..., d_k) keys from `rate_key`.
+            v: (..., d_v) values from `rate_value`.
+
+        Returns:
+            (..., d_e) the written vector: d_v wide, or d_k wide when ``transposed``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
+                                  "declares the vector it writes (or overrides rate)")
+
+    @staticmethod
+    def recall(M: torch.Tensor | None, a: torch.Tensor):
+        """M a, what M recalls along a (0 for M = None), for `error`.
+
+        Arguments:
+            M: (..., d_e, d_a) fast weights (or their transpose), or None for 0.
+            a: (..., d_a) the direction.
+
+        Returns:
+            (..., d_e) M a, or the number 0.0.
+        """
+        return 0.0 if M is None else (M @ a.unsqueeze(-1)).squeeze(-1)
+
+    # Whether the class declares `error` (set for every subclass): a rule written the old way, as `rate` alone,
+    # keeps working, its features then its raw inputs.
+    _declares_error: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._declares_error = cls.error is not LearningRule.error
+
+    # -- the rate, assembled once ----------------------------------------------------------------------
     def rate(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
              beta: torch.Tensor) -> torch.Tensor:
-        """The rate of change of the fast weights.
+        """The rate of change of the fast weights, c · e(M) · aᵀ (transposed back for a rule on Wᵀ).
 
         Arguments:
             W: fast weights, shape (..., d_v, d_k), or None for W = 0 (used for the rank-one initial write).
@@ -293,12 +414,16 @@ class LearningRule:
         Returns:
             dW/ds of shape (..., d_v, d_k).
         """
-        raise NotImplementedError
+        if not self._declares_error:
+            raise NotImplementedError(f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
+                                      "declares the vector it writes (or overrides rate)")
+        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
 
     # The rate in two parts, ``rate(W, k_raw, v_raw, beta) == rate_from_features(W, *rate_features(k_raw, v_raw,
     # beta))``: the activations, which depend on the input only (fixed-step solvers compute them for every
     # stage of many steps at once, see FastWeightField.control_features), and the part that reads W, which
-    # runs step by step. The defaults suit a rule that implements only `rate`.
+    # runs step by step. c multiplies the input-only factor where it can (once for all steps); the order of the
+    # products is the one the rules had when each was written out (bitwise-equal results).
     def rate_features(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor) -> tuple:
         """The input-only part of `rate`, for any number of points.
 
@@ -308,9 +433,19 @@ class LearningRule:
             beta: (..., 1) learning-rate pre-activations.
 
         Returns:
-            A tuple of tensors for `rate_from_features` (default: the inputs unchanged).
+            A tuple of tensors for `rate_from_features`: ``(a, c·e)`` when the rule does not read W;
+            ``(k, v, c·a)`` for a rule on Wᵀ; ``(k, v, c)`` otherwise (the inputs unchanged for a rule that
+            overrides `rate` without declaring `error`).
         """
-        return k_raw, v_raw, beta
+        if not self._declares_error:
+            return k_raw, v_raw, beta
+        k, v, c = self.rate_key(k_raw), self.rate_value(v_raw), self.learning_rate(beta)
+        a = v if self.direction == "v" else k
+        if not self.uses_state:
+            return a, c * self.error(None, k, v)
+        if self.transposed:
+            return k, v, c * a
+        return k, v, c
 
     def rate_from_features(self, W: torch.Tensor | None, *features: torch.Tensor) -> torch.Tensor:
         """dW/ds from W and the features of `rate_features`.
@@ -322,13 +457,62 @@ class LearningRule:
         Returns:
             dW/ds of shape (..., d_v, d_k).
         """
-        return self.rate(W, *features)
+        if not self._declares_error:
+            return self.rate(W, *features)
+        if not self.uses_state:
+            a, written = features
+            return (a.unsqueeze(-1) * written.unsqueeze(-2) if self.transposed
+                    else written.unsqueeze(-1) * a.unsqueeze(-2))
+        k, v, scale = features
+        if self.transposed:  # dWᵀ/ds = c e aᵀ, so dW/ds = (c a) eᵀ
+            return scale.unsqueeze(-1) * self.error(None if W is None else W.transpose(-1, -2), k, v).unsqueeze(-2)
+        a = v if self.direction == "v" else k
+        return (scale * self.error(W, k, v)).unsqueeze(-1) * a.unsqueeze(-2)
 
-    has_exact_step: bool = True
+    # -- optional capabilities: closed forms on constant inputs ----------------------------------------
+    @property
+    def has_affine_rate(self) -> bool:
+        """Whether `affine_rate` describes the rate (the capability ``"affine_rate"``)."""
+        return AFFINE_RATE in self.capabilities
+
+    def exact_step_kind(self, forget_gate: bool = False) -> str | None:
+        """How the rule takes an exact step on constant inputs, from its ``capabilities``.
+
+        Arguments:
+            forget_gate: whether the field adds a forget gate, dW/ds = rate − λ W.
+
+        Returns:
+            "affine" (`affine_step`: the steps compose as affine maps), "stepwise" (`exact_step_inputs`,
+            `exact_step_from_inputs`: a nonlinear step, one after the other), or None (no closed form).
+        """
+        if (AFFINE_STEP_FORGET if forget_gate else AFFINE_STEP) in self.capabilities:
+            return "affine"
+        if STEPWISE_STEP in self.capabilities and not forget_gate:
+            return "stepwise"
+        return None
+
+    @property
+    def has_exact_step(self) -> bool:
+        """Whether the rule has a closed-form step without a forget gate (`exact_step_kind`)."""
+        return self.exact_step_kind(False) is not None
+
+    def exact_step_refusal(self, forget_gate: bool = False) -> str:
+        """Why there is no exact step (a sentence for the error), for rules where `exact_step_kind` is None.
+
+        Arguments:
+            forget_gate: whether the field has a forget gate.
+
+        Returns:
+            The sentence.
+        """
+        return (f"{self!r} has no closed-form step" + (" with a forget gate" if forget_gate else "")
+                + ": it declares none of the capabilities 'affine_step'" + ("_forget" if forget_gate else "")
+                + (" or 'stepwise_step'" if not forget_gate else ""))
 
     def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h,
                     forget: torch.Tensor | None = None) -> RankOneUpdate | None:
-        """The exact step over a time h with constant inputs as an affine map of W.
+        """The exact step over a time h with constant inputs as an affine map of W (capability ``"affine_step"``,
+        with ``forget`` ``"affine_step_forget"``).
 
         Arguments:
             k_raw: (..., d_k) key pre-activations, constant over the step.
@@ -343,11 +527,9 @@ class LearningRule:
         """
         return None
 
-    has_affine_rate: bool = False
-
     def affine_rate(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
                     forget: torch.Tensor | None = None) -> RankOneRate | None:
-        """The rate (with a forget gate: minus λ W) as an affine map of W, for rules where ``has_affine_rate``.
+        """The rate (with a forget gate: minus λ W) as an affine map of W (capability ``"affine_rate"``).
 
         Arguments:
             k_raw: (..., d_k) key pre-activations.
@@ -361,10 +543,39 @@ class LearningRule:
         """
         return None
 
+    # A nonlinear exact step in two parts, as the rate (capability "stepwise_step"): what depends on the inputs
+    # only, computed for a whole sequence at once, and the step from W, a function of tensors only (the exact
+    # solver may torch.compile it; SolverOptions(compile=True)).
+    def exact_step_inputs(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h) -> tuple:
+        """The input-only part of a nonlinear exact step (capability ``"stepwise_step"``).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations, constant over the step.
+            v_raw: (..., d_v) value pre-activations, constant over the step.
+            beta: (..., 1) learning-rate pre-activations, constant over the step.
+            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
+
+        Returns:
+            A tuple of tensors with the leading shape of the inputs, for `exact_step_from_inputs`.
+        """
+        raise NotImplementedError(self.exact_step_refusal(False))
+
+    def exact_step_from_inputs(self, W: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
+        """The nonlinear exact step from W and the tensors of `exact_step_inputs`.
+
+        Arguments:
+            W: (..., d_v, d_k) fast weights at the start of the step.
+            *inputs: the tensors `exact_step_inputs` returned.
+
+        Returns:
+            W after the step, shape (..., d_v, d_k).
+        """
+        raise NotImplementedError(self.exact_step_refusal(False))
+
     def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
                    h, forget: torch.Tensor | None = None) -> torch.Tensor:
         """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate (− λ W with a forget
-        gate; docs/equations.md#closed-forms-on-constant-inputs).
+        gate; docs/equations.md#closed-forms-on-constant-inputs), by the capability the rule declares.
 
         Arguments:
             W: (..., d_v, d_k) fast weights at t.
@@ -378,12 +589,15 @@ class LearningRule:
             W(t + h), shape (..., d_v, d_k).
 
         Raises:
-            NotImplementedError: the rule has no exact step (`affine_step` returns None, as for post-Delta).
+            NotImplementedError: the rule has no exact step (`exact_step_kind` is None), e.g. post-Delta with a
+                forget gate.
         """
-        update = self.affine_step(k_raw, v_raw, beta, h, forget)
-        if update is None:
-            raise NotImplementedError(f"{self!r} has no exact step" + ("" if forget is None else " with a forget gate"))
-        return update.apply(W)
+        kind = self.exact_step_kind(forget is not None)
+        if kind == "affine":
+            return self.affine_step(k_raw, v_raw, beta, h, forget).apply(W)
+        if kind == "stepwise":
+            return self.exact_step_from_inputs(W, *self.exact_step_inputs(k_raw, v_raw, beta, h))
+        raise NotImplementedError(self.exact_step_refusal(forget is not None))
 
     def discrete_step(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
                       beta: torch.Tensor) -> torch.Tensor:
@@ -406,53 +620,31 @@ class LearningRule:
         return f"{type(self).__name__}()"
 
 
+_AFFINE = frozenset({AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET})
+
+
 class Hebb(LearningRule):
-    """Purely additive rule, dW/ds = σ(β) v kᵀ (paper Eq. 21, top). Linear Transformer in the limit."""
+    """Purely additive rule, dW/ds = σ(β) v kᵀ (paper Eq. 21, top; e = v, a = k). Linear Transformer in the limit."""
 
     name = "hebb"
+    title = "Hebb"
     uses_state = False
+    swappable_cde_sources = True
+    bounded = False  # W is a sum over the whole series
+    capabilities = _AFFINE
 
-    def rate(self, W, k_raw, v_raw, beta):
-        """dW/ds = σ(β) v kᵀ (W is not read).
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights, or None for W = 0.
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            dW/ds of shape (..., d_v, d_k).
-        """
-        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
-
-    def rate_features(self, k_raw, v_raw, beta):
-        """(k, σ(β) v).
+    def error(self, M, k, v):
+        """e = v (W is not read).
 
         Arguments:
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            ``(k, cv)``: k = softmax(k_raw) (..., d_k) and σ(β) tanh(v_raw) (..., d_v).
-        """
-        return self.activate_key(k_raw), torch.sigmoid(beta) * torch.tanh(v_raw)
-
-    def rate_from_features(self, W, k, cv):
-        """σ(β) v kᵀ from the features of `rate_features`.
-
-        Arguments:
-            W: unused (Hebb does not read W); may be None.
+            M: unused (None).
             k: (..., d_k) keys.
-            cv: (..., d_v) σ(β) v.
+            v: (..., d_v) values.
 
         Returns:
-            dW/ds of shape (..., d_v, d_k).
+            (..., d_v) v.
         """
-        return cv.unsqueeze(-1) * k.unsqueeze(-2)
-
-    has_affine_rate = True
+        return v
 
     def affine_rate(self, k_raw, v_raw, beta, forget=None):
         """σ(β) v kᵀ (− λ W) as a `RankOneRate` (nothing decays).
@@ -490,75 +682,64 @@ class Hebb(LearningRule):
 
 
 class Oja(LearningRule):
-    """Oja's rule, dW/ds = σ(β) v (k − Wᵀv)ᵀ (paper Eq. 21, middle).
+    """Oja's rule, dW/ds = σ(β) v (k − Wᵀv)ᵀ (paper Eq. 21, middle): on M = Wᵀ, e = k − M v along a = v.
 
     Arguments:
         softmax_after_subtract: False (default) follows the paper, k = softmax(k_raw) and then k − Wᵀv.
             True reproduces the public code, which applies the softmax to (k_raw − Wᵀv) instead
-            (docs/design.md#pitfalls-of-public-code), for reproducing its numbers.
+            (docs/design.md#pitfalls-of-public-code), for reproducing its numbers; it has no closed form.
     """
 
     name = "oja"
+    title = "Oja"
+    transposed = True
+    direction = "v"
 
     def __init__(self, softmax_after_subtract: bool = False):
         self.softmax_after_subtract = bool(softmax_after_subtract)
 
-    def rate(self, W, k_raw, v_raw, beta):
-        """dW/ds = σ(β) v (k − Wᵀv)ᵀ.
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights, or None for W = 0.
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            dW/ds of shape (..., d_v, d_k).
-        """
-        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
-
-    def rate_features(self, k_raw, v_raw, beta):
-        """(k, v, σ(β) v), k = softmax(k_raw) (k_raw itself with ``softmax_after_subtract``).
-
-        Arguments:
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            ``(k, v, cv)``: (..., d_k), (..., d_v) and (..., d_v).
-        """
-        v = torch.tanh(v_raw)
-        k = k_raw if self.softmax_after_subtract else self.activate_key(k_raw)
-        return k, v, torch.sigmoid(beta) * v
-
-    def rate_from_features(self, W, k, v, cv):
-        """σ(β) v (k − Wᵀv)ᵀ from the features of `rate_features`.
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights, or None for W = 0.
-            k: (..., d_k) keys (pre-activations with ``softmax_after_subtract``).
-            v: (..., d_v) values.
-            cv: (..., d_v) σ(β) v.
-
-        Returns:
-            dW/ds of shape (..., d_v, d_k).
-        """
-        if W is not None:
-            recalled = (W.transpose(-1, -2) @ v.unsqueeze(-1)).squeeze(-1)  # Wᵀv, (..., d_k)
-            k = self.activate_key(k - recalled) if self.softmax_after_subtract else k - recalled
-        elif self.softmax_after_subtract:
-            k = self.activate_key(k)
-        return cv.unsqueeze(-1) * k.unsqueeze(-2)
-
     @property
-    def has_exact_step(self):  # type: ignore[override]
+    def capabilities(self):  # type: ignore[override]
         # softmax(k_raw − Wᵀv) is not affine in W: no closed form.
-        return not self.softmax_after_subtract
+        return frozenset() if self.softmax_after_subtract else _AFFINE
 
-    @property
-    def has_affine_rate(self):  # type: ignore[override]
-        return not self.softmax_after_subtract
+    def rate_key(self, k_raw):
+        """softmax(k_raw), or k_raw itself with ``softmax_after_subtract`` (the softmax comes in `error`).
+
+        Arguments:
+            k_raw: (..., d_k) key pre-activations.
+
+        Returns:
+            (..., d_k) keys.
+        """
+        return k_raw if self.softmax_after_subtract else self.activate_key(k_raw)
+
+    def error(self, M, k, v):
+        """e = k − Wᵀv (softmax(k_raw − Wᵀv) with ``softmax_after_subtract``), M = Wᵀ.
+
+        Arguments:
+            M: (..., d_k, d_v) Wᵀ, or None for W = 0.
+            k: (..., d_k) keys from `rate_key`.
+            v: (..., d_v) values.
+
+        Returns:
+            (..., d_k) the written vector.
+        """
+        if self.softmax_after_subtract:
+            return self.activate_key(k if M is None else k - self.recall(M, v))
+        return k if M is None else k - self.recall(M, v)
+
+    def exact_step_refusal(self, forget_gate=False):
+        """Why ``Oja(softmax_after_subtract=True)`` has no exact step (see `LearningRule.exact_step_refusal`).
+
+        Arguments:
+            forget_gate: whether the field has a forget gate.
+
+        Returns:
+            The sentence.
+        """
+        return ("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) is not affine in W"
+                if self.softmax_after_subtract else super().exact_step_refusal(forget_gate))
 
     def affine_rate(self, k_raw, v_raw, beta, forget=None):
         """σ(β) v (k − Wᵀv)ᵀ (− λ W) as a `RankOneRate` on Wᵀ: σ(β) (k − Wᵀv) vᵀ (a = v, b = k).
@@ -596,39 +777,19 @@ class Oja(LearningRule):
         v = torch.tanh(v_raw)
         return _relaxing_update(v, k, torch.sigmoid(beta), (v * v).sum(-1, keepdim=True), h, forget, transposed=True)
 
-    def exact_step(self, W, k_raw, v_raw, beta, h, forget=None):
-        """W(t + h) for inputs constant over [t, t + h] (see `LearningRule.exact_step`).
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights at t.
-            k_raw: (..., d_k) key pre-activations, constant over the step.
-            v_raw: (..., d_v) value pre-activations, constant over the step.
-            beta: (..., 1) learning-rate pre-activations, constant over the step.
-            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
-            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate.
-
-        Returns:
-            W(t + h), shape (..., d_v, d_k).
-
-        Raises:
-            NotImplementedError: with ``softmax_after_subtract`` (no closed form).
-        """
-        if self.softmax_after_subtract:
-            raise NotImplementedError("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) "
-                                      "is not affine in W")
-        return super().exact_step(W, k_raw, v_raw, beta, h, forget)
-
     def __repr__(self):
         return f"Oja(softmax_after_subtract={self.softmax_after_subtract})"
 
 
 class Delta(LearningRule):
-    """The delta rule (paper Eq. 21 bottom, App. A Eq. 32).
+    """The delta rule (paper Eq. 21 bottom, App. A Eq. 32): e = v − W k (pre) or tanh(v_raw − W k) (post), a = k.
 
     Arguments:
         post: False gives "pre-delta", σ(β)(tanh(v_raw) − W k) kᵀ; True gives "post-delta",
             σ(β) tanh(v_raw − W k) kᵀ, which the paper found crucial for sequences over 4,000 steps.
     """
+
+    cde_sources = ("dx", "x")
 
     def __init__(self, post: bool = False):
         self.post = bool(post)
@@ -637,52 +798,53 @@ class Delta(LearningRule):
     def name(self):  # type: ignore[override]
         return "delta-post" if self.post else "delta"
 
-    def rate(self, W, k_raw, v_raw, beta):
-        """dW/ds = σ(β)(tanh(v_raw) − W k) kᵀ (pre) or σ(β) tanh(v_raw − W k) kᵀ (post).
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights, or None for W = 0.
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            dW/ds of shape (..., d_v, d_k).
-        """
-        return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
-
-    def rate_features(self, k_raw, v_raw, beta):
-        """(k, v, σ(β)): v = tanh(v_raw) for pre-Delta, v_raw itself for post-Delta.
-
-        Arguments:
-            k_raw: (..., d_k) key pre-activations.
-            v_raw: (..., d_v) value pre-activations.
-            beta: (..., 1) learning-rate pre-activations.
-
-        Returns:
-            ``(k, v, c)``: (..., d_k), (..., d_v) and (..., 1).
-        """
-        return self.activate_key(k_raw), v_raw if self.post else torch.tanh(v_raw), torch.sigmoid(beta)
-
-    def rate_from_features(self, W, k, v, c):
-        """c (v − W k) kᵀ (pre) or c tanh(v − W k) kᵀ (post) from the features of `rate_features`.
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights, or None for W = 0.
-            k: (..., d_k) keys.
-            v: (..., d_v) values (pre-activations for post-Delta).
-            c: (..., 1) σ(β).
-
-        Returns:
-            dW/ds of shape (..., d_v, d_k).
-        """
-        recalled = 0.0 if W is None else (W @ k.unsqueeze(-1)).squeeze(-1)  # W k, (..., d_v)
-        error = torch.tanh(v - recalled) if self.post else v - recalled
-        return (c * error).unsqueeze(-1) * k.unsqueeze(-2)
+    @property
+    def title(self):  # type: ignore[override]
+        return "post-Delta" if self.post else "Delta"
 
     @property
-    def has_affine_rate(self):  # type: ignore[override]
-        return not self.post
+    def capabilities(self):  # type: ignore[override]
+        # Post-Delta's step is nonlinear in W (and has no closed form with a forget gate).
+        return frozenset({STEPWISE_STEP}) if self.post else _AFFINE
+
+    def rate_value(self, v_raw):
+        """tanh(v_raw) for pre-Delta; v_raw itself for post-Delta (its tanh comes in `error`).
+
+        Arguments:
+            v_raw: (..., d_v) value pre-activations.
+
+        Returns:
+            (..., d_v) values.
+        """
+        return v_raw if self.post else torch.tanh(v_raw)
+
+    def error(self, M, k, v):
+        """e = v − W k (pre) or tanh(v_raw − W k) (post).
+
+        Arguments:
+            M: (..., d_v, d_k) W, or None for W = 0.
+            k: (..., d_k) keys.
+            v: (..., d_v) values from `rate_value`.
+
+        Returns:
+            (..., d_v) the written vector.
+        """
+        error = v - self.recall(M, k)
+        return torch.tanh(error) if self.post else error
+
+    def exact_step_refusal(self, forget_gate=False):
+        """Why post-Delta has no exact step with a forget gate (see `LearningRule.exact_step_refusal`).
+
+        Arguments:
+            forget_gate: whether the field has a forget gate.
+
+        Returns:
+            The sentence.
+        """
+        if self.post and forget_gate:
+            return ("post-Delta with a forget gate has no closed-form step: tanh(v − W k) and the decay of W's other "
+                    "directions do not separate")
+        return super().exact_step_refusal(forget_gate)
 
     def affine_rate(self, k_raw, v_raw, beta, forget=None):
         """Pre-Delta's σ(β) (v − W k) kᵀ (− λ W) as a `RankOneRate` (a = k, b = v); None for post-Delta.
@@ -719,7 +881,7 @@ class Delta(LearningRule):
         k = self.activate_key(k_raw)
         return _relaxing_update(k, torch.tanh(v_raw), torch.sigmoid(beta), (k * k).sum(-1, keepdim=True), h, forget)
 
-    def post_step_inputs(self, k_raw, v_raw, beta, h):
+    def exact_step_inputs(self, k_raw, v_raw, beta, h):
         """What post-Delta's exact step needs besides W, computable for a whole sequence at once.
 
         Arguments:
@@ -732,22 +894,26 @@ class Delta(LearningRule):
             (k, v_raw, log_decay, inv_norm_sq): keys (..., d_k), value pre-activations (..., d_v), −c‖k‖²h and
                 1/‖k‖² of shape (..., 1). (Keys are on the simplex, so ‖k‖² >= 1/d_k.)
         """
+        if not self.post:
+            return super().exact_step_inputs(k_raw, v_raw, beta, h)
         k = self.activate_key(k_raw)
         norm_sq = (k * k).sum(-1, keepdim=True)
         return k, v_raw, -torch.sigmoid(beta) * norm_sq * h, 1.0 / norm_sq
 
+    post_step_inputs = exact_step_inputs  # the name it had
+
     @staticmethod
-    def post_step(W, k, v_raw, log_decay, inv_norm_sq):
+    def exact_step_from_inputs(W, k, v_raw, log_decay, inv_norm_sq):
         """Post-Delta's exact step: W + (e₀ − e_h) kᵀ/‖k‖², e₀ = v_raw − W k, e_h = asinh(sinh(e₀) e^{−c‖k‖²h}).
 
         The error e = v_raw − W k obeys de/ds = −c‖k‖² tanh(e) element-wise, and W changes only along kᵀ.
 
         Arguments:
             W: (..., d_v, d_k) fast weights at the start of the step.
-            k: (..., d_k) keys, from `post_step_inputs`.
-            v_raw: (..., d_v) value pre-activations, from `post_step_inputs`.
-            log_decay: (..., 1) −c‖k‖²h, from `post_step_inputs`.
-            inv_norm_sq: (..., 1) 1/‖k‖², from `post_step_inputs`.
+            k: (..., d_k) keys, from `exact_step_inputs`.
+            v_raw: (..., d_v) value pre-activations, from `exact_step_inputs`.
+            log_decay: (..., 1) −c‖k‖²h, from `exact_step_inputs`.
+            inv_norm_sq: (..., 1) 1/‖k‖², from `exact_step_inputs`.
 
         Returns:
             W after the step, shape (..., d_v, d_k).
@@ -756,63 +922,148 @@ class Delta(LearningRule):
         change = (e0 - relax_error(e0, log_decay)) * inv_norm_sq
         return W + change.unsqueeze(-1) * k.unsqueeze(-2)
 
-    def exact_step(self, W, k_raw, v_raw, beta, h, forget=None):
-        """W(t + h) for inputs constant over [t, t + h]: the affine step for pre-Delta, `post_step` for
-        post-Delta (see `LearningRule.exact_step`).
-
-        Arguments:
-            W: (..., d_v, d_k) fast weights at t.
-            k_raw: (..., d_k) key pre-activations, constant over the step.
-            v_raw: (..., d_v) value pre-activations, constant over the step.
-            beta: (..., 1) learning-rate pre-activations, constant over the step.
-            h: step length, a number or a tensor broadcasting with ``beta`` (..., 1).
-            forget: (..., 1) the forget rate λ >= 0, or None: no forget gate (post-Delta has no closed form
-                with one).
-
-        Returns:
-            W(t + h), shape (..., d_v, d_k).
-
-        Raises:
-            NotImplementedError: post-Delta with a forget gate.
-        """
-        if not self.post:
-            return super().exact_step(W, k_raw, v_raw, beta, h, forget)
-        if forget is not None:
-            raise NotImplementedError("post-Delta with a forget gate has no closed-form step: tanh(v − W k) and the "
-                                      "decay of W's other directions do not separate")
-        return self.post_step(W, *self.post_step_inputs(k_raw, v_raw, beta, h))
+    post_step = exact_step_from_inputs  # the name it had
 
     def __repr__(self):
         return f"Delta(post={self.post})"
 
 
-RULE_NAMES = ("hebb", "oja", "delta", "delta-post")
+# ------------------------------------------------------------------------------------------ the registry
+@dataclasses.dataclass(frozen=True)
+class RuleEntry:
+    """A registered rule: how `make_rule` builds it.
+
+    Attributes:
+        factory: called with the options of `make_rule`, returns a `LearningRule`.
+        title: how model descriptions name it ("Hebb", "post-Delta", ...).
+    """
+
+    factory: Callable[..., LearningRule]
+    title: str
+
+
+_RULES: dict[str, RuleEntry] = {}
+
+
+def register_rule(name: str, factory: Callable[..., LearningRule], *, title: str | None = None) -> None:
+    """Make a rule buildable by name: ``make_rule(name, **options)`` calls ``factory(**options)``, and every
+    model taking ``rule=`` accepts the name (`FastWeightField`, `neuralde_seq.models.FastWeightNetwork`,
+    `neuralde_seq.models.ODERFWP`, ``create_model("delta-cde", ..., rule=name)``). The model registry's
+    ``{rule}-{form}`` names are made once at import for the rules registered then (the built-in ones).
+
+    Arguments:
+        name: the name, a non-empty string not yet registered.
+        factory: a callable returning a `LearningRule` (e.g. the class).
+        title: how descriptions name the rule (default: ``name``).
+
+    Raises:
+        ValueError: an empty or taken name; TypeError: a factory that is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a rule's name must be a non-empty string, got {name!r}")
+    if name in _RULES:
+        raise ValueError(f"rule name {name!r} is already registered (unregister_rule({name!r}) first to replace it)")
+    if not callable(factory):
+        raise TypeError(f"factory must be callable (a LearningRule class or a function returning one), "
+                        f"got {factory!r}")
+    _RULES[name] = RuleEntry(factory, name if title is None else str(title))
+
+
+def unregister_rule(name: str) -> None:
+    """Remove a registration made by `register_rule`.
+
+    Arguments:
+        name: a registered name.
+
+    Raises:
+        ValueError: the name is not registered.
+    """
+    if name not in _RULES:
+        raise ValueError(unknown_name_message("rule", name, _RULES, listing="registered rules"))
+    del _RULES[name]
+
+
+@contextlib.contextmanager
+def registered_rule(name: str, factory: Callable[..., LearningRule], *, title: str | None = None):
+    """`register_rule` for the duration of a ``with`` block (e.g. a test), removed on leaving it.
+
+    Arguments:
+        name: the rule's name, as `register_rule`.
+        factory: what builds the rule, as `register_rule`.
+        title: its name in messages, as `register_rule`.
+
+    Yields:
+        ``name``.
+    """
+    register_rule(name, factory, title=title)
+    try:
+        yield name
+    finally:
+        _RULES.pop(name, None)
+
+
+def rule_names() -> tuple[str, ...]:
+    """The names `make_rule` accepts now, in registration order (the built-in ones first).
+
+    Returns:
+        The names.
+    """
+    return tuple(_RULES)
+
+
+def rule_title(name: str) -> str:
+    """How descriptions name a registered rule.
+
+    Arguments:
+        name: a registered name.
+
+    Returns:
+        The title given to `register_rule`.
+    """
+    if name not in _RULES:
+        raise ValueError(unknown_name_message("rule", name, _RULES, listing="registered rules"))
+    return _RULES[name].title
 
 
 def make_rule(rule: str | LearningRule, **options) -> LearningRule:
     """A rule from its name or a rule object.
 
     Arguments:
-        rule: one of `RULE_NAMES` ("hebb", "oja", "delta", "delta-post"), or a `LearningRule`
-            (returned unchanged; options are then refused).
-        **options: constructor arguments of the named rule's class.
+        rule: a registered name (`rule_names`: "hebb", "oja", "delta", "delta-post" and those added by
+            `register_rule`), or a `LearningRule` (returned unchanged; options are then refused).
+        **options: arguments of the named rule's factory.
 
     Returns:
         The `LearningRule`.
 
     Raises:
-        ValueError: an unknown name, or options given with a rule object.
+        ValueError: an unknown name, options given with a rule object, or a factory that returned no
+            `LearningRule`.
     """
     if isinstance(rule, LearningRule):
         if options:
             raise ValueError(f"options {sorted(options)} given together with a rule object {rule!r}")
         return rule
-    if rule == "hebb":
-        return Hebb(**options)
-    if rule == "oja":
-        return Oja(**options)
-    if rule == "delta":
-        return Delta(post=False, **options)
-    if rule == "delta-post":
-        return Delta(post=True, **options)
-    raise ValueError(f"rule must be one of {RULE_NAMES} or a LearningRule, got {rule!r}")
+    if not isinstance(rule, str):
+        raise ValueError(f"rule must be a rule name ({', '.join(_RULES)}) or a LearningRule, got {rule!r}")
+    if rule not in _RULES:
+        raise ValueError(unknown_name_message("rule", rule, _RULES, listing="registered rules")
+                         + " (or pass a LearningRule; neuralde_seq.rules.register_rule adds a name)")
+    built = _RULES[rule].factory(**options)
+    if not isinstance(built, LearningRule):
+        raise ValueError(f"the factory registered for rule {rule!r} returned {built!r}, not a LearningRule")
+    return built
+
+
+register_rule("hebb", Hebb, title="Hebb")
+register_rule("oja", Oja, title="Oja")
+register_rule("delta", lambda **options: Delta(post=False, **options), title="Delta")
+register_rule("delta-post", lambda **options: Delta(post=True, **options), title="post-Delta")
+BUILTIN_RULE_NAMES = rule_names()
+
+
+def __getattr__(name):
+    # RULE_NAMES follows the registry (a rule registered later is in it); read as rules.RULE_NAMES or imported.
+    if name == "RULE_NAMES":
+        return rule_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

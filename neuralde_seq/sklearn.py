@@ -43,8 +43,9 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    `stratified_split` for classes too small to stratify; random for the regressor);
 4. ``torch.manual_seed(seed)``, ``create_model(model, inputs, outputs, **model_options)`` moved to ``device``
    and ``dtype``, the empirical channel means of GRU-D, GRU-Δt and the like set from the training inputs;
-5. ``fit(model, objective, (inputs, targets), val=..., epochs, lr, batch_size, seed=seed, ...)`` with
-   `Classification` or `Regression` (MSE on targets standardised
+5. ``fit(model, objective, (inputs, targets), val, spec)`` with the estimator's training parameters as one
+   `TrainingSpec` (epochs, lr, batch_size, weight_decay, grad_clip, penalty_weight, schedule, ``seed``, and
+   ``n_jobs``'s threads), with `Classification` or `Regression` (MSE on targets standardised
    with their mean and standard deviation, ``target_mean_`` and ``target_scale_``; predictions are mapped
    back), and with a validation split `BestCheckpoint` in memory (the best
    validation weights are restored at the end) and, given ``patience``,
@@ -63,136 +64,34 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
-from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .controls import build_control, resolve_time_unit
-from .data.arrays import _read
-from .data.datasets import IrregularDataset, stratified_split
-from .data.transforms import channel_statistics
+from .data.base.datasets import IrregularDataset, stratified_split
+from .data.transforms.standardisation import channel_statistics
+from .estimator_inputs import (DTYPES, MIN_STEPS, check_channels_like_fit, check_label_types, check_times_like_fit,
+                               check_times_survive_cast, estimator_dtype, estimator_seed, read_sequences,
+                               standardised, threads_for_jobs)
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .models import MODEL_NAMES, create_model, model_entry, model_inputs, model_option_names
-from .observations import magnitude_limit, validate_observations
+from .solvers import parse_solver
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.fit import fit as _fit
 from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
+from .training.spec import TrainingSpec
 from .training.threads import torch_threads
 from .user_warnings import options_spelled_as
 
 __all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor"]
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
-
-
-def _standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
-                  dtype: torch.dtype | None = None) -> torch.Tensor:
-    """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
-    `standardise`), in ``dtype`` (default the values' dtype); NaN stays NaN.
-
-    The finite range of the models (`magnitude_limit` of ``dtype``) is judged here, on the standardised values:
-    raw values of 1e12 are fine once standardised, a value far outside the training data's range is not.
-
-    Raises:
-        ValueError: a standardised value beyond ``magnitude_limit(dtype)``, naming X, where it is and how far it
-            lies from the channel's training mean.
-    """
-    dtype = values.dtype if dtype is None else dtype
-    m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
-    s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
-    result = (values.to(torch.float64) - m) / s
-    limit = magnitude_limit(dtype)
-    beyond = result.abs() > limit  # False for NaN (a missing value)
-    if bool(beyond.any()):
-        size = torch.where(beyond, result.abs(), torch.zeros((), dtype=result.dtype, device=result.device))
-        b, t, c = (int(k) for k in np.unravel_index(int(torch.argmax(size)), tuple(result.shape)))
-        raise ValueError(
-            f"X[{b}] has the value {float(values[b, t, c]):.6g} at step {t}, channel {c}: "
-            f"{float(result[b, t, c]):.3g} standard deviations from the channel's training mean "
-            f"(channel_mean_[{c}] = {float(m[c]):.6g}, channel_scale_[{c}] = {float(s[c]):.6g}), beyond the finite "
-            f"range |x| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations.magnitude_limit) "
-            "after standardisation: check X for an entry in other units, or use dtype='float64'")
-    return result.to(dtype)
-
-
-def _check_label_types(y) -> None:
-    """Refuse labels that mix strings and numbers, as scikit-learn's ``unique_labels`` does: numpy would turn
-    them all into strings, so that the integer 1 came back from `predict` as the string '1'."""
-    if isinstance(y, np.ndarray) and y.dtype != object:
-        return  # one numpy type for every label
-    try:
-        labels = np.asarray(y, dtype=object).ravel()
-    except (TypeError, ValueError):
-        return  # not array-like: column_or_1d names the problem
-    found: dict[str, set] = {}
-    for label in labels:
-        kind = ("string" if isinstance(label, (str, bytes)) else
-                "number" if isinstance(label, numbers.Number) else None)
-        if kind is not None:
-            found.setdefault(kind, set()).add(type(label).__name__)
-    if len(found) > 1:
-        types = ", ".join(sorted(set().union(*found.values())))
-        raise ValueError(f"y mixes label types: strings and numbers ({types}); give every label as one type (e.g. "
-                         "all strings, or all integers), so that predict returns the labels as given")
-
-
-def _check_times_survive_cast(t64: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, dtype) -> None:
-    """Times strictly increasing as given (float64) must stay so in the estimator's ``dtype``: name the first pair
-    that the cast makes equal (or reverses), and what to do, rather than calling the user's times unordered."""
-    steps = torch.arange(t64.shape[1] - 1, device=t64.device)
-    inside = steps[None, :] < (lengths[:, None] - 1)
-    merged = inside & (t64[:, 1:] > t64[:, :-1]) & ~(cast[:, 1:] > cast[:, :-1])
-    if bool(merged.any()):
-        b, i = torch.nonzero(merged)[0].tolist()
-        raise ValueError(f"times of X[{b}] at steps {i} and {i + 1} ({float(t64[b, i])!r} and {float(t64[b, i + 1])!r}) "
-                         f"are distinct but become equal in {dtype} (its resolution near {float(t64[b, i]):.4g} is "
-                         f"{float(torch.finfo(dtype).eps) * abs(float(t64[b, i])):.2g}): use dtype='float64', or "
-                         "give the times in coarser units (e.g. rounded to the resolution of the measurements)")
-
-
-def _check_times_like_fit(estimator, times) -> None:
-    """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
-    would otherwise silently read the observation indices 0, 1, ... as times."""
-    with_times = getattr(estimator, "fitted_with_times_", None)  # None: fitted before the attribute existed
-    name = type(estimator).__name__
-    if with_times and times is None:
-        raise ValueError(f"times is None, but this {name} was fitted with times: give the times of these "
-                         "sequences too (one (T_i,) array per sample, in the units of fit); without them the "
-                         "observation indices 0, 1, ... would be read as times")
-    if with_times is False and times is not None:
-        raise ValueError(f"times was given, but this {name} was fitted without times (each sample's observation "
-                         "indices 0, 1, ...): pass times=None, or fit with times")
-
-
-def _check_channels_like_fit(estimator, X, channels: int) -> None:
-    """X at prediction must have the channels of fit. A 2-D array is read as N univariate sequences (N, T): one
-    (T, C) sequence given alone (``X[0]`` of a list of such) is the likeliest cause, so the message says so."""
-    fitted = estimator.n_features_in_
-    if channels == fitted:
-        return
-    name = type(estimator).__name__
-    message = (f"X has {channels} channel(s) per time step, but {name} was fitted with {fitted} "
-               "(n_features_in_)")
-    shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
-    if shape is not None and len(shape) == 2 and fitted > 1:
-        rows, columns = (int(k) for k in shape)
-        message += (f": a 2-D array is read as N univariate sequences (N, T), here {rows} sequences of {columns} "
-                    f"time steps. For one sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0] "
-                    f"(or x[None] for a 3-D (1, T, C) array)")
-    raise ValueError(message)
-
-
-def _threads(n_jobs) -> int:
-    """torch threads for ``n_jobs`` with joblib's meaning: None is 1 (or the enclosing
-    ``joblib.parallel_config(n_jobs=...)``), -1 all cores, -2 all but one, ..."""
-    from joblib import effective_n_jobs
-
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
-        raise ValueError(f"n_jobs must be None or a non-zero integer (-1: all cores), got {n_jobs!r}")
-    return max(1, int(effective_n_jobs(None if n_jobs is None else int(n_jobs))))
+# The input handling shared with neuralde_seq.random_features, under the names it had here.
+_DTYPES, _MIN_STEPS = DTYPES, MIN_STEPS
+_standardised, _check_label_types, _threads = standardised, check_label_types, threads_for_jobs
+_check_times_survive_cast, _check_times_like_fit = check_times_survive_cast, check_times_like_fit
+_check_channels_like_fit = check_channels_like_fit
 
 
 class _SequenceEstimator(BaseEstimator):
@@ -262,11 +161,7 @@ class _SequenceEstimator(BaseEstimator):
 
     # ------------------------------------------------------------------ parameters
     def _torch_dtype(self) -> torch.dtype:
-        if isinstance(self.dtype, torch.dtype) and self.dtype in _DTYPES.values():
-            return self.dtype
-        if isinstance(self.dtype, str) and self.dtype in _DTYPES:
-            return _DTYPES[self.dtype]
-        raise ValueError(f"dtype must be 'float32' or 'float64' (or that torch dtype), got {self.dtype!r}")
+        return estimator_dtype(self.dtype)
 
     def _checked_settings(self) -> dict:
         """The parameters checked, before any work: a bad one raises naming it."""
@@ -306,48 +201,26 @@ class _SequenceEstimator(BaseEstimator):
             # hebb-cde) or NaN (oja-cde) on a spiky series (tests/test_defaults.py).
             control["time_unit"] = "auto"
         control.update(self.control_options or {})
+        model_options = dict(self.model_options or {})
+        if model_options.get("solver") is not None:  # read (and refused) before any work, as create_model reads it
+            model_options["solver"] = parse_solver(model_options["solver"], argument="model_options['solver']")
         return {"dtype": self._torch_dtype(), "device": torch.device(self.device), "control": control,
-                "model_options": dict(self.model_options or {})}
+                "model_options": model_options, "spec": self._training_spec()}
+
+    def _training_spec(self, seed: int = 0) -> TrainingSpec:
+        """The estimator's training parameters as the `TrainingSpec` `fit` is given (checked: a bad one raises
+        naming it), with ``seed``."""
+        return TrainingSpec(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, seed=seed,
+                            weight_decay=self.weight_decay, grad_clip=self.grad_clip,
+                            penalty_weight=self.penalty_weight, schedule=self.schedule, threads=_threads(self.n_jobs))
 
     def _seed(self) -> int:
-        rs = self.random_state
-        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
-            check_random_state(rs)  # the range numpy accepts
-            return int(rs)
-        return int(check_random_state(rs).randint(0, 2**31 - 1))
+        return estimator_seed(self.random_state)
 
     # ------------------------------------------------------------------ inputs
     def _dataset(self, X, times, dtype: torch.dtype) -> IrregularDataset:
-        """X (and times) as an unlabelled dataset; every sample with at least 2 time steps."""
-        shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
-        if shape is not None and np.iscomplexobj(X):
-            raise ValueError("Complex data not supported: X holds complex numbers; give real values")
-        if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] < _MIN_STEPS:
-            shape = tuple(int(k) for k in shape)
-            raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {_MIN_STEPS} is "
-                             f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
-                             f"and the models need at least {_MIN_STEPS} time steps per sequence; for one "
-                             f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
-        # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
-        # standardisation (`_standardised`), so raw values of 1e12 are accepted in float32.
-        (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
-        short = torch.nonzero(lengths < _MIN_STEPS).flatten().tolist()
-        if short:
-            raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
-                             f"short): the models need at least {_MIN_STEPS} time steps per sequence")
-        # The values as ``dtype`` holds them (statistics and standardisation as for data read in it), kept in float64.
-        held = values.to(dtype)
-        infinite = torch.isinf(held)  # finite as given (checked by _read), beyond the dtype's range once cast
-        if bool(infinite.any()):
-            b, step, c = torch.nonzero(infinite)[0].tolist()
-            raise ValueError(f"X[{b}] has a value beyond the largest {dtype} number ({torch.finfo(dtype).max:.3g}) at "
-                             f"step {step}, channel {c}: use dtype='float64', or rescale that channel")
-        # The times in ``dtype``, checked there (its finite range, strictly increasing once cast).
-        cast = t.to(dtype)
-        _check_times_survive_cast(t, cast, lengths, dtype)
-        t = cast
-        validate_observations(t, torch.zeros(*t.shape, 1, dtype=dtype), lengths, min_length=1)
-        return IrregularDataset(t, held.to(torch.float64), lengths, None, [], name=type(self).__name__)
+        """X (and times) as an unlabelled dataset; every sample with at least 2 time steps (`read_sequences`)."""
+        return read_sequences(X, times, dtype, type(self).__name__)
 
     def _inputs(self, data: IrregularDataset, mean, scale, control: dict, device: torch.device):
         values = _standardised(data.values, mean, scale, data.times.dtype)  # in the estimator's dtype
@@ -406,11 +279,8 @@ class _SequenceEstimator(BaseEstimator):
             model = model.to(device=device, dtype=settings["dtype"])
             if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
                 model.set_empirical_mean(train[0])
-            history = _fit(model, objective, train, val=val, epochs=self.epochs, lr=self.lr,
-                           batch_size=self.batch_size, seed=seed, weight_decay=self.weight_decay,
-                           grad_clip=self.grad_clip, penalty_weight=self.penalty_weight, schedule=self.schedule,
-                           callbacks=callbacks,
-                           progress=type(self).__name__ if self.verbose else False, threads=None)
+            history = _fit(model, objective, train, val, settings["spec"].replace(seed=seed), callbacks=callbacks,
+                           progress=type(self).__name__ if self.verbose else False)
         model.eval()
         self.model_ = model
         self.history_ = history

@@ -63,6 +63,13 @@ equation, so the model is the same; the closed form is its exact solution (no st
 faster. ``method="rk4"`` forces rk4 steps on every model; ``method="exact"`` forces the closed form and refuses
 what it cannot solve. `SolverOptions.last_method` says what the latest solve used.
 
+**Choices as objects.** Every method and gradient method is an object of `neuralde_seq.solver_choices` that
+carries and checks its own options and knows what it applies to (``RK4(step_size=0.01)``, ``Dopri5(rtol=1e-5)``,
+``Exact(chunk_size=32)``, ``Auto()``; ``Checkpoint(every=50)``, ``Adjoint(check_every=100)``, ``Backprop()``):
+``SolverOptions(method=RK4(step_size=0.01), gradient=Checkpoint())`` is the same options as
+``SolverOptions(method="rk4", step_size=0.01, gradient="checkpoint")``, and `parse_solver` reads every spelling
+the edges give (a method name, a dict of the fields, an object).
+
 **Limits.** ``SolverOptions.max_steps`` (default 1,000,000) bounds the steps of one solve: a fixed-step grid is
 refused before solving, an adaptive solve stops when it has taken that many steps. `solve` refuses a
 control or initial state whose dtype or device differs from the dynamics' parameters, and warns
@@ -73,65 +80,45 @@ large units with ``parametrization="time"``.
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
-import warnings
-from typing import Protocol
+from typing import Mapping, Protocol
 
 import torch
-import torchdiffeq
 
 from .controls import Control
-from .fixed_step import FIXED_STEP_METHODS, FixedStepSolve
-from .input_checks import check_matches_module
-from .ops.linear_scan import SCANS
-from .torchdiffeq_solves import (ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning, counting_steps,
-                                 solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem)
+from .fixed_step import FIXED_STEP_METHODS
+from .input_checks import UnknownOptionError, check_matches_module, unknown_name_message
+from .solver_choices import (ADAPTIVE_METHODS, DEFAULT_MAX_STEPS, GRADIENTS, OPTION_CHECKS, OPTION_DEFAULTS, Adaptive, AdaptiveHeun,
+                             Adjoint, Auto, Backprop, Bosh3, Checkpoint, Dopri5, Dopri8, Euler, Exact, Fehlberg2,
+                             FixedStep, Gradient, Heun2, Heun3, Method, Midpoint, NonFiniteSolveWarning, RK4,
+                             gradient_from_options, method_from_options, warn_not_finite)
+from .torchdiffeq_solves import ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning
 
-__all__ = ["SolverOptions", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
+__all__ = ["SolverOptions", "parse_solver", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
            "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "AUTO_METHOD", "AUTO_FALLBACK",
            "GRADIENT_METHODS", "resolve_method", "check_method",
-           "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning"]
+           "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning",
+           # the choices as objects (`neuralde_seq.solver_choices`)
+           "Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive", "Dopri5",
+           "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint", "Backprop"]
 
 
-ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
-EXACT_METHOD = "exact"
-# The default: the closed form where it applies, else AUTO_FALLBACK (`resolve_method`).
-AUTO_METHOD = "auto"
-AUTO_FALLBACK = "rk4"
-GRADIENT_METHODS = ("checkpoint", "adjoint", "backprop")
-# Steps of one solve above which it is refused: a million rk4 steps of a small model already take minutes.
-DEFAULT_MAX_STEPS = 1_000_000
-
-
-class NonFiniteSolveWarning(RuntimeWarning):
-    """A solve from a finite state along a finite control ended with NaN or infinite states; the message says
-    which steps it took and what to change (usually the units of the times)."""
-
-
-def _check_integer(name: str, value, *, minimum: int, allow_none: bool = True, none_means: str = ""):
-    """``value`` as a Python int (numpy integers too), or None where ``allow_none``; a ValueError naming ``name``
-    for anything else (a bool, a float, a string) or an integer below ``minimum``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {kind}{' or None' if allow_none else ''}{none_means}, got {value!r}")
-    return int(value)
-
-
-def _check_positive_number(name: str, value, *, allow_none: bool = True) -> None:
-    """Raise a ValueError naming ``name`` unless ``value`` is a positive finite real number (not a bool or a
-    string, such as YAML's ``small`` or "0.1"), or None where ``allow_none``."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
+# The names of the methods' own constants, kept for code that reads them (the objects decide, not the names).
+EXACT_METHOD = Exact.name
+# The default: the closed form where it applies, else AUTO_FALLBACK (`Auto.resolve`).
+AUTO_METHOD = Auto.name
+AUTO_FALLBACK = RK4.name
+GRADIENT_METHODS = tuple(GRADIENTS)
 
 
 @dataclasses.dataclass
 class SolverOptions:
     """Options of `solve`: what method, which steps, and how gradients are computed.
+
+    The method and the gradient method may be given as objects that carry their own options
+    (`neuralde_seq.solver_choices`): ``SolverOptions(method=RK4(step_size=0.01), gradient=Checkpoint(every=50))``
+    is ``SolverOptions(method="rk4", step_size=0.01, gradient="checkpoint", checkpoint_every=50)``: the fields
+    below store either spelling (equal options, the same repr), and `method_choice` / `gradient_choice` give them
+    as objects. `parse_solver` reads every other spelling (a method name, a dict of these fields).
 
     Attributes:
         method: "auto" (default), a fixed-step method (`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
@@ -202,11 +189,11 @@ class SolverOptions:
             methods).
     """
 
-    method: str = AUTO_METHOD
+    method: str | Method = AUTO_METHOD
     step_size: float | None = None
     rtol: float = 1e-7
     atol: float = 1e-9
-    gradient: str | None = None
+    gradient: str | Gradient | None = None
     adjoint: bool | None = None
     checkpoint_every: int | None = None
     adjoint_check: int = 100
@@ -219,11 +206,15 @@ class SolverOptions:
     scan: str = "auto"
 
     def __post_init__(self):
-        methods = (AUTO_METHOD,) + FIXED_STEP_METHODS + ADAPTIVE_METHODS + (EXACT_METHOD,)
-        if self.method not in methods:
-            hint = (" (multistep methods reuse rates across knots, where controls jump: use rk4 or dopri5)"
-                    if "adams" in str(self.method) else "")
-            raise ValueError(f"method must be one of {methods}, got {self.method!r}{hint}")
+        # A method or gradient object (the new spelling) is stored as the fields it stands for, so that every
+        # spelling of the same options is equal and has the same repr; its options given again are refused.
+        for given, kind in ((self.method, Method), (self.gradient, Gradient)):
+            if isinstance(given, kind):
+                for option, value in given.options().items():
+                    if option not in ("method", "gradient") and getattr(self, option) not in (_DEFAULTS[option], value):
+                        raise ValueError(f"{option}={getattr(self, option)!r} is given twice, the other time in "
+                                         f"{given!r}: give it once, in {type(given).__name__}(...)")
+                    setattr(self, option, value)
         if self.gradient is not None and self.gradient not in GRADIENT_METHODS:
             raise ValueError(f"gradient must be one of {GRADIENT_METHODS}, got {self.gradient!r}")
         if self.adjoint is not None:
@@ -233,85 +224,93 @@ class SolverOptions:
             if self.gradient is not None and self.gradient != implied:
                 raise ValueError(f"adjoint={self.adjoint} means gradient={implied!r}, which contradicts "
                                  f"gradient={self.gradient!r}: give one of the two")
-        # Every numeric option: a number of the right kind, never a bool (True would be a step of 1) or a string
-        # (which met a comparison's TypeError naming no field); the message names the option.
-        self.chunk_size = _check_integer("chunk_size", self.chunk_size, minimum=1)
-        self.exact_block_size = _check_integer("exact_block_size", self.exact_block_size, minimum=1)
-        self.checkpoint_every = _check_integer("checkpoint_every", self.checkpoint_every, minimum=1)
-        self.max_steps = _check_integer("max_steps", self.max_steps, minimum=1, none_means=" (no limit)")
-        self.adjoint_check = _check_integer("adjoint_check", self.adjoint_check, minimum=0, allow_none=False,
-                                            none_means=" (0: off)")
-        _check_positive_number("step_size", self.step_size)
-        _check_positive_number("rtol", self.rtol, allow_none=False)
-        _check_positive_number("atol", self.atol, allow_none=False)
-        for flag in ("compile", "affine_steps"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
-        if self.method not in (EXACT_METHOD, AUTO_METHOD) and (self.chunk_size is not None or self.compile):
-            raise ValueError(f"chunk_size and compile are options of method='exact' (and of 'auto', where it takes "
-                             f"the closed form), not of {self.method!r}")
-        if self.exact_scan not in ("auto", "sequential", "chunked"):
-            raise ValueError(f"exact_scan must be 'auto', 'sequential' or 'chunked', got {self.exact_scan!r}")
-        if self.exact_block_size is not None and self.exact_scan == "sequential":
-            raise ValueError("exact_block_size is the block length of exact_scan='chunked' (or 'auto' where it "
-                             "takes the chunked form), but exact_scan is 'sequential'")
-        if self.method not in (EXACT_METHOD, AUTO_METHOD) and self.exact_scan != "auto":
-            raise ValueError(f"exact_scan is an option of method='exact' (and of 'auto', where it takes the closed "
-                             f"form), not of {self.method!r}")
-        if self.scan not in SCANS:
-            raise ValueError(f"scan must be one of {SCANS}, got {self.scan!r}")
-        if self.scan != "auto" and self.method in ADAPTIVE_METHODS:
-            raise ValueError(f"scan is an option of the fixed-step methods' affine step maps and of method='exact' "
-                             f"(and of 'auto'), not of the adaptive method {self.method!r}")
-        if self.scan == "parallel" and not self.affine_steps and self.method in FIXED_STEP_METHODS:
-            raise ValueError("scan='parallel' composes the affine step maps of affine_steps=True; with "
-                             "affine_steps=False the per-step loop runs, which has no parallel form")
+        # Every option checked (and normalised) as the method objects check their own, naming the field; then the
+        # objects, which refuse options of other methods and their own fields' contradictions.
+        for option, check in OPTION_CHECKS.items():
+            setattr(self, option, check(option, getattr(self, option)))
+        self._choices = None
+        self.method_choice, self.gradient_choice  # (made now: what they refuse is refused here)
         # Not fields (not part of equality or repr): solves counted for adjoint_check, the method the latest solve
-        # used, and the rk4 options "auto" falls back to (cached so that its adjoint_check count carries on).
+        # used, and the options "auto" resolves to (cached so that its adjoint_check count carries on).
         self._adjoint_solves = 0
-        self._last_method = None
-        self._fallback = None
+        self._last_choice = None
+        self._resolved = {}
+
+    def _made_choices(self) -> tuple[Method, Gradient]:
+        """(method, gradient) objects of the fields as they are now (fields may be set after construction)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        key = tuple(fields.values())
+        cached = getattr(self, "_choices", None)  # (options unpickled from before it existed have none)
+        if cached is None or cached[0] != key:
+            cached = self._choices = (key, method_from_options(fields), gradient_from_options(fields))
+        return cached[1], cached[2]
+
+    @property
+    def method_choice(self) -> Method:
+        """The method as an object (`neuralde_seq.solver_choices`), e.g. ``RK4(step_size=0.01, ...)`` for
+        ``SolverOptions(method="rk4", step_size=0.01)``."""
+        return self._made_choices()[0]
+
+    @property
+    def gradient_choice(self) -> Gradient:
+        """The gradient method as an object: `Checkpoint`, `Adjoint` or `Backprop` (``gradient`` and the
+        shorthand ``adjoint`` read together)."""
+        return self._made_choices()[1]
 
     @property
     def gradient_method(self) -> str:
         """The gradient method in force: ``gradient`` if given, else the one ``adjoint`` implies, else
         "checkpoint"."""
-        if self.gradient is not None:
-            return self.gradient
-        if self.adjoint is not None:
-            return "adjoint" if self.adjoint else "backprop"
-        return "checkpoint"
+        return self.gradient_choice.name
 
     @property
     def last_method(self) -> str | None:
         """The method the latest `solve` with these options used: "auto" resolved to "exact" or "rk4", any
         other method as given; None before the first solve."""
-        return getattr(self, "_last_method", None)  # (options unpickled from before it existed have none)
+        used = getattr(self, "_last_choice", None)  # (options unpickled from before it existed have none)
+        return None if used is None else used.name
 
     @property
     def uses_adjoint(self) -> bool:
-        """Whether gradients go through the continuous adjoint: ``gradient_method == "adjoint"`` and the method
-        in force is not the closed form (which computes its own gradients). With "auto" the method in force is
+        """Whether gradients go through the continuous adjoint: the gradient method is `Adjoint` and the method
+        in force does not compute its own gradients (the closed form does). With "auto" the method in force is
         the latest solve's (`last_method`); before any solve, an adjoint is assumed possible."""
-        used = self.last_method or self.method
-        return self.gradient_method == "adjoint" and used != EXACT_METHOD
+        used = getattr(self, "_last_choice", None) or self.method_choice
+        return isinstance(self.gradient_choice, Adjoint) and not used.computes_own_gradients
+
+    def resolved(self, method: Method) -> "SolverOptions":
+        """These options with ``method`` (one that `method_choice` resolved to) in place of the method: the other
+        methods' options back at their defaults, the gradient options kept. Cached per method while the fields
+        stay as they are, so that an adjoint_check count carries on over the solves."""
+        if method == self.method_choice:
+            return self
+        key = tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+        cache = getattr(self, "_resolved", None)
+        if cache is None:
+            cache = self._resolved = {}
+        hit = cache.get(method)
+        if hit is None or hit[0] != key:
+            own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                   if f.name != "method" and f.name not in OPTION_DEFAULTS}
+            hit = cache[method] = (key, SolverOptions(**{**own, **method.options()}))
+        return hit[1]
 
     def _rk4_fallback(self) -> "SolverOptions":
-        """These options with method "rk4" (and the exact path's options cleared): what "auto" solves with
-        where the closed form does not apply. Cached while the other fields stay as they are."""
-        key = tuple(getattr(self, f.name) for f in dataclasses.fields(self)
-                    if f.name not in ("method", "chunk_size", "compile", "exact_scan", "exact_block_size"))
-        if getattr(self, "_fallback", None) is None or self._fallback[0] != key:
-            self._fallback = (key, dataclasses.replace(self, method=AUTO_FALLBACK, chunk_size=None, compile=False,
-                                                       exact_scan="auto", exact_block_size=None))
-        return self._fallback[1]
+        """These options as "auto" solves where the closed form does not apply (method "rk4", the exact path's
+        options dropped)."""
+        return self.resolved(self.method_choice.fallback)
+
+
+# Every field's default; the method's options (what `SolverOptions.resolved` replaces) are OPTION_DEFAULTS' keys.
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SolverOptions)}
 
 
 def resolve_method(options: SolverOptions | None, dynamics, control: Control) -> str:
-    """The method `solve` uses for ``dynamics`` along ``control`` under ``options``: for "auto" (the default),
-    "exact" where `neuralde_seq.ops.exact_fast_weights.exact_applies` (one fast weight layer with a closed-form
-    step, on a control whose read parts are constant on every knot interval), else "rk4"; any other method as
-    given (an explicit "exact" is not checked here: `solve` refuses what it cannot solve).
+    """The method `solve` uses for ``dynamics`` along ``control`` under ``options``: the name of
+    ``options.method_choice.resolve(dynamics, control)``. For "auto" (the default), "exact" where the closed form
+    applies (`Exact.applies`: one fast weight layer with a closed-form step, on a control whose read parts are
+    constant on every knot interval), else "rk4"; any other method as given (an explicit "exact" is not checked
+    here: `solve` refuses what it cannot solve).
 
     Arguments:
         options: `SolverOptions` (None: the defaults, method "auto").
@@ -321,30 +320,63 @@ def resolve_method(options: SolverOptions | None, dynamics, control: Control) ->
     Returns:
         The method name: "exact", "rk4", or ``options.method`` when it is not "auto".
     """
-    method = (options or SolverOptions()).method
-    if method != AUTO_METHOD:
-        return method
-    from .ops.exact_fast_weights import exact_applies
-
-    return EXACT_METHOD if exact_applies(dynamics, control) else AUTO_FALLBACK
+    return (options or SolverOptions()).method_choice.resolve(dynamics, control).name
 
 
 def check_method(options: SolverOptions, dynamics) -> None:
-    """Refuse, when a model is built, a forced method that its dynamics can never use: method="exact" for
-    dynamics without a closed-form step (deeper fast weight networks, rules without a closed form, fields that
-    depend on s). Controls are checked at each solve; "auto" and the step methods accept every dynamics.
+    """Refuse, when a model is built, a forced method that its dynamics can never use (`Method.check_dynamics`):
+    method="exact" for dynamics without a closed-form step (deeper fast weight networks, rules without a closed
+    form, fields that depend on s). Controls are checked at each solve; "auto" and the step methods accept every
+    dynamics.
 
     Arguments:
         options: the model's `SolverOptions`.
         dynamics: the dynamics module the model will pass to `solve`.
 
     Raises:
-        ValueError: method="exact" and ``dynamics`` has no closed-form step (the message says why).
+        ValueError: the method cannot solve ``dynamics`` (the message says why).
     """
-    if options.method == EXACT_METHOD:
-        from .ops.exact_fast_weights import exact_field
+    options.method_choice.check_dynamics(dynamics)
 
-        exact_field(dynamics)
+
+def parse_solver(value, *, argument: str = "solver") -> SolverOptions | None:
+    """The one reader of every spelling of solver options (create_model's ``solver=``, the registry's defaults,
+    YAML configs and the CLI's ``--solver``, the estimators' ``model_options={"solver": ...}``).
+
+    Arguments:
+        value: `SolverOptions` (returned as it is), a method object (``RK4(step_size=0.01)``), a gradient object
+            (``Checkpoint()``), a method name (``"rk4"``: ``SolverOptions(method="rk4")``), a mapping of
+            `SolverOptions` fields (``{"method": "rk4", "step_size": 0.01}``; its ``method``/``gradient`` may be
+            objects), or None (none given: None).
+        argument: the name the messages give ``value``.
+
+    Returns:
+        The `SolverOptions`, or None for None.
+
+    Raises:
+        ValueError: an unknown method (the valid ones listed), or a value a field refuses (the message names the
+            field).
+        UnknownOptionError: an unknown field (a TypeError and a ValueError; the closest named).
+        TypeError: ``value`` is none of the forms above.
+    """
+    if value is None or isinstance(value, SolverOptions):
+        return value
+    if isinstance(value, Method):
+        return SolverOptions(method=value)
+    if isinstance(value, Gradient):
+        return SolverOptions(gradient=value)
+    if isinstance(value, str):  # a method name: what a user means by solver="rk4"
+        return SolverOptions(method=value)
+    if isinstance(value, Mapping):
+        fields = [f.name for f in dataclasses.fields(SolverOptions)]
+        unknown = [k for k in value if k not in fields]
+        if unknown:
+            raise UnknownOptionError(f"{argument}: " + unknown_name_message("option", unknown[0], fields,
+                                                                            listing="SolverOptions fields"))
+        return SolverOptions(**value)
+    # refused here, not at the first forward pass (where it met an attribute error naming no argument)
+    raise TypeError(f"{argument} must be SolverOptions, a dict of its fields, a method name (e.g. 'rk4'), a method "
+                    f"object (e.g. RK4(step_size=0.5)) or None, got {type(value).__name__}")
 
 
 class Dynamics(Protocol):
@@ -402,7 +434,8 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
     if not isinstance(initial, torch.Tensor) or initial.dim() < 1 or initial.shape[0] != control.batch_size:
         shape = tuple(initial.shape) if isinstance(initial, torch.Tensor) else type(initial).__name__
         raise ValueError(f"initial must be a tensor (B={control.batch_size}, ...), got {shape}")
-    if options.method != EXACT_METHOD:  # (an explicit "exact" checks its own inputs)
+    method = options.method_choice
+    if not method.checks_own_inputs:
         # One dtype and device for the dynamics, the control and the state (a mismatch would otherwise fail deep
         # inside the dynamics with a matrix-product error).
         check_matches_module(dynamics, control.coeffs, "the control", "the dynamics module")
@@ -410,62 +443,12 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options: SolverOpti
         if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
             raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert "
                             f"one of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
-    method = resolve_method(options, dynamics, control)
-    options._last_method = method
-    if method == EXACT_METHOD:
-        # The exact solver checks which fields and controls have a closed form (an explicit "exact" is refused
-        # there, with the reason).
-        from .ops.exact_fast_weights import solve_exact
-
-        return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
-    if options.method == AUTO_METHOD:
-        options = options._rk4_fallback()
-    gradient = options.gradient_method
-    recording = torch.is_grad_enabled()
-    checkpointed = gradient == "checkpoint" and recording
-    if gradient == "adjoint" and recording:
-        states = solve_adjoint(dynamics, control, initial, options, at_knots)
-    elif options.method in FIXED_STEP_METHODS:
-        from .ops.affine_rk4 import AffineFixedStepSolve, affine_steps_apply
-
-        affine = affine_steps_apply(dynamics, options)
-        if getattr(options, "scan", "auto") == "parallel" and not affine:
-            raise ValueError("SolverOptions(scan='parallel') composes the steps of one fast weight field whose rule is "
-                             "affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
-                             f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
-                             "form: use scan='auto' or 'sequential'")
-        fixed_step = AffineFixedStepSolve if affine else FixedStepSolve
-        states = fixed_step(dynamics, control, options, initial.dtype).solve(initial, at_knots, options,
-                                                                             checkpointed)
-    elif checkpointed:
-        func, t, _ = torchdiffeq_problem(dynamics, control, initial, options, at_knots=True)
-        states = solve_adaptive_checkpointed(func, initial, t, options, at_knots)
-    else:
-        func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, options, at_knots)
-        with counting_steps(func):
-            states = torchdiffeq.odeint(func, initial, t, **kwargs)
-        states = states.movedim(0, 1) if at_knots else states[-1]
-    if not bool(torch.isfinite(states).all()) and bool(torch.isfinite(initial).all()):
-        _warn_not_finite(control, options)
+    chosen = method.resolve(dynamics, control)
+    options._last_choice = chosen
+    states = chosen.solve(dynamics, control, initial, options.resolved(chosen), at_knots)
+    if chosen.warns_not_finite and not bool(torch.isfinite(states).all()) and bool(torch.isfinite(initial).all()):
+        warn_not_finite(control, chosen)
     return states
-
-
-def _warn_not_finite(control: Control, options: SolverOptions) -> None:
-    """Say why a solve from a finite state along a finite control ended non-finite (not raised: training's
-    divergence guard handles a non-finite loss, and stops the run with its own record)."""
-    knots = control.knots[: int(control.end_index.max()) + 1]
-    start, end = float(knots[0]), float(knots[-1])
-    widest = float((knots[1:] - knots[:-1]).max())
-    if options.method in FIXED_STEP_METHODS:
-        step = widest if options.step_size is None else min(widest, options.step_size)
-        how = (f"with {options.method} steps up to {step:.3g} wide; explicit steps much wider than the scale on "
-               "which the field changes (about one unit of s for these models at initialisation) are unstable")
-    else:
-        how = f"({options.method} with rtol={options.rtol:g}): the solution itself overflows over this span"
-    warnings.warn(f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} {how}. "
-                  "Rescale the times to units where observation gaps are about 1, or build the control with "
-                  "parametrization='index' (every gap 1), or give a smaller step_size", NonFiniteSolveWarning,
-                  stacklevel=3)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -511,10 +494,10 @@ def evolve_over_gaps(f: torch.nn.Module, h: torch.Tensor, gap: torch.Tensor,
     if not isinstance(h, torch.Tensor) or not isinstance(gap, torch.Tensor) or h.dim() != 2 or gap.shape != h.shape[:1]:
         raise ValueError(f"h must be (B, H) and gap (B,), got h {tuple(getattr(h, 'shape', ()))} and gap "
                          f"{tuple(getattr(gap, 'shape', ()))}")
-    if options.method == EXACT_METHOD:
-        raise ValueError("method='exact' solves fast weight fields on inputs constant over each knot interval; the "
-                         "ODE between observations, dh/dt = f(h) with f a network, has no closed form: use 'rk4' or "
-                         "'dopri5'")
+    if not options.method_choice.applies(_GapDynamics(f)):
+        raise ValueError(f"method={options.method!r} solves fast weight fields on inputs constant over each knot "
+                         "interval; the ODE between observations, dh/dt = f(h) with f a network, has no closed form: "
+                         "use 'rk4' or 'dopri5'")
     if not bool((gap != 0).any()):
         return h
     gap = gap.to(h.dtype)

@@ -24,7 +24,7 @@ import torchdiffeq
 from torch.utils.checkpoint import checkpoint
 
 from .controls import Control
-from .fixed_step import FIXED_STEP_METHODS, step_grid
+from .fixed_step import step_grid
 
 __all__ = ["torchdiffeq_problem", "solve_adaptive_checkpointed", "solve_adjoint", "counting_steps",
            "ContinuousField", "SteppedField", "AdjointReconstructionWarning", "ADJOINT_RECONSTRUCTION_TOLERANCE"]
@@ -191,7 +191,7 @@ def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, optio
     """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
     fixed-step methods, in s for adaptive ones; t lists every knot if ``at_knots`` (and for adaptive methods
     in any case, see `solve_adaptive_checkpointed`), else the first and last."""
-    if options.method in FIXED_STEP_METHODS:
+    if options.method_choice.fixed_grid:
         grid, knot_position, piece_of_step = step_grid(control, options.step_size, options.max_steps, options.method)
         func = SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
                             knot_position[control.end_index].to(initial.dtype))

@@ -60,7 +60,7 @@ from torch import nn
 
 from neuralde_seq import ELBO, Observations, Regression, SolverOptions, create_model, fit
 from neuralde_seq.data import trajectory_task
-from neuralde_seq.data.trajectories import damped_pendulum, integrate
+from neuralde_seq.data.synthetic.trajectories import damped_pendulum, integrate
 
 # "small": seconds on a CPU (what CI runs); "full": the experiment at its real size (meant for a GPU).
 # Change the default here, or set NEURALDE_SEQ_BUDGET (notebooks/execute.py --budget full).

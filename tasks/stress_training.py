@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from neuralde_seq.models import MODEL_NAMES
 from neuralde_seq.training import Callback, Objective, StopWhen, TimeLimit, fit
+from neuralde_seq.training.spec import TrainingSpec, training_spec
 
 __all__ = ["train_stress_task", "stress_records", "stress_argument_parser", "paper_setting", "parse_model_options",
            "environment", "RESUMABLE_DIFFERENCES"]
@@ -138,12 +139,10 @@ class _LogEvaluations(Callback):
 
 
 def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple[Any, torch.Tensor],
-                      test: tuple[Any, torch.Tensor], *, solved: Callable[[dict], bool],
-                      describe: Callable[[dict], str], epochs: int, batch_size: int, lr: float, seed: int,
-                      eval_every: int, checkpoint_path: str | Path, run_config: dict, resume: bool = False,
-                      max_minutes: float | None = None, grad_clip: float | None = None,
-                      penalty_weight: float = 0.0, eval_batch_size: int | None = None,
-                      progress: bool = True) -> dict:
+                      test: tuple[Any, torch.Tensor], spec: TrainingSpec | None = None, *,
+                      solved: Callable[[dict], bool], describe: Callable[[dict], str], checkpoint_path: str | Path,
+                      run_config: dict, resume: bool = False, max_minutes: float | None = None,
+                      progress: bool = True, **spec_fields) -> dict:
     """Train ``model`` with :func:`~neuralde_seq.training.fit` until the task is solved, ``epochs`` end or
     ``max_minutes`` pass (module docstring).
 
@@ -155,12 +154,14 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
         solved: ``solved(metrics)`` → whether the task counts as solved; ``metrics`` are the objective's
             test metrics by name (no prefix).
         describe: ``describe(metrics)`` → one line for the log.
-        epochs, batch_size, lr, seed: fit's. eval_every: optimiser steps between test evaluations.
+        spec: fit's :class:`~neuralde_seq.training.spec.TrainingSpec` (its ``eval_every``: optimiser steps between
+            test evaluations, required; its ``threads`` None where the calling script sets torch's threads), or
+            None: built from ``spec_fields`` (epochs, batch_size, lr, seed, eval_every, grad_clip, penalty_weight,
+            eval_batch_size, ...; threads None unless given).
         checkpoint_path: fit's resume checkpoint. run_config: the run's settings, stored and compared on
             resume except :data:`RESUMABLE_DIFFERENCES`. resume: continue from the checkpoint (it must exist).
         max_minutes: wall-time limit of this call (stop at the first evaluation after it), or None.
-        grad_clip: max gradient norm, or None. penalty_weight: weight of ``model.penalty()``.
-        eval_batch_size: test batch size (default ``batch_size``). progress: tqdm bars.
+        progress: tqdm bars.
 
     Returns a dict: ``history`` (one record per evaluation, :func:`stress_records`), ``final`` (the last
     record), ``solved_at`` (the first solved record or None), ``steps``, ``stopped_by`` ("solved",
@@ -170,6 +171,11 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
     :func:`stress_records`) when the run diverges, and :class:`FileNotFoundError` when ``resume`` finds no
     checkpoint.
     """
+    if spec is None:  # the calling script set torch's threads (--threads)
+        spec_fields = {"threads": None, **spec_fields}
+    spec = training_spec(spec, spec_fields, "train_stress_task")
+    if spec.eval_every is None:
+        raise ValueError("train_stress_task evaluates the test set every eval_every steps: give eval_every")
     checkpoint_path = Path(checkpoint_path)
     if resume and not checkpoint_path.exists():
         raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
@@ -178,11 +184,9 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
     # Last: fit restores callbacks' states by position, and --max-minutes may differ on resumption.
     if max_minutes is not None:
         callbacks.append(TimeLimit(max_minutes))
-    history = fit(model, objective, train, val=test, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                  grad_clip=grad_clip, penalty_weight=penalty_weight, eval_every=eval_every,
-                  eval_batch_size=eval_batch_size, callbacks=callbacks, resume_path=checkpoint_path, resume=resume,
-                  config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
-                  progress=progress, threads=None)  # the calling script set torch's threads (--threads)
+    history = fit(model, objective, train, val=test, spec=spec, callbacks=callbacks, resume_path=checkpoint_path,
+                  resume=resume, config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
+                  progress=progress)
     records = stress_records(history)
     # StopWhen keeps the first solved evaluation (kept across a resume in the saved history); find its record.
     solved_step = history.get("solved_at", {}).get("step")

@@ -1,6 +1,6 @@
 """Trajectories and semi-Markov tasks: ODE-RNN, ODE-RFWP, Latent ODE-RNN and Latent ODE-RFWP (paper 002 §3.3).
 
-Settings (data: :mod:`neuralde_seq.data.trajectories`):
+Settings (data: :mod:`neuralde_seq.data.synthetic.trajectories`):
 
 - ``pendulum-interp``, ``lv-interp``: damped pendulum / Lotka-Volterra, 30 random times on [0, 10], noise
   σ = 0.05; the model reads a random half of each sample's points and predicts the other half.
@@ -57,13 +57,14 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from neuralde_seq.data.trajectories import semi_markov_task, trajectory_task  # noqa: E402
+from neuralde_seq.data.synthetic.trajectories import semi_markov_task, trajectory_task  # noqa: E402
 from neuralde_seq.models.latent import LatentODE, kl_warmup_weight  # noqa: E402
 from neuralde_seq.models.ode_rnn import ODERNN  # noqa: E402
 from neuralde_seq.models.rfwp import ODERFWP  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
 from neuralde_seq.solvers import SolverOptions  # noqa: E402
 from neuralde_seq.training import Objective, TrainingDiverged, fit, format_table, write_json, write_table  # noqa: E402
+from neuralde_seq.training.spec import TrainingSpec  # noqa: E402
 
 SETTINGS = {
     "pendulum-interp": ("pendulum", "interpolation"),
@@ -316,12 +317,12 @@ def run(setting, kind, seed, args):
         objective, targets = SemiMarkovObjective(warmup_epochs), train.gaps
     else:
         objective, targets = TrajectoryObjective(warmup_epochs), train.target
+    spec = TrainingSpec(epochs=epochs, lr=args.latent_lr if latent else args.lr, batch_size=args.batch_size,
+                        seed=seed, grad_clip=1.0)
     diverged = None
     try:
         # No validation: the test set is scored once, after training.
-        history = fit(model, objective, (train.inputs, targets), epochs=epochs,
-                      lr=args.latent_lr if latent else args.lr, batch_size=args.batch_size, seed=seed, grad_clip=1.0,
-                      progress=False)
+        history = fit(model, objective, (train.inputs, targets), spec=spec, progress=False)
     except TrainingDiverged as error:  # scored with the restored last good weights, and reported
         history, diverged = error.history, str(error)
         tqdm.write(f"{setting} {kind} seed {seed}: {diverged}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuralde_seq.data.download import RemoteFile
+from neuralde_seq.data.io.download import RemoteFile
 
 HEADER = ("HR|O2Sat|Temp|SBP|MAP|DBP|Resp|EtCO2|BaseExcess|HCO3|FiO2|pH|PaCO2|SaO2|AST|BUN|Alkalinephos|Calcium|"
           "Chloride|Creatinine|Bilirubin_direct|Glucose|Lactate|Magnesium|Phosphate|Potassium|Bilirubin_total|"

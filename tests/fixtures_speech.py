@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from scipy.io import wavfile
 
-from neuralde_seq.data.download import RemoteFile
+from neuralde_seq.data.io.download import RemoteFile
 
 WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 OTHER_WORDS = ("bed", "cat")  # two of the 25 other word folders of v0.02: must be ignored

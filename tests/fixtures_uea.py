@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neuralde_seq.data.download import RemoteFile
+from neuralde_seq.data.io.download import RemoteFile
 
 DEFAULT_CLASS_COUNTS = {"Standing": 20, "Running": 40, "Badminton": 20}
 

@@ -1,4 +1,4 @@
-"""MFCCs and WAV reading (neuralde_seq.data.audio) against references written here from the formulas."""
+"""MFCCs and WAV reading (neuralde_seq.data.sources.audio) against references written here from the formulas."""
 import io
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.io import wavfile
 
-from neuralde_seq.data.audio import mel_filterbank, mel_spectrogram, mfcc, power_spectrogram, read_wav
+from neuralde_seq.data.sources.audio import mel_filterbank, mel_spectrogram, mfcc, power_spectrogram, read_wav
 
 SR, N_FFT, N_MELS, N_MFCC = 16000, 200, 64, 20
 

@@ -274,3 +274,29 @@ def test_equation_pages_render_every_dollar_as_math(page):
     text = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", html, flags=re.S)
     text = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', "", text, flags=re.S)
     assert "$" not in text, f"docs/{page}: a $ left as text: {text[max(0, text.find('$') - 80):text.find('$') + 80]}"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The architecture picture (docs/design.md#architecture) is drawn from the layer table: it may not drift from it.
+
+def test_architecture_picture_is_drawn_from_the_layer_table():
+    """docs/figures/architecture.svg equals what docs/figures/architecture.py draws from today's table (rerun the
+    script after changing the table), and it names every layer and every module entry of the table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("architecture", ROOT / "docs" / "figures" / "architecture.py")
+    architecture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(architecture)
+    rows = architecture.layer_rows((ROOT / "docs" / "design.md").read_text(encoding="utf-8"))
+    committed = (ROOT / "docs" / "figures" / "architecture.svg").read_text(encoding="utf-8")
+    assert committed == architecture.svg(rows), "docs/figures/architecture.svg is stale: run docs/figures/architecture.py"
+    # independent of the drawing code: every table entry appears as text in the picture
+    table = re.search(r"^## Layers\s*$(.*?)(?=^## |\Z)", (ROOT / "docs" / "design.md").read_text(), re.M | re.S)
+    entries = re.findall(r"^\|\s*(\d+[^|]*?)\s*\|([^|]*)\|", table.group(1), re.M)
+    assert len(entries) >= 5
+    text = " ".join(re.findall(r">([^<]*)</text>", committed))
+    for title, modules in entries:
+        assert title in text, title
+        for module in re.findall(r"`([^`]+)`", modules):
+            assert module in text, module
+    assert "figures/architecture.svg" in (ROOT / "docs" / "design.md").read_text()

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 import torch
 
-from neuralde_seq.data.cache_integrity import ChecksumError
+from neuralde_seq.data.io.cache_integrity import ChecksumError
 from neuralde_seq.cache import cached_tensors
-from neuralde_seq.data.download import (
+from neuralde_seq.data.io.download import (
     CorruptCacheError,
     DataUnavailableError,
     RemoteFile,
@@ -32,7 +32,7 @@ from neuralde_seq.data.download import (
     fetch,
     resolve_offline,
 )
-from neuralde_seq.data.extraction import extract_archive
+from neuralde_seq.data.io.extraction import extract_archive
 
 PAYLOAD = np.random.default_rng(7).integers(0, 256, size=64 * 1024, dtype=np.uint8).tobytes()
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -430,7 +430,7 @@ def test_advice_for_a_pinned_mismatch_names_the_file_to_delete(tmp_path, source_
 
 
 def test_lock_is_exclusive_and_removed(tmp_path):
-    from neuralde_seq.data.cache_integrity import exclusive_lock
+    from neuralde_seq.data.io.cache_integrity import exclusive_lock
 
     lock = tmp_path / "x.lock"
     entered = []

@@ -25,12 +25,7 @@ DESIGN = ROOT / "docs" / "design.md"
 
 # Cycles known and left for a later step of issue 26, each with the reason. The test fails when one of them no
 # longer exists (remove it here then), so this list can only shrink.
-KNOWN_CYCLES = {
-    frozenset({"neuralde_seq.sklearn", "neuralde_seq.random_features"}):
-        "sklearn re-exports RandomFeatureClassifier/Regressor; random_features borrows sklearn's private input "
-        "handling (_SequenceEstimator._dataset, _standardised, ...) lazily. Issue 26 step 2 (one fitted input spec) "
-        "moves that handling into a lower module.",
-}
+KNOWN_CYCLES: dict[frozenset, str] = {}  # none left
 
 
 # ---------------------------------------------------------------------------------------------------

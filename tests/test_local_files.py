@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from neuralde_seq.data import load_japanese_vowels
-from neuralde_seq.data.local_files import find_split_files, load_files, read_file
+from neuralde_seq.data.formats.local_files import find_split_files, load_files, read_file
 from neuralde_seq.data.protocols import load_task, local_files_splits
 from neuralde_seq.data.transforms import num_dropped
 
@@ -279,7 +279,7 @@ def test_bad_arguments_name_the_argument(toy, tmp_path):
 
 # ------------------------------------------------------------------------------------------ numpy route
 def test_file_route_equals_numpy_route(toy):
-    from neuralde_seq.data.arrays import from_arrays
+    from neuralde_seq.data.formats.arrays import from_arrays
 
     for key, stamped in (("", False), ("stamped_", True)):
         seqs, times = toy[f"{key}train"]
@@ -310,8 +310,8 @@ def _long_frame(seqs, times, labels, ids, seed=0):
 def test_long_dataframe_equals_numpy_route(toy):
     import pandas as pd
 
-    from neuralde_seq.data.arrays import from_arrays
-    from neuralde_seq.data.dataframes import from_long_dataframe
+    from neuralde_seq.data.formats.arrays import from_arrays
+    from neuralde_seq.data.formats.dataframes import from_long_dataframe
 
     seqs, times = toy["stamped_train"]
     ids = [f"s{i:02d}" for i in range(len(seqs))]
@@ -345,7 +345,7 @@ def test_long_dataframe_equals_numpy_route(toy):
 def test_long_dataframe_errors_name_the_problem(toy, monkeypatch):
     import pandas as pd
 
-    from neuralde_seq.data.dataframes import from_long_dataframe
+    from neuralde_seq.data.formats.dataframes import from_long_dataframe
 
     seqs, times = toy["stamped_train"]
     frame = _long_frame(seqs, times, TRAIN_LABELS, list(range(len(seqs))))

@@ -6,11 +6,11 @@ from sklearn.model_selection import train_test_split
 
 from fixtures_physionet import HEADER, write_physionet_archives
 
-import neuralde_seq.data.physionet as physionet
+import neuralde_seq.data.sources.physionet as physionet
 from neuralde_seq.data import num_dropped
-from neuralde_seq.data.cache_integrity import ChecksumError
-from neuralde_seq.data.download import CorruptCacheError, DataUnavailableError, RemoteFile
-from neuralde_seq.data.physionet import load_physionet_sepsis, parse_psv
+from neuralde_seq.data.io.cache_integrity import ChecksumError
+from neuralde_seq.data.io.download import CorruptCacheError, DataUnavailableError, RemoteFile
+from neuralde_seq.data.sources.physionet import load_physionet_sepsis, parse_psv
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from neuralde_seq.data import embedded_path
-from neuralde_seq.data.arff import parse_arff, read_arff
-from neuralde_seq.data.ts_format import parse_ts, read_ts
+from neuralde_seq.data.formats.arff import parse_arff, read_arff
+from neuralde_seq.data.formats.ts_format import parse_ts, read_ts
 
 TS_MULTI = """# two dimensions, labelled
 @problemName Toy

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from neuralde_seq.data.arff import decode_archive_text, read_arff
-from neuralde_seq.data.arrays import from_arrays
-from neuralde_seq.data.datasets import from_ts
-from neuralde_seq.data.local_files import load_files, read_file
-from neuralde_seq.data.ts_format import read_ts
+from neuralde_seq.data.formats.arff import decode_archive_text, read_arff
+from neuralde_seq.data.formats.arrays import from_arrays
+from neuralde_seq.data.formats.ts_format import from_ts
+from neuralde_seq.data.formats.local_files import load_files, read_file
+from neuralde_seq.data.formats.ts_format import read_ts
 
 TS_HEADER = ("@problemName Drinks\n@univariate true\n@equalLength true\n@seriesLength 3\n"
              "@classLabel true café thé\n@data\n")
@@ -223,7 +223,7 @@ def _frame(**columns):
 def test_from_long_dataframe_names_the_columns_the_caller_named():
     """Unhelpful: with label_column='label' the messages blamed value_columns, labels or id_column, which the
     caller never named."""
-    from neuralde_seq.data.dataframes import from_long_dataframe
+    from neuralde_seq.data.formats.dataframes import from_long_dataframe
 
     # an extra text column taken as a channel by default
     with pytest.raises(TypeError, match=r"column 'subject' holds .* not numbers: it was taken as a channel because "

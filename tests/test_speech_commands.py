@@ -8,9 +8,9 @@ from fixtures_speech import write_speech_commands_archive
 from test_audio import reference_mfcc
 
 from neuralde_seq.data import num_dropped
-from neuralde_seq.data.cache_integrity import ChecksumError
-from neuralde_seq.data.download import CorruptCacheError, DataUnavailableError, RemoteFile
-from neuralde_seq.data.speech_commands import load_speech_commands
+from neuralde_seq.data.io.cache_integrity import ChecksumError
+from neuralde_seq.data.io.download import CorruptCacheError, DataUnavailableError, RemoteFile
+from neuralde_seq.data.sources.speech_commands import load_speech_commands
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_bad_options_raise(archive, tmp_path):
 
 
 def test_official_archive_must_hold_34975_clips(archive, tmp_path, monkeypatch):
-    import neuralde_seq.data.speech_commands as speech_commands
+    import neuralde_seq.data.sources.speech_commands as speech_commands
 
     remotes, _ = archive
     monkeypatch.setattr(speech_commands, "SPEECH_COMMANDS_REMOTE", remotes[0])  # the fixture as "official"

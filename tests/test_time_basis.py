@@ -137,8 +137,11 @@ def test_refusals():
     control = build_control(times, values, lengths, method="hermite_cubic")
     field, _ = _fields("legendre", 3, (float(times.min()), float(times.min()) + 2.0), channels=3)
     # beyond the range: the weights at its end hold, with a warning
-    with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range"):
+    with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range") as caught:
         beyond = solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions("rk4"))
+    # said at the user's line (this file), not inside the solver: Python's once-per-location filter then shows it
+    # once per run instead of once per step
+    assert {w.filename for w in caught if w.category is BasisRangeWarning} == {__file__}
     start, end = field.basis_time_range
     s = torch.tensor([start - 1.0, start, end, end + 5.0], dtype=DTYPE)
     with pytest.warns(BasisRangeWarning):

@@ -1,4 +1,4 @@
-"""Time warps of observation times (neuralde_seq.data.time_warps), their runner variants, and the warped-adding task.
+"""Time warps of observation times (neuralde_seq.data.transforms.time_warps), their runner variants, and the warped-adding task.
 
 Every expected value is computed here from the definitions, in float64: the uniform map t0 + a (t − t0), the smooth
 warp's sine series and the piecewise warp's integral of its slopes from the drawn parameters (numpy), the
@@ -19,7 +19,7 @@ import torch
 from neuralde_seq.data import IrregularDataset, load_japanese_vowels
 from neuralde_seq.data.protocols import TASKS, load_task, warped_adding_splits
 from neuralde_seq.data.synthetic import WARPED_ADDING_CLASSES, warped_adding
-from neuralde_seq.data.time_warps import TimeWarp, time_warp, warp_parameters, warp_times
+from neuralde_seq.data.transforms.time_warps import TimeWarp, time_warp, warp_parameters, warp_times
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.training.runner import ConfigError, run_benchmark, validate_config
 

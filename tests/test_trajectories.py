@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.integrate import solve_ivp
 
-from neuralde_seq.data.trajectories import (damped_pendulum, integrate, lotka_volterra, lotka_volterra_invariant,
+from neuralde_seq.data.synthetic.trajectories import (damped_pendulum, integrate, lotka_volterra, lotka_volterra_invariant,
                                             pendulum_energy, semi_markov_gap, semi_markov_task, trajectory_task,
                                             van_der_pol)
 

@@ -16,8 +16,9 @@ import torch
 
 from ..controls import Control, build_control
 from ..input_checks import UnknownOptionError, unknown_name_message
+from ..rules import rule_names, rule_title
 from ..observations import Observations
-from ..solvers import SolverOptions
+from ..solvers import SolverOptions, parse_solver
 from .ccnn import CCNN
 from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
@@ -102,9 +103,9 @@ def _basis_time_range(control: Control, options: dict) -> dict:
 # reaches d_head (16), and one rk4 step per knot (stable up to 2.8) blew up on a spiky 2,000-point series at step 2;
 # two steps per knot trained (tests/test_defaults.py).
 _SOLVER_DEFAULTS = {"oja-cde": dict(method="rk4", step_size=0.5)}
-_RULE_NAMES = {"hebb": "Hebb", "oja": "Oja", "delta": "Delta", "delta-post": "post-Delta"}
 _FORM_TEXT = {"ode": "ODE in time", "cde": "CDE in dX", "rde": "log-signature RDE"}
-for _rule in ("hebb", "oja", "delta", "delta-post"):
+# The rules registered at import (the built-in ones): a rule registered later is built with rule=... directly.
+for _rule in rule_names():
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
         _name = f"{_rule}-{_form}"
         _defaults = dict(rule=_rule, form=_form)
@@ -112,7 +113,7 @@ for _rule in ("hebb", "oja", "delta", "delta-post"):
             _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a dict: create_model builds a SolverOptions per model
         register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
                                          from_inputs=_basis_time_range,
-                                         description=f"{_RULE_NAMES[_rule]} fast weights, {_FORM_TEXT[_form]}"))
+                                         description=f"{rule_title(_rule)} fast weights, {_FORM_TEXT[_form]}"))
 
 
 register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED,
@@ -137,10 +138,10 @@ register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1),
                                          time_scale=observation_span(observations.times,
                                                                      observations.lengths) or 1.0),
                                      description="ODE between observations, GRU update at each"))
-for _rule in ("hebb", "oja", "delta", "delta-post"):
+for _rule in rule_names():
     register_model(f"{_rule}-ode-rfwp", ModelEntry(ODERFWP, dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
                                                    "observations",
-                                                   description=f"ODE-RNN, recurrent {_RULE_NAMES[_rule]} fast weights"))
+                                                   description=f"ODE-RNN, recurrent {rule_title(_rule)} fast weights"))
 register_model("latent-ode-rnn", ModelEntry(LatentODE, dict(encoder="ode-rnn", latent=16, hidden=32), "observations",
                                             description="latent ODE (VAE), ODE-RNN encoder"))
 register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp", rule="delta", latent=16, hidden=32),
@@ -251,7 +252,7 @@ def model_defaults(name: str) -> dict:
     entry = _entry(name)
     defaults = {**_keyword_defaults(entry.constructor), **entry.defaults}
     if isinstance(defaults.get("solver"), dict):
-        defaults["solver"] = SolverOptions(**defaults["solver"])
+        defaults["solver"] = parse_solver(defaults["solver"])
     elif entry.takes_solver and defaults.get("solver") is None:
         # the options in force, so that a run recorded under another default solver is told apart
         defaults["solver"] = SolverOptions()
@@ -387,8 +388,9 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression;
             None for the models that can run without an output head (the ODE-RFWPs and latent ODEs, used as
             encoders or generative models).
-        solver: `SolverOptions`, a dict of its fields, or a method name such as "rk4" or "dopri5" (the same as
-            ``SolverOptions(method=solver)``); differential equation models only.
+        solver: `SolverOptions`, a dict of its fields, a method name such as "rk4" or "dopri5" (the same as
+            ``SolverOptions(method=solver)``) or a method object such as ``RK4(step_size=0.5)``
+            (`neuralde_seq.solvers.parse_solver` reads them all); differential equation models only.
         **overrides: constructor arguments replacing the registry defaults.
 
     Returns:
@@ -405,18 +407,11 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     entry = _entry(name)
     # Named before anything is built: the constructor's own TypeError names neither the model nor the valid options.
     check_model_options(name, overrides)
-    if isinstance(solver, str):  # a method name: what a user means by solver="rk4"
-        solver = SolverOptions(method=solver)
-    elif isinstance(solver, dict):
-        solver = SolverOptions(**solver)
-    elif solver is not None and not isinstance(solver, SolverOptions):
-        # refused here, not at the first forward pass (where it met an attribute error naming no argument)
-        raise TypeError(f"solver must be SolverOptions, a dict of its fields, a method name (e.g. 'rk4') or None, "
-                        f"got {type(solver).__name__}")
+    solver = parse_solver(solver)  # every spelling (a method name, a dict, objects) read in one place
     derived = {}
     options = {**entry.defaults, **overrides}
     if isinstance(options.get("solver"), dict):  # a registry default: options of its own for every model
-        options["solver"] = SolverOptions(**options["solver"])
+        options["solver"] = parse_solver(options["solver"])
     if isinstance(in_channels, (Control, Observations)):
         expected = Observations if entry.inputs == "observations" else Control
         if not isinstance(in_channels, expected):

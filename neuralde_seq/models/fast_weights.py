@@ -61,7 +61,8 @@ class FastWeightLayer(nn.Module):
         in_channels: channels of this layer's input (the control for layer 1).
         d_model: width of the layer's output and input projection.
         n_heads: number of heads.
-        rule: "hebb", "oja", "delta", "delta-post" or a LearningRule.
+        rule: "hebb", "oja", "delta", "delta-post" (or a name added by `neuralde_seq.rules.register_rule`) or a
+            LearningRule.
         form: "ode", "cde" or "rde".
         d_ff: inner width of the feed-forward block (default 4·d_model).
         dropout: dropout in the readout (never inside the vector field).
@@ -337,7 +338,7 @@ class FastWeightClassifier(nn.Module):
             # Hebb's W is a sum over the whole series and grows like its length (logits in the tens at
             # initialisation on a 2,000-point series); Oja's and the Delta rules' stay bounded, and a final LayerNorm
             # slowed the Delta-CDE's learning of an early event at length 1,000 (tests/test_long_sequences.py).
-            output_norm = self.network.layers[0].field.rule.name == "hebb"
+            output_norm = not self.network.layers[0].field.rule.bounded
         self.output_norm = nn.LayerNorm(self.network.d_model) if output_norm else nn.Identity()
         self.head = nn.Linear(self.network.d_model, num_classes)
 

@@ -193,7 +193,7 @@ class ODERFWP(_ObservationModel):
         if output_norm is not None and not isinstance(output_norm, bool):
             raise TypeError(f"output_norm must be True, False or None, got {output_norm!r}")
         if output_norm is None:  # h_n reads W_n, which under Hebb's rule grows like the number of observations
-            output_norm = make_rule(rule).name == "hebb"
+            output_norm = not make_rule(rule).bounded
         # (without a read-out, as an encoder, there is nothing to normalise for)
         self.output_norm = nn.LayerNorm(hidden) if output_norm and num_classes is not None else nn.Identity()
         _positive_int("width", width)

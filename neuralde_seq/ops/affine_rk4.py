@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from ..fields import FastWeightField
-from ..fixed_step import FIXED_STEP_METHODS, FixedStepSolve
+from ..fixed_step import FixedStepSolve
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
 __all__ = ["affine_field", "affine_steps_apply", "step_maps", "dense_step_maps", "AffineFixedStepSolve"]
@@ -84,7 +84,7 @@ def affine_steps_apply(dynamics, options) -> bool:
     Returns:
         True when the fixed-step solve composes affine step maps (`AffineFixedStepSolve`).
     """
-    return (options.method in FIXED_STEP_METHODS and getattr(options, "affine_steps", True)
+    return (options.method_choice.fixed_grid and getattr(options, "affine_steps", True)
             and affine_field(dynamics) is not None)
 
 

@@ -39,7 +39,7 @@ flash-linear-attention), here with the continuous-time factors δ, w, s of the c
 Stability: δ_t ‖a_t‖² = 1 − e^{−c n h} ∈ [0, 1), so every factor s_t (I − δ_t a_t a_tᵀ) is a contraction, and
 (I + L)⁻¹ is the well-conditioned UT form of their product, as for DeltaNet with β ∈ [0, 1].
 
-Post-Delta admits no chunked form: its exact step (`Delta.post_step`) moves W along k by
+Post-Delta admits no chunked form: its exact step (`Delta.exact_step_from_inputs`) moves W along k by
 (e₀ − asinh(sinh(e₀) e^{−c‖k‖²h}))/‖k‖², e₀ = v_raw − W k, which is not affine in W, so steps do not compose into
 a product of matrices and a block cannot be solved without its states; it stays on the sequential path
 (`neuralde_seq.ops.exact_fast_weights`).

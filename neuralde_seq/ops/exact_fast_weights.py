@@ -69,13 +69,12 @@ import torch
 
 from ..controls import Control
 from ..fields import FastWeightField
-from ..rules import Delta
 from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
 from .chunked_delta import DEFAULT_BLOCK_SIZE, EXACT_SCANS, chunked_affine_steps
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
-__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_field", "piece_inputs", "default_chunk_size",
-           "default_chunked_segment"]
+__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_refusal", "exact_field", "piece_inputs",
+           "default_chunk_size", "default_chunked_segment"]
 
 # Size of a checkpointed segment when SolverOptions.chunk_size is None, in fast weight entries per step times
 # steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
@@ -114,7 +113,8 @@ def _field_refusal(dynamics) -> str | None:
                 "(basis-expanded weights): use a fixed-step method such as 'rk4'")
     if not field.has_exact_step:
         return (f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
-                + " has no closed-form step")
+                + f" has no closed-form step ({field.rule.exact_step_refusal(field.forget_gate)}); use a fixed-step "
+                "method such as 'rk4'")
     return None
 
 
@@ -155,11 +155,23 @@ def exact_applies(dynamics, control: Control) -> bool:
     Returns:
         True when the closed form applies, else False (never raises for other dynamics).
     """
-    if _field_refusal(dynamics) is not None:
-        return False
+    return exact_refusal(dynamics, control) is None
+
+
+def exact_refusal(dynamics, control: Control | None = None) -> str | None:
+    """Why `solve_exact` cannot solve ``dynamics`` (along ``control``, if given), as a sentence naming the fix;
+    None when it can (the conditions of `exact_applies`). `neuralde_seq.solver_choices.Exact.refusal`.
+
+    Arguments:
+        dynamics: what `neuralde_seq.solvers.solve` integrates.
+        control: the control, batch size B, or None to ask about the dynamics alone.
+    """
+    refusal = _field_refusal(dynamics)
+    if refusal is not None or control is None:
+        return refusal
     field = getattr(dynamics, "exact_field", dynamics)
     pieces = int(control.end_index.max())
-    return _control_refusal(field, control.coeffs[:, :pieces], control.piecewise_constant) is None
+    return _control_refusal(field, control.coeffs[:, :pieces], control.piecewise_constant)
 
 
 def exact_field(dynamics) -> FastWeightField:
@@ -350,23 +362,24 @@ def _autograd_backward(solver, W, segment, grad_out, keep_states):
     return (torch.zeros_like(W) if grad_W is None else grad_W), grads
 
 
-# ------------------------------------------------------------------------------------- post-Delta
-class _PostDeltaSegments:
-    """Post-Delta: its nonlinear exact step, step by step over the inputs of `Delta.post_step_inputs`
-    (each (T, B, H, ·)); the backward pass by autograd through one recomputed segment."""
+# ------------------------------------------------------------------------------------- nonlinear steps (post-Delta)
+class _StepwiseSegments:
+    """A rule with a nonlinear exact step (capability "stepwise_step": post-Delta): the step, one after the other
+    over the inputs of ``rule.exact_step_inputs`` (each (T, B, H, ·)); the backward pass by autograd through one
+    recomputed segment."""
 
     def __init__(self, field: FastWeightField, step_fn):
         self.field, self.step_fn = field, step_fn
 
     def prepare(self, x, dx, h):
-        """(k, v_raw, log_decay, inv_norm_sq), (S, B, H, ·) each, from a segment's (S, B, C) control inputs and
-        (S, B) lengths."""
-        return tuple(self.field.rule.post_step_inputs(*_projections(self.field, x, dx), h.view(*h.shape, 1, 1)))
+        """The step inputs (post-Delta: k, v_raw, log_decay, inv_norm_sq), (S, B, H, ·) each, from a segment's
+        (S, B, C) control inputs and (S, B) lengths."""
+        return tuple(self.field.rule.exact_step_inputs(*_projections(self.field, x, dx), h.view(*h.shape, 1, 1)))
 
     def advance(self, W, segment, keep_states):
         states = []
-        for k, v_raw, log_decay, inv_norm_sq in zip(*segment):
-            W = self.step_fn(W, k, v_raw, log_decay, inv_norm_sq)
+        for inputs in zip(*segment):
+            W = self.step_fn(W, *inputs)
             if keep_states:
                 states.append(W)
         return torch.stack(states, dim=1) if keep_states else W
@@ -380,7 +393,7 @@ class _CheckpointedSegments(torch.autograd.Function):
     """Advance W0 through the segments ``bounds`` of the steps, keeping only each segment's first state for the
     backward pass, which recomputes one segment at a time.
 
-    ``solver`` (`_AffineSegments` or `_PostDeltaSegments`) has ``prepare(x, dx, h)``, a segment's
+    ``solver`` (`_AffineSegments` or `_StepwiseSegments`) has ``prepare(x, dx, h)``, a segment's
     step inputs from its control inputs and lengths (the projections and activations, differentiable);
     ``advance(W, prepared, keep_states)``, the final state or the states after every step (time at dim 1); and
     ``backward(W, prepared, grad_out, keep_states)``, the gradients on W and on the prepared step inputs.
@@ -544,25 +557,28 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
     W0, x, dx, lengths = _sequence(field, control, initial)
     pieces = lengths.shape[1]
     rule = field.rule
-    post = isinstance(rule, Delta) and rule.post
+    # The rule's capability, not its name: affine steps (Hebb, Oja, pre-Delta) compose; a nonlinear one (post-Delta)
+    # is taken step by step.
+    stepwise = rule.exact_step_kind(field.forget_gate) == "stepwise"
+    title = rule.title or repr(rule)
     scan = getattr(options, "exact_scan", "auto")  # (options unpickled from before the field existed)
     if scan not in EXACT_SCANS:
         raise ValueError(f"exact_scan must be one of {EXACT_SCANS}, got {scan!r}")
     if scan == "auto":  # measured on an H200 (docs/performance.md): the chunked form wins there, not on a CPU
-        scan = "chunked" if W0.device.type != "cpu" and not post else "sequential"
-    if scan == "chunked" and post:
+        scan = "chunked" if W0.device.type != "cpu" and not stepwise else "sequential"
+    if scan == "chunked" and stepwise:
         raise ValueError("SolverOptions(exact_scan='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
-                         "post-Delta's exact step is not affine in W and has no chunked form; use "
+                         f"{title}'s exact step is not affine in W and has no chunked form; use "
                          "exact_scan='sequential'")
-    if options.compile and not post:
-        raise ValueError("SolverOptions(compile=True) compiles post-Delta's step function only; "
+    if options.compile and not stepwise:
+        raise ValueError("SolverOptions(compile=True) compiles a nonlinear exact step (post-Delta's) only; "
                          f"{rule!r} is solved by affine steps (hand-written adjoint, or the chunked form), which are "
                          "not compiled: leave compile=False")
     composition = getattr(options, "scan", "auto")
-    if composition == "parallel" and post:
+    if composition == "parallel" and stepwise:
         raise ValueError("SolverOptions(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
-                         "pre-Delta): post-Delta's exact step is not affine in W; use scan='auto' or 'sequential'")
-    parallel = not post and uses_parallel_scan(composition, W0.device)
+                         f"pre-Delta): {title}'s exact step is not affine in W; use scan='auto' or 'sequential'")
+    parallel = not stepwise and uses_parallel_scan(composition, W0.device)
     if scan == "chunked":
         block = getattr(options, "exact_block_size", None) or DEFAULT_BLOCK_SIZE
         if parallel:  # whole blocks, as many as the scan's graph allows (the blocks' inner graphs counted in)
@@ -575,8 +591,8 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
         chunk = options.chunk_size or parallel_segment_steps(pieces, batch * H * 2 * d * d)
         solver = _ParallelAffineSegments(field, batch)
     else:
-        chunk = options.chunk_size or default_chunk_size(post, batch, H, d)
-        solver = (_PostDeltaSegments(field, _maybe_compiled(Delta.post_step, options.compile)) if post
+        chunk = options.chunk_size or default_chunk_size(stepwise, batch, H, d)
+        solver = (_StepwiseSegments(field, _maybe_compiled(rule.exact_step_from_inputs, options.compile)) if stepwise
                   else _AffineSegments(field, batch))
     # Time-major inputs, so that a segment of the steps is a contiguous slice.
     sources = [t.transpose(0, 1).contiguous() for t in (x, dx) if t is not None]

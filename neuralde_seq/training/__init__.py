@@ -1,6 +1,6 @@
 """Training: one loop (`fit`), objectives, callbacks, checkpoints, metrics, the benchmark runner.
 
-- `fit` — the training loop every path uses;
+- `fit` — the training loop every path uses; `TrainingSpec` — how it trains (epochs, lr, batch size, ...);
 - objectives (`.objectives`): `Classification`, `PerStepClassification`,
   `Regression`, `ELBO`, or a subclass of `Objective`;
 - callbacks (`.callbacks`): `BestCheckpoint`, `EarlyStopping`, `StopWhen`,
@@ -18,10 +18,11 @@ from .fit import ResumeMismatch, TrainingDiverged, fit
 from .metrics import accuracy, auroc
 from .objectives import ELBO, Classification, ModelArguments, Objective, PerStepClassification, Regression
 from .results import format_table, to_jsonable, write_json, write_table
+from .spec import TrainingSpec
 from .trainer import SELECT_ON, evaluate, predict, train_classifier
 
 __all__ = [
-    "fit", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
+    "fit", "TrainingSpec", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
     "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
     "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
     "save_checkpoint", "load_checkpoint", "CheckpointError", "default_last_checkpoint_path", "accuracy", "auroc",

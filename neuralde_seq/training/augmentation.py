@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ..data.datasets import IrregularDataset
-from ..data.transforms import check_augmentation, random_crop_and_drop
+from ..data.base.datasets import IrregularDataset
+from ..data.transforms.sampling import check_augmentation, random_crop_and_drop
 
 __all__ = ["AugmentedInputs", "EnsembleClassifier", "ENSEMBLE_SEED_STEP", "member_seed"]
 

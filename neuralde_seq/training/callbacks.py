@@ -49,6 +49,7 @@ class FitState:
         stop_reason: None, or the reason to stop; set it to stop at the next chance.
         is_main: rank 0 of a distributed run, or the only process: the one that writes files.
         config: the run's settings (stored in checkpoints).
+        spec: the run's `neuralde_seq.training.spec.TrainingSpec` (learning rate, batch size, ...), or None.
     """
 
     model: torch.nn.Module
@@ -62,6 +63,7 @@ class FitState:
     stop_reason: str | None = None
     is_main: bool = True
     config: dict = dataclasses.field(default_factory=dict)
+    spec: Any = None
 
 
 class Divergence(Exception):

@@ -4,7 +4,8 @@ Checkpoints are dictionaries saved with ``torch.save``; they are written atomica
 `neuralde_seq.files.atomic_file` (a unique temporary file in the same folder, then ``os.replace``), so the file
 on disk is always a complete checkpoint and no planted symlink redirects the write. `save_checkpoint` writes
 the simple form (``model_state``, ``optimizer_state``, ``epoch``, ``metrics``, ``config``) that
-`load_checkpoint` restores; `fit` adds its loop state to the resume checkpoint it writes with `atomic_save`.
+`load_checkpoint` restores; `fit`'s resume checkpoint (`ResumeCheckpoint`) adds the loop state, the random
+states and the callbacks' bookkeeping, and is compared with the run's settings before a run continues from it.
 
 Checkpoints are read with ``torch.load(weights_only=True)`` (`read_checkpoint`): a file that is damaged, is not
 a checkpoint, or holds objects a checkpoint never holds raises `CheckpointError`, naming the file and what to
@@ -24,9 +25,11 @@ import numpy as np
 import torch
 
 from ..files import atomic_file
+from .results import changed_settings
 
 __all__ = ["atomic_save", "save_checkpoint", "load_checkpoint", "read_checkpoint", "load_model_state",
-           "CheckpointError", "default_last_checkpoint_path", "rng_states", "restore_rng_states", "model_device"]
+           "CheckpointError", "default_last_checkpoint_path", "rng_states", "restore_rng_states", "model_device",
+           "ResumeCheckpoint", "ResumeMismatch", "RESUME_KEYS"]
 
 
 class CheckpointError(ValueError):
@@ -256,3 +259,108 @@ def restore_rng_states(generator: torch.Generator, states: dict) -> None:
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+class ResumeMismatch(ValueError):
+    """A resume checkpoint was written by a run with other settings; its message lists the differences."""
+
+
+# What `fit`'s resume checkpoint holds (`ResumeCheckpoint.snapshot`); a file without them is not one.
+RESUME_KEYS = ("model_state", "optimizer_state", "epoch", "step", "history", "loop", "rng", "config", "callbacks")
+
+
+def callback_keys(callbacks):
+    """(key, callback) pairs: the class name and its occurrence, so a resumed call with callbacks in another
+    order (or without some) gives each saved state to the callback it belongs to."""
+    seen: dict[str, int] = {}
+    for callback in callbacks:
+        name = type(callback).__name__
+        seen[name] = seen.get(name, 0) + 1
+        yield f"{name}#{seen[name]}", callback
+
+
+class ResumeCheckpoint:
+    """`fit`'s resume checkpoint: what it holds, writing it, and continuing a run from it.
+
+    The file holds (`RESUME_KEYS`) the weights, the optimizer's state, ``epoch`` (the last evaluated one, 0 before
+    training), ``step``, the history, the loop's position (``loop``: ``position`` in the epoch's order,
+    ``order_state`` the generator's state the epoch's order was drawn from, ``finished``, ``current_epoch``), every
+    random state (`rng_states`), the run's settings (``config``) and the callbacks' bookkeeping, keyed by
+    `callback_keys`.
+
+    Arguments:
+        path: the file, or None (nothing written or read).
+        is_main: whether this process writes it (rank 0 of a distributed run, or the only process).
+    """
+
+    def __init__(self, path: str | os.PathLike | None, is_main: bool = True):
+        self.path = None if path is None else Path(path)
+        self.is_main = is_main
+
+    def exists(self) -> bool:
+        return self.path is not None and self.path.exists()
+
+    @staticmethod
+    def snapshot(state, loop: dict, generator: torch.Generator, callbacks) -> dict:
+        """The resume checkpoint's contents now.
+
+        Arguments:
+            state: the run's `FitState` (model, optimizer, history, step, epoch in progress, config).
+            loop: the loop's position (``position``, ``order_state``, ``finished``).
+            generator: the data-order generator.
+            callbacks: the run's callbacks.
+        """
+        history = state.history
+        return {"model_state": {k: v.detach().clone() for k, v in state.model.state_dict().items()},
+                "optimizer_state": state.optimizer.state_dict(),
+                # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
+                "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
+                "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator),
+                "config": state.config, "callbacks": {key: c.state_dict() for key, c in callback_keys(callbacks)}}
+
+    def save(self, snapshot: dict) -> None:
+        """Write ``snapshot`` (by the main process only; atomically)."""
+        if self.path is not None and self.is_main:
+            atomic_save(snapshot, self.path)
+
+    def restore(self, state, loop: dict, generator: torch.Generator, callbacks) -> None:
+        """Continue the run from the file: weights, optimizer, history, loop position, callbacks' bookkeeping and
+        random states as they were saved; a run cut short by a smaller ``epochs``, or stopped by its wall-time
+        limit (``TimeLimit``), continues.
+
+        Arguments:
+            state: the run's `FitState`; its ``config`` must equal the saved one except for ``epochs``.
+            loop: the loop's position, updated in place.
+            generator: the data-order generator, set to its saved state.
+            callbacks: the run's callbacks, each given its saved bookkeeping.
+
+        Raises:
+            ResumeMismatch: the file was written with other settings (the message lists them).
+            CheckpointError: the file cannot be read, is no resume checkpoint, or holds weights of other shapes.
+        """
+        # weights_only: no code in the file can run; a damaged, foreign or crafted file is a CheckpointError
+        # naming it and what to do.
+        saved = read_checkpoint(self.path, map_location="cpu", required=RESUME_KEYS)
+        config, history = state.config, state.history
+        differing = sorted(k for k in set(saved["config"]) | set(config)
+                           if k != "epochs" and saved["config"].get(k) != config.get(k))
+        if differing:
+            raise ResumeMismatch(
+                f"cannot resume from {self.path}: it was written with other settings ("
+                + "; ".join(changed_settings({k: saved["config"].get(k) for k in differing},
+                                             {k: config.get(k) for k in differing}, then="there"))
+                + "). Use the same settings, or delete the checkpoint to start afresh.")
+        load_model_state(state.model, saved["model_state"], self.path)  # shapes checked: names the parameters
+        state.optimizer.load_state_dict(saved["optimizer_state"])
+        history.update(saved["history"])
+        loop.update(saved["loop"])
+        state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
+        for key, callback in callback_keys(callbacks):
+            if key in saved["callbacks"]:
+                callback.load_state_dict(saved["callbacks"][key])
+        restore_rng_states(generator, saved["rng"])
+        history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
+        if loop["finished"] and (history.get("stopped_by") == "time" or (
+                saved["config"]["epochs"] < state.epochs and history.get("stopped_by") == "epochs")):
+            loop["finished"] = False
+            history.pop("stopped_by")

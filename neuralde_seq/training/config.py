@@ -20,17 +20,15 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import math
 import os
 import re
-import reprlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..input_checks import did_you_mean
-from ..solvers import SolverOptions
-from ..data.transforms import check_augmentation
-from .schedules import SCHEDULES
+from ..solvers import SolverOptions, parse_solver
+from ..data.transforms.sampling import check_augmentation
+from .spec import TrainingSpec, check_positive_int, read_number, show_value, yaml_number
 
 __all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
            "TRAINING_DEFAULTS", "SELECT_ON", "REFERENCE_FIT_ON", "load_config", "apply_overrides", "parse_config",
@@ -72,41 +70,65 @@ class ConfigError(ValueError):
     """A benchmark config is invalid; the message names the offending key (e.g. ``models[1].training.lr``)."""
 
 
-# Values quoted in error messages: bounded, whatever a config holds (a repr of shared nested lists grows
-# exponentially with their depth).
-_short_repr = reprlib.Repr()
-_short_repr.maxstring = _short_repr.maxother = 80
-_short_repr.maxlevel, _short_repr.maxlist, _short_repr.maxdict = 2, 5, 5  # at most 5**2 items shown
-
-
-def _show(value: Any) -> str:
-    """A bounded repr of ``value`` for an error message."""
-    return _short_repr.repr(value)
+_show = show_value  # a bounded repr of a value for an error message (spec.show_value)
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingSettings:
-    """How one row is trained (the arguments of `train_classifier`)."""
+class TrainingSettings(TrainingSpec):
+    """How one row is trained: a `TrainingSpec` read from the config's ``training:`` keys (`TRAINING_DEFAULTS`; the
+    seed, ``max_steps`` and threads are each run's, set by `TrainingSettings.spec`), and what the runner reads
+    besides: the checkpoint selection (``select_on``: None is the task's metric; ``patience``, `train_classifier`'s),
+    the augmentation of every training batch (``augment_drop_rate``, ``augment_crop``:
+    `neuralde_seq.training.augmentation.AugmentedInputs`) and the ensemble size (``ensemble``).
 
-    epochs: int
-    lr: float
-    batch_size: int
-    select_on: str
-    eval_batch_size: int | None = None
+    Arguments:
+        epochs, lr, batch_size, seed, weight_decay, grad_clip, penalty_weight, schedule, eval_every,
+            eval_batch_size, max_steps, threads: `TrainingSpec`'s.
+        select_on: the validation metric the best checkpoint (and early stopping) is chosen on, one of `SELECT_ON`,
+            or None (the task's metric).
+        patience: stop after this many epochs without improvement, or None.
+        augment_drop_rate: probability of dropping each observed point of a training sample, in [0, 1).
+        augment_crop: the smallest fraction of a training sample's points its random crop keeps, in (0, 1].
+        ensemble: models trained per run (other seeds), their mean class probabilities evaluated.
+
+    Raises:
+        ValueError: a field out of range, naming it.
+    """
+
+    select_on: str | None = None
     patience: int | None = None
-    grad_clip: float | None = None
-    weight_decay: float = 0.0
-    penalty_weight: float = 0.0
-    schedule: str = "constant"
     augment_drop_rate: float = 0.0
     augment_crop: float = 1.0
     ensemble: int = 1
 
+    MAPPING_KEYS = tuple(TRAINING_DEFAULTS)
+    READERS = {**TrainingSpec.READERS,
+               "patience": {"positive": True, "integer": True, "allow_none": True},
+               "select_on": {"choices": SELECT_ON, "allow_none": True},
+               "augment_drop_rate": {}, "augment_crop": {},  # checked together in __post_init__
+               "ensemble": {"positive": True, "integer": True}}
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive_int(self.patience, "patience", allow_none=True)
+        if self.select_on is not None and self.select_on not in SELECT_ON:
+            raise ValueError(f"select_on must be one of {', '.join(SELECT_ON)}, got {self.select_on!r}")
+        try:
+            check_augmentation(self.augment_drop_rate, self.augment_crop)
+        except ValueError as err:
+            raise ValueError(f"augment_{err}") from err
+        check_positive_int(self.ensemble, "ensemble")
+
+    def spec(self, **changes) -> TrainingSpec:
+        """The `TrainingSpec` `fit` is given for this row, with ``changes`` (a run's ``seed``, ``max_steps``,
+        ``threads``)."""
+        return TrainingSpec(**{name: getattr(self, name) for name in TrainingSpec.field_names()}).replace(**changes)
+
 
 def _training_dict(training: TrainingSettings) -> dict:
-    """The settings as plain data; the constant schedule, no augmentation and no ensemble left out, so that runs
-    recorded before these settings existed keep their fingerprints."""
-    out = dataclasses.asdict(training)
+    """The settings as plain data (the config's keys); the constant schedule, no augmentation and no ensemble left
+    out, so that runs recorded before these settings existed keep their fingerprints."""
+    out = {key: getattr(training, key) for key in TRAINING_DEFAULTS}
     for key, default in _OMITTED_AT_DEFAULT.items():
         if out[key] == default:
             del out[key]
@@ -133,7 +155,7 @@ class TestVariant:
         label: the variant's name (a results column).
         drop_rate: fraction of the original test observations dropped, or None (the training-time rate).
         subsample: keep every k-th time point, or None (the training-time factor).
-        time_warp: a `neuralde_seq.data.time_warps.TimeWarp` of the test set's times, or None (no warp).
+        time_warp: a `neuralde_seq.data.transforms.time_warps.TimeWarp` of the test set's times, or None (no warp).
         model_change: None, or what to change in the trained model before evaluating it: ``num_bases: n``
             (every basis-expanded part projected onto n functions of its basis, `neuralde_seq.basis.project_module`:
             compression or refinement) and/or ``depth_steps: n`` (the solver steps of a continuous-depth model).
@@ -340,11 +362,7 @@ def _parse_value(text: str, source: str) -> Any:
     return _yaml_number(value)
 
 
-def _yaml_number(value: Any) -> Any:
-    # YAML 1.1 (PyYAML) reads "1e-3" (no dot) as a string; every user means the number.
-    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
-        return float(value)
-    return value
+_yaml_number = yaml_number  # YAML 1.1 (PyYAML) reads "1e-3" (no dot) as a string; every user means the number
 
 
 def apply_overrides(config: Mapping, overrides: Iterable[str]) -> dict:
@@ -405,46 +423,21 @@ def _check_keys(mapping: Mapping, allowed: Sequence[str], where: str) -> None:
 
 def _number(value: Any, where: str, *, positive: bool = False, integer: bool = False, minimum: float | None = None,
             allow_none: bool = False):
-    value = _yaml_number(value)
-    if value is None and allow_none:
-        return None
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (isinstance(value, float) and not math.isfinite(value)):
-        kind = "an integer" if integer else "a number"
-        raise ConfigError(f"{where} must be {kind}{' or null' if allow_none else ''}, got {_show(value)}")
-    if positive and not value > 0:
-        raise ConfigError(f"{where} must be positive, got {_show(value)}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{where} must be >= {minimum}, got {_show(value)}")
-    return value
-
-
-def _check_training(training: dict, where: str) -> dict:
-    out = dict(training)
-    for key in ("epochs", "batch_size"):
-        if out[key] is None:
-            raise ConfigError(f"{where}.{key} is required (in `training` or the row's `training`)")
-        out[key] = _number(out[key], f"{where}.{key}", positive=True, integer=True)
-    if out["lr"] is None:
-        raise ConfigError(f"{where}.lr is required (in `training` or the row's `training`)")
-    out["lr"] = float(_number(out["lr"], f"{where}.lr", positive=True))
-    out["eval_batch_size"] = _number(out["eval_batch_size"], f"{where}.eval_batch_size", positive=True,
-                                     integer=True, allow_none=True)
-    out["patience"] = _number(out["patience"], f"{where}.patience", positive=True, integer=True, allow_none=True)
-    out["grad_clip"] = _number(out["grad_clip"], f"{where}.grad_clip", positive=True, allow_none=True)
-    out["weight_decay"] = float(_number(out["weight_decay"], f"{where}.weight_decay", minimum=0.0))
-    out["penalty_weight"] = float(_number(out["penalty_weight"], f"{where}.penalty_weight", minimum=0.0))
-    if out["schedule"] not in SCHEDULES:
-        raise ConfigError(f"{where}.schedule must be one of {', '.join(SCHEDULES)}, got {_show(out['schedule'])}")
+    """`read_number`'s checked number, its error a `ConfigError`."""
     try:
-        out["augment_drop_rate"], out["augment_crop"] = check_augmentation(
-            _yaml_number(out["augment_drop_rate"]), _yaml_number(out["augment_crop"]))
+        return read_number(value, where, positive=positive, integer=integer, minimum=minimum, allow_none=allow_none)
     except ValueError as err:
-        raise ConfigError(f"{where}.augment_{err}") from err
-    out["ensemble"] = _number(out["ensemble"], f"{where}.ensemble", positive=True, integer=True)
-    if out["select_on"] is not None and out["select_on"] not in SELECT_ON:
-        raise ConfigError(f"{where}.select_on must be one of {', '.join(SELECT_ON)}, got {_show(out['select_on'])}")
-    return out
+        raise ConfigError(str(err)) from None
+
+
+def _parse_training(training: Mapping, where: str, task_metric: str) -> TrainingSettings:
+    """A row's `TrainingSettings` from its merged ``training`` keys (`TrainingSpec.from_mapping`); ``select_on``
+    None is the task's metric."""
+    try:
+        settings = TrainingSettings.from_mapping(training, where, missing_hint=" (in `training` or the row's `training`)")
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    return settings if settings.select_on is not None else settings.replace(select_on=task_metric)
 
 
 def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
@@ -452,7 +445,7 @@ def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
     _check_keys(solver, fields, where)
     given = {k: _yaml_number(v) for k, v in solver.items()}
     try:
-        return SolverOptions(**given), given
+        return parse_solver(given), given  # the one reader of solver spellings (create_model, estimators, CLI)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{where}: {err}") from err
 
@@ -504,7 +497,7 @@ def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None
 
 
 def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
-    from ..data.time_warps import TimeWarp
+    from ..data.transforms.time_warps import TimeWarp
 
     variants = variants or []
     if not isinstance(variants, list):
@@ -724,10 +717,7 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
                        if p not in ("times", "values", "lengths")]
             _check_keys(control, allowed, f"{where}.control")
         row_training = _require_mapping(row.get("training"), f"{where}.training")
-        _check_keys(row_training, tuple(TRAINING_DEFAULTS), f"{where}.training")
-        merged = _check_training({**TRAINING_DEFAULTS, **training, **row_training}, f"{where}.training")
-        if merged["select_on"] is None:
-            merged["select_on"] = task.metric
+        row_settings = _parse_training({**training, **row_training}, f"{where}.training", task.metric)
         row_solver = _require_mapping(row.get("solver"), f"{where}.solver")
         if row_solver and not entry.takes_solver:
             raise ConfigError(f"{where}.solver: model {row['model']!r} is not solved by a differential equation "
@@ -736,7 +726,7 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         if entry.takes_solver:  # the top-level solver applies to the models that take one
             solver, fields = _check_solver({**solver_given, **row_solver}, f"{where}.solver")
         parsed.append(ModelRow(label=label, model=row["model"], options=model_options, control=control,
-                               training=TrainingSettings(**merged), solver=solver, solver_fields=fields,
+                               training=row_settings, solver=solver, solver_fields=fields,
                                paper=_parse_paper(row.get("paper"), f"{where}.paper", task.metric)))
     variants = _parse_variants(cfg.get("evaluate"))
     _check_warps_fit_rows(variants, parsed)

@@ -14,11 +14,15 @@ exact for a loss that is a mean over samples, approximate for a mean over steps 
 Training statistics and evaluation outputs are gathered over the processes (an objective with its own
 ``evaluate`` is evaluated on rank 0); callbacks see the global batch's loss, rank 0 decides when to stop,
 and only rank 0 writes files. `distributed` starts such process groups.
+
+`fit` itself is the loop; what happens around it are collaborators it calls: the settings (`TrainingSpec`,
+made from keywords by `training_spec`), the resume checkpoint (`ResumeCheckpoint`: what it holds, writing it,
+continuing from it), the data order and distribution (`_DataOrder`, `_Ranks`), one training step (`_TrainingStep`),
+evaluation (`_Evaluation`), divergence (`_LastGood` with the `DivergenceGuard` callback) and progress (the
+`ProgressBar` callback).
 """
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,16 +31,16 @@ import torch
 import torch.distributed as dist
 
 from .callbacks import Callback, Divergence, DivergenceGuard, FitState, ProgressBar
-from .checkpoints import atomic_save, load_model_state, model_device, read_checkpoint, restore_rng_states, rng_states
+from .checkpoints import ResumeCheckpoint, ResumeMismatch, model_device
 from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
                             sum_over_ranks)
 from .objectives import Objective
 from .process_group import world as _world  # (rank, world size); (0, 1) without a process group
-from .results import changed_settings
-from .schedules import SCHEDULES, scheduled_lr
-from .threads import DEFAULT_THREADS, check_threads, torch_threads
+from .schedules import scheduled_lr
+from .spec import TrainingSpec, training_spec
+from .threads import torch_threads
 
-__all__ = ["fit", "TrainingDiverged", "ResumeMismatch"]
+__all__ = ["fit", "TrainingDiverged", "ResumeMismatch", "TrainingSpec"]
 
 
 class TrainingDiverged(RuntimeError):
@@ -63,85 +67,33 @@ class TrainingDiverged(RuntimeError):
         self.checkpoint_path, self.checkpoint_epoch, self.history = checkpoint_path, checkpoint_epoch, history
 
 
-class ResumeMismatch(ValueError):
-    """A resume checkpoint was written by a run with other settings; its message lists the differences."""
+_FIT_KEYWORDS = ("callbacks", "resume_path", "resume", "config", "progress")
 
 
-# What `fit`'s resume checkpoint holds (`snapshot` below); a file without them is not one.
-_RESUME_KEYS = ("model_state", "optimizer_state", "epoch", "step", "history", "loop", "rng", "config", "callbacks")
-
-
-def _is_real(value) -> bool:
-    """A real number that is not a bool (numpy scalars included)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _positive_int(value, name: str, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
-    return value
-
-
-def fit(
-    model: torch.nn.Module,
-    objective: Objective,
-    train: tuple[Any, Any],
-    *,
-    val: tuple[Any, Any] | None = None,
-    epochs: int,
-    lr: float,
-    batch_size: int,
-    seed: int = 0,
-    weight_decay: float = 0.0,
-    grad_clip: float | None = None,
-    penalty_weight: float = 0.0,
-    schedule: str = "constant",
-    eval_every: int | None = None,
-    eval_batch_size: int | None = None,
-    max_steps: int | None = None,
-    callbacks: Sequence[Callback] = (),
-    resume_path: str | Path | None = None,
-    resume: bool = False,
-    config: dict | None = None,
-    progress: bool | str = True,
-    threads: int | None = DEFAULT_THREADS,
-) -> dict[str, Any]:
-    """Train ``model`` with Adam on ``objective`` and return the history.
+def fit(model: torch.nn.Module, objective: Objective, train: tuple[Any, Any], val: tuple[Any, Any] | None = None,
+        spec: TrainingSpec | None = None, *, callbacks: Sequence[Callback] = (), resume_path: str | Path | None = None,
+        resume: bool = False, config: dict | None = None, progress: bool | str = True, **spec_fields) -> dict[str, Any]:
+    """Train ``model`` with Adam on ``objective`` as ``spec`` says, and return the history.
 
     Arguments:
         model: the model; its device is where batches go (inputs must already be there).
         objective: what is learnt (`objectives`).
-        train: ``(inputs, targets)``: inputs sliceable by a 1-D LongTensor of sample indices (a
-            `Control`, `Observations`, ``ModelArguments``, a
-            tensor), N samples; targets as the objective expects (checked before training), or None.
+        train: ``(inputs, targets)``: inputs sliceable by a 1-D LongTensor of sample indices (a `Control`,
+            `Observations`, ``ModelArguments``, a tensor), N samples; targets as the objective expects (checked
+            before training), or None.
         val: ``(inputs, targets)`` evaluated at every evaluation (metrics ``val_<name>``); None: none.
-        epochs: passes over the training data.
-        lr: Adam's learning rate.
-        batch_size: samples per training step (global over processes); the last batch may be smaller.
-        seed: seeds torch's global RNG (+ rank) at the start and the data-order generator (default 0).
-        weight_decay: Adam's weight decay (default 0).
-        grad_clip: max gradient norm, or None (default: no clipping).
-        penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
-        schedule: the learning rate over the run's ``epochs`` (`scheduled_lr`): "constant" (default) or "cosine"
-            (linear warm-up over the first 5 % of the steps, then a half cosine towards 0).
-        eval_every: evaluate every this many training steps as well as at the end of every epoch
-            (None: at the end of every epoch only).
-        eval_batch_size: batch size of evaluation (default ``batch_size``).
-        max_steps: stop after this many training steps (a smoke run: ``history["smoke"]`` is True).
-        callbacks: `Callback` objects, called in order. A
-            `DivergenceGuard` is added unless one is given.
-        resume_path: the resume checkpoint, written after every evaluation (model, optimizer, loop state,
-            RNG states, callbacks' states, ``config``), or None.
+        spec: the `TrainingSpec` (epochs, lr, batch_size, seed, weight_decay, grad_clip, penalty_weight, schedule,
+            eval_every, eval_batch_size, max_steps, threads); None: built from ``spec_fields``.
+        callbacks: `Callback` objects, called in order. A `DivergenceGuard` is added unless one is given.
+        resume_path: the resume checkpoint (`ResumeCheckpoint`), written after every evaluation, or None.
         resume: continue from ``resume_path`` if it exists: a run interrupted anywhere continues from its
-            last evaluation as if never stopped. Its ``config`` must equal this call's (else
-            `ResumeMismatch`).
-        config: the run's settings, stored in checkpoints and compared on resume.
+            last evaluation as if never stopped. Its ``config`` must equal this call's (else `ResumeMismatch`).
+        config: the run's settings, stored in checkpoints and compared on resume (with the spec's
+            `TrainingSpec.checkpoint_settings`, the objective's and model's class names and the world size).
         progress: show progress on stderr (`ProgressBar`: bars on a terminal, else one line per epoch); a string
             is its label.
-        threads: torch's CPU threads while training, the previous number restored afterwards (default 1:
-            the safe choice for these small models, `threads`); None: torch's setting.
+        **spec_fields: the spec's fields as keywords when ``spec`` is None (``fit(..., epochs=3, lr=1e-3,
+            batch_size=32)``; epochs, lr and batch_size required).
 
     Returns:
         The history dict: per evaluation the lists ``epoch``, ``step``, ``train_loss``,
@@ -152,308 +104,348 @@ def fit(
             ``smoke``, ``resumed_from_epoch``, plus what callbacks add (``best_epoch``, ``best_val_<metric>``).
 
     Raises:
-        TrainingDiverged: the run diverged (see `DivergenceGuard`); raised after restoring the last good
-            state.
+        TrainingDiverged: the run diverged (see `DivergenceGuard`); raised after restoring the last good state.
         ResumeMismatch: ``resume`` finds a checkpoint whose ``config`` differs from this call's.
         CheckpointError: ``resume`` finds a file that cannot be read, is no resume checkpoint, or holds weights
             of other shapes than ``model``'s (the message names the file, the parameters and what to do).
-        ValueError: a bad setting (non-positive epochs, batch size or learning rate, ...), or targets the
-            objective refuses.
+        ValueError: a bad setting (`TrainingSpec`'s checks, naming the field), or targets the objective refuses.
+        TypeError: ``spec`` and a field both given, or a field misspelt (`training_spec`).
     """
-    _positive_int(epochs, "epochs")
-    _positive_int(batch_size, "batch_size")
-    eval_batch_size = _positive_int(eval_batch_size if eval_batch_size is not None else batch_size, "eval_batch_size")
-    _positive_int(eval_every, "eval_every", allow_none=True)
-    _positive_int(max_steps, "max_steps", allow_none=True)
-    check_threads(threads)
-    # Real numbers only: a bool is not a rate (True was a learning rate of 1), a string met a comparison's TypeError.
-    if not (_is_real(lr) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if not (_is_real(weight_decay) and weight_decay >= 0 and math.isfinite(weight_decay)):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-    if not (_is_real(penalty_weight) and penalty_weight >= 0 and math.isfinite(penalty_weight)):
-        raise ValueError(f"penalty_weight must be a finite number >= 0, got {penalty_weight!r}")
-    if penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
-        raise ValueError(f"penalty_weight={penalty_weight} but {type(model).__name__} has no penalty() method")
-    if grad_clip is not None and not (_is_real(grad_clip) and grad_clip > 0 and math.isfinite(grad_clip)):
-        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    train_inputs, train_targets = train
-    n_train = len(train_inputs)
-    train_targets = objective.check_targets(train_targets, n_train, "train targets")
-    if val is not None:
-        val = (val[0], objective.check_targets(val[1], len(val[0]), "val targets"))
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the model has no trainable parameters")
-
-    with torch_threads(threads):
-        rank, world = _world()
-        device = model_device(model)
-        if isinstance(train_targets, torch.Tensor):
-            train_targets = train_targets.to(device)
-        training_loss = TrainingLoss(model, objective, penalty_weight)
-        if world > 1:
-            # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the
-            # model's device (DDP would otherwise copy them, rebuilding dataclasses such as Control).
-            # find_unused_parameters: some objectives leave parameters out (the ELBO a latent model's classifier).
-            training_loss = torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None,
-                                                                      find_unused_parameters=True)
-        optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-        run_config = {"epochs": epochs, "lr": float(lr), "batch_size": batch_size, "seed": int(seed),
-                      "weight_decay": float(weight_decay), "grad_clip": grad_clip, "penalty_weight": float(penalty_weight),
-                      **({} if schedule == "constant" else {"schedule": schedule}),  # older checkpoints resume
-                      "eval_every": eval_every, "objective": type(objective).__name__, "model_class": type(model).__name__,
-                      "world_size": world, **dict(config or {})}
-        callbacks = list(callbacks)
-        if not any(isinstance(c, DivergenceGuard) for c in callbacks):
-            callbacks.insert(0, DivergenceGuard())
-        if progress:
-            callbacks.append(ProgressBar(progress if isinstance(progress, str) else "train"))
-        steps_per_epoch = -(-n_train // batch_size)
-        history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [], "val_seconds": [],
-                                   "resumed_from_epoch": None}
-        state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=epochs,
-                         steps_per_epoch=steps_per_epoch, history=history, is_main=rank == 0, config=run_config)
-        generator = torch.Generator()
-        loop = {"position": 0, "order_state": None, "finished": False}
-        resume_path = None if resume_path is None else Path(resume_path)
-
-        if resume and resume_path is not None and resume_path.exists():
-            # weights_only: no code in the file can run; a damaged, foreign or crafted file is a CheckpointError
-            # naming it and what to do.
-            saved = read_checkpoint(resume_path, map_location="cpu", required=_RESUME_KEYS)
-            differing = sorted(k for k in set(saved["config"]) | set(run_config)
-                               if k != "epochs" and saved["config"].get(k) != run_config.get(k))
-            if differing:
-                raise ResumeMismatch(
-                    f"cannot resume from {resume_path}: it was written with other settings ("
-                    + "; ".join(changed_settings({k: saved["config"].get(k) for k in differing},
-                                                 {k: run_config.get(k) for k in differing}, then="there"))
-                    + "). Use the same settings, or delete the checkpoint to start afresh.")
-            load_model_state(model, saved["model_state"], resume_path)  # shapes checked: names the parameters
-            optimizer.load_state_dict(saved["optimizer_state"])
-            history.update(saved["history"])
-            loop.update(saved["loop"])
-            state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
-            states = saved["callbacks"]
-            for key, callback in _callback_keys(callbacks):
-                if key in states:
-                    callback.load_state_dict(states[key])
-            restore_rng_states(generator, saved["rng"])
-            history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
-            # A run cut short by a smaller `epochs`, or stopped by its wall-time limit (TimeLimit), continues.
-            if loop["finished"] and (history.get("stopped_by") == "time" or (
-                    saved["config"]["epochs"] < epochs and history.get("stopped_by") == "epochs")):
-                loop["finished"] = False
-                history.pop("stopped_by")
+    spec = training_spec(spec, spec_fields, "fit", _FIT_KEYWORDS)
+    train, val, params = _checked_inputs(model, objective, train, val, spec)
+    n_train = len(train[0])
+    with torch_threads(spec.threads):
+        ranks = _Ranks(*_world())
+        train_targets = train[1].to(model_device(model)) if isinstance(train[1], torch.Tensor) else train[1]
+        training_loss = ranks.wrap(TrainingLoss(model, objective, spec.penalty_weight))
+        optimizer = torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
+        callbacks = _with_guard_and_progress(callbacks, progress)
+        history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [],
+                                   "val_seconds": [], "resumed_from_epoch": None}
+        run_config = {**spec.checkpoint_settings(), "objective": type(objective).__name__,
+                      "model_class": type(model).__name__, "world_size": ranks.world, **dict(config or {})}
+        state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=spec.epochs,
+                         steps_per_epoch=-(-n_train // spec.batch_size), history=history, is_main=ranks.rank == 0,
+                         config=run_config, spec=spec)
+        order = _DataOrder(n_train, ranks)
+        checkpoint = ResumeCheckpoint(resume_path, is_main=ranks.rank == 0)
+        if resume and checkpoint.exists():
+            checkpoint.restore(state, order.loop, order.generator, callbacks)  # ResumeMismatch, CheckpointError
         else:
-            torch.manual_seed(seed + rank)  # per-rank randomness (dropout, latent samples); data order is shared
-            generator.manual_seed(seed)
-
-        def snapshot() -> dict:
-            return {"model_state": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                    "optimizer_state": optimizer.state_dict(),
-                    # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
-                    "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
-                    "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator), "config": run_config,
-                    "callbacks": {key: c.state_dict() for key, c in _callback_keys(callbacks)}}
-
-        last_good = {"state": None, "epoch": history["epoch"][-1] if history["epoch"] else 0}
-
-        def keep_good() -> None:
-            good = snapshot()
-            last_good["state"] = {"model_state": good["model_state"],
-                                  "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
-                                                                     for n, t in v.items()}
-                                                                 for k, v in good["optimizer_state"]["state"].items()},
-                                                      "param_groups": good["optimizer_state"]["param_groups"]}}
-            if resume_path is not None and rank == 0:
-                atomic_save(good, resume_path)
-            if world > 1:
-                dist.barrier()
-
+            order.seed(spec.seed)
+        last_good = _LastGood(state, order, checkpoint, callbacks, ranks)
+        evaluate = _Evaluation(state, val, spec.eval_batch_size or spec.batch_size, ranks, callbacks)
+        train_step = _TrainingStep(state, training_loss, params, train, train_targets, val, order.generator,
+                                   callbacks, ranks)
         for callback in callbacks:
             callback.on_fit_start(state)
-        keep_good()
-
-        train_sums: dict[str, list[float]] = {}
-        train_seconds = 0.0
-
-        def evaluate_now(end_of_epoch: bool) -> dict:
-            nonlocal train_sums, train_seconds
-            if world > 1:  # training statistics summed over the processes
-                train_sums = sum_over_ranks(train_sums, world, device)
-            record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
-            for name, (total, count) in train_sums.items():
-                record[f"train_{name}"] = total / count if count else None
-            record["seconds_per_epoch"] = train_seconds
-            t0 = time.perf_counter()
-            if val is not None:
-                metrics = evaluate_split(model, objective, val, eval_batch_size, world, rank)
-                record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
-            record["val_seconds"] = time.perf_counter() - t0
-            rows_before = len(history["epoch"])
-            for key, value in record.items():
-                if key == "end_of_epoch":
-                    continue
-                column = history.setdefault(key, [])
-                column.extend([None] * (rows_before - len(column)))  # a metric that appears later: None before
-                column.append(value)
-            history["epochs_run"], history["steps"] = state.epoch, state.step
-            for callback in callbacks:
-                callback.on_evaluation(state, record)
-            if world > 1:
-                broadcast_stop(state)
-            train_sums, train_seconds = {}, 0.0
-            return record
-
-        def diverge(error: Divergence):
-            optimizer.zero_grad(set_to_none=True)
-            model.load_state_dict(last_good["state"]["model_state"])
-            optimizer.load_state_dict(last_good["state"]["optimizer_state"])
-            restored_epoch, restored_path = last_good["epoch"], None if resume_path is None else str(resume_path)
-            for callback in callbacks:
-                replaced = callback.on_diverged(state)
-                if replaced is not None:
-                    restored_epoch, restored_path = replaced
-            where = f" from {restored_path}" if restored_path is not None else ""
-            message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
-                       f"Restored the last good weights (epoch {restored_epoch}){where}. "
-                       f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
-            history["stopped_by"] = "diverged"
-            history["diverged"] = message
-            raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
-                                   checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
-                                   history=history) from None
-
-        first_batch = not history["epoch"]
-        outputs_checked = False
-
-        def check_first_outputs(outputs, batch_targets):
-            # Every label of both splits against the model's output width, before the first loss and step (a
-            # class index out of range would otherwise surface as the loss's indexing error).
-            nonlocal outputs_checked
-            objective.check_outputs(outputs, batch_targets)
-            objective.check_target_range(outputs, train_targets, "train targets")
-            if val is not None:
-                objective.check_target_range(outputs, val[1], "val targets")
-            outputs_checked = True
-
+        last_good.keep()
         try:
-            while not loop["finished"] and state.epoch <= epochs:
-                if loop["order_state"] is None:
-                    loop["order_state"] = generator.get_state()
-                generator.set_state(loop["order_state"])
-                order = torch.randperm(n_train, generator=generator)
+            while not order.loop["finished"] and state.epoch <= spec.epochs:
+                permutation = order.epoch_order()
                 for callback in callbacks:
                     callback.on_epoch_start(state)
                 model.train()
-                position = loop["position"]
+                position = order.loop["position"]
                 while position < n_train:
                     t0 = time.perf_counter()
-                    index = order[position:position + batch_size]
-                    share, weight = index[rank::world], 1.0
-                    if world > 1:
-                        weight = share.numel() * world / index.numel()
-                        if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
-                            share, weight = index[:1], 0.0
-                    inputs = train_inputs[share]
-                    targets = None if train_targets is None else train_targets[share.to(_device(train_targets))]
-                    context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": steps_per_epoch,
-                               "generator": generator}
-                    if first_batch:  # the outputs and every target's range, before the loss reads them
-                        context["check_outputs"] = lambda outputs, batch_targets=targets: check_first_outputs(
-                            outputs, batch_targets)
-                    loss, outputs, total = training_loss(inputs, targets, context)
-                    if first_batch and not bool(torch.isfinite(total.detach()).all()):
-                        # Not a divergence: no step was taken, so no learning rate or clipping can help.
-                        raise ValueError(
-                            f"the loss on the first training batch is {float(total.detach()):g} before any training "
-                            f"step: {type(model).__name__} cannot train on these inputs (its outputs at initialisation "
-                            "are not finite). Usual causes: times in large units in a time channel (time_unit='auto' "
-                            "divides them by the longest span), a solver step too wide for the field (a smaller "
-                            "step_size), or values far from unit scale (standardise them)")
-                    if first_batch and outputs is not None:
-                        if not outputs_checked:  # an objective whose training_loss does not call check_outputs
-                            check_first_outputs(outputs, targets)
-                        first_batch = False
-                    seen = total if world == 1 else global_loss(total, weight, world)
-                    for callback in callbacks:
-                        callback.on_batch_loss(state, seen)
-                    optimizer.zero_grad(set_to_none=True)
-                    (total * weight if world > 1 else total).backward()
-                    gradients = [p.grad for p in params if p.grad is not None]
-                    for callback in callbacks:
-                        callback.on_after_backward(state, gradients)
-                    if grad_clip is not None:
-                        torch.nn.utils.clip_grad_norm_(params, grad_clip)
-                    if schedule != "constant":  # from the step count: a resumed run continues the schedule
-                        for group in optimizer.param_groups:
-                            group["lr"] = scheduled_lr(lr, schedule, state.step, epochs * steps_per_epoch)
-                    optimizer.step()
-                    state.step += 1
-                    position += batch_size
-                    loop["position"] = position
-                    train_seconds += time.perf_counter() - t0
-                    size = share.numel() if weight > 0 else 0
-                    sums = train_sums.setdefault("loss", [0.0, 0])
-                    sums[0] += loss.item() * size
-                    sums[1] += size
-                    if outputs is not None and size:
-                        for name, (value, count) in objective.train_statistics(outputs, targets).items():
-                            entry = train_sums.setdefault(name, [0.0, 0])
-                            entry[0] += value
-                            entry[1] += count
+                    share, weight = ranks.share(permutation[position:position + spec.batch_size])
+                    loss, outputs, targets = train_step(share, weight)
+                    position += spec.batch_size
+                    order.loop["position"] = position
+                    evaluate.add_batch(loss, share.numel() if weight > 0 else 0, outputs, targets,
+                                       time.perf_counter() - t0)
                     for callback in callbacks:
                         callback.on_batch_end(state, loss.item())
                     end_of_epoch = position >= n_train
-                    hit_max = max_steps is not None and state.step >= max_steps
-                    if end_of_epoch or hit_max or (eval_every is not None and state.step % eval_every == 0):
+                    hit_max = spec.max_steps is not None and state.step >= spec.max_steps
+                    if end_of_epoch or hit_max or (spec.eval_every is not None and state.step % spec.eval_every == 0):
                         if end_of_epoch:  # the next epoch's order is drawn from the generator as it is now
-                            if world > 1:
-                                broadcast_generator(generator)
-                            loop["position"], loop["order_state"] = 0, generator.get_state()
-                        evaluate_now(end_of_epoch)
+                            order.end_epoch()
+                        evaluate(end_of_epoch)
                         if hit_max and state.stop_reason is None:
                             state.stop_reason = "max_steps"
-                        if end_of_epoch:
-                            state.epoch += 1
-                        if state.stop_reason is not None or state.epoch > epochs:
-                            loop["finished"] = True
-                            history["stopped_by"] = state.stop_reason or "epochs"
-                        keep_good()
-                        last_good["epoch"] = history["epoch"][-1]
-                        if loop["finished"] or end_of_epoch:
+                        state.epoch += int(end_of_epoch)  # an epoch ends with its last step's evaluation
+                        if state.stop_reason is not None or state.epoch > spec.epochs:
+                            order.finish(history, state.stop_reason or "epochs")
+                        last_good.keep()
+                        if order.loop["finished"] or end_of_epoch:
                             break
-                if state.epoch > epochs and not loop["finished"]:
-                    loop["finished"] = True
-                    history["stopped_by"] = "epochs"
+                if state.epoch > spec.epochs and not order.loop["finished"]:
+                    order.finish(history, "epochs")
         except Divergence as error:
-            for callback in callbacks:
-                if isinstance(callback, ProgressBar):
-                    callback.on_fit_end(state)
-            diverge(error)
-        history.setdefault("stopped_by", "epochs")
-        history["epochs_run"] = history["epoch"][-1] if history["epoch"] else 0
-        history["steps"] = state.step
-        history["stopped_early"] = history["stopped_by"] == "early_stopping"
-        history["stopped_at_max_steps"] = history["stopped_by"] == "max_steps"
-        history["smoke"] = history["stopped_at_max_steps"]
+            last_good.restore_and_raise(error)  # TrainingDiverged, after the last good state is restored
+        _summarise(history, state.step)
         for callback in callbacks:
             callback.on_fit_end(state)
         return history
 
 
-def _callback_keys(callbacks):
-    """(key, callback) pairs: the class name and its occurrence, so a resumed call with callbacks in another
-    order (or without some) gives each saved state to the callback it belongs to."""
-    seen: dict[str, int] = {}
-    for callback in callbacks:
-        name = type(callback).__name__
-        seen[name] = seen.get(name, 0) + 1
-        yield f"{name}#{seen[name]}", callback
+# ------------------------------------------------------------------------------- fit's collaborators
+def _checked_inputs(model, objective: Objective, train, val, spec: TrainingSpec):
+    """``(train, val, trainable parameters)``, the targets checked by the objective, before anything is done."""
+    if spec.penalty_weight > 0 and not callable(getattr(model, "penalty", None)):
+        raise ValueError(f"penalty_weight={spec.penalty_weight} but {type(model).__name__} has no penalty() method")
+    train = (train[0], objective.check_targets(train[1], len(train[0]), "train targets"))
+    if val is not None:
+        val = (val[0], objective.check_targets(val[1], len(val[0]), "val targets"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+    return train, val, params
+
+
+def _with_guard_and_progress(callbacks: Sequence[Callback], progress: bool | str) -> list[Callback]:
+    """The run's callbacks: a `DivergenceGuard` first unless one is given, a `ProgressBar` last if ``progress``."""
+    callbacks = list(callbacks)
+    if not any(isinstance(c, DivergenceGuard) for c in callbacks):
+        callbacks.insert(0, DivergenceGuard())
+    if progress:
+        callbacks.append(ProgressBar(progress if isinstance(progress, str) else "train"))
+    return callbacks
+
+
+class _Ranks:
+    """Distribution: this process's ``rank`` among ``world`` processes (0 of 1 without a process group).
+
+    With several processes the training loss is wrapped in DistributedDataParallel, each process trains on its
+    share ``batch[rank::world]`` of every global batch, weighted so that the averaged gradient is the gradient of
+    the global batch's mean loss; with one, every method is the plain computation.
+    """
+
+    def __init__(self, rank: int, world: int):
+        self.rank, self.world = rank, world
+
+    def wrap(self, training_loss: torch.nn.Module) -> torch.nn.Module:
+        if self.world == 1:
+            return training_loss
+        # Wrapping broadcasts rank 0's weights to every rank. device_ids=None: inputs are already on the model's
+        # device (DDP would otherwise copy them, rebuilding dataclasses such as Control). find_unused_parameters:
+        # some objectives leave parameters out (the ELBO a latent model's classifier).
+        return torch.nn.parallel.DistributedDataParallel(training_loss, device_ids=None, find_unused_parameters=True)
+
+    def share(self, index: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """This process's samples of the global batch ``index`` (1-D) and the weight of their loss."""
+        share, weight = index[self.rank::self.world], 1.0
+        if self.world > 1:
+            weight = share.numel() * self.world / index.numel()
+            if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
+                share, weight = index[:1], 0.0
+        return share, weight
+
+    def global_loss(self, total: torch.Tensor, weight: float) -> torch.Tensor:
+        """The global batch's loss, as every rank's callbacks see it."""
+        return total if self.world == 1 else global_loss(total, weight, self.world)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+
+class _DataOrder:
+    """The order samples are visited in: every epoch a permutation drawn from one generator, the same on every
+    rank, and the loop's position in it (``loop``: ``position``, ``order_state`` the generator's state the epoch's
+    order is drawn from, ``finished``), which the resume checkpoint stores."""
+
+    def __init__(self, num_samples: int, ranks: _Ranks):
+        self.num_samples, self.ranks = num_samples, ranks
+        self.generator = torch.Generator()
+        self.loop = {"position": 0, "order_state": None, "finished": False}
+
+    def seed(self, seed: int) -> None:
+        torch.manual_seed(seed + self.ranks.rank)  # per-rank randomness (dropout, latent samples); data order is shared
+        self.generator.manual_seed(seed)
+
+    def epoch_order(self) -> torch.Tensor:
+        """The epoch's permutation of the samples (drawn again, identically, when a run resumes inside it)."""
+        if self.loop["order_state"] is None:
+            self.loop["order_state"] = self.generator.get_state()
+        self.generator.set_state(self.loop["order_state"])
+        return torch.randperm(self.num_samples, generator=self.generator)
+
+    def end_epoch(self) -> None:
+        if self.ranks.world > 1:
+            broadcast_generator(self.generator)
+        self.loop["position"], self.loop["order_state"] = 0, self.generator.get_state()
+
+    def finish(self, history: dict, stopped_by: str) -> None:
+        self.loop["finished"] = True
+        history["stopped_by"] = stopped_by
+
+
+class _TrainingStep:
+    """One training step on a share of a batch: the loss (the first batch's outputs and every target's range
+    checked before it is read), the callbacks' checks, the backward pass, clipping, the scheduled learning rate and
+    the optimizer's step. ``__call__(share, weight)`` returns (the objective's loss, its outputs, the targets)."""
+
+    def __init__(self, state: FitState, training_loss, params, train, train_targets, val, generator, callbacks,
+                 ranks: _Ranks):
+        self.state, self.training_loss, self.params, self.callbacks, self.ranks = (state, training_loss, params,
+                                                                                    callbacks, ranks)
+        self.train_inputs, self.train_targets, self.val, self.generator = train[0], train_targets, val, generator
+        self.first_batch = not state.history["epoch"]
+        self.outputs_checked = False
+
+    def check_first_outputs(self, outputs, batch_targets) -> None:
+        # Every label of both splits against the model's output width, before the first loss and step (a class
+        # index out of range would otherwise surface as the loss's indexing error).
+        objective = self.state.objective
+        objective.check_outputs(outputs, batch_targets)
+        objective.check_target_range(outputs, self.train_targets, "train targets")
+        if self.val is not None:
+            objective.check_target_range(outputs, self.val[1], "val targets")
+        self.outputs_checked = True
+
+    def __call__(self, share: torch.Tensor, weight: float):
+        state, spec = self.state, self.state.spec
+        inputs = self.train_inputs[share]
+        targets = None if self.train_targets is None else self.train_targets[share.to(_device(self.train_targets))]
+        context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": state.steps_per_epoch,
+                   "generator": self.generator}
+        if self.first_batch:  # the outputs and every target's range, before the loss reads them
+            context["check_outputs"] = lambda outputs, batch_targets=targets: self.check_first_outputs(
+                outputs, batch_targets)
+        loss, outputs, total = self.training_loss(inputs, targets, context)
+        if self.first_batch:
+            self._check_first_loss(total, outputs, targets)
+        seen = self.ranks.global_loss(total, weight)
+        for callback in self.callbacks:
+            callback.on_batch_loss(state, seen)
+        state.optimizer.zero_grad(set_to_none=True)
+        (total * weight if self.ranks.world > 1 else total).backward()
+        gradients = [p.grad for p in self.params if p.grad is not None]
+        for callback in self.callbacks:
+            callback.on_after_backward(state, gradients)
+        if spec.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
+        if spec.schedule != "constant":  # from the step count: a resumed run continues the schedule
+            for group in state.optimizer.param_groups:
+                group["lr"] = scheduled_lr(spec.lr, spec.schedule, state.step, spec.epochs * state.steps_per_epoch)
+        state.optimizer.step()
+        state.step += 1
+        return loss, outputs, targets
+
+    def _check_first_loss(self, total, outputs, targets) -> None:
+        if not bool(torch.isfinite(total.detach()).all()):
+            # Not a divergence: no step was taken, so no learning rate or clipping can help.
+            raise ValueError(
+                f"the loss on the first training batch is {float(total.detach()):g} before any training "
+                f"step: {type(self.state.model).__name__} cannot train on these inputs (its outputs at initialisation "
+                "are not finite). Usual causes: times in large units in a time channel (time_unit='auto' "
+                "divides them by the longest span), a solver step too wide for the field (a smaller "
+                "step_size), or values far from unit scale (standardise them)")
+        if outputs is not None:
+            if not self.outputs_checked:  # an objective whose training_loss does not call check_outputs
+                self.check_first_outputs(outputs, targets)
+            self.first_batch = False
+
+
+class _Evaluation:
+    """Training statistics since the last evaluation, and the evaluation that makes them and the validation
+    metrics one history row: ``add_batch`` after every step, ``__call__(end_of_epoch)`` at an evaluation (it calls
+    the callbacks' ``on_evaluation`` and, with several processes, takes rank 0's decision to stop)."""
+
+    def __init__(self, state: FitState, val, batch_size: int, ranks: _Ranks, callbacks):
+        self.state, self.val, self.batch_size, self.ranks, self.callbacks = state, val, batch_size, ranks, callbacks
+        self.device = model_device(state.model)
+        self.sums: dict[str, list[float]] = {}
+        self.seconds = 0.0
+
+    def add_batch(self, loss: torch.Tensor, size: int, outputs, targets, seconds: float) -> None:
+        """A step's loss over ``size`` samples of this process (0 for a stand-in share) and its statistics."""
+        self.seconds += seconds
+        sums = self.sums.setdefault("loss", [0.0, 0])
+        sums[0] += loss.item() * size
+        sums[1] += size
+        if outputs is not None and size:
+            for name, (value, count) in self.state.objective.train_statistics(outputs, targets).items():
+                entry = self.sums.setdefault(name, [0.0, 0])
+                entry[0] += value
+                entry[1] += count
+
+    def __call__(self, end_of_epoch: bool) -> dict:
+        state, history, ranks = self.state, self.state.history, self.ranks
+        if ranks.world > 1:  # training statistics summed over the processes
+            self.sums = sum_over_ranks(self.sums, ranks.world, self.device)
+        record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
+        for name, (total, count) in self.sums.items():
+            record[f"train_{name}"] = total / count if count else None
+        record["seconds_per_epoch"] = self.seconds
+        t0 = time.perf_counter()
+        if self.val is not None:
+            metrics = evaluate_split(state.model, state.objective, self.val, self.batch_size, ranks.world, ranks.rank)
+            record.update({f"val_{k}": v for k, v in metrics.items() if k != "num_samples"})
+        record["val_seconds"] = time.perf_counter() - t0
+        rows_before = len(history["epoch"])
+        for key, value in record.items():
+            if key == "end_of_epoch":
+                continue
+            column = history.setdefault(key, [])
+            column.extend([None] * (rows_before - len(column)))  # a metric that appears later: None before
+            column.append(value)
+        history["epochs_run"], history["steps"] = state.epoch, state.step
+        for callback in self.callbacks:
+            callback.on_evaluation(state, record)
+        if ranks.world > 1:
+            broadcast_stop(state)
+        self.sums, self.seconds = {}, 0.0
+        return record
+
+
+class _LastGood:
+    """Divergence: the state training falls back to (the last evaluation's weights and optimizer state, the
+    initial ones before any), kept in memory and written to the resume checkpoint at every evaluation."""
+
+    def __init__(self, state: FitState, order: _DataOrder, checkpoint: ResumeCheckpoint, callbacks, ranks: _Ranks):
+        self.state, self.order, self.checkpoint, self.callbacks, self.ranks = state, order, checkpoint, callbacks, ranks
+        self.weights: dict | None = None
+        self.epoch = 0
+
+    def keep(self) -> None:
+        good = self.checkpoint.snapshot(self.state, self.order.loop, self.order.generator, self.callbacks)
+        optimizer_state = good["optimizer_state"]
+        self.weights = {"model_state": good["model_state"],
+                        "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
+                                                          for n, t in v.items()}
+                                                      for k, v in optimizer_state["state"].items()},
+                                            "param_groups": optimizer_state["param_groups"]}}
+        self.epoch = good["epoch"]
+        self.checkpoint.save(good)
+        self.ranks.barrier()
+
+    def restore_and_raise(self, error: Divergence):
+        """Restore the last good state, let the callbacks restore theirs, and raise `TrainingDiverged`."""
+        state, history = self.state, self.state.history
+        for callback in self.callbacks:
+            if isinstance(callback, ProgressBar):
+                callback.on_fit_end(state)
+        state.optimizer.zero_grad(set_to_none=True)
+        state.model.load_state_dict(self.weights["model_state"])
+        state.optimizer.load_state_dict(self.weights["optimizer_state"])
+        restored_epoch, restored_path = self.epoch, None if self.checkpoint.path is None else str(self.checkpoint.path)
+        for callback in self.callbacks:
+            replaced = callback.on_diverged(state)
+            if replaced is not None:
+                restored_epoch, restored_path = replaced
+        where = f" from {restored_path}" if restored_path is not None else ""
+        message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
+                   f"Restored the last good weights (epoch {restored_epoch}){where}. "
+                   f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
+        history["stopped_by"] = "diverged"
+        history["diverged"] = message
+        raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
+                               checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
+                               history=history) from None
+
+
+def _summarise(history: dict, steps: int) -> None:
+    """The run's summary entries of the history (how far it got, why it stopped)."""
+    history.setdefault("stopped_by", "epochs")
+    history["epochs_run"] = history["epoch"][-1] if history["epoch"] else 0
+    history["steps"] = steps
+    history["stopped_early"] = history["stopped_by"] == "early_stopping"
+    history["stopped_at_max_steps"] = history["stopped_by"] == "max_steps"
+    history["smoke"] = history["stopped_at_max_steps"]
 
 
 def _device(tensor) -> torch.device:

@@ -288,7 +288,7 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     warps = [f"{v['label']}: {_warp_text(v['time_warp'])}" for v in variants if v.get("time_warp")]
     if warps:
         notes.append("Time warps of the test set's observation times (values unchanged; "
-                     "neuralde_seq.data.time_warps): " + "; ".join(warps) + ".")
+                     "neuralde_seq.data.transforms.time_warps): " + "; ".join(warps) + ".")
     diverged = [f"{s['label']} (seeds {s['diverged_seeds']})" for s in summaries if s["diverged_seeds"]]
     if diverged:
         notes.append("DIVERGED, last good checkpoint reported: " + ", ".join(diverged) + ".")

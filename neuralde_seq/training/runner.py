@@ -52,6 +52,7 @@ from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, a
 from .callbacks import is_terminal, short_label
 from .augmentation import ENSEMBLE_SEED_STEP, AugmentedInputs, EnsembleClassifier, member_seed
 from .fit import ResumeMismatch, TrainingDiverged
+from .spec import TrainingSpec
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
 from .results import to_jsonable, write_json
@@ -217,12 +218,35 @@ def _count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def _row_settings(training: "TrainingSettings | TrainingSpec | Mapping") -> TrainingSettings:
+    """A row's `TrainingSettings` from the forms `fit_and_evaluate` takes (select_on "accuracy" unless given)."""
+    if isinstance(training, TrainingSettings):
+        return training
+    if isinstance(training, TrainingSpec):
+        training = {name: getattr(training, name) for name in TrainingSpec.field_names()}
+    return TrainingSettings(**{"select_on": "accuracy", **dict(training)})
+
+
+def run_spec(training: "TrainingSettings | TrainingSpec | Mapping", *, seed: int, max_steps: int | None = None,
+             threads: int | None = DEFAULT_THREADS) -> TrainingSpec:
+    """The `TrainingSpec` one run of a row trains with: the row's settings with the run's ``seed`` (an ensemble
+    member's own), ``max_steps`` and ``threads``.
+
+    Arguments:
+        training: the row's settings (`TrainingSettings`, a `TrainingSpec`, or their fields as a mapping).
+        seed: the run's seed.
+        max_steps: a smoke run's step limit, or None.
+        threads: torch's CPU threads (None: torch's setting).
+    """
+    return _row_settings(training).spec(seed=seed, max_steps=max_steps, threads=threads)
+
+
 def fit_and_evaluate(
     model_name: str,
     splits: DatasetSplits,
     *,
     seed: int,
-    training: "TrainingSettings | Mapping",
+    training: "TrainingSettings | TrainingSpec | Mapping",
     checkpoint_path: str | os.PathLike | None,
     options: Mapping | None = None,
     control: Mapping | None = None,
@@ -292,8 +316,7 @@ def fit_and_evaluate(
                       "{unobserved_fill: 0.0}).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
             raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}") from err
 
-    if not isinstance(training, TrainingSettings):
-        training = TrainingSettings(**{"select_on": "accuracy", **dict(training)})
+    training = _row_settings(training)
     eval_batch_size = int(training.eval_batch_size or training.batch_size)
     train_inputs = inputs["train"]
     if training.augment_drop_rate > 0 or training.augment_crop < 1:
@@ -331,13 +354,11 @@ def fit_and_evaluate(
         try:
             history = train_classifier(
                 model, train_inputs, train.labels, inputs["val"], val.labels,
-                epochs=training.epochs, lr=training.lr, batch_size=training.batch_size,
-                seed=seed_j, checkpoint_path=_tagged(checkpoint_path, tag),
+                run_spec(training, seed=seed_j, max_steps=max_steps, threads=threads),
+                checkpoint_path=_tagged(checkpoint_path, tag),
                 last_checkpoint_path=_tagged(last_checkpoint_path, tag), resume=resume,
-                weight_decay=training.weight_decay, penalty_weight=training.penalty_weight,
-                grad_clip=training.grad_clip, schedule=training.schedule,
-                patience=training.patience, eval_batch_size=eval_batch_size, select_on=training.select_on,
-                max_steps=max_steps, progress=progress, num_classes=train.num_classes, threads=threads,
+                patience=training.patience, select_on=training.select_on,
+                progress=progress, num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
                 config={"model": model_name, "model_options": model_options, "control_options": dict(control or {}),
                         "solver": None if solver is None else repr(solver), **dict(run_settings or {})},

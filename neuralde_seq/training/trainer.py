@@ -22,14 +22,20 @@ import torch
 from .callbacks import BestCheckpoint, Callback, EarlyStopping
 from .checkpoints import default_last_checkpoint_path
 from .fit import fit
-from .threads import DEFAULT_THREADS, torch_threads
 from .objectives import Classification
 from .objectives import predict as _predict
+from .spec import TrainingSpec, training_spec
+from .threads import DEFAULT_THREADS, torch_threads
 
 __all__ = ["SELECT_ON", "predict", "evaluate", "train_classifier"]
 
 SELECT_ON = ("accuracy", "auroc", "loss")
 """Validation metrics `train_classifier` can select the best checkpoint (and stop early) on."""
+
+
+# train_classifier's own keywords (suggested beside the spec's fields for a misspelt keyword).
+_KEYWORDS = ("checkpoint_path", "progress", "patience", "config", "desc", "select_on", "last_checkpoint_path", "resume",
+             "callbacks", "num_classes")
 
 
 def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None, *,
@@ -84,28 +90,19 @@ def train_classifier(
     train_labels: torch.Tensor,
     val_control,
     val_labels: torch.Tensor,
+    spec: TrainingSpec | None = None,
     *,
-    epochs: int,
-    lr: float,
-    batch_size: int,
-    seed: int,
     checkpoint_path: str | os.PathLike | None = None,
-    weight_decay: float = 0.0,
-    penalty_weight: float = 0.0,
-    grad_clip: float | None = None,
-    schedule: str = "constant",
     progress: bool = True,
     patience: int | None = None,
-    eval_batch_size: int | None = None,
     config: dict | None = None,
     desc: str | None = None,
     select_on: str = "accuracy",
-    max_steps: int | None = None,
     last_checkpoint_path: str | os.PathLike | None = None,
     resume: bool = False,
     callbacks: Sequence[Callback] = (),
     num_classes: int | None = None,
-    threads: int | None = DEFAULT_THREADS,
+    **spec_fields,
 ) -> dict[str, Any]:
     """Train a classifier with Adam and cross-entropy, keeping the best-validation weights.
 
@@ -124,32 +121,24 @@ def train_classifier(
         train_labels: (N,) long class indices of the training samples.
         val_control: the inputs of the M validation samples (as ``train_control``).
         val_labels: (M,) long class indices of the validation samples.
-        epochs: passes over the training data.
-        lr: Adam's learning rate.
-        batch_size: samples per training step.
-        seed: seeds torch's global RNG at the start and the generator of the data order.
+        spec: how to train (`TrainingSpec`: epochs, lr, batch_size, seed, weight_decay, grad_clip, penalty_weight,
+            schedule, eval_batch_size, max_steps, threads, ...); None: built from ``spec_fields``.
         checkpoint_path: file of the best-validation checkpoint (None: kept in memory).
-        weight_decay: Adam's weight decay (default 0).
-        penalty_weight: weight of ``model.penalty()`` in the loss (default 0).
-        schedule: the learning rate over the run, "constant" (default) or "cosine" (`fit`).
-        grad_clip: max gradient norm, or None (default: no clipping).
         progress: show progress on stderr (default True; `ProgressBar`: bars on a terminal, else one line per
             epoch).
         patience: stop after this many epochs without improvement of ``select_on``, or None (default: never).
-        eval_batch_size: batch size of evaluation (default ``batch_size``).
         config: extra settings stored in the checkpoints (and compared on resume).
         desc: the progress bars' label (default "train").
         select_on: the validation metric the best checkpoint (and early stopping) is chosen on, one of
             `SELECT_ON` (default "accuracy").
-        max_steps: a smoke run of at most this many training steps (marked ``history["smoke"]``), or None.
         last_checkpoint_path: file of the resume checkpoint written after every epoch (default
             ``<checkpoint>.last.pt``; needs ``checkpoint_path``).
         resume: continue from the resume checkpoint if it exists (needs ``checkpoint_path``).
         callbacks: further `Callback` objects.
         num_classes: if given, labels are range-checked before training (otherwise against the logits' width
             at the first batch).
-        threads: torch's CPU threads while training (default 1; None: torch's setting), as in
-            `fit`.
+        **spec_fields: the spec's fields as keywords when ``spec`` is None (``epochs=25, lr=3e-3, batch_size=32,
+            seed=0, ...``), as in `fit`.
 
     Returns:
         `fit`'s history: per epoch ``train_loss``, ``train_accuracy``,
@@ -165,6 +154,7 @@ def train_classifier(
             (or an undefined validation AUROC), ``resume`` without ``checkpoint_path``, or
             ``last_checkpoint_path`` equal to ``checkpoint_path``.
     """
+    spec = training_spec(spec, spec_fields, "train_classifier", _KEYWORDS)
     if select_on not in SELECT_ON:
         raise ValueError(f"select_on must be one of {SELECT_ON}, got {select_on!r}")
     objective = Classification(num_classes)
@@ -182,12 +172,10 @@ def train_classifier(
         raise ValueError("resume=True needs a checkpoint_path")
     best = BestCheckpoint(checkpoint_path, monitor=select_on)
     chosen = [best] + ([EarlyStopping(patience, monitor=select_on)] if patience is not None else []) + list(callbacks)
-    history = fit(model, objective, (train_control, train_labels), val=(val_control, val_labels), epochs=epochs,
-                  lr=lr, batch_size=batch_size, seed=seed, weight_decay=weight_decay, grad_clip=grad_clip,
-                  penalty_weight=penalty_weight, schedule=schedule, eval_batch_size=eval_batch_size, max_steps=max_steps,
-                  callbacks=chosen, resume_path=last_path, resume=resume,
+    history = fit(model, objective, (train_control, train_labels), (val_control, val_labels), spec, callbacks=chosen,
+                  resume_path=last_path, resume=resume,
                   config={"select_on": select_on, "patience": patience, **dict(config or {})},
-                  progress=(desc or "train") if progress else False, threads=threads)
+                  progress=(desc or "train") if progress else False)
     if select_on == "auroc" and any(v is None for v in history.get("val_auroc", [])):
         raise ValueError("select_on='auroc' but the validation AUROC is undefined: the multi-class validation "
                          "labels miss a class; select on accuracy or loss instead")

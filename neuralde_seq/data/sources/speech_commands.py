@@ -11,7 +11,7 @@ CKConv's code (paper 000) copies for SC and SC_raw):
   clips are excluded, as in the NCDE code; their number is reported in ``meta["excluded_clips"]``;
 * samples are the WAV's int16 values / 2^15;
 * ``representation="mfcc"`` (SC): 20 MFCCs of the log-mel spectrum, n_fft 200, 64 mels
-  (`neuralde_seq.data.audio.mfcc`, which reproduces torchaudio's ``MFCC(log_mels=True, n_mfcc=20,
+  (`neuralde_seq.data.sources.audio.mfcc`, which reproduces torchaudio's ``MFCC(log_mels=True, n_mfcc=20,
   melkwargs=dict(n_fft=200, n_mels=64))``): 161 frames x 20 channels; ``times`` are the frame indices
   0..160 (one frame = 100 samples = 6.25 ms), as the NCDE code's ``linspace(0, 160, 161)``;
 * ``representation="raw"`` (paper 000's SC_raw): 16000 x 1, ``times`` the sample indices 0..15999
@@ -55,11 +55,14 @@ import numpy as np
 import torch
 
 from .audio import mfcc, read_wav
-from .datasets import DatasetSplits, IrregularDataset, stratified_split
-from .cache_integrity import sha256_file
-from ..cache import CorruptCacheError, cached_tensors
-from .download import RemoteFile, data_dir, fetch
-from .transforms import drop_observations, standardise
+from ..base.datasets import DatasetSplits, IrregularDataset, stratified_split
+from ..base.options import LoadOptions, accepts_load_options
+from ..base.registry import Task, register_task
+from ..io.cache_integrity import sha256_file
+from ...cache import CorruptCacheError, cached_tensors
+from ..io.download import RemoteFile, data_dir, fetch
+from ..transforms.sampling import drop_observations
+from ..transforms.standardisation import standardise
 
 __all__ = [
     "SPEECH_COMMANDS_WORDS",
@@ -176,6 +179,7 @@ def _check_options(representation, normalise, split_seed, drop_rate, dtype, remo
     return remotes
 
 
+@accepts_load_options
 def load_speech_commands(
     *,
     representation: str = "mfcc",
@@ -188,6 +192,7 @@ def load_speech_commands(
     drop_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     progress: bool = True,
+    options: LoadOptions | None = None,
 ) -> DatasetSplits:
     """Speech Commands v0.02, ten words, 70/15/15 stratified split (see the module docstring).
 
@@ -204,6 +209,8 @@ def load_speech_commands(
         drop_seed: seed of the dropped points.
         dtype: floating dtype of ``times`` and ``values`` (MFCCs are computed in float64 and cast).
         progress: show progress bars.
+        options: a `LoadOptions` holding the eight shared keywords (``cache_dir`` to ``progress``) at once,
+            instead of giving them one by one (giving both raises ``TypeError``); None (default).
 
     Returns:
         `DatasetSplits` of `IrregularDataset`:
@@ -276,3 +283,7 @@ def load_speech_commands(
     if normalise:
         train, val, test = standardise(train, val, test)
     return DatasetSplits(train, val, test)
+
+
+register_task(Task("speech-commands", "Speech Commands v0.02, 10 words (MFCC or raw audio)", "accuracy",
+                   load_speech_commands, fixed_options={"normalise": False}))

@@ -11,7 +11,7 @@ Every loader of a public dataset goes through this module, so the rules are the 
   ``.part``; a ``file://`` source is simply read again from the start). The finished file is checked
   against its SHA-256 and only then renamed to its final name, so a file under its final name is
   always complete and verified.
-* **Checksums, concurrency, bad caches** (`neuralde_seq.data.cache_integrity`): a
+* **Checksums, concurrency, bad caches** (`neuralde_seq.data.io.cache_integrity`): a
   `RemoteFile` pins the SHA-256 of its file where a trustworthy published value exists; where
   none exists (``sha256=None``) the policy is *trust on first use*: the first download's hash is
   recorded in a manifest ``<filename>.sha256`` beside the file and every later use is verified against
@@ -22,7 +22,7 @@ Every loader of a public dataset goes through this module, so the rules are the 
 * **Offline mode** (``offline=True`` or ``$NEURALDE_SEQ_OFFLINE`` set to 1/true/yes/on): cached files are
   used, and a missing one raises `DataUnavailableError` naming the URL and the path to put the
   file at, before anything is written to disk.
-* **Extraction** of downloaded archives: `neuralde_seq.data.extraction.extract_archive`.
+* **Extraction** of downloaded archives: `neuralde_seq.data.io.extraction.extract_archive`.
 * **Preprocessed tensors** (`cached_tensors`, from `neuralde_seq.cache`) are computed once per
   key and saved atomically with a checksum of their contents; an unreadable or altered file is refused.
 """
@@ -39,7 +39,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-from ..cache import CorruptCacheError
+from ...cache import CorruptCacheError
 from .cache_integrity import (CHUNK_BYTES, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, archive_problem,
                               exclusive_lock, file_size, manifest_path, read_manifest, record_first_use, verify_cached,
                               sha256_file)

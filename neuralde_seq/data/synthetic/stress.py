@@ -75,7 +75,7 @@ class SyntheticSequences(NamedTuple):
     @property
     def observations(self):
         """The inputs without the targets, as `Observations` (validated)."""
-        from ..observations import Observations
+        from ...observations import Observations
 
         return Observations.from_tensors(self.times, self.values)
 
@@ -189,7 +189,7 @@ def warped_adding(num_samples: int, num_events: int = 16, *, event_duration: int
     **Definition.** A sample is a sequence of K = ``num_events`` events. Event k holds a value v_k ~ U[0, 1)
     and lasts from b_k to b_{k+1}, with event boundaries b_k = G · τ(k / K) on the clock [0, G],
     G = K · ``event_duration``, where τ is the sample's own smooth random time warp
-    (`neuralde_seq.data.time_warps`: τ(u) = u + Σ_{j=1..modes} a_j sin(jπu)/(jπ), Σ |a_j| = ``warp_strength``,
+    (`neuralde_seq.data.transforms.time_warps`: τ(u) = u + Σ_{j=1..modes} a_j sin(jπu)/(jπ), Σ |a_j| = ``warp_strength``,
     so every event lasts between (1 − warp_strength) and (1 + warp_strength) times ``event_duration``). Two
     events are marked: one drawn uniformly among the first ⌊K/2⌋ events, one among the others (the adding
     problem's "halves"). The sample is observed on the common grid t = 0, 1, ..., G − 1: channel 0 is the
@@ -239,7 +239,7 @@ def warped_adding(num_samples: int, num_events: int = 16, *, event_duration: int
     Raises:
         ValueError: an argument out of range (named).
     """
-    from .time_warps import smooth_coefficients, smooth_warp
+    from ..transforms.time_warps import smooth_coefficients, smooth_warp
 
     _check_count("num_samples", num_samples, 1)
     _check_count("num_events", num_events, 2)

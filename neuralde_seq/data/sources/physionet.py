@@ -66,11 +66,14 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .datasets import DatasetSplits, IrregularDataset, stratified_split
-from .cache_integrity import sha256_file
-from ..cache import CorruptCacheError, cached_tensors
-from .download import RemoteFile, data_dir, fetch
-from .transforms import channel_statistics, drop_observations, standardise
+from ..base.datasets import DatasetSplits, IrregularDataset, stratified_split
+from ..base.options import LoadOptions, accepts_load_options
+from ..base.registry import Task, register_task
+from ..io.cache_integrity import sha256_file
+from ...cache import CorruptCacheError, cached_tensors
+from ..io.download import RemoteFile, data_dir, fetch
+from ..transforms.sampling import drop_observations
+from ..transforms.standardisation import channel_statistics, standardise
 
 __all__ = [
     "PHYSIONET_COLUMNS",
@@ -228,6 +231,7 @@ def _observation_counts(ds: IrregularDataset) -> torch.Tensor:
     return counts.masked_fill(after_end.unsqueeze(-1), float("nan"))
 
 
+@accepts_load_options
 def load_physionet_sepsis(
     *,
     intensity: bool,
@@ -240,6 +244,7 @@ def load_physionet_sepsis(
     drop_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     progress: bool = True,
+    options: LoadOptions | None = None,
 ) -> DatasetSplits:
     """PhysioNet 2019 sepsis prediction, first 72 hours, OI or no-OI (see the module docstring).
 
@@ -256,6 +261,8 @@ def load_physionet_sepsis(
         drop_seed: seed of the dropped points.
         dtype: floating dtype of ``times``, ``values`` and ``static``.
         progress: show progress bars.
+        options: a `LoadOptions` holding the eight shared keywords (``cache_dir`` to ``progress``) at once,
+            instead of giving them one by one (giving both raises ``TypeError``); None (default).
 
     Returns:
         `DatasetSplits`: ``times`` (N, T) hours 1..T (T = 72 for the real data),
@@ -344,3 +351,7 @@ def load_physionet_sepsis(
             meta["raw_channels"], meta["raw_static"] = [], []
         out.append(part.replace(meta=meta))
     return DatasetSplits(*out)
+
+
+register_task(Task("physionet-sepsis", "PhysioNet 2019 sepsis prediction, first 72 h (AUROC)", "auroc",
+                   load_physionet_sepsis, fixed_options={"normalise": False}))

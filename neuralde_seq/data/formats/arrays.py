@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .datasets import IrregularDataset
+from ..base.datasets import IrregularDataset
 from .ts_format import out_of_range
 
 __all__ = ["pad_sequences", "from_concatenated", "from_arrays"]

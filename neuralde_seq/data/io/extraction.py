@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable
 
-from ..cache import CorruptCacheError
+from ...cache import CorruptCacheError
 from .cache_integrity import CHUNK_BYTES
 
 __all__ = ["extract_archive"]

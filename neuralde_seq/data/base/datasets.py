@@ -1,4 +1,5 @@
-"""Irregularly sampled labelled datasets, the embedded JapaneseVowels data, and stratified splits.
+"""The wing's dataset containers: irregularly sampled labelled datasets (`IrregularDataset`), their
+train / validation / test parts (`DatasetSplits`), and stratified splits.
 
 Conventions (docs/design.md#data-conventions): a dataset of N sequences padded to T steps holds
 
@@ -17,22 +18,17 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 import warnings
 from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
 
-from ..observations import Observations, validate_observations
-from .ts_format import TsData, check_value_range, read_ts
+from ...observations import Observations, validate_observations
 
 __all__ = [
     "DatasetSplits",
     "IrregularDataset",
-    "from_ts",
-    "load_japanese_vowels",
-    "embedded_path",
     "stratified_split",
 ]
 
@@ -351,76 +347,6 @@ class IrregularDataset:
             class_names=class_names,
             name=name,
         )
-
-
-def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
-    """Build an `IrregularDataset` from parsed ``.ts`` contents.
-
-    Arguments:
-        data: the parsed file (`TsData`, from `read_ts` or `parse_ts`).
-        class_names: the classes in index order; None (default): the header's declared labels, else the
-            sorted distinct labels. Not for a regression file.
-        dtype: floating point dtype of times, values (and targets); default float32.
-        name: the dataset's name.
-
-    Returns:
-        The dataset. A regression file (``data.targets``, ``@targetLabel true``) gives a dataset with
-            ``labels`` None, no class names and ``targets`` (N,) of ``dtype``.
-
-    Raises:
-        ValueError: the data carry no labels, or ``class_names`` is given for a regression file.
-    """
-    if data.labels is None:
-        raise ValueError("the .ts data carry no labels; a classification dataset needs them")
-    check_value_range(data, dtype, "from_ts")  # names the file and line of a value dtype cannot carry
-    if data.targets:
-        if class_names is not None:
-            raise ValueError(f"class_names given ({list(class_names)}), but the .ts data hold regression targets "
-                             "(@targetLabel true), not classes")
-        targets = torch.as_tensor(np.asarray(data.labels, dtype=np.float64), dtype=dtype)
-        dataset = IrregularDataset.from_sequences(data.series, None, [], times=data.times, dtype=dtype, name=name)
-        return dataset.replace(targets=targets)
-    if class_names is None:
-        class_names = data.class_labels if data.class_labels is not None else sorted(set(data.labels))
-    return IrregularDataset.from_sequences(
-        data.series, data.labels, class_names, times=data.times, dtype=dtype, name=name
-    )
-
-
-def embedded_path(filename: str):
-    """Path of a file shipped in ``neuralde_seq/data/embedded``.
-
-    Arguments:
-        filename: the file's name, e.g. ``"JapaneseVowels_TRAIN.ts"``.
-
-    Returns:
-        An ``importlib.resources`` ``Traversable`` (use ``importlib.resources.as_file`` for a real path).
-    """
-    return resources.files("neuralde_seq.data").joinpath("embedded", filename)
-
-
-def load_japanese_vowels(dtype: torch.dtype = torch.float32) -> tuple[IrregularDataset, IrregularDataset]:
-    """The UEA JapaneseVowels dataset shipped in the package: ``(train, test)``, the official split.
-
-    270 training and 370 test utterances, 12 channels (LPC cepstrum coefficients), 9 classes
-    (speakers "1".."9"), lengths 7 to 29. The data have no timestamps, so ``times`` is the observation
-    index 0..L-1 (padding continues the grid). See ``embedded/SOURCE.md`` for provenance and licence.
-
-    Arguments:
-        dtype: floating point dtype of times and values (default float32).
-
-    Returns:
-        ``(train, test)``: two `IrregularDataset`, with times (N, T), values (N, T, 12), lengths (N,).
-    """
-    out = []
-    for split in ("TRAIN", "TEST"):
-        with resources.as_file(embedded_path(f"JapaneseVowels_{split}.ts")) as path:
-            data = read_ts(path)
-        out.append(from_ts(data, dtype=dtype, name=f"JapaneseVowels_{split}"))
-    train, test = out
-    if train.class_names != test.class_names:
-        raise RuntimeError("JapaneseVowels train and test files declare different class labels")
-    return train, test
 
 
 def stratified_split(

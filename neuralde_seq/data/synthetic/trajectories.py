@@ -37,7 +37,7 @@ import math
 import numpy as np
 import torch
 
-from ..observations import Observations
+from ...observations import Observations
 
 __all__ = ["SYSTEMS", "damped_pendulum", "lotka_volterra", "van_der_pol", "pendulum_energy",
            "lotka_volterra_invariant", "integrate", "sample_times", "TrajectoryTask", "trajectory_task",

@@ -38,7 +38,7 @@ try:
 except ImportError:  # not POSIX: exclusive_lock falls back to the filelock package
     fcntl = None
 
-from ..cache import CorruptCacheError
+from ...cache import CorruptCacheError
 
 # Public: download.py and extraction.py build on these rules (this module imports neither of them).
 __all__ = ["ChecksumError", "CorruptCacheError", "sha256_file", "PinnedFile", "CHUNK_BYTES", "MANIFEST_SUFFIX",
@@ -57,7 +57,7 @@ class ChecksumError(RuntimeError):
 
 
 class PinnedFile(Protocol):
-    """What the checks need to know of a dataset file (`neuralde_seq.data.download.RemoteFile` is one): its
+    """What the checks need to know of a dataset file (`neuralde_seq.data.io.download.RemoteFile` is one): its
     source ``url``, its ``filename`` in the cache, and its pinned ``sha256`` (64 lowercase hexadecimal digits) or
     None (trust on first use)."""
 

@@ -10,7 +10,7 @@
 
 Relative paths are resolved against the current working directory; ``meta`` records the absolute paths.
 Files are UTF-8 (a BOM tolerated), or the encoding given as ``encoding=``; a file that is not valid in it
-raises ``ValueError`` naming the file, line and byte (`neuralde_seq.data.text_files`, the readers' one
+raises ``ValueError`` naming the file, line and byte (`neuralde_seq.data.formats.text_files`, the readers' one
 encoding policy and number grammar). A value or timestamp beyond what ``dtype`` carries (1e308 overflows
 float32; the models handle ``|x| <= magnitude_limit(dtype)``) raises ``ValueError`` naming the file and line.
 
@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from .arff import read_arff
-from .datasets import DatasetSplits, IrregularDataset, _split, stratified_split
+from ..base.datasets import DatasetSplits, IrregularDataset, _split, stratified_split
 from .text_files import check_encoding
 from .ts_format import TsData, check_value_range, read_ts
 

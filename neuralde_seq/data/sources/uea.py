@@ -17,7 +17,7 @@ extraction), and its tensors are cached, so the archive is not needed again for 
 **Checksums.** No checksum of these archive files is published (the site, aeon, sktime, tsml-repo,
 torchtime, NeuralCDE and NeuralRDE give none), so none is invented here: every pinned
 `RemoteFile` has ``sha256=None`` and the trust-on-first-use policy of
-`neuralde_seq.data.download` applies: the first download's SHA-256 is recorded in
+`neuralde_seq.data.io.download` applies: the first download's SHA-256 is recorded in
 ``<archive>.sha256`` beside it (with a warning) and verified on every later use. Files passed through
 ``remotes`` with a SHA-256 are verified against it.
 
@@ -73,13 +73,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .arff import decode_archive_text, parse_arff
-from .text_files import split_lines
-from .datasets import DatasetSplits, IrregularDataset, _split
-from ..cache import CorruptCacheError, cached_tensors
-from .download import RemoteFile, data_dir, fetch
-from .transforms import drop_observations
-from .ts_format import TsData, parse_ts
+from ..formats.arff import decode_archive_text, parse_arff
+from ..formats.text_files import split_lines
+from ..base.datasets import DatasetSplits, IrregularDataset, _split
+from ..base.options import LoadOptions, accepts_load_options
+from ..base.registry import Task, register_task
+from ...cache import CorruptCacheError, cached_tensors
+from ..io.download import RemoteFile, data_dir, fetch
+from ..transforms.sampling import drop_observations
+from ..formats.ts_format import TsData, parse_ts
 
 __all__ = [
     "ARCHIVE_BASE_URL",
@@ -263,6 +265,7 @@ def first_occurrences(dataset: IrregularDataset) -> np.ndarray:
     return np.asarray(keep, dtype=np.int64)
 
 
+@accepts_load_options
 def load_uea(
     name: str,
     *,
@@ -277,6 +280,7 @@ def load_uea(
     progress: bool = True,
     stratified: bool = True,
     drop_repeated: bool = False,
+    options: LoadOptions | None = None,
 ) -> DatasetSplits:
     """Any UEA/UCR archive dataset, split 70/15/15 as in the CDE papers (see the module docstring).
 
@@ -295,6 +299,8 @@ def load_uea(
         drop_seed: seed of `drop_observations`.
         dtype: floating dtype of ``times`` and ``values`` of the returned datasets.
         progress: show download progress.
+        options: a `LoadOptions` holding the eight shared keywords (``cache_dir`` to ``progress``) at once,
+            instead of giving them one by one (giving both raises ``TypeError``); None (default).
         stratified: True (default): the stratified split of the CDE papers; False: plain random splits of the
             same sizes (the Log-NCDE/SLiCE code).
         drop_repeated: drop every series that repeats an earlier one of TRAIN+TEST exactly (length, values
@@ -386,6 +392,7 @@ def _check_published(splits: DatasetSplits, name: str, whole: bool) -> None:
                            "may be another version of the data.")
 
 
+@accepts_load_options
 def load_eigenworms(
     *,
     fmt: str = "ts",
@@ -397,6 +404,7 @@ def load_eigenworms(
     drop_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     progress: bool = True,
+    options: LoadOptions | None = None,
 ) -> DatasetSplits:
     """EigenWorms (UEA): 259 series of length 17,984, 6 channels, 5 classes; split 181/39/39 by default.
 
@@ -423,6 +431,8 @@ def load_eigenworms(
         drop_seed: seed of `drop_observations` (default 0).
         dtype: floating dtype of ``times`` and ``values`` of the returned datasets (default float32).
         progress: show download progress (default True).
+        options: a `LoadOptions` holding the eight shared keywords (``cache_dir`` to ``progress``) at once,
+            instead of giving them one by one (giving both raises ``TypeError``); None (default).
 
     Returns:
         ``DatasetSplits(train, val, test)`` of `IrregularDataset`, as `load_uea`: ``times`` (N, T),
@@ -442,6 +452,7 @@ def load_eigenworms(
     return splits
 
 
+@accepts_load_options
 def load_character_trajectories(
     *,
     fmt: str = "ts",
@@ -453,6 +464,7 @@ def load_character_trajectories(
     drop_seed: int = 0,
     dtype: torch.dtype = torch.float32,
     progress: bool = True,
+    options: LoadOptions | None = None,
 ) -> DatasetSplits:
     """CharacterTrajectories (UEA, 2018 version): 2,858 pen-tip trajectories (1,422 TRAIN + 1,436 TEST),
     3 channels (x and y velocity, pen-tip force), 20 classes, variable lengths up to 182.
@@ -476,6 +488,8 @@ def load_character_trajectories(
         drop_seed: seed of `drop_observations` (default 0).
         dtype: floating dtype of ``times`` and ``values`` of the returned datasets (default float32).
         progress: show download progress (default True).
+        options: a `LoadOptions` holding the eight shared keywords (``cache_dir`` to ``progress``) at once,
+            instead of giving them one by one (giving both raises ``TypeError``); None (default).
 
     Returns:
         ``DatasetSplits(train, val, test)`` of `IrregularDataset`, as `load_uea`: ``times`` (N, T),
@@ -493,3 +507,12 @@ def load_character_trajectories(
                       split_seed=split_seed, drop_rate=drop_rate, drop_seed=drop_seed, dtype=dtype, progress=progress)
     _check_published(splits, "CharacterTrajectories", whole=remotes is None)
     return splits
+
+
+register_task(Task("eigenworms", "UEA EigenWorms: 5 classes, length 17,984", "accuracy", load_eigenworms))
+register_task(Task("character-trajectories", "UEA CharacterTrajectories: 20 characters, 3 channels", "accuracy",
+                   load_character_trajectories))
+register_task(Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea))
+# The Log-NCDE/SLiCE code draws a new 70/15/15 split from every run's seed (configs walker2024_uea_*.yaml).
+register_task(Task("uea-seeded-split", "any UEA/UCR archive dataset, split drawn from the run's seed (option name)",
+                   "accuracy", load_uea, seed_option="split_seed"))

@@ -24,7 +24,7 @@ Rules: the file is UTF-8 (a BOM tolerated; another encoding only when named: ``r
 encoding="latin-1")``), and a file that is not raises ``ValueError`` naming the line and byte; keywords are
 case-insensitive; ``%`` starts a comment line; ``?`` (or ``NaN``) is a missing
 value (NaN); ``inf``, ``-inf`` and numbers too large for float64 (``1e400``) are refused; numbers follow the
-strict grammar of `neuralde_seq.data.text_files` (ASCII decimal or scientific notation: ``1_5`` and ``١٢`` are
+strict grammar of `neuralde_seq.data.formats.text_files` (ASCII decimal or scientific notation: ``1_5`` and ``١٢`` are
 refused, naming the line, the value's place and its text);
 quoted names and values use ``'`` or ``"`` with backslash escapes; the class attribute is the last
 attribute. Nominal (``{a,b,...}``): its values are the declared class labels in file order. Numeric, in the
@@ -62,7 +62,7 @@ _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 
 
 def decode_archive_text(raw: bytes, source: str = "<archive member>") -> str:
-    """Decode an archive text file by the readers' one policy (`neuralde_seq.data.text_files.decode_text`):
+    """Decode an archive text file by the readers' one policy (`neuralde_seq.data.formats.text_files.decode_text`):
     UTF-8, a BOM tolerated, and a ``ValueError`` naming ``source``, the line and the byte otherwise (no
     silent Latin-1 fallback)."""
     return decode_text(raw, source, None, reader="the reader")

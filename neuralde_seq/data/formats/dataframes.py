@@ -23,7 +23,7 @@ of the sample's times is missing there. Nothing is dropped or filled: a repeated
 (id, time, kind)), a missing id, time or label, an infinite value, a non-numeric value or time column, and
 a label that varies within one id raise an error naming the column (and the id or row).
 
-The arrays are passed to `neuralde_seq.data.arrays.from_arrays`, so the result equals
+The arrays are passed to `neuralde_seq.data.formats.arrays.from_arrays`, so the result equals
 ``from_arrays(sequences, labels, times=times)`` with the same per-sample arrays (labels mapped to
 0..K-1 in sorted order, the originals in ``class_names``).
 
@@ -37,7 +37,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .datasets import IrregularDataset
+from ..base.datasets import IrregularDataset
 
 __all__ = ["from_long_dataframe"]
 
@@ -89,7 +89,7 @@ def _check_dtype_range(frame, ids_series, values, column, what: str, dtype) -> N
     """Refuse an entry beyond what ``dtype`` carries (1e308 overflows float32), naming the column, row and id."""
     if values is None:
         return
-    from ..observations import magnitude_limit
+    from ...observations import magnitude_limit
     from .ts_format import out_of_range
 
     _check_float_dtype(dtype)

@@ -12,10 +12,10 @@ The format, as used by the UEA & UCR time series classification archive:
 * in a case, dimensions are separated by ``:`` and values within a dimension by ``,``; ``?`` (or
   ``NaN``) marks a missing value (read as NaN); ``inf``, ``-inf`` and numbers too large for float64
   (``1e400``) are refused. Numbers (values, timestamps, targets, ``@dimensions`` and ``@seriesLength``)
-  follow the one strict grammar of `neuralde_seq.data.text_files`: ASCII digits in decimal or scientific
+  follow the one strict grammar of `neuralde_seq.data.formats.text_files`: ASCII digits in decimal or scientific
   notation, so ``1_5`` and ``١٢`` (which Python's `float` reads as 15 and 12) are refused;
 * the file is UTF-8 (a BOM tolerated); a file that is not raises ``ValueError`` naming the line and byte
-  (`neuralde_seq.data.text_files`), unless its encoding is given (``read_ts(path, encoding="latin-1")``);
+  (`neuralde_seq.data.formats.text_files`), unless its encoding is given (``read_ts(path, encoding="latin-1")``);
 * with ``@classLabel true <labels>`` the last ``:`` field is the case's class label, one of the declared
   labels; with ``@targetLabel true`` (a regression file, as in the Monash/UEA regression archive) it is a
   real-valued target, which must be a finite number (``?``, ``NaN`` and ``inf`` are refused). Both are kept
@@ -44,13 +44,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
+import torch
 
+from ..base.datasets import IrregularDataset
 from .text_files import decode_text, is_number, number_problem, parse_number, parse_number_row, split_lines
 
-__all__ = ["TsData", "read_ts", "parse_ts", "check_value_range", "out_of_range"]
+__all__ = ["TsData", "read_ts", "parse_ts", "from_ts", "check_value_range", "out_of_range"]
 
 
 @dataclass
@@ -384,7 +386,7 @@ def check_value_range(data: TsData, dtype, reader: str) -> None:
     """
     import torch
 
-    from ..observations import magnitude_limit
+    from ...observations import magnitude_limit
 
     limit = magnitude_limit(dtype)
     arff = data.header.get("format", "").startswith("arff")
@@ -424,7 +426,7 @@ def out_of_range(value: float, dtype, reader: str | None, what: str = "the value
     or lies beyond ``magnitude_limit(dtype)``; ``reader`` is the function that takes ``dtype``."""
     import torch
 
-    from ..observations import magnitude_limit
+    from ...observations import magnitude_limit
 
     limit, largest, wide_limit = magnitude_limit(dtype), float(torch.finfo(dtype).max), magnitude_limit(torch.float64)
     if abs(value) > largest:
@@ -440,3 +442,37 @@ def out_of_range(value: float, dtype, reader: str | None, what: str = "the value
         return f"{text}: pass dtype=torch.float64{to} (range |x| <= {wide_limit:.3g}), or {rescale}"
     return (f"{text}; dtype=torch.float64 would hold it, but even in float64 the models handle only "
             f"|x| <= {wide_limit:.3g}: {rescale}")
+
+
+def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
+    """Build an `IrregularDataset` from parsed ``.ts`` contents.
+
+    Arguments:
+        data: the parsed file (`TsData`, from `read_ts` or `parse_ts`).
+        class_names: the classes in index order; None (default): the header's declared labels, else the
+            sorted distinct labels. Not for a regression file.
+        dtype: floating point dtype of times, values (and targets); default float32.
+        name: the dataset's name.
+
+    Returns:
+        The dataset. A regression file (``data.targets``, ``@targetLabel true``) gives a dataset with
+            ``labels`` None, no class names and ``targets`` (N,) of ``dtype``.
+
+    Raises:
+        ValueError: the data carry no labels, or ``class_names`` is given for a regression file.
+    """
+    if data.labels is None:
+        raise ValueError("the .ts data carry no labels; a classification dataset needs them")
+    check_value_range(data, dtype, "from_ts")  # names the file and line of a value dtype cannot carry
+    if data.targets:
+        if class_names is not None:
+            raise ValueError(f"class_names given ({list(class_names)}), but the .ts data hold regression targets "
+                             "(@targetLabel true), not classes")
+        targets = torch.as_tensor(np.asarray(data.labels, dtype=np.float64), dtype=dtype)
+        dataset = IrregularDataset.from_sequences(data.series, None, [], times=data.times, dtype=dtype, name=name)
+        return dataset.replace(targets=targets)
+    if class_names is None:
+        class_names = data.class_labels if data.class_labels is not None else sorted(set(data.labels))
+    return IrregularDataset.from_sequences(
+        data.series, data.labels, class_names, times=data.times, dtype=dtype, name=name
+    )

@@ -56,7 +56,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .datasets import IrregularDataset
+from ..base.datasets import IrregularDataset
 
 __all__ = ["TimeWarp", "WARP_KINDS", "time_warp", "warp_times", "warp_parameters", "smooth_coefficients",
            "smooth_warp", "piecewise_warp"]

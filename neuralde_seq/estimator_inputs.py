@@ -1,0 +1,212 @@
+"""The scikit-learn estimators' input handling, shared by `neuralde_seq.sklearn` (`SequenceClassifier`,
+`SequenceRegressor`) and `neuralde_seq.random_features` (`RandomFeatureClassifier`, `RandomFeatureRegressor`).
+
+Reading X and times into an `IrregularDataset` (`read_sequences`), the estimator's dtype (`estimator_dtype`),
+standardisation with the training statistics (`standardised`), the checks that predictions get what fit got
+(`check_times_like_fit`, `check_channels_like_fit`), labels of one type (`check_label_types`), the seed drawn from
+``random_state`` (`estimator_seed`) and torch threads from ``n_jobs`` (`threads_for_jobs`). Both estimator modules
+import this one, so neither imports the other for it (docs/design.md#layers).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+from .data.base.datasets import IrregularDataset
+from .data.formats.arrays import _read
+from .observations import magnitude_limit, validate_observations
+
+__all__ = ["DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs", "read_sequences",
+           "standardised", "check_label_types", "check_times_survive_cast", "check_times_like_fit",
+           "check_channels_like_fit"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
+
+
+def estimator_dtype(dtype) -> torch.dtype:
+    """The torch dtype of an estimator's ``dtype`` parameter.
+
+    Arguments:
+        dtype: "float32" or "float64", or that torch dtype.
+
+    Returns:
+        torch.float32 or torch.float64.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype must be 'float32' or 'float64' (or that torch dtype), got {dtype!r}")
+
+
+def estimator_seed(random_state) -> int:
+    """The seed of one fit: ``random_state`` itself when it is an int (in the range numpy accepts), else drawn from
+    it (a numpy RandomState, or None: a fresh one)."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        check_random_state(random_state)  # the range numpy accepts
+        return int(random_state)
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def threads_for_jobs(n_jobs) -> int:
+    """torch threads for ``n_jobs`` with joblib's meaning: None is 1 (or the enclosing
+    ``joblib.parallel_config(n_jobs=...)``), -1 all cores, -2 all but one, ..."""
+    from joblib import effective_n_jobs
+
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero integer (-1: all cores), got {n_jobs!r}")
+    return max(1, int(effective_n_jobs(None if n_jobs is None else int(n_jobs))))
+
+
+def standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
+                 dtype: torch.dtype | None = None) -> torch.Tensor:
+    """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
+    `standardise`), in ``dtype`` (default the values' dtype); NaN stays NaN.
+
+    The finite range of the models (`magnitude_limit` of ``dtype``) is judged here, on the standardised values:
+    raw values of 1e12 are fine once standardised, a value far outside the training data's range is not.
+
+    Raises:
+        ValueError: a standardised value beyond ``magnitude_limit(dtype)``, naming X, where it is and how far it
+            lies from the channel's training mean.
+    """
+    dtype = values.dtype if dtype is None else dtype
+    m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
+    s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
+    result = (values.to(torch.float64) - m) / s
+    limit = magnitude_limit(dtype)
+    beyond = result.abs() > limit  # False for NaN (a missing value)
+    if bool(beyond.any()):
+        size = torch.where(beyond, result.abs(), torch.zeros((), dtype=result.dtype, device=result.device))
+        b, t, c = (int(k) for k in np.unravel_index(int(torch.argmax(size)), tuple(result.shape)))
+        raise ValueError(
+            f"X[{b}] has the value {float(values[b, t, c]):.6g} at step {t}, channel {c}: "
+            f"{float(result[b, t, c]):.3g} standard deviations from the channel's training mean "
+            f"(channel_mean_[{c}] = {float(m[c]):.6g}, channel_scale_[{c}] = {float(s[c]):.6g}), beyond the finite "
+            f"range |x| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations.magnitude_limit) "
+            "after standardisation: check X for an entry in other units, or use dtype='float64'")
+    return result.to(dtype)
+
+
+def check_label_types(y) -> None:
+    """Refuse labels that mix strings and numbers, as scikit-learn's ``unique_labels`` does: numpy would turn
+    them all into strings, so that the integer 1 came back from `predict` as the string '1'."""
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        return  # one numpy type for every label
+    try:
+        labels = np.asarray(y, dtype=object).ravel()
+    except (TypeError, ValueError):
+        return  # not array-like: column_or_1d names the problem
+    found: dict[str, set] = {}
+    for label in labels:
+        kind = ("string" if isinstance(label, (str, bytes)) else
+                "number" if isinstance(label, numbers.Number) else None)
+        if kind is not None:
+            found.setdefault(kind, set()).add(type(label).__name__)
+    if len(found) > 1:
+        types = ", ".join(sorted(set().union(*found.values())))
+        raise ValueError(f"y mixes label types: strings and numbers ({types}); give every label as one type (e.g. "
+                         "all strings, or all integers), so that predict returns the labels as given")
+
+
+def check_times_survive_cast(t64: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, dtype) -> None:
+    """Times strictly increasing as given (float64) must stay so in the estimator's ``dtype``: name the first pair
+    that the cast makes equal (or reverses), and what to do, rather than calling the user's times unordered."""
+    steps = torch.arange(t64.shape[1] - 1, device=t64.device)
+    inside = steps[None, :] < (lengths[:, None] - 1)
+    merged = inside & (t64[:, 1:] > t64[:, :-1]) & ~(cast[:, 1:] > cast[:, :-1])
+    if bool(merged.any()):
+        b, i = torch.nonzero(merged)[0].tolist()
+        raise ValueError(f"times of X[{b}] at steps {i} and {i + 1} ({float(t64[b, i])!r} and {float(t64[b, i + 1])!r}) "
+                         f"are distinct but become equal in {dtype} (its resolution near {float(t64[b, i]):.4g} is "
+                         f"{float(torch.finfo(dtype).eps) * abs(float(t64[b, i])):.2g}): use dtype='float64', or "
+                         "give the times in coarser units (e.g. rounded to the resolution of the measurements)")
+
+
+def check_times_like_fit(estimator, times) -> None:
+    """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
+    would otherwise silently read the observation indices 0, 1, ... as times."""
+    with_times = getattr(estimator, "fitted_with_times_", None)  # None: fitted before the attribute existed
+    name = type(estimator).__name__
+    if with_times and times is None:
+        raise ValueError(f"times is None, but this {name} was fitted with times: give the times of these "
+                         "sequences too (one (T_i,) array per sample, in the units of fit); without them the "
+                         "observation indices 0, 1, ... would be read as times")
+    if with_times is False and times is not None:
+        raise ValueError(f"times was given, but this {name} was fitted without times (each sample's observation "
+                         "indices 0, 1, ...): pass times=None, or fit with times")
+
+
+def check_channels_like_fit(estimator, X, channels: int) -> None:
+    """X at prediction must have the channels of fit. A 2-D array is read as N univariate sequences (N, T): one
+    (T, C) sequence given alone (``X[0]`` of a list of such) is the likeliest cause, so the message says so."""
+    fitted = estimator.n_features_in_
+    if channels == fitted:
+        return
+    name = type(estimator).__name__
+    message = (f"X has {channels} channel(s) per time step, but {name} was fitted with {fitted} "
+               "(n_features_in_)")
+    shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and fitted > 1:
+        rows, columns = (int(k) for k in shape)
+        message += (f": a 2-D array is read as N univariate sequences (N, T), here {rows} sequences of {columns} "
+                    f"time steps. For one sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0] "
+                    f"(or x[None] for a 3-D (1, T, C) array)")
+    raise ValueError(message)
+
+
+def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
+    """X (and times) as an unlabelled dataset; every sample with at least `MIN_STEPS` time steps.
+
+    Arguments:
+        X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or a 2-D (N, T) array (N univariate
+            sequences), NaN where missing.
+        times: None (observation indices) or one (T_i,) array per sample (a list or a 2-D (N, T) array).
+        dtype: the estimator's torch dtype: the times are cast to it and checked there, the values must fit it.
+        name: the dataset's name (the estimator's class name).
+
+    Returns:
+        An `IrregularDataset` with times (N, T) in ``dtype``, values (N, T, C) as ``dtype`` holds them but stored
+        in float64 (the standardisation is computed in float64), lengths (N,).
+
+    Raises:
+        ValueError: complex values, a 2-D X with fewer than `MIN_STEPS` columns, a sample shorter than
+            `MIN_STEPS`, a value beyond ``dtype``'s largest number, times that the cast to ``dtype`` merges, or
+            what `validate_observations` refuses.
+    """
+    shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
+    if shape is not None and np.iscomplexobj(X):
+        raise ValueError("Complex data not supported: X holds complex numbers; give real values")
+    if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] < MIN_STEPS:
+        shape = tuple(int(k) for k in shape)
+        raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {MIN_STEPS} is "
+                         f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
+                         f"and the models need at least {MIN_STEPS} time steps per sequence; for one "
+                         f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
+    # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
+    # standardisation (`standardised`), so raw values of 1e12 are accepted in float32.
+    (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
+    short = torch.nonzero(lengths < MIN_STEPS).flatten().tolist()
+    if short:
+        raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
+                         f"short): the models need at least {MIN_STEPS} time steps per sequence")
+    # The values as ``dtype`` holds them (statistics and standardisation as for data read in it), kept in float64.
+    held = values.to(dtype)
+    infinite = torch.isinf(held)  # finite as given (checked by _read), beyond the dtype's range once cast
+    if bool(infinite.any()):
+        b, step, c = torch.nonzero(infinite)[0].tolist()
+        raise ValueError(f"X[{b}] has a value beyond the largest {dtype} number ({torch.finfo(dtype).max:.3g}) at "
+                         f"step {step}, channel {c}: use dtype='float64', or rescale that channel")
+    # The times in ``dtype``, checked there (its finite range, strictly increasing once cast).
+    cast = t.to(dtype)
+    check_times_survive_cast(t, cast, lengths, dtype)
+    t = cast
+    validate_observations(t, torch.zeros(*t.shape, 1, dtype=dtype), lengths, min_length=1)
+    return IrregularDataset(t, held.to(torch.float64), lengths, None, [], name=name)
