@@ -18,8 +18,9 @@ from sklearn.utils import check_random_state
 from .data.base.datasets import IrregularDataset
 from .data.formats.arrays import _read
 from .observations import magnitude_limit, validate_observations
+from .user_warnings import warn_user
 
-__all__ = ["DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs", "read_sequences",
+__all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs", "read_sequences",
            "standardised", "check_label_types", "check_times_survive_cast", "check_times_like_fit",
            "check_channels_like_fit"]
 
@@ -162,6 +163,21 @@ def check_channels_like_fit(estimator, X, channels: int) -> None:
     raise ValueError(message)
 
 
+class AxesOrderWarning(UserWarning):
+    """A 3-D X with fewer time steps than channels: likely an (N, C, T) array from aeon or sktime, which the
+    estimators would read as (N, T, C)."""
+
+
+def _warn_if_channels_first(shape) -> None:
+    """aeon's and sktime's arrays are (N, C, T); ours are (N, T, C). Both read without error, so a channels-first
+    array would train a model on T channels of C steps: say so when the time axis is the shorter one."""
+    if len(shape) == 3 and 0 < shape[1] < shape[2]:
+        n, t, c = (int(k) for k in shape)
+        warn_user(f"X of shape {(n, t, c)} is read as (N, T, C): {n} sequences of {t} time steps with {c} channels. "
+                  f"Arrays from aeon or sktime are (N, C, T); if yours is one, give X.transpose(0, 2, 1) (a "
+                  f"{(n, c, t)} array)", AxesOrderWarning)
+
+
 def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
     """X (and times) as an unlabelled dataset; every sample with at least `MIN_STEPS` time steps.
 
@@ -190,6 +206,8 @@ def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
                          f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
                          f"and the models need at least {MIN_STEPS} time steps per sequence; for one "
                          f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
+    if shape is not None:
+        _warn_if_channels_first(tuple(shape))
     # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
     # standardisation (`standardised`), so raw values of 1e12 are accepted in float32.
     (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))

@@ -226,3 +226,25 @@ def test_times_ignored_for_a_config_row_names_the_rows_options():
         model(Observations.from_tensors(times, torch.randn(2, 8, 1)))
     message = str(_times_ignored(record)[0].message)
     assert "'ck-grid'" in message and "options: {hidden: 4, mode: irregular}" in message, message
+
+
+def test_a_channels_first_array_is_named_with_the_transpose_once_per_call():
+    """aeon's and sktime's (N, C, T) arrays read without error as (N, T, C): a 3-D X with fewer time steps than
+    channels is warned about at the user's line, with the transpose that fixes it; a (N, T, C) array is not."""
+    from neuralde_seq.estimator_inputs import AxesOrderWarning
+
+    rng = np.random.default_rng(0)
+    channels_first = rng.standard_normal((12, 3, 40))  # 12 sequences, 3 channels, 40 steps, as aeon gives them
+    y = np.arange(12) % 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = SequenceClassifier("gru-d", model_options={"hidden": 4}, epochs=1, random_state=0)
+        clf.fit(channels_first, y)
+    axes = [w for w in caught if w.category is AxesOrderWarning]
+    assert len(axes) == 1 and axes[0].filename == __file__, [str(w.message) for w in caught]
+    assert "transpose(0, 2, 1)" in str(axes[0].message) and "(12, 40, 3)" in str(axes[0].message)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SequenceClassifier("gru-d", model_options={"hidden": 4}, epochs=1, random_state=0).fit(
+            channels_first.transpose(0, 2, 1), y)
+    assert not [w for w in caught if w.category is AxesOrderWarning]
