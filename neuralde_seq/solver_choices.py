@@ -31,7 +31,6 @@ import contextvars
 import dataclasses
 import math
 import numbers
-import warnings
 from typing import Any, ClassVar, Mapping
 
 import torch
@@ -41,6 +40,7 @@ from .fixed_step import TABLEAUS, FixedStepSolve
 from .ops.chunked_delta import EXACT_SCANS
 from .ops.linear_scan import SCANS
 from .torchdiffeq_solves import counting_steps, solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem
+from .user_warnings import warn_user
 
 __all__ = ["Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive", "Dopri5",
            "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint", "Backprop",
@@ -574,7 +574,7 @@ def warn_not_finite(control, method: Method) -> None:
     knots = control.knots[: int(control.end_index.max()) + 1]
     start, end = float(knots[0]), float(knots[-1])
     widest = float((knots[1:] - knots[:-1]).max())
-    warnings.warn(f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} "
-                  f"{method.describe_steps(widest)}. Rescale the times to units where observation gaps are about 1, "
-                  "or build the control with parametrization='index' (every gap 1), or give a smaller step_size",
-                  NonFiniteSolveWarning, stacklevel=3)
+    warn_user(f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} "
+              f"{method.describe_steps(widest)}. Rescale the times to units where observation gaps are about 1, "
+              "or build the control with parametrization='index' (every gap 1), or give a smaller step_size",
+              NonFiniteSolveWarning)

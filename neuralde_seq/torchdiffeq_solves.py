@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 
 import torch
 import torchdiffeq
@@ -25,6 +24,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .controls import Control
 from .fixed_step import step_grid
+from .user_warnings import warn_user
 
 __all__ = ["torchdiffeq_problem", "solve_adaptive_checkpointed", "solve_adjoint", "counting_steps",
            "ContinuousField", "SteppedField", "AdjointReconstructionWarning", "ADJOINT_RECONSTRUCTION_TOLERANCE"]
@@ -216,10 +216,11 @@ def _check_adjoint_reconstruction(func, initial, final, t, kwargs) -> None:
         scale = torch.maximum(initial.detach().norm(), final.detach().norm()).clamp_min(torch.finfo(final.dtype).tiny)
         error = float((recovered - initial.detach()).norm() / scale)
     if not error <= ADJOINT_RECONSTRUCTION_TOLERANCE:
-        warnings.warn(f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
-                      f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
-                      f"of this solve are unreliable; use SolverOptions(gradient='checkpoint') (the default), exact "
-                      f"for the discrete solve with O(sqrt(steps)) memory", AdjointReconstructionWarning, stacklevel=3)
+        # At the user's line (their backward or fit call): Python then shows it once per run, not once per step.
+        warn_user(f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
+                  f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
+                  f"of this solve are unreliable; use SolverOptions(gradient='checkpoint') (the default), exact "
+                  f"for the discrete solve with O(sqrt(steps)) memory", AdjointReconstructionWarning)
 
 
 def solve_adjoint(dynamics, control, initial, options, at_knots: bool) -> torch.Tensor:

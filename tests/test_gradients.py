@@ -118,8 +118,10 @@ def test_adjoint_check_warns_where_the_adjoint_is_wrong():
     """At T = 1000 the continuous adjoint's gradient of delta-cde is far from the true one, and the check says
     so; on a short sequence, where it is right, the check is silent."""
     model, control = _delta_cde(1000, SolverOptions(adjoint=True))
-    with pytest.warns(AdjointReconstructionWarning, match="relative error"):
+    with pytest.warns(AdjointReconstructionWarning, match="relative error") as caught:
         adjoint = _parameter_gradients(model, model(control))
+    # said at the user's line (here, this file), not inside the backward pass: once per run, not once per step
+    assert {w.filename for w in caught if w.category is AdjointReconstructionWarning} == {__file__}
     model.network.solver = SolverOptions(adjoint=False)
     exact = _parameter_gradients(model, model(control))
     assert not relative_error(adjoint, exact) < 1e-2  # the adjoint is wrong here (or NaN)
