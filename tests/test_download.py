@@ -93,6 +93,17 @@ def test_remote_file_validation():
     assert RemoteFile("https://x/a.zip", "a.zip", "AB" * 32).sha256 == "ab" * 32
 
 
+
+def test_fetch_progress_off_a_terminal_is_two_lines_not_bar_frames(tmp_path, source_file, capsys):
+    """pytest's captured stderr is not a terminal, as a job's log is not: the download says when it starts and
+    ends, with the bytes received, and draws no bar (no carriage returns)."""
+    fetch(_remote(source_file), tmp_path / "cache", progress=True)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("downloading data.bin: started"), lines
+    assert lines[1].startswith("downloading data.bin: done") and f"{len(PAYLOAD) / 1024:.1f} KiB" in lines[1], lines
+
 # ----------------------------------------------------------------------------------- fetch, file://
 def test_fetch_file_url_and_cache_hit(tmp_path, source_file):
     cache = tmp_path / "cache" / "nested"

@@ -26,6 +26,8 @@ from typing import Any, Callable
 import torch
 from tqdm import tqdm
 
+from ..terminal import is_terminal
+
 from ..solvers import SolverOptions
 from .checkpoints import load_checkpoint, save_checkpoint
 
@@ -422,15 +424,6 @@ class DivergenceGuard(Callback):
     def load_state_dict(self, state):
         """Restore the first batch's loss of `state_dict`."""
         self.first_loss = state["first_loss"]
-
-
-def is_terminal(stream) -> bool:
-    """Whether ``stream`` (e.g. ``sys.stderr``) is an interactive terminal, where progress bars redraw in place;
-    False for files, pipes, closed streams and objects without ``isatty``."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
-        return False
 
 
 _SHORT_METRICS = {"accuracy": "acc", "auroc": "auroc", "loss": "loss"}

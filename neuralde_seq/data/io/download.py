@@ -40,6 +40,7 @@ from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
 from ...cache import CorruptCacheError
+from ...terminal import Progress
 from .cache_integrity import (CHUNK_BYTES, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, archive_problem,
                               exclusive_lock, file_size, manifest_path, read_manifest, record_first_use, verify_cached,
                               sha256_file)
@@ -190,7 +191,7 @@ def fetch(
         retries: how often a failed transfer is retried (so at most ``retries + 1`` attempts per call).
             A retry after a transfer that delivered bytes resumes at once; one that delivered nothing waits
             ``RETRY_BACKOFF_S`` seconds, doubling each time.
-        progress: show a tqdm progress bar while downloading.
+        progress: show progress while downloading (a bar on a terminal, a line at start and end otherwise).
 
     Returns:
         The path of the file, whose SHA-256 matches ``remote.sha256`` (or the trust-on-first-use manifest
@@ -317,8 +318,6 @@ def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progre
 
 def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
     """One attempt: fetch the rest of the file into ``part`` (resuming it over HTTP when possible)."""
-    from tqdm.auto import tqdm
-
     scheme = urlparse(remote.url).scheme
     offset = file_size(part)
     if remote.size is not None and offset > remote.size:
@@ -358,9 +357,9 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
         total = start + announced if announced is not None else remote.size
         received = 0
         try:
-            with open(part, "ab" if append else "wb") as out, tqdm(
-                total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=remote.filename,
-                disable=not progress, leave=False,
+            with open(part, "ab" if append else "wb") as out, Progress(
+                desc=f"downloading {remote.filename}", total=total, initial=start, unit="B", unit_scale=True,
+                enabled=progress,
             ) as bar:
                 for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
                     out.write(chunk)

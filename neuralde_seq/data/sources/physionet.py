@@ -74,6 +74,7 @@ from ...cache import CorruptCacheError, cached_tensors
 from ..io.download import RemoteFile, data_dir, fetch
 from ..transforms.sampling import drop_observations
 from ..transforms.standardisation import channel_statistics, standardise
+from ...terminal import Progress
 
 __all__ = [
     "PHYSIONET_COLUMNS",
@@ -166,8 +167,6 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
             ``records`` (N,) file names, ``excluded`` the names of the records with fewer than 3 hours in the
             first 72, and ``counts`` the number of ``.psv`` members of each zip.
     """
-    from tqdm.auto import tqdm
-
     parsed: dict[str, dict] = {}
     counts = []
     for path in paths:
@@ -175,8 +174,8 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
         try:
             with zipfile.ZipFile(path) as archive:
                 members = [m for m in archive.infolist() if not m.is_dir() and _RECORD_NAME.fullmatch(m.filename)]
-                for member in tqdm(members, desc=f"reading {PurePosixPath(str(path)).name}", disable=not progress,
-                                   leave=False):
+                for member in Progress(members, desc=f"reading {PurePosixPath(str(path)).name}", unit=" records",
+                                       enabled=progress):
                     record = PurePosixPath(member.filename).name
                     if record in parsed:
                         raise CorruptCacheError(f"record {record} appears twice in {list(map(str, paths))}")

@@ -63,6 +63,7 @@ from ...cache import CorruptCacheError, cached_tensors
 from ..io.download import RemoteFile, data_dir, fetch
 from ..transforms.sampling import drop_observations
 from ..transforms.standardisation import standardise
+from ...terminal import Progress
 
 __all__ = [
     "SPEECH_COMMANDS_WORDS",
@@ -110,13 +111,11 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
             `SPEECH_COMMANDS_WORDS`), ``files`` (N,) member names ``<word>/<name>.wav``, ordered by word
             and then file name, and ``excluded`` (the member names of the clips that are not 16000 samples long).
     """
-    from tqdm.auto import tqdm
-
     clips: dict[tuple[int, str], np.ndarray] = {}
     excluded: list[str] = []
     try:
-        with tarfile.open(path, mode="r|gz") as archive, tqdm(desc="reading Speech Commands", unit=" files",
-                                                                disable=not progress, leave=False) as bar:
+        with tarfile.open(path, mode="r|gz") as archive, Progress(desc="reading Speech Commands", unit=" files",
+                                                                    enabled=progress) as bar:
             for member in archive:
                 bar.update(1)
                 found = _word_member(member.name)
