@@ -7,7 +7,7 @@
 - ``neuralde-seq`` / ``neuralde-seq compare`` runs the packaged config ``neuralde_seq/configs/compare.yaml``:
   Hebb, Oja and Delta CT-FWP CDEs, NCDE and CKCNN on the embedded JapaneseVowels data with 30 % of each
   sample's time points dropped. Its options change the config (``--epochs`` every row's epochs,
-  ``--drop-rate`` the task's, ...); ``--models`` runs only the rows named (instead of all five), where a name
+  ``--drop-rate`` the task's, ...); ``--models`` runs only the rows named (instead of all seven), where a name
   may also be any other registry model, reference method or random-features, run as a row of its own with the
   config's settings. What was run is written to ``results.json``.
 - ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md).
@@ -134,16 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser(
         "compare",
-        help="the main job: Hebb/Oja/Delta CT-FWP CDEs, NCDE and CKCNN on JapaneseVowels with dropped observations",
+        help="the main job: Hebb/Oja/Delta CT-FWP CDEs, NCDE and CKCNN beside MiniRocket and 1-NN on JapaneseVowels "
+             "with dropped observations",
         description="Train and test the rows of the packaged config neuralde_seq/configs/compare.yaml (Hebb, Oja "
-                    "and Delta CT-FWP CDEs, NCDE, CKCNN; 25 epochs, CKCNN 30) on the embedded JapaneseVowels data "
+                    "and Delta CT-FWP CDEs, NCDE, CKCNN; 25 epochs, CKCNN 30; and the references MiniRocket and 1-NN) on "
+                    "the embedded JapaneseVowels data "
                     "with 30% of each sample's time points dropped, and write results.json, results.md, "
                     "curves.png, summary.png and one folder per run (checkpoints, learning curve) under --out. "
                     "Options given here change the config for every row.",
     )
     compare.add_argument("--models", type=_parse_models, default=None,
-                         help="comma-separated rows to run instead of all five (default: hebb-cde, oja-cde, "
-                              "delta-cde, ncde, ckcnn); a name may also be any other registry model "
+                         help="comma-separated rows to run instead of all seven (default: hebb-cde, oja-cde, "
+                              "delta-cde, ncde, ckcnn, minirocket, 1nn-euclidean); a name may also be any other registry model "
                               "(neuralde-seq models), a reference method (minirocket, 1nn-euclidean, 1nn-dtw) or "
                               "random-features, run as a row of its own with the config's settings")
     compare.add_argument("--epochs", type=_positive_int, default=None,

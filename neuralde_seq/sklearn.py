@@ -70,9 +70,8 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 from .controls import build_control, resolve_time_unit
 from .data.base.datasets import IrregularDataset, stratified_split
 from .data.transforms.standardisation import channel_statistics
-from .estimator_inputs import (DTYPES, MIN_STEPS, check_channels_like_fit, check_label_types, check_times_like_fit,
-                               check_times_survive_cast, estimator_dtype, estimator_seed, read_sequences,
-                               standardised, threads_for_jobs)
+from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
+                               estimator_seed, read_sequences, standardised, threads_for_jobs)
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .models import MODEL_NAMES, create_model, model_entry, model_inputs, model_option_names
 from .solvers import parse_solver
@@ -86,12 +85,6 @@ from .training.threads import torch_threads
 from .user_warnings import options_spelled_as
 
 __all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor"]
-
-# The input handling shared with neuralde_seq.random_features, under the names it had here.
-_DTYPES, _MIN_STEPS = DTYPES, MIN_STEPS
-_standardised, _check_label_types, _threads = standardised, check_label_types, threads_for_jobs
-_check_times_survive_cast, _check_times_like_fit = check_times_survive_cast, check_times_like_fit
-_check_channels_like_fit = check_channels_like_fit
 
 
 class _SequenceEstimator(BaseEstimator):
@@ -212,7 +205,7 @@ class _SequenceEstimator(BaseEstimator):
         naming it), with ``seed``."""
         return TrainingSpec(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, seed=seed,
                             weight_decay=self.weight_decay, grad_clip=self.grad_clip,
-                            penalty_weight=self.penalty_weight, schedule=self.schedule, threads=_threads(self.n_jobs))
+                            penalty_weight=self.penalty_weight, schedule=self.schedule, threads=threads_for_jobs(self.n_jobs))
 
     def _seed(self) -> int:
         return estimator_seed(self.random_state)
@@ -223,7 +216,7 @@ class _SequenceEstimator(BaseEstimator):
         return read_sequences(X, times, dtype, type(self).__name__)
 
     def _inputs(self, data: IrregularDataset, mean, scale, control: dict, device: torch.device):
-        values = _standardised(data.values, mean, scale, data.times.dtype)  # in the estimator's dtype
+        values = standardised(data.values, mean, scale, data.times.dtype)  # in the estimator's dtype
         try:
             inputs = model_inputs(self.model, data.times, values, data.lengths, **control)
         except ValueError as error:
@@ -271,7 +264,7 @@ class _SequenceEstimator(BaseEstimator):
                 callbacks.append(EarlyStopping(self.patience))
         fork_devices = [] if device.type != "cuda" else [
             device.index if device.index is not None else torch.cuda.current_device()]
-        with torch_threads(_threads(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
+        with torch_threads(threads_for_jobs(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
             torch.manual_seed(seed)
             # warnings of the model spell their fixes as model_options={...}
             with options_spelled_as("model_options", settings["model_options"]):
@@ -297,13 +290,13 @@ class _SequenceEstimator(BaseEstimator):
     def _outputs(self, X, times) -> np.ndarray:
         """The model's outputs for X, (N, outputs) float64."""
         check_is_fitted(self, "model_")
-        _check_times_like_fit(self, times)
+        check_times_like_fit(self, times)
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
-        _check_channels_like_fit(self, X, data.num_channels)
+        check_channels_like_fit(self, X, data.num_channels)
         inputs = self._inputs(data, self.channel_mean_, self.channel_scale_, self.control_options_,
                               model_device(self.model_))
-        with torch_threads(_threads(self.n_jobs)):
+        with torch_threads(threads_for_jobs(self.n_jobs)):
             outputs = _predict(self.model_, inputs, self.batch_size)
         return outputs.detach().cpu().to(torch.float64).numpy()
 
@@ -369,7 +362,7 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         """
 
         def targets(num_samples):
-            _check_label_types(y)
+            check_label_types(y)
             labels = column_or_1d(y, warn=True)
             check_classification_targets(labels)
             if labels.shape[0] != num_samples:

@@ -120,14 +120,17 @@ def test_compare_runs_each_row_with_its_configured_epochs_and_options_apply_to_e
     parser = build_parser()
     config = load_config(COMPARE_CONFIG)
     default = parse_config(apply_overrides(config, compare_overrides(parser.parse_args(["compare"]), config)))
-    epochs = {row.label: row.training.epochs for row in default.rows}
-    assert epochs == {"hebb-cde": 25, "oja-cde": 25, "delta-cde": 25, "ncde": 25, "ckcnn": 30}
+    epochs = {row.label: None if row.training is None else row.training.epochs for row in default.rows}
+    # the reference rows are fitted once, without epochs
+    assert epochs == {"hebb-cde": 25, "oja-cde": 25, "delta-cde": 25, "ncde": 25, "ckcnn": 30, "minirocket": None,
+                      "1nn-euclidean": None}
     args = parser.parse_args(["compare", "--epochs", "3", "--lr", "0.01", "--solver", "dopri5", "--drop-rate", "0.5"])
     changed = parse_config(apply_overrides(config, compare_overrides(args, config)))
-    assert {row.training.epochs for row in changed.rows} == {3}
-    assert {row.training.lr for row in changed.rows} == {0.01}
+    trained = [row for row in changed.rows if row.training is not None]
+    assert len(trained) == 5 and {row.training.epochs for row in trained} == {3}
+    assert {row.training.lr for row in trained} == {0.01}
     assert changed.task_options["drop_rate"] == 0.5
-    solvers = {row.label: None if row.solver is None else row.solver.method for row in changed.rows}
+    solvers = {row.label: None if row.solver is None else row.solver.method for row in trained}
     # ncde keeps the default method "auto" (which solves it with rk4: it has no closed form)
     assert solvers == {"hebb-cde": "dopri5", "oja-cde": "dopri5", "delta-cde": "dopri5", "ncde": "auto",
                        "ckcnn": None}
@@ -137,7 +140,7 @@ def test_compare_help_lists_the_rows_and_has_no_markup(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    assert "hebb-cde, oja-cde, delta-cde, ncde, ckcnn" in text and "30% of" in text
+    assert "hebb-cde, oja-cde, delta-cde, ncde, ckcnn, minirocket, 1nn-euclidean" in text and "30% of" in text
     assert ":func:" not in text and ":mod:" not in text and "``" not in text
 
 

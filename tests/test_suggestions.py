@@ -165,7 +165,8 @@ def test_compare_models_help_says_it_replaces_the_default_rows():
     from neuralde_seq.training.runner import _select_rows
 
     help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["compare"].format_help().split())
-    assert "adds a row" not in help_text and "instead of all five" in help_text
+    assert "adds a row" not in help_text and "instead of all seven" in help_text
+    assert len(parse_config(compare_config(None)).rows) == 7  # the number the help names
     # what the help says: with --models gru-d only gru-d runs
     rows = parse_config(compare_config(["gru-d"])).rows
     assert [r.label for r in _select_rows(rows, ["gru-d"])] == ["gru-d"]

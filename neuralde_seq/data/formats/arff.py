@@ -43,7 +43,6 @@ ARFF declares no case count, so a file cut right after a complete case cannot be
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path

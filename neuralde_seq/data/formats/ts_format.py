@@ -39,7 +39,6 @@ can a cut inside a regression target's digits (``0.25`` cut to ``0.2`` is still 
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -384,8 +383,6 @@ def check_value_range(data: TsData, dtype, reader: str) -> None:
         ValueError: naming the file, line, the value's place, the value, and whether it overflows ``dtype`` or
             lies beyond the range the models handle, with what to do.
     """
-    import torch
-
     from ...observations import magnitude_limit
 
     limit = magnitude_limit(dtype)
@@ -424,8 +421,6 @@ def check_value_range(data: TsData, dtype, reader: str) -> None:
 def out_of_range(value: float, dtype, reader: str | None, what: str = "the values") -> str:
     """Why ``value`` cannot enter a dataset in ``dtype`` and what to do, for error messages: it overflows ``dtype``
     or lies beyond ``magnitude_limit(dtype)``; ``reader`` is the function that takes ``dtype``."""
-    import torch
-
     from ...observations import magnitude_limit
 
     limit, largest, wide_limit = magnitude_limit(dtype), float(torch.finfo(dtype).max), magnitude_limit(torch.float64)
