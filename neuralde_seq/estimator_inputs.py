@@ -213,8 +213,11 @@ def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
     (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
     short = torch.nonzero(lengths < MIN_STEPS).flatten().tolist()
     if short:
+        channels_first = shape is not None and len(shape) == 3 and shape[1] < shape[2]
         raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
-                         f"short): the models need at least {MIN_STEPS} time steps per sequence")
+                         f"short): the models need at least {MIN_STEPS} time steps per sequence"
+                         + (f"; a 3-D X is read as (N, T, C) and this one is {tuple(int(k) for k in shape)}: for an "
+                            "(N, C, T) array from aeon or sktime give X.transpose(0, 2, 1)" if channels_first else ""))
     # The values as ``dtype`` holds them (statistics and standardisation as for data read in it), kept in float64.
     held = values.to(dtype)
     infinite = torch.isinf(held)  # finite as given (checked by _read), beyond the dtype's range once cast

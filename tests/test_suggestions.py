@@ -249,3 +249,13 @@ def test_a_channels_first_array_is_named_with_the_transpose_once_per_call():
         SequenceClassifier("gru-d", model_options={"hidden": 4}, epochs=1, random_state=0).fit(
             channels_first.transpose(0, 2, 1), y)
     assert not [w for w in caught if w.category is AxesOrderWarning]
+
+
+def test_a_channels_first_univariate_array_fails_with_the_transpose_in_the_message():
+    """aeon's univariate (N, 1, T) arrays read as one time step of T channels: too short for any model, and the
+    error (not only the warning before it) names the transpose."""
+    X = np.random.default_rng(1).standard_normal((10, 1, 30))
+    with pytest.raises(ValueError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SequenceClassifier("gru-d", epochs=1).fit(X, np.arange(10) % 2)
+    assert "1 time step" in str(info.value) and "X.transpose(0, 2, 1)" in str(info.value), str(info.value)
