@@ -56,7 +56,7 @@ from .observations import _first, batch_selection, observation_span, validate_ob
 from .signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
 from .splines import fill_missing_linear, polynomial_pieces
 
-__all__ = ["Control", "build_control", "resolve_time_unit", "INTERPOLATIONS",
+__all__ = ["Control", "build_control", "resolve_time_unit", "time_unit_value", "INTERPOLATIONS",
            "MISSING_POLICIES"]
 
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
@@ -306,12 +306,8 @@ def _fill_forward(x: torch.Tensor) -> torch.Tensor:
 
 def resolve_time_unit(options: dict, times: torch.Tensor, lengths: torch.Tensor) -> dict:
     """``options`` (build_control keyword arguments) with ``time_unit="auto"`` replaced by the span of the
-    given (training) observations, `observation_span`; unchanged otherwise.
-
-    Arguments:
-        options: `build_control` keyword arguments.
-        times: (N, T) training observation times.
-        lengths: (N,) their valid steps per sample.
+    given (training) observations (`time_unit_value`); unchanged otherwise. The runner and the estimators resolve
+    it in their `neuralde_seq.training.input_spec.InputSpec`.
 
     Returns:
         A new dict of the options, ``time_unit`` resolved.
@@ -321,11 +317,42 @@ def resolve_time_unit(options: dict, times: torch.Tensor, lengths: torch.Tensor)
     """
     if options.get("time_unit") != "auto":
         return dict(options)
-    span = observation_span(times, lengths)
-    if not span > 0:
-        raise ValueError("time_unit='auto': the training samples span no time (every sample has one observation "
-                         "time); give time_unit a number")
-    return {**options, "time_unit": span}
+    return {**options, "time_unit": time_unit_value("auto", times, lengths)}
+
+
+def time_unit_value(time_unit, times: torch.Tensor, lengths: torch.Tensor | None,
+                            argument: str = "time_unit") -> float | None:
+    """A ``time_unit`` setting as the number (or None) it stands for on the training times.
+
+    Arguments:
+        time_unit: None (times as given), a finite positive number, or ``"auto"``: the longest span of the training
+            samples, ``observation_span(times, lengths)``.
+        times: (N, T) training observation times.
+        lengths: (N,) their valid steps per sample (None: all T).
+        argument: the argument's name in messages.
+
+    Returns:
+        None or a positive float.
+
+    Raises:
+        ValueError: any other value, or ``"auto"`` on training samples that span no time.
+    """
+    if time_unit is None:
+        return None
+    if isinstance(time_unit, str):
+        if time_unit != "auto":
+            raise ValueError(f"{argument} must be None, a positive number or 'auto', got {time_unit!r}")
+        if lengths is None:
+            lengths = torch.full((times.shape[0],), times.shape[1], dtype=torch.long, device=times.device)
+        span = observation_span(times, lengths)
+        if not span > 0:
+            raise ValueError(f"{argument}='auto': the training samples span no time (every sample has one "
+                             "observation time); give a number")
+        return float(span)
+    if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
+            math.isfinite(float(time_unit)) and float(time_unit) > 0):
+        raise ValueError(f"{argument} must be None, a positive number or 'auto', got {time_unit!r}")
+    return float(time_unit)
 
 
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,

@@ -17,7 +17,8 @@ from sklearn.utils import check_random_state
 
 from .data.base.datasets import IrregularDataset
 from .data.formats.arrays import _read
-from .observations import magnitude_limit, validate_observations
+from .data.transforms.standardisation import standardised
+from .observations import validate_observations
 from .user_warnings import warn_user
 
 __all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs", "read_sequences",
@@ -64,36 +65,6 @@ def threads_for_jobs(n_jobs) -> int:
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be None or a non-zero integer (-1: all cores), got {n_jobs!r}")
     return max(1, int(effective_n_jobs(None if n_jobs is None else int(n_jobs))))
-
-
-def standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
-                 dtype: torch.dtype | None = None) -> torch.Tensor:
-    """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
-    `standardise`), in ``dtype`` (default the values' dtype); NaN stays NaN.
-
-    The finite range of the models (`magnitude_limit` of ``dtype``) is judged here, on the standardised values:
-    raw values of 1e12 are fine once standardised, a value far outside the training data's range is not.
-
-    Raises:
-        ValueError: a standardised value beyond ``magnitude_limit(dtype)``, naming X, where it is and how far it
-            lies from the channel's training mean.
-    """
-    dtype = values.dtype if dtype is None else dtype
-    m = torch.as_tensor(np.array(mean, dtype=np.float64), device=values.device)
-    s = torch.as_tensor(np.array(scale, dtype=np.float64), device=values.device)
-    result = (values.to(torch.float64) - m) / s
-    limit = magnitude_limit(dtype)
-    beyond = result.abs() > limit  # False for NaN (a missing value)
-    if bool(beyond.any()):
-        size = torch.where(beyond, result.abs(), torch.zeros((), dtype=result.dtype, device=result.device))
-        b, t, c = (int(k) for k in np.unravel_index(int(torch.argmax(size)), tuple(result.shape)))
-        raise ValueError(
-            f"X[{b}] has the value {float(values[b, t, c]):.6g} at step {t}, channel {c}: "
-            f"{float(result[b, t, c]):.3g} standard deviations from the channel's training mean "
-            f"(channel_mean_[{c}] = {float(m[c]):.6g}, channel_scale_[{c}] = {float(s[c]):.6g}), beyond the finite "
-            f"range |x| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations.magnitude_limit) "
-            "after standardisation: check X for an entry in other units, or use dtype='float64'")
-    return result.to(dtype)
 
 
 def check_label_types(y) -> None:

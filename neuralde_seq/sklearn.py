@@ -25,13 +25,15 @@ params={"times": times})``).
 
 What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
 
-1. ``data = from_arrays(X, times=times, dtype=dtype)``; each channel is standardised with the mean and
-   standard deviation of its observed values in ``X`` (`channel_statistics`, stored as
-   ``channel_mean_`` and ``channel_scale_`` and applied to every later X). The finite range of the models
+1. ``data = from_arrays(X, times=times, dtype=dtype)``; ``spec = InputSpec.fit(model, data, control=...,
+   standardise=True)`` (`neuralde_seq.input_spec`, kept as ``input_spec_`` and applied to every later X by
+   ``spec.transform``): each channel is standardised with the mean and standard deviation of its observed values
+   in ``X`` (`channel_statistics`, also given as ``channel_mean_`` and ``channel_scale_``). The finite range of the models
    (`magnitude_limit`) applies to the standardised values, so raw values of 1e12 are accepted; a
    value beyond the dtype's largest number, or one that lies beyond the range once standardised (at prediction,
    far outside the training data), is refused naming it;
-2. the model's input: ``model_inputs(model, data.times, values, data.lengths, **control_options)``. Models that
+2. the model's input, ``spec.transform(data)``: ``model_inputs(model, data.times, values, data.lengths,
+   **control_options)``. Models that
    read a control path get ``parametrization="index"`` unless ``control_options`` says otherwise: the path is
    parametrised by observation index, so samples may have different times (with ``"time"``,
    `build_control` needs every sample on one time grid) and the solver's grid does not
@@ -67,17 +69,17 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .controls import build_control, resolve_time_unit
+from .controls import build_control
 from .data.base.datasets import IrregularDataset, stratified_split
-from .data.transforms.standardisation import channel_statistics
 from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
-                               estimator_seed, read_sequences, standardised, threads_for_jobs)
+                               estimator_seed, read_sequences, threads_for_jobs)
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
-from .models import MODEL_NAMES, create_model, model_entry, model_inputs, model_option_names
+from .models import MODEL_NAMES, create_model, model_entry, model_option_names
 from .solvers import parse_solver
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.fit import fit as _fit
+from .training.input_spec import InputSpec
 from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
 from .training.spec import TrainingSpec
@@ -215,10 +217,10 @@ class _SequenceEstimator(BaseEstimator):
         """X (and times) as an unlabelled dataset; every sample with at least 2 time steps (`read_sequences`)."""
         return read_sequences(X, times, dtype, type(self).__name__)
 
-    def _inputs(self, data: IrregularDataset, mean, scale, control: dict, device: torch.device):
-        values = standardised(data.values, mean, scale, data.times.dtype)  # in the estimator's dtype
+    def _inputs(self, spec: InputSpec, data: IrregularDataset, device: torch.device):
+        """The model's input for ``data`` by the fitted ``spec``, on ``device``."""
         try:
-            inputs = model_inputs(self.model, data.times, values, data.lengths, **control)
+            inputs = spec.transform(data)
         except ValueError as error:
             if "unobserved_fill" in str(error):
                 raise ValueError(f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 0.0}} "
@@ -237,11 +239,10 @@ class _SequenceEstimator(BaseEstimator):
         data = self._dataset(X, times, settings["dtype"])
         targets, outputs, objective, strata = make_targets(len(data))
         fitted_with_times = times is not None
-        mean, scale = (s.numpy() for s in channel_statistics(data))
         device = settings["device"]
-        # time_unit "auto": the span of the data given to fit, kept for predict (control_options_).
-        settings["control"] = resolve_time_unit(settings["control"], data.times, data.lengths)
-        inputs = self._inputs(data, mean, scale, settings["control"], torch.device("cpu"))
+        # Channel statistics and time_unit "auto" from the data given to fit, kept for predict (input_spec_).
+        spec = InputSpec.fit(self.model, data, control=settings["control"], standardise=True)
+        inputs = self._inputs(spec, data, torch.device("cpu"))
         seed = self._seed()
         n = len(data)
         train_index, val_index = np.arange(n), None
@@ -278,9 +279,12 @@ class _SequenceEstimator(BaseEstimator):
         self.model_ = model
         self.history_ = history
         self.n_features_in_ = data.num_channels
-        self.channel_mean_ = mean
-        self.channel_scale_ = scale
-        self.control_options_ = settings["control"]
+        self.input_spec_ = spec
+        self.channel_mean_ = np.array(spec.channel_mean)
+        self.channel_scale_ = np.array(spec.channel_scale)
+        # the control options as given, time_unit resolved (the spec's control also holds the registered ones)
+        self.control_options_ = {**settings["control"], **(
+            {"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {})}
         self.seed_ = seed
         self.validation_index_ = val_index
         self.fitted_with_times_ = fitted_with_times
@@ -294,8 +298,7 @@ class _SequenceEstimator(BaseEstimator):
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
         check_channels_like_fit(self, X, data.num_channels)
-        inputs = self._inputs(data, self.channel_mean_, self.channel_scale_, self.control_options_,
-                              model_device(self.model_))
+        inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
         with torch_threads(threads_for_jobs(self.n_jobs)):
             outputs = _predict(self.model_, inputs, self.batch_size)
         return outputs.detach().cpu().to(torch.float64).numpy()
@@ -340,7 +343,8 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
 
     Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module), ``history_``
     (`fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
-    ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``seed_``, ``validation_index_``
+    ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``input_spec_`` (the fitted
+    `InputSpec` that turns X into the model's input), ``seed_``, ``validation_index_``
     (sorted indices of the samples of X held out for validation, or None), ``fitted_with_times_`` (whether fit
     was given times: predictions then need them, and refuse them otherwise).
     """
@@ -476,7 +480,7 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
 
     Fitted attributes: ``model_``, ``history_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
     ``channel_mean_``, ``channel_scale_``, ``target_mean_`` and ``target_scale_`` (k,), ``control_options_``,
-    ``seed_``, ``validation_index_``, ``fitted_with_times_``.
+    ``input_spec_``, ``seed_``, ``validation_index_``, ``fitted_with_times_``.
     """
 
     def __sklearn_tags__(self):

@@ -42,7 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem  # noqa: E402
 from neuralde_seq.data.synthetic import ADDING_MARKERS  # noqa: E402
-from neuralde_seq.models import create_model, model_inputs  # noqa: E402
+from neuralde_seq.models import create_model  # noqa: E402
+from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
+from neuralde_seq.training.spec import TrainingSpec  # noqa: E402
 from neuralde_seq.training import Regression, TrainingDiverged, format_table, write_json, write_table  # noqa: E402
 from tasks.stress_training import (paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
                                    stress_records, train_stress_task)
@@ -82,8 +84,10 @@ def main(argv: list[str] | None = None) -> dict:
     generator = torch.Generator().manual_seed(args.seed)
     train = adding_problem(args.n_train, args.length, markers=args.markers, generator=generator)
     test = adding_problem(args.n_test, args.length, markers=args.markers, generator=generator)
-    train_inputs = model_inputs(args.model, train.times, train.values)
-    test_inputs = model_inputs(args.model, test.times, test.values)
+    # What turns the sequences into the model's input, fitted on the training set (times as generated: 0, 1, ...,
+    # T - 1) and saved in the run's config (and so in its checkpoint).
+    input_spec = InputSpec.fit(args.model, train)
+    train_inputs, test_inputs = input_spec.transform(train), input_spec.transform(test)
 
     notes = []
     epochs = args.epochs
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"trivial predictor (always 1): test MSE {trivial_test:.4f} (expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})")
 
     run_config = {"task": "adding problem", "length": args.length, "markers": args.markers, "model": args.model,
-                  "model_options": model_options, "num_outputs": num_outputs, "n_train": args.n_train,
+                  "model_options": model_options, "input_spec": input_spec.to_dict(), "num_outputs": num_outputs,
+                  "n_train": args.n_train,
                   "n_test": args.n_test,
                   "batch_size": args.batch_size, "lr": args.lr, "epochs": epochs, "grad_clip": args.grad_clip,
                   "penalty_weight": args.penalty_weight, "seed": args.seed, "eval_every": args.eval_every,
@@ -133,14 +138,16 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"task": "adding problem", "sequence_length": args.length, "config": run_config, "params": params,
                "notes": notes, "command": command, "trivial_mse_test": trivial_test,
                "trivial_mse_expected": ADDING_TRIVIAL_MSE}
+    # torch's threads are the script's (--threads), set above
+    spec = TrainingSpec(epochs=epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                        eval_every=args.eval_every, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
+                        eval_batch_size=4 * args.batch_size, threads=None)
     try:
         run = train_stress_task(
-            model, FinalOutputRegression("mse"), (train_inputs, train.targets), (test_inputs, test.targets),
-            solved=lambda m: m["mse"] <= args.target_mse, describe=describe, epochs=epochs,
-            batch_size=args.batch_size, lr=args.lr, seed=args.seed, eval_every=args.eval_every,
+            model, FinalOutputRegression("mse"), (train_inputs, train.targets), (test_inputs, test.targets), spec,
+            solved=lambda m: m["mse"] <= args.target_mse, describe=describe,
             checkpoint_path=out / "checkpoint.pt", run_config=run_config, resume=args.resume,
-            max_minutes=args.max_minutes, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
-            eval_batch_size=4 * args.batch_size, progress=not args.no_progress)
+            max_minutes=args.max_minutes, progress=not args.no_progress)
     except TrainingDiverged as error:
         results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")

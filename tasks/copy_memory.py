@@ -46,7 +46,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from neuralde_seq.data import copy_memory  # noqa: E402
-from neuralde_seq.models import create_model, model_inputs  # noqa: E402
+from neuralde_seq.models import create_model  # noqa: E402
+from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
+from neuralde_seq.training.spec import TrainingSpec  # noqa: E402
 from neuralde_seq.training import (PerStepClassification, TrainingDiverged, format_table, write_json,  # noqa: E402
                                    write_table)
 from tasks.stress_training import (paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
@@ -114,8 +116,10 @@ def main(argv: list[str] | None = None) -> dict:
     generator = torch.Generator().manual_seed(args.seed)
     train = copy_memory(args.n_train, args.length, memory=MEMORY, num_symbols=NUM_SYMBOLS, generator=generator)
     test = copy_memory(args.n_test, args.length, memory=MEMORY, num_symbols=NUM_SYMBOLS, generator=generator)
-    train_inputs = model_inputs(args.model, train.times, train.values)
-    test_inputs = model_inputs(args.model, test.times, test.values)
+    # What turns the sequences into the model's input, fitted on the training set (times as generated: 0, 1, ...,
+    # T - 1) and saved in the run's config (and so in its checkpoint).
+    input_spec = InputSpec.fit(args.model, train)
+    train_inputs, test_inputs = input_spec.transform(train), input_spec.transform(test)
     seq_len = train.values.shape[1]
 
     notes = []
@@ -148,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{math.log(NUM_SYMBOLS):.4f} on the recalled ones, recall accuracy 0.125")
 
     run_config = {"task": "copy memory", "length": args.length, "model": args.model, "model_options": model_options,
+                  "input_spec": input_spec.to_dict(),
                   "n_train": args.n_train, "n_test": args.n_test, "batch_size": args.batch_size, "lr": args.lr,
                   "epochs": epochs, "grad_clip": args.grad_clip, "penalty_weight": args.penalty_weight,
                   "seed": args.seed, "eval_every": args.eval_every, "target": args.target,
@@ -161,14 +166,16 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"task": "copy memory", "sequence_length": seq_len, "config": run_config, "params": params,
                "notes": notes, "command": command, "memoryless_loss": memoryless_loss,
                "memoryless_recall_loss": math.log(NUM_SYMBOLS)}
+    # torch's threads are the script's (--threads), set above
+    spec = TrainingSpec(epochs=epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                        eval_every=args.eval_every, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
+                        eval_batch_size=4 * args.batch_size, threads=None)
     try:
         run = train_stress_task(
-            model, CopyMemoryObjective(), (train_inputs, train.targets), (test_inputs, test.targets),
+            model, CopyMemoryObjective(), (train_inputs, train.targets), (test_inputs, test.targets), spec,
             solved=lambda m: min(m["recall_acc"], m["all_acc"]) >= args.target, describe=describe,
-            epochs=epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, eval_every=args.eval_every,
             checkpoint_path=out / "checkpoint.pt", run_config=run_config, resume=args.resume,
-            max_minutes=args.max_minutes, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
-            eval_batch_size=4 * args.batch_size, progress=not args.no_progress)
+            max_minutes=args.max_minutes, progress=not args.no_progress)
     except TrainingDiverged as error:
         results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")

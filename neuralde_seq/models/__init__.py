@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 
@@ -366,15 +366,28 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
             raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
                              "do not apply")
         return Observations.from_tensors(times, values, lengths, static)
+    check_control_overrides(name, control_overrides)
+    return build_control(times, values, lengths, **{**entry.control, **control_overrides})
+
+
+def check_control_overrides(name: str, overrides: Mapping) -> None:
+    """Refuse a control option that `build_control` does not take, naming the closest one.
+
+    Arguments:
+        name: the model's registry name (for the message).
+        overrides: `build_control` keyword arguments.
+
+    Raises:
+        UnknownOptionError: an unknown option name.
+    """
     parameters = inspect.signature(build_control).parameters
     valid = [p for p in parameters if p not in ("times", "values", "lengths")]
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())  # nothing to check against
-    unknown = [] if takes_any else [k for k in control_overrides if k not in valid]
+    unknown = [] if takes_any else [k for k in overrides if k not in valid]
     if unknown:
         raise UnknownOptionError(unknown_name_message("control option", unknown[0], valid,
                                                       where=f" for model {name!r} (build_control)",
                                                       listing="valid control options"))
-    return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 
 
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,

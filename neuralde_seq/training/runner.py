@@ -52,6 +52,7 @@ from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, a
 from .callbacks import is_terminal, short_label
 from .augmentation import ENSEMBLE_SEED_STEP, AugmentedInputs, EnsembleClassifier, member_seed
 from .fit import ResumeMismatch, TrainingDiverged
+from .input_spec import InputSpec
 from .spec import TrainingSpec
 from .objectives import ModelArguments
 from .report import STD_DDOF, aggregate, environment, write_curves, write_report
@@ -59,7 +60,7 @@ from .results import to_jsonable, write_json
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
 from .trainer import evaluate, train_classifier
 
-__all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs",
+__all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs", "spec_inputs",
            "fit_and_evaluate", "fit_and_evaluate_reference", "load_config", "run_benchmark", "validate_config",
            "data_digest"]
 
@@ -136,32 +137,29 @@ class ControlCache:
 
 def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | None = None,
                        reads_static: bool = False, cache: ControlCache | None = None):
-    """The input of model ``name`` for every sample of ``dataset`` (see ``neuralde_seq.models.model_inputs``).
+    """The input of model ``name`` for every sample of ``dataset``: ``spec_inputs(InputSpec.fit(name, dataset,
+    control=control, reads_static=...), dataset, cache)`` (a ``time_unit="auto"`` in ``control`` is the span of
+    ``dataset`` itself; `fit_and_evaluate` fits one spec on the training split for every split).
 
-    Static features travel inside `Observations`; a control-path model
-    that reads them (``reads_static``) gets ``ModelArguments(control, static)``. With a ``cache``, a
-    control already built for this dataset with the same effective options is reused (see
-    `ControlCache`); inputs of models reading raw observations are cheap and never cached.
+    Static features travel inside `Observations`; a control-path model that reads them (``reads_static``) gets
+    ``ModelArguments(control, static)``.
     """
-    from ..models import control_options, model_entry, model_inputs
+    from ..models import model_entry
 
-    reads_observations = model_entry(name).inputs == "observations"
+    spec = InputSpec.fit(name, dataset, control=control,
+                         reads_static=reads_static and model_entry(name).inputs == "control")
+    return spec_inputs(spec, dataset, cache)
 
-    def build():
-        # static features travel inside Observations; a control carries none (they go beside it, below)
-        return model_inputs(name, dataset.times, dataset.values, dataset.lengths,
-                            static=dataset.static if reads_observations else None, **dict(control or {}))
 
-    if cache is not None and model_entry(name).inputs == "control":
-        # The options model_inputs passes to build_control: the registered ones, overridden by the row's.
-        inputs = cache.get(dataset, {**control_options(name), **dict(control or {})}, build)
-    else:
-        inputs = build()
-    if reads_static and model_entry(name).inputs == "control":
-        if dataset.static is None:
-            raise ValueError(f"model {name!r} reads static features but the dataset has none")
-        return ModelArguments(inputs, dataset.static)
-    return inputs
+def spec_inputs(spec: InputSpec, dataset: IrregularDataset, cache: ControlCache | None = None):
+    """``spec.transform(dataset)``, with a ``cache``: a control already built for this dataset with the same
+    effective options is reused (see `ControlCache`); inputs of models reading raw observations are cheap and never
+    cached."""
+    if cache is None or not spec.control:
+        return spec.transform(dataset)
+    alone = dataclasses.replace(spec, reads_static=False)  # the control is cached, the static features go beside it
+    control = cache.get(dataset, spec.control_options, lambda: alone.transform(dataset))
+    return ModelArguments(control, dataset.static) if spec.reads_static else control
 
 
 def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
@@ -264,8 +262,9 @@ def fit_and_evaluate(
 ) -> dict:
     """Train one model on ``splits`` and evaluate its best-validation checkpoint on every test sample.
 
-    The protocol of ``neuralde-seq compare`` and the benchmark runner: build the model's inputs once per
-    split (`build_model_inputs`), seed torch with ``seed`` and create the model
+    The protocol of ``neuralde-seq compare`` and the benchmark runner: fit the model's `InputSpec` on the training
+    split (``control`` its options; ``time_unit: auto`` the training split's span) and build the inputs of every
+    split with it once (`spec_inputs`), seed torch with ``seed`` and create the model
     (``create_model(model_name, inputs, num_classes, solver=solver, **options)``), set GRU-D/GRU-Δt's
     empirical means from the training inputs, train with
     `train_classifier` (``training`` holds its settings: epochs, lr,
@@ -287,11 +286,12 @@ def fit_and_evaluate(
     ``control_cache`` (`ControlCache`), controls already built for these very datasets with the same
     options are reused instead of rebuilt.
 
-    Returns a dict: ``model``, ``params``, ``options`` (effective constructor options), ``history``,
+    Returns a dict: ``model``, ``params``, ``options`` (effective constructor options), ``input_spec``
+    (`InputSpec.to_dict`; also saved in the checkpoints), ``history``,
     ``diverged`` (None or the message), ``train_seconds``, ``eval_seconds`` and ``metrics``
     (``{"val": ..., "test": ..., <label>: ...}``, each as `evaluate` returns).
     """
-    from ..models import create_model
+    from ..models import create_model, model_entry
 
     train, val, test = splits
     num_static = 0 if train.static is None else train.static.shape[1]
@@ -299,14 +299,14 @@ def fit_and_evaluate(
     reads_static = model_options.get("static_channels") is not None
     _check_test_labels(tests)
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
-    if control and control.get("time_unit") == "auto":  # one unit for every split: the training split's span
-        from ..controls import resolve_time_unit
-
-        control = resolve_time_unit(dict(control), train.times, train.lengths)
+    # One spec for every split, fitted on the training split (time_unit "auto": its span). The task's protocol has
+    # standardised the splits already (neuralde_seq.data.protocols), so the spec leaves the values as they are.
+    spec = InputSpec.fit(model_name, train, control=control,
+                         reads_static=reads_static and model_entry(model_name).inputs == "control")
     inputs = {}
     for split, ds in datasets.items():
         try:
-            inputs[split] = build_model_inputs(model_name, ds, control, reads_static, cache=control_cache)
+            inputs[split] = spec_inputs(spec, ds, control_cache)
         except ValueError as err:
             # Name the split (or test variant) and the model: the data problem is theirs, not the library's.
             what = "split" if split in ("train", "val", "test") else "test variant"
@@ -322,7 +322,7 @@ def fit_and_evaluate(
     if training.augment_drop_rate > 0 or training.augment_crop < 1:
         # built afresh from augmented samples at every batch (validation and test inputs stay as built above)
         train_inputs = AugmentedInputs(
-            train, lambda ds: build_model_inputs(model_name, ds, control, reads_static),
+            train, spec.transform,
             drop_rate=training.augment_drop_rate, crop=training.augment_crop)
 
     def new_model(member_seed: int) -> torch.nn.Module:
@@ -360,7 +360,7 @@ def fit_and_evaluate(
                 patience=training.patience, select_on=training.select_on,
                 progress=progress, num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
-                config={"model": model_name, "model_options": model_options, "control_options": dict(control or {}),
+                config={"model": model_name, "model_options": model_options, "input_spec": spec.to_dict(),
                         "solver": None if solver is None else repr(solver), **dict(run_settings or {})},
                 desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
                                              else ""),
@@ -392,7 +392,8 @@ def fit_and_evaluate(
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result
     eval_seconds = time.perf_counter() - t1
-    return {"model": model_name, "params": params, "options": model_options, "history": history,
+    return {"model": model_name, "params": params, "options": model_options, "input_spec": spec.to_dict(),
+            "history": history,
             "diverged": diverged, "train_seconds": train_seconds, "eval_seconds": eval_seconds, "metrics": metrics}
 
 
@@ -788,7 +789,7 @@ def run_benchmark(
                 "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
                 "smoke": max_steps is not None, "config": settings, "data": data.info(),
                 "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults[row.model],
-                "control_defaults": control_defaults[row.model],
+                "control_defaults": control_defaults[row.model], "input_spec": fit.get("input_spec"),
                 "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
                 "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
                            "total_seconds": time.perf_counter() - t0,

@@ -1,0 +1,143 @@
+"""The fitted input spec (neuralde_seq.training.input_spec.InputSpec): fitted on the training split only, applied
+alike to every split, by the estimators and the runner, saved with checkpoints and results.
+
+Expected values are computed here from their definitions: the statistics with numpy over the observed values, the
+time unit as the longest span of the training samples, the controls by `build_control` with the number written out.
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from neuralde_seq import build_control
+from neuralde_seq.sklearn import SequenceClassifier
+from neuralde_seq.data import IrregularDataset
+from neuralde_seq.data.protocols import load_task
+from neuralde_seq.models import create_model
+from neuralde_seq.training import load_checkpoint
+from neuralde_seq.training.input_spec import InputSpec
+from neuralde_seq.training.runner import fit_and_evaluate
+
+
+def _ragged(n: int, length: int, channels: int, seed: int, spacing: float) -> IrregularDataset:
+    """n samples of up to ``length`` irregular times (gaps ~ spacing) with ~20 % of the values missing."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(length // 2, length + 1, (n,), generator=g)
+    lengths[0] = length
+    times = torch.cumsum(spacing * (0.5 + torch.rand(n, length, generator=g, dtype=torch.float64)), dim=1)
+    values = 3.0 + 2.0 * torch.randn(n, length, channels, generator=g, dtype=torch.float64)
+    values[torch.rand(n, length, channels, generator=g) < 0.2] = float("nan")
+    values[:, 0] = 1.0  # every channel observed at the first point of every sample
+    for b in range(n):
+        values[b, lengths[b]:] = float("nan")
+    labels = torch.arange(n) % 2
+    return IrregularDataset(times, values, lengths, labels, ["a", "b"], name="ragged")
+
+
+def _longest_span(data: IrregularDataset) -> float:
+    return max(float(data.times[b, int(data.lengths[b]) - 1] - data.times[b, 0]) for b in range(len(data)))
+
+
+def test_statistics_and_time_unit_come_from_the_training_split_and_apply_to_every_split():
+    train = _ragged(12, 1000, 3, seed=0, spacing=2.0)
+    test = _ragged(7, 1000, 3, seed=1, spacing=5.0)  # another scale of time and other values
+    spec = InputSpec.fit("ncde", train, control={"time_unit": "auto", "parametrization": "index"}, standardise=True)
+    # the statistics over the observed training values only (population std)
+    observed = train.values.numpy().reshape(-1, 3)
+    observed_mean = [np.nanmean(observed[:, c]) for c in range(3)]
+    observed_std = [np.nanstd(observed[:, c]) for c in range(3)]
+    np.testing.assert_allclose(spec.channel_mean, observed_mean, rtol=1e-12)
+    np.testing.assert_allclose(spec.channel_scale, observed_std, rtol=1e-12)
+    assert spec.time_unit == pytest.approx(_longest_span(train), rel=1e-12)
+    assert spec.time_unit != pytest.approx(_longest_span(test), rel=1e-3)
+    # the test split's control: its values standardised with the training statistics, its times in the training unit
+    expected_values = (test.values - torch.tensor(observed_mean)) / torch.tensor(observed_std)
+    expected = build_control(test.times, expected_values, test.lengths, method="hermite_cubic", time_channel=True,
+                             parametrization="index", time_unit=_longest_span(train))
+    got = spec.transform(test)
+    for name in ("knots", "coeffs", "end_index"):
+        torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=1e-10, atol=1e-12)
+
+
+def test_observation_models_read_times_in_the_spec_unit_and_ode_rnn_dynamics_do_not_depend_on_it():
+    train = _ragged(6, 400, 2, seed=2, spacing=30.0)
+    raw = InputSpec.fit("ode-rnn", train)
+    unit = InputSpec.fit("ode-rnn", train, time_unit="auto")
+    assert raw.time_unit is None and unit.time_unit == pytest.approx(_longest_span(train), rel=1e-12)
+    raw_obs, unit_obs = raw.transform(train), unit.transform(train)
+    torch.testing.assert_close(unit_obs.times, raw_obs.times / unit.time_unit, rtol=1e-12, atol=0.0)
+    # ODE-RNN measures the gaps in the training span of the times it is given: the same dynamics in any unit
+    outputs = []
+    for observations in (raw_obs, unit_obs):
+        torch.manual_seed(0)
+        model = create_model("ode-rnn", observations, 2, hidden=8, width=16).double()
+        with torch.no_grad():
+            outputs.append(model(observations))
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-8, atol=1e-10)
+
+
+def test_the_spec_round_trips_through_json_and_gives_the_same_input():
+    train, test = _ragged(8, 300, 2, seed=3, spacing=1.0), _ragged(5, 300, 2, seed=4, spacing=1.0)
+    spec = InputSpec.fit("delta-rde", train, control={"time_unit": 60.0, "step": 8}, standardise=True)
+    assert spec.control["step"] == 8 and spec.control["method"] == "logsignature" and spec.time_unit == 60.0
+    again = InputSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec
+    first, second = spec.transform(test), again.transform(test)
+    torch.testing.assert_close(second.coeffs, first.coeffs, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="exactly the fields"):
+        InputSpec.from_dict({k: v for k, v in spec.to_dict().items() if k != "time_unit"})
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda d: InputSpec.fit("ncde", d, control={"time_unit": 2.0}, time_unit="auto"), "time_unit is given twice"),
+    (lambda d: InputSpec.fit("gru-d", d, control={"method": "linear"}), "reads raw observations"),
+    (lambda d: InputSpec.fit("ncde", d, time_unit="hours"), "time_unit must be None, a positive number or 'auto'"),
+    (lambda d: InputSpec.fit("ncde", d, time_unit=-1.0), "time_unit must be None, a positive number or 'auto'"),
+    (lambda d: InputSpec.fit("ncde", d, control={"interpolaton": "linear"}), "interpolaton"),
+])
+def test_bad_settings_are_refused_naming_them(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(_ragged(4, 20, 2, seed=5, spacing=1.0))
+
+
+def test_transform_refuses_data_with_other_channels():
+    spec = InputSpec.fit("ncde", _ragged(4, 20, 2, seed=6, spacing=1.0), standardise=True)
+    with pytest.raises(ValueError, match="3 channel.*fitted on 2"):
+        spec.transform(_ragged(4, 20, 3, seed=7, spacing=1.0))
+
+
+def test_the_estimator_predicts_through_its_fitted_spec():
+    data = _ragged(16, 60, 2, seed=8, spacing=1.0)
+    X = [data.values[b, :int(data.lengths[b])].numpy() for b in range(len(data))]
+    times = [data.times[b, :int(data.lengths[b])].numpy() for b in range(len(data))]
+    y = data.labels.numpy()
+    clf = SequenceClassifier("ncde", model_options={"hidden": 8, "width": 16}, epochs=1, batch_size=8,
+                             dtype="float64", random_state=0).fit(X, y, times=times)
+    spec = clf.input_spec_
+    assert spec.time_unit == pytest.approx(_longest_span(data), rel=1e-12)
+    assert spec.control["parametrization"] == "index"
+    with torch.no_grad():
+        logits = clf.model_(spec.transform(data))
+    np.testing.assert_allclose(clf.predict_proba(X, times=times), torch.softmax(logits, -1).numpy(), rtol=1e-10)
+
+
+def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
+    splits = load_task("japanese-vowels", seed=0, drop_rate=0.3).splits
+    train, val, test = splits
+    small = type(splits)(train.subset(torch.arange(30)), val.subset(torch.arange(20)), test.subset(torch.arange(20)))
+    fit = fit_and_evaluate("ncde", small, seed=0, options={"hidden": 8, "width": 16}, control={"time_unit": "auto"},
+                           checkpoint_path=tmp_path / "b.pt", progress=False,
+                           training={"epochs": 1, "lr": 1e-2, "batch_size": 16})
+    assert fit["input_spec"]["time_unit"] == pytest.approx(_longest_span(small.train), rel=1e-6)
+    saved = torch.load(tmp_path / "b.pt", weights_only=False)["config"]["input_spec"]
+    assert saved == fit["input_spec"]
+    # the saved spec rebuilds the test inputs the run scored: the checkpoint's model gets the reported accuracy
+    spec = InputSpec.from_dict(saved)
+    model = create_model("ncde", spec.transform(small.train), 9, hidden=8, width=16)
+    load_checkpoint(tmp_path / "b.pt", model)
+    model.eval()
+    with torch.no_grad():
+        predictions = model(spec.transform(small.test)).argmax(-1)
+    accuracy = float((predictions == small.test.labels).double().mean())
+    assert fit["metrics"]["test"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
