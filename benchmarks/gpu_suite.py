@@ -108,8 +108,8 @@ class Row:
 
 
 # The authors' EigenWorms settings (docs/performance.md, benchmarks/linear_cdes.py).
-_W12_D2 = dict(method="logsignature", depth=2, step=12, time_channel=True)
-_W12_D1 = dict(method="logsignature", depth=1, step=12, time_channel=True)
+_W12_D2 = dict(interpolation="logsignature", depth=2, step=12, time_channel=True)
+_W12_D1 = dict(interpolation="logsignature", depth=1, step=12, time_channel=True)
 _LOG_NCDE_EW = dict(hidden=128, width=32, depth=2, activation="silu")
 _FWP_EW_WINDOWS = dict(depth=1, step=4, window_start_values=False)
 _FWP_EW = dict(d_model=128, n_heads=16, d_ff=64)

@@ -82,8 +82,8 @@ LOG_NCDE_ROW = "log-ncde"
 CLAIMED_SPEEDUP = 20.0  # the issue's "about 20x faster than Log-NCDE per 1,000 steps"
 SLOW_WARMUP_POINTS = 1000
 
-_WINDOWS_12_DEPTH_2 = dict(method="logsignature", depth=2, step=12, time_channel=True)
-_WINDOWS_12_DEPTH_1 = dict(method="logsignature", depth=1, step=12, time_channel=True)
+_WINDOWS_12_DEPTH_2 = dict(interpolation="logsignature", depth=2, step=12, time_channel=True)
+_WINDOWS_12_DEPTH_1 = dict(interpolation="logsignature", depth=1, step=12, time_channel=True)
 # The linear NCDEs read the mean of their states, as the authors' classifier (readout="mean").
 _BLOCK = dict(hidden=128, block_size=4, readout="mean")
 _DIAG = dict(hidden=128, readout="mean")

@@ -33,8 +33,8 @@ from .rules import Delta, Hebb, LearningRule, Oja, make_rule, register_rule, reg
 from .signatures import logsignature, logsignature_windows
 from .solver_choices import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint
 from .solvers import SolverOptions, parse_solver, solve
-from .training import (ELBO, Classification, PerStepClassification, Regression, TrainingDiverged, TrainingSpec,
-                       evaluate, fit, predict, train_classifier)
+from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
+                       TrainingSpec, evaluate, fit, predict, train_classifier)
 from .training.runner import run_benchmark
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
     # weights as basis expansions in time or depth (paper 004)
     "make_basis", "project", "project_module", "BasisLinear", "BasisConv1d",
     # training and benchmarks
-    "fit", "TrainingSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
+    "fit", "TrainingSpec", "InputSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
     "evaluate",
     "predict", "TrainingDiverged", "run_benchmark",
     # reference methods (neuralde_seq.reference, imported on first use)

@@ -23,10 +23,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .input_checks import DTYPES
 from .training.config import ConfigError, load_config
 
 COMPARE_CONFIG = Path(__file__).resolve().parent / "configs" / "compare.yaml"
-_DTYPES = ("float32", "float64")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,7 +112,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                                "was reported unreadable)")
     parser.add_argument("--device", type=_parse_device, default="cpu",
                         help="torch device, e.g. cpu or cuda (default: %(default)s)")
-    parser.add_argument("--dtype", choices=_DTYPES, default="float32",
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
                         help="floating point type of data and models (default: %(default)s)")
     parser.add_argument("--threads", type=_positive_int, default=1,
                         help="CPU threads for torch per process (default: %(default)s: these small models run "

@@ -20,7 +20,7 @@ outside rk4's stability region: measured at initialisation, Oja and Delta give n
 3 to 100 (float32) or 10 to 1e5 (float64), GRU-ODE from 10 to 100; NCDE, Hebb and post-Delta did not. Rescale
 the times so that gaps are about 1, or use ``"index"`` (every gap 1 whatever the time units).
 
-Log-signature controls (``method="logsignature"``) are always indexed by window: window j of every
+Log-signature controls (``interpolation="logsignature"``) are always indexed by window: window j of every
 sample occupies s ∈ [j, j + 1) and the control there is the window's log-signature (the rate of the
 driving path per unit s), so batching never changes the grid of any sample. A log-signature describes only
 how the path moves over its window, so a model reading nothing else cannot tell a path from the path shifted
@@ -47,16 +47,18 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import torch
 
 from .input_checks import unknown_name_message
+from .user_warnings import warn_user
 from .observations import _first, batch_selection, observation_span, validate_observations
 from .signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
 from .splines import fill_missing_linear, polynomial_pieces
 
-__all__ = ["Control", "build_control", "resolve_time_unit", "time_unit_value", "INTERPOLATIONS",
+__all__ = ["Control", "build_control", "resolve_time_unit", "time_unit_value", "RenamedOptionWarning",
+           "renamed_control_options", "INTERPOLATIONS",
            "MISSING_POLICIES"]
 
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
@@ -355,12 +357,50 @@ def time_unit_value(time_unit, times: torch.Tensor, lengths: torch.Tensor | None
     return float(time_unit)
 
 
+class RenamedOptionWarning(FutureWarning):
+    """An option given by its former name (it is still read): the message gives the new spelling."""
+
+
+def renamed_interpolation(interpolation: str, method: str | None) -> str:
+    """`build_control`'s ``interpolation``, or its former name ``method`` when that is given (with a
+    `RenamedOptionWarning`).
+
+    Raises:
+        ValueError: both given, with different values.
+    """
+    if method is None:
+        return interpolation
+    if interpolation != "hermite_cubic" and interpolation != method:
+        raise ValueError(f"interpolation={interpolation!r} and method={method!r} (its former name) are both given: "
+                         "give interpolation only")
+    warn_user(f"the control option method={method!r} is now interpolation={method!r} (method names the solver's "
+              "method): write interpolation", RenamedOptionWarning)
+    return method
+
+
+def renamed_control_options(options: Mapping) -> dict:
+    """`build_control` keyword arguments (a config row's ``control``, an estimator's ``control_options``) with the
+    former name ``method`` read as ``interpolation`` (with a `RenamedOptionWarning`).
+
+    Raises:
+        ValueError: both names given.
+    """
+    options = dict(options)
+    if "method" in options:
+        if "interpolation" in options:
+            raise ValueError(f"control options give both interpolation={options['interpolation']!r} and "
+                             f"method={options['method']!r} (its former name): give interpolation only")
+        options["interpolation"] = renamed_interpolation("hermite_cubic", options.pop("method"))
+    return options
+
+
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
-                  method: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
+                  interpolation: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
                   intensity_channel: bool = False, missing: str = "interpolate",
                   unobserved_fill: float | None = None, parametrization: str = "time",
                   time_unit: float | None = None, depth: int = 2, step: int = 4, logsig_backend: str = "torch",
-                  logsig_basis: str = DEFAULT_BASIS, window_start_values: bool = False) -> Control:
+                  logsig_basis: str = DEFAULT_BASIS, window_start_values: bool = False,
+                  method: str | None = None) -> Control:
     """Build a control path from irregularly sampled observations.
 
     Arguments:
@@ -368,7 +408,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         values: (B, T, C) observations; NaN marks a missing value.
         lengths: (B,) number of valid observations per sample (default: all T). Entries after a
             sample's length are padding and are ignored.
-        method: one of `INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
+        interpolation: one of `INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
             backward differences: causal and smooth), "linear", "rectilinear" (time moves first, then the
             values, between observations; needs the time channel) or "logsignature" (piecewise-constant
             log-signature windows, for neural RDEs).
@@ -389,9 +429,9 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             "auto": the training split's `observation_span`
             (`resolve_time_unit`); here give the number.
         depth: log-signature depth (1 or 2 with the torch backend, any with the others; default 2). Used only
-            with ``method="logsignature"``.
+            with ``interpolation="logsignature"``.
         step: log-signature window size, in observation intervals (default 4). Used only with
-            ``method="logsignature"``.
+            ``interpolation="logsignature"``.
         logsig_backend: library computing the log-signatures: "torch" (default, depth <= 2, no extra
             dependency), "pysiglib" or "signatory" (optional dependencies; see
             `neuralde_seq.signatures`).
@@ -404,6 +444,9 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             (``form="rde"``) then reads the path's level throughout, not only its movement: without it, its
             output is the same for the values and the values plus any constant. Default False.
 
+        method: the former name of ``interpolation`` (``method`` is the solver's method everywhere else): still
+            read, with a `FutureWarning` giving the new spelling.
+
     Returns:
         A `Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
             (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
@@ -411,25 +454,26 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             ``window_start_values``).
 
     Raises:
-        ValueError: an unknown method, missing policy or parametrization; a flag (``time_channel``,
+        ValueError: an unknown interpolation, missing policy or parametrization; a flag (``time_channel``,
             ``mask_channel``, ``intensity_channel``) that is not a bool; ``unobserved_fill`` that is not None or a
             finite number; ``window_start_values`` without
-            ``method="logsignature"`` (an interpolated control already gives the level); observations that
+            ``interpolation="logsignature"`` (an interpolated control already gives the level); observations that
             `validate_observations` refuses; an all-NaN channel without ``unobserved_fill``; coefficients that
             overflow.
     """
-    check_control_options(method, time_channel=time_channel, mask_channel=mask_channel,
+    interpolation = renamed_interpolation(interpolation, method)
+    check_control_options(interpolation, time_channel=time_channel, mask_channel=mask_channel,
                           intensity_channel=intensity_channel, missing=missing, unobserved_fill=unobserved_fill,
                           parametrization=parametrization, window_start_values=window_start_values,
                           time_unit=time_unit)
-    interpolation = INTERPOLATION_BUILDERS[method]
+    builder = INTERPOLATION_BUILDERS[interpolation]
     observed = observed_channels(times, values, lengths, time_channel=time_channel, mask_channel=mask_channel,
                                  intensity_channel=intensity_channel, missing=missing,
                                  unobserved_fill=unobserved_fill, time_unit=time_unit,
-                                 by_index=interpolation.windows or parametrization == "index")
+                                 by_index=builder.windows or parametrization == "index")
     given = {"depth": depth, "step": step, "logsig_backend": logsig_backend, "logsig_basis": logsig_basis,
              "window_start_values": window_start_values}
-    return interpolation.build(observed, **{name: given[name] for name in interpolation.options})
+    return builder.build(observed, **{name: given[name] for name in builder.options})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -454,16 +498,16 @@ class ObservedChannels:
     names: tuple[str, ...]
 
 
-def check_control_options(method, *, time_channel, mask_channel, intensity_channel, missing, unobserved_fill,
+def check_control_options(interpolation, *, time_channel, mask_channel, intensity_channel, missing, unobserved_fill,
                           parametrization, window_start_values, time_unit) -> None:
     """Refuse `build_control` options that are bad on their own or together, before any work (arguments as there).
 
     Raises:
         ValueError: as `build_control` lists, naming the option.
     """
-    if method not in INTERPOLATIONS:
-        raise ValueError(unknown_name_message("interpolation method", method, INTERPOLATIONS,
-                                             listing="method must be one of"))
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(unknown_name_message("interpolation", interpolation, INTERPOLATIONS,
+                                             listing="interpolation must be one of"))
     for flag, given in (("time_channel", time_channel), ("mask_channel", mask_channel),
                         ("intensity_channel", intensity_channel)):
         # a string such as "no" would otherwise read as True
@@ -481,12 +525,13 @@ def check_control_options(method, *, time_channel, mask_channel, intensity_chann
     if missing == "zero" and not mask_channel:
         raise ValueError("missing='zero' needs mask_channel=True, so that a zero is distinguishable from a "
                          "missing value")
-    interpolation = INTERPOLATION_BUILDERS[method]
-    if interpolation.needs_time_channel and not time_channel:
-        raise ValueError(f"method={method!r} needs time_channel=True ({interpolation.needs_time_channel})")
-    if window_start_values and "window_start_values" not in interpolation.options:
-        raise ValueError(f"window_start_values=True is an option of log-signature controls (method='logsignature'); "
-                         f"a {method!r} control already gives the path's value at every point")
+    builder = INTERPOLATION_BUILDERS[interpolation]
+    if builder.needs_time_channel and not time_channel:
+        raise ValueError(f"interpolation={interpolation!r} needs time_channel=True ({builder.needs_time_channel})")
+    if window_start_values and "window_start_values" not in builder.options:
+        raise ValueError("window_start_values=True is an option of log-signature controls "
+                         f"(interpolation='logsignature'); a {interpolation!r} control already gives the path's value "
+                         "at every point")
     if time_unit == "auto":
         raise ValueError("time_unit='auto' is resolved from the training split by the runner and the estimators; "
                          "for build_control give the number, e.g. neuralde_seq.observations.observation_span("
@@ -585,7 +630,7 @@ def _channels(times, values, observed, valid, *, time_channel, mask_channel, int
 # one builder per interpolation
 
 def natural_cubic_control(observed: ObservedChannels) -> Control:
-    """The natural cubic spline through each sample's points (``build_control(method="natural_cubic")``).
+    """The natural cubic spline through each sample's points (``build_control(interpolation="natural_cubic")``).
 
     Arguments:
         observed: the channels at the points (`observed_channels`), (B, T, C').
@@ -603,7 +648,7 @@ def natural_cubic_control(observed: ObservedChannels) -> Control:
 
 def hermite_cubic_control(observed: ObservedChannels) -> Control:
     """Hermite cubic pieces with backward differences through each sample's points: causal and smooth
-    (``build_control(method="hermite_cubic")``).
+    (``build_control(interpolation="hermite_cubic")``).
 
     Arguments:
         observed: the channels at the points (`observed_channels`), (B, T, C').
@@ -616,7 +661,7 @@ def hermite_cubic_control(observed: ObservedChannels) -> Control:
 
 
 def linear_control(observed: ObservedChannels) -> Control:
-    """Straight lines between each sample's points (``build_control(method="linear")``).
+    """Straight lines between each sample's points (``build_control(interpolation="linear")``).
 
     Arguments:
         observed: the channels at the points (`observed_channels`), (B, T, C').
@@ -629,7 +674,7 @@ def linear_control(observed: ObservedChannels) -> Control:
 
 
 def rectilinear_control(observed: ObservedChannels) -> Control:
-    """Time first, then the values, between each sample's points (``build_control(method="rectilinear")``): each
+    """Time first, then the values, between each sample's points (``build_control(interpolation="rectilinear")``): each
     observation interval [s_i, s_{i+1}] is split at its midpoint, the time channel (channel 0) moves on the first
     half and the values jump along the second.
 
@@ -648,7 +693,7 @@ def rectilinear_control(observed: ObservedChannels) -> Control:
 
 def logsignature_window_control(observed: ObservedChannels, *, depth: int, step: int, logsig_backend: str,
                                 logsig_basis: str, window_start_values: bool) -> Control:
-    """Log-signature windows of the points (``build_control(method="logsignature")``; `logsignature_control`).
+    """Log-signature windows of the points (``build_control(interpolation="logsignature")``; `logsignature_control`).
 
     Arguments:
         observed: the channels at the points (`observed_channels`, knots the indices), (B, T, C').
@@ -736,12 +781,12 @@ def _value_at_end(coeffs, knots, end_index):
 
 
 # ---------------------------------------------------------------------------------------------------
-# log-signature windows (method="logsignature"; their disk cache is neuralde_seq.logsignature_control)
+# log-signature windows (interpolation="logsignature"; their disk cache is neuralde_seq.logsignature_control)
 
 def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
                          backend: str, basis: str, window_start_values: bool = False) -> Control:
     """The log-signature windows of ``path`` as a piecewise-constant `Control` (what
-    ``build_control(method="logsignature")`` returns).
+    ``build_control(interpolation="logsignature")`` returns).
 
     Arguments:
         path: (B, T, C) points of the path (NaN where missing: interpolated linearly on the index first).

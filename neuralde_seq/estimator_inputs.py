@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 from .data.base.datasets import IrregularDataset
 from .data.formats.arrays import _read
 from .data.transforms.standardisation import standardised
+from .input_checks import DTYPES, floating_dtype
 from .observations import validate_observations
 from .user_warnings import warn_user
 
@@ -25,27 +26,17 @@ __all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estima
            "standardised", "check_label_types", "check_times_survive_cast", "check_times_like_fit",
            "check_channels_like_fit"]
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
 
 
 def estimator_dtype(dtype) -> torch.dtype:
-    """The torch dtype of an estimator's ``dtype`` parameter.
-
-    Arguments:
-        dtype: "float32" or "float64", or that torch dtype.
-
-    Returns:
-        torch.float32 or torch.float64.
+    """The torch dtype of an estimator's ``dtype`` parameter: "float32" or "float64", or that torch dtype
+    (`floating_dtype`).
 
     Raises:
         ValueError: any other value.
     """
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
-    raise ValueError(f"dtype must be 'float32' or 'float64' (or that torch dtype), got {dtype!r}")
+    return floating_dtype(dtype)
 
 
 def estimator_seed(random_state) -> int:

@@ -19,7 +19,23 @@ import torch
 
 __all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
            "module_dtype_device", "check_num_outputs", "closest_names", "did_you_mean", "unknown_name_message",
-           "UnknownOptionError"]
+           "UnknownOptionError", "DTYPES", "floating_dtype"]
+
+# The dtypes a user names by string (estimators' dtype, a config's or the command line's --dtype): one table.
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def floating_dtype(dtype, argument: str = "dtype") -> torch.dtype:
+    """The torch dtype of a ``dtype`` setting: "float32" or "float64", or that torch dtype.
+
+    Raises:
+        ValueError: any other value, naming ``argument``.
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"{argument} must be 'float32' or 'float64' (or that torch dtype), got {dtype!r}")
 
 
 class UnknownOptionError(TypeError, ValueError):

@@ -1,6 +1,6 @@
 """Log-signature controls: piecewise-constant windows for neural RDEs, and their disk cache.
 
-``build_control(method="logsignature")`` (in `neuralde_seq.controls`, with the window builder
+``build_control(interpolation="logsignature")`` (in `neuralde_seq.controls`, with the window builder
 `logsignature_control`, re-exported here) cuts each sample's path into windows of ``step`` observation
 intervals and computes each window's log-signature (`neuralde_seq.signatures`); window j occupies
 s ∈ [j, j + 1) of the `Control`, so batching never changes any sample's grid. A log-signature holds only
@@ -21,9 +21,9 @@ import torch
 
 from ._version import __version__
 from .cache import CorruptCacheError, cached_tensors
-# logsignature_control is built in controls (build_control's method="logsignature"), imported from there so that
+# logsignature_control is built in controls (build_control's interpolation="logsignature"), imported from there so that
 # controls never imports this module; re-exported here, where it lived before.
-from .controls import Control, build_control, logsignature_control
+from .controls import Control, build_control, logsignature_control, renamed_control_options
 from .signatures import backend_version
 
 __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureCacheError"]
@@ -53,7 +53,7 @@ def _fingerprint(tensor) -> dict | None:
 def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
                                 lengths: torch.Tensor | None = None, *, key_parts: tuple[str, ...] = (),
                                 **options) -> Control:
-    """`build_control` with ``method="logsignature"``, stored on disk and reloaded on the next call.
+    """`build_control` with ``interpolation="logsignature"``, stored on disk and reloaded on the next call.
 
     Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
     the data and the options, so they are computed once per dataset. The file is
@@ -69,7 +69,7 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
         values: (B, T, C) observations, NaN where missing, as in `build_control`.
         lengths: (B,) valid observations per sample, or None (all T), as in `build_control`.
         key_parts: readable names for the file, e.g. ``("EigenWorms", "train")``; they also enter the hash.
-        **options: keyword arguments of `build_control`; ``method`` defaults to (and must be)
+        **options: keyword arguments of `build_control`; ``interpolation`` defaults to (and must be)
             ``"logsignature"``.
 
     Returns:
@@ -81,10 +81,11 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
             checksum stored with them, or it was written for another key. The message names the file;
             delete it to recompute.
     """
-    options.setdefault("method", "logsignature")
-    if options["method"] != "logsignature":
+    options = renamed_control_options(options)
+    options.setdefault("interpolation", "logsignature")
+    if options["interpolation"] != "logsignature":
         raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "
-                         f"method={options['method']!r}")
+                         f"interpolation={options['interpolation']!r}")
     if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (times, values)):
         raise ValueError("times or values require grad, but a cached control carries no autograd graph: build the "
                          "control with build_control instead")

@@ -604,7 +604,7 @@ class RandomFeatures:
     def _linear_path(self, times, values, lengths, time_channel: bool = True) -> Control:
         fill = self.control_options.get("unobserved_fill")
         parametrization = self._control_options()["parametrization"]
-        return build_control(times, values, lengths, method="linear", time_channel=time_channel,
+        return build_control(times, values, lengths, interpolation="linear", time_channel=time_channel,
                              parametrization=parametrization, unobserved_fill=fill)
 
     def inputs(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> Control:

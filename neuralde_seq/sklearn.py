@@ -102,7 +102,8 @@ class _SequenceEstimator(BaseEstimator):
             that read a control path only; e.g. ``{"unobserved_fill": 0.0}`` to fill a channel a sample never
             observes with the training mean, ``{"parametrization": "time"}``, or ``{"time_unit": 1.0}``: the raw
             times in the time channel instead of the default ``"auto"``, times divided by the longest span in the
-            data given to ``fit``, kept for prediction), or None.
+            data given to ``fit``, kept for prediction), or None. Models that read raw observations take
+            ``time_unit`` only (their times divided by it; default: as given). Read into ``input_spec_``.
         epochs: passes over the training data (default 100). The defaults give a few hundred steps on a
             dataset of tens of series: 20 epochs at 1e-3 left the CT-FWPs near chance on aeon's
             PickupGestureWiimoteZ (50 series), docs/your_own_data.md.

@@ -98,7 +98,7 @@ def test_ncde_euler_solve_by_hand():
     B, T, C = 3, 6, 2
     times, values = shared_times(B, T, 2), random_walk(B, T, C, 3)
     lengths = torch.tensor([6, 4, 5])
-    X = build_control(times, values, lengths, method="linear", time_channel=True)
+    X = build_control(times, values, lengths, interpolation="linear", time_channel=True)
     torch.manual_seed(0)
     model = NeuralCDE(X.channels, 3, hidden=4, width=6, depth=2, solver=SolverOptions(method="euler", adjoint=False))
     model = randomize_(model.to(DTYPE), 4)
@@ -125,13 +125,13 @@ def test_ncde_is_invariant_under_reparametrisation_of_time():
     model.solver = solver
     answers = []
     for scale in (1.0, 2.0):  # same step size: the 2t run takes twice as many steps
-        X = build_control(scale * times, values, lengths, method="hermite_cubic", time_channel=False)
+        X = build_control(scale * times, values, lengths, interpolation="hermite_cubic", time_channel=False)
         answers.append(model.hidden_states(X))
     assert (answers[0] - answers[1]).abs().max() < 1e-6  # measured 1.8e-7 (rk4 error, order 4)
     assert (answers[0] - model.initial_hidden(X)).abs().max() > 1e-2  # the state did move
     # A direct ODE driven by the same path is not invariant: the tolerance above does discriminate.
     gru_ode = randomize_(GRUODE(C, 3, hidden=4, solver=solver).to(DTYPE), 7, scale=0.6)
-    direct = [gru_ode.hidden_states(build_control(scale * times, values, lengths, method="hermite_cubic",
+    direct = [gru_ode.hidden_states(build_control(scale * times, values, lengths, interpolation="hermite_cubic",
                                                   time_channel=False)) for scale in (1.0, 2.0)]
     assert (direct[0] - direct[1]).abs().max() > 1e-2
 
@@ -152,8 +152,8 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
     values = random_walk(B, T, C, 10)
     solver = SolverOptions(method="rk4", step_size=0.25, adjoint=False)
     ncde.solver = nrde.solver = solver
-    linear = build_control(times, values, lengths, method="linear", time_channel=False, parametrization="index")
-    windows = build_control(times, values, lengths, method="logsignature", time_channel=False, depth=1, step=1)
+    linear = build_control(times, values, lengths, interpolation="linear", time_channel=False, parametrization="index")
+    windows = build_control(times, values, lengths, interpolation="logsignature", time_channel=False, depth=1, step=1)
     assert torch.allclose(ncde.hidden_states(linear, z0=z0), nrde.hidden_states(windows, z0=z0),
                           atol=1e-13, rtol=0)
 
@@ -164,8 +164,8 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
     values = 0.3 + position * direction
     fine = SolverOptions(method="rk4", step_size=0.025, adjoint=False)
     ncde.solver = nrde.solver = fine
-    linear = build_control(times, values, lengths, method="linear", time_channel=False, parametrization="index")
-    windows = build_control(times, values, lengths, method="logsignature", time_channel=False, depth=1, step=4)
+    linear = build_control(times, values, lengths, interpolation="linear", time_channel=False, parametrization="index")
+    windows = build_control(times, values, lengths, interpolation="logsignature", time_channel=False, depth=1, step=4)
     a, b = ncde.hidden_states(linear, z0=z0), nrde.hidden_states(windows, z0=z0)
     assert (a - b).abs().max() < 1e-7  # measured 2.3e-8 (rk4, order 4: 3.9e-7 at step 0.05)
     assert (a - z0).abs().max() > 1e-2
@@ -173,8 +173,8 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
 
 def test_ncde_nrde_refuse_the_other_control():
     times, values = shared_times(2, 6, 0), random_walk(2, 6, 2, 0)
-    interpolated = build_control(times, values, method="linear", time_channel=False)
-    windows = build_control(times, values, method="logsignature", time_channel=False, depth=1, step=2)
+    interpolated = build_control(times, values, interpolation="linear", time_channel=False)
+    windows = build_control(times, values, interpolation="logsignature", time_channel=False, depth=1, step=2)
     with pytest.raises(ValueError, match="form='cde'.*log-signature"):
         NeuralCDE(2, 3)(windows)
     with pytest.raises(ValueError, match="form='rde'.*log-signature control"):
@@ -188,7 +188,7 @@ def test_gru_ode_euler_unit_steps_is_a_gru():
     B, T, C = 3, 6, 2
     times, values = shared_times(B, T, 11), random_walk(B, T, C, 12)
     lengths = torch.tensor([6, 3, 5])
-    X = build_control(times, values, lengths, method="linear", time_channel=True, parametrization="index")
+    X = build_control(times, values, lengths, interpolation="linear", time_channel=True, parametrization="index")
     torch.manual_seed(0)
     model = randomize_(GRUODE(X.channels, 3, hidden=4, solver=SolverOptions(method="euler", adjoint=False)).to(DTYPE), 13)
     h_final = model.hidden_states(X)
@@ -218,14 +218,14 @@ def test_adjoint_matches_direct_backpropagation(name):
     lengths = torch.tensor([6, 5, 4])
     torch.manual_seed(0)
     if name == "ncde":
-        inputs = build_control(times, values, lengths, method="hermite_cubic")
+        inputs = build_control(times, values, lengths, interpolation="hermite_cubic")
         model = NeuralCDE(inputs.channels, 3, hidden=4, width=8, depth=2, activation=SMOOTH)
     elif name == "nrde":
-        inputs = build_control(times, values, lengths, method="logsignature", depth=2, step=2)
+        inputs = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=2)
         model = NeuralCDE(inputs.channels, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window",
                           activation=SMOOTH)
     elif name == "gru-ode":
-        inputs = build_control(times, values, lengths, method="hermite_cubic")
+        inputs = build_control(times, values, lengths, interpolation="hermite_cubic")
         model = GRUODE(inputs.channels, 3, hidden=4)
     else:
         inputs = Observations.from_tensors(times, values, lengths)
@@ -375,10 +375,10 @@ def test_ode_rnn_linear_field_is_a_matrix_exponential():
 # variable length
 
 CONTROL_MODELS = {
-    "ncde": (dict(method="hermite_cubic"), lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2)),
-    "nrde": (dict(method="logsignature", depth=2, step=2),
+    "ncde": (dict(interpolation="hermite_cubic"), lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2)),
+    "nrde": (dict(interpolation="logsignature", depth=2, step=2),
              lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window")),
-    "gru-ode": (dict(method="hermite_cubic"), lambda c: GRUODE(c, 3, hidden=4)),
+    "gru-ode": (dict(interpolation="hermite_cubic"), lambda c: GRUODE(c, 3, hidden=4)),
 }
 OBSERVATION_MODELS = {
     "gru-dt": lambda c: GRUDeltaT(c, 3, hidden=4),

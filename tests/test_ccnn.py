@@ -246,7 +246,7 @@ def test_wrong_kind_of_input_raises_type_error():
     """CCNN reads Observations and a SeparableFlexConv layer a tensor: anything else (a Control, a bare tensor
     for the model, Observations for the layer) raises a TypeError naming the expected type."""
     obs = make_observations(drop=0.0)
-    control = build_control(obs.times, obs.values, obs.lengths, method="linear")
+    control = build_control(obs.times, obs.values, obs.lengths, interpolation="linear")
     model = small_ccnn()
     for wrong, name in ((control, "Control"), (obs.values, "Tensor")):
         with pytest.raises(TypeError, match=f"reads Observations, got {name}"):

@@ -421,7 +421,7 @@ def test_wrong_kind_of_input_raises_type_error():
     times = torch.arange(6, dtype=D).expand(2, 6)
     values = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(0), dtype=D)
     obs = Observations.from_tensors(times, values)
-    control = build_control(times, values, method="linear")
+    control = build_control(times, values, interpolation="linear")
     model = CKCNN(3, 2, hidden=4, blocks=1, kernel_hidden=4, horizon=5.0).double()
     for wrong, name in ((control, "Control"), (obs.values, "Tensor")):
         with pytest.raises(TypeError, match=f"reads Observations, got {name}"):

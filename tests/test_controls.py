@@ -46,7 +46,7 @@ def _observation_knot(method, i):
 @pytest.mark.parametrize("method", INTERPOLATED)
 def test_passes_through_observations(method):
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method=method)
+    control = build_control(times, values, lengths, interpolation=method)
     assert control.channels == 1 + values.shape[-1]
     assert control.coeffs.dtype == F64
     for b, L in enumerate(lengths.tolist()):
@@ -61,7 +61,7 @@ def test_passes_through_observations(method):
 
 def test_linear_is_linear_between_knots():
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method="linear")
+    control = build_control(times, values, lengths, interpolation="linear")
     for b, L in enumerate(lengths.tolist()):
         for i in range(L - 1):
             t0, t1 = times[b, i].item(), times[b, i + 1].item()
@@ -75,7 +75,7 @@ def test_linear_is_linear_between_knots():
 
 def test_hermite_derivative_at_knots_is_the_backward_difference():
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method="hermite_cubic", time_channel=False)
+    control = build_control(times, values, lengths, interpolation="hermite_cubic", time_channel=False)
     for b, L in enumerate(lengths.tolist()):
         for i in range(1, L):
             backward = (values[b, i] - values[b, i - 1]) / (times[b, i] - times[b, i - 1])
@@ -98,7 +98,7 @@ def _second_derivative(control, b, piece, at_end):
 
 def test_natural_cubic_is_c2_with_natural_ends():
     times, values, lengths = _batch(lengths=(9, 6, 4, 3))
-    control = build_control(times, values, lengths, method="natural_cubic", time_channel=False)
+    control = build_control(times, values, lengths, interpolation="natural_cubic", time_channel=False)
     for b, L in enumerate(lengths.tolist()):
         pieces = L - 1
         for i in range(1, pieces):  # interior knots
@@ -117,7 +117,7 @@ def test_natural_cubic_is_c2_with_natural_ends():
 def test_natural_cubic_matches_an_independent_spline_solve():
     """Natural cubic spline by a dense linear solve of the textbook moment equations."""
     times, values, lengths = _batch(lengths=(7,), channels=1)
-    control = build_control(times, values, lengths, method="natural_cubic", time_channel=False)
+    control = build_control(times, values, lengths, interpolation="natural_cubic", time_channel=False)
     t, y = times[0], values[0, :, 0]
     n = t.shape[0]
     h = t[1:] - t[:-1]
@@ -139,7 +139,7 @@ def test_natural_cubic_matches_an_independent_spline_solve():
 
 def test_rectilinear_moves_time_first_then_values():
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method="rectilinear")
+    control = build_control(times, values, lengths, interpolation="rectilinear")
     for b, L in enumerate(lengths.tolist()):
         for i in range(L - 1):
             t0, t1 = times[b, i].item(), times[b, i + 1].item()
@@ -161,7 +161,7 @@ def test_rectilinear_moves_time_first_then_values():
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_constant_after_each_samples_end(method):
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method=method, depth=2, step=2)
+    control = build_control(times, values, lengths, interpolation=method, depth=2, step=2)
     final = control.final_value()
     last = control.knots[-1].item()
     for b in range(len(lengths)):
@@ -189,7 +189,7 @@ def test_constant_beyond_the_last_knot(method):
     (constant after its end) disagree for s after the end.
     """
     times, values, lengths = _batch(lengths=(6,))
-    control = build_control(times, values, lengths, method=method, depth=2, step=2)
+    control = build_control(times, values, lengths, interpolation=method, depth=2, step=2)
     end = control.knots[-1]
     final = control.final_value()
     # At the final knot, the piece to its right is the constant one (as for the shorter samples of a batch).
@@ -214,7 +214,7 @@ def _assert_same_path(batched, b, alone, grid, end=None):
 def test_padded_batch_equals_each_sample_alone(method):
     times, values, lengths = _batch(lengths=(9, 6, 4, 2))
     values[0, 3, 1] = values[1, 2, 0] = float("nan")  # missing values, interpolated through
-    options = dict(method=method, depth=2, step=3, mask_channel=True, intensity_channel=True)
+    options = dict(interpolation=method, depth=2, step=3, mask_channel=True, intensity_channel=True)
     batched = build_control(times, values, lengths, **options)
     for b, L in enumerate(lengths.tolist()):
         alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], **options)
@@ -250,11 +250,11 @@ def test_padding_after_the_longest_sample_is_ignored(method, pad_time):
     for b, L in enumerate(lengths.tolist()):
         times[b, L:] = pad_time
         values[b, L:] = float("nan")
-    batched = build_control(times, values, lengths, method=method)
+    batched = build_control(times, values, lengths, interpolation=method)
     assert not torch.isnan(batched.knots).any()
     assert torch.all(batched.knots[1:] > batched.knots[:-1]), f"knots not strictly increasing: {batched.knots}"
     for b, L in enumerate(lengths.tolist()):
-        alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], method=method)
+        alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], interpolation=method)
         end = int(alone.end_index[0])
         grid = [(alone.knots[i] + frac * (alone.knots[i + 1] - alone.knots[i])) for i in range(end)
                 for frac in (0.25, 0.75)]
@@ -305,7 +305,7 @@ def _observed_rows(values, lengths, b, c):
 
 def test_interpolate_goes_straight_through_missing_values():
     times, values, lengths = _missing_batch()
-    control = build_control(times, values, lengths, method="linear", missing="interpolate")
+    control = build_control(times, values, lengths, interpolation="linear", missing="interpolate")
     for b, L in enumerate(lengths.tolist()):
         for c in range(values.shape[-1]):
             seen = _observed_rows(values, lengths, b, c)
@@ -332,7 +332,7 @@ def test_interpolate_goes_straight_through_missing_values():
 @pytest.mark.parametrize("method", ("natural_cubic", "hermite_cubic"))
 def test_interpolate_cubics_pass_through_the_observed_points(method):
     times, values, lengths = _missing_batch()
-    control = build_control(times, values, lengths, method=method, missing="interpolate")
+    control = build_control(times, values, lengths, interpolation=method, missing="interpolate")
     assert not torch.isnan(control.coeffs).any()
     for b in range(2):
         for c in range(2):
@@ -344,7 +344,7 @@ def test_interpolate_cubics_pass_through_the_observed_points(method):
 @pytest.mark.parametrize("method", INTERPOLATED)
 def test_forward_fill_carries_the_last_observation(method):
     times, values, lengths = _missing_batch()
-    control = build_control(times, values, lengths, method=method, missing="forward_fill")
+    control = build_control(times, values, lengths, interpolation=method, missing="forward_fill")
     for b, L in enumerate(lengths.tolist()):
         for c in range(2):
             seen = _observed_rows(values, lengths, b, c)
@@ -359,7 +359,7 @@ def test_zero_fill_needs_the_mask_channel():
     times, values, lengths = _missing_batch()
     with pytest.raises(ValueError, match="mask_channel"):
         build_control(times, values, lengths, missing="zero")
-    control = build_control(times, values, lengths, method="linear", missing="zero", mask_channel=True)
+    control = build_control(times, values, lengths, interpolation="linear", missing="zero", mask_channel=True)
     for b, L in enumerate(lengths.tolist()):
         for i in range(L):
             x = control.evaluate(control.knots[i])[b]
@@ -371,7 +371,7 @@ def test_zero_fill_needs_the_mask_channel():
 def test_mask_intensity_and_time_channels():
     times, values, lengths = _missing_batch()
     C = values.shape[-1]
-    control = build_control(times, values, lengths, method="linear", time_channel=True, mask_channel=True,
+    control = build_control(times, values, lengths, interpolation="linear", time_channel=True, mask_channel=True,
                             intensity_channel=True)
     assert control.channels == 1 + 3 * C
     assert control.channels_info == ("time", "x0", "x1", "mask0", "mask1", "count0", "count1")
@@ -389,7 +389,7 @@ def test_mask_intensity_and_time_channels():
 
 def test_channels_can_be_switched_off():
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, method="linear", time_channel=False)
+    control = build_control(times, values, lengths, interpolation="linear", time_channel=False)
     assert control.channels == values.shape[-1]
     torch.testing.assert_close(control.evaluate(control.knots[1])[0], values[0, 1], **TOL)
 
@@ -401,15 +401,15 @@ def test_index_parametrization_allows_different_times():
     values = torch.randn(2, 6, 2, generator=g, dtype=F64)
     times[1, 4:] = float("nan")  # NaN times in the padding are fine
     with pytest.raises(ValueError, match="parametrization"):
-        build_control(times, values, lengths, method="linear", parametrization="time")
+        build_control(times, values, lengths, interpolation="linear", parametrization="time")
     for method in ("natural_cubic", "hermite_cubic", "linear"):
-        control = build_control(times, values, lengths, method=method, parametrization="index")
+        control = build_control(times, values, lengths, interpolation=method, parametrization="index")
         torch.testing.assert_close(control.knots, torch.arange(6, dtype=F64), rtol=0, atol=0)
         for b, L in enumerate(lengths.tolist()):
             for i in range(L):
                 x = control.evaluate(_s(i), side="left" if i == L - 1 else "right")[b]
                 torch.testing.assert_close(x, torch.cat([times[b, i:i + 1], values[b, i]]), **TOL)
-    linear = build_control(times, values, lengths, method="linear", parametrization="index")
+    linear = build_control(times, values, lengths, interpolation="linear", parametrization="index")
     # Halfway in index is halfway in every channel, time included.
     torch.testing.assert_close(linear.evaluate(_s(1.5))[1, 0], 0.5 * (times[1, 1] + times[1, 2]), **TOL)
 
@@ -418,7 +418,7 @@ def test_unobserved_fill_fills_a_channel_without_observations():
     times, values, lengths = _batch(lengths=(5, 4))
     values = values.clone()
     values[1, :, 1] = float("nan")
-    control = build_control(times, values, lengths, method="linear", unobserved_fill=-2.5)
+    control = build_control(times, values, lengths, interpolation="linear", unobserved_fill=-2.5)
     for i in range(4):
         assert control.evaluate(control.knots[i])[1, 2].item() == -2.5
     torch.testing.assert_close(control.evaluate(control.knots[2])[0, 1:], values[0, 2], **TOL)
@@ -489,7 +489,7 @@ def _window_bounds(L, step):
 def test_logsignature_control_windows(depth):
     times, values, lengths = _batch(lengths=(10, 7, 2), channels=2)
     step = 4
-    control = build_control(times, values, lengths, method="logsignature", depth=depth, step=step)
+    control = build_control(times, values, lengths, interpolation="logsignature", depth=depth, step=step)
     assert control.piecewise_constant
     assert control.channels == logsignature_channels(3, depth) == (3 if depth == 1 else 6)
     n_windows = [len(_window_bounds(L, step)) for L in lengths.tolist()]
@@ -538,9 +538,9 @@ def test_logsignature_control_interpolates_missing_values_first():
     holed[0, 3, 0] = float("nan")
     filled = values.clone()
     filled[0, 3, 0] = values[0, 2, 0] + (values[0, 4, 0] - values[0, 2, 0]) * 0.5  # halfway in the index
-    got = build_control(times, holed, lengths, method="logsignature", time_channel=False, step=2)
+    got = build_control(times, holed, lengths, interpolation="logsignature", time_channel=False, step=2)
     # Interpolation for log-signatures runs on the index (the windows' own grid), so the filled point is halfway.
-    want = build_control(times, filled, lengths, method="logsignature", time_channel=False, step=2)
+    want = build_control(times, filled, lengths, interpolation="logsignature", time_channel=False, step=2)
     torch.testing.assert_close(got.coeffs, want.coeffs, **TOL)
 
 
@@ -643,33 +643,33 @@ def test_rejects_all_nan_channel():
     with pytest.raises(ValueError, match=r"all-NaN channel: channel 1 has no observation in any sample"):
         build_control(times, values, lengths)
     with pytest.raises(ValueError, match="all-NaN"):
-        build_control(times, values, lengths, method="logsignature")
+        build_control(times, values, lengths, interpolation="logsignature")
 
 
 def test_rejects_unknown_options():
     times, values, lengths = _good()
-    with pytest.raises(ValueError, match="method must be one of"):
-        build_control(times, values, lengths, method="cubic")
+    with pytest.raises(ValueError, match="interpolation must be one of"):
+        build_control(times, values, lengths, interpolation="cubic")
     with pytest.raises(ValueError, match="missing must be one of"):
         build_control(times, values, lengths, missing="drop")
     with pytest.raises(ValueError, match="parametrization"):
         build_control(times, values, lengths, parametrization="seconds")
     with pytest.raises(ValueError, match="time_channel"):
-        build_control(times, values, lengths, method="rectilinear", time_channel=False)
+        build_control(times, values, lengths, interpolation="rectilinear", time_channel=False)
 
 
 @pytest.mark.parametrize("step", [0, -1, 1.5, "4"])
 def test_rejects_bad_step(step):
     times, values, lengths = _good()
     with pytest.raises(ValueError, match="step"):
-        build_control(times, values, lengths, method="logsignature", step=step)
+        build_control(times, values, lengths, interpolation="logsignature", step=step)
 
 
 @pytest.mark.parametrize("depth", [0, 3, "2"])
 def test_rejects_bad_depth(depth):
     times, values, lengths = _good()
     with pytest.raises(ValueError, match="depth"):
-        build_control(times, values, lengths, method="logsignature", depth=depth)
+        build_control(times, values, lengths, interpolation="logsignature", depth=depth)
     with pytest.raises(ValueError, match="depth"):
         logsignature(values, depth)
 
@@ -699,11 +699,11 @@ def test_model_rejects_a_control_with_the_wrong_number_of_channels():
 
 def test_rde_model_rejects_an_interpolated_control_and_vice_versa():
     times, values, lengths = _good()
-    interpolated = build_control(times, values, lengths, method="hermite_cubic")
+    interpolated = build_control(times, values, lengths, interpolation="hermite_cubic")
     rde = create_model("delta-rde", interpolated.channels, 3, d_model=8, n_heads=2).double()
     with pytest.raises(ValueError, match="log-signature"):
         rde(interpolated)
-    windows = build_control(times, values, lengths, method="logsignature", depth=1)
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=1)
     cde = create_model("hebb-cde", windows.channels, 3, d_model=8, n_heads=2).double()
     with pytest.raises(ValueError, match="interpolated control"):
         cde(windows)
@@ -742,3 +742,23 @@ def test_time_unit_rescales_the_time_channel_and_the_solver_parameter(parametriz
     torch.testing.assert_close(from_seconds.final_value()[:, 0], in_hours.final_value()[:, 0])
     with pytest.raises(ValueError, match="time_unit must be a positive finite number"):
         build_control(times_s, values, time_unit=0.0)
+
+
+def test_the_former_name_method_still_builds_the_same_control_and_says_the_new_one():
+    """``method`` was build_control's name for the interpolation (it names the solver's method everywhere else):
+    still read, with a warning giving the new spelling, and never silently beside ``interpolation``."""
+    from neuralde_seq.controls import RenamedOptionWarning
+    from neuralde_seq.models import model_inputs
+
+    times, values, lengths = _good()
+    with pytest.warns(RenamedOptionWarning, match="method='linear' is now interpolation='linear'"):
+        old = build_control(times, values, lengths, method="linear")
+    new = build_control(times, values, lengths, interpolation="linear")
+    torch.testing.assert_close(old.coeffs, new.coeffs, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="both given"):
+        build_control(times, values, lengths, interpolation="natural_cubic", method="linear")
+    # a control option dict in the former spelling (config rows, control_options) replaces the registered one
+    with pytest.warns(RenamedOptionWarning):
+        old = model_inputs("ncde", times, values, lengths, method="linear")
+    torch.testing.assert_close(old.coeffs, model_inputs("ncde", times, values, lengths, interpolation="linear").coeffs,
+                               rtol=0, atol=0)

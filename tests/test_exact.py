@@ -39,7 +39,7 @@ from test_solvers import FieldDynamics, make_data
 DTYPE = torch.float64
 RULES = ("hebb", "oja", "delta", "delta-post")
 D_MODEL = 8
-LOGSIG = dict(method="logsignature", depth=2, step=1)
+LOGSIG = dict(interpolation="logsignature", depth=2, step=1)
 
 
 def _controls():
@@ -103,7 +103,7 @@ def test_exact_matches_reference_on_piecewise_linear_controls(rule, method):
     """A "cde" field with dx_only reads only X', which is constant on each piece of a linear or rectilinear
     control (rectilinear: two pieces per observation interval)."""
     times, values, lengths = make_data(lengths=(8, 5), seed=8, scale=0.5)
-    control = build_control(times, values, lengths, method=method)
+    control = build_control(times, values, lengths, interpolation=method)
     field = _field(rule, "cde", control.channels, seed=9, dx_only=True)
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(10), dtype=DTYPE)
     with torch.no_grad():
@@ -193,7 +193,7 @@ def _reference_case(controls, kind, rule):
     piecewise-constant control, or an x'-only "cde" field on a rectilinear control (inputs x' per piece)."""
     if kind == "rectilinear":
         times, values, lengths = make_data(lengths=(8, 5), seed=8, scale=0.5)
-        control = build_control(times, values, lengths, method="rectilinear")
+        control = build_control(times, values, lengths, interpolation="rectilinear")
         return _field(rule, "cde", control.channels, dx_only=True), control
     return _field(rule, "rde", controls[kind].channels), controls[kind]
 
@@ -292,7 +292,7 @@ def test_refused_configurations(controls):
         solve(FastWeightField(control.channels, D_MODEL, 2, make_rule("oja", softmax_after_subtract=True),
                               form="rde"), control, torch.zeros(3, 2, 4, 4), SolverOptions("exact"))
     times, values, lengths = make_data(lengths=(6, 5), seed=1)
-    cubic = build_control(times, values, lengths, method="hermite_cubic")
+    cubic = build_control(times, values, lengths, interpolation="hermite_cubic")
     with pytest.raises(ValueError, match="constant on every knot interval"):
         solve(FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"), cubic, torch.zeros(2, 2, 4, 4),
               SolverOptions("exact"))
@@ -441,7 +441,7 @@ def test_auto_is_exact_for_x_prime_only_fields_on_piecewise_linear_controls(long
     """A "cde" field with dx_only reads only X', constant on every piece of a linear or rectilinear control:
     "auto" takes the closed form there (bit-for-bit method="exact"), whereas on a cubic control it takes rk4
     (previous test)."""
-    control = _series_inputs("delta-cde", long_series, method=method)
+    control = _series_inputs("delta-cde", long_series, interpolation=method)
     auto = _auto_model("delta-cde", control, None, dx_only=True)
     assert auto.resolve_method(control) == "exact"
     got, got_grads = _outputs_and_gradients(auto, control)

@@ -82,7 +82,7 @@ def test_field_rate_is_rule_rate_minus_forget(rule):
 def _long_control(windows, lengths_fraction=(1.0, 0.6, 0.3)):
     lengths = tuple(max(3, int(windows * f)) + 1 for f in lengths_fraction)
     times, values, lengths = make_data(lengths=lengths, channels=2, seed=9, scale=0.3)
-    return build_control(times, values, lengths, method="logsignature", depth=2, step=1)
+    return build_control(times, values, lengths, interpolation="logsignature", depth=2, step=1)
 
 
 @pytest.mark.parametrize("rule", AFFINE_RULES)

@@ -53,7 +53,7 @@ def test_statistics_and_time_unit_come_from_the_training_split_and_apply_to_ever
     assert spec.time_unit != pytest.approx(_longest_span(test), rel=1e-3)
     # the test split's control: its values standardised with the training statistics, its times in the training unit
     expected_values = (test.values - torch.tensor(observed_mean)) / torch.tensor(observed_std)
-    expected = build_control(test.times, expected_values, test.lengths, method="hermite_cubic", time_channel=True,
+    expected = build_control(test.times, expected_values, test.lengths, interpolation="hermite_cubic", time_channel=True,
                              parametrization="index", time_unit=_longest_span(train))
     got = spec.transform(test)
     for name in ("knots", "coeffs", "end_index"):
@@ -80,7 +80,7 @@ def test_observation_models_read_times_in_the_spec_unit_and_ode_rnn_dynamics_do_
 def test_the_spec_round_trips_through_json_and_gives_the_same_input():
     train, test = _ragged(8, 300, 2, seed=3, spacing=1.0), _ragged(5, 300, 2, seed=4, spacing=1.0)
     spec = InputSpec.fit("delta-rde", train, control={"time_unit": 60.0, "step": 8}, standardise=True)
-    assert spec.control["step"] == 8 and spec.control["method"] == "logsignature" and spec.time_unit == 60.0
+    assert spec.control["step"] == 8 and spec.control["interpolation"] == "logsignature" and spec.time_unit == 60.0
     again = InputSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
     first, second = spec.transform(test), again.transform(test)
@@ -91,7 +91,7 @@ def test_the_spec_round_trips_through_json_and_gives_the_same_input():
 
 @pytest.mark.parametrize("call, message", [
     (lambda d: InputSpec.fit("ncde", d, control={"time_unit": 2.0}, time_unit="auto"), "time_unit is given twice"),
-    (lambda d: InputSpec.fit("gru-d", d, control={"method": "linear"}), "reads raw observations"),
+    (lambda d: InputSpec.fit("gru-d", d, control={"interpolation": "linear"}), "reads raw observations"),
     (lambda d: InputSpec.fit("ncde", d, time_unit="hours"), "time_unit must be None, a positive number or 'auto'"),
     (lambda d: InputSpec.fit("ncde", d, time_unit=-1.0), "time_unit must be None, a positive number or 'auto'"),
     (lambda d: InputSpec.fit("ncde", d, control={"interpolaton": "linear"}), "interpolaton"),
@@ -141,3 +141,41 @@ def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
         predictions = model(spec.transform(small.test)).argmax(-1)
     accuracy = float((predictions == small.test.labels).double().mean())
     assert fit["metrics"]["test"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+
+
+def test_a_config_row_reads_the_former_control_name_and_gives_observation_models_a_time_unit():
+    from neuralde_seq.controls import RenamedOptionWarning
+    from neuralde_seq.training.runner import ConfigError, validate_config
+
+    def config(*rows):
+        return {"name": "c", "task": "japanese-vowels", "seeds": [0], "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
+                "models": list(rows)}
+
+    with pytest.warns(RenamedOptionWarning, match="now interpolation='linear'"):
+        parsed = validate_config(config({"model": "ncde", "control": {"method": "linear"}}))
+    assert parsed["models"][0]["control"] == {"interpolation": "linear"}
+    parsed = validate_config(config({"model": "ode-rnn", "control": {"time_unit": "auto"}}))
+    assert parsed["models"][0]["control"] == {"time_unit": "auto"}
+    with pytest.raises(ConfigError, match="control options other than time_unit do not apply"):
+        validate_config(config({"model": "gru-d", "control": {"interpolation": "linear"}}))
+    with pytest.raises(ConfigError, match="give interpolation only"):
+        validate_config(config({"model": "ncde", "control": {"method": "linear", "interpolation": "linear"}}))
+
+
+def test_resuming_a_run_with_another_input_spec_is_refused(tmp_path):
+    from neuralde_seq.training import ResumeMismatch
+
+    splits = load_task("japanese-vowels", seed=0, drop_rate=0.3).splits
+    train, val, test = splits
+    small = type(splits)(train.subset(torch.arange(30)), val.subset(torch.arange(20)), test.subset(torch.arange(20)))
+
+    def run(time_unit, resume):
+        return fit_and_evaluate("ncde", small, seed=0, options={"hidden": 4, "width": 8},
+                                control={"time_unit": time_unit}, checkpoint_path=tmp_path / "b.pt",
+                                last_checkpoint_path=tmp_path / "last.pt", resume=resume, progress=False,
+                                training={"epochs": 1, "lr": 1e-2, "batch_size": 16})
+
+    run("auto", False)
+    run("auto", True)  # the same spec: resumed
+    with pytest.raises(ResumeMismatch, match="input_spec"):
+        run(1.0, True)

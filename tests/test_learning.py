@@ -90,7 +90,7 @@ def test_task_targets_are_the_latest_value():
 
 
 def _train_and_evaluate(rule, train, test, epochs=10, batch=64):
-    options = dict(method="linear", time_channel=False, missing="forward_fill", parametrization="time")
+    options = dict(interpolation="linear", time_channel=False, missing="forward_fill", parametrization="time")
     train_control = build_control(*train[:3], **options)
     test_control = build_control(*test[:3], **options)
     torch.manual_seed(SEED)

@@ -93,7 +93,7 @@ def test_dplr_scan_reproduces_the_pre_delta_fast_weights():
     knot, on 1,000 log-signature windows of two samples of different lengths."""
     torch.manual_seed(0)
     times, values, lengths = _control(lengths=(2001, 1500), channels=2, seed=3)
-    control = build_control(times, values, lengths, method="logsignature", depth=2, step=2)
+    control = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=2)
     field = FastWeightField(control.channels, d_model=8, n_heads=2, rule="delta").to(DTYPE)
     B, H, dk = 2, field.n_heads, field.head_dim
     W0 = 0.1 * torch.randn(B, H, dk, dk, dtype=DTYPE)
@@ -156,7 +156,7 @@ def _written_out(model, times, values):
 def test_model_step_parallel_sequential_and_padding(name, method):
     """Increments are the control's values at the knots (the observations, for both interpolations)."""
     times, values, lengths = _control()
-    control = build_control(times, values, lengths, method=method)
+    control = build_control(times, values, lengths, interpolation=method)
     torch.manual_seed(0)
     model = create_model(name, control, 3, readout="final", scan="parallel").to(DTYPE)
     logits = model(control)
@@ -164,7 +164,7 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     for i, L in enumerate(lengths.tolist()):
         expected = _written_out(model, times[i, :L], values[i, :L])
         assert torch.allclose(logits[i], expected, rtol=1e-10, atol=1e-10)
-        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], method=method)
+        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], interpolation=method)
         assert torch.allclose(model(alone)[0], logits[i], rtol=1e-12, atol=1e-12)
     model.scan = "sequential"
     sequential = model(control)
@@ -181,7 +181,7 @@ def test_mean_readout_averages_each_samples_own_states():
     """readout="mean" (the authors' classifier) reads the mean of h over the sample's own knots, h_0 included: the
     written-out recurrence's states averaged, the same for a sample alone and in a padded batch."""
     times, values, lengths = _control()
-    control = build_control(times, values, lengths, method="linear")
+    control = build_control(times, values, lengths, interpolation="linear")
     torch.manual_seed(4)
     model = create_model("slice-block", control, 3, readout="mean").to(DTYPE)
     logits = model(control)
@@ -193,7 +193,7 @@ def test_mean_readout_averages_each_samples_own_states():
             h = h + torch.einsum("c,cij,j->i", X[k] - X[k - 1], A, h) + model.B(X[k] - X[k - 1])
             states.append(h)
         assert torch.allclose(logits[i], model.readout(torch.stack(states).mean(0)), rtol=1e-10, atol=1e-10)
-        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], method="linear")
+        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], interpolation="linear")
         assert torch.allclose(model(alone)[0], logits[i], rtol=1e-12, atol=1e-12)
 
 
@@ -204,7 +204,7 @@ def test_constant_increments_have_the_closed_form():
     n = 300
     times = torch.arange(n + 1, dtype=DTYPE).unsqueeze(0)
     values = 0.01 * torch.arange(n + 1, dtype=DTYPE).view(1, -1, 1)
-    control = build_control(times, values, method="linear")
+    control = build_control(times, values, interpolation="linear")
     states = model.hidden_states(control)[0]
     dX = torch.tensor([1.0, 0.01], dtype=DTYPE)
     M = torch.eye(6, dtype=DTYPE) + torch.einsum("c,cij->ij", dX, model.A)
@@ -220,8 +220,8 @@ def test_depth_one_windows_equal_the_linear_control():
     """A depth-1 log-signature window per observation interval holds the interval's increment: the same model
     weights give the same states as on the linear control."""
     times, values, lengths = _control()
-    linear = build_control(times, values, lengths, method="linear")
-    windows = build_control(times, values, lengths, method="logsignature", depth=1, step=1)
+    linear = build_control(times, values, lengths, interpolation="linear")
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=1)
     torch.manual_seed(2)
     model = LinearCDE(3, 2, hidden=8, structure="block", block_size=4, channel_scales=(2.0, 0.5, 3.0)).to(DTYPE)
     assert torch.allclose(model.hidden_states(windows), model.hidden_states(linear), rtol=0, atol=1e-12)
@@ -252,7 +252,7 @@ def test_depth_two_window_generator_is_the_log_ode_of_the_flow(structure):
         a = eps * torch.tensor([1.0, 0.7, -0.4], dtype=DTYPE)
         b = eps * torch.tensor([0.5, -0.9, 0.8], dtype=DTYPE)
         points = torch.stack([torch.zeros(3, dtype=DTYPE), a, a + b]).unsqueeze(0)  # channel 0 plays time
-        control = build_control(points[..., 0], points[..., 1:], method="logsignature", depth=2, step=2)
+        control = build_control(points[..., 0], points[..., 1:], interpolation="logsignature", depth=2, step=2)
         M, offset = model.step_maps(control.coeffs[:, :1, 0].transpose(0, 1))
         if structure == "block":
             M = torch.block_diag(*M[0, 0])
@@ -336,7 +336,7 @@ def test_registry_and_refusals():
     logsig = model_inputs("delta-rde", times, values, lengths)  # window start values: refused
     with pytest.raises(ValueError, match="window_start_values=False"):
         create_model("slice-diag", logsig, 2)
-    depth2 = build_control(times, values, lengths, method="logsignature", depth=2, step=4)
+    depth2 = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4)
     model = LinearCDE(depth2.channels, 2, control_depth=2).to(DTYPE)
     model(depth2)
     with pytest.raises(ValueError, match="reads depth-1 controls, the control has depth 2"):

@@ -149,17 +149,17 @@ def test_log_ode_is_exact_for_a_step_two_nilpotent_linear_field():
     times, values, lengths = random_path(4, 13, d, seed=2, scale=3.0)
     z0 = torch.randn(4, hidden, dtype=DTYPE)
     expected = torch.stack([exact_linear_flow(A, values[b], int(lengths[b]), z0[b]) for b in range(4)])
-    control = build_control(times, values, lengths, method="logsignature", depth=2, step=4, time_channel=False)
+    control = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False)
     assert int(control.end_index.max()) == 3  # three windows of four segments
     with torch.no_grad():
         got = solve(LogODEVectorField(field, 2), control, z0, SolverOptions(method="rk4"))
         assert torch.allclose(got, expected, rtol=0, atol=1e-12 * float(expected.abs().max()))
         # the test bites: the opposite bracket sign, and depth 1 (no brackets), are far off
-        flipped = build_control(times, values, lengths, method="logsignature", depth=2, step=4, time_channel=False)
+        flipped = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False)
         flipped.coeffs[..., d:] *= -1
         wrong = solve(LogODEVectorField(field, 2), flipped, z0, SolverOptions(method="rk4"))
         assert float((wrong - expected).abs().max()) > 1e-3 * float(expected.abs().max())
-        increments = build_control(times, values, lengths, method="logsignature", depth=1, step=4, time_channel=False)
+        increments = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=4, time_channel=False)
         depth_one = solve(LogODEVectorField(field, 1), increments, z0, SolverOptions(method="rk4"))
         assert float((depth_one - expected).abs().max()) > 1e-3 * float(expected.abs().max())
 
@@ -171,7 +171,7 @@ def test_two_segment_window_along_e1_then_e2_gets_half_the_product_of_its_steps(
     A = torch.randn(2, 3, 3, dtype=DTYPE).triu(1)
     a, b = 0.7, -1.3
     values = torch.tensor([[[0.0, 0.0], [a, 0.0], [a, b]]], dtype=DTYPE)
-    control = build_control(torch.arange(3, dtype=DTYPE)[None], values, method="logsignature", depth=2, step=2,
+    control = build_control(torch.arange(3, dtype=DTYPE)[None], values, interpolation="logsignature", depth=2, step=2,
                             time_channel=False)
     assert torch.allclose(control.coeffs[0, 0, 0], torch.tensor([a, b, a * b / 2], dtype=DTYPE), atol=1e-15)
     z0 = torch.randn(1, 3, dtype=DTYPE)
@@ -197,10 +197,10 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
     for eps in (0.2, 0.1, 0.05):
         values = torch.stack([torch.zeros(d, dtype=DTYPE), eps * u, eps * (u + v)])[None]
         times = torch.arange(3, dtype=DTYPE)[None]
-        linear = build_control(times, values, method="linear", time_channel=False, parametrization="index")
+        linear = build_control(times, values, interpolation="linear", time_channel=False, parametrization="index")
         exact = ncde.hidden_states(linear, z0=z0)  # 100 rk4 steps per segment: error ~ 1e-13 here
         for depth in (1, 2, "flipped"):
-            windows = build_control(times, values, method="logsignature", depth=2 if depth == "flipped" else depth,
+            windows = build_control(times, values, interpolation="logsignature", depth=2 if depth == "flipped" else depth,
                                     step=2, time_channel=False)
             if depth == "flipped":  # the opposite bracket sign
                 windows.coeffs[..., d:] *= -1
@@ -221,8 +221,8 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
 def test_depth_one_equals_the_ncde_on_the_linear_control():
     torch.manual_seed(5)
     times, values, lengths = random_path(5, 17, 2, seed=6)
-    linear = build_control(times, values, lengths, method="linear", time_channel=True, parametrization="index")
-    windows = build_control(times, values, lengths, method="logsignature", depth=1, step=1, time_channel=True)
+    linear = build_control(times, values, lengths, interpolation="linear", time_channel=True, parametrization="index")
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=1, time_channel=True)
     ncde = NeuralCDE(3, 4, hidden=6, width=8, activation="silu").to(DTYPE)
     log_ncde = NeuralCDE(3, 4, hidden=6, width=8, activation="silu", form="log-ode", control_depth=1).to(DTYPE)
     log_ncde.load_state_dict(ncde.state_dict())  # the same field, initial map and readout
@@ -252,7 +252,7 @@ def flat_gradient(model, control):
 
 def test_parameter_gradients_match_finite_differences():
     times, values, lengths = random_path(3, 21, 2, seed=8, scale=2.0)
-    windows = build_control(times, values, lengths, method="logsignature", depth=2, step=4, time_channel=True)
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=True)
     model = small_log_ncde(windows, SolverOptions(gradient="backprop"))
     gradient = flat_gradient(model, windows)
     parameters = list(model.parameters())
@@ -280,7 +280,7 @@ def test_parameter_gradients_match_finite_differences():
 
 def test_gradient_methods_agree():
     times, values, lengths = random_path(3, 21, 2, seed=10, scale=2.0)
-    windows = build_control(times, values, lengths, method="logsignature", depth=2, step=4, time_channel=True)
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=True)
     gradients = {}
     for method in ("backprop", "checkpoint", "adjoint"):
         model = small_log_ncde(windows, SolverOptions(gradient=method, step_size=0.25, checkpoint_every=3))
@@ -295,7 +295,7 @@ def test_gradient_methods_agree():
 def test_a_thousand_windows_checkpoint_equals_backprop():
     """At 1,000 windows (Heun's method, the authors' solver, two field evaluations per window)."""
     times, values, lengths = random_path(2, 2001, 2, seed=11, scale=3.0)
-    windows = build_control(times, values, lengths, method="logsignature", depth=2, step=2, time_channel=True)
+    windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=2, time_channel=True)
     assert int(windows.end_index.max()) == 1000
     gradients = {}
     for method in ("backprop", "checkpoint"):
@@ -370,10 +370,10 @@ def test_registry_entry_reads_depth_two_windows_with_the_papers_field():
 
 def test_bad_input_is_refused_with_a_clear_error():
     times, values, lengths = random_path(2, 12, 2, seed=14)
-    depth_two = build_control(times, values, lengths, method="logsignature", depth=2, step=3)
+    depth_two = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3)
     model = NeuralCDE(depth_two.channels, 2, form="log-ode", control_depth=2).to(DTYPE)
     # depth 3: brackets of brackets
-    depth_three = build_control(times, values, lengths, method="logsignature", depth=3, step=3,
+    depth_three = build_control(times, values, lengths, interpolation="logsignature", depth=3, step=3,
                                 logsig_backend="pysiglib")
     with pytest.raises(ValueError, match="depth-3 .*brackets of brackets"):
         model(depth_three)
@@ -384,22 +384,22 @@ def test_bad_input_is_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="control_depth=3.*brackets of brackets"):
         LogODEVectorField(CDEVectorField(4, 3), 3)
     # an interpolated control
-    interpolated = build_control(times, values, lengths, method="hermite_cubic")
+    interpolated = build_control(times, values, lengths, interpolation="hermite_cubic")
     with pytest.raises(ValueError, match="log-ode.*interpolated control.*form='cde'"):
         model(interpolated)
     with pytest.raises(ValueError, match="interpolated control"):
         NeuralCDE.log_ode_options(interpolated)
     # windows with start values, the expand basis, another path
     with pytest.raises(ValueError, match="window_start_values=False"):
-        model(build_control(times, values, lengths, method="logsignature", depth=2, step=3, window_start_values=True))
-    expand = build_control(times, values, lengths, method="logsignature", depth=2, step=3, logsig_basis="expand")
+        model(build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3, window_start_values=True))
+    expand = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3, logsig_basis="expand")
     with pytest.raises(ValueError, match="expand"):
         model(expand)
-    other_path = build_control(times, values[..., :1], lengths, method="logsignature", depth=2, step=3)
+    other_path = build_control(times, values[..., :1], lengths, interpolation="logsignature", depth=2, step=3)
     with pytest.raises(ValueError, match="2-channel path.*3-channel path"):
         model(other_path)
     # 3 channels are a 3-channel path at depth 1 or a 2-channel path at depth 2: the depth is never guessed
-    depth_one = build_control(times, values, lengths, method="logsignature", depth=1, step=3)
+    depth_one = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=3)
     ambiguous = NeuralCDE(3, 2, form="log-ode", control_depth=2).to(DTYPE)  # a 2-channel path, depth 2
     with pytest.raises(ValueError, match="depth-1 .*3-channel path.*depth-2 .*2-channel path"):
         ambiguous(depth_one)

@@ -242,7 +242,7 @@ def _mean_and_last(n: int, steps: int, g: torch.Generator):
     """An NCDE's control over random sequences and their targets (√T · mean, last value), each of variance 1."""
     times = torch.linspace(0, 1, steps).expand(n, steps)
     values = torch.randn(n, steps, 1, generator=g)
-    control = build_control(times, values, method="hermite_cubic", time_channel=True)
+    control = build_control(times, values, interpolation="hermite_cubic", time_channel=True)
     return control, torch.stack([values[..., 0].mean(1) * math.sqrt(steps), values[:, -1, 0]], dim=1)
 
 

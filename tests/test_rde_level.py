@@ -1,4 +1,4 @@
-"""The path's level in the log-signature RDE form: ``build_control(method="logsignature",
+"""The path's level in the log-signature RDE form: ``build_control(interpolation="logsignature",
 window_start_values=True)`` (docs/design.md#choices, "RDE form").
 
 A log-signature holds only the path's movement over a window, so a model reading nothing else gives the same
@@ -31,7 +31,7 @@ from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
 RULES = ("hebb", "oja", "delta", "delta-post")
-LOGSIG = dict(method="logsignature", depth=2, step=3)
+LOGSIG = dict(interpolation="logsignature", depth=2, step=3)
 D_MODEL = 8
 
 
@@ -202,7 +202,7 @@ def test_padded_batch_gives_each_sample_its_answer_alone(method):
 def test_misuse_raises():
     times, values, lengths = _data()
     with pytest.raises(ValueError, match="window_start_values.*log-signature"):
-        build_control(times, values, lengths, method="hermite_cubic", window_start_values=True)
+        build_control(times, values, lengths, interpolation="hermite_cubic", window_start_values=True)
     with pytest.raises(ValueError, match="window_start_values must be True or False"):
         build_control(times, values, lengths, **LOGSIG, window_start_values="yes")
     plain = build_control(times, values, lengths, **LOGSIG)

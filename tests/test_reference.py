@@ -280,7 +280,7 @@ def test_reference_row_equals_the_python_function(tmp_path):
 
 @pytest.mark.parametrize("row, message", [
     ({"model": "minirocket", "training": {"epochs": 3}}, r"models\[0\].training: 'minirocket' is a reference method"),
-    ({"model": "1nn-dtw", "control": {"method": "linear"}}, r"models\[0\].control: '1nn-dtw' is a reference method"),
+    ({"model": "1nn-dtw", "control": {"interpolation": "linear"}}, r"models\[0\].control: '1nn-dtw' is a reference method"),
     ({"model": "1nn-dtw", "options": {"distance": "euclidean"}}, r"unknown key\(s\) 'distance' in models\[0\].options"),
     ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
     ({"model": "minirocket", "options": {"fit_on": "val"}}, r"models\[0\].options.fit_on must be one of train\+val"),

@@ -95,9 +95,9 @@ def test_unobserved_fill_must_be_a_finite_number(fill):
     values[1, :, 1] = float("nan")  # sample 1 never observes channel 1
     message = r"unobserved_fill must be None or a finite number .*got " + re.escape(repr(fill))
     with pytest.raises(ValueError, match=message):
-        build_control(times, values, unobserved_fill=fill, method="linear")
+        build_control(times, values, unobserved_fill=fill, interpolation="linear")
     # a finite fill is what the never-observed channel reads at every knot (channel 0 is the time)
-    control = build_control(times, values, unobserved_fill=2.5, method="linear")
+    control = build_control(times, values, unobserved_fill=2.5, interpolation="linear")
     torch.testing.assert_close(control.coeffs[1, :6, 0, 2], torch.full((6,), 2.5))
     torch.testing.assert_close(control.coeffs[0, :6, 0, 2], values[0, :, 1])
 

@@ -326,19 +326,19 @@ def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
 
     val, test = jv.splits.val, jv.splits.test
     uncached = {"val": build_model_inputs("ncde", val), "test": build_model_inputs("ncde", test),
-                "val natural": build_model_inputs("ncde", val, {"method": "natural_cubic"})}
+                "val natural": build_model_inputs("ncde", val, {"interpolation": "natural_cubic"})}
     calls = _count_build_control(monkeypatch)
     cache = ControlCache()
     first = build_model_inputs("ncde", val, cache=cache)
     assert len(calls) == 1 and (cache.hits, cache.misses) == (0, 1)
     # another model with the same registered interpolation, and the defaults spelled out: the same control
     again = build_model_inputs("hebb-cde", val, cache=cache)
-    spelled = build_model_inputs("ncde", val, {"method": "hermite_cubic", "time_channel": True, "depth": 2},
+    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True, "depth": 2},
                                  cache=cache)
     assert again is first and spelled is first and len(calls) == 1 and cache.hits == 2
     assert _same_control(first, uncached["val"])
     # other options, another split, or another dataset object with equal contents: built anew
-    natural = build_model_inputs("ncde", val, {"method": "natural_cubic"}, cache=cache)
+    natural = build_model_inputs("ncde", val, {"interpolation": "natural_cubic"}, cache=cache)
     other_split = build_model_inputs("ncde", test, cache=cache)
     copy = build_model_inputs("ncde", val.subset(torch.arange(len(val))), cache=cache)
     assert len(calls) == 4 and (cache.hits, cache.misses) == (2, 4) and len(cache) == 4
@@ -363,10 +363,10 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
         "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
         "solver": {"method": "euler", "step_size": 1.0},
         "models": [  # two rows read the same natural cubic control, one row a linear one
-            {"label": "A", "model": "ncde", "options": small, "control": {"method": "natural_cubic"}},
+            {"label": "A", "model": "ncde", "options": small, "control": {"interpolation": "natural_cubic"}},
             {"label": "B", "model": "ncde", "options": {**small, "hidden": 5},
-             "control": {"method": "natural_cubic", "time_channel": True}},
-            {"label": "C", "model": "ncde", "options": small, "control": {"method": "linear"}},
+             "control": {"interpolation": "natural_cubic", "time_channel": True}},
+            {"label": "C", "model": "ncde", "options": small, "control": {"interpolation": "linear"}},
         ],
     }
     calls = _count_build_control(monkeypatch)

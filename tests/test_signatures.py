@@ -267,14 +267,14 @@ def _observations(seed=8):
 def test_build_control_passes_backend_and_basis_through(backend):
     _library(backend)
     times, values, lengths = _observations()
-    reference = build_control(times, values, lengths, method="logsignature", depth=2, step=3)
-    got = build_control(times, values, lengths, method="logsignature", depth=2, step=3, logsig_backend=backend)
+    reference = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3)
+    got = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3, logsig_backend=backend)
     torch.testing.assert_close(got.coeffs, reference.coeffs, **TOL)
     assert torch.equal(got.end_index, reference.end_index)
     # The channel count follows the basis and the depth (path channels: time + 2 values = 3).
     for depth, basis, channels in ((2, "expand", 3 + 9), (3, "lyndon_words", 14), (3, "lyndon_brackets", 14),
                                    (3, "expand", 39)):
-        control = build_control(times, values, lengths, method="logsignature", depth=depth, step=3,
+        control = build_control(times, values, lengths, interpolation="logsignature", depth=depth, step=3,
                                 logsig_backend=backend, logsig_basis=basis)
         assert control.channels == channels == logsignature_channels(3, depth, basis)
         assert len(control.channels_info) == channels
@@ -292,9 +292,9 @@ def test_unsupported_combinations_raise_clear_errors():
         logsignature(path, 0, backend="signatory")
     times, values, lengths = _observations()
     with pytest.raises(ValueError, match="depth 3"):
-        build_control(times, values, lengths, method="logsignature", depth=3)
+        build_control(times, values, lengths, interpolation="logsignature", depth=3)
     with pytest.raises(ValueError, match="basis"):
-        build_control(times, values, lengths, method="logsignature", logsig_basis="words")
+        build_control(times, values, lengths, interpolation="logsignature", logsig_basis="words")
 
 
 @pytest.mark.parametrize("backend, command", [("pysiglib", "pip install pysiglib==4.0.0"),
@@ -305,7 +305,7 @@ def test_a_missing_backend_names_its_pip_command(backend, command, monkeypatch):
         logsignature(_random_path(4, 2), 2, backend=backend)
     times, values, lengths = _observations()
     with pytest.raises(ImportError, match=command.replace(".", r"\.")):
-        build_control(times, values, lengths, method="logsignature", logsig_backend=backend)
+        build_control(times, values, lengths, interpolation="logsignature", logsig_backend=backend)
 
 
 def test_package_and_torch_path_work_without_the_backends():
@@ -320,7 +320,7 @@ def test_package_and_torch_path_work_without_the_backends():
         "from neuralde_seq import build_control, logsignature\n"
         "square = torch.tensor([[0., 0.], [1., 0.], [1., 1.], [0., 1.], [0., 0.]])\n"
         "assert logsignature(square, 2).tolist() == [0.0, 0.0, 1.0]\n"
-        "control = build_control(torch.arange(6.).expand(2, 6), torch.randn(2, 6, 2), method='logsignature')\n"
+        "control = build_control(torch.arange(6.).expand(2, 6), torch.randn(2, 6, 2), interpolation='logsignature')\n"
         "assert control.channels == 6\n"
         "assert 'pysiglib' not in sys.modules and 'signatory' not in sys.modules\n"
         "try:\n"
@@ -350,7 +350,7 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
     first = cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"), **options)
     files = _cache_files(tmp_path)
     assert len(files) == 1 and files[0].startswith("toy-train-")
-    fresh = build_control(times, values, lengths, method="logsignature", **options)
+    fresh = build_control(times, values, lengths, interpolation="logsignature", **options)
     for field in ("knots", "coeffs", "end_index"):
         assert torch.equal(getattr(first, field), getattr(fresh, field))
 
@@ -359,7 +359,7 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
         raise AssertionError("the cache recomputed a control on a hit")
     monkeypatch.setattr(controls_module, "logsignature_control", no_computing)  # build_control's builder
     hit = cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"),
-                                      method="logsignature", logsig_backend="torch", **options)  # defaults spelled out
+                                      interpolation="logsignature", logsig_backend="torch", **options)  # defaults spelled out
     for field in ("knots", "coeffs", "end_index"):
         a, b = getattr(hit, field), getattr(fresh, field)
         assert a.dtype == b.dtype and torch.equal(a, b)
@@ -374,8 +374,8 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
     cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"), **dict(options, step=2))
     cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "test"), **options)
     assert len(_cache_files(tmp_path)) == 4
-    with pytest.raises(ValueError, match="method"):
-        cached_logsignature_control(tmp_path, times, values, lengths, method="linear")
+    with pytest.raises(ValueError, match="log-signature controls only, got interpolation=.linear."):
+        cached_logsignature_control(tmp_path, times, values, lengths, interpolation="linear")
     with pytest.raises(ValueError, match="require grad"):
         cached_logsignature_control(tmp_path, times, values.clone().requires_grad_(), lengths)
 

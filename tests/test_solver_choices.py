@@ -136,7 +136,7 @@ def test_exact_refuses_a_field_without_a_closed_form_with_the_reason():
     # a field reading x of a cubic control: refused for the control, with the fix
     generator = torch.Generator().manual_seed(1)
     times = torch.linspace(0, 5, 6, dtype=DTYPE).expand(2, 6)
-    cubic = build_control(times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), method="natural_cubic")
+    cubic = build_control(times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), interpolation="natural_cubic")
     field = FastWeightField(cubic.channels, 8, 2, "delta", form="cde").to(DTYPE)
     reason = Exact().refusal(field, cubic)
     assert "not piecewise constant" in reason and not Exact().applies(field, cubic)
@@ -145,7 +145,7 @@ def test_exact_refuses_a_field_without_a_closed_form_with_the_reason():
     with pytest.raises(ValueError, match="not piecewise constant"):
         solve(field, cubic, W0, SolverOptions(method=Exact()))
     # the same field on log-signature windows: the closed form applies, and Auto takes it
-    logsig = build_control(times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), method="logsignature",
+    logsig = build_control(times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), interpolation="logsignature",
                            depth=2, step=2)
     rde = FastWeightField(logsig.channels, 8, 2, "delta", form="rde").to(DTYPE)
     assert Exact().applies(rde, logsig)

@@ -29,7 +29,7 @@ from neuralde_seq.solvers import SolverOptions, solve
 DTYPE = torch.float64
 FORMS = ("ode", "cde", "rde")
 MODEL_RULES = ("hebb", "oja", "delta", "delta-post")
-LOGSIG = dict(method="logsignature", depth=2, step=2)
+LOGSIG = dict(interpolation="logsignature", depth=2, step=2)
 # d_model above the number of control channels: LayerNorm's centred input then never passes near zero
 # along a path, where LN(Linear(x)) has features of width ~sqrt(eps) that no quadrature or step resolves.
 D_MODEL = 8
@@ -63,15 +63,15 @@ def make_data(lengths=(9, 6, 4), channels=2, seed=0, offset=0.7, dtype=DTYPE, T=
     return times.to(dtype), values.to(dtype), torch.tensor(lengths)
 
 
-def control_for(form, times, values, lengths, method="hermite_cubic"):
+def control_for(form, times, values, lengths, interpolation="hermite_cubic"):
     if form == "rde":
         return build_control(times, values, lengths, **LOGSIG)
-    return build_control(times, values, lengths, method=method)
+    return build_control(times, values, lengths, interpolation=interpolation)
 
 
-def alone(form, times, values, lengths, b, method="hermite_cubic"):
+def alone(form, times, values, lengths, b, interpolation="hermite_cubic"):
     L = int(lengths[b])
-    return control_for(form, times[b:b + 1, :L], values[b:b + 1, :L], None, method)
+    return control_for(form, times[b:b + 1, :L], values[b:b + 1, :L], None, interpolation)
 
 
 def make_model(rule, form, channels, solver, seed=0, dtype=DTYPE, scale=0.6, **kw):
@@ -111,7 +111,7 @@ def test_hebb_equals_quadrature_of_its_rate(form, method):
     ("cde", "linear") has a derivative that jumps at every knot; the padded sample's path is constant after
     its end, so its derivative jumps there too."""
     times, values, lengths = make_data(lengths=(8, 5), seed=1, scale=0.5)
-    control = build_control(times, values, lengths, method=method)
+    control = build_control(times, values, lengths, interpolation=method)
     torch.manual_seed(0)
     field = FastWeightField(control.channels, D_MODEL, 2, "hebb", form=form).to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(2), scale=0.6)
@@ -195,12 +195,12 @@ def test_delta_post_large_error_closed_form():
 
 
 # ------------------------------------------------------------------------------- convergence
-def _smooth_setup(rule="delta", form="cde", method="natural_cubic"):
+def _smooth_setup(rule="delta", form="cde", interpolation="natural_cubic"):
     g = torch.Generator().manual_seed(10)
     T = 6
     times = torch.arange(T, dtype=DTYPE).expand(2, T)  # unit knot gaps: h, h/2, h/4 are exact halvings
     values = 0.5 * torch.randn(2, T, 2, generator=g, dtype=DTYPE).cumsum(1)
-    control = build_control(times, values, torch.tensor([6, 5]), method=method)
+    control = build_control(times, values, torch.tensor([6, 5]), interpolation=interpolation)
     torch.manual_seed(0)
     field = FastWeightField(control.channels, D_MODEL, 2, rule, form=form).to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(11), scale=0.5)
@@ -210,7 +210,7 @@ def _smooth_setup(rule="delta", form="cde", method="natural_cubic"):
 
 @pytest.mark.parametrize("rule,method", [("delta", "natural_cubic"), ("oja", "hermite_cubic")])
 def test_rk4_fourth_order(rule, method):
-    dynamics, control, W0 = _smooth_setup(rule=rule, method=method)
+    dynamics, control, W0 = _smooth_setup(rule=rule, interpolation=method)
     with torch.no_grad():
         reference = solve(dynamics, control, W0, SolverOptions("rk4", step_size=1 / 256, adjoint=False))
         errors = [(solve(dynamics, control, W0, SolverOptions("rk4", step_size=h, adjoint=False)) - reference)
@@ -233,7 +233,7 @@ def test_dopri5_agrees_with_fine_rk4(form):
         dynamics = FieldDynamics(field)
         W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(12), dtype=DTYPE)
     else:
-        dynamics, control, W0 = _smooth_setup(rule="delta-post", form=form, method="hermite_cubic")
+        dynamics, control, W0 = _smooth_setup(rule="delta-post", form=form, interpolation="hermite_cubic")
     with torch.no_grad():
         fine = solve(dynamics, control, W0, SolverOptions("rk4", step_size=1 / 128, adjoint=False))
         adaptive = solve(dynamics, control, W0, SolverOptions("dopri5", rtol=1e-11, atol=1e-11, adjoint=False))

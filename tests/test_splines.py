@@ -181,7 +181,7 @@ def test_bad_input_names_the_argument(call, error, message):
 
 
 # ---------------------------------------------------------------------------------------------------
-# build_control(method="natural_cubic")
+# build_control(interpolation="natural_cubic")
 
 
 def test_build_control_natural_cubic_equals_torchcde_per_sample():
@@ -196,7 +196,7 @@ def test_build_control_natural_cubic_equals_torchcde_per_sample():
     values[:, 1, 2] = 1.0
     for b, n in enumerate(lengths.tolist()):
         values[b, n:] = 1e6  # padding: must not leak into any sample
-    control = build_control(times, values, lengths, method="natural_cubic", time_channel=True, mask_channel=True)
+    control = build_control(times, values, lengths, interpolation="natural_cubic", time_channel=True, mask_channel=True)
     assert torch.equal(control.knots, t) and control.end_index.tolist() == (lengths - 1).tolist()
     for b, n in enumerate(lengths.tolist()):
         observed = ~torch.isnan(values[b, :n])
@@ -211,7 +211,7 @@ def test_build_control_natural_cubic_equals_torchcde_per_sample():
         torch.testing.assert_close(after[:, 0], end_value.expand_as(after[:, 0]), **TOL)
         assert torch.equal(after[:, 1:], torch.zeros_like(after[:, 1:]))
         # a sample alone has the same path as in the padded batch
-        alone = build_control(times[b:b + 1, :n], values[b:b + 1, :n], method="natural_cubic", time_channel=True,
+        alone = build_control(times[b:b + 1, :n], values[b:b + 1, :n], interpolation="natural_cubic", time_channel=True,
                               mask_channel=True)
         torch.testing.assert_close(alone.coeffs[0], control.coeffs[b, :n], **TOL)
 

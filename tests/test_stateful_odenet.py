@@ -243,7 +243,7 @@ def _control(dtype=D):
     g = torch.Generator().manual_seed(0)
     times = (torch.rand(1, 12, generator=g, dtype=dtype) + 0.2).cumsum(1).expand(3, 12)  # one grid, s in time
     values = torch.randn(3, 12, 2, generator=g, dtype=dtype)
-    return build_control(times, values, torch.tensor([12, 9, 7]), method="hermite_cubic", time_channel=True)
+    return build_control(times, values, torch.tensor([12, 9, 7]), interpolation="hermite_cubic", time_channel=True)
 
 
 def _copy_plain_weights(plain, expanded):

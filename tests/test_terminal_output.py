@@ -171,7 +171,7 @@ def test_models_name_prints_the_solvers_actual_values_within_80_columns(capsys):
     assert f"method='auto' (on the input above: '{used}')" in rde_text
     assert "gradient='checkpoint'" in rde_text and "gradient=None" not in rde_text
     assert "SolverOptions(" not in text and "solver=None" not in text
-    assert "input: control path, build_control(method='logsignature'" in rde_text
+    assert "input: control path, build_control(interpolation='logsignature'" in rde_text
     assert "solver: none" in ckcnn_text and model_entry("ckcnn").description in ckcnn_text
 
 

@@ -51,7 +51,7 @@ class _TimeIntegral(nn.Module):
 def test_every_solver_passes_s(options, split):
     """h(end) = (end² − s0²)/2 for dh/ds = s, each sample stopping at its own end (lengths 9, 6, 4)."""
     times, values, lengths = make_data(lengths=(9, 6, 4), seed=1)
-    control = build_control(times, values, lengths, method="hermite_cubic")
+    control = build_control(times, values, lengths, interpolation="hermite_cubic")
     h0 = torch.zeros(3, 2, dtype=DTYPE)
     got = solve(_TimeIntegral(split), control, h0, SolverOptions(**options))
     s0, end = control.knots[0], control.end
@@ -81,7 +81,7 @@ def _set_plain_slow(plain, timed, piece):
 def test_one_constant_basis_function_is_the_plain_field(basis, form):
     """With n = 1 the timed field's solve (rk4, s passed) equals the plain field's with weight c_0, exactly."""
     times, values, lengths = make_data(lengths=(9, 6, 4), seed=2)
-    control = build_control(times, values, lengths, method="hermite_cubic")
+    control = build_control(times, values, lengths, interpolation="hermite_cubic")
     timed, plain = _fields(basis, 1, (float(times.min()), float(times.max())), form=form, channels=3)
     _set_plain_slow(plain, timed, 0)
     W0 = 0.1 * torch.randn(3, 2, 4, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
@@ -134,7 +134,7 @@ def test_create_model_takes_the_time_range_from_the_input_and_gradients_reach_ev
 
 def test_refusals():
     times, values, lengths = make_data(lengths=(6, 4), seed=6)
-    control = build_control(times, values, lengths, method="hermite_cubic")
+    control = build_control(times, values, lengths, interpolation="hermite_cubic")
     field, _ = _fields("legendre", 3, (float(times.min()), float(times.min()) + 2.0), channels=3)
     # beyond the range: the weights at its end hold, with a warning
     with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range") as caught:
@@ -155,7 +155,7 @@ def test_refusals():
         FastWeightField(3, 8, 2, num_bases=3)
     with pytest.raises(ValueError, match="t_end > t_start"):
         FastWeightField(3, 8, 2, basis="legendre", num_bases=3, basis_time_range=(1.0, 1.0))
-    logsig = build_control(times, values, lengths, method="logsignature", depth=2, step=1)
+    logsig = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=1)
     with pytest.raises(ValueError, match="changes with s"):
         create_model("delta-rde", logsig, 2, basis="legendre", num_bases=2, solver=SolverOptions("exact"))
 

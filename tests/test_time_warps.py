@@ -222,8 +222,8 @@ def test_cde_without_time_channel_ignores_warps_and_the_gated_rnn_does_not(spec)
     # uniform rescaling keeps.
     methods = ["linear"] + (["hermite_cubic"] if spec["kind"] == "uniform" else [])
     for method in methods:
-        plain, _, _ = _outputs("ncde", ds, time_channel=False, method=method)
-        moved, _, _ = _outputs("ncde", warped, time_channel=False, method=method)
+        plain, _, _ = _outputs("ncde", ds, time_channel=False, interpolation=method)
+        moved, _, _ = _outputs("ncde", warped, time_channel=False, interpolation=method)
         torch.testing.assert_close(moved, plain, rtol=1e-6, atol=1e-9)
         assert plain.abs().max() > 1e-3
     # with the time channel the CDE sees the warp

@@ -142,8 +142,8 @@ def _random_series(batch=2, points=13, channels=2, seed=0):
 def _control(form):
     times, values = _random_series()
     if form == "rde":  # log-signature windows of 2 intervals with the window's starting point (as the registry)
-        return build_control(times, values, method="logsignature", depth=2, step=2, window_start_values=True)
-    return build_control(times, values, method="hermite_cubic")
+        return build_control(times, values, interpolation="logsignature", depth=2, step=2, window_start_values=True)
+    return build_control(times, values, interpolation="hermite_cubic")
 
 
 def _network(form, control, rule="leaky-delta", builder="network", **solver):

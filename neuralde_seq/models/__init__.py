@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from ..controls import Control, build_control
+from ..controls import Control, build_control, renamed_control_options
 from ..input_checks import UnknownOptionError, unknown_name_message
 from ..rules import rule_names, rule_title
 from ..observations import Observations
@@ -84,8 +84,8 @@ def register_model(name: str, entry: ModelEntry) -> None:
     _REGISTRY[name] = entry
 
 
-_INTERPOLATED = dict(method="hermite_cubic", time_channel=True)
-_LOGSIG = dict(method="logsignature", time_channel=True, depth=2, step=4)
+_INTERPOLATED = dict(interpolation="hermite_cubic", time_channel=True)
+_LOGSIG = dict(interpolation="logsignature", time_channel=True, depth=2, step=4)
 # The CT-FWPs' RDE form reads each window's log-signature and the path's point at the window's start: from the
 # log-signatures alone it never sees the level of the series (docs/design.md#choices).
 _LOGSIG_WITH_LEVEL = dict(_LOGSIG, window_start_values=True)
@@ -153,7 +153,7 @@ register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64
 # Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
 # on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
 # paths' spread and roughness: a long series' flow stays finite at init, docs/linear_cdes.md).
-_LINEAR = dict(method="linear", time_channel=True)
+_LINEAR = dict(interpolation="linear", time_channel=True)
 
 
 def _linear_cde_inputs(control: Control, options: dict) -> dict:
@@ -366,6 +366,7 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
             raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
                              "do not apply")
         return Observations.from_tensors(times, values, lengths, static)
+    control_overrides = renamed_control_options(control_overrides)
     check_control_overrides(name, control_overrides)
     return build_control(times, values, lengths, **{**entry.control, **control_overrides})
 

@@ -248,7 +248,7 @@ class FastWeightNetwork(nn.Module):
         if control.channels != first.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
         if (self.form == "rde") != control.piecewise_constant:
-            raise ValueError(f"form {self.form!r} needs " + ("a log-signature control (method='logsignature')"
+            raise ValueError(f"form {self.form!r} needs " + ("a log-signature control (interpolation='logsignature')"
                              if self.form == "rde" else "an interpolated control, not log-signature windows"))
         check_input_matches(model, control)
 

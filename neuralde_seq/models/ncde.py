@@ -13,7 +13,7 @@ final time. This is the vector field of the paper's public code (``num_hidden_la
 
 **NRDE** (Morrill, Salvi, Kidger & Foster 2021, *Neural Rough Differential Equations for Long Time
 Series*): the same vector field driven by piecewise-constant log-signature windows
-(``build_control(method="logsignature")``): on window j the control's derivative is that window's
+(``build_control(interpolation="logsignature")``): on window j the control's derivative is that window's
 log-signature per unit s, so dz/ds = f_θ(z) · logsig_j and f_θ outputs (hidden × logsig channels).
 
 One class serves both: ``form="cde"`` expects an interpolated control, ``form="rde"`` a log-signature
@@ -49,7 +49,7 @@ before.
 
 **Log-NCDE** (Walker et al., ICML 2024, *Log Neural Controlled Differential Equations: The Lie Brackets Make a
 Difference*; ``form="log-ode"``): the NCDE's own field f_θ: R^H → R^{H × d}, d the *path's* channels, solved by the
-log-ODE method on log-signature windows of depth 1 or 2 (``build_control(method="logsignature", depth=...)``). On
+log-ODE method on log-signature windows of depth 1 or 2 (``build_control(interpolation="logsignature", depth=...)``). On
 window j (s ∈ [j, j + 1), its log-signature λ = (λ_i, λ_ij for i < j) per unit s) the state solves
 
     dz/ds = Σ_i λ_i f_i(z) + Σ_{i<j} λ_ij [f_i, f_j](z),   [f_i, f_j](z) = J_{f_j}(z) f_i(z) − J_{f_i}(z) f_j(z),
@@ -416,7 +416,7 @@ def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -
     """Refuse, with what to do instead, a control the log-ODE form cannot read (``needs_initial_value``: a model
     starting from the path's first point, or the registry reading the path's channels from it)."""
     if not control.piecewise_constant:
-        raise ValueError("form='log-ode' (Log-NCDE) reads log-signature windows (build_control(method='logsignature', "
+        raise ValueError("form='log-ode' (Log-NCDE) reads log-signature windows (build_control(interpolation='logsignature', "
                          "depth=1 or 2)), but got an interpolated control; use form='cde' for an NCDE on it")
     if any(name.startswith("start_") for name in control.channels_info):
         raise ValueError("form='log-ode' reads the windows' log-signatures only, but this control also carries the "
@@ -425,7 +425,7 @@ def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -
         if needs_initial_value:
             raise ValueError("form='log-ode' starts from the path's first point (and reads the path's channels from "
                              "it), which this log-signature control does not carry (control.initial_value): build it "
-                             "with build_control(method='logsignature'), or use initial_state='first_window' or "
+                             "with build_control(interpolation='logsignature'), or use initial_state='first_window' or "
                              "'zeros'")
         return  # its channel count is checked against the model's
     d = control.initial_value.shape[-1]
@@ -549,7 +549,7 @@ class NeuralCDE(nn.Module):
 
         Arguments:
             control: log-signature windows of depth 1 or 2 in a Lyndon basis, built with the path's first point
-                (``build_control(method="logsignature")``).
+                (``build_control(interpolation="logsignature")``).
             options: the model options given so far (not read; the registry's ``from_inputs`` signature).
 
         Returns:
@@ -561,7 +561,7 @@ class NeuralCDE(nn.Module):
                 more, or in the "expand" basis.
         """
         if not isinstance(control, Control):
-            raise TypeError(f"control must be a neuralde_seq Control (build_control(method='logsignature')), got "
+            raise TypeError(f"control must be a neuralde_seq Control (build_control(interpolation='logsignature')), got "
                             f"{type(control).__name__}")
         _check_log_ode_control(control)
         d = control.initial_value.shape[-1]
@@ -598,7 +598,7 @@ class NeuralCDE(nn.Module):
         check_input_type(self, control, Control)
         if self.form == "rde" and not control.piecewise_constant:
             raise ValueError("this model was built with form='rde' (NRDE) and needs a log-signature control "
-                             "(build_control(method='logsignature')), but got an interpolated control")
+                             "(build_control(interpolation='logsignature')), but got an interpolated control")
         if self.form == "cde" and control.piecewise_constant:
             raise ValueError("this model was built with form='cde' (NCDE) and needs an interpolated control, but got "
                              "log-signature windows; build the model with form='rde' for an NRDE, or form='log-ode' "

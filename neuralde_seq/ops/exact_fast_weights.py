@@ -131,7 +131,7 @@ def _control_refusal(field: FastWeightField, coeffs: torch.Tensor, piecewise_con
                 "reading x' only (form='cde', dx_only=True)")
     if field.needs_derivative and bool((coeffs[:, :, 2:] != 0).any()):
         return ("method='exact' needs inputs constant on every knot interval, but the field reads x' of a control "
-                "that is not piecewise linear: build it with method='linear' or 'rectilinear' (or use a "
+                "that is not piecewise linear: build it with interpolation='linear' or 'rectilinear' (or use a "
                 "log-signature control)")
     return None
 

@@ -1,6 +1,7 @@
 """Training: one loop (`fit`), objectives, callbacks, checkpoints, metrics, the benchmark runner.
 
 - `fit` — the training loop every path uses; `TrainingSpec` — how it trains (epochs, lr, batch size, ...);
+- `InputSpec` (`.input_spec`) — what turns series into a model's input, fitted on the training split;
 - objectives (`.objectives`): `Classification`, `PerStepClassification`,
   `Regression`, `ELBO`, or a subclass of `Objective`;
 - callbacks (`.callbacks`): `BestCheckpoint`, `EarlyStopping`, `StopWhen`,
@@ -15,6 +16,7 @@ from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping
                         TimeLimit)
 from .checkpoints import CheckpointError, default_last_checkpoint_path, load_checkpoint, save_checkpoint
 from .fit import ResumeMismatch, TrainingDiverged, fit
+from .input_spec import InputSpec
 from .metrics import accuracy, auroc
 from .objectives import ELBO, Classification, ModelArguments, Objective, PerStepClassification, Regression
 from .results import format_table, to_jsonable, write_json, write_table
@@ -22,7 +24,7 @@ from .spec import TrainingSpec
 from .trainer import SELECT_ON, evaluate, predict, train_classifier
 
 __all__ = [
-    "fit", "TrainingSpec", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
+    "fit", "TrainingSpec", "InputSpec", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
     "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
     "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
     "save_checkpoint", "load_checkpoint", "CheckpointError", "default_last_checkpoint_path", "accuracy", "auroc",

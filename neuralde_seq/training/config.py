@@ -568,7 +568,7 @@ def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelR
             if row.reference or model_entry(row.model).inputs != "control":  # a reference row: any times
                 continue
             control = {**control_options(row.model), **row.control}
-            if control.get("method") == "logsignature" or control.get("parametrization", "time") != "time":
+            if control.get("interpolation") == "logsignature" or control.get("parametrization", "time") != "time":
                 continue  # windows / observation index: every sample may have its own times
             raise ConfigError(
                 f"evaluate[{i}].time_warp: a per-sample {warp.kind} warp gives every test sample its own times, but "
@@ -708,13 +708,17 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
             _check_keys(model_options, [p for p in allowed if p != "solver"], f"{where}.options (model {row['model']})")
         control = _require_mapping(row.get("control"), f"{where}.control")
         if control:
-            if entry.inputs != "control":
-                raise ConfigError(f"{where}.control: model {row['model']!r} reads raw observations, "
-                                  "control options do not apply")
-            from ..controls import build_control
+            from ..controls import build_control, renamed_control_options
 
+            try:
+                control = renamed_control_options(control)  # method: read as interpolation:, with a warning
+            except ValueError as error:
+                raise ConfigError(f"{where}.control: {error}") from None
+            if entry.inputs != "control" and set(control) - {"time_unit"}:
+                raise ConfigError(f"{where}.control: model {row['model']!r} reads raw observations, "
+                                  "control options other than time_unit do not apply")
             allowed = [p for p in inspect.signature(build_control).parameters
-                       if p not in ("times", "values", "lengths")]
+                       if p not in ("times", "values", "lengths", "method")]
             _check_keys(control, allowed, f"{where}.control")
         row_training = _require_mapping(row.get("training"), f"{where}.training")
         row_settings = _parse_training({**training, **row_training}, f"{where}.training", task.metric)

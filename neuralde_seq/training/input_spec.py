@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from ..controls import Control, time_unit_value
+from ..controls import Control, renamed_control_options, time_unit_value
 from ..data.transforms.standardisation import channel_statistics, standardised
 from ..models import check_control_overrides, control_options, model_entry, model_inputs
 from ..observations import Observations
@@ -93,7 +93,7 @@ class InputSpec:
             UnknownOptionError: a control option `build_control` does not take.
         """
         entry = model_entry(model)
-        control = dict(control or {})
+        control = renamed_control_options(control or {})
         if "time_unit" in control:
             if time_unit is not None:
                 raise ValueError("time_unit is given twice: as an argument and in control; give it once")

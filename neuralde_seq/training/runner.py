@@ -45,6 +45,7 @@ import torch
 
 from ..data import DatasetSplits, IrregularDataset
 from ..files import OutputLock
+from ..input_checks import floating_dtype
 from ..solvers import SolverOptions
 from ..user_warnings import options_spelled_as
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
@@ -63,9 +64,6 @@ from .trainer import evaluate, train_classifier
 __all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs", "spec_inputs",
            "fit_and_evaluate", "fit_and_evaluate_reference", "load_config", "run_benchmark", "validate_config",
            "data_digest"]
-
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
 
 # ------------------------------------------------------------------------------------ one training run
 def _static_options(options: dict, num_static: int) -> dict:
@@ -461,13 +459,7 @@ def fit_and_evaluate_reference(
 
 # ------------------------------------------------------------------------------------------ the runner
 def _parse_dtype(dtype) -> torch.dtype:
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-    return _DTYPES[dtype]
+    return torch.float32 if dtype is None else floating_dtype(dtype)
 
 
 def _select_rows(rows: Sequence[ModelRow], models: Sequence[str] | None) -> list[ModelRow]:

@@ -274,12 +274,7 @@ def load_physionet_sepsis(
         raise ValueError(f"intensity must be True or False, got {intensity!r}")
     if not isinstance(normalise, bool):
         raise ValueError(f"normalise must be True or False, got {normalise!r}")
-    if isinstance(split_seed, bool) or not isinstance(split_seed, int):
-        raise ValueError(f"split_seed must be an integer, got {split_seed!r}")
-    if isinstance(drop_rate, bool) or not isinstance(drop_rate, (int, float)) or not 0.0 <= drop_rate < 1.0:
-        raise ValueError(f"drop_rate must be a number in [0, 1), got {drop_rate!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
+    # split_seed, drop_rate, dtype, ...: checked by LoadOptions (accepts_load_options)
     official = remotes is None
     remotes = list(PHYSIONET_REMOTES if official else remotes)
     if not remotes or not all(isinstance(r, RemoteFile) for r in remotes):

@@ -161,17 +161,12 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
     }
 
 
-def _check_options(representation, normalise, split_seed, drop_rate, dtype, remotes) -> list[RemoteFile]:
+def _check_options(representation, normalise, remotes) -> list[RemoteFile]:
+    """This loader's own options; the shared ones are checked by `LoadOptions`."""
     if representation not in ("mfcc", "raw"):
         raise ValueError(f'representation must be "mfcc" or "raw", got {representation!r}')
     if not isinstance(normalise, bool):
         raise ValueError(f"normalise must be True or False, got {normalise!r}")
-    if isinstance(split_seed, bool) or not isinstance(split_seed, int):
-        raise ValueError(f"split_seed must be an integer, got {split_seed!r}")
-    if isinstance(drop_rate, bool) or not isinstance(drop_rate, (int, float)) or not 0.0 <= drop_rate < 1.0:
-        raise ValueError(f"drop_rate must be a number in [0, 1), got {drop_rate!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
     remotes = [SPEECH_COMMANDS_REMOTE] if remotes is None else list(remotes)
     if len(remotes) != 1 or not isinstance(remotes[0], RemoteFile):
         raise ValueError(f"remotes must hold exactly one RemoteFile (the .tar.gz archive), got {remotes!r}")
@@ -218,7 +213,7 @@ def load_speech_commands(
             ``meta`` records the representation, the time unit, the normalisation statistics, the number of
             clips excluded for not being 16000 samples long, and the source.
     """
-    remote, = _check_options(representation, normalise, split_seed, drop_rate, dtype, remotes)
+    remote, = _check_options(representation, normalise, remotes)
     directory = data_dir(cache_dir) / "speech_commands"
     # the archive's content (not its URL) identifies the cache, so a mirror reuses it
     source_key = {"archive": remote.filename, "sha256": remote.sha256, "format": _FORMAT}

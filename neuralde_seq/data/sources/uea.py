@@ -230,16 +230,10 @@ def _parse_archive(archive: Path, name: str, fmt: str, folder: str | None) -> di
     }
 
 
-def _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt) -> None:
+def _check_format(fmt) -> None:
+    """This loader's own option; the shared ones (seeds, drop rate, dtype, ...) are checked by `LoadOptions`."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
-    for arg, value in (("split_seed", split_seed), ("drop_seed", drop_seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"{arg} must be a non-negative integer, got {value!r}")
-    if isinstance(drop_rate, bool) or not isinstance(drop_rate, (int, float, np.floating)) or not 0 <= drop_rate < 1:
-        raise ValueError(f"drop_rate must be a number in [0, 1), got {drop_rate!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
 
 
 def first_occurrences(dataset: IrregularDataset) -> np.ndarray:
@@ -321,7 +315,7 @@ def load_uea(
         CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
     _check_name(name)
-    _validate_common(split_seed, drop_rate, drop_seed, dtype, fmt)
+    _check_format(fmt)
     for arg, value in (("stratified", stratified), ("drop_repeated", drop_repeated)):
         if not isinstance(value, bool):
             raise ValueError(f"{arg} must be True or False, got {value!r}")
@@ -415,7 +409,7 @@ def load_eigenworms(
     applied here: the loader returns the raw values, as every loader does. They belong to the model input:
     scale with ``standardise(train, val, test)`` (training statistics), then build the control with
     ``time_channel=True`` and ``missing="forward_fill"`` (only relevant with a drop rate: EigenWorms has no
-    missing values) and the log-signature windows (``method="logsignature"``, ``depth``, ``step``).
+    missing values) and the log-signature windows (``interpolation="logsignature"``, ``depth``, ``step``).
     The NRDE code's split was unstratified (``np.random.seed(0)``) and is not reproduced; the sizes are.
 
     Arguments:
