@@ -107,7 +107,8 @@ def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str)
     times = torch.cumsum(0.5 + torch.rand(batch, points, generator=g, dtype=torch.float64), dim=1).to(dt)
     values = torch.randn(batch, points, 3, generator=g, dtype=torch.float64).cumsum(1).div(points ** 0.5).to(dt)
     labels = torch.randint(0, 4, (batch,), generator=g)
-    inputs = model_inputs(name, times, values)
+    # every series has its own times: the control runs over observation index, as the estimators build it
+    inputs = model_inputs(name, times, values, parametrization="index")
     models, optimisers, seconds, methods = {}, {}, {}, {}
     for label, solver in (("auto", None), ("rk4", {"method": "rk4"})):
         torch.manual_seed(0)
