@@ -376,12 +376,12 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
         results[cached] = run_benchmark(config, out_dir=tmp_path / f"out{cached}", max_steps=2, progress=False,
                                         task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
                                         cache_controls=cached)
-        methods = sorted(options["method"] for options in calls)
+        interpolations = sorted(options["interpolation"] for options in calls)
         splits = 3  # train, val, test; the task's data do not depend on the seed
         if cached:  # once per split and control, for both seeds and both natural cubic rows
-            assert methods == sorted(["natural_cubic"] * splits + ["linear"] * splits)
+            assert interpolations == sorted(["natural_cubic"] * splits + ["linear"] * splits)
         else:  # once per split, row and seed
-            assert methods == sorted(["natural_cubic"] * 2 * 2 * splits + ["linear"] * 2 * splits)
+            assert interpolations == sorted(["natural_cubic"] * 2 * 2 * splits + ["linear"] * 2 * splits)
     # reused controls give exactly the results of controls built for every run
     for with_cache, without in zip(results[True]["rows"], results[False]["rows"]):
         assert with_cache["metrics"] == without["metrics"] and with_cache["seeds"] == [0, 1]
