@@ -38,7 +38,7 @@ _KEYWORDS = ("checkpoint_path", "progress", "patience", "config", "desc", "selec
              "callbacks", "num_classes")
 
 
-def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int | None = None, *,
+def predict(model: torch.nn.Module, control, batch_size: int = 128, num_samples: int | None = None, *,
             threads: int | None = DEFAULT_THREADS) -> torch.Tensor:
     """Logits for every sample of ``control``, in order, as one (N, K) tensor on the model's device.
 
@@ -46,8 +46,8 @@ def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int |
         model: a classifier returning (B, K) logits.
         control: the inputs of N samples, sliceable by index (a Control, Observations, tensor or ModelArguments)
             and on the model's device.
-        batch_size: samples per forward pass; batches are taken in order and the last one may be smaller: no
-            sample is ever dropped.
+        batch_size: samples per forward pass (default 128); batches are taken in order and the last one may be
+            smaller: no sample is ever dropped.
         num_samples: how many samples to score (default ``len(control)``).
         threads: torch's CPU threads while scoring (default 1; None: torch's setting), as in `fit`; the previous
             setting is restored afterwards.
@@ -62,7 +62,7 @@ def predict(model: torch.nn.Module, control, batch_size: int, num_samples: int |
         return _predict(model, control, batch_size, num_samples=num_samples)
 
 
-def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int, *,
+def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int = 128, *,
              threads: int | None = DEFAULT_THREADS) -> dict[str, Any]:
     """Accuracy, mean cross-entropy and AUROC over *all* samples of ``control``.
 
@@ -70,7 +70,7 @@ def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: 
         model: a classifier returning (B, K) logits.
         control: the inputs of N samples (as `predict`).
         labels: (N,) long class indices, checked (no negative or out-of-range index).
-        batch_size: samples per forward pass.
+        batch_size: samples per forward pass (default 128).
         threads: torch's CPU threads while scoring (default 1; None: torch's setting), as in `fit`.
 
     Returns:
