@@ -2,7 +2,8 @@
 
 The site itself is built strictly in CI (`mkdocs build --strict`: broken links, anchors and docstring entries that
 are not in a signature fail it); these tests cover what the site build cannot see: citations of pages under docs/ from
-code comments and scripts, and arguments a docstring leaves out.
+code comments and scripts, and arguments a docstring leaves out; and the README's two snippets that the Getting
+Started page includes run as written.
 """
 from __future__ import annotations
 
@@ -300,3 +301,38 @@ def test_architecture_picture_is_drawn_from_the_layer_table():
         for module in re.findall(r"`([^`]+)`", modules):
             assert module in text, module
     assert "figures/architecture.svg" in (ROOT / "docs" / "design.md").read_text()
+
+
+def _readme_snippet(name: str) -> str:
+    """The Python code of the README snippet ``name`` (between its ``--8<--`` markers; the Getting Started page
+    includes it)."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"<!-- --8<-- \[start:%s\] -->\n```python\n(.*?)```\n<!-- --8<-- \[end:%s\] -->"
+                      % (re.escape(name), re.escape(name)), text, re.S)
+    assert found, f"README has no python snippet {name!r}"
+    return found.group(1)
+
+
+def test_readme_first_model_runs_as_written():
+    """The README's first model, run unchanged: logits (8, 4) with finite gradients for every parameter, and the
+    sequence-to-sequence read-out at every knot."""
+    import torch
+
+    scope: dict = {}
+    exec(compile(_readme_snippet("first-model"), "README.md:first-model", "exec"), scope)
+    assert scope["logits"].shape == (8, 4) and bool(torch.isfinite(scope["logits"]).all())
+    grads = [p.grad for p in scope["model"].parameters() if p.requires_grad]
+    assert grads and all(g is not None and bool(torch.isfinite(g).all()) for g in grads)
+    assert scope["outputs"].shape == (8, int(scope["lengths"].max()), 64)
+
+
+def test_readme_estimator_runs_as_written(capsys):
+    """The README's scikit-learn snippet, run unchanged: predictions among the given labels, probabilities summing
+    to 1."""
+    import numpy as np
+
+    scope: dict = {}
+    exec(compile(_readme_snippet("estimator"), "README.md:estimator", "exec"), scope)
+    clf, X, times = scope["clf"], scope["X"], scope["times"]
+    assert set(clf.predict(X[:5], times=times[:5])) <= {"walk", "run"}
+    np.testing.assert_allclose(clf.predict_proba(X[:5], times=times[:5]).sum(1), 1.0, rtol=1e-6)
