@@ -58,7 +58,6 @@ global random state is saved before and restored after ``fit`` (the estimator le
 """
 from __future__ import annotations
 
-import inspect
 import numbers
 
 import numpy as np
@@ -69,12 +68,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .controls import build_control
 from .data.base.datasets import IrregularDataset, stratified_split
 from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
                                estimator_seed, read_sequences, threads_for_jobs)
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
-from .models import MODEL_NAMES, create_model, model_entry, model_option_names
+from .models import MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names
 from .solvers import parse_solver
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
@@ -176,12 +174,10 @@ class _SequenceEstimator(BaseEstimator):
             raise UnknownOptionError("model_options: " + unknown_name_message(
                 "option", unknown[0], valid, where=f" for model {self.model!r}", listing="valid options"))
         if self.control_options and model_entry(self.model).inputs == "control":
-            valid = [p for p in inspect.signature(build_control).parameters if p not in ("times", "values", "lengths")]
-            unknown = [k for k in self.control_options if k not in valid]
-            if unknown:
-                raise UnknownOptionError("control_options: " + unknown_name_message(
-                    "control option", unknown[0], valid, where=f" for model {self.model!r} (build_control)",
-                    listing="valid control options"))
+            try:
+                check_control_overrides(self.model, self.control_options)
+            except UnknownOptionError as error:
+                raise UnknownOptionError(f"control_options: {error}") from None
         if self.validation_fraction is not None:
             f = self.validation_fraction
             if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib.util
 import re
 from collections import deque
 from pathlib import Path
@@ -153,17 +154,20 @@ def _shortest_cycle(start: str, edges: dict[str, list[str]], component: set[str]
 # ---------------------------------------------------------------------------------------------------
 # the layers of docs/design.md
 
+def _architecture_script():
+    """docs/figures/architecture.py, which draws the picture from the same table: its reader is the one reader."""
+    spec = importlib.util.spec_from_file_location("architecture", ROOT / "docs" / "figures" / "architecture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def read_layers(design_text: str) -> list[tuple[int, str, list[str]]]:
-    """The rows of the table under ``## Layers``: (layer number, its title, its module patterns)."""
-    match = re.search(r"^## Layers\s*$(.*?)(?=^## |\Z)", design_text, flags=re.M | re.S)
-    if match is None:
+    """The rows of the table under ``## Layers``: (layer number, its title, its module patterns), read by the
+    picture script's `layer_rows`."""
+    if re.search(r"^## Layers\s*$", design_text, flags=re.M) is None:
         raise AssertionError("docs/design.md has no '## Layers' section: the import test reads the layers there")
-    rows = []
-    for line in match.group(1).splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 2 and re.match(r"\d+\b", cells[0]):
-            number = int(re.match(r"\d+", cells[0]).group())
-            rows.append((number, cells[0], re.findall(r"`([^`]+)`", cells[1])))
+    rows = [(number, title, modules) for number, title, modules, _ in _architecture_script().layer_rows(design_text)]
     if not rows:
         raise AssertionError("the '## Layers' section of docs/design.md has no table rows '| <number> ... | `module`, "
                              "... |'")

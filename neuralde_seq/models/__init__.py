@@ -382,9 +382,10 @@ def check_control_overrides(name: str, overrides: Mapping) -> None:
         UnknownOptionError: an unknown option name.
     """
     parameters = inspect.signature(build_control).parameters
-    valid = [p for p in parameters if p not in ("times", "values", "lengths")]
+    # "method", interpolation's former name, is still read (with a warning) but not offered
+    valid = [p for p in parameters if p not in ("times", "values", "lengths", "method")]
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())  # nothing to check against
-    unknown = [] if takes_any else [k for k in overrides if k not in valid]
+    unknown = [] if takes_any else [k for k in overrides if k not in valid and k != "method"]
     if unknown:
         raise UnknownOptionError(unknown_name_message("control option", unknown[0], valid,
                                                       where=f" for model {name!r} (build_control)",

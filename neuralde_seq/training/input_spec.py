@@ -108,7 +108,6 @@ class InputSpec:
         else:
             check_control_overrides(model, control)
             control = {**control_options(model), **control}
-            control.pop("time_unit", None)  # the spec's own field (a registered unit would be overridden above)
         unit = time_unit_value(time_unit, train.times, _lengths_of(train))
         mean = scale = None
         if standardise:
