@@ -6,7 +6,7 @@ import torch
 
 from neuralde_seq.data import IrregularDataset, random_crop_and_drop
 from neuralde_seq.models import create_model
-from neuralde_seq.training import AugmentedInputs, EnsembleClassifier, load_checkpoint
+from neuralde_seq.training import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, load_checkpoint
 from neuralde_seq.training.config import ConfigError, parse_config
 from neuralde_seq.training.runner import ENSEMBLE_SEED_STEP, build_model_inputs, fit_and_evaluate
 
@@ -113,6 +113,16 @@ def test_ensemble_is_the_log_of_the_mean_probability():
     torch.testing.assert_close(EnsembleClassifier(members[:1])(x), torch.log_softmax(members[0](x), -1))
     with pytest.raises(ValueError, match="members"):
         EnsembleClassifier([])
+
+
+def test_regressor_ensemble_is_the_mean_of_the_outputs():
+    torch.manual_seed(0)
+    members = [torch.nn.Linear(5, 2).double() for _ in range(3)]
+    x = torch.randn(7, 5, dtype=torch.float64)
+    expected = (members[0](x) + members[1](x) + members[2](x)) / 3
+    torch.testing.assert_close(EnsembleRegressor(members)(x), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="members"):
+        EnsembleRegressor([])
 
 
 @pytest.fixture(scope="module")

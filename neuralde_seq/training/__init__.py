@@ -7,11 +7,12 @@
 - callbacks (`.callbacks`): `BestCheckpoint`, `EarlyStopping`, `StopWhen`,
   `TimeLimit`, `DivergenceGuard`, `ProgressBar`;
 - `train_classifier`, `evaluate`, `predict`: classification in one call;
-- `AugmentedInputs` (training inputs cropped and thinned afresh per batch), `EnsembleClassifier`;
+- `AugmentedInputs` (training inputs cropped and thinned afresh per batch), `EnsembleClassifier`,
+  `EnsembleRegressor`;
 - checkpoints (`.checkpoints`), metrics, results tables (`.results`), the runner (`.runner`).
 """
 
-from .augmentation import AugmentedInputs, EnsembleClassifier
+from .augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor
 from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,
                         TimeLimit)
 from .checkpoints import CheckpointError, default_last_checkpoint_path, load_checkpoint, save_checkpoint
@@ -29,4 +30,5 @@ __all__ = [
     "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
     "save_checkpoint", "load_checkpoint", "CheckpointError", "default_last_checkpoint_path", "accuracy", "auroc",
     "format_table", "to_jsonable", "write_json", "write_table", "AugmentedInputs", "EnsembleClassifier",
+    "EnsembleRegressor",
 ]

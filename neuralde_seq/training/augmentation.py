@@ -9,6 +9,7 @@ order of one forward pass), while validation and test inputs are built once from
 
 `EnsembleClassifier` averages the class probabilities of several trained classifiers: the log of the mean
 softmax, so that `evaluate`'s accuracy, loss and AUROC read it as they read one model's logits.
+`EnsembleRegressor` averages the outputs of several trained regressors. Their members' seeds: `member_seed`.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from torch import nn
 from ..data.base.datasets import IrregularDataset
 from ..data.transforms.sampling import check_augmentation, random_crop_and_drop
 
-__all__ = ["AugmentedInputs", "EnsembleClassifier", "ENSEMBLE_SEED_STEP", "member_seed"]
+__all__ = ["AugmentedInputs", "EnsembleClassifier", "EnsembleRegressor", "ENSEMBLE_SEED_STEP", "member_seed"]
 
 # Seeds of an ensemble's members: seed + ENSEMBLE_SEED_STEP * member, far from the rows' seeds 0, 1, 2, ...
 ENSEMBLE_SEED_STEP = 1000
@@ -65,18 +66,26 @@ class AugmentedInputs:
         return f"AugmentedInputs({len(self)} samples, drop_rate={self.drop_rate}, crop={self.crop})"
 
 
-class EnsembleClassifier(nn.Module):
-    """The mean of the class probabilities of several classifiers, as log-probabilities (B, K).
+class _Ensemble(nn.Module):
+    """Several trained models read as one; subclasses combine their outputs.
 
     Arguments:
-        members: classifiers returning (B, K) logits for the same inputs.
+        members: models returning outputs of one shape for the same inputs.
     """
 
     def __init__(self, members: Sequence[nn.Module]):
         super().__init__()
         if len(members) == 0:
-            raise ValueError("members must hold at least one classifier")
+            raise ValueError("members must hold at least one model")
         self.members = nn.ModuleList(members)
+
+
+class EnsembleClassifier(_Ensemble):
+    """The mean of the class probabilities of several classifiers, as log-probabilities (B, K).
+
+    Arguments:
+        members: classifiers returning (B, K) logits for the same inputs.
+    """
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
         """(B, K) log of the members' mean softmax.
@@ -87,3 +96,20 @@ class EnsembleClassifier(nn.Module):
         """
         log_probs = torch.stack([torch.log_softmax(m(*args, **kwargs), dim=-1) for m in self.members])
         return torch.logsumexp(log_probs, dim=0) - math.log(len(self.members))
+
+
+class EnsembleRegressor(_Ensemble):
+    """The mean of the outputs of several regressors (B, k).
+
+    Arguments:
+        members: regressors returning (B, k) outputs for the same inputs.
+    """
+
+    def forward(self, *args, **kwargs) -> torch.Tensor:
+        """(B, k) mean of the members' outputs.
+
+        Arguments:
+            *args: the members' inputs (e.g. a `Control` of B samples), passed to each member.
+            **kwargs: the members' keyword inputs, passed to each member.
+        """
+        return torch.stack([m(*args, **kwargs) for m in self.members]).mean(dim=0)
