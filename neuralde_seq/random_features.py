@@ -166,9 +166,11 @@ from .models import control_options as registry_control_options
 from .models.linear_cde import _pieces, path_scales
 from .signatures import logsignature
 from .solvers import solve
+from .reservoir_tuning import FineTuning, fine_tune
+from .training.objectives import ModelArguments
 from .training.threads import torch_threads
 
-__all__ = ["RidgeReadout", "RandomFeatures", "RandomFeatureClassifier", "RandomFeatureRegressor", "RESERVOIRS",
+__all__ = ["RidgeReadout", "RandomFeatures", "reservoir_states", "positive_proportion", "RandomFeatureClassifier", "RandomFeatureRegressor", "RESERVOIRS",
            "FEATURES", "MEMORIES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES", "DEFAULT_OSCILLATION_FEATURES",
            "DEFAULT_LOGSIGNATURE_FEATURES"]
 
@@ -353,11 +355,9 @@ class RidgeReadout:
             classes, codes = torch.unique(labels.long(), sorted=True, return_inverse=True)
             if classes.numel() < 2:
                 raise ValueError(f"targets hold only {classes.numel()} class: a classifier needs at least 2")
-            Y = -torch.ones(n, classes.numel(), dtype=torch.float64, device=labels.device)
-            Y[torch.arange(n, device=labels.device), codes] = 1.0
             self.classes_ = classes
             self._target_ndim = 1
-            return Y[:, 1:] if classes.numel() == 2 else Y
+            return one_vs_all(codes, classes.numel())
         values = _float64(targets, device, name="targets").to(device)
         if values.dim() not in (1, 2) or values.shape[0] != n:
             raise ValueError(f"targets must have shape (N={n},) or (N, k), got {tuple(values.shape)}")
@@ -397,6 +397,23 @@ class RidgeReadout:
             return outputs
         index = (outputs > 0).long() if outputs.dim() == 1 else outputs.argmax(dim=1)
         return self.classes_[index]
+
+
+def one_vs_all(codes: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The ridge classifier's targets: +1 in each sample's class column and −1 elsewhere, as scikit-learn's
+    ``RidgeClassifier``; with two classes one column, +1 for the second class.
+
+    Arguments:
+        codes: (N,) class indices in [0, num_classes).
+        num_classes: K >= 2.
+
+    Returns:
+        (N, K) float64, or (N, 1) for K = 2.
+    """
+    n = codes.shape[0]
+    Y = -torch.ones(n, num_classes, dtype=torch.float64, device=codes.device)
+    Y[torch.arange(n, device=codes.device), codes] = 1.0
+    return Y[:, 1:] if num_classes == 2 else Y
 
 
 def _is_numeric(alphas) -> bool:
@@ -452,6 +469,61 @@ def _non_expanding_radius(omega: torch.Tensor) -> torch.Tensor:
     discriminant = (cosine * (g - 1)).square() - g * (g - 2)
     wide = (cosine * (g - 1) + discriminant.clamp(min=0).sqrt()) / g
     return torch.where((discriminant >= 0) & (cosine > 0), wide, cosine.clamp(min=0.0))
+
+
+def reservoir_states(model: torch.nn.Module, control: Control) -> torch.Tensor:
+    """The states of a reservoir model at every knot, differentiable in its parameters (`RandomFeatures` reads them
+    under ``torch.no_grad()``; `neuralde_seq.reservoir_tuning` trains through them).
+
+    Arguments:
+        model: a `LinearCDE`, `NeuralCDE` or one-layer CT-FWP (`FastWeightClassifier`).
+        control: its input, batch size B.
+
+    Returns:
+        (B, K, H) states at the knots 0..max(end_index), constant after each sample's end (a CT-FWP's fast weights
+        flattened, H = heads·d²).
+    """
+    if isinstance(model, LinearCDE):
+        return model.hidden_states(control)
+    if isinstance(model, NeuralCDE):
+        return model.hidden_states(control, at_knots=True)
+    network = model.network
+    dynamics, layer = network.dynamics, network.layers[0]
+    start = control.knots[0]
+    x0 = control.evaluate(start) if dynamics.needs_value else None
+    dx0 = control.derivative(start) if dynamics.needs_derivative else None
+    timed = start.to(control.coeffs.dtype).expand(control.batch_size) if dynamics.needs_time else None
+    initial = layer.initial(x0, dx0, None, timed).unsqueeze(1)  # (B, L=1, heads, d, d)
+    weights = solve(dynamics, control, initial, network.solver, at_knots=True)
+    return weights.flatten(2)
+
+
+def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tensor,
+                        spreads: torch.Tensor | None = None, temperature: float = 0.0) -> torch.Tensor:
+    """The "ppv" feature: for each threshold, the proportion of a sample's knots at which each unit exceeds it; with
+    ``temperature`` > 0 its smooth stand-in, the mean over the knots of σ((h − b) / (temperature · spread)), which
+    tends to the exact proportion as the temperature goes to 0 (tests/test_reservoir_tuning.py) and has gradients
+    in the states and thresholds.
+
+    Arguments:
+        states: (B, K, H) states at the knots.
+        inside: (B, K, 1) 1 at each sample's knots, 0 after its end.
+        biases: (num_biases, H) thresholds.
+        spreads: (H,) each unit's spread, the unit of its transition width (needed with temperature > 0).
+        temperature: 0 (default): the exact step 1[h > b]; > 0: the sigmoid's width in units of ``spreads``.
+
+    Returns:
+        (B, num_biases·H) proportions in [0, 1], the thresholds' blocks in order.
+    """
+    count = inside.sum(dim=1)
+    parts = []
+    for bias in biases:
+        if temperature > 0:
+            above = torch.sigmoid((states - bias) / (temperature * spreads))
+        else:
+            above = (states > bias).to(states.dtype)
+        parts.append((above * inside).sum(dim=1) / count)
+    return torch.cat(parts, dim=1)
 
 
 class RandomFeatures:
@@ -660,11 +732,12 @@ class RandomFeatures:
             elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
                 raise ValueError("timescales and memory set the memory along the time channel, which control_options "
                                  "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')")
-        self.biases_ = None
+        self.biases_ = self.spreads_ = None
+        self.temperature_ = 0.0  # the exact "ppv"; a fine-tuned map reads its smooth stand-in (reservoir_tuning)
         if "ppv" in self.features:
             generator = torch.Generator().manual_seed(self.seed)
             chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
-            self.biases_ = self._thresholds(control[chosen.sort().values], generator)
+            self.biases_, self.spreads_ = self._thresholds(control[chosen.sort().values], generator)
         with torch.no_grad():
             probe = self._batch_features(control[:1], times[:1], values[:1],
                                          None if lengths is None else lengths[:1], sizes := [])
@@ -781,25 +854,27 @@ class RandomFeatures:
 
     def _states(self, control: Control) -> torch.Tensor:
         with torch.no_grad():
-            model = self.model_
-            if model is None:
+            if self.model_ is None:
                 return control.coeffs[:, : int(control.end_index.max()) + 1, 0]
-            if isinstance(model, LinearCDE):
-                return model.hidden_states(control)
-            if isinstance(model, NeuralCDE):
-                return model.hidden_states(control, at_knots=True)
-            network = model.network
-            dynamics, layer = network.dynamics, network.layers[0]
-            start = control.knots[0]
-            x0 = control.evaluate(start) if dynamics.needs_value else None
-            dx0 = control.derivative(start) if dynamics.needs_derivative else None
-            timed = start.to(control.coeffs.dtype).expand(control.batch_size) if dynamics.needs_time else None
-            initial = layer.initial(x0, dx0, None, timed).unsqueeze(1)  # (B, L=1, heads, d, d)
-            weights = solve(dynamics, control, initial, network.solver, at_knots=True)
-            return weights.flatten(2)
+            return reservoir_states(self.model_, control)
 
-    def _thresholds(self, control: Control, generator: torch.Generator) -> torch.Tensor:
-        """(num_biases, H) quantiles, uniform in [0.25, 0.75] per unit, of the units' states on ``control``."""
+    @staticmethod
+    def states_of(model: torch.nn.Module, control: Control) -> torch.Tensor:
+        """`reservoir_states` of another ``model`` of this map's kind (a fine-tuned copy of ``model_``), with
+        gradients.
+
+        Arguments:
+            model: the reservoir model; control: its input, batch size B.
+
+        Returns:
+            (B, K, H) states at the knots.
+        """
+        return reservoir_states(model, control)
+
+    def _thresholds(self, control: Control, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(num_biases, H) quantiles, uniform in [0.25, 0.75] per unit, of the units' states on ``control``, and (H,)
+        each unit's spread there: its interquartile range (the smooth "ppv"'s unit of width, `positive_proportion`;
+        the smallest positive one where a unit is constant)."""
         states = self._states(control)
         inside = _inside(control.end_index, states.shape[1], torch.bool).squeeze(-1)
         pooled = states[inside]  # (M, H)
@@ -813,7 +888,11 @@ class RandomFeatures:
         weight = (position - below).to(ordered.dtype)
         low = torch.gather(ordered, 0, below)
         high = torch.gather(ordered, 0, above)
-        return low + weight * (high - low)
+        last = ordered.shape[0] - 1
+        spreads = ordered[round(0.75 * last)] - ordered[round(0.25 * last)]
+        positive = spreads[spreads > 0]
+        floor = positive.min() if positive.numel() else torch.ones((), dtype=spreads.dtype, device=spreads.device)
+        return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)
 
     # -------------------------------------------------------------------------------------------- features
     def transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -864,25 +943,47 @@ class RandomFeatures:
 
     def _batch_features(self, control: Control, times, values, lengths, sizes: list | None = None) -> torch.Tensor:
         """(B, F) features of one batch, in the order of ``features``; ``sizes`` (if given) gets each one's width."""
-        end = control.end_index
         states = self._states(control)
+        constant = self._values(times, values, lengths) if "values" in self.features else None
+        return self.pooled(states, control.end_index, constant, sizes=sizes)
+
+    def pooled(self, states: torch.Tensor, end_index: torch.Tensor, values_part: torch.Tensor | None = None, *,
+               biases: torch.Tensor | None = None, temperature: float | None = None,
+               sizes: list | None = None) -> torch.Tensor:
+        """The features of a batch from its states, in the order of ``features`` (differentiable in the states and
+        the thresholds: `neuralde_seq.reservoir_tuning` trains through it).
+
+        Arguments:
+            states: (B, K, H) `states` of the batch (for ``"logsignature"`` the path's points).
+            end_index: (B,) each sample's final knot.
+            values_part: (B, (n + 1)·C) the "values" feature (which does not depend on the reservoir), or None when
+                ``features`` has no "values".
+            biases: (num_biases, H) "ppv" thresholds replacing ``biases_`` (default None: ``biases_``).
+            temperature: the "ppv" stand-in's temperature replacing ``temperature_`` (`positive_proportion`).
+            sizes: a list that gets each feature's width, or None.
+
+        Returns:
+            (B, F) float64 features.
+        """
+        biases = self.biases_ if biases is None else biases
+        temperature = self.temperature_ if temperature is None else temperature
         parts = []
         if self.model_ is not None:
-            inside = _inside(end, states.shape[1], states.dtype)
+            inside = _inside(end_index, states.shape[1], states.dtype)
             count = inside.sum(dim=1)
         for feature in self.features:
             if feature == "values":
-                part = self._values(times, values, lengths)
+                part = values_part
             elif self.model_ is None:  # log-signature windows of the path's points
-                part = self._logsignatures(states, end, feature)
+                part = self._logsignatures(states, end_index, feature)
             elif feature == "final":
-                part = states[torch.arange(states.shape[0], device=states.device), end]
+                part = states[torch.arange(states.shape[0], device=states.device), end_index]
             elif feature == "mean":
                 part = (states * inside).sum(dim=1) / count
             elif feature == "times":
-                part = _take(states, _fractions(end, self.num_times))
+                part = _take(states, _fractions(end_index, self.num_times))
             else:  # "ppv"
-                part = torch.cat([((states > bias) * inside).sum(dim=1) / count for bias in self.biases_], dim=1)
+                part = positive_proportion(states, inside, biases, self.spreads_, temperature)
             parts.append(part.to(torch.float64))
             if sizes is not None:
                 sizes.append(part.shape[1])
@@ -930,7 +1031,8 @@ class _RandomFeatureEstimator(BaseEstimator):
     def __init__(self, reservoir="slice-block", *, features="auto", width=None, num_times=4, num_biases=1,
                  input_scale=1.0, fast_share="auto", timescales="auto", memory="auto",
                  model_options=None, control_options=None,
-                 alphas=DEFAULT_ALPHAS, batch_size=32, random_state=None, n_jobs=None, device="cpu", dtype="float32"):
+                 alphas=DEFAULT_ALPHAS, fine_tune=None, batch_size=32, random_state=None, n_jobs=None, device="cpu",
+                 dtype="float32", verbose=False):
         self.reservoir = reservoir
         self.features = features
         self.width = width
@@ -943,11 +1045,13 @@ class _RandomFeatureEstimator(BaseEstimator):
         self.model_options = model_options
         self.control_options = control_options
         self.alphas = alphas
+        self.fine_tune = fine_tune
         self.batch_size = batch_size
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.device = device
         self.dtype = dtype
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -981,6 +1085,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         readout = RidgeReadout(self.alphas, classification=self._classification)  # checks alphas first
+        tuning = FineTuning.read(self.fine_tune)  # and the fine-tuning settings
         seed = estimator_seed(self.random_state)
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
                                      num_times=self.num_times, num_biases=self.num_biases,
@@ -998,6 +1103,9 @@ class _RandomFeatureEstimator(BaseEstimator):
             feature_map.fit(*self._standardised_inputs(data, device))
             features = self._features(data, device)
             readout.fit(features, targets.to(features.device))
+            self.fine_tuning_ = None
+            if tuning is not None:
+                features, readout = self._fine_tune(data, targets, device, readout, features, tuning, seed)
         self.readout_ = readout
         self.n_features_in_ = data.num_channels
         self.n_random_features_ = int(features.shape[1])
@@ -1005,6 +1113,34 @@ class _RandomFeatureEstimator(BaseEstimator):
         self.seed_ = seed
         self.fitted_with_times_ = fitted_with_times
         return features
+
+    def _fine_tune(self, data, targets: torch.Tensor, device: torch.device, readout: RidgeReadout,
+                   features: torch.Tensor, tuning: FineTuning, seed: int):
+        """`neuralde_seq.reservoir_tuning.fine_tune` of the fitted map; the readout refitted on all the series when
+        the fine-tuned map is chosen. Returns (features, readout) of the map kept."""
+        times, values, lengths = self._standardised_inputs(data, device)
+        feature_map = self.feature_map_
+        control = feature_map.inputs(times, values, lengths)
+        values_part = (feature_map._values(times, values, lengths) if "values" in feature_map.features
+                       else torch.zeros(len(data), 0, dtype=torch.float64, device=values.device))
+        if self._classification:
+            codes = targets.to(device)
+            readout_targets, strata = one_vs_all(codes, len(self.classes_)), targets.cpu().numpy()
+        else:
+            y = targets.to(device=device, dtype=torch.float64).reshape(len(data), -1)
+            scale = y.std(dim=0, unbiased=False)
+            readout_targets, strata = (y - y.mean(dim=0)) / torch.where(scale > 0, scale, torch.ones_like(scale)), None
+        progress = f"{type(self).__name__} fine-tuning" if self.verbose else False
+        tuned, report = fine_tune(feature_map, readout, ModelArguments(control, values_part), readout_targets, tuning,
+                                  classification=self._classification, strata=strata, seed=seed, progress=progress)
+        self.fine_tuning_ = report
+        if tuned is feature_map:
+            return features, readout
+        self.feature_map_ = tuned
+        features = self._features(data, device)
+        refitted = RidgeReadout(self.alphas, classification=self._classification)
+        refitted.fit(features, targets.to(features.device))
+        return features, refitted
 
     def _standardised_inputs(self, data, device: torch.device):
         # in the estimator's dtype (the times'); the dataset holds the values in float64 (`read_sequences`)
@@ -1067,16 +1203,24 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         model_options: dict of constructor options replacing the registry defaults, or None.
         control_options: dict of `build_control` options (default ``parametrization="index"``), or None.
         alphas: the ridge penalties searched by leave-one-out error (default `DEFAULT_ALPHAS`).
+        fine_tune: None (default: the frozen reservoir), True (`FineTuning`'s defaults), a dict of `FineTuning`
+            fields or a `FineTuning`: after the fit, the reservoir and its thresholds are trained by the leave-one-out
+            error of the ridge readout on a part of X and kept only where they beat the untrained start on the
+            held-out rest; the readout is then refitted on all of X (`neuralde_seq.reservoir_tuning`). Costs about
+            4-5 forward passes of the reservoir over X per epoch.
         batch_size: series per forward pass (default 32).
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit): the reservoir's draw.
         n_jobs: torch threads, joblib's convention: None (default) is 1; -1 all cores.
         device: torch device of the reservoir ("cpu" (default), "cuda", ...); the readout runs there in float64.
         dtype: "float32" (default) or "float64" (or that torch dtype): the reservoir's precision.
+        verbose: show the fine-tuning's progress (default False).
 
-    Fitted attributes: ``classes_`` (K,), ``feature_map_`` (`RandomFeatures`), ``readout_`` (`RidgeReadout`),
-    ``alpha_``, ``n_random_features_``, ``n_features_in_`` (channels C), ``channel_mean_``, ``channel_scale_``,
-    ``seed_``, ``fitted_with_times_`` (whether fit was given times: predictions then need them, and refuse them
-    otherwise).
+    Fitted attributes: ``classes_`` (K,), ``feature_map_`` (`RandomFeatures`; the fine-tuned one where it was
+    chosen), ``readout_`` (`RidgeReadout`), ``alpha_``, ``n_random_features_``, ``n_features_in_`` (channels C),
+    ``channel_mean_``, ``channel_scale_``, ``seed_``, ``fitted_with_times_`` (whether fit was given times:
+    predictions then need them, and refuse them otherwise), ``fine_tuning_`` (None, or the report of
+    `neuralde_seq.reservoir_tuning.fine_tune`: which map was chosen, the validation metrics of the start and of the
+    best epoch, the history).
     """
 
     _classification = True
@@ -1161,7 +1305,8 @@ class RandomFeatureRegressor(RegressorMixin, _RandomFeatureEstimator):
     leave-one-out error over the targets.
 
     Fitted attributes: ``feature_map_``, ``readout_``, ``alpha_``, ``n_random_features_``, ``n_features_in_``,
-    ``n_outputs_``, ``channel_mean_``, ``channel_scale_``, ``seed_``, ``fitted_with_times_``.
+    ``n_outputs_``, ``channel_mean_``, ``channel_scale_``, ``seed_``, ``fitted_with_times_``, ``fine_tuning_``
+    (chosen on the validation part's mean squared error of standardised targets).
     """
 
     def __sklearn_tags__(self):

@@ -392,10 +392,11 @@ WAIVED = {
 
 @pytest.mark.parametrize("estimator, waived", [
     (RandomFeatureClassifier("slice-diag", width=16), WAIVED),
+    (RandomFeatureClassifier("slice-diag", width=16, fine_tune={"epochs": 1, "validation_fraction": 0.3}), WAIVED),
     # the states at every step: check_regressors_train's target is linear in one step's value
     (RandomFeatureRegressor("slice-diag", width=16, features=("times", "values"), num_times=9),
      {k: v for k, v in WAIVED.items() if k != "check_classifiers_train"}),
-], ids=["classifier", "regressor"])
+], ids=["classifier", "classifier-fine-tuned", "regressor"])
 def test_scikit_learn_estimator_checks(estimator, waived):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,0 +1,357 @@
+"""Fine-tuning a fitted random-feature model: the reservoir learns, the readout stays a closed-form ridge.
+
+A `RandomFeatures` map read out by a `RidgeReadout` (the toolkit's random-feature mode) is a good start on few,
+long series, and gradient training from scratch is not (docs/benchmarks.md). Fine-tuning starts from that fitted
+model and trains the reservoir end to end:
+
+- **The network** (`ReservoirNetwork`): the fitted map's reservoir (a linear CDE of damped oscillators, a CT-FWP,
+  an NCDE) with its parameters trainable (a CT-FWP's rule rates and projections, a linear CDE's A_i and B), its
+  "ppv" thresholds trainable, and the features standardised with the readout's fixed training mean and scale.
+  The proportion of knots at which a unit exceeds its threshold has no gradient; its smooth stand-in, the mean of
+  σ((h − b) / (τ · s)) with s the unit's interquartile spread (`positive_proportion`), tends to it as the
+  temperature τ goes to 0.
+- **The objective** (`RidgeLeaveOneOut`): the mean squared leave-one-out error of a ridge readout (the fitted
+  penalty α) fitted in closed form on each training batch's features; the readout's weights are never trained by
+  gradient. Training a linear head by gradient together with the reservoir was tried first: on tens of training
+  series the ridge head already fits them (training loss near 0 at the start), the gradients carry no signal and
+  the steps move the reservoir at random (ArrowHead: validation 75 → 38 %). The leave-one-out error of the
+  closed-form head is what the random features are judged by, and it keeps a gradient when the training series
+  are separated.
+- **Selection against the start** (`fine_tune`): ``validation_fraction`` of the series is held out (stratified
+  for classes); the untrained map (exact "ppv", temperature 0) and the map after each epoch are scored there by a
+  ridge readout fitted on the training part's features (accuracy, ties to the lower squared error of the decision
+  values against the ±1 targets; squared error alone for regression). The fine-tuned map is kept only when it
+  scores strictly better than the start, so fine-tuning cannot make the model worse than the random features on
+  the validation split; the estimator then refits the ridge readout on all of its training series.
+
+Cost: each epoch is a forward and backward pass of the reservoir over the training part plus a forward pass over
+all the series (the selection), about 4-5 times the random-feature fit per epoch (benchmarks/ in
+docs/benchmarks.md, "Fine-tuned random features").
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import numbers
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from .input_checks import unknown_name_message
+from .training.callbacks import BestCheckpoint
+from .training.fit import TrainingDiverged, fit
+from .training.objectives import ModelArguments, Objective, predict
+from .training.spec import TrainingSpec
+
+__all__ = ["FineTuning", "ReservoirNetwork", "RidgeLeaveOneOut", "ridge_leave_one_out_error", "fine_tune"]
+
+# At least this many series in each training batch: a leave-one-out error needs a few to hold one out from.
+_MIN_BATCH = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuning:
+    """How a fitted random-feature model is fine-tuned (module docstring).
+
+    Arguments:
+        epochs: passes over the training part (default 10).
+        lr: Adam's learning rate (default 3e-3).
+        batch_size: series per step (default 32); the batches of an epoch are made equal in size (none smaller
+            than 4: the leave-one-out error needs a few series per batch).
+        temperature: τ of the smooth "ppv", in units of each unit's interquartile spread (default 0.05: at 0.5 the
+            stand-in's features lost half the validation accuracy of the exact ones on ArrowHead, at 0.02-0.05 none).
+        validation_fraction: the share of the series held out to choose between the start and the epochs (default
+            0.2).
+    """
+
+    epochs: int = 10
+    lr: float = 3e-3
+    batch_size: int = 32
+    temperature: float = 0.05
+    validation_fraction: float = 0.2
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"fine_tune {name} must be a positive integer, got {value!r}")
+        for name in ("lr", "temperature"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value)
+                                                                                      and value > 0):
+                raise ValueError(f"fine_tune {name} must be a positive finite number, got {value!r}")
+        f = self.validation_fraction
+        if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:
+            raise ValueError(f"fine_tune validation_fraction must be a number in (0, 1), got {f!r}")
+
+    @classmethod
+    def read(cls, value: Any) -> "FineTuning | None":
+        """A fine-tuning setting as estimators and config rows give it.
+
+        Arguments:
+            value: None or False (no fine-tuning), True (the defaults), a `FineTuning`, or a dict of its fields.
+
+        Returns:
+            The `FineTuning`, or None.
+
+        Raises:
+            ValueError: an unknown field (with the closest name) or a bad value, naming it.
+            TypeError: another kind of value.
+        """
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            names = [f.name for f in dataclasses.fields(cls)]
+            for key in value:
+                if key not in names:
+                    raise ValueError("fine_tune: " + unknown_name_message("field", str(key), names,
+                                                                          listing="fields"))
+            return cls(**dict(value))
+        raise TypeError(f"fine_tune must be None, True, a dict of FineTuning fields or a FineTuning, got "
+                        f"{type(value).__name__}")
+
+
+def ridge_leave_one_out_error(features: torch.Tensor, targets: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The mean squared leave-one-out error of ridge regression with an unpenalised intercept, differentiable in the
+    features (float64).
+
+    With Z the features centred over the batch, Y_c the targets centred, the hat matrix of ridge with penalty α and
+    an intercept is H = 1/n + Z (ZᵀZ + αI)⁻¹ Zᵀ = 1/n + G (G + αI)⁻¹ with G = ZZᵀ, and sample i's leave-one-out
+    residual is r_i / (1 − H_ii), r = Y_c − (H − 1/n) Y_c (`RidgeReadout`'s cross-validation at one α, with the
+    features used as given).
+
+    Arguments:
+        features: (n, P) features, n >= 3.
+        targets: (n, k) targets.
+        alpha: the penalty, positive.
+
+    Returns:
+        () the mean over samples and targets of the squared leave-one-out residuals.
+    """
+    n = features.shape[0]
+    if n < 3:
+        raise ValueError(f"the leave-one-out error needs at least 3 samples, got {n}")
+    Z = features.to(torch.float64)
+    Z = Z - Z.mean(dim=0)
+    Y = targets.to(torch.float64)
+    Yc = Y - Y.mean(dim=0)
+    G = Z @ Z.T
+    identity = torch.eye(n, dtype=G.dtype, device=G.device)
+    hat = torch.linalg.solve(G + alpha * identity, G)  # (G + αI)⁻¹ G = G (G + αI)⁻¹: both are functions of G
+    residual = (Yc - hat @ Yc) / (1.0 - torch.diagonal(hat) - 1.0 / n).unsqueeze(1)
+    return residual.square().mean()
+
+
+class ReservoirNetwork(nn.Module):
+    """A fitted `RandomFeatures` map as a trainable module: ``forward(control, values_part)`` gives the standardised
+    features (module docstring).
+
+    Arguments:
+        feature_map: a fitted `RandomFeatures` whose reservoir is a model (not ``"logsignature"``); copied, the
+            original is left as it was.
+        feature_mean, feature_scale: (F,) the readout's standardisation of the features (`RidgeReadout`'s
+            ``feature_mean_`` and ``feature_scale_``), kept fixed.
+        temperature: τ of the smooth "ppv" (0: the exact, step-wise feature, without gradient in the thresholds).
+    """
+
+    def __init__(self, feature_map, feature_mean: torch.Tensor, feature_scale: torch.Tensor, temperature: float):
+        super().__init__()
+        if getattr(feature_map, "model_", None) is None:
+            raise ValueError(f"reservoir {feature_map.reservoir!r} has no parameters to fine-tune (the path's "
+                             "log-signatures): fine_tune needs a model reservoir")
+        self.feature_map = copy.copy(feature_map)
+        self.reservoir = copy.deepcopy(feature_map.model_)
+        for parameter in self.reservoir.parameters():
+            parameter.requires_grad_(True)
+        self.reservoir.train()
+        biases = feature_map.biases_
+        self.biases = None if biases is None else nn.Parameter(biases.detach().clone())
+        self.register_buffer("feature_mean", feature_mean.detach().to(torch.float64).clone())
+        self.register_buffer("feature_scale", feature_scale.detach().to(torch.float64).clone())
+        self.temperature = float(temperature)
+
+    def forward(self, control, values_part: torch.Tensor | None = None) -> torch.Tensor:
+        """Standardised features.
+
+        Arguments:
+            control: the fitted map's input (`RandomFeatures.inputs`), batch size B.
+            values_part: (B, (n + 1)·C) the "values" feature, or an empty (B, 0) tensor / None without it.
+
+        Returns:
+            (B, F) float64 standardised features.
+        """
+        states = self.feature_map.states_of(self.reservoir, control)
+        values_part = None if values_part is None or values_part.shape[1] == 0 else values_part
+        features = self.feature_map.pooled(states, control.end_index, values_part, biases=self.biases,
+                                           temperature=self.temperature)
+        return (features - self.feature_mean) / self.feature_scale
+
+    def tuned_map(self):
+        """The fitted map with the trained reservoir and thresholds, frozen, reading the smooth "ppv" at this
+        network's temperature.
+
+        Returns:
+            A new `RandomFeatures`.
+        """
+        tuned = copy.copy(self.feature_map)
+        model = copy.deepcopy(self.reservoir)
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        tuned.model_ = model.eval()
+        tuned.biases_ = None if self.biases is None else self.biases.detach().clone()
+        tuned.temperature_ = self.temperature
+        return tuned
+
+
+class RidgeLeaveOneOut(Objective):
+    """Train by the leave-one-out error of a closed-form ridge readout on each batch (`ridge_leave_one_out_error`);
+    evaluate a split by a ridge readout fitted on the training part's features.
+
+    Arguments:
+        alpha: the penalty of the training loss.
+        reference: (inputs, targets) of the training part, whose features fit the evaluation's readout.
+        classification: targets are ±1 one-vs-all columns (`one_vs_all`): evaluation reports accuracy too.
+        alphas: the penalties the evaluation's readout chooses from by leave-one-out.
+        batch_size: series per forward pass at evaluation.
+        readout_type: the closed-form readout, called as ``readout_type(alphas, standardize=False)`` (`RidgeReadout`,
+            given by the caller: `neuralde_seq.random_features` imports this module).
+    """
+
+    def __init__(self, alpha: float, reference: tuple, *, classification: bool, alphas, batch_size: int,
+                 readout_type):
+        self.alpha = float(alpha)
+        self.readout_type = readout_type
+        self.reference = reference
+        self.classification = bool(classification)
+        self.alphas = alphas
+        self.batch_size = int(batch_size)
+        self.metric_names = ("loss", "accuracy") if classification else ("loss",)
+        self.maximize = {"loss": False, "accuracy": True} if classification else {"loss": False}
+        self.default_select_on = "accuracy" if classification else "loss"
+
+    def check_targets(self, targets, num_samples: int, name: str = "targets"):
+        """Targets must be a (N, k) float tensor."""
+        if not isinstance(targets, torch.Tensor) or targets.dim() != 2 or targets.shape[0] != num_samples:
+            raise ValueError(f"{name} must be a ({num_samples}, k) tensor of readout targets")
+        return targets
+
+    def loss(self, outputs, targets) -> torch.Tensor:
+        """`ridge_leave_one_out_error` of the batch's features."""
+        return ridge_leave_one_out_error(outputs, targets, self.alpha)
+
+    def evaluate(self, model, inputs, targets, batch_size: int, index=None) -> dict:
+        """A ridge readout fitted on the reference's features, scored on ``inputs``: ``loss`` the mean squared
+        error of its decision values against ``targets``, ``accuracy`` (classification) the share whose largest
+        decision value is the target's +1 column."""
+        train_inputs, train_targets = self.reference
+        train_features = predict(model, train_inputs, self.batch_size)
+        features = predict(model, inputs, self.batch_size, index=index)
+        chosen = targets if index is None else targets[index]
+        readout = self.readout_type(self.alphas, standardize=False).fit(train_features, train_targets)
+        decisions = readout.decision_function(features).reshape(chosen.shape[0], -1)
+        truth = chosen.to(decisions)
+        metrics = {"loss": float((decisions - truth).square().mean()), "num_samples": int(chosen.shape[0])}
+        if self.classification:
+            if truth.shape[1] == 1:  # two classes: one column, +1 for the second
+                correct = (decisions[:, 0] > 0) == (truth[:, 0] > 0)
+            else:
+                correct = decisions.argmax(dim=1) == truth.argmax(dim=1)
+            metrics["accuracy"] = float(correct.to(torch.float64).mean())
+        return metrics
+
+
+def _balanced_batch_size(count: int, batch_size: int) -> int:
+    """The batch size that splits ``count`` series into ⌈count / batch_size⌉ batches of nearly equal size."""
+    batches = max(1, math.ceil(count / batch_size))
+    return math.ceil(count / batches)
+
+
+def _key(metrics: dict, classification: bool) -> tuple:
+    """Larger is better: accuracy, ties to the lower loss (classification); the lower loss (regression)."""
+    return (metrics["accuracy"], -metrics["loss"]) if classification else (-metrics["loss"],)
+
+
+def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tensor, settings: FineTuning, *,
+              classification: bool, strata: np.ndarray | None, seed: int, progress: bool | str = False):
+    """Fine-tune a fitted random-feature map, and choose between it and the start on a validation split (module
+    docstring).
+
+    Arguments:
+        feature_map: the fitted `RandomFeatures` (fitted on all the series).
+        readout: its fitted `RidgeReadout` (its ``alpha_``, ``alphas`` and feature standardisation are used).
+        inputs: ``ModelArguments(control, values_part)`` of all N series (``values_part`` (N, V), V = 0 without
+            the "values" feature).
+        targets: (N, k) the readout's targets (±1 one-vs-all columns, or standardised real targets).
+        settings: the `FineTuning`.
+        classification: whether the targets are classes (accuracy decides, stratified split).
+        strata: (N,) class codes to stratify the split on, or None (a random split).
+        seed: the split's and the training's seed.
+        progress: as `fit`'s.
+
+    Returns:
+        ``(feature_map, report)``: the fine-tuned map (a new `RandomFeatures`) where it scores strictly better than
+        the start on the validation split, else the given one; ``report`` a dict: ``chosen`` ("fine-tuned" or
+        "start"), ``start`` and ``best`` (the validation metrics), ``best_epoch``, ``diverged`` (the message, or
+        None), ``history`` (`fit`'s), ``train_size``, ``validation_size``.
+
+    Raises:
+        ValueError: fewer than 2 validation or 4 training series.
+    """
+    from sklearn.model_selection import train_test_split
+
+    n = len(inputs)
+    index = np.arange(n)
+    stratify = strata
+    if strata is not None:
+        _, counts = np.unique(strata, return_counts=True)
+        held = int(math.ceil(settings.validation_fraction * n))
+        if counts.min() < 2 or held < len(counts) or n - held < len(counts):
+            stratify = None  # a class too small to stratify: a random split (stated in the report)
+    train_index, val_index = train_test_split(index, test_size=settings.validation_fraction, random_state=seed,
+                                              stratify=stratify)
+    train_index, val_index = np.sort(train_index), np.sort(val_index)
+    if len(val_index) < 2 or len(train_index) < _MIN_BATCH:
+        raise ValueError(f"fine_tune needs at least {_MIN_BATCH} training and 2 validation series, got "
+                         f"{len(train_index)} and {len(val_index)} of {n} (validation_fraction "
+                         f"{settings.validation_fraction})")
+    device = targets.device
+    train_index_t, val_index_t = torch.as_tensor(train_index, device=device), torch.as_tensor(val_index,
+                                                                                               device=device)
+    train = (inputs[train_index_t], targets[train_index_t])
+    val = (inputs[val_index_t], targets[val_index_t])
+    network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, settings.temperature)
+    network = network.to(device)
+    objective = RidgeLeaveOneOut(readout.alpha_, train, classification=classification, alphas=readout.alphas,
+                                 batch_size=settings.batch_size, readout_type=type(readout))
+    network.temperature = 0.0  # the start: the exact features of the random-feature model
+    start = objective.evaluate(network, *val, settings.batch_size)
+    network.temperature = settings.temperature
+    batch_size = _balanced_batch_size(len(train_index), settings.batch_size)
+    spec = TrainingSpec(epochs=settings.epochs, lr=settings.lr, batch_size=batch_size, seed=seed,
+                        eval_batch_size=settings.batch_size)
+    best = BestCheckpoint(None)
+    diverged = None
+    try:
+        history = fit(network, objective, train, val, spec, callbacks=[best], progress=progress)
+    except TrainingDiverged as error:  # the best weights are back in the network; the start may still win
+        history, diverged = error.history, str(error)
+    report = {"start": start, "best_epoch": int(history.get("best_epoch", 0)), "diverged": diverged,
+              "history": history, "train_size": int(len(train_index)), "validation_size": int(len(val_index)),
+              "stratified": stratify is not None}
+    best_metrics = {name: history.get(f"best_val_{name}") for name in objective.metric_names}
+    if report["best_epoch"] > 0 and all(v is not None for v in best_metrics.values()):
+        report["best"] = best_metrics
+        if _key(best_metrics, classification) > _key(start, classification):
+            report["chosen"] = "fine-tuned"
+            return network.tuned_map(), report
+    else:
+        report["best"] = None
+    report["chosen"] = "start"
+    return feature_map, report
