@@ -3,29 +3,17 @@ same model on the same control (a wrong setup, e.g. other weights, another contr
 the two rows, gives other losses), and its per-step memory reading sees what a step allocates."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its neighbour `machine`
-    try:
-        spec = importlib.util.spec_from_file_location("linear_cdes_benchmark", BENCHMARKS / "linear_cdes.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclass looks its module up there
-        spec.loader.exec_module(module)
+    with benchmark_script("linear_cdes") as module:
         yield module
-    finally:
-        sys.modules.pop("linear_cdes_benchmark", None)
-        sys.path.remove(str(BENCHMARKS))
 
 
 def test_parallel_and_sequential_rows_follow_one_training_trajectory(script, tmp_path):
