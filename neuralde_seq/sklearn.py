@@ -41,24 +41,36 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    ``time_channel=True``), divided by the longest span of the data given to ``fit`` (``time_unit="auto"``, unless
    ``control_options`` gives ``time_unit``: in raw units a 2,000-point series' time channel drove the CDEs' logits
    to hundreds at initialisation). With times None the two parametrisations coincide;
-3. with ``validation_fraction``, a validation split (stratified on the labels for the classifier, see
-   `stratified_split` for classes too small to stratify; random for the regressor);
-4. ``torch.manual_seed(seed)``, ``create_model(model, inputs, outputs, **model_options)`` moved to ``device``
-   and ``dtype``, the empirical channel means of GRU-D, GRU-Δt and the like set from the training inputs;
-5. ``fit(model, objective, (inputs, targets), val, spec)`` with the estimator's training parameters as one
-   `TrainingSpec` (epochs, lr, batch_size, weight_decay, grad_clip, penalty_weight, schedule, ``seed``, and
-   ``n_jobs``'s threads), with `Classification` or `Regression` (MSE on targets standardised
+3. with ``validation_fraction`` (with ``epochs="auto"`` and no ``validation_fraction``: 0.15,
+   ``AUTO_VALIDATION_FRACTION``), a validation split (stratified on the labels for the classifier, see
+   `stratified_split` for classes too small to stratify; random for the regressor), drawn with ``seed``;
+4. the training parameters as the runner's `TrainingSettings` (checked there), and the `TrainingSpec` that `fit`
+   is given: epochs, lr, batch_size, weight_decay, grad_clip, penalty_weight, schedule, ``max_steps`` and
+   ``n_jobs``'s threads; with ``epochs="auto"`` the epochs, evaluations and patience follow from the budget
+   ``max_steps`` and the number of training series (`_step_budget`);
+5. with ``augment_crop < 1`` or ``augment_drop_rate > 0``, the training inputs are `AugmentedInputs`: every batch
+   is cropped and thinned afresh by `random_crop_and_drop` (torch's global generator, seeded by `fit`) before
+   ``spec.transform`` builds its inputs; validation inputs stay as built in step 2;
+6. for each of the ``ensemble`` members j = 0, 1, ... with the seed ``member_seed(seed, j)`` (``seed + 1000 j``,
+   as the benchmark runner's ensembles; member 0 has ``seed``): ``torch.manual_seed``, ``create_model(model,
+   inputs, outputs, **model_options)`` moved to ``device`` and ``dtype``, the empirical channel means of GRU-D,
+   GRU-Δt and the like set from the training inputs, and ``fit(model, objective, (train inputs, targets), val,
+   spec)`` with the member's seed, with `Classification` or `Regression` (MSE on targets standardised
    with their mean and standard deviation, ``target_mean_`` and ``target_scale_``; predictions are mapped
    back), and with a validation split `BestCheckpoint` in memory (the best
-   validation weights are restored at the end) and, given ``patience``,
-   `EarlyStopping`.
+   validation weights are restored at the end) and, given a patience (``patience``, or ``epochs="auto"``'s),
+   `EarlyStopping`. Every member trains on the same split;
+7. ``model_`` is the one member, or `EnsembleClassifier` (the mean of the members' class probabilities) /
+   `EnsembleRegressor` (the mean of their outputs, so of their predictions) of them.
 
 ``seed`` is ``random_state`` when it is an int, else drawn from it (None: a fresh one each fit). torch's
 global random state is saved before and restored after ``fit`` (the estimator leaves it as it was).
 """
 from __future__ import annotations
 
+import math
 import numbers
+from functools import partial
 
 import numpy as np
 import torch
@@ -74,8 +86,10 @@ from .estimator_inputs import (check_channels_like_fit, check_label_types, check
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .models import MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names
 from .solvers import parse_solver
+from .training.augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, member_seed
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
+from .training.config import TrainingSettings
 from .training.fit import fit as _fit
 from .training.input_spec import InputSpec
 from .training.objectives import Classification, Regression
@@ -84,7 +98,46 @@ from .training.spec import TrainingSpec
 from .training.threads import torch_threads
 from .user_warnings import options_spelled_as
 
-__all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor"]
+__all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor",
+           "AUTO_MAX_STEPS", "AUTO_VALIDATION_FRACTION"]
+
+# epochs="auto": a budget of optimiser steps instead of passes, since one number of epochs is 3 steps each on 100
+# series and 300 on 10,000. 2,000 steps: the default model (delta-rde, batch 32, 500-point series) took 0.08 s a
+# step on one CPU thread, so at most about 3 minutes; the default epochs=100 give 300-400 steps on 100 series.
+AUTO_MAX_STEPS = 2000
+AUTO_VALIDATION_FRACTION = 0.15  # the split made for epochs="auto" without validation_fraction (the benchmarks' 15 %)
+AUTO_EVALUATIONS = 50  # at least this many evaluations over the budget: its early stopping needs them on long epochs
+AUTO_PATIENCE_SHARE = 0.2  # default patience: the evaluations covering a fifth of the budget
+
+
+def _step_budget(num_train: int, batch_size: int, budget: int, patience: int | None) -> tuple[dict, int]:
+    """How ``epochs="auto"`` spends ``budget`` optimiser steps on ``num_train`` training series.
+
+    Epochs: ``budget // steps_per_epoch`` (at least 1), so that the run takes at most ``budget`` steps and the
+    cosine schedule ends with it; ``max_steps`` is set only where one epoch is longer than the budget. `fit`
+    evaluates at the end of every epoch and, where an epoch is longer than ``ceil(budget / AUTO_EVALUATIONS)``
+    steps, every that many steps besides. The default patience covers ``AUTO_PATIENCE_SHARE`` of the budget:
+    ``ceil(0.2 budget / steps between evaluations)`` evaluations (100 series, batch 32, budget 2,000: 3 steps an
+    epoch, 666 epochs, patience 134; 10,000 series: 266 steps an epoch, 7 epochs, an evaluation every 40 steps,
+    patience 10).
+
+    Arguments:
+        num_train: series in the training split (a positive integer).
+        batch_size: samples per step.
+        budget: optimiser steps at most.
+        patience: evaluations without improvement before stopping, or None (the default above).
+
+    Returns:
+        (the `TrainingSpec` fields ``epochs``, ``eval_every`` and ``max_steps``, the patience in evaluations).
+    """
+    steps_per_epoch = -(-num_train // batch_size)
+    spacing = -(-budget // AUTO_EVALUATIONS)
+    fields = {"epochs": max(1, budget // steps_per_epoch),
+              "eval_every": spacing if steps_per_epoch > spacing else None,
+              "max_steps": budget if steps_per_epoch > budget else None}
+    if patience is None:
+        patience = max(1, math.ceil(AUTO_PATIENCE_SHARE * budget / min(steps_per_epoch, spacing)))
+    return fields, patience
 
 
 class _SequenceEstimator(BaseEstimator):
@@ -102,9 +155,13 @@ class _SequenceEstimator(BaseEstimator):
             times in the time channel instead of the default ``"auto"``, times divided by the longest span in the
             data given to ``fit``, kept for prediction), or None. Models that read raw observations take
             ``time_unit`` only (their times divided by it; default: as given). Read into ``input_spec_``.
-        epochs: passes over the training data (default 100). The defaults give a few hundred steps on a
-            dataset of tens of series: 20 epochs at 1e-3 left the CT-FWPs near chance on aeon's
+        epochs: passes over the training data (default 100), or "auto": a budget of ``max_steps`` optimiser
+            steps with early stopping on a validation split (``validation_fraction``, default 0.15), the epochs
+            following from the budget and the number of training series (`_step_budget`). The defaults give a few
+            hundred steps on a dataset of tens of series: 20 epochs at 1e-3 left the CT-FWPs near chance on aeon's
             PickupGestureWiimoteZ (50 series), docs/your_own_data.md.
+        max_steps: with ``epochs="auto"`` the step budget (None, the default: ``AUTO_MAX_STEPS`` = 2,000); with
+            integer epochs None (default) or a cap on the steps (``history_["stopped_by"]`` is then "max_steps").
         lr: Adam's learning rate (default 3e-3, the benchmarks' rate for every model).
         batch_size: samples per step (and per forward pass at prediction; default 32).
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
@@ -112,10 +169,18 @@ class _SequenceEstimator(BaseEstimator):
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
         schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
             first 5 % of the steps, then a half cosine towards 0), as `fit`.
-        validation_fraction: None (train on all of X for ``epochs`` epochs), or a fraction in (0, 1) of X held
-            out to select the best epoch's weights (and to stop early with ``patience``).
-        patience: None, or stop after this many epochs without a better validation score (needs
-            ``validation_fraction``).
+        validation_fraction: None (train on all of X for ``epochs`` epochs; with ``epochs="auto"`` 0.15 of X), or a
+            fraction in (0, 1) of X held out to select the best evaluation's weights (and to stop early).
+        patience: None, or stop after this many evaluations without a better validation score: one evaluation
+            per epoch with integer ``epochs`` (needs ``validation_fraction``); with ``epochs="auto"`` (None:
+            the evaluations covering a fifth of the budget) see `_step_budget`.
+        augment_crop: the smallest fraction of a training series' observed points the random crop of every
+            batch keeps, in (0, 1] (default 1.0: no crop), as `random_crop_and_drop`.
+        augment_drop_rate: probability of dropping each observed point of a training series afresh at every
+            batch, in [0, 1) (default 0.0: none). Validation and prediction read the series whole.
+        ensemble: models trained (a positive integer, default 1), with the seeds ``member_seed(seed, j)``
+            (``seed + 1000 j``), on the same split; the classifier averages their class probabilities, the
+            regressor their predictions.
         random_state: int seed, numpy RandomState or None (module docstring).
         n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (the safe choice for these
             small models, `threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
@@ -125,14 +190,15 @@ class _SequenceEstimator(BaseEstimator):
         dtype: "float32" or "float64" (or a torch dtype): the precision of the data and the model.
     """
 
-    def __init__(self, model="delta-rde", *, model_options=None, control_options=None, epochs=100, lr=3e-3,
-                 batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, schedule="constant",
-                 validation_fraction=None, patience=None, random_state=None, n_jobs=None, verbose=False, device="cpu",
-                 dtype="float32"):
+    def __init__(self, model="delta-rde", *, model_options=None, control_options=None, epochs=100, max_steps=None,
+                 lr=3e-3, batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0, schedule="constant",
+                 validation_fraction=None, patience=None, augment_crop=1.0, augment_drop_rate=0.0, ensemble=1,
+                 random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
         self.model = model
         self.model_options = model_options
         self.control_options = control_options
         self.epochs = epochs
+        self.max_steps = max_steps
         self.lr = lr
         self.batch_size = batch_size
         self.weight_decay = weight_decay
@@ -141,6 +207,9 @@ class _SequenceEstimator(BaseEstimator):
         self.schedule = schedule
         self.validation_fraction = validation_fraction
         self.patience = patience
+        self.augment_crop = augment_crop
+        self.augment_drop_rate = augment_drop_rate
+        self.ensemble = ensemble
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -182,9 +251,10 @@ class _SequenceEstimator(BaseEstimator):
             f = self.validation_fraction
             if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:
                 raise ValueError(f"validation_fraction must be None or a number in (0, 1), got {f!r}")
-        if self.patience is not None and self.validation_fraction is None:
+        training = self._training_settings()  # every training parameter checked, naming it
+        if self.patience is not None and self.validation_fraction is None and not self._auto_epochs():
             raise ValueError(f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
-                             "(e.g. 0.1)")
+                             "(e.g. 0.1), or epochs='auto' (which makes one)")
         control = {}
         if model_entry(self.model).inputs == "control":
             control["parametrization"] = "index"  # samples may have different times (module docstring)
@@ -197,14 +267,40 @@ class _SequenceEstimator(BaseEstimator):
         if model_options.get("solver") is not None:  # read (and refused) before any work, as create_model reads it
             model_options["solver"] = parse_solver(model_options["solver"], argument="model_options['solver']")
         return {"dtype": self._torch_dtype(), "device": torch.device(self.device), "control": control,
-                "model_options": model_options, "spec": self._training_spec()}
+                "model_options": model_options, "training": training}
 
-    def _training_spec(self, seed: int = 0) -> TrainingSpec:
-        """The estimator's training parameters as the `TrainingSpec` `fit` is given (checked: a bad one raises
-        naming it), with ``seed``."""
-        return TrainingSpec(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, seed=seed,
-                            weight_decay=self.weight_decay, grad_clip=self.grad_clip,
-                            penalty_weight=self.penalty_weight, schedule=self.schedule, threads=threads_for_jobs(self.n_jobs))
+    def _auto_epochs(self) -> bool:
+        """Whether ``epochs`` is "auto" (a step budget).
+
+        Raises:
+            ValueError: ``epochs`` neither "auto" nor a positive integer.
+        """
+        if isinstance(self.epochs, str) and self.epochs == "auto":
+            return True
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, numbers.Integral) or self.epochs < 1:
+            raise ValueError(f"epochs must be a positive integer or 'auto', got {self.epochs!r}")
+        return False
+
+    def _training_settings(self) -> TrainingSettings:
+        """The training parameters as the benchmark runner's row settings, which check them (a bad one raises
+        naming it, e.g. ``augment_crop must lie in (0, 1], got 0``); with ``epochs="auto"`` its epochs stand in
+        until the training split's size is known (`_training_plan`)."""
+        return TrainingSettings(
+            epochs=1 if self._auto_epochs() else self.epochs, lr=self.lr, batch_size=self.batch_size,
+            weight_decay=self.weight_decay, grad_clip=self.grad_clip, penalty_weight=self.penalty_weight,
+            schedule=self.schedule, max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
+            patience=self.patience, augment_crop=self.augment_crop, augment_drop_rate=self.augment_drop_rate,
+            ensemble=self.ensemble)
+
+    def _training_plan(self, training: TrainingSettings, seed: int, num_train: int) -> tuple[TrainingSpec, int | None]:
+        """The `TrainingSpec` `fit` is given for ``num_train`` training series with ``seed``, and the patience in
+        evaluations (None: no early stopping)."""
+        spec = training.spec(seed=seed)
+        if not self._auto_epochs():
+            return spec, training.patience
+        budget = AUTO_MAX_STEPS if training.max_steps is None else training.max_steps
+        fields, patience = _step_budget(num_train, training.batch_size, budget, training.patience)
+        return spec.replace(**fields), patience
 
     def _seed(self) -> int:
         return estimator_seed(self.random_state)
@@ -225,12 +321,23 @@ class _SequenceEstimator(BaseEstimator):
             raise
         return inputs.to(device)
 
+    def _augmented_inputs(self, spec: InputSpec, device: torch.device, batch: IrregularDataset):
+        """The model's input for an augmented training batch; what the crop and drops made unreadable is named as
+        theirs (it is met mid-training, and its sample index counts within the batch)."""
+        try:
+            return self._inputs(spec, batch, device)
+        except ValueError as error:
+            raise ValueError(f"augment_crop={self.augment_crop!r}, augment_drop_rate={self.augment_drop_rate!r} left "
+                             f"a series of a training batch that {self.model!r} cannot read: {error}; or crop and "
+                             "drop less") from error
+
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, times, make_targets):
         """Shared fit: ``make_targets(num_samples)`` validates y and returns (targets tensor, number of model
         outputs, objective, strata): strata None (random validation split) or (class indices (N,), class
         names) to stratify the validation split on."""
         settings = self._checked_settings()
+        training = settings["training"]
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         data = self._dataset(X, times, settings["dtype"])
@@ -243,8 +350,11 @@ class _SequenceEstimator(BaseEstimator):
         seed = self._seed()
         n = len(data)
         train_index, val_index = np.arange(n), None
-        if self.validation_fraction is not None:
-            fractions = (1.0 - float(self.validation_fraction), float(self.validation_fraction))
+        validation_fraction = self.validation_fraction
+        if validation_fraction is None and self._auto_epochs():
+            validation_fraction = AUTO_VALIDATION_FRACTION  # "auto" stops early: it needs a split to watch
+        if validation_fraction is not None:
+            fractions = (1.0 - float(validation_fraction), float(validation_fraction))
             if strata is not None:
                 codes, names = strata
                 labelled = data.replace(labels=torch.as_tensor(codes, dtype=torch.long), class_names=names)
@@ -255,26 +365,41 @@ class _SequenceEstimator(BaseEstimator):
         inputs = inputs.to(device)
         train = (inputs[torch.as_tensor(train_index)], targets[torch.as_tensor(train_index)])
         val = None if val_index is None else (inputs[torch.as_tensor(val_index)], targets[torch.as_tensor(val_index)])
-        callbacks = []
-        if val is not None:
-            callbacks.append(BestCheckpoint(None))
-            if self.patience is not None:
-                callbacks.append(EarlyStopping(self.patience))
+        plan, patience = self._training_plan(training, seed, len(train_index))
+        train_inputs = train[0]
+        if training.augment_drop_rate > 0 or training.augment_crop < 1:
+            # built afresh from randomly cropped and thinned series at every batch (validation inputs as built)
+            train_inputs = AugmentedInputs(data.subset(train_index).to(device),
+                                           partial(self._augmented_inputs, spec, device),
+                                           drop_rate=training.augment_drop_rate, crop=training.augment_crop)
         fork_devices = [] if device.type != "cuda" else [
             device.index if device.index is not None else torch.cuda.current_device()]
+        members, histories = [], []
         with torch_threads(threads_for_jobs(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
-            torch.manual_seed(seed)
-            # warnings of the model spell their fixes as model_options={...}
-            with options_spelled_as("model_options", settings["model_options"]):
-                model = create_model(self.model, inputs, outputs, **settings["model_options"])
-            model = model.to(device=device, dtype=settings["dtype"])
-            if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
-                model.set_empirical_mean(train[0])
-            history = _fit(model, objective, train, val, settings["spec"].replace(seed=seed), callbacks=callbacks,
-                           progress=type(self).__name__ if self.verbose else False)
-        model.eval()
-        self.model_ = model
-        self.history_ = history
+            for member in range(training.ensemble):
+                seed_j = member_seed(seed, member)  # the runner's member seeds: member 0 has seed itself
+                torch.manual_seed(seed_j)
+                # warnings of the model spell their fixes as model_options={...}
+                with options_spelled_as("model_options", settings["model_options"]):
+                    model = create_model(self.model, inputs, outputs, **settings["model_options"])
+                model = model.to(device=device, dtype=settings["dtype"])
+                if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
+                    model.set_empirical_mean(train[0])
+                callbacks = []
+                if val is not None:
+                    callbacks.append(BestCheckpoint(None))
+                    if patience is not None:
+                        callbacks.append(EarlyStopping(int(patience)))
+                label = type(self).__name__ + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
+                                               else "")
+                histories.append(_fit(model, objective, (train_inputs, train[1]), val, plan.replace(seed=seed_j),
+                                      callbacks=callbacks, progress=label if self.verbose else False))
+                members.append(model.eval())
+        # the runner's form: the first member's history, every member's under "ensemble_members"
+        self.model_ = members[0] if len(members) == 1 else self._ensemble_of(members).eval()
+        self.history_ = histories[0] if len(histories) == 1 else {**histories[0], "ensemble_members": histories}
+        self.training_spec_ = plan.replace(seed=seed)
+        self.patience_ = patience
         self.n_features_in_ = data.num_channels
         self.input_spec_ = spec
         self.channel_mean_ = np.array(spec.channel_mean)
@@ -318,18 +443,26 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         control_options: dict of `build_control` options replacing the registry's (control
             models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
             ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``), or None.
-        epochs: passes over the training data (default 100).
+        epochs: passes over the training data (default 100), or "auto": at most ``max_steps`` steps, stopping
+            early on a validation split (module docstring).
+        max_steps: the step budget of ``epochs="auto"`` (None, the default: 2,000), or a cap with integer epochs.
         lr: Adam's learning rate (default 3e-3).
         batch_size: samples per training step, and per forward pass at prediction (default 32).
-        weight_decay: Adam's weight decay (default 0.0), as `fit`.
+        weight_decay: Adam's weight decay (default 0.0): ``weight_decay * w`` added to each gradient before Adam's
+            moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
         schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
             first 5 % of the steps, then a half cosine towards 0), as `fit`.
-        validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
-            (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
-        patience: None (default), or stop after this many epochs without a better validation score (needs
-            ``validation_fraction``).
+        validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
+            (0, 1) of X held out (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
+        patience: None (default), or stop after this many evaluations without a better validation score (one per
+            epoch with integer epochs, needing ``validation_fraction``; ``epochs="auto"``: module docstring).
+        augment_crop: the smallest fraction of a training series' points each batch's random crop keeps, in
+            (0, 1] (default 1.0: none).
+        augment_drop_rate: probability of dropping each point of a training series at each batch, in [0, 1)
+            (default 0.0: none).
+        ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their class probabilities averaged.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
         n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
@@ -338,13 +471,18 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         device: torch device to train and predict on ("cpu" (default), "cuda", ...).
         dtype: "float32" (default) or "float64" (or a torch dtype): the precision of the data and the model.
 
-    Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module), ``history_``
-    (`fit`'s history), ``n_features_in_`` (channels C), ``channel_mean_`` and
+    Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module; an `EnsembleClassifier` of the
+    members with ``ensemble`` > 1), ``history_`` (`fit`'s history; with an ensemble the first member's, every
+    member's under ``"ensemble_members"``), ``training_spec_`` (the `TrainingSpec` of member 0: the epochs
+    ``epochs="auto"`` chose, its evaluations and seed), ``patience_`` (the evaluations without improvement that stop
+    a member, or None), ``n_features_in_`` (channels C), ``channel_mean_`` and
     ``channel_scale_`` (C,), ``control_options_`` (the control options used), ``input_spec_`` (the fitted
     `InputSpec` that turns X into the model's input), ``seed_``, ``validation_index_``
     (sorted indices of the samples of X held out for validation, or None), ``fitted_with_times_`` (whether fit
     was given times: predictions then need them, and refuse them otherwise).
     """
+
+    _ensemble_of = EnsembleClassifier  # how ensemble > 1 members are read as one model
 
     def fit(self, X, y, times=None):
         """Train on X, y.
@@ -455,18 +593,24 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
         control_options: dict of `build_control` options replacing the registry's (control
             models only; e.g. ``{"unobserved_fill": 0.0}``, ``{"parametrization": "time"}`` or
             ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``), or None.
-        epochs: passes over the training data (default 100).
+        epochs: passes over the training data (default 100), or "auto": at most ``max_steps`` steps, stopping
+            early on a validation split (module docstring).
+        max_steps: the step budget of ``epochs="auto"`` (None, the default: 2,000), or a cap with integer epochs.
         lr: Adam's learning rate (default 3e-3).
         batch_size: samples per training step, and per forward pass at prediction (default 32).
-        weight_decay: Adam's weight decay (default 0.0), as `fit`.
+        weight_decay: Adam's weight decay (default 0.0): ``weight_decay * w`` added to each gradient before Adam's
+            moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
         schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
             first 5 % of the steps, then a half cosine towards 0), as `fit`.
-        validation_fraction: None (default: train on all of X), or the fraction in (0, 1) of X held out
-            (drawn at random) to keep the weights of the best validation MSE.
-        patience: None (default), or stop after this many epochs without a better validation score (needs
-            ``validation_fraction``).
+        validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
+            (0, 1) of X held out (drawn at random) to keep the weights of the best validation MSE.
+        patience: None (default), or stop after this many evaluations without a better validation score (one per
+            epoch with integer epochs, needing ``validation_fraction``; ``epochs="auto"``: module docstring).
+        augment_crop, augment_drop_rate: every training batch's random crop (the smallest fraction of a series'
+            points kept, in (0, 1]) and drop rate (in [0, 1)); the defaults 1.0 and 0.0 augment nothing.
+        ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their predictions averaged.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
         n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
@@ -475,10 +619,13 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
         device: torch device to train and predict on ("cpu" (default), "cuda", ...).
         dtype: "float32" (default) or "float64" (or a torch dtype): the precision of the data and the model.
 
-    Fitted attributes: ``model_``, ``history_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
+    Fitted attributes: ``model_`` (an `EnsembleRegressor` with ``ensemble`` > 1), ``history_``, ``training_spec_``,
+    ``patience_``, ``n_features_in_`` (channels C), ``n_outputs_`` (k),
     ``channel_mean_``, ``channel_scale_``, ``target_mean_`` and ``target_scale_`` (k,), ``control_options_``,
     ``input_spec_``, ``seed_``, ``validation_index_``, ``fitted_with_times_``.
     """
+
+    _ensemble_of = EnsembleRegressor  # how ensemble > 1 members are read as one model
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

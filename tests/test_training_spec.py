@@ -211,7 +211,8 @@ def test_the_runner_and_the_estimators_give_fit_the_same_spec_for_the_same_setti
     assert run_spec(row.training, seed=7) == expected
     assert run_spec({**ROW, "patience": 3}, seed=7) == expected  # fit_and_evaluate's dict form
     for estimator in (SequenceClassifier, SequenceRegressor):
-        assert estimator("ncde", **ROW, random_state=7)._training_spec(7) == expected
+        est = estimator("ncde", **ROW, random_state=7)
+        assert est._training_plan(est._training_settings(), 7, num_train=16) == (expected, None)
     # what the row reads besides the spec is not fit's
     assert run_spec(row.training, seed=7, max_steps=5) == expected.replace(max_steps=5)
 
