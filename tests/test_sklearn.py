@@ -23,6 +23,10 @@ from neuralde_seq.training.objectives import predict as predict_outputs
 
 nan = np.nan
 FAST = dict(model_options={"hidden": 8}, epochs=2, lr=0.02, batch_size=16)
+# every training lever off its default (tests/test_estimator_levers.py), small enough for scikit-learn's checks:
+# two members of at most 12 steps each
+LEVERS = dict(model_options={"hidden": 8}, lr=0.02, batch_size=16, epochs="auto", max_steps=12, augment_crop=0.7,
+              augment_drop_rate=0.2, ensemble=2, weight_decay=1e-3)
 
 
 def _ragged(n, seed, classes=3, channels=2, shift=1.5):
@@ -66,7 +70,9 @@ REGRESSOR_WAIVED = {
 @pytest.mark.parametrize("estimator, waived", [
     (SequenceClassifier("gru-dt", **FAST), WAIVED),
     (SequenceRegressor("gru-dt", **FAST), REGRESSOR_WAIVED),
-], ids=["classifier", "regressor"])
+    (SequenceClassifier("gru-dt", **LEVERS), WAIVED),
+    (SequenceRegressor("gru-dt", **LEVERS), REGRESSOR_WAIVED),
+], ids=["classifier", "regressor", "classifier-levers", "regressor-levers"])
 def test_scikit_learn_estimator_checks(estimator, waived):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
