@@ -65,6 +65,8 @@ from aeon_datasets import DATASETS, DataNotFound, _mean_std, find_data  # noqa: 
 from defaults_sweep import dropped, round_robin  # noqa: E402  (the suite's drop; quick runs' series)
 from machine import code_version, cpu_name  # noqa: E402
 
+from neuralde_seq.cli import _positive_int  # noqa: E402  (the CLI's reading of --epochs and the like)
+
 REPO = Path(__file__).resolve().parent.parent
 STORED = REPO / "benchmarks" / "measured" / "defaults_check.json"
 LONG_SERIES = ("ACSF1x4000", "OSULeafx2000", "ArrowHeadx2000")
@@ -293,8 +295,10 @@ def read_runs(path: Path) -> list[dict]:
 def write_runs(path: Path, runs: list[dict], **extra) -> None:
     from neuralde_seq.files import write_text_atomic
 
-    write_text_atomic(path, json.dumps({"script": "benchmarks/defaults_check.py", **extra, "runs": runs}, indent=1)
-                      + "\n")
+    head = json.dumps({"script": "benchmarks/defaults_check.py", **extra})[:-1]
+    # one run a line: the stored table's diffs show the runs that changed
+    body = ",\n".join(json.dumps(run, sort_keys=True) for run in runs)
+    write_text_atomic(path, f'{head}, "runs": [\n{body}\n]}}\n')
 
 
 def merged(old: list[dict], new: list[dict]) -> list[dict]:
@@ -362,23 +366,12 @@ def _datasets(text: str) -> list[str]:
 
 
 def _seeds_option(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in _list(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"comma-separated non-negative integers, got {text!r}") from None
-    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"distinct non-negative integers, got {text!r}")
+    from neuralde_seq.cli import _parse_seeds
+
+    seeds = list(_parse_seeds(text))
+    if len(set(seeds)) != len(seeds):  # a seed twice would be one run measured twice
+        raise argparse.ArgumentTypeError(f"a seed given twice in {text!r}")
     return seeds
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a positive integer, got {text!r}")
-    return value
 
 
 def main(argv=None) -> int:
@@ -391,12 +384,12 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", type=_datasets, default=[*DATASETS, *LONG_SERIES],
                         help="comma-separated suite sets and long series <set>x<points> (default: %(default)s)")
     parser.add_argument("--seeds", type=_seeds_option, default=[0, 1, 2], help="(default: 0,1,2)")
-    parser.add_argument("--epochs", type=_positive, default=None,
+    parser.add_argument("--epochs", type=_positive_int, default=None,
                         help="quick runs: this many epochs instead of the estimator's (recorded; never compared "
                              "with runs of the defaults)")
-    parser.add_argument("--max-steps", type=_positive, default=None,
+    parser.add_argument("--max-steps", type=_positive_int, default=None,
                         help="quick runs: stop training after this many steps (recorded like --epochs)")
-    parser.add_argument("--series", type=_positive, default=None,
+    parser.add_argument("--series", type=_positive_int, default=None,
                         help="quick runs: this many training series per dataset, taken from each class in turn "
                              "(recorded like --epochs; default: the whole TRAIN file)")
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
