@@ -16,8 +16,8 @@ its points dropped as above. The default long series: LONG_SERIES.
 
 A run records the accuracy, the wall time (fit and scoring), a divergence (`TrainingDiverged` or a non-finite loss
 in the history: the message, no accuracy) or another error (its message), the warnings raised, and its settings:
-``--epochs``, ``--max-steps`` and ``--series`` overrides for quick runs (None: the defaults). Runs are compared only with runs of the
-same settings, so a quick run is never compared with a full one.
+the ``--epochs``, ``--max-steps`` and ``--series`` overrides of quick runs (None: the defaults). Runs are compared
+only with runs of the same settings, so a quick run is never compared with a full one.
 
 Findings (`compare`), one line each, exit status 1 if any but "new" is found:
 
@@ -263,7 +263,8 @@ def fit_and_score(model: str, seed: int, settings: dict, data: tuple) -> dict:
         try:
             estimator = make_estimator(model, seed, settings)
             estimator.fit(X, y, times=times)
-            losses = getattr(estimator, "history_", {}).get("train_loss", [])
+            history = getattr(estimator, "history_", None)  # the closed-form rows have none
+            losses = history.get("train_loss", []) if isinstance(history, dict) else []
             bad = [i + 1 for i, v in enumerate(losses) if not math.isfinite(v)]
             if bad:  # the guard raises on these; kept in case a loss slips past it
                 record["diverged"] = f"non-finite training loss in epoch(s) {bad[:5]}"
