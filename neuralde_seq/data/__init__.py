@@ -4,7 +4,7 @@
   options (`LoadOptions`) and the task registry (`Task`, `TASKS`, `register_task`);
 * `neuralde_seq.data.io`: the cache directory, verified downloads, cache integrity and archive extraction;
 * `neuralde_seq.data.formats`: ``.ts`` and ARFF files, local files, numpy arrays and pandas DataFrames;
-* `neuralde_seq.data.transforms`: dropping, subsampling, cropping, standardisation, time warps;
+* `neuralde_seq.data.transforms`: dropping, subsampling, cropping, standardisation, time warps, long series;
 * `neuralde_seq.data.synthetic`: copy memory, the adding problem, warped adding, trajectories of dynamical systems;
 * `neuralde_seq.data.sources`: each dataset's loader, registering its benchmark task (the embedded JapaneseVowels
   data, Speech Commands, PhysioNet 2019, the UEA & UCR archives, local files, warped adding);
@@ -40,6 +40,7 @@ from .synthetic.stress import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, Synthet
     copy_memory, warped_adding
 from .transforms.time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
 from .synthetic.trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
+from .transforms.long_series import concatenated
 from .transforms.sampling import drop_observations, num_dropped, random_crop_and_drop, subsample
 from .transforms.standardisation import channel_statistics, standardise
 from .sources.uea import load_character_trajectories, load_eigenworms, load_uea
@@ -71,6 +72,7 @@ __all__ = [
     "channel_statistics",
     "data_dir",
     "drop_observations",
+    "concatenated",
     "random_crop_and_drop",
     "embedded_path",
     "extract_archive",
