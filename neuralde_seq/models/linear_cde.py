@@ -232,6 +232,7 @@ class LinearCDE(nn.Module):
         if structure == "dplr":
             # U_i V_iᵀ h then has entries of the size a dense A_i h has: σ² sqrt(r H) = init_scale / sqrt(d)
             factor_std = math.sqrt(init_scale / math.sqrt(d * rank * hidden))
+            self._factor_std = factor_std
             self.U = nn.Parameter(torch.randn(d, hidden, rank) * factor_std)
             self.V = nn.Parameter(torch.randn(d, hidden, rank) * factor_std)
         self.B = nn.Linear(d, hidden, bias=False)
@@ -367,6 +368,30 @@ class LinearCDE(nn.Module):
             return self.readout((states * inside).sum(dim=1) / inside.sum(dim=1))
         final = states[torch.arange(states.shape[0], device=states.device), control.end_index]
         return self.readout(final)
+
+    def learning_rate_scales(self) -> list[tuple[nn.Parameter, float]]:
+        """The factors of the training loop's learning rate for A (and DPLR's U, V), read by `fit`'s
+        `parameter_groups`: each makes one Adam step change A_i by about ``lr`` in spectral norm, as it does for a
+        diagonal A.
+
+        Why: Adam moves every entry by about ``lr`` per step whatever its size. A coherent step over a row that mixes
+        k entries changes A_i by k·lr in norm (k = block_size for blocks, H dense), and the low-rank part
+        U_i V_iᵀ by H·√r·σ·lr (σ the factors' init std; about 19 lr at H 64, rank 4, one data channel). The flow
+        is exponential in A, so at the shared default lr (3e-3) the states of slice-dense grew 1.5x per step on a
+        2,000-point series of JapaneseVowels and its loss reached 65 by step 16 (docs/linear_cdes.md, "Learning
+        rate"). Dividing by k (and by H·√r·σ) is the maximal-update rule for Adam (a hidden matrix's rate goes
+        as 1 / fan-in).
+
+        Returns:
+            (parameter, factor) pairs: (A, 1 / k) with k = 1 diagonal and DPLR, block_size, H dense; DPLR also
+            (U, f) and (V, f) with f = 1 / (H·√r·σ).
+        """
+        width = {"diagonal": 1, "block": self.block_size, "dense": self.hidden, "dplr": 1}[self.structure]
+        scales = [(self.A, 1.0 / width)]
+        if self.structure == "dplr":
+            factor = 1.0 / (self.hidden * math.sqrt(self.rank) * self._factor_std)
+            scales += [(self.U, factor), (self.V, factor)]
+        return scales
 
     def penalty(self) -> torch.Tensor:
         """The authors' Lip(2) regulariser of a linear field: the mean over path channels i of the Frobenius norm
