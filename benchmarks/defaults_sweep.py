@@ -10,6 +10,10 @@ loss exceeds 3 ln K (logits far from O(1) at initialisation) or when a loss exce
 
     python benchmarks/defaults_sweep.py --out results/defaults_sweep            # every model, every dataset
     python benchmarks/defaults_sweep.py --datasets ACSF1 --models ncde,gru-d    # a part
+    python benchmarks/defaults_sweep.py --length 2000 --datasets JapaneseVowels  # long real series (issue 33)
+
+``--length L`` first makes every training series L points long by continuing it with series of its class
+(`neuralde_seq.data.concatenated`, seed 0; the last piece cut to reach L), then drops 30 % of the points.
 
 Writes ``results.json`` and ``results.md`` in ``--out``.
 """
@@ -54,7 +58,7 @@ def round_robin(labels: np.ndarray, count: int) -> np.ndarray:
 
 def main(argv=None) -> int:
     from neuralde_seq import MODEL_NAMES
-    from neuralde_seq.data import read_file
+    from neuralde_seq.data import concatenated, read_file
     from neuralde_seq.sklearn import SequenceClassifier
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -64,6 +68,8 @@ def main(argv=None) -> int:
     parser.add_argument("--series", type=int, default=24, help="training series per dataset (default 24)")
     parser.add_argument("--batch", type=int, default=8, help="batch size (default 8: 3 steps per epoch)")
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--length", type=int, default=None,
+                        help="make every series this long from series of its class (default: as in the file)")
     parser.add_argument("--out", default="results/defaults_sweep")
     args = parser.parse_args(argv)
     names = [n for n in args.datasets.split(",") if n]
@@ -73,9 +79,12 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in names:
-        X, y, times = dropped(read_file(folder / name / f"{name}_TRAIN.ts"), 0.3, 0)
-        take = round_robin(y, args.series)
-        X, y, times = [X[i] for i in take], y[take], [times[i] for i in take]
+        data = read_file(folder / name / f"{name}_TRAIN.ts")
+        # the series taken first, so that --length continues each with series of its class among them
+        data = data.subset(round_robin(data.labels.numpy(), args.series))
+        if args.length is not None:
+            data = concatenated(data, args.length, seed=0)
+        X, y, times = dropped(data, 0.3, 0)
         classes = len(np.unique(y))
         for model in models:
             start = time.perf_counter()
