@@ -37,12 +37,16 @@ the runs of this call into the stored table (``--stored``, default benchmarks/me
     python benchmarks/defaults_check.py --models ncde --datasets ACSF1x4000 --seeds 0 --epochs 2   # a quick look
     python benchmarks/defaults_check.py --models delta-rde --update-stored        # adopt its numbers as the table
 
-Cost, measured on one shared core (Intel Xeon, 1 thread, load ~2): a run with the defaults (100 epochs, batch 32) of
-delta-rde on ItalyPowerDemand 9 s, on GunPoint 18 s; slice-diag 14 s and 54 s; random-features 2-4 s; minirocket 5-7
-s. Runs grow with the training steps (epochs x TRAIN size / 32) times the series' length, and solver-based models
-(ncde, latent ODEs, ...) take 10-100 times delta-rde's time per step: the whole grid (33 models + 2 references x 11
-sets x 3 seeds, about 1,150 runs) is days of CPU on one core; run it in parts (--models, --datasets) or on a GPU
-(--device cuda is not offered: the estimators' defaults are what is checked, and they train on the CPU).
+Cost, measured on one thread of a shared 2-core AMD EPYC (load 2-5; wall times vary 2x with it). Runs with the
+defaults (100 epochs, batch 32): on ItalyPowerDemand and GunPoint 1-8 s each for delta-rde and slice-diag,
+random-features 1-3 s, minirocket under 1 s (numba's compilation is done before the clock starts); on ArrowHeadx2000
+(36 series of 1,400 points after the drop) delta-rde 12-18 s, slice-diag 13-20 s, random-features 21-25 s. From
+runs of 1 and 2 epochs of every model on ArrowHeadx2000 (the difference is an epoch), a run there takes from seconds
+(the rde models, slice-diag) to 25 min (the *-ode-rfwp and latent-ode models), about 4 h for the 33 models and one
+seed. Scaled by the training points, ACSF1x4000 and OSULeafx2000 (100 and 200 series of 2,800 and 1,400 points) take
+about 22 h per seed each, ACSF1 8 h, OSULeaf 5 h, the five smaller sets 2 h together: the whole grid (33 models + 2
+references x 11 sets x 3 seeds, 1,155 runs) is about 190 h, 8 days of one core. A run of one epoch of each of the 33
+models on ACSF1x4000 ended without a divergence or error (0.4-83 s a run). Run it in parts (--models, --datasets).
 """
 from __future__ import annotations
 
