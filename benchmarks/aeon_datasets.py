@@ -103,7 +103,7 @@ NEURAL = CT_FWPS + RECIPE + BASELINES
 # The toolkit's closed-form mode (neuralde_seq.random_features): a frozen random CT-FWP (delta-rde) and linear CDE
 # (slice-block damped oscillators, the mode's default) read out by ridge regression; the first counts as a CT-FWP,
 # the others as baselines; the last is the mean decision function of 5 default reservoirs drawn with other seeds.
-RANDOM_FEATURES = ("random-features-delta-rde", "random-features", "random-features-ensemble")
+RANDOM_FEATURES = ("random-features-delta-rde", "random-features", "random-features-ensemble", "random-features-tuned")
 TOOLKIT = NEURAL + RANDOM_FEATURES
 REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
 GAP_REFERENCE = "minirocket"  # the best toolkit row's gap to this reference row, per dataset
@@ -157,6 +157,7 @@ def rows() -> list[dict]:
         {"label": "random-features", "model": "random-features"},
         {"label": "random-features-delta-rde", "model": "random-features-delta-rde"},
         {"label": "random-features-ensemble", "model": "random-features", "options": {"ensemble": 5}},
+        {"label": "random-features-tuned", "model": "random-features-tuned"},
     ]
 
 

@@ -91,17 +91,13 @@ def test_untrained_network_gives_the_random_feature_models_decisions(reservoir, 
     X, y = _series(30, 60, seed=1, classes=3)
     model = RandomFeatureClassifier(reservoir, random_state=0, dtype="float64", **options).fit(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    data = model._data(X, None)
-    times, values, lengths = model._standardised_inputs(data, torch.device("cpu"))
-    control = feature_map.inputs(times, values, lengths)
-    values_part = (feature_map._values(times, values, lengths) if "values" in feature_map.features
-                   else torch.zeros(len(X), 0, dtype=torch.float64))
+    arguments = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
     expected = model.decision_function(X)
     # the surrogate at its limit: temperature 0 (the exact step) and a vanishing one
     for temperature in (0.0, 1e-12):
         network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, temperature)
         with torch.no_grad():
-            Z = network(control, values_part)
+            Z = network(*arguments.args)
         decisions = (Z @ readout._weights + readout._target_mean).numpy()
         np.testing.assert_allclose(decisions, expected, rtol=1e-10, atol=1e-10)
     # the network's parameters are copies: the fitted map is left frozen
@@ -113,9 +109,9 @@ def test_leave_one_out_gradients_reach_every_parameter_of_a_ct_fwp_reservoir():
     X, y = _series(16, 40, seed=2)
     model = RandomFeatureClassifier("delta-rde", width=16, random_state=0, dtype="float64").fit(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    times, values, lengths = model._standardised_inputs(model._data(X, None), torch.device("cpu"))
+    arguments = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.05)
-    Z = network(feature_map.inputs(times, values, lengths))
+    Z = network(*arguments.args)
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
     ridge_leave_one_out_error(Z, targets, readout.alpha_).backward()
     learning = {name for name, p in network.named_parameters() if p.grad is not None and bool(p.grad.abs().sum() > 0)}
@@ -161,8 +157,8 @@ def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_trai
     X, y = _series(24, 40, seed=4)
     model = _fitted(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    times, values, lengths = model._standardised_inputs(model._data(X, None), torch.device("cpu"))
-    control = feature_map.inputs(times, values, lengths)
+    control = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None),
+                                                                     torch.device("cpu"))).args[0]
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.0)
     train, val = torch.arange(16), torch.arange(16, 24)

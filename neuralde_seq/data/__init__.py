@@ -41,7 +41,8 @@ from .synthetic.stress import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, Synthet
 from .transforms.time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
 from .synthetic.trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
 from .transforms.long_series import concatenated
-from .transforms.sampling import drop_observations, num_dropped, random_crop_and_drop, subsample
+from .transforms.sampling import (drop_observations, fill_gaps, median_step, num_dropped, random_crop_and_drop,
+                                  subsample)
 from .transforms.standardisation import channel_statistics, standardise
 from .sources.uea import load_character_trajectories, load_eigenworms, load_uea
 
@@ -98,6 +99,8 @@ __all__ = [
     "standardise",
     "stratified_split",
     "subsample",
+    "fill_gaps",
+    "median_step",
 ]
 
 # ---------------------------------------------------------------------------------------------------
