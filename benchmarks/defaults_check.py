@@ -6,8 +6,8 @@ Each run fits ``SequenceClassifier(model, random_state=seed)`` on the dataset's 
 with the suite's protocol (benchmarks/aeon_datasets.py): 30 % of every series' points dropped, TRAIN with drop seed
 0 and TEST with drop seed 1 (`defaults_sweep.dropped`); the times are the observation indices kept. The data are the
 same for every seed: the seeds change the model's initialisation and batch order. Beside the models, the honest
-references get rows of their own: ``random-features`` (``RandomFeatureClassifier(random_state=seed)``) and
-``minirocket`` (neuralde_seq.reference, needs aeon).
+references get rows of their own: ``random-features`` (``RandomFeatureClassifier(random_state=seed)``),
+``random-features-tuned`` (the same with ``fine_tune=True``) and ``minirocket`` (neuralde_seq.reference, needs aeon).
 
 The datasets: the suite's eight (aeon_datasets.DATASETS) and long series, named ``<Suite set>x<points>`` (e.g.
 ``ACSF1x4000``): each series of a split the concatenation of random series of its class, to exactly that many
@@ -74,7 +74,9 @@ from neuralde_seq.cli import _positive_int  # noqa: E402  (the CLI's reading of 
 REPO = Path(__file__).resolve().parent.parent
 STORED = REPO / "benchmarks" / "measured" / "defaults_check.json"
 LONG_SERIES = ("ACSF1x4000", "OSULeafx2000", "ArrowHeadx2000")
-REFERENCES = ("random-features", "minirocket")  # closed-form rows (neuralde_seq.reference), not registry models
+# closed-form rows (neuralde_seq.reference), not registry models; random-features-tuned is the random features
+# fine-tuned (neuralde_seq.reservoir_tuning), a trained model that starts where they end
+REFERENCES = ("random-features", "random-features-tuned", "minirocket")
 DROP_RATE = 0.3
 SPLIT_SEEDS = {"TRAIN": 0, "TEST": 1}  # drop seeds (the suite's) and concatenation seeds of the long series
 DROP_POINTS = 3.0

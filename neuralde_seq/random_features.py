@@ -561,7 +561,8 @@ class RandomFeatures:
         control_options: `build_control` options replacing the registry's (default ``parametrization="index"``).
         fill_gaps: "auto" (default): before anything else, each series' gaps get unobserved points so that the
             reservoir, which steps once per knot, steps about the training data's median time step per knot
-            (`neuralde_seq.data.fill_gaps`; a regular series with dropped points becomes its grid with NaN there);
+            (`neuralde_seq.data.fill_gaps`; a regular series with dropped points becomes its grid with NaN there,
+            between its first and last observation);
             a positive number: that step, in the times' units; None: the observations' knots only. With 30 % of the
             points removed from aeon's series, the knots of the observations alone cost 2-11 points of accuracy
             (ItalyPowerDemand 84 against 93 %, PickupGestureWiimoteZ 65 against 76 %, docs/benchmarks.md).

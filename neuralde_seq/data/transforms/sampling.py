@@ -193,7 +193,8 @@ def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, 
     A gap g between consecutive observations gets k − 1 evenly spaced points, k = min(⌈g / step⌉, max_substeps),
     whose values are NaN in every channel (unobserved). A linear control interpolates them, so the path is the same
     piecewise-linear path with more knots: where the times are whole multiples of ``step`` with points dropped
-    (a regular series with missing steps), the result is the regular grid with NaN at the dropped steps. Why: a
+    (a regular series with missing steps), the result is the regular grid, from the first observation to the last,
+    with NaN at the dropped steps (steps dropped before the first or after the last are not made up). Why: a
     model that steps once per observation sees a gap of three steps as one step, and a statistic over its knots
     (a mean, the random features' "ppv") weighs sparsely observed stretches less; on aeon's ItalyPowerDemand and
     PickupGestureWiimoteZ with 30 % of the points removed, random features lost 9-11 points of accuracy that way

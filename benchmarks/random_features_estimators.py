@@ -1,0 +1,153 @@
+"""The random-feature estimators as a user calls them, on aeon's bundled sets (issue 33; docs/benchmarks.md, "Trained
+models against random features"):
+
+- ``--part fine-tuning``: `RandomFeatureClassifier(random_state=s)` against the same with ``fine_tune=True``
+  (neuralde_seq.reservoir_tuning), and which map the validation split chose;
+- ``--part gaps``: the same series given as their kept points with their times, and as their grid with NaN at the
+  dropped steps, to `RandomFeatureClassifier(random_state=s, fill_gaps=...)` (``--fill-gaps none`` shows what the
+  observation knots alone cost; the default "auto" makes the two equal);
+- ``--part regression``: test RMSE on aeon's regression sets (Covid3Month, CardanoSentiment) of the training mean,
+  MiniRocketRegressor (aeon), `RandomFeatureRegressor()` (with and without fine-tuning) and `SequenceRegressor()`.
+
+Classification data: each dataset's TRAIN and TEST files with 30 % of every series' points removed (TRAIN drop seed
+0, TEST drop seed 1, `defaults_sweep.dropped`): the kept points and their times, ragged. Regression data: the files
+as they are. Prints a table per part and writes ``<out>/<part>.json``.
+
+    python benchmarks/random_features_estimators.py --part fine-tuning --seeds 0,1,2
+    python benchmarks/random_features_estimators.py --part gaps --fill-gaps none --seeds 0,1
+    python benchmarks/random_features_estimators.py --part regression
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aeon_datasets import DATASETS, find_data  # noqa: E402
+from defaults_sweep import dropped  # noqa: E402
+
+REGRESSION = ("Covid3Month", "CardanoSentiment")
+
+
+def _split(name: str, folder: Path):
+    from neuralde_seq.data import read_file
+
+    train = read_file(folder / name / f"{name}_TRAIN.ts")
+    test = read_file(folder / name / f"{name}_TEST.ts")
+    return train, test
+
+
+def _on_grid(X, times, full):
+    """The kept points put back on their series' grid (index times), NaN at the removed steps."""
+    grids = []
+    for x, t, f in zip(X, times, full):
+        grid = np.full((len(f),) + x.shape[1:], np.nan)
+        grid[np.round(t).astype(int)] = x
+        grids.append(grid)
+    return grids
+
+
+def fine_tuning(name, folder, seeds, rows):
+    from neuralde_seq.sklearn import RandomFeatureClassifier
+
+    train, test = _split(name, folder)
+    (Xtr, ytr, ttr), (Xte, yte, tte) = dropped(train, 0.3, 0), dropped(test, 0.3, 1)
+    for seed in seeds:
+        start = time.perf_counter()
+        plain = RandomFeatureClassifier(random_state=seed).fit(Xtr, ytr, times=ttr)
+        plain_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        tuned = RandomFeatureClassifier(random_state=seed, fine_tune=True).fit(Xtr, ytr, times=ttr)
+        tuned_seconds = time.perf_counter() - start
+        report = tuned.fine_tuning_
+        rows.append({"dataset": name, "seed": seed, "random_features": plain.score(Xte, yte, times=tte),
+                     "fine_tuned": tuned.score(Xte, yte, times=tte), "chosen": report["chosen"],
+                     "validation_start": report["start"], "validation_best": report["best"],
+                     "best_epoch": report["best_epoch"], "seconds": [plain_seconds, tuned_seconds]})
+        print(f"{name} seed {seed}: random features {rows[-1]['random_features']:.4f} ({plain_seconds:.1f} s), "
+              f"fine-tuned {rows[-1]['fine_tuned']:.4f} ({tuned_seconds:.1f} s), chose {report['chosen']}", flush=True)
+
+
+def gaps(name, folder, seeds, rows, fill):
+    from neuralde_seq.sklearn import RandomFeatureClassifier
+
+    train, test = _split(name, folder)
+    (Xtr, ytr, ttr), (Xte, yte, tte) = dropped(train, 0.3, 0), dropped(test, 0.3, 1)
+    Gtr, Gte = _on_grid(Xtr, ttr, train.to_arrays()[0]), _on_grid(Xte, tte, test.to_arrays()[0])
+    for seed in seeds:
+        kept = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Xtr, ytr, times=ttr)
+        grid = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Gtr, ytr)
+        rows.append({"dataset": name, "seed": seed, "fill_gaps": fill, "kept_with_times": kept.score(Xte, yte, times=tte),
+                     "grid_with_nan": grid.score(Gte, yte)})
+        print(f"{name} seed {seed}: kept points + times {rows[-1]['kept_with_times']:.4f}, grid with NaN "
+              f"{rows[-1]['grid_with_nan']:.4f}", flush=True)
+
+
+def regression(name, rows):
+    from aeon.datasets import load_regression
+    from aeon.regression.convolution_based import MiniRocketRegressor
+
+    from neuralde_seq.sklearn import RandomFeatureRegressor, SequenceRegressor
+
+    Xtr, ytr = load_regression(name, split="train")
+    Xte, yte = load_regression(name, split="test")
+    # aeon's (N, C, T) as the estimators' (N, T, C)
+    Xtr3, Xte3 = np.transpose(Xtr, (0, 2, 1)), np.transpose(Xte, (0, 2, 1))
+    models = {"training mean": None, "MiniRocketRegressor": lambda: MiniRocketRegressor(random_state=0),
+              "RandomFeatureRegressor()": lambda: RandomFeatureRegressor(random_state=0),
+              "RandomFeatureRegressor(fine_tune=True)": lambda: RandomFeatureRegressor(random_state=0, fine_tune=True),
+              "SequenceRegressor()": lambda: SequenceRegressor(random_state=0)}
+    for label, make in models.items():
+        start = time.perf_counter()
+        if make is None:
+            predictions = np.full(len(yte), ytr.mean())
+        elif label == "MiniRocketRegressor":
+            predictions = make().fit(Xtr, ytr).predict(Xte)
+        else:
+            predictions = make().fit(Xtr3, ytr).predict(Xte3)
+        rmse = float(np.sqrt(np.mean((predictions - yte) ** 2)))
+        rows.append({"dataset": name, "model": label, "rmse": rmse, "seconds": time.perf_counter() - start})
+        print(f"{name} {label}: RMSE {rmse:.4f} ({rows[-1]['seconds']:.1f} s)", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("fine-tuning", "gaps", "regression"), required=True)
+    parser.add_argument("--datasets", default=None, help="comma-separated (default: the suite's eight, or the "
+                                                          "regression sets)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--fill-gaps", default="auto", help="--part gaps: 'auto' (default) or 'none'")
+    parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
+    parser.add_argument("--out", default="results/random_features_estimators")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    names = [n for n in (args.datasets or ",".join(REGRESSION if args.part == "regression" else DATASETS)).split(",")
+             if n]
+    if args.fill_gaps not in ("auto", "none"):
+        parser.error(f"--fill-gaps must be 'auto' or 'none', got {args.fill_gaps!r}")
+    fill = None if args.fill_gaps == "none" else "auto"
+    rows: list[dict] = []
+    warnings.simplefilter("ignore")  # the estimators' advice on these known sets; the numbers are the point here
+    folder = None if args.part == "regression" else find_data(args.data, names)
+    for name in names:
+        if args.part == "fine-tuning":
+            fine_tuning(name, folder, seeds, rows)
+        elif args.part == "gaps":
+            gaps(name, folder, seeds, rows, fill)
+        else:
+            regression(name, rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.part}.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    print(f"wrote {out / (args.part + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
