@@ -11,7 +11,7 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import cross_val_score
 
 from neuralde_seq.random_features import RidgeReadout, positive_proportion
-from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, fine_tune,
+from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, improves,
                                            ridge_leave_one_out_error)
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 from neuralde_seq.training.objectives import ModelArguments
@@ -132,12 +132,15 @@ def _fitted(X, y, **options):
 def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
     X, y = _series(40, 50, seed=3)
     plain = _fitted(X, y)
-    for settings in ({"epochs": 3, "lr": 0.02}, {"epochs": 1, "lr": 1e-9}):
+    # trained, and a step too small to move at a temperature where the stand-in is the exact feature: a tie
+    chosen = []
+    for settings in ({"epochs": 3, "lr": 0.02}, {"epochs": 1, "lr": 1e-12, "temperature": 1e-9}):
         tuned = _fitted(X, y, fine_tune=settings)
         report = tuned.fine_tuning_
+        chosen.append(report["chosen"])
         start, best = report["start"], report["best"]
         assert report["train_size"] + report["validation_size"] == 40
-        better = best is not None and (best["accuracy"], -best["loss"]) > (start["accuracy"], -start["loss"])
+        better = best is not None and best["loss"] < start["loss"] and best["accuracy"] >= start["accuracy"]
         assert report["chosen"] == ("fine-tuned" if better else "start")
         if report["chosen"] == "start":
             # the start is the random-feature model itself
@@ -151,6 +154,18 @@ def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
                                                                             tuned.classes_, y)))
             np.testing.assert_allclose(tuned.decision_function(X), refit.decision_function(
                 tuned.random_features(X)).numpy(), rtol=1e-9, atol=1e-9)
+    assert chosen == ["fine-tuned", "start"]  # both branches are exercised
+
+
+def test_the_fine_tuned_map_improves_only_where_both_validation_scores_agree():
+    start = {"accuracy": 0.8, "loss": 0.30}
+    assert improves({"accuracy": 0.8, "loss": 0.29}, start, classification=True)
+    assert improves({"accuracy": 0.9, "loss": 0.20}, start, classification=True)
+    assert not improves({"accuracy": 0.9, "loss": 0.31}, start, classification=True)  # more right, less sure: noise
+    assert not improves({"accuracy": 0.7, "loss": 0.10}, start, classification=True)
+    assert not improves({"accuracy": 0.8, "loss": 0.30}, start, classification=True)  # a tie keeps the start
+    assert improves({"loss": 0.29}, {"loss": 0.30}, classification=False)
+    assert not improves({"loss": 0.30}, {"loss": 0.30}, classification=False)
 
 
 def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_training_part():
