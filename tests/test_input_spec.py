@@ -12,7 +12,7 @@ import torch
 
 from neuralde_seq import build_control
 from neuralde_seq.sklearn import SequenceClassifier
-from neuralde_seq.data import IrregularDataset
+from neuralde_seq.data import IrregularDataset, from_arrays
 from neuralde_seq.data.protocols import load_task
 from neuralde_seq.models import create_model
 from neuralde_seq.training import load_checkpoint
@@ -89,7 +89,73 @@ def test_the_spec_round_trips_through_json_and_gives_the_same_input():
         InputSpec.from_dict({k: v for k, v in spec.to_dict().items() if k != "time_unit"})
 
 
+def _dropped_from_grid(n: int, length: int, seed: int, spacing: float):
+    """n series on the grid 0, spacing, 2 spacing, ... with interior points removed (some channels missing at kept
+    points too): (the kept points with their times, the same series on their full grid with NaN where removed)."""
+    rng = np.random.default_rng(seed)
+    grid = spacing * np.arange(length, dtype=np.float64)
+    values = 3.0 + 2.0 * rng.normal(size=(n, length, 2))
+    values[rng.random(values.shape) < 0.1] = np.nan
+    values[:, [0, -1]] = 1.0  # the ends kept and observed, so both forms span the same times
+    on_grid = np.full_like(values, np.nan)
+    kept_values, kept_times = [], []
+    for b in range(n):
+        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2,
+                                                                     replace=False)]))
+        kept_values.append(values[b, keep])
+        kept_times.append(grid[keep])
+        on_grid[b, keep] = values[b, keep]
+    return (from_arrays(kept_values, times=kept_times, dtype=torch.float64),
+            from_arrays(list(on_grid), times=[grid] * n, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("model", ["delta-rde", "ncde"])  # log-signature windows and a cubic spline
+def test_filled_ragged_series_give_the_control_of_their_grid_with_nan(model):
+    ragged, full = _dropped_from_grid(10, 41, seed=9, spacing=0.25)
+    control = {"parametrization": "index", "time_unit": "auto"}
+    spec = InputSpec.fit(model, ragged, control=control, standardise=True, fill_gaps="auto")
+    assert spec.fill_step == 0.25  # the median step of the kept points: most neighbours are one grid step apart
+    assert spec.time_unit == pytest.approx(10.0, rel=1e-12)  # the span (ends kept): filling does not change it
+    got = spec.transform(ragged)
+    # the same spec reads the grid unchanged (no gap there is wider than the step) ...
+    expected = InputSpec.fit(model, full, control=control, standardise=True).transform(full)
+    # ... and the spec fitted on the grid has the same step and unit
+    on_grid = InputSpec.fit(model, full, control=control, standardise=True, fill_gaps="auto")
+    assert (on_grid.fill_step, on_grid.time_unit) == (spec.fill_step, spec.time_unit)
+    for name in ("knots", "coeffs", "end_index"):
+        torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=1e-12, atol=1e-12,
+                                   equal_nan=True)
+    # without filling the ragged control has one knot per observation: not the grid's
+    unfilled = InputSpec.fit(model, ragged, control=control, standardise=True).transform(ragged)
+    assert unfilled.coeffs.shape[1] < expected.coeffs.shape[1]
+    # a step given as a number is used as it is: half the grid step puts a knot between every two grid points
+    finer = InputSpec.fit(model, ragged, control=control, standardise=True, fill_gaps=0.125)
+    assert finer.fill_step == 0.125 and finer.transform(ragged).coeffs.shape[1] > expected.coeffs.shape[1]
+
+
+def test_the_fill_step_round_trips_through_json_and_a_spec_without_it_is_saved_as_before():
+    ragged, _ = _dropped_from_grid(6, 21, seed=10, spacing=2.0)
+    spec = InputSpec.fit("delta-rde", ragged, control={"time_unit": "auto"}, fill_gaps="auto")
+    assert spec.fill_step == 2.0 and spec.to_dict()["fill_step"] == 2.0
+    again = InputSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec
+    torch.testing.assert_close(again.transform(ragged).coeffs, spec.transform(ragged).coeffs, rtol=0, atol=0)
+    # no filling: no fill_step written (runner checkpoints resume as before), read back as None
+    plain = InputSpec.fit("delta-rde", ragged, control={"time_unit": "auto"})
+    assert plain.fill_step is None and "fill_step" not in plain.to_dict()
+    assert InputSpec.from_dict(json.loads(json.dumps(plain.to_dict()))) == plain
+    for bad in ("auto", -1.0, True):  # a saved spec holds the resolved step
+        with pytest.raises(ValueError, match="fill_step must be None or a positive time step"):
+            InputSpec.from_dict({**spec.to_dict(), "fill_step": bad})
+    with pytest.raises(ValueError, match="exactly the fields"):
+        InputSpec.from_dict({**spec.to_dict(), "fill": 2.0})
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda d: InputSpec.fit("ncde", d, fill_gaps="median"), "fill_gaps must be None, 'auto' or a positive"),
+    (lambda d: InputSpec.fit("ncde", d, fill_gaps=0.0), "fill_gaps must be None, 'auto' or a positive"),
+    (lambda d: InputSpec.fit("ncde", d, fill_gaps=float("nan")), "fill_gaps must be None, 'auto' or a positive"),
+    (lambda d: InputSpec.fit("gru-d", d, fill_gaps="auto"), "fill_gaps='auto': model 'gru-d' reads raw obs"),
     (lambda d: InputSpec.fit("ncde", d, control={"time_unit": 2.0}, time_unit="auto"), "time_unit is given twice"),
     (lambda d: InputSpec.fit("gru-d", d, control={"interpolation": "linear"}), "reads raw observations"),
     (lambda d: InputSpec.fit("ncde", d, time_unit="hours"), "time_unit must be None, a positive number or 'auto'"),

@@ -156,7 +156,9 @@ def spec_inputs(spec: InputSpec, dataset: IrregularDataset, cache: ControlCache 
     if cache is None or not spec.control:
         return spec.transform(dataset)
     alone = dataclasses.replace(spec, reads_static=False)  # the control is cached, the static features go beside it
-    control = cache.get(dataset, spec.control_options, lambda: alone.transform(dataset))
+    # the gap filling changes the control as an option would, so it is part of the key
+    options = spec.control_options if spec.fill_step is None else {**spec.control_options, "fill_step": spec.fill_step}
+    control = cache.get(dataset, options, lambda: alone.transform(dataset))
     return ModelArguments(control, dataset.static) if spec.reads_static else control
 
 
