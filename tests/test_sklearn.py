@@ -16,7 +16,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import check_estimator, check_regressors_train
 
 from neuralde_seq import Classification, MODEL_NAMES, create_model, fit, model_inputs
-from neuralde_seq.data import from_arrays, standardise
+from neuralde_seq.data import fill_gaps, from_arrays, median_step, standardise
 from neuralde_seq.models import model_entry
 from neuralde_seq.sklearn import SequenceClassifier, SequenceRegressor
 from neuralde_seq.training.objectives import predict as predict_outputs
@@ -226,7 +226,10 @@ def test_numpy_route_equals_a_direct_fit():
     # the default time_unit "auto": the fit data's longest span, as the float32 data hold it
     span = float((data.times[torch.arange(len(X)), data.lengths - 1] - data.times[:, 0]).max())
     assert span == pytest.approx(max(float(t[-1] - t[0]) for t in times), rel=1e-6)
-    inputs = model_inputs("ncde", data.times, data.values, data.lengths, parametrization="index", time_unit=span)
+    # fill_gaps "auto": unobserved points in the gaps, to the fit data's median step (these times are uneven)
+    filled = fill_gaps(data.times, data.values, data.lengths, median_step(data.times, data.lengths))
+    assert filled[2].sum() > data.lengths.sum()
+    inputs = model_inputs("ncde", *filled, parametrization="index", time_unit=span)
     torch.manual_seed(7)
     model = create_model("ncde", inputs, 3, hidden=8, width=16)
     history = fit(model, Classification(3), (inputs, torch.as_tensor(y)), seed=7, progress=False, **settings)
@@ -254,6 +257,37 @@ def test_every_registry_model_fits_ragged_samples_with_their_own_times():
         shortest = int(np.argmin([len(x) for x in X]))
         alone = clf.predict_proba([X[shortest]], times=[times[shortest]])
         np.testing.assert_allclose(alone[0], proba[shortest], atol=1e-5, err_msg=name)
+
+
+def test_ragged_series_with_their_times_are_read_as_their_grid_with_nan():
+    """The default fill_gaps="auto": a model fitted on the kept points of series with dropped points, with their
+    times, predicts as one fitted on the same series on their grid with NaN (issue 33: without it one data set gave
+    two models, benchmarks/ragged_vs_grid.py)."""
+    rng = np.random.default_rng(15)
+    n, length = 12, 30
+    y = np.arange(n) % 2
+    grids, kept, kept_times = [], [], []
+    for k in y:
+        x = np.sin(np.linspace(0, 3 + 2 * k, length))[:, None] + 0.1 * rng.normal(size=(length, 1))
+        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), 18, replace=False)]))
+        grid = np.full_like(x, nan)
+        grid[keep] = x[keep]
+        grids.append(grid)
+        kept.append(x[keep])
+        kept_times.append(keep.astype(float))
+    settings = dict(epochs=2, batch_size=4, dtype="float64", random_state=0)
+    ragged = SequenceClassifier(**settings).fit(kept, y, times=kept_times)  # the default model, delta-rde
+    on_grid = SequenceClassifier(**settings).fit(grids, y)
+    assert ragged.model == "delta-rde" and ragged.input_spec_.fill_step == 1.0
+    np.testing.assert_allclose(ragged.predict_proba(kept, times=kept_times), on_grid.predict_proba(grids),
+                               rtol=0, atol=1e-10)
+    # one knot per observation instead: other inputs, other predictions
+    unfilled = SequenceClassifier(fill_gaps=None, **settings).fit(kept, y, times=kept_times)
+    assert unfilled.input_spec_.fill_step is None
+    assert np.abs(unfilled.predict_proba(kept, times=kept_times) - on_grid.predict_proba(grids)).max() > 1e-4
+    # models that read raw observations see the gaps as times: "auto" leaves them unfilled
+    observations = SequenceClassifier("gru-dt", model_options={"hidden": 4}, **settings).fit(kept, y, times=kept_times)
+    assert observations.input_spec_.fill_step is None
 
 
 def test_validation_split_early_stopping_and_best_weights():
@@ -366,6 +400,10 @@ def test_bad_parameters_raise_naming_them():
         SequenceClassifier("gru-dt", **FAST, control_options={"mask_channel": True}).fit(X, y)
     with pytest.raises(ValueError, match="epochs must be a positive integer"):
         SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=0).fit(X, y)
+    with pytest.raises(ValueError, match="fill_gaps must be None, 'auto' or a positive time step, got -1.0"):
+        SequenceClassifier("ncde", fill_gaps=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="fill_gaps=0.5: model 'gru-dt' reads raw observations"):
+        SequenceClassifier("gru-dt", **FAST, fill_gaps=0.5).fit(X, y)
 
 
 def test_a_channel_a_sample_never_observes():
