@@ -31,6 +31,17 @@ Initial state (``initial_state``):
   t0): what a log-signature control without its first point allows. A deviation from the NRDE paper.
 - ``"zeros"``: z(t0) = 0.
 
+Scale (``control_scales``). The field is bounded (its final tanh), so over a solve z moves like Σ_k f_θ(z_k) ΔX_k: a
+random walk whose variance is at most ``hidden`` × the control's quadratic variation Σ_c Σ_k (ΔX^c_k)², plus a drift
+of the same order from f's dependence on z. What sets z's size at initialisation is therefore how roughly the path
+moves, summed over its channels, not its level or its number of knots alone. On a short standardised series that sum
+is small (aeon's JapaneseVowels: 12; BasicMotions: 450), but 2,000 points of JapaneseVowels (12 channels continued
+utterance after utterance, 30 % dropped) sum to 4,200, and z reached norms of 200 and the logits ~30 (a first loss
+of 23-41 for ln K = 2.2; issue 33). ``control_scales`` divides each control channel the field reads by a fixed number;
+the registry gives "ncde" and "nrde" `roughness_scales` of the training control, which leaves a channel as it is
+unless the control's summed quadratic variation exceeds `CONTROL_ROUGHNESS_BUDGET` (300), and then shrinks each
+channel to its share. The initial state reads the path's point unscaled (its level is standardised already).
+
 Solving uses `solve` (checkpointed gradients by default). Each sample is frozen after its
 own final knot, so a sample gets the same answer alone or in a padded batch.
 
@@ -67,6 +78,9 @@ docs/log_ncde.md has the cost and usage.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import nn
 from torch.func import jvp, vmap
@@ -76,9 +90,11 @@ from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..signatures import logsignature_channels
 from ..solvers import SolverOptions, solve
+from .linear_cde import _pieces
 
 __all__ = ["CDEVectorField", "BasisCDEVectorField", "LogODEVectorField", "NeuralCDE", "NCDE_FORMS",
-           "NCDE_INITIAL_STATES", "ACTIVATIONS", "ACTIVATION_SLOPES", "log_ode_path_channels"]
+           "NCDE_INITIAL_STATES", "ACTIVATIONS", "ACTIVATION_SLOPES", "log_ode_path_channels", "roughness_scales",
+           "CONTROL_ROUGHNESS_BUDGET"]
 
 NCDE_FORMS = ("cde", "rde", "log-ode")
 NCDE_INITIAL_STATES = ("input", "first_window", "zeros")
@@ -441,6 +457,76 @@ def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -
                          "'expand')")
 
 
+# The quadratic variation, summed over the control's channels and averaged over the training samples, that the path a
+# CDE/RDE field reads may keep (module docstring, "Scale"). Measured at the registry's defaults (seeds 0-2): on
+# 2,000-point JapaneseVowels (sum 4,200 unscaled) z ends at norms 190-230 unscaled, 7-10 with 300, 38-50 with 1,000
+# (first losses up to 6.4, near 3 ln K); 300 leaves short JapaneseVowels (12) as it is and shrinks BasicMotions'
+# (450) noisy channels by at most 1.4x.
+CONTROL_ROUGHNESS_BUDGET = 300.0
+
+
+def roughness_scales(control: Control, budget: float = CONTROL_ROUGHNESS_BUDGET) -> tuple[float, ...]:
+    """The ``control_scales`` the registry gives "ncde" and "nrde" from the training control (module docstring,
+    "Scale"): per control channel c, max(1, √(C · QV_c / budget)), QV_c = Σ_k (ΔX^c_k)² the channel's quadratic
+    variation over its pieces (the knot intervals' increments, or the log-signature windows' terms, which the field
+    reads alike) averaged over the samples, C the control's channels. The scaled control's quadratic variation, summed
+    over its channels, is then at most ``budget``; a channel within its share budget / C is left as it is, so short
+    and smooth series are read as before.
+
+    Arguments:
+        control: an interpolated control or log-signature windows (any depth, with or without window start values:
+            every channel the field reads).
+        budget: the summed quadratic variation kept, a positive number.
+
+    Returns:
+        A tuple of C floats >= 1.
+
+    Raises:
+        TypeError: ``control`` is not a `Control`.
+        ValueError: ``budget`` is not a positive finite number.
+    """
+    if not isinstance(control, Control):
+        raise TypeError(f"control must be a neuralde_seq Control (build_control), got {type(control).__name__}")
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf"):
+        raise ValueError(f"budget must be a positive finite number, got {budget!r}")
+    terms, _ = _pieces(control)  # zero after each sample's end: padding adds nothing
+    roughness = terms.double().square().sum(dim=1).mean(dim=0)  # (C,)
+    scales = (roughness * control.channels / budget).sqrt().clamp(min=1.0)
+    return tuple(float(v) if math.isfinite(v) else 1.0 for v in scales.tolist())
+
+
+def _check_control_scales(control_scales, channels: int) -> torch.Tensor:
+    """control_scales as a (channels,) float64 tensor, or a ValueError saying what was expected."""
+    values = [control_scales] * channels if isinstance(control_scales, numbers.Real) else control_scales
+    try:
+        if isinstance(values, (str, bytes)) or isinstance(control_scales, bool):
+            raise TypeError
+        scales = torch.as_tensor([float(v) for v in values], dtype=torch.float64)
+    except (TypeError, ValueError):
+        scales = None
+    if scales is None or scales.numel() != channels or not bool(torch.isfinite(scales).all() & (scales > 0).all()):
+        raise ValueError(f"control_scales must be one positive finite number or {channels} of them (one per control "
+                         f"channel), got {control_scales!r}")
+    return scales
+
+
+class _ScaledControl(nn.Module):
+    """A CDE field reading the control's derivative divided by fixed per-channel scales (`NeuralCDE`'s
+    ``control_scales``), as a dynamics for `solve`."""
+
+    needs_value = False
+    needs_derivative = True
+
+    def __init__(self, field: nn.Module, scales: torch.Tensor):
+        super().__init__()
+        self.field = field
+        self.scales = scales
+        self.needs_time = bool(getattr(field, "needs_time", False))
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor, *s: torch.Tensor) -> torch.Tensor:
+        return self.field(z, x, dx / self.scales, *s)
+
+
 class NeuralCDE(nn.Module):
     """NCDE / NRDE / Log-NCDE classifier (see the module docstring).
 
@@ -473,6 +559,9 @@ class NeuralCDE(nn.Module):
         field_init_scale: the vector field's initial weights and biases are multiplied by this positive number
             (default 1: PyTorch's initialisation). The Log-NCDE paper divides them by 1000 (``1e-3`` here), so that
             the flow starts near the identity.
+        control_scales: ``form="cde"`` or ``"rde"`` only: one positive number, or ``in_channels`` of them, dividing
+            the control's channels as the field reads them (module docstring, "Scale"); None (default): the control
+            as it is. The registry gives "ncde" and "nrde" the training control's `roughness_scales`.
 
     ``forward(control)`` returns logits (B, num_classes) read at each sample's own final knot;
     ``forward(control, at_knots=True)`` the logits at every knot, (B, K, num_classes); ``hidden_states``
@@ -481,14 +570,16 @@ class NeuralCDE(nn.Module):
     Raises:
         ValueError: an unknown form or initial state, sizes that are not positive integers, ``control_depth``
             missing or not 1 or 2 with ``form="log-ode"`` (or given with another form), ``in_channels`` that is not a
-            log-signature width at that depth, or a ``field_init_scale`` that is not a positive number.
+            log-signature width at that depth, a ``field_init_scale`` that is not a positive number, or
+            ``control_scales`` that are not positive numbers, one or ``in_channels`` of them, or given with
+            ``form="log-ode"``.
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
                  form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu", basis=None,
                  num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None,
-                 control_depth: int | None = None, field_init_scale: float = 1.0):
+                 control_depth: int | None = None, field_init_scale: float = 1.0, control_scales=None):
         super().__init__()
         check_num_outputs(num_classes)
         if form not in NCDE_FORMS:
@@ -524,6 +615,13 @@ class NeuralCDE(nn.Module):
             with torch.no_grad():
                 for parameter in self.field.parameters():
                     parameter.mul_(field_init_scale)
+        if control_scales is not None and form == "log-ode":
+            # its level-2 terms enter through brackets, and would need the products of their channels' scales
+            raise ValueError("control_scales is read by form='cde' and 'rde' only; the log-ODE form starts near the "
+                             "identity through field_init_scale instead: drop control_scales")
+        # a buffer: saved with the weights, so a reloaded model reads the path in the units it was trained in
+        self.register_buffer("control_scales", None if control_scales is None
+                             else _check_control_scales(control_scales, in_channels).to(torch.get_default_dtype()))
         self.form = form
         self.control_depth = control_depth
         self.path_channels = field_channels if form == "log-ode" else None
@@ -662,6 +760,8 @@ class NeuralCDE(nn.Module):
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
         dynamics = LogODEVectorField(self.field, self.control_depth) if self.form == "log-ode" else self.field
+        if self.control_scales is not None:
+            dynamics = _ScaledControl(dynamics, self.control_scales)
         return solve(dynamics, control, z0, self.solver, at_knots=at_knots)
 
     def project_bases(self, target) -> "NeuralCDE":
