@@ -168,6 +168,7 @@ from .models.linear_cde import _pieces, path_scales
 from .signatures import logsignature
 from .solvers import solve
 from .reservoir_tuning import FineTuning, fine_tune
+from .training.input_spec import check_fill_gaps
 from .training.objectives import ModelArguments
 from .training.threads import torch_threads
 
@@ -654,11 +655,7 @@ class RandomFeatures:
                              "their own scale on the training data (path_scales); input_scale scales the whole path")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise ValueError(f"seed must be an integer, got {seed!r}")
-        if not (fill_gaps is None or (isinstance(fill_gaps, str) and fill_gaps == "auto") or (
-                isinstance(fill_gaps, numbers.Real) and not isinstance(fill_gaps, bool) and math.isfinite(fill_gaps)
-                and fill_gaps > 0)):
-            raise ValueError(f"fill_gaps must be 'auto', None or a positive time step, got {fill_gaps!r}")
-        self.fill_gaps = fill_gaps
+        self.fill_gaps = check_fill_gaps(fill_gaps)
         self.reservoir, self.features, self.width = reservoir, tuple(features), width
         self.num_times, self.num_biases, self.input_scale = int(num_times), int(num_biases), float(input_scale)
         self.fast_share = float(fast_share)
