@@ -157,8 +157,8 @@ class ReservoirNetwork(nn.Module):
     Arguments:
         feature_map: a fitted `RandomFeatures` whose reservoir is a model (not ``"logsignature"``); copied, the
             original is left as it was.
-        feature_mean, feature_scale: (F,) the readout's standardisation of the features (`RidgeReadout`'s
-            ``feature_mean_`` and ``feature_scale_``), kept fixed.
+        feature_mean: (F,) the readout's feature means (`RidgeReadout`'s ``feature_mean_``), kept fixed.
+        feature_scale: (F,) the readout's feature scales (`RidgeReadout`'s ``feature_scale_``), kept fixed.
         temperature: τ of the smooth "ppv" (0: the exact, step-wise feature, without gradient in the thresholds).
     """
 

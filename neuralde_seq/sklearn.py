@@ -635,8 +635,9 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             (0, 1) of X held out (drawn at random) to keep the weights of the best validation MSE.
         patience: None (default), or stop after this many evaluations without a better validation score (one per
             epoch with integer epochs, needing ``validation_fraction``; ``epochs="auto"``: module docstring).
-        augment_crop, augment_drop_rate: every training batch's random crop (the smallest fraction of a series'
-            points kept, in (0, 1]) and drop rate (in [0, 1)); the defaults 1.0 and 0.0 augment nothing.
+        augment_crop: every training batch's random crop: the smallest fraction of a series' points kept, in
+            (0, 1] (default 1.0: no crop).
+        augment_drop_rate: every training batch's drop rate, in [0, 1) (default 0.0: no drop).
         ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their predictions averaged.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
