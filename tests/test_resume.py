@@ -218,3 +218,18 @@ def test_model_arguments_pass_several_inputs(tmp_path):
     torch.testing.assert_close(predict(model, inputs, batch_size=7), model(x, s))
     with pytest.raises(ValueError, match="different numbers of samples"):
         ModelArguments(x, s[:5])
+
+
+def test_an_optimizer_saved_with_other_parameter_groups_is_a_named_checkpoint_error(tmp_path):
+    # a linear CDE run saved before fit gave its matrices their own learning-rate groups: one group then, two now
+    from neuralde_seq.training.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    one_group = torch.optim.Adam(model.parameters(), lr=1e-3)
+    path = save_checkpoint(tmp_path / "old.pt", model=model, optimizer=one_group)
+    two_groups = torch.optim.Adam([{"params": model[0].parameters()}, {"params": model[1].parameters(), "lr": 5e-4}],
+                                  lr=1e-3)
+    with pytest.raises(CheckpointError, match=r"old\.pt holds an optimizer with parameter groups of \[4\] parameters, "
+                                              r"this run's has \[2, 2\]"):
+        load_checkpoint(path, model, two_groups)
+    load_checkpoint(path, model, torch.optim.Adam(model.parameters(), lr=1e-3))  # the same groups load

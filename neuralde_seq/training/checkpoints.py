@@ -28,6 +28,7 @@ from ..files import atomic_file
 from .results import changed_settings
 
 __all__ = ["atomic_save", "save_checkpoint", "load_checkpoint", "read_checkpoint", "load_model_state",
+           "load_optimizer_state",
            "CheckpointError", "default_last_checkpoint_path", "rng_states", "restore_rng_states", "model_device",
            "ResumeCheckpoint", "ResumeMismatch", "RESUME_KEYS"]
 
@@ -159,6 +160,29 @@ def load_model_state(model: torch.nn.Module, state: Mapping, path: str | os.Path
     target.load_state_dict(state)
 
 
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: Mapping, path: str | os.PathLike) -> None:
+    """Load the optimizer ``state`` (read from the checkpoint ``path``) into ``optimizer``, checking its parameter
+    groups first.
+
+    Arguments:
+        optimizer: the run's optimizer.
+        state: its ``state_dict`` as saved.
+        path: the file ``state`` came from (named in the error).
+
+    Raises:
+        CheckpointError: the file's optimizer has another number of parameter groups or other group sizes (e.g. a
+            linear CDE run saved before `fit` gave its matrices learning-rate groups, `parameter_groups`).
+    """
+    saved = [len(group.get("params", ())) for group in state.get("param_groups", ())] if isinstance(
+        state, Mapping) else None
+    own = [len(group["params"]) for group in optimizer.param_groups]
+    if saved != own:
+        raise CheckpointError(
+            f"checkpoint {path} holds an optimizer with parameter groups of {saved} parameters, this run's has "
+            f"{own} (a run saved before its model's learning-rate groups, `parameter_groups`); {_WHAT_TO_DO}", path)
+    optimizer.load_state_dict(state)
+
+
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     # DistributedDataParallel prefixes every key with "module."; checkpoints hold the plain model's keys.
     return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
@@ -215,7 +239,7 @@ def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = Non
     if model is not None:
         load_model_state(model, ckpt["model_state"], path)
     if optimizer is not None and ckpt.get("optimizer_state") is not None:
-        optimizer.load_state_dict(ckpt["optimizer_state"])
+        load_optimizer_state(optimizer, ckpt["optimizer_state"], path)
     return ckpt
 
 
@@ -351,7 +375,7 @@ class ResumeCheckpoint:
                                              {k: config.get(k) for k in differing}, then="there"))
                 + "). Use the same settings, or delete the checkpoint to start afresh.")
         load_model_state(state.model, saved["model_state"], self.path)  # shapes checked: names the parameters
-        state.optimizer.load_state_dict(saved["optimizer_state"])
+        load_optimizer_state(state.optimizer, saved["optimizer_state"], self.path)
         history.update(saved["history"])
         loop.update(saved["loop"])
         state.epoch, state.step = loop.pop("current_epoch"), saved["step"]
