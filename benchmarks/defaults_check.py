@@ -239,6 +239,11 @@ def read_split(folder: Path, name: str, split: str):
     return dropped(data, DROP_RATE, SPLIT_SEEDS[split])
 
 
+def _epochs_option(text: str):
+    """--epochs: a positive integer, or "auto" (`SequenceClassifier`'s step budget: a candidate default)."""
+    return "auto" if text == "auto" else _positive_int(text)
+
+
 # ------------------------------------------------------------------------------------------------- runs
 def make_estimator(model: str, seed: int, settings: dict):
     """The estimator of a row with its defaults: the registry model's classifier (the ``epochs`` and ``max_steps`` of
@@ -391,9 +396,9 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", type=_datasets, default=[*DATASETS, *LONG_SERIES],
                         help="comma-separated suite sets and long series <set>x<points> (default: %(default)s)")
     parser.add_argument("--seeds", type=_seeds_option, default=[0, 1, 2], help="(default: 0,1,2)")
-    parser.add_argument("--epochs", type=_positive_int, default=None,
-                        help="quick runs: this many epochs instead of the estimator's (recorded; never compared "
-                             "with runs of the defaults)")
+    parser.add_argument("--epochs", type=_epochs_option, default=None,
+                        help="this many epochs, or 'auto' (the estimators' step budget), instead of the estimator's "
+                             "(recorded; never compared with runs of the defaults)")
     parser.add_argument("--max-steps", type=_positive_int, default=None,
                         help="quick runs: stop training after this many steps (recorded like --epochs)")
     parser.add_argument("--series", type=_positive_int, default=None,
