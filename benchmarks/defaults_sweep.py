@@ -45,6 +45,19 @@ def dropped(dataset, rate: float, seed: int):
     return Xd, np.asarray(y), td
 
 
+def on_grid(dataset, rate: float, seed: int):
+    """(X, y) of the series `dropped` gives put back on their full grid (the observation index), NaN at the points
+    it removed: the same data in the form of a regular series with missing steps."""
+    full, _, _ = dataset.to_arrays()
+    X, y, times = dropped(dataset, rate, seed)
+    grids = []
+    for x, t, f in zip(X, times, full):
+        grid = np.full_like(f, np.nan)
+        grid[np.round(t).astype(int)] = x
+        grids.append(grid)
+    return grids, y
+
+
 def round_robin(labels: np.ndarray, count: int) -> np.ndarray:
     """Indices of ``count`` samples taken from each class in turn (each class's in file order)."""
     queues = [list(np.flatnonzero(labels == c)) for c in np.unique(labels)]

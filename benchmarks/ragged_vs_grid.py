@@ -16,7 +16,8 @@ seconds per run (fit and scoring, one thread).
     OMP_NUM_THREADS=1 python benchmarks/ragged_vs_grid.py --options '{"fill_gaps": null}'   # filling off
     OMP_NUM_THREADS=1 python benchmarks/ragged_vs_grid.py --models delta-cde --forms ragged  # one form
 
-Writes every run to ``--out`` (JSON lines, appended after each run) and prints the table.
+Writes every run to ``--out`` (JSON lines, the runs already there kept; rewritten atomically after each run) and
+prints the table.
 
 benchmarks/measured/ragged_vs_grid.json holds the runs of issue 33 on one thread of a shared 2-core AMD EPYC (load
 2-5, so the seconds vary 2x): ``"run": "before"`` one knot per observation (before the estimators filled gaps, or
@@ -39,23 +40,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aeon_datasets import find_data  # noqa: E402
-from defaults_sweep import dropped  # noqa: E402
+from defaults_sweep import dropped, on_grid  # noqa: E402
 
 DROP_RATE = 0.3
 SPLIT_SEEDS = {"TRAIN": 0, "TEST": 1}
-
-
-def on_grid(dataset, rate: float, seed: int):
-    """(X, y) of ``dataset`` with the points `dropped` removes set to NaN instead (same draws), on the full grid."""
-    X, y, _ = dataset.to_arrays()
-    rng = np.random.default_rng(seed)
-    grids = []
-    for x in X:  # the draws of `dropped`, in its order
-        keep = np.sort(rng.choice(len(x), len(x) - int(round(rate * len(x))), replace=False))
-        grid = np.full_like(x, np.nan)
-        grid[keep] = x[keep]
-        grids.append(grid)
-    return grids, np.asarray(y)
 
 
 def forms(folder: Path, name: str, split: str) -> dict:
@@ -72,18 +60,20 @@ def forms(folder: Path, name: str, split: str) -> dict:
 
 
 def main(argv=None) -> int:
+    from neuralde_seq.cli import _parse_seeds
+    from neuralde_seq.files import write_text_atomic
     from neuralde_seq.sklearn import SequenceClassifier
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="GunPoint,ItalyPowerDemand")
     parser.add_argument("--models", default="delta-rde,delta-cde,slice-diag")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=_parse_seeds, default="0,1,2")
     parser.add_argument("--forms", default="ragged,grid", help="the forms run (default both)")
     parser.add_argument("--options", default="{}", help="JSON of further SequenceClassifier parameters")
     parser.add_argument("--out", default="results/ragged_vs_grid.jsonl")
     args = parser.parse_args(argv)
     options = json.loads(args.options)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = list(args.seeds)
     forms_run = [f for f in args.forms.split(",") if f]
     if not forms_run or set(forms_run) - {"ragged", "grid"}:
         parser.error(f"--forms must list ragged and/or grid, got {args.forms!r}")
@@ -91,6 +81,8 @@ def main(argv=None) -> int:
     folder = find_data(None, names)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # the runs already in --out are kept: the file is rewritten whole, atomically, after each run
+    earlier = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line] if out.exists() else []
     runs = []
     for name in names:
         train, test = forms(folder, name, "TRAIN"), forms(folder, name, "TEST")
@@ -107,8 +99,7 @@ def main(argv=None) -> int:
                     run = {"dataset": name, "model": model, "form": form, "seed": seed, "accuracy": accuracy,
                            "seconds": time.perf_counter() - start, "options": options}
                     runs.append(run)
-                    with out.open("a") as f:
-                        f.write(json.dumps(run) + "\n")
+                    write_text_atomic(out, "".join(json.dumps(r) + "\n" for r in earlier + runs))
                     print(f"{name:18s} {model:12s} {form:6s} seed {seed}: {100 * accuracy:5.1f} %  "
                           f"({run['seconds']:.1f} s)", flush=True)
     print("\n| dataset | model | form | mean % | spread | s/run |\n|---|---|---|---:|---:|---:|")

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aeon_datasets import DATASETS, find_data  # noqa: E402
-from defaults_sweep import dropped  # noqa: E402
+from defaults_sweep import dropped, on_grid  # noqa: E402
 
 REGRESSION = ("Covid3Month", "CardanoSentiment")
 
@@ -41,16 +41,6 @@ def _split(name: str, folder: Path):
     train = read_file(folder / name / f"{name}_TRAIN.ts")
     test = read_file(folder / name / f"{name}_TEST.ts")
     return train, test
-
-
-def _on_grid(X, times, full):
-    """The kept points put back on their series' grid (index times), NaN at the removed steps."""
-    grids = []
-    for x, t, f in zip(X, times, full):
-        grid = np.full((len(f),) + x.shape[1:], np.nan)
-        grid[np.round(t).astype(int)] = x
-        grids.append(grid)
-    return grids
 
 
 def fine_tuning(name, folder, seeds, rows):
@@ -79,7 +69,7 @@ def gaps(name, folder, seeds, rows, fill):
 
     train, test = _split(name, folder)
     (Xtr, ytr, ttr), (Xte, yte, tte) = dropped(train, 0.3, 0), dropped(test, 0.3, 1)
-    Gtr, Gte = _on_grid(Xtr, ttr, train.to_arrays()[0]), _on_grid(Xte, tte, test.to_arrays()[0])
+    (Gtr, _), (Gte, _) = on_grid(train, 0.3, 0), on_grid(test, 0.3, 1)
     for seed in seeds:
         kept = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Xtr, ytr, times=ttr)
         grid = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Gtr, ytr)
@@ -117,18 +107,27 @@ def regression(name, rows):
 
 
 def main(argv=None) -> int:
+    from neuralde_seq.cli import _parse_seeds
+    from neuralde_seq.files import write_text_atomic
+    from neuralde_seq.input_checks import did_you_mean
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("fine-tuning", "gaps", "regression"), required=True)
     parser.add_argument("--datasets", default=None, help="comma-separated (default: the suite's eight, or the "
                                                           "regression sets)")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=_parse_seeds, default="0,1,2")
     parser.add_argument("--fill-gaps", default="auto", help="--part gaps: 'auto' (default) or 'none'")
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
     parser.add_argument("--out", default="results/random_features_estimators")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s]
-    names = [n for n in (args.datasets or ",".join(REGRESSION if args.part == "regression" else DATASETS)).split(",")
-             if n]
+    seeds = list(args.seeds)
+    known = REGRESSION if args.part == "regression" else DATASETS
+    names = [n for n in (args.datasets or ",".join(known)).split(",") if n]
+    for name in names:
+        if name not in known:
+            hint = did_you_mean(name, known)
+            parser.error(f"--datasets: {name!r} is not one of {', '.join(known)} (--part {args.part})"
+                         + (f"; {hint}" if hint else ""))
     if args.fill_gaps not in ("auto", "none"):
         parser.error(f"--fill-gaps must be 'auto' or 'none', got {args.fill_gaps!r}")
     fill = None if args.fill_gaps == "none" else "auto"
@@ -144,7 +143,7 @@ def main(argv=None) -> int:
             regression(name, rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.part}.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    write_text_atomic(out / f"{args.part}.json", json.dumps(rows, indent=1))
     print(f"wrote {out / (args.part + '.json')}")
     return 0
 

@@ -77,8 +77,9 @@ def test_the_linear_path_is_the_same_path_with_more_knots():
                                    atol=1e-12)
 
 
-def test_random_features_of_ragged_series_with_times_equal_those_of_the_grid():
-    xs, ts, grids = _ragged(2, n=12, length=40, channels=1)
+@pytest.mark.parametrize("length", [40, 2000])
+def test_random_features_of_ragged_series_with_times_equal_those_of_the_grid(length):
+    xs, ts, grids = _ragged(2, n=12, length=length, channels=1)
     y = np.arange(12) % 2
     ragged = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(xs, y, times=ts)
     on_grid = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(grids, y)

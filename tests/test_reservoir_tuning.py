@@ -84,11 +84,13 @@ def test_smooth_proportion_tends_to_the_exact_one_as_the_temperature_goes_to_zer
 
 # ------------------------------------------------------------------------------------------- the untrained network
 
-@pytest.mark.parametrize("reservoir, options", [("slice-block", {"width": 32}), ("delta-rde", {"width": 16}),
-                                                ("slice-diag", {"width": 24, "features": ("ppv", "mean", "values")})],
-                         ids=["oscillators", "ct-fwp", "decay-with-values"])
-def test_untrained_network_gives_the_random_feature_models_decisions(reservoir, options):
-    X, y = _series(30, 60, seed=1, classes=3)
+@pytest.mark.parametrize("reservoir, options, length", [
+    ("slice-block", {"width": 32}, 60), ("delta-rde", {"width": 16}, 60),
+    ("slice-diag", {"width": 24, "features": ("ppv", "mean", "values")}, 60),
+    ("slice-block", {"width": 32}, 1500), ("delta-rde", {"width": 16}, 1500)],  # the lengths users run too
+    ids=["oscillators", "ct-fwp", "decay-with-values", "oscillators-1500", "ct-fwp-1500"])
+def test_untrained_network_gives_the_random_feature_models_decisions(reservoir, options, length):
+    X, y = _series(30, length, seed=1, classes=3)
     model = RandomFeatureClassifier(reservoir, random_state=0, dtype="float64", **options).fit(X, y)
     feature_map, readout = model.feature_map_, model.readout_
     arguments = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
