@@ -151,6 +151,28 @@ def _dtw(x, y):
     return cost[n, m]
 
 
+@pytest.mark.parametrize("length", [40, 1500])
+def test_a_series_given_as_its_kept_points_with_times_gets_the_grid_of_the_series_with_nan(length):
+    # the default grid length counts the longest series in median time steps, not in observations
+    rng = np.random.default_rng(length)
+    grids, kept, kept_times = [], [], []
+    for _ in range(10):
+        x = rng.normal(size=(length, 1))
+        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2,
+                                                                   replace=False)]))
+        grid = np.full_like(x, np.nan)
+        grid[keep] = x[keep]
+        grids.append(grid)
+        kept.append(x[keep])
+        kept_times.append(keep.astype(float))
+    y = np.arange(10) % 2
+    on_grid = NearestNeighbourClassifier().fit(grids[:6], y[:6])
+    ragged = NearestNeighbourClassifier().fit(kept[:6], y[:6], times=kept_times[:6])
+    assert ragged.grid_length_ == on_grid.grid_length_ == length
+    np.testing.assert_array_equal(ragged.predict(kept[6:], times=kept_times[6:]), on_grid.predict(grids[6:]))
+    np.testing.assert_allclose(ragged._grid(kept[6:], kept_times[6:]), on_grid._grid(grids[6:], None), atol=1e-12)
+
+
 def test_dtw_1nn_uses_the_dtw_of_the_grids():
     import aeon  # noqa: F401  (the reference extra: installed by the README and CI; missing, this test fails)
     rng = np.random.default_rng(2)
