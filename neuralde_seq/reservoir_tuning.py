@@ -304,7 +304,8 @@ def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tenso
         ``(feature_map, report)``: the fine-tuned map (a new `RandomFeatures`) where it `improves` on the start on
         the validation split, else the given one; ``report`` a dict: ``chosen`` ("fine-tuned" or
         "start"), ``start`` and ``best`` (the validation metrics), ``best_epoch``, ``diverged`` (the message, or
-        None), ``history`` (`fit`'s), ``train_size``, ``validation_size``.
+        None), ``history`` (`fit`'s), ``train_size``, ``validation_size``, ``stratified`` (False where a class was
+        too small to stratify the split on and it was drawn at random).
 
     Raises:
         ValueError: fewer than 2 validation or 4 training series.
