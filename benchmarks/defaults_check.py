@@ -16,7 +16,8 @@ its points dropped as above. The default long series: LONG_SERIES.
 
 A run records the accuracy, the wall time (fit and scoring), a divergence (`TrainingDiverged` or a non-finite loss
 in the history: the message, no accuracy) or another error (its message), the warnings raised, and its settings:
-the ``--epochs``, ``--max-steps`` and ``--series`` overrides of quick runs (None: the defaults). Runs are compared
+the ``--epochs``, ``--max-steps`` and ``--series`` overrides of quick runs and the ``--set NAME=VALUE`` candidate
+defaults (None or absent: the defaults). Runs are compared
 only with runs of the same settings, so a quick run is never compared with a full one.
 
 Findings (`compare`), one line each, exit status 1 if any but "new" is found:
@@ -36,6 +37,7 @@ the runs of this call into the stored table (``--stored``, default benchmarks/me
     python benchmarks/defaults_check.py --models delta-rde,slice-diag --datasets ItalyPowerDemand,GunPoint
     python benchmarks/defaults_check.py --models ncde --datasets ACSF1x4000 --seeds 0 --epochs 2   # a quick look
     python benchmarks/defaults_check.py --models delta-rde --update-stored        # adopt its numbers as the table
+    python benchmarks/defaults_check.py --models delta-rde --set ensemble=3       # a candidate default
 
 Cost, measured on one thread of a shared 2-core AMD EPYC (load 2-5; wall times vary 2x with it). Runs with the
 defaults (100 epochs, batch 32): on ItalyPowerDemand and GunPoint 1-8 s each for delta-rde and slice-diag,
@@ -239,6 +241,31 @@ def read_split(folder: Path, name: str, split: str):
     return dropped(data, DROP_RATE, SPLIT_SEEDS[split])
 
 
+_NOT_SETTABLE = ("model", "random_state", "epochs", "max_steps", "verbose", "n_jobs")
+
+
+def _setting_option(text: str) -> tuple[str, object]:
+    """--set NAME=VALUE: one `SequenceClassifier` parameter; the value read as JSON (3, 0.8, "cosine", null), a bare
+    word as a string."""
+    from neuralde_seq.input_checks import did_you_mean
+    from neuralde_seq.sklearn import SequenceClassifier
+
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    parameters = [p for p in inspect.signature(SequenceClassifier).parameters if p not in _NOT_SETTABLE]
+    if not sep or name not in parameters:
+        hint = did_you_mean(name, parameters) if name else None
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE with NAME one of SequenceClassifier's "
+                                         f"parameters; {hint + ' ' if hint else ''}settable: {', '.join(parameters)}")
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value.strip()
+    if isinstance(parsed, (list, dict)):
+        raise argparse.ArgumentTypeError(f"--set {name}: a number, a string or null, got {value!r}")
+    return name, parsed
+
+
 def _epochs_option(text: str):
     """--epochs: a positive integer, or "auto" (`SequenceClassifier`'s step budget: a candidate default)."""
     return "auto" if text == "auto" else _positive_int(text)
@@ -254,7 +281,8 @@ def make_estimator(model: str, seed: int, settings: dict):
         return create_reference(model, seed)
     from neuralde_seq.sklearn import SequenceClassifier
 
-    overrides = {k: settings[k] for k in ("epochs", "max_steps") if settings.get(k) is not None}
+    # every recorded setting but the data's ("series") is an estimator parameter
+    overrides = {k: v for k, v in settings.items() if k != "series" and v is not None}
     return SequenceClassifier(model, random_state=seed, **overrides)
 
 
@@ -404,6 +432,9 @@ def main(argv=None) -> int:
     parser.add_argument("--series", type=_positive_int, default=None,
                         help="quick runs: this many training series per dataset, taken from each class in turn "
                              "(recorded like --epochs; default: the whole TRAIN file)")
+    parser.add_argument("--set", type=_setting_option, action="append", default=[], metavar="NAME=VALUE",
+                        help="a candidate default: this SequenceClassifier parameter instead of its default, e.g. "
+                             "--set ensemble=3 --set schedule=cosine (recorded like --epochs)")
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
     parser.add_argument("--out", default="results/defaults_check", help="(default: %(default)s)")
     parser.add_argument("--stored", default=str(STORED), help="the stored table (default: %(default)s)")
@@ -412,6 +443,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     from neuralde_seq.sklearn import SequenceClassifier
+
+    names = [name for name, _ in args.set]
+    if len(set(names)) != len(names):
+        parser.error(f"--set: a parameter given twice ({', '.join(sorted(n for n in set(names) if names.count(n) > 1))})")
 
     if args.max_steps is not None and "max_steps" not in inspect.signature(SequenceClassifier).parameters:
         parser.error("--max-steps: this checkout's SequenceClassifier has no max_steps; use --epochs")
@@ -449,7 +484,7 @@ def check(args, folder: Path) -> int:
         # the closed-form references take no training steps: their runs are the same under those overrides
         if model in REFERENCES:
             return {"epochs": None, "max_steps": None, "series": args.series}
-        return {"epochs": args.epochs, "max_steps": args.max_steps, "series": args.series}
+        return {"epochs": args.epochs, "max_steps": args.max_steps, "series": args.series, **dict(args.set)}
 
     todo = [(d, m, s) for d in args.datasets for m in args.models for s in args.seeds
             if (m, d, s, settings_key(settings_of(m))) not in done]

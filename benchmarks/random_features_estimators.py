@@ -3,6 +3,9 @@ models against random features"):
 
 - ``--part fine-tuning``: `RandomFeatureClassifier(random_state=s)` against the same with ``fine_tune=True``
   (neuralde_seq.reservoir_tuning), and which map the validation split chose;
+- ``--part margin``: fine-tuning's selection margin (`FineTuning.margin`): one fine-tuning run with margin 0 per set
+  and seed, the paired statistic t of its selection and both maps' test accuracy, and the mean accuracy each margin
+  in MARGINS would keep (``--form grid``, the default: the suite's protocol, the grid with NaN);
 - ``--part gaps``: the same series given as their kept points with their times, and as their grid with NaN at the
   dropped steps, to `RandomFeatureClassifier(random_state=s, fill_gaps=...)` (``--fill-gaps none`` shows what the
   observation knots alone cost; the default "auto" makes the two equal);
@@ -14,6 +17,7 @@ Classification data: each dataset's TRAIN and TEST files with 30 % of every seri
 as they are. Prints a table per part and writes ``<out>/<part>.json``.
 
     python benchmarks/random_features_estimators.py --part fine-tuning --seeds 0,1,2
+    python benchmarks/random_features_estimators.py --part margin --datasets ACSF1,BasicMotions,ItalyPowerDemand,OSULeaf
     python benchmarks/random_features_estimators.py --part gaps --fill-gaps none --seeds 0,1
     python benchmarks/random_features_estimators.py --part regression
 """
@@ -64,6 +68,59 @@ def fine_tuning(name, folder, seeds, rows):
               f"fine-tuned {rows[-1]['fine_tuned']:.4f} ({tuned_seconds:.1f} s), chose {report['chosen']}", flush=True)
 
 
+MARGINS = (0.0, 0.5, 1.0, 2.0)
+
+
+def margin(name, folder, seeds, rows, form):
+    """Fine-tuning with ``margin=0`` (kept wherever the best epoch lowers the validation error at all), recording
+    the paired statistic of the selection and both maps' test accuracy, so that the choice of every margin in
+    MARGINS can be read off one run (a larger margin keeps the start on a subset of these runs)."""
+    from neuralde_seq.sklearn import RandomFeatureClassifier
+
+    train, test = _split(name, folder)
+    if form == "grid":  # the suite's protocol: the grid with NaN at the dropped steps
+        (Xtr, ytr), (Xte, yte) = on_grid(train, 0.3, 0), on_grid(test, 0.3, 1)
+        ttr = tte = None
+    else:
+        (Xtr, ytr, ttr), (Xte, yte, tte) = dropped(train, 0.3, 0), dropped(test, 0.3, 1)
+    for seed in seeds:
+        plain = RandomFeatureClassifier(random_state=seed).fit(Xtr, ytr, times=ttr)
+        tuned = RandomFeatureClassifier(random_state=seed, fine_tune={"margin": 0.0}).fit(Xtr, ytr, times=ttr)
+        report = tuned.fine_tuning_
+        paired = report["paired"]
+        row = {"dataset": name, "seed": seed, "form": form, "random_features": plain.score(Xte, yte, times=tte),
+               "fine_tuned": tuned.score(Xte, yte, times=tte), "chosen_at_0": report["chosen"],
+               "paired": paired, "validation_size": report["validation_size"], "validation_start": report["start"],
+               "validation_best": report["best"], "best_epoch": report["best_epoch"]}
+        t = (paired["improvement"] / paired["standard_error"] if paired and paired["standard_error"] > 0
+             else None)
+        row["t"] = t
+        rows.append(row)
+        print(f"{name} seed {seed}: random features {row['random_features']:.4f}, fine-tuned "
+              f"{row['fine_tuned']:.4f} (chosen at margin 0: {report['chosen']}, t = "
+              f"{'-' if t is None else f'{t:.2f}'}, {report['validation_size']} validation series)", flush=True)
+
+
+def margin_table(rows) -> str:
+    """Mean test accuracy % per dataset of the map each margin keeps (the start unless the run's t exceeds it)."""
+    from neuralde_seq.training.results import format_table
+
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
+    table = []
+    for m in MARGINS:
+        line = {"margin": f"{m:g}"}
+        for name in names:
+            runs = [r for r in rows if r["dataset"] == name]
+            kept = [r["fine_tuned"] if r["chosen_at_0"] == "fine-tuned" and r["t"] is not None and r["t"] > m
+                    else r["random_features"] for r in runs]
+            line[name] = f"{100 * np.mean(kept):.1f}"
+        table.append(line)
+    start = {"margin": "start (random features)"}
+    for name in names:
+        start[name] = f"{100 * np.mean([r['random_features'] for r in rows if r['dataset'] == name]):.1f}"
+    return format_table([start, *table], ["margin", *names])
+
+
 def gaps(name, folder, seeds, rows, fill):
     from neuralde_seq.sklearn import RandomFeatureClassifier
 
@@ -112,11 +169,13 @@ def main(argv=None) -> int:
     from neuralde_seq.input_checks import did_you_mean
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("fine-tuning", "gaps", "regression"), required=True)
+    parser.add_argument("--part", choices=("fine-tuning", "margin", "gaps", "regression"), required=True)
     parser.add_argument("--datasets", default=None, help="comma-separated (default: the suite's eight, or the "
                                                           "regression sets)")
     parser.add_argument("--seeds", type=_parse_seeds, default="0,1,2")
     parser.add_argument("--fill-gaps", default="auto", help="--part gaps: 'auto' (default) or 'none'")
+    parser.add_argument("--form", choices=("grid", "kept"), default="grid",
+                        help="--part margin: the suite's grid with NaN (default) or the kept points with times")
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
     parser.add_argument("--out", default="results/random_features_estimators")
     args = parser.parse_args(argv)
@@ -137,6 +196,8 @@ def main(argv=None) -> int:
     for name in names:
         if args.part == "fine-tuning":
             fine_tuning(name, folder, seeds, rows)
+        elif args.part == "margin":
+            margin(name, folder, seeds, rows, args.form)
         elif args.part == "gaps":
             gaps(name, folder, seeds, rows, fill)
         else:
@@ -144,6 +205,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / f"{args.part}.json", json.dumps(rows, indent=1))
+    if args.part == "margin":
+        print(margin_table(rows))
     print(f"wrote {out / (args.part + '.json')}")
     return 0
 

@@ -178,8 +178,9 @@ class _SequenceEstimator(BaseEstimator):
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
         grad_clip: max gradient norm, or None, as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
-            first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
+            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
+            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs; with ``epochs="auto"`` 0.15 of X), or a
             fraction in (0, 1) of X held out to select the best evaluation's weights (and to stop early).
         patience: None, or stop after this many evaluations without a better validation score: one evaluation
@@ -203,7 +204,7 @@ class _SequenceEstimator(BaseEstimator):
 
     def __init__(self, model="delta-rde", *, model_options=None, control_options=None, fill_gaps="auto", epochs=100,
                  max_steps=None, lr=3e-3, batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0,
-                 schedule="constant", validation_fraction=None, patience=None, augment_crop=1.0, augment_drop_rate=0.0,
+                 schedule="auto", validation_fraction=None, patience=None, augment_crop=1.0, augment_drop_rate=0.0,
                  ensemble=1,
                  random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
         self.model = model
@@ -307,7 +308,8 @@ class _SequenceEstimator(BaseEstimator):
         return TrainingSettings(
             epochs=1 if self._auto_epochs() else self.epochs, lr=self.lr, batch_size=self.batch_size,
             weight_decay=self.weight_decay, grad_clip=self.grad_clip, penalty_weight=self.penalty_weight,
-            schedule=self.schedule, max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
+            schedule=model_entry(self.model).schedule if self.schedule == "auto" else self.schedule,
+            max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
             patience=self.patience, augment_crop=self.augment_crop, augment_drop_rate=self.augment_drop_rate,
             ensemble=self.ensemble)
 
@@ -475,8 +477,9 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
             moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
-            first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
+            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
+            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
             (0, 1) of X held out (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
         patience: None (default), or stop after this many evaluations without a better validation score (one per
@@ -629,8 +632,9 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``, "constant" (default) or "cosine" (a linear warm-up over the
-            first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
+            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
+            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
             (0, 1) of X held out (drawn at random) to keep the weights of the best validation MSE.
         patience: None (default), or stop after this many evaluations without a better validation score (one per

@@ -150,3 +150,29 @@ def test_the_script_records_resumes_without_refitting_and_reports_a_drop(script,
     assert json.loads((out / "results.json").read_text())["runs"] == [run]
     # --update-stored replaced the stored run of this cell and kept the other
     assert json.loads(stored.read_text())["runs"] == [other, run]
+
+
+def test_a_candidate_default_is_an_estimator_parameter_recorded_in_the_settings(script, italy, tmp_path, capsys):
+    assert script._setting_option("ensemble=3") == ("ensemble", 3)
+    assert script._setting_option("augment_crop=0.8") == ("augment_crop", 0.8)
+    assert script._setting_option("schedule=cosine") == ("schedule", "cosine")
+    assert script._setting_option("patience=null") == ("patience", None)
+    for bad, words in (("ensembl=3", "did you mean 'ensemble'"), ("ensemble", "not NAME=VALUE"),
+                       ("random_state=1", "not NAME=VALUE"), ("ensemble=[1, 2]", "a number, a string or null")):
+        with pytest.raises(Exception, match=words):
+            script._setting_option(bad)
+    out = tmp_path / "out"
+    argv = ["--models", "hebb-rde", "--datasets", "ItalyPowerDemand", "--seeds", "0", "--epochs", "2",
+            "--series", "12", "--out", str(out), "--stored", str(tmp_path / "stored.json"), "--no-progress"]
+    assert script.main(argv + ["--set", "schedule=cosine"]) == 0
+    assert script.main(argv) == 0  # the defaults: a run of its own, not the candidate's
+    first, second = json.loads((out / "results.json").read_text())["runs"]
+    assert first["settings"] == {"epochs": 2, "max_steps": None, "series": 12, "schedule": "cosine"}
+    assert second["settings"] == {"epochs": 2, "max_steps": None, "series": 12}
+    printed = capsys.readouterr().out
+    assert "[epochs 2, schedule cosine, series 12]" in printed
+    # make_estimator hands the candidate to the estimator
+    estimator = script.make_estimator("hebb-rde", 0, first["settings"])
+    assert estimator.get_params()["schedule"] == "cosine" and estimator.get_params()["epochs"] == 2
+    with pytest.raises(SystemExit):
+        script.main(argv + ["--set", "ensemble=2", "--set", "ensemble=3"])

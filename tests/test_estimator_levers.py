@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.metrics import log_loss
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
-from neuralde_seq import create_model
+from neuralde_seq import MODEL_NAMES, create_model
 from neuralde_seq.data import from_arrays, random_crop_and_drop
 from neuralde_seq.sklearn import AUTO_MAX_STEPS, SequenceClassifier, SequenceRegressor, _step_budget
 from neuralde_seq.training.augmentation import member_seed
@@ -221,3 +221,36 @@ def test_levers_in_cross_validation_and_grid_search():
     assert search.best_estimator_.ensemble == search.best_params_["ensemble"]
     assert type(search.best_estimator_.model_).__name__ == (
         "EnsembleClassifier" if search.best_params_["ensemble"] == 2 else "GRUDeltaT")
+
+
+# ---------------------------------------------------------------------------------------- schedule
+@pytest.mark.parametrize("model", ["delta-rde", "hebb-rde"])
+def test_the_auto_schedule_is_the_models_registered_one(model):
+    from neuralde_seq.models import model_entry
+
+    X, y, times = _ragged(16, seed=23)
+    settings = dict(model_options={"d_model": 8, "n_heads": 2}, lr=0.02, batch_size=8, epochs=3, random_state=4,
+                    dtype="float64")
+    registered = model_entry(model).schedule
+    assert registered == ("cosine" if model == "delta-rde" else "constant")  # docs/benchmarks.md, the halves
+    auto = SequenceClassifier(model, **settings).fit(X, y, times=times)
+    assert auto.get_params()["schedule"] == "auto"
+    fits = {name: SequenceClassifier(model, schedule=name, **settings).fit(X, y, times=times)
+            for name in ("constant", "cosine")}
+    # the same steps as the registered schedule's run, bit for bit, and not the other's
+    other = "constant" if registered == "cosine" else "cosine"
+    assert auto.history_["train_loss"] == fits[registered].history_["train_loss"]
+    assert auto.history_["train_loss"] != fits[other].history_["train_loss"]
+
+
+def test_a_registered_schedule_must_be_one_the_training_knows():
+    from neuralde_seq.models import ModelEntry, model_entry, register_model
+    from neuralde_seq.training.schedules import SCHEDULES
+
+    assert all(model_entry(name).schedule in SCHEDULES for name in MODEL_NAMES)
+    entry = model_entry("gru-dt")
+    with pytest.raises(ValueError, match="schedule must be"):
+        register_model("gru-dt-linear-schedule", ModelEntry(entry.constructor, entry.defaults, entry.inputs,
+                                                            schedule="linear"))
+    with pytest.raises(ValueError, match="unknown model"):  # refused before it entered the registry
+        model_entry("gru-dt-linear-schedule")

@@ -11,7 +11,7 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import cross_val_score
 
 from neuralde_seq.random_features import RidgeReadout, positive_proportion
-from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, improves,
+from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, improves, paired_improvement,
                                            ridge_leave_one_out_error)
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 from neuralde_seq.training.objectives import ModelArguments
@@ -142,7 +142,9 @@ def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
         chosen.append(report["chosen"])
         start, best = report["start"], report["best"]
         assert report["train_size"] + report["validation_size"] == 40
-        better = best is not None and best["loss"] < start["loss"] and best["accuracy"] >= start["accuracy"]
+        margin = FineTuning.read(settings).margin * (report["paired"]["standard_error"] if best else 0.0)
+        better = (best is not None and best["loss"] < start["loss"] - margin
+                  and best["accuracy"] >= start["accuracy"])
         assert report["chosen"] == ("fine-tuned" if better else "start")
         if report["chosen"] == "start":
             # the start is the random-feature model itself
@@ -168,6 +170,30 @@ def test_the_fine_tuned_map_improves_only_where_both_validation_scores_agree():
     assert not improves({"accuracy": 0.8, "loss": 0.30}, start, classification=True)  # a tie keeps the start
     assert improves({"loss": 0.29}, {"loss": 0.30}, classification=False)
     assert not improves({"loss": 0.30}, {"loss": 0.30}, classification=False)
+    # a decrease of 0.01 is kept against a standard error of 0.009 at margin 1, not at margin 2
+    assert improves({"loss": 0.29}, {"loss": 0.30}, False, standard_error=0.009, margin=1.0)
+    assert not improves({"loss": 0.29}, {"loss": 0.30}, False, standard_error=0.009, margin=2.0)
+    assert not improves({"accuracy": 0.9, "loss": 0.29}, start, True, standard_error=0.011, margin=1.0)
+
+
+def test_paired_improvement_is_the_mean_difference_and_its_standard_error():
+    rng = np.random.default_rng(7)
+    start_errors, best_errors = rng.random(23), rng.random(23)
+    paired = paired_improvement(torch.as_tensor(start_errors), torch.as_tensor(best_errors))
+    difference = start_errors - best_errors
+    assert paired["improvement"] == pytest.approx(difference.mean(), rel=1e-12)
+    # written out: the sample standard deviation (n - 1) over the square root of n
+    se = np.sqrt(((difference - difference.mean()) ** 2).sum() / 22) / np.sqrt(23)
+    assert paired["standard_error"] == pytest.approx(se, rel=1e-12)
+
+
+def test_the_reported_paired_statistic_is_that_of_the_validation_errors():
+    X, y = _series(40, 50, seed=3)
+    tuned = _fitted(X, y, fine_tune={"epochs": 3, "lr": 0.02, "margin": 0.0})
+    report = tuned.fine_tuning_
+    # the per-series errors average to the validation losses the selection compared
+    assert report["paired"]["improvement"] == pytest.approx(report["start"]["loss"] - report["best"]["loss"],
+                                                            rel=1e-9, abs=1e-12)
 
 
 def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_training_part():
@@ -213,7 +239,7 @@ def test_fine_tuning_settings_are_checked_naming_the_field():
     with pytest.raises(ValueError, match="epoch.*did you mean 'epochs'"):
         FineTuning.read({"epoch": 3})
     for field, value in (("epochs", 0), ("lr", -1.0), ("temperature", float("nan")), ("validation_fraction", 1.0),
-                         ("batch_size", True)):
+                         ("batch_size", True), ("margin", -0.5), ("margin", float("inf"))):
         with pytest.raises(ValueError, match=f"fine_tune {field}"):
             FineTuning.read({field: value})
     with pytest.raises(TypeError, match="fine_tune must be"):
