@@ -90,7 +90,8 @@ from .data.base.datasets import IrregularDataset, stratified_split
 from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
                                estimator_seed, read_sequences, threads_for_jobs)
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
-from .models import MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names
+from .models import (MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names,
+                     training_defaults)
 from .solvers import parse_solver
 from .training.augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, member_seed
 from .training.callbacks import BestCheckpoint, EarlyStopping
@@ -178,18 +179,20 @@ class _SequenceEstimator(BaseEstimator):
         weight_decay: Adam's weight decay (default 0.0), as `fit`.
         grad_clip: max gradient norm, or None, as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
-            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
-            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's, `training_defaults`:
+            "cosine" for delta-rde, "constant" for the others), "constant", or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (train on all of X for ``epochs`` epochs; with ``epochs="auto"`` 0.15 of X), or a
             fraction in (0, 1) of X held out to select the best evaluation's weights (and to stop early).
         patience: None, or stop after this many evaluations without a better validation score: one evaluation
             per epoch with integer ``epochs`` (needs ``validation_fraction``); with ``epochs="auto"`` (None:
             the evaluations covering a fifth of the budget) see `_step_budget`.
         augment_crop: the smallest fraction of a training series' observed points the random crop of every
-            batch keeps, in (0, 1] (default 1.0: no crop), as `random_crop_and_drop`.
+            batch keeps, in (0, 1], or "auto" (default: the model's, `training_defaults`; 1.0, no crop, unless
+            the registry says otherwise), as `random_crop_and_drop`.
         augment_drop_rate: probability of dropping each observed point of a training series afresh at every
-            batch, in [0, 1) (default 0.0: none). Validation and prediction read the series whole.
+            batch, in [0, 1), or "auto" (default: the model's; 0.0, none, unless the registry says otherwise).
+            Validation and prediction read the series whole.
         ensemble: models trained (a positive integer, default 1), with the seeds ``member_seed(seed, j)``
             (``seed + 1000 j``), on the same split; the classifier averages their class probabilities, the
             regressor their predictions.
@@ -204,7 +207,7 @@ class _SequenceEstimator(BaseEstimator):
 
     def __init__(self, model="delta-rde", *, model_options=None, control_options=None, fill_gaps="auto", epochs=100,
                  max_steps=None, lr=3e-3, batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0,
-                 schedule="auto", validation_fraction=None, patience=None, augment_crop=1.0, augment_drop_rate=0.0,
+                 schedule="auto", validation_fraction=None, patience=None, augment_crop="auto", augment_drop_rate="auto",
                  ensemble=1,
                  random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
         self.model = model
@@ -304,14 +307,16 @@ class _SequenceEstimator(BaseEstimator):
     def _training_settings(self) -> TrainingSettings:
         """The training parameters as the benchmark runner's row settings, which check them (a bad one raises
         naming it, e.g. ``augment_crop must lie in (0, 1], got 0``); with ``epochs="auto"`` its epochs stand in
-        until the training split's size is known (`_training_plan`)."""
+        until the training split's size is known (`_training_plan`). A setting left at "auto" is the model's
+        (`training_defaults`)."""
+        registered = {name: value if (value := getattr(self, name)) != "auto" else default
+                      for name, default in training_defaults(self.model).items()}
         return TrainingSettings(
             epochs=1 if self._auto_epochs() else self.epochs, lr=self.lr, batch_size=self.batch_size,
             weight_decay=self.weight_decay, grad_clip=self.grad_clip, penalty_weight=self.penalty_weight,
-            schedule=model_entry(self.model).schedule if self.schedule == "auto" else self.schedule,
-            max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
-            patience=self.patience, augment_crop=self.augment_crop, augment_drop_rate=self.augment_drop_rate,
-            ensemble=self.ensemble)
+            schedule=registered["schedule"], max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
+            patience=self.patience, augment_crop=registered["augment_crop"],
+            augment_drop_rate=registered["augment_drop_rate"], ensemble=self.ensemble)
 
     def _training_plan(self, training: TrainingSettings, seed: int, num_train: int) -> tuple[TrainingSpec, int | None]:
         """The `TrainingSpec` `fit` is given for ``num_train`` training series with ``seed``, and the patience in
@@ -477,17 +482,17 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
             moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
-            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
-            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's, `training_defaults`:
+            "cosine" for delta-rde, "constant" for the others), "constant", or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
             (0, 1) of X held out (stratified) to keep the weights of the best validation accuracy (ties: lower loss).
         patience: None (default), or stop after this many evaluations without a better validation score (one per
             epoch with integer epochs, needing ``validation_fraction``; ``epochs="auto"``: module docstring).
         augment_crop: the smallest fraction of a training series' points each batch's random crop keeps, in
-            (0, 1] (default 1.0: none).
-        augment_drop_rate: probability of dropping each point of a training series at each batch, in [0, 1)
-            (default 0.0: none).
+            (0, 1], or "auto" (default: the model's, `training_defaults`).
+        augment_drop_rate: probability of dropping each point of a training series at each batch, in [0, 1), or
+            "auto" (default: the model's).
         ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their class probabilities averaged.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
@@ -632,16 +637,16 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             moments (torch's ``Adam``, not the decoupled ``AdamW``), as `fit`.
         grad_clip: max gradient norm, or None (default: no clipping), as `fit`.
         penalty_weight: weight of the model's ``penalty()`` in the loss (default 0.0), as `fit`.
-        schedule: the learning rate over the ``epochs``: "auto" (default: the model's registered schedule,
-            ``model_entry(model).schedule``: "cosine" for delta-rde, "constant" for the others), "constant", or
-            "cosine" (a linear warm-up over the first 5 % of the steps, then a half cosine towards 0), as `fit`.
+        schedule: the learning rate over the ``epochs``: "auto" (default: the model's, `training_defaults`:
+            "cosine" for delta-rde, "constant" for the others), "constant", or "cosine" (a linear warm-up over the
+            first 5 % of the steps, then a half cosine towards 0), as `fit`.
         validation_fraction: None (default: train on all of X; with ``epochs="auto"`` 0.15), or the fraction in
             (0, 1) of X held out (drawn at random) to keep the weights of the best validation MSE.
         patience: None (default), or stop after this many evaluations without a better validation score (one per
             epoch with integer epochs, needing ``validation_fraction``; ``epochs="auto"``: module docstring).
         augment_crop: every training batch's random crop: the smallest fraction of a series' points kept, in
-            (0, 1] (default 1.0: no crop).
-        augment_drop_rate: every training batch's drop rate, in [0, 1) (default 0.0: no drop).
+            (0, 1], or "auto" (default: the model's, `training_defaults`).
+        augment_drop_rate: every training batch's drop rate, in [0, 1), or "auto" (default: the model's).
         ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their predictions averaged.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.

@@ -226,12 +226,12 @@ def test_levers_in_cross_validation_and_grid_search():
 # ---------------------------------------------------------------------------------------- schedule
 @pytest.mark.parametrize("model", ["delta-rde", "hebb-rde"])
 def test_the_auto_schedule_is_the_models_registered_one(model):
-    from neuralde_seq.models import model_entry
+    from neuralde_seq.models import training_defaults
 
     X, y, times = _ragged(16, seed=23)
     settings = dict(model_options={"d_model": 8, "n_heads": 2}, lr=0.02, batch_size=8, epochs=3, random_state=4,
                     dtype="float64")
-    registered = model_entry(model).schedule
+    registered = training_defaults(model)["schedule"]
     assert registered == ("cosine" if model == "delta-rde" else "constant")  # docs/benchmarks.md, the halves
     auto = SequenceClassifier(model, **settings).fit(X, y, times=times)
     assert auto.get_params()["schedule"] == "auto"
@@ -244,13 +244,15 @@ def test_the_auto_schedule_is_the_models_registered_one(model):
 
 
 def test_a_registered_schedule_must_be_one_the_training_knows():
-    from neuralde_seq.models import ModelEntry, model_entry, register_model
+    from neuralde_seq.models import TRAINING_DEFAULTS, ModelEntry, model_entry, register_model, training_defaults
     from neuralde_seq.training.schedules import SCHEDULES
 
-    assert all(model_entry(name).schedule in SCHEDULES for name in MODEL_NAMES)
+    assert all(training_defaults(name)["schedule"] in SCHEDULES for name in MODEL_NAMES)
+    assert set(TRAINING_DEFAULTS) <= set(SequenceClassifier().get_params())  # each one an estimator parameter
     entry = model_entry("gru-dt")
-    with pytest.raises(ValueError, match="schedule must be"):
-        register_model("gru-dt-linear-schedule", ModelEntry(entry.constructor, entry.defaults, entry.inputs,
-                                                            schedule="linear"))
+    for training, words in (({"schedule": "linear"}, "schedule must be"), ({"lr": 0.1}, "unknown setting 'lr'")):
+        with pytest.raises(ValueError, match=words):
+            register_model("gru-dt-bad-training", ModelEntry(entry.constructor, entry.defaults, entry.inputs,
+                                                             training=training))
     with pytest.raises(ValueError, match="unknown model"):  # refused before it entered the registry
-        model_entry("gru-dt-linear-schedule")
+        model_entry("gru-dt-bad-training")
