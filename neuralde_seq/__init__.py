@@ -56,12 +56,13 @@ __all__ = [
     "evaluate",
     "predict", "TrainingDiverged", "run_benchmark",
     # reference methods (neuralde_seq.reference, imported on first use)
-    "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "REFERENCE_METHODS",
+    "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
+    "summary_features", "REFERENCE_METHODS",
 ]
 
 # Imported on first access, so that `import neuralde_seq` imports neither scikit-learn nor (ever) aeon.
 _REFERENCE_NAMES = ("reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier",
-                    "REFERENCE_METHODS")
+                    "SummaryFeatureClassifier", "summary_features", "REFERENCE_METHODS")
 
 
 def __getattr__(name):

@@ -16,7 +16,8 @@ Pieces:
 - `RandomFeatures`: the feature map (``fit`` on training observations, ``transform`` any).
 - `RandomFeatureClassifier`, `RandomFeatureRegressor`: scikit-learn estimators (also in `neuralde_seq.sklearn`),
   with the conventions of `SequenceClassifier` (X forms, ``times=``, channel standardisation, ``random_state``,
-  ``n_jobs``, ``device``/``dtype``).
+  ``n_jobs``, ``device``/``dtype``); the classifier's probabilities are its decision values at one temperature
+  fitted to the readout's leave-one-out decisions.
 
 What `RandomFeatures.fit` does, in order:
 
@@ -253,6 +254,7 @@ class RidgeReadout:
     (n_alphas,) mean squared leave-one-out error per α, ``best_score_`` (−its least value), ``coef_`` (P, k) and
     ``intercept_`` (k,) in the original feature units, ``feature_mean_`` and ``feature_scale_`` (P,),
     ``n_features_in_``; ``classes_`` (K,) long, the sorted labels, for classification.
+    `leave_one_out_decision_function` gives the training samples' leave-one-out outputs at ``alpha_``.
     """
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, classification: bool = False, standardize: bool = True,
@@ -318,8 +320,9 @@ class RidgeReadout:
             Q_y = Q.T @ Yc
             Q_sq = Q.square()
         eigenvalues = eigenvalues.clamp(min=0)  # rounding makes null directions slightly negative
-        errors = []
-        for alpha in alphas:
+
+        def leave_one_out_residuals(alpha: torch.Tensor) -> torch.Tensor:
+            """(N, k) each sample's residual under the readout fitted without it: r_i / (1 − H_ii)."""
             inverse = 1.0 / (eigenvalues + alpha)
             if n > p:
                 fitted = U @ (inverse.unsqueeze(1) * U_y)
@@ -328,10 +331,12 @@ class RidgeReadout:
                 shrink = eigenvalues * inverse
                 fitted = Q @ (shrink.unsqueeze(1) * Q_y)
                 leverage = Q_sq @ shrink + leverage_floor
-            residual = (Yc - fitted) / (1.0 - leverage).unsqueeze(1)
-            errors.append(residual.square().mean())
-        errors = torch.stack(errors)
+            return (Yc - fitted) / (1.0 - leverage).unsqueeze(1)
+
+        errors = torch.stack([leave_one_out_residuals(alpha).square().mean() for alpha in alphas])
         best = int(torch.argmin(errors))  # the first of equal errors, as scikit-learn's strict comparison
+        # target minus leave-one-out residual: what the readout fitted without sample i outputs for it
+        self._leave_one_out_outputs = Y - leave_one_out_residuals(alphas[best])
         inverse = 1.0 / (eigenvalues + alphas[best])
         if n > p:
             W = V @ (inverse.unsqueeze(1) * U_y)
@@ -385,6 +390,22 @@ class RidgeReadout:
         outputs = ((F - self.feature_mean_) / self.feature_scale_) @ self._weights + self._target_mean
         return outputs[:, 0] if (outputs.shape[1] == 1 and self._target_ndim == 1) else outputs
 
+    def leave_one_out_decision_function(self) -> torch.Tensor:
+        """The training samples' leave-one-out outputs at the chosen ``alpha_``: sample i's output from the readout
+        fitted on the other N − 1 samples, y_i − r_i / (1 − H_ii) (the residuals whose mean square chose α, from the
+        same eigendecomposition). The features' standardisation (mean and scale) stays that of all N samples, as in
+        the choice of α and in scikit-learn's ``RidgeCV``; with ``standardize=False`` these are exactly the outputs
+        of refits without each sample (the intercept is unpenalised, so the centring does not matter).
+
+        Returns:
+            float64 tensor on the features' device, shaped as `decision_function`'s on the training features:
+            (N,) for regression on (N,) targets and for two classes, else (N, k) / (N, K).
+        """
+        if not hasattr(self, "coef_"):
+            raise RuntimeError("this RidgeReadout is not fitted yet: call fit(features, targets) first")
+        outputs = self._leave_one_out_outputs
+        return outputs[:, 0] if (outputs.shape[1] == 1 and self._target_ndim == 1) else outputs
+
     def predict(self, features) -> torch.Tensor:
         """Predicted labels (classification: from ``classes_``) or targets.
 
@@ -416,6 +437,81 @@ def one_vs_all(codes: torch.Tensor, num_classes: int) -> torch.Tensor:
     Y = -torch.ones(n, num_classes, dtype=torch.float64, device=codes.device)
     Y[torch.arange(n, device=codes.device), codes] = 1.0
     return Y[:, 1:] if num_classes == 2 else Y
+
+
+# The probability temperature T is searched between these multiples of the largest spread of a training series'
+# leave-one-out decision values: at the lower end that series' logits differ by 30 (its probabilities stay apart from
+# 0 and 1 in float64, so they still rank series for an AUROC, where leave-one-out separates the classes and the
+# log-loss alone would send T to 0); at the upper end all probabilities are within 1e-3 of uniform.
+_TEMPERATURE_RANGE = (1.0 / 30.0, 1000.0)
+
+
+def _class_logits(decision: torch.Tensor) -> torch.Tensor:
+    """The readout's decision values as logits of its classes, up to a temperature.
+
+    Arguments:
+        decision: (N,) two classes' decision values d (positive: the second class), or (N, K) one-vs-all columns.
+
+    Returns:
+        (N, 2) columns (0, d), whose softmax is (1 − σ(d), σ(d)), or the (N, K) decision values themselves.
+    """
+    if decision.dim() == 1:
+        return torch.stack([torch.zeros_like(decision), decision], dim=1)
+    return decision
+
+
+def _fit_probability_temperature(decision: torch.Tensor, codes: torch.Tensor) -> float:
+    """The temperature T > 0 minimising the mean log-loss of softmax(logits / T) (`_class_logits`), within
+    `_TEMPERATURE_RANGE`.
+
+    The log-loss is convex in β = 1/T (a log-sum-exp of linear functions of β minus a linear one), so its derivative
+    increases in β: Newton's method on it, kept inside a bracket that each step narrows (bisection where Newton's
+    step would leave it), in float64.
+
+    Arguments:
+        decision: (N,) or (N, K) decision values (the readout's leave-one-out ones at fit).
+        codes: (N,) class indices in [0, K).
+
+    Returns:
+        T, a float; 1.0 where no row has finite, unequal logits (every T then gives the same probabilities).
+    """
+    logits = _class_logits(decision.detach().to(device="cpu", dtype=torch.float64))
+    codes = codes.detach().to(device="cpu", dtype=torch.long)
+    finite = torch.isfinite(logits).all(dim=1)  # a leverage rounded to 1 would give an infinite value
+    logits, codes = logits[finite], codes[finite]
+    if logits.shape[0] == 0:
+        return 1.0
+    spread = float((logits.max(dim=1).values - logits.min(dim=1).values).max())
+    if not spread > 0:
+        return 1.0
+    true_logit = logits.gather(1, codes.unsqueeze(1)).squeeze(1)
+
+    def derivatives(beta: float) -> tuple[float, float]:
+        """The mean log-loss's first and second derivatives in β."""
+        probabilities = torch.softmax(beta * logits, dim=1)
+        expected = (probabilities * logits).sum(dim=1)
+        variance = (probabilities * (logits - expected.unsqueeze(1)).square()).sum(dim=1)
+        return float((expected - true_logit).mean()), float(variance.mean())
+
+    low, high = 1.0 / (_TEMPERATURE_RANGE[1] * spread), 1.0 / (_TEMPERATURE_RANGE[0] * spread)
+    if derivatives(low)[0] >= 0:  # the loss only grows with confidence: the decisions do not inform
+        return 1.0 / low
+    if derivatives(high)[0] <= 0:  # it only falls: leave-one-out separates the classes
+        return 1.0 / high
+    beta = math.sqrt(low * high)
+    for _ in range(200):
+        slope, curvature = derivatives(beta)
+        if slope == 0.0:
+            break
+        if slope > 0:
+            high = beta
+        else:
+            low = beta
+        newton = beta - slope / curvature if curvature > 0 else math.nan
+        previous, beta = beta, (newton if low < newton < high else 0.5 * (low + high))
+        if abs(beta - previous) <= 1e-14 * beta:
+            break
+    return 1.0 / beta
 
 
 def _is_numeric(alphas) -> bool:
@@ -1149,6 +1245,10 @@ class _RandomFeatureEstimator(BaseEstimator):
             if tuning is not None:
                 features, readout = self._fine_tune(data, targets, device, readout, features, tuning, seed)
         self.readout_ = readout
+        if self._classification:
+            # on the final readout's leave-one-out decisions: its in-sample ones often separate the training series
+            self.probability_temperature_ = _fit_probability_temperature(
+                readout.leave_one_out_decision_function(), targets)
         self.n_features_in_ = data.num_channels
         self.n_random_features_ = int(features.shape[1])
         self.alpha_ = readout.alpha_
@@ -1261,7 +1361,15 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
     ``channel_mean_``, ``channel_scale_``, ``seed_``, ``fitted_with_times_`` (whether fit was given times:
     predictions then need them, and refuse them otherwise), ``fine_tuning_`` (None, or the report of
     `neuralde_seq.reservoir_tuning.fine_tune`: which map was chosen, the validation metrics of the start and of the
-    best epoch, the history).
+    best epoch, the history), ``probability_temperature_`` (the T > 0 of `predict_proba`: the temperature minimising
+    the log-loss of the training series' leave-one-out decision values (`RidgeReadout.leave_one_out_decision_function`
+    of the final readout), searched between 1/30 and 1,000 times their largest spread; not the feature map's
+    ``temperature_``, the smooth "ppv"'s).
+
+    Probabilities (`predict_proba`): softmax(decision / T) of the one-vs-all decision values, σ(d / T) for the
+    second class with two classes; one temperature fitted on leave-one-out decisions, since the in-sample ones are
+    overconfident (ridge often separates its training series). After fine-tuning they are somewhat optimistic: the
+    reservoir was trained on part of the same series.
     """
 
     _classification = True
@@ -1325,6 +1433,43 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         decision = self.decision_function(X, times)
         index = (decision > 0).astype(np.int64) if decision.ndim == 1 else np.argmax(decision, axis=1)
         return self.classes_[index]
+
+    def _log_probabilities(self, X, times) -> torch.Tensor:
+        """(N, K) float64 log-probabilities on the CPU: log_softmax(logits / T) (`_class_logits`)."""
+        check_is_fitted(self, "probability_temperature_")
+        return torch.log_softmax(_class_logits(self._outputs(X, times)) / self.probability_temperature_, dim=1)
+
+    def predict_proba(self, X, times=None):
+        """Class probabilities: softmax(decision / T) of the decision values, T = ``probability_temperature_``
+        (two classes: σ(d / T) for ``classes_[1]``, exactly 0.5 at d = 0, where `predict` gives ``classes_[0]``, the
+        first of the tied columns). The argmax of each row is `predict`'s class, up to probabilities that round to
+        equal values (decision values within about 1e-16 of a tie).
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            (N, K) float64 array; rows sum to 1, columns follow ``classes_``.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before `fit`.
+        """
+        # softmax normalises the exponentials itself: rows sum to 1 to rounding and d = 0 gives exactly 0.5
+        return torch.softmax(self._log_probabilities(X, times), dim=1).numpy()
+
+    def predict_log_proba(self, X, times=None):
+        """log of `predict_proba`, computed as log_softmax (log σ with two classes): finite where the probability
+        underflows to 0.
+
+        Arguments:
+            X: N sequences, in the forms `fit` accepts, with the channels of fit.
+            times: None or one (T_i,) array per sample, as at `fit`.
+
+        Returns:
+            (N, K) float64 array of log-probabilities, columns following ``classes_``.
+        """
+        return self._log_probabilities(X, times).numpy()
 
     def score(self, X, y, times=None):
         """Accuracy of `predict` against y.

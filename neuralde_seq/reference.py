@@ -9,9 +9,15 @@ first. This module puts those methods on the toolkit's data, reading exactly the
   on the features: aeon's own ``MiniRocketClassifier`` recipe (`MiniRocketClassifier`);
 - ``1nn-euclidean``: one nearest neighbour in Euclidean distance (numpy, here; `NearestNeighbourClassifier`);
 - ``1nn-dtw``: one nearest neighbour in dynamic time warping distance (aeon's ``dtw_pairwise_distance``:
-  squared pointwise differences summed over channels, i.e. dependent multichannel DTW, full window).
+  squared pointwise differences summed over channels, i.e. dependent multichannel DTW, full window);
+- ``summary-features``: per channel, over its observed points only, the mean, standard deviation, min, max,
+  first and last values, least-squares slope against time, observation count and time since the last
+  observation (`summary_features`), standardised and read by ``LogisticRegressionCV`` (L2 penalty chosen by
+  stratified cross-validation; `SummaryFeatureClassifier`): the practitioner's first try on records (few,
+  irregular observations per channel, as in clinical data), as MiniRocket is on series. It reads the
+  irregular series themselves, without the grid below.
 
-**From irregular series to a grid** (`to_grid`). These methods need equal-length arrays (N, C, L), so the
+**From irregular series to a grid** (`to_grid`). The grid methods need equal-length arrays (N, C, L), so the
 irregular series (times (N, T), values (N, T, C) with NaN where missing or dropped, lengths (N,)) are put on
 a regular grid the way a user would:
 
@@ -52,8 +58,8 @@ description="..."))``.
 returns its test accuracy and wall times.
 
 aeon is an optional dependency (``pip install "neuralde_seq[reference]"``); importing this module does not
-import it, ``1nn-euclidean`` does not need it, and ``minirocket`` and ``1nn-dtw`` without it raise
-``ImportError`` saying how to install it.
+import it, ``1nn-euclidean`` and ``summary-features`` do not need it, and ``minirocket`` and ``1nn-dtw``
+without it raise ``ImportError`` saying how to install it.
 """
 from __future__ import annotations
 
@@ -75,7 +81,8 @@ from .data.transforms.sampling import median_step
 from .observations import validate_observations
 from .input_checks import did_you_mean, unknown_name_message
 
-__all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "ReferenceMethod", "REFERENCE_METHODS",
+__all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
+           "summary_features", "summary_feature_names", "SUMMARY_STATISTICS", "ReferenceMethod", "REFERENCE_METHODS",
            "register_reference_method", "reference_method", "create_reference", "reference_scores",
            "fit_reference", "evaluate_reference", "as_arrays", "warm_up", "SeedEnsemble", "DEFAULT_REFERENCE_METHODS",
            "INSTALL_HINT"]
@@ -104,6 +111,23 @@ def _float64_tensor(x, name: str) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x, dtype=np.float64))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name} must be a numeric array or tensor: {err}") from err
+
+
+def _checked_observations(times, values, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """times (N, T), values (N, T, C) and lengths (N,) (None: all T) checked as the toolkit checks observations,
+    returned as float64, float64 and int64 numpy arrays; ValueError naming the argument otherwise."""
+    t = _float64_tensor(times, "times")
+    v = _float64_tensor(values, "values")
+    n = None if lengths is None else _float64_tensor(lengths, "lengths")
+    if n is not None:
+        if n.dim() != 1 or not torch.equal(n, n.round()):
+            raise ValueError(f"lengths must be (N,) integers, got {tuple(n.shape)} {n.tolist()[:5]}")
+        n = n.long()
+    # The toolkit's one set of observation checks (shapes, lengths in range, finite increasing times).
+    t, v, n, _ = validate_observations(t, v, n, min_length=1)
+    if torch.isinf(v).any():
+        raise ValueError("values hold infinite entries; NaN marks a missing value, infinities are not allowed")
+    return t.numpy(), v.numpy(), n.numpy()
 
 
 # A grid at the median step has at most this many points per observation of the longest series (sparse, bursty
@@ -152,19 +176,8 @@ def to_grid(times, values, lengths=None, *, length: int | None = None, span="sam
             increasing or not finite within a sample, infinite values, a bad ``length``, ``span`` or
             ``fill_value``.
     """
-    t = _float64_tensor(times, "times")
-    v = _float64_tensor(values, "values")
-    n = None if lengths is None else _float64_tensor(lengths, "lengths")
-    if n is not None:
-        if n.dim() != 1 or not torch.equal(n, n.round()):
-            raise ValueError(f"lengths must be (N,) integers, got {tuple(n.shape)} {n.tolist()[:5]}")
-        n = n.long()
-    # The toolkit's one set of observation checks (shapes, lengths in range, finite increasing times).
-    t, v, n, _ = validate_observations(t, v, n, min_length=1)
-    if torch.isinf(v).any():
-        raise ValueError("values hold infinite entries; NaN marks a missing value, infinities are not allowed")
-    num, _, channels = v.shape
-    lengths_np = n.numpy()
+    t_np, v_np, lengths_np = _checked_observations(times, values, lengths)
+    num, _, channels = v_np.shape
     if length is None:
         length = int(lengths_np.max())
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
@@ -176,7 +189,6 @@ def to_grid(times, values, lengths=None, *, length: int | None = None, span="sam
     if fill.shape != (channels,) or not np.isfinite(fill).all():
         raise ValueError(f"fill_value must be a finite number or ({channels},) finite numbers, one per channel, "
                          f"got {fill_value!r}")
-    t_np, v_np = t.numpy(), v.numpy()
     first = t_np[:, 0]
     last = t_np[np.arange(num), lengths_np - 1]
     common = None
@@ -242,8 +254,28 @@ def _labels(y, count: int) -> np.ndarray:
     return y
 
 
-class _GridClassifier(ClassifierMixin, BaseEstimator):
-    """Shared part of the reference estimators: the irregular input put on a grid fixed at ``fit``."""
+class _ReferenceClassifier(ClassifierMixin, BaseEstimator):
+    """Shared part of all reference estimators: ``score`` over ``predict(X, times)``."""
+
+    def score(self, X, y=None, times=None, sample_weight=None) -> float:
+        """Mean accuracy on X and y (y None: the labels of an `IrregularDataset` X).
+
+        Arguments:
+            X: the samples, as for `predict`.
+            y: (N,) true labels, or None with a labelled `IrregularDataset`.
+            times: None or one (T_i,) array per sample.
+            sample_weight: None or (N,) weights (scikit-learn's ``accuracy_score``).
+        """
+        from sklearn.metrics import accuracy_score
+
+        if y is None and isinstance(X, IrregularDataset) and X.labels is not None:
+            y = X.labels.detach().cpu().numpy()
+        y = _labels(y, len(X))
+        return float(accuracy_score(y, self.predict(X, times), sample_weight=sample_weight))
+
+
+class _GridClassifier(_ReferenceClassifier):
+    """Shared part of the grid-based reference estimators: the irregular input put on a grid fixed at ``fit``."""
 
     _min_length = 1
 
@@ -299,22 +331,6 @@ class _GridClassifier(ClassifierMixin, BaseEstimator):
             (N,) array of labels from ``classes_``.
         """
         return self.classes_[self._predict_codes(self._grid(X, times))]
-
-    def score(self, X, y=None, times=None, sample_weight=None) -> float:
-        """Mean accuracy on X and y (y None: the labels of an `IrregularDataset` X).
-
-        Arguments:
-            X: the samples, as for `predict`.
-            y: (N,) true labels, or None with a labelled `IrregularDataset`.
-            times: None or one (T_i,) array per sample.
-            sample_weight: None or (N,) weights (scikit-learn's ``accuracy_score``).
-        """
-        from sklearn.metrics import accuracy_score
-
-        if y is None and isinstance(X, IrregularDataset) and X.labels is not None:
-            y = X.labels.detach().cpu().numpy()
-        y = _labels(y, len(X))
-        return float(accuracy_score(y, self.predict(X, times), sample_weight=sample_weight))
 
 
 class MiniRocketClassifier(_GridClassifier):
@@ -515,6 +531,296 @@ class NearestNeighbourClassifier(_GridClassifier):
         return np.eye(len(self.classes_))[codes]
 
 
+# ---------------------------------------------------------------------------------------- summary features
+SUMMARY_STATISTICS = ("mean", "std", "min", "max", "first", "last", "slope", "count", "time_since_last")
+"""The per-channel statistics of `summary_features`, in their order within each channel's block of columns."""
+
+
+def summary_feature_names(channels: int | Sequence[str]) -> list[str]:
+    """The names of `summary_features`' columns, in order: ``"ch0_mean", "ch0_std", ..., "ch0_time_since_last",
+    "ch1_mean", ...`` (channel-major, the statistics in the order of `SUMMARY_STATISTICS`).
+
+    Arguments:
+        channels: the channel count C (names ``ch0``, ``ch1``, ...), or C channel names.
+
+    Returns:
+        A list of ``C * 9`` strings ``f"{channel}_{statistic}"``.
+    """
+    if isinstance(channels, (int, np.integer)) and not isinstance(channels, bool):
+        if channels < 1:
+            raise ValueError(f"channels must be a positive count or a sequence of names, got {channels!r}")
+        channels = [f"ch{c}" for c in range(int(channels))]
+    elif isinstance(channels, str):
+        raise ValueError(f"channels must be a positive count or a sequence of names, got the string {channels!r}")
+    return [f"{channel}_{statistic}" for channel in channels for statistic in SUMMARY_STATISTICS]
+
+
+def summary_features(times, values, lengths=None, *, horizon=None) -> np.ndarray:
+    """Per sample and channel, summary statistics of the channel's observed (non-NaN) values: the features of the
+    ``summary-features`` reference method (`SummaryFeatureClassifier`), computed on the irregular series
+    themselves (no grid, no interpolation).
+
+    For channel c of sample i, over its observed points (times ``t_k``, values ``x_k``, k = 1..n, within the
+    sample's length), the 9 columns are, in this order (`SUMMARY_STATISTICS`):
+
+    1. ``mean``: the mean of the ``x_k``;
+    2. ``std``: their population standard deviation (``ddof=0``: divided by n; 0 for one observation);
+    3. ``min``, 4. ``max``;
+    5. ``first``, 6. ``last``: the values at the earliest and latest observed time;
+    7. ``slope``: the least-squares slope of x against t, ``sum((t_k - mean t)(x_k - mean x)) / sum((t_k -
+       mean t)^2)`` (``numpy.polyfit(t, x, 1)[0]``); 0 for one observation, or for a zero time spread;
+    8. ``count``: n, the number of observations (0: the channel was never observed in the sample);
+    9. ``time_since_last``: ``end - t_n``, the time from the channel's last observation to the end of the
+       record, ``end`` being the sample's last time point ``times[i, lengths[i] - 1]`` (or ``horizon``); for a
+       channel never observed, ``end - times[i, 0]``, the record's whole span (count 0 tells it apart).
+
+    A channel never observed in a sample (count 0) has no value statistics: columns 1-7 are NaN there (not
+    0: `SummaryFeatureClassifier` fills them with the training mean of the column).
+
+    Arguments:
+        times: (N, T) array or tensor, strictly increasing within each sample's length.
+        values: (N, T, C) array or tensor, NaN where a value is missing; entries after a sample's length are
+            ignored.
+        lengths: (N,) integers in [1, T], the time points of each sample; None: all T.
+        horizon: None (default: each sample's own last time point), a number, or (N,) numbers: the time
+            ``time_since_last`` is measured to, at or after every sample's last time point (e.g. the time a
+            prediction is made).
+
+    Returns:
+        (N, C * 9) float64 numpy array, channel-major: columns ``9 c .. 9 c + 8`` are channel c's statistics in
+            the order above (names: `summary_feature_names`).
+
+    Raises:
+        ValueError: naming the argument: badly shaped inputs, lengths out of range, times not strictly
+            increasing or not finite within a sample, infinite values, a ``horizon`` of the wrong shape, not
+            finite or before a sample's last time point.
+    """
+    times, values, lengths = _checked_observations(times, values, lengths)
+    num, steps, channels = values.shape
+    rows = np.arange(num)
+    end = times[rows, lengths - 1]  # (N,)
+    if horizon is not None:
+        try:
+            given = np.broadcast_to(np.asarray(horizon, dtype=np.float64), (num,))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"horizon must be None, a number or ({num},) numbers, one per sample, got "
+                             f"{horizon!r}") from err
+        early = ~(given >= end)  # also catches NaN
+        if not np.isfinite(given).all() or early.any():
+            first_bad = int(np.flatnonzero(early | ~np.isfinite(given))[0])
+            raise ValueError(f"horizon must be finite and at or after each sample's last time point; sample "
+                             f"{first_bad} ends at {end[first_bad]!r}, horizon {given[first_bad]!r}")
+        end = given
+
+    in_sample = np.arange(steps)[None, :] < lengths[:, None]  # (N, T)
+    observed = ~np.isnan(values) & in_sample[..., None]  # (N, T, C)
+    count = observed.sum(axis=1)  # (N, C)
+    seen = count > 0
+    divisor = np.maximum(count, 1)  # avoids 0/0 where unseen; those entries become NaN below
+
+    mean = np.where(observed, values, 0.0).sum(axis=1) / divisor
+    # Two passes (deviations from the mean) for accuracy on values far from 0.
+    deviation = np.where(observed, values - mean[:, None, :], 0.0)
+    std = np.sqrt((deviation ** 2).sum(axis=1) / divisor)
+    minimum = np.where(observed, values, np.inf).min(axis=1)
+    maximum = np.where(observed, values, -np.inf).max(axis=1)
+
+    step_index = np.arange(steps)[None, :, None]
+    first_index = np.where(observed, step_index, steps - 1).min(axis=1)  # (N, C); any valid index where unseen
+    last_index = np.where(observed, step_index, 0).max(axis=1)
+    first = np.take_along_axis(values, first_index[:, None, :], axis=1)[:, 0, :]
+    last = np.take_along_axis(values, last_index[:, None, :], axis=1)[:, 0, :]
+
+    # Slope on times centred per channel: exact for large absolute times (e.g. unix seconds).
+    channel_times = np.broadcast_to(times[:, :, None], values.shape)
+    mean_time = np.where(observed, channel_times, 0.0).sum(axis=1) / divisor
+    time_deviation = np.where(observed, channel_times - mean_time[:, None, :], 0.0)
+    spread = (time_deviation ** 2).sum(axis=1)
+    covariance = (time_deviation * deviation).sum(axis=1)
+    has_slope = (count >= 2) & (spread > 0)
+    slope = np.where(has_slope, covariance / np.where(has_slope, spread, 1.0), 0.0)
+
+    last_time = np.take_along_axis(times, last_index, axis=1)  # (N, C)
+    since_last = end[:, None] - np.where(seen, last_time, times[:, :1])
+
+    value_statistics = [np.where(seen, s, np.nan) for s in (mean, std, minimum, maximum, first, last, slope)]
+    features = np.stack([*value_statistics, count.astype(np.float64), since_last], axis=2)  # (N, C, 9)
+    return features.reshape(num, channels * len(SUMMARY_STATISTICS))
+
+
+class SummaryFeatureClassifier(_ReferenceClassifier):
+    """Summary features and cross-validated logistic regression (``summary-features`` in the registry).
+
+    The practitioner's first try on records (clinical and sensor time series with few, irregular
+    observations), as MiniRocket is on series. ``fit``:
+
+    1. per sample and channel, the 9 statistics of `summary_features` over the channel's observed points (mean,
+       population standard deviation, min, max, first, last, least-squares slope against time, count and time
+       since the last observation to the end of the record), on the irregular series themselves (no grid);
+    2. the value statistics of a channel a sample never observes (NaN) filled with the column's mean over the
+       training samples that observe it (``feature_mean_``; 0 for a channel no training sample observes): never
+       silently 0, and its count 0 is in the features as the flag;
+    3. every column standardised (``StandardScaler``);
+    4. ``LogisticRegressionCV`` (L2 penalty, lbfgs, multinomial for more than 2 classes) with its inverse
+       penalty C chosen among ``Cs`` by the cross-validated log loss over stratified, shuffled folds
+       (``StratifiedKFold(n_folds, shuffle=True, random_state=random_state)``), then refitted on all of the
+       training data at the chosen C.
+
+    Small classes: the number of folds is ``min(cv, the smallest class's training count)``, so that every fold
+    holds every class; when a class has a single training sample no stratified split exists, and a
+    ``LogisticRegression`` at ``C=1`` (scikit-learn's default) is fitted without cross-validation
+    (``n_folds_ = 0``).
+
+    Arguments:
+        Cs: the inverse penalties C tried, or None (default): ``np.logspace(-3, 3, 7)``.
+        cv: the most cross-validation folds (default 5; at least 2).
+        max_iter: lbfgs's iteration limit per fit (default 1000).
+        random_state: the seed of the folds' shuffle (None: a fresh one each fit).
+
+    Attributes (after ``fit``): ``classes_``, ``n_features_in_`` and ``n_channels_`` (channels C),
+    ``feature_names_`` (the C * 9 column names, `summary_feature_names`), ``feature_mean_`` (C * 9,) the fill
+    of missing features, ``scaler_``, ``logistic_`` (the fitted scikit-learn model, on class indices), ``C_``
+    (the chosen C) and ``n_folds_`` (the folds used; 0 without cross-validation).
+    """
+
+    def __init__(self, Cs=None, cv: int = 5, max_iter: int = 1000, random_state: int | None = None):
+        self.Cs = Cs
+        self.cv = cv
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _check_options(self) -> np.ndarray:
+        """The Cs to try, after checking the options."""
+        for name in ("cv", "max_iter"):
+            value = getattr(self, name)
+            least = 2 if name == "cv" else 1
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.Cs is None:
+            return np.logspace(-3, 3, 7)
+        try:
+            cs = np.asarray(self.Cs, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"Cs must be None or positive numbers, got {self.Cs!r}") from err
+        if cs.ndim != 1 or cs.size == 0 or not (np.isfinite(cs).all() and (cs > 0).all()):
+            raise ValueError(f"Cs must be None or a non-empty list of positive finite numbers, got {self.Cs!r}")
+        return cs
+
+    def _raw_features(self, X, times, y=None, *, fitting: bool):
+        """The features of X with NaN where a channel is unobserved, and y (`_read`'s checks)."""
+        (t, v, n), y = _read(X, times, y, fitting=fitting)
+        if not fitting and v.shape[2] != self.n_channels_:
+            raise ValueError(f"X has {v.shape[2]} channel(s), but the estimator was fitted on {self.n_channels_}")
+        return summary_features(t, v, n), y
+
+    def fit(self, X, y=None, times=None) -> "SummaryFeatureClassifier":
+        """Compute the training features and fit the scaler and the cross-validated logistic regression.
+
+        Arguments:
+            X: N samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where missing, or
+                an `IrregularDataset`).
+            y: (N,) class labels (any hashable type), or None with a labelled `IrregularDataset`.
+            times: None (observation index) or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            self.
+        """
+        from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+        from sklearn.model_selection import StratifiedKFold
+        from sklearn.preprocessing import StandardScaler
+
+        cs = self._check_options()
+        features, y = self._raw_features(X, times, y, fitting=True)
+        y = _labels(y, features.shape[0])
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(f"y holds only 1 class ({self.classes_[0]!r}): a classifier needs at least 2 classes")
+        self.n_channels_ = self.n_features_in_ = features.shape[1] // len(SUMMARY_STATISTICS)
+        self.feature_names_ = summary_feature_names(self.n_channels_)
+        missing = np.isnan(features)
+        known = (~missing).sum(axis=0)
+        # The mean over the samples that observe the channel; 0 where none does (the column is then constant).
+        self.feature_mean_ = np.where(missing, 0.0, features).sum(axis=0) / np.maximum(known, 1)
+        imputed = np.where(missing, self.feature_mean_, features)
+        self.scaler_ = StandardScaler()
+        scaled = self.scaler_.fit_transform(imputed)
+
+        self.n_folds_ = min(int(self.cv), int(np.bincount(codes).min()))
+        if self.n_folds_ >= 2:
+            folds = StratifiedKFold(self.n_folds_, shuffle=True, random_state=self.random_state)
+            self.logistic_ = LogisticRegressionCV(Cs=cs, cv=folds, scoring="neg_log_loss", max_iter=self.max_iter,
+                                                  random_state=self.random_state, **_logistic_cv_options())
+            self.logistic_.fit(scaled, codes)
+            self.C_ = float(np.ravel(self.logistic_.C_)[0])
+        else:
+            self.n_folds_ = 0
+            self.logistic_ = LogisticRegression(C=1.0, max_iter=self.max_iter, random_state=self.random_state)
+            self.logistic_.fit(scaled, codes)
+            self.C_ = 1.0
+        return self
+
+    def features(self, X, times=None) -> np.ndarray:
+        """The features the classifier reads, before scaling: `summary_features` with the never-observed channels'
+        value statistics filled with ``feature_mean_``.
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+
+        Returns:
+            (N, C * 9) float64, columns named by ``feature_names_``.
+        """
+        check_is_fitted(self, "classes_")
+        features, _ = self._raw_features(X, times, fitting=False)
+        return np.where(np.isnan(features), self.feature_mean_, features)
+
+    def _scaled(self, X, times) -> np.ndarray:
+        return self.scaler_.transform(self.features(X, times))
+
+    def decision_function(self, X, times=None) -> np.ndarray:
+        """The logistic regression's scores: (N,) log-odds for two classes (positive: ``classes_[1]``), else
+        (N, K).
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+        """
+        return self.logistic_.decision_function(self._scaled(X, times))
+
+    def predict_proba(self, X, times=None) -> np.ndarray:
+        """(N, K) class probabilities, columns in the order of ``classes_``.
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+        """
+        return self.logistic_.predict_proba(self._scaled(X, times))
+
+    def predict(self, X, times=None) -> np.ndarray:
+        """The predicted class of every sample of X.
+
+        Arguments:
+            X: the samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing, or an `IrregularDataset`), with the channels of ``fit``.
+            times: None or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            (N,) array of labels from ``classes_``.
+        """
+        return self.classes_[np.asarray(self.logistic_.predict(self._scaled(X, times)), dtype=int)]
+
+
+def _logistic_cv_options() -> dict:
+    """LogisticRegressionCV's arguments for an L2 penalty without deprecation warnings: scikit-learn >= 1.8
+    replaces ``penalty`` by ``l1_ratios`` and changes attribute shapes unless told; earlier versions have
+    neither argument (and default to L2)."""
+    from sklearn.linear_model import LogisticRegressionCV
+
+    if "use_legacy_attributes" in inspect.signature(LogisticRegressionCV).parameters:
+        return {"l1_ratios": (0.0,), "use_legacy_attributes": False}
+    return {}
+
+
 # ---------------------------------------------------------------------------------------------- registry
 @dataclasses.dataclass(frozen=True)
 class ReferenceMethod:
@@ -650,6 +956,10 @@ register_reference_method(ReferenceMethod(
 register_reference_method(ReferenceMethod(
     "1nn-dtw", NearestNeighbourClassifier, {"distance": "dtw"}, seed_parameter=None, requires=("aeon",),
     description="1-nearest neighbour, DTW distance (aeon, full window), on the series interpolated onto a grid"))
+register_reference_method(ReferenceMethod(
+    "summary-features", SummaryFeatureClassifier,
+    description="per-channel summary statistics of the observed points (mean, std, min, max, first, last, slope, "
+                "count, time since last) + LogisticRegressionCV"))
 # The toolkit's own closed-form mode (not a reference): a frozen random model read out by ridge regression, on the
 # irregular series themselves (no grid).
 register_reference_method(ReferenceMethod(

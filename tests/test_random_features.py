@@ -7,11 +7,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from scipy.special import log_expit, log_softmax
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 from sklearn.utils.estimator_checks import check_estimator
 
 from neuralde_seq import create_model, logsignature
-from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout
+from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout, _fit_probability_temperature
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 
 ALPHAS = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3)
@@ -491,3 +493,120 @@ def test_overflowing_states_raise_a_clear_error():
     with pytest.raises(ValueError, match="input_scale"):
         RandomFeatureClassifier("slice-dense", width=16, input_scale=1e4, timescales=None,
                                 model_options={"init_scale": 50.0}, features=("final",)).fit(X, y)
+
+
+# ------------------------------------------------------------------------------------------------ probabilities
+
+def _noisy_levels(n, num_classes, seed, length=20):
+    """Univariate random walks labelled by the quantile bin of their final value, a fifth of the labels redrawn at
+    random: a task the readout learns but whose leave-one-out decisions do not separate."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, length, 1)).cumsum(axis=1)
+    edges = np.quantile(X[:, -1, 0], np.arange(1, num_classes) / num_classes)
+    y = np.digitize(X[:, -1, 0], edges)
+    redrawn = rng.random(n) < 0.2
+    y[redrawn] = rng.integers(0, num_classes, int(redrawn.sum()))
+    return X, y
+
+
+def _leave_one_out_log_loss(decision, codes, temperature):
+    """Mean log-loss of softmax(decision / T), written out: σ(d / T) for the second class with one column."""
+    if decision.ndim == 1:
+        log_p = np.where(codes == 1, log_expit(decision / temperature), log_expit(-decision / temperature))
+        return float(-log_p.mean())
+    return float(-log_softmax(decision / temperature, axis=1)[np.arange(len(codes)), codes].mean())
+
+
+@pytest.mark.parametrize("num_classes", [2, 4])
+def test_classifier_probabilities_sum_to_one_and_their_argmax_is_predict(num_classes):
+    X, y = _noisy_levels(70, num_classes, seed=num_classes)
+    labels = np.array(["low", "mid", "high", "top"])[y]  # classes_ sorted as strings, not as the levels
+    clf = RandomFeatureClassifier("slice-diag", width=32, random_state=0)
+    with pytest.raises(NotFittedError):
+        clf.predict_proba(X)
+    clf.fit(X[:50], labels[:50])
+    probabilities = clf.predict_proba(X[50:])
+    assert probabilities.shape == (20, num_classes) and probabilities.dtype == np.float64
+    assert bool(((probabilities >= 0) & (probabilities <= 1)).all())
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[probabilities.argmax(axis=1)], clf.predict(X[50:]))
+    # the formula, columns following classes_: σ(d / T) for classes_[1], softmax(D / T) of the one-vs-all columns
+    decision, temperature = clf.decision_function(X[50:]), clf.probability_temperature_
+    if num_classes == 2:
+        np.testing.assert_allclose(probabilities[:, 1], 1 / (1 + np.exp(-decision / temperature)), rtol=1e-12)
+    else:
+        weights = np.exp((decision - decision.max(axis=1, keepdims=True)) / temperature)
+        np.testing.assert_allclose(probabilities, weights / weights.sum(axis=1, keepdims=True), rtol=1e-12)
+    # not the feature map's "ppv" temperature, which stays 0 without fine-tuning
+    assert clf.feature_map_.temperature_ == 0.0 and 0 < temperature != 1.0
+
+
+@pytest.mark.parametrize("task", ["three classes", "regression"])
+@pytest.mark.parametrize("standardize", [False, True])
+@pytest.mark.parametrize("n, p", [(15, 6), (15, 40)], ids=["samples>features", "samples<features"])
+def test_ridge_leave_one_out_decisions_are_the_refits_without_each_sample(n, p, standardize, task):
+    rng = np.random.default_rng(p + 100 * standardize)
+    F = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p) + rng.normal(size=p)
+    if task == "regression":
+        targets, classification = F @ rng.normal(size=p) + rng.normal(size=n), False
+    else:
+        targets, classification = np.arange(n) % 3 * 2 + 1, True  # 5 of each of the labels 1, 3, 5
+    readout = RidgeReadout(0.8, classification=classification, standardize=standardize).fit(F, targets)
+    leave_one_out = readout.leave_one_out_decision_function()
+    assert leave_one_out.dtype == torch.float64
+    assert leave_one_out.shape == readout.decision_function(F).shape  # (N,) or (N, 3), as decision_function
+    # the standardisation stays that of all N samples (as RidgeCV's): refit on features standardised once
+    basis = _standardised(F) if standardize else F
+    for i in range(n):
+        keep = np.arange(n) != i
+        refit = RidgeReadout(0.8, classification=classification, standardize=False).fit(basis[keep], targets[keep])
+        np.testing.assert_allclose(leave_one_out[i].numpy(), refit.decision_function(basis[i:i + 1])[0].numpy(),
+                                   rtol=0, atol=1e-8)
+    # and they are not the in-sample decisions
+    assert float((leave_one_out - readout.decision_function(F)).abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_probability_temperature_minimises_the_leave_one_out_log_loss(num_classes):
+    X, y = _noisy_levels(60, num_classes, seed=10 + num_classes)
+    clf = RandomFeatureClassifier("slice-diag", width=32, random_state=1).fit(X, y)
+    decision = clf.readout_.leave_one_out_decision_function().numpy()
+    codes = np.searchsorted(clf.classes_, y)
+    fitted = _leave_one_out_log_loss(decision, codes, clf.probability_temperature_)
+    grid = np.geomspace(1e-3, 1e3, 6001)
+    losses = np.array([_leave_one_out_log_loss(decision, codes, t) for t in grid])
+    best = int(np.argmin(losses))
+    assert 0 < best < len(grid) - 1  # an interior minimum: the comparison means something
+    assert losses[best] >= fitted - 1e-12, (grid[best], clf.probability_temperature_)
+    assert clf.probability_temperature_ == pytest.approx(grid[best], rel=3e-3)
+    # the in-sample decisions would call for a colder (more confident) temperature
+    in_sample = clf.decision_function(X)
+    assert min(_leave_one_out_log_loss(in_sample, codes, t) for t in grid) < fitted
+
+
+def test_probability_temperature_stays_in_its_range_where_the_log_loss_has_no_minimum():
+    codes = torch.tensor([0, 0, 1, 1])
+    # separated: the log-loss falls as T goes to 0; T stops where the largest decision's logit is 30
+    assert _fit_probability_temperature(torch.tensor([-2.0, -1.0, 1.0, 2.0], dtype=torch.float64),
+                                        codes) == pytest.approx(2.0 / 30)
+    # inverted: it falls as T grows; T stops at 1,000 times the largest decision (probabilities near uniform)
+    assert _fit_probability_temperature(torch.tensor([2.0, 1.0, -1.0, -2.0], dtype=torch.float64),
+                                        codes) == pytest.approx(2000.0)
+    # no information at all: any T gives the same probabilities
+    assert _fit_probability_temperature(torch.zeros(4, 3, dtype=torch.float64), torch.tensor([0, 1, 2, 0])) == 1.0
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_predict_log_proba_is_the_log_of_predict_proba(num_classes):
+    X, y = _noisy_levels(50, num_classes, seed=20 + num_classes)
+    clf = RandomFeatureClassifier("slice-diag", width=32, random_state=2).fit(X[:35], y[:35])
+    probabilities, log_probabilities = clf.predict_proba(X[35:]), clf.predict_log_proba(X[35:])
+    assert log_probabilities.shape == probabilities.shape
+    not_tiny = probabilities > 1e-10
+    np.testing.assert_allclose(log_probabilities[not_tiny], np.log(probabilities[not_tiny]), rtol=0, atol=1e-12)
+    # computed stably: at a temperature that underflows the probabilities, the logs stay finite and normalised
+    clf.probability_temperature_ = 1e-5
+    assert (clf.predict_proba(X[35:]) == 0).any()
+    log_probabilities = clf.predict_log_proba(X[35:])
+    assert np.isfinite(log_probabilities).all()
+    np.testing.assert_allclose(np.logaddexp.reduce(log_probabilities, axis=1), 0.0, rtol=0, atol=1e-12)
