@@ -128,7 +128,7 @@ def test_rooms_that_kept_their_old_name_export_the_old_names_without_warning():
 # ------------------------------------------------------------------------------------ the registry
 def test_every_task_is_registered_by_its_source_in_order():
     assert TASK_NAMES == ("japanese-vowels", "speech-commands", "physionet-sepsis", "eigenworms",
-                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding")
+                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding", "icu-records")
     owners = {name: task.loader.__module__.rpartition(".")[0] for name, task in TASKS.items()}
     assert set(owners.values()) == {f"{PACKAGE}.data.sources"}
 

@@ -207,9 +207,9 @@ def test_test_variants_drop_and_subsample_as_specified(jv):
 
 def test_task_registry_names_and_metrics():
     assert set(TASKS) == {"japanese-vowels", "speech-commands", "physionet-sepsis", "eigenworms",
-                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding"}
-    assert TASKS["physionet-sepsis"].metric == "auroc"
-    assert all(TASKS[t].metric == "accuracy" for t in TASKS if t != "physionet-sepsis")
+                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding", "icu-records"}
+    assert TASKS["physionet-sepsis"].metric == "auroc" and TASKS["icu-records"].metric == "auroc"
+    assert all(TASKS[t].metric == "accuracy" for t in TASKS if t not in ("physionet-sepsis", "icu-records"))
     with pytest.raises(ValueError, match="unknown option"):
         load_task("japanese-vowels", representation="mfcc")
 

@@ -5,9 +5,10 @@
 * `neuralde_seq.data.io`: the cache directory, verified downloads, cache integrity and archive extraction;
 * `neuralde_seq.data.formats`: ``.ts`` and ARFF files, local files, numpy arrays and pandas DataFrames;
 * `neuralde_seq.data.transforms`: dropping, subsampling, cropping, standardisation, time warps, long series;
-* `neuralde_seq.data.synthetic`: copy memory, the adding problem, warped adding, trajectories of dynamical systems;
+* `neuralde_seq.data.synthetic`: copy memory, the adding problem, warped adding, trajectories of dynamical systems,
+  simulated ICU stays with a known ground truth (`simulate_records`);
 * `neuralde_seq.data.sources`: each dataset's loader, registering its benchmark task (the embedded JapaneseVowels
-  data, Speech Commands, PhysioNet 2019, the UEA & UCR archives, local files, warped adding);
+  data, Speech Commands, PhysioNet 2019, the UEA & UCR archives, local files, warped adding, ICU records);
 * `neuralde_seq.data.protocols`: the protocol that runs a task (``load_task``: splits, standardisation, test-set
   variants); import it from there (it is not re-exported here).
 
@@ -39,6 +40,7 @@ from .sources.speech_commands import load_speech_commands
 from .synthetic.stress import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, SyntheticSequences, adding_problem, \
     copy_memory, warped_adding
 from .transforms.time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
+from .synthetic.records import RecordsSpec, SimulatedRecords, simulate_records
 from .synthetic.trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
 from .transforms.long_series import concatenated
 from .transforms.sampling import (drop_observations, fill_gaps, median_step, num_dropped, random_crop_and_drop,
@@ -47,6 +49,9 @@ from .transforms.standardisation import channel_statistics, standardise
 from .sources.uea import load_character_trajectories, load_eigenworms, load_uea
 
 __all__ = [
+    "RecordsSpec",
+    "SimulatedRecords",
+    "simulate_records",
     "SemiMarkovTask",
     "TrajectoryTask",
     "semi_markov_task",
