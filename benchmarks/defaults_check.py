@@ -447,6 +447,10 @@ def main(argv=None) -> int:
     names = [name for name, _ in args.set]
     if len(set(names)) != len(names):
         parser.error(f"--set: a parameter given twice ({', '.join(sorted(n for n in set(names) if names.count(n) > 1))})")
+    try:  # the training values checked before any run (the model-specific ones are checked by each run's fit)
+        SequenceClassifier(**dict(args.set))._training_settings()
+    except (TypeError, ValueError) as err:
+        parser.error(f"--set: {err}")
 
     if args.max_steps is not None and "max_steps" not in inspect.signature(SequenceClassifier).parameters:
         parser.error("--max-steps: this checkout's SequenceClassifier has no max_steps; use --epochs")

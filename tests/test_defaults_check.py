@@ -176,3 +176,8 @@ def test_a_candidate_default_is_an_estimator_parameter_recorded_in_the_settings(
     assert estimator.get_params()["schedule"] == "cosine" and estimator.get_params()["epochs"] == 2
     with pytest.raises(SystemExit):
         script.main(argv + ["--set", "ensemble=2", "--set", "ensemble=3"])
+    # a bad value is refused before any run, naming the parameter
+    for bad in ("augment_crop=0", "schedule=linear", "lr=-1"):
+        with pytest.raises(SystemExit):
+            script.main(argv + ["--set", bad])
+        assert bad.split("=")[0] in capsys.readouterr().err
