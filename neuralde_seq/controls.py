@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -396,8 +396,8 @@ def renamed_control_options(options: Mapping) -> dict:
 
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
                   interpolation: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
-                  intensity_channel: bool = False, missing: str = "interpolate",
-                  unobserved_fill: float | None = None, parametrization: str = "time",
+                  intensity_channel: bool = False, recency_channel: bool = False, missing: str = "interpolate",
+                  unobserved_fill: float | Sequence[float] | None = None, parametrization: str = "time",
                   time_unit: float | None = None, depth: int = 2, step: int = 4, logsig_backend: str = "torch",
                   logsig_basis: str = DEFAULT_BASIS, window_start_values: bool = False,
                   method: str | None = None) -> Control:
@@ -415,9 +415,15 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         time_channel: prepend the observation time as channel 0.
         mask_channel: append C channels that are 1 where a value was observed and 0 where missing.
         intensity_channel: append C channels with the cumulative count of observations per channel
-            (the "observational intensity" of PhysioNet's OI setting).
+            (the "observational intensity" of PhysioNet's OI setting): at point i of a sample, how many of its
+            points 0..i observe the channel.
+        recency_channel: append C channels with the time since each channel's last observation (in the time
+            unit): 0 at a point that observes the channel; before the channel's first observation, and throughout
+            a channel the sample never observes, the time since the sample's first point. With the counts, what
+            GRU-D's decays read: how stale each value is.
         missing: one of `MISSING_POLICIES` (see the module docstring).
-        unobserved_fill: finite value for a channel with no observation at all in a sample; None (default)
+        unobserved_fill: the value of a channel with no observation at all in a sample: a finite number for every
+            channel, or a sequence of C finite numbers, one per channel (e.g. the training means); None (default)
             raises an error instead (NaN or an infinity is refused).
         parametrization: "time" or "index" (see the module docstring). Ignored for log-signatures.
         time_unit: times are divided by this (a positive number) before anything else: the time channel then
@@ -448,27 +454,28 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             read, with a `FutureWarning` giving the new spelling.
 
     Returns:
-        A `Control` with ``channels = C + time_channel + C·mask_channel + C·intensity_channel``
+        A `Control` with ``channels = C + time_channel + C·(mask_channel + intensity_channel + recency_channel)``
             (for log-signatures, ``logsignature_channels(that number, depth, logsig_basis)``, the number of
             log-signature terms of that path in that basis, plus C + C·mask_channel with
             ``window_start_values``).
 
     Raises:
         ValueError: an unknown interpolation, missing policy or parametrization; a flag (``time_channel``,
-            ``mask_channel``, ``intensity_channel``) that is not a bool; ``unobserved_fill`` that is not None or a
-            finite number; ``window_start_values`` without
+            ``mask_channel``, ``intensity_channel``, ``recency_channel``) that is not a bool; ``unobserved_fill`` that
+            is not None, a finite number or C finite numbers; ``window_start_values`` without
             ``interpolation="logsignature"`` (an interpolated control already gives the level); observations that
             `validate_observations` refuses; an all-NaN channel without ``unobserved_fill``; coefficients that
             overflow.
     """
     interpolation = renamed_interpolation(interpolation, method)
     check_control_options(interpolation, time_channel=time_channel, mask_channel=mask_channel,
-                          intensity_channel=intensity_channel, missing=missing, unobserved_fill=unobserved_fill,
+                          intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing,
+                          unobserved_fill=unobserved_fill,
                           parametrization=parametrization, window_start_values=window_start_values,
                           time_unit=time_unit)
     builder = INTERPOLATION_BUILDERS[interpolation]
     observed = observed_channels(times, values, lengths, time_channel=time_channel, mask_channel=mask_channel,
-                                 intensity_channel=intensity_channel, missing=missing,
+                                 intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing,
                                  unobserved_fill=unobserved_fill, time_unit=time_unit,
                                  by_index=builder.windows or parametrization == "index")
     given = {"depth": depth, "step": step, "logsig_backend": logsig_backend, "logsig_basis": logsig_basis,
@@ -489,7 +496,8 @@ class ObservedChannels:
             NaN only in value channels with ``missing="interpolate"``. Points past a sample's length are padding.
         knots: (T,) strictly increasing parameter values s of the points (the shared time grid, or 0, 1, ..., T − 1).
         lengths: (B,) long, valid points per sample.
-        names: (C',) channel names: "time" first when there is a time channel, then "x<c>", "mask<c>", "count<c>".
+        names: (C',) channel names: "time" first when there is a time channel, then "x<c>", "mask<c>", "count<c>",
+            "recency<c>".
     """
 
     path: torch.Tensor
@@ -499,7 +507,7 @@ class ObservedChannels:
 
 
 def check_control_options(interpolation, *, time_channel, mask_channel, intensity_channel, missing, unobserved_fill,
-                          parametrization, window_start_values, time_unit) -> None:
+                          parametrization, window_start_values, time_unit, recency_channel=False) -> None:
     """Refuse `build_control` options that are bad on their own or together, before any work (arguments as there).
 
     Raises:
@@ -509,15 +517,16 @@ def check_control_options(interpolation, *, time_channel, mask_channel, intensit
         raise ValueError(unknown_name_message("interpolation", interpolation, INTERPOLATIONS,
                                              listing="interpolation must be one of"))
     for flag, given in (("time_channel", time_channel), ("mask_channel", mask_channel),
-                        ("intensity_channel", intensity_channel)):
+                        ("intensity_channel", intensity_channel), ("recency_channel", recency_channel)):
         # a string such as "no" would otherwise read as True
         if not isinstance(given, bool) and type(given).__name__ != "bool_":
             raise ValueError(f"{flag} must be True or False, got {given!r}")
-    if unobserved_fill is not None and (isinstance(unobserved_fill, bool) or not isinstance(
-            unobserved_fill, numbers.Real) or not math.isfinite(unobserved_fill)):
+    if unobserved_fill is not None and not _finite_number(unobserved_fill) and not (
+            isinstance(unobserved_fill, Sequence) and not isinstance(unobserved_fill, str) and len(unobserved_fill) > 0
+            and all(_finite_number(v) for v in unobserved_fill)):
         # NaN would mark the filled channel missing again (the result was that of unobserved_fill=0.0)
-        raise ValueError(f"unobserved_fill must be None or a finite number (the value of a channel a sample never "
-                         f"observes), got {unobserved_fill!r}")
+        raise ValueError(f"unobserved_fill must be None, a finite number or a sequence of finite numbers, one per "
+                         f"channel (the value of a channel a sample never observes), got {unobserved_fill!r}")
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if parametrization not in ("time", "index"):
@@ -541,9 +550,13 @@ def check_control_options(interpolation, *, time_channel, mask_channel, intensit
         raise ValueError(f"time_unit must be a positive finite number or None, got {time_unit!r}")
 
 
+def _finite_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def observed_channels(times, values, lengths, *, time_channel: bool, mask_channel: bool, intensity_channel: bool,
-                      missing: str, unobserved_fill: float | None, time_unit: float | None,
-                      by_index: bool) -> ObservedChannels:
+                      missing: str, unobserved_fill: float | Sequence[float] | None, time_unit: float | None,
+                      by_index: bool, recency_channel: bool = False) -> ObservedChannels:
     """The observations validated and turned into a control's channels at their points (options checked by
     `check_control_options`; arguments as `build_control`).
 
@@ -555,12 +568,13 @@ def observed_channels(times, values, lengths, *, time_channel: bool, mask_channe
             else at the shared time grid, which every sample must be observed on.
 
     Returns:
-        `ObservedChannels` with C' = C + time_channel + C·mask_channel + C·intensity_channel, trimmed to the longest
-        sample.
+        `ObservedChannels` with C' = C + time_channel + C·(mask_channel + intensity_channel + recency_channel),
+        trimmed to the longest sample.
 
     Raises:
         ValueError: observations `validate_observations` refuses; a channel with no observation in a sample
-            without ``unobserved_fill``; samples on different time grids when not ``by_index``.
+            without ``unobserved_fill``; ``unobserved_fill`` with other than C values; samples on different time grids
+            when not ``by_index``.
     """
     if time_unit is not None and isinstance(times, torch.Tensor):
         times = times.double() / time_unit  # in float64: large raw times keep their resolution
@@ -573,7 +587,7 @@ def observed_channels(times, values, lengths, *, time_channel: bool, mask_channe
     knots = (torch.arange(longest, dtype=values.dtype, device=values.device) if by_index
              else _shared_time_grid(times, lengths, valid))
     path, names = _channels(times, values, observed, valid, time_channel=time_channel, mask_channel=mask_channel,
-                            intensity_channel=intensity_channel, missing=missing)
+                            intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing)
     return ObservedChannels(path, knots, lengths, names)
 
 
@@ -589,7 +603,11 @@ def _fill_unobserved(values, observed, valid, unobserved_fill):
         where = (f"channel {c} has no observation in any sample" if every[c]
                  else f"sample {b} has no observation in channel {c}")
         raise ValueError(f"all-NaN channel: {where}; pass unobserved_fill=<value> to fill such channels")
-    return torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), torch.full_like(values, unobserved_fill), values)
+    fill = torch.as_tensor(unobserved_fill, dtype=values.dtype, device=values.device)
+    if fill.dim() == 1 and fill.shape[0] != values.shape[-1]:
+        raise ValueError(f"unobserved_fill has {fill.shape[0]} values, one per channel, but the observations have "
+                         f"{values.shape[-1]} channels")
+    return torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), fill.expand_as(values), values)
 
 
 def _shared_time_grid(times, lengths, valid):
@@ -604,7 +622,8 @@ def _shared_time_grid(times, lengths, valid):
     return reference
 
 
-def _channels(times, values, observed, valid, *, time_channel, mask_channel, intensity_channel, missing):
+def _channels(times, values, observed, valid, *, time_channel, mask_channel, intensity_channel, missing,
+              recency_channel=False):
     """(B, T, C') the control's channels at the points, and their names (`ObservedChannels`)."""
     channel_parts, names = [], []
     if time_channel:
@@ -623,7 +642,20 @@ def _channels(times, values, observed, valid, *, time_channel, mask_channel, int
     if intensity_channel:
         channel_parts.append(observed.to(values.dtype).cumsum(dim=1))
         names += [f"count{c}" for c in range(values.shape[-1])]
+    if recency_channel:
+        channel_parts.append(_time_since_observed(times, observed))
+        names += [f"recency{c}" for c in range(values.shape[-1])]
     return torch.cat(channel_parts, dim=-1), tuple(names)
+
+
+def _time_since_observed(times: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
+    """(B, T, C) the time at each point since the channel's last observation at or before it; the time since the
+    sample's first point where the channel has none yet. Padding points (past a sample's length) are never observed,
+    so they only carry the values on, which no builder reads."""
+    position = torch.arange(times.shape[1], device=times.device).view(1, -1, 1).expand_as(observed)
+    last = torch.where(observed, position, torch.zeros_like(position)).cummax(dim=1).values  # 0 before the first
+    last_time = torch.gather(times.unsqueeze(-1).expand(*observed.shape), 1, last)
+    return (times.unsqueeze(-1) - last_time).to(times.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -828,7 +860,8 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
     channel_names = tuple(f"logsig{i}" for i in range(width))
     if window_start_values:
         # not the time and count channels (build_control's "time", "count<c>"): positions, unbounded
-        levels = [c for c, name in enumerate(names) if name != "time" and not name.startswith("count")]
+        levels = [c for c, name in enumerate(names)
+                  if name != "time" and not name.startswith(("count", "recency"))]
         logsig = torch.cat([logsig, _window_starts(path[..., levels], windows, step)], dim=-1)
         channel_names += tuple(f"start_{names[c]}" for c in levels)
     coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)

@@ -169,7 +169,7 @@ from .models.linear_cde import _pieces, path_scales
 from .signatures import logsignature
 from .solvers import solve
 from .reservoir_tuning import FineTuning, fine_tune
-from .training.input_spec import check_fill_gaps
+from .training.input_spec import check_fill_gaps, warn_unobserved
 from .training.objectives import ModelArguments
 from .training.threads import torch_threads
 
@@ -1229,10 +1229,11 @@ class _RandomFeatureEstimator(BaseEstimator):
                                      input_scale=self.input_scale, fast_share=self.fast_share,
                                      timescales=self.timescales,
                                      memory=self.memory, model_options=self.model_options,
-                                     control_options=self.control_options, fill_gaps=self.fill_gaps, seed=seed,
-                                     batch_size=self.batch_size)
+                                     control_options=self._resolved_control_options(), fill_gaps=self.fill_gaps,
+                                     seed=seed, batch_size=self.batch_size)
         device = torch.device(self.device)
         data = self._data(X, times)
+        warn_unobserved(data, "training samples", feature_map.control_options["unobserved_fill"])
         targets = self._targets(y, len(data))
         fitted_with_times = times is not None
         self.channel_mean_, self.channel_scale_ = (s.numpy() for s in channel_statistics(data))
@@ -1281,6 +1282,16 @@ class _RandomFeatureEstimator(BaseEstimator):
         refitted.fit(features, targets.to(features.device))
         return features, refitted
 
+    def _resolved_control_options(self) -> dict:
+        """``control_options`` with ``unobserved_fill`` "mean" (the default) as 0, the standardised values' mean."""
+        options = {"unobserved_fill": "mean", **(self.control_options or {})}
+        if isinstance(options["unobserved_fill"], str):
+            if options["unobserved_fill"] != "mean":
+                raise ValueError(f"control_options: unobserved_fill must be None, a finite number, one per channel, "
+                                 f"or 'mean' (the training mean of each channel), got {options['unobserved_fill']!r}")
+            options["unobserved_fill"] = 0.0
+        return options
+
     def _standardised_inputs(self, data, device: torch.device):
         # in the estimator's dtype (the times'); the dataset holds the values in float64 (`read_sequences`)
         values = standardised(data.values, self.channel_mean_, self.channel_scale_, data.times.dtype).to(device)
@@ -1296,6 +1307,8 @@ class _RandomFeatureEstimator(BaseEstimator):
     def _outputs(self, X, times) -> torch.Tensor:
         """The readout's outputs for X, float64 on the CPU."""
         data = self._checked_data(X, times)
+        if self.feature_map_.control_options.get("unobserved_fill") is not None:
+            warn_unobserved(data, "samples", self.feature_map_.control_options["unobserved_fill"])
         with torch_threads(threads_for_jobs(self.n_jobs)):
             return self.readout_.decision_function(self._features(data, torch.device(self.device))).cpu()
 

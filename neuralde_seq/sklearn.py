@@ -98,12 +98,12 @@ from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.config import TrainingSettings
 from .training.fit import fit as _fit
-from .training.input_spec import InputSpec, check_fill_gaps
+from .training.input_spec import InputSpec, check_fill_gaps, warn_unobserved
 from .training.objectives import Classification, Regression
 from .training.objectives import predict as _predict
 from .training.spec import TrainingSpec
 from .training.threads import torch_threads
-from .user_warnings import options_spelled_as
+from .user_warnings import IgnoredOptionWarning, options_spelled_as, warn_user
 
 __all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor",
            "AUTO_MAX_STEPS", "AUTO_VALIDATION_FRACTION"]
@@ -273,13 +273,25 @@ class _SequenceEstimator(BaseEstimator):
             raise ValueError(f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
                              "(e.g. 0.1), or epochs='auto' (which makes one)")
         control = {}
+        given = dict(self.control_options or {})
         if model_entry(self.model).inputs == "control":
             control["parametrization"] = "index"  # samples may have different times (module docstring)
             # The time channel in units of the training data's longest span: in raw units it grows like the series'
             # length, and a CDE integrating it over 2,000 points started with logits in the hundreds (ncde, nrde,
             # hebb-cde) or NaN (oja-cde) on a spiky series (tests/test_defaults.py).
             control["time_unit"] = "auto"
-        control.update(self.control_options or {})
+            # A channel a record never measures (a lab not drawn): its training mean, said in a warning at fit.
+            control["unobserved_fill"] = "mean"
+            control.update(given)
+        else:
+            # One control_options for every model (a grid search over model names): an observation model reads the
+            # time unit and sees missing values through its own masks, so the path's options are set aside, said.
+            if "time_unit" in given:
+                control["time_unit"] = given.pop("time_unit")
+            if given:
+                warn_user(f"control_options {sorted(given)} do not apply to model {self.model!r}, which reads the raw "
+                          "observations (missing values through its masks, gaps as times): ignored; of "
+                          "control_options it reads time_unit only", IgnoredOptionWarning)
         fill = check_fill_gaps(self.fill_gaps)
         if model_entry(self.model).inputs == "observations":
             if fill is not None and fill != "auto":
@@ -447,6 +459,9 @@ class _SequenceEstimator(BaseEstimator):
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
         check_channels_like_fit(self, X, data.num_channels)
+        fill = self.input_spec_.control.get("unobserved_fill")
+        if fill is not None:
+            warn_unobserved(data, "samples", fill)
         inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
         with torch_threads(threads_for_jobs(self.n_jobs)):
             outputs = _predict(self.model_, inputs, self.batch_size)

@@ -18,12 +18,17 @@ import sys
 import warnings
 from typing import Iterator, Mapping
 
-__all__ = ["OptionSpelling", "options_spelled_as", "current_spelling", "spell_options", "warn_user"]
+__all__ = ["IgnoredOptionWarning", "OptionSpelling", "options_spelled_as", "current_spelling", "spell_options", "warn_user"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # The libraries between a user's call and a model's forward pass (torch's Module.__call__, scikit-learn's and
 # joblib's cross-validation loops), skipped like this package's own frames.
 _LIBRARIES = ("torch", "sklearn", "joblib")
+
+
+class IgnoredOptionWarning(UserWarning):
+    """An option given to every model of a search (e.g. an estimator's ``control_options``) that this model does not
+    read: set aside, said once per fit."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,9 +47,47 @@ from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
 from ..models import check_control_overrides, control_options, model_entry, model_inputs
 from ..observations import Observations
+from ..user_warnings import warn_user
 from .objectives import ModelArguments
 
-__all__ = ["InputSpec", "check_fill_gaps"]
+__all__ = ["InputSpec", "check_fill_gaps", "UnobservedChannelWarning", "unobserved_channels", "warn_unobserved"]
+
+
+class UnobservedChannelWarning(UserWarning):
+    """Some samples never observe some channel, and those channels were filled (``unobserved_fill``)."""
+
+
+def unobserved_channels(data) -> torch.Tensor:
+    """(C,) long: for each channel, the number of samples of ``data`` (``values`` (N, T, C), NaN where missing,
+    optional ``lengths``) without a single observation of it."""
+    values = data.values
+    observed = ~torch.isnan(values)
+    lengths = _lengths_of(data)
+    if lengths is not None:
+        inside = torch.arange(values.shape[1], device=values.device)[None, :] < lengths.to(values.device)[:, None]
+        observed = observed & inside.unsqueeze(-1)
+    return (~observed.any(dim=1)).sum(dim=0).cpu()
+
+
+def warn_unobserved(data, what: str, fill) -> None:
+    """One `UnobservedChannelWarning` naming every channel that some sample of ``data`` never observes, and how
+    many such samples there are, when there is one (``what``: e.g. "training samples"; ``fill``: the values
+    written there, one per channel). Silent otherwise."""
+    counts = unobserved_channels(data)
+    if not bool((counts > 0).any()):
+        return
+    if isinstance(fill, numbers.Real):
+        fill = [fill] * int(counts.shape[0])
+    names = list(getattr(data, "meta", {}).get("channels") or [])
+    parts = []
+    for c in torch.nonzero(counts > 0).flatten().tolist():
+        label = f"{c} ({names[c]})" if c < len(names) else str(c)
+        parts.append(f"channel {label} in {int(counts[c])}")
+    filled = ", ".join(f"{float(fill[c]):.3g}" for c in torch.nonzero(counts > 0).flatten().tolist())
+    warn_user(f"{'; '.join(parts)} of {int(data.values.shape[0])} {what} never observed: filled with {filled} "
+              "(unobserved_fill; 'mean', the estimators' default, is the channel's training mean); a control's "
+              "intensity and recency channels, where it has them, show the channel was never observed. Give "
+              "unobserved_fill=<value> in the control options to choose the value", UnobservedChannelWarning)
 
 
 def _lengths_of(data) -> torch.Tensor | None:
@@ -94,7 +132,9 @@ class InputSpec:
                 optionally ``lengths`` (N,), e.g. an `IrregularDataset`, `Observations` or `SyntheticSequences`.
             control: `build_control` options that replace the model's registered ones (control models only). A
                 ``time_unit`` among them is read as the argument below (the spelling of YAML rows and the
-                estimators' ``control_options``).
+                estimators' ``control_options``). ``unobserved_fill="mean"`` is resolved here: each channel's mean
+                over ``train``'s observed values as the model reads them (0 when standardising), with one
+                `UnobservedChannelWarning` naming the channels some training sample never observes.
             time_unit: None (default), a positive number, or ``"auto"`` (resolved here on ``train``).
             standardise: standardise each channel with ``train``'s statistics of its observed values.
             reads_static: a control model that reads static features beside its control.
@@ -134,6 +174,9 @@ class InputSpec:
         mean = scale = None
         if standardise:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
+        if isinstance(control.get("unobserved_fill"), str):
+            control["unobserved_fill"] = _training_means(control["unobserved_fill"], train, mean)
+            warn_unobserved(train, "training samples", control["unobserved_fill"])
         return cls(model=model, control=control, time_unit=unit, channel_mean=mean, channel_scale=scale,
                    reads_static=bool(reads_static), fill_step=_fill_step(fill_gaps, train))
 
@@ -234,6 +277,34 @@ def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
         return float(fill_gaps)
     allowed = "None, 'auto' or a positive time step" if auto else "None or a positive time step"
     raise ValueError(f"{name} must be {allowed}, got {fill_gaps!r}")
+
+
+def _training_means(option: str, train, standardised_mean) -> tuple[float, ...]:
+    """``unobserved_fill="mean"`` resolved on ``train``: each channel's mean over its observed values, as the model
+    reads them (standardised: 0; else as given).
+
+    Raises:
+        ValueError: another string, or a channel no training sample observes (there is no mean to fill with).
+    """
+    if option != "mean":
+        raise ValueError(f"unobserved_fill must be None, a finite number, one per channel, or 'mean' (the training "
+                         f"mean of each channel), got {option!r}")
+    channels = train.values.shape[-1]
+    if standardised_mean is not None:
+        return (0.0,) * channels  # the standardised values' mean, by construction
+    values = train.values.to(torch.float64)
+    lengths = _lengths_of(train)
+    observed = ~torch.isnan(values)
+    if lengths is not None:
+        observed &= (torch.arange(values.shape[1], device=values.device)[None, :]
+                     < lengths.to(values.device)[:, None]).unsqueeze(-1)
+    count = observed.sum(dim=(0, 1))
+    never = torch.nonzero(count == 0).flatten().tolist()
+    if never:
+        raise ValueError(f"unobserved_fill='mean': channel(s) {never} have no observed value in any training sample, "
+                         "so there is no mean to fill them with; drop them, or give unobserved_fill=<value>")
+    total = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(dim=(0, 1))
+    return tuple(float(x) for x in (total / count).tolist())
 
 
 def _fill_step(fill_gaps, train) -> float | None:
