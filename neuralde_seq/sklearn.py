@@ -280,8 +280,6 @@ class _SequenceEstimator(BaseEstimator):
             # length, and a CDE integrating it over 2,000 points started with logits in the hundreds (ncde, nrde,
             # hebb-cde) or NaN (oja-cde) on a spiky series (tests/test_defaults.py).
             control["time_unit"] = "auto"
-            # A channel a record never measures (a lab not drawn): its training mean, said in a warning at fit.
-            control["unobserved_fill"] = "mean"
             control.update(given)
         else:
             # One control_options for every model (a grid search over model names): an observation model reads the
@@ -354,8 +352,8 @@ class _SequenceEstimator(BaseEstimator):
             inputs = spec.transform(data)
         except ValueError as error:
             if "unobserved_fill" in str(error):
-                raise ValueError(f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 0.0}} "
-                                 "fills it with the channel's training mean, since values are standardised)") from error
+                raise ValueError(f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 'mean'}}, "
+                                 "the default, fills it with the channel's training mean)") from error
             raise
         return inputs.to(device)
 

@@ -112,9 +112,9 @@ def test_a_series_the_augmentation_leaves_unreadable_is_named_as_its_doing():
     with pytest.raises(ValueError, match=r"augment_crop=0\.2, augment_drop_rate=0\.5 left a series of a training "
                                          r"batch that 'ncde' cannot read: .*no observation in channel.*"
                                          r"unobserved_fill"):
-        SequenceClassifier("ncde", **settings).fit(X, y, times=times)
-    # the advice works: a channel left unobserved is filled with its training mean
-    clf = SequenceClassifier("ncde", control_options={"unobserved_fill": 0.0}, **settings).fit(X, y, times=times)
+        SequenceClassifier("ncde", control_options={"unobserved_fill": None}, **settings).fit(X, y, times=times)
+    # by default a channel the crop and drops leave unobserved is filled with its training mean
+    clf = SequenceClassifier("ncde", **settings).fit(X, y, times=times)
     assert clf.history_["steps"] == 6
 
 

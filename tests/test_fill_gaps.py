@@ -91,3 +91,31 @@ def test_random_features_of_ragged_series_with_times_equal_those_of_the_grid(len
     assert not np.allclose(unfilled.random_features(xs, times=ts), on_grid.random_features(grids), atol=1e-3)
     with pytest.raises(ValueError, match="fill_gaps must be"):
         RandomFeatureClassifier(width=8, fill_gaps=-1.0).fit(xs, y, times=ts)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_batched_fill_is_the_sample_by_sample_reference_bit_for_bit(dtype):
+    """Random ragged batches: lengths from 1 up (a sample of one point has nothing to fill), gaps that are whole
+    multiples of the step (not cut once more) and uneven ones, NaN values, max_substeps from 1 to 19."""
+    from neuralde_seq.data.transforms.sampling import fill_gaps_reference
+
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(150):
+        batch, longest, channels = (int(torch.randint(low, high, (1,), generator=generator))
+                                    for low, high in ((1, 7), (1, 40), (1, 4)))
+        lengths = torch.randint(1, longest + 1, (batch,), generator=generator)
+        if trial % 3 == 0:
+            steps = torch.randint(1, 4, (batch, longest), generator=generator).to(torch.float64) * 0.5
+        else:
+            steps = torch.rand(batch, longest, generator=generator, dtype=torch.float64) * 3 + 1e-3
+        times = torch.cumsum(steps, dim=1).to(dtype)
+        values = torch.randn(batch, longest, channels, generator=generator, dtype=dtype)
+        values[torch.rand(values.shape, generator=generator) < 0.3] = float("nan")
+        step = float(torch.rand(1, generator=generator)) * 2 + 0.05
+        substeps = int(torch.randint(1, 20, (1,), generator=generator))
+        got = fill_gaps(times, values, lengths, step, substeps)
+        expected = fill_gaps_reference(times, values, lengths, step, substeps)
+        assert torch.equal(got[2], expected[2]), trial
+        assert torch.equal(got[0], expected[0]), trial
+        assert torch.equal(got[1].isnan(), expected[1].isnan()), trial
+        assert torch.equal(got[1].nan_to_num(), expected[1].nan_to_num()), trial

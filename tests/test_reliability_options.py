@@ -93,7 +93,7 @@ def test_unobserved_fill_must_be_a_finite_number(fill):
     times = torch.arange(6.0).expand(2, 6)
     values = torch.randn(2, 6, 2)
     values[1, :, 1] = float("nan")  # sample 1 never observes channel 1
-    message = r"unobserved_fill must be None or a finite number .*got " + re.escape(repr(fill))
+    message = r"unobserved_fill must be None, a finite number or a sequence of finite numbers.*got " + re.escape(repr(fill))
     with pytest.raises(ValueError, match=message):
         build_control(times, values, unobserved_fill=fill, interpolation="linear")
     # a finite fill is what the never-observed channel reads at every knot (channel 0 is the time)

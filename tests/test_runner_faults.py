@@ -161,8 +161,9 @@ def test_checkpoint_of_another_model_shape_is_a_clear_error(tmp_path):
 
 def test_shipped_config_with_a_high_drop_rate_names_the_variant_that_cannot_be_built(tmp_path, capsys):
     config = Path(__file__).resolve().parents[1] / "tasks" / "configs" / "japanese_vowels.yaml"
+    # unobserved_fill None: refuse a sample that never observes a channel (the default fills it with the mean)
     status = main(["bench", str(config), "--set", "task_options.drop_rate=0.7", "--models", "NCDE", "--max-steps", "1",
-                   "--out", str(tmp_path), "--no-progress"])
+                   "--set", "models.1.control={unobserved_fill: null}", "--out", str(tmp_path), "--no-progress"])
     assert status == 2
     err = capsys.readouterr().err
     assert "test variant '1/2 rate'" in err and "no observation" in err and "unobserved_fill" in err

@@ -19,6 +19,7 @@ from neuralde_seq import Classification, MODEL_NAMES, create_model, fit, model_i
 from neuralde_seq.data import fill_gaps, from_arrays, median_step, standardise
 from neuralde_seq.models import model_entry
 from neuralde_seq.sklearn import SequenceClassifier, SequenceRegressor
+from neuralde_seq.training.input_spec import UnobservedChannelWarning
 from neuralde_seq.training.objectives import predict as predict_outputs
 
 nan = np.nan
@@ -398,8 +399,6 @@ def test_bad_parameters_raise_naming_them():
         SequenceClassifier("gru-dt", **FAST, validation_fraction=1.5).fit(X, y)
     with pytest.raises(TypeError, match="model_options must be a dict"):
         SequenceClassifier("gru-dt", model_options=[("hidden", 4)]).fit(X, y)
-    with pytest.raises(ValueError, match="control options .* do not apply"):
-        SequenceClassifier("gru-dt", **FAST, control_options={"mask_channel": True}).fit(X, y)
     with pytest.raises(ValueError, match="epochs must be a positive integer"):
         SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=0).fit(X, y)
     with pytest.raises(ValueError, match="fill_gaps must be None, 'auto' or a positive time step, got -1.0"):
@@ -408,17 +407,26 @@ def test_bad_parameters_raise_naming_them():
         SequenceClassifier("gru-dt", **FAST, fill_gaps=0.5).fit(X, y)
 
 
-def test_a_channel_a_sample_never_observes():
+def test_a_channel_a_sample_never_observes_is_filled_with_its_training_mean_and_said_once_per_fit():
     X, y, _ = _ragged(10, seed=14)
     X[6][:, 1] = nan
-    with pytest.raises(ValueError, match=r"sample 6 has no observation in channel 1.*control_options="
-                                         r"\{'unobserved_fill': 0.0\}"):
-        SequenceClassifier("ncde", model_options={"hidden": 4, "width": 8}, epochs=1).fit(X, y)
-    clf = SequenceClassifier("ncde", model_options={"hidden": 4, "width": 8}, epochs=1, random_state=0,
-                             control_options={"unobserved_fill": 0.0}).fit(X, y)
-    assert clf.control_options_ == {"parametrization": "index", "unobserved_fill": 0.0,
-                                    "time_unit": max(len(x) for x in X) - 1.0}  # "auto": times are the indices
-    assert clf.predict(X).shape == (10,)
+    X[3][:, 1] = nan
+    settings = dict(model_options={"hidden": 4, "width": 8}, epochs=1, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = SequenceClassifier("ncde", **settings).fit(X, y)
+    said = [w for w in caught if issubclass(w.category, UnobservedChannelWarning)]
+    assert len(said) == 1 and "channel 1 in 2 of 10 training samples never observed" in str(said[0].message)
+    assert said[0].filename == __file__  # attributed to the user's call
+    assert clf.input_spec_.control["unobserved_fill"] == (0.0, 0.0)  # the standardised training mean
+    # the same as filling by hand with the channel's training mean (0 once standardised)
+    by_hand = SequenceClassifier("ncde", control_options={"unobserved_fill": 0.0}, **settings).fit(X, y)
+    np.testing.assert_array_equal(clf.predict_proba(X), by_hand.predict_proba(X))
+    # None refuses such data, naming the sample and channel
+    with pytest.raises(ValueError, match=r"sample 3 has no observation in channel 1"):
+        SequenceClassifier("ncde", control_options={"unobserved_fill": None}, **settings).fit(X, y)
+    with pytest.raises(ValueError, match=r"unobserved_fill must be None, a finite number, one per channel, or 'mean'"):
+        SequenceClassifier("ncde", control_options={"unobserved_fill": "median"}, **settings).fit(X, y)
 
 
 def test_time_unit_auto_is_the_fit_data_span_and_kept_for_prediction():

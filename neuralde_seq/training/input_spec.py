@@ -71,8 +71,10 @@ def unobserved_channels(data) -> torch.Tensor:
 
 def warn_unobserved(data, what: str, fill) -> None:
     """One `UnobservedChannelWarning` naming every channel that some sample of ``data`` never observes, and how
-    many such samples there are, when there is one (``what``: e.g. "training samples"; ``fill``: the values
-    written there, one per channel). Silent otherwise."""
+    many such samples there are, when there is one (``what``: e.g. "training samples"; ``fill``: the value written
+    there, or one per channel). Silent otherwise, and where ``fill`` is None."""
+    if fill is None:
+        return  # nothing is filled: build_control refuses such samples, naming one
     counts = unobserved_channels(data)
     if not bool((counts > 0).any()):
         return
@@ -132,9 +134,10 @@ class InputSpec:
                 optionally ``lengths`` (N,), e.g. an `IrregularDataset`, `Observations` or `SyntheticSequences`.
             control: `build_control` options that replace the model's registered ones (control models only). A
                 ``time_unit`` among them is read as the argument below (the spelling of YAML rows and the
-                estimators' ``control_options``). ``unobserved_fill="mean"`` is resolved here: each channel's mean
-                over ``train``'s observed values as the model reads them (0 when standardising), with one
-                `UnobservedChannelWarning` naming the channels some training sample never observes.
+                estimators' ``control_options``). ``unobserved_fill="mean"`` (the default) is resolved here: each
+                channel's mean over ``train``'s observed values as the model reads them (0 when standardising), with
+                one `UnobservedChannelWarning` naming the channels some training sample never observes; None
+                refuses a sample without any observation of a channel.
             time_unit: None (default), a positive number, or ``"auto"`` (resolved here on ``train``).
             standardise: standardise each channel with ``train``'s statistics of its observed values.
             reads_static: a control model that reads static features beside its control.
@@ -169,7 +172,9 @@ class InputSpec:
                                  "as times; give fill_gaps=None")
         else:
             check_control_overrides(model, control)
-            control = {**control_options(model), **control}
+            # A channel a sample never observes (a lab never drawn in a stay) is filled with its training mean, said
+            # in a warning, unless the options say otherwise (None: refuse such data).
+            control = {"unobserved_fill": "mean", **control_options(model), **control}
         unit = time_unit_value(time_unit, train.times, _lengths_of(train))
         mean = scale = None
         if standardise:

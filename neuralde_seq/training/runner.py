@@ -312,8 +312,8 @@ def fit_and_evaluate(
             what = "split" if split in ("train", "val", "test") else "test variant"
             # The advice fits only errors about missing observations (not, e.g., a log-signature depth).
             advice = (" A higher drop rate or a coarser subsample leaves samples with few or no observations; lower "
-                      "them, or give the row control options that fill unobserved channels (control: "
-                      "{unobserved_fill: 0.0}).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
+                      "them, or let the row fill unobserved channels (control: {unobserved_fill: mean}, the default, "
+                      "or a value).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
             raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}") from err
 
     training = _row_settings(training)

@@ -219,12 +219,53 @@ def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, 
         raise ValueError(f"step must be a positive finite number, got {step!r}")
     if isinstance(max_substeps, bool) or not isinstance(max_substeps, int) or max_substeps < 1:
         raise ValueError(f"max_substeps must be a positive integer, got {max_substeps!r}")
+    t = times.to(torch.float64)
+    lengths = lengths.to(times.device)
+    batch, longest = t.shape
+    gaps = t[:, 1:] - t[:, :-1]  # (B, T - 1); gap i lies inside sample b when i < L_b - 1
+    inside = torch.arange(longest - 1, device=t.device)[None, :] < (lengths[:, None] - 1)
+    # a relative tolerance: gaps that are whole multiples of step in floating point are not cut once more
+    pieces = torch.where(inside, torch.ceil(gaps / step * (1 - 1e-9)).clamp(min=1, max=max_substeps),
+                         torch.zeros_like(gaps)).long()
+    ends = torch.cumsum(pieces, dim=1)  # new index of observation i + 1
+    new_lengths = (ends[:, -1] if longest > 1 else torch.zeros_like(lengths)) + 1
+    width = int(new_lengths.max())
+    position = torch.arange(width, device=t.device).expand(batch, width)
+    # the gap each new point lies in (the sample's last observation: index L_b - 1), and its offset there
+    gap = torch.searchsorted(ends.contiguous(), position.contiguous(), right=True)
+    gap = torch.minimum(gap, lengths[:, None] - 1)
+    starts = torch.cat([torch.zeros(batch, 1, dtype=ends.dtype, device=t.device), ends], dim=1)  # of observation i
+    offset = position - torch.gather(starts, 1, gap)
+    in_gap = gap < (lengths[:, None] - 1)
+    safe = gap.clamp(max=max(longest - 2, 0))
+    gap_width = torch.gather(gaps, 1, safe) if longest > 1 else torch.zeros_like(t[:, :1]).expand(batch, width)
+    gap_pieces = torch.gather(pieces, 1, safe).clamp(min=1) if longest > 1 else torch.ones_like(gap)
+    filled_t = torch.gather(t, 1, gap) + torch.where(in_gap, offset * (gap_width / gap_pieces),
+                                                     torch.zeros_like(gap_width))
+    within = position < new_lengths[:, None]
+    # padding continues each sample's times with its last step (1 for a sample of one point)
+    last = torch.gather(filled_t, 1, (new_lengths - 1)[:, None])
+    before = torch.gather(filled_t, 1, (new_lengths - 2).clamp(min=0)[:, None])
+    last_step = torch.where(new_lengths[:, None] > 1, last - before, torch.ones_like(last))
+    out_t = torch.where(within, filled_t, last + last_step * (position - new_lengths[:, None] + 1))
+    observed = within & (offset == 0)
+    out_v = torch.full((batch, width) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype,
+                       device=values.device)
+    source = torch.gather(values, 1, gap.view(batch, width, *([1] * (values.dim() - 2))).expand(
+        batch, width, *values.shape[2:]))
+    out_v[observed] = source[observed]
+    return out_t.to(times.dtype), out_v, new_lengths.to(lengths.dtype)
+
+
+def fill_gaps_reference(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, step: float,
+                        max_substeps: int = 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fill_gaps` written sample by sample: the plain reference its batched form is tested against (same
+    arguments and result; ``step`` and ``max_substeps`` unchecked)."""
     rows_t, rows_v = [], []
     for b in range(times.shape[0]):
         n = int(lengths[b])
         t = times[b, :n].to(torch.float64)
         gaps = t[1:] - t[:-1]
-        # a relative tolerance: gaps that are whole multiples of step in floating point are not cut once more
         pieces = torch.ceil(gaps / step * (1 - 1e-9)).clamp(min=1, max=max_substeps).long()
         start = torch.repeat_interleave(t[:-1], pieces)
         first = torch.repeat_interleave(torch.cumsum(pieces, 0) - pieces, pieces)
