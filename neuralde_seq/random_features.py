@@ -1353,7 +1353,9 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         memory: "auto" (default), "decay" or "oscillation": low-pass or oscillating linear CDE units; see
             `RandomFeatures`.
         model_options: dict of constructor options replacing the registry defaults, or None.
-        control_options: dict of `build_control` options (default ``parametrization="index"``), or None.
+        control_options: dict of `build_control` options (default ``parametrization="index"`` and
+            ``unobserved_fill="mean"``: a channel a sample never observes reads its training mean, 0 once
+            standardised, said by one `UnobservedChannelWarning` per fit), or None.
         fill_gaps: "auto" (default), None or a positive time step: unobserved points filled into each series' gaps
             so that the reservoir steps about the training data's median time step per knot; see `RandomFeatures`.
         alphas: the ridge penalties searched by leave-one-out error (default `DEFAULT_ALPHAS`).

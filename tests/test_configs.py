@@ -36,8 +36,9 @@ from fixtures_physionet import write_physionet_archives  # noqa: E402
 from fixtures_speech import write_speech_commands_archive  # noqa: E402
 from fixtures_uea import UEA_DATASET_SHAPES, write_uea_archive  # noqa: E402
 
-from neuralde_seq.controls import resolve_time_unit  # noqa: E402
-from neuralde_seq.models import create_model, model_entry, model_inputs  # noqa: E402
+from neuralde_seq.models import create_model, model_entry  # noqa: E402
+from neuralde_seq.observations import Observations  # noqa: E402
+from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
 from neuralde_seq.data.protocols import load_task  # noqa: E402
 from neuralde_seq.training.runner import run_benchmark, validate_config  # noqa: E402
 
@@ -193,7 +194,7 @@ def _smoke_run(raw: dict) -> tuple[list[str], dict, list[str], dict]:
     overrides = [f"seeds=[{raw['seeds'][0]}]", "training.epochs=1"]
     overrides += [f"models.{i}.training.epochs=1" for i, row in enumerate(raw["models"]) if row.get("training")]
     options = dict(raw.get("task_options") or {})
-    if raw["task"] == "warped-adding":  # a few sequences: the configs evaluate every row on 8 test sets
+    if raw["task"] in ("warped-adding", "icu-records"):  # a few sequences (warped-adding: 8 test sets per row)
         for key, count in (("num_train", 64), ("num_val", 32), ("num_test", 64)):
             overrides.append(f"task_options.{key}={count}")
             options[key] = count
@@ -245,9 +246,9 @@ def _initial_model(row: dict, result: dict, splits, seed: int):
     """The row's model as the runner created it before training: same seed, same options, same input."""
     train = splits.train
     reads_observations = model_entry(row["model"]).inputs == "observations"  # a control carries no statics
-    control = resolve_time_unit(dict(row.get("control") or {}), train.times, train.lengths)  # as the runner
-    inputs = model_inputs(row["model"], train.times, train.values, train.lengths,
-                          static=train.static if reads_observations else None, **control)
+    # as the runner: the row's control over the defaults (time unit and unobserved fill resolved on train)
+    inputs = InputSpec.fit(row["model"], train, control=row.get("control")).transform(train)
+    assert reads_observations or not isinstance(inputs, Observations)
     solver = result["config"]["row"]["solver"] if model_entry(row["model"]).takes_solver else None
     torch.manual_seed(seed)
     return create_model(row["model"], inputs, train.num_classes, solver=solver, **result["model_options"])
@@ -306,6 +307,10 @@ def test_config_trains_one_step_of_every_row(path, fixture_data, tmp_path):
         result = json.loads((run_dir / "result.json").read_text())
         assert result["label"] == label and result["seed"] == seed
         recorded_row = result["config"]["row"]
+        if result.get("reference"):  # a closed-form reference row: fitted once, scored on every test sample
+            assert recorded_row["options"] == (row.get("options") or {}), label
+            assert result["metrics"]["test"]["num_samples"] == len(splits.test), label
+            continue
         # Hyper-parameters unchanged, except the overridden epochs (and the shortcuts of _smoke_run).
         assert recorded_row["options"] == (row.get("options") or {}), label
         assert recorded_row["control"] == (row.get("control") or {}), label

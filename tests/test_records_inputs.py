@@ -176,7 +176,7 @@ def test_a_control_model_reads_the_intensity_and_recency_channels():
     C = 3
     inputs = clf.input_spec_.transform(clf._dataset(X, times, torch.float32))
     assert inputs.channels == 1 + 3 * C and plain.input_spec_.transform(
-        plain._dataset(X, times, torch.float32)).channels == 1 + C
+        plain._dataset(X, times, torch.float32)).channels == 1 + 2 * C  # intensity "auto": values are missing
 
 
 def test_random_features_fill_a_never_observed_channel_with_the_training_mean_said_once_per_fit():
@@ -193,3 +193,28 @@ def test_random_features_fill_a_never_observed_channel_with_the_training_mean_sa
         np.testing.assert_array_equal(clf.predict_proba(X, times=times), by_hand.predict_proba(X, times=times))
     with pytest.raises(ValueError, match="no observation in channel 2"):
         RandomFeatureClassifier(random_state=0, control_options={"unobserved_fill": None}).fit(X, y, times=times)
+
+
+def test_intensity_auto_counts_observations_where_channels_are_measured_apart_and_leaves_other_series_as_they_were():
+    X, y, times = _ragged(16, seed=9)
+    complete = [np.nan_to_num(x, nan=0.25) for x in X]
+    dropped_whole = [x.copy() for x in complete]
+    for x in dropped_whole:
+        x[1::3] = nan  # every third time point dropped in all channels: a dropped point, not a pattern
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnobservedChannelWarning)
+        assert SequenceClassifier("ncde", epochs=1, random_state=0).fit(
+            dropped_whole, y, times=times).control_options_["intensity_channel"] is False
+    settings = dict(epochs=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnobservedChannelWarning)
+        gaps = SequenceClassifier("ncde", **settings).fit(X, y, times=times)
+    full = SequenceClassifier("ncde", **settings).fit(complete, y, times=times)
+    assert gaps.control_options_["intensity_channel"] is True and full.control_options_["intensity_channel"] is False
+    assert gaps.input_spec_.transform(gaps._dataset(X, times, torch.float32)).channels == 1 + 2 * 3
+    # complete series: the path and the fitted model are those of intensity_channel=False given by hand
+    off = SequenceClassifier("ncde", control_options={"intensity_channel": False}, **settings).fit(
+        complete, y, times=times)
+    np.testing.assert_array_equal(full.predict_proba(complete, times=times), off.predict_proba(complete, times=times))
+    with pytest.raises(ValueError, match="intensity_channel must be True, False or 'auto'"):
+        SequenceClassifier("ncde", control_options={"intensity_channel": "yes"}, **settings).fit(X, y, times=times)

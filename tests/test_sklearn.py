@@ -230,7 +230,8 @@ def test_numpy_route_equals_a_direct_fit():
     # fill_gaps "auto": unobserved points in the gaps, to the fit data's median step (these times are uneven)
     filled = fill_gaps(data.times, data.values, data.lengths, median_step(data.times, data.lengths))
     assert filled[2].sum() > data.lengths.sum()
-    inputs = model_inputs("ncde", *filled, parametrization="index", time_unit=span)
+    # intensity_channel "auto": values are missing, so each channel's count of observations is a channel too
+    inputs = model_inputs("ncde", *filled, parametrization="index", time_unit=span, intensity_channel=True)
     torch.manual_seed(7)
     model = create_model("ncde", inputs, 3, hidden=8, width=16)
     history = fit(model, Classification(3), (inputs, torch.as_tensor(y)), seed=7, progress=False, **settings)
@@ -248,8 +249,9 @@ def test_every_registry_model_fits_ragged_samples_with_their_own_times():
         clf = SequenceClassifier(name, epochs=1, batch_size=4, random_state=0).fit(X, y, times=times)
         span = max(float(t[-1] - t[0]) for t in times)  # time_unit "auto": the fit data's longest span
         if model_entry(name).inputs == "control":
-            assert clf.control_options_.keys() == {"parametrization", "time_unit"}, name
+            assert clf.control_options_.keys() == {"parametrization", "time_unit", "intensity_channel"}, name
             assert clf.control_options_["parametrization"] == "index"
+            assert clf.control_options_["intensity_channel"] is True, name  # "auto": values are missing
             assert clf.control_options_["time_unit"] == pytest.approx(span, rel=1e-6), name
         else:
             assert clf.control_options_ == {}, name
@@ -418,7 +420,7 @@ def test_a_channel_a_sample_never_observes_is_filled_with_its_training_mean_and_
     said = [w for w in caught if issubclass(w.category, UnobservedChannelWarning)]
     assert len(said) == 1 and "channel 1 in 2 of 10 training samples never observed" in str(said[0].message)
     assert said[0].filename == __file__  # attributed to the user's call
-    assert clf.input_spec_.control["unobserved_fill"] == (0.0, 0.0)  # the standardised training mean
+    assert clf.input_spec_.control["unobserved_fill"] == [0.0, 0.0]  # the standardised training mean
     # the same as filling by hand with the channel's training mean (0 once standardised)
     by_hand = SequenceClassifier("ncde", control_options={"unobserved_fill": 0.0}, **settings).fit(X, y)
     np.testing.assert_array_equal(clf.predict_proba(X), by_hand.predict_proba(X))

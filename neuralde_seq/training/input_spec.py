@@ -87,7 +87,7 @@ def warn_unobserved(data, what: str, fill) -> None:
         parts.append(f"channel {label} in {int(counts[c])}")
     filled = ", ".join(f"{float(fill[c]):.3g}" for c in torch.nonzero(counts > 0).flatten().tolist())
     warn_user(f"{'; '.join(parts)} of {int(data.values.shape[0])} {what} never observed: filled with {filled} "
-              "(unobserved_fill; 'mean', the estimators' default, is the channel's training mean); a control's "
+              "(unobserved_fill; 'mean', the default, is the channel's training mean); a control's "
               "intensity and recency channels, where it has them, show the channel was never observed. Give "
               "unobserved_fill=<value> in the control options to choose the value", UnobservedChannelWarning)
 
@@ -137,7 +137,10 @@ class InputSpec:
                 estimators' ``control_options``). ``unobserved_fill="mean"`` (the default) is resolved here: each
                 channel's mean over ``train``'s observed values as the model reads them (0 when standardising), with
                 one `UnobservedChannelWarning` naming the channels some training sample never observes; None
-                refuses a sample without any observation of a channel.
+                refuses a sample without any observation of a channel. ``intensity_channel="auto"`` (the estimators'
+                default) is resolved here too: True where ``train``'s channels are measured at their own times (a
+                time point observing some channels and not others, or a series never observing a channel: which
+                channels are measured when is then information), else False (`_intensity_auto`).
             time_unit: None (default), a positive number, or ``"auto"`` (resolved here on ``train``).
             standardise: standardise each channel with ``train``'s statistics of its observed values.
             reads_static: a control model that reads static features beside its control.
@@ -179,6 +182,8 @@ class InputSpec:
         mean = scale = None
         if standardise:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
+        if isinstance(control.get("intensity_channel"), str):
+            control["intensity_channel"] = _intensity_auto(control["intensity_channel"], train)
         if isinstance(control.get("unobserved_fill"), str):
             control["unobserved_fill"] = _training_means(control["unobserved_fill"], train, mean)
             warn_unobserved(train, "training samples", control["unobserved_fill"])
@@ -284,7 +289,31 @@ def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
     raise ValueError(f"{name} must be {allowed}, got {fill_gaps!r}")
 
 
-def _training_means(option: str, train, standardised_mean) -> tuple[float, ...]:
+def _intensity_auto(option: str, train) -> bool:
+    """``intensity_channel="auto"`` resolved on ``train``: whether its channels are measured at their own times,
+    i.e. some time point of a series observes some channels and not others, or some series never observes a
+    channel. A time point with every channel missing is not counted: it is a dropped point, and a series with its
+    dropped points removed (their times kept) must give the same model as the series on its grid with NaN there.
+
+    Raises:
+        ValueError: another string.
+    """
+    if option != "auto":
+        raise ValueError(f"intensity_channel must be True, False or 'auto' (True where the training channels are "
+                         f"measured at their own times), got {option!r}")
+    observed = ~torch.isnan(train.values)
+    lengths = _lengths_of(train)
+    inside = torch.ones(observed.shape[:2], dtype=torch.bool, device=observed.device)
+    if lengths is not None:
+        inside = torch.arange(observed.shape[1], device=observed.device)[None, :] < lengths.to(
+            observed.device)[:, None]
+    some = observed.any(dim=-1)
+    partial_point = bool((inside & some & ~observed.all(dim=-1)).any())
+    never_observed = bool((~(observed & inside.unsqueeze(-1)).any(dim=1)).any())
+    return partial_point or never_observed
+
+
+def _training_means(option: str, train, standardised_mean) -> list[float]:
     """``unobserved_fill="mean"`` resolved on ``train``: each channel's mean over its observed values, as the model
     reads them (standardised: 0; else as given).
 
@@ -296,7 +325,7 @@ def _training_means(option: str, train, standardised_mean) -> tuple[float, ...]:
                          f"mean of each channel), got {option!r}")
     channels = train.values.shape[-1]
     if standardised_mean is not None:
-        return (0.0,) * channels  # the standardised values' mean, by construction
+        return [0.0] * channels  # the standardised values' mean, by construction (a list: as JSON reads it back)
     values = train.values.to(torch.float64)
     lengths = _lengths_of(train)
     observed = ~torch.isnan(values)
@@ -309,7 +338,7 @@ def _training_means(option: str, train, standardised_mean) -> tuple[float, ...]:
         raise ValueError(f"unobserved_fill='mean': channel(s) {never} have no observed value in any training sample, "
                          "so there is no mean to fill them with; drop them, or give unobserved_fill=<value>")
     total = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(dim=(0, 1))
-    return tuple(float(x) for x in (total / count).tolist())
+    return [float(x) for x in (total / count).tolist()]
 
 
 def _fill_step(fill_gaps, train) -> float | None:

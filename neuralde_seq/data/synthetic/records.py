@@ -229,6 +229,37 @@ class SimulatedRecords(NamedTuple):
     parts: np.ndarray
     missing: np.ndarray
 
+    def to_long_dataframe(self):
+        """The stays as a database would hold them: one row per measurement, and the outcomes.
+
+        Returns:
+            ``(frame, outcome)``: ``frame`` a ``pandas.DataFrame`` with columns ``id`` (``"stay<i>"``), ``time``
+            (hours), ``channel`` (the `RECORDS_CHANNELS` name) and ``value`` (its unit), one row per measured
+            (stay, time, channel), in stay and time order; ``outcome`` a ``pandas.Series`` of the labels
+            (`RECORDS_CLASSES` names) indexed by id. `neuralde_seq.data.from_long_dataframe` reads them back
+            (``kind_column="channel", value_column="value", labels=outcome``).
+
+        Raises:
+            ImportError: pandas is not installed.
+        """
+        import pandas as pd
+
+        data = self.dataset
+        names = [channel.name for channel in RECORDS_CHANNELS]
+        ids, times, channels, values = [], [], [], []
+        for i in range(len(data)):
+            length = int(data.lengths[i])
+            block = data.values[i, :length].double().numpy()
+            stay, column = np.nonzero(~np.isnan(block))
+            ids += [f"stay{i}"] * len(stay)
+            times += data.times[i, :length].double().numpy()[stay].tolist()
+            channels += [names[c] for c in column]
+            values += block[stay, column].tolist()
+        frame = pd.DataFrame({"id": ids, "time": times, "channel": channels, "value": values})
+        outcome = pd.Series([data.class_names[int(k)] for k in data.labels], index=[f"stay{i}" for i in
+                                                                                     range(len(data))], name="outcome")
+        return frame, outcome
+
 
 def _numpy_generator(seed: int | None, generator: np.random.Generator | None) -> np.random.Generator:
     if seed is not None and generator is not None:
