@@ -9,7 +9,8 @@ same for every seed: the seeds change the model's initialisation and batch order
 references get rows of their own: ``random-features`` (``RandomFeatureClassifier(random_state=seed)``),
 ``random-features-tuned`` (the same with ``fine_tune=True``) and ``minirocket`` (neuralde_seq.reference, needs aeon).
 
-The datasets: the suite's eight (aeon_datasets.DATASETS) and long series, named ``<Suite set>x<points>`` (e.g.
+The datasets: the suite's eight (aeon_datasets.DATASETS), ``icu-records`` (400 simulated ICU stays to fit on and
+1,000 to score, `neuralde_seq.data.sources.icu_records`, each channel measured at its own times) and long series, named ``<Suite set>x<points>`` (e.g.
 ``ACSF1x4000``): each series of a split the concatenation of random series of its class, to exactly that many
 points (`neuralde_seq.data.transforms.long_series.concatenated`, TRAIN with seed 0, TEST with seed 1), then 30 % of
 its points dropped as above. The default long series: LONG_SERIES.
@@ -217,9 +218,16 @@ def _seeds(seeds) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ data
+# Irregular records, the toolkit's home ground (issue 34): the icu-records task's stays (data seed 0, its default
+# knobs), 400 to fit on and 1,000 to score, read as measured (each stay on its own measurement times).
+RECORDS = "icu-records"
+RECORDS_STAYS = {"TRAIN": 400, "TEST": 1000}
+
+
 def parse_dataset(name: str) -> tuple[str, int | None]:
-    """(suite set, points of the long series or None) of a dataset name: a suite set or ``<set>x<points>``."""
-    if name in DATASETS:
+    """(suite set, points of the long series or None) of a dataset name: a suite set, ``<set>x<points>`` or
+    ``icu-records`` (simulated, no files)."""
+    if name in DATASETS or name == RECORDS:
         return name, None
     match = LONG_NAME.match(name)
     if match and match["base"] in DATASETS and int(match["points"]) >= 2:
@@ -233,6 +241,12 @@ def read_split(folder: Path, name: str, split: str):
     from neuralde_seq.data import read_file
 
     base, points = parse_dataset(name)
+    if base == RECORDS:  # not dropped: the stays' channels are measured at their own times already
+        from neuralde_seq.data.sources.icu_records import icu_records_splits
+
+        splits = icu_records_splits(num_train=RECORDS_STAYS["TRAIN"], num_val=1, num_test=RECORDS_STAYS["TEST"],
+                                    data_seed=0)
+        return (splits.train if split == "TRAIN" else splits.test).to_arrays()
     data = read_file(folder / base / f"{base}_{split}.ts")
     if points is not None:
         from neuralde_seq.data.transforms.long_series import concatenated
@@ -421,7 +435,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--models", type=_models, default=[*MODEL_NAMES, *REFERENCES],
                         help=f"comma-separated registry models and {', '.join(REFERENCES)} (default: all)")
-    parser.add_argument("--datasets", type=_datasets, default=[*DATASETS, *LONG_SERIES],
+    parser.add_argument("--datasets", type=_datasets, default=[*DATASETS, *LONG_SERIES, RECORDS],
                         help="comma-separated suite sets and long series <set>x<points> (default: %(default)s)")
     parser.add_argument("--seeds", type=_seeds_option, default=[0, 1, 2], help="(default: 0,1,2)")
     parser.add_argument("--epochs", type=_epochs_option, default=None,
@@ -459,7 +473,7 @@ def main(argv=None) -> int:
         parser.error(f"--datasets {', '.join(long_names)}: the long series need {LONG_SERIES_MODULE} (concatenated), "
                      "which this checkout lacks; give suite sets only")
     try:
-        folder = find_data(args.data, sorted({parse_dataset(n)[0] for n in args.datasets}))
+        folder = find_data(args.data, sorted({parse_dataset(n)[0] for n in args.datasets} - {RECORDS}))
     except DataNotFound as err:
         print(f"defaults_check.py: {err}", file=sys.stderr)
         return 2
