@@ -8,7 +8,8 @@ the model's initialisation alike. Every row sees the same stays: the estimators 
 own validation split out of them, the references fit on all of them. The oracle row is the AUROC of the simulator's
 latent risk score itself, the ceiling any model can reach on those test stays.
 
-Rows (`ROWS`): the scikit-learn estimators by their constructor call (the defaults first), the references
+Rows (`ROWS`): the scikit-learn estimators by their constructor call (the control models with the running counts
+of observations, ``intensity_channel=True``, except the row that shows them without), the references
 (``summary-features``: `SummaryFeatureClassifier`; ``summary-products``: the same features with the products of every
 pair of channel means, `SummaryWithProducts`, the first interactions a practitioner adds by hand; ``minirocket``:
 MiniRocket on the stays linearly interpolated onto a grid, neuralde_seq.reference, needs aeon). Knob settings (`SETTINGS`): ``default`` (the task's defaults: 2,000
@@ -93,18 +94,21 @@ def _rows() -> dict:
     from neuralde_seq.reference import MiniRocketClassifier, SummaryFeatureClassifier
     from neuralde_seq.sklearn import SequenceClassifier
 
-    no_intensity = {"intensity_channel": False}
+    counts = {"intensity_channel": True}  # each channel's running count of observations, raw (not the default)
+    with_counts = "control_options={'intensity_channel': True}"
     return {
-        "default": ("SequenceClassifier()", lambda seed: SequenceClassifier(random_state=seed)),
-        "auto": ("SequenceClassifier(epochs='auto')",
-                 lambda seed: SequenceClassifier(epochs="auto", random_state=seed)),
-        "auto-no-intensity": ("SequenceClassifier(epochs='auto', control_options={'intensity_channel': False})",
-                              lambda seed: SequenceClassifier(epochs="auto", control_options=no_intensity,
-                                                              random_state=seed)),
-        "auto-ensemble": ("SequenceClassifier(epochs='auto', ensemble=3)",
-                          lambda seed: SequenceClassifier(epochs="auto", ensemble=3, random_state=seed)),
-        "delta-cde": ("SequenceClassifier('delta-cde', epochs='auto')",
-                      lambda seed: SequenceClassifier("delta-cde", epochs="auto", random_state=seed)),
+        "default": (f"SequenceClassifier({with_counts})",
+                    lambda seed: SequenceClassifier(control_options=counts, random_state=seed)),
+        "auto": (f"SequenceClassifier(epochs='auto', {with_counts})",
+                 lambda seed: SequenceClassifier(epochs="auto", control_options=counts, random_state=seed)),
+        "auto-no-intensity": ("SequenceClassifier(epochs='auto')",
+                              lambda seed: SequenceClassifier(epochs="auto", random_state=seed)),
+        "auto-ensemble": (f"SequenceClassifier(epochs='auto', ensemble=3, {with_counts})",
+                          lambda seed: SequenceClassifier(epochs="auto", ensemble=3, control_options=counts,
+                                                          random_state=seed)),
+        "delta-cde": (f"SequenceClassifier('delta-cde', epochs='auto', {with_counts})",
+                      lambda seed: SequenceClassifier("delta-cde", epochs="auto", control_options=counts,
+                                                      random_state=seed)),
         "gru-d": ("SequenceClassifier('gru-d', epochs='auto')",
                   lambda seed: SequenceClassifier("gru-d", epochs="auto", random_state=seed)),
         "ode-rnn": ("SequenceClassifier('ode-rnn', epochs='auto')",

@@ -396,7 +396,8 @@ def renamed_control_options(options: Mapping) -> dict:
 
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
                   interpolation: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
-                  intensity_channel: bool = False, recency_channel: bool = False, missing: str = "interpolate",
+                  intensity_channel: bool = False, recency_channel: bool = False, count_unit: float | None = None,
+                  missing: str = "interpolate",
                   unobserved_fill: float | Sequence[float] | None = None, parametrization: str = "time",
                   time_unit: float | None = None, depth: int = 2, step: int = 4, logsig_backend: str = "torch",
                   logsig_basis: str = DEFAULT_BASIS, window_start_values: bool = False,
@@ -421,6 +422,10 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
             unit): 0 at a point that observes the channel; before the channel's first observation, and throughout
             a channel the sample never observes, the time since the sample's first point. With the counts, what
             GRU-D's decays read: how stale each value is.
+        count_unit: the intensity channels' counts are divided by this (a positive number; None, the default: raw
+            counts). A count grows with the series' length, as the time does: on series of thousands of points raw
+            counts drive a CDE's state as raw times do (the estimators' ``intensity_channel="auto"`` sets it to the
+            median count of a channel in a training series).
         missing: one of `MISSING_POLICIES` (see the module docstring).
         unobserved_fill: the value of a channel with no observation at all in a sample: a finite number for every
             channel, or a sequence of C finite numbers, one per channel (e.g. the training means); None (default)
@@ -470,12 +475,13 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     interpolation = renamed_interpolation(interpolation, method)
     check_control_options(interpolation, time_channel=time_channel, mask_channel=mask_channel,
                           intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing,
-                          unobserved_fill=unobserved_fill,
+                          unobserved_fill=unobserved_fill, count_unit=count_unit,
                           parametrization=parametrization, window_start_values=window_start_values,
                           time_unit=time_unit)
     builder = INTERPOLATION_BUILDERS[interpolation]
     observed = observed_channels(times, values, lengths, time_channel=time_channel, mask_channel=mask_channel,
-                                 intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing,
+                                 intensity_channel=intensity_channel, recency_channel=recency_channel,
+                                 count_unit=count_unit, missing=missing,
                                  unobserved_fill=unobserved_fill, time_unit=time_unit,
                                  by_index=builder.windows or parametrization == "index")
     given = {"depth": depth, "step": step, "logsig_backend": logsig_backend, "logsig_basis": logsig_basis,
@@ -507,7 +513,8 @@ class ObservedChannels:
 
 
 def check_control_options(interpolation, *, time_channel, mask_channel, intensity_channel, missing, unobserved_fill,
-                          parametrization, window_start_values, time_unit, recency_channel=False) -> None:
+                          parametrization, window_start_values, time_unit, recency_channel=False,
+                          count_unit=None) -> None:
     """Refuse `build_control` options that are bad on their own or together, before any work (arguments as there).
 
     Raises:
@@ -527,6 +534,8 @@ def check_control_options(interpolation, *, time_channel, mask_channel, intensit
         # NaN would mark the filled channel missing again (the result was that of unobserved_fill=0.0)
         raise ValueError(f"unobserved_fill must be None, a finite number or a sequence of finite numbers, one per "
                          f"channel (the value of a channel a sample never observes), got {unobserved_fill!r}")
+    if count_unit is not None and not (_finite_number(count_unit) and count_unit > 0):
+        raise ValueError(f"count_unit must be None or a positive finite number, got {count_unit!r}")
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if parametrization not in ("time", "index"):
@@ -556,7 +565,8 @@ def _finite_number(value) -> bool:
 
 def observed_channels(times, values, lengths, *, time_channel: bool, mask_channel: bool, intensity_channel: bool,
                       missing: str, unobserved_fill: float | Sequence[float] | None, time_unit: float | None,
-                      by_index: bool, recency_channel: bool = False) -> ObservedChannels:
+                      by_index: bool, recency_channel: bool = False, count_unit: float | None = None
+                      ) -> ObservedChannels:
     """The observations validated and turned into a control's channels at their points (options checked by
     `check_control_options`; arguments as `build_control`).
 
@@ -587,7 +597,8 @@ def observed_channels(times, values, lengths, *, time_channel: bool, mask_channe
     knots = (torch.arange(longest, dtype=values.dtype, device=values.device) if by_index
              else _shared_time_grid(times, lengths, valid))
     path, names = _channels(times, values, observed, valid, time_channel=time_channel, mask_channel=mask_channel,
-                            intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing)
+                            intensity_channel=intensity_channel, recency_channel=recency_channel, missing=missing,
+                            count_unit=count_unit)
     return ObservedChannels(path, knots, lengths, names)
 
 
@@ -623,7 +634,7 @@ def _shared_time_grid(times, lengths, valid):
 
 
 def _channels(times, values, observed, valid, *, time_channel, mask_channel, intensity_channel, missing,
-              recency_channel=False):
+              recency_channel=False, count_unit=None):
     """(B, T, C') the control's channels at the points, and their names (`ObservedChannels`)."""
     channel_parts, names = [], []
     if time_channel:
@@ -640,7 +651,8 @@ def _channels(times, values, observed, valid, *, time_channel, mask_channel, int
         channel_parts.append(observed.to(values.dtype))
         names += [f"mask{c}" for c in range(values.shape[-1])]
     if intensity_channel:
-        channel_parts.append(observed.to(values.dtype).cumsum(dim=1))
+        counts = observed.to(values.dtype).cumsum(dim=1)
+        channel_parts.append(counts if count_unit is None else counts / count_unit)
         names += [f"count{c}" for c in range(values.shape[-1])]
     if recency_channel:
         channel_parts.append(_time_since_observed(times, observed))

@@ -50,10 +50,11 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    control models, for records whose channels are measured at their own times: a channel that a sample never
    observes is filled with its training mean (``unobserved_fill="mean"``, 0 once standardised; one
    `UnobservedChannelWarning` per fit and per prediction names the channels and how many samples miss them),
-   and where the channels of the ``X`` given to ``fit`` are measured at their own times (a time point observing
-   some channels and not others, or a sample never observing a channel) each channel's running count of
-   observations is a channel of the path too (``intensity_channel="auto"``: which channels were measured when is
-   then information; complete series, and series whose points are dropped whole, keep the path they had). Models that read raw observations see missing values
+   and, with ``control_options={"intensity_channel": True}``, each channel's running count of observations is a
+   channel of the path too (which channels were measured when: on simulated ICU stays it lifted delta-rde from
+   0.845 to 0.892 AUROC with 400 stays; not the default, because raw counts grow with the length as raw times do
+   and drove a CDE's logits to the hundreds at initialisation on a 2,000-point series, while counts divided by a
+   typical series' count, ``"auto"``, kept little of the gain; docs/benchmarks.md, "Irregular records"). Models that read raw observations see missing values
    through their own masks: of ``control_options`` they read ``time_unit`` and set the rest aside with an
    `IgnoredOptionWarning`, so that one grid search runs over every model name;
 3. with ``validation_fraction`` (with ``epochs="auto"`` and no ``validation_fraction``: 0.15,
@@ -166,10 +167,11 @@ class _SequenceEstimator(BaseEstimator):
         model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the registry's and the estimators' defaults
-            (``parametrization="index"``, ``time_unit="auto"``, ``unobserved_fill="mean"``,
-            ``intensity_channel="auto"``; module docstring, step 2), for models that read a control path; e.g.
-            ``{"unobserved_fill": None}`` to refuse a sample that never observes a channel, ``{"intensity_channel":
-            False}``, ``{"recency_channel": True}`` (the time since each channel's last observation),
+            (``parametrization="index"``, ``time_unit="auto"``, ``unobserved_fill="mean"``; module docstring, step
+            2), for models that read a control path; e.g. ``{"unobserved_fill": None}`` to refuse a sample that
+            never observes a channel, ``{"intensity_channel": True}`` (each channel's running count of
+            observations; ``"auto"``: where channels are measured at their own times, in units of a typical
+            series' count), ``{"recency_channel": True}`` (the time since each channel's last observation),
             ``{"parametrization": "time"}``, or ``{"time_unit": 1.0}``: the raw times in the time channel instead of
             ``"auto"``, times divided by the longest span in the data given to ``fit``, kept for prediction), or
             None. Models that read raw observations take ``time_unit`` (their times divided by it; default: as
@@ -292,10 +294,6 @@ class _SequenceEstimator(BaseEstimator):
             # length, and a CDE integrating it over 2,000 points started with logits in the hundreds (ncde, nrde,
             # hebb-cde) or NaN (oja-cde) on a spiky series (tests/test_defaults.py).
             control["time_unit"] = "auto"
-            # Which channels are measured when, where values are missing (records: sicker patients are measured
-            # more): the counts of observations as channels. On icu-records +0.017 AUROC for delta-rde
-            # (docs/benchmarks.md, "Irregular records"); complete series keep the path they had.
-            control["intensity_channel"] = "auto"
             control.update(given)
         else:
             # One control_options for every model (a grid search over model names): an observation model reads the
@@ -499,7 +497,7 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the defaults (control models; e.g.
-            ``{"intensity_channel": False}``, ``{"unobserved_fill": None}``, ``{"parametrization": "time"}`` or
+            ``{"intensity_channel": True}``, ``{"unobserved_fill": None}``, ``{"parametrization": "time"}`` or
             ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``; `SequenceClassifier`), or None.
         fill_gaps: "auto" (default: a control path steps about the training data's median time step per knot, its
             gaps filled with unobserved points; module docstring, step 2), None (one knot per observation) or a
@@ -654,7 +652,7 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
         model_options: dict of constructor arguments replacing the registry defaults (e.g. ``{"hidden": 16}``,
             ``{"d_model": 32, "n_heads": 4}``, ``{"solver": {"method": "rk4"}}``), or None.
         control_options: dict of `build_control` options replacing the defaults (control models; e.g.
-            ``{"intensity_channel": False}``, ``{"unobserved_fill": None}``, ``{"parametrization": "time"}`` or
+            ``{"intensity_channel": True}``, ``{"unobserved_fill": None}``, ``{"parametrization": "time"}`` or
             ``{"time_unit": 1.0}`` for raw times instead of the default ``"auto"``; `SequenceClassifier`), or None.
         fill_gaps: "auto" (default: a control path steps about the training data's median time step per knot, its
             gaps filled with unobserved points; module docstring, step 2), None (one knot per observation) or a

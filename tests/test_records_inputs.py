@@ -176,7 +176,7 @@ def test_a_control_model_reads_the_intensity_and_recency_channels():
     C = 3
     inputs = clf.input_spec_.transform(clf._dataset(X, times, torch.float32))
     assert inputs.channels == 1 + 3 * C and plain.input_spec_.transform(
-        plain._dataset(X, times, torch.float32)).channels == 1 + 2 * C  # intensity "auto": values are missing
+        plain._dataset(X, times, torch.float32)).channels == 1 + C
 
 
 def test_random_features_fill_a_never_observed_channel_with_the_training_mean_said_once_per_fit():
@@ -195,26 +195,37 @@ def test_random_features_fill_a_never_observed_channel_with_the_training_mean_sa
         RandomFeatureClassifier(random_state=0, control_options={"unobserved_fill": None}).fit(X, y, times=times)
 
 
-def test_intensity_auto_counts_observations_where_channels_are_measured_apart_and_leaves_other_series_as_they_were():
+def test_intensity_auto_counts_observations_where_channels_are_measured_apart_in_units_of_a_typical_count():
     X, y, times = _ragged(16, seed=9)
     complete = [np.nan_to_num(x, nan=0.25) for x in X]
     dropped_whole = [x.copy() for x in complete]
     for x in dropped_whole:
         x[1::3] = nan  # every third time point dropped in all channels: a dropped point, not a pattern
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnobservedChannelWarning)
-        assert SequenceClassifier("ncde", epochs=1, random_state=0).fit(
-            dropped_whole, y, times=times).control_options_["intensity_channel"] is False
-    settings = dict(epochs=1, random_state=0)
+    settings = dict(epochs=1, random_state=0, control_options={"intensity_channel": "auto"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnobservedChannelWarning)
         gaps = SequenceClassifier("ncde", **settings).fit(X, y, times=times)
+        dropped = SequenceClassifier("ncde", **settings).fit(dropped_whole, y, times=times)
     full = SequenceClassifier("ncde", **settings).fit(complete, y, times=times)
-    assert gaps.control_options_["intensity_channel"] is True and full.control_options_["intensity_channel"] is False
-    assert gaps.input_spec_.transform(gaps._dataset(X, times, torch.float32)).channels == 1 + 2 * 3
+    assert gaps.control_options_["intensity_channel"] is True
+    assert dropped.control_options_["intensity_channel"] is False and full.control_options_["intensity_channel"] is False
+    # the counts in units of the median count of a channel in a training series, written out
+    counts = [int((~np.isnan(x[:, c])).sum()) for x in X for c in range(3)]
+    unit = float(np.median([k for k in counts if k > 0]))
+    assert gaps.input_spec_.control["count_unit"] == pytest.approx(unit)
+    data = gaps._dataset(X, times, torch.float32)
+    inputs = gaps.input_spec_.transform(data)
+    assert inputs.channels == 1 + 2 * 3
+    raw = SequenceClassifier("ncde", epochs=1, random_state=0, control_options={"intensity_channel": True}).fit(
+        X, y, times=times)
+    assert "count_unit" not in raw.input_spec_.control  # True as given: the raw counts (the papers' OI setting)
+    raw_inputs = raw.input_spec_.transform(data)
+    torch.testing.assert_close(inputs.coeffs[..., 4:], raw_inputs.coeffs[..., 4:] / unit)
     # complete series: the path and the fitted model are those of intensity_channel=False given by hand
-    off = SequenceClassifier("ncde", control_options={"intensity_channel": False}, **settings).fit(
+    off = SequenceClassifier("ncde", epochs=1, random_state=0, control_options={"intensity_channel": False}).fit(
         complete, y, times=times)
     np.testing.assert_array_equal(full.predict_proba(complete, times=times), off.predict_proba(complete, times=times))
     with pytest.raises(ValueError, match="intensity_channel must be True, False or 'auto'"):
-        SequenceClassifier("ncde", control_options={"intensity_channel": "yes"}, **settings).fit(X, y, times=times)
+        SequenceClassifier("ncde", control_options={"intensity_channel": "yes"}, epochs=1).fit(X, y, times=times)
+    with pytest.raises(ValueError, match="count_unit must be None or a positive finite number"):
+        build_control(torch.arange(4.0)[None], torch.ones(1, 4, 1), count_unit=0.0, intensity_channel=True)

@@ -230,8 +230,7 @@ def test_numpy_route_equals_a_direct_fit():
     # fill_gaps "auto": unobserved points in the gaps, to the fit data's median step (these times are uneven)
     filled = fill_gaps(data.times, data.values, data.lengths, median_step(data.times, data.lengths))
     assert filled[2].sum() > data.lengths.sum()
-    # intensity_channel "auto": values are missing, so each channel's count of observations is a channel too
-    inputs = model_inputs("ncde", *filled, parametrization="index", time_unit=span, intensity_channel=True)
+    inputs = model_inputs("ncde", *filled, parametrization="index", time_unit=span)
     torch.manual_seed(7)
     model = create_model("ncde", inputs, 3, hidden=8, width=16)
     history = fit(model, Classification(3), (inputs, torch.as_tensor(y)), seed=7, progress=False, **settings)
@@ -249,9 +248,8 @@ def test_every_registry_model_fits_ragged_samples_with_their_own_times():
         clf = SequenceClassifier(name, epochs=1, batch_size=4, random_state=0).fit(X, y, times=times)
         span = max(float(t[-1] - t[0]) for t in times)  # time_unit "auto": the fit data's longest span
         if model_entry(name).inputs == "control":
-            assert clf.control_options_.keys() == {"parametrization", "time_unit", "intensity_channel"}, name
+            assert clf.control_options_.keys() == {"parametrization", "time_unit"}, name
             assert clf.control_options_["parametrization"] == "index"
-            assert clf.control_options_["intensity_channel"] is True, name  # "auto": values are missing
             assert clf.control_options_["time_unit"] == pytest.approx(span, rel=1e-6), name
         else:
             assert clf.control_options_ == {}, name

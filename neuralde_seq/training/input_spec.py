@@ -140,7 +140,9 @@ class InputSpec:
                 refuses a sample without any observation of a channel. ``intensity_channel="auto"`` (the estimators'
                 default) is resolved here too: True where ``train``'s channels are measured at their own times (a
                 time point observing some channels and not others, or a series never observing a channel: which
-                channels are measured when is then information), else False (`_intensity_auto`).
+                channels are measured when is then information), else False (`_intensity_auto`); when True, the
+                counts are divided by the median count of a channel in a training series (``count_unit``, unless
+                given), as the times are by their span.
             time_unit: None (default), a positive number, or ``"auto"`` (resolved here on ``train``).
             standardise: standardise each channel with ``train``'s statistics of its observed values.
             reads_static: a control model that reads static features beside its control.
@@ -184,6 +186,9 @@ class InputSpec:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
         if isinstance(control.get("intensity_channel"), str):
             control["intensity_channel"] = _intensity_auto(control["intensity_channel"], train)
+            if control["intensity_channel"] and control.get("count_unit") is None:
+                # counts grow with the length as times do: in units of a typical series' count (time_unit's reason)
+                control["count_unit"] = _median_count(train)
         if isinstance(control.get("unobserved_fill"), str):
             control["unobserved_fill"] = _training_means(control["unobserved_fill"], train, mean)
             warn_unobserved(train, "training samples", control["unobserved_fill"])
@@ -311,6 +316,19 @@ def _intensity_auto(option: str, train) -> bool:
     partial_point = bool((inside & some & ~observed.all(dim=-1)).any())
     never_observed = bool((~(observed & inside.unsqueeze(-1)).any(dim=1)).any())
     return partial_point or never_observed
+
+
+def _median_count(train) -> float:
+    """The median number of observations of a channel in a series of ``train``, over the (series, channel) pairs
+    that have one (at least 1)."""
+    observed = ~torch.isnan(train.values)
+    lengths = _lengths_of(train)
+    if lengths is not None:
+        observed &= (torch.arange(observed.shape[1], device=observed.device)[None, :]
+                     < lengths.to(observed.device)[:, None]).unsqueeze(-1)
+    counts = observed.sum(dim=1).flatten()
+    counts = counts[counts > 0]
+    return max(1.0, float(counts.double().median())) if counts.numel() else 1.0
 
 
 def _training_means(option: str, train, standardised_mean) -> list[float]:
