@@ -10,7 +10,8 @@ references get rows of their own: ``random-features`` (``RandomFeatureClassifier
 ``random-features-tuned`` (the same with ``fine_tune=True``) and ``minirocket`` (neuralde_seq.reference, needs aeon).
 
 The datasets: the suite's eight (aeon_datasets.DATASETS), ``icu-records`` (400 simulated ICU stays to fit on and
-1,000 to score, `neuralde_seq.data.sources.icu_records`, each channel measured at its own times) and long series, named ``<Suite set>x<points>`` (e.g.
+1,000 to score, `neuralde_seq.data.sources.icu_records`, each channel measured at its own times) and long series,
+named ``<Suite set>x<points>`` (e.g.
 ``ACSF1x4000``): each series of a split the concatenation of random series of its class, to exactly that many
 points (`neuralde_seq.data.transforms.long_series.concatenated`, TRAIN with seed 0, TEST with seed 1), then 30 % of
 its points dropped as above. The default long series: LONG_SERIES.

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 import warnings
@@ -202,10 +201,10 @@ def load(path: Path) -> list[dict]:
 
 
 def save(path: Path, runs: list[dict]) -> None:
+    from neuralde_seq.files import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"sizes": SIZES, "settings": SETTINGS, "runs": runs}, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps({"sizes": SIZES, "settings": SETTINGS, "runs": runs}, indent=1))
 
 
 def table(runs: list[dict]) -> str:

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 
 from neuralde_seq.data.sources.icu_records import icu_records_splits  # noqa: E402
 from neuralde_seq.data.transforms.sampling import fill_gaps, fill_gaps_reference, median_step  # noqa: E402
+from neuralde_seq.files import write_text_atomic  # noqa: E402
 from neuralde_seq.reference import SummaryFeatureClassifier, as_arrays  # noqa: E402
 from neuralde_seq.random_features import RandomFeatureClassifier  # noqa: E402
 from neuralde_seq.sklearn import SequenceClassifier  # noqa: E402
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")  # the fill of the channels a stay never measures, said once per fit
         result = measure(args.stays, [m for m in args.models.split(",") if m], args.repeats)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    write_text_atomic(args.out, json.dumps(result, indent=1))
     print(table(result))
     return 0
 

@@ -54,8 +54,8 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    channel of the path too (which channels were measured when: on simulated ICU stays it lifted delta-rde from
    0.845 to 0.892 AUROC with 400 stays; not the default, because raw counts grow with the length as raw times do
    and drove a CDE's logits to the hundreds at initialisation on a 2,000-point series, while counts divided by a
-   typical series' count, ``"auto"``, kept little of the gain; docs/benchmarks.md, "Irregular records"). Models that read raw observations see missing values
-   through their own masks: of ``control_options`` they read ``time_unit`` and set the rest aside with an
+   typical series' count, ``"auto"``, kept little of the gain; docs/benchmarks.md, "Irregular records"). Models
+   that read raw observations see missing values through their own masks: of ``control_options`` they read ``time_unit`` and set the rest aside with an
    `IgnoredOptionWarning`, so that one grid search runs over every model name;
 3. with ``validation_fraction`` (with ``epochs="auto"`` and no ``validation_fraction``: 0.15,
    ``AUTO_VALIDATION_FRACTION``), a validation split (stratified on the labels for the classifier, see

@@ -57,15 +57,21 @@ class UnobservedChannelWarning(UserWarning):
     """Some samples never observe some channel, and those channels were filled (``unobserved_fill``)."""
 
 
+def _observed_within(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(observed, inside)``: (N, T, C) True at an observed value within its series' length, and (N, T) True at the
+    time points within it (``values`` (N, T, C), NaN where missing, optional ``lengths``)."""
+    values = data.values
+    lengths = _lengths_of(data)
+    inside = torch.ones(values.shape[:2], dtype=torch.bool, device=values.device)
+    if lengths is not None:
+        inside = torch.arange(values.shape[1], device=values.device)[None, :] < lengths.to(values.device)[:, None]
+    return ~torch.isnan(values) & inside.unsqueeze(-1), inside
+
+
 def unobserved_channels(data) -> torch.Tensor:
     """(C,) long: for each channel, the number of samples of ``data`` (``values`` (N, T, C), NaN where missing,
     optional ``lengths``) without a single observation of it."""
-    values = data.values
-    observed = ~torch.isnan(values)
-    lengths = _lengths_of(data)
-    if lengths is not None:
-        inside = torch.arange(values.shape[1], device=values.device)[None, :] < lengths.to(values.device)[:, None]
-        observed = observed & inside.unsqueeze(-1)
+    observed, _ = _observed_within(data)
     return (~observed.any(dim=1)).sum(dim=0).cpu()
 
 
@@ -137,8 +143,8 @@ class InputSpec:
                 estimators' ``control_options``). ``unobserved_fill="mean"`` (the default) is resolved here: each
                 channel's mean over ``train``'s observed values as the model reads them (0 when standardising), with
                 one `UnobservedChannelWarning` naming the channels some training sample never observes; None
-                refuses a sample without any observation of a channel. ``intensity_channel="auto"`` (the estimators'
-                default) is resolved here too: True where ``train``'s channels are measured at their own times (a
+                refuses a sample without any observation of a channel. ``intensity_channel="auto"`` is resolved here
+                too: True where ``train``'s channels are measured at their own times (a
                 time point observing some channels and not others, or a series never observing a channel: which
                 channels are measured when is then information), else False (`_intensity_auto`); when True, the
                 counts are divided by the median count of a channel in a training series (``count_unit``, unless
@@ -306,26 +312,17 @@ def _intensity_auto(option: str, train) -> bool:
     if option != "auto":
         raise ValueError(f"intensity_channel must be True, False or 'auto' (True where the training channels are "
                          f"measured at their own times), got {option!r}")
-    observed = ~torch.isnan(train.values)
-    lengths = _lengths_of(train)
-    inside = torch.ones(observed.shape[:2], dtype=torch.bool, device=observed.device)
-    if lengths is not None:
-        inside = torch.arange(observed.shape[1], device=observed.device)[None, :] < lengths.to(
-            observed.device)[:, None]
+    observed, inside = _observed_within(train)
     some = observed.any(dim=-1)
     partial_point = bool((inside & some & ~observed.all(dim=-1)).any())
-    never_observed = bool((~(observed & inside.unsqueeze(-1)).any(dim=1)).any())
+    never_observed = bool((~observed.any(dim=1)).any())
     return partial_point or never_observed
 
 
 def _median_count(train) -> float:
     """The median number of observations of a channel in a series of ``train``, over the (series, channel) pairs
     that have one (at least 1)."""
-    observed = ~torch.isnan(train.values)
-    lengths = _lengths_of(train)
-    if lengths is not None:
-        observed &= (torch.arange(observed.shape[1], device=observed.device)[None, :]
-                     < lengths.to(observed.device)[:, None]).unsqueeze(-1)
+    observed, _ = _observed_within(train)
     counts = observed.sum(dim=1).flatten()
     counts = counts[counts > 0]
     return max(1.0, float(counts.double().median())) if counts.numel() else 1.0
@@ -345,11 +342,7 @@ def _training_means(option: str, train, standardised_mean) -> list[float]:
     if standardised_mean is not None:
         return [0.0] * channels  # the standardised values' mean, by construction (a list: as JSON reads it back)
     values = train.values.to(torch.float64)
-    lengths = _lengths_of(train)
-    observed = ~torch.isnan(values)
-    if lengths is not None:
-        observed &= (torch.arange(values.shape[1], device=values.device)[None, :]
-                     < lengths.to(values.device)[:, None]).unsqueeze(-1)
+    observed, _ = _observed_within(train)
     count = observed.sum(dim=(0, 1))
     never = torch.nonzero(count == 0).flatten().tolist()
     if never:
