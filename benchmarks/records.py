@@ -105,6 +105,13 @@ def _rows() -> dict:
         "auto-ensemble": (f"SequenceClassifier(epochs='auto', ensemble=3, {with_counts})",
                           lambda seed: SequenceClassifier(epochs="auto", ensemble=3, control_options=counts,
                                                           random_state=seed)),
+        "auto-baseline": (f"SequenceClassifier(epochs='auto', baseline='summary-features', {with_counts})",
+                          lambda seed: SequenceClassifier(epochs="auto", baseline="summary-features",
+                                                          control_options=counts, random_state=seed)),
+        "auto-baseline-ensemble": (
+            f"SequenceClassifier(epochs='auto', ensemble=3, baseline='summary-features', {with_counts})",
+            lambda seed: SequenceClassifier(epochs="auto", ensemble=3, baseline="summary-features",
+                                            control_options=counts, random_state=seed)),
         "delta-cde": (f"SequenceClassifier('delta-cde', epochs='auto', {with_counts})",
                       lambda seed: SequenceClassifier("delta-cde", epochs="auto", control_options=counts,
                                                       random_state=seed)),
@@ -121,7 +128,8 @@ def _rows() -> dict:
     }
 
 
-ROW_NAMES = ["default", "auto", "auto-no-intensity", "auto-ensemble", "delta-cde", "gru-d", "ode-rnn", "random-features",
+ROW_NAMES = ["default", "auto", "auto-no-intensity", "auto-ensemble", "auto-baseline", "auto-baseline-ensemble",
+             "delta-cde", "gru-d", "ode-rnn", "random-features",
              "summary-features", "summary-products", "minirocket"]
 ORACLE = "oracle"
 

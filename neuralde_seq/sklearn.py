@@ -71,10 +71,13 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    as the benchmark runner's ensembles; member 0 has ``seed``): ``torch.manual_seed``, ``create_model(model,
    inputs, outputs, **model_options)`` moved to ``device`` and ``dtype``, the empirical channel means of GRU-D,
    GRU-Δt and the like set from the training inputs, and ``fit(model, objective, (train inputs, targets), val,
-   spec)`` with the member's seed, with `Classification` or `Regression` (MSE on targets standardised
-   with their mean and standard deviation, ``target_mean_`` and ``target_scale_``; predictions are mapped
-   back), and with a validation split `BestCheckpoint` in memory (the best
-   validation weights are restored at the end) and, given a patience (``patience``, or ``epochs="auto"``'s),
+   spec)`` with the member's seed (with ``baseline="summary-features"`` the member is `LogitOffset` of the model,
+   whose logits are added, through a gate that starts at 0, to the out-of-fold logits of a
+   `SummaryFeatureClassifier` fitted on ``X`` with ``seed`` (`summary_feature_logits`; the baseline fitted on all
+   of ``X``, ``baseline_``, gives the offsets of later X), so training starts from the baseline), with
+   `Classification` or `Regression` (MSE on targets standardised with their mean and standard deviation,
+   ``target_mean_`` and ``target_scale_``; predictions are mapped back), and with a validation split
+   `BestCheckpoint` in memory (the best validation weights are restored at the end) and, given a patience (``patience``, or ``epochs="auto"``'s),
    `EarlyStopping`. Every member trains on the same split;
 7. ``model_`` is the one member, or `EnsembleClassifier` (the mean of the members' class probabilities) /
    `EnsembleRegressor` (the mean of their outputs, so of their predictions) of them.
@@ -103,13 +106,14 @@ from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .models import (MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names,
                      training_defaults)
 from .solvers import parse_solver
+from .training.baseline_offset import BASELINES, LogitOffset, baseline_logits, summary_feature_logits
 from .training.augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, member_seed
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.config import TrainingSettings
 from .training.fit import fit as _fit
 from .training.input_spec import InputSpec, check_fill_gaps, warn_unobserved
-from .training.objectives import Classification, Regression
+from .training.objectives import Classification, ModelArguments, Regression
 from .training.objectives import predict as _predict
 from .training.spec import TrainingSpec
 from .training.threads import torch_threads
@@ -210,6 +214,11 @@ class _SequenceEstimator(BaseEstimator):
         ensemble: models trained (a positive integer, default 1), with the seeds ``member_seed(seed, j)``
             (``seed + 1000 j``), on the same split; the classifier averages their class probabilities, the
             regressor their predictions.
+        baseline: None (default), or "summary-features" (classifier only): the network's logits are added to those
+            of a `SummaryFeatureClassifier` (out of fold on the training data, 5 stratified folds; for new data the
+            one fitted on all of it, ``baseline_``), so that the network learns what the per-channel summaries
+            miss (`neuralde_seq.training.baseline_offset`). On irregular records with few samples, where the
+            summaries carry most of the signal (docs/benchmarks.md, "Irregular records").
         random_state: int seed, numpy RandomState or None (module docstring).
         n_jobs: torch threads during fit and predict, joblib's convention: None is 1 (the safe choice for these
             small models, `threads`) unless inside ``joblib.parallel_config(n_jobs=...)``;
@@ -222,7 +231,7 @@ class _SequenceEstimator(BaseEstimator):
     def __init__(self, model="delta-rde", *, model_options=None, control_options=None, fill_gaps="auto", epochs=100,
                  max_steps=None, lr=3e-3, batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0,
                  schedule="auto", validation_fraction=None, patience=None, augment_crop="auto", augment_drop_rate="auto",
-                 ensemble=1,
+                 ensemble=1, baseline=None,
                  random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
         self.model = model
         self.model_options = model_options
@@ -241,6 +250,7 @@ class _SequenceEstimator(BaseEstimator):
         self.augment_crop = augment_crop
         self.augment_drop_rate = augment_drop_rate
         self.ensemble = ensemble
+        self.baseline = baseline
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -283,6 +293,13 @@ class _SequenceEstimator(BaseEstimator):
             if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < float(f) < 1.0:
                 raise ValueError(f"validation_fraction must be None or a number in (0, 1), got {f!r}")
         training = self._training_settings()  # every training parameter checked, naming it
+        if self.baseline is not None:
+            if not isinstance(self.baseline, str) or self.baseline not in BASELINES:
+                raise ValueError(f"baseline must be None or one of {', '.join(map(repr, BASELINES))}, got "
+                                 f"{self.baseline!r}")
+            if not isinstance(self, ClassifierMixin):
+                raise ValueError(f"baseline={self.baseline!r} is a classifier's (its logits are the offset): "
+                                 f"{type(self).__name__} takes baseline=None")
         if self.patience is not None and self.validation_fraction is None and not self._auto_epochs():
             raise ValueError(f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
                              "(e.g. 0.1), or epochs='auto' (which makes one)")
@@ -381,6 +398,12 @@ class _SequenceEstimator(BaseEstimator):
                              f"a series of a training batch that {self.model!r} cannot read: {error}; or crop and "
                              "drop less") from error
 
+    @staticmethod
+    def _offset_batch(build, batch: IrregularDataset) -> ModelArguments:
+        """An augmented batch whose static features hold the baseline's offsets: the model's input built without
+        them, and the offsets beside it."""
+        return ModelArguments(build(batch.replace(static=None)), batch.static)
+
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, times, make_targets):
         """Shared fit: ``make_targets(num_samples)`` validates y and returns (targets tensor, number of model
@@ -414,15 +437,27 @@ class _SequenceEstimator(BaseEstimator):
                 train_index, val_index = train_test_split(np.arange(n), test_size=fractions[1], random_state=seed)
                 train_index, val_index = np.sort(train_index), np.sort(val_index)
         inputs = inputs.to(device)
-        train = (inputs[torch.as_tensor(train_index)], targets[torch.as_tensor(train_index)])
-        val = None if val_index is None else (inputs[torch.as_tensor(val_index)], targets[torch.as_tensor(val_index)])
+        offsets, self.baseline_ = None, None
+        if self.baseline is not None:  # every sample's offset from a baseline fitted without it
+            codes, names = strata
+            logits, self.baseline_ = summary_feature_logits(data, codes, len(names), seed=seed)
+            offsets = torch.as_tensor(logits, dtype=settings["dtype"], device=device)
+        # the network's input, with the offsets beside it when there is a baseline (LogitOffset reads both)
+        model_inputs = inputs if offsets is None else ModelArguments(inputs, offsets)
+        train = (model_inputs[torch.as_tensor(train_index)], targets[torch.as_tensor(train_index)])
+        val = None if val_index is None else (model_inputs[torch.as_tensor(val_index)],
+                                              targets[torch.as_tensor(val_index)])
         plan, patience = self._training_plan(training, seed, len(train_index))
         train_inputs = train[0]
         if training.augment_drop_rate > 0 or training.augment_crop < 1:
             # built afresh from randomly cropped and thinned series at every batch (validation inputs as built)
-            train_inputs = AugmentedInputs(data.subset(train_index).to(device),
-                                           partial(self._augmented_inputs, spec, device),
-                                           drop_rate=training.augment_drop_rate, crop=training.augment_crop)
+            build = partial(self._augmented_inputs, spec, device)
+            raw = data.subset(train_index).to(device)
+            if offsets is not None:  # the offsets ride along as the batch's static features (crop and drop keep them)
+                raw = raw.replace(static=offsets[torch.as_tensor(train_index)])
+                build = partial(self._offset_batch, build)
+            train_inputs = AugmentedInputs(raw, build, drop_rate=training.augment_drop_rate,
+                                           crop=training.augment_crop)
         fork_devices = [] if device.type != "cuda" else [
             device.index if device.index is not None else torch.cuda.current_device()]
         members, histories = [], []
@@ -435,7 +470,9 @@ class _SequenceEstimator(BaseEstimator):
                     model = create_model(self.model, inputs, outputs, **settings["model_options"])
                 model = model.to(device=device, dtype=settings["dtype"])
                 if hasattr(model, "set_empirical_mean"):  # GRU-D, GRU-Δt, ...: the training inputs' channel means
-                    model.set_empirical_mean(train[0])
+                    model.set_empirical_mean(inputs[torch.as_tensor(train_index)])
+                if offsets is not None:
+                    model = LogitOffset(model)
                 callbacks = []
                 if val is not None:
                     callbacks.append(BestCheckpoint(None))
@@ -477,6 +514,9 @@ class _SequenceEstimator(BaseEstimator):
         if fill is not None:
             warn_unobserved(data, "samples", fill)
         inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
+        if getattr(self, "baseline_", None) is not None:
+            offsets = baseline_logits(self.baseline_, data, len(self.classes_))
+            inputs = ModelArguments(inputs, torch.as_tensor(offsets, dtype=parameter.dtype, device=parameter.device))
         with torch_threads(threads_for_jobs(self.n_jobs)):
             outputs = _predict(self.model_, inputs, self.batch_size)
         return outputs.detach().cpu().to(torch.float64).numpy()
@@ -523,6 +563,9 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         augment_drop_rate: probability of dropping each point of a training series at each batch, in [0, 1), or
             "auto" (default: the model's).
         ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their class probabilities averaged.
+        baseline: None (default) or "summary-features": the network learns what a `SummaryFeatureClassifier`
+            misses, its logits added to the summary model's (``baseline_``; module docstring, step 6). For records
+            with few samples.
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
         n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
@@ -532,7 +575,8 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         dtype: "float32" (default) or "float64" (or a torch dtype): the precision of the data and the model.
 
     Fitted attributes: ``classes_`` (K,), ``model_`` (the trained torch module; an `EnsembleClassifier` of the
-    members with ``ensemble`` > 1), ``history_`` (`fit`'s history; with an ensemble the first member's, every
+    members with ``ensemble`` > 1; `LogitOffset` members with a baseline), ``baseline_`` (the fitted
+    `SummaryFeatureClassifier` of ``baseline="summary-features"``, else None), ``history_`` (`fit`'s history; with an ensemble the first member's, every
     member's under ``"ensemble_members"``), ``training_spec_`` (the `TrainingSpec` of member 0: the epochs
     ``epochs="auto"`` chose, its evaluations and seed), ``patience_`` (the evaluations without improvement that stop
     a member, or None), ``n_features_in_`` (channels C), ``channel_mean_`` and
@@ -677,6 +721,7 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             (0, 1], or "auto" (default: the model's, `training_defaults`).
         augment_drop_rate: every training batch's drop rate, in [0, 1), or "auto" (default: the model's).
         ensemble: models trained with seeds ``seed_ + 1000 j`` (default 1); their predictions averaged.
+        baseline: None only (the summary-feature baseline is a classifier's; given, it is refused).
         random_state: int seed, numpy RandomState or None (default: a fresh seed each fit); see the module
             docstring.
         n_jobs: torch threads during fit and predict, joblib's convention: None (default) is 1 unless inside
