@@ -16,8 +16,8 @@ length 29-361, 10 classes). The rows, each with the registry defaults unless sai
                 ridge regression: the toolkit's closed-form mode, neuralde_seq.random_features; counted as a
                 baseline) and
                 random-features-delta-rde (the same with a frozen CT-FWP; counted as a CT-FWP)
-    reference:  minirocket, 1nn-euclidean, 1nn-dtw (neuralde_seq.reference; needs aeon: pip install
-                "neuralde_seq[reference]")
+    reference:  minirocket, multirocket-hydra, quant, 1nn-euclidean, 1nn-dtw (neuralde_seq.reference; needs aeon:
+                pip install "neuralde_seq[reference]")
 
 and, with the delta-rde row, a study of its time channel (two more delta-rde rows: without a time channel, and
 with the times divided by the training split's longest span; a table of their validation and test accuracies
@@ -105,7 +105,7 @@ NEURAL = CT_FWPS + RECIPE + BASELINES
 # the others as baselines; the last is the mean decision function of 5 default reservoirs drawn with other seeds.
 RANDOM_FEATURES = ("random-features-delta-rde", "random-features", "random-features-ensemble", "random-features-tuned")
 TOOLKIT = NEURAL + RANDOM_FEATURES
-REFERENCES = ("minirocket", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
+REFERENCES = ("minirocket", "multirocket-hydra", "quant", "1nn-euclidean", "1nn-dtw")  # neuralde_seq.reference
 GAP_REFERENCE = "minirocket"  # the best toolkit row's gap to this reference row, per dataset
 MODELS = TOOLKIT + REFERENCES
 GOAL_POINTS = 2.0  # the best CT-FWP's mean test accuracy at most this many points below the best baseline's
@@ -151,6 +151,8 @@ def rows() -> list[dict]:
         {"label": "slice-dplr", "model": "slice-dplr"},
         # the practitioner's references (closed form, neuralde_seq.reference): fitted on train + validation
         {"label": "minirocket", "model": "minirocket"},
+        {"label": "multirocket-hydra", "model": "multirocket-hydra"},
+        {"label": "quant", "model": "quant"},
         {"label": "1nn-euclidean", "model": "1nn-euclidean"},
         {"label": "1nn-dtw", "model": "1nn-dtw"},
         # the toolkit's random-feature mode (closed form, fitted like the references on train + validation)

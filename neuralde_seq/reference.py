@@ -72,7 +72,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -81,7 +81,8 @@ from .data.transforms.sampling import median_step
 from .observations import validate_observations
 from .input_checks import did_you_mean, unknown_name_message
 
-__all__ = ["to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
+__all__ = ["to_grid", "MiniRocketClassifier", "MultiRocketHydraClassifier", "QuantClassifier",
+           "MiniRocketRegressor", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
            "summary_features", "summary_feature_names", "SUMMARY_STATISTICS", "ReferenceMethod", "REFERENCE_METHODS",
            "register_reference_method", "reference_method", "create_reference", "reference_scores",
            "fit_reference", "evaluate_reference", "as_arrays", "warm_up", "SeedEnsemble", "DEFAULT_REFERENCE_METHODS",
@@ -274,7 +275,7 @@ class _ReferenceClassifier(ClassifierMixin, BaseEstimator):
         return float(accuracy_score(y, self.predict(X, times), sample_weight=sample_weight))
 
 
-class _GridClassifier(_ReferenceClassifier):
+class _Grid:
     """Shared part of the grid-based reference estimators: the irregular input put on a grid fixed at ``fit``."""
 
     _min_length = 1
@@ -286,15 +287,9 @@ class _GridClassifier(_ReferenceClassifier):
         if self.span not in _SPANS:
             raise ValueError(f"span must be 'sample' or 'common', got {self.span!r}")
 
-    def _fit_grid(self, X, y, times) -> tuple[np.ndarray, np.ndarray]:
-        """The training grid (N, C, L) and the class codes (N,); sets classes_, grid_length_, span_,
-        channel_mean_, n_channels_."""
+    def _training_grid(self, t: torch.Tensor, v: torch.Tensor, n: torch.Tensor) -> np.ndarray:
+        """The training grid (N, C, L); sets grid_length_, span_, channel_mean_, n_channels_."""
         self._check_grid_options()
-        (t, v, n), y = _read(X, times, y, fitting=True)
-        y = _labels(y, v.shape[0])
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        if self.classes_.size < 2:
-            raise ValueError(f"y holds only 1 class ({self.classes_[0]!r}): a classifier needs at least 2 classes")
         values = v.numpy()
         valid = np.arange(values.shape[1])[None, :] < n.numpy()[:, None]
         observed = ~np.isnan(values) & valid[..., None]
@@ -310,14 +305,28 @@ class _GridClassifier(_ReferenceClassifier):
             self.span_ = (float(t[:, 0].min()), float(last.max()))
         else:
             self.span_ = "sample"
-        return to_grid(t, v, n, length=self.grid_length_, span=self.span_, fill_value=self.channel_mean_), codes
+        return to_grid(t, v, n, length=self.grid_length_, span=self.span_, fill_value=self.channel_mean_)
 
     def _grid(self, X, times) -> np.ndarray:
-        check_is_fitted(self, "classes_")
+        check_is_fitted(self, "grid_length_")
         (t, v, n), _ = _read(X, times, fitting=False)
         if v.shape[2] != self.n_channels_:
             raise ValueError(f"X has {v.shape[2]} channel(s), but the estimator was fitted on {self.n_channels_}")
         return to_grid(t, v, n, length=self.grid_length_, span=self.span_, fill_value=self.channel_mean_)
+
+
+class _GridClassifier(_Grid, _ReferenceClassifier):
+    """Shared part of the grid-based reference classifiers."""
+
+    def _fit_grid(self, X, y, times) -> tuple[np.ndarray, np.ndarray]:
+        """The training grid (N, C, L) and the class codes (N,); sets classes_ and the grid's attributes."""
+        self._check_grid_options()
+        (t, v, n), y = _read(X, times, y, fitting=True)
+        y = _labels(y, v.shape[0])
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(f"y holds only 1 class ({self.classes_[0]!r}): a classifier needs at least 2 classes")
+        return self._training_grid(t, v, n), codes
 
     def predict(self, X, times=None) -> np.ndarray:
         """The predicted class of every sample of X.
@@ -416,6 +425,199 @@ class MiniRocketClassifier(_GridClassifier):
 
     def _predict_codes(self, grid: np.ndarray) -> np.ndarray:
         return np.asarray(self.ridge_.predict(self.scaler_.transform(self.transform_.transform(grid))))
+
+
+class MiniRocketRegressor(_Grid, RegressorMixin, BaseEstimator):
+    """MiniRocket features and a ridge regression on irregular series put on a grid (aeon's
+    ``MiniRocketRegressor`` recipe: the transform, ``StandardScaler(with_mean=False)``, ``RidgeCV(alphas)``), the
+    practitioner's reference for regression. Needs aeon.
+
+    Arguments:
+        n_kernels, max_dilations_per_kernel, alphas, random_state, n_jobs, grid_length, span: as
+            `MiniRocketClassifier`.
+
+    Attributes (after ``fit``): ``grid_length_``, ``span_``, ``channel_mean_``, ``n_channels_``, ``transform_``,
+    ``scaler_``, ``ridge_`` (``RidgeCV``, with the chosen ``alpha_``).
+    """
+
+    _min_length = MINIROCKET_MIN_LENGTH
+
+    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
+                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
+                 span: str = "sample"):
+        self.n_kernels = n_kernels
+        self.max_dilations_per_kernel = max_dilations_per_kernel
+        self.alphas = alphas
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.grid_length = grid_length
+        self.span = span
+
+    def fit(self, X, y, times=None) -> "MiniRocketRegressor":
+        """Fit MiniRocket and the ridge regression on X, y.
+
+        Arguments:
+            X: N samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where missing, or
+                an `IrregularDataset`).
+            y: (N,) or (N, K) finite real targets.
+            times: None (observation index) or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            self.
+        """
+        _require("aeon", "the minirocket regression reference")
+        from aeon.transformations.collection.convolution_based import MiniRocket
+        from sklearn.linear_model import RidgeCV
+        from sklearn.preprocessing import StandardScaler
+
+        (t, v, n), _ = _read(X, times, None, fitting=False)
+        targets = np.asarray(y, dtype=np.float64)
+        if targets.ndim not in (1, 2) or targets.shape[0] != v.shape[0] or not np.isfinite(targets).all():
+            raise ValueError(f"y must hold {v.shape[0]} finite targets, (N,) or (N, K), got shape {targets.shape}")
+        grid = self._training_grid(t, v, n)
+        if self.grid_length_ < MINIROCKET_MIN_LENGTH:
+            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket, got "
+                             f"{self.grid_length_}")
+        alphas = np.logspace(-3, 3, 10) if self.alphas is None else np.asarray(self.alphas, dtype=np.float64)
+        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
+                                     n_jobs=self.n_jobs, random_state=self.random_state)
+        features = self.transform_.fit_transform(grid)
+        self.scaler_ = StandardScaler(with_mean=False)
+        self.ridge_ = RidgeCV(alphas=alphas).fit(self.scaler_.fit_transform(features), targets)
+        return self
+
+    def predict(self, X, times=None) -> np.ndarray:
+        """(N,) or (N, K) predictions.
+
+        Arguments:
+            X: the samples, with the channels of ``fit``.
+            times: None or one (T_i,) array per sample.
+        """
+        return self.ridge_.predict(self.scaler_.transform(self.transform_.transform(self._grid(X, times))))
+
+
+class _AeonGridClassifier(_GridClassifier):
+    """Shared part of the references that are aeon classifiers as they are, on the grid (`to_grid`): ``fit`` puts
+    the series on the grid and fits ``_aeon_classifier()`` on it with the class codes; ``predict_proba`` is
+    aeon's."""
+
+    _what = ""  # the method's name in messages
+
+    def _aeon_classifier(self):
+        raise NotImplementedError
+
+    def fit(self, X, y=None, times=None):
+        """Put X on the grid and fit the aeon classifier on it.
+
+        Arguments:
+            X: N samples (a list of (T_i, C) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where missing, or
+                an `IrregularDataset`).
+            y: (N,) class labels (any hashable type), or None with a labelled `IrregularDataset`.
+            times: None (observation index) or one (T_i,) array per sample (not with an `IrregularDataset`).
+
+        Returns:
+            self.
+        """
+        _require("aeon", f"the {self._what} reference method")
+        grid, codes = self._fit_grid(X, y, times)
+        if self.grid_length_ < self._min_length:
+            raise ValueError(f"grid_length must be at least {self._min_length} for {self._what}, got "
+                             f"{self.grid_length_}")
+        self.classifier_ = self._aeon_classifier().fit(grid, codes)
+        return self
+
+    def predict_proba(self, X, times=None) -> np.ndarray:
+        """(N, K) class probabilities, columns in the order of ``classes_``.
+
+        Arguments:
+            X: the samples, as for `predict`.
+            times: None or one (T_i,) array per sample.
+        """
+        check_is_fitted(self, "classifier_")
+        return np.asarray(self.classifier_.predict_proba(self._grid(X, times)), dtype=np.float64)
+
+    def _predict_codes(self, grid: np.ndarray) -> np.ndarray:
+        return np.asarray(self.classifier_.predict(grid)).astype(np.int64)
+
+
+class MultiRocketHydraClassifier(_AeonGridClassifier):
+    """MultiRocket and Hydra features with a ridge classifier (aeon's ``MultiRocketHydraClassifier``) on irregular
+    series put on a grid (``multirocket-hydra`` in the registry).
+
+    Hydra's competing dilated kernels (counts of the best-matching kernel per group) beside MultiRocket's four
+    pooling operators on MiniRocket's kernels, over the series and its first difference: about a point above
+    MiniRocket on the UCR archive (Dempster, Schmidt & Webb 2023). Needs aeon.
+
+    Arguments:
+        n_kernels: Hydra's kernels per group (aeon's default 8).
+        n_groups: Hydra's groups (aeon's default 64).
+        random_state: the seed of the random kernels (None: a fresh one each fit).
+        n_jobs: aeon's threads (default 1).
+        grid_length: grid points L, or None (default): the longest training series in median time steps, at
+            least 9 (the kernels' length), as `MiniRocketClassifier`.
+        span: ``"sample"`` (default) or ``"common"``, as `to_grid`.
+
+    Attributes (after ``fit``): ``classes_``, ``grid_length_``, ``span_``, ``channel_mean_``, ``n_channels_``,
+    ``classifier_`` (the fitted aeon classifier, on class indices).
+    """
+
+    _min_length = MINIROCKET_MIN_LENGTH
+    _what = "multirocket-hydra"
+
+    def __init__(self, n_kernels: int = 8, n_groups: int = 64, random_state: int | None = None, n_jobs: int = 1,
+                 grid_length: int | None = None, span: str = "sample"):
+        self.n_kernels = n_kernels
+        self.n_groups = n_groups
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.grid_length = grid_length
+        self.span = span
+
+    def _aeon_classifier(self):
+        from aeon.classification.convolution_based import MultiRocketHydraClassifier as Aeon
+
+        for name in ("n_kernels", "n_groups", "n_jobs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        return Aeon(n_kernels=self.n_kernels, n_groups=self.n_groups, n_jobs=self.n_jobs,
+                    random_state=self.random_state)
+
+
+class QuantClassifier(_AeonGridClassifier):
+    """QUANT: quantiles over dyadic intervals of the series, its first and second differences and its Fourier
+    transform, read by extremely randomised trees (aeon's ``QUANTClassifier``; Dempster, Schmidt & Webb 2024), on
+    irregular series put on a grid (``quant`` in the registry). Needs aeon.
+
+    Arguments:
+        interval_depth: depth of the dyadic intervals (aeon's default 6).
+        quantile_divisor: an interval of length m gives 1 + (m - 1) // quantile_divisor quantiles (default 4).
+        random_state: the trees' seed (None: a fresh one each fit).
+        grid_length: grid points L, or None (default): the longest training series in median time steps.
+        span: ``"sample"`` (default) or ``"common"``, as `to_grid`.
+
+    Attributes (after ``fit``): as `MultiRocketHydraClassifier`.
+    """
+
+    _what = "quant"
+
+    def __init__(self, interval_depth: int = 6, quantile_divisor: int = 4, random_state: int | None = None,
+                 grid_length: int | None = None, span: str = "sample"):
+        self.interval_depth = interval_depth
+        self.quantile_divisor = quantile_divisor
+        self.random_state = random_state
+        self.grid_length = grid_length
+        self.span = span
+
+    def _aeon_classifier(self):
+        from aeon.classification.interval_based import QUANTClassifier
+
+        for name in ("interval_depth", "quantile_divisor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        return QUANTClassifier(interval_depth=self.interval_depth, quantile_divisor=self.quantile_divisor,
+                               random_state=self.random_state)
 
 
 class NearestNeighbourClassifier(_GridClassifier):
@@ -950,6 +1152,12 @@ def create_reference(name: str, seed: int | None = None, **options):
 register_reference_method(ReferenceMethod(
     "minirocket", MiniRocketClassifier, requires=("aeon",),
     description="MiniRocket (aeon) + RidgeClassifierCV on the series interpolated onto a grid"))
+register_reference_method(ReferenceMethod(
+    "multirocket-hydra", MultiRocketHydraClassifier, requires=("aeon",),
+    description="MultiRocket + Hydra (aeon) + ridge on the series interpolated onto a grid"))
+register_reference_method(ReferenceMethod(
+    "quant", QuantClassifier, requires=("aeon",),
+    description="QUANT (aeon): interval quantiles + extra trees, on the series interpolated onto a grid"))
 register_reference_method(ReferenceMethod(
     "1nn-euclidean", NearestNeighbourClassifier, {"distance": "euclidean"}, seed_parameter=None,
     description="1-nearest neighbour, Euclidean distance, on the series interpolated onto a grid"))

@@ -211,6 +211,57 @@ def test_minirocket_is_aeons_transform_and_a_ridge_on_the_grid():
     assert est.ridge_.alpha_ == ridge.alpha_
 
 
+def _three_classes(length=30):
+    rng = np.random.default_rng(3)
+    labels = np.repeat([0, 1, 2], 8)
+    series = rng.standard_normal((24, length, 2)) + labels[:, None, None] * np.linspace(0, 1, length)[None, :, None]
+    series[rng.random((24, length)) < 0.3] = np.nan
+    series[:, 0] = 0.0  # every channel observed somewhere in every sample
+    return series, labels, to_grid(np.tile(np.arange(float(length)), (24, 1)), series)
+
+
+@pytest.mark.parametrize("name", ["multirocket-hydra", "quant"])
+def test_the_stronger_references_are_aeons_classifiers_on_the_grid(name):
+    from aeon.classification.convolution_based import MultiRocketHydraClassifier as AeonHydra
+    from aeon.classification.interval_based import QUANTClassifier
+
+    series, labels, grid = _three_classes()
+    est = create_reference(name, seed=5).fit(list(series[:18]), labels[:18])
+    aeon = (AeonHydra(random_state=5) if name == "multirocket-hydra" else QUANTClassifier(random_state=5)).fit(
+        grid[:18], labels[:18])
+    np.testing.assert_allclose(est.predict_proba(list(series[18:])), aeon.predict_proba(grid[18:]), rtol=1e-12)
+    np.testing.assert_array_equal(est.predict(list(series[18:])), aeon.predict(grid[18:]))
+    # the grid is not the raw series with its NaN: a wrapper that skipped it would not see these values
+    assert not np.isnan(grid).any() and np.isnan(series).any()
+
+
+def test_minirocket_regressor_is_aeons_transform_and_a_ridge_on_the_grid():
+    from aeon.transformations.collection.convolution_based import MiniRocket
+    from sklearn.linear_model import RidgeCV
+    from sklearn.preprocessing import StandardScaler
+
+    from neuralde_seq.reference import MiniRocketRegressor
+
+    series, labels, grid = _three_classes()
+    targets = labels + 0.1 * np.arange(24)
+    est = MiniRocketRegressor(n_kernels=168, random_state=5).fit(list(series[:18]), targets[:18])
+    transform = MiniRocket(n_kernels=168, random_state=5).fit(grid[:18])
+    scaler = StandardScaler(with_mean=False).fit(transform.transform(grid[:18]))
+    ridge = RidgeCV(alphas=np.logspace(-3, 3, 10)).fit(scaler.transform(transform.transform(grid[:18])), targets[:18])
+    np.testing.assert_allclose(est.predict(list(series[18:])),
+                               ridge.predict(scaler.transform(transform.transform(grid[18:]))), rtol=1e-10)
+    with pytest.raises(ValueError, match="y must hold 18 finite targets"):
+        MiniRocketRegressor(n_kernels=168).fit(list(series[:18]), np.r_[targets[:17], np.nan])
+
+
+def test_stronger_reference_options_are_checked_by_name():
+    series, labels, _ = _three_classes()
+    with pytest.raises(ValueError, match="n_groups must be a positive integer, got 0"):
+        create_reference("multirocket-hydra", seed=0, n_groups=0).fit(list(series), labels)
+    with pytest.raises(ValueError, match="interval_depth must be a positive integer, got -1"):
+        create_reference("quant", seed=0, interval_depth=-1).fit(list(series), labels)
+
+
 # ------------------------------------------------------------------------------------------ without aeon
 def test_missing_aeon_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "aeon", None)  # as if aeon were not installed
@@ -307,7 +358,7 @@ def test_reference_row_equals_the_python_function(tmp_path):
     ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
     ({"model": "minirocket", "options": {"fit_on": "val"}}, r"models\[0\].options.fit_on must be one of train\+val"),
     ({"model": "rocket"}, r"not a known model; did you mean 'minirocket'\? known models: .*; reference methods: "
-                         r"minirocket, 1nn-euclidean"),
+                         r"minirocket, multirocket-hydra, quant, 1nn-euclidean"),
 ])
 def test_reference_rows_are_validated(row, message):
     config = {"name": "x", "task": "japanese-vowels", "models": [row]}
