@@ -64,6 +64,9 @@ What `RandomFeatures.fit` does, in order:
    - ``"ppv"``: for each of ``num_biases`` thresholds per unit, the proportion of the sample's knots at which
      h exceeds it (MiniRocket's "proportion of positive values"); the thresholds are quantiles, drawn uniformly in
      [0.25, 0.75] per unit, of the unit's states over the knots of up to 16 training series;
+   - ``"mpv"``: for each of the same thresholds, the mean of h − b over the knots at which h exceeds b (0 where it
+     never does; MultiRocket's "mean of positive values", `positive_mean`);
+   - ``"max"``: the largest h over the sample's knots (H);
    - ``"values"``: the series' own values (rescaled, missing ones linearly interpolated) at the same fractions,
      and their mean over the knots ((n + 1)·C).
 
@@ -186,7 +189,7 @@ _DEFAULT_WIDTHS = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClass
 # added to the slow ones, not taken from them, keep OSULeaf and ArrowHead).
 _DEFAULT_OSCILLATION_WIDTH = 1536
 RESERVOIRS = tuple(name for name in MODEL_NAMES if model_entry(name).constructor in _WIDTH_OPTION) + ("logsignature",)
-FEATURES = ("final", "mean", "times", "ppv", "values", "windows")
+FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "windows")
 DEFAULT_FEATURES = ("ppv", "mean")
 DEFAULT_OSCILLATION_FEATURES = ("ppv",)
 DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
@@ -624,6 +627,26 @@ def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torc
     return torch.cat(parts, dim=1)
 
 
+def positive_mean(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tensor) -> torch.Tensor:
+    """The "mpv" feature (MultiRocket's mean of positive values): for each threshold, the mean of h − b over a
+    sample's knots at which h exceeds b, 0 where it never does.
+
+    Arguments:
+        states: (B, K, H) states at the knots.
+        inside: (B, K, 1) 1 at each sample's knots, 0 after its end.
+        biases: (num_biases, H) thresholds.
+
+    Returns:
+        (B, num_biases·H) means, the thresholds' blocks in order.
+    """
+    parts = []
+    for bias in biases:
+        excess = (states - bias).clamp(min=0) * inside
+        above = ((states > bias).to(states.dtype) * inside).sum(dim=1)
+        parts.append(excess.sum(dim=1) / above.clamp(min=1))
+    return torch.cat(parts, dim=1)
+
+
 class RandomFeatures:
     """A frozen, randomly initialised registry model (or the path's log-signatures) as a feature map of series
     (module docstring: what ``fit`` does, the features, the measurements).
@@ -633,7 +656,8 @@ class RandomFeatures:
             ``slice-dplr``), a neural CDE (``ncde``, ``nrde``, ``log-ncde``), a CT-FWP (``{hebb,oja,delta,
             delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``
             (default ``"slice-block"``, with damped oscillators: ``memory``).
-        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "values" for models;
+        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "mpv", "max", "values" for
+            models;
             "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default):
             `DEFAULT_OSCILLATION_FEATURES` ("ppv") with ``memory="oscillation"``, `DEFAULT_LOGSIGNATURE_FEATURES`
             for ``"logsignature"``, else `DEFAULT_FEATURES` ("ppv", "mean").
@@ -641,7 +665,7 @@ class RandomFeatures:
             H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
             (1,536 with ``memory="oscillation"``, 128 for ``structure="dense"``), 128 for NCDEs, 64 for CT-FWPs.
         num_times: n, the fractions 1/n, ..., 1 of each series read by "times", "values" and "windows" (default 4).
-        num_biases: thresholds per unit of "ppv" (default 1).
+        num_biases: thresholds per unit of "ppv" and "mpv" (default 1).
         input_scale: multiplies the rescaled path (times and values) before the model reads it (default 1.0).
         fast_share: the share of oscillator pairs made fast and nearly memoryless (periods log-uniform in
             [2τ_min, 6τ_min] knots, 4-12 by default, radius at most 0.3 per knot), in [0, 1); "auto" (default): 1/3
@@ -670,7 +694,7 @@ class RandomFeatures:
     Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``fill_step_`` (the step of
     ``fill_gaps``, or None), ``time_scale_`` (float),
     ``value_scales_`` (C,), ``state_width_`` (H), ``num_features_``, ``feature_slices_`` (each feature's columns: a
-    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" only), ``timescales_`` ((H,) the units' τ (for
+    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" and "mpv" only), ``timescales_`` ((H,) the units' τ (for
     oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_`` ((H,) each
     oscillator's period in knots, ``memory="oscillation"`` only, else None).
     """
@@ -689,7 +713,7 @@ class RandomFeatures:
         if isinstance(features, str) or not isinstance(features, Sequence) or len(features) == 0:
             raise ValueError(f"features must be a non-empty sequence of {FEATURES}, got {features!r}")
         allowed = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
-            "final", "mean", "times", "ppv", "values")
+            "final", "mean", "times", "ppv", "mpv", "max", "values")
         for feature in features:
             if feature not in allowed:
                 raise ValueError(f"features of reservoir {reservoir!r} must be among {allowed}, got {feature!r}")
@@ -871,7 +895,7 @@ class RandomFeatures:
                                  "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')")
         self.biases_ = self.spreads_ = None
         self.temperature_ = 0.0  # the exact "ppv"; a fine-tuned map reads its smooth stand-in (reservoir_tuning)
-        if "ppv" in self.features:
+        if "ppv" in self.features or "mpv" in self.features:
             generator = torch.Generator().manual_seed(self.seed)
             chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
             self.biases_, self.spreads_ = self._thresholds(control[chosen.sort().values], generator)
@@ -1118,6 +1142,10 @@ class RandomFeatures:
                 part = (states * inside).sum(dim=1) / count
             elif feature == "times":
                 part = _take(states, _fractions(end_index, self.num_times))
+            elif feature == "max":
+                part = states.masked_fill(inside == 0, -torch.inf).amax(dim=1)
+            elif feature == "mpv":
+                part = positive_mean(states, inside, biases)
             else:  # "ppv"
                 part = positive_proportion(states, inside, biases, self.spreads_, temperature)
             parts.append(part.to(torch.float64))

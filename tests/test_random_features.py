@@ -178,7 +178,7 @@ def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
         120, 80, 120, 50]
     times, values, lengths = _ragged_batch(lengths, seed=2)
     features = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
-        "final", "mean", "times", "ppv", "values")
+        "final", "mean", "times", "ppv", "mpv", "max", "values")
     feature_map = RandomFeatures(reservoir, features=features, width=None if reservoir == "logsignature" else 24,
                                  model_options=options, seed=5, batch_size=3).fit(times, values, lengths)
     batch = feature_map.transform(times, values, lengths)
@@ -219,6 +219,29 @@ def test_pooled_features_are_the_written_out_statistics_of_the_states():
     # the thresholds lie within each unit's range of states, at the quantiles drawn in [0.25, 0.75]
     pooled = states.reshape(-1, states.shape[-1])
     assert bool(((feature_map.biases_ >= pooled.min(0).values) & (feature_map.biases_ <= pooled.max(0).values)).all())
+
+
+def test_mpv_and_max_are_the_written_out_statistics_of_the_states_in_numpy():
+    times, values, lengths = _ragged_batch([40, 26, 33], seed=6)
+    feature_map = RandomFeatures("slice-block", features=("ppv", "mpv", "max"), width=16, num_biases=3,
+                                 seed=1).fit(times, values, lengths)
+    features = feature_map.transform(times, values, lengths).numpy()
+    states = feature_map.states(feature_map.inputs(times, values, lengths)).numpy()
+    biases = feature_map.biases_.numpy()
+    slices = feature_map.feature_slices_
+    for b, n in enumerate(lengths.tolist()):
+        expected_mpv, expected_max = [], []
+        for bias in biases:
+            for unit in range(states.shape[-1]):
+                above = [float(states[b, k, unit]) - float(bias[unit]) for k in range(n)
+                         if states[b, k, unit] > bias[unit]]
+                expected_mpv.append(sum(above) / len(above) if above else 0.0)
+        for unit in range(states.shape[-1]):
+            expected_max.append(max(float(states[b, k, unit]) for k in range(n)))
+        np.testing.assert_allclose(features[b, slices["mpv"]], expected_mpv, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(features[b, slices["max"]], expected_max, rtol=0, atol=0)
+    # the samples' knots only: a shorter sample's max is not the padded batch's
+    assert slices["mpv"].stop - slices["mpv"].start == 3 * states.shape[-1]
 
 
 def test_logsignature_features_are_the_log_signatures_of_the_rescaled_path():
