@@ -45,10 +45,11 @@ DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "GunPoint")
 MINIROCKET = {"ACSF1": 78.0, "OSULeaf": 95.5, "ArrowHead": 85.1, "GunPoint": 99.3, "BasicMotions": 100.0,
               "ItalyPowerDemand": 93.2, "JapaneseVowels": 98.9}
 
-MODEL_FEATURES = ("final", "mean", "times", "ppv", "values")
+MODEL_FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values")
 LOGSIG_FEATURES = ("final", "times", "windows", "values")
 FEATURE_SETS = ("final", "mean", "times", "final+mean+times", "ppv", "ppv+mean", "ppv+mean+times", "mean+values",
-                "ppv+values", "ppv+mean+values", "final+mean+times+ppv+values")
+                "ppv+values", "ppv+mean+values", "final+mean+times+ppv+values", "mpv", "ppv+mpv", "ppv+max",
+                "ppv+mpv+max")
 LOGSIG_SETS = ("final", "times", "windows", "final+windows", "times+windows", "final+values", "final+windows+values")
 
 EXACT = {"solver": {"method": "exact"}}
