@@ -326,6 +326,19 @@ class LinearCDE(nn.Module):
             scales = torch.cat([scales, scales[self._pair_left] * scales[self._pair_right]])
         return terms / scales, pieces
 
+    def scan_inputs(self, control: Control) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the recurrence reads: each piece's terms divided by the channel scales and the state at knot 0.
+
+        Arguments:
+            control: as in `hidden_states` (not checked here).
+
+        Returns:
+            (terms (B, S, in_channels), zero at and after each sample's end; h0 (B, H)).
+        """
+        terms, _ = self._scaled_terms(control)
+        first = control.initial_value if control.piecewise_constant else control.coeffs[:, 0, 0]  # X(t_0)
+        return terms, self.initial(first / self.channel_scales.to(first.dtype))
+
     def hidden_states(self, control: Control) -> torch.Tensor:
         """The states at every knot.
 
@@ -344,9 +357,7 @@ class LinearCDE(nn.Module):
             raise ValueError(f"the model reads depth-{self.control_depth} controls, the control has depth {depth} "
                              f"(create it with control_depth={depth})")
         check_input_matches(self, control)
-        terms, _ = self._scaled_terms(control)
-        first = control.initial_value if control.piecewise_constant else control.coeffs[:, 0, 0]  # X(t_0)
-        h0 = self.initial(first / self.channel_scales.to(first.dtype))
+        terms, h0 = self.scan_inputs(control)
         M, b = self.step_maps(terms.transpose(0, 1))
         scan = parallel_scan if self.scan_for(terms.device) == "parallel" else sequential_scan
         states = scan(M, b, h0, self.step_structure)  # (S, B, H)
