@@ -13,16 +13,21 @@ by leave-one-out error), 30 % of every series' time points dropped (TRAIN with d
 estimator), times the observation indices. One torch thread.
 
 Output (``--out``, default ``results/random_features``): ``results.json`` (every cell: accuracy, seconds for the
-forward passes over TRAIN and TEST, seconds for the readout, number of features, chosen penalty) and
-``results.md``: rows = reservoir / width / features, columns = datasets, each cell "test accuracy % (seconds)", where
-the seconds are the row's whole fit and prediction (forward passes with all of the row's features, plus this
-set's readout); the best cell per dataset in bold; MiniRocket's accuracy on the same protocol as the reference row.
+forward passes over TRAIN and TEST, seconds for the readout, number of features, chosen penalty; every reference run)
+and ``results.md``: rows = reservoir / width / features, columns = datasets, each cell "test accuracy % (seconds)",
+where the seconds are the row's whole fit and prediction (forward passes with all of the row's features, plus this
+set's readout); the best cell per dataset in bold; the reference methods (``--references``, default MiniRocket) fitted
+and scored on the same series in the same run; and the wall-time table: the default row's seconds against
+MiniRocket's per dataset and their ratio, each timed after a warm-up fit that takes numba's one-off compilation
+(MiniRocket's, and the fused reservoir kernel's, `neuralde_seq.ops.reservoir_features`), which is reported apart.
 
 Examples::
 
-    python benchmarks/random_features.py                                 # the whole grid, about 25 min on one core
+    python benchmarks/random_features.py                 # the defaults beside MiniRocket, the suite, 3 seeds (~1 min)
+    python benchmarks/random_features.py --rows all --seeds 0 --references ''      # the whole grid
+    python benchmarks/random_features.py --references minirocket,multirocket-hydra,quant
     python benchmarks/random_features.py --datasets GunPoint --rows slice-diag-1024,logsig-3 --out /tmp/rf
-    python benchmarks/random_features.py --seeds 0,1,2 --rows slice-diag-1024 --feature-sets ppv,ppv+mean
+    python benchmarks/random_features.py --rows oscillators-3072-fast33 --feature-sets ppv,ppv+mpv
 """
 from __future__ import annotations
 
@@ -40,11 +45,11 @@ import torch
 from machine import code_version, cpu_name
 
 DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "GunPoint")
-# MiniRocket (aeon, RidgeClassifierCV, random_state=0) on the same protocol, the dropped points linearly
-# interpolated back onto the grid (issue 23).
-MINIROCKET = {"ACSF1": 78.0, "OSULeaf": 95.5, "ArrowHead": 85.1, "GunPoint": 99.3, "BasicMotions": 100.0,
-              "ItalyPowerDemand": 93.2, "JapaneseVowels": 98.9}
-
+# The proxy suite: every classification set aeon bundles (docs/benchmarks.md, "The proxy suite").
+SUITE = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels", "OSULeaf",
+         "PickupGestureWiimoteZ")
+# Practitioners' references timed beside the rows (neuralde_seq.reference registry names).
+REFERENCES = ("minirocket", "multirocket-hydra", "quant")
 MODEL_FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values")
 LOGSIG_FEATURES = ("final", "times", "windows", "values")
 FEATURE_SETS = ("final", "mean", "times", "final+mean+times", "ppv", "ppv+mean", "ppv+mean+times", "mean+values",
@@ -74,6 +79,11 @@ ROWS = {
     "oscillators-1024-fast37": dict(reservoir="slice-block", width=1024, memory="oscillation", fast_share=0.375),
     "oscillators-1280-fast20": dict(reservoir="slice-block", width=1280, memory="oscillation", fast_share=0.2),
     "oscillators-1536-fast33": dict(reservoir="slice-block", width=1536, memory="oscillation", fast_share=1 / 3),
+    # issue 35's levers on the defaults: two thresholds per unit, twice and four times the width
+    "oscillators-1536-fast33-biases2": dict(reservoir="slice-block", width=1536, memory="oscillation",
+                                            fast_share=1 / 3, num_biases=2),
+    "oscillators-3072-fast33": dict(reservoir="slice-block", width=3072, memory="oscillation", fast_share=1 / 3),
+    "oscillators-6144-fast33": dict(reservoir="slice-block", width=6144, memory="oscillation", fast_share=1 / 3),
     "slice-dense-128": dict(reservoir="slice-dense", width=128),
     "slice-dplr-1024": dict(reservoir="slice-dplr", width=1024),
     "delta-rde-64": dict(reservoir="delta-rde", width=64, model_options=EXACT),
@@ -116,18 +126,36 @@ def load(folder: Path, name: str, drop_rate: float):
 
 
 def run_defaults(train, test, seed: int) -> dict:
-    """`RandomFeatureClassifier` with its defaults, fit and score timed end to end."""
+    """`RandomFeatureClassifier` with its defaults, fit and score timed end to end after `warm_up` (the fused
+    kernel's compilation, or its load from numba's cache, timed apart)."""
+    from neuralde_seq.reference import warm_up
     from neuralde_seq.sklearn import RandomFeatureClassifier
 
     (X, y, t), (X_test, y_test, t_test) = train, test
     start = time.perf_counter()
+    warm_up("random-features", X[0].shape[1], seed=seed)
+    warm = time.perf_counter() - start
+    start = time.perf_counter()
     clf = RandomFeatureClassifier(random_state=seed).fit(X, y, times=t)
     accuracy = clf.score(X_test, y_test, times=t_test)
     seconds = time.perf_counter() - start
-    features = "+".join(clf.feature_map_.features)
-    return {"forward_seconds": seconds, "cells": {"auto": {"accuracy": accuracy * 100, "alpha": clf.alpha_,
-                                                           "features": clf.n_random_features_,
-                                                           "readout_seconds": 0.0, "names": features}}}
+    cell = {"accuracy": accuracy * 100, "alpha": clf.alpha_, "features": clf.n_random_features_,
+            "readout_seconds": 0.0, "names": "+".join(clf.feature_map_.features)}
+    return {"forward_seconds": seconds, "warm_up_seconds": warm, "cells": {"auto": cell}}
+
+
+def run_reference(name: str, train, test, seed: int) -> dict:
+    """A reference method of `neuralde_seq.reference` fitted on TRAIN and scored on TEST, timed end to end after
+    `warm_up` (numba's one-off compilation, timed apart)."""
+    from neuralde_seq.reference import create_reference, warm_up
+
+    (X, y, t), (X_test, y_test, t_test) = train, test
+    start = time.perf_counter()
+    warm_up(name, X[0].shape[1], seed=seed)
+    warm = time.perf_counter() - start
+    start = time.perf_counter()
+    accuracy = create_reference(name, seed).fit(X, y, times=t).score(X_test, y_test, times=t_test)
+    return {"accuracy": accuracy * 100, "seconds": time.perf_counter() - start, "warm_up_seconds": warm}
 
 
 def run_row(options: dict, sets, train, test, seed: int) -> dict:
@@ -137,7 +165,8 @@ def run_row(options: dict, sets, train, test, seed: int) -> dict:
 
     if not options:
         return run_defaults(train, test, seed)
-    union = LOGSIG_FEATURES if options["reservoir"] == "logsignature" else MODEL_FEATURES
+    named = {feature for name in sets for feature in name.split("+")}  # what the row's feature sets read
+    union = [f for f in (LOGSIG_FEATURES if options["reservoir"] == "logsignature" else MODEL_FEATURES) if f in named]
     clf = RandomFeatureClassifier(**options, features=union, random_state=seed, n_jobs=1)
     (X, y, t), (X_test, y_test, t_test) = train, test
     start = time.perf_counter()
@@ -191,9 +220,38 @@ def markdown(results: dict, datasets) -> str:
             accuracies.append(accuracy)
         mean = f"{np.mean(accuracies):.1f}" if len(accuracies) == len(datasets) else ""
         lines.append(f"| {label} | {name} | {count} | " + " | ".join(cells) + f" | {mean} |")
-    reference = [f"{MINIROCKET[d]:.1f}" if d in MINIROCKET else "" for d in datasets]
-    mean = f"{np.mean([MINIROCKET[d] for d in datasets]):.1f}" if all(d in MINIROCKET for d in datasets) else ""
-    lines.append("| MiniRocket + ridge (reference, issue 23) | | | " + " | ".join(reference) + f" | {mean} |")
+    for name, by_dataset in results["references"].items():
+        cells, accuracies = [], []
+        for dataset in datasets:
+            runs = by_dataset.get(dataset, [])
+            if not runs:
+                cells.append("")
+                continue
+            accuracy = float(np.mean([r["accuracy"] for r in runs]))
+            accuracies.append(accuracy)
+            cells.append(f"{accuracy:.1f} ({np.mean([r['seconds'] for r in runs]):.1f} s)")
+        mean = f"{np.mean(accuracies):.1f}" if len(accuracies) == len(datasets) else ""
+        lines.append(f"| {name} (reference) | | | " + " | ".join(cells) + f" | {mean} |")
+    return "\n".join(lines)
+
+
+def timing(results: dict, datasets) -> str:
+    """The default row's wall time against MiniRocket's, per dataset: seconds for fit and prediction (mean over
+    seeds, measured one after the other in this run) and their ratio; the one-off compilations apart."""
+    row = results["rows"].get("defaults")
+    reference = results["references"].get("minirocket")
+    if row is None or reference is None:
+        return ""
+    lines = ["| dataset | random features (defaults) s | minirocket s | ratio | compilation: random features s, "
+             "minirocket s |", "| --- | ---: | ---: | ---: | ---: |"]
+    for dataset in datasets:
+        ours, theirs = row["runs"].get(dataset, []), reference.get(dataset, [])
+        if not ours or not theirs:
+            continue
+        a = float(np.mean([r["forward_seconds"] for r in ours]))
+        b = float(np.mean([r["seconds"] for r in theirs]))
+        warm = f"{max(r['warm_up_seconds'] for r in ours):.2f}, {max(r['warm_up_seconds'] for r in theirs):.2f}"
+        lines.append(f"| {dataset} | {a:.2f} | {b:.2f} | {a / b:.2f} | {warm} |")
     return "\n".join(lines)
 
 
@@ -201,17 +259,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="folder holding <Name>/<Name>_TRAIN.ts (default: installed aeon's data)")
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated labels among {', '.join(ROWS)}")
+    parser.add_argument("--datasets", default=",".join(SUITE), help="comma-separated aeon sets (default: the suite)")
+    parser.add_argument("--references", default="minirocket",
+                        help=f"reference methods timed beside the rows, among {', '.join(REFERENCES)} (default "
+                             "minirocket; '' for none)")
+    parser.add_argument("--rows", default="defaults",
+                        help=f"comma-separated labels among {', '.join(ROWS)}, or 'all' (default: defaults)")
     parser.add_argument("--feature-sets", default=None,
                         help="comma-separated feature sets for model rows (default: all of FEATURE_SETS)")
-    parser.add_argument("--seeds", default="0", help="comma-separated reservoir seeds (default 0)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated reservoir seeds (default 0,1,2)")
     parser.add_argument("--drop-rate", type=float, default=0.3)
     parser.add_argument("--out", default="results/random_features")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     datasets = [d for d in args.datasets.split(",") if d]
-    labels = [r for r in args.rows.split(",") if r]
+    labels = list(ROWS) if args.rows == "all" else [r for r in args.rows.split(",") if r]
     unknown = [r for r in labels if r not in ROWS]
     if unknown:
         parser.error(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
@@ -220,10 +282,14 @@ def main(argv=None) -> int:
     folder = find_data(args.data)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    references = [r for r in args.references.split(",") if r]
+    unknown = [r for r in references if r not in REFERENCES]
+    if unknown:
+        parser.error(f"unknown references {unknown}; known: {', '.join(REFERENCES)}")
     results = {"machine": {"cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
                            "code": code_version(), "threads": 1},
                "protocol": {"drop_rate": args.drop_rate, "drop_seeds": {"train": 0, "test": 1}, "seeds": seeds},
-               "reference": {"MiniRocket": MINIROCKET}, "rows": {}}
+               "rows": {}, "references": {name: {} for name in references}}
     for label in labels:
         options = ROWS[label]
         sets = ["auto"] if not options else LOGSIG_SETS if options["reservoir"] == "logsignature" else model_sets
@@ -240,7 +306,18 @@ def main(argv=None) -> int:
                       f"{best} {run['cells'][best]['accuracy']:.1f} %  "
                       + " ".join(f"{n}={c['accuracy']:.0f}" for n, c in run["cells"].items()), flush=True)
             (out / "results.json").write_text(json.dumps(results, indent=1))
+        for name in references:
+            for seed in seeds:
+                run = run_reference(name, train, test, seed)
+                results["references"][name].setdefault(dataset, []).append(run)
+                print(f"{dataset:10s} {name:26s} seed {seed}: {run['seconds']:6.2f} s (warm-up "
+                      f"{run['warm_up_seconds']:.1f} s), {run['accuracy']:.1f} %", flush=True)
+            (out / "results.json").write_text(json.dumps(results, indent=1))
     table = markdown(results, datasets)
+    times = timing(results, datasets)
+    if times:
+        table += ("\n\nWall time of fit and prediction, one thread, the runs of this invocation one after the other "
+                  "(compilations, numba's first call in the process, apart):\n\n" + times)
     header = (f"Random-feature mode, test accuracy % (seconds: forward passes over TRAIN and TEST plus the readout, "
               f"one thread, {results['machine']['cpu']}); {int(args.drop_rate * 100)} % of points dropped, "
               f"mean over seeds {seeds}.\n\n")

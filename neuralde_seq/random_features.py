@@ -192,7 +192,7 @@ _DEFAULT_OSCILLATION_WIDTH = 1536
 RESERVOIRS = tuple(name for name in MODEL_NAMES if model_entry(name).constructor in _WIDTH_OPTION) + ("logsignature",)
 FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "windows")
 DEFAULT_FEATURES = ("ppv", "mean")
-DEFAULT_OSCILLATION_FEATURES = ("ppv",)
+DEFAULT_OSCILLATION_FEATURES = ("ppv", "mpv")
 DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
 # The penalties searched: wide, since the features' number (hundreds to thousands) sets the Gram matrix's scale.
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
@@ -660,7 +660,7 @@ class RandomFeatures:
         features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "mpv", "max", "values" for
             models;
             "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default):
-            `DEFAULT_OSCILLATION_FEATURES` ("ppv") with ``memory="oscillation"``, `DEFAULT_LOGSIGNATURE_FEATURES`
+            `DEFAULT_OSCILLATION_FEATURES` ("ppv", "mpv") with ``memory="oscillation"``, `DEFAULT_LOGSIGNATURE_FEATURES`
             for ``"logsignature"``, else `DEFAULT_FEATURES` ("ppv", "mean").
         width: the model's size: ``hidden`` of linear CDEs and NCDEs, ``d_model`` of CT-FWPs (8 heads of d_model/8:
             H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
@@ -1050,26 +1050,27 @@ class RandomFeatures:
             series = torch.searchsorted(offsets, index, right=True)
             knots = index - (offsets[series] - (ends.cpu()[series] + 1))
             terms, h0 = self.model_.scan_inputs(control)
-            pooled = fused_states(terms, ends, h0, self.model_.matrices(), self.model_.B.weight,
-                                  self.model_.structure, torch.stack([series, knots], dim=1))
+            by_unit = fused_states(terms, ends, h0, self.model_.matrices(), self.model_.B.weight,
+                                   self.model_.structure, torch.stack([series, knots], dim=1))  # (H, M)
         else:
             states = self._states(control)
             pooled = states[_inside(ends, states.shape[1], torch.bool).squeeze(-1)]  # (M, H)
             if chosen is not None:
                 pooled = pooled[chosen.to(pooled.device)]
-        if pooled.device.type == "cpu":  # numpy sorts each unit's row 4-7x faster than torch along dim 0
-            ordered = torch.from_numpy(np.sort(pooled.t().contiguous().numpy(), axis=1).T.copy())
+            by_unit = pooled.t().contiguous()
+        if by_unit.device.type == "cpu":  # numpy sorts each unit's row 4-7x faster than torch
+            ordered = torch.from_numpy(np.sort(by_unit.numpy(), axis=1))  # (H, M)
         else:
-            ordered = pooled.sort(dim=0).values
-        quantiles = torch.rand(self.num_biases, ordered.shape[1], generator=generator, dtype=torch.float64) * 0.5 + 0.25
-        position = quantiles.to(ordered.device) * (ordered.shape[0] - 1)
+            ordered = by_unit.sort(dim=1).values
+        quantiles = torch.rand(self.num_biases, ordered.shape[0], generator=generator, dtype=torch.float64) * 0.5 + 0.25
+        last = ordered.shape[1] - 1
+        position = quantiles.to(ordered.device) * last
         below = position.floor().long()
-        above = (below + 1).clamp(max=ordered.shape[0] - 1)
+        above = (below + 1).clamp(max=last)
         weight = (position - below).to(ordered.dtype)
-        low = torch.gather(ordered, 0, below)
-        high = torch.gather(ordered, 0, above)
-        last = ordered.shape[0] - 1
-        spreads = ordered[round(0.75 * last)] - ordered[round(0.25 * last)]
+        low = torch.gather(ordered, 1, below.t()).t()  # (num_biases, H)
+        high = torch.gather(ordered, 1, above.t()).t()
+        spreads = ordered[:, round(0.75 * last)] - ordered[:, round(0.25 * last)]
         positive = spreads[spreads > 0]
         floor = positive.min() if positive.numel() else torch.ones((), dtype=spreads.dtype, device=spreads.device)
         return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)

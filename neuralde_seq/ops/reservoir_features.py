@@ -211,9 +211,9 @@ def _kernel():
                     x, nx = nx, x
                     y, ny = ny, y
                 row = rows[s, k]
-                if row >= 0:
-                    states_x[row] = x
-                    states_y[row] = y
+                if row >= 0:  # unit-major (n, rows): each unit's states in a row
+                    states_x[:, row] = x
+                    states_y[:, row] = y
 
     _KERNELS["fused"] = step_and_pool
     _KERNELS["states"] = step_only
@@ -256,13 +256,14 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
 
     Arguments:
         points: None (default): every state, (N, S + 1, H), constant after each series' end (as
-            `LinearCDE.hidden_states`); or (P, 2) distinct (series, knot) pairs: the states there only, (P, H).
+            `LinearCDE.hidden_states`); or (P, 2) distinct (series, knot) pairs: the states there only, unit-major,
+            (H, P) (each unit's states in a row, the layout its quantiles are read in).
     """
     _check(terms, ends, h0, A, B, None, structure)
     _kernel()
-    arrays, _, units = _kernel_arrays(terms, ends, h0, A, B, structure)
+    arrays, _, _ = _kernel_arrays(terms, ends, h0, A, B, structure)
     N, S = terms.shape[:2]
-    n = arrays[2].shape[1]
+    H, n = h0.shape[1], arrays[2].shape[1]
     if points is None:
         rows = np.arange(N * (S + 1), dtype=np.int64).reshape(N, S + 1)
     else:
@@ -270,10 +271,12 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
         rows = np.full((N, S + 1), -1, dtype=np.int64)
         rows[pairs[:, 0], pairs[:, 1]] = np.arange(len(pairs))
     count = int(rows.max()) + 1 if rows.size else 0
-    states_x, states_y = (np.empty((count, n), dtype=arrays[2].dtype) for _ in range(2))
+    states_x, states_y = (np.empty((n, count), dtype=arrays[2].dtype) for _ in range(2))
     _KERNELS["states"](*arrays, rows, states_x, states_y)
-    states = torch.from_numpy(units(states_x, states_y)).to(h0.device)
-    return states.view(N, S + 1, -1) if points is None else states
+    states = np.empty((2 * n, count), dtype=states_x.dtype)
+    states[0::2], states[1::2] = states_x, states_y  # the units in the order of h
+    states = torch.from_numpy(states[:H]).to(h0.device)
+    return states.t().reshape(N, S + 1, H) if points is None else states
 
 
 def fused_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
