@@ -209,7 +209,7 @@ _FAST_RADIUS = 0.3
 # fast_share "auto" with memory="oscillation" (benchmarks/random_features.py), else 0.
 _OSCILLATION_FAST_SHARE = 1.0 / 3.0
 _BIAS_SERIES = 16  # training series whose states give the "ppv" thresholds
-_BIAS_POINTS = 4096  # states per unit they are drawn from, at most
+_BIAS_POINTS = 1024  # states per unit they are drawn from, at most
 # Series per forward pass are fewer than batch_size where their states (B·K·H numbers) would pass this: 1,024 units
 # over 18,000 knots (EigenWorms) are 7e7 numbers per series.
 _STATE_BUDGET = 2**25

@@ -268,3 +268,28 @@ def test_step_loops_do_not_sync(case):
         training_loss(model, inputs, labels).backward()
     assert loops <= set(entered), f"{case}: the instrument never entered {loops - set(entered)}"
     assert all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+
+
+def test_random_features_on_the_device_equal_the_fused_cpu_kernel():
+    # The device forms every state (the parallel scan) and pools them; the CPU runs the fused kernel (issue 35):
+    # the continuous features to 1e-10, the proportions up to a state within rounding of its threshold.
+    import numpy as np
+
+    from neuralde_seq.random_features import RandomFeatureClassifier
+
+    rng = np.random.default_rng(0)
+    X = [np.cumsum(rng.normal(size=(int(rng.integers(300, 1000)), 2)), axis=0) for _ in range(24)]
+    y = np.arange(24) % 3
+    cpu = RandomFeatureClassifier(features=("ppv", "mpv", "max", "mean", "final"), random_state=0, dtype="float64")
+    gpu = RandomFeatureClassifier(features=("ppv", "mpv", "max", "mean", "final"), random_state=0, dtype="float64",
+                                  device=DEVICE)
+    expected, actual = cpu.fit_random_features(X, y), gpu.fit_random_features(X, y)
+    assert cpu.feature_map_._fused(torch.device("cpu")) and not gpu.feature_map_._fused(torch.device(DEVICE))
+    slices = cpu.feature_map_.feature_slices_
+    for name in ("mpv", "max", "mean", "final"):
+        columns = slices[name]
+        error = _relative_error(torch.as_tensor(actual[:, columns]), torch.as_tensor(expected[:, columns]))
+        assert error <= RTOL, f"{name}: {error:.2e}"
+    ppv = slices["ppv"]
+    assert float(np.abs(actual[:, ppv] - expected[:, ppv]).max()) <= 1.0 / 300
+    np.testing.assert_allclose(gpu.decision_function(X), cpu.decision_function(X), rtol=1e-6, atol=1e-8)

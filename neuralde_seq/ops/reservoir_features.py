@@ -273,9 +273,9 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
     count = int(rows.max()) + 1 if rows.size else 0
     states_x, states_y = (np.empty((n, count), dtype=arrays[2].dtype) for _ in range(2))
     _KERNELS["states"](*arrays, rows, states_x, states_y)
-    states = np.empty((2 * n, count), dtype=states_x.dtype)
-    states[0::2], states[1::2] = states_x, states_y  # the units in the order of h
-    states = torch.from_numpy(states[:H]).to(h0.device)
+    states = np.empty((n, 2, count), dtype=states_x.dtype)  # rows (x_j, y_j) = units (2j, 2j + 1): the order of h
+    states[:, 0], states[:, 1] = states_x, states_y
+    states = torch.from_numpy(states.reshape(2 * n, count)[:H]).to(h0.device)
     return states.t().reshape(N, S + 1, H) if points is None else states
 
 
