@@ -1106,7 +1106,7 @@ class RandomFeatures:
                 index = slice(start, start + batch)
                 control = self._inputs(times[index], values[index], lengths[index])
                 rows.append(self._batch_features(control, times[index], values[index], lengths[index]))
-        features = torch.cat(rows)
+        features = rows[0] if len(rows) == 1 else torch.cat(rows)
         if not bool(torch.isfinite(features).all()):
             raise ValueError(f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
                              f"input_scale (now {self.input_scale}) or the model's init_scale")
@@ -1149,7 +1149,14 @@ class RandomFeatures:
         parts = [constant if feature == "values" else pooled[feature] for feature in self.features]
         if sizes is not None:
             sizes.extend(part.shape[1] for part in parts)
-        return torch.cat([part.to(torch.float64) for part in parts], dim=1)
+        # one float64 array, each part converted as it is copied in (a cat of converted parts copies twice)
+        out = torch.empty(parts[0].shape[0], sum(part.shape[1] for part in parts), dtype=torch.float64,
+                          device=parts[0].device)
+        start = 0
+        for part in parts:
+            out[:, start:start + part.shape[1]] = part
+            start += part.shape[1]
+        return out
 
     def pooled(self, states: torch.Tensor, end_index: torch.Tensor, values_part: torch.Tensor | None = None, *,
                biases: torch.Tensor | None = None, temperature: float | None = None,
