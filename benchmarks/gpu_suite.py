@@ -30,6 +30,12 @@ model, written as it goes to ``results.json`` and ``results.md`` under ``--out``
    the suite goes on. The files are rewritten after every row, so a killed run leaves what it measured (rows not
    reached are "pending").
 
+5. Random features (issue 35): after the rows, the random-feature transform (`RandomFeatures` with its defaults,
+   fitted on the same series) on ``--device`` against aeon's MiniRocket transform on one CPU thread (numba compiled
+   by an untimed warm-up), both over ``RANDOM_FEATURE_SHAPE`` (256 series of 1,000 points, 1 channel), in points per
+   second (series x points / seconds of the transform, median of ``--repeats``), with their ratio; without aeon
+   only the first. On the CPU the transform is the fused kernel; on a GPU every state by the parallel scan.
+
 ``--smoke`` runs the same code at tiny sizes (batch 4, 64 and 48 points, one warm-up and two timed steps).
 ``--rows`` keeps the rows whose label contains one of the given strings.
 """
@@ -80,6 +86,9 @@ class Shape:
 
 SHAPES = {"T1000": Shape("T1000", 32, 1000, 3, 4), "eigenworms": Shape("eigenworms", 32, 17984, 6, 5)}
 SMOKE_SHAPES = {"T1000": Shape("T1000", 4, 48, 3, 4), "eigenworms": Shape("eigenworms", 4, 64, 6, 5)}
+# The random-feature transform against MiniRocket's (issue 35): series, points, channels, classes.
+RANDOM_FEATURE_SHAPE = Shape("random-features", 256, 1000, 1, 4)
+SMOKE_RANDOM_FEATURE_SHAPE = Shape("random-features", 8, 64, 1, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +237,8 @@ class Suite:
                           warmup=args.warmup, repeats=args.repeats,
                           shapes={k: dataclasses.asdict(v) for k, v in self.shapes.items()},
                           started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(STARTED))),
-            pytest=dict(status="pending"), rows=self.results, finished=False, elapsed_s=None)
+            pytest=dict(status="pending"), rows=self.results, random_features=dict(status="pending"),
+            finished=False, elapsed_s=None)
 
     # ------------------------------------------------------------------ output
     def left(self) -> float:
@@ -266,7 +276,61 @@ class Suite:
             lines.append(f"| {r['model']} | {r['shape']} | {r['variant']} | {fmt(r['seconds'], '.4g')} | "
                          f"{fmt(r['ratio_to_ckcnn'], '.3g')} | {fmt(r['peak_mib'], '.1f')} | "
                          f"{fmt(r.get('pieces'), ',')} | {note.replace('|', '/')} |")
+        f = self.document["random_features"]
+        lines += ["", "Random features (issue 35): the transform of "
+                  f"{f.get('series', '-')} series x {f.get('points', '-')} points, points per second "
+                  f"(median of {s['repeats']}): random features on {s['device']} {fmt(f.get('points_per_s'), ',.0f')}"
+                  f", MiniRocket on one CPU thread {fmt(f.get('minirocket_points_per_s'), ',.0f')}, ratio "
+                  f"{fmt(f.get('ratio_to_minirocket'), '.3g')} ({f.get('status')}"
+                  + (f": {f['reason']}" if f.get("reason") else "") + ")."]
         return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------------ random features
+    def measure_random_features(self) -> None:
+        """The random-feature transform's throughput on the device against MiniRocket's on one CPU thread."""
+        import importlib.util
+
+        import torch
+
+        from neuralde_seq.random_features import RandomFeatures
+        from neuralde_seq.training.threads import torch_threads
+
+        shape = SMOKE_RANDOM_FEATURE_SHAPE if self.args.smoke else RANDOM_FEATURE_SHAPE
+        result = self.document["random_features"]
+        result.update(series=shape.batch, points=shape.length)
+        times, values, _ = _batch(shape, self.dtype)
+        times, values = times.to(self.device), values.to(self.device)
+        features = RandomFeatures(seed=0).fit(times, values)
+        cuda = self.device.type == "cuda"
+
+        def timed(run) -> float:
+            if cuda:
+                torch.cuda.synchronize(self.device)
+            begin = time.perf_counter()
+            run()
+            if cuda:
+                torch.cuda.synchronize(self.device)
+            return time.perf_counter() - begin
+
+        transform = lambda: features.transform(times, values)
+        timed(transform)  # warm-up: the kernel's compilation or load, CUDA's first launches
+        seconds = statistics.median(timed(transform) for _ in range(self.args.repeats))
+        result.update(seconds=seconds, points_per_s=shape.batch * shape.length / seconds,
+                      features=features.num_features_)
+        if importlib.util.find_spec("aeon") is None:
+            result.update(status="measured", reason="aeon not installed: no MiniRocket to compare with")
+            return
+        from aeon.transformations.collection.convolution_based import MiniRocket
+
+        series = values.detach().cpu().double().numpy().transpose(0, 2, 1)  # (N, C, T), aeon's layout
+        with torch_threads(1):
+            MiniRocket(random_state=0, n_jobs=1).fit_transform(series[:4])  # numba's compilation, untimed
+            rocket = MiniRocket(random_state=0, n_jobs=1).fit(series)
+            rocket_seconds = statistics.median(timed(lambda: rocket.transform(series))
+                                               for _ in range(self.args.repeats))
+        result.update(minirocket_seconds=rocket_seconds,
+                      minirocket_points_per_s=shape.batch * shape.length / rocket_seconds,
+                      ratio_to_minirocket=rocket_seconds / seconds, status="measured")
 
     # ------------------------------------------------------------------ tests
     def run_tests(self) -> None:
@@ -470,6 +534,13 @@ def main(argv=None) -> int:
             suite.document["pytest"].update(status="timeout", reason="stopped at the time limit")
         suite.write()
         suite.run_rows()
+        try:
+            suite.measure_random_features()
+        except TimeLimitReached:
+            raise
+        except Exception as e:  # noqa: BLE001 — recorded, as a row's error is
+            suite.document["random_features"].update(status="error", error=str(e)[:500])
+        suite.write()
     except TimeLimitReached:
         pass
     finally:

@@ -57,6 +57,15 @@ def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
     assert solvers["delta-rde rk4 @T1000"].startswith("rk4")
     assert solvers["ncde gradient=backprop @T1000"].endswith("gradient=backprop")
     assert solvers["ncde default @T1000"].endswith("gradient=checkpoint")
+    # the random-feature transform against MiniRocket's: what the ratio and throughputs are made of
+    features = document["random_features"]
+    assert features["status"] == "measured", features
+    points = features["series"] * features["points"]
+    assert features["points_per_s"] == pytest.approx(points / features["seconds"], rel=1e-12)
+    assert features["minirocket_points_per_s"] == pytest.approx(points / features["minirocket_seconds"], rel=1e-12)
+    assert features["ratio_to_minirocket"] == pytest.approx(features["minirocket_seconds"] / features["seconds"],
+                                                            rel=1e-12)
+    assert features["features"] > 0
     table = (tmp_path / "results.md").read_text()
     for r in rows:
         assert f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} |" \
