@@ -18,7 +18,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
   `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`;
 - reference methods (`neuralde_seq.reference`, imported on first use; aeon, which two of them need, is an
-  optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `NearestNeighbourClassifier`,
+  optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `MultiRocketHydraClassifier`,
+  `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
   `REFERENCE_METHODS`.
 """
 from ._version import __version__
@@ -57,12 +58,13 @@ __all__ = [
     "predict", "TrainingDiverged", "run_benchmark",
     # reference methods (neuralde_seq.reference, imported on first use)
     "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
-    "summary_features", "REFERENCE_METHODS",
+    "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor", "summary_features", "REFERENCE_METHODS",
 ]
 
 # Imported on first access, so that `import neuralde_seq` imports neither scikit-learn nor (ever) aeon.
 _REFERENCE_NAMES = ("reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier",
-                    "SummaryFeatureClassifier", "summary_features", "REFERENCE_METHODS")
+                    "SummaryFeatureClassifier", "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor",
+                    "summary_features", "REFERENCE_METHODS")
 
 
 def __getattr__(name):

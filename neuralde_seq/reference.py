@@ -342,7 +342,44 @@ class _GridClassifier(_Grid, _ReferenceClassifier):
         return self.classes_[self._predict_codes(self._grid(X, times))]
 
 
-class MiniRocketClassifier(_GridClassifier):
+class _MiniRocketFeatures:
+    """Shared part of the MiniRocket references: aeon's transform fitted on the training grid, its features scaled
+    by ``StandardScaler(with_mean=False)`` (the ridge's ``normalize=True`` of the paper's recipe), and the alphas."""
+
+    _min_length = MINIROCKET_MIN_LENGTH
+
+    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
+                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
+                 span: str = "sample"):
+        self.n_kernels = n_kernels
+        self.max_dilations_per_kernel = max_dilations_per_kernel
+        self.alphas = alphas
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.grid_length = grid_length
+        self.span = span
+
+    def _alphas(self) -> np.ndarray:
+        return np.logspace(-3, 3, 10) if self.alphas is None else np.asarray(self.alphas, dtype=np.float64)
+
+    def _fit_features(self, grid: np.ndarray) -> np.ndarray:
+        """Fit the transform and the scaler on the training grid (N, C, L); its scaled features."""
+        from aeon.transformations.collection.convolution_based import MiniRocket
+        from sklearn.preprocessing import StandardScaler
+
+        if self.grid_length_ < MINIROCKET_MIN_LENGTH:
+            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
+                             f"have length 9), got {self.grid_length_}")
+        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
+                                     n_jobs=self.n_jobs, random_state=self.random_state)
+        self.scaler_ = StandardScaler(with_mean=False)
+        return self.scaler_.fit_transform(self.transform_.fit_transform(grid))
+
+    def _features(self, grid: np.ndarray) -> np.ndarray:
+        return self.scaler_.transform(self.transform_.transform(grid))
+
+
+class MiniRocketClassifier(_MiniRocketFeatures, _GridClassifier):
     """MiniRocket features and a ridge classifier on irregular series (``minirocket`` in the registry).
 
     ``fit``: the series on a grid (`to_grid`; the module docstring), aeon's ``MiniRocket`` transform fitted on
@@ -369,19 +406,6 @@ class MiniRocketClassifier(_GridClassifier):
     (with the chosen ``alpha_``).
     """
 
-    _min_length = MINIROCKET_MIN_LENGTH
-
-    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
-                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
-                 span: str = "sample"):
-        self.n_kernels = n_kernels
-        self.max_dilations_per_kernel = max_dilations_per_kernel
-        self.alphas = alphas
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.grid_length = grid_length
-        self.span = span
-
     def fit(self, X, y=None, times=None) -> "MiniRocketClassifier":
         """Fit MiniRocket and the ridge classifier on X, y.
 
@@ -395,20 +419,10 @@ class MiniRocketClassifier(_GridClassifier):
             self.
         """
         _require("aeon", "the minirocket reference method")
-        from aeon.transformations.collection.convolution_based import MiniRocket
         from sklearn.linear_model import RidgeClassifierCV
-        from sklearn.preprocessing import StandardScaler
 
         grid, codes = self._fit_grid(X, y, times)
-        if self.grid_length_ < MINIROCKET_MIN_LENGTH:
-            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
-                             f"have length 9), got {self.grid_length_}")
-        alphas = np.logspace(-3, 3, 10) if self.alphas is None else np.asarray(self.alphas, dtype=np.float64)
-        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
-                                     n_jobs=self.n_jobs, random_state=self.random_state)
-        features = self.transform_.fit_transform(grid)
-        self.scaler_ = StandardScaler(with_mean=False)
-        self.ridge_ = RidgeClassifierCV(alphas=alphas).fit(self.scaler_.fit_transform(features), codes)
+        self.ridge_ = RidgeClassifierCV(alphas=self._alphas()).fit(self._fit_features(grid), codes)
         return self
 
     def decision_function(self, X, times=None) -> np.ndarray:
@@ -421,13 +435,13 @@ class MiniRocketClassifier(_GridClassifier):
         return self._scores(self._grid(X, times))
 
     def _scores(self, grid: np.ndarray) -> np.ndarray:
-        return self.ridge_.decision_function(self.scaler_.transform(self.transform_.transform(grid)))
+        return self.ridge_.decision_function(self._features(grid))
 
     def _predict_codes(self, grid: np.ndarray) -> np.ndarray:
-        return np.asarray(self.ridge_.predict(self.scaler_.transform(self.transform_.transform(grid))))
+        return np.asarray(self.ridge_.predict(self._features(grid)))
 
 
-class MiniRocketRegressor(_Grid, RegressorMixin, BaseEstimator):
+class MiniRocketRegressor(_MiniRocketFeatures, _Grid, RegressorMixin, BaseEstimator):
     """MiniRocket features and a ridge regression on irregular series put on a grid (aeon's
     ``MiniRocketRegressor`` recipe: the transform, ``StandardScaler(with_mean=False)``, ``RidgeCV(alphas)``), the
     practitioner's reference for regression. Needs aeon.
@@ -439,19 +453,6 @@ class MiniRocketRegressor(_Grid, RegressorMixin, BaseEstimator):
     Attributes (after ``fit``): ``grid_length_``, ``span_``, ``channel_mean_``, ``n_channels_``, ``transform_``,
     ``scaler_``, ``ridge_`` (``RidgeCV``, with the chosen ``alpha_``).
     """
-
-    _min_length = MINIROCKET_MIN_LENGTH
-
-    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
-                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
-                 span: str = "sample"):
-        self.n_kernels = n_kernels
-        self.max_dilations_per_kernel = max_dilations_per_kernel
-        self.alphas = alphas
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.grid_length = grid_length
-        self.span = span
 
     def fit(self, X, y, times=None) -> "MiniRocketRegressor":
         """Fit MiniRocket and the ridge regression on X, y.
@@ -466,24 +467,14 @@ class MiniRocketRegressor(_Grid, RegressorMixin, BaseEstimator):
             self.
         """
         _require("aeon", "the minirocket regression reference")
-        from aeon.transformations.collection.convolution_based import MiniRocket
         from sklearn.linear_model import RidgeCV
-        from sklearn.preprocessing import StandardScaler
 
         (t, v, n), _ = _read(X, times, None, fitting=False)
         targets = np.asarray(y, dtype=np.float64)
         if targets.ndim not in (1, 2) or targets.shape[0] != v.shape[0] or not np.isfinite(targets).all():
             raise ValueError(f"y must hold {v.shape[0]} finite targets, (N,) or (N, K), got shape {targets.shape}")
         grid = self._training_grid(t, v, n)
-        if self.grid_length_ < MINIROCKET_MIN_LENGTH:
-            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket, got "
-                             f"{self.grid_length_}")
-        alphas = np.logspace(-3, 3, 10) if self.alphas is None else np.asarray(self.alphas, dtype=np.float64)
-        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
-                                     n_jobs=self.n_jobs, random_state=self.random_state)
-        features = self.transform_.fit_transform(grid)
-        self.scaler_ = StandardScaler(with_mean=False)
-        self.ridge_ = RidgeCV(alphas=alphas).fit(self.scaler_.fit_transform(features), targets)
+        self.ridge_ = RidgeCV(alphas=self._alphas()).fit(self._fit_features(grid), targets)
         return self
 
     def predict(self, X, times=None) -> np.ndarray:
@@ -493,7 +484,7 @@ class MiniRocketRegressor(_Grid, RegressorMixin, BaseEstimator):
             X: the samples, with the channels of ``fit``.
             times: None or one (T_i,) array per sample.
         """
-        return self.ridge_.predict(self.scaler_.transform(self.transform_.transform(self._grid(X, times))))
+        return self.ridge_.predict(self._features(self._grid(X, times)))
 
 
 class _AeonGridClassifier(_GridClassifier):
@@ -505,6 +496,12 @@ class _AeonGridClassifier(_GridClassifier):
 
     def _aeon_classifier(self):
         raise NotImplementedError
+
+    def _check_positive_ints(self, names) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     def fit(self, X, y=None, times=None):
         """Put X on the grid and fit the aeon classifier on it.
@@ -576,10 +573,7 @@ class MultiRocketHydraClassifier(_AeonGridClassifier):
     def _aeon_classifier(self):
         from aeon.classification.convolution_based import MultiRocketHydraClassifier as Aeon
 
-        for name in ("n_kernels", "n_groups", "n_jobs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self._check_positive_ints(("n_kernels", "n_groups", "n_jobs"))
         return Aeon(n_kernels=self.n_kernels, n_groups=self.n_groups, n_jobs=self.n_jobs,
                     random_state=self.random_state)
 
@@ -612,10 +606,7 @@ class QuantClassifier(_AeonGridClassifier):
     def _aeon_classifier(self):
         from aeon.classification.interval_based import QUANTClassifier
 
-        for name in ("interval_depth", "quantile_divisor"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self._check_positive_ints(("interval_depth", "quantile_divisor"))
         return QUANTClassifier(interval_depth=self.interval_depth, quantile_divisor=self.quantile_divisor,
                                random_state=self.random_state)
 

@@ -108,6 +108,20 @@ def _kernel():
     import numba
 
     @numba.njit(cache=True, nogil=True)
+    def advance(t, x, y, nx, ny, ax, axy, ayx, ay, bx, by):
+        # (nx, ny) = the state after one piece of increments t (D,): h + Σ_d t_d (A_d h + B_d), block by block
+        n = x.shape[0]
+        step = t[0]
+        for j in range(n):
+            nx[j] = x[j] + step * (ax[0, j] * x[j] + axy[0, j] * y[j] + bx[0, j])
+            ny[j] = y[j] + step * (ayx[0, j] * x[j] + ay[0, j] * y[j] + by[0, j])
+        for d in range(1, t.shape[0]):
+            step = t[d]
+            for j in range(n):
+                nx[j] += step * (ax[d, j] * x[j] + axy[d, j] * y[j] + bx[d, j])
+                ny[j] += step * (ayx[d, j] * x[j] + ay[d, j] * y[j] + by[d, j])
+
+    @numba.njit(cache=True, nogil=True)
     def step_and_pool(terms, ends, x0, y0, ax, axy, ayx, ay, bx, by, biases_x, biases_y, mean_on, max_on, mpv_on,
                       final_x, final_y, mean_x, mean_y, max_x, max_y, ppv_x, ppv_y, mpv_x, mpv_y):
         # One series at a time; its state (x, and y for the second unit of each 2x2 block) stays in cache. The inner
@@ -135,15 +149,7 @@ def _kernel():
             end = ends[s]
             for k in range(end + 1):
                 if k > 0:
-                    t = terms[s, k - 1, 0]
-                    for j in range(n):
-                        nx[j] = x[j] + t * (ax[0, j] * x[j] + axy[0, j] * y[j] + bx[0, j])
-                        ny[j] = y[j] + t * (ayx[0, j] * x[j] + ay[0, j] * y[j] + by[0, j])
-                    for d in range(1, D):
-                        t = terms[s, k - 1, d]
-                        for j in range(n):
-                            nx[j] += t * (ax[d, j] * x[j] + axy[d, j] * y[j] + bx[d, j])
-                            ny[j] += t * (ayx[d, j] * x[j] + ay[d, j] * y[j] + by[d, j])
+                    advance(terms[s, k - 1], x, y, nx, ny, ax, axy, ayx, ay, bx, by)
                     x, nx = nx, x
                     y, ny = ny, y
                 if mean_on:
@@ -199,15 +205,7 @@ def _kernel():
             y[:] = y0[s]
             for k in range(S + 1):
                 if 0 < k <= ends[s]:
-                    t = terms[s, k - 1, 0]
-                    for j in range(n):
-                        nx[j] = x[j] + t * (ax[0, j] * x[j] + axy[0, j] * y[j] + bx[0, j])
-                        ny[j] = y[j] + t * (ayx[0, j] * x[j] + ay[0, j] * y[j] + by[0, j])
-                    for d in range(1, D):
-                        t = terms[s, k - 1, d]
-                        for j in range(n):
-                            nx[j] += t * (ax[d, j] * x[j] + axy[d, j] * y[j] + bx[d, j])
-                            ny[j] += t * (ayx[d, j] * x[j] + ay[d, j] * y[j] + by[d, j])
+                    advance(terms[s, k - 1], x, y, nx, ny, ax, axy, ayx, ay, bx, by)
                     x, nx = nx, x
                     y, ny = ny, y
                 row = rows[s, k]
