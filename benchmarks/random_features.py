@@ -53,11 +53,11 @@ SUITE = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand", "
 REPEATS = 3
 # Practitioners' references timed beside the rows (neuralde_seq.reference registry names).
 REFERENCES = ("minirocket", "multirocket-hydra", "quant")
-MODEL_FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values")
+MODEL_FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "levels")
 LOGSIG_FEATURES = ("final", "times", "windows", "values")
 FEATURE_SETS = ("final", "mean", "times", "final+mean+times", "ppv", "ppv+mean", "ppv+mean+times", "mean+values",
                 "ppv+values", "ppv+mean+values", "final+mean+times+ppv+values", "mpv", "ppv+mpv", "ppv+max",
-                "ppv+mpv+max")
+                "ppv+mpv+max", "levels", "ppv+mpv+levels")
 LOGSIG_SETS = ("final", "times", "windows", "final+windows", "times+windows", "final+values", "final+windows+values")
 
 EXACT = {"solver": {"method": "exact"}}

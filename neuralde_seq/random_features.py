@@ -68,7 +68,13 @@ What `RandomFeatures.fit` does, in order:
      never does; MultiRocket's "mean of positive values", `positive_mean`);
    - ``"max"``: the largest h over the sample's knots (H);
    - ``"values"``: the series' own values (rescaled, missing ones linearly interpolated) at the same fractions,
-     and their mean over the knots ((n + 1)·C).
+     and their mean over the knots ((n + 1)·C);
+   - ``"levels"``: the distribution of the series' own levels, read as "ppv" and "mpv" read a unit: for each
+     channel and each of ``num_levels`` thresholds (the channel's training quantiles at (k + 1/2) / num_levels,
+     ``levels_``), the proportion of the sample's knots at which the (rescaled, interpolated) value exceeds the
+     threshold and the mean excess there, and that proportion over each of the n consecutive parts of the series
+     between the fractions (C · num_levels · (n + 2)). The reservoir reads the path's increments, so its states
+     carry little of the level itself; QUANT's interval quantiles showed what levels are worth (ACSF1, 82 %).
 
    For ``"logsignature"``: ``"final"`` is the depth-``depth`` log-signature of the whole (time, values) path,
    ``"times"`` the log-signatures of the path from its start to each fraction, ``"windows"`` those of the n
@@ -204,9 +210,11 @@ _DEFAULT_WIDTHS = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClass
 # added to the slow ones, not taken from them, keep OSULeaf and ArrowHead).
 _DEFAULT_OSCILLATION_WIDTH = 1536
 RESERVOIRS = tuple(name for name in MODEL_NAMES if model_entry(name).constructor in _WIDTH_OPTION) + ("logsignature",)
-FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "windows")
+FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "levels", "windows")
+# Features of the path itself, not of the reservoir (computed beside it; a log-signature map reads them too).
+PATH_FEATURES = ("values", "levels")
 DEFAULT_FEATURES = ("ppv", "mean")
-DEFAULT_OSCILLATION_FEATURES = ("ppv", "mpv")
+DEFAULT_OSCILLATION_FEATURES = ("ppv", "mpv", "levels")
 DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
 # The penalties searched: wide, since the features' number (hundreds to thousands) sets the Gram matrix's scale.
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
@@ -405,7 +413,7 @@ class RidgeReadout:
         F = self._features(features).to(self.coef_.device)
         if F.shape[1] != self.n_features_in_:
             raise ValueError(f"features have {F.shape[1]} columns, the readout was fitted on {self.n_features_in_}")
-        outputs = ((F - self.feature_mean_) / self.feature_scale_) @ self._weights + self._target_mean
+        outputs = F @ self.coef_ + self.intercept_  # the standardisation folded in: one pass over F
         return outputs[:, 0] if (outputs.shape[1] == 1 and self._target_ndim == 1) else outputs
 
     def leave_one_out_decision_function(self) -> torch.Tensor:
@@ -671,16 +679,18 @@ class RandomFeatures:
             ``slice-dplr``), a neural CDE (``ncde``, ``nrde``, ``log-ncde``), a CT-FWP (``{hebb,oja,delta,
             delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``
             (default ``"slice-block"``, with damped oscillators: ``memory``).
-        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "mpv", "max", "values" for
-            models;
+        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "mpv", "max", "values",
+            "levels" for models;
             "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default):
-            `DEFAULT_OSCILLATION_FEATURES` ("ppv", "mpv") with ``memory="oscillation"``, `DEFAULT_LOGSIGNATURE_FEATURES`
+            `DEFAULT_OSCILLATION_FEATURES` ("ppv", "mpv", "levels") with ``memory="oscillation"``,
+            `DEFAULT_LOGSIGNATURE_FEATURES`
             for ``"logsignature"``, else `DEFAULT_FEATURES` ("ppv", "mean").
         width: the model's size: ``hidden`` of linear CDEs and NCDEs, ``d_model`` of CT-FWPs (8 heads of d_model/8:
             H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
             (1,536 with ``memory="oscillation"``, 128 for ``structure="dense"``), 128 for NCDEs, 64 for CT-FWPs.
         num_times: n, the fractions 1/n, ..., 1 of each series read by "times", "values" and "windows" (default 4).
         num_biases: thresholds per unit of "ppv" and "mpv" (default 1).
+        num_levels: thresholds per channel of "levels" (default 64).
         input_scale: multiplies the rescaled path (times and values) before the model reads it (default 1.0).
         fast_share: the share of oscillator pairs made fast and nearly memoryless (periods log-uniform in
             [2τ_min, 6τ_min] knots, 4-12 by default, radius at most 0.3 per knot), in [0, 1); "auto" (default): 1/3
@@ -709,13 +719,14 @@ class RandomFeatures:
     Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``fill_step_`` (the step of
     ``fill_gaps``, or None), ``time_scale_`` (float),
     ``value_scales_`` (C,), ``state_width_`` (H), ``num_features_``, ``feature_slices_`` (each feature's columns: a
-    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" and "mpv" only), ``timescales_`` ((H,) the units' τ (for
+    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" and "mpv" only), ``levels_`` ((C, num_levels), "levels" only), ``timescales_`` ((H,) the units' τ (for
     oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_`` ((H,) each
     oscillator's period in knots, ``memory="oscillation"`` only, else None).
     """
 
     def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
-                 width: int | None = None, num_times: int = 4, num_biases: int = 1, input_scale: float = 1.0,
+                 width: int | None = None, num_times: int = 4, num_biases: int = 1, num_levels: int = 64,
+                 input_scale: float = 1.0,
                  fast_share="auto", timescales="auto", memory: str = "auto", model_options: dict | None = None,
                  control_options: dict | None = None, fill_gaps="auto", seed: int = 0, batch_size: int = 32):
         if reservoir not in RESERVOIRS:
@@ -727,8 +738,8 @@ class RandomFeatures:
             features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
         if isinstance(features, str) or not isinstance(features, Sequence) or len(features) == 0:
             raise ValueError(f"features must be a non-empty sequence of {FEATURES}, got {features!r}")
-        allowed = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
-            "final", "mean", "times", "ppv", "mpv", "max", "values")
+        allowed = ("final", "times", "windows", *PATH_FEATURES) if reservoir == "logsignature" else (
+            "final", "mean", "times", "ppv", "mpv", "max", *PATH_FEATURES)
         for feature in features:
             if feature not in allowed:
                 raise ValueError(f"features of reservoir {reservoir!r} must be among {allowed}, got {feature!r}")
@@ -740,6 +751,7 @@ class RandomFeatures:
                 raise ValueError("width does not apply to reservoir 'logsignature' (its size is set by the depth)")
         _check_positive_int("num_times", num_times)
         _check_positive_int("num_biases", num_biases)
+        _check_positive_int("num_levels", num_levels)
         _check_positive_int("batch_size", batch_size)
         if isinstance(input_scale, bool) or not isinstance(input_scale, numbers.Real) or not (
                 math.isfinite(input_scale) and input_scale > 0):
@@ -793,6 +805,7 @@ class RandomFeatures:
         self.fill_gaps = check_fill_gaps(fill_gaps)
         self.reservoir, self.features, self.width = reservoir, tuple(features), width
         self.num_times, self.num_biases, self.input_scale = int(num_times), int(num_biases), float(input_scale)
+        self.num_levels = int(num_levels)
         self.fast_share = float(fast_share)
         self.timescales = None if timescales is None else tuple(timescales)
         self.memory = memory
@@ -848,14 +861,12 @@ class RandomFeatures:
             times: (B, T), values: (B, T, C), lengths: (B,) or None, as `transform`.
 
         Returns:
-            ``ModelArguments(control, values_part)``: values_part (B, (n + 1)·C) float64, or (B, 0) without
-            "values".
+            ``ModelArguments(control, path_part)``: path_part the path features (`PATH_FEATURES`) in the order of
+            ``features``, (B, width) float64, (B, 0) without them.
         """
         self._check_fitted()
         times, values, lengths = self._filled(times, values, lengths)
-        values_part = (self._values(times, values, lengths) if "values" in self.features
-                       else torch.zeros(values.shape[0], 0, dtype=torch.float64, device=values.device))
-        return ModelArguments(self._inputs(times, values, lengths), values_part)
+        return ModelArguments(self._inputs(times, values, lengths), self._path_features(times, values, lengths))
 
     def _filled(self, times, values, lengths):
         """The observations with `fill_gaps`' unobserved points at the fitted step (as given where it is None)."""
@@ -898,6 +909,7 @@ class RandomFeatures:
         scales = path_scales(self._linear_path(times, values, lengths))
         self.time_scale_ = float(scales[0])
         self.value_scales_ = torch.tensor(scales[1:], dtype=torch.float64)
+        self.levels_ = self._level_thresholds(times, values, lengths) if "levels" in self.features else None
         control = self._inputs(times, values, lengths)
         self.model_ = None if self.reservoir == "logsignature" else self._build_model(control, values)
         self.timescales_ = self.periods_ = None
@@ -1146,21 +1158,21 @@ class RandomFeatures:
         model = self.model_
         return (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
                 and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
-                and set(self.features) <= set(POOLED_FEATURES) | {"values"}
+                and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
                 and getattr(self, "temperature_", 0.0) == 0.0
                 and fused_available())
 
     def _batch_features(self, control: Control, times, values, lengths, sizes: list | None = None) -> torch.Tensor:
         """(B, F) features of one batch, in the order of ``features``; ``sizes`` (if given) gets each one's width."""
-        constant = self._values(times, values, lengths) if "values" in self.features else None
+        constant = self._path_features(times, values, lengths, control)
         if not self._fused(control.coeffs.device):
             return self.pooled(self._states(control), control.end_index, constant, sizes=sizes)
         model = self.model_
         with torch.no_grad():
             terms, h0 = model.scan_inputs(control)
             pooled = fused_features(terms, control.end_index, h0, model.matrices(), model.B.weight, self.biases_,
-                                    model.structure, tuple(f for f in self.features if f != "values"))
-        parts = [constant if feature == "values" else pooled[feature] for feature in self.features]
+                                    model.structure, tuple(f for f in self.features if f not in PATH_FEATURES))
+        parts = [pooled[f] if f not in PATH_FEATURES else self._path_part(constant, f) for f in self.features]
         if sizes is not None:
             sizes.extend(part.shape[1] for part in parts)
         # one float64 array, each part converted as it is copied in (a cat of converted parts copies twice)
@@ -1172,7 +1184,7 @@ class RandomFeatures:
             start += part.shape[1]
         return out
 
-    def pooled(self, states: torch.Tensor, end_index: torch.Tensor, values_part: torch.Tensor | None = None, *,
+    def pooled(self, states: torch.Tensor, end_index: torch.Tensor, path_part: torch.Tensor | None = None, *,
                biases: torch.Tensor | None = None, temperature: float | None = None,
                sizes: list | None = None) -> torch.Tensor:
         """The features of a batch from its states, in the order of ``features`` (differentiable in the states and
@@ -1181,8 +1193,8 @@ class RandomFeatures:
         Arguments:
             states: (B, K, H) `states` of the batch (for ``"logsignature"`` the path's points).
             end_index: (B,) each sample's final knot.
-            values_part: (B, (n + 1)·C) the "values" feature (which does not depend on the reservoir), or None when
-                ``features`` has no "values".
+            path_part: (B, width) the path features (`PATH_FEATURES`, which do not depend on the reservoir) in the
+                order of ``features``, `_path_features`; None or (B, 0) when ``features`` has none.
             biases: (num_biases, H) "ppv" thresholds replacing ``biases_`` (default None: ``biases_``).
             temperature: the "ppv" stand-in's temperature replacing ``temperature_`` (`positive_proportion`).
             sizes: a list that gets each feature's width, or None.
@@ -1197,8 +1209,8 @@ class RandomFeatures:
             inside = _inside(end_index, states.shape[1], states.dtype)
             count = inside.sum(dim=1)
         for feature in self.features:
-            if feature == "values":
-                part = values_part
+            if feature in PATH_FEATURES:
+                part = self._path_part(path_part, feature)
             elif self.model_ is None:  # log-signature windows of the path's points
                 part = self._logsignatures(states, end_index, feature)
             elif feature == "final":
@@ -1218,15 +1230,103 @@ class RandomFeatures:
                 sizes.append(part.shape[1])
         return torch.cat(parts, dim=1)
 
-    def _values(self, times, values, lengths) -> torch.Tensor:
-        """The series' rescaled values at the fractions and their mean over the knots, (B, (n + 1)·C)."""
+    def _points(self, times, values, lengths) -> tuple[torch.Tensor, torch.Tensor]:
+        """The series' rescaled values at the knots (missing ones linearly interpolated), (B, K, C), and each
+        sample's end knot (B,)."""
         times, values = self._rescaled(times, values)
         path = self._linear_path(times, values, lengths, time_channel=False)
-        end = path.end_index
-        points = path.coeffs[:, : int(end.max()) + 1, 0]
-        inside = _inside(end, points.shape[1], points.dtype)
-        mean = (points * inside).sum(dim=1) / inside.sum(dim=1)
-        return torch.cat([_take(points, _fractions(end, self.num_times)), mean], dim=1).to(torch.float64)
+        return path.coeffs[:, : int(path.end_index.max()) + 1, 0], path.end_index
+
+    def _points_in(self, control: Control, channels: int) -> torch.Tensor | None:
+        """The value channels at the knots read off the reservoir's own input, where that input is the linear path
+        of the same rescaled values with the time channel first and nothing after them (the linear CDE reservoirs'
+        registry options; the path is then not built twice); else None."""
+        if self.reservoir == "logsignature":
+            return None
+        options = {**registry_control_options(self.reservoir), **self._control_options()}
+        plain = (options.get("interpolation") == "linear"
+                 and options.get("time_channel", True)
+                 and not any(options.get(k) for k in ("intensity_channel", "recency_channel"))
+                 and control.channels == 1 + channels)
+        return control.coeffs[:, : int(control.end_index.max()) + 1, 0, 1:] if plain else None
+
+    def _path_features(self, times, values, lengths, control: Control | None = None) -> torch.Tensor:
+        """The path features (`PATH_FEATURES`) of the batch in the order of ``features``, (B, width) float64; (B, 0)
+        without them. ``control``: the batch's reservoir input, whose knots may give the values (`_points_in`)."""
+        wanted = [f for f in self.features if f in PATH_FEATURES]
+        if not wanted:
+            return torch.zeros(values.shape[0], 0, dtype=torch.float64, device=values.device)
+        points = None if control is None else self._points_in(control, values.shape[-1])
+        if points is None:
+            points, end = self._points(times, values, lengths)
+        else:
+            end = control.end_index
+        parts = []
+        for feature in wanted:
+            if feature == "values":  # at the fractions, and the mean over the knots
+                inside = _inside(end, points.shape[1], points.dtype)
+                mean = (points * inside).sum(dim=1) / inside.sum(dim=1)
+                parts.append(torch.cat([_take(points, _fractions(end, self.num_times)), mean], dim=1))
+            else:
+                parts.append(self._levels(points, end))
+        return torch.cat([part.to(torch.float64) for part in parts], dim=1)
+
+    def _path_part(self, path_part: torch.Tensor, feature: str) -> torch.Tensor:
+        """``feature``'s columns of `_path_features`' output."""
+        channels = self.value_scales_.numel()
+        widths = {"values": (self.num_times + 1) * channels,
+                  "levels": channels * self.num_levels * (self.num_times + 2)}
+        start = sum(widths[f] for f in self.features[:self.features.index(feature)] if f in PATH_FEATURES)
+        return path_part[:, start:start + widths[feature]]
+
+    def _level_thresholds(self, times, values, lengths) -> torch.Tensor:
+        """(C, num_levels) each channel's quantiles at (k + 1/2) / num_levels of its training values at the knots."""
+        points, end = self._points(times, values, lengths)
+        inside = _inside(end, points.shape[1], torch.bool).squeeze(-1)
+        probabilities = (torch.arange(self.num_levels, dtype=torch.float64) + 0.5) / self.num_levels
+        pooled = points[inside].detach().cpu().to(torch.float64).numpy()  # (M, C)
+        return torch.from_numpy(np.quantile(pooled, probabilities.numpy(), axis=0).T.copy()).to(
+            device=values.device, dtype=values.dtype)
+
+    def _levels(self, points: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+        """The "levels" feature (module docstring) of points (B, K, C) at knots 0..end: per channel, the proportion of
+        knots above each threshold, the mean excess there, and the proportion over each of the n parts, (B, C·L·(n +
+        2)).
+
+        Each sample's values are sorted once per part, so that the count above a threshold is a binary search and
+        the sum above it a difference of running sums (O(K log K + L log K), not O(K·L), per sample and channel);
+        the running sums in float64."""
+        B, K, C = points.shape
+        thresholds = self.levels_.to(device=points.device, dtype=points.dtype)  # (C, L)
+        L = thresholds.shape[1]
+        knots = torch.arange(K, device=points.device)
+        inside = knots.unsqueeze(0) <= end.unsqueeze(1)  # (B, K)
+        # part j of a sample: its knots after the fraction (j - 1)/n and up to j/n (the first from knot 0)
+        bounds = _fractions(end, self.num_times)  # (B, n)
+        part = (knots.view(1, K, 1) > bounds.unsqueeze(1)[:, :, :-1]).sum(dim=-1)  # (B, K)
+        query = thresholds.unsqueeze(0).expand(B, C, L).contiguous()
+
+        def above(mask: torch.Tensor, sums: bool):
+            """(count above each threshold, knots in the mask) and, with sums, the sum of the excess above it."""
+            values = points.transpose(1, 2).masked_fill(~mask.unsqueeze(1), -torch.inf)  # (B, C, K)
+            ordered = values.sort(dim=-1).values
+            total = mask.sum(dim=1).view(B, 1, 1).to(torch.float64)
+            count = K - torch.searchsorted(ordered, query, right=True).to(torch.float64)  # values > threshold
+            if not sums:
+                return count, total
+            running = torch.cat([torch.zeros(B, C, 1, dtype=torch.float64, device=points.device),
+                                 ordered.to(torch.float64).nan_to_num(neginf=0.0).cumsum(dim=-1)], dim=-1)
+            first = (K - count).long()  # the first sorted position above the threshold
+            excess = running[..., -1:] - running.gather(-1, first) - query.to(torch.float64) * count
+            return count, total, excess
+
+        count, total, excess = above(inside, True)
+        parts = [count / total, excess / count.clamp(min=1)]
+        for j in range(self.num_times):
+            part_count, part_total = above(inside & (part == j), False)
+            parts.append(part_count / part_total.clamp(min=1))
+        # (B, C, L) blocks -> per channel: proportions, mean excesses, then each part's proportions
+        return torch.stack(parts, dim=2).reshape(B, C * (self.num_times + 2) * L).to(points.dtype)
 
     def _logsignatures(self, points: torch.Tensor, end: torch.Tensor, feature: str) -> torch.Tensor:
         """Log-signatures of the piecewise-linear (time, values) path over each sample's windows, (B, windows·D)."""
@@ -1258,7 +1358,7 @@ class _RandomFeatureEstimator(BaseEstimator):
     _classification = False
 
     def __init__(self, reservoir="slice-block", *, features="auto", width=None, num_times=4, num_biases=1,
-                 input_scale=1.0, fast_share="auto", timescales="auto", memory="auto",
+                 num_levels=64, input_scale=1.0, fast_share="auto", timescales="auto", memory="auto",
                  model_options=None, control_options=None, fill_gaps="auto",
                  alphas=DEFAULT_ALPHAS, fine_tune=None, batch_size=32, random_state=None, n_jobs=None, device="cpu",
                  dtype="float32", verbose=False):
@@ -1267,6 +1367,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         self.width = width
         self.num_times = num_times
         self.num_biases = num_biases
+        self.num_levels = num_levels
         self.input_scale = input_scale
         self.fast_share = fast_share
         self.timescales = timescales
@@ -1319,7 +1420,7 @@ class _RandomFeatureEstimator(BaseEstimator):
         seed = estimator_seed(self.random_state)
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
                                      num_times=self.num_times, num_biases=self.num_biases,
-                                     input_scale=self.input_scale, fast_share=self.fast_share,
+                                     num_levels=self.num_levels, input_scale=self.input_scale, fast_share=self.fast_share,
                                      timescales=self.timescales,
                                      memory=self.memory, model_options=self.model_options,
                                      control_options=self._resolved_control_options(), fill_gaps=self.fill_gaps,
@@ -1437,7 +1538,8 @@ class RandomFeatureClassifier(ClassifierMixin, _RandomFeatureEstimator):
         width: the reservoir's size, or None (default: 1,024 units of a linear CDE, 1,536 with oscillators; see
             `RandomFeatures`).
         num_times: fractions of each series read by "times", "values", "windows" (default 4).
-        num_biases: "ppv" thresholds per unit (default 1).
+        num_biases: "ppv" and "mpv" thresholds per unit (default 1).
+        num_levels: "levels" thresholds per channel (default 64).
         input_scale: multiplies the rescaled path (default 1.0).
         fast_share: share of fast, nearly memoryless oscillators in [0, 1), "auto" (default: 1/3 with
             oscillators, else 0); see `RandomFeatures`.

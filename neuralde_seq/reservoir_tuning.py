@@ -162,7 +162,7 @@ def ridge_leave_one_out_error(features: torch.Tensor, targets: torch.Tensor, alp
 
 
 class ReservoirNetwork(nn.Module):
-    """A fitted `RandomFeatures` map as a trainable module: ``forward(control, values_part)`` gives the standardised
+    """A fitted `RandomFeatures` map as a trainable module: ``forward(control, path_part)`` gives the standardised
     features (module docstring).
 
     Arguments:
@@ -189,19 +189,20 @@ class ReservoirNetwork(nn.Module):
         self.register_buffer("feature_scale", feature_scale.detach().to(torch.float64).clone())
         self.temperature = float(temperature)
 
-    def forward(self, control, values_part: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, control, path_part: torch.Tensor | None = None) -> torch.Tensor:
         """Standardised features.
 
         Arguments:
             control: the fitted map's input (`RandomFeatures.inputs`), batch size B.
-            values_part: (B, (n + 1)·C) the "values" feature, or an empty (B, 0) tensor / None without it.
+            path_part: (B, width) the path features ("values", "levels": `RandomFeatures.model_arguments`), or an
+                empty (B, 0) tensor / None without them.
 
         Returns:
             (B, F) float64 standardised features.
         """
         states = self.feature_map.states_of(self.reservoir, control)
-        values_part = None if values_part is None or values_part.shape[1] == 0 else values_part
-        features = self.feature_map.pooled(states, control.end_index, values_part, biases=self.biases,
+        path_part = None if path_part is None or path_part.shape[1] == 0 else path_part
+        features = self.feature_map.pooled(states, control.end_index, path_part, biases=self.biases,
                                            temperature=self.temperature)
         return (features - self.feature_mean) / self.feature_scale
 
@@ -332,8 +333,8 @@ def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tenso
     Arguments:
         feature_map: the fitted `RandomFeatures` (fitted on all the series).
         readout: its fitted `RidgeReadout` (its ``alpha_``, ``alphas`` and feature standardisation are used).
-        inputs: ``ModelArguments(control, values_part)`` of all N series (``values_part`` (N, V), V = 0 without
-            the "values" feature).
+        inputs: ``ModelArguments(control, path_part)`` of all N series (``path_part`` (N, V), V = 0 without
+            path features).
         targets: (N, k) the readout's targets (±1 one-vs-all columns, or standardised real targets).
         settings: the `FineTuning`.
         classification: whether the targets are classes (accuracy decides, stratified split).

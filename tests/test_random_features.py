@@ -178,7 +178,7 @@ def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
         120, 80, 120, 50]
     times, values, lengths = _ragged_batch(lengths, seed=2)
     features = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
-        "final", "mean", "times", "ppv", "mpv", "max", "values")
+        "final", "mean", "times", "ppv", "mpv", "max", "values", "levels")
     feature_map = RandomFeatures(reservoir, features=features, width=None if reservoir == "logsignature" else 24,
                                  model_options=options, seed=5, batch_size=3).fit(times, values, lengths)
     batch = feature_map.transform(times, values, lengths)
@@ -242,6 +242,44 @@ def test_mpv_and_max_are_the_written_out_statistics_of_the_states_in_numpy():
         np.testing.assert_allclose(features[b, slices["max"]], expected_max, rtol=1e-12, atol=1e-14)
     # the samples' knots only: a shorter sample's max is not the padded batch's
     assert slices["mpv"].stop - slices["mpv"].start == 3 * states.shape[-1]
+
+
+def test_levels_are_the_written_out_distribution_of_the_series_levels_in_numpy():
+    times, values, lengths = _ragged_batch([40, 26, 33, 12], seed=7)
+    L, n = 5, 3
+    feature_map = RandomFeatures("slice-block", features=("ppv", "levels"), width=8, num_levels=L, num_times=n,
+                                 seed=0).fit(times, values, lengths)
+    features = feature_map.transform(times, values, lengths).numpy()
+    block = features[:, feature_map.feature_slices_["levels"]]
+    C = values.shape[2]
+    assert block.shape == (4, C * L * (n + 2))
+    # the series' own values, rescaled, missing ones linearly interpolated (the knots are the index times here)
+    filled = []
+    for b, size in enumerate(lengths.tolist()):
+        series = values[b, :size].numpy() / feature_map.value_scales_.numpy()
+        filled.append(np.stack([np.interp(np.arange(size), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
+                                for c in series.T], axis=1))
+    pooled = np.concatenate(filled)
+    for c in range(C):
+        thresholds = np.quantile(pooled[:, c], (np.arange(L) + 0.5) / L)
+        np.testing.assert_allclose(feature_map.levels_[c].numpy(), thresholds, rtol=1e-12)
+        for b, own in enumerate(filled):
+            size = len(own)
+            expected = []
+            for threshold in thresholds:
+                above = [v - threshold for v in own[:, c] if v > threshold]
+                expected.append(len(above) / size)
+            for threshold in thresholds:
+                above = [v - threshold for v in own[:, c] if v > threshold]
+                expected.append(sum(above) / len(above) if above else 0.0)
+            bounds = [-1] + [int(round(j / n * (size - 1))) for j in range(1, n + 1)]
+            for j in range(n):
+                part = own[bounds[j] + 1: bounds[j + 1] + 1, c]
+                for threshold in thresholds:
+                    expected.append(float(np.sum(part > threshold)) / max(len(part), 1))
+            # each channel's block: proportions (L), mean excesses (L), then each part's proportions (L each)
+            got = block[b, c * L * (n + 2):(c + 1) * L * (n + 2)]
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_logsignature_features_are_the_log_signatures_of_the_rescaled_path():

@@ -202,17 +202,17 @@ def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_trai
     X, y = _series(24, 40, seed=4)
     model = _fitted(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    control = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None),
-                                                                     torch.device("cpu"))).args[0]
+    # the control and the path's own features ("levels", a default feature)
+    inputs = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.0)
     train, val = torch.arange(16), torch.arange(16, 24)
-    objective = RidgeLeaveOneOut(readout.alpha_, (control[train], targets[train]), classification=True,
+    objective = RidgeLeaveOneOut(readout.alpha_, (inputs[train], targets[train]), classification=True,
                                  alphas=readout.alphas, batch_size=8, readout_type=RidgeReadout)
-    metrics = objective.evaluate(network, control[val], targets[val], 8)
+    metrics = objective.evaluate(network, inputs[val], targets[val], 8)
     # written out: ridge on the training part's standardised features, scored on the validation part
     with torch.no_grad():
-        Z = network(control)
+        Z = network(*inputs.args)
     ridge = RidgeReadout(readout.alphas, standardize=False).fit(Z[train], targets[train])
     decisions = ridge.decision_function(Z[val])[:, 0]
     assert metrics["loss"] == pytest.approx(float((decisions - targets[val, 0]).square().mean()), rel=1e-12)

@@ -135,6 +135,8 @@ def _kernel():
         ny = np.empty(n, dtype=x0.dtype)
         cnt_x = np.empty((Q, n), dtype=x0.dtype)
         cnt_y = np.empty((Q, n), dtype=x0.dtype)
+        sum_x = np.empty((Q, n), dtype=x0.dtype)  # the excess above each threshold, summed (for mpv)
+        sum_y = np.empty((Q, n), dtype=x0.dtype)
         for s in range(N):
             x[:] = x0[s]
             y[:] = y0[s]
@@ -144,8 +146,8 @@ def _kernel():
             max_y[s] = -np.inf
             cnt_x[:] = 0.0
             cnt_y[:] = 0.0
-            mpv_x[s] = 0.0
-            mpv_y[s] = 0.0
+            sum_x[:] = 0.0
+            sum_y[:] = 0.0
             end = ends[s]
             for k in range(end + 1):
                 if k > 0:
@@ -166,11 +168,11 @@ def _kernel():
                             e = x[j] - biases_x[q, j]
                             if e > 0:
                                 cnt_x[q, j] += 1.0
-                                mpv_x[s, q, j] += e
+                                sum_x[q, j] += e
                             e = y[j] - biases_y[q, j]
                             if e > 0:
                                 cnt_y[q, j] += 1.0
-                                mpv_y[s, q, j] += e
+                                sum_y[q, j] += e
                     else:
                         for j in range(n):
                             if x[j] > biases_x[q, j]:
@@ -187,8 +189,8 @@ def _kernel():
                 for j in range(n):
                     ppv_x[s, q, j] = cnt_x[q, j] / knots
                     ppv_y[s, q, j] = cnt_y[q, j] / knots
-                    mpv_x[s, q, j] /= max(cnt_x[q, j], 1.0)
-                    mpv_y[s, q, j] /= max(cnt_y[q, j], 1.0)
+                    mpv_x[s, q, j] = sum_x[q, j] / max(cnt_x[q, j], 1.0)
+                    mpv_y[s, q, j] = sum_y[q, j] / max(cnt_y[q, j], 1.0)
 
     @numba.njit(cache=True, nogil=True)
     def step_only(terms, ends, x0, y0, ax, axy, ayx, ay, bx, by, rows, states_x, states_y):
