@@ -84,16 +84,17 @@ What `RandomFeatures.fit` does, in order:
 The readout standardises every feature with its training mean and standard deviation.
 
 **How the features are computed.** For a linear CDE reservoir, diagonal or of 2×2 blocks (the default oscillators),
-on a CPU, with features among "final", "mean", "max", "ppv", "mpv" (and "values"), one compiled pass per series
+on a CPU, with features among "final", "mean", "max", "ppv", "mpv" (and the path's own "values" and "levels"),
+one compiled pass per series
 (`neuralde_seq.ops.reservoir_features`, numba) steps the state knot by knot and adds up the features as it goes,
 without storing a state: 15-30 times faster than forming every state with torch (`states`, `pooled`), which is the
 path on a GPU (the parallel scan), for the other reservoirs and features, and for a fine-tuned map's smooth "ppv";
 the two give the same features (tests/test_reservoir_features.py). The thresholds' states of the 16 series are formed
 only at the 1,024 chosen knots per unit.
 
-The defaults since issue 35: features "ppv" and "mpv" (+1.5 points on the half of aeon's suite they were chosen on,
-+1.1 on the other half), the fused pass, thresholds from 1,024 states per unit (4,096 before): 90.5 % against
-MiniRocket's 91.5 % on the suite at 0.5-1.0 of its wall time (docs/benchmarks.md, "Random features beyond
+The defaults since issue 35: features "ppv", "mpv" and "levels" (each decided on one half of aeon's suite and
+confirmed on the other), the fused pass, thresholds from 1,024 states per unit (4,096 before): 92.0 % against
+MiniRocket's 91.5 % on the suite at 0.83-0.97 of its wall time (docs/benchmarks.md, "Random features beyond
 MiniRocket", where the current measurements are). The table below predates them: its defaults read "ppv" alone and
 its seconds are those of the torch loop.
 
