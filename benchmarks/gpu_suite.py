@@ -66,6 +66,7 @@ if REPO not in sys.path:  # run by path from a checkout, without installing the 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import code_version, cpu_name  # noqa: E402
+from neuralde_seq.files import write_text_atomic  # noqa: E402
 
 REFERENCE = "ckcnn"
 # Seconds kept back at the end for writing the files.
@@ -246,13 +247,11 @@ class Suite:
 
     def write(self) -> None:
         self.document["elapsed_s"] = round(time.time() - STARTED, 2)
-        os.makedirs(self.args.out, exist_ok=True)
         for name, text in (("results.json", json.dumps(self.document, indent=1, default=str)),
                            ("results.md", self.markdown())):
-            path = os.path.join(self.args.out, name)
-            with open(path + ".tmp", "w") as f:
-                f.write(text)
-            os.replace(path + ".tmp", path)  # a killed run never leaves half a file
+            # the library's safe write: a fresh temporary file (O_EXCL, so a link planted at any name is never
+            # followed), then renamed over the target (a killed run never leaves half a file)
+            write_text_atomic(os.path.join(self.args.out, name), text)
 
     def markdown(self) -> str:
         s = self.document["settings"]
@@ -357,8 +356,7 @@ class Suite:
             output = (e.stdout or "") + (e.stderr or "") if isinstance(e.stdout, str) else ""
             record.update(status="timeout", reason=f"killed after {limit:.0f} s")
         record["seconds"] = round(time.time() - start, 2)
-        with open(log, "w") as f:
-            f.write(output)
+        write_text_atomic(log, output)  # a new file: a link planted at the name is replaced, never followed
         record["log"] = "pytest.log"
         record["counts"] = pytest_counts(output)
         print(f"[gpu_suite] tests: {record['status']} {record['counts']} in {record['seconds']} s", flush=True)
@@ -495,13 +493,46 @@ def pytest_counts(output: str) -> dict:
     return counts
 
 
+def _device(text: str) -> str:
+    """--device: a torch device string (cpu, cuda, cuda:1, ...)."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1): {error}")
+    return text
+
+
+def _positive_seconds(text: str) -> float:
+    """--time-limit-s: a finite positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite positive number of seconds, got {text!r}")
+    return value
+
+
+def _out_folder(text: str) -> str:
+    """--out: a folder that exists or can be made (not a file, nor under one)."""
+    parent = os.path.abspath(text)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be a folder: {parent} is a file")
+    return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="folder for results.json, results.md and pytest.log")
-    parser.add_argument("--device", default="cuda", help="torch device (default cuda)")
+    parser.add_argument("--out", required=True, type=_out_folder,
+                        help="folder for results.json, results.md and pytest.log")
+    parser.add_argument("--device", default="cuda", type=_device, help="torch device (default cuda)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--time-limit-s", type=float, default=480.0,
+    parser.add_argument("--time-limit-s", type=_positive_seconds, default=480.0,
                         help="stop within this many seconds from the start (default 480)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the same code in seconds on a CPU")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per row (default 2; smoke 1)")
@@ -513,14 +544,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.warmup = (1 if args.smoke else 2) if args.warmup is None else args.warmup
     args.repeats = (2 if args.smoke else 3) if args.repeats is None else args.repeats
-    if args.time_limit_s <= 0 or args.warmup < 1 or args.repeats < 1:
-        parser.error("--time-limit-s, --warmup and --repeats must be positive")
+    if args.warmup < 1 or args.repeats < 1:
+        parser.error("--warmup and --repeats must be positive")
 
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here (use --device cpu)")
     rows = [row for row in planned_rows() if not args.rows or any(s in row.label for s in args.rows)]
+    if not rows:  # a typo selects nothing: an error, not an empty run that exits 0
+        parser.error(f"--rows {' '.join(args.rows)} selects no row; the rows: "
+                     + "; ".join(row.label for row in planned_rows()))
     suite = Suite(args, rows)
     suite.write()
     use_alarm = hasattr(signal, "setitimer")

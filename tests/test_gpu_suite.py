@@ -94,3 +94,48 @@ def test_pytest_summary_counts():
     assert gpu_suite.pytest_counts(out) == dict(failed=3, passed=51, skipped=6, xfailed=3, warnings=1, errors=2)
     assert gpu_suite.pytest_counts("61 skipped in 0.73s") == dict(skipped=61)
     assert gpu_suite.pytest_counts("collected nothing") == {}
+
+
+def _fails(out, *extra):
+    """The script's exit status and stderr for arguments it must refuse (issue 36)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--no-pytest", "--out", str(out),
+                           *extra], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    return done.returncode, done.stderr
+
+
+def test_writes_replace_planted_links_instead_of_following_them(tmp_path):
+    # issue 36: results.json.tmp and pytest.log written through links planted at their names overwrote the targets
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {}
+    for name in ("results.json.tmp", "results.md.tmp", "pytest.log"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("keep me")
+        os.symlink(victim, out / name)
+        victims[name] = victim
+    _run(out, "--rows", "ckcnn default @T1000")
+    assert all(v.read_text() == "keep me" for v in victims.values())
+    log = (out / "pytest.log").read_text()
+    assert not os.path.islink(out / "pytest.log") and ("skipped" in log or "passed" in log)
+    assert not os.path.islink(out / "results.json")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--rows", "ckcnnn"), "--rows ckcnnn selects no row; the rows: ckcnn default @T1000"),
+    (("--device", "gpu"), "argument --device: 'gpu' is not a torch device"),
+    (("--time-limit-s", "nan"), "argument --time-limit-s: must be a finite positive number of seconds, got 'nan'"),
+    (("--time-limit-s", "inf"), "must be a finite positive number of seconds, got 'inf'"),
+    (("--time-limit-s", "0"), "must be a finite positive number of seconds, got '0'"),
+])
+def test_bad_arguments_are_refused_by_argparse_naming_them(tmp_path, extra, message):
+    status, stderr = _fails(tmp_path, *extra)
+    assert status == 2 and message in stderr and "Traceback" not in stderr, stderr[-1500:]
+    assert not (tmp_path / "results.json").exists()  # refused before anything ran
+
+
+def test_an_out_folder_under_a_file_is_refused(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    status, stderr = _fails(blocker / "out")
+    assert status == 2 and f"cannot be a folder: {blocker} is a file" in stderr and "Traceback" not in stderr
