@@ -7,6 +7,7 @@ Downloads go through the real code path with local sources: ``file://`` URLs, an
 
 import hashlib
 import multiprocessing
+import os
 import http.server
 import io
 import re
@@ -279,6 +280,22 @@ def test_failed_attempts_keep_part_and_next_call_resumes(tmp_path, server):
     assert server.ranges == [None, "bytes=1000-", "bytes=2000-"]
     path = fetch(remote, cache, progress=False)
     assert server.ranges[-1] == "bytes=3000-" and path.read_bytes() == PAYLOAD and not part.exists()
+
+
+@pytest.mark.parametrize("transport", ["http", "file"])
+def test_a_link_planted_at_the_partial_file_is_refused_and_its_target_kept(tmp_path, server, source_file, transport):
+    # issue 36: fetch resumed into (or truncated) whatever a planted <file>.part link pointed at
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious" * 100)
+    os.symlink(victim, cache / "data.bin.part")
+    url = server.url if transport == "http" else source_file.as_uri()
+    with pytest.raises(DataUnavailableError, match=r"data\.bin\.part is a symbolic link; refusing to write through "
+                                                   r"it: remove it"):
+        fetch(RemoteFile(url, "data.bin", PAYLOAD_SHA), cache, progress=False)
+    assert victim.read_bytes() == b"precious" * 100
+    assert not (cache / "data.bin").exists()
 
 
 def test_server_error_is_retried_and_404_is_not(tmp_path, server):

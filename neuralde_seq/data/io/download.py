@@ -319,6 +319,9 @@ def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progre
 def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
     """One attempt: fetch the rest of the file into ``part`` (resuming it over HTTP when possible)."""
     scheme = urlparse(remote.url).scheme
+    if part.is_symlink():  # a link planted at the partial file's name: its target would be resumed or truncated
+        raise _PermanentError(f"the partial download {part} is a symbolic link; refusing to write through it: "
+                              "remove it")
     offset = file_size(part)
     if remote.size is not None and offset > remote.size:
         offset = 0  # a stale .part longer than the file: start again
@@ -357,7 +360,10 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
         total = start + announced if announced is not None else remote.size
         received = 0
         try:
-            with open(part, "ab" if append else "wb") as out, Progress(
+            # not through a link created at the name since the check above (O_NOFOLLOW)
+            flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+                     | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(os.open(part, flags, 0o666), "ab" if append else "wb") as out, Progress(
                 desc=f"downloading {remote.filename}", total=total, initial=start, unit="B", unit_scale=True,
                 enabled=progress,
             ) as bar:
