@@ -361,16 +361,16 @@ class RenamedOptionWarning(FutureWarning):
     """An option given by its former name (it is still read): the message gives the new spelling."""
 
 
-def renamed_interpolation(interpolation: str, method: str | None) -> str:
-    """`build_control`'s ``interpolation``, or its former name ``method`` when that is given (with a
-    `RenamedOptionWarning`).
+def renamed_interpolation(interpolation: str | None, method: str | None) -> str:
+    """`build_control`'s ``interpolation`` (None: not given, "hermite_cubic"), or its former name ``method`` when that
+    is given (with a `RenamedOptionWarning`).
 
     Raises:
-        ValueError: both given, with different values.
+        ValueError: both given (even with the same value: one of them is a leftover).
     """
     if method is None:
-        return interpolation
-    if interpolation != "hermite_cubic" and interpolation != method:
+        return "hermite_cubic" if interpolation is None else interpolation
+    if interpolation is not None:
         raise ValueError(f"interpolation={interpolation!r} and method={method!r} (its former name) are both given: "
                          "give interpolation only")
     warn_user(f"the control option method={method!r} is now interpolation={method!r} (method names the solver's "
@@ -390,12 +390,12 @@ def renamed_control_options(options: Mapping) -> dict:
         if "interpolation" in options:
             raise ValueError(f"control options give both interpolation={options['interpolation']!r} and "
                              f"method={options['method']!r} (its former name): give interpolation only")
-        options["interpolation"] = renamed_interpolation("hermite_cubic", options.pop("method"))
+        options["interpolation"] = renamed_interpolation(None, options.pop("method"))
     return options
 
 
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None, *,
-                  interpolation: str = "hermite_cubic", time_channel: bool = True, mask_channel: bool = False,
+                  interpolation: str | None = None, time_channel: bool = True, mask_channel: bool = False,
                   intensity_channel: bool = False, recency_channel: bool = False, count_unit: float | None = None,
                   missing: str = "interpolate",
                   unobserved_fill: float | Sequence[float] | None = None, parametrization: str = "time",
@@ -412,7 +412,7 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
         interpolation: one of `INTERPOLATIONS`: "natural_cubic", "hermite_cubic" (Hermite cubic with
             backward differences: causal and smooth), "linear", "rectilinear" (time moves first, then the
             values, between observations; needs the time channel) or "logsignature" (piecewise-constant
-            log-signature windows, for neural RDEs).
+            log-signature windows, for neural RDEs); None (default): "hermite_cubic".
         time_channel: prepend the observation time as channel 0.
         mask_channel: append C channels that are 1 where a value was observed and 0 where missing.
         intensity_channel: append C channels with the cumulative count of observations per channel

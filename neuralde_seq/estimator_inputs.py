@@ -62,11 +62,19 @@ def check_label_types(y) -> None:
     """Refuse labels that mix strings and numbers, as scikit-learn's ``unique_labels`` does: numpy would turn
     them all into strings, so that the integer 1 came back from `predict` as the string '1'."""
     if isinstance(y, np.ndarray) and y.dtype != object:
+        if y.dtype.kind == "f" and np.isnan(y).any():
+            first = int(np.flatnonzero(np.isnan(y.ravel()))[0])
+            raise ValueError(f"y holds {int(np.isnan(y).sum())} missing label(s) (NaN), the first at sample {first}: "
+                             "every sample needs its class; leave the unlabelled samples out of X and y")
         return  # one numpy type for every label
     try:
         labels = np.asarray(y, dtype=object).ravel()
     except (TypeError, ValueError):
         return  # not array-like: column_or_1d names the problem
+    missing = [i for i, label in enumerate(labels) if label is None or (isinstance(label, float) and label != label)]
+    if missing:  # scikit-learn would say "Unknown label type: unknown" (None) or take NaN for a class
+        raise ValueError(f"y holds {len(missing)} missing label(s) (None or NaN), the first at sample {missing[0]}: "
+                         "every sample needs its class; leave the unlabelled samples out of X and y")
     found: dict[str, set] = {}
     for label in labels:
         kind = ("string" if isinstance(label, (str, bytes)) else

@@ -93,6 +93,7 @@ DEFAULT_REFERENCE_METHODS = ("minirocket", "1nn-euclidean", "1nn-dtw")
 METHOD_KINDS = ("reference", "random features")  # ReferenceMethod.kind
 _SPANS = ("sample", "common")
 MINIROCKET_MIN_LENGTH = 9  # MiniRocket's kernels have length 9: aeon refuses shorter series
+MINIROCKET_KERNEL_SET = 84  # its kernels: the 84 choices of 3 of 9 weights, so n_kernels goes in multiples of 84
 
 
 def _require(module: str, what: str):
@@ -367,6 +368,12 @@ class _MiniRocketFeatures:
         from aeon.transformations.collection.convolution_based import MiniRocket
         from sklearn.preprocessing import StandardScaler
 
+        for name, least in (("n_kernels", MINIROCKET_KERNEL_SET), ("max_dilations_per_kernel", 1), ("n_jobs", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+                extra = (f" (MiniRocket's kernels come in sets of {MINIROCKET_KERNEL_SET}: fewer would be taken as "
+                         f"{MINIROCKET_KERNEL_SET} without a word)" if name == "n_kernels" else "")
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}{extra}")
         if self.grid_length_ < MINIROCKET_MIN_LENGTH:
             raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
                              f"have length 9), got {self.grid_length_}")

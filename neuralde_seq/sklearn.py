@@ -428,6 +428,13 @@ class _SequenceEstimator(BaseEstimator):
         if validation_fraction is None and self._auto_epochs():
             validation_fraction = AUTO_VALIDATION_FRACTION  # "auto" stops early: it needs a split to watch
         if validation_fraction is not None:
+            held = math.ceil(float(validation_fraction) * n)  # scikit-learn's rounding of the held-out part
+            if held < 1 or n - held < 1:
+                given = ("" if self.validation_fraction is not None
+                         else " (epochs='auto' holds it out when validation_fraction is not given)")
+                raise ValueError(f"validation_fraction={validation_fraction}{given} of {n} samples leaves {n - held} "
+                                 f"to train on and {held} to validate: each part needs at least 1 sample; lower "
+                                 "validation_fraction, or give more samples")
             fractions = (1.0 - float(validation_fraction), float(validation_fraction))
             if strata is not None:
                 codes, names = strata

@@ -757,6 +757,11 @@ def test_the_former_name_method_still_builds_the_same_control_and_says_the_new_o
     torch.testing.assert_close(old.coeffs, new.coeffs, rtol=0, atol=0)
     with pytest.raises(ValueError, match="both given"):
         build_control(times, values, lengths, interpolation="natural_cubic", method="linear")
+    # issue 36: the default's own name given beside method built the method's interpolation, said only as a rename
+    with pytest.raises(ValueError, match="interpolation='hermite_cubic' and method='linear'.*both given"):
+        build_control(times, values, lengths, interpolation="hermite_cubic", method="linear")
+    with pytest.raises(ValueError, match="both given"):
+        build_control(times, values, lengths, interpolation="linear", method="linear")
     # a control option dict in the former spelling (config rows, control_options) replaces the registered one
     with pytest.warns(RenamedOptionWarning):
         old = model_inputs("ncde", times, values, lengths, method="linear")

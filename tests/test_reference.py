@@ -254,6 +254,22 @@ def test_minirocket_regressor_is_aeons_transform_and_a_ridge_on_the_grid():
         MiniRocketRegressor(n_kernels=168).fit(list(series[:18]), np.r_[targets[:17], np.nan])
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"n_kernels": -5}, r"n_kernels must be an integer >= 84, got -5 \(MiniRocket's kernels come in sets of 84"),
+    ({"n_kernels": 83}, "n_kernels must be an integer >= 84, got 83"),
+    ({"max_dilations_per_kernel": 0}, "max_dilations_per_kernel must be an integer >= 1, got 0"),
+])
+def test_minirocket_options_are_checked_by_name(options, message):
+    # issue 36: MiniRocketClassifier(n_kernels=-5) fitted 84 kernels without a word
+    from neuralde_seq.reference import MiniRocketRegressor
+
+    series, labels, _ = _three_classes()
+    with pytest.raises(ValueError, match=message):
+        MiniRocketClassifier(**options).fit(list(series), labels)
+    with pytest.raises(ValueError, match=message):
+        MiniRocketRegressor(**options).fit(list(series), labels.astype(float))
+
+
 def test_stronger_reference_options_are_checked_by_name():
     series, labels, _ = _three_classes()
     with pytest.raises(ValueError, match="n_groups must be a positive integer, got 0"):

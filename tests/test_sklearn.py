@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import check_estimator, check_regressors_tra
 from neuralde_seq import Classification, MODEL_NAMES, create_model, fit, model_inputs
 from neuralde_seq.data import fill_gaps, from_arrays, median_step, standardise
 from neuralde_seq.models import model_entry
-from neuralde_seq.sklearn import SequenceClassifier, SequenceRegressor
+from neuralde_seq.sklearn import RandomFeatureClassifier, SequenceClassifier, SequenceRegressor
 from neuralde_seq.training.input_spec import UnobservedChannelWarning
 from neuralde_seq.training.objectives import predict as predict_outputs
 
@@ -387,6 +387,19 @@ def test_bad_input_raises_clear_errors():
         clf.predict([np.ones((4, 3))])
     with pytest.raises(ValueError, match="Input y contains NaN"):
         SequenceRegressor("gru-dt", **FAST).fit(X, np.full(10, nan))
+    # issue 36: a missing label gave numpy's comparison error or scikit-learn's "Unknown label type: unknown"
+    for missing in (np.array(list(y[:3]) + [None] + list(y[4:]), dtype=object), list(y[:3]) + [None] + list(y[4:]),
+                    np.where(np.arange(10) == 3, nan, y.astype(float))):
+        with pytest.raises(ValueError, match=r"y holds 1 missing label\(s\) \((None or )?NaN\), the first at sample 3"):
+            clf.fit(X, missing)
+    with pytest.raises(ValueError, match=r"y holds 1 missing label"):
+        RandomFeatureClassifier().fit(X, list(y[:3]) + [None] + list(y[4:]))
+    # issue 36: a validation split that leaves no training sample gave scikit-learn's "train set will be empty"
+    for estimator, target in ((SequenceClassifier("gru-dt", **FAST, validation_fraction=0.9), y[:4]),
+                              (SequenceRegressor("gru-dt", **FAST, validation_fraction=0.9), np.arange(4.0))):
+        with pytest.raises(ValueError, match=r"validation_fraction=0.9 of 4 samples leaves 0 to train on and 4 to "
+                                             r"validate: each part needs at least 1 sample"):
+            estimator.fit(X[:4], target)
 
 
 def test_bad_parameters_raise_naming_them():
