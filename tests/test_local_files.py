@@ -256,6 +256,10 @@ def test_bad_arguments_name_the_argument(toy, tmp_path):
         load(toy["train_path"].parent, toy["test_path"])
     with pytest.raises(FileNotFoundError, match="test: .*nothere.ts does not exist"):
         load(toy["train_path"], tmp_path / "nothere.ts")
+    # issue 36: a misspelt train path was answered "test is required when train is a file"
+    for misspelt in (tmp_path / "Toy_TRAIM.ts", tmp_path / "no-such-folder"):
+        with pytest.raises(FileNotFoundError, match=f"train: .*{misspelt.name} does not exist"):
+            load(misspelt)
     csv = tmp_path / "x.csv"
     csv.write_text("1,2\n")
     with pytest.raises(ValueError, match="test: .*x.csv is neither a .ts nor an .arff file"):

@@ -400,5 +400,14 @@ def test_random_feature_rows_are_labelled_as_the_toolkits_not_as_references():
     assert REFERENCE_METHODS["random-features"].kind == "random features"
     assert _closed_form_kind("random-features") == "random features"
     assert _closed_form_kind("minirocket") == "reference"
+    # issue 36: summary.png labelled the random-features row "(reference)" where results.md said "(random features)"
+    from neuralde_seq.training.plots import row_label
+    from neuralde_seq.training.report import summarise_row
+
+    rows = {name: summarise_row({"label": name, "model": name, "reference": True, "paper": None}, [], "accuracy", [])
+            for name in ("random-features", "minirocket")}
+    assert row_label(rows["random-features"]) == "random-features (random features)"
+    assert row_label(rows["minirocket"]) == "minirocket (reference)"
+    assert row_label(summarise_row({"label": "gru", "model": "gru-dt", "paper": None}, [], "accuracy", [])) == "gru"
     with pytest.raises(ValueError, match="kind must be one of"):
         register_reference_method(ReferenceMethod("nn-x", "sklearn.neighbors:KNeighborsClassifier", kind="toolkit"))

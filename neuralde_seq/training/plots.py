@@ -120,7 +120,7 @@ class SummaryPlot:
         title: the figure's title (its lines joined by newlines).
         value_limits: (low, high) of the value axis, at the rows' scale (e.g. accuracy in %).
         value_label: the value axis's label.
-        row_labels: the rows' labels, top to bottom, reference rows marked ``(reference)``.
+        row_labels: the rows' labels, top to bottom, closed-form rows marked with their kind (`row_label`).
         value_texts: the text written beside each drawn value, in drawing order (ours, then the paper's number
             where a row has one), e.g. ``94.59 ± 0.81``.
     """
@@ -151,6 +151,13 @@ def _seeds_text(summaries: Sequence[Mapping]) -> str:
     if len(counts) == 1:
         return f"mean ± sample std over {counts[0]} seeds"
     return f"mean ± sample std over {counts[0]}-{counts[-1]} seeds"
+
+
+def row_label(summary: Mapping) -> str:
+    """A row's label on the summary plot: a closed-form row marked with its kind as results.md marks it,
+    "(reference)" for a practitioner's method and "(random features)" for the toolkit's own closed-form mode."""
+    kind = summary.get("closed_form_kind") or ("reference" if summary.get("reference") else None)
+    return summary["label"] + (f" ({kind})" if kind else "")
 
 
 def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title: str = "", task: str = "",
@@ -235,7 +242,7 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
     if references and references[0] > 0:
         ax.axhline(references[0] - 0.5, color="black", linestyle="--", linewidth=0.8)
     ax.set_yticks(range(n))
-    ax.set_yticklabels([s["label"] + (" (reference)" if s.get("reference") else "") for s in ordered])
+    ax.set_yticklabels([row_label(s) for s in ordered])
     ax.set_ylim(n - 0.5, -0.5 - (0.3 if n == 1 else 0.0))  # first row on top; room for the value text
     ax.set_xlim(low, high)
     axis_name = ", ".join(f"test {_metric_axis_name(m, sc)}" for m, sc in metrics)

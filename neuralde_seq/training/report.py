@@ -101,7 +101,9 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
             "scale": scale, "metrics": stats, "paper": paper, "difference": diff,
             "params": results[0]["params"] if results else None,
             "seconds_per_epoch": aggregate(spe), "train_seconds": aggregate(train_seconds),
-            "reference": bool(row.get("reference")), "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
+            "reference": bool(row.get("reference")),
+            "closed_form_kind": _closed_form_kind(row["model"]) if row.get("reference") else None,
+            "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
 
 
 def _closed_form_kind(name: str) -> str:

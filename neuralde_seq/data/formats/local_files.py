@@ -281,6 +281,8 @@ def load_files(
         raise ValueError(f"name must be a non-empty string or None, got {name!r}")
 
     train_path = _resolve(train, "train")
+    if not train_path.exists():  # a misspelt path: say so, rather than ask for a test file
+        raise FileNotFoundError(f"train: {train_path} does not exist")
     if train_path.is_dir():
         if test is not None:
             raise ValueError(f"test must be None when train is a folder ({train_path}): the folder's "
