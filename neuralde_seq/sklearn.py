@@ -77,8 +77,8 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    of ``X``, ``baseline_``, gives the offsets of later X), so training starts from the baseline), with
    `Classification` or `Regression` (MSE on targets standardised with their mean and standard deviation,
    ``target_mean_`` and ``target_scale_``; predictions are mapped back), and with a validation split
-   `BestCheckpoint` in memory (the best validation weights are restored at the end) and, given a patience (``patience``, or ``epochs="auto"``'s),
-   `EarlyStopping`. Every member trains on the same split;
+   `BestCheckpoint` in memory (the best validation weights are restored at the end) and, given a patience
+   (``patience``, or ``epochs="auto"``'s), `EarlyStopping`. Every member trains on the same split;
 7. ``model_`` is the one member, or `EnsembleClassifier` (the mean of the members' class probabilities) /
    `EnsembleRegressor` (the mean of their outputs, so of their predictions) of them.
 

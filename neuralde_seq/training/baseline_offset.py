@@ -25,8 +25,8 @@ from ..reference import SummaryFeatureClassifier
 BASELINES = ("summary-features",)
 
 
-def _logits(baseline: SummaryFeatureClassifier, data: IrregularDataset, num_classes: int) -> np.ndarray:
-    """(N, K) logits of a fitted baseline whose classes are a subset of 0..K-1 (a fold may miss none: stratified)."""
+def baseline_logits(baseline: SummaryFeatureClassifier, data: IrregularDataset, num_classes: int) -> np.ndarray:
+    """(N, K) logits of a fitted baseline whose classes are a subset of 0..K-1 (a stratified fold misses none)."""
     decision = baseline.decision_function(data)
     logits = np.zeros((len(data), num_classes))
     classes = baseline.classes_.astype(np.int64)
@@ -68,14 +68,9 @@ def summary_feature_logits(data: IrregularDataset, codes: np.ndarray, num_classe
     for fit_index, held_index in splitter.split(np.zeros(len(codes)), codes):
         fold = SummaryFeatureClassifier(random_state=seed).fit(data.subset(torch.as_tensor(fit_index)),
                                                                 codes[fit_index])
-        logits[held_index] = _logits(fold, data.subset(torch.as_tensor(held_index)), num_classes)
+        logits[held_index] = baseline_logits(fold, data.subset(torch.as_tensor(held_index)), num_classes)
     final = SummaryFeatureClassifier(random_state=seed).fit(data, codes)
     return logits, final
-
-
-def baseline_logits(baseline: SummaryFeatureClassifier, data: IrregularDataset, num_classes: int) -> np.ndarray:
-    """(N, K) logits of the fitted baseline for new samples."""
-    return _logits(baseline, data, num_classes)
 
 
 class LogitOffset(nn.Module):
