@@ -451,11 +451,8 @@ class MiniRocketClassifier(_MiniRocketFeatures, _GridClassifier):
 class MiniRocketRegressor(_MiniRocketFeatures, _Grid, RegressorMixin, BaseEstimator):
     """MiniRocket features and a ridge regression on irregular series put on a grid (aeon's
     ``MiniRocketRegressor`` recipe: the transform, ``StandardScaler(with_mean=False)``, ``RidgeCV(alphas)``), the
-    practitioner's reference for regression. Needs aeon.
-
-    Arguments:
-        n_kernels, max_dilations_per_kernel, alphas, random_state, n_jobs, grid_length, span: as
-            `MiniRocketClassifier`.
+    practitioner's reference for regression. Needs aeon. Its arguments (``n_kernels``, ``max_dilations_per_kernel``,
+    ``alphas``, ``random_state``, ``n_jobs``, ``grid_length``, ``span``) are those of `MiniRocketClassifier`.
 
     Attributes (after ``fit``): ``grid_length_``, ``span_``, ``channel_mean_``, ``n_channels_``, ``transform_``,
     ``scaler_``, ``ridge_`` (``RidgeCV``, with the chosen ``alpha_``).
