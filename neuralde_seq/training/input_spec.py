@@ -266,10 +266,13 @@ class InputSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "InputSpec":
-        """The spec `to_dict` wrote (without ``fill_step``: no filling).
+        """The spec `to_dict` wrote (without ``fill_step``: no filling), every value checked as `fit` would have made
+        it: a spec edited by hand, or read from a damaged file, is refused naming the field, never read as something
+        else (an infinite scale would zero a channel, a negative one flip it, the string "false" read as True).
 
         Raises:
-            ValueError: a mapping without the spec's fields, or with others.
+            ValueError: a mapping without the spec's fields, or with others, or a field with a value `fit` never
+                writes (named).
         """
         fields = {f.name for f in dataclasses.fields(cls)}
         needed = fields - {"fill_step"}
@@ -277,12 +280,66 @@ class InputSpec:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally fill_step), "
                              f"got {given}")
-        model_entry(data["model"])
-        tupled = {k: None if data[k] is None else tuple(float(x) for x in data[k])
-                  for k in ("channel_mean", "channel_scale")}
-        return cls(model=data["model"], control=dict(data["control"]), time_unit=data["time_unit"],
-                   reads_static=bool(data["reads_static"]),
-                   fill_step=check_fill_gaps(data.get("fill_step"), "fill_step", auto=False), **tupled)
+        model = data["model"]
+        if not isinstance(model, str):
+            raise ValueError(f"input spec: model must be a registry name (a string), got {model!r}")
+        entry = model_entry(model)
+        control = data["control"]
+        if not isinstance(control, Mapping):
+            raise ValueError(f"input spec: control must be a mapping of build_control options, got {control!r}")
+        reads_static = data["reads_static"]
+        if not isinstance(reads_static, bool):
+            raise ValueError(f"input spec: reads_static must be true or false, got {reads_static!r}")
+        if entry.inputs == "observations":
+            # what fit refuses for a model that reads observations is refused here too, not ignored
+            if control:
+                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty, got "
+                                 f"{sorted(control)}")
+            if reads_static:
+                raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
+                                 "observations (they carry their static features themselves)")
+            if data.get("fill_step") is not None:
+                raise ValueError(f"input spec: fill_step must be absent or null for model {model!r}, which reads "
+                                 "raw observations")
+        else:
+            check_control_overrides(model, control)
+        time_unit = data["time_unit"]
+        if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
+            if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
+                    math.isfinite(float(time_unit)) and time_unit > 0):
+                raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
+                                 f"'auto' to the training span), got {time_unit!r}")
+            time_unit = float(time_unit)
+        statistics = {name: _channel_statistic(data, name) for name in ("channel_mean", "channel_scale")}
+        if (statistics["channel_mean"] is None) != (statistics["channel_scale"] is None):
+            raise ValueError("input spec: channel_mean and channel_scale must both be null or both be given")
+        if statistics["channel_mean"] is not None:
+            if len(statistics["channel_mean"]) != len(statistics["channel_scale"]):
+                raise ValueError(f"input spec: channel_mean has {len(statistics['channel_mean'])} channel(s), "
+                                 f"channel_scale {len(statistics['channel_scale'])}; give one of each per channel")
+            bad = [c for c, x in enumerate(statistics["channel_scale"]) if not x > 0]
+            if bad:
+                raise ValueError(f"input spec: channel_scale must be positive (a standard deviation), got "
+                                 f"{statistics['channel_scale'][bad[0]]} for channel {bad[0]}")
+        return cls(model=model, control=dict(control), time_unit=time_unit, reads_static=reads_static,
+                   fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
+
+
+def _channel_statistic(data: Mapping, name: str) -> tuple[float, ...] | None:
+    """``data[name]`` (channel_mean or channel_scale) as a tuple of finite floats, or None.
+
+    Raises:
+        ValueError: not null nor a non-empty list of finite numbers, naming the field and the first bad entry.
+    """
+    value = data[name]
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__") or len(value) == 0:
+        raise ValueError(f"input spec: {name} must be null or a list with one number per channel, got {value!r}")
+    for c, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for channel {c}")
+    return tuple(float(x) for x in value)
 
 
 def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
