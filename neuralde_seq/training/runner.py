@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from ..data import DatasetSplits, IrregularDataset
-from ..files import OutputLock
+from ..files import OutputLock, published_together, remove_stale_temporaries
 from ..input_checks import floating_dtype
 from ..solvers import SolverOptions
 from ..user_warnings import options_spelled_as
@@ -572,6 +572,14 @@ def _run_outcome(result: dict, metric: str) -> str:
     return ", ".join(parts) + (" (DIVERGED: last good checkpoint)" if result["diverged"] else "")
 
 
+def _clear_stale_temporaries(folder: Path, progress: bool) -> None:
+    """Remove the temporary files a killed writer left in ``folder`` (`remove_stale_temporaries`), saying so."""
+    removed = remove_stale_temporaries(folder)
+    if removed and progress:
+        print(f"removed {len(removed)} temporary file(s) left in {folder} by an interrupted write: "
+              f"{', '.join(p.name for p in removed)}", file=sys.stderr)
+
+
 def _is_main() -> bool:
     import torch.distributed as dist
 
@@ -643,6 +651,7 @@ def run_benchmark(
         out_dir = Path(out_dir)
         if _is_main():  # one process at a time writes into out_dir: a second one is refused (OutputFolderBusy)
             held.enter_context(OutputLock(out_dir))
+            _clear_stale_temporaries(out_dir, progress)
 
         from tqdm import tqdm
 
@@ -721,6 +730,8 @@ def run_benchmark(
             row_dir = _inside(out_dir / "runs", slug(row.label))
             run_dir = _inside(row_dir, f"seed{seed}-{run_id}")
             result_path = run_dir / "result.json"
+            if _is_main():  # a run killed mid-write left its temporary files here; this process owns the folder now
+                _clear_stale_temporaries(run_dir, progress)
             if resume:
                 others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
                     if row_dir.exists() else []
@@ -808,8 +819,10 @@ def run_benchmark(
         cfg_dict["models"] = [r.to_dict() for r in rows]
         if not _is_main():
             return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
-        results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
-                               out_dir=out_dir, environment_info=env, max_steps=max_steps)
-        results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
-        write_json(results, out_dir / "results.json")
+        # results.json, results.md and the plots are one answer: published together, or (a failed write) not at all
+        with published_together():
+            results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
+                                   out_dir=out_dir, environment_info=env, max_steps=max_steps)
+            results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
+            write_json(results, out_dir / "results.json")
         return results
