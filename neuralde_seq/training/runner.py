@@ -429,8 +429,9 @@ def fit_and_evaluate_reference(
 
     Returns:
         A dict with the keys of `fit_and_evaluate`'s (``params`` None, an empty ``history``, ``diverged``
-        None; ``train_seconds`` the fit's wall time, ``eval_seconds`` the predictions') and ``fit_on`` and
-        ``num_fit`` (the samples fitted on).
+        None; ``train_seconds`` the fit's wall time, ``eval_seconds`` the predictions') and ``compile_seconds``
+        (the warm-up's before the fit: numba's one-off compilation, `neuralde_seq.reference.warm_up`), ``fit_on``
+        and ``num_fit`` (the samples fitted on).
     """
     from ..reference import evaluate_reference, fit_reference
 
@@ -438,7 +439,7 @@ def fit_and_evaluate_reference(
     fit_on = options.pop("fit_on", "train+val")
     train, val, test = splits
     fit_sets = (train, val) if fit_on == "train+val" else (train,)
-    estimator, train_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
+    estimator, train_seconds, compile_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
     metrics, eval_seconds = {}, 0.0
     _check_test_labels(tests)
     datasets = {"val": val, "test": test, **dict(tests or {})}
@@ -455,8 +456,8 @@ def fit_and_evaluate_reference(
     history = {"train_loss": [], "train_accuracy": [], "val_loss": [], "val_accuracy": [], "seconds_per_epoch": [],
                "epochs_run": 0, "steps": 0, "best_epoch": None}
     return {"model": method, "params": None, "options": {**estimator.get_params(deep=False), "fit_on": fit_on},
-            "history": history, "diverged": None, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-            "metrics": metrics, "fit_on": fit_on, "num_fit": sum(len(ds) for ds in fit_sets)}
+            "history": history, "diverged": None, "train_seconds": train_seconds, "compile_seconds": compile_seconds,
+            "eval_seconds": eval_seconds, "metrics": metrics, "fit_on": fit_on, "num_fit": sum(len(ds) for ds in fit_sets)}
 
 
 # ------------------------------------------------------------------------------------------ the runner
@@ -804,6 +805,7 @@ def run_benchmark(
             }
             if row.reference:
                 result["timing"]["seconds_per_epoch_mean"] = None
+                result["timing"]["compile_seconds"] = fit["compile_seconds"]
                 result["reference"] = {"method": row.model, "fit_on": fit["fit_on"], "num_fit": fit["num_fit"]}
             if fit["diverged"]:
                 diverged_runs.append((row.label, seed))
