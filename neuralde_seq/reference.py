@@ -229,7 +229,8 @@ def to_grid(times, values, lengths=None, *, length: int | None = None, span="sam
 def _read(X, times, y=None, *, fitting: bool):
     """X (and times, y) as float64 (times, values, lengths) tensors and labels (or None).
 
-    X is an `IrregularDataset` (times must then be None; its labels are the default y) or the estimators'
+    X is an `IrregularDataset` (times must then be None; its labels as given, `IrregularDataset.given_labels`,
+    are the default y: a dataset of labels 3 and 1 predicts 3 and 1, not the indices 1 and 0) or the estimators'
     array forms (`neuralde_seq.data.pad_sequences`)."""
     if isinstance(X, IrregularDataset):
         if times is not None:
@@ -237,7 +238,7 @@ def _read(X, times, y=None, *, fitting: bool):
         if y is None and fitting:
             if X.labels is None:
                 raise ValueError("y is None and the IrregularDataset X has no labels: give y")
-            y = X.labels
+            y = X.given_labels()
         return (X.times.detach().cpu().double(), X.values.detach().cpu().double(), X.lengths.detach().cpu()), y
     from .data.formats.arrays import pad_sequences
 

@@ -428,3 +428,22 @@ def test_random_feature_rows_are_labelled_as_the_toolkits_not_as_references():
     assert row_label(summarise_row({"label": "gru", "model": "gru-dt", "paper": None}, [], "accuracy", [])) == "gru"
     with pytest.raises(ValueError, match="kind must be one of"):
         register_reference_method(ReferenceMethod("nn-x", "sklearn.neighbors:KNeighborsClassifier", kind="toolkit"))
+
+
+@pytest.mark.parametrize("labels", [np.array([3, 1] * 8), np.array(["walk", "run"] * 8)], ids=["ints", "strings"])
+def test_a_reference_fitted_on_a_dataset_alone_predicts_the_labels_it_was_given(labels):
+    # the dataset's class indices were the default y: labels 3 and 1 came back as 1 and 0
+    from neuralde_seq.data import from_arrays
+    from neuralde_seq.reference import SummaryFeatureClassifier
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(12, 2)) + (k % 2) for k in range(16)]
+    dataset = from_arrays(X, labels)
+    for estimator in (NearestNeighbourClassifier(), SummaryFeatureClassifier()):
+        alone = estimator.fit(dataset)
+        assert list(alone.classes_) == sorted(set(labels.tolist()))
+        assert isinstance(alone.classes_[0], str if labels.dtype.kind == "U" else (int, np.integer))
+        predicted = alone.predict(dataset)
+        by_arrays = type(estimator)().fit(X, labels).predict(X)
+        np.testing.assert_array_equal(predicted, by_arrays)
+        assert set(predicted.tolist()) <= set(labels.tolist())
