@@ -1,5 +1,5 @@
 """The exact solver's two scans side by side: sequential (one affine step after the other, hand-written adjoint)
-against chunked (the WY / UT form of `neuralde_seq.ops.chunked_delta`, autograd per recomputed segment).
+against chunked (the WY / UT form of `neuralde_seq.solvers.chunked_delta`, autograd per recomputed segment).
 
 For each number of windows, one pre-Delta field in "rde" form (d_model = heads × head_dim) on a synthetic
 piecewise-constant control (log-signature-like windows of length 1, 7 channels) is solved by

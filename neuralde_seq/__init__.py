@@ -32,7 +32,7 @@ from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, L
 from .observations import Observations
 from .rules import Delta, Hebb, LearningRule, Oja, make_rule, register_rule, registered_rule
 from .signatures import logsignature, logsignature_windows
-from .solver_choices import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint
+from .solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint
 from .solvers import SolverOptions, parse_solver, solve
 from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
                        TrainingSpec, evaluate, fit, predict, train_classifier)

@@ -213,7 +213,7 @@ def _solver_items(name: str, solver) -> list[str]:
     None means where it means something."""
     import dataclasses
 
-    from .ops.chunked_delta import DEFAULT_BLOCK_SIZE
+    from .solvers.chunked_delta import DEFAULT_BLOCK_SIZE
 
     meaning = {"step_size": "one step per knot interval", "checkpoint_every": "√N steps per segment",
                "chunk_size": "sized to batch and heads", "exact_block_size": str(DEFAULT_BLOCK_SIZE),

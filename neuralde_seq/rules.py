@@ -24,7 +24,7 @@ All tensors carry arbitrary leading batch dimensions ``(...)``; heads are one of
 Exact steps (docs/equations.md#closed-forms-on-constant-inputs). When k, v and β stay constant for a time h
 (a log-signature window, a piece of a rectilinear control), every rule has a closed-form solution,
 `LearningRule.exact_step`. Hebb, Oja and pre-Delta are affine in W and are described by
-`LearningRule.affine_step` (a `RankOneUpdate`), which `neuralde_seq.ops.exact_fast_weights`
+`LearningRule.affine_step` (a `RankOneUpdate`), which `neuralde_seq.solvers.exact_fast_weights`
 applies over whole sequences; post-Delta's step is nonlinear and is applied step by step
 (`LearningRule.exact_step_inputs`, `Delta.exact_step_from_inputs`). The formulas are written with ``expm1`` and an overflow-free ``asinh(sinh(·)·r)``
 (`relaxation_rate`, `relax_error`).
@@ -227,7 +227,7 @@ class RankOneRate(_RankOneTerms):
 
     The continuous counterpart of `RankOneUpdate`: Hebb (decay None), pre-Delta (a = k, b = v) and Oja (on Wᵀ,
     a = v, b = k), with a forget gate's −λ W (docs/equations.md#forget-gate). Fixed-step solvers compose the
-    Runge-Kutta step of such a rate into one affine map of W (`neuralde_seq.ops.affine_rk4`).
+    Runge-Kutta step of such a rate into one affine map of W (`neuralde_seq.solvers.affine_rk4`).
 
     Attributes: ``a``, ``b``, ``decay``, ``write``, ``transposed`` as `_RankOneTerms`, and
         forget: (..., 1) the forget rate λ, or None (no forget gate).

@@ -6,7 +6,7 @@ registry model, a training loss, and instruments that watch the solvers' step lo
 - `watch_step_loops(context)`: enters ``context()`` around each step loop only, i.e. after a solve's argument
   checks and set-up (which may read values on the host): `FixedStepSolve.run` (the fixed-step methods' loop over a
   segment, recomputed in the backward pass; its subclasses' loops too, e.g. the affine step maps' solve of
-  `neuralde_seq.ops.affine_rk4`) and the exact solver's `_CheckpointedSegments` forward and backward (its loops
+  `neuralde_seq.solvers.affine_rk4`) and the exact solver's `_CheckpointedSegments` forward and backward (its loops
   over the segments and steps, the projections of each segment included, sequential or chunked).
 - `host_reads_forbidden`: inside it, reading a tensor's value on the host (``.item()``, ``.tolist()``,
   ``bool()``, ``float()``, ``int()``) or building a tensor from host data (``torch.tensor(list)``), which on a GPU
@@ -116,8 +116,8 @@ def host_reads_forbidden(allowed_on_cpu: tuple[str, ...] = ()):
 def watch_step_loops(context, record: list | None = None):
     """Enter ``context()`` around every step loop of the fixed-step and exact solvers (module docstring); the
     names of the loops entered are appended to ``record``."""
-    from neuralde_seq import fixed_step
-    from neuralde_seq.ops import exact_fast_weights
+    from neuralde_seq.solvers import fixed_step
+    from neuralde_seq.solvers import exact_fast_weights
 
     record = [] if record is None else record
 
@@ -130,7 +130,7 @@ def watch_step_loops(context, record: list | None = None):
         return wrapper
 
     try:  # the fixed-step solves that compose affine step maps, where the library has them
-        from neuralde_seq.ops import affine_rk4  # noqa: F401
+        from neuralde_seq.solvers import affine_rk4  # noqa: F401
     except ImportError:
         pass
     # every fixed-step solve class with a step loop of its own (FixedStepSolve and its subclasses)

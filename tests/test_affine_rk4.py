@@ -1,6 +1,6 @@
-"""The affine-map fixed-step solve (neuralde_seq.ops.affine_rk4) against the per-step Runge-Kutta loop it replaces.
+"""The affine-map fixed-step solve (neuralde_seq.solvers.affine_rk4) against the per-step Runge-Kutta loop it replaces.
 
-The per-step loop (``SolverOptions(affine_steps=False)``, neuralde_seq.fixed_step) is the reference: in float64 the
+The per-step loop (``SolverOptions(affine_steps=False)``, neuralde_seq.solvers.fixed_step) is the reference: in float64 the
 affine path must give its states and its gradients with respect to every parameter and the control's coefficients
 (the same Runge-Kutta polynomial evaluated in another order: rounding only), at the length users run (1,000 steps),
 with variable lengths, at every knot, for every affine rule with and without a forget gate, and for other tableaus.
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from neuralde_seq import create_model, model_inputs
-from neuralde_seq.fixed_step import TABLEAUS, FixedStepSolve
+from neuralde_seq.solvers.fixed_step import TABLEAUS, FixedStepSolve
 from neuralde_seq.models.fast_weights import FastWeightNetwork
-from neuralde_seq.ops import affine_rk4
-from neuralde_seq.ops.affine_rk4 import AffineFixedStepSolve, affine_steps_apply, dense_step_maps, step_maps
+from neuralde_seq.solvers import affine_rk4
+from neuralde_seq.solvers.affine_rk4 import AffineFixedStepSolve, affine_steps_apply, dense_step_maps, step_maps
 from neuralde_seq.rules import RankOneRate, make_rule
 from neuralde_seq.solvers import SolverOptions, solve
 

@@ -1,4 +1,4 @@
-"""The chunked (WY / UT) exact path, neuralde_seq.ops.chunked_delta and SolverOptions(exact_scan="chunked"),
+"""The chunked (WY / UT) exact path, neuralde_seq.solvers.chunked_delta and SolverOptions(exact_scan="chunked"),
 against the per-window references, in float64.
 
 - `chunked_affine_steps` against a loop of `RankOneUpdate.apply` (states after every step and final states, and
@@ -19,8 +19,8 @@ import torch
 import fwp_reference as ref
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.ops import exact_fast_weights as exact
-from neuralde_seq.ops.chunked_delta import chunked_affine_steps
+from neuralde_seq.solvers import exact_fast_weights as exact
+from neuralde_seq.solvers.chunked_delta import chunked_affine_steps
 from neuralde_seq.rules import RankOneUpdate
 from neuralde_seq.solvers import SolverOptions, solve
 
@@ -231,7 +231,7 @@ def test_refused_options():
 
 
 def test_auto_takes_the_sequential_steps_on_the_cpu_and_for_post_delta(monkeypatch):
-    import neuralde_seq.ops.exact_fast_weights as exact
+    import neuralde_seq.solvers.exact_fast_weights as exact
 
     calls = []
     real = exact.chunked_affine_steps

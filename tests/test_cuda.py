@@ -24,8 +24,8 @@ import torch
 
 from device_checks import build_registry_model, registry_batch, solver_options, training_loss, watch_step_loops
 from neuralde_seq import MODEL_NAMES
-from neuralde_seq.fixed_step import FIXED_STEP_METHODS
-from neuralde_seq.ops.linear_scan import STRUCTURES, parallel_scan, sequential_scan
+from neuralde_seq.solvers.fixed_step import FIXED_STEP_METHODS
+from neuralde_seq.solvers.linear_scan import STRUCTURES, parallel_scan, sequential_scan
 from neuralde_seq.solvers import SolverOptions
 
 pytestmark = [pytest.mark.cuda,

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CITATION = re.compile(r"docs/([A-Za-z0-9_]+\.md)(?:#([A-Za-z0-9_-]+))?")
 PUBLIC_MODULES = ["neuralde_seq", "neuralde_seq.models", "neuralde_seq.data", "neuralde_seq.training",
                   "neuralde_seq.sklearn", "neuralde_seq.rules", "neuralde_seq.signatures", "neuralde_seq.ops",
+                  "neuralde_seq.solvers",
                   "neuralde_seq.basis", "neuralde_seq.reference", "neuralde_seq.random_features"]
 
 
@@ -87,7 +88,8 @@ def undocumented_arguments(obj) -> list[str]:
     do not mention by name."""
     targets = [obj]
     if inspect.isclass(obj):
-        targets = [obj.__init__] if "__init__" in vars(obj) else []
+        # a Protocol (e.g. `Dynamics`) is never constructed: its __init__ is typing's placeholder
+        targets = [obj.__init__] if "__init__" in vars(obj) and not getattr(obj, "_is_protocol", False) else []
         if "forward" in vars(obj):
             targets.append(obj.forward)
     text = (inspect.getdoc(obj) or "") + "\n" + "\n".join(inspect.getdoc(target) or "" for target in targets)

@@ -1,4 +1,4 @@
-"""The exact solver (neuralde_seq.ops.exact_fast_weights, SolverOptions(method="exact")) against independent
+"""The exact solver (neuralde_seq.solvers.exact_fast_weights, SolverOptions(method="exact")) against independent
 solutions.
 
 - Solutions: against the torchdiffeq reference (rk4 with a step <= 1/16 of every window, float64), for every
@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import fwp_reference as ref
-from neuralde_seq.ops import exact_fast_weights as exact
+from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs

@@ -18,7 +18,7 @@ import fwp_reference as ref
 from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
-from neuralde_seq.ops import exact_fast_weights as exact
+from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.rules import make_rule
 from neuralde_seq.solvers import SolverOptions, solve
 from test_solvers import FieldDynamics, make_data

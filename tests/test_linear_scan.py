@@ -1,4 +1,4 @@
-"""Structured linear recurrences and the linear CDEs built on them (neuralde_seq.ops.linear_scan,
+"""Structured linear recurrences and the linear CDEs built on them (neuralde_seq.solvers.linear_scan,
 neuralde_seq.models.linear_cde).
 
 - The parallel prefix scan equals the sequential loop (float64, 1e-10 relative), values and gradients, for every
@@ -22,9 +22,9 @@ import torch
 from neuralde_seq.controls import build_control
 from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs
 from neuralde_seq.models.linear_cde import LinearCDE
-from neuralde_seq.ops.exact_fast_weights import piece_inputs, solve_exact_reference
+from neuralde_seq.solvers.exact_fast_weights import piece_inputs, solve_exact_reference
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.ops.linear_scan import STRUCTURES, dplr_to_dense, parallel_scan, sequential_scan
+from neuralde_seq.solvers.linear_scan import STRUCTURES, dplr_to_dense, parallel_scan, sequential_scan
 
 DTYPE = torch.float64
 

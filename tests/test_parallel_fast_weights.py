@@ -1,11 +1,11 @@
 """The fast weight recurrences composed by a parallel prefix scan (``SolverOptions(scan="parallel")``, issue 27)
 against their sequential forms, in float64.
 
-- The affine rk4 path (neuralde_seq.ops.affine_rk4): delta-cde, hebb-cde and oja-cde at 1,000 steps, three
+- The affine rk4 path (neuralde_seq.solvers.affine_rk4): delta-cde, hebb-cde and oja-cde at 1,000 steps, three
   samples of different lengths, states at every knot: values, and gradients with respect to the field's weights,
   the control's coefficients and the initial state, equal to ``scan="sequential"`` (the hand-written adjoint) to
   1e-9 relative; in the default (long) segments and in several short checkpointed segments.
-- The exact path (neuralde_seq.ops.exact_fast_weights): pre-Delta (with and without a forget gate) at 1,000 and
+- The exact path (neuralde_seq.solvers.exact_fast_weights): pre-Delta (with and without a forget gate) at 1,000 and
   4,096 windows, the rank-one steps composed by the scan and the chunked WY blocks composed by the scan, against
   the sequential recurrence; Oja and Hebb at 300 windows.
 - "auto" takes the sequential path on the CPU (the scan is never called) and the parallel one elsewhere;
@@ -27,7 +27,7 @@ from device_checks import (build_registry_model, factories_on, host_reads_forbid
 from neuralde_seq import create_model, model_inputs
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.ops import affine_rk4, chunked_delta, exact_fast_weights, linear_scan
+from neuralde_seq.solvers import affine_rk4, chunked_delta, exact_fast_weights, linear_scan
 from neuralde_seq.solvers import SolverOptions, solve
 
 DTYPE = torch.float64

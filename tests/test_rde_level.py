@@ -25,7 +25,7 @@ from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.logsignature_control import cached_logsignature_control
 from neuralde_seq.models import create_model
-from neuralde_seq.ops.exact_fast_weights import solve_exact_reference
+from neuralde_seq.solvers.exact_fast_weights import solve_exact_reference
 from neuralde_seq.solvers import SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
 

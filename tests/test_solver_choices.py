@@ -11,7 +11,7 @@ from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.input_checks import UnknownOptionError
 from neuralde_seq.models import create_model, model_defaults, model_inputs
-from neuralde_seq.solver_choices import Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint, RK4
+from neuralde_seq.solvers.methods import Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint, RK4
 from neuralde_seq.solvers import SolverOptions, parse_solver, resolve_method, solve
 from neuralde_seq.training.config import ConfigError, apply_overrides, parse_config
 from neuralde_seq.training.runner import _changed_keys

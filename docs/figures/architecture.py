@@ -19,7 +19,7 @@ OUT = HERE / "architecture.svg"
 ADDITIONS = {
     1: "new learning rule: a LearningRule subclass + register_rule (rules)",
     2: "new dataset: a module in data/sources that calls register_task",
-    3: "new solver method: a method object in solver_choices",
+    3: "new solver method: a Method subclass in solvers/methods (+ its kernel in solvers/)",
     4: "new model: a module in models/ + register_model (models)",
 }
 

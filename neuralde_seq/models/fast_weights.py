@@ -165,7 +165,7 @@ class _CoupledDynamics(nn.Module):
         self.needs_time = first.needs_time  # every layer has the same basis options
         # What the closed form (method "exact", or "auto" where it applies) solves: one layer's field. Deeper
         # layers read the previous layer's output, which moves inside every window, so they have no closed-form
-        # step (neuralde_seq.ops.exact_fast_weights).
+        # step (neuralde_seq.solvers.exact_fast_weights).
         self.exact_field = first if len(layers) == 1 else None
 
     def control_features(self, x, dx, s=None):
@@ -200,7 +200,7 @@ class FastWeightNetwork(nn.Module):
         in_channels: channels of the control.
         num_layers: L >= 1.
         solver: `SolverOptions` (default: method "auto", checkpointed gradients): the closed-form steps of
-            docs/equations.md#closed-forms-on-constant-inputs (`neuralde_seq.ops.exact_fast_weights`) where they
+            docs/equations.md#closed-forms-on-constant-inputs (`neuralde_seq.solvers.exact_fast_weights`) where they
             apply (one layer, on log-signature controls, or on piecewise-linear controls with ``dx_only=True``),
             else rk4 with one step per knot interval. ``method="rk4"`` forces rk4; ``method="exact"`` forces
             the closed form (deeper models are refused here). `resolve_method` says which a control gets.

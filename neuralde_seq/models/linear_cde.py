@@ -16,7 +16,7 @@ as one affine map per piece, h_k = M_k h_{k−1} + b_k:
   exact flow over the window up to third order in its increments; tests/test_linear_scan.py checks that order.)
 
 The whole sequence is one linear recurrence, evaluated step by step or by a parallel prefix scan
-(`neuralde_seq.ops.linear_scan`). The A_i are
+(`neuralde_seq.solvers.linear_scan`). The A_i are
 
 - ``"diagonal"``: diagonal (SLiCE's D-LNCDE; each unit its own scalar recurrence; brackets vanish),
 - ``"block"``: block-diagonal with blocks of ``block_size`` (BD-LNCDE, the papers' recommended variant),
@@ -51,7 +51,7 @@ from torch import nn
 
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
-from ..ops.linear_scan import apply_matrix, compose_matrices, parallel_scan, sequential_scan
+from ..solvers.linear_scan import apply_matrix, compose_matrices, parallel_scan, sequential_scan
 from .recurrent import _positive_int
 
 __all__ = ["LinearCDE", "SCANS", "READOUTS", "LINEAR_STRUCTURES", "ROUGHNESS_BUDGET", "path_scales", "control_depth_of"]

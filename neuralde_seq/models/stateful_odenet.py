@@ -8,7 +8,7 @@ features of the whole sequence, h(s) ∈ R^{hidden × T}, evolve in depth s ∈ 
 where K_j(s) ∗ are 1-D convolutions over the sequence axis whose kernels and biases are basis expansions in s
 (`neuralde_seq.basis.BasisConv1d`, paper Eq. 4) and N_j are stateful normalisations (`StatefulNorm`). F is the
 residual branch of a ResNet basic block (conv, norm, ReLU, conv, norm) without the final ReLU. The ODE is solved
-by a fixed-step explicit Runge-Kutta method (the tableaus of `neuralde_seq.fixed_step`) with ``depth_steps``
+by a fixed-step explicit Runge-Kutta method (the tableaus of `neuralde_seq.solvers.fixed_step`) with ``depth_steps``
 equal steps; a stage at the end of a step reads the weights with ``side="left"`` (see `neuralde_seq.basis`), so
 a step inside one piece of a piecewise basis only sees that piece. With ``method="euler"``, a piecewise-constant
 basis and ``depth_steps = num_bases``, the block is exactly the residual network
@@ -51,7 +51,7 @@ from torch import nn
 
 from ..basis import (BASIS_NAMES, BasisConv1d, BasisModule, Legendre, expand, fit_to_points, make_basis, project,
                      project_module)
-from ..fixed_step import FIXED_STEP_METHODS, TABLEAUS, weighted_sum
+from ..solvers.fixed_step import FIXED_STEP_METHODS, TABLEAUS, weighted_sum
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
 from .ckconv import grid_inputs
@@ -183,7 +183,7 @@ class StatefulODEBlock(nn.Module):
         basis: a `neuralde_seq.basis.Basis`, or a name of `neuralde_seq.basis.BASIS_NAMES` with ``num_bases``.
         num_bases: the number of basis functions when ``basis`` is a name.
         depth_steps: the number of solver steps (changeable after training).
-        method: a fixed-step method of `neuralde_seq.fixed_step.FIXED_STEP_METHODS` ("rk4", "euler", ...).
+        method: a fixed-step method of `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` ("rk4", "euler", ...).
         kernel_size: width of the convolutions (odd).
         normalization: use `StatefulNorm` (default True); False is the paper's ablation without normalisation.
         momentum: see `StatefulNorm`.
@@ -259,7 +259,7 @@ class StatefulODEBlock(nn.Module):
         tableau = TABLEAUS[self.method]
         steps = self.depth_steps
         width = 1.0 / steps
-        for k in range(steps):  # the Runge-Kutta step of neuralde_seq.fixed_step, in depth
+        for k in range(steps):  # the Runge-Kutta step of neuralde_seq.solvers.fixed_step, in depth
             rates = []
             for i, row in enumerate(tableau.a):
                 stage = h + width * weighted_sum(row, rates) if i else h
@@ -284,7 +284,7 @@ class StatefulODENet(nn.Module):
             "piecewise_linear", which compresses best: docs/stateful_odenets.md; ``model.project_bases`` changes it).
         num_bases: the number of basis functions (default 8; odd for "fourier", >= 2 for "piecewise_linear").
         depth_steps: solver steps over depth s ∈ [0, 1] (default 8); assign ``model.depth_steps`` to change it.
-        method: the fixed-step method, one of `neuralde_seq.fixed_step.FIXED_STEP_METHODS` (default "rk4").
+        method: the fixed-step method, one of `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` (default "rk4").
         normalization: stateful normalisation in the block (default True).
         momentum: of the running statistics, in (0, 1] (default 0.1).
         eps: added to variances (default 1e-5).

@@ -22,9 +22,9 @@ import torch
 import torchdiffeq
 from torch.utils.checkpoint import checkpoint
 
-from .controls import Control
+from ..controls import Control
 from .fixed_step import step_grid
-from .user_warnings import warn_user
+from ..user_warnings import warn_user
 
 __all__ = ["torchdiffeq_problem", "solve_adaptive_checkpointed", "solve_adjoint", "counting_steps",
            "ContinuousField", "SteppedField", "AdjointReconstructionWarning", "ADJOINT_RECONSTRUCTION_TOLERANCE"]

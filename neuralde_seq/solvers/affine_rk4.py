@@ -15,11 +15,11 @@ the same grid, the same tableau) splits into
 2. the composition M_{n+1} = M_n P_n + Q_n, the only sequential part: one batched matrix product per step, with
    its adjoint written by hand (G_n = ∂M_n + G_{n+1} P_{n+1}ᵀ, ∂P_n = M_{n−1}ᵀ G_n, ∂Q_n = G_n;
    `_AffineRecurrence`). Being associative, it also runs as a parallel prefix scan
-   (``SolverOptions(scan="parallel")``, and "auto" on a GPU: `neuralde_seq.ops.linear_scan.parallel_scan` on the
+   (``SolverOptions(scan="parallel")``, and "auto" on a GPU: `neuralde_seq.solvers.linear_scan.parallel_scan` on the
    transposed states M_{n+1}ᵀ = P_nᵀ M_nᵀ + Q_nᵀ, every row of M a column of the scan's state), ⌈log₂ S⌉ rounds of
    batched products for the S steps of a segment instead of S products one after the other; its gradient is
    autograd's through the rounds (the adjoint recurrence G_n = ∂M_n + G_{n+1} P_{n+1}ᵀ run as the reverse scan,
-   as deep), and the default segments are then longer (`neuralde_seq.ops.linear_scan.parallel_segment_steps`).
+   as deep), and the default segments are then longer (`neuralde_seq.solvers.linear_scan.parallel_segment_steps`).
 
 The states are the Runge-Kutta states of the per-step loop to rounding (the same polynomial of the stage inputs,
 evaluated in another order), so this is the same model; tests/test_affine_rk4.py checks values and gradients
@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from ..fields import FastWeightField
-from ..fixed_step import FixedStepSolve
+from .fixed_step import FixedStepSolve
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
 __all__ = ["affine_field", "affine_steps_apply", "step_maps", "dense_step_maps", "AffineFixedStepSolve"]
@@ -123,7 +123,7 @@ def step_maps(tableau, h: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decay:
     forget·M (module docstring), for X independent steps at once.
 
     Arguments:
-        tableau: the method's tableau (`neuralde_seq.fixed_step.TABLEAUS`), S stages.
+        tableau: the method's tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`), S stages.
         h: (X, 1) step lengths (0: the identity map).
         a: (S, X, d_a) the rate's read/write direction at every stage.
         b: (S, X, d_b) the vector written at every stage.

@@ -17,18 +17,18 @@ wherever `exact_applies` says the closed form applies) computes the same states:
 2. Hebb: sums of outer products c·h·v kᵀ;
    Oja and pre-Delta: the affine steps M ↦ M − λ (M a) aᵀ + μ b aᵀ (`RankOneUpdate`;
    M = W or Wᵀ) one after the other over all samples and heads at once, with their adjoint written by hand
-   (`neuralde_seq.ops.affine_recurrence`, which says why they are not run as a parallel scan);
+   (`neuralde_seq.solvers.affine_recurrence`, which says why they are not run as a parallel scan);
    post-Delta: its nonlinear exact step, step by step, over the precomputed inputs;
 3. variable lengths: a step after a sample's final knot has length 0, which every closed form maps to the
    identity, so each sample stops at its own end.
 
 ``SolverOptions(scan="parallel")`` (and "auto" on a GPU) composes the affine rules' steps of a segment by the
-parallel prefix scan of `neuralde_seq.ops.linear_scan` instead (each step a diagonal-plus-rank-one map of Wᵀ,
+parallel prefix scan of `neuralde_seq.solvers.linear_scan` instead (each step a diagonal-plus-rank-one map of Wᵀ,
 the rows of W the scan state's columns; with ``exact_scan="chunked"``, the maps of its WY blocks): ⌈log₂ S⌉ rounds
 for S steps, gradients by autograd through the recomputed segment.
 
 Beside step 2's sequential recurrence, ``SolverOptions(exact_scan="chunked")`` computes the affine rules' steps in
-the chunked WY / UT form of `neuralde_seq.ops.chunked_delta` (blocks of steps as matmuls, only the block boundaries
+the chunked WY / UT form of `neuralde_seq.solvers.chunked_delta` (blocks of steps as matmuls, only the block boundaries
 one after the other; gradients by autograd through each recomputed segment): slower on a CPU with heads of width 8,
 expected to be faster on a GPU. tests/test_chunked_delta.py checks it against the reference.
 
@@ -160,7 +160,7 @@ def exact_applies(dynamics, control: Control) -> bool:
 
 def exact_refusal(dynamics, control: Control | None = None) -> str | None:
     """Why `solve_exact` cannot solve ``dynamics`` (along ``control``, if given), as a sentence naming the fix;
-    None when it can (the conditions of `exact_applies`). `neuralde_seq.solver_choices.Exact.refusal`.
+    None when it can (the conditions of `exact_applies`). `neuralde_seq.solvers.methods.Exact.refusal`.
 
     Arguments:
         dynamics: what `neuralde_seq.solvers.solve` integrates.
@@ -270,7 +270,7 @@ class _AffineSegments:
 
 # ------------------------------------------------------------------------------------- chunked (WY / UT)
 class _ChunkedAffineSegments:
-    """Hebb, Oja and pre-Delta in the chunked WY / UT form (`neuralde_seq.ops.chunked_delta`): the steps of
+    """Hebb, Oja and pre-Delta in the chunked WY / UT form (`neuralde_seq.solvers.chunked_delta`): the steps of
     a segment in blocks of ``block_size``, the backward pass by autograd through the recomputed segment (its
     graph holds O(S·(C + d)) numbers per sample and d² per block, not the S·d² of every state).
     The prepared inputs are (a, b, write[, decay][, scale]) of `RankOneUpdate`, each (S, B, H, ·)."""
@@ -320,7 +320,7 @@ class _ParallelAffineSegments(_ChunkedAffineSegments):
     """Hebb, Oja and pre-Delta step by step, the steps of a segment composed by a parallel prefix scan
     (``SolverOptions(scan="parallel")`` with ``exact_scan="sequential"``): the step M ↦ s (M − δ (M a) aᵀ) + w b aᵀ is,
     transposed, Mᵀ ↦ s (I − δ a aᵀ) Mᵀ + w a bᵀ, a diagonal-plus-rank-one map (diagonal for Hebb) of the state Mᵀ
-    whose columns are the rows of M (`neuralde_seq.ops.linear_scan.parallel_scan`, ``columns=True``). Backward pass
+    whose columns are the rows of M (`neuralde_seq.solvers.linear_scan.parallel_scan`, ``columns=True``). Backward pass
     by autograd through the recomputed segment (its graph about S·⌈log₂ S⌉·2d² numbers per matrix)."""
 
     def __init__(self, field: FastWeightField, batch: int):
@@ -540,7 +540,7 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
             H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
         options: `SolverOptions` with method "exact" or "auto" (``chunk_size``, ``compile``, ``exact_scan`` and
             ``exact_block_size`` are read). ``exact_scan="chunked"`` (Hebb, Oja, pre-Delta; refused for
-            post-Delta) computes the same states by the WY / UT form of `neuralde_seq.ops.chunked_delta`,
+            post-Delta) computes the same states by the WY / UT form of `neuralde_seq.solvers.chunked_delta`,
             blocks of ``exact_block_size`` steps, gradients by autograd through each recomputed segment.
             ``scan`` ("auto": "parallel" off the CPU) "parallel" composes the affine rules' steps of a segment
             (with "chunked": its blocks) by a parallel prefix scan (`_ParallelAffineSegments`,

@@ -42,9 +42,9 @@ Stability: δ_t ‖a_t‖² = 1 − e^{−c n h} ∈ [0, 1), so every factor s_t
 Post-Delta admits no chunked form: its exact step (`Delta.exact_step_from_inputs`) moves W along k by
 (e₀ − asinh(sinh(e₀) e^{−c‖k‖²h}))/‖k‖², e₀ = v_raw − W k, which is not affine in W, so steps do not compose into
 a product of matrices and a block cannot be solved without its states; it stays on the sequential path
-(`neuralde_seq.ops.exact_fast_weights`).
+(`neuralde_seq.solvers.exact_fast_weights`).
 
-Cost. Per step and matrix, the sequential recurrence (`neuralde_seq.ops.affine_recurrence`) does about
+Cost. Per step and matrix, the sequential recurrence (`neuralde_seq.solvers.affine_recurrence`) does about
 2·d_a·d_b multiply-adds forward, one step after the other; the chunked form does about C·(d_a + d_b) for the Gram
 matrix and the triangular solve plus 2·d_a·d_b at the block boundaries, in batched matmuls, with T/C iterations
 one after the other. On a CPU with heads of width 8 (batch 32, 16 heads, one thread) the sequential recurrence
@@ -55,8 +55,8 @@ sequential scan stays the default (``SolverOptions(exact_scan="sequential")``). 
 launches per step, the chunked form by a few per block, so the chunked form is expected to win there (to be timed).
 The block boundaries compose too: block i maps its start to its end by M ↦ M P_i + Q_i (the WY form above), so with
 ``parallel=True`` (``SolverOptions(scan="parallel")``, and "auto" on a GPU) they run as a parallel prefix scan of
-⌈log₂ n⌉ rounds over the n blocks (`neuralde_seq.ops.linear_scan.parallel_scan`), not n iterations.
-`neuralde_seq.ops.exact_fast_weights.solve_exact` takes it with ``SolverOptions(exact_scan="chunked")``, its
+⌈log₂ n⌉ rounds over the n blocks (`neuralde_seq.solvers.linear_scan.parallel_scan`), not n iterations.
+`neuralde_seq.solvers.exact_fast_weights.solve_exact` takes it with ``SolverOptions(exact_scan="chunked")``, its
 gradients by autograd through each recomputed checkpoint segment (the graph of a segment of S steps holds about
 S·(C + 4d) numbers per matrix, plus d² per block; the forward pass keeps only the segment starts, so nothing of
 size T·d² is kept).
@@ -102,7 +102,7 @@ def chunked_affine_steps(M0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dec
         keep_states: False: the final states; True: the states after every step.
         parallel: False: the block boundaries one after the other; True: the blocks' affine maps
             M_end = M_start (γ_C I − K̂ᵀ diag(γ_C/γ_j) A) + V̂ᵀ diag(γ_C/γ_j) A composed by
-            `neuralde_seq.ops.linear_scan.parallel_scan` (⌈log₂ n⌉ rounds for n blocks), then the writes U of
+            `neuralde_seq.solvers.linear_scan.parallel_scan` (⌈log₂ n⌉ rounds for n blocks), then the writes U of
             every block at once from its start.
 
     Returns:

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from .controls import Control
+from ..controls import Control
 
 __all__ = ["FIXED_STEP_METHODS", "TABLEAUS", "subdivide", "step_grid", "FixedStepSolve", "CheckpointedSegment"]
 

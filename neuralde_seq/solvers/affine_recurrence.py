@@ -4,7 +4,7 @@ Hebb, Oja and pre-Delta take exact steps M ↦ M − decay·(M a) aᵀ + write·
 (`RankOneUpdate`; M = W, or Wᵀ for Oja), and with a forget gate M ↦ scale·M − decay·(M a) aᵀ + write·b aᵀ
 (here ``decay`` is the RankOneUpdate's decay times its scale). `affine_forward` applies S of them
 one after the other to all B·H matrices at once, and `affine_backward` is its adjoint, written by hand.
-`neuralde_seq.ops.exact_fast_weights` runs them per checkpointed segment.
+`neuralde_seq.solvers.exact_fast_weights` runs them per checkpointed segment.
 
 Why one after the other, although the steps compose associatively: with heads of width d = 8 (the papers'
 EigenWorms model) every parallel form (a prefix scan of the step maps, or WY/UT blocks of c steps, each with

@@ -7,11 +7,11 @@ Methods (`Method`):
 - `Auto` ``(exact=Exact(), fallback=RK4())``: the default; on every solve the closed form where it applies, else
   its fallback (`Auto.resolve`);
 - the fixed-step methods `RK4`, `Heun3`, `Heun2`, `Midpoint`, `Euler` ``(step_size=None, affine_steps=True,
-  scan="auto", max_steps=1_000_000)`` (`neuralde_seq.fixed_step`);
+  scan="auto", max_steps=1_000_000)`` (`neuralde_seq.solvers.fixed_step`);
 - the adaptive methods `Dopri5`, `Dopri8`, `Bosh3`, `Fehlberg2`, `AdaptiveHeun` ``(rtol=1e-7, atol=1e-9,
   max_steps=1_000_000)`` (torchdiffeq's);
 - `Exact` ``(chunk_size=None, compile=False, recurrence="auto", block_size=None, scan="auto")``: the closed-form
-  steps of `neuralde_seq.ops.exact_fast_weights`.
+  steps of `neuralde_seq.solvers.exact_fast_weights`.
 
 Gradient methods (`Gradient`): `Checkpoint` ``(every=None)``, `Adjoint` ``(check_every=100)``, `Backprop` ``()``.
 
@@ -37,10 +37,10 @@ import torch
 import torchdiffeq
 
 from .fixed_step import TABLEAUS, FixedStepSolve
-from .ops.chunked_delta import EXACT_SCANS
-from .ops.linear_scan import SCANS
+from .chunked_delta import EXACT_SCANS
+from .linear_scan import SCANS
 from .torchdiffeq_solves import counting_steps, solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem
-from .user_warnings import warn_user
+from ..user_warnings import warn_user
 
 __all__ = ["Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive", "Dopri5",
            "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint", "Backprop",
@@ -230,12 +230,12 @@ _EXACT_ONLY = ((("chunk_size", "compile"), "chunk_size and compile are options o
 
 @dataclasses.dataclass(frozen=True)
 class FixedStep(Method):
-    """An explicit Runge-Kutta method on a grid through every knot (`neuralde_seq.fixed_step`).
+    """An explicit Runge-Kutta method on a grid through every knot (`neuralde_seq.solvers.fixed_step`).
 
     Attributes:
         step_size: largest step, in units of the control's parameter s; None: one step per knot interval.
         affine_steps: True (default): a one-layer fast weight field whose rule is affine in W is solved by
-            composing each step's affine map (`neuralde_seq.ops.affine_rk4`); False: the per-step loop.
+            composing each step's affine map (`neuralde_seq.solvers.affine_rk4`); False: the per-step loop.
         scan: how those affine step maps are composed: "sequential", "parallel" (a parallel prefix scan) or
             "auto" (parallel off the CPU).
         max_steps: the most steps one solve may take (None: no limit); a larger grid is refused before solving.
@@ -259,14 +259,14 @@ class FixedStep(Method):
 
     @property
     def tableau(self):
-        """The Butcher tableau (`neuralde_seq.fixed_step.TABLEAUS`)."""
+        """The Butcher tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`)."""
         return TABLEAUS[self.name]
 
     def solve(self, dynamics, control, initial, options, at_knots):
         gradient, recording = options.gradient_choice, torch.is_grad_enabled()
         if isinstance(gradient, Adjoint) and recording:
             return solve_adjoint(dynamics, control, initial, options, at_knots)
-        from .ops.affine_rk4 import AffineFixedStepSolve, affine_steps_apply
+        from .affine_rk4 import AffineFixedStepSolve, affine_steps_apply
 
         affine = affine_steps_apply(dynamics, options)
         if self.scan == "parallel" and not affine:
@@ -392,14 +392,14 @@ class AdaptiveHeun(Adaptive):
 @dataclasses.dataclass(frozen=True)
 class Exact(Method):
     """The closed-form steps of one fast weight layer on inputs constant on every knot interval
-    (`neuralde_seq.ops.exact_fast_weights`); refuses other fields and controls, with the reason (`refusal`).
+    (`neuralde_seq.solvers.exact_fast_weights`); refuses other fields and controls, with the reason (`refusal`).
 
     Attributes:
         chunk_size: knot intervals per checkpointed segment (None: sized to batch and heads,
-            `neuralde_seq.ops.exact_fast_weights.default_chunk_size`).
+            `neuralde_seq.solvers.exact_fast_weights.default_chunk_size`).
         compile: run post-Delta's step through ``torch.compile`` (refused for the other rules).
         recurrence: how the affine rules' (Hebb, Oja, pre-Delta) closed-form steps run through the sequence:
-            "sequential", "chunked" (the WY form of `neuralde_seq.ops.chunked_delta`, refused for post-Delta) or
+            "sequential", "chunked" (the WY form of `neuralde_seq.solvers.chunked_delta`, refused for post-Delta) or
             "auto" (chunked off the CPU). ``SolverOptions.exact_scan``.
         block_size: steps per WY block of the chunked recurrence (None: 64). ``SolverOptions.exact_block_size``.
         scan: "parallel" composes a segment's affine steps by a parallel prefix scan, "sequential" one after the
@@ -427,12 +427,12 @@ class Exact(Method):
                              f"where it takes the chunked form), but {recurrence} is 'sequential'")
 
     def refusal(self, dynamics, control=None) -> str | None:
-        from .ops.exact_fast_weights import exact_refusal
+        from .exact_fast_weights import exact_refusal
 
         return exact_refusal(dynamics, control)
 
     def solve(self, dynamics, control, initial, options, at_knots):
-        from .ops.exact_fast_weights import solve_exact
+        from .exact_fast_weights import solve_exact
 
         # solve_exact refuses fields and controls without a closed form, with the reason
         return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
@@ -477,7 +477,7 @@ class Auto(Method):
 
 
 # The methods SolverOptions takes by name, in the order its messages list them (the fixed-step ones in
-# `neuralde_seq.fixed_step.FIXED_STEP_METHODS` order).
+# `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` order).
 METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Auto, Euler, Midpoint, Heun2, Heun3, RK4, Dopri5,
                                                                Dopri8, Bosh3, Fehlberg2, AdaptiveHeun, Exact)}
 ADAPTIVE_METHODS = tuple(name for name, cls in METHODS.items() if issubclass(cls, Adaptive))

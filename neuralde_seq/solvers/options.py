@@ -10,8 +10,8 @@ with their control, and ODE-RNN, ODE-RFWP and the latent models call it through 
 **Fixed-step methods** (`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``)
 step through every knot of the control, each knot interval cut into ceil(gap / step_size) equal steps (one
 step when ``step_size`` is None); the loop, with the control evaluated for blocks of steps at once, is in
-`neuralde_seq.fixed_step`. One fast weight field whose rule is affine in W (Hebb, Oja, pre-Delta) takes the same
-steps as one affine map each, composed (`neuralde_seq.ops.affine_rk4`; ``SolverOptions(affine_steps=False)``: the
+`neuralde_seq.solvers.fixed_step`. One fast weight field whose rule is affine in W (Hebb, Oja, pre-Delta) takes the same
+steps as one affine map each, composed (`neuralde_seq.solvers.affine_rk4`; ``SolverOptions(affine_steps=False)``: the
 per-step loop).
 
 **Adaptive methods** (`ADAPTIVE_METHODS`: ``dopri5``, ...) are torchdiffeq's, solving in s with
@@ -20,7 +20,7 @@ there, a sample's rate stops at its final knot, and the sensitivity to each poly
 interpolated control starts and ends there.
 
 Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are in
-`neuralde_seq.torchdiffeq_solves`.
+`neuralde_seq.solvers.torchdiffeq_solves`.
 
 **Gradients** (``SolverOptions.gradient``):
 
@@ -50,12 +50,12 @@ Solves through torchdiffeq (adaptive methods, and the adjoint of any method) are
 
 ``method="exact"`` solves fast weight fields driven by inputs that are constant on every knot interval
 (log-signature windows; piecewise-linear controls read through their derivative only) with the closed-form steps of
-docs/equations.md#closed-forms-on-constant-inputs: see `neuralde_seq.ops.exact_fast_weights` (its gradients recompute checkpointed segments
+docs/equations.md#closed-forms-on-constant-inputs: see `neuralde_seq.solvers.exact_fast_weights` (its gradients recompute checkpointed segments
 with a hand-written backward). It is selected here, so every model that calls `solve` takes it through its
 ``SolverOptions``.
 
 **The default, ``method="auto"``,** is resolved on every solve by `resolve_method` (the one place that decides,
-through `neuralde_seq.ops.exact_fast_weights.exact_applies`): "exact" where the dynamics and the control admit
+through `neuralde_seq.solvers.exact_fast_weights.exact_applies`): "exact" where the dynamics and the control admit
 the closed form (one fast weight layer whose rule has a closed-form step, on log-signature windows, or on a
 piecewise-linear control read through x' only), "rk4" everywhere else (NCDEs, GRU-ODEs, cubic controls read
 through X, deeper fast weight networks, the ODEs between observations of `evolve_over_gaps`). Both solve the same
@@ -63,7 +63,7 @@ equation, so the model is the same; the closed form is its exact solution (no st
 faster. ``method="rk4"`` forces rk4 steps on every model; ``method="exact"`` forces the closed form and refuses
 what it cannot solve. `SolverOptions.last_method` says what the latest solve used.
 
-**Choices as objects.** Every method and gradient method is an object of `neuralde_seq.solver_choices` that
+**Choices as objects.** Every method and gradient method is an object of `neuralde_seq.solvers.methods` that
 carries and checks its own options and knows what it applies to (``RK4(step_size=0.01)``, ``Dopri5(rtol=1e-5)``,
 ``Exact(chunk_size=32)``, ``Auto()``; ``Checkpoint(every=50)``, ``Adjoint(check_every=100)``, ``Backprop()``):
 ``SolverOptions(method=RK4(step_size=0.01), gradient=Checkpoint())`` is the same options as
@@ -84,10 +84,10 @@ from typing import Mapping, Protocol
 
 import torch
 
-from .controls import Control
+from ..controls import Control
 from .fixed_step import FIXED_STEP_METHODS
-from .input_checks import UnknownOptionError, check_matches_module, unknown_name_message
-from .solver_choices import (ADAPTIVE_METHODS, DEFAULT_MAX_STEPS, GRADIENTS, OPTION_CHECKS, OPTION_DEFAULTS, Adaptive, AdaptiveHeun,
+from ..input_checks import UnknownOptionError, check_matches_module, unknown_name_message
+from .methods import (ADAPTIVE_METHODS, DEFAULT_MAX_STEPS, GRADIENTS, OPTION_CHECKS, OPTION_DEFAULTS, Adaptive, AdaptiveHeun,
                              Adjoint, Auto, Backprop, Bosh3, Checkpoint, Dopri5, Dopri8, Euler, Exact, Fehlberg2,
                              FixedStep, Gradient, Heun2, Heun3, Method, Midpoint, NonFiniteSolveWarning, RK4,
                              gradient_from_options, method_from_options, warn_not_finite)
@@ -97,7 +97,7 @@ __all__ = ["SolverOptions", "parse_solver", "Dynamics", "solve", "evolve_over_ga
            "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "AUTO_METHOD", "AUTO_FALLBACK",
            "GRADIENT_METHODS", "resolve_method", "check_method",
            "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning",
-           # the choices as objects (`neuralde_seq.solver_choices`)
+           # the choices as objects (`neuralde_seq.solvers.methods`)
            "Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive", "Dopri5",
            "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint", "Backprop"]
 
@@ -115,7 +115,7 @@ class SolverOptions:
     """Options of `solve`: what method, which steps, and how gradients are computed.
 
     The method and the gradient method may be given as objects that carry their own options
-    (`neuralde_seq.solver_choices`): ``SolverOptions(method=RK4(step_size=0.01), gradient=Checkpoint(every=50))``
+    (`neuralde_seq.solvers.methods`): ``SolverOptions(method=RK4(step_size=0.01), gradient=Checkpoint(every=50))``
     is ``SolverOptions(method="rk4", step_size=0.01, gradient="checkpoint", checkpoint_every=50)``: the fields
     below store either spelling (equal options, the same repr), and `method_choice` / `gradient_choice` give them
     as objects. `parse_solver` reads every other spelling (a method name, a dict of these fields).
@@ -123,7 +123,7 @@ class SolverOptions:
     Attributes:
         method: "auto" (default), a fixed-step method (`FIXED_STEP_METHODS`), an adaptive torchdiffeq method
             (`ADAPTIVE_METHODS`), or "exact" (closed-form steps for inputs constant on every knot
-            interval, `neuralde_seq.ops.exact_fast_weights`; refuses dynamics or controls without a closed
+            interval, `neuralde_seq.solvers.exact_fast_weights`; refuses dynamics or controls without a closed
             form). "auto" is resolved on every solve (`resolve_method`): "exact" where the dynamics and control
             admit the closed form (one fast weight layer on log-signature windows, or reading x' only of a
             piecewise-linear control), else "rk4" (the papers' method). The options below that belong to rk4
@@ -153,7 +153,7 @@ class SolverOptions:
             ``adjoint_check``-th solve that records gradients, the first included (module docstring; one extra
             solve without gradients each time); 0 turns the check off.
         chunk_size: "exact" (or "auto" where it resolves to exact) only: knot intervals per checkpointed segment
-            (None: sized by `neuralde_seq.ops.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every
+            (None: sized by `neuralde_seq.solvers.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every
             rule at batch 32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
         compile: "exact" (or "auto" where it resolves to exact) only: run post-Delta's exact step through
             ``torch.compile`` (refused for the other rules where the closed form is taken; needs a C compiler on
@@ -161,27 +161,27 @@ class SolverOptions:
         exact_scan: "exact" (or "auto" where it resolves to exact) only: how the affine rules' closed-form steps
             (Hebb, Oja, pre-Delta) run through the sequence: "sequential" (one step after the other with a
             hand-written adjoint, the fastest on a CPU, benchmarks/chunked_delta.py), "chunked" (the WY / UT form
-            of flash-linear-attention's chunked delta rule, `neuralde_seq.ops.chunked_delta`: blocks of steps as
+            of flash-linear-attention's chunked delta rule, `neuralde_seq.solvers.chunked_delta`: blocks of steps as
             matmuls, only the block boundaries one after the other; 2-4 times faster on an H200,
             docs/performance.md) or "auto" (default): chunked when the state is on a GPU (or any non-CPU device),
             sequential on the CPU and for post-Delta. The same states to rounding. "chunked" is refused for
             post-Delta, whose step is not affine in W.
         exact_block_size: ``exact_scan`` "chunked" (or "auto" where it takes the chunked form) only: steps per WY
-            block (None: `neuralde_seq.ops.chunked_delta.DEFAULT_BLOCK_SIZE`, 64).
+            block (None: `neuralde_seq.solvers.chunked_delta.DEFAULT_BLOCK_SIZE`, 64).
         affine_steps: fixed-step methods (and "auto" where it resolves to rk4) only. True (default): a one-layer
             fast weight field whose rule is affine in W (Hebb, Oja, pre-Delta; with or without a forget gate)
             is solved by composing each step's affine map M ↦ M P + Q, the step maps of all steps batched and
-            only the composition sequential (`neuralde_seq.ops.affine_rk4`; the same Runge-Kutta states to
-            rounding, several times faster). False: the per-step loop (`neuralde_seq.fixed_step`), the
+            only the composition sequential (`neuralde_seq.solvers.affine_rk4`; the same Runge-Kutta states to
+            rounding, several times faster). False: the per-step loop (`neuralde_seq.solvers.fixed_step`), the
             reference. Other dynamics always take the per-step loop.
         scan: how the fast weight recurrences that are compositions of affine maps run through the steps of a
             segment: the affine rk4 path (``affine_steps``) and the exact path's affine rules (Hebb, Oja,
             pre-Delta; with ``exact_scan="chunked"``, its WY blocks). "sequential": one map after the other (the
             composition's adjoint by hand on the affine rk4 path and the exact path's rank-one steps);
-            "parallel": all prefix compositions of a segment by `neuralde_seq.ops.linear_scan.parallel_scan`,
+            "parallel": all prefix compositions of a segment by `neuralde_seq.solvers.linear_scan.parallel_scan`,
             in ⌈log₂ S⌉ rounds of batched products instead of S steps (gradients by autograd through the
             rounds, also ⌈log₂ S⌉ deep), with longer checkpointed segments when ``checkpoint_every`` /
-            ``chunk_size`` is None (`neuralde_seq.ops.linear_scan.parallel_segment_steps`: the scan's graph
+            ``chunk_size`` is None (`neuralde_seq.solvers.linear_scan.parallel_segment_steps`: the scan's graph
             within 2^26 numbers); "auto" (default): parallel when the state is on a GPU (or any non-CPU
             device), sequential on the CPU, where the sequential loop is faster. The same states to rounding.
             "parallel" is refused where no such recurrence is solved (post-Delta's exact step, the per-step
@@ -247,7 +247,7 @@ class SolverOptions:
 
     @property
     def method_choice(self) -> Method:
-        """The method as an object (`neuralde_seq.solver_choices`), e.g. ``RK4(step_size=0.01, ...)`` for
+        """The method as an object (`neuralde_seq.solvers.methods`), e.g. ``RK4(step_size=0.01, ...)`` for
         ``SolverOptions(method="rk4", step_size=0.01)``."""
         return self._made_choices()[0]
 
