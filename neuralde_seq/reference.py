@@ -1095,29 +1095,29 @@ REFERENCE_METHODS: dict[str, ReferenceMethod] = {}
 """The closed-form methods by name (`register_reference_method` adds one)."""
 
 
-def register_reference_method(method: ReferenceMethod, *, replace: bool = False) -> ReferenceMethod:
-    """Add ``method`` to `REFERENCE_METHODS` (so that config rows and `reference_scores` can name it).
+def register_reference_method(reference: ReferenceMethod, *, replace: bool = False) -> ReferenceMethod:
+    """Add ``reference`` to `REFERENCE_METHODS` (so that config rows and `reference_scores` can name it).
 
     Arguments:
-        method: the `ReferenceMethod`.
-        replace: allow replacing a method of the same name (default False: an error).
+        reference: the `ReferenceMethod`.
+        replace: allow replacing a reference method of the same name (default False: an error).
 
     Returns:
-        ``method``.
+        ``reference``.
 
     Raises:
         ValueError: the name is taken (by a reference method, unless ``replace``, or by a registry model).
     """
     from .models import MODEL_NAMES
 
-    if method.name in MODEL_NAMES:
-        raise ValueError(f"reference method name {method.name!r} is a model of the registry (MODEL_NAMES)")
-    if method.name in REFERENCE_METHODS and not replace:
-        raise ValueError(f"a reference method named {method.name!r} is already registered")
-    if method.kind not in METHOD_KINDS:
-        raise ValueError(f"kind must be one of {METHOD_KINDS}, got {method.kind!r}")
-    REFERENCE_METHODS[method.name] = method
-    return method
+    if reference.name in MODEL_NAMES:
+        raise ValueError(f"reference method name {reference.name!r} is a model of the registry (MODEL_NAMES)")
+    if reference.name in REFERENCE_METHODS and not replace:
+        raise ValueError(f"a reference method named {reference.name!r} is already registered")
+    if reference.kind not in METHOD_KINDS:
+        raise ValueError(f"kind must be one of {METHOD_KINDS}, got {reference.kind!r}")
+    REFERENCE_METHODS[reference.name] = reference
+    return reference
 
 
 def reference_method(name: str) -> ReferenceMethod:
@@ -1330,8 +1330,8 @@ def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset
     """
     from .training.augmentation import member_seed
 
-    method = reference_method(name)
-    method.check_available()
+    reference = reference_method(name)
+    reference.check_available()
     datasets = [train] if isinstance(train, IrregularDataset) else list(train)
     if not datasets:
         raise ValueError("train holds no dataset")
@@ -1345,7 +1345,7 @@ def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset
     compile_seconds = warm_up(name, datasets[0].num_channels, seed=seed, options=options)
     members, seconds = [], 0.0
     for member in range(ensemble):
-        estimator = method.create(seed if member == 0 else member_seed(seed, member), **options)
+        estimator = reference.create(seed if member == 0 else member_seed(seed, member), **options)
         if ensemble > 1 and not hasattr(estimator, "decision_function"):
             raise ValueError(f"ensemble={ensemble}: reference method {name!r} has no decision_function to average")
         t0 = time.perf_counter()
@@ -1386,7 +1386,7 @@ class SeedEnsemble:
 
 
 def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test: IrregularDataset,
-                     methods: Sequence[str] = DEFAULT_REFERENCE_METHODS, seed: int | None = 0,
+                     references: Sequence[str] = DEFAULT_REFERENCE_METHODS, seed: int | None = 0,
                      options: Mapping[str, Mapping] | None = None) -> dict:
     """Fit each reference method on ``train`` and score it on ``test``: the numbers a practitioner would see.
 
@@ -1398,30 +1398,30 @@ def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test:
     Arguments:
         train: a labelled `IrregularDataset`, or a sequence of them fitted on together (e.g. ``(train, val)``).
         test: a labelled `IrregularDataset` with the same channels and class indices.
-        methods: names of `REFERENCE_METHODS` (default ``("minirocket", "1nn-euclidean", "1nn-dtw")``).
+        references: names of `REFERENCE_METHODS` (default ``("minirocket", "1nn-euclidean", "1nn-dtw")``).
         seed: the seed of the randomised methods (MiniRocket's ``random_state``).
         options: per method name, constructor arguments of its estimator (e.g.
             ``{"minirocket": {"n_kernels": 1000}}``).
 
     Returns:
-        ``{method: {"accuracy", "auroc", "num_train", "num_test", "fit_seconds", "predict_seconds",
+        ``{name: {"accuracy", "auroc", "num_train", "num_test", "fit_seconds", "predict_seconds",
             "seconds"}}``: test accuracy in [0, 1], AUROC (None where undefined), the sample counts, and the wall
             times of fitting (grid, transform and classifier), of predicting the test set, and their sum.
 
     Raises:
         ImportError: a method needs aeon and aeon is not installed (before anything is fitted).
-        ValueError: an unknown method, or options for a method not in ``methods``.
+        ValueError: an unknown reference method, or options for one not in ``references``.
     """
-    if isinstance(methods, str):
-        methods = (methods,)
+    if isinstance(references, str):
+        references = (references,)
     options = dict(options or {})
-    stray = [m for m in options if m not in methods]
+    stray = [m for m in options if m not in references]
     if stray:
-        raise ValueError(f"options for {', '.join(stray)}, which are not in methods {list(methods)}")
-    for name in methods:  # every problem before the first (possibly long) fit
+        raise ValueError(f"options for {', '.join(stray)}, which are not in references {list(references)}")
+    for name in references:  # every problem before the first (possibly long) fit
         reference_method(name).check_available()
     out = {}
-    for name in methods:
+    for name in references:
         estimator, fit_seconds, compile_seconds = fit_reference(name, train, seed=seed, options=options.get(name))
         result = evaluate_reference(estimator, test)
         num_train = len(train) if isinstance(train, IrregularDataset) else sum(len(ds) for ds in train)

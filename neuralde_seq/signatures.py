@@ -6,7 +6,7 @@ is written in (``basis``) as options (docs/equations.md#log-signatures):
 - ``"torch"`` (default): depth 1 and 2; needs nothing beyond torch; any device; autograd.
 - ``"pysiglib"``: any depth; ``pip install pysiglib==4.0.0`` (or the extra
   ``pip install "neuralde_seq[signatures]"``); autograd; CPU, and CUDA with the separate ``pysiglib-cuda``
-  build. ``prepare_log_sig`` runs once per (channels, depth, method, device), cached here.
+  build. ``prepare_log_sig`` runs once per (channels, depth, basis, device), cached here.
 - ``"signatory"``: any depth; ``pip install --no-build-isolation signatory==1.2.6.1.9.0`` *after* torch is
   installed (PyPI has only an sdist made for torch 1.9; it compiles against the installed torch in about
   3 minutes, which is why it cannot be a pip extra); autograd; CPU and CUDA (with a CUDA torch). One
@@ -59,7 +59,7 @@ INSTALL_COMMANDS = {
     "signatory": "pip install --no-build-isolation signatory==1.2.6.1.9.0   (after torch is installed)",
 }
 _MAX_DEPTH = {"torch": 2, "pysiglib": None, "signatory": None}  # None: any depth
-_PYSIGLIB_METHOD = {"expand": 0, "lyndon_words": 1, "lyndon_brackets": 2}
+_PYSIGLIB_BASIS_CODE = {"expand": 0, "lyndon_words": 1, "lyndon_brackets": 2}
 _SIGNATORY_MODE = {"expand": "expand", "lyndon_words": "words", "lyndon_brackets": "brackets"}
 
 
@@ -199,20 +199,20 @@ _signatory_modules: dict[tuple[int, int, str], object] = {}
 
 def _pysiglib_logsignature(path: torch.Tensor, depth: int, basis: str) -> torch.Tensor:
     pysiglib = _import_backend("pysiglib")
-    method = _PYSIGLIB_METHOD[basis]
+    basis_code = _PYSIGLIB_BASIS_CODE[basis]  # pysiglib's `method` argument
     channels = path.shape[-1]
     device = "cuda" if path.is_cuda else "cpu"
-    key = (channels, depth, method, device)
+    key = (channels, depth, basis_code, device)
     if key not in _pysiglib_prepared:
-        with _lock:  # prepare_log_sig is not thread safe; once per (channels, depth, method, device)
+        with _lock:  # prepare_log_sig is not thread safe; once per (channels, depth, basis_code, device)
             if key not in _pysiglib_prepared:
-                pysiglib.prepare_log_sig(channels, depth, method, device=device)
+                pysiglib.prepare_log_sig(channels, depth, basis_code, device=device)
                 _pysiglib_prepared.add(key)
     path = path.contiguous()
     if path._base is not None:  # pysiglib copies views itself, with a warning; copy here instead
         path = path.clone()
     # The torch API is the differentiable one (pysiglib.log_sig itself has no autograd).
-    return pysiglib.torch_api.log_sig(path, depth, method=method, n_jobs=torch.get_num_threads())
+    return pysiglib.torch_api.log_sig(path, depth, method=basis_code, n_jobs=torch.get_num_threads())
 
 
 def _signatory_logsignature(path: torch.Tensor, depth: int, basis: str) -> torch.Tensor:

@@ -138,13 +138,13 @@ def test_kernel_rescaling_gives_variance_one_over_fan_in(n_in, K):
 
 def test_flexconv_fft_and_direct_agree():
     torch.manual_seed(3)
-    conv = SeparableFlexConv(5, 6, 300, mask_width=0.6, conv_method="direct", fft_threshold=64).to(DT)
+    conv = SeparableFlexConv(5, 6, 300, mask_width=0.6, conv="direct", fft_threshold=64).to(DT)
     x = torch.randn(2, 150, 5, dtype=DT)
     assert conv.kernel_length() > 64  # long enough that "auto" picks the FFT
     direct = conv(x)
-    conv.conv_method = "fft"
+    conv.conv = "fft"
     fft = conv(x)
-    conv.conv_method = "auto"
+    conv.conv = "auto"
     auto = conv(x)
     assert (direct - fft).abs().max() < 1e-5 and torch.equal(auto, fft)
 
@@ -157,7 +157,7 @@ def small_ccnn(**options):
     return CCNN(3, 5, **{**defaults, **options}).to(DT)
 
 
-@pytest.mark.parametrize("options,train", [({}, False), ({"conv_method": "fft"}, False),
+@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False),
                                            ({"norm": "layer"}, True)])
 def test_causality(options, train):
     """The features at step t have zero gradient with respect to the inputs after t (up to round-off of
@@ -173,7 +173,7 @@ def test_causality(options, train):
         (grad,) = torch.autograd.grad((h[0, t] * direction).sum(), values, retain_graph=True)
         past, future = grad[0, : t + 1], grad[0, t + 1:]
         assert past.abs().sum() > 0
-        if options.get("conv_method") == "fft":
+        if options.get("conv") == "fft":
             assert future.abs().max() <= 1e-12 * past.abs().max()
         else:
             assert torch.count_nonzero(future) == 0
@@ -181,7 +181,7 @@ def test_causality(options, train):
             assert grad[0, t - 2].abs().sum() > 0  # the kernel reaches back
 
 
-@pytest.mark.parametrize("options,train", [({}, False), ({"conv_method": "fft"}, False),
+@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False),
                                            ({"norm": "layer"}, True)])
 def test_padded_batch_equals_alone(options, train):
     model = small_ccnn(**options)

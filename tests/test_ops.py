@@ -64,7 +64,7 @@ def test_grid_dispatch_and_errors():
     x, kernel = _grid_case("full", 12, 4)
     assert torch.equal(causal_conv(x, kernel, "fft"), causal_conv_fft(x, kernel))
     assert torch.equal(causal_conv(x, kernel), causal_conv_direct(x, kernel))
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="algorithm must be one of"):
         causal_conv(x, kernel, "auto")
     with pytest.raises(ValueError, match="C_in"):
         causal_conv(x, kernel[:, :3])
@@ -125,16 +125,16 @@ def test_irregular_factorised_direct_and_loop_agree():
     features = _Features()
     out_weights = torch.randn(*x.shape[:2], weight.shape[0], generator=torch.Generator().manual_seed(4), dtype=D)
     results = {}
-    for method in ("loop", "direct", "factorised"):
+    for algorithm in ("loop", "direct", "factorised"):
         xs, ws, bs = (t.clone().requires_grad_() for t in (x, weight, bias))
-        if method == "loop":
+        if algorithm == "loop":
             y = loop_irregular_conv(times, xs, observed, features, ws, bs)
         else:
-            y = irregular_causal_conv(times, xs, observed, features, ws, bs, method=method)
+            y = irregular_causal_conv(times, xs, observed, features, ws, bs, algorithm=algorithm)
         grads = torch.autograd.grad((y * out_weights).sum(), (xs, ws, bs, *features.parameters()))
-        results[method] = (y.detach(), *grads)
-    for method in ("direct", "factorised"):
-        for got, expected in zip(results[method], results["loop"]):
+        results[algorithm] = (y.detach(), *grads)
+    for algorithm in ("direct", "factorised"):
+        for got, expected in zip(results[algorithm], results["loop"]):
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-10)
     y, grad_x = results["factorised"][:2]
     assert torch.isfinite(y).all() and y.abs().max() > 1
@@ -147,8 +147,8 @@ def test_irregular_without_kernel_bias_and_errors():
     fast = irregular_causal_conv(times, x, observed, features, weight, None)
     expected = loop_irregular_conv(times, x, observed, features, weight, torch.zeros(3, 2, dtype=D))
     torch.testing.assert_close(fast, expected, rtol=0, atol=1e-10)
-    with pytest.raises(ValueError, match="method"):
-        irregular_causal_conv(times, x, observed, features, weight, None, method="fft")
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        irregular_causal_conv(times, x, observed, features, weight, None, algorithm="fft")
 
 
 # ---- irregular times on a lattice ---------------------------------------------------------------------------
@@ -180,8 +180,9 @@ def _dropped_lattice_case(batch, full_length, channels=2, drop=0.3, missing=0.2,
     return times, x, observed, valid
 
 
-@pytest.mark.parametrize("full_length,spacing,method", [(40, 1.0, "direct"), (40, 0.25, "fft"), (1429, 1.0, "fft")])
-def test_lattice_equals_pairwise(full_length, spacing, method):
+@pytest.mark.parametrize("full_length,spacing,algorithm", [(40, 1.0, "direct"), (40, 0.25, "fft"),
+                                                           (1429, 1.0, "fft")])
+def test_lattice_equals_pairwise(full_length, spacing, algorithm):
     """On times of a lattice (30 % of the points dropped, per-sample offsets, variable lengths, missing channels,
     1,000 points in the last case), the lattice form equals the factorised pairwise form (itself checked
     against the loop above) at every point within the lengths: values and the gradients w.r.t. x, the last
@@ -201,7 +202,7 @@ def test_lattice_equals_pairwise(full_length, spacing, method):
             y = irregular_causal_conv(times, xs, observed, features, ws, bs)
         else:
             kernel = lattice_kernel(features, ws, bs, lattice.spacing, lattice.size)
-            y = lattice_causal_conv(lattice.index, lattice.size, xs, observed, kernel, method)
+            y = lattice_causal_conv(lattice.index, lattice.size, xs, observed, kernel, algorithm)
         grads = torch.autograd.grad((y * out_weights).sum(), (xs, ws, bs, *features.parameters()))
         results[form] = (torch.where(valid.unsqueeze(-1), y, 0).detach(), *grads)
     for got, expected in zip(results["lattice"], results["pairwise"]):
@@ -220,9 +221,9 @@ def test_lattice_equals_pairwise_with_unsorted_and_equal_times():
     lattice = find_lattice(times, points, max_size=1000)
     assert lattice.spacing in (0.25, 0.5, 0.75, 1.0) and torch.equal(lattice.node_times(), times)
     expected = irregular_causal_conv(times, x, observed, features, weight, bias)
-    for method in ("direct", "fft"):
+    for algorithm in ("direct", "fft"):
         kernel = lattice_kernel(features, weight, bias, lattice.spacing, lattice.size)
-        y = lattice_causal_conv(lattice.index, lattice.size, x, observed, kernel, method)
+        y = lattice_causal_conv(lattice.index, lattice.size, x, observed, kernel, algorithm)
         torch.testing.assert_close(y, expected, rtol=0, atol=1e-10)
     # A depthwise kernel (C_in, K) works the same way: y[b, i, c] = Σ w[c, n_i − n_j] x̃[b, j, c].
     depthwise = torch.randn(2, lattice.size, generator=torch.Generator().manual_seed(0), dtype=D)
@@ -310,7 +311,7 @@ def test_lattice_causal_conv_errors():
         lattice_causal_conv(index.float(), 6, x, torch.ones(1, 4, dtype=torch.bool), kernel)
     with pytest.raises(ValueError, match="observed"):
         lattice_causal_conv(index, 6, x, torch.ones(1, 4, 3, dtype=torch.bool), kernel)
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="algorithm must be one of"):
         lattice_causal_conv(index, 6, x, torch.ones(1, 4, dtype=torch.bool), kernel, "pairwise")
 
 

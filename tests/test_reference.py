@@ -290,9 +290,9 @@ def test_missing_aeon_names_the_extra(monkeypatch):
     ds = IrregularDataset(torch.arange(12.0).repeat(6, 1), torch.from_numpy(X).float(), torch.full((6,), 12),
                           torch.from_numpy(y), ["a", "b"])
     with pytest.raises(ImportError, match="neuralde_seq.reference"):
-        reference_scores(ds, ds, methods=("1nn-euclidean", "1nn-dtw"))
+        reference_scores(ds, ds, references=("1nn-euclidean", "1nn-dtw"))
     # the Euclidean 1-NN needs no aeon: each training sample is its own nearest neighbour
-    assert reference_scores(ds, ds, methods=("1nn-euclidean",))["1nn-euclidean"]["accuracy"] == 1.0
+    assert reference_scores(ds, ds, references=("1nn-euclidean",))["1nn-euclidean"]["accuracy"] == 1.0
 
 
 def test_importing_the_package_does_not_import_aeon_or_the_reference_module():
@@ -335,9 +335,9 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
     for seed in (0, 1):
         for method in methods:
             options = {"minirocket": {"n_kernels": 168}}.get(method)
-            direct = reference_scores((train, val), test, methods=(method,), seed=seed,
+            direct = reference_scores((train, val), test, references=(method,), seed=seed,
                                       options=options and {method: options})[method]
-            variant = reference_scores((train, val), half, methods=(method,), seed=seed,
+            variant = reference_scores((train, val), half, references=(method,), seed=seed,
                                        options=options and {method: options})[method]
             (path,) = (out / "runs" / labels[method]).glob(f"seed{seed}-*/result.json")
             result = json.loads(path.read_text())
@@ -350,7 +350,7 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
         (path,) = (out / "runs" / "1-NN_train").glob(f"seed{seed}-*/result.json")
         result = json.loads(path.read_text())
         for split, ds in (("val", val), ("test", test)):
-            direct = reference_scores(train, ds, methods=("1nn-euclidean",))["1nn-euclidean"]
+            direct = reference_scores(train, ds, references=("1nn-euclidean",))["1nn-euclidean"]
             assert result["metrics"][split]["accuracy"] == direct["accuracy"]
     # 1-NN on the grid, by brute force: the runner's number is the nearest neighbour's accuracy
     grids = {name: to_grid(ds.times, ds.values, ds.lengths, length=int(max(train.lengths.max(), val.lengths.max())))

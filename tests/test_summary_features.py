@@ -203,7 +203,7 @@ def test_reference_scores_run_it_on_irregular_datasets():
     listed = SummaryFeatureClassifier(random_state=0).fit(X[:40], y[:40], times=times[:40])
     from_dataset = SummaryFeatureClassifier(random_state=0).fit(data[0])
     np.testing.assert_allclose(from_dataset.features(data[1]), listed.features(X[40:], times=times[40:]), rtol=1e-12)
-    result = reference_scores(data[0], data[1], methods=["summary-features"], seed=0)["summary-features"]
+    result = reference_scores(data[0], data[1], references=["summary-features"], seed=0)["summary-features"]
     assert result["accuracy"] >= 0.9 and result["auroc"] is not None and result["num_test"] == 20
 
 

@@ -30,7 +30,7 @@ this is a grid model, and irregular spacing shows only through the mask channel.
 
 Convolution. ``y[t, c] = sum_{j=0}^{L-1} k[c, j] x[t - j, c]`` with zeros before the start, computed
 directly (``conv1d``) for short kernels and by FFT for long ones: the depthwise case of
-`neuralde_seq.ops.causal_conv.causal_conv`, whose two methods tests/test_ops.py compares.
+`neuralde_seq.ops.causal_conv.causal_conv`, whose two algorithms tests/test_ops.py compares.
 
 Causality holds exactly in evaluation mode. In training mode the default batch norm (the paper's
 BatchNorm; its statistics use only the valid steps) normalises with statistics of the whole batch, later
@@ -85,10 +85,10 @@ class SeparableFlexConv(nn.Module):
         kernel_rescale: "measured", "paper" or None (see above).
         kernel_gain: the gain g.
         rescale_by_channels: see above.
-        conv_method: "auto" (FFT when the kernel is longer than ``fft_threshold`` lags), "direct" or "fft".
-            (On one CPU thread the direct depthwise ``conv1d`` was faster up to about 1000 lags for
+        conv: the convolution algorithm: "auto" (FFT when the kernel is longer than ``fft_threshold`` lags),
+            "direct" or "fft". (On one CPU thread the direct depthwise ``conv1d`` was faster up to about 1000 lags for
             T = 4000, hence the default 512; GPUs were not measured.)
-        fft_threshold: kernel length in lags above which ``conv_method="auto"`` uses the FFT (default 512).
+        fft_threshold: kernel length in lags above which ``conv="auto"`` uses the FFT (default 512).
         bias: a bias per channel after the depthwise convolution, and in the 1x1 mixing.
 
     ``forward(x)``: (B, T, in_channels) -> (B, T, out_channels).
@@ -98,11 +98,11 @@ class SeparableFlexConv(nn.Module):
                  kernel_layers: int = 3, omega_0: float = 10.0, mask_width: float = 0.075,
                  mask_threshold: float = 0.1, learn_mask_mean: bool = True,
                  kernel_rescale: str | None = "measured", kernel_gain: float = 1.0,
-                 rescale_by_channels: bool = True, conv_method: str = "auto", fft_threshold: int = 512,
+                 rescale_by_channels: bool = True, conv: str = "auto", fft_threshold: int = 512,
                  bias: bool = True):
         super().__init__()
-        if conv_method not in ("auto", "direct", "fft"):
-            raise ValueError(f"conv_method must be 'auto', 'direct' or 'fft', got {conv_method!r}")
+        if conv not in ("auto", "direct", "fft"):
+            raise ValueError(f"conv must be 'auto', 'direct' or 'fft', got {conv!r}")
         if kernel_rescale not in ("measured", "paper", None):
             raise ValueError(f"kernel_rescale must be 'measured', 'paper' or None, got {kernel_rescale!r}")
         if not 0.0 < mask_threshold < 1.0:
@@ -120,7 +120,7 @@ class SeparableFlexConv(nn.Module):
         else:
             self.register_buffer("mask_mean", mean)
         self.mask_threshold = float(mask_threshold)
-        self.conv_method, self.fft_threshold = conv_method, int(fft_threshold)
+        self.conv, self.fft_threshold = conv, int(fft_threshold)
         self.bias = nn.Parameter(torch.zeros(in_channels)) if bias else None
         self.pointwise = nn.Linear(in_channels, out_channels, bias=bias)
         nn.init.kaiming_normal_(self.pointwise.weight)
@@ -178,17 +178,17 @@ class SeparableFlexConv(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
         k = self.kernel(max_length=x.shape[1])
-        method = self.conv_method
-        if method == "auto":
-            method = "fft" if k.shape[1] > self.fft_threshold else "direct"
-        y = causal_conv(x, k.to(x.dtype), method)
+        algorithm = self.conv
+        if algorithm == "auto":
+            algorithm = "fft" if k.shape[1] > self.fft_threshold else "direct"
+        y = causal_conv(x, k.to(x.dtype), algorithm)
         if self.bias is not None:
             y = y + self.bias
         return self.pointwise(y)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"mask_threshold={self.mask_threshold}, conv_method={self.conv_method!r}")
+                f"mask_threshold={self.mask_threshold}, conv={self.conv!r}")
 
 
 # ------------------------------------------------------------------------------------------- norms
@@ -295,9 +295,9 @@ class CCNN(nn.Module):
         kernel_gain: the gain g of the kernel rescaling (default 1.0; see `SeparableFlexConv`).
         rescale_by_channels: whether the rescaling's fan-in counts the input channels (default True; see
             `SeparableFlexConv`).
-        conv_method: "auto" (default: FFT when the kernel is longer than ``fft_threshold`` lags), "direct" or
-            "fft".
-        fft_threshold: kernel length in lags above which ``conv_method="auto"`` uses the FFT (default 512).
+        conv: the convolution algorithm: "auto" (default: FFT when the kernel is longer than ``fft_threshold``
+            lags), "direct" or "fft".
+        fft_threshold: kernel length in lags above which ``conv="auto"`` uses the FFT (default 512).
         static_channels: number of static features appended to the readout (None: static is not read).
 
     ``forward(observations)`` -> logits (B, num_classes). ``kernel_l2()``: the sum over all layers of the
@@ -308,7 +308,7 @@ class CCNN(nn.Module):
                  kernel_size: int = 64, kernel_hidden: int = 16, kernel_layers: int = 3, omega_0: float = 10.0,
                  mask_width: float = 0.075, mask_threshold: float = 0.1, learn_mask_mean: bool = True,
                  dropout: float = 0.1, norm: str = "batch", kernel_rescale: str | None = "measured",
-                 kernel_gain: float = 1.0, rescale_by_channels: bool = True, conv_method: str = "auto",
+                 kernel_gain: float = 1.0, rescale_by_channels: bool = True, conv: str = "auto",
                  fft_threshold: int = 512, static_channels: int | None = None):
         super().__init__()
         check_num_outputs(num_classes)
@@ -316,7 +316,7 @@ class CCNN(nn.Module):
                             mask_width=mask_width, mask_threshold=mask_threshold,
                             learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,
                             kernel_gain=kernel_gain, rescale_by_channels=rescale_by_channels,
-                            conv_method=conv_method, fft_threshold=fft_threshold)
+                            conv=conv, fft_threshold=fft_threshold)
         self.in_channels, self.num_classes = in_channels, num_classes
         self.input_conv = SeparableFlexConv(2 * in_channels, hidden, kernel_size, **conv_options)
         self.input_norm = _make_norm(norm, hidden)

@@ -272,8 +272,8 @@ class CKConv(nn.Module):
         count = int(math.floor(self._horizon() / self.step + 1e-9)) + 1
         return self.grid_kernel(count).square().sum()
 
-    def _grid_method(self, length: int) -> str:
-        """The `causal_conv` method for a grid of ``length`` points under ``conv`` and ``fft_threshold``."""
+    def _grid_algorithm(self, length: int) -> str:
+        """The `causal_conv` algorithm for a grid of ``length`` points under ``conv`` and ``fft_threshold``."""
         return "fft" if self.conv == "fft" or (self.conv == "auto" and length > self.fft_threshold) else "direct"
 
     # ---- grid mode ----
@@ -297,7 +297,7 @@ class CKConv(nn.Module):
         if not self.has_horizon:
             self.set_horizon((length - 1) * step)
         kernel = self.grid_kernel(length, step, dtype=x.dtype, device=x.device)
-        y = causal_conv(x, kernel, self._grid_method(length))
+        y = causal_conv(x, kernel, self._grid_algorithm(length))
         if step != self.step:
             y = y * (step / self.step)
         return y if self.bias is None else y + self.bias
@@ -417,7 +417,7 @@ class CKConv(nn.Module):
         else:
             kernel = self.grid_kernel(lattice.size, lattice.spacing, dtype=values.dtype, device=values.device)
             y = lattice_causal_conv(lattice.index, lattice.size, values, observed, kernel,
-                                    self._grid_method(lattice.size))
+                                    self._grid_algorithm(lattice.size))
         return y if self.bias is None else y + self.bias
 
 

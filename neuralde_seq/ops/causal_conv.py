@@ -9,8 +9,8 @@ On a grid (`causal_conv`), with zeros before the start,
     full channel mixing (CKConv):   y[b, t, o] = Σ_c Σ_{k=0}^{min(t, K−1)} w[o, c, k] · x[b, t − k, c]
     depthwise (FlexConv):           y[b, t, c] =     Σ_{k=0}^{min(t, K−1)} w[c, k]    · x[b, t − k, c]
 
-the kernel's rank telling the two apart. ``method="direct"`` (`causal_conv_direct`, ``conv1d``) is
-the reference; ``method="fft"`` (`causal_conv_fft`, the convolution theorem) costs
+the kernel's rank telling the two apart. ``algorithm="direct"`` (`causal_conv_direct`, ``conv1d``) is
+the reference; ``algorithm="fft"`` (`causal_conv_fft`, the convolution theorem) costs
 O(T log T) instead of O(T · K) and agrees to rounding.
 
 At irregular times (`irregular_causal_conv`), the kernel a continuous function ψ of the time
@@ -18,8 +18,8 @@ difference,
 
     y[b, i] = Σ_{j: t_j ≤ t_i} ψ(t_i − t_j) · x[b, j]      (observed entries of x only),
 
-with ψ(Δ) = W h(Δ) + b, h a feature map (a kernel network's hidden layers). ``method="direct"`` forms ψ at
-every pair (the reference, memory O(B T² C_out C_in)); ``method="factorised"`` evaluates h once per
+with ψ(Δ) = W h(Δ) + b, h a feature map (a kernel network's hidden layers). ``algorithm="direct"`` forms ψ at
+every pair (the reference, memory O(B T² C_out C_in)); ``algorithm="factorised"`` evaluates h once per
 distinct Δ and contracts through the features without forming the per-pair kernel (memory
 O(B T² K)). The tests (tests/test_ops.py) compare each fast path with its reference in float64, values
 and gradients, and both with a plain loop over the formula.
@@ -48,11 +48,11 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["causal_conv", "causal_conv_direct", "causal_conv_fft", "irregular_causal_conv", "lattice_causal_conv",
-           "Lattice", "find_lattice", "snap_times", "lattice_tolerance", "fft_length", "CONV_METHODS",
-           "IRREGULAR_METHODS"]
+           "Lattice", "find_lattice", "snap_times", "lattice_tolerance", "fft_length", "CONV_ALGORITHMS",
+           "IRREGULAR_ALGORITHMS"]
 
-CONV_METHODS = ("direct", "fft")
-IRREGULAR_METHODS = ("direct", "factorised")
+CONV_ALGORITHMS = ("direct", "fft")
+IRREGULAR_ALGORITHMS = ("direct", "factorised")
 
 
 def _check_grid(x: torch.Tensor, kernel: torch.Tensor) -> None:
@@ -149,31 +149,31 @@ def causal_conv_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
     return torch.fft.irfft(y_f, n=n_fft)[..., :length].transpose(1, 2)
 
 
-def causal_conv(x: torch.Tensor, kernel: torch.Tensor, method: str = "direct") -> torch.Tensor:
-    """Causal convolution on a grid by ``method``.
+def causal_conv(x: torch.Tensor, kernel: torch.Tensor, algorithm: str = "direct") -> torch.Tensor:
+    """Causal convolution on a grid by ``algorithm``.
 
     Arguments:
         x: (B, T, C_in) input.
         kernel: (C_out, C_in, K) for full channel mixing, or (C_in, K) for a depthwise convolution;
             ``kernel[..., k]`` is the weight of lag k.
-        method: "direct" (default, `causal_conv_direct`) or "fft" (`causal_conv_fft`).
+        algorithm: "direct" (default, `causal_conv_direct`) or "fft" (`causal_conv_fft`).
 
     Returns:
         (B, T, C_out) (C_out = C_in when depthwise).
 
     Raises:
-        ValueError: an unknown method, or shapes that do not fit.
+        ValueError: an unknown algorithm, or shapes that do not fit.
     """
-    if method == "direct":
+    if algorithm == "direct":
         return causal_conv_direct(x, kernel)
-    if method == "fft":
+    if algorithm == "fft":
         return causal_conv_fft(x, kernel)
-    raise ValueError(f"method must be one of {CONV_METHODS}, got {method!r}")
+    raise ValueError(f"algorithm must be one of {CONV_ALGORITHMS}, got {algorithm!r}")
 
 
 def irregular_causal_conv(times: torch.Tensor, x: torch.Tensor, observed: torch.Tensor,
                           features: Callable[[torch.Tensor], torch.Tensor], weight: torch.Tensor,
-                          bias: torch.Tensor | None = None, method: str = "factorised") -> torch.Tensor:
+                          bias: torch.Tensor | None = None, algorithm: str = "factorised") -> torch.Tensor:
     """y[b, i] = Σ_{j: t_j ≤ t_i} ψ(t_i − t_j) x̃[b, j], ψ(Δ) = weight · features(Δ) + bias (module docstring).
 
     Arguments:
@@ -184,18 +184,18 @@ def irregular_causal_conv(times: torch.Tensor, x: torch.Tensor, observed: torch.
         features: maps time differences Δ (U,), in x's dtype, to features (U, K).
         weight: (C_out, C_in, K).
         bias: (C_out, C_in), or None (default) for no bias.
-        method: "factorised" (fast; no gradient reaches ``times``) or "direct" (the reference).
+        algorithm: "factorised" (fast; no gradient reaches ``times``) or "direct" (the reference).
 
     Returns:
         (B, T, C_out): the sum at every point, observed or not.
     """
-    if method not in IRREGULAR_METHODS:
-        raise ValueError(f"method must be one of {IRREGULAR_METHODS}, got {method!r}")
+    if algorithm not in IRREGULAR_ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {IRREGULAR_ALGORITHMS}, got {algorithm!r}")
     x = torch.where(observed, x, torch.zeros((), dtype=x.dtype, device=x.device))
     source = observed.any(-1)  # (B, S)
     delta = times.unsqueeze(2) - times.unsqueeze(1)  # (B, Q, S): t_i − t_j
     pairs = (delta >= 0) & source.unsqueeze(1)
-    if method == "direct":
+    if algorithm == "direct":
         hidden = features(delta.reshape(-1).to(x.dtype)).view(*delta.shape, -1)  # (B, Q, S, K)
         kernel = torch.einsum("bqsk,ock->bqsoc", hidden, weight)
         if bias is not None:
@@ -381,7 +381,7 @@ def find_lattice(times: torch.Tensor, points: torch.Tensor, max_size: int) -> La
 
 
 def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observed: torch.Tensor,
-                        kernel: torch.Tensor, method: str = "fft") -> torch.Tensor:
+                        kernel: torch.Tensor, algorithm: str = "fft") -> torch.Tensor:
     """y[b, i] = Σ_{j: n_j ≤ n_i} w[..., n_i − n_j] · x̃[b, j] with n = ``index``: the irregular causal sum of
     points on a lattice, as a grid convolution (module docstring).
 
@@ -397,7 +397,7 @@ def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observe
         observed: (B, T, C_in) or (B, T) bool: x̃ is x where observed and 0 elsewhere.
         kernel: (C_out, C_in, K) for full channel mixing, or (C_in, K) for a depthwise convolution;
             ``kernel[..., k]`` is the weight of a lag of k nodes; lags >= K contribute nothing.
-        method: "fft" (default) or "direct", the `causal_conv` method on the lattice.
+        algorithm: "fft" (default) or "direct", the `causal_conv` algorithm on the lattice.
 
     Returns:
         (B, T, C_out) (C_out = C_in when depthwise): the sum at every point, observed or not.
@@ -415,10 +415,10 @@ def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observe
         observed = observed.unsqueeze(-1)
     if observed.dtype != torch.bool or observed.shape[:2] != x.shape[:2] or observed.shape[-1] not in (1, x.shape[-1]):
         raise ValueError(f"observed must be a bool tensor of shape {tuple(x.shape[:2])} or {tuple(x.shape)}")
-    if method not in CONV_METHODS:
-        raise ValueError(f"method must be one of {CONV_METHODS}, got {method!r}")
+    if algorithm not in CONV_ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {CONV_ALGORITHMS}, got {algorithm!r}")
     x = torch.where(observed, x, torch.zeros((), dtype=x.dtype, device=x.device))
     on_nodes = x.new_zeros(x.shape[0], size, x.shape[-1]).scatter_add(
         1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]), x)
-    y = causal_conv(on_nodes, kernel, method)
+    y = causal_conv(on_nodes, kernel, algorithm)
     return y.gather(1, index.unsqueeze(-1).expand(-1, -1, y.shape[-1]))

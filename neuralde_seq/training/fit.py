@@ -214,9 +214,9 @@ def parameter_groups(model: torch.nn.Module, params: Sequence[torch.nn.Parameter
     """
     scales = {}
     for module in model.modules():
-        method = getattr(module, "learning_rate_scales", None)
-        if callable(method):
-            scales.update({id(p): float(factor) for p, factor in method()})
+        scales_of = getattr(module, "learning_rate_scales", None)
+        if callable(scales_of):
+            scales.update({id(p): float(factor) for p, factor in scales_of()})
     groups: dict[float, list] = {}
     for p in params:
         groups.setdefault(scales.get(id(p), 1.0), []).append(p)
