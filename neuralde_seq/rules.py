@@ -40,7 +40,7 @@ import torch
 
 from .input_checks import unknown_name_message
 
-__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "BUILTIN_RULE_NAMES", "register_rule",
+__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "register_rule",
            "unregister_rule", "registered_rule", "rule_names", "rule_title", "RuleEntry", "CAPABILITIES", "AFFINE_RATE",
            "AFFINE_STEP", "AFFINE_STEP_FORGET", "STEPWISE_STEP", "RankOneUpdate", "RankOneRate", "relaxation_rate",
            "relax_error"]
@@ -1059,7 +1059,6 @@ register_rule("hebb", Hebb, title="Hebb")
 register_rule("oja", Oja, title="Oja")
 register_rule("delta", lambda **options: Delta(post=False, **options), title="Delta")
 register_rule("delta-post", lambda **options: Delta(post=True, **options), title="post-Delta")
-BUILTIN_RULE_NAMES = rule_names()
 
 
 def __getattr__(name):
