@@ -75,10 +75,13 @@ def _trainer(name: str, times, values, labels, args):
 
 
 def _gradient_method(model) -> str:
-    """The gradient method the model's solver uses (for the record; older versions only have ``adjoint``)."""
+    """The method and gradient method of the model's solver (for the record; older versions spelled them as strings,
+    or had only ``adjoint``)."""
     for module in model.modules():
         solver = getattr(module, "solver", None)
         if solver is not None and hasattr(solver, "method"):
+            if hasattr(solver.method, "name"):  # the method and gradient objects (neuralde_seq.solvers)
+                return f"{solver.method.name}, gradient={solver.gradient.name}"
             if hasattr(solver, "gradient_method"):
                 return f"{solver.method}, gradient={solver.gradient_method}"
             return f"{solver.method}, adjoint={getattr(solver, 'adjoint', None)}"

@@ -3,7 +3,7 @@ against chunked (the WY / UT form of `neuralde_seq.solvers.chunked_delta`, autog
 
 For each number of windows, one pre-Delta field in "rde" form (d_model = heads × head_dim) on a synthetic
 piecewise-constant control (log-signature-like windows of length 1, 7 channels) is solved by
-``SolverOptions("exact", exact_scan=...)``: the forward solve alone (no gradients) and a training step's solve
+``Exact(recurrence=...)``: the forward solve alone (no gradients) and a training step's solve
 (forward and backward of a fixed functional of the final states, gradients on the field's weights and the
 control). The scans are timed in one process, interleaved (sequential, chunked per block size, sequential, ...)
 so that all see the same machine; medians of ``--repeats`` runs after one warm-up. The states of the two scans are
@@ -35,7 +35,7 @@ def measure(windows, batch, heads, head_dim, blocks, forget_gate, repeats, devic
 
     from neuralde_seq.controls import Control
     from neuralde_seq.fields import FastWeightField
-    from neuralde_seq.solvers import SolverOptions, solve
+    from neuralde_seq.solvers import Exact, SolverOptions, solve
 
     channels = 7
     g = torch.Generator().manual_seed(0)
@@ -49,9 +49,9 @@ def measure(windows, batch, heads, head_dim, blocks, forget_gate, repeats, devic
     W0 = torch.zeros(batch, heads, head_dim, head_dim, device=device, dtype=dtype)
     weights = torch.randn(W0.shape, generator=g, dtype=dtype).to(device)
     params = [control.coeffs] + [p for name, p in field.named_parameters() if not name.startswith("query")]
-    scans = {"sequential": SolverOptions("exact")}
+    scans = {"sequential": SolverOptions(Exact())}
     for block in blocks:
-        scans[f"chunked C={block}"] = SolverOptions("exact", exact_scan="chunked", exact_block_size=block)
+        scans[f"chunked C={block}"] = SolverOptions(Exact(recurrence="chunked", block_size=block))
 
     def forward(options):
         with torch.no_grad():

@@ -17,8 +17,8 @@ model, written as it goes to ``results.json`` and ``results.md`` under ``--out``
    after each), the median reported; the ratio to CKCNN's median at the same shape; the peak of
    ``torch.cuda.max_memory_allocated`` over the timed steps (reset before them; None on the CPU). Variants beside
    the defaults: the exact path against rk4 (delta-rde), the exact path's sequential steps against its chunked
-   WY / UT blocks (``exact_scan="chunked"``) and rk4's composed affine step maps against its per-step loop
-   (``affine_steps=False``) where the library has them, parallel against sequential scans (the linear NCDEs),
+   WY / UT blocks (``Exact(recurrence="chunked")``) and rk4's composed affine step maps against its per-step loop
+   (``RK4(affine_steps=False)``), parallel against sequential scans (the linear NCDEs),
    checkpointed against backpropagated gradients (delta-cde, ncde).
 3. Time limit: the run stops itself within ``--time-limit-s`` (default 480 s, counted from the script's start).
    Before each row it checks the time left against a conservative estimate of the row (its time at the other
@@ -102,7 +102,8 @@ class Row:
         variant: what the row varies ("default", "rk4", "scan=parallel", "gradient=backprop", ...).
         control: ``model_inputs`` overrides of the registry's control options.
         options: ``create_model`` overrides.
-        solver: ``SolverOptions`` fields, or None for the model's default.
+        solver: the `SolverOptions` or method object of the row (`neuralde_seq.solvers`), or None for the model's
+            default.
     """
 
     model: str
@@ -110,7 +111,7 @@ class Row:
     variant: str = "default"
     control: dict = dataclasses.field(default_factory=dict)
     options: dict = dataclasses.field(default_factory=dict)
-    solver: dict | None = None
+    solver: object = None
 
     @property
     def label(self) -> str:
@@ -125,34 +126,29 @@ _FWP_EW_WINDOWS = dict(depth=1, step=4, window_start_values=False)
 _FWP_EW = dict(d_model=128, n_heads=16, d_ff=64)
 
 
-def _solver_has(field: str) -> bool:
-    """Whether this version of the library's SolverOptions has ``field`` (rows of paths it lacks are left out)."""
-    from neuralde_seq import SolverOptions
-
-    return field in {f.name for f in dataclasses.fields(SolverOptions)}
-
-
 def planned_rows() -> list[Row]:
     """Every row, most important first: CKCNN and the CT-FWPs at 1,000 points (the issue's cost target), the
     EigenWorms rows that the field's GPU numbers are quoted at, then the other headline models and the variants."""
+    from neuralde_seq.solvers import RK4, Auto, Backprop, Exact, Heun2, SolverOptions
+
     T, E = "T1000", "eigenworms"
-    chunked = [Row("delta-rde", E, "exact chunked", _FWP_EW_WINDOWS, _FWP_EW, dict(exact_scan="chunked")),
-               Row("delta-rde", T, "exact chunked", solver=dict(exact_scan="chunked"))
-               ] if _solver_has("exact_scan") else []
-    # The fast weight recurrences one step after the other against the parallel prefix scan (SolverOptions.scan;
-    # "auto", the default rows, takes the parallel scan on a GPU and the sequential loop on a CPU).
+    chunked = Auto(exact=Exact(recurrence="chunked"))
+    chunked_rows = [Row("delta-rde", E, "exact chunked", _FWP_EW_WINDOWS, _FWP_EW, chunked),
+                    Row("delta-rde", T, "exact chunked", solver=chunked)]
+    # The fast weight recurrences one step after the other against the parallel prefix scan (the ``scan`` of RK4
+    # and Exact; "auto", the default rows, takes the parallel scan on a GPU and the sequential loop on a CPU).
+    scanned = lambda scan, **exact: Auto(exact=Exact(scan=scan, **exact), fallback=RK4(scan=scan))  # noqa: E731
     scans = [row for scan in ("sequential", "parallel") for row in (
-        Row("delta-cde", T, f"scan={scan}", solver=dict(scan=scan)),
-        Row("hebb-cde", T, f"scan={scan}", solver=dict(scan=scan)),
-        Row("delta-rde", T, f"exact scan={scan}", solver=dict(method="exact", scan=scan)),
-        Row("delta-rde", T, f"exact chunked scan={scan}", solver=dict(exact_scan="chunked", scan=scan)),
-        Row("delta-rde", E, f"exact scan={scan}", _FWP_EW_WINDOWS, _FWP_EW, dict(method="exact", scan=scan)),
+        Row("delta-cde", T, f"scan={scan}", solver=scanned(scan)),
+        Row("hebb-cde", T, f"scan={scan}", solver=scanned(scan)),
+        Row("delta-rde", T, f"exact scan={scan}", solver=Exact(scan=scan)),
+        Row("delta-rde", T, f"exact chunked scan={scan}", solver=scanned(scan, recurrence="chunked")),
+        Row("delta-rde", E, f"exact scan={scan}", _FWP_EW_WINDOWS, _FWP_EW, Exact(scan=scan)),
         Row("delta-rde", E, f"exact chunked scan={scan}", _FWP_EW_WINDOWS, _FWP_EW,
-            dict(exact_scan="chunked", scan=scan)),
-        Row("delta-cde", E, f"scan={scan}", solver=dict(scan=scan)),
-    )] if _solver_has("scan") else []
-    per_step = [Row("delta-cde", T, "rk4 per-step", solver=dict(method="rk4", affine_steps=False))
-                ] if _solver_has("affine_steps") else []
+            scanned(scan, recurrence="chunked")),
+        Row("delta-cde", E, f"scan={scan}", solver=scanned(scan)),
+    )]
+    per_step = [Row("delta-cde", T, "rk4 per-step", solver=RK4(affine_steps=False))]
     return [
         Row("ckcnn", T),
         Row("delta-cde", T),
@@ -160,16 +156,16 @@ def planned_rows() -> list[Row]:
         Row("delta-rde", T, "exact"),
         Row("ckcnn", E),
         Row("delta-rde", E, "exact", _FWP_EW_WINDOWS, _FWP_EW),
-        *chunked,
+        *chunked_rows,
         *scans,
-        Row("log-ncde", E, "heun2", _W12_D2, _LOG_NCDE_EW, dict(method="heun2")),
+        Row("log-ncde", E, "heun2", _W12_D2, _LOG_NCDE_EW, Heun2()),
         Row("slice-block", E, "scan=parallel", _W12_D2, dict(hidden=128, block_size=4, readout="mean",
                                                               scan="parallel")),
         Row("slice-block", E, "scan=sequential", _W12_D2, dict(hidden=128, block_size=4, readout="mean",
                                                                 scan="sequential")),
         Row("slice-diag", E, "scan=parallel", _W12_D1, dict(hidden=128, readout="mean", scan="parallel")),
         Row("slice-diag", E, "scan=sequential", _W12_D1, dict(hidden=128, readout="mean", scan="sequential")),
-        Row("delta-rde", T, "rk4", solver=dict(method="rk4")),
+        Row("delta-rde", T, "rk4", solver=RK4()),
         *per_step,
         Row("ncde", T),
         Row("log-ncde", T),
@@ -178,13 +174,13 @@ def planned_rows() -> list[Row]:
         Row("slice-diag", T, "scan=parallel", options=dict(scan="parallel")),
         Row("slice-diag", T, "scan=sequential", options=dict(scan="sequential")),
         Row("gru-d", T),
-        Row("delta-cde", T, "rk4 gradient=backprop", solver=dict(method="rk4", gradient="backprop")),
-        Row("ncde", T, "gradient=backprop", solver=dict(gradient="backprop")),
+        Row("delta-cde", T, "rk4 gradient=backprop", solver=SolverOptions(RK4(), gradient=Backprop())),
+        Row("ncde", T, "gradient=backprop", solver=Backprop()),
         Row("gru-d", E),
-        Row("delta-rde", E, "rk4", _FWP_EW_WINDOWS, _FWP_EW, dict(method="rk4")),
+        Row("delta-rde", E, "rk4", _FWP_EW_WINDOWS, _FWP_EW, RK4()),
         Row("delta-cde", E),
         Row("hebb-cde", E),
-        Row("ncde", E, "heun2", options=dict(hidden=128, width=128, depth=3), solver=dict(method="heun2")),
+        Row("ncde", E, "heun2", options=dict(hidden=128, width=128, depth=3), solver=Heun2()),
     ]
 
 
@@ -390,7 +386,7 @@ class Suite:
         inputs = model_inputs(row.model, times, values, **row.control)
         options = dict(row.options)
         if row.solver is not None:
-            options["solver"] = SolverOptions(**row.solver)
+            options["solver"] = row.solver
         torch.manual_seed(0)
         model = create_model(row.model, inputs, shape.classes, **options).to(device=self.device, dtype=self.dtype)
         inputs, labels = inputs.to(self.device), labels.to(self.device)
@@ -417,7 +413,7 @@ class Suite:
             solver = next((m.solver for m in model.modules() if isinstance(getattr(m, "solver", None), SolverOptions)),
                           None)
             if solver is not None:
-                result["solver"] = f"{solver.last_method or solver.method}, gradient={solver.gradient_method}"
+                result["solver"] = f"{(solver.last_method or solver.method).name}, gradient={solver.gradient.name}"
             fits = int((self.left() - WRITE_MARGIN_S) / max(max(first), 1e-6))
             repeats = min(self.args.repeats, fits)
             if repeats < 1:

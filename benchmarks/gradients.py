@@ -2,7 +2,8 @@
 
 For each model (default ``delta-cde`` and ``ncde``; also ``oja-cde``, ``gru-ode``, any registered model that
 reads a control and takes a solver), each length T (default 500, 1000, 4000 knots) and each gradient method of
-:class:`neuralde_seq.SolverOptions` (``gradient="adjoint"``, ``"backprop"``, ``"checkpoint"``), one training
+:class:`neuralde_seq.SolverOptions` (`Adjoint()`, `Backprop()`, `Checkpoint()`; ``--methods adjoint backprop
+checkpoint``), one training
 loss's forward + backward pass (cross-entropy on random labels, gradients of every parameter) is measured:
 
 - **gradient error**: ‖g_method − g_backprop‖ / ‖g_backprop‖ over all parameter gradients concatenated,
@@ -27,7 +28,7 @@ knot, the papers' setting), times uniform in [0, 1], 3 value channels of a Gauss
 standard deviation 1/√T), every sample T knots long. Model sizes: ``d_model`` 32 and 4 heads for the fast
 weight models, the registry defaults for the others (NCDE hidden 32, width 64, depth 2; GRU-ODE hidden 32).
 
-The continuous adjoint's reconstruction check (``SolverOptions.adjoint_check``, every 100th solve, the first
+The continuous adjoint's reconstruction check (``Adjoint.check_every``, every 100th solve, the first
 included) runs in the memory process's pass (untimed; its warning is recorded in the JSON) and in the timing
 process's untimed first pass only.
 
@@ -69,7 +70,7 @@ def _setup(name: str, length: int, batch: int, dtype: str, device: str, threads:
     """(inputs, labels, model factory) for ``name`` at length ``length``; every model starts from the same weights."""
     import torch
 
-    from neuralde_seq import SolverOptions, create_model, model_inputs
+    from neuralde_seq import create_model, model_inputs, parse_solver
     from neuralde_seq.models import model_entry
 
     torch.set_num_threads(threads)
@@ -81,9 +82,10 @@ def _setup(name: str, length: int, batch: int, dtype: str, device: str, threads:
     labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g).to(device)
     sizes = FAST_WEIGHT_SIZE if model_entry(name).constructor.__name__ == "FastWeightClassifier" else {}
 
-    def model(method: str):
+    def model(gradient: str):
         torch.manual_seed(seed)
-        return create_model(name, inputs, NUM_CLASSES, solver=SolverOptions(method="rk4", gradient=method),
+        # the gradient method's name comes from the command line (--methods): read by the one parser of the edges
+        return create_model(name, inputs, NUM_CLASSES, solver=parse_solver({"method": "rk4", "gradient": gradient}),
                             **sizes).to(device=device, dtype=dt)
 
     return inputs, labels, model

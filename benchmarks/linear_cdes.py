@@ -24,7 +24,7 @@ settings of the authors' EigenWorms configs (Benjamin-Walker/log-neural-cdes,
   step per knot (their dt0 = 1 / 17,984);
 - ``nrde``: depth 2, step 4, no time channel (as their config), hidden 64, field width 64, field depth 3, Heun,
   one step per window;
-- CT-FWPs in RDE form on ``SolverOptions(method="exact")``: ``delta-rde`` (pre-Delta) and ``delta-post-rde``,
+- CT-FWPs in RDE form on ``Exact()``: ``delta-rde`` (pre-Delta) and ``delta-post-rde``,
   d_model 128, 16 heads, d_ff 64, on depth-1 windows of 4 steps without start values (paper 002's best EigenWorms
   setting, as tasks/configs/walker2024_uea_eigenworms.yaml; 4,496 windows) and, for pre-Delta, also of 12 steps
   (the windows Log-NCDE and the linear NCDEs read).
@@ -74,6 +74,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+from neuralde_seq.solvers import RK4, Exact, Heun2, Method
 
 NUM_CLASSES = 5
 VALUE_CHANNELS = 6
@@ -103,7 +104,7 @@ class Row:
         model: the registry name given to ``model_inputs`` and ``create_model``.
         control: overrides of the registry's control options (``model_inputs`` keywords).
         options: ``create_model`` overrides.
-        solver: the ``SolverOptions`` method ("exact", "heun2", ...), None for the models without a solver.
+        solver: the method object (``Exact()``, ``Heun2()``, ...), None for the models without a solver.
         slow: a full-length solve: ``--slow-repeats`` timed steps, the untimed one on a short prefix.
         theirs: the authors' seconds per 1,000 steps on EigenWorms (their GPU), where they timed this model.
     """
@@ -112,7 +113,7 @@ class Row:
     model: str
     control: dict
     options: dict
-    solver: str | None = None
+    solver: Method | None = None
     slow: bool = False
     theirs: float | None = None
 
@@ -121,9 +122,9 @@ class Row:
 # Benjamin-Walker/log-neural-cdes: "log_ncde", "bd_linear_ncde", "bd_linear_ncde_recurrent" = sequential, ...).
 ROWS = (
     Row("log-ncde", "log-ncde", _WINDOWS_12_DEPTH_2, dict(hidden=128, width=32, depth=2, activation="silu"),
-        solver="heun2", theirs=2351.97),
+        solver=Heun2(), theirs=2351.97),
     Row("log-ncde rk4", "log-ncde", _WINDOWS_12_DEPTH_2, dict(hidden=128, width=32, depth=2, activation="silu"),
-        solver="rk4"),
+        solver=RK4()),
     Row("slice-block parallel", "slice-block", _WINDOWS_12_DEPTH_2, dict(_BLOCK, scan="parallel"), theirs=16.26),
     Row("slice-block sequential", "slice-block", _WINDOWS_12_DEPTH_2, dict(_BLOCK, scan="sequential"),
         theirs=40.62),
@@ -135,13 +136,13 @@ ROWS = (
     Row("slice-dplr parallel", "slice-dplr", _WINDOWS_12_DEPTH_2, dict(_DPLR, scan="parallel")),
     Row("slice-dplr sequential", "slice-dplr", _WINDOWS_12_DEPTH_2, dict(_DPLR, scan="sequential")),
     Row("slice-dplr d1 sequential", "slice-dplr", _WINDOWS_12_DEPTH_1, dict(_DPLR, scan="sequential")),
-    Row("ncde", "ncde", {}, dict(hidden=128, width=128, depth=3), solver="heun2", slow=True,
+    Row("ncde", "ncde", {}, dict(hidden=128, width=128, depth=3), solver=Heun2(), slow=True,
         theirs=30827.07),
     Row("nrde", "nrde", dict(depth=2, step=4, time_channel=False), dict(hidden=64, width=64, depth=3),
-        solver="heun2", slow=True, theirs=6830.97),
-    Row("delta-rde exact s4", "delta-rde", _FWP_WINDOWS, _FWP_SIZES, solver="exact"),
-    Row("delta-rde exact s12", "delta-rde", dict(_FWP_WINDOWS, step=12), _FWP_SIZES, solver="exact"),
-    Row("delta-post-rde exact s4", "delta-post-rde", _FWP_WINDOWS, _FWP_SIZES, solver="exact"),
+        solver=Heun2(), slow=True, theirs=6830.97),
+    Row("delta-rde exact s4", "delta-rde", _FWP_WINDOWS, _FWP_SIZES, solver=Exact()),
+    Row("delta-rde exact s12", "delta-rde", dict(_FWP_WINDOWS, step=12), _FWP_SIZES, solver=Exact()),
+    Row("delta-post-rde exact s4", "delta-post-rde", _FWP_WINDOWS, _FWP_SIZES, solver=Exact()),
 )
 
 
@@ -213,9 +214,9 @@ def build_trainer(row: Row, inputs, labels, penalty_weight: float, dtype, device
     """
     import torch
 
-    from neuralde_seq import SolverOptions, create_model
+    from neuralde_seq import create_model
 
-    solver = dict(solver=SolverOptions(method=row.solver)) if row.solver else {}
+    solver = dict(solver=row.solver) if row.solver else {}
     torch.manual_seed(0)  # rows of one model differ only in their scan: the same weights
     model = create_model(row.model, inputs, NUM_CLASSES, **row.options, **solver).to(device=device, dtype=dtype)
     inputs, labels = inputs.to(device), labels.to(device)
@@ -345,7 +346,8 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
         warmup_points = short if row.slow else args.length
         warmup = (None if warmup_points == args.length
                   else model_inputs(row.model, times[:, :short], values[:, :short], **row.control).to(device))
-        entry = dict(label=row.label, model=row.model, control=row.control, options=row.options, solver=row.solver,
+        entry = dict(label=row.label, model=row.model, control=row.control, options=row.options,
+                     solver=None if row.solver is None else row.solver.name,
                      theirs=row.theirs, pieces=pieces, channels=int(inputs.channels), estimated_gib=gib,
                      parameters=sum(p.numel() for p in model.parameters()), warmup_points=warmup_points,
                      losses=[], wall=[], cpu=[], memory=[])
@@ -542,7 +544,7 @@ def main(argv=None) -> int:
     if args.list:
         for row in rows:
             print(f"{row.label:<24} model {row.model}, control {row.control or '(registry)'}, options {row.options}"
-                  f"{f', solver {row.solver}' if row.solver else ''}{', slow' if row.slow else ''}")
+                  f"{f', solver {row.solver.name}' if row.solver else ''}{', slow' if row.slow else ''}")
         return 0
 
     import torch

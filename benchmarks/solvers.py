@@ -7,8 +7,8 @@ loss, backward) of a one-layer ``FastWeightClassifier`` in "rde" form on a synth
 - EigenWorms-like: batch 32, 4,500 windows, 7 channels, d_model 128, 16 heads;
 - Speech-like: batch 256, 161 windows, 21 channels, d_model 80, 4 heads;
 
-with the reference ``SolverOptions("rk4")`` (one rk4 step per window, continuous adjoint: the paper's
-setting) and with ``SolverOptions("exact")``. Also the adjoint reference's peak memory at 500 and 4,000
+with the reference ``SolverOptions(RK4())`` (one rk4 step per window, the paper's steps; checkpointed gradients)
+and with ``SolverOptions(Exact())``. Also the adjoint reference's peak memory at 500 and 4,000
 windows (post-Delta, EigenWorms width). Each configuration runs in a fresh subprocess, so that its peak
 resident memory (``ru_maxrss``, whole process: Python, torch, data and model included) is its own; torch
 uses one thread. The reference takes about a minute per step at the EigenWorms shape, so one step is timed
@@ -23,7 +23,7 @@ at the end are from this one run.
 
 ``--defaults MODEL[,MODEL...]`` measures instead what a user gets from the registry: one training step (forward,
 cross-entropy, backward, Adam step) of ``create_model(MODEL, inputs, classes)`` with no solver options (the
-default ``method="auto"``) against the same model forced onto rk4 (``solver={"method": "rk4"}``), on a batch of
+default method ``Auto()``) against the same model forced onto rk4 (``solver=RK4()``), on a batch of
 ``--batch`` series of ``--points`` irregularly sampled points (3 channels, a random walk) read through the
 registry's control; both models in one process, one thread, steps interleaved (auto, rk4, auto, ...) so that
 both see the same machine; the method each takes (``resolve_method``), the median step times and their ratio
@@ -56,7 +56,7 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, st
 
     from neuralde_seq.controls import Control
     from neuralde_seq.models import FastWeightClassifier
-    from neuralde_seq.solvers import SolverOptions
+    from neuralde_seq.solvers import RK4, Exact, SolverOptions
 
     torch.set_num_threads(1)
     cfg = dict(SHAPES[shape])
@@ -71,7 +71,7 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, st
     control = Control(torch.arange(N + 1, dtype=dt), coeffs, torch.full((B,), N, dtype=torch.long),
                       piecewise_constant=True)
     labels = torch.randint(0, cfg["classes"], (B,), generator=g)
-    solver = SolverOptions("rk4") if path == "reference" else SolverOptions("exact")
+    solver = SolverOptions(RK4()) if path == "reference" else SolverOptions(Exact())
     torch.manual_seed(0)
     model = FastWeightClassifier(C, cfg["classes"], rule=rule, form="rde", d_model=cfg["d_model"],
                                  n_heads=cfg["heads"], solver=solver).to(dt)
@@ -100,6 +100,7 @@ def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str)
     import torch
 
     from neuralde_seq.models import create_model, model_inputs
+    from neuralde_seq.solvers import RK4
 
     torch.set_num_threads(1)
     dt = getattr(torch, dtype)
@@ -110,12 +111,12 @@ def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str)
     # every series has its own times: the control runs over observation index, as the estimators build it
     inputs = model_inputs(name, times, values, parametrization="index")
     models, optimisers, seconds, methods = {}, {}, {}, {}
-    for label, solver in (("auto", None), ("rk4", {"method": "rk4"})):
+    for label, solver in (("auto", None), ("rk4", RK4())):
         torch.manual_seed(0)
         models[label] = create_model(name, inputs, 4, solver=solver).to(dt)
         optimisers[label] = torch.optim.Adam(models[label].parameters(), lr=1e-3)
         resolve = getattr(models[label], "resolve_method", None)
-        methods[label] = resolve(inputs) if resolve else None
+        methods[label] = resolve(inputs).name if resolve else None
         seconds[label] = []
     losses = {}
     for step in range(steps + 1):  # step 0 warms up (first-call allocations), not timed

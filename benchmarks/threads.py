@@ -42,9 +42,9 @@ def _step_function(name: str, times, values, labels):
     import torch
     import torch.nn.functional as F
 
-    from neuralde_seq import SolverOptions, create_model, model_inputs
+    from neuralde_seq import Exact, SolverOptions, create_model, model_inputs
 
-    model_name, solver = (name[:-len("-exact")], SolverOptions(method="exact")) if name.endswith("-exact") \
+    model_name, solver = (name[:-len("-exact")], SolverOptions(Exact())) if name.endswith("-exact") \
         else (name, None)
     inputs = model_inputs(model_name, times, values)
     torch.manual_seed(0)

@@ -208,28 +208,34 @@ def _wrapped(label: str, items: Sequence[str], indent: str = "  ") -> str:
 
 
 def _solver_items(name: str, solver) -> list[str]:
-    """Every field of the model's default `SolverOptions` as ``field=value``: the method with what "auto" becomes
-    on the model's default input, the gradient method in force (``gradient`` and ``adjoint`` in one), and what
-    None means where it means something."""
+    """Every option of the model's default `SolverOptions` as ``option=value``: the method with what `Auto` becomes
+    on the model's default input, its options (those of `Auto`'s parts as ``exact.chunk_size``, ...), the gradient
+    method and its options, and what None means where it means something."""
     import dataclasses
 
+    from .solvers import Choice
     from .solvers.chunked_delta import DEFAULT_BLOCK_SIZE
 
-    meaning = {"step_size": "one step per knot interval", "checkpoint_every": "√N steps per segment",
-               "chunk_size": "sized to batch and heads", "exact_block_size": str(DEFAULT_BLOCK_SIZE),
-               "max_steps": "no limit"}
+    meaning = {"step_size": "one step per knot interval", "every": "√N steps per segment",
+               "chunk_size": "sized to batch and heads", "block_size": str(DEFAULT_BLOCK_SIZE), "max_steps": "no limit"}
+
+    def described(prefix: str, choice) -> list[str]:
+        items = []
+        for field in dataclasses.fields(choice):
+            value = getattr(choice, field.name)
+            if isinstance(value, Choice):  # Auto's exact and fallback
+                items += [f"{prefix}{field.name}={value.name!r}", *described(f"{prefix}{field.name}.", value)]
+                continue
+            text = f"{prefix}{field.name}={value!r}"
+            if value is None and field.name in meaning:
+                text += f" ({meaning[field.name]})"
+            items.append(text)
+        return items
+
     method = solver.method
-    items = [f"method={method!r}" + (f" (on the input above: {_auto_method(name)!r})"
-                                     if solver.method_choice.chooses_per_solve else "")]
-    for field in dataclasses.fields(solver):
-        if field.name in ("method", "adjoint"):
-            continue
-        value = solver.gradient_method if field.name == "gradient" else getattr(solver, field.name)
-        text = f"{field.name}={value!r}"
-        if value is None and field.name in meaning:
-            text += f" ({meaning[field.name]})"
-        items.append(text)
-    return items
+    items = [f"method={method.name!r}" + (f" (on the input above: {_auto_method(name, solver)!r})"
+                                          if method.chooses_per_solve else "")]
+    return items + described("", method) + [f"gradient={solver.gradient.name!r}", *described("", solver.gradient)]
 
 
 def print_models(names) -> int:
@@ -273,19 +279,18 @@ def print_models(names) -> int:
     return 0
 
 
-def _auto_method(name: str) -> str:
-    """What the default solver method "auto" resolves to for the registry model ``name`` with its default
-    options on its default input (a tiny one built here): "exact" or "rk4"."""
+def _auto_method(name: str, solver) -> str:
+    """What the default solver method `Auto` resolves to for the registry model ``name`` with its default
+    options on its default input (a tiny one built here): "exact" or its fallback's name ("rk4")."""
     import torch
 
     from .models import create_model, model_entry, model_inputs
-    from .solvers import AUTO_FALLBACK
 
     if not hasattr(model_entry(name).constructor, "resolve_method"):  # only fast weight models have a closed form
-        return AUTO_FALLBACK
+        return solver.method.fallback.name
     times = torch.arange(9.0).unsqueeze(0)
     inputs = model_inputs(name, times, torch.sin(times).unsqueeze(-1))
-    return create_model(name, inputs, 2).resolve_method(inputs)
+    return create_model(name, inputs, 2).resolve_method(inputs).name
 
 
 def compare_overrides(args: argparse.Namespace, config: dict) -> list[str]:

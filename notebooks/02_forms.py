@@ -42,7 +42,7 @@
 #     W(j + 1) = W(j) + (v − W(j) k) kᵀ · (1 − e^{−c‖k‖²}) / ‖k‖²
 #
 # (Hebb's is W + c v kᵀ). So the RDE is solved both by RK4 (one step per window) and by
-# `SolverOptions(method="exact")`, which applies this update once per window. Why that is fast
+# `Exact()` (the solver method), which applies this update once per window. Why that is fast
 # (docs/performance.md#solvers):
 #
 # - one rank-one update of W per window instead of four RK4 stages, each a rule evaluation with its own autograd
@@ -71,7 +71,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from neuralde_seq import (SolverOptions, control_options, create_model, evaluate, model_inputs, predict,
+from neuralde_seq import (RK4, Exact, SolverOptions, control_options, create_model, evaluate, model_inputs, predict,
                           train_classifier)
 from neuralde_seq.data.protocols import load_task
 
@@ -90,8 +90,8 @@ MODEL_SIZE = dict(d_model=32, n_heads=4, d_ff=64)   # compare.yaml's size: Japan
 TRAINING = dict(lr=3e-3, batch_size=32, eval_batch_size=128)
 MEMORY_REPEATS = 3 if BUDGET == "small" else 5      # training steps measured per set-up (median reported)
 SETUPS = [(f"{rule}-{form}", solver) for rule in RULES
-          for form, solver in (("ode", "rk4"), ("cde", "rk4"), ("rde", "rk4"), ("rde", "exact"))]
-LABELS = [f"{name} ({solver})" for name, solver in SETUPS]
+          for form, solver in (("ode", RK4()), ("cde", RK4()), ("rde", RK4()), ("rde", Exact()))]
+LABELS = [f"{name} ({solver.name})" for name, solver in SETUPS]
 FORM_COLOURS = {"ode (rk4)": "tab:blue", "cde (rk4)": "tab:orange", "rde (rk4)": "tab:green",
                 "rde (exact)": "tab:red"}
 RULE_MARKERS = {"delta": "o", "hebb": "s"}
@@ -131,7 +131,7 @@ train, val, test = splits
 steps = {}
 for name, solver in SETUPS:
     intervals = inputs[name]["train"].knots.numel() - 1
-    evaluations = 1 if solver == "exact" else 4   # rk4: four stages per step; exact: one closed-form update
+    evaluations = 1 if isinstance(solver, Exact) else 4   # rk4: four stages per step; exact: one closed-form update
     steps[(name, solver)] = (intervals, intervals * evaluations)
 print(f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, {train.values.shape[-1]} channels, "
       f"lengths {int(train.lengths.min())}-{int(train.lengths.max())} time points, "
@@ -141,7 +141,7 @@ print(f"building the inputs of all splits took {build_seconds:.1f} s per seed")
 for name in dict(SETUPS):
     print(f"  {name} reads build_control(**{control_options(name)})")
 for (name, solver), (intervals, evaluations) in steps.items():
-    print(f"  {name:10s} {solver:5s}: {intervals:2d} solver steps over the longest utterance, "
+    print(f"  {name:10s} {solver.name:5s}: {intervals:2d} solver steps over the longest utterance, "
           f"{evaluations:3d} slow-net evaluations")
 
 # %% [markdown]
@@ -158,7 +158,7 @@ for seed in SEEDS:
     for (name, solver), label in zip(SETUPS, LABELS):
         torch.manual_seed(seed)
         model = create_model(name, inputs[name]["train"], num_classes=train.num_classes,
-                             solver=SolverOptions(method=solver), **MODEL_SIZE).to(device)
+                             solver=solver, **MODEL_SIZE).to(device)
         history = train_classifier(model, inputs[name]["train"], train.labels, inputs[name]["val"], val.labels,
                                    epochs=EPOCHS, seed=seed, progress=False, **TRAINING)
         test_metrics = evaluate(model, inputs[name]["test"], test.labels, TRAINING["eval_batch_size"])
@@ -213,7 +213,7 @@ for rule in RULES:
     exact_model = results[(f"{rule}-rde (exact)", SEEDS[0])]["model"]
     test_control = data[SEEDS[0]][1][f"{rule}-rde"]["test"]
     rk4_model = create_model(f"{rule}-rde", test_control, num_classes=train.num_classes,
-                             solver=SolverOptions(method="rk4"), **MODEL_SIZE).to(device)
+                             solver=SolverOptions(RK4()), **MODEL_SIZE).to(device)
     rk4_model.load_state_dict(exact_model.state_dict())
     with torch.no_grad():
         logits_exact = predict(exact_model, test_control, TRAINING["eval_batch_size"])
@@ -275,7 +275,7 @@ for rule in RULES:
                  for part, ds in zip(("train", "val", "test"), data[seed][0])}
         torch.manual_seed(seed)
         model = create_model(name, blind["train"], num_classes=train.num_classes,
-                             solver=SolverOptions(method="exact"), **MODEL_SIZE).to(device)
+                             solver=SolverOptions(Exact()), **MODEL_SIZE).to(device)
         train_classifier(model, blind["train"], train.labels, blind["val"], val.labels, epochs=EPOCHS, seed=seed,
                          progress=False, **TRAINING)
         log_signatures_only[(rule, seed)] = evaluate(model, blind["test"], test.labels,

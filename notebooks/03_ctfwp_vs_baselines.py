@@ -20,7 +20,7 @@
 #
 # against six baselines for irregularly sampled series, all on the same data with a growing fraction of the
 # observations removed. The CDE form is solved by rk4, one step per observation interval; the RDE form with
-# `SolverOptions(method="exact")`: its inputs are constant over each log-signature window, so k, v and c = σ(β) are
+# `Exact()` (the solver method): its inputs are constant over each log-signature window, so k, v and c = σ(β) are
 # constant and one window of length h is one closed-form step (docs/equations.md, "Closed forms on constant
 # inputs"),
 #
@@ -77,7 +77,8 @@ import time
 import matplotlib.pyplot as plt
 import torch
 
-from neuralde_seq import Classification, SolverOptions, create_model, fit, model_defaults, model_inputs, predict
+from neuralde_seq import (Backprop, Classification, Exact, SolverOptions, create_model, fit, model_defaults,
+                          model_inputs, predict)
 from neuralde_seq.data import drop_observations, load_japanese_vowels, standardise, stratified_split
 
 # "small": well under a minute of CPU (what CI runs); "full": every utterance, 25 epochs, three seeds.
@@ -92,8 +93,8 @@ TEST_FILE_FRACTION = 0.2 if BUDGET == "small" else 1.0    # of the 370 test utte
 EPOCHS = 4 if BUDGET == "small" else 25
 LR = 3e-3                                                  # as neuralde_seq/configs/compare.yaml
 BATCH_SIZE = 8 if BUDGET == "small" else 32
-EXACT = SolverOptions(method="exact")
-BACKPROP = SolverOptions(gradient="backprop")
+EXACT = SolverOptions(Exact())
+BACKPROP = SolverOptions(gradient=Backprop())
 
 # Registry name -> constructor overrides, control overrides, solver. Widths: the registry's.
 MODELS = {

@@ -20,9 +20,9 @@
 #
 # | gradient | what it computes | memory, N steps | work beyond backprop |
 # | --- | --- | --- | --- |
-# | `"backprop"` | autograd through every step: the exact gradient of the discrete solve | O(N) | none |
-# | `"checkpoint"` (default) | the same gradient, one of √N segments recomputed at a time | O(√N) | one forward |
-# | `"adjoint"` (the papers') | the continuous adjoint a(s) = ∂L/∂W(s), solved backwards | O(1) | an ODE solve |
+# | `Backprop()` | autograd through every step: the exact gradient of the discrete solve | O(N) | none |
+# | `Checkpoint()` (default) | the same gradient, one of √N segments recomputed at a time | O(√N) | one forward |
+# | `Adjoint()` (the papers') | the continuous adjoint a(s) = ∂L/∂W(s), solved backwards | O(1) | an ODE solve |
 #
 # Checkpointing keeps only W at the start of each segment of ⌈√N⌉ steps in the forward pass; the backward pass
 # recomputes one segment with a graph and backpropagates through it, so at most √N states and one segment's graph
@@ -58,7 +58,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from neuralde_seq import SolverOptions, create_model, model_inputs
+from neuralde_seq import Adjoint, Backprop, Checkpoint, SolverOptions, create_model, model_inputs
 
 # "small": seconds on a CPU (what CI runs); "full": lengths up to 20,000, a wider model and batch (for a GPU).
 # Change the default here, or set NEURALDE_SEQ_BUDGET (notebooks/execute.py --budget full).
@@ -69,6 +69,7 @@ torch.set_default_dtype(torch.float64)  # backprop in float64 is the reference: 
 if device.type == "cpu":
     torch.set_num_threads(1)  # tiny per-step tensors: extra threads only add overhead (as benchmarks/ do)
 METHODS = ["backprop", "checkpoint", "adjoint"]
+GRADIENT_OF = {"backprop": Backprop(), "checkpoint": Checkpoint(), "adjoint": Adjoint(check_every=0)}
 LENGTHS = [100, 200, 400, 800] if BUDGET == "small" else [500, 1000, 2000, 5000, 10000, 20000]
 # The adjoint takes several times backprop's time per gradient: at the small budget it runs the first three lengths.
 LENGTHS_OF = {"backprop": LENGTHS, "checkpoint": LENGTHS, "adjoint": LENGTHS[:3] if BUDGET == "small" else LENGTHS}
@@ -91,10 +92,11 @@ def random_walk_batch(length, seed=0):
 
 
 def fresh_model(control, gradient, seed=0):
-    """The same initial weights for every method (seeded), differing only in how gradients are computed.
-    adjoint_check=0: no reconstruction check (an extra solve), so that the adjoint's time is its gradient's alone."""
+    """The same initial weights for every method (seeded), differing only in how gradients are computed
+    (``gradient``: a name of METHODS). Adjoint(check_every=0): no reconstruction check (an extra solve), so that the
+    adjoint's time is its gradient's alone."""
     torch.manual_seed(seed)
-    return create_model("delta-cde", control, NUM_CLASSES, solver=SolverOptions(gradient=gradient, adjoint_check=0),
+    return create_model("delta-cde", control, NUM_CLASSES, solver=SolverOptions(gradient=GRADIENT_OF[gradient]),
                         **MODEL_SIZE).to(device)
 
 
@@ -141,7 +143,7 @@ def gradient_pass(model, control, labels):
 # For each length N and method: a fresh model (same initial weights), one forward + backward pass, recording the
 # parameter gradient g, the peak memory of the pass and its wall time. The gradient error is
 # ‖g − g_backprop‖ / ‖g_backprop‖ over all parameters. The adjoint runs without the library's reconstruction
-# check (`adjoint_check=0`; by default the first solve, then every 100th, integrates W(T) back to the start and
+# check (`Adjoint(check_every=0)`; by default the first solve, then every 100th, integrates W(T) back to the start and
 # warns with `AdjointReconstructionWarning` when W(0) is not recovered: the check exists for the instability
 # measured here), so that its time is that of its gradient alone. At the small budget the adjoint, the slowest
 # method by far, runs the first three lengths only. Gradients are deterministic; memory and time vary a

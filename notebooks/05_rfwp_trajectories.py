@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from neuralde_seq import ELBO, Observations, Regression, SolverOptions, create_model, fit
+from neuralde_seq import ELBO, RK4, Auto, Backprop, Observations, Regression, SolverOptions, create_model, fit
 from neuralde_seq.data import trajectory_task
 from neuralde_seq.data.synthetic.trajectories import damped_pendulum, integrate
 
@@ -85,7 +85,7 @@ MODELS = ["ODE-RFWP", "Latent ODE-RFWP", "Latent ODE-RNN"]
 # query times refines the steps: the dense plotting grid would then show another function than the one scored.
 # Plain backpropagation through these few steps is faster than the default checkpointing, whose memory saving
 # is not needed here.
-SOLVER = SolverOptions(step_size=0.5, gradient="backprop")
+SOLVER = SolverOptions(Auto(fallback=RK4(step_size=0.5)), gradient=Backprop())
 torch.manual_seed(0)
 
 

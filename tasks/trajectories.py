@@ -62,7 +62,7 @@ from neuralde_seq.models.latent import LatentODE, kl_warmup_weight  # noqa: E402
 from neuralde_seq.models.ode_rnn import ODERNN  # noqa: E402
 from neuralde_seq.models.rfwp import ODERFWP  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
-from neuralde_seq.solvers import SolverOptions  # noqa: E402
+from neuralde_seq.solvers import RK4, Adjoint, Backprop, SolverOptions  # noqa: E402
 from neuralde_seq.training import Objective, TrainingDiverged, fit, format_table, write_json, write_table  # noqa: E402
 from neuralde_seq.training.spec import TrainingSpec  # noqa: E402
 
@@ -301,7 +301,7 @@ def run(setting, kind, seed, args):
     torch.manual_seed(seed)
     train = to_float(make_data(setting, args.train_size, 1000 + seed))
     test = to_float(make_data(setting, args.test_size, 2000 + seed))
-    solver = SolverOptions(method="rk4", step_size=args.step_size, adjoint=args.adjoint)
+    solver = SolverOptions(RK4(step_size=args.step_size), gradient=Adjoint() if args.adjoint else Backprop())
     channels = train.clean.shape[-1]
     if kind.startswith("latent"):
         model = LatentPredictor(kind, channels, args.hidden, args.latent, solver, args.initial_posterior_std)

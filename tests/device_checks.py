@@ -40,17 +40,6 @@ def registry_batch(length: int = 24, batch: int = 3, channels: int = 2, seed: in
     return times.to(dtype), values.to(dtype), lengths
 
 
-def solver_options(**fields):
-    """`SolverOptions` with the fields given that this version of the library has (others dropped: a path that
-    does not exist yet is not tested)."""
-    import dataclasses
-
-    from neuralde_seq.solvers import SolverOptions
-
-    known = {f.name for f in dataclasses.fields(SolverOptions)}
-    return SolverOptions(**{k: v for k, v in fields.items() if k in known})
-
-
 def build_registry_model(name: str, times, values, lengths, dtype=torch.float64, seed: int = 0, **overrides):
     """(model, inputs) for the registry model ``name`` on this batch (CPU, ``dtype``)."""
     inputs = model_inputs(name, times, values, lengths)

@@ -1,6 +1,6 @@
 """The affine-map fixed-step solve (neuralde_seq.solvers.affine_rk4) against the per-step Runge-Kutta loop it replaces.
 
-The per-step loop (``SolverOptions(affine_steps=False)``, neuralde_seq.solvers.fixed_step) is the reference: in float64 the
+The per-step loop (``RK4(affine_steps=False)``, neuralde_seq.solvers.fixed_step) is the reference: in float64 the
 affine path must give its states and its gradients with respect to every parameter and the control's coefficients
 (the same Runge-Kutta polynomial evaluated in another order: rounding only), at the length users run (1,000 steps),
 with variable lengths, at every knot, for every affine rule with and without a forget gate, and for other tableaus.
@@ -20,7 +20,7 @@ from neuralde_seq.models.fast_weights import FastWeightNetwork
 from neuralde_seq.solvers import affine_rk4
 from neuralde_seq.solvers.affine_rk4 import AffineFixedStepSolve, affine_steps_apply, dense_step_maps, step_maps
 from neuralde_seq.rules import RankOneRate, make_rule
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Auto, Backprop, Checkpoint, Dopri5, Euler, Heun3, Midpoint, SolverOptions, solve
 
 DTYPE = torch.float64
 
@@ -32,9 +32,16 @@ def _observations(length: int, batch: int = 3, channels: int = 3, seed: int = 0,
     return times, values, lengths
 
 
-def _with_solver(model, **fields):
-    """The model's FastWeightNetwork solver with ``fields`` replaced (affine_steps, method, ...)."""
-    model.network.solver = dataclasses.replace(model.network.solver, **fields)
+def _with_method(model, **fields):
+    """The model's FastWeightNetwork solver with ``fields`` of its fixed-step method replaced (affine_steps, ...;
+    under `Auto`, those of its fallback)."""
+    solver = model.network.solver
+    method = solver.method
+    if isinstance(method, Auto):
+        method = dataclasses.replace(method, fallback=dataclasses.replace(method.fallback, **fields))
+    else:
+        method = dataclasses.replace(method, **fields)
+    model.network.solver = dataclasses.replace(solver, method=method)
     return model
 
 
@@ -59,9 +66,9 @@ def _assert_same(model, control, rtol=1e-9):
         taken.append(True)
         return original(self, *args)
 
-    _with_solver(model, affine_steps=False)
+    _with_method(model, affine_steps=False)
     expected, expected_grads = _loss_and_grads(model, control)
-    _with_solver(model, affine_steps=True)
+    _with_method(model, affine_steps=True)
     AffineFixedStepSolve.run = recorded_run
     try:
         out, grads = _loss_and_grads(model, control)
@@ -84,7 +91,7 @@ def test_delta_cde_equals_the_per_step_loop_at_1000_steps():
     control = model_inputs("delta-cde", times, values)
     torch.manual_seed(0)
     model = create_model("delta-cde", control, 3, d_model=16, n_heads=2).to(DTYPE)
-    assert model.network.solver.gradient_method == "checkpoint"
+    assert model.network.solver.gradient == Checkpoint()
     _assert_same(model, control)
 
 
@@ -123,7 +130,7 @@ def test_every_affine_rule_with_and_without_a_forget_gate(name, options):
     _assert_same(model, control)
 
 
-@pytest.mark.parametrize("method", ["euler", "midpoint", "heun3"])
+@pytest.mark.parametrize("method", [Euler, Midpoint, Heun3], ids=lambda cls: cls.name)
 def test_other_tableaus(method):
     """Any explicit tableau, e.g. midpoint's zero weight on its first stage, with a step size that cuts knot
     intervals into several steps."""
@@ -131,21 +138,21 @@ def test_other_tableaus(method):
     control = model_inputs("delta-cde", times, values)
     torch.manual_seed(3)
     model = create_model("delta-cde", control, 3, d_model=16, n_heads=2, forget_gate=True).to(DTYPE)
-    _with_solver(model, method=method, step_size=0.4)
+    model.network.solver = SolverOptions(method(step_size=0.4))
     _assert_same(model, control)
 
 
 def test_backprop_gradients_and_a_field_solved_directly():
-    """``gradient="backprop"`` (no checkpointed segments) and a bare FastWeightField given to `solve`."""
+    """``gradient=Backprop()`` (no checkpointed segments) and a bare FastWeightField given to `solve`."""
     times, values, _ = _observations(150, seed=4)
     control = model_inputs("delta-cde", times, values)
     torch.manual_seed(4)
     model = create_model("delta-cde", control, 3, d_model=16, n_heads=2).to(DTYPE)
-    _with_solver(model, method="rk4", gradient="backprop")
+    model.network.solver = SolverOptions(RK4(), gradient=Backprop())
     _assert_same(model, control)
     field = model.network.layers[0].field
     W0 = torch.randn(control.batch_size, field.n_heads, field.head_dim, field.head_dim, dtype=DTYPE)
-    states = [solve(field, control, W0, SolverOptions(method="rk4", affine_steps=flag), at_knots=True)
+    states = [solve(field, control, W0, SolverOptions(RK4(affine_steps=flag)), at_knots=True)
               for flag in (True, False)]
     assert (states[0] - states[1]).abs().max() <= 1e-10 * states[1].abs().max()
 
@@ -207,17 +214,17 @@ def test_which_solves_take_the_affine_path():
     times, values, _ = _observations(20)
     control = model_inputs("delta-cde", times, values)
     build = lambda **options: create_model("delta-cde", control, 3, d_model=8, n_heads=2, **options).to(DTYPE)
-    rk4 = SolverOptions(method="rk4")
+    rk4 = RK4()
     assert affine_steps_apply(build().network.dynamics, rk4)
     assert not affine_steps_apply(build(rule="delta-post").network.dynamics, rk4)
     assert not affine_steps_apply(build(num_layers=2).network.dynamics, rk4)
-    assert not affine_steps_apply(build().network.dynamics, SolverOptions(method="rk4", affine_steps=False))
-    assert not affine_steps_apply(build().network.dynamics, SolverOptions(method="dopri5"))
+    assert not affine_steps_apply(build().network.dynamics, RK4(affine_steps=False))
+    assert not affine_steps_apply(build().network.dynamics, Dopri5())
     model = build()
     model.network.layers[0].field.rule = make_rule("oja", softmax_after_subtract=True)
     assert not affine_steps_apply(model.network.dynamics, rk4)
-    with pytest.raises(ValueError, match="affine_steps must be True or False"):
-        SolverOptions(affine_steps="yes")
+    with pytest.raises(ValueError, match=r"RK4\.affine_steps must be True or False"):
+        RK4(affine_steps="yes")
     with pytest.raises(ValueError, match="affine in W"):
         AffineFixedStepSolve(build(rule="delta-post").network.dynamics, control, rk4, DTYPE)
 
@@ -255,11 +262,11 @@ def test_step_loop_reads_nothing_on_the_host():
     control = model_inputs("delta-cde", times, values, torch.tensor([50, 31, 7]))
     torch.manual_seed(7)
     model = create_model("delta-cde", control, 3, d_model=8, n_heads=2, forget_gate=True).to(DTYPE)
-    dynamics, options = model.network.dynamics, SolverOptions(method="rk4", checkpoint_every=8)
+    dynamics = model.network.dynamics
     W0 = torch.zeros(control.batch_size, 1, 2, 4, 4, dtype=DTYPE)
-    solver = AffineFixedStepSolve(dynamics, control, options, DTYPE)  # set-up: reads the grid
+    solver = AffineFixedStepSolve(dynamics, control, RK4(), DTYPE)  # set-up: reads the grid
     with _host_reads_raise():
-        final = solver.solve(W0, False, options, checkpointed=True)
+        final = solver.solve(W0, False, 8, checkpointed=True)
         (final ** 2).sum().backward()
     grads = [p.grad for p in dynamics.parameters() if p.grad is not None]
     assert grads and all(bool(torch.isfinite(g).all()) for g in grads)

@@ -23,7 +23,7 @@ from neuralde_seq.models.gru_observations import GRUD, GRUDeltaT
 from neuralde_seq.models.gru_ode import GRUODE
 from neuralde_seq.models.ode_rnn import ODERNN
 from neuralde_seq.observations import Observations
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Dopri5, Euler, SolverOptions
 
 DTYPE = torch.float64
 NAN = float("nan")
@@ -100,7 +100,7 @@ def test_ncde_euler_solve_by_hand():
     lengths = torch.tensor([6, 4, 5])
     X = build_control(times, values, lengths, interpolation="linear", time_channel=True)
     torch.manual_seed(0)
-    model = NeuralCDE(X.channels, 3, hidden=4, width=6, depth=2, solver=SolverOptions(method="euler", adjoint=False))
+    model = NeuralCDE(X.channels, 3, hidden=4, width=6, depth=2, solver=SolverOptions(Euler(), gradient=Backprop()))
     model = randomize_(model.to(DTYPE), 4)
     logits = model(X)
     for b in range(B):
@@ -121,7 +121,7 @@ def test_ncde_is_invariant_under_reparametrisation_of_time():
     lengths = torch.tensor([7, 5, 3])
     torch.manual_seed(0)
     model = randomize_(NeuralCDE(C, 3, hidden=4, width=8, depth=2, activation=SMOOTH).to(DTYPE), 7, scale=0.6)
-    solver = SolverOptions(method="rk4", step_size=0.05, adjoint=False)
+    solver = SolverOptions(RK4(step_size=0.05), gradient=Backprop())
     model.solver = solver
     answers = []
     for scale in (1.0, 2.0):  # same step size: the 2t run takes twice as many steps
@@ -150,7 +150,7 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
 
     # Step 1: window j is the segment [x_j, x_{j+1}]: the same piecewise-constant dX on [j, j + 1).
     values = random_walk(B, T, C, 10)
-    solver = SolverOptions(method="rk4", step_size=0.25, adjoint=False)
+    solver = SolverOptions(RK4(step_size=0.25), gradient=Backprop())
     ncde.solver = nrde.solver = solver
     linear = build_control(times, values, lengths, interpolation="linear", time_channel=False, parametrization="index")
     windows = build_control(times, values, lengths, interpolation="logsignature", time_channel=False, depth=1, step=1)
@@ -162,7 +162,7 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
     direction = torch.tensor([0.8, -0.6], dtype=DTYPE)
     position = 1.5 * torch.randn(B, T, 1, generator=g, dtype=DTYPE)
     values = 0.3 + position * direction
-    fine = SolverOptions(method="rk4", step_size=0.025, adjoint=False)
+    fine = SolverOptions(RK4(step_size=0.025), gradient=Backprop())
     ncde.solver = nrde.solver = fine
     linear = build_control(times, values, lengths, interpolation="linear", time_channel=False, parametrization="index")
     windows = build_control(times, values, lengths, interpolation="logsignature", time_channel=False, depth=1, step=4)
@@ -190,7 +190,7 @@ def test_gru_ode_euler_unit_steps_is_a_gru():
     lengths = torch.tensor([6, 3, 5])
     X = build_control(times, values, lengths, interpolation="linear", time_channel=True, parametrization="index")
     torch.manual_seed(0)
-    model = randomize_(GRUODE(X.channels, 3, hidden=4, solver=SolverOptions(method="euler", adjoint=False)).to(DTYPE), 13)
+    model = randomize_(GRUODE(X.channels, 3, hidden=4, solver=SolverOptions(Euler(), Backprop())).to(DTYPE), 13)
     h_final = model.hidden_states(X)
     for b in range(B):
         h = torch.zeros(4, dtype=DTYPE)
@@ -233,7 +233,7 @@ def test_adjoint_matches_direct_backpropagation(name):
     model = randomize_(model.to(DTYPE), 16)
     grads = []
     for adjoint in (True, False):
-        model.solver = SolverOptions(method="dopri5", rtol=1e-10, atol=1e-12, adjoint=adjoint)
+        model.solver = SolverOptions(Dopri5(rtol=1e-10, atol=1e-12), gradient=Adjoint() if adjoint else Backprop())
         grads.append(_grads(model, inputs))
     assert grads[0].abs().max() > 1e-3
     assert ((grads[0] - grads[1]).norm() / grads[1].norm()) < 1e-4
@@ -330,7 +330,7 @@ def test_ode_rnn_with_zero_gaps_is_its_gru():
     obs = hand_batch()
     zero_gaps = Observations(torch.zeros_like(obs.times), obs.values, obs.lengths)  # all at one time
     torch.manual_seed(0)
-    model = randomize_(ODERNN(2, 3, hidden=3, width=5, depth=2, solver=SolverOptions(adjoint=False)).to(DTYPE), 19)
+    model = randomize_(ODERNN(2, 3, hidden=3, width=5, depth=2, solver=Backprop()).to(DTYPE), 19)
     logits = model(zero_gaps)
     for b, rows in enumerate(HAND_EVENTS):
         h = torch.zeros(3, dtype=DTYPE)
@@ -347,8 +347,8 @@ def test_ode_rnn_linear_field_is_a_matrix_exponential():
     """f(h) = A h: between observations h ← expm(Δt A) h, with Δt accumulated over a dropped time point."""
     obs = hand_batch()
     torch.manual_seed(0)
-    model = randomize_(ODERNN(2, 3, hidden=3, depth=0, solver=SolverOptions(step_size=0.005, adjoint=False)).to(DTYPE),
-                       20, scale=0.7)
+    model = randomize_(ODERNN(2, 3, hidden=3, depth=0, solver=SolverOptions(RK4(step_size=0.005), Backprop()))
+                       .to(DTYPE), 20, scale=0.7)
     with torch.no_grad():
         model.f.bias.zero_()
     A = model.f.weight
@@ -417,7 +417,7 @@ def test_padded_batch_gives_each_sample_its_own_answer(name):
     if hasattr(model, "set_empirical_mean"):
         model.set_empirical_mean(batch)
     if hasattr(model, "solver"):
-        model.solver = SolverOptions(method="rk4", step_size=0.25, adjoint=False)
+        model.solver = SolverOptions(RK4(step_size=0.25), gradient=Backprop())
     with torch.no_grad():
         together = model(batch)
         for b in range(B):

@@ -1,11 +1,11 @@
-"""The chunked (WY / UT) exact path, neuralde_seq.solvers.chunked_delta and SolverOptions(exact_scan="chunked"),
+"""The chunked (WY / UT) exact path, neuralde_seq.solvers.chunked_delta and Exact(recurrence="chunked"),
 against the per-window references, in float64.
 
 - `chunked_affine_steps` against a loop of `RankOneUpdate.apply` (states after every step and final states, and
   the gradients of both with respect to every input), for every kind of step it takes: pre-Delta / Oja (decay),
   Hebb (no decay), each with and without a forget gate's scale; blocks of 1, of sizes that do not divide the
   length, and longer than the sequence.
-- `solve_exact` with ``exact_scan="chunked"`` against `solve_exact_reference` (a loop of ``rule.exact_step``
+- `solve_exact` with ``recurrence="chunked"`` against `solve_exact_reference` (a loop of ``rule.exact_step``
   differentiated by autograd) at 1,000 and 4,096 windows of unequal lengths, pre-Delta with and without a forget
   gate, three samples ending at different windows (a step after a sample's end has h = 0): states at every knot
   and final states, gradients with respect to the field's weights, the control's inputs and the initial state;
@@ -22,7 +22,7 @@ from neuralde_seq.fields import FastWeightField
 from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.solvers.chunked_delta import chunked_affine_steps
 from neuralde_seq.rules import RankOneUpdate
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Exact, SolverOptions, parse_solver, solve
 
 DTYPE = torch.float64
 HEADS, HEAD_DIM, CHANNELS = 2, 4, 3
@@ -176,7 +176,7 @@ def test_chunked_solve_matches_the_per_window_reference(windows, forget_gate, bl
     """Pre-Delta (with and without a forget gate) at 1,000 and 4,096 windows: states to 1e-11 and gradients to
     1e-9 relative against `solve_exact_reference`, samples ending at three different windows."""
     case = _case("delta", forget_gate, windows)
-    options = SolverOptions("exact", exact_scan="chunked", exact_block_size=block_size, chunk_size=segment)
+    options = SolverOptions(Exact(recurrence="chunked", block_size=block_size, chunk_size=segment))
     case.check(options, at_knots)
     if at_knots:  # a sample that ended early stays put
         short = int(case.control.end_index.argmin())
@@ -190,7 +190,7 @@ def test_chunked_solve_of_the_other_affine_rules(rule, forget_gate):
     """Oja (the step on Wᵀ) and Hebb (no decay) take the same path: equal to the reference at 300 windows, at
     every knot, values and gradients."""
     case = _Case(rule, forget_gate, 300)
-    case.check(SolverOptions("exact", exact_scan="chunked", exact_block_size=32, chunk_size=100), at_knots=True)
+    case.check(SolverOptions(Exact(recurrence="chunked", block_size=32, chunk_size=100)), at_knots=True)
 
 
 def test_chunked_solve_keeps_only_segment_starts():
@@ -203,31 +203,31 @@ def test_chunked_solve_keeps_only_segment_starts():
     W0 = torch.zeros(2, HEADS, HEAD_DIM, HEAD_DIM, dtype=DTYPE, requires_grad=True)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
-        solve(field, control, W0, SolverOptions("exact", exact_scan="chunked", exact_block_size=32, chunk_size=64))
+        solve(field, control, W0, SolverOptions(Exact(recurrence="chunked", block_size=32, chunk_size=64)))
     starts = 2 * (400 // 64 + 1) * HEADS * HEAD_DIM ** 2
     parameters = sum(p.numel() for p in field.parameters())
     assert sum(saved) == starts + 2 * 400 * CHANNELS + 2 * 400 + parameters
 
 
 def test_refused_options():
-    with pytest.raises(ValueError, match="exact_scan"):
-        SolverOptions("exact", exact_scan="parallel")
-    with pytest.raises(ValueError, match="exact_block_size"):
-        SolverOptions("exact", exact_scan="chunked", exact_block_size=0)
-    with pytest.raises(ValueError, match="exact_block_size"):
-        SolverOptions("exact", exact_scan="sequential", exact_block_size=16)  # a block size, no blocks
-    with pytest.raises(ValueError, match="exact_scan"):
-        SolverOptions("rk4", exact_scan="chunked")
+    with pytest.raises(ValueError, match=r"Exact\.recurrence must be 'auto', 'sequential' or 'chunked'"):
+        Exact(recurrence="parallel")
+    with pytest.raises(ValueError, match=r"Exact\.block_size must be a positive integer"):
+        Exact(recurrence="chunked", block_size=0)
+    with pytest.raises(ValueError, match=r"Exact\.block_size is the block length"):
+        Exact(recurrence="sequential", block_size=16)  # a block size, no blocks
+    with pytest.raises(ValueError, match="recurrence is an option of Exact, not of RK4"):
+        parse_solver({"method": "rk4", "recurrence": "chunked"})
     with pytest.raises(ValueError, match="block_size"):
         chunked_affine_steps(*_random_steps(2, 5, 3, 3, True, False, seed=0), block_size=0)
     control = _control(20, [20], seed=1)
     field = _field("delta-post", False)
     with pytest.raises(ValueError, match="post-Delta"):
         solve(field, control, torch.zeros(1, HEADS, HEAD_DIM, HEAD_DIM, dtype=DTYPE),
-              SolverOptions("exact", exact_scan="chunked"))
-    # "auto" falling back to rk4 drops the exact path's options instead of refusing them.
-    fallback = SolverOptions(exact_scan="chunked", exact_block_size=8)._rk4_fallback()
-    assert (fallback.method, fallback.exact_scan, fallback.exact_block_size) == ("rk4", "auto", None)
+              SolverOptions(Exact(recurrence="chunked")))
+    # the exact path's options given through the flat spelling of "auto" reach its exact part only
+    auto = parse_solver({"recurrence": "chunked", "block_size": 8}).method
+    assert (auto.exact, auto.fallback) == (Exact(recurrence="chunked", block_size=8), RK4())
 
 
 def test_auto_takes_the_sequential_steps_on_the_cpu_and_for_post_delta(monkeypatch):
@@ -240,9 +240,9 @@ def test_auto_takes_the_sequential_steps_on_the_cpu_and_for_post_delta(monkeypat
     W0 = torch.zeros(2, HEADS, HEAD_DIM, HEAD_DIM, dtype=DTYPE)
     for name in ("delta", "delta-post"):
         field = _field(name, False)
-        auto = solve(field, control, W0, SolverOptions("exact"))  # exact_scan="auto", the default
-        sequential = solve(field, control, W0, SolverOptions("exact", exact_scan="sequential"))
+        auto = solve(field, control, W0, SolverOptions(Exact()))  # recurrence="auto", the default
+        sequential = solve(field, control, W0, SolverOptions(Exact(recurrence="sequential")))
         assert torch.equal(auto, sequential)
     assert not calls  # on the CPU "auto" never took the chunked form
-    solve(_field("delta", False), control, W0, SolverOptions("exact", exact_scan="chunked"))
+    solve(_field("delta", False), control, W0, SolverOptions(Exact(recurrence="chunked")))
     assert calls  # (the counter sees the chunked form where it is taken)

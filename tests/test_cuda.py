@@ -22,11 +22,10 @@ import warnings
 import pytest
 import torch
 
-from device_checks import build_registry_model, registry_batch, solver_options, training_loss, watch_step_loops
+from device_checks import build_registry_model, registry_batch, training_loss, watch_step_loops
 from neuralde_seq import MODEL_NAMES
-from neuralde_seq.solvers.fixed_step import FIXED_STEP_METHODS
 from neuralde_seq.solvers.linear_scan import STRUCTURES, parallel_scan, sequential_scan
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import METHODS, Backprop, Checkpoint, Exact, FixedStep, RK4, SolverOptions
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CPU tests cover the rest")]
@@ -101,43 +100,42 @@ def test_registry_model_on_the_device_equals_the_cpu(name):
     _compare_model(name, LOOSER.get(name, RTOL))
 
 
-@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
-@pytest.mark.parametrize("gradient", ["checkpoint", "backprop"])
+@pytest.mark.parametrize("method", [cls for cls in METHODS.values() if issubclass(cls, FixedStep)],
+                         ids=lambda cls: cls.name)
+@pytest.mark.parametrize("gradient", [Checkpoint(every=7), Backprop()], ids=["checkpoint", "backprop"])
 def test_fixed_step_solvers_on_the_device_equal_the_cpu(method, gradient):
     # step_size 0.4 cuts the knot intervals (gaps 0.5-1.5) into 2-4 steps: the subdivided grid is exercised
-    _compare_model("ncde", solver=SolverOptions(method=method, step_size=0.4, gradient=gradient,
-                                                checkpoint_every=7))
+    _compare_model("ncde", solver=SolverOptions(method(step_size=0.4), gradient=gradient))
 
 
 @pytest.mark.parametrize("affine_steps", [True, False])
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta"])
 def test_fast_weight_rk4_on_the_device_equals_the_cpu(rule, affine_steps):
     # the affine rules' rk4 by composed step maps (affine_steps=True, where the library has it) and per step
-    _compare_model(f"{rule}-cde", length=60, solver=solver_options(method="rk4", checkpoint_every=16,
-                                                                   affine_steps=affine_steps))
+    _compare_model(f"{rule}-cde", length=60,
+                   solver=SolverOptions(RK4(affine_steps=affine_steps), gradient=Checkpoint(every=16)))
 
 
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta"])
 def test_chunked_exact_solver_on_the_device_equals_the_cpu(rule):
-    # the WY / UT blocks (exact_scan="chunked", where the library has it): 30 windows, blocks of 4, segments of 8
-    _compare_model(f"{rule}-rde", length=120, solver=solver_options(method="exact", chunk_size=8,
-                                                                    exact_scan="chunked", exact_block_size=4))
+    # the WY / UT blocks (Exact(recurrence="chunked")): 30 windows, blocks of 4, segments of 8
+    _compare_model(f"{rule}-rde", length=120, solver=Exact(chunk_size=8, recurrence="chunked", block_size=4))
 
 
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta"])
 def test_parallel_fast_weight_scans_on_the_device_equal_the_cpu(rule):
     # the recurrences composed by the parallel prefix scan (scan="parallel" on both devices; "auto" on the device
     # is checked against the CPU's sequential path by the registry test): affine rk4, exact rank-one steps, WY blocks
-    _compare_model(f"{rule}-cde", length=60, solver=solver_options(method="rk4", checkpoint_every=16, scan="parallel"))
-    _compare_model(f"{rule}-rde", length=120, solver=solver_options(method="exact", chunk_size=8, scan="parallel"))
-    _compare_model(f"{rule}-rde", length=120, solver=solver_options(method="exact", chunk_size=8, scan="parallel",
-                                                                    exact_scan="chunked", exact_block_size=4))
+    _compare_model(f"{rule}-cde", length=60, solver=SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=16)))
+    _compare_model(f"{rule}-rde", length=120, solver=Exact(chunk_size=8, scan="parallel"))
+    _compare_model(f"{rule}-rde", length=120,
+                   solver=Exact(chunk_size=8, scan="parallel", recurrence="chunked", block_size=4))
 
 
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta", "delta-post"])
 def test_exact_solver_on_the_device_equals_the_cpu(rule):
     # 120 points, log-signature windows of 4: 30 windows in segments of 8 (several checkpointed segments)
-    _compare_model(f"{rule}-rde", length=120, solver=SolverOptions(method="exact", chunk_size=8))
+    _compare_model(f"{rule}-rde", length=120, solver=SolverOptions(Exact(chunk_size=8)))
 
 
 def test_exact_solver_states_at_every_knot_on_the_device_equal_the_cpu():
@@ -149,7 +147,7 @@ def test_exact_solver_states_at_every_knot_on_the_device_equal_the_cpu():
     g = torch.Generator().manual_seed(3)
     heads, head_dim = field.exact_field.n_heads, field.exact_field.head_dim
     W0 = 0.1 * torch.randn(times.shape[0], heads, head_dim, head_dim, generator=g, dtype=DTYPE)
-    options = SolverOptions(method="exact", chunk_size=8)
+    options = SolverOptions(Exact(chunk_size=8))
     results = []
     for device in ("cpu", DEVICE):
         f = copy.deepcopy(field).to(device)
@@ -232,26 +230,24 @@ def test_sync_debug_mode_catches_a_host_read():
 
 
 SYNC_CASES = {
-    "ncde rk4 checkpoint": ("ncde", dict(solver=SolverOptions(method="rk4", step_size=0.4, checkpoint_every=16)),
+    "ncde rk4 checkpoint": ("ncde", dict(solver=SolverOptions(RK4(step_size=0.4), gradient=Checkpoint(every=16))),
                             {"fixed-step"}),
-    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(method="rk4", gradient="backprop")),
+    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())),
                                {"fixed-step"}),
-    "delta-cde rk4 per-step": ("delta-cde", dict(solver=solver_options(method="rk4", affine_steps=False)),
+    "delta-cde rk4 per-step": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False))),
                                {"fixed-step"}),
-    "delta-rde exact chunked": ("delta-rde", dict(solver=solver_options(method="exact", chunk_size=8,
-                                                                        exact_scan="chunked", exact_block_size=4)),
+    "delta-rde exact chunked": ("delta-rde", dict(solver=Exact(chunk_size=8, recurrence="chunked", block_size=4)),
                                 {"exact-forward", "exact-backward"}),
-    "delta-cde rk4 sequential": ("delta-cde", dict(solver=solver_options(method="rk4", scan="sequential")),
+    "delta-cde rk4 sequential": ("delta-cde", dict(solver=SolverOptions(RK4(scan="sequential"))),
                                  {"fixed-step"}),
-    "delta-cde rk4 parallel": ("delta-cde", dict(solver=solver_options(method="rk4", scan="parallel",
-                                                                       checkpoint_every=16)), {"fixed-step"}),
-    "delta-rde exact parallel": ("delta-rde", dict(solver=solver_options(method="exact", chunk_size=8,
-                                                                         scan="parallel")),
+    "delta-cde rk4 parallel": ("delta-cde", dict(solver=SolverOptions(RK4(scan="parallel"),
+                                                                       gradient=Checkpoint(every=16))), {"fixed-step"}),
+    "delta-rde exact parallel": ("delta-rde", dict(solver=SolverOptions(Exact(chunk_size=8, scan="parallel"))),
                                  {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked parallel": ("delta-rde", dict(solver=solver_options(
-        method="exact", chunk_size=8, scan="parallel", exact_scan="chunked", exact_block_size=4)),
+    "delta-rde exact chunked parallel": ("delta-rde", dict(solver=Exact(chunk_size=8, scan="parallel",
+                                                                         recurrence="chunked", block_size=4)),
         {"exact-forward", "exact-backward"}),
-    **{f"{rule}-rde exact": (f"{rule}-rde", dict(solver=SolverOptions(method="exact", chunk_size=8)),
+    **{f"{rule}-rde exact": (f"{rule}-rde", dict(solver=SolverOptions(Exact(chunk_size=8))),
                              {"exact-forward", "exact-backward"}) for rule in ("hebb", "oja", "delta", "delta-post")},
 }
 

@@ -69,7 +69,7 @@ def test_ode_rnn_reads_time_in_units_of_the_training_span():
         inputs = model_inputs("ode-rnn", times * unit, values)
         torch.manual_seed(0)
         model = create_model("ode-rnn", inputs, 3).double()
-        assert model.time_scale == pytest.approx(unit * float((times[:, -1] - times[:, 0]).max()))
+        assert model.time_unit == pytest.approx(unit * float((times[:, -1] - times[:, 0]).max()))
         logits.append(model(inputs))
         _, after = model.row_states(inputs)
         assert float(after.norm(dim=-1).max()) < 10.0

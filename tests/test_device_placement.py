@@ -18,29 +18,28 @@ import pytest
 import torch
 
 from device_checks import (HostRead, build_registry_model, factories_on, host_reads_forbidden, registry_batch,
-                           solver_options, training_loss, watch_step_loops)
+                           training_loss, watch_step_loops)
 from neuralde_seq import MODEL_NAMES
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Backprop, Checkpoint, Dopri5, Exact, SolverOptions
 
 DTYPE = torch.float64
 # Variants that take code paths the registry defaults do not: the rk4 loop and torchdiffeq's solves of a model
 # whose default is the closed form, every gradient method, both scans, float32.
 VARIANTS = {
-    "delta-rde rk4": ("delta-rde", dict(solver=SolverOptions(method="rk4"))),
-    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(method="rk4", gradient="backprop"))),
-    "ncde adjoint": ("ncde", dict(solver=SolverOptions(method="rk4", gradient="adjoint", adjoint_check=1))),
-    "ncde dopri5 checkpoint": ("ncde", dict(solver=SolverOptions(method="dopri5", rtol=1e-4, atol=1e-6))),
-    "gru-ode dopri5 backprop": ("gru-ode", dict(solver=SolverOptions(method="dopri5", gradient="backprop",
-                                                                     rtol=1e-4, atol=1e-6))),
-    "delta-cde rk4 per-step": ("delta-cde", dict(solver=solver_options(method="rk4", affine_steps=False))),
-    "delta-rde exact chunked": ("delta-rde", dict(solver=solver_options(method="exact", exact_scan="chunked",
-                                                                        exact_block_size=4))),
+    "delta-rde rk4": ("delta-rde", dict(solver=SolverOptions(RK4()))),
+    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop()))),
+    "ncde adjoint": ("ncde", dict(solver=SolverOptions(RK4(), gradient=Adjoint(check_every=1)))),
+    "ncde dopri5 checkpoint": ("ncde", dict(solver=SolverOptions(Dopri5(rtol=1e-4, atol=1e-6)))),
+    "gru-ode dopri5 backprop": ("gru-ode", dict(solver=SolverOptions(Dopri5(rtol=1e-4, atol=1e-6),
+                                                                     gradient=Backprop()))),
+    "delta-cde rk4 per-step": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False)))),
+    "delta-rde exact chunked": ("delta-rde", dict(solver=SolverOptions(Exact(recurrence="chunked", block_size=4)))),
     "slice-diag parallel": ("slice-diag", dict(scan="parallel")),
     "slice-block parallel": ("slice-block", dict(scan="parallel")),
     "slice-dplr parallel": ("slice-dplr", dict(scan="parallel")),
-    "hebb-rde exact chunks": ("hebb-rde", dict(solver=SolverOptions(method="exact", chunk_size=2))),
-    "oja-rde exact chunks": ("oja-rde", dict(solver=SolverOptions(method="exact", chunk_size=2))),
-    "delta-post-rde exact chunks": ("delta-post-rde", dict(solver=SolverOptions(method="exact", chunk_size=2))),
+    "hebb-rde exact chunks": ("hebb-rde", dict(solver=SolverOptions(Exact(chunk_size=2)))),
+    "oja-rde exact chunks": ("oja-rde", dict(solver=SolverOptions(Exact(chunk_size=2)))),
+    "delta-post-rde exact chunks": ("delta-post-rde", dict(solver=SolverOptions(Exact(chunk_size=2)))),
 }
 
 
@@ -122,25 +121,25 @@ def test_host_read_instrument_catches_item_bool_and_host_data():
 
 # (model, overrides, the loops that must have run under the instrument)
 STEP_LOOP_CASES = {
-    "delta-cde rk4 checkpoint": ("delta-cde", dict(solver=solver_options(method="rk4", checkpoint_every=5)),
+    "delta-cde rk4 checkpoint": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
                                  {"fixed-step"}),
-    "delta-cde rk4 backprop": ("delta-cde", dict(solver=solver_options(method="rk4", gradient="backprop")),
+    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())),
                                {"fixed-step"}),
-    "delta-cde rk4 per-step checkpoint": ("delta-cde", dict(solver=solver_options(
-        method="rk4", checkpoint_every=5, affine_steps=False)), {"fixed-step"}),
-    "oja-cde rk4 checkpoint": ("oja-cde", dict(solver=solver_options(method="rk4", checkpoint_every=5)),
+    "delta-cde rk4 per-step checkpoint": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False),
+                                                                                 gradient=Checkpoint(every=5))),
+                                          {"fixed-step"}),
+    "oja-cde rk4 checkpoint": ("oja-cde", dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
                                {"fixed-step"}),
-    "ncde rk4 step_size": ("ncde", dict(solver=SolverOptions(method="rk4", step_size=0.4)), {"fixed-step"}),
-    "hebb-rde exact": ("hebb-rde", dict(solver=SolverOptions(method="exact", chunk_size=2)),
+    "ncde rk4 step_size": ("ncde", dict(solver=SolverOptions(RK4(step_size=0.4))), {"fixed-step"}),
+    "hebb-rde exact": ("hebb-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
                        {"exact-forward", "exact-backward"}),
-    "oja-rde exact": ("oja-rde", dict(solver=SolverOptions(method="exact", chunk_size=2)),
+    "oja-rde exact": ("oja-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
                       {"exact-forward", "exact-backward"}),
-    "delta-rde exact": ("delta-rde", dict(solver=SolverOptions(method="exact", chunk_size=2)),
+    "delta-rde exact": ("delta-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
                         {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked": ("delta-rde", dict(solver=solver_options(method="exact", chunk_size=4,
-                                                                        exact_scan="chunked", exact_block_size=2)),
+    "delta-rde exact chunked": ("delta-rde", dict(solver=Exact(chunk_size=4, recurrence="chunked", block_size=2)),
                                 {"exact-forward", "exact-backward"}),
-    "delta-post-rde exact": ("delta-post-rde", dict(solver=SolverOptions(method="exact", chunk_size=2)),
+    "delta-post-rde exact": ("delta-post-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
                              {"exact-forward", "exact-backward"}),
 }
 
@@ -158,7 +157,7 @@ def test_step_loops_read_nothing_on_the_host(case):
         loss = training_loss(model, inputs, labels)
         loss.backward()
     assert loops <= set(entered), f"{case}: the instrument never entered {loops - set(entered)}"
-    if "fixed-step" in loops and overrides["solver"].gradient_method == "checkpoint":
+    if "fixed-step" in loops and isinstance(overrides["solver"].gradient, Checkpoint):
         assert entered.count("fixed-step") >= 4  # several segments forward and their recomputation backward
     assert all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in model.parameters())
 

@@ -1,4 +1,4 @@
-"""The exact solver (neuralde_seq.solvers.exact_fast_weights, SolverOptions(method="exact")) against independent
+"""The exact solver (neuralde_seq.solvers.exact_fast_weights, the method Exact()) against independent
 solutions.
 
 - Solutions: against the torchdiffeq reference (rk4 with a step <= 1/16 of every window, float64), for every
@@ -14,8 +14,8 @@ solutions.
 - The backward pass keeps no per-step fast weights: the bytes autograd saves are counted exactly.
 - Numerics: the closed forms' safe branches (norm → 0, |e0| beyond sinh's float32 range) against float64.
 - torch.compile (post-Delta's step) agrees with eager; refused configurations raise ValueError.
-- The default ``method="auto"``: on log-signature windows of a 1,000-point series every rule's RDE model is
-  bit-for-bit the method="exact" model (outputs and gradients), and within rk4's error of method="rk4", an error
+- The default method ``Auto()``: on log-signature windows of a 1,000-point series every rule's RDE model is
+  bit-for-bit the Exact() model (outputs and gradients), and within rk4's error of RK4(), an error
   that falls 2⁴-fold per halved step; x'-only CDEs on piecewise-linear controls are exact too; models without a
   closed form (NCDE, CDE forms on cubic controls, two-layer networks, ODE-RNN's gaps) are bit-for-bit rk4 with
   the step size and gradient method given; the exact path's options reach it, and no adjoint is blamed for a
@@ -33,7 +33,7 @@ from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.rules import make_rule, relax_error, relaxation_rate
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Exact, SolverOptions, parse_solver, solve
 from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
@@ -60,7 +60,7 @@ def _controls():
 def _reference_options(control):
     # rk4 with at least 16 steps on the shortest window.
     gaps = control.knots[1:] - control.knots[:-1]
-    return SolverOptions("rk4", step_size=float(gaps.min()) / 16, adjoint=False)
+    return SolverOptions(RK4(step_size=float(gaps.min()) / 16), gradient=Backprop())
 
 
 def _field(rule, form, channels, seed=6, scale=0.7, **options):
@@ -90,8 +90,8 @@ def test_exact_matches_reference_on_piecewise_constant_controls(controls, kind, 
     W0 = torch.randn(control.batch_size, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
     with torch.no_grad():
         expected = solve(FieldDynamics(field), control, W0, _reference_options(control), at_knots=True)
-        got_knots = solve(field, control, W0, SolverOptions("exact", chunk_size=4), at_knots=True)
-        got_final = solve(field, control, W0, SolverOptions("exact", chunk_size=4))
+        got_knots = solve(field, control, W0, SolverOptions(Exact(chunk_size=4)), at_knots=True)
+        got_final = solve(field, control, W0, SolverOptions(Exact(chunk_size=4)))
     torch.testing.assert_close(got_knots, expected, rtol=0, atol=1e-6)
     final = expected[torch.arange(control.batch_size), control.end_index]
     torch.testing.assert_close(got_final, final, rtol=0, atol=1e-6)
@@ -108,7 +108,7 @@ def test_exact_matches_reference_on_piecewise_linear_controls(rule, method):
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(10), dtype=DTYPE)
     with torch.no_grad():
         expected = solve(FieldDynamics(field), control, W0, _reference_options(control), at_knots=True)
-        got = solve(field, control, W0, SolverOptions("exact", chunk_size=5), at_knots=True)
+        got = solve(field, control, W0, SolverOptions(Exact(chunk_size=5)), at_knots=True)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
     assert (expected[:, -1] - W0).abs().max() > 0.05
 
@@ -122,7 +122,7 @@ def test_exact_gradients_match_reference(controls, rule):
     coeffs = control.coeffs.clone()
     weights = torch.randn(3, 3, generator=torch.Generator().manual_seed(11), dtype=DTYPE)
     results = {}
-    for name, solver in (("reference", _reference_options(control)), ("exact", SolverOptions("exact", chunk_size=3))):
+    for name, solver in (("reference", _reference_options(control)), ("exact", SolverOptions(Exact(chunk_size=3)))):
         torch.manual_seed(0)
         model = create_model(f"{rule}-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, solver=solver).to(DTYPE)
         ref.randomize_(model, torch.Generator().manual_seed(12), scale=0.5)
@@ -171,7 +171,7 @@ def test_backward_pass_saves_only_segment_starts(rule):
     torch.manual_seed(0)
     field = FastWeightField(C, H * d, H, rule, form="rde").to(DTYPE)
     W0 = (0.1 * torch.randn(B, H, d, d, generator=g, dtype=DTYPE)).requires_grad_()
-    W, saved = _saved_bytes(lambda: solve(field, control, W0, SolverOptions("exact", chunk_size=chunk)))
+    W, saved = _saved_bytes(lambda: solve(field, control, W0, SolverOptions(Exact(chunk_size=chunk))))
     itemsize = 8
     segment_starts = B * (T // chunk) * H * d * d
     expected = itemsize * (segment_starts + B * T * C + B * T) + sum(p.numel() * itemsize for p in field.parameters())
@@ -212,7 +212,7 @@ def test_exact_matches_its_reference(controls, rule, kind, at_knots):
     coeffs = control.coeffs.clone().requires_grad_()
     ctrl = Control(control.knots, coeffs, control.end_index, control.piecewise_constant)
     used = [W0, coeffs, *(p for name, p in field.named_parameters() if not name.startswith("query"))]
-    got = solve(field, ctrl, W0, SolverOptions("exact", chunk_size=3), at_knots=at_knots)
+    got = solve(field, ctrl, W0, SolverOptions(Exact(chunk_size=3)), at_knots=at_knots)
     expected = exact.solve_exact_reference(field, ctrl, W0, at_knots=at_knots)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
     weights = torch.randn(got.shape, generator=g, dtype=DTYPE)
@@ -269,8 +269,8 @@ def test_compiled_matches_eager():
     field = _field("delta-post", "rde", control.channels)
     W0 = 3 * torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(14), dtype=DTYPE)
     with torch.no_grad():
-        eager = solve(field, control, W0, SolverOptions("exact", chunk_size=2), at_knots=True)
-        compiled = solve(field, control, W0, SolverOptions("exact", chunk_size=2, compile=True), at_knots=True)
+        eager = solve(field, control, W0, SolverOptions(Exact(chunk_size=2)), at_knots=True)
+        compiled = solve(field, control, W0, SolverOptions(Exact(chunk_size=2, compile=True)), at_knots=True)
     torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-12)
     assert (eager[:, -1] - W0).abs().max() > 0.1
 
@@ -280,32 +280,34 @@ def test_compile_without_compiler_is_refused(monkeypatch):
     monkeypatch.setattr(exact, "_COMPILED", {})
     with pytest.raises(RuntimeError, match="C compiler"):
         solve(_field("delta-post", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
-              SolverOptions("exact", compile=True))
+              SolverOptions(Exact(compile=True)))
 
 
 def test_refused_configurations(controls):
     control = controls["logsig"]
     with pytest.raises(ValueError, match="num_layers"):
         create_model("delta-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, num_layers=2,
-                     solver=SolverOptions("exact"))
+                     solver=SolverOptions(Exact()))
     with pytest.raises(ValueError, match="closed-form"):
         solve(FastWeightField(control.channels, D_MODEL, 2, make_rule("oja", softmax_after_subtract=True),
-                              form="rde"), control, torch.zeros(3, 2, 4, 4), SolverOptions("exact"))
+                              form="rde"), control, torch.zeros(3, 2, 4, 4), SolverOptions(Exact()))
     times, values, lengths = make_data(lengths=(6, 5), seed=1)
     cubic = build_control(times, values, lengths, interpolation="hermite_cubic")
     with pytest.raises(ValueError, match="constant on every knot interval"):
         solve(FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"), cubic, torch.zeros(2, 2, 4, 4),
-              SolverOptions("exact"))
+              SolverOptions(Exact()))
     with pytest.raises(ValueError, match="compile"):  # only post-Delta's step is compiled
         solve(_field("oja", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
-              SolverOptions("exact", compile=True))
+              SolverOptions(Exact(compile=True)))
     with pytest.raises(ValueError, match="chunk_size"):
-        SolverOptions("exact", chunk_size=0)
-    with pytest.raises(ValueError, match="method='exact'"):
-        SolverOptions("rk4", compile=True)
+        SolverOptions(Exact(chunk_size=0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'compile'"):
+        RK4(compile=True)
+    with pytest.raises(ValueError, match="compile is an option of Exact, not of RK4"):
+        parse_solver({"method": "rk4", "compile": True})
 
 
-# ------------------------------------------------------------------ method="auto" (the default)
+# ------------------------------------------------------------------ Auto() (the default)
 # A ~1,000-point series as users give it: the registry's RDE control (log-signature windows of 4 points with the
 # window's start value: 250 windows), a padded batch.
 AUTO_POINTS = 1000
@@ -340,15 +342,14 @@ def _outputs_and_gradients(model, inputs, with_gradients=True):
 @pytest.mark.parametrize("rule", RULES)
 def test_auto_is_the_exact_path_on_log_signature_windows(long_series, rule):
     """The default solver of an RDE-form CT-FWP (no solver options at all) on a 1,000-point series is the
-    closed form: outputs and every parameter's gradient are bit-for-bit those of method="exact"."""
+    closed form: outputs and every parameter's gradient are bit-for-bit those of Exact()."""
     control = model_inputs(f"{rule}-rde", *long_series)
     auto = _auto_model(f"{rule}-rde", control, None)
-    assert auto.network.solver.method == "auto"
-    assert auto.resolve_method(control) == "exact"
+    assert auto.network.solver.method == Auto()
+    assert auto.resolve_method(control) == Exact()
     got, got_grads = _outputs_and_gradients(auto, control)
-    assert auto.network.solver.last_method == "exact"
-    expected, expected_grads = _outputs_and_gradients(_auto_model(f"{rule}-rde", control, {"method": "exact"}),
-                                                      control)
+    assert auto.network.solver.last_method == Exact()
+    expected, expected_grads = _outputs_and_gradients(_auto_model(f"{rule}-rde", control, Exact()), control)
     assert torch.equal(got, expected)
     for a, b in zip(got_grads, expected_grads):
         assert torch.equal(a, b)
@@ -357,7 +358,7 @@ def test_auto_is_the_exact_path_on_log_signature_windows(long_series, rule):
 
 @pytest.mark.parametrize("rule", RULES)
 def test_auto_is_within_rk4_error_of_forced_rk4(long_series, rule):
-    """method="rk4" (the documented switch) forces rk4 steps on the same model: the outputs differ from the
+    """RK4() (the documented switch) forces rk4 steps on the same model: the outputs differ from the
     default's by rk4's error, which falls by 2⁴ per halving of the step (4th order: the default is the exact
     solution rk4 converges to). Hebb's rate does not depend on W, so it is constant on a window and rk4 is
     exact there: both agree to rounding. Gradients agree to rk4's accuracy too."""
@@ -367,8 +368,8 @@ def test_auto_is_within_rk4_error_of_forced_rk4(long_series, rule):
     steps = (window / 2, window / 4)
     errors = []
     for h in steps:
-        forced = _auto_model(f"{rule}-rde", control, SolverOptions("rk4", step_size=h))
-        assert forced.resolve_method(control) == "rk4"
+        forced = _auto_model(f"{rule}-rde", control, SolverOptions(RK4(step_size=h)))
+        assert forced.resolve_method(control) == RK4(step_size=h)
         rk4, rk4_grads = _outputs_and_gradients(forced, control, with_gradients=h == steps[-1])
         errors.append(float((rk4 - auto).abs().max()))
     scale = float(auto.abs().max())
@@ -403,14 +404,14 @@ NO_CLOSED_FORM = {
                                                        dict(SMALL_FWP, dx_only=True)),
     "two-layer delta-rde": lambda s: ("delta-rde", _series_inputs("delta-rde", s, points=1000),
                                       dict(SMALL_FWP, num_layers=2)),
-    # time_scale 1: gaps of about one unit, where one rk4 step per gap and two differ measurably
+    # time_unit 1: gaps of about one unit, where one rk4 step per gap and two differ measurably
     "ode-rnn (evolve_over_gaps)": lambda s: ("ode-rnn", _series_inputs("ode-rnn", s, points=200),
-                                             dict(hidden=8, width=8, time_scale=1.0)),
+                                             dict(hidden=8, width=8, time_unit=1.0)),
 }
 
 
 @pytest.mark.parametrize("case", list(NO_CLOSED_FORM))
-@pytest.mark.parametrize("gradient", ["checkpoint", "adjoint"])
+@pytest.mark.parametrize("gradient", [Checkpoint(), Adjoint(check_every=0)], ids=["checkpoint", "adjoint"])
 def test_auto_is_rk4_without_a_closed_form(long_series, case, gradient):
     """Where the dynamics or the control admit no closed form, "auto" is exactly rk4 with the options given
     (the step size and gradient method reach the rk4 solve: a different step gives a different answer)."""
@@ -422,36 +423,36 @@ def test_auto_is_rk4_without_a_closed_form(long_series, case, gradient):
         ref.randomize_(model, torch.Generator().manual_seed(23), scale=0.3)
         return (model, *_outputs_and_gradients(model, inputs, with_gradients))
 
-    auto_model, auto, auto_grads = run(SolverOptions(step_size=0.5, gradient=gradient, adjoint_check=0))
-    _, rk4, rk4_grads = run(SolverOptions("rk4", step_size=0.5, gradient=gradient, adjoint_check=0))
+    auto_model, auto, auto_grads = run(SolverOptions(Auto(fallback=RK4(step_size=0.5)), gradient=gradient))
+    _, rk4, rk4_grads = run(SolverOptions(RK4(step_size=0.5), gradient=gradient))
     assert torch.equal(auto, rk4)
     for a, b in zip(auto_grads, rk4_grads):
         assert torch.equal(a, b)
     solver = getattr(auto_model, "solver", None) or auto_model.network.solver
-    assert solver.last_method == "rk4"
-    assert solver.uses_adjoint == (gradient == "adjoint")
+    assert solver.last_method == RK4(step_size=0.5)
+    assert solver.uses_adjoint == isinstance(gradient, Adjoint)
     if hasattr(auto_model, "resolve_method"):
-        assert auto_model.resolve_method(inputs) == "rk4"
-    per_knot = run(SolverOptions("rk4", step_size=None), with_gradients=False)[1]
+        assert auto_model.resolve_method(inputs) == RK4(step_size=0.5)
+    per_knot = run(SolverOptions(RK4(step_size=None)), with_gradients=False)[1]
     assert float((per_knot - auto).abs().max()) > 1e-9  # the step size mattered
 
 
 @pytest.mark.parametrize("method", ["linear", "rectilinear"])
 def test_auto_is_exact_for_x_prime_only_fields_on_piecewise_linear_controls(long_series, method):
     """A "cde" field with dx_only reads only X', constant on every piece of a linear or rectilinear control:
-    "auto" takes the closed form there (bit-for-bit method="exact"), whereas on a cubic control it takes rk4
+    "auto" takes the closed form there (bit-for-bit Exact()), whereas on a cubic control it takes rk4
     (previous test)."""
     control = _series_inputs("delta-cde", long_series, interpolation=method)
     auto = _auto_model("delta-cde", control, None, dx_only=True)
-    assert auto.resolve_method(control) == "exact"
+    assert auto.resolve_method(control) == Exact()
     got, got_grads = _outputs_and_gradients(auto, control)
-    expected, expected_grads = _outputs_and_gradients(
-        _auto_model("delta-cde", control, {"method": "exact"}, dx_only=True), control)
+    expected, expected_grads = _outputs_and_gradients(_auto_model("delta-cde", control, Exact(), dx_only=True),
+                                                      control)
     assert torch.equal(got, expected)
     for a, b in zip(got_grads, expected_grads):
         assert torch.equal(a, b)
     # the standard CDE form reads X, which moves on every piece: no closed form
-    assert _auto_model("delta-cde", control, None).resolve_method(control) == "rk4"
+    assert _auto_model("delta-cde", control, None).resolve_method(control) == RK4()
 
 
 def test_auto_options_of_each_path(controls):
@@ -465,22 +466,22 @@ def test_auto_options_of_each_path(controls):
 
     control = controls["logsig"]
     W0 = torch.zeros(control.batch_size, 2, 4, 4, dtype=DTYPE)
-    chunked = solve(_field("delta", "rde", control.channels), control, W0, SolverOptions(chunk_size=2))
+    chunked = solve(_field("delta", "rde", control.channels), control, W0, Auto(exact=Exact(chunk_size=2)))
     torch.testing.assert_close(chunked, solve(_field("delta", "rde", control.channels), control, W0,
-                                              SolverOptions("exact", chunk_size=2)), rtol=0, atol=0)
+                                              SolverOptions(Exact(chunk_size=2))), rtol=0, atol=0)
     with pytest.raises(ValueError, match="compile"):
-        solve(_field("oja", "rde", control.channels), control, W0, SolverOptions(compile=True))
-    with pytest.raises(ValueError, match="chunk_size and compile"):
-        SolverOptions("rk4", chunk_size=4)
+        solve(_field("oja", "rde", control.channels), control, W0, SolverOptions(Auto(exact=Exact(compile=True))))
+    with pytest.raises(ValueError, match="chunk_size is an option of Exact, not of RK4"):
+        parse_solver({"method": "rk4", "chunk_size": 4})
 
-    model = _auto_model("delta-rde", control, {"gradient": "adjoint", "adjoint_check": 0})
-    exact_model = _auto_model("delta-rde", control, {"method": "exact"})
+    model = _auto_model("delta-rde", control, {"gradient": "adjoint", "check_every": 0})
+    exact_model = _auto_model("delta-rde", control, Exact())
     got, got_grads = _outputs_and_gradients(model, control)
     expected, expected_grads = _outputs_and_gradients(exact_model, control)
     assert torch.equal(got, expected) and all(torch.equal(a, b) for a, b in zip(got_grads, expected_grads))
     assert not model.network.solver.uses_adjoint
     assert "adjoint" not in gradient_advice(model)
-    forced = _auto_model("delta-rde", control, {"method": "rk4", "gradient": "adjoint", "adjoint_check": 0})
+    forced = _auto_model("delta-rde", control, {"method": "rk4", "gradient": "adjoint", "check_every": 0})
     _outputs_and_gradients(forced, control)
     assert forced.network.solver.uses_adjoint and "continuous adjoint" in gradient_advice(forced)
 
@@ -488,9 +489,9 @@ def test_auto_options_of_each_path(controls):
     h = torch.randn(2, 3, generator=torch.Generator().manual_seed(24), dtype=DTYPE)
     gap = torch.tensor([0.7, 1.3], dtype=DTYPE)
     with pytest.raises(ValueError, match="no closed form"):
-        evolve_over_gaps(f, h, gap, SolverOptions("exact"))
-    options = SolverOptions(step_size=0.25)
+        evolve_over_gaps(f, h, gap, SolverOptions(Exact()))
+    options = SolverOptions(Auto(fallback=RK4(step_size=0.25)))
     with torch.no_grad():
         assert torch.equal(evolve_over_gaps(f, h, gap, options),
-                           evolve_over_gaps(f, h, gap, SolverOptions("rk4", step_size=0.25)))
-    assert options.last_method == "rk4"
+                           evolve_over_gaps(f, h, gap, SolverOptions(RK4(step_size=0.25))))
+    assert options.last_method == RK4(step_size=0.25)

@@ -20,7 +20,7 @@ from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
 from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.rules import make_rule
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import Backprop, Exact, RK4, SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
@@ -98,7 +98,7 @@ def test_fast_exact_solver_with_forget_gate_matches_reference_at_2000_windows(ru
     with torch.no_grad():  # forgetting times of a few to a few hundred windows
         field.slow.bias.view(2, -1)[:, -1] = torch.tensor([-1.0, -5.0], dtype=DTYPE)
     W0 = 0.3 * torch.randn(3, 2, 4, 4, generator=torch.Generator().manual_seed(4), dtype=DTYPE)
-    fast = exact.solve_exact(field, control, W0, SolverOptions("exact", chunk_size=64), at_knots=True)
+    fast = exact.solve_exact(field, control, W0, Exact(chunk_size=64), at_knots=True)
     slow = exact.solve_exact_reference(field, control, W0, at_knots=True)
     assert torch.allclose(fast, slow, rtol=1e-10, atol=1e-12)
     weights = torch.randn(fast.shape, generator=torch.Generator().manual_seed(5), dtype=DTYPE)
@@ -122,15 +122,15 @@ def test_exact_with_forget_gate_matches_fine_rk4(rule):
     field = FastWeightField(control.channels, 8, 2, rule, form="rde", forget_gate=True).to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(7), scale=0.7)
     W0 = torch.zeros(3, 2, 4, 4, dtype=DTYPE)
-    got = solve(field, control, W0, SolverOptions("exact"))
-    expected = solve(FieldDynamics(field), control, W0, SolverOptions("rk4", step_size=1 / 16, adjoint=False))
+    got = solve(field, control, W0, SolverOptions(Exact()))
+    expected = solve(FieldDynamics(field), control, W0, SolverOptions(RK4(step_size=1 / 16), gradient=Backprop()))
     assert torch.allclose(got, expected, rtol=0, atol=1e-7)
 
 
 def test_post_delta_with_forget_gate_has_no_exact_solver():
     """Refused with a message naming the forget gate; rk4 still solves it."""
     with pytest.raises(ValueError, match="forget gate"):
-        create_model("delta-post-rde", 3, 2, forget_gate=True, solver=SolverOptions("exact"))
+        create_model("delta-post-rde", 3, 2, forget_gate=True, solver=SolverOptions(Exact()))
     field = FastWeightField(3, 8, 2, "delta-post", form="ode", forget_gate=True)
     with pytest.raises(NotImplementedError, match="forget gate"):
         field.rule.exact_step(torch.zeros(1, 4, 4), torch.zeros(1, 4), torch.zeros(1, 4), torch.zeros(1, 1), 1.0,

@@ -12,7 +12,7 @@ from torch import nn
 
 from neuralde_seq.controls import build_control
 from neuralde_seq.models import MODEL_NAMES, TimeWarpGatedRNN, chrono_bias, create_model, model_inputs
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, SolverOptions, solve
 
 DTYPE = torch.float64
 
@@ -59,7 +59,7 @@ def test_gate_one_is_the_ungated_cell():
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(3, 5, generator=gen, dtype=DTYPE)
     x = torch.randn(3, 2, generator=gen, dtype=DTYPE)
-    options = SolverOptions(method="rk4", step_size=0.05)
+    options = SolverOptions(RK4(step_size=0.05))
     h0 = torch.randn(3, 5, generator=gen, dtype=DTYPE)
 
     # with the learned gate, the rate and the solve differ from the ungated ones (the comparison has power)
@@ -88,7 +88,7 @@ def test_gated_false_is_the_ungated_cell():
     ungated = _Ungated(model.dynamics.candidate_input.weight.detach().clone(),
                        model.dynamics.candidate_input.bias.detach().clone(),
                        model.dynamics.candidate_recurrent.weight.detach().clone())
-    model.solver = options = SolverOptions(method="rk4", step_size=0.05)
+    model.solver = options = SolverOptions(RK4(step_size=0.05))
     h0 = torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
     torch.testing.assert_close(model.hidden_states(control, h0=h0), solve(ungated, control, h0, options),
                                rtol=0, atol=1e-14)
@@ -104,20 +104,20 @@ def test_uniform_time_rescale_is_undone_by_scaling_the_gate(a):
     control = _control(times, seed=3)
     warped = _control(a * times, seed=3)  # same values at the rescaled times
     model = _model(seed=2)
-    model.solver = SolverOptions(method="rk4", step_size=0.01)
+    model.solver = SolverOptions(RK4(step_size=0.01))
     h = model.hidden_states(control, at_knots=True)
 
-    warped_model = _model(seed=2, time_scale=1 / a)
+    warped_model = _model(seed=2, rate_scale=1 / a)
     # fine steps, with step sizes scaled by a: the very same discrete solve
-    warped_model.solver = SolverOptions(method="rk4", step_size=0.01 * a)
+    warped_model.solver = SolverOptions(RK4(step_size=0.01 * a))
     torch.testing.assert_close(warped_model.hidden_states(warped, at_knots=True), h, rtol=0, atol=1e-6)
     # fine steps of the same size in both: the same continuous trajectory, to the accuracy of rk4
-    warped_model.solver = SolverOptions(method="rk4", step_size=0.01)
+    warped_model.solver = SolverOptions(RK4(step_size=0.01))
     torch.testing.assert_close(warped_model.hidden_states(warped, at_knots=True), h, rtol=0, atol=1e-6)
 
     # without scaling the gate the warped trajectory is another one (the test has power)
     unscaled = _model(seed=2)
-    unscaled.solver = SolverOptions(method="rk4", step_size=0.01 * a)
+    unscaled.solver = SolverOptions(RK4(step_size=0.01 * a))
     assert (unscaled.hidden_states(warped, at_knots=True) - h).abs().max() > 1e-2
 
 
@@ -211,17 +211,17 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="chrono_t_max"):
         TimeWarpGatedRNN(2, 3, chrono_t_max=float("nan"))
     for bad in (0, -1.0, float("inf"), True):
-        with pytest.raises(ValueError, match="time_scale"):
-            TimeWarpGatedRNN(2, 3, time_scale=bad)
+        with pytest.raises(ValueError, match="rate_scale"):
+            TimeWarpGatedRNN(2, 3, rate_scale=bad)
     with pytest.raises(ValueError, match="hidden"):
         TimeWarpGatedRNN(2, 3, hidden=0)
     with pytest.raises(ValueError, match="in_channels"):
         TimeWarpGatedRNN(0, 3)
     model = TimeWarpGatedRNN(2, 3)
-    with pytest.raises(ValueError, match="time_scale"):
-        model.time_scale = -1.0
-    model.time_scale = 2
-    assert model.dynamics.time_scale == 2.0
+    with pytest.raises(ValueError, match="rate_scale"):
+        model.rate_scale = -1.0
+    model.rate_scale = 2
+    assert model.dynamics.rate_scale == 2.0
     times, values, _ = _separable_problem()
     control = model_inputs("warp-gated-ode", times, values)  # 3 channels (time channel first)
     with pytest.raises(ValueError, match="channels"):
@@ -238,6 +238,6 @@ def test_time_rescale_at_the_lengths_users_run():
     h = model.hidden_states(control, at_knots=True)
     assert h.abs().max() > 0.1  # a trajectory that moves
     for a in (0.25, 4.0):
-        warped_model = _model(seed=4, time_scale=1 / a)
+        warped_model = _model(seed=4, rate_scale=1 / a)
         warped = warped_model.hidden_states(_control(a * times, seed=7, batch=2), at_knots=True)
         torch.testing.assert_close(warped, h, rtol=0, atol=1e-10)

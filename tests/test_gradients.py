@@ -1,7 +1,7 @@
 """Gradients at length: the default gradient method equals plain backpropagation through the solver.
 
-The default, ``SolverOptions(gradient="checkpoint")``, must give exactly the gradient of the discrete solve
-(what ``adjoint=False`` computes) for every model that calls the solver, at the lengths this field works with
+The default, ``SolverOptions(gradient=Checkpoint())``, must give exactly the gradient of the discrete solve
+(what ``Backprop()`` computes) for every model that calls the solver, at the lengths this field works with
 (T = 1000 steps here), with fixed-step and adaptive methods. The continuous adjoint is the one that fails
 there (benchmarks/gradients.py measures how badly); a test of the adjoint's warning is at the end.
 """
@@ -14,7 +14,8 @@ import torch
 
 from neuralde_seq import SolverOptions, create_model, model_inputs, solve
 from neuralde_seq.controls import build_control
-from neuralde_seq.solvers import AdjointReconstructionWarning, evolve_over_gaps
+from neuralde_seq.solvers import (RK4, Adjoint, AdjointReconstructionWarning, Backprop, Checkpoint, Dopri5, Exact,
+                                  evolve_over_gaps, parse_solver)
 
 DTYPE = torch.float64
 LENGTH = 1000
@@ -59,13 +60,12 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+@pytest.mark.parametrize("method", [RK4(), Dopri5(rtol=1e-3, atol=1e-5)], ids=["rk4", "dopri5"])
 @pytest.mark.parametrize("name", FWP + OTHERS)
 def test_default_gradient_equals_backprop_at_length_1000(name, method):
     inputs = inputs_for(name)
-    options = dict(method=method, rtol=1e-3, atol=1e-5) if method == "dopri5" else dict(method=method)
-    default = gradients(name, inputs, SolverOptions(**options))
-    backprop = gradients(name, inputs, SolverOptions(**options, adjoint=False))
+    default = gradients(name, inputs, SolverOptions(method))
+    backprop = gradients(name, inputs, SolverOptions(method, gradient=Backprop()))
     assert backprop.norm() > 0
     assert relative_error(default, backprop) <= 1e-6
 
@@ -85,16 +85,16 @@ def _parameter_gradients(model, output) -> torch.Tensor:
                       for g, p in zip(grads, model.parameters())])
 
 
-@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+@pytest.mark.parametrize("method", [RK4(), Dopri5(rtol=1e-5, atol=1e-7)], ids=["rk4", "dopri5"])
 @pytest.mark.parametrize("every", [1, 7, None, 10_000])
 def test_segment_size_changes_nothing(method, every):
     """Any segmentation of the checkpointed solve gives backprop's outputs and gradients (a segment that
     recomputed other steps, or dropped the step-size state at a boundary, would not)."""
-    length, tolerances = 120, dict(rtol=1e-5, atol=1e-7) if method == "dopri5" else {}
-    backprop_model, control = _delta_cde(length, SolverOptions(method=method, adjoint=False, **tolerances))
+    length = 120
+    backprop_model, control = _delta_cde(length, SolverOptions(method, gradient=Backprop()))
     reference = backprop_model.network(control, at_knots=True)
     expected = _parameter_gradients(backprop_model, reference)
-    model, _ = _delta_cde(length, SolverOptions(method=method, checkpoint_every=every, **tolerances))
+    model, _ = _delta_cde(length, SolverOptions(method, gradient=Checkpoint(every=every)))
     outputs = model.network(control, at_knots=True)
     torch.testing.assert_close(outputs, reference, rtol=1e-13, atol=1e-13)
     assert relative_error(_parameter_gradients(model, outputs), expected) <= 1e-12
@@ -102,9 +102,9 @@ def test_segment_size_changes_nothing(method, every):
 
 def test_checkpointed_gradient_reaches_the_control():
     """Control coefficients captured by the checkpointed segments still receive their gradient."""
-    model, control = _delta_cde(200, SolverOptions(adjoint=False))
+    model, control = _delta_cde(200, SolverOptions(gradient=Backprop()))
     grads = []
-    for solver in (SolverOptions(adjoint=False), SolverOptions()):
+    for solver in (SolverOptions(gradient=Backprop()), SolverOptions()):
         model.network.solver = solver
         coeffs = control.coeffs.clone().requires_grad_(True)
         ctrl = type(control)(control.knots, coeffs, control.end_index)
@@ -117,25 +117,25 @@ def test_checkpointed_gradient_reaches_the_control():
 def test_adjoint_check_warns_where_the_adjoint_is_wrong():
     """At T = 1000 the continuous adjoint's gradient of delta-cde is far from the true one, and the check says
     so; on a short sequence, where it is right, the check is silent."""
-    model, control = _delta_cde(1000, SolverOptions(adjoint=True))
+    model, control = _delta_cde(1000, SolverOptions(gradient=Adjoint()))
     with pytest.warns(AdjointReconstructionWarning, match="relative error") as caught:
         adjoint = _parameter_gradients(model, model(control))
     # said at the user's line (here, this file), not inside the backward pass: once per run, not once per step
     assert {w.filename for w in caught if w.category is AdjointReconstructionWarning} == {__file__}
-    model.network.solver = SolverOptions(adjoint=False)
+    model.network.solver = SolverOptions(gradient=Backprop())
     exact = _parameter_gradients(model, model(control))
     assert not relative_error(adjoint, exact) < 1e-2  # the adjoint is wrong here (or NaN)
 
-    model, control = _delta_cde(20, SolverOptions(adjoint=True))
+    model, control = _delta_cde(20, SolverOptions(gradient=Adjoint()))
     with warnings.catch_warnings():
         warnings.simplefilter("error", AdjointReconstructionWarning)
         adjoint = _parameter_gradients(model, model(control))
-    model.network.solver = SolverOptions(adjoint=False)
+    model.network.solver = SolverOptions(gradient=Backprop())
     assert relative_error(adjoint, _parameter_gradients(model, model(control))) < 1e-4
 
 
 def test_adjoint_check_runs_every_nth_solve():
-    model, control = _delta_cde(100, SolverOptions(adjoint=True, adjoint_check=2))
+    model, control = _delta_cde(100, SolverOptions(gradient=Adjoint(check_every=2)))
     caught = []
     for _ in range(4):
         with warnings.catch_warnings(record=True) as record:
@@ -146,20 +146,19 @@ def test_adjoint_check_runs_every_nth_solve():
 
 
 def test_gradient_options():
-    assert SolverOptions().gradient_method == "checkpoint"
-    assert SolverOptions(adjoint=True).gradient_method == "adjoint"
-    assert SolverOptions(adjoint=False).gradient_method == "backprop"
-    assert SolverOptions(gradient="backprop", adjoint=False).gradient_method == "backprop"
-    with pytest.raises(ValueError, match="contradicts"):
-        SolverOptions(gradient="checkpoint", adjoint=True)
+    assert SolverOptions().gradient == Checkpoint()
+    assert parse_solver({"gradient": "adjoint"}).gradient == Adjoint()
+    assert parse_solver({"gradient": "backprop"}).gradient == Backprop()
+    with pytest.raises(TypeError, match="SolverOptions.gradient must be a Gradient object"):
+        SolverOptions(gradient="checkpoint")
     with pytest.raises(ValueError, match="gradient must be one of"):
-        SolverOptions(gradient="reverse")
-    with pytest.raises(ValueError, match="checkpoint_every"):
-        SolverOptions(checkpoint_every=0)
-    with pytest.raises(ValueError, match="adjoint_check"):
-        SolverOptions(adjoint_check=-1)
+        parse_solver({"gradient": "reverse"})
+    with pytest.raises(ValueError, match="Checkpoint.every"):
+        Checkpoint(every=0)
+    with pytest.raises(ValueError, match="Adjoint.check_every"):
+        Adjoint(check_every=-1)
     with pytest.raises(ValueError, match="multistep"):
-        SolverOptions(method="explicit_adams")
+        parse_solver("explicit_adams")
 
 
 def test_no_gradient_recording_gives_the_same_solution():
@@ -167,24 +166,22 @@ def test_no_gradient_recording_gives_the_same_solution():
     model, control = _delta_cde(300, SolverOptions())
     with torch.no_grad():
         plain = model(control)
-    for solver in (SolverOptions(adjoint=True), SolverOptions(adjoint=False)):
+    for solver in (SolverOptions(gradient=Adjoint()), SolverOptions(gradient=Backprop())):
         model.network.solver = solver
         with torch.no_grad():
             torch.testing.assert_close(model(control), plain, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+@pytest.mark.parametrize("method", [RK4(step_size=1 / 64), Dopri5(rtol=1e-12, atol=1e-12)], ids=["rk4", "dopri5"])
 def test_evolve_over_gaps_linear_closed_form(method):
     """dh/dt = A h over per-sample gaps (one negative, one zero) equals expm(A Δt) h."""
     torch.manual_seed(0)
     f = torch.nn.Linear(3, 3, bias=False).to(DTYPE)
     h = torch.randn(3, 3, dtype=DTYPE)
     gap = torch.tensor([0.7, -0.4, 0.0], dtype=DTYPE)
-    options = SolverOptions(method=method, step_size=1 / 64, rtol=1e-12, atol=1e-12) if method == "rk4" else \
-        SolverOptions(method=method, rtol=1e-12, atol=1e-12)
-    out = evolve_over_gaps(f, h, gap, options)
+    out = evolve_over_gaps(f, h, gap, SolverOptions(method))
     expected = torch.stack([torch.linalg.matrix_exp(f.weight * g) @ hb for g, hb in zip(gap, h)])
     torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9)
     assert torch.equal(out[2], h[2])
     with pytest.raises(ValueError, match="no closed form"):
-        evolve_over_gaps(f, h, gap, SolverOptions(method="exact"))
+        evolve_over_gaps(f, h, gap, SolverOptions(Exact()))

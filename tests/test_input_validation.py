@@ -22,7 +22,7 @@ import neuralde_seq
 from neuralde_seq import Control, Observations, SolverOptions, build_control, create_model, model_inputs, solve
 from neuralde_seq.models import MODEL_NAMES, model_entry
 from neuralde_seq.observations import magnitude_limit, validate_observations
-from neuralde_seq.solvers import NonFiniteSolveWarning
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, NonFiniteSolveWarning
 
 F32, F64 = torch.float32, torch.float64
 # CKCNN and CCNN check their input type in their own files (models/ckconv.py, models/ccnn.py), which do not
@@ -137,7 +137,7 @@ def test_times_in_huge_units_warn_that_the_solve_is_non_finite():
     torch.manual_seed(0)
     X = build_control(times, values)
     # one rk4 step per knot (the registry's oja-cde takes steps of 0.5 units of s, 1.8e9 of them here: refused)
-    model = create_model("oja-cde", X, 3, d_model=8, n_heads=2, solver=SolverOptions(method="rk4"))
+    model = create_model("oja-cde", X, 3, d_model=8, n_heads=2, solver=SolverOptions(RK4()))
     with pytest.warns(NonFiniteSolveWarning, match=r"non-finite states .* over s from \S+e\+0[78] to 1e\+09 with rk4 "
                                                    r"steps up to \S+e\+0[89] wide.*parametrization='index'") as caught:
         with torch.no_grad():
@@ -183,7 +183,7 @@ def test_hourly_timestamps_with_a_small_step_are_refused_before_solving():
     with pytest.raises(ValueError, match=r"the rk4 solve would take 3,240,000 steps, more than max_steps=1,000,000: "
                                          r"the control's parameter s runs from 0 to 32400 \(a span of 32400\) with "
                                          r"step_size=0.01.*larger step_size.*parametrization='index'.*max_steps"):
-        solve(dynamics, X, torch.ones(2, X.channels, dtype=F64), SolverOptions(step_size=0.01))
+        solve(dynamics, X, torch.ones(2, X.channels, dtype=F64), SolverOptions(Auto(fallback=RK4(step_size=0.01))))
     assert dynamics.calls == 0
 
 
@@ -192,24 +192,25 @@ def test_max_steps_is_exact_at_the_boundary():
     y0 = torch.ones(2, 2, dtype=F64)
     # 4 knot intervals of width 1 at step_size 0.01: 400 steps.
     with pytest.raises(ValueError, match="would take 400 steps, more than max_steps=399"):
-        solve(CountingDecay(2), X, y0, SolverOptions(step_size=0.01, max_steps=399))
+        solve(CountingDecay(2), X, y0, SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=399))))
     dynamics = CountingDecay(2)
-    allowed = solve(dynamics, X, y0, SolverOptions(step_size=0.01, max_steps=400))
+    allowed = solve(dynamics, X, y0, SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=400))))
     assert dynamics.calls == 400 * 4  # four rk4 stages per step: the grid is the one counted
-    torch.testing.assert_close(allowed, solve(CountingDecay(2), X, y0, SolverOptions(step_size=0.01, max_steps=None)))
+    torch.testing.assert_close(allowed, solve(CountingDecay(2), X, y0,
+                                              SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=None)))))
     # One step per knot interval counts intervals.
     with pytest.raises(ValueError, match=r"would take 4 steps, more than max_steps=3.*one step per knot interval"):
-        solve(CountingDecay(2), X, y0, SolverOptions(max_steps=3))
+        solve(CountingDecay(2), X, y0, SolverOptions(Auto(fallback=RK4(max_steps=3))))
 
 
 def test_the_adjoint_of_a_fixed_step_solve_checks_the_same_grid():
     X = _hourly_control()
     with pytest.raises(ValueError, match="would take 3,240,000 steps"):
         solve(CountingDecay(X.channels), X, torch.ones(2, X.channels, dtype=F64),
-              SolverOptions(step_size=0.01, gradient="adjoint"))
+              SolverOptions(Auto(fallback=RK4(step_size=0.01)), gradient=Adjoint()))
 
 
-@pytest.mark.parametrize("gradient", ["checkpoint", "backprop"])
+@pytest.mark.parametrize("gradient", [Checkpoint(), Backprop()], ids=["checkpoint", "backprop"])
 def test_adaptive_solves_stop_at_max_steps_counting_the_forward_pass_only(gradient):
     times = torch.linspace(0, 20, 8, dtype=F64).expand(2, 8)
     values = torch.randn(2, 8, 2, generator=torch.Generator().manual_seed(2), dtype=F64).cumsum(1) * 3
@@ -217,26 +218,26 @@ def test_adaptive_solves_stop_at_max_steps_counting_the_forward_pass_only(gradie
     y0 = torch.ones(2, X.channels, dtype=F64)
     probe = CountingDecay(X.channels)
     with torch.no_grad():
-        solve(probe, X, y0, SolverOptions(method="dopri5", max_steps=None))
+        solve(probe, X, y0, SolverOptions(Dopri5(max_steps=None)))
     evaluations = probe.calls  # of the forward solve: about 6 per step
     with pytest.raises(ValueError, match=r"the dopri5 solve took more than max_steps=2 steps .* rtol=1e-07, "
                                          r"atol=1e-09.*max_steps"):
-        solve(CountingDecay(X.channels), X, y0, SolverOptions(method="dopri5", max_steps=2, gradient=gradient))
+        solve(CountingDecay(X.channels), X, y0, SolverOptions(Dopri5(max_steps=2), gradient=gradient))
     # Just enough for the forward pass: the checkpointed backward pass recomputes every evaluation once more,
     # which must not count against the limit.
     dynamics = CountingDecay(X.channels)
     enough = math.ceil(evaluations / 6)
-    out = solve(dynamics, X, y0, SolverOptions(method="dopri5", max_steps=enough, gradient=gradient))
+    out = solve(dynamics, X, y0, SolverOptions(Dopri5(max_steps=enough), gradient=gradient))
     out.sum().backward()
     assert dynamics.weight.grad is not None and torch.isfinite(dynamics.weight.grad).all()
-    if gradient == "checkpoint":
+    if isinstance(gradient, Checkpoint):
         assert dynamics.calls > evaluations  # the recomputation happened
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, True, "many"])
 def test_max_steps_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="max_steps must be a positive integer or None"):
-        SolverOptions(max_steps=bad)
+        SolverOptions(Auto(fallback=RK4(max_steps=bad)))
 
 
 # ---------------------------------------------------------------------------------------------------

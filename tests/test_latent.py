@@ -13,7 +13,7 @@ from torch.distributions import Normal, kl_divergence
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.models.latent import LatentODE, kl_warmup_weight, reverse_observations
 from neuralde_seq.observations import Observations
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, SolverOptions
 
 DTYPE = torch.float64
 NAN = float("nan")
@@ -40,7 +40,7 @@ def batch():
 def model(encoder="ode-rnn", **options):
     torch.manual_seed(0)
     options = dict(dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6,
-                        solver=SolverOptions(step_size=0.25, adjoint=False)), **options)
+                        solver=SolverOptions(Auto(fallback=RK4(step_size=0.25)), gradient=Backprop())), **options)
     return randomize_(LatentODE(2, None, encoder=encoder, **options).to(DTYPE), 1)
 
 
@@ -170,7 +170,7 @@ def test_masks_exclude_missing_and_padded_points():
 
 
 def test_linear_decoder_is_a_matrix_exponential_at_each_samples_times():
-    m = model("ode-rnn", decoder_depth=0, solver=SolverOptions(step_size=0.002, adjoint=False))
+    m = model("ode-rnn", decoder_depth=0, solver=SolverOptions(RK4(step_size=0.002), gradient=Backprop()))
     with torch.no_grad():
         m.dynamics.bias.zero_()
     A = m.dynamics.weight
@@ -210,7 +210,8 @@ def test_adjoint_and_direct_gradients_of_the_elbo_agree():
     obs = batch()
     grads = []
     for adjoint in (False, True):
-        m = model("ode-rfwp", noise_std="learned", solver=SolverOptions(step_size=0.05, adjoint=adjoint))
+        m = model("ode-rfwp", noise_std="learned",
+                  solver=SolverOptions(RK4(step_size=0.05), gradient=Adjoint() if adjoint else Backprop()))
         torch.manual_seed(3)
         loss = m.loss(obs)
         grads.append(torch.autograd.grad(loss, list(m.parameters())))
@@ -244,7 +245,7 @@ def test_registry_classifiers_and_penalty():
 
 def test_initial_posterior_std_sets_the_log_variance_bias_only():
     obs = batch()
-    options = dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6, solver=SolverOptions(step_size=0.25))
+    options = dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6, solver=RK4(step_size=0.25))
     torch.manual_seed(3)
     default = LatentODE(2, None, initial_posterior_std=None, **options).to(DTYPE)  # PyTorch's initialisation
     torch.manual_seed(3)

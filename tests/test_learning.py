@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from neuralde_seq import build_control, create_model
+from neuralde_seq.solvers import RK4, Backprop, SolverOptions
 
 N_KEYS, N_VALUES = 3, 4
 GRID_POINTS = 16
@@ -95,7 +96,7 @@ def _train_and_evaluate(rule, train, test, epochs=10, batch=64):
     test_control = build_control(*test[:3], **options)
     torch.manual_seed(SEED)
     model = create_model(f"{rule}-ode", train_control.channels, N_VALUES, d_model=16, n_heads=2,
-                         solver=dict(method="rk4", adjoint=False))
+                         solver=SolverOptions(RK4(), gradient=Backprop()))
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     labels = train[3]
     n = labels.shape[0]

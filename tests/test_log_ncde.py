@@ -30,6 +30,7 @@ from torch import nn
 from neuralde_seq import SolverOptions, build_control, create_model, model_defaults, model_inputs, solve
 from neuralde_seq.models.ncde import (ACTIVATION_SLOPES, ACTIVATIONS, BasisCDEVectorField, CDEVectorField,
                                       LogODEVectorField, NeuralCDE, log_ode_path_channels)
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Heun2
 
 DTYPE = torch.float64
 
@@ -152,15 +153,15 @@ def test_log_ode_is_exact_for_a_step_two_nilpotent_linear_field():
     control = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False)
     assert int(control.end_index.max()) == 3  # three windows of four segments
     with torch.no_grad():
-        got = solve(LogODEVectorField(field, 2), control, z0, SolverOptions(method="rk4"))
+        got = solve(LogODEVectorField(field, 2), control, z0, SolverOptions(RK4()))
         assert torch.allclose(got, expected, rtol=0, atol=1e-12 * float(expected.abs().max()))
         # the test bites: the opposite bracket sign, and depth 1 (no brackets), are far off
         flipped = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False)
         flipped.coeffs[..., d:] *= -1
-        wrong = solve(LogODEVectorField(field, 2), flipped, z0, SolverOptions(method="rk4"))
+        wrong = solve(LogODEVectorField(field, 2), flipped, z0, SolverOptions(RK4()))
         assert float((wrong - expected).abs().max()) > 1e-3 * float(expected.abs().max())
         increments = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=4, time_channel=False)
-        depth_one = solve(LogODEVectorField(field, 1), increments, z0, SolverOptions(method="rk4"))
+        depth_one = solve(LogODEVectorField(field, 1), increments, z0, SolverOptions(RK4()))
         assert float((depth_one - expected).abs().max()) > 1e-3 * float(expected.abs().max())
 
 
@@ -176,7 +177,7 @@ def test_two_segment_window_along_e1_then_e2_gets_half_the_product_of_its_steps(
     assert torch.allclose(control.coeffs[0, 0, 0], torch.tensor([a, b, a * b / 2], dtype=DTYPE), atol=1e-15)
     z0 = torch.randn(1, 3, dtype=DTYPE)
     with torch.no_grad():
-        got = solve(LogODEVectorField(LinearField(A), 2), control, z0, SolverOptions(method="rk4"))
+        got = solve(LogODEVectorField(LinearField(A), 2), control, z0, SolverOptions(RK4()))
     generator = a * A[0] + b * A[1] + a * b / 2 * (A[1] @ A[0] - A[0] @ A[1])
     flow = torch.linalg.matrix_exp(b * A[1]) @ torch.linalg.matrix_exp(a * A[0])
     assert torch.allclose(torch.linalg.matrix_exp(generator), flow, atol=1e-14)
@@ -190,7 +191,7 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
     torch.manual_seed(4)
     hidden, d = 4, 2
     ncde = NeuralCDE(d, 2, hidden=hidden, width=16, activation="silu",
-                     solver=SolverOptions(method="rk4", step_size=0.02)).to(DTYPE)
+                     solver=SolverOptions(RK4(step_size=0.02))).to(DTYPE)
     z0 = torch.randn(1, hidden, dtype=DTYPE)
     u, v = torch.tensor([1.0, 0.3], dtype=DTYPE), torch.tensor([-0.4, 1.0], dtype=DTYPE)
     errors = {1: [], 2: [], "flipped": []}
@@ -206,7 +207,7 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
                 windows.coeffs[..., d:] *= -1
             model = NeuralCDE(windows.channels, 2, hidden=hidden, width=16, activation="silu", form="log-ode",
                               control_depth=1 if depth == 1 else 2,
-                              solver=SolverOptions(method="rk4", step_size=0.02)).to(DTYPE)
+                              solver=SolverOptions(RK4(step_size=0.02))).to(DTYPE)
             model.load_state_dict(ncde.state_dict())
             errors[depth].append(float((model.hidden_states(windows, z0=z0) - exact).detach().norm()))
     ratios = {depth: [e[k] / e[k + 1] for k in range(2)] for depth, e in errors.items()}
@@ -253,7 +254,7 @@ def flat_gradient(model, control):
 def test_parameter_gradients_match_finite_differences():
     times, values, lengths = random_path(3, 21, 2, seed=8, scale=2.0)
     windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=True)
-    model = small_log_ncde(windows, SolverOptions(gradient="backprop"))
+    model = small_log_ncde(windows, SolverOptions(gradient=Backprop()))
     gradient = flat_gradient(model, windows)
     parameters = list(model.parameters())
     g = torch.Generator().manual_seed(9)
@@ -282,8 +283,8 @@ def test_gradient_methods_agree():
     times, values, lengths = random_path(3, 21, 2, seed=10, scale=2.0)
     windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=True)
     gradients = {}
-    for method in ("backprop", "checkpoint", "adjoint"):
-        model = small_log_ncde(windows, SolverOptions(gradient=method, step_size=0.25, checkpoint_every=3))
+    for method, gradient in (("backprop", Backprop()), ("checkpoint", Checkpoint(every=3)), ("adjoint", Adjoint())):
+        model = small_log_ncde(windows, SolverOptions(Auto(fallback=RK4(step_size=0.25)), gradient=gradient))
         gradients[method] = flat_gradient(model, windows)
     reference = gradients["backprop"]
     scale = float(reference.abs().max())
@@ -298,8 +299,8 @@ def test_a_thousand_windows_checkpoint_equals_backprop():
     windows = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=2, time_channel=True)
     assert int(windows.end_index.max()) == 1000
     gradients = {}
-    for method in ("backprop", "checkpoint"):
-        model = small_log_ncde(windows, SolverOptions(method="heun2", gradient=method))
+    for method, gradient in (("backprop", Backprop()), ("checkpoint", Checkpoint())):
+        model = small_log_ncde(windows, SolverOptions(Heun2(), gradient=gradient))
         gradients[method] = flat_gradient(model, windows)
     reference = gradients["backprop"]
     assert bool(torch.isfinite(reference).all()) and float(reference.abs().max()) > 0

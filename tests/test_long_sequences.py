@@ -16,7 +16,7 @@ n_heads=4)``, with no ``solver=``: rk4, one step per knot interval, and the defa
 (``"checkpoint"``, exact gradients of the discrete solve). The library's trainer
 (:func:`~neuralde_seq.training.train_classifier`) is used as a user would: it raises
 :class:`~neuralde_seq.training.TrainingDiverged` on any non-finite loss, gradient or parameter. The former
-default, the continuous adjoint (``SolverOptions(adjoint=True)``), gives NaN in 436 of the 3,272 gradient
+default, the continuous adjoint (``SolverOptions(gradient=Adjoint())``), gives NaN in 436 of the 3,272 gradient
 entries of a batch of 32 here (seeds 0, 1 and 2 alike), so the trainer stops at its first optimizer step
 with "non-finite gradient"; the last test pins that (about 8 s).
 
@@ -55,6 +55,7 @@ import torch
 
 from neuralde_seq import SolverOptions, create_model, model_inputs
 from neuralde_seq.training import TrainingDiverged, evaluate, train_classifier
+from neuralde_seq.solvers import Adjoint, Checkpoint
 
 N_CLASSES = 4
 MIN_LENGTH, MAX_LENGTH = 800, 1200
@@ -135,7 +136,7 @@ def train_on_early_events(seed: int, tmp_path, epochs: int = EPOCHS, d_model: in
 
 def test_delta_cde_learns_an_early_event_at_length_1000(tmp_path):
     inputs, _ = early_event_data(SEED)
-    assert create_model("delta-cde", inputs[0], N_CLASSES).network.solver.gradient_method == "checkpoint"
+    assert create_model("delta-cde", inputs[0], N_CLASSES).network.solver.gradient == Checkpoint()
     history, accuracy, seconds = train_on_early_events(SEED, tmp_path)
     losses = history["train_loss"]
     print(f"seed {SEED}: train loss {losses[0]:.3f} -> {losses[-1]:.3f}, test accuracy {accuracy:.3f} "
@@ -156,5 +157,5 @@ def test_the_former_default_the_continuous_adjoint_stops_at_the_first_step(tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the adjoint's own reconstruction warning says the same
         with pytest.raises(TrainingDiverged) as stopped:
-            train_on_early_events(SEED, tmp_path, solver=SolverOptions(adjoint=True))
+            train_on_early_events(SEED, tmp_path, solver=SolverOptions(gradient=Adjoint()))
     assert stopped.value.step == 1 and stopped.value.reason.startswith("non-finite gradient")

@@ -14,6 +14,7 @@ from torch import nn
 from neuralde_seq import Observations, SolverOptions, build_control, create_model
 from neuralde_seq.training import (Callback, Classification, PerStepClassification, Regression, TrainingDiverged,
                                    fit)
+from neuralde_seq.solvers import RK4
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the task scripts are imported as the package `tasks`
@@ -254,7 +255,7 @@ def test_fit_trains_an_ncde_regression_to_a_tenth_of_the_target_variance(loss):
     train, test = _mean_and_last(256, steps, g), _mean_and_last(256, steps, g)
     torch.manual_seed(0)
     model = create_model("ncde", train[0], 2, hidden=8, width=32, depth=1,
-                         solver=SolverOptions(method="rk4", step_size=1 / steps))
+                         solver=SolverOptions(RK4(step_size=1 / steps)))
     history = fit(model, Regression(loss), train, val=test, epochs=16, lr=1e-2, batch_size=32, progress=False)
     with torch.no_grad():
         prediction = model(test[0])

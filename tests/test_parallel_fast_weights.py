@@ -28,7 +28,7 @@ from neuralde_seq import create_model, model_inputs
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.solvers import affine_rk4, chunked_delta, exact_fast_weights, linear_scan
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Auto, Backprop, Checkpoint, Dopri5, Exact, SolverOptions, parse_solver, solve
 
 DTYPE = torch.float64
 
@@ -98,11 +98,11 @@ def test_affine_rk4_parallel_equals_sequential_at_1000_steps(name, options):
     composition by the parallel scan in its default segments and in segments of 100 steps, against the
     sequential composition with its hand-written adjoint."""
     field, control, W0 = _cde_case(name, **options)
-    expected = _states_and_grads(field, control, W0, SolverOptions(method="rk4", scan="sequential"))
+    expected = _states_and_grads(field, control, W0, SolverOptions(RK4(scan="sequential")))
     for every in (None, 100):
         with _scan_calls() as calls:
             actual = _states_and_grads(field, control, W0,
-                                       SolverOptions(method="rk4", scan="parallel", checkpoint_every=every))
+                                       SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=every)))
         assert calls, "the parallel scan did not run"
         _assert_equal(actual, expected)
 
@@ -111,16 +111,15 @@ def test_affine_rk4_auto_is_sequential_on_the_cpu_and_the_segments():
     """"auto" (the default) never calls the scan on the CPU and gives the sequential states; "parallel" calls it
     (forward and the recomputation backward) in segments sized by `parallel_segment_steps`."""
     field, control, W0 = _cde_case("delta-cde", length=200)
-    assert SolverOptions().scan == "auto"
+    assert SolverOptions().method.fallback.scan == SolverOptions().method.exact.scan == "auto"
     with _scan_calls() as calls:
-        auto = _states_and_grads(field, control, W0, SolverOptions(method="rk4"))
+        auto = _states_and_grads(field, control, W0, SolverOptions(RK4()))
     assert calls == []
-    sequential = _states_and_grads(field, control, W0, SolverOptions(method="rk4", scan="sequential"))
+    sequential = _states_and_grads(field, control, W0, SolverOptions(RK4(scan="sequential")))
     assert torch.equal(auto[0], sequential[0])
-    options = SolverOptions(method="rk4", scan="parallel")
-    solver = affine_rk4.AffineFixedStepSolve(field, control, options, DTYPE)
+    solver = affine_rk4.AffineFixedStepSolve(field, control, RK4(scan="parallel"), DTYPE)
     assert solver.parallel and solver.segments(None) == [(0, solver.steps)]  # a small batch: one segment
-    assert not affine_rk4.AffineFixedStepSolve(field, control, SolverOptions(method="rk4"), DTYPE).parallel
+    assert not affine_rk4.AffineFixedStepSolve(field, control, RK4(), DTYPE).parallel
     # A large batch: the segments shrink to what the scan's graph allows.
     per_step = 4096 * field.n_heads * 2 * field.head_dim ** 2
     size = linear_scan.parallel_segment_steps(solver.steps, per_step)
@@ -158,14 +157,14 @@ def test_exact_parallel_equals_sequential(windows, forget_gate):
     segments of 300) and the WY blocks composed by the scan (blocks of 16 and 48), against the sequential
     recurrence with its hand-written adjoint."""
     field, control, W0 = _rde_case("delta", forget_gate, windows)
-    expected = _states_and_grads(field, control, W0, SolverOptions("exact", scan="sequential"))
-    variants = [dict(), dict(chunk_size=300), dict(exact_scan="chunked", exact_block_size=16),
-                dict(exact_scan="chunked", exact_block_size=48, chunk_size=480)]
+    expected = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="sequential")))
+    variants = [dict(), dict(chunk_size=300), dict(recurrence="chunked", block_size=16),
+                dict(recurrence="chunked", block_size=48, chunk_size=480)]
     for variant in variants:
         with _scan_calls() as calls:
-            actual = _states_and_grads(field, control, W0, SolverOptions("exact", scan="parallel", **variant))
+            actual = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="parallel", **variant)))
         # the rank-one steps as diagonal-plus-rank-one maps, the WY blocks as dense ones
-        assert calls and set(calls) == {"dense" if "exact_scan" in variant else "dplr"}, variant
+        assert calls and set(calls) == {"dense" if "recurrence" in variant else "dplr"}, variant
         _assert_equal(actual, expected)
 
 
@@ -174,10 +173,10 @@ def test_exact_parallel_equals_sequential(windows, forget_gate):
 def test_exact_parallel_of_the_other_affine_rules(rule, forget_gate):
     """Oja (the step on Wᵀ) and Hebb (nothing decays: a diagonal scan) at 300 windows, both parallel forms."""
     field, control, W0 = _rde_case(rule, forget_gate, 300, seed=1)
-    expected = _states_and_grads(field, control, W0, SolverOptions("exact", scan="sequential"))
-    for variant in (dict(chunk_size=64), dict(exact_scan="chunked", exact_block_size=16)):
+    expected = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="sequential")))
+    for variant in (dict(chunk_size=64), dict(recurrence="chunked", block_size=16)):
         with _scan_calls() as calls:
-            actual = _states_and_grads(field, control, W0, SolverOptions("exact", scan="parallel", **variant))
+            actual = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="parallel", **variant)))
         assert calls
         _assert_equal(actual, expected)
 
@@ -185,10 +184,10 @@ def test_exact_parallel_of_the_other_affine_rules(rule, forget_gate):
 def test_exact_auto_is_sequential_on_the_cpu():
     field, control, W0 = _rde_case("delta", False, 200)
     with _scan_calls() as calls:
-        auto = _states_and_grads(field, control, W0, SolverOptions("exact"))
-        _states_and_grads(field, control, W0, SolverOptions("exact", exact_scan="chunked"))
+        auto = _states_and_grads(field, control, W0, SolverOptions(Exact()))
+        _states_and_grads(field, control, W0, SolverOptions(Exact(recurrence="chunked")))
     assert calls == []
-    assert torch.equal(auto[0], _states_and_grads(field, control, W0, SolverOptions("exact", scan="sequential"))[0])
+    assert torch.equal(auto[0], _states_and_grads(field, control, W0, SolverOptions(Exact(scan="sequential")))[0])
     assert linear_scan.uses_parallel_scan("auto", torch.device("cuda", 0))
     assert linear_scan.uses_parallel_scan("auto", "meta") and not linear_scan.uses_parallel_scan("auto", "cpu")
     assert linear_scan.uses_parallel_scan("parallel", "cpu") and not linear_scan.uses_parallel_scan("sequential",
@@ -196,32 +195,35 @@ def test_exact_auto_is_sequential_on_the_cpu():
 
 
 def test_refused_options():
-    with pytest.raises(ValueError, match="scan must be one of"):
-        SolverOptions(scan="fast")
-    with pytest.raises(ValueError, match="not of the adaptive method 'dopri5'"):
-        SolverOptions(method="dopri5", scan="parallel")
+    with pytest.raises(ValueError, match=r"Exact\.scan must be one of"):
+        Exact(scan="fast")
+    with pytest.raises(ValueError, match="scan is an option of Euler, Midpoint, Heun2, Heun3, RK4, Exact, not of "
+                                         "Dopri5"):
+        parse_solver({"method": "dopri5", "scan": "parallel"})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'scan'"):
+        Dopri5(scan="parallel")
     with pytest.raises(ValueError, match="affine_steps=False"):
-        SolverOptions(method="rk4", scan="parallel", affine_steps=False)
+        SolverOptions(RK4(scan="parallel", affine_steps=False))
     field, control, W0 = _rde_case("delta-post", False, 20)
     with pytest.raises(ValueError, match="post-Delta's exact step is not affine"):
-        solve(field, control, W0, SolverOptions("exact", scan="parallel"))
+        solve(field, control, W0, SolverOptions(Exact(scan="parallel")))
     with pytest.raises(ValueError, match="per-step loop, which has no parallel form"):
-        solve(field, control, W0, SolverOptions("rk4", scan="parallel"))
-    solve(field, control, W0, SolverOptions("exact"))  # "auto": post-Delta's sequential steps, no refusal
+        solve(field, control, W0, SolverOptions(RK4(scan="parallel")))
+    solve(field, control, W0, SolverOptions(Exact()))  # "auto": post-Delta's sequential steps, no refusal
 
 
 # ------------------------------------------------------------------------------ instruments
 PARALLEL_CASES = {
-    "delta-cde rk4 checkpoint": ("delta-cde", SolverOptions(method="rk4", scan="parallel", checkpoint_every=5),
+    "delta-cde rk4 checkpoint": ("delta-cde", SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=5)),
                                  {"fixed-step"}),
-    "oja-cde rk4 backprop": ("oja-cde", SolverOptions(method="rk4", scan="parallel", gradient="backprop"),
+    "oja-cde rk4 backprop": ("oja-cde", SolverOptions(RK4(scan="parallel"), gradient=Backprop()),
                              {"fixed-step"}),
-    "delta-rde exact": ("delta-rde", SolverOptions(method="exact", scan="parallel", chunk_size=3),
+    "delta-rde exact": ("delta-rde", SolverOptions(Exact(scan="parallel", chunk_size=3)),
                         {"exact-forward", "exact-backward"}),
-    "hebb-rde exact": ("hebb-rde", SolverOptions(method="exact", scan="parallel", chunk_size=3),
+    "hebb-rde exact": ("hebb-rde", SolverOptions(Exact(scan="parallel", chunk_size=3)),
                        {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked": ("delta-rde", SolverOptions(method="exact", scan="parallel", chunk_size=4,
-                                                           exact_scan="chunked", exact_block_size=2),
+    "delta-rde exact chunked": ("delta-rde", SolverOptions(Exact(scan="parallel", chunk_size=4, recurrence="chunked",
+                                                                 block_size=2)),
                                 {"exact-forward", "exact-backward"}),
 }
 

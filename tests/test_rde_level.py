@@ -26,7 +26,7 @@ from neuralde_seq.fields import FastWeightField
 from neuralde_seq.logsignature_control import cached_logsignature_control
 from neuralde_seq.models import create_model
 from neuralde_seq.solvers.exact_fast_weights import solve_exact_reference
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import Backprop, Exact, RK4, SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
@@ -127,7 +127,7 @@ def _shift_gradient(name, window_start_values, solver):
 
 
 @pytest.mark.parametrize("rule", RULES)
-@pytest.mark.parametrize("method", ["exact", "rk4"])
+@pytest.mark.parametrize("method", [Exact(), RK4()], ids=["exact", "rk4"])
 def test_output_sees_the_level_only_with_the_option(rule, method):
     solver = SolverOptions(method)
     moved, gradient = _shift_gradient(f"{rule}-rde", False, solver)
@@ -137,7 +137,7 @@ def test_output_sees_the_level_only_with_the_option(rule, method):
 
 
 def _reference_options():
-    return SolverOptions("rk4", step_size=1 / 32, adjoint=False)  # windows have length 1
+    return SolverOptions(RK4(step_size=1 / 32), gradient=Backprop())  # windows have length 1
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -150,7 +150,7 @@ def test_exact_matches_fine_rk4_and_its_reference(rule):
     W0 = torch.randn(3, 2, 4, 4, generator=torch.Generator().manual_seed(25), dtype=DTYPE)
     with torch.no_grad():
         fine = solve(FieldDynamics(field), control, W0, _reference_options(), at_knots=True)
-        exact = solve(field, control, W0, SolverOptions("exact", chunk_size=2), at_knots=True)
+        exact = solve(field, control, W0, SolverOptions(Exact(chunk_size=2)), at_knots=True)
         reference = solve_exact_reference(field, control, W0, at_knots=True)
     torch.testing.assert_close(exact, fine, rtol=0, atol=1e-6)
     torch.testing.assert_close(exact, reference, rtol=0, atol=1e-12)
@@ -167,7 +167,7 @@ def test_gradients_exact_against_fine_rk4(rule):
     D = control.channels - 3
     weights = torch.randn(3, 3, generator=torch.Generator().manual_seed(26), dtype=DTYPE)
     results = {}
-    for name, solver in (("rk4", _reference_options()), ("exact", SolverOptions("exact", chunk_size=2))):
+    for name, solver in (("rk4", _reference_options()), ("exact", SolverOptions(Exact(chunk_size=2)))):
         torch.manual_seed(0)
         model = create_model(f"{rule}-rde", control, 3, d_model=D_MODEL, n_heads=2, solver=solver).to(DTYPE)
         ref.randomize_(model, torch.Generator().manual_seed(27), scale=0.5)
@@ -182,7 +182,7 @@ def test_gradients_exact_against_fine_rk4(rule):
     assert torch.isfinite(start_columns).all() and start_columns.abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("method", ["exact", "rk4"])
+@pytest.mark.parametrize("method", [Exact(), RK4()], ids=["exact", "rk4"])
 def test_padded_batch_gives_each_sample_its_answer_alone(method):
     times, values, lengths = _data()
     batch = build_control(times, values, lengths, **LOGSIG, window_start_values=True)

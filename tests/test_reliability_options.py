@@ -21,7 +21,7 @@ import torch
 from neuralde_seq import build_control, create_model, model_inputs
 from neuralde_seq.random_features import RandomFeatureClassifier, RandomFeatureRegressor
 from neuralde_seq.sklearn import SequenceClassifier, SequenceRegressor
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import RK4, Auto, Checkpoint, Dopri5, Exact, SolverOptions
 from neuralde_seq.training.config import ConfigError, validate_config
 from neuralde_seq.training.fit import fit
 from neuralde_seq.training.objectives import Classification
@@ -110,20 +110,20 @@ def test_control_flags_must_be_bools(flag):
 
 
 # ------------------------------------------------------------------------------------------------ SolverOptions
-@pytest.mark.parametrize("field, value, kind", [
-    ("step_size", True, "a positive number"), ("step_size", "0.1", "a positive number"),
-    ("step_size", "small", "a positive number"), ("rtol", True, "a positive number"),
-    ("rtol", "1e-3", "a positive number"), ("atol", "tiny", "a positive number"),
-    ("chunk_size", True, "a positive integer"), ("compile", "yes", "True or False")])
-def test_numeric_solver_options_refuse_bools_and_strings(field, value, kind):
-    with pytest.raises(ValueError, match=f"^{field} must be {kind}.*got {value!r}"):
-        SolverOptions(**{field: value})
+@pytest.mark.parametrize("method, field, value, kind", [
+    (RK4, "step_size", True, "a positive number"), (RK4, "step_size", "0.1", "a positive number"),
+    (RK4, "step_size", "small", "a positive number"), (Dopri5, "rtol", True, "a positive number"),
+    (Dopri5, "rtol", "1e-3", "a positive number"), (Dopri5, "atol", "tiny", "a positive number"),
+    (Exact, "chunk_size", True, "a positive integer"), (Exact, "compile", "yes", "True or False")])
+def test_numeric_solver_options_refuse_bools_and_strings(method, field, value, kind):
+    with pytest.raises(ValueError, match=rf"^{method.__name__}\.{field} must be {kind}.*got {value!r}"):
+        method(**{field: value})
 
 
 def test_solver_integers_given_as_numpy_integers_are_kept_as_ints():
-    options = SolverOptions(max_steps=np.int64(50), checkpoint_every=np.int32(4))
-    assert type(options.max_steps) is int and options.max_steps == 50
-    assert type(options.checkpoint_every) is int and options.checkpoint_every == 4
+    options = SolverOptions(Auto(fallback=RK4(max_steps=np.int64(50))), gradient=Checkpoint(every=np.int32(4)))
+    assert type(options.method.fallback.max_steps) is int and options.method.fallback.max_steps == 50
+    assert type(options.gradient.every) is int and options.gradient.every == 4
 
 
 def test_a_config_solver_option_that_is_a_word_names_its_key():
@@ -131,7 +131,7 @@ def test_a_config_solver_option_that_is_a_word_names_its_key():
               "training": {"epochs": 1, "lr": 1e-2, "batch_size": 8},
               "solver": {"method": "rk4", "step_size": "small"},
               "models": [{"model": "ncde", "options": {"hidden": 4}}]}
-    with pytest.raises(ConfigError, match=r"solver: step_size must be a positive number or None, got 'small'"):
+    with pytest.raises(ConfigError, match=r"solver: RK4\.step_size must be a positive number or None, got 'small'"):
         validate_config(config)
 
 
@@ -174,11 +174,11 @@ def test_create_model_takes_a_method_name_as_its_solver():
     torch.manual_seed(0)
     named = create_model("ncde", inputs, 2, solver="rk4")
     torch.manual_seed(0)
-    explicit = create_model("ncde", inputs, 2, solver=SolverOptions(method="rk4"))
-    assert named.solver == SolverOptions(method="rk4")
+    explicit = create_model("ncde", inputs, 2, solver=SolverOptions(RK4()))
+    assert named.solver == SolverOptions(RK4())
     assert torch.equal(named(inputs), explicit(inputs))
-    assert named.solver.last_method == "rk4"
-    with pytest.raises(TypeError, match="solver must be SolverOptions, a dict of its fields, a method name"):
+    assert named.solver.last_method == RK4()
+    with pytest.raises(TypeError, match="solver must be SolverOptions, a mapping of its options, a method name"):
         create_model("ncde", inputs, 2, solver=4)
 
 

@@ -16,7 +16,7 @@ from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.models.rfwp import ODERFWP, RFWPCell
 from neuralde_seq.observations import Observations
 from neuralde_seq.rules import Delta, Hebb, Oja
-from neuralde_seq.solvers import SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, SolverOptions
 
 
 def _output_norm(model: ODERFWP, h: torch.Tensor) -> torch.Tensor:
@@ -124,7 +124,7 @@ def test_zero_gaps_reduce_to_the_discrete_rfwp_step(rule):
     zero_gaps = Observations(torch.zeros_like(obs.times), obs.values, obs.lengths)  # all at one time
     torch.manual_seed(0)
     model = randomize_(ODERFWP(2, 3, hidden=4, heads=2, rule=rule, width=5, depth=2, d_ff=6,
-                               solver=SolverOptions(adjoint=False)).to(DTYPE), 1)
+                               solver=SolverOptions(gradient=Backprop())).to(DTYPE), 1)
     logits = model(zero_gaps)
     for b, rows in enumerate(EVENTS):
         h, W = torch.zeros(4, dtype=DTYPE), torch.zeros(2, 2, 2, dtype=DTYPE)
@@ -161,7 +161,7 @@ def test_linear_field_evolves_by_matrix_exponential_between_observations():
     obs = hand_batch()
     torch.manual_seed(0)
     model = randomize_(ODERFWP(2, 3, hidden=4, heads=2, rule="delta", depth=0, d_ff=6,
-                               solver=SolverOptions(step_size=0.005, adjoint=False)).to(DTYPE), 4, scale=0.6)
+                               solver=SolverOptions(RK4(step_size=0.005), Backprop())).to(DTYPE), 4, scale=0.6)
     with torch.no_grad():
         model.f.bias.zero_()
     A = model.f.weight
@@ -194,7 +194,7 @@ def test_irregular_times_each_sample_sees_only_its_own():
     times, values, lengths = random_batch(B, T, C, 5, [7, 4, 6])
     values[:, 0] = 0.1  # every sample observes its first row
     torch.manual_seed(0)
-    model = randomize_(ODERFWP(C, 3, hidden=4, heads=2, width=6, solver=SolverOptions(adjoint=False)).to(DTYPE), 6)
+    model = randomize_(ODERFWP(C, 3, hidden=4, heads=2, width=6, solver=Backprop()).to(DTYPE), 6)
     batch = Observations.from_tensors(times, values, lengths)
     logits = model(batch)
     before, after = model.row_states(batch)
@@ -229,7 +229,8 @@ def test_adjoint_and_direct_gradients_agree():
     for adjoint in (False, True):
         torch.manual_seed(0)
         model = randomize_(ODERFWP(C, 3, hidden=4, heads=2, rule="oja", width=6, depth=2,
-                                   solver=SolverOptions(method="rk4", step_size=0.05, adjoint=adjoint)).to(DTYPE), 8)
+                                   solver=SolverOptions(RK4(step_size=0.05),
+                                                        gradient=Adjoint() if adjoint else Backprop())).to(DTYPE), 8)
         loss = torch.nn.functional.cross_entropy(model(obs), labels)
         grads.append(torch.autograd.grad(loss, list(model.parameters())))
     for direct, adjoint in zip(*grads):

@@ -15,6 +15,7 @@ from neuralde_seq.models import model_defaults
 from neuralde_seq.training import ResumeMismatch, fit, load_checkpoint, save_checkpoint
 from neuralde_seq.training.config import apply_overrides, load_config, parse_config
 from neuralde_seq.training.objectives import Classification
+from neuralde_seq.solvers import Auto, Dopri5
 from neuralde_seq.training.runner import run_benchmark
 
 
@@ -131,8 +132,8 @@ def test_compare_runs_each_row_with_its_configured_epochs_and_options_apply_to_e
     assert {row.training.lr for row in trained} == {0.01}
     assert changed.task_options["drop_rate"] == 0.5
     solvers = {row.label: None if row.solver is None else row.solver.method for row in trained}
-    # ncde keeps the default method "auto" (which solves it with rk4: it has no closed form)
-    assert solvers == {"hebb-cde": "dopri5", "oja-cde": "dopri5", "delta-cde": "dopri5", "ncde": "auto",
+    # ncde keeps the default method Auto() (which solves it with rk4: it has no closed form)
+    assert solvers == {"hebb-cde": Dopri5(), "oja-cde": Dopri5(), "delta-cde": Dopri5(), "ncde": Auto(),
                        "ckcnn": None}
 
 

@@ -22,7 +22,7 @@ import fwp_reference as ref
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Dopri5, Exact, SolverOptions, parse_solver, solve
 
 # Tiny tensors: one thread avoids OpenMP hand-offs that cost milliseconds per call on a busy 2-core box.
 
@@ -117,7 +117,7 @@ def test_hebb_equals_quadrature_of_its_rate(form, method):
     ref.randomize_(field, torch.Generator().manual_seed(2), scale=0.6)
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
     with torch.no_grad():
-        got = solve(FieldDynamics(field), control, W0, SolverOptions("rk4", step_size=0.01, adjoint=False))
+        got = solve(FieldDynamics(field), control, W0, SolverOptions(RK4(step_size=0.01), gradient=Backprop()))
 
     nodes, weights = (torch.tensor(a, dtype=DTYPE) for a in np.polynomial.legendre.leggauss(16))
     sources = ref.expected_sources("hebb", form)
@@ -168,8 +168,8 @@ def test_piecewise_constant_closed_forms(rule, kind, solver):
     field = FastWeightField(control.channels, D_MODEL, 2, rule, form="rde").to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(6), scale=0.7)
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
-    options = (SolverOptions("rk4", step_size=1 / 128, adjoint=False) if solver == "rk4"
-               else SolverOptions("dopri5", rtol=1e-11, atol=1e-11, adjoint=False))
+    options = (SolverOptions(RK4(step_size=1 / 128), gradient=Backprop()) if solver == "rk4"
+               else SolverOptions(Dopri5(rtol=1e-11, atol=1e-11), gradient=Backprop()))
     with torch.no_grad():
         got = solve(FieldDynamics(field), control, W0, options)
     expected = _closed_form_solution(rule, field, control, W0)
@@ -190,7 +190,7 @@ def test_delta_post_large_error_closed_form():
     e0 = v_raw - torch.einsum("bhij,bhj->bhi", W0, torch.softmax(k_raw, -1))
     assert e0.abs().max() > 20
     with torch.no_grad():
-        got = solve(FieldDynamics(field), control, W0, SolverOptions("rk4", step_size=1 / 128, adjoint=False))
+        got = solve(FieldDynamics(field), control, W0, SolverOptions(RK4(step_size=1 / 128), gradient=Backprop()))
     torch.testing.assert_close(got, _closed_form_solution("delta-post", field, control, W0), rtol=1e-10, atol=1e-8)
 
 
@@ -212,8 +212,8 @@ def _smooth_setup(rule="delta", form="cde", interpolation="natural_cubic"):
 def test_rk4_fourth_order(rule, method):
     dynamics, control, W0 = _smooth_setup(rule=rule, interpolation=method)
     with torch.no_grad():
-        reference = solve(dynamics, control, W0, SolverOptions("rk4", step_size=1 / 256, adjoint=False))
-        errors = [(solve(dynamics, control, W0, SolverOptions("rk4", step_size=h, adjoint=False)) - reference)
+        reference = solve(dynamics, control, W0, SolverOptions(RK4(step_size=1 / 256), gradient=Backprop()))
+        errors = [(solve(dynamics, control, W0, SolverOptions(RK4(step_size=h), gradient=Backprop())) - reference)
                   .abs().max().item() for h in (1 / 16, 1 / 32, 1 / 64)]
     orders = [math.log2(errors[i] / errors[i + 1]) for i in range(2)]
     print(f"\nrk4 {rule} {method}: errors {errors}, observed orders {orders}")
@@ -235,16 +235,15 @@ def test_dopri5_agrees_with_fine_rk4(form):
     else:
         dynamics, control, W0 = _smooth_setup(rule="delta-post", form=form, interpolation="hermite_cubic")
     with torch.no_grad():
-        fine = solve(dynamics, control, W0, SolverOptions("rk4", step_size=1 / 128, adjoint=False))
-        adaptive = solve(dynamics, control, W0, SolverOptions("dopri5", rtol=1e-11, atol=1e-11, adjoint=False))
+        fine = solve(dynamics, control, W0, SolverOptions(RK4(step_size=1 / 128), gradient=Backprop()))
+        adaptive = solve(dynamics, control, W0, SolverOptions(Dopri5(rtol=1e-11, atol=1e-11), gradient=Backprop()))
     assert (fine - W0).abs().max() > 0.1
     torch.testing.assert_close(adaptive, fine, rtol=0, atol=1e-8)
 
 
 # ------------------------------------------------------------------------------------ adjoint
-def _gradients(model, control, adjoint, weights):
+def _gradients(model, control, weights):
     """Gradients of sum(weights · logits) w.r.t. every parameter and the control's coefficients."""
-    model.network.solver.adjoint = adjoint
     model.zero_grad()
     coeffs = control.coeffs.detach().clone().requires_grad_(True)
     control = Control(control.knots, coeffs, control.end_index, control.piecewise_constant)
@@ -271,9 +270,10 @@ def _adjoint_setup(rule, form):
     control = control_for(form, times, values, lengths)
     weights = torch.randn(2, 3, generator=torch.Generator().manual_seed(21), dtype=DTYPE)
 
-    def grads(solver, adjoint):
+    def grads(method, adjoint):
+        solver = SolverOptions(method, gradient=Adjoint() if adjoint else Backprop())
         model = make_model(rule, form, control.channels, solver, scale=0.5)  # same seed: same parameters
-        return _gradients(model, control, adjoint, weights)
+        return _gradients(model, control, weights)
 
     return grads
 
@@ -284,8 +284,8 @@ def test_adjoint_matches_backprop(rule, form):
     """Fixed-step rk4 (steps of 1/16): the continuous adjoint, solved backwards on the same grid, agrees with
     backpropagation through the solver for every parameter and for the control's coefficients."""
     grads = _adjoint_setup(rule, form)
-    solver = dict(method="rk4", step_size=1 / 16)
-    direct, adjoint = grads(solver, False), grads(solver, True)
+    method = RK4(step_size=1 / 16)
+    direct, adjoint = grads(method, False), grads(method, True)
     name, err = _worst(adjoint, direct)
     print(f"\n{rule}-{form}: rk4 h=1/16 adjoint vs backprop, worst relative error {err:.2e} ({name})")
     assert err <= 1e-4
@@ -296,8 +296,8 @@ def test_dopri5_adjoint_matches_exact_gradient(rule, form):
     """dopri5 (rtol = atol = 1e-10) with the adjoint against backprop through fine rk4 (h = 1/64), whose
     gradient is exact up to O(h^4)."""
     grads = _adjoint_setup(rule, form)
-    exact = grads(dict(method="rk4", step_size=1 / 64), False)
-    adjoint = grads(dict(method="dopri5", rtol=1e-10, atol=1e-10), True)
+    exact = grads(RK4(step_size=1 / 64), False)
+    adjoint = grads(Dopri5(rtol=1e-10, atol=1e-10), True)
     name, err = _worst(adjoint, exact)
     print(f"\n{rule}-{form}: dopri5 adjoint vs exact, worst relative error {err:.2e} ({name})")
     assert err <= 1e-4
@@ -305,14 +305,14 @@ def test_dopri5_adjoint_matches_exact_gradient(rule, form):
 
 @pytest.mark.parametrize("rule,form", [("hebb", "ode"), ("delta", "cde"), ("delta-post", "rde")])
 def test_dopri5_backprop_matches_exact_gradient(rule, form):
-    """adjoint=False with dopri5 must give the gradient to the solver's accuracy too.
+    """Backprop() with dopri5 must give the gradient to the solver's accuracy too.
 
     Two things break it for interpolated controls: the vector field reads the control at s.detach(), so the
     dependence of the adaptive step sizes on the parameters (which torchdiffeq differentiates) no longer
     cancels; and the knots, where the sensitivities to the control's coefficients jump, are not steps."""
     grads = _adjoint_setup(rule, form)
-    exact = grads(dict(method="rk4", step_size=1 / 64), False)
-    direct = grads(dict(method="dopri5", rtol=1e-10, atol=1e-10), False)
+    exact = grads(RK4(step_size=1 / 64), False)
+    direct = grads(Dopri5(rtol=1e-10, atol=1e-10), False)
     name, err = _worst(direct, exact)
     print(f"\n{rule}-{form}: dopri5 backprop vs exact, worst relative error {err:.2e} ({name})")
     assert err <= 1e-4, (name, err)
@@ -323,8 +323,7 @@ def test_adjoint_rk4_error_shrinks_with_step():
     grads = _adjoint_setup("delta", "cde")
     errors = []
     for h in (1 / 8, 1 / 32):
-        solver = dict(method="rk4", step_size=h)
-        errors.append(_worst(grads(solver, True), grads(solver, False))[1])
+        errors.append(_worst(grads(RK4(step_size=h), True), grads(RK4(step_size=h), False))[1])
     print(f"\nrk4 adjoint vs backprop, worst relative error at h=1/8, 1/32: {errors}")
     assert errors[1] < errors[0] / 64  # better than third order over two halvings (4th: / 256)
     assert errors[1] > 1e-12  # the two really are different computations
@@ -332,10 +331,10 @@ def test_adjoint_rk4_error_shrinks_with_step():
 
 # ------------------------------------------------------------------------------ variable length
 SOLVERS = {
-    "rk4": dict(method="rk4", step_size=0.3, adjoint=False),  # 0.3 divides no knot gap
-    "rk4-per-knot": dict(method="rk4", step_size=None, adjoint=False),
+    "rk4": SolverOptions(RK4(step_size=0.3), gradient=Backprop()),  # 0.3 divides no knot gap
+    "rk4-per-knot": SolverOptions(RK4(step_size=None), gradient=Backprop()),
     # Samples of a batch share adaptive steps, so alone and batched agree to the tolerance, not exactly.
-    "dopri5": dict(method="dopri5", rtol=1e-10, atol=1e-10, adjoint=False),
+    "dopri5": SolverOptions(Dopri5(rtol=1e-10, atol=1e-10), gradient=Backprop()),
 }
 
 
@@ -377,7 +376,7 @@ def test_two_layer_model_by_hand(rule, form):
     states, the solve and the final readout chain all follow Eq. 33-35 computed by hand."""
     times, values, lengths = make_data(lengths=(8, 5), seed=40)
     control = control_for(form, times, values, lengths)
-    model = make_model(rule, form, control.channels, dict(method="rk4", step_size=0.25, adjoint=False),
+    model = make_model(rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()),
                        num_layers=2)
     net = model.network
     l1, l2 = net.layers
@@ -440,7 +439,7 @@ def test_outputs_at_knots(rule, form, num_layers):
     and (causality) the output at knot i is the output of the sample cut off at knot i."""
     times, values, lengths = make_data(lengths=(9, 7), seed=50)
     control = control_for(form, times, values, lengths)
-    model = make_model(rule, form, control.channels, dict(method="rk4", step_size=0.25, adjoint=False),
+    model = make_model(rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()),
                        num_layers=num_layers)
     net = model.network
     with torch.no_grad():
@@ -460,25 +459,25 @@ def test_outputs_at_knots(rule, form, num_layers):
 
 # ------------------------------------------------------------------------------ the default method
 def test_default_method_is_auto_and_its_options():
-    """The default is "auto" (tests/test_exact.py checks what it solves); the exact path's options are accepted
-    with it and refused with a step method; last_method says what a solve used; an explicit rk4 solve of an
-    RDE field is the rk4 answer, not the closed form's."""
-    assert SolverOptions().method == "auto" and SolverOptions().last_method is None
-    assert SolverOptions(chunk_size=8, compile=True).chunk_size == 8
-    for method in ("rk4", "dopri5"):
-        with pytest.raises(ValueError, match="chunk_size and compile are options of method='exact'"):
-            SolverOptions(method, chunk_size=8)
+    """The default is Auto() (tests/test_exact.py checks what it solves); the exact path's options are accepted
+    with it (by its exact part) and refused with a step method; last_method says what a solve used; an explicit
+    rk4 solve of an RDE field is the rk4 answer, not the closed form's."""
+    assert SolverOptions().method == Auto() and SolverOptions().last_method is None
+    assert parse_solver({"chunk_size": 8, "compile": True}).method.exact == Exact(chunk_size=8, compile=True)
+    for method, name in (("rk4", "RK4"), ("dopri5", "Dopri5")):
+        with pytest.raises(ValueError, match=f"chunk_size is an option of Exact, not of {name}"):
+            parse_solver({"method": method, "chunk_size": 8})
     with pytest.raises(ValueError, match="'auto'"):
-        SolverOptions("closed-form")
+        parse_solver("closed-form")
     control = _piecewise_controls()["hand"]
     torch.manual_seed(0)
     field = FastWeightField(control.channels, D_MODEL, 2, "delta", form="rde").to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(6), scale=0.7)
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
-    auto, rk4 = SolverOptions(), SolverOptions("rk4")
+    auto, rk4 = SolverOptions(), SolverOptions(RK4())
     with torch.no_grad():
         default, forced = solve(field, control, W0, auto), solve(field, control, W0, rk4)
-    assert (auto.last_method, rk4.last_method) == ("exact", "rk4")
+    assert (auto.last_method, rk4.last_method) == (Exact(), RK4())
     expected = _closed_form_solution("delta", field, control, W0)
     torch.testing.assert_close(default, expected, rtol=0, atol=1e-12)
     assert (forced - expected).abs().max() > 1e-6  # one rk4 step per window: rk4's error, not the closed form

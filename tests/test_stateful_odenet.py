@@ -13,7 +13,7 @@ from neuralde_seq.basis import BasisRangeWarning
 from neuralde_seq.models.ncde import BasisCDEVectorField, CDEVectorField, NeuralCDE
 from neuralde_seq.models.stateful_odenet import StatefulNorm, StatefulODENet
 from neuralde_seq.observations import Observations
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import Backprop, Dopri5, Midpoint, SolverOptions, solve
 
 D = torch.float64
 
@@ -47,7 +47,7 @@ def _residual_network(model, observations, training):
     observed = ~torch.isnan(observations.values) & valid[..., None]
     times = observations.times
     x = torch.cat([torch.where(observed, observations.values, torch.zeros(())), observed.to(D),
-                   torch.where(valid, (times - times[:, :1]) / model.time_scale, torch.zeros(()))[..., None]], -1)
+                   torch.where(valid, (times - times[:, :1]) / model.time_unit, torch.zeros(()))[..., None]], -1)
     w = valid[:, None, :].to(D)
     h = (x @ model.input.weight.T + model.input.bias).transpose(1, 2) * w
     block = model.block
@@ -76,8 +76,8 @@ def _residual_network(model, observations, training):
 @pytest.mark.parametrize("training", [False, True])
 def test_euler_with_one_piece_per_step_is_a_residual_network(training):
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=5, depth_steps=5, method="euler",
-                           time_scale=4.0).double()
+    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=5, depth_steps=5, depth_scheme="euler",
+                           time_unit=4.0).double()
     _randomise_statistics(model)
     obs = _batch()
     model.train(training)
@@ -104,7 +104,7 @@ def test_every_stage_of_a_step_reads_the_piece_the_step_lies_in():
 
 def test_more_depth_steps_converge():
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="legendre", num_bases=3, depth_steps=4, time_scale=4.0).double()
+    model = StatefulODENet(3, 4, hidden=6, basis="legendre", num_bases=3, depth_steps=4, time_unit=4.0).double()
     _randomise_statistics(model)
     model.eval()
     obs = _batch()
@@ -139,7 +139,7 @@ def test_running_statistics_are_those_of_each_depth_after_a_training_pass():
     # momentum 1: the running statistics become the least-squares fit of this pass's batch statistics; with one
     # euler step per piece every piece holds exactly its step's statistics, so evaluation reproduces training.
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=4, depth_steps=4, method="euler",
+    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=4, depth_steps=4, depth_scheme="euler",
                            momentum=1.0).double()
     obs = _batch()
     model.train()
@@ -167,7 +167,7 @@ def test_running_statistics_move_by_momentum_and_fill_only_visited_pieces():
 
 def test_refined_model_gives_the_same_outputs_and_the_original_is_unchanged():
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="legendre", num_bases=3, depth_steps=6, time_scale=4.0).double()
+    model = StatefulODENet(3, 4, hidden=6, basis="legendre", num_bases=3, depth_steps=6, time_unit=4.0).double()
     _randomise_statistics(model)
     model.eval()
     obs = _batch()
@@ -211,8 +211,8 @@ def test_bad_arguments_raise():
     model = StatefulODENet(3, 4, num_bases=2)
     with pytest.raises(ValueError, match="depth_steps must be an integer >= 1"):
         model.depth_steps = 2.5
-    with pytest.raises(ValueError, match="method must be one of"):
-        StatefulODENet(3, 4, method="dopri5")
+    with pytest.raises(ValueError, match="depth_scheme must be one of"):
+        StatefulODENet(3, 4, depth_scheme="dopri5")
     with pytest.raises(TypeError, match="project_bases"):
         StatefulODENet(3, 4, basis=Legendre(3))
     with pytest.raises(ValueError, match="basis must be one of"):
@@ -225,8 +225,8 @@ def test_bad_arguments_raise():
         StatefulODENet(3, 0)
     with pytest.raises(ValueError, match="momentum"):
         StatefulODENet(3, 4, momentum=0.0)
-    with pytest.raises(ValueError, match="time_scale"):
-        StatefulODENet(3, 4, time_scale=0.0)
+    with pytest.raises(ValueError, match="time_unit"):
+        StatefulODENet(3, 4, time_unit=0.0)
     with pytest.raises(ValueError, match="channels"):
         StatefulODENet(2, 4)(obs)
     with pytest.raises(ValueError, match="mask_channel=True"):
@@ -278,9 +278,9 @@ def test_ncde_without_basis_is_the_time_independent_field():
 def test_ncde_with_a_constant_function_in_its_basis_equals_the_plain_ncde(basis, n):
     torch.manual_seed(0)
     X = _control()
-    solvers = [SolverOptions(), SolverOptions(method="midpoint", step_size=0.3, gradient="backprop")]
+    solvers = [SolverOptions(), SolverOptions(Midpoint(step_size=0.3), gradient=Backprop())]
     if n == 4:  # an adaptive method too (once: it is the slow one)
-        solvers.append(SolverOptions(method="dopri5", rtol=1e-6, atol=1e-8))
+        solvers.append(SolverOptions(Dopri5(rtol=1e-6, atol=1e-8)))
     for solver in solvers:
         plain = NeuralCDE(X.channels, 3, hidden=4, width=8, depth=2, solver=solver).double()
         expanded = NeuralCDE(X.channels, 3, hidden=4, width=8, depth=2, solver=solver, basis=basis, num_bases=n,

@@ -156,12 +156,12 @@ def test_models_name_prints_the_solvers_actual_values_within_80_columns(capsys):
     # oja-cde's registry solver: rk4 with step 0.5; delta-rde's default "auto", which a solve on its default input
     # resolves to the method it records.
     oja = neuralde_seq.model_defaults("oja-cde")["solver"]
-    assert (oja.method, oja.step_size) == ("rk4", 0.5)
+    assert oja.method == neuralde_seq.RK4(step_size=0.5)
     times = torch.linspace(0, 1, 9).unsqueeze(0)
     inputs = neuralde_seq.model_inputs("delta-rde", times, torch.sin(6 * times).unsqueeze(-1))
     model = neuralde_seq.create_model("delta-rde", inputs, 2)
     model(inputs)
-    used = model.network.solver.last_method  # what the solve did
+    used = model.network.solver.last_method.name  # what the solve did
     assert used in ("exact", "rk4")
     assert main(["models", "oja-cde", "delta-rde", "ckcnn"]) == 0
     text = capsys.readouterr().out
@@ -169,7 +169,8 @@ def test_models_name_prints_the_solvers_actual_values_within_80_columns(capsys):
     oja_text, rde_text, ckcnn_text = (" ".join(part.split()) for part in text.split("\n\n"))
     assert "method='rk4'" in oja_text and "step_size=0.5" in oja_text
     assert f"method='auto' (on the input above: '{used}')" in rde_text
-    assert "gradient='checkpoint'" in rde_text and "gradient=None" not in rde_text
+    assert "gradient='checkpoint'" in rde_text and "every=None (√N steps per segment)" in rde_text
+    assert "exact.chunk_size=None (sized to batch and heads)" in rde_text and "fallback='rk4'" in rde_text
     assert "SolverOptions(" not in text and "solver=None" not in text
     assert "input: control path, build_control(interpolation='logsignature'" in rde_text
     assert "solver: none" in ckcnn_text and model_entry("ckcnn").description in ckcnn_text

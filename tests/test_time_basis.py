@@ -19,7 +19,7 @@ from neuralde_seq.controls import build_control
 from neuralde_seq.basis import BasisRangeWarning
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Adjoint, Dopri5, Euler, Exact, SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
@@ -44,8 +44,8 @@ class _TimeIntegral(nn.Module):
 
 
 @pytest.mark.parametrize("options", [
-    dict(method="rk4"), dict(method="rk4", step_size=0.1), dict(method="rk4", adjoint=True),
-    dict(method="dopri5", rtol=1e-10, atol=1e-10), dict(method="euler", step_size=1e-3)],
+    SolverOptions(RK4()), SolverOptions(RK4(step_size=0.1)), SolverOptions(RK4(), gradient=Adjoint()),
+    SolverOptions(Dopri5(rtol=1e-10, atol=1e-10)), SolverOptions(Euler(step_size=1e-3))],
     ids=["rk4", "rk4-substeps", "rk4-adjoint", "dopri5", "euler"])
 @pytest.mark.parametrize("split", [True, False])
 def test_every_solver_passes_s(options, split):
@@ -53,10 +53,10 @@ def test_every_solver_passes_s(options, split):
     times, values, lengths = make_data(lengths=(9, 6, 4), seed=1)
     control = build_control(times, values, lengths, interpolation="hermite_cubic")
     h0 = torch.zeros(3, 2, dtype=DTYPE)
-    got = solve(_TimeIntegral(split), control, h0, SolverOptions(**options))
+    got = solve(_TimeIntegral(split), control, h0, options)
     s0, end = control.knots[0], control.end
     expected = ((end ** 2 - s0 ** 2) / 2).unsqueeze(-1).expand(3, 2)
-    tolerance = 2e-3 if options["method"] == "euler" else 1e-9
+    tolerance = 2e-3 if isinstance(options.method, Euler) else 1e-9
     assert torch.allclose(got, expected, rtol=0, atol=tolerance * float(expected.max()))
 
 
@@ -85,7 +85,7 @@ def test_one_constant_basis_function_is_the_plain_field(basis, form):
     timed, plain = _fields(basis, 1, (float(times.min()), float(times.max())), form=form, channels=3)
     _set_plain_slow(plain, timed, 0)
     W0 = 0.1 * torch.randn(3, 2, 4, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
-    options = SolverOptions("rk4", step_size=0.25)
+    options = SolverOptions(RK4(step_size=0.25))
     got = solve(timed, control, W0, options, at_knots=True)
     expected = solve(FieldDynamics(plain), control, W0, options, at_knots=True)
     assert torch.allclose(got, expected, rtol=1e-13, atol=1e-13)
@@ -138,7 +138,7 @@ def test_refusals():
     field, _ = _fields("legendre", 3, (float(times.min()), float(times.min()) + 2.0), channels=3)
     # beyond the range: the weights at its end hold, with a warning
     with pytest.warns(BasisRangeWarning, match="beyond the basis_time_range") as caught:
-        beyond = solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions("rk4"))
+        beyond = solve(field, control, torch.zeros(2, 2, 4, 4, dtype=DTYPE), SolverOptions(RK4()))
     # said at the user's line (this file), not inside the solver: Python's once-per-location filter then shows it
     # once per run instead of once per step
     assert {w.filename for w in caught if w.category is BasisRangeWarning} == {__file__}
@@ -157,7 +157,7 @@ def test_refusals():
         FastWeightField(3, 8, 2, basis="legendre", num_bases=3, basis_time_range=(1.0, 1.0))
     logsig = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=1)
     with pytest.raises(ValueError, match="changes with s"):
-        create_model("delta-rde", logsig, 2, basis="legendre", num_bases=2, solver=SolverOptions("exact"))
+        create_model("delta-rde", logsig, 2, basis="legendre", num_bases=2, solver=SolverOptions(Exact()))
 
 
 def _tiny_config(**changes):

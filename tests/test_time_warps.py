@@ -234,7 +234,7 @@ def test_cde_without_time_channel_ignores_warps_and_the_gated_rnn_does_not(spec)
     gated_warped, _, warped_input = _outputs("warp-gated-ode", warped, time_channel=False)
     assert (gated_warped - gated).abs().max() > 1e-3
     if spec["kind"] == "uniform":  # the gate scaled by 1/a undoes a uniform warp by a (the chapter's Eq. 6.94)
-        model.time_scale = 1 / spec["factor"]
+        model.rate_scale = 1 / spec["factor"]
         with torch.no_grad():
             torch.testing.assert_close(model(warped_input), gated, rtol=1e-6, atol=1e-9)
 

@@ -28,7 +28,7 @@ from neuralde_seq.controls import Control, build_control
 from neuralde_seq.models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES, FastWeightNetwork, create_model
 from neuralde_seq.rules import (AFFINE_RATE, AFFINE_STEP, LearningRule, RankOneRate, RankOneUpdate, make_rule,
                                 register_rule, registered_rule, rule_names)
-from neuralde_seq.solvers import SolverOptions, solve
+from neuralde_seq.solvers import RK4, Auto, Exact, SolverOptions, solve
 
 GAMMA = 2.0
 TOLERANCE = dict(rtol=1e-11, atol=1e-12)  # torchdiffeq's dopri5 in the references
@@ -146,9 +146,9 @@ def _control(form):
     return build_control(times, values, interpolation="hermite_cubic")
 
 
-def _network(form, control, rule="leaky-delta", builder="network", **solver):
+def _network(form, control, rule="leaky-delta", builder="network", solver=None):
     torch.manual_seed(1)
-    options = SolverOptions(**solver)
+    options = SolverOptions() if solver is None else SolverOptions(solver)
     if builder == "create_model":
         model = create_model("delta-cde", control, 3, rule=rule, form=form, d_model=8, n_heads=2, solver=options)
         network = model.network
@@ -202,7 +202,7 @@ def test_every_form_matches_dopri5_of_the_written_out_rate(form, builder, affine
     steps of 0.02, 7e-10 at 0.005)."""
     control = _control(form)
     with registered_rule("leaky-delta", LeakyDelta):
-        network = _network(form, control, builder=builder, method="rk4", step_size=0.005, affine_steps=affine_steps)
+        network = _network(form, control, builder=builder, solver=RK4(step_size=0.005, affine_steps=affine_steps))
     field = network.layers[0].field
     assert isinstance(field.rule, LeakyDelta) and (field.key_source, field.value_source) == _sources(form)
     got = _library_states(network, control)
@@ -218,15 +218,13 @@ def test_every_form_matches_dopri5_of_the_written_out_rate(form, builder, affine
 
 @pytest.mark.parametrize("scan", ["sequential", "chunked", "parallel"])
 def test_exact_solver_matches_dopri5_on_log_signature_windows(scan):
-    """method="exact" (and "auto", which picks it from the declared capability) on log-signature windows equals
+    """Exact() (and Auto(), which picks it from the declared capability) on log-signature windows equals
     the dopri5 reference of the written-out rate, for every scan of the affine steps."""
     control = _control("rde")
-    options = dict(method="exact", exact_scan="chunked" if scan == "chunked" else "sequential",
-                   scan="parallel" if scan == "parallel" else "sequential")
-    if scan == "chunked":
-        options["exact_block_size"] = 2
-    network = _network("rde", control, rule=LeakyDelta(), **options)
-    assert _network("rde", control, rule=LeakyDelta()).resolve_method(control) == "exact"
+    method = Exact(recurrence="chunked" if scan == "chunked" else "sequential",
+                   scan="parallel" if scan == "parallel" else "sequential", block_size=2 if scan == "chunked" else None)
+    network = _network("rde", control, rule=LeakyDelta(), solver=method)
+    assert _network("rde", control, rule=LeakyDelta()).resolve_method(control) == Exact()
     got = _library_states(network, control)
     with torch.no_grad():
         expected = reference_states(network.layers[0].field, control, ("x", "x"))
@@ -249,9 +247,9 @@ def test_exact_solver_matches_the_written_out_closed_form_at_1000_windows(scan):
     variable lengths: final states and gradients on every parameter and on the control equal a loop of
     `toy_closed_form_step` differentiated by autograd."""
     control = _windows_control()
-    network = _network("rde", control, rule=LeakyDelta(), method="exact", chunk_size=64,
-                       exact_scan="chunked" if scan == "chunked" else "sequential",
-                       scan="parallel" if scan == "parallel" else "sequential")
+    network = _network("rde", control, rule=LeakyDelta(),
+                       solver=Exact(chunk_size=64, recurrence="chunked" if scan == "chunked" else "sequential",
+                                    scan="parallel" if scan == "parallel" else "sequential"))
     field = network.layers[0].field
     coeffs = control.coeffs.clone().requires_grad_()
     control = Control(control.knots, coeffs, control.end_index, piecewise_constant=True)
@@ -279,13 +277,13 @@ def test_a_rule_without_a_closed_form_is_refused_by_exact_and_solved_by_rk4():
     """SaturatingDelta declares no closed form: method="exact" refuses it naming the rule and the missing
     capability, its exact_step raises, and "auto" solves it by rk4, which matches dopri5 of its written-out rate."""
     control = _control("rde")
-    with pytest.raises(ValueError, match=r"SaturatingDelta\(\) has no closed-form step.*'affine_step'.*'rk4'"):
-        _network("rde", control, rule=SaturatingDelta(), method="exact")
+    with pytest.raises(ValueError, match=r"SaturatingDelta\(\) has no closed-form step.*'affine_step'.*RK4\(\)"):
+        _network("rde", control, rule=SaturatingDelta(), solver=Exact())
     with pytest.raises(NotImplementedError, match="stepwise_step"):
         SaturatingDelta().exact_step(torch.zeros(1, 2, 2), torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 1),
                                      1.0)
-    network = _network("rde", control, rule=SaturatingDelta(), step_size=0.005)
-    assert network.resolve_method(control) == "rk4"
+    network = _network("rde", control, rule=SaturatingDelta(), solver=Auto(fallback=RK4(step_size=0.005)))
+    assert network.resolve_method(control) == RK4(step_size=0.005)
     with torch.no_grad():
         expected = reference_states(network.layers[0].field, control, ("x", "x"), rate=saturating_rate)
     torch.testing.assert_close(_library_states(network, control), expected, rtol=0, atol=2e-9)
@@ -331,4 +329,4 @@ def test_a_rule_written_as_rate_alone_still_runs():
                                toy_rate(W, k_raw, v_raw, beta), rtol=1e-14, atol=1e-15)
     control = _control("rde")
     network = _network("rde", control, rule=rule)
-    assert network.resolve_method(control) == "rk4" and torch.isfinite(network(control)).all()
+    assert network.resolve_method(control) == RK4() and torch.isfinite(network(control)).all()

@@ -20,6 +20,7 @@ from neuralde_seq.training import (
     predict,
     train_classifier,
 )
+from neuralde_seq.solvers import Adjoint
 
 
 def _blobs(n, features=4, classes=3, seed=0):
@@ -245,11 +246,11 @@ def test_nonfinite_adjoint_gradient_names_the_adjoint(tmp_path):
     labels = torch.tensor([0, 1, 0, 1])
     kwargs = dict(epochs=1, lr=1e-3, batch_size=4, seed=0, progress=False)
     torch.manual_seed(0)
-    model = create_model("delta-cde", control, 2, d_model=8, n_heads=2, solver=SolverOptions(adjoint=True))
+    model = create_model("delta-cde", control, 2, d_model=8, n_heads=2, solver=SolverOptions(gradient=Adjoint()))
     with pytest.warns(RuntimeWarning, match="continuous adjoint"):
         with pytest.raises(TrainingDiverged, match="non-finite gradient") as info:
             train_classifier(model, control, labels, control, labels, checkpoint_path=tmp_path / "a.pt", **kwargs)
-    assert "continuous adjoint" in str(info.value) and "gradient='checkpoint'" in str(info.value)
+    assert "continuous adjoint" in str(info.value) and "gradient=Checkpoint()" in str(info.value)
 
     torch.manual_seed(0)
     model = create_model("delta-cde", control, 2, d_model=8, n_heads=2)

@@ -18,7 +18,7 @@ from ..controls import Control, build_control, renamed_control_options
 from ..input_checks import UnknownOptionError, unknown_name_message
 from ..rules import rule_names, rule_title
 from ..observations import Observations
-from ..solvers import SolverOptions, parse_solver
+from ..solvers import RK4, Method, SolverOptions, parse_solver, solver_options
 from .ccnn import CCNN
 from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
@@ -116,7 +116,7 @@ def _basis_time_range(control: Control, options: dict) -> dict:
 # Oja's CDE form decays W at the rate σ(β)|v|² with v = tanh(W_v X') in [-1, 1]^d: where a spike saturates v the rate
 # reaches d_head (16), and one rk4 step per knot (stable up to 2.8) blew up on a spiky 2,000-point series at step 2;
 # two steps per knot trained (tests/test_defaults.py).
-_SOLVER_DEFAULTS = {"oja-cde": dict(method="rk4", step_size=0.5)}
+_SOLVER_DEFAULTS = {"oja-cde": RK4(step_size=0.5)}
 # The estimators' default model trains with a cosine schedule and random crops (80 %) and drops (20 %) of every
 # batch, each decided on half A of the proxy suite and confirmed on half B (3 seeds, docs/benchmarks.md, "The
 # default model's training"): the schedule +2.0 and +3.0 points, every set's seed spread under 6 points against 17
@@ -131,7 +131,7 @@ for _rule in rule_names():
         _name = f"{_rule}-{_form}"
         _defaults = dict(rule=_rule, form=_form)
         if _name in _SOLVER_DEFAULTS:
-            _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a dict: create_model builds a SolverOptions per model
+            _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a method object: each model wraps it in options of its own
         register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
                                          from_inputs=_basis_time_range,
                                          description=f"{rule_title(_rule)} fast weights, {_FORM_TEXT[_form]}",
@@ -165,7 +165,7 @@ register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_
 # ODE-RNN's ODE in units of the training data's longest span (unless given), as the authors' code normalises times.
 register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations",
                                      from_inputs=lambda observations, options: dict(
-                                         time_scale=observation_span(observations.times,
+                                         time_unit=observation_span(observations.times,
                                                                      observations.lengths) or 1.0),
                                      description="ODE between observations, GRU update at each"))
 for _rule in rule_names():
@@ -214,7 +214,7 @@ register_model("log-ncde", ModelEntry(NeuralCDE, dict(form="log-ode", hidden=64,
 register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
                                              "observations", takes_solver=False,
                                              from_inputs=lambda observations, options: dict(
-                                                 time_scale=observation_span(observations.times,
+                                                 time_unit=observation_span(observations.times,
                                                                              observations.lengths) or 1.0),
                                              description="stateful ODE-Net: ODE in depth, basis weights"))
 
@@ -284,7 +284,7 @@ def model_defaults(name: str) -> dict:
 
     E.g. ``model_defaults("delta-cde")["d_model"]`` is 64. Options that depend on the input (the NRDE's
     ``initial_channels``) are listed as None, and options with a default that the input replaces unless given
-    (stateful-odenet's ``time_scale``: the training set's span; a basis model's ``basis_time_range``) as that
+    (stateful-odenet's ``time_unit``: the training set's span; a basis model's ``basis_time_range``) as that
     default: `create_model`, given the input, fills them in.
 
     Arguments:
@@ -298,11 +298,10 @@ def model_defaults(name: str) -> dict:
     """
     entry = _entry(name)
     defaults = {**_keyword_defaults(entry.constructor), **entry.defaults}
-    if isinstance(defaults.get("solver"), dict):
-        defaults["solver"] = parse_solver(defaults["solver"])
-    elif entry.takes_solver and defaults.get("solver") is None:
-        # the options in force, so that a run recorded under another default solver is told apart
-        defaults["solver"] = SolverOptions()
+    if entry.takes_solver:
+        # the options in force (a registry default method wrapped, or the defaults), so that a run recorded under
+        # another default solver is told apart
+        defaults["solver"] = solver_options(defaults.get("solver"))
     return defaults
 
 
@@ -440,7 +439,7 @@ def check_control_overrides(name: str, overrides: Mapping) -> None:
 
 
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
-                 solver: SolverOptions | dict | None = None, **overrides):
+                 solver: SolverOptions | Method | str | dict | None = None, **overrides):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:
@@ -450,9 +449,10 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
         num_classes: number of outputs: classes (>= 2) for classification, targets (>= 1) for regression;
             None for the models that can run without an output head (the ODE-RFWPs and latent ODEs, used as
             encoders or generative models).
-        solver: `SolverOptions`, a dict of its fields, a method name such as "rk4" or "dopri5" (the same as
-            ``SolverOptions(method=solver)``) or a method object such as ``RK4(step_size=0.5)``
-            (`neuralde_seq.solvers.parse_solver` reads them all); differential equation models only.
+        solver: `SolverOptions`, a method object such as ``RK4(step_size=0.5)``, or the edges' spellings that
+            `neuralde_seq.solvers.parse_solver` reads: a method name such as "rk4" or "dopri5" (``RK4()``,
+            ``Dopri5()``) or a mapping of its options (``{"method": "rk4", "step_size": 0.5}``); differential
+            equation models only.
         **overrides: constructor arguments replacing the registry defaults.
 
     Returns:
@@ -472,8 +472,6 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     solver = parse_solver(solver)  # every spelling (a method name, a dict, objects) read in one place
     derived = {}
     options = {**entry.defaults, **overrides}
-    if isinstance(options.get("solver"), dict):  # a registry default: options of its own for every model
-        options["solver"] = parse_solver(options["solver"])
     if isinstance(in_channels, (Control, Observations)):
         expected = Observations if entry.inputs == "observations" else Control
         if not isinstance(in_channels, expected):

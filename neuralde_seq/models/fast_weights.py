@@ -20,7 +20,7 @@ from torch import nn
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..fields import FastWeightField
-from ..solvers import SolverOptions, check_method, resolve_method, solve
+from ..solvers import Method, SolverOptions, resolve_method, solve, solver_options
 
 __all__ = ["FeedForward", "FastWeightLayer", "FastWeightNetwork", "FastWeightClassifier", "INITIAL_STATES"]
 
@@ -199,16 +199,17 @@ class FastWeightNetwork(nn.Module):
     Arguments:
         in_channels: channels of the control.
         num_layers: L >= 1.
-        solver: `SolverOptions` (default: method "auto", checkpointed gradients): the closed-form steps of
-            docs/equations.md#closed-forms-on-constant-inputs (`neuralde_seq.solvers.exact_fast_weights`) where they
-            apply (one layer, on log-signature controls, or on piecewise-linear controls with ``dx_only=True``),
-            else rk4 with one step per knot interval. ``method="rk4"`` forces rk4; ``method="exact"`` forces
+        solver: `SolverOptions` or a method object (default: `Auto`, checkpointed gradients): the closed-form
+            steps of docs/equations.md#closed-forms-on-constant-inputs (`neuralde_seq.solvers.exact_fast_weights`)
+            where they apply (one layer, on log-signature controls, or on piecewise-linear controls with
+            ``dx_only=True``), else rk4 with one step per knot interval. ``RK4()`` forces rk4; ``Exact()`` forces
             the closed form (deeper models are refused here). `resolve_method` says which a control gets.
         **layer_options: arguments of `FastWeightLayer` (d_model, n_heads, rule, form, ...); layers
             after the first take the previous layer's output in "ode" form.
     """
 
-    def __init__(self, in_channels: int, num_layers: int = 1, solver: SolverOptions | None = None, **layer_options):
+    def __init__(self, in_channels: int, num_layers: int = 1, solver: SolverOptions | Method | None = None,
+                 **layer_options):
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
@@ -221,20 +222,21 @@ class FastWeightNetwork(nn.Module):
             raise ValueError("all layers must have the same fast weight shape")
         self.layers = nn.ModuleList(layers)
         self.dynamics = _CoupledDynamics(self.layers)
-        self.solver = solver or SolverOptions()
-        check_method(self.solver, self.dynamics)  # a forced closed form: deeper models etc. refused here already
+        self.solver = solver_options(solver)
+        # a forced closed form: deeper models etc. refused here already
+        self.solver.method.check_dynamics(self.dynamics)
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
 
-    def resolve_method(self, control: Control) -> str:
-        """The solver method `forward` uses on ``control``: "exact" or "rk4" for the default "auto"
-        (`neuralde_seq.solvers.resolve_method`), the given method otherwise.
+    def resolve_method(self, control: Control) -> Method:
+        """The solver method `forward` uses on ``control``: `Exact` or `RK4` (its ``exact`` or ``fallback``) for
+        the default `Auto` (`neuralde_seq.solvers.resolve_method`), the given method otherwise.
 
         Arguments:
             control: an input this network reads, batch size B.
 
         Returns:
-            The method name, e.g. "exact" for a one-layer RDE-form network on log-signature windows.
+            The method object, e.g. ``Exact()`` for a one-layer RDE-form network on log-signature windows.
         """
         self._check(control)
         return resolve_method(self.solver, self.dynamics, control)
@@ -315,8 +317,8 @@ class FastWeightClassifier(nn.Module):
         num_classes: number of classes (logits out).
         num_layers: number L >= 1 of fast weight layers, solved as one coupled ODE (default 1; see
             `FastWeightNetwork`).
-        solver: `SolverOptions` (default None: method "auto", the closed form where it applies, else rk4 with
-            one step per knot; checkpointed gradients; see `FastWeightNetwork`).
+        solver: `SolverOptions` or a method object (default None: `Auto`, the closed form where it applies, else
+            rk4 with one step per knot; checkpointed gradients; see `FastWeightNetwork`).
         output_norm: a LayerNorm on the network's final output before the linear classifier: True, False (the
             papers' plain linear head), or None (default): True for Hebb's rule, whose fast weights (and logits)
             grow with the series' length, False for the others, whose fast weights stay bounded.
@@ -327,8 +329,8 @@ class FastWeightClassifier(nn.Module):
 
     forwards_options_to = FastWeightLayer  # where **layer_options go (read by models.model_defaults)
 
-    def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1, solver: SolverOptions | None = None,
-                 output_norm: bool | None = None, **layer_options):
+    def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1,
+                 solver: SolverOptions | Method | None = None, output_norm: bool | None = None, **layer_options):
         super().__init__()
         check_num_outputs(num_classes)
         if output_norm is not None and not isinstance(output_norm, bool):
@@ -355,14 +357,14 @@ class FastWeightClassifier(nn.Module):
         self.network._check(control, self)  # errors name this class, not the network inside it
         return self.head(self.output_norm(self.network(control, static)))
 
-    def resolve_method(self, control: Control) -> str:
+    def resolve_method(self, control: Control) -> Method:
         """The solver method `forward` uses on ``control`` (see `FastWeightNetwork.resolve_method`).
 
         Arguments:
             control: an input this classifier reads, batch size B.
 
         Returns:
-            The method name ("exact" or "rk4" under the default "auto").
+            The method object (``Exact()`` or ``RK4()`` under the default `Auto`).
         """
         self.network._check(control, self)
         return resolve_method(self.network.solver, self.network.dynamics, control)

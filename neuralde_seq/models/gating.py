@@ -20,8 +20,8 @@ b_g = −chrono_bias(...), so that σ(b_g) = 1 / u', u' ~ U(2, T_max), as the LS
 Tallec and Ollivier (b_i = −b_f). This is the chapter's b_Γ ∼ −log(U(T_l, T_h) − 1) with T_l = 2, T_h = T_max:
 gate values 1/u in its target range [1/T_h, 1/T_l].
 
-**Time rescaling.** ``time_scale`` multiplies the gate: with the control's time rescaled t' = a·t, the model
-with ``time_scale = 1/a`` follows the same trajectory at corresponding times, h'(a·t) = h(t) (the warp
+**Time rescaling.** ``rate_scale`` multiplies the gate: with the control's time rescaled t' = a·t, the model
+with ``rate_scale = 1/a`` follows the same trajectory at corresponding times, h'(a·t) = h(t) (the warp
 equivariance of the derivation, for τ(t) = a·t; tests/test_gating.py checks it).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from ..input_checks import check_num_outputs
-from ..solvers import SolverOptions
+from ..solvers import Method, SolverOptions, solver_options
 from ..gates import check_t_max, chrono_bias
 from .gru_ode import _ControlDrivenRNN
 from .recurrent import _positive_int
@@ -41,20 +41,20 @@ __all__ = ["TimeWarpGatedRNN", "chrono_bias"]
 
 
 class _WarpGatedDynamics(nn.Module):
-    """dh/ds = time_scale · g ⊙ (f − h), g = σ(W_g [x, h] + b_g), f = tanh(W_f [x, h] + b_f); g ≡ 1 when not
+    """dh/ds = rate_scale · g ⊙ (f − h), g = σ(W_g [x, h] + b_g), f = tanh(W_f [x, h] + b_f); g ≡ 1 when not
     ``gated`` (no gate parameters)."""
 
     needs_value = True
     needs_derivative = False
 
-    def __init__(self, in_channels: int, hidden: int, time_scale: float = 1.0, gated: bool = True):
+    def __init__(self, in_channels: int, hidden: int, rate_scale: float = 1.0, gated: bool = True):
         super().__init__()
         if gated:
             self.gate_input = nn.Linear(in_channels, hidden)  # W_g's x columns and b_g
             self.gate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_g's h columns
         self.candidate_input = nn.Linear(in_channels, hidden)  # W_f's x columns and b_f
         self.candidate_recurrent = nn.Linear(hidden, hidden, bias=False)  # W_f's h columns
-        self.time_scale, self.gated = time_scale, gated
+        self.rate_scale, self.gated = rate_scale, gated
 
     def forward(self, h, x, dx):
         return self.rate_from_features(h, *self.control_features(x, dx))
@@ -70,8 +70,8 @@ class _WarpGatedDynamics(nn.Module):
 
     def rate_from_features(self, h, gate_projected, candidate_projected):
         g, f = self.gate_and_candidate(h, gate_projected, candidate_projected)
-        if self.time_scale != 1.0:
-            g = self.time_scale * g
+        if self.rate_scale != 1.0:
+            g = self.rate_scale * g
         return g * (f - h)
 
 
@@ -84,16 +84,17 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
         in_channels: channels of the control.
         num_classes: number of classes.
         hidden: width of h.
-        gated: True (default): the learned warp gate; False: the ungated field dh/ds = time_scale · (f − h), which
+        gated: True (default): the learned warp gate; False: the ungated field dh/ds = rate_scale · (f − h), which
             assumes no warping (the ablation of the derivation; it has no gate parameters).
         chrono_t_max: None (default): PyTorch's default initialisation of every parameter; a number > 2: the
             gate biases are chrono-initialised, b_g = −`chrono_bias`(hidden, chrono_t_max), so that the initial
             gate values σ(b_g) lie in [1/chrono_t_max, 1/2] (forgetting times 2 to chrono_t_max in units of s;
             module docstring).
-        time_scale: a positive number multiplying the gate, dh/ds = time_scale · g ⊙ (f − h) (default 1). A
-            control whose time is rescaled by a (t' = a·t) gives, with ``time_scale = 1/a``, the same trajectory
+        rate_scale: a positive number multiplying the gate, dh/ds = rate_scale · g ⊙ (f − h) (default 1). A
+            control whose time is rescaled by a (t' = a·t) gives, with ``rate_scale = 1/a``, the same trajectory
             at corresponding times.
-        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+        solver: `SolverOptions` or a method object (default `Auto`: rk4, one step per knot, checkpointed
+            gradients).
 
     ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot;
     ``forward(control, at_knots=True)`` the logits at every knot; ``hidden_states`` gives h itself.
@@ -102,13 +103,14 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
 
     Raises:
         ValueError: ``in_channels``, ``hidden`` or ``num_classes`` not a positive integer, ``chrono_t_max`` not
-            None or a finite number > 2, or ``time_scale`` not a finite positive number.
+            None or a finite number > 2, or ``rate_scale`` not a finite positive number.
     """
 
     model_name = "TimeWarpGatedRNN"
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, gated: bool = True,
-                 chrono_t_max: float | None = None, time_scale: float = 1.0, solver: SolverOptions | None = None):
+                 chrono_t_max: float | None = None, rate_scale: float = 1.0,
+                 solver: SolverOptions | Method | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
@@ -120,22 +122,22 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
                 raise ValueError("chrono_t_max initialises the gate's bias, and gated=False has no gate")
             check_t_max("chrono_t_max", chrono_t_max)
         self.dynamics = _WarpGatedDynamics(in_channels, hidden, gated=gated)
-        self.time_scale = time_scale  # checked by the setter
+        self.rate_scale = rate_scale  # checked by the setter
         self.readout = nn.Linear(hidden, num_classes)
         if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
             with torch.no_grad():
                 bias = self.dynamics.gate_input.bias
                 bias.copy_(-chrono_bias(hidden, chrono_t_max, dtype=bias.dtype, device=bias.device))
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
         self.in_channels, self.hidden, self.chrono_t_max = in_channels, hidden, chrono_t_max
 
     @property
-    def time_scale(self) -> float:
+    def rate_scale(self) -> float:
         """The factor multiplying the gate (settable: a positive number)."""
-        return self.dynamics.time_scale
+        return self.dynamics.rate_scale
 
-    @time_scale.setter
-    def time_scale(self, value: float) -> None:
+    @rate_scale.setter
+    def rate_scale(self, value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"time_scale must be a finite positive number, got {value!r}")
-        self.dynamics.time_scale = float(value)
+            raise ValueError(f"rate_scale must be a finite positive number, got {value!r}")
+        self.dynamics.rate_scale = float(value)

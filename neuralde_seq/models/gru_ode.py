@@ -12,7 +12,7 @@ from torch import nn
 
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
-from ..solvers import SolverOptions, solve
+from ..solvers import Method, SolverOptions, solve, solver_options
 from .recurrent import GRUCell, _positive_int
 
 __all__ = ["GRUODE"]
@@ -86,7 +86,8 @@ class GRUODE(_ControlDrivenRNN):
         hidden: width of h.
         chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the keep
             gate z for dependencies of up to this many time units (`GRUCell`).
-        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+        solver: `SolverOptions` or a method object (default `Auto`: rk4, one step per knot, checkpointed
+            gradients).
 
     ``forward(control)`` gives logits (B, num_classes) from h at each sample's own final knot (the solver
     freezes a sample after it: a direct ODE does not stop by itself on a constant control);
@@ -96,7 +97,7 @@ class GRUODE(_ControlDrivenRNN):
     model_name = "GRU-ODE"
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
-                 solver: SolverOptions | None = None):
+                 solver: SolverOptions | Method | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
@@ -104,5 +105,5 @@ class GRUODE(_ControlDrivenRNN):
         self.cell = GRUCell(in_channels, hidden, chrono_t_max)
         self.dynamics = _GRUODEDynamics(self.cell)
         self.readout = nn.Linear(hidden, num_classes)
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
         self.in_channels, self.hidden = in_channels, hidden

@@ -56,7 +56,7 @@ from torch import nn
 from ..input_checks import check_input_matches, check_input_type, check_model_input, check_num_outputs
 from ..observations import Observations
 from ..rules import LearningRule
-from ..solvers import SolverOptions, evolve_over_gaps
+from ..solvers import Method, SolverOptions, evolve_over_gaps, solver_options
 from .ode_rnn import ODERNN
 from .recurrent import _positive_int, ode_mlp
 from .rfwp import ODERFWP
@@ -125,15 +125,15 @@ class LatentODE(nn.Module):
             PyTorch's initialisation, about 1, the sampled z0 drowns the differences between samples' posterior
             means and training can collapse onto the average trajectory; see the module docstring); None keeps
             PyTorch's initialisation.
-        solver: `SolverOptions` of the encoder's and decoder's ODEs (default
-            rk4, one step per gap in the normalised time, checkpointed gradients).
+        solver: `SolverOptions` or a method object, of the encoder's and decoder's ODEs (default `Auto`: rk4,
+            one step per gap in the normalised time, checkpointed gradients).
     """
 
     def __init__(self, in_channels: int, num_classes: int | None = None, latent: int = 16,
                  encoder: str = "ode-rnn", hidden: int = 32, width: int = 64, depth: int = 1, *,
                  heads: int = 4, rule: str | LearningRule = "delta", decoder_width: int = 64,
                  decoder_depth: int = 1, noise_std: float | str = 0.1, samples: int = 1, iwae: bool = False,
-                 initial_posterior_std: float | None = 0.1, solver: SolverOptions | None = None):
+                 initial_posterior_std: float | None = 0.1, solver: SolverOptions | Method | None = None):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("latent", latent)
@@ -142,7 +142,7 @@ class LatentODE(nn.Module):
             check_num_outputs(num_classes)
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
         if encoder == "ode-rnn":
             self.encoder = ODERNN(in_channels, 2, hidden, width, depth, solver=self.solver)
             self.encoder.readout = None  # only its state is used

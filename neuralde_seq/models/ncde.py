@@ -89,7 +89,7 @@ from ..basis import BasisLinear, check_time_range, make_basis, project_module, t
 from ..controls import Control
 from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..signatures import logsignature_channels
-from ..solvers import SolverOptions, solve
+from ..solvers import Method, SolverOptions, solve, solver_options
 from .linear_cde import _pieces
 
 __all__ = ["CDEVectorField", "BasisCDEVectorField", "LogODEVectorField", "NeuralCDE", "NCDE_FORMS",
@@ -541,7 +541,8 @@ class NeuralCDE(nn.Module):
             field with one column per log-signature term, NRDE) or "log-ode" (log-signature windows of depth 1 or 2
             solved by the log-ODE method with the Lie brackets of a field with one column per path channel,
             Log-NCDE).
-        solver: `SolverOptions` (default rk4, one step per knot, checkpointed gradients).
+        solver: `SolverOptions` or a method object (default `Auto`: rk4, one step per knot, checkpointed
+            gradients).
         initial_state: one of `NCDE_INITIAL_STATES`: "input" (default: a linear map of the path's first
             point), "first_window" (of the first piece's derivative) or "zeros".
         initial_channels: channels of the point that ``initial_state="input"`` reads (default
@@ -576,7 +577,7 @@ class NeuralCDE(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
-                 form: str = "cde", solver: SolverOptions | None = None, initial_state: str = "input",
+                 form: str = "cde", solver: SolverOptions | Method | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu", basis=None,
                  num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None,
                  control_depth: int | None = None, field_init_scale: float = 1.0, control_scales=None):
@@ -636,7 +637,7 @@ class NeuralCDE(nn.Module):
             self.initial_channels = None
             self.initial = None
         self.readout = nn.Linear(hidden, num_classes)
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
         self.hidden = hidden
         self.in_channels = in_channels
 

@@ -20,7 +20,7 @@ import math
 import torch
 
 from ..observations import Observations
-from ..solvers import SolverOptions, evolve_over_gaps
+from ..solvers import Method, SolverOptions, evolve_over_gaps, solver_options
 from .recurrent import (FILL_POLICIES, GRUCell, _ObservationModel, _positive_int, ode_mlp,
                         state_after_last_observation, walk_observations)
 
@@ -36,14 +36,14 @@ class ODERNN(_ObservationModel):
         hidden: width of h (default 32).
         width: width of the hidden layers of f's MLP (default 64).
         depth: number of tanh hidden layers of f's MLP (default 1; ``depth=0``: f(h) = A h + b, linear).
-        solver: `SolverOptions`: method (rk4, dopri5, ...), ``step_size``
-            as the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), rtol/atol for
-            adaptive methods (their error control then spans the batch), gradient (default "checkpoint").
+        solver: `SolverOptions` or a method object (default `Auto`: rk4, one step per gap): a fixed-step method's
+            ``step_size`` is the step in the normalised gap time τ ∈ [0, 1] (None: one step per gap), an adaptive
+            method's rtol/atol control its error over the whole batch; gradients `Checkpoint` by default.
         fill: "zero" (default, the paper's input: data with zeros where missing, plus the mask) or
             "last".
         chrono_t_max: None (default): PyTorch's initialisation; a number > 2: chrono initialisation of the GRU's
             keep gate z for dependencies of up to this many observations (`GRUCell`).
-        time_scale: the unit of time of the ODE (default 1.0): gaps are divided by it. The registry sets it to the
+        time_unit: the unit of time of the ODE (default 1.0): gaps are divided by it. The registry sets it to the
             training data's longest span (so a sample spans about 1, as Rubanova et al.'s code normalises times):
             f(h) saturates where h is large, so over raw index gaps h drifted linearly to norms of 400 along a
             250-point series and started training at losses of 15-67 (benchmarks/defaults_sweep.py).
@@ -52,21 +52,22 @@ class ODERNN(_ObservationModel):
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 1, *,
-                 solver: SolverOptions | None = None, fill: str = "zero", chrono_t_max: float | None = None,
-                 time_scale: float = 1.0):
+                 solver: SolverOptions | Method | None = None, fill: str = "zero",
+                 chrono_t_max: float | None = None,
+                 time_unit: float = 1.0):
         super().__init__(in_channels, num_classes, hidden)
         _positive_int("width", width)
         _positive_int("depth", depth, minimum=0)
         if fill not in FILL_POLICIES:
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
-        if isinstance(time_scale, bool) or not isinstance(time_scale, (int, float)) or not (
-                math.isfinite(time_scale) and time_scale > 0):
-            raise ValueError(f"time_scale must be a positive finite number, got {time_scale!r}")
-        self.time_scale = float(time_scale)
+        if isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
+                math.isfinite(time_unit) and time_unit > 0):
+            raise ValueError(f"time_unit must be a positive finite number, got {time_unit!r}")
+        self.time_unit = float(time_unit)
         self.fill = fill
         self.f = ode_mlp(hidden, width, depth)
         self.cell = GRUCell(2 * in_channels, hidden, chrono_t_max)
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
         """h after each sample's gap under dh/dt = f(h) (`evolve_over_gaps`); a zero gap leaves h exactly
@@ -79,7 +80,7 @@ class ODERNN(_ObservationModel):
         Returns:
             (B, hidden) states after the gaps.
         """
-        return evolve_over_gaps(self.f, h, gap / self.time_scale, self.solver)
+        return evolve_over_gaps(self.f, h, gap / self.time_unit, self.solver)
 
     def _walk(self, observations: Observations):
         self._check(observations)

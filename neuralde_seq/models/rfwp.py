@@ -49,7 +49,7 @@ from torch import nn
 from ..gates import check_t_max, chrono_bias
 from ..observations import Observations
 from ..rules import LearningRule, make_rule
-from ..solvers import SolverOptions, evolve_over_gaps
+from ..solvers import Method, SolverOptions, evolve_over_gaps, solver_options
 from .fast_weights import FeedForward
 from .recurrent import (_ObservationModel, _positive_int, ode_mlp, state_after_last_observation,
                         walk_observations)
@@ -172,8 +172,8 @@ class ODERFWP(_ObservationModel):
         d_ff: inner width of the feed-forward block (default 4·hidden).
         order: "evolve_update" (default, Eq. 26-27) or "update_evolve" (module docstring).
         query_from: "state" (default) or "input".
-        solver: `SolverOptions` (default rk4, one step per gap in the
-            normalised time, checkpointed gradients); ``step_size`` is the step in τ ∈ [0, 1].
+        solver: `SolverOptions` or a method object (default `Auto`: rk4, one step per gap in the normalised time,
+            checkpointed gradients); a fixed-step method's ``step_size`` is the step in τ ∈ [0, 1].
         chrono_t_max: None (default) or a number > 2: chrono initialisation of the learning-rate gate (`RFWPCell`).
         output_norm: a LayerNorm on the final h before the linear read-out: True, False (the paper's plain linear
             read-out), or None (default): True for Hebb's rule, whose fast weights grow with the number of
@@ -185,8 +185,9 @@ class ODERFWP(_ObservationModel):
 
     def __init__(self, in_channels: int, num_classes: int | None = None, hidden: int = 32, heads: int = 4,
                  rule: str | LearningRule = "delta", width: int = 64, depth: int = 1, *, d_ff: int | None = None,
-                 order: str = "evolve_update", query_from: str = "state", solver: SolverOptions | None = None,
-                 chrono_t_max: float | None = None, output_norm: bool | None = None):
+                 order: str = "evolve_update", query_from: str = "state",
+                 solver: SolverOptions | Method | None = None, chrono_t_max: float | None = None,
+                 output_norm: bool | None = None):
         super().__init__(in_channels, 2 if num_classes is None else num_classes, hidden)
         if num_classes is None:
             self.readout = None
@@ -204,7 +205,7 @@ class ODERFWP(_ObservationModel):
         self.cell = RFWPCell(2 * in_channels, hidden, heads, rule, d_ff=d_ff, query_from=query_from,
                              chrono_t_max=chrono_t_max)
         self.f = ode_mlp(hidden, width, depth)
-        self.solver = solver or SolverOptions()
+        self.solver = solver_options(solver)
 
     def evolve(self, h: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
         """h after each sample's gap under dh/dt = f(h) (`evolve_over_gaps`).

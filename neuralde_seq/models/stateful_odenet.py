@@ -10,8 +10,8 @@ where K_j(s) ∗ are 1-D convolutions over the sequence axis whose kernels and b
 residual branch of a ResNet basic block (conv, norm, ReLU, conv, norm) without the final ReLU. The ODE is solved
 by a fixed-step explicit Runge-Kutta method (the tableaus of `neuralde_seq.solvers.fixed_step`) with ``depth_steps``
 equal steps; a stage at the end of a step reads the weights with ``side="left"`` (see `neuralde_seq.basis`), so
-a step inside one piece of a piecewise basis only sees that piece. With ``method="euler"``, a piecewise-constant
-basis and ``depth_steps = num_bases``, the block is exactly the residual network
+a step inside one piece of a piecewise basis only sees that piece. With ``depth_scheme="euler"``, a
+piecewise-constant basis and ``depth_steps = num_bases``, the block is exactly the residual network
 h_{k+1} = h_k + F_k(h_k)/N with layer k's weights c_k (tested against such a network written out).
 
 **Stateful normalisation** (paper Sec. 4.1-4.2, App. C.2). `StatefulNorm` is batch normalisation whose scale
@@ -37,7 +37,7 @@ it.
 (the convolutions see neighbours by index, not by time); each point carries its observed values with missing
 entries zero-filled only together with one mask channel per input channel (``mask_channel=True``; False
 requires fully observed data), and, with ``time_channel=True``, its time since the sample's first point divided
-by ``time_scale`` (the only way the model sees irregular timing). An input projection (a linear map per point)
+by ``time_unit`` (the only way the model sees irregular timing). An input projection (a linear map per point)
 gives h(0). Points after a sample's end are zero in h and in its rate, the convolutions' padding is zero, and
 the normalisation statistics and the pooling read valid points only: a sample's output in evaluation mode does
 not depend on how much the batch is padded. Readout: ReLU, the mean over the sample's valid points, a linear
@@ -176,27 +176,29 @@ class StatefulNorm(BasisModule):
 
 class StatefulODEBlock(nn.Module):
     """dh/ds = F(h, s) on s ∈ [0, 1] with basis-expanded convolutions and stateful normalisation (module
-    docstring), solved with ``depth_steps`` fixed steps of ``method``.
+    docstring), solved with ``depth_steps`` fixed steps of the Runge-Kutta scheme ``depth_scheme``.
 
     Arguments:
         hidden: channels of h.
         basis: a `neuralde_seq.basis.Basis`, or a name of `neuralde_seq.basis.BASIS_NAMES` with ``num_bases``.
         num_bases: the number of basis functions when ``basis`` is a name.
         depth_steps: the number of solver steps (changeable after training).
-        method: a fixed-step method of `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` ("rk4", "euler", ...).
+        depth_scheme: the explicit Runge-Kutta scheme of the depth steps, a name of
+            `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` ("rk4", "euler", ...).
         kernel_size: width of the convolutions (odd).
         normalization: use `StatefulNorm` (default True); False is the paper's ablation without normalisation.
         momentum: see `StatefulNorm`.
         eps: see `StatefulNorm`.
     """
 
-    def __init__(self, hidden: int, basis, num_bases: int | None = None, depth_steps: int = 8, method: str = "rk4",
-                 kernel_size: int = 3, normalization: bool = True, momentum: float = 0.1, eps: float = 1e-5):
+    def __init__(self, hidden: int, basis, num_bases: int | None = None, depth_steps: int = 8,
+                 depth_scheme: str = "rk4", kernel_size: int = 3, normalization: bool = True, momentum: float = 0.1,
+                 eps: float = 1e-5):
         super().__init__()
         basis = make_basis(basis, num_bases)
-        if method not in FIXED_STEP_METHODS:
-            raise ValueError(f"method must be one of {FIXED_STEP_METHODS}, got {method!r}")
-        self.method = method
+        if depth_scheme not in FIXED_STEP_METHODS:
+            raise ValueError(f"depth_scheme must be one of {FIXED_STEP_METHODS}, got {depth_scheme!r}")
+        self.depth_scheme = depth_scheme
         self.depth_steps = depth_steps
         self.conv1 = BasisConv1d(hidden, hidden, kernel_size, basis)
         self.conv2 = BasisConv1d(hidden, hidden, kernel_size, basis)
@@ -243,7 +245,7 @@ class StatefulODEBlock(nn.Module):
         return z * weights
 
     def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """h(1) from h(0) = h by ``depth_steps`` steps of ``method``; in training mode the normalisations'
+        """h(1) from h(0) = h by ``depth_steps`` steps of ``depth_scheme``; in training mode the normalisations'
         running statistics are then updated from this pass (`StatefulNorm.update_statistics`).
 
         Arguments:
@@ -256,7 +258,7 @@ class StatefulODEBlock(nn.Module):
         norms = [norm for norm in (self.norm1, self.norm2) if norm is not None]
         for norm in norms:  # what an interrupted pass left is not this pass's
             norm.discard_records()
-        tableau = TABLEAUS[self.method]
+        tableau = TABLEAUS[self.depth_scheme]
         steps = self.depth_steps
         width = 1.0 / steps
         for k in range(steps):  # the Runge-Kutta step of neuralde_seq.solvers.fixed_step, in depth
@@ -284,22 +286,24 @@ class StatefulODENet(nn.Module):
             "piecewise_linear", which compresses best: docs/stateful_odenets.md; ``model.project_bases`` changes it).
         num_bases: the number of basis functions (default 8; odd for "fourier", >= 2 for "piecewise_linear").
         depth_steps: solver steps over depth s ∈ [0, 1] (default 8); assign ``model.depth_steps`` to change it.
-        method: the fixed-step method, one of `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` (default "rk4").
+        depth_scheme: the explicit Runge-Kutta scheme of the depth steps, a name of
+            `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` (default "rk4").
         normalization: stateful normalisation in the block (default True).
         momentum: of the running statistics, in (0, 1] (default 0.1).
         eps: added to variances (default 1e-5).
         mask_channel: one mask channel per input channel, missing values zero-filled (default True); False
             requires fully observed data.
-        time_channel: add the time since each sample's first point, divided by ``time_scale`` (default True).
-        time_scale: the unit of the time channel (default 1.0): choose it so that a sample spans about 1.
+        time_channel: add the time since each sample's first point, divided by ``time_unit`` (default True).
+        time_unit: the unit of the time channel (default 1.0): choose it so that a sample spans about 1.
 
     ``forward(observations)`` returns (B, num_classes).
     """
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, kernel_size: int = 3,
-                 basis: str = "piecewise_linear", num_bases: int = 8, depth_steps: int = 8, method: str = "rk4", *,
+                 basis: str = "piecewise_linear", num_bases: int = 8, depth_steps: int = 8,
+                 depth_scheme: str = "rk4", *,
                  normalization: bool = True, momentum: float = 0.1, eps: float = 1e-5, mask_channel: bool = True,
-                 time_channel: bool = True, time_scale: float = 1.0):
+                 time_channel: bool = True, time_unit: float = 1.0):
         super().__init__()
         check_num_outputs(num_classes)
         _positive_int("in_channels", in_channels)
@@ -307,14 +311,15 @@ class StatefulODENet(nn.Module):
         if not isinstance(basis, str):
             raise TypeError(f"basis must be one of {BASIS_NAMES} (with num_bases), got {type(basis).__name__}; "
                             "to change the basis of a model, use model.project_bases")
-        if not (isinstance(time_scale, (int, float)) and time_scale > 0):
-            raise ValueError(f"time_scale must be a positive number, got {time_scale!r}")
+        if not (isinstance(time_unit, (int, float)) and time_unit > 0):
+            raise ValueError(f"time_unit must be a positive number, got {time_unit!r}")
         self.in_channels, self.num_classes = in_channels, num_classes
         self.mask_channel, self.time_channel = bool(mask_channel), bool(time_channel)
-        self.time_scale = float(time_scale)
+        self.time_unit = float(time_unit)
         features = in_channels * (2 if self.mask_channel else 1) + int(self.time_channel)
         self.input = nn.Linear(features, hidden)
-        self.block = StatefulODEBlock(hidden, make_basis(basis, num_bases), depth_steps=depth_steps, method=method,
+        self.block = StatefulODEBlock(hidden, make_basis(basis, num_bases), depth_steps=depth_steps,
+                                      depth_scheme=depth_scheme,
                                       kernel_size=kernel_size, normalization=normalization, momentum=momentum,
                                       eps=eps)
         self.head = nn.Linear(hidden, num_classes)
@@ -362,7 +367,7 @@ class StatefulODENet(nn.Module):
         x = grid_inputs(observations.values, observations.lengths, self.mask_channel)
         if self.time_channel:
             times = observations.times
-            since = torch.where(valid, (times - times[:, :1]) / self.time_scale, torch.zeros((), dtype=times.dtype,
+            since = torch.where(valid, (times - times[:, :1]) / self.time_unit, torch.zeros((), dtype=times.dtype,
                                                                                           device=times.device))
             x = torch.cat([x, since.unsqueeze(-1).to(x.dtype)], -1)
         return x, valid

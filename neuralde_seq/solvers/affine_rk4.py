@@ -15,7 +15,7 @@ the same grid, the same tableau) splits into
 2. the composition M_{n+1} = M_n P_n + Q_n, the only sequential part: one batched matrix product per step, with
    its adjoint written by hand (G_n = ∂M_n + G_{n+1} P_{n+1}ᵀ, ∂P_n = M_{n−1}ᵀ G_n, ∂Q_n = G_n;
    `_AffineRecurrence`). Being associative, it also runs as a parallel prefix scan
-   (``SolverOptions(scan="parallel")``, and "auto" on a GPU: `neuralde_seq.solvers.linear_scan.parallel_scan` on the
+   (``RK4(scan="parallel")``, and "auto" on a GPU: `neuralde_seq.solvers.linear_scan.parallel_scan` on the
    transposed states M_{n+1}ᵀ = P_nᵀ M_nᵀ + Q_nᵀ, every row of M a column of the scan's state), ⌈log₂ S⌉ rounds of
    batched products for the S steps of a segment instead of S products one after the other; its gradient is
    autograd's through the rounds (the adjoint recurrence G_n = ∂M_n + G_{n+1} P_{n+1}ᵀ run as the reverse scan,
@@ -24,7 +24,7 @@ the same grid, the same tableau) splits into
 The states are the Runge-Kutta states of the per-step loop to rounding (the same polynomial of the stage inputs,
 evaluated in another order), so this is the same model; tests/test_affine_rk4.py checks values and gradients
 against the per-step loop in float64. The per-step loop stays the reference and is what
-``SolverOptions(affine_steps=False)`` solves with.
+``RK4(affine_steps=False)`` (any fixed-step method with ``affine_steps=False``) solves with.
 
 **The step map.** With stages i = 0..S−1 of a tableau (c, a_ij, b_i) and the final combination as a stage S
 (a_Sj = b_j), write each stage's rate as K_i = −λ_i Y_i + u_i a_iᵀ with u_i = w_i b_i − δ_i Y_i a_i and the stage
@@ -40,12 +40,12 @@ u_i + Σ_{l<i} N_il u_l = w_i b_i − δ_i σ_i M a_i with N_il = δ_i φ_il (a_
 (c = (I + Nᵀ)⁻¹ (φ_S ⊙ a), the UT transform of the stage keys). Everything but the two (d × S)(S × d) products
 is a handful of S-term scalar and d-vector operations per step, batched over steps, samples and heads.
 
-**Gradients.** With ``gradient="checkpoint"`` (the default) the segments are `CheckpointedSegment` nodes as in
+**Gradients.** With ``gradient=Checkpoint()`` (the default) the segments are `CheckpointedSegment` nodes as in
 the per-step loop: the forward pass keeps each segment's first state, the backward pass recomputes the segment's
 slow net, step maps and states and backpropagates through them; memory is O(segment) activations, not
-O(T · d_model). Segments are the per-step loop's (``checkpoint_every`` steps, default ⌈√N⌉ of N): longer ones were
-measured slower on a CPU (benchmarks/cde_step.py, T = 1,000: 64 steps as fast as 32, 256 steps 1.4 times slower, the
-whole sequence 2 times slower), as a segment's batched tensors then outgrow the caches.
+O(T · d_model). Segments are the per-step loop's (``Checkpoint.every`` steps, default ⌈√N⌉ of N): longer ones
+were measured slower on a CPU (benchmarks/cde_step.py, T = 1,000: 64 steps as fast as 32, 256 steps 1.4 times
+slower, the whole sequence 2 times slower), as a segment's batched tensors then outgrow the caches.
 """
 from __future__ import annotations
 
@@ -72,20 +72,20 @@ def affine_field(dynamics) -> FastWeightField | None:
     return None
 
 
-def affine_steps_apply(dynamics, options) -> bool:
-    """Whether `neuralde_seq.solvers.solve` takes this path: a fixed-step method (`FIXED_STEP_METHODS`, after
-    "auto" resolved to rk4), ``options.affine_steps`` True (the default), and ``dynamics`` one fast weight field
-    with an affine rule (`affine_field`). (The continuous adjoint is decided before, in `solve`.)
+def affine_steps_apply(dynamics, method) -> bool:
+    """Whether `neuralde_seq.solvers.solve` takes this path: a fixed-step method (`neuralde_seq.solvers.FixedStep`,
+    after `neuralde_seq.solvers.Auto` resolved to its fallback) with ``affine_steps`` True (the default), and
+    ``dynamics`` one fast weight field with an affine rule (`affine_field`). (The continuous adjoint is decided
+    before.)
 
     Arguments:
         dynamics: what `solve` integrates.
-        options: the `neuralde_seq.solvers.SolverOptions` in force.
+        method: the method in force (a `neuralde_seq.solvers.Method` object).
 
     Returns:
         True when the fixed-step solve composes affine step maps (`AffineFixedStepSolve`).
     """
-    return (options.method_choice.fixed_grid and getattr(options, "affine_steps", True)
-            and affine_field(dynamics) is not None)
+    return method.fixed_grid and method.affine_steps and affine_field(dynamics) is not None
 
 
 class _AffineRateDynamics(nn.Module):
@@ -272,16 +272,16 @@ class AffineFixedStepSolve(FixedStepSolve):
     (a step after a sample's end has length 0: the identity map) and checkpointing (`CheckpointedSegment`
     recomputes `run`). ``parallel``: whether the composition runs as a parallel prefix scan (module docstring)."""
 
-    def __init__(self, dynamics, control, options, dtype: torch.dtype):
-        """``dynamics``: what `solve` integrates (`affine_field` must find its field); ``options``: the
-        `SolverOptions` (method, step_size, max_steps, checkpoint_every, scan)."""
+    def __init__(self, dynamics, control, method, dtype: torch.dtype):
+        """``dynamics``: what `solve` integrates (`affine_field` must find its field); ``method``: the fixed-step
+        method (`neuralde_seq.solvers.FixedStep`: its tableau, ``step_size``, ``max_steps`` and ``scan``)."""
         field = affine_field(dynamics)
         if field is None:
             raise ValueError("AffineFixedStepSolve solves one fast weight field whose rule is affine in W (Hebb, Oja, "
                              f"pre-Delta), got {type(dynamics).__name__}")
         self.field = field
-        super().__init__(_AffineRateDynamics(field), control, options, dtype)
-        self.parallel = uses_parallel_scan(getattr(options, "scan", "auto"), control.coeffs.device)
+        super().__init__(_AffineRateDynamics(field), control, method, dtype)
+        self.parallel = uses_parallel_scan(method.scan, control.coeffs.device)
 
     def segments(self, every: int | None) -> list[tuple[int, int]]:
         """As `FixedStepSolve.segments`; with the parallel scan and ``every`` None, segments as long as the

@@ -51,12 +51,13 @@ one after the other. On a CPU with heads of width 8 (batch 32, 16 heads, one thr
 with its hand-written adjoint is the faster (a training step's solve 1.5x faster than chunked with C = 16 and
 2.5x than C = 64 at 1,000 and 4,096 windows without a forget gate; with one, whose sequential adjoint is
 about 3x slower, chunked with C = 16 was 0.8-0.9x the sequential time: benchmarks/chunked_delta.py), so the
-sequential scan stays the default (``SolverOptions(exact_scan="sequential")``). On a GPU the sequential recurrence is bound by several kernel
-launches per step, the chunked form by a few per block, so the chunked form is expected to win there (to be timed).
+sequential recurrence stays the default on a CPU (``Exact(recurrence="auto")``; ``"sequential"`` forces it). On a
+GPU the sequential recurrence is bound by several kernel launches per step, the chunked form by a few per block,
+so the chunked form is expected to win there (to be timed).
 The block boundaries compose too: block i maps its start to its end by M ↦ M P_i + Q_i (the WY form above), so with
-``parallel=True`` (``SolverOptions(scan="parallel")``, and "auto" on a GPU) they run as a parallel prefix scan of
+``parallel=True`` (``Exact(scan="parallel")``, and "auto" on a GPU) they run as a parallel prefix scan of
 ⌈log₂ n⌉ rounds over the n blocks (`neuralde_seq.solvers.linear_scan.parallel_scan`), not n iterations.
-`neuralde_seq.solvers.exact_fast_weights.solve_exact` takes it with ``SolverOptions(exact_scan="chunked")``, its
+`neuralde_seq.solvers.exact_fast_weights.solve_exact` takes it with ``Exact(recurrence="chunked")``, its
 gradients by autograd through each recomputed checkpoint segment (the graph of a segment of S steps holds about
 S·(C + 4d) numbers per matrix, plus d² per block; the forward pass keeps only the segment starts, so nothing of
 size T·d² is kept).
@@ -68,11 +69,12 @@ import torch.nn.functional as F
 
 from .linear_scan import parallel_scan
 
-__all__ = ["EXACT_SCANS", "DEFAULT_BLOCK_SIZE", "chunked_affine_steps"]
+__all__ = ["EXACT_RECURRENCES", "DEFAULT_BLOCK_SIZE", "chunked_affine_steps"]
 
-# The values of SolverOptions.exact_scan ("auto": chunked on a GPU or other non-CPU device, sequential on a CPU).
-EXACT_SCANS = ("auto", "sequential", "chunked")
-# Steps per WY block when SolverOptions.exact_block_size is None (flash-linear-attention's chunk length).
+# The values of `neuralde_seq.solvers.Exact.recurrence` ("auto": chunked on a GPU or other non-CPU device, sequential
+# on a CPU).
+EXACT_RECURRENCES = ("auto", "sequential", "chunked")
+# Steps per WY block when `neuralde_seq.solvers.Exact.block_size` is None (flash-linear-attention's chunk length).
 DEFAULT_BLOCK_SIZE = 64
 
 

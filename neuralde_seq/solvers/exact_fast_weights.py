@@ -9,7 +9,7 @@ e.g. a rectilinear control with ``dx_only=True``) the key, value and learning ra
 `solve_exact_reference` is the definition: a plain Python loop over the knot intervals, one call of
 ``rule.exact_step`` per interval, differentiated by autograd (memory O(T · d²) per sample).
 
-`solve_exact` (selected in `solve` by ``SolverOptions(method="exact")``, and by the default ``method="auto"``
+`solve_exact` (selected in `solve` by the method `neuralde_seq.solvers.Exact`, and by the default `Auto`
 wherever `exact_applies` says the closed form applies) computes the same states:
 
 1. every input-dependent quantity (keys, values, learning rates) of a segment of the sequence is computed in
@@ -22,12 +22,12 @@ wherever `exact_applies` says the closed form applies) computes the same states:
 3. variable lengths: a step after a sample's final knot has length 0, which every closed form maps to the
    identity, so each sample stops at its own end.
 
-``SolverOptions(scan="parallel")`` (and "auto" on a GPU) composes the affine rules' steps of a segment by the
+``Exact(scan="parallel")`` (and "auto" on a GPU) composes the affine rules' steps of a segment by the
 parallel prefix scan of `neuralde_seq.solvers.linear_scan` instead (each step a diagonal-plus-rank-one map of Wᵀ,
-the rows of W the scan state's columns; with ``exact_scan="chunked"``, the maps of its WY blocks): ⌈log₂ S⌉ rounds
+the rows of W the scan state's columns; with ``recurrence="chunked"``, the maps of its WY blocks): ⌈log₂ S⌉ rounds
 for S steps, gradients by autograd through the recomputed segment.
 
-Beside step 2's sequential recurrence, ``SolverOptions(exact_scan="chunked")`` computes the affine rules' steps in
+Beside step 2's sequential recurrence, ``Exact(recurrence="chunked")`` computes the affine rules' steps in
 the chunked WY / UT form of `neuralde_seq.solvers.chunked_delta` (blocks of steps as matmuls, only the block boundaries
 one after the other; gradients by autograd through each recomputed segment): slower on a CPU with heads of width 8,
 expected to be faster on a GPU. tests/test_chunked_delta.py checks it against the reference.
@@ -55,7 +55,7 @@ Which fields qualify: every field on a piecewise-constant control (log-signature
 both the window's rate), and x'-only CDE fields (``dx_only=True``) on piecewise-linear controls; the standard
 CDE forms on a piecewise-linear control read X, which moves on every piece, and have no closed form
 (docs/equations.md#closed-forms-on-constant-inputs). `piece_inputs` checks it; `exact_applies` asks the same
-question without raising (the rule of ``method="auto"``).
+question without raising (the rule of `neuralde_seq.solvers.Auto`).
 
 Deeper models (``num_layers > 1``) are not solvable this way: the input of layer 2 is layer 1's output,
 which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
@@ -70,27 +70,27 @@ import torch
 from ..controls import Control
 from ..fields import FastWeightField
 from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
-from .chunked_delta import DEFAULT_BLOCK_SIZE, EXACT_SCANS, chunked_affine_steps
+from .chunked_delta import DEFAULT_BLOCK_SIZE, chunked_affine_steps
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
 __all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_refusal", "exact_field", "piece_inputs",
            "default_chunk_size", "default_chunked_segment"]
 
-# Size of a checkpointed segment when SolverOptions.chunk_size is None, in fast weight entries per step times
+# Size of a checkpointed segment when Exact.chunk_size is None, in fast weight entries per step times
 # steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
 # adjoint states too). At the EigenWorms-like shape (B 32, H 16, d 8) this gives 64 windows.
 SEGMENT_ENTRIES = 2 ** 21
 
 
 def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int:
-    """Knot intervals per checkpointed segment used when ``SolverOptions.chunk_size`` is None (the same for
+    """Knot intervals per checkpointed segment used when ``Exact.chunk_size`` is None (the same for
     post-Delta, ``post=True``, and the affine rules: both hold one segment's states in the backward pass)."""
     return max(8, SEGMENT_ENTRIES // (batch * heads * head_dim * head_dim))
 
 
 def default_chunked_segment(batch: int, heads: int, head_dim: int, block_size: int) -> int:
-    """Knot intervals per checkpointed segment of the chunked scan (``exact_scan="chunked"``) when
-    ``SolverOptions.chunk_size`` is None: a whole number of blocks (at least one) whose autograd graph, about
+    """Knot intervals per checkpointed segment of the chunked recurrence (``Exact.recurrence="chunked"``) when
+    ``Exact.chunk_size`` is None: a whole number of blocks (at least one) whose autograd graph, about
     C + 4·d numbers per step and head (the C × C block matrices and the step vectors), fits `SEGMENT_ENTRIES`."""
     per_step = batch * heads * (block_size + 4 * head_dim)
     return block_size * max(1, SEGMENT_ENTRIES // (per_step * block_size))
@@ -102,19 +102,19 @@ def _field_refusal(dynamics) -> str | None:
     has a closed-form step."""
     field = getattr(dynamics, "exact_field", dynamics)
     if field is None:
-        return ("method='exact' solves one fast weight layer: the inputs of layers after the first are the previous "
+        return ("the Exact method solves one fast weight layer: the inputs of layers after the first are the previous "
                 "layer's outputs, which change inside every window, so they have no closed-form step; use a "
-                "torchdiffeq method (e.g. 'rk4') for num_layers > 1")
+                "stepping method (e.g. RK4()) for num_layers > 1")
     if not isinstance(field, FastWeightField):
-        return (f"method='exact' needs a FastWeightField (or dynamics with an exact_field), got "
+        return (f"the Exact method needs a FastWeightField (or dynamics with an exact_field), got "
                 f"{type(dynamics).__name__}")
     if getattr(field, "needs_time", False):
-        return ("method='exact' needs inputs constant on every window, but the field's slow net changes with s "
-                "(basis-expanded weights): use a fixed-step method such as 'rk4'")
+        return ("the Exact method needs inputs constant on every window, but the field's slow net changes with s "
+                "(basis-expanded weights): use a fixed-step method such as RK4()")
     if not field.has_exact_step:
-        return (f"method='exact': rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
+        return (f"the Exact method: rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
                 + f" has no closed-form step ({field.rule.exact_step_refusal(field.forget_gate)}); use a fixed-step "
-                "method such as 'rk4'")
+                "method such as RK4()")
     return None
 
 
@@ -125,12 +125,12 @@ def _control_refusal(field: FastWeightField, coeffs: torch.Tensor, piecewise_con
     if piecewise_constant:
         return None
     if field.needs_value and bool((coeffs[:, :, 1:] != 0).any()):
-        return ("method='exact' needs inputs constant on every knot interval, but the field reads the control's "
+        return ("the Exact method needs inputs constant on every knot interval, but the field reads the control's "
                 f"value x (key from {field.key_source!r}, value from {field.value_source!r}) and the control is "
                 "not piecewise constant: use a log-signature control, or a piecewise-linear control with a field "
                 "reading x' only (form='cde', dx_only=True)")
     if field.needs_derivative and bool((coeffs[:, :, 2:] != 0).any()):
-        return ("method='exact' needs inputs constant on every knot interval, but the field reads x' of a control "
+        return ("the Exact method needs inputs constant on every knot interval, but the field reads x' of a control "
                 "that is not piecewise linear: build it with interpolation='linear' or 'rectilinear' (or use a "
                 "log-signature control)")
     return None
@@ -138,7 +138,7 @@ def _control_refusal(field: FastWeightField, coeffs: torch.Tensor, piecewise_con
 
 def exact_applies(dynamics, control: Control) -> bool:
     """Whether `solve_exact` can solve ``dynamics`` along ``control``: the one rule by which
-    ``SolverOptions(method="auto")`` picks the closed form (`neuralde_seq.solvers.resolve_method`), and the
+    `neuralde_seq.solvers.Auto` picks the closed form (`neuralde_seq.solvers.resolve_method`), and the
     same conditions `solve_exact` refuses without (`exact_field`, `piece_inputs`).
 
     True for one fast weight layer (a `FastWeightField` or dynamics whose ``exact_field`` is one) whose rule has a
@@ -318,7 +318,7 @@ class _ChunkedAffineSegments:
 
 class _ParallelAffineSegments(_ChunkedAffineSegments):
     """Hebb, Oja and pre-Delta step by step, the steps of a segment composed by a parallel prefix scan
-    (``SolverOptions(scan="parallel")`` with ``exact_scan="sequential"``): the step M ↦ s (M − δ (M a) aᵀ) + w b aᵀ is,
+    (``Exact(scan="parallel")`` with ``recurrence="sequential"``): the step M ↦ s (M − δ (M a) aᵀ) + w b aᵀ is,
     transposed, Mᵀ ↦ s (I − δ a aᵀ) Mᵀ + w a bᵀ, a diagonal-plus-rank-one map (diagonal for Hebb) of the state Mᵀ
     whose columns are the rows of M (`neuralde_seq.solvers.linear_scan.parallel_scan`, ``columns=True``). Backward pass
     by autograd through the recomputed segment (its graph about S·⌈log₂ S⌉·2d² numbers per matrix)."""
@@ -479,7 +479,7 @@ def _maybe_compiled(function, compile: bool):
         return function
     if function not in _COMPILED:
         if shutil.which("cc") is None and shutil.which("gcc") is None:
-            raise RuntimeError("SolverOptions(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
+            raise RuntimeError("Exact(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
                                "and none is on PATH: install one or leave compile=False")
         _COMPILED[function] = torch.compile(function, dynamic=False)
     return _COMPILED[function]
@@ -529,7 +529,7 @@ def solve_exact_reference(dynamics, control: Control, initial: torch.Tensor, *, 
     return W.reshape(initial.shape)
 
 
-def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, at_knots: bool = False) -> torch.Tensor:
+def solve_exact(dynamics, control: Control, initial: torch.Tensor, method, *, at_knots: bool = False) -> torch.Tensor:
     """Solve a fast weight field exactly on a control whose field inputs are constant on each knot interval.
 
     Arguments:
@@ -538,10 +538,10 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
         control: the control, batch size B; see `piece_inputs` for which controls qualify.
         initial: (B, H, d_head, d_head) fast weights at the first knot, or any shape with B leading and
             H·d_head² entries per sample (e.g. (B, 1, H, d, d)).
-        options: `SolverOptions` with method "exact" or "auto" (``chunk_size``, ``compile``, ``exact_scan`` and
-            ``exact_block_size`` are read). ``exact_scan="chunked"`` (Hebb, Oja, pre-Delta; refused for
+        method: the `neuralde_seq.solvers.Exact` method (``chunk_size``, ``compile``, ``recurrence``,
+            ``block_size`` and ``scan`` are read). ``recurrence="chunked"`` (Hebb, Oja, pre-Delta; refused for
             post-Delta) computes the same states by the WY / UT form of `neuralde_seq.solvers.chunked_delta`,
-            blocks of ``exact_block_size`` steps, gradients by autograd through each recomputed segment.
+            blocks of ``block_size`` steps, gradients by autograd through each recomputed segment.
             ``scan`` ("auto": "parallel" off the CPU) "parallel" composes the affine rules' steps of a segment
             (with "chunked": its blocks) by a parallel prefix scan (`_ParallelAffineSegments`,
             `chunked_affine_steps`), in longer default segments; refused for post-Delta.
@@ -561,38 +561,36 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, options, *, a
     # is taken step by step.
     stepwise = rule.exact_step_kind(field.forget_gate) == "stepwise"
     title = rule.title or repr(rule)
-    scan = getattr(options, "exact_scan", "auto")  # (options unpickled from before the field existed)
-    if scan not in EXACT_SCANS:
-        raise ValueError(f"exact_scan must be one of {EXACT_SCANS}, got {scan!r}")
-    if scan == "auto":  # measured on an H200 (docs/performance.md): the chunked form wins there, not on a CPU
-        scan = "chunked" if W0.device.type != "cpu" and not stepwise else "sequential"
-    if scan == "chunked" and stepwise:
-        raise ValueError("SolverOptions(exact_scan='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
+    recurrence = method.recurrence  # one of EXACT_RECURRENCES (checked by Exact)
+    if recurrence == "auto":  # measured on an H200 (docs/performance.md): the chunked form wins there, not on a CPU
+        recurrence = "chunked" if W0.device.type != "cpu" and not stepwise else "sequential"
+    if recurrence == "chunked" and stepwise:
+        raise ValueError("Exact(recurrence='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
                          f"{title}'s exact step is not affine in W and has no chunked form; use "
-                         "exact_scan='sequential'")
-    if options.compile and not stepwise:
-        raise ValueError("SolverOptions(compile=True) compiles a nonlinear exact step (post-Delta's) only; "
+                         "recurrence='sequential'")
+    if method.compile and not stepwise:
+        raise ValueError("Exact(compile=True) compiles a nonlinear exact step (post-Delta's) only; "
                          f"{rule!r} is solved by affine steps (hand-written adjoint, or the chunked form), which are "
                          "not compiled: leave compile=False")
-    composition = getattr(options, "scan", "auto")
+    composition = method.scan
     if composition == "parallel" and stepwise:
-        raise ValueError("SolverOptions(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
+        raise ValueError("Exact(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
                          f"pre-Delta): {title}'s exact step is not affine in W; use scan='auto' or 'sequential'")
     parallel = not stepwise and uses_parallel_scan(composition, W0.device)
-    if scan == "chunked":
-        block = getattr(options, "exact_block_size", None) or DEFAULT_BLOCK_SIZE
+    if recurrence == "chunked":
+        block = method.block_size or DEFAULT_BLOCK_SIZE
         if parallel:  # whole blocks, as many as the scan's graph allows (the blocks' inner graphs counted in)
             per_block = batch * H * (block * (block + 4 * d) + 2 * d * d)
-            chunk = options.chunk_size or block * parallel_segment_steps(-(-pieces // block), per_block)
+            chunk = method.chunk_size or block * parallel_segment_steps(-(-pieces // block), per_block)
         else:
-            chunk = options.chunk_size or default_chunked_segment(batch, H, d, block)
+            chunk = method.chunk_size or default_chunked_segment(batch, H, d, block)
         solver = _ChunkedAffineSegments(field, batch, block, parallel)
     elif parallel:
-        chunk = options.chunk_size or parallel_segment_steps(pieces, batch * H * 2 * d * d)
+        chunk = method.chunk_size or parallel_segment_steps(pieces, batch * H * 2 * d * d)
         solver = _ParallelAffineSegments(field, batch)
     else:
-        chunk = options.chunk_size or default_chunk_size(stepwise, batch, H, d)
-        solver = (_StepwiseSegments(field, _maybe_compiled(rule.exact_step_from_inputs, options.compile)) if stepwise
+        chunk = method.chunk_size or default_chunk_size(stepwise, batch, H, d)
+        solver = (_StepwiseSegments(field, _maybe_compiled(rule.exact_step_from_inputs, method.compile)) if stepwise
                   else _AffineSegments(field, batch))
     # Time-major inputs, so that a segment of the steps is a contiguous slice.
     sources = [t.transpose(0, 1).contiguous() for t in (x, dx) if t is not None]

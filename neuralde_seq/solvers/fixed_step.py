@@ -1,8 +1,9 @@
 """Fixed-step solves: our own explicit Runge-Kutta loop over a grid of steps known before the solve.
 
-Methods (`FIXED_STEP_METHODS`: ``rk4``, ``heun3``, ``heun2``, ``midpoint``, ``euler``) use torchdiffeq's
-tableaus (``rk4`` is its 3/8-rule variant), so that the continuous adjoint (which solves with torchdiffeq) and
-our loop see the same forward solution. A solve steps through every knot of the control: each knot interval
+The fixed-step methods (`neuralde_seq.solvers.FixedStep`: `RK4`, `Heun3`, `Heun2`, `Midpoint`, `Euler`; their
+names `FIXED_STEP_METHODS`) use torchdiffeq's tableaus (`TABLEAUS`, each method's ``tableau``; ``rk4`` is its
+3/8-rule variant), so that the continuous adjoint (which solves with torchdiffeq) and our loop see the same forward
+solution. A solve steps through every knot of the control: each knot interval
 [k_i, k_{i+1}] is cut into ceil((k_{i+1} − k_i) / step_size) equal steps (one step when ``step_size`` is None:
 the paper's "step 1 on the index grid"). Every stage of every step is known before the solve starts, and
 each knows the control piece it lies in (a stage at the end of a step reads the piece the step lies in, never
@@ -11,9 +12,9 @@ dynamics module's input-only work (``control_features``) is done, for a block of
 operations, and the sequential loop only evaluates what depends on the state. A sample's grid never depends
 on what else is in the batch.
 
-The number of steps is known before solving, and `step_grid` refuses a grid of more than
-``SolverOptions.max_steps`` steps (hourly timestamps in seconds with ``step_size=0.01`` would otherwise take
-millions of steps, silently).
+The number of steps is known before solving, and `step_grid` refuses a grid of more than the method's
+``max_steps`` steps (hourly timestamps in seconds with ``step_size=0.01`` would otherwise take millions of steps,
+silently).
 
 Checkpointed gradients: a segment of steps is one autograd node (`CheckpointedSegment`) that keeps only
 its first state; its backward pass recomputes the segment and backpropagates through it.
@@ -27,11 +28,12 @@ import torch
 
 from ..controls import Control
 
-__all__ = ["FIXED_STEP_METHODS", "TABLEAUS", "subdivide", "step_grid", "FixedStepSolve", "CheckpointedSegment"]
+__all__ = ["FIXED_STEP_METHODS", "TABLEAUS", "Tableau", "subdivide", "step_grid", "FixedStepSolve",
+           "CheckpointedSegment"]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Tableau:
+class Tableau:
     """An explicit Runge-Kutta method: stage times ``c``, stage weights ``a`` (lower triangular) and ``b``."""
 
     c: tuple[float, ...]
@@ -41,11 +43,11 @@ class _Tableau:
 
 # torchdiffeq's fixed-grid tableaus (module docstring).
 TABLEAUS = {
-    "euler": _Tableau((0.0,), ((),), (1.0,)),
-    "midpoint": _Tableau((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
-    "heun2": _Tableau((0.0, 1.0), ((), (1.0,)), (0.5, 0.5)),
-    "heun3": _Tableau((0.0, 1 / 3, 2 / 3), ((), (1 / 3,), (0.0, 2 / 3)), (0.25, 0.0, 0.75)),
-    "rk4": _Tableau((0.0, 1 / 3, 2 / 3, 1.0), ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)),
+    "euler": Tableau((0.0,), ((),), (1.0,)),
+    "midpoint": Tableau((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
+    "heun2": Tableau((0.0, 1.0), ((), (1.0,)), (0.5, 0.5)),
+    "heun3": Tableau((0.0, 1 / 3, 2 / 3), ((), (1 / 3,), (0.0, 2 / 3)), (0.25, 0.0, 0.75)),
+    "rk4": Tableau((0.0, 1 / 3, 2 / 3, 1.0), ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)),
                     (0.125, 0.375, 0.375, 0.125)),
 }
 # Multistep methods (torchdiffeq's Adams) are not offered: they reuse rates from earlier steps, across knots
@@ -54,14 +56,14 @@ FIXED_STEP_METHODS = tuple(TABLEAUS)
 
 
 def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | None = None,
-              method: str = "fixed-step") -> tuple[torch.Tensor, torch.Tensor]:
+              method_name: str = "fixed-step") -> tuple[torch.Tensor, torch.Tensor]:
     """The fixed-step grid through every knot.
 
     Arguments:
         knots: (K,) strictly increasing points in s.
         step_size: largest step, or None for one step per knot interval.
         max_steps: refuse grids of more steps (None: no limit).
-        method: the method's name, for the message.
+        method_name: the method's name, for the message.
 
     Returns:
         (grid, counts): grid (M + 1,) points in s; counts (K − 1,) long, the number of steps in each knot
@@ -72,13 +74,13 @@ def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | Non
     """
     gaps = knots[1:] - knots[:-1]
     if step_size is None:
-        _check_step_count(gaps.shape[0], knots, step_size, max_steps, method)
+        _check_step_count(gaps.shape[0], knots, step_size, max_steps, method_name)
         return knots, torch.ones_like(gaps, dtype=torch.long)
     # A relative slack keeps an interval that is a whole multiple of step_size from gaining a step through
     # rounding.
     counts = torch.ceil(gaps / step_size * (1 - 1e-9)).clamp(min=1)
     # Checked before the cast to long, which would wrap a count beyond 2^63 (or an infinite one).
-    _check_step_count(float(counts.double().sum()), knots, step_size, max_steps, method)
+    _check_step_count(float(counts.double().sum()), knots, step_size, max_steps, method_name)
     counts = counts.long()
     first_step = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)  # of each step's interval
     index_in_interval = torch.arange(int(counts.sum()), device=knots.device) - first_step
@@ -89,23 +91,24 @@ def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | Non
 
 
 def _check_step_count(steps: float, knots: torch.Tensor, step_size: float | None, max_steps: int | None,
-                      method: str) -> None:
+                      method_name: str) -> None:
     if max_steps is None or steps <= max_steps:
         return
     start, end = float(knots[0]), float(knots[-1])
     per = (f"step_size={step_size:g}" if step_size is not None
            else f"one step per knot interval (step_size=None) over {knots.shape[0] - 1:,} intervals")
-    raise ValueError(f"the {method} solve would take {steps:,.0f} steps, more than max_steps={max_steps:,}: the "
+    raise ValueError(f"the {method_name} solve would take {steps:,.0f} steps, more than max_steps={max_steps:,}: the "
                      f"control's parameter s runs from {start:.6g} to {end:.6g} (a span of {end - start:.6g}) with "
                      f"{per}. Use a larger step_size (or None: one step per knot interval), rescale the times to "
                      "units where observation gaps are about 1, build the control with parametrization='index', or "
-                     "raise SolverOptions(max_steps=...)")
+                     "raise the method's max_steps (e.g. RK4(max_steps=...))")
 
 
-def step_grid(control: Control, step_size: float | None, max_steps: int | None = None, method: str = "fixed-step"):
+def step_grid(control: Control, step_size: float | None, max_steps: int | None = None,
+              method_name: str = "fixed-step"):
     """(grid (M + 1,) in s, grid index of every knot (K,), knot interval of every step (M,)) of a fixed-step
     solve up to the batch's last final knot; more than ``max_steps`` steps raise (see `subdivide`)."""
-    grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size, max_steps, method)
+    grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size, max_steps, method_name)
     knot_position = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
     piece = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
     return grid, knot_position, piece
@@ -114,12 +117,12 @@ def step_grid(control: Control, step_size: float | None, max_steps: int | None =
 class FixedStepSolve:
     """One fixed-step solve of ``dynamics`` along ``control`` (module docstring)."""
 
-    def __init__(self, dynamics, control: Control, options, dtype: torch.dtype):
-        """``options``: the `SolverOptions` (method, step_size, max_steps)."""
+    def __init__(self, dynamics, control: Control, method, dtype: torch.dtype):
+        """``method``: the fixed-step method (`neuralde_seq.solvers.FixedStep`: its ``tableau``, ``step_size`` and
+        ``max_steps`` are read); ``dtype``: the state's."""
         self.dynamics, self.control = dynamics, control
-        self.tableau = TABLEAUS[options.method]
-        grid, self.knot_position, self.piece = step_grid(control, options.step_size, options.max_steps,
-                                                         options.method)
+        self.tableau = method.tableau
+        grid, self.knot_position, self.piece = step_grid(control, method.step_size, method.max_steps, method.name)
         self.offset = grid[:-1] - control.knots[self.piece]  # step start − piece start
         self.width = grid[1:] - grid[:-1]
         self.widths = self.width.to(dtype).tolist()
@@ -183,12 +186,14 @@ class FixedStepSolve:
                 kept.append(y)
         return (y, *kept)
 
-    def solve(self, initial: torch.Tensor, at_knots: bool, options, checkpointed: bool):
+    def solve(self, initial: torch.Tensor, at_knots: bool, every: int | None, checkpointed: bool):
+        """The states after the solve from ``initial`` (as `neuralde_seq.solvers.solve`), the steps run in segments
+        of ``every`` steps (None: ⌈√N⌉), each one autograd node (`CheckpointedSegment`) if ``checkpointed``."""
         y, states = initial, [initial]
         if checkpointed:
             leaves = tuple(p for p in self.dynamics.parameters() if p.requires_grad)
             leaves += tuple(c for c in self.control.tensors() if c.requires_grad)
-        for n0, n1 in self.segments(options.checkpoint_every):
+        for n0, n1 in self.segments(every):
             if checkpointed:
                 out = CheckpointedSegment.apply(self, n0, n1, at_knots, y, *leaves)
             else:

@@ -40,7 +40,7 @@ __all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "co
            "PARALLEL_SCAN_ENTRIES", "parallel_segment_steps", "SCANS", "uses_parallel_scan"]
 
 STRUCTURES = ("diagonal", "block", "dense", "dplr")
-# The values of SolverOptions.scan (`uses_parallel_scan`).
+# The values of the ``scan`` option of the fixed-step methods and `Exact` (`uses_parallel_scan`).
 SCANS = ("auto", "sequential", "parallel")
 # Numbers the autograd graph of one segment's parallel scan may hold (2^26: 256 MiB in float32), for
 # `parallel_segment_steps`.

@@ -15,37 +15,35 @@ Methods (`Method`):
 
 Gradient methods (`Gradient`): `Checkpoint` ``(every=None)``, `Adjoint` ``(check_every=100)``, `Backprop` ``()``.
 
+Every option lives on the object it belongs to, under one name. ``max_steps`` belongs to the methods that choose how
+many steps they take (a fixed-step grid from ``step_size``, an adaptive solve from its tolerances); `Exact` takes
+one closed-form step per knot interval, so no limit applies to it, and `Auto` carries the limit in its fallback.
+
 A method knows whether it can solve a field along a control (`Method.applies`, `Method.refusal` with the reason),
-what it resolves to (`Method.resolve`: only `Auto` resolves to another), and how it solves (`Method.solve`), so
-no other code asks for a method by its name. The options of each field are those of `neuralde_seq.solvers.
-SolverOptions`, which stays the container users pass (``SolverOptions(method=RK4(step_size=0.01))`` or, as
-before, ``SolverOptions(method="rk4", step_size=0.01)``): it stores its flat fields and builds these objects from
-them (`method_from_options`, `gradient_from_options`). Each option's check is one entry of `OPTION_CHECKS`,
-shared by the objects and the container; a message names the option as the user spelled it (``step_size`` in
-``SolverOptions(step_size=...)``, ``RK4.step_size`` in ``RK4(step_size=...)``).
+what it resolves to (`Method.resolve`: only `Auto` resolves to another), and how it solves (`Method.solve`, whose
+kernels read the method's own fields), so no code asks for a method by its name. `Choice.to_dict` stores a choice
+as ``{"type": "RK4", **fields}``; `neuralde_seq.solvers.options.parse_solver` reads it back, and every other
+spelling the edges give (a method name, a flat mapping of options).
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import math
 import numbers
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar
 
 import torch
 import torchdiffeq
 
-from .fixed_step import TABLEAUS, FixedStepSolve
-from .chunked_delta import EXACT_SCANS
+from ..user_warnings import warn_user
+from .chunked_delta import EXACT_RECURRENCES
+from .fixed_step import TABLEAUS, FixedStepSolve, Tableau
 from .linear_scan import SCANS
 from .torchdiffeq_solves import counting_steps, solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem
-from ..user_warnings import warn_user
 
-__all__ = ["Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive", "Dopri5",
-           "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint", "Backprop",
-           "METHODS", "GRADIENTS", "ADAPTIVE_METHODS", "OPTION_CHECKS", "OPTION_DEFAULTS", "method_from_options", "gradient_from_options",
-           "NonFiniteSolveWarning", "DEFAULT_MAX_STEPS"]
+__all__ = ["Choice", "Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive",
+           "Dopri5", "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint",
+           "Backprop", "METHODS", "GRADIENTS", "NonFiniteSolveWarning", "DEFAULT_MAX_STEPS"]
 
 # Steps of one solve above which it is refused: a million rk4 steps of a small model already take minutes.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -57,119 +55,97 @@ class NonFiniteSolveWarning(RuntimeWarning):
 
 
 # ---------------------------------------------------------------------------------------------------
-# one check per option (the flat SolverOptions name), shared by the objects and SolverOptions
+# the checks of the options: check(label, value) -> the value (normalised: numpy integers become int)
 
 def _integer(minimum: int, allow_none: bool = True, none_means: str = ""):
-    def check(name: str, value):
+    def check(label: str, value):
         if value is None and allow_none:
             return None
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
             kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            raise ValueError(f"{name} must be {kind}{' or None' if allow_none else ''}{none_means}, got {value!r}")
-        return int(value)  # numpy integers too
+            raise ValueError(f"{label} must be {kind}{' or None' if allow_none else ''}{none_means}, got {value!r}")
+        return int(value)
     return check
 
 
 def _positive(allow_none: bool):
     # never a bool (True would be a step of 1) or a string (YAML's ``small`` or "0.1")
-    def check(name: str, value):
+    def check(label: str, value):
         if value is None and allow_none:
             return None
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{name} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
+            raise ValueError(f"{label} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
         return value
     return check
 
 
-def _flag(name: str, value):
+def _flag(label: str, value):
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise ValueError(f"{label} must be True or False, got {value!r}")
     return value
 
 
 def _one_of(valid: tuple, listed: str | None = None):
-    def check(name: str, value):
+    def check(label: str, value):
         if value not in valid:
-            raise ValueError(f"{name} must be {listed or f'one of {valid}'}, got {value!r}")
+            raise ValueError(f"{label} must be {listed or f'one of {valid}'}, got {value!r}")
         return value
     return check
 
 
-# SolverOptions field -> check(name as spelled, value) -> the value (normalised: numpy integers become int).
-OPTION_CHECKS = {
-    "step_size": _positive(allow_none=True),
-    "rtol": _positive(allow_none=False),
-    "atol": _positive(allow_none=False),
-    "checkpoint_every": _integer(1),
-    "adjoint_check": _integer(0, allow_none=False, none_means=" (0: off)"),
-    "chunk_size": _integer(1),
-    "compile": _flag,
-    "max_steps": _integer(1, none_means=" (no limit)"),
-    "exact_scan": _one_of(EXACT_SCANS, "'auto', 'sequential' or 'chunked'"),
-    "exact_block_size": _integer(1),
-    "affine_steps": _flag,
-    "scan": _one_of(SCANS),
-}
-
-# True while SolverOptions builds the objects from its own fields: messages then name its fields.
-_FLAT_SPELLING = contextvars.ContextVar("neuralde_seq_flat_spelling", default=False)
-
-
-@contextlib.contextmanager
-def _flat_spelling():
-    token = _FLAT_SPELLING.set(True)
-    try:
-        yield
-    finally:
-        _FLAT_SPELLING.reset(token)
+_MAX_STEPS = _integer(1, none_means=" (no limit)")
 
 
 @dataclasses.dataclass(frozen=True)
-class _Choice:
-    """A solver choice: its fields, each a `SolverOptions` option (``_OPTIONS``: own name -> SolverOptions name),
-    checked when made."""
+class Choice:
+    """A solver choice (a method or a gradient method): its dataclass fields are its options, each checked when the
+    choice is made (``_CHECKS``: field -> check), messages naming it as ``Class.field``."""
 
-    _OPTIONS: ClassVar[dict[str, str]] = {}
-    name: ClassVar[str] = ""
+    _CHECKS: ClassVar[dict[str, Callable[[str, Any], Any]]] = {}
+    name: ClassVar[str] = ""  # the name the edges spell it by (a YAML ``method: rk4``, the CLI's ``--solver rk4``)
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs):
+        # ``class RK4(FixedStep, name="rk4")``: the name the edges spell the choice by
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            cls.name = name
 
     def __post_init__(self):
-        for field, option in self._OPTIONS.items():
-            object.__setattr__(self, field, OPTION_CHECKS[option](self._label(field), getattr(self, field)))
+        for field, check in self._CHECKS.items():
+            object.__setattr__(self, field, check(self._label(field), getattr(self, field)))
         self._check_together()
 
     def _check_together(self) -> None:
         """Rules between this choice's fields (none by default)."""
 
     def _label(self, field: str) -> str:
-        """The field as the user spelled it (a SolverOptions field, or ``Class.field``)."""
-        return self._OPTIONS.get(field, field) if _FLAT_SPELLING.get() else f"{type(self).__name__}.{field}"
+        return f"{type(self).__name__}.{field}"
 
-    def options(self) -> dict[str, Any]:
-        """This choice as `SolverOptions` fields (its name included)."""
-        return {option: getattr(self, field) for field, option in self._OPTIONS.items()}
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]):
-        """The choice that the `SolverOptions` fields ``options`` spell (messages name those fields)."""
-        with _flat_spelling():
-            return cls(**{field: options[option] for field, option in cls._OPTIONS.items() if option in options})
+    def to_dict(self) -> dict[str, Any]:
+        """This choice as stored in results and checkpoints: ``{"type": "RK4", **fields}``, a field that is itself a
+        choice (`Auto`'s) stored the same way; `neuralde_seq.solvers.options.parse_solver` reads it back."""
+        stored = {"type": type(self).__name__}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            stored[field.name] = value.to_dict() if isinstance(value, Choice) else value
+        return stored
 
 
 # ---------------------------------------------------------------------------------------------------
 # methods
 
 @dataclasses.dataclass(frozen=True)
-class Method(_Choice):
+class Method(Choice):
     """How `neuralde_seq.solvers.solve` steps the equation. Subclasses: `Auto`, `FixedStep`, `Adaptive`, `Exact`."""
 
-    # Capabilities read by `solve` (instead of the method's name):
+    # Capabilities read by `solve` and the kernels (instead of the method's name):
     checks_own_inputs: ClassVar[bool] = False  # checks the control's and state's dtype and device itself
     computes_own_gradients: ClassVar[bool] = False  # a hand-written backward: `Gradient` does not apply
     fixed_grid: ClassVar[bool] = False  # steps on a grid known before the solve
     warns_not_finite: ClassVar[bool] = True  # `solve` checks its states (one pass over them) and says why
     chooses_per_solve: ClassVar[bool] = False  # `resolve` picks another method from the dynamics and control
-    # SolverOptions fields of other methods refused when set (groups of fields, message): others are ignored
-    _REFUSED: ClassVar[tuple[tuple[tuple[str, ...], str], ...]] = ()
+    # The name torchdiffeq knows the method by (its adaptive solves and the continuous adjoint), where it has one.
+    torchdiffeq_name: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         # A family's members (RK4, Euler, ... of FixedStep) share its options: each member's docstring carries the
@@ -181,9 +157,6 @@ class Method(_Choice):
                              None)
             if inherited is not None:
                 cls.__doc__ = doc.rstrip() + "\n\n    " + inherited[inherited.index("Attributes:"):].strip() + "\n"
-
-    def options(self) -> dict[str, Any]:
-        return {"method": self.name, **super().options()}
 
     def resolve(self, dynamics, control) -> "Method":
         """The method that solves ``dynamics`` along ``control``: itself (`Auto` chooses)."""
@@ -205,8 +178,9 @@ class Method(_Choice):
             raise ValueError(reason)
 
     def solve(self, dynamics, control, initial: torch.Tensor, options, at_knots: bool) -> torch.Tensor:
-        """Solve (see `neuralde_seq.solvers.solve`, which checks the inputs and resolves the method first):
-        ``options`` the `SolverOptions` of this method (the kernels read its fields)."""
+        """Solve (see `neuralde_seq.solvers.solve`, which checks the inputs and resolves the method first): the
+        kernels read this method's fields; ``options`` is the `SolverOptions` in force, for its gradient method
+        (and the count of its adjoint solves, which `Adjoint.check_every` reads)."""
         raise NotImplementedError
 
     def describe_steps(self, widest: float) -> str:
@@ -214,18 +188,9 @@ class Method(_Choice):
         interval)."""
         return f"({self.name})"
 
-    @classmethod
-    def refuse_foreign(cls, options: Mapping[str, Any]) -> None:
-        """Refuse `SolverOptions` fields of other methods given with this one (``_REFUSED``)."""
-        for fields, message in cls._REFUSED:
-            if any(options.get(f, OPTION_DEFAULTS[f]) != OPTION_DEFAULTS[f] for f in fields):
-                raise ValueError(message.format(method=cls.name))
-
-
-_EXACT_ONLY = ((("chunk_size", "compile"), "chunk_size and compile are options of method='exact' (and of 'auto', "
-                                           "where it takes the closed form), not of {method!r}"),
-               (("exact_scan",), "exact_scan is an option of method='exact' (and of 'auto', where it takes the "
-                                 "closed form), not of {method!r}"))
+    def _solve_adjoint(self, dynamics, control, initial, options, at_knots):
+        check = options._count_adjoint_solve()
+        return solve_adjoint(dynamics, control, initial, self, at_knots, check=check)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,12 +198,23 @@ class FixedStep(Method):
     """An explicit Runge-Kutta method on a grid through every knot (`neuralde_seq.solvers.fixed_step`).
 
     Attributes:
-        step_size: largest step, in units of the control's parameter s; None: one step per knot interval.
-        affine_steps: True (default): a one-layer fast weight field whose rule is affine in W is solved by
-            composing each step's affine map (`neuralde_seq.solvers.affine_rk4`); False: the per-step loop.
-        scan: how those affine step maps are composed: "sequential", "parallel" (a parallel prefix scan) or
-            "auto" (parallel off the CPU).
-        max_steps: the most steps one solve may take (None: no limit); a larger grid is refused before solving.
+        step_size: largest step, in units of the control's parameter s; None (default): one step per knot interval.
+        affine_steps: True (default): a one-layer fast weight field whose rule is affine in W (Hebb, Oja,
+            pre-Delta; with or without a forget gate) is solved by composing each step's affine map M ↦ M P + Q,
+            the step maps of all steps batched and only the composition sequential
+            (`neuralde_seq.solvers.affine_rk4`; the same Runge-Kutta states to rounding, several times faster);
+            False: the per-step loop (`neuralde_seq.solvers.fixed_step`), the reference. Other dynamics always
+            take the per-step loop.
+        scan: how those affine step maps are composed through a segment: "sequential" (one after the other, the
+            composition's adjoint by hand), "parallel" (all prefix compositions of a segment by
+            `neuralde_seq.solvers.linear_scan.parallel_scan`, in ⌈log₂ S⌉ rounds of batched products, with
+            longer checkpointed segments when `Checkpoint.every` is None) or "auto" (default: parallel when the
+            state is on a GPU or any non-CPU device, sequential on the CPU, where the loop is faster). The same
+            states to rounding. "parallel" is refused where the per-step loop runs (``affine_steps=False``, or
+            dynamics that are not one affine fast weight field).
+        max_steps: the most steps one solve may take (default `DEFAULT_MAX_STEPS`, 1,000,000; None: no limit). A
+            grid with more steps is refused before solving, with the number of steps, the span of s and the step
+            size (e.g. hourly timestamps in seconds with step_size=0.01: 360,000 steps per observation interval).
     """
 
     step_size: float | None = None
@@ -246,10 +222,16 @@ class FixedStep(Method):
     scan: str = "auto"
     max_steps: int | None = DEFAULT_MAX_STEPS
 
-    _OPTIONS: ClassVar[dict[str, str]] = {"step_size": "step_size", "affine_steps": "affine_steps", "scan": "scan",
-                                          "max_steps": "max_steps"}
-    _REFUSED = _EXACT_ONLY
+    _CHECKS: ClassVar[dict] = {"step_size": _positive(allow_none=True), "affine_steps": _flag, "scan": _one_of(SCANS),
+                               "max_steps": _MAX_STEPS}
     fixed_grid: ClassVar[bool] = True
+    tableau: ClassVar[Tableau]  # the Butcher tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`)
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs):
+        # ``class RK4(FixedStep, name="rk4")``: torchdiffeq's tableau and name of the method are ours too
+        super().__init_subclass__(name=name, **kwargs)
+        if name is not None:
+            cls.tableau, cls.torchdiffeq_name = TABLEAUS[name], name
 
     def _check_together(self) -> None:
         if self.scan == "parallel" and not self.affine_steps:
@@ -257,26 +239,22 @@ class FixedStep(Method):
                              f"{self._label('affine_steps')}=True; with {self._label('affine_steps')}=False the "
                              "per-step loop runs, which has no parallel form")
 
-    @property
-    def tableau(self):
-        """The Butcher tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`)."""
-        return TABLEAUS[self.name]
-
     def solve(self, dynamics, control, initial, options, at_knots):
-        gradient, recording = options.gradient_choice, torch.is_grad_enabled()
+        gradient, recording = options.gradient, torch.is_grad_enabled()
         if isinstance(gradient, Adjoint) and recording:
-            return solve_adjoint(dynamics, control, initial, options, at_knots)
+            return self._solve_adjoint(dynamics, control, initial, options, at_knots)
         from .affine_rk4 import AffineFixedStepSolve, affine_steps_apply
 
-        affine = affine_steps_apply(dynamics, options)
+        affine = affine_steps_apply(dynamics, self)
         if self.scan == "parallel" and not affine:
-            raise ValueError("SolverOptions(scan='parallel') composes the steps of one fast weight field whose rule is "
-                             "affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
+            raise ValueError(f"{type(self).__name__}(scan='parallel') composes the steps of one fast weight field "
+                             "whose rule is affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
                              f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
                              "form: use scan='auto' or 'sequential'")
         fixed_step = AffineFixedStepSolve if affine else FixedStepSolve
-        return fixed_step(dynamics, control, options, initial.dtype).solve(
-            initial, at_knots, options, isinstance(gradient, Checkpoint) and recording)
+        every = gradient.every if isinstance(gradient, Checkpoint) else None
+        return fixed_step(dynamics, control, self, initial.dtype).solve(
+            initial, at_knots, every, isinstance(gradient, Checkpoint) and recording)
 
     def describe_steps(self, widest: float) -> str:
         step = widest if self.step_size is None else min(widest, self.step_size)
@@ -285,67 +263,65 @@ class FixedStep(Method):
 
 
 @dataclasses.dataclass(frozen=True)
-class RK4(FixedStep):
+class RK4(FixedStep, name="rk4"):
     """Runge-Kutta of order 4 (torchdiffeq's 3/8-rule tableau): the papers' method. Options: `FixedStep`."""
 
-    name: ClassVar[str] = "rk4"
-
 
 @dataclasses.dataclass(frozen=True)
-class Heun3(FixedStep):
+class Heun3(FixedStep, name="heun3"):
     """Heun's method of order 3. Options: `FixedStep`."""
 
-    name: ClassVar[str] = "heun3"
-
 
 @dataclasses.dataclass(frozen=True)
-class Heun2(FixedStep):
+class Heun2(FixedStep, name="heun2"):
     """Heun's method of order 2 (the explicit trapezoid). Options: `FixedStep`."""
 
-    name: ClassVar[str] = "heun2"
-
 
 @dataclasses.dataclass(frozen=True)
-class Midpoint(FixedStep):
+class Midpoint(FixedStep, name="midpoint"):
     """The explicit midpoint method (order 2). Options: `FixedStep`."""
 
-    name: ClassVar[str] = "midpoint"
-
 
 @dataclasses.dataclass(frozen=True)
-class Euler(FixedStep):
+class Euler(FixedStep, name="euler"):
     """The explicit Euler method (order 1). Options: `FixedStep`."""
-
-    name: ClassVar[str] = "euler"
 
 
 @dataclasses.dataclass(frozen=True)
 class Adaptive(Method):
-    """An adaptive torchdiffeq method, solving in s and stepping onto every knot (``jump_t``).
+    """An adaptive torchdiffeq method, solving in s and stepping onto every knot (``jump_t``: the rate of a
+    piecewise-constant control jumps there, a sample's rate stops at its final knot, and the sensitivity to each
+    polynomial piece of an interpolated control starts and ends there).
 
     Attributes:
         rtol: relative tolerance (default 1e-7, torchdiffeq's, which the papers use).
         atol: absolute tolerance (default 1e-9).
-        max_steps: the most steps (accepted and rejected) one solve may take (None: no limit); the solve stops
-            with an error once past it.
+        max_steps: the most steps (accepted and rejected, counted from the field's evaluations over the forward
+            solve) one solve may take (default `DEFAULT_MAX_STEPS`; None: no limit); the solve stops with an error
+            once past it.
     """
 
     rtol: float = 1e-7
     atol: float = 1e-9
     max_steps: int | None = DEFAULT_MAX_STEPS
 
-    _OPTIONS: ClassVar[dict[str, str]] = {"rtol": "rtol", "atol": "atol", "max_steps": "max_steps"}
-    _REFUSED = _EXACT_ONLY + ((("scan",), "scan is an option of the fixed-step methods' affine step maps and of "
-                                          "method='exact' (and of 'auto'), not of the adaptive method {method!r}"),)
+    _CHECKS: ClassVar[dict] = {"rtol": _positive(allow_none=False), "atol": _positive(allow_none=False),
+                               "max_steps": _MAX_STEPS}
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs):
+        # ``class Dopri5(Adaptive, name="dopri5")``: torchdiffeq's name of the method is ours too
+        super().__init_subclass__(name=name, **kwargs)
+        if name is not None:
+            cls.torchdiffeq_name = name
 
     def solve(self, dynamics, control, initial, options, at_knots):
-        gradient, recording = options.gradient_choice, torch.is_grad_enabled()
+        gradient, recording = options.gradient, torch.is_grad_enabled()
         if isinstance(gradient, Adjoint) and recording:
-            return solve_adjoint(dynamics, control, initial, options, at_knots)
+            return self._solve_adjoint(dynamics, control, initial, options, at_knots)
         if isinstance(gradient, Checkpoint) and recording:
-            func, t, _ = torchdiffeq_problem(dynamics, control, initial, options, at_knots=True)
-            return solve_adaptive_checkpointed(func, initial, t, options, at_knots)
-        func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, options, at_knots)
+            func, t, _ = torchdiffeq_problem(dynamics, control, initial, self, at_knots=True)
+            return solve_adaptive_checkpointed(func, initial, t, self, gradient.every, at_knots)
+        func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, self, at_knots)
         with counting_steps(func):
             states = torchdiffeq.odeint(func, initial, t, **kwargs)
         return states.movedim(0, 1) if at_knots else states[-1]
@@ -355,55 +331,56 @@ class Adaptive(Method):
 
 
 @dataclasses.dataclass(frozen=True)
-class Dopri5(Adaptive):
+class Dopri5(Adaptive, name="dopri5"):
     """Dormand-Prince 5(4). Options: `Adaptive`."""
 
-    name: ClassVar[str] = "dopri5"
-
 
 @dataclasses.dataclass(frozen=True)
-class Dopri8(Adaptive):
+class Dopri8(Adaptive, name="dopri8"):
     """Dormand-Prince 8(7). Options: `Adaptive`."""
 
-    name: ClassVar[str] = "dopri8"
-
 
 @dataclasses.dataclass(frozen=True)
-class Bosh3(Adaptive):
+class Bosh3(Adaptive, name="bosh3"):
     """Bogacki-Shampine 3(2). Options: `Adaptive`."""
 
-    name: ClassVar[str] = "bosh3"
-
 
 @dataclasses.dataclass(frozen=True)
-class Fehlberg2(Adaptive):
+class Fehlberg2(Adaptive, name="fehlberg2"):
     """Runge-Kutta-Fehlberg 2(1). Options: `Adaptive`."""
 
-    name: ClassVar[str] = "fehlberg2"
-
 
 @dataclasses.dataclass(frozen=True)
-class AdaptiveHeun(Adaptive):
+class AdaptiveHeun(Adaptive, name="adaptive_heun"):
     """Heun-Euler 2(1). Options: `Adaptive`."""
 
-    name: ClassVar[str] = "adaptive_heun"
-
 
 @dataclasses.dataclass(frozen=True)
-class Exact(Method):
-    """The closed-form steps of one fast weight layer on inputs constant on every knot interval
-    (`neuralde_seq.solvers.exact_fast_weights`); refuses other fields and controls, with the reason (`refusal`).
+class Exact(Method, name="exact"):
+    """The closed-form steps of one fast weight layer on inputs constant on every knot interval (log-signature
+    windows; piecewise-linear controls read through x' only): docs/equations.md#closed-forms-on-constant-inputs,
+    `neuralde_seq.solvers.exact_fast_weights`. Refuses other fields and controls, with the reason (`refusal`). Its
+    gradients recompute checkpointed segments with a hand-written backward, so the gradient method does not apply.
 
     Attributes:
-        chunk_size: knot intervals per checkpointed segment (None: sized to batch and heads,
-            `neuralde_seq.solvers.exact_fast_weights.default_chunk_size`).
-        compile: run post-Delta's step through ``torch.compile`` (refused for the other rules).
+        chunk_size: knot intervals per checkpointed segment (None: sized to batch and heads by
+            `neuralde_seq.solvers.exact_fast_weights.default_chunk_size`, e.g. 64 windows for every rule at batch
+            32, 16 heads of width 8). Memory of the backward pass grows with it, time hardly.
+        compile: run post-Delta's exact step through ``torch.compile`` (refused for the other rules where the
+            closed form is taken; needs a C compiler on CPU; the first call compiles, which takes tens of seconds).
         recurrence: how the affine rules' (Hebb, Oja, pre-Delta) closed-form steps run through the sequence:
-            "sequential", "chunked" (the WY form of `neuralde_seq.solvers.chunked_delta`, refused for post-Delta) or
-            "auto" (chunked off the CPU). ``SolverOptions.exact_scan``.
-        block_size: steps per WY block of the chunked recurrence (None: 64). ``SolverOptions.exact_block_size``.
-        scan: "parallel" composes a segment's affine steps by a parallel prefix scan, "sequential" one after the
-            other, "auto" parallel off the CPU (refused for post-Delta).
+            "sequential" (one step after the other with a hand-written adjoint, the fastest on a CPU,
+            benchmarks/chunked_delta.py), "chunked" (the WY / UT form of flash-linear-attention's chunked delta
+            rule, `neuralde_seq.solvers.chunked_delta`: blocks of steps as matmuls, only the block boundaries one
+            after the other; 2-4 times faster on an H200, docs/performance.md) or "auto" (default): chunked when
+            the state is on a GPU (or any non-CPU device), sequential on the CPU and for post-Delta. The same
+            states to rounding. "chunked" is refused for post-Delta, whose step is not affine in W.
+        block_size: steps per WY block of the chunked recurrence (None: 64,
+            `neuralde_seq.solvers.chunked_delta.DEFAULT_BLOCK_SIZE`).
+        scan: "parallel" composes a segment's affine steps (with the chunked recurrence, its WY blocks) by a
+            parallel prefix scan, in longer default segments
+            (`neuralde_seq.solvers.linear_scan.parallel_segment_steps`); "sequential" one after the other; "auto"
+            (default) parallel off the CPU. Refused for post-Delta.
     """
 
     chunk_size: int | None = None
@@ -412,10 +389,9 @@ class Exact(Method):
     block_size: int | None = None
     scan: str = "auto"
 
-    _OPTIONS: ClassVar[dict[str, str]] = {"chunk_size": "chunk_size", "compile": "compile",
-                                          "recurrence": "exact_scan", "block_size": "exact_block_size",
-                                          "scan": "scan"}
-    name: ClassVar[str] = "exact"
+    _CHECKS: ClassVar[dict] = {"chunk_size": _integer(1), "compile": _flag,
+                               "recurrence": _one_of(EXACT_RECURRENCES, "'auto', 'sequential' or 'chunked'"),
+                               "block_size": _integer(1), "scan": _one_of(SCANS)}
     checks_own_inputs: ClassVar[bool] = True
     computes_own_gradients: ClassVar[bool] = True
     warns_not_finite: ClassVar[bool] = False
@@ -435,137 +411,102 @@ class Exact(Method):
         from .exact_fast_weights import solve_exact
 
         # solve_exact refuses fields and controls without a closed form, with the reason
-        return solve_exact(dynamics, control, initial, options, at_knots=at_knots)
+        return solve_exact(dynamics, control, initial, self, at_knots=at_knots)
 
 
 @dataclasses.dataclass(frozen=True)
-class Auto(Method):
+class Auto(Method, name="auto"):
     """The default: on every solve, ``exact`` where it applies (one fast weight layer whose rule has a closed-form
     step, on log-signature windows or reading x' only of a piecewise-linear control), else ``fallback``. Both solve
-    the same equation; the closed form is its exact solution and several times faster.
+    the same equation; the closed form is its exact solution (no step error) and several times faster.
 
     Attributes:
-        exact: the `Exact` options used where the closed form applies.
-        fallback: the `RK4` options used elsewhere (``scan`` the same as ``exact``'s: one
-            ``SolverOptions.scan``).
+        exact: the `Exact` method used where the closed form applies (default ``Exact()``).
+        fallback: the method used elsewhere (NCDEs, GRU-ODEs, cubic controls read through X, deeper fast weight
+            networks, the ODEs between observations): a fixed-step or adaptive method (default ``RK4()``, the
+            papers' method: one step per knot interval).
     """
 
     exact: Exact = dataclasses.field(default_factory=Exact)
-    fallback: RK4 = dataclasses.field(default_factory=RK4)
+    fallback: Method = dataclasses.field(default_factory=lambda: RK4())
 
-    name: ClassVar[str] = "auto"
     chooses_per_solve: ClassVar[bool] = True
 
     def _check_together(self) -> None:
-        for field, kind in (("exact", Exact), ("fallback", RK4)):
-            if type(getattr(self, field)) is not kind:
-                raise ValueError(f"{self._label(field)} must be {kind.__name__}(...), got {getattr(self, field)!r}")
-        if self.exact.scan != self.fallback.scan:
-            raise ValueError(f"Auto: exact.scan={self.exact.scan!r} and fallback.scan={self.fallback.scan!r} differ; "
-                             "they are one option (SolverOptions.scan): give the same")
-
-    def options(self) -> dict[str, Any]:
-        return {**self.exact.options(), **self.fallback.options(), "method": self.name}
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]):
-        with _flat_spelling():
-            return cls(exact=Exact.from_options(options), fallback=RK4.from_options(options))
+        if type(self.exact) is not Exact:
+            raise ValueError(f"{self._label('exact')} must be Exact(...), got {self.exact!r}")
+        if not isinstance(self.fallback, (FixedStep, Adaptive)):
+            raise ValueError(f"{self._label('fallback')} must be a fixed-step or adaptive method (e.g. RK4(...), "
+                             f"Dopri5(...)), got {self.fallback!r}")
 
     def resolve(self, dynamics, control) -> Method:
         return self.exact if self.exact.applies(dynamics, control) else self.fallback
 
+    def solve(self, dynamics, control, initial, options, at_knots):
+        return self.resolve(dynamics, control).solve(dynamics, control, initial, options, at_knots)
 
-# The methods SolverOptions takes by name, in the order its messages list them (the fixed-step ones in
-# `neuralde_seq.solvers.fixed_step.FIXED_STEP_METHODS` order).
+
+# The methods by the name the edges spell them by, in the order messages list them.
 METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Auto, Euler, Midpoint, Heun2, Heun3, RK4, Dopri5,
                                                                Dopri8, Bosh3, Fehlberg2, AdaptiveHeun, Exact)}
-ADAPTIVE_METHODS = tuple(name for name, cls in METHODS.items() if issubclass(cls, Adaptive))
-# Every method option's default (a SolverOptions field's default), read from the methods that own it.
-OPTION_DEFAULTS = {option: field.default for cls in (FixedStep, Adaptive, Exact)
-                   for field in dataclasses.fields(cls) for name, option in cls._OPTIONS.items() if name == field.name}
-
-
-def method_from_options(options: Mapping[str, Any]) -> Method:
-    """The `Method` that `SolverOptions` fields spell (``options["method"]`` its name): an unknown name and
-    options of other methods are refused here, the method's own options by the method."""
-    name = options.get("method", Auto.name)
-    if not isinstance(name, str) or name not in METHODS:
-        methods = tuple(METHODS)
-        hint = (" (multistep methods reuse rates across knots, where controls jump: use rk4 or dopri5)"
-                if "adams" in str(name) else "")
-        raise ValueError(f"method must be one of {methods}, got {name!r}{hint}")
-    cls = METHODS[name]
-    cls.refuse_foreign(options)
-    return cls.from_options(options)
 
 
 # ---------------------------------------------------------------------------------------------------
 # gradient methods
 
 @dataclasses.dataclass(frozen=True)
-class Gradient(_Choice):
+class Gradient(Choice):
     """How gradients of a solve are computed. Subclasses: `Checkpoint`, `Adjoint`, `Backprop`. Not used by
     `Exact`, whose gradients recompute checkpointed segments by hand."""
 
-    def options(self) -> dict[str, Any]:
-        return {"gradient": self.name, **super().options()}
-
 
 @dataclasses.dataclass(frozen=True)
-class Checkpoint(Gradient):
-    """Backpropagation through the solver's own steps with O(√N) memory: the forward pass keeps the state at the
-    start of every segment, the backward pass recomputes one segment at a time (the default; exact for the
-    discrete solve, about one extra forward solve).
+class Checkpoint(Gradient, name="checkpoint"):
+    """Backpropagation through the solver's own steps with O(√N) memory for N steps (the default; exact for the
+    discrete solve, equal to `Backprop` to rounding, about one extra forward solve). The forward pass keeps only the
+    state at the start of every segment, the backward pass recomputes one segment at a time and backpropagates
+    through it. A fixed-step segment is one autograd node (`neuralde_seq.solvers.fixed_step.CheckpointedSegment`)
+    whose gradient reaches its first state, the dynamics' parameters and the control's tensors; an adaptive solve
+    carries its whole step-size state across segment boundaries, so a recomputed segment retakes exactly the
+    accepted and rejected steps of the forward pass.
 
     Attributes:
         every: steps per segment for fixed-step methods, knot intervals per segment for adaptive ones (None: ⌈√N⌉
-            of N). ``SolverOptions.checkpoint_every``.
+            of N, which minimises memory).
     """
 
     every: int | None = None
 
-    _OPTIONS: ClassVar[dict[str, str]] = {"every": "checkpoint_every"}
-    name: ClassVar[str] = "checkpoint"
+    _CHECKS: ClassVar[dict] = {"every": _integer(1)}
 
 
 @dataclasses.dataclass(frozen=True)
-class Adjoint(Gradient):
-    """The continuous adjoint (`torchdiffeq.odeint_adjoint`), the papers' method: memory independent of the
-    steps, but wrong for contracting fields over long sequences.
+class Adjoint(Gradient, name="adjoint"):
+    """The continuous adjoint (`torchdiffeq.odeint_adjoint`), the papers' method: memory independent of the number
+    of steps, but the backward pass reconstructs the state by integrating the ODE backwards in time, which is
+    unstable for contracting fields (learning rules that forget, GRUs, NCDEs): past a few hundred steps its
+    gradients can be wrong by orders of magnitude or NaN. Its parameters are the dynamics' parameters and any control
+    tensors that require gradients.
 
     Attributes:
-        check_every: re-integrate the final state backwards on every ``check_every``-th solve that records
-            gradients (the first included) and warn when the initial state is not recovered; 0: never.
-            ``SolverOptions.adjoint_check``.
+        check_every: re-integrate the final state backwards without gradients on every ``check_every``-th solve that
+            records gradients (the first included) and warn (`AdjointReconstructionWarning`) with the measured
+            relative error of the reconstructed initial state when it exceeds `ADJOINT_RECONSTRUCTION_TOLERANCE`
+            (one extra solve each time); 0: never.
     """
 
     check_every: int = 100
 
-    _OPTIONS: ClassVar[dict[str, str]] = {"check_every": "adjoint_check"}
-    name: ClassVar[str] = "adjoint"
+    _CHECKS: ClassVar[dict] = {"check_every": _integer(0, allow_none=False, none_means=" (0: off)")}
 
 
 @dataclasses.dataclass(frozen=True)
-class Backprop(Gradient):
+class Backprop(Gradient, name="backprop"):
     """Plain backpropagation through the solver's operations (memory O(N) for N steps)."""
 
-    name: ClassVar[str] = "backprop"
 
 
 GRADIENTS: dict[str, type[Gradient]] = {cls.name: cls for cls in (Checkpoint, Adjoint, Backprop)}
-
-
-def gradient_from_options(options: Mapping[str, Any]) -> Gradient:
-    """The `Gradient` that `SolverOptions` fields spell: ``gradient``, else the one the shorthand ``adjoint``
-    implies (True: adjoint, False: backprop), else checkpoint."""
-    name = options.get("gradient")
-    if name is None:
-        adjoint = options.get("adjoint")
-        name = Checkpoint.name if adjoint is None else (Adjoint.name if adjoint else Backprop.name)
-    if name not in GRADIENTS:
-        raise ValueError(f"gradient must be one of {tuple(GRADIENTS)}, got {name!r}")
-    return GRADIENTS[name].from_options(options)
 
 
 def warn_not_finite(control, method: Method) -> None:

@@ -1,7 +1,7 @@
 """Solves through torchdiffeq: its adaptive methods, and the continuous adjoint.
 
-`solve` comes here for an adaptive method (``dopri5``, ...) and for
-``gradient="adjoint"`` with any method (see the module docstring of `neuralde_seq.solvers`):
+`solve` comes here for an adaptive method (`neuralde_seq.solvers.Adaptive`: `Dopri5`, ...) and for the gradient
+method `neuralde_seq.solvers.Adjoint` with any method but `Exact` (see `neuralde_seq.solvers.options`):
 
 - `torchdiffeq_problem` states the solve as torchdiffeq sees it: in s with a field frozen after each
   sample's end (`ContinuousField`, adaptive methods), or in the step-counting time u of the fixed-step
@@ -11,7 +11,8 @@
 - `solve_adjoint`: ``torchdiffeq.odeint_adjoint``, with the check of its backward reconstruction
   (`AdjointReconstructionWarning`).
 
-``options`` arguments are `SolverOptions`.
+``method`` arguments are the method objects (`neuralde_seq.solvers.FixedStep` or `neuralde_seq.solvers.Adaptive`),
+whose fields the solves read.
 """
 from __future__ import annotations
 
@@ -35,13 +36,13 @@ ADJOINT_RECONSTRUCTION_TOLERANCE = 1e-3
 
 class AdjointReconstructionWarning(RuntimeWarning):
     """The continuous adjoint's backward reconstruction of the state is inaccurate for this solve, so its
-    gradients are too: use ``SolverOptions(gradient="checkpoint")`` (the default)."""
+    gradients are too: use ``SolverOptions(gradient=Checkpoint())`` (the default)."""
 
 
 # ---------------------------------------------------------------------------------------------------
 # adaptive methods: torchdiffeq's, with their step-size state carried across checkpointed segments
 
-def solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor, options,
+def solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor, method, every: int | None,
                                 at_knots: bool) -> torch.Tensor:
     """torchdiffeq's adaptive solve through every knot, backpropagated segment by segment.
 
@@ -49,16 +50,17 @@ def solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor
     complete state (y, the FSAL rate, the times, the proposed step and the interpolant) is the input and output
     of each checkpointed segment of knots, so a recomputed segment takes exactly the steps of the forward pass
     and the gradient flows through the step-size control as it does through ``torchdiffeq.odeint``. This reads
-    torchdiffeq's solver state (``rk_state``, ``_advance``; stable since torchdiffeq 0.2.0)."""
+    torchdiffeq's solver state (``rk_state``, ``_advance``; stable since torchdiffeq 0.2.0). ``method``: the
+    adaptive method (its name, ``rtol`` and ``atol``); ``every``: knots per segment (None: ⌈√K⌉ of K)."""
     from torchdiffeq._impl.misc import _check_inputs
     from torchdiffeq._impl.odeint import SOLVERS
 
-    _, wrapped, y0, t, rtol, atol, method, solver_options, _, _ = _check_inputs(
-        func, initial, knots, options.rtol, options.atol, options.method, dict(jump_t=knots), None, SOLVERS)
-    solver = SOLVERS[method](func=wrapped, y0=y0, rtol=rtol, atol=atol, **solver_options)
+    _, wrapped, y0, t, rtol, atol, name, solver_options, _, _ = _check_inputs(
+        func, initial, knots, method.rtol, method.atol, method.torchdiffeq_name, dict(jump_t=knots), None, SOLVERS)
+    solver = SOLVERS[name](func=wrapped, y0=y0, rtol=rtol, atol=atol, **solver_options)
     solver._before_integrate(t.to(solver.dtype))
     t = t.to(solver.dtype)
-    size = options.checkpoint_every or max(1, math.ceil(math.sqrt(len(t) - 1)))
+    size = every or max(1, math.ceil(math.sqrt(len(t) - 1)))
     states = [y0]
     with func.counting_steps():
         _advance_in_segments(solver, t, size, states)
@@ -134,17 +136,17 @@ class SteppedField(torch.nn.Module):
 
 
 class ContinuousField(torch.nn.Module):
-    """dy/ds for adaptive methods, frozen after each sample's end; counts its evaluations to enforce
-    ``options.max_steps`` (over the forward solve only: a backward pass's recomputations are not counted)."""
+    """dy/ds for adaptive methods, frozen after each sample's end; counts its evaluations to enforce the method's
+    ``max_steps`` (over the forward solve only: a backward pass's recomputations are not counted)."""
 
-    def __init__(self, dynamics, control: Control, options):
+    def __init__(self, dynamics, control: Control, method):
         from torchdiffeq._impl.odeint import SOLVERS
 
         super().__init__()
         self.dynamics = dynamics
         self.control = control
-        self.options = options
-        self.per_step = len(SOLVERS[options.method].tableau.alpha)  # field evaluations per (FSAL) step
+        self.method = method
+        self.per_step = len(SOLVERS[method.torchdiffeq_name].tableau.alpha)  # field evaluations per (FSAL) step
         # Evaluations that are not steps: two choose the first step, and one restarts after each knot (a jump).
         self.extra = 2 + control.knots.shape[0]
         self.evaluations, self.counting = 0, False
@@ -160,16 +162,16 @@ class ContinuousField(torch.nn.Module):
     def forward(self, s, state):
         if self.counting:
             self.evaluations += 1
-            options = self.options
-            if options.max_steps is not None and self.evaluations > options.max_steps * self.per_step + self.extra:
+            method = self.method
+            if method.max_steps is not None and self.evaluations > method.max_steps * self.per_step + self.extra:
                 start, end = float(self.control.knots[0]), float(self.control.end.max())
                 raise ValueError(
-                    f"the {options.method} solve took more than max_steps={options.max_steps:,} steps (accepted and "
+                    f"the {method.name} solve took more than max_steps={method.max_steps:,} steps (accepted and "
                     f"rejected) and stopped at s = {float(s.detach()):.6g}, between {start:.6g} and {end:.6g}, with "
-                    f"rtol={options.rtol:g}, atol={options.atol:g}: the field changes fast on the scale of s. Rescale "
+                    f"rtol={method.rtol:g}, atol={method.atol:g}: the field changes fast on the scale of s. Rescale "
                     "the times to units where observation gaps are about 1 (or build the control with "
                     "parametrization='index'), loosen rtol/atol, use a fixed-step method, or raise "
-                    "SolverOptions(max_steps=...)")
+                    f"{type(method).__name__}(max_steps=...)")
         # s stays attached: backpropagating through adaptive steps differentiates the step sizes, and
         # that only cancels correctly if the field sees the same differentiable time.
         active = (s.detach() < self.control.end).to(state.dtype)
@@ -187,25 +189,27 @@ def counting_steps(func):
     return func.counting_steps() if isinstance(func, ContinuousField) else contextlib.nullcontext()
 
 
-def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, options, at_knots: bool):
+def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, method, at_knots: bool):
     """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
-    fixed-step methods, in s for adaptive ones; t lists every knot if ``at_knots`` (and for adaptive methods
-    in any case, see `solve_adaptive_checkpointed`), else the first and last."""
-    if options.method_choice.fixed_grid:
-        grid, knot_position, piece_of_step = step_grid(control, options.step_size, options.max_steps, options.method)
+    fixed-step methods (``method.fixed_grid``), in s for adaptive ones; t lists every knot if ``at_knots`` (and for
+    adaptive methods in any case, see `solve_adaptive_checkpointed`), else the first and last."""
+    if method.fixed_grid:
+        grid, knot_position, piece_of_step = step_grid(control, method.step_size, method.max_steps, method.name)
         func = SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
                             knot_position[control.end_index].to(initial.dtype))
         t = knot_position.to(initial.dtype)
         solver_options = dict(step_size=1.0, perturb=True)
+        tolerances = {}  # a fixed grid has none (torchdiffeq's defaults, 1e-7 and 1e-9, are passed on, unused)
     else:
-        func = ContinuousField(dynamics, control, options)
+        func = ContinuousField(dynamics, control, method)
         t = control.knots[: int(control.end_index.max()) + 1].to(initial.dtype)
         # Every knot is a jump: of the rate for piecewise-constant controls and at samples' ends, and of
         # the sensitivity to each polynomial piece for interpolated ones.
         solver_options = dict(jump_t=t)
+        tolerances = dict(rtol=method.rtol, atol=method.atol)
     if not at_knots:
         t = t[[0, -1]]
-    return func, t, dict(method=options.method, options=solver_options, rtol=options.rtol, atol=options.atol)
+    return func, t, dict(method=method.torchdiffeq_name, options=solver_options, **tolerances)
 
 
 def _check_adjoint_reconstruction(func, initial, final, t, kwargs) -> None:
@@ -219,17 +223,19 @@ def _check_adjoint_reconstruction(func, initial, final, t, kwargs) -> None:
         # At the user's line (their backward or fit call): Python then shows it once per run, not once per step.
         warn_user(f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
                   f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
-                  f"of this solve are unreliable; use SolverOptions(gradient='checkpoint') (the default), exact "
+                  f"of this solve are unreliable; use SolverOptions(gradient=Checkpoint()) (the default), exact "
                   f"for the discrete solve with O(sqrt(steps)) memory", AdjointReconstructionWarning)
 
 
-def solve_adjoint(dynamics, control, initial, options, at_knots: bool) -> torch.Tensor:
-    func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, options, at_knots)
+def solve_adjoint(dynamics, control, initial, method, at_knots: bool, *, check: bool) -> torch.Tensor:
+    """The continuous adjoint's solve of ``dynamics`` along ``control`` by ``method`` (its ``adjoint_params``: the
+    dynamics' parameters and the control's tensors that require grad); ``check``: integrate the final state back
+    afterwards and warn if the initial state is not recovered (`AdjointReconstructionWarning`)."""
+    func, t, kwargs = torchdiffeq_problem(dynamics, control, initial, method, at_knots)
     params = tuple(p for p in dynamics.parameters() if p.requires_grad)
     params += tuple(c for c in control.tensors() if c.requires_grad)
     with counting_steps(func):
         states = torchdiffeq.odeint_adjoint(func, initial, t, adjoint_params=params, **kwargs)
-    if options.adjoint_check and options._adjoint_solves % options.adjoint_check == 0:
+    if check:
         _check_adjoint_reconstruction(func, initial, states[-1], t, kwargs)
-    options._adjoint_solves += 1
     return states.movedim(0, 1) if at_knots else states[-1]

@@ -359,11 +359,11 @@ def gradient_advice(model: torch.nn.Module) -> str:
                     and module.solver.uses_adjoint})
     if not users:
         return _GENERIC_ADVICE
-    return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(adjoint=True) or "
-            "gradient='adjoint'), whose backward pass re-integrates the state backwards in time; for contracting "
-            "fields over long sequences that is unstable and its gradients are wrong or non-finite, whatever the "
-            "learning rate. Use the default SolverOptions(gradient='checkpoint'), exact for the discrete solve with "
-            "O(sqrt(steps)) memory (or adjoint=False).")
+    return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(gradient=Adjoint()), "
+            "gradient: adjoint in a config), whose backward pass re-integrates the state backwards in time; for "
+            "contracting fields over long sequences that is unstable and its gradients are wrong or non-finite, "
+            "whatever the learning rate. Use the default SolverOptions(gradient=Checkpoint()), exact for the "
+            "discrete solve with O(sqrt(steps)) memory (or Backprop()).")
 
 
 def _all_finite(tensors) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..input_checks import did_you_mean
-from ..solvers import SolverOptions, parse_solver
+from ..solvers import OPTION_NAMES, SolverOptions, parse_solver
 from ..data.transforms.sampling import check_augmentation
 from .spec import TrainingSpec, check_positive_int, read_number, show_value, yaml_number
 
@@ -441,8 +441,7 @@ def _parse_training(training: Mapping, where: str, task_metric: str) -> Training
 
 
 def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
-    fields = [f.name for f in dataclasses.fields(SolverOptions)]
-    _check_keys(solver, fields, where)
+    _check_keys(solver, OPTION_NAMES, where)
     given = {k: _yaml_number(v) for k, v in solver.items()}
     try:
         return parse_solver(given), given  # the one reader of solver spellings (create_model, estimators, CLI)
@@ -587,13 +586,13 @@ def _parse_reference_row(row: dict, where: str, label: str, task_metric: str) ->
     estimator's constructor; training, control and solver settings refused (they do not apply)."""
     from ..reference import reference_method
 
-    method = reference_method(row["model"])
+    reference = reference_method(row["model"])
     for key in ("training", "control", "solver"):
         if key in row:
             raise ConfigError(f"{where}.{key}: {row['model']!r} is a reference method (fitted in closed form, "
                               f"neuralde_seq.reference), {key} settings do not apply to it")
     options = _require_mapping(row.get("options"), f"{where}.options")
-    _check_keys(options, (*method.option_names(), "fit_on", "ensemble"),
+    _check_keys(options, (*reference.option_names(), "fit_on", "ensemble"),
                 f"{where}.options (reference method {row['model']})")
     if options.get("fit_on", REFERENCE_FIT_ON[0]) not in REFERENCE_FIT_ON:
         raise ConfigError(f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got "
