@@ -132,7 +132,7 @@ steps = {}
 for name, solver in SETUPS:
     intervals = inputs[name]["train"].knots.numel() - 1
     evaluations = 1 if isinstance(solver, Exact) else 4   # rk4: four stages per step; exact: one closed-form update
-    steps[(name, solver)] = (intervals, intervals * evaluations)
+    steps[(name, solver.name)] = (intervals, intervals * evaluations)
 print(f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, {train.values.shape[-1]} channels, "
       f"lengths {int(train.lengths.min())}-{int(train.lengths.max())} time points, "
       f"{float(torch.isnan(train.values[:, :, 0]).sum() - (train.values.shape[1] - train.lengths).sum()):.0f} "
@@ -140,8 +140,8 @@ print(f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, 
 print(f"building the inputs of all splits took {build_seconds:.1f} s per seed")
 for name in dict(SETUPS):
     print(f"  {name} reads build_control(**{control_options(name)})")
-for (name, solver), (intervals, evaluations) in steps.items():
-    print(f"  {name:10s} {solver.name:5s}: {intervals:2d} solver steps over the longest utterance, "
+for (name, method_name), (intervals, evaluations) in steps.items():
+    print(f"  {name:10s} {method_name:5s}: {intervals:2d} solver steps over the longest utterance, "
           f"{evaluations:3d} slow-net evaluations")
 
 # %% [markdown]

@@ -100,9 +100,9 @@ def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, work
         return grad_M0, grad_a, write * g, None, (g * b).sum(1, keepdim=True)
     shape = (steps,) + M0.shape
     if workspace.get("shape") != shape:
-        workspace.update(shape=shape, before=M0.new_empty(shape), adjoint=M0.new_empty(shape))
+        workspace.update(shape=shape, before=M0.new_empty(shape), costate=M0.new_empty(shape))
     # Recompute the states before each step (before[t] = M_{t−1}), M_{t−1} a_t and u_t.
-    before, G = workspace["before"], workspace["adjoint"]
+    before, G = workspace["before"], workspace["costate"]
     recalled, u, g = torch.empty_like(b), torch.empty_like(b), torch.empty_like(b)
     before[0] = M0
     # Per-step views made once (unbind), not by indexing in the loops.

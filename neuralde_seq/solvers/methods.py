@@ -1,6 +1,6 @@
 """Solver choices as objects: a method (how the equation is stepped) and a gradient method (how its gradients are
-computed), each carrying its own options and checking them when made, as diffrax's ``solver=Tsit5()`` and
-``adjoint=RecursiveCheckpointAdjoint()`` do.
+computed), each carrying its own options and checking them when made, as diffrax's solver and adjoint arguments do
+(``Tsit5()``, ``RecursiveCheckpointAdjoint()``).
 
 Methods (`Method`):
 
@@ -428,7 +428,7 @@ class Auto(Method, name="auto"):
     """
 
     exact: Exact = dataclasses.field(default_factory=Exact)
-    fallback: Method = dataclasses.field(default_factory=lambda: RK4())
+    fallback: Method = dataclasses.field(default_factory=RK4)
 
     chooses_per_solve: ClassVar[bool] = True
 

@@ -18,7 +18,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from ..input_checks import UnknownOptionError, unknown_name_message
-from .methods import GRADIENTS, METHODS, Auto, Checkpoint, Choice, Gradient, Method
+from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, Gradient, Method
 
 __all__ = ["SolverOptions", "parse_solver", "solver_options", "resolve_method", "OPTION_NAMES"]
 
@@ -88,8 +88,6 @@ class SolverOptions:
         """Whether gradients go through the continuous adjoint: the gradient method is `Adjoint` and the method in
         force does not compute its own gradients (the closed form does). With `Auto` the method in force is the
         latest solve's (`last_method`); before any solve, an adjoint is assumed possible."""
-        from .methods import Adjoint
-
         used = self._last_method or self.method
         return isinstance(self.gradient, Adjoint) and not used.computes_own_gradients
 
