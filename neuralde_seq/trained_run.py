@@ -150,9 +150,10 @@ class TrainedClassifier:
             times: as in `read_data`.
         """
         data = self.read_data(X, times)
-        if self.input_spec.reads_static and data.static is None:
-            raise ValueError(f"model {self.input_spec.model!r} reads static features: give X as an IrregularDataset "
-                             "with static (N, S)")
+        static = (self.config.get("model_options") or {}).get("static_channels")
+        if static is not None and data.static is None:
+            raise ValueError(f"model {self.input_spec.model!r} reads {static} static feature(s) per sample: give X as "
+                             "an IrregularDataset with static (N, S)")
         fill = self.input_spec.control.get("unobserved_fill")
         if fill is not None:
             warn_unobserved(data, "samples", fill)

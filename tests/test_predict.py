@@ -265,3 +265,30 @@ def test_the_run_scores_nothing_like_this_without_the_protocols_standardisation(
     model.input_spec = dataclasses.replace(model.input_spec, channel_mean=None, channel_scale=None)
     accuracy = np.mean(model.predict(trained["test"]) == np.array(trained["test_labels"], dtype=object))
     assert reported > 0.6 and accuracy < reported - 0.3 and not math.isnan(accuracy)
+
+
+def test_a_model_built_from_its_channels_and_input_options_is_the_model_built_from_its_input():
+    """What load_run rebuilds a model from (the input's channel count and `input_options`, recorded by the runner)
+    gives every registry model the initial weights, buffers and outputs that its training input gives it."""
+    from neuralde_seq.models import MODEL_NAMES, create_model, input_options, model_inputs
+
+    times = torch.linspace(0, 6, 12).expand(3, 12).contiguous()
+    values = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0))
+    values[0, 3, 1] = float("nan")
+    derived = {}
+    for name in MODEL_NAMES:
+        inputs = model_inputs(name, times, values)
+        derived[name] = input_options(name, inputs)
+        torch.manual_seed(1)
+        from_input = create_model(name, inputs, 3).eval()
+        torch.manual_seed(1)
+        from_channels = create_model(name, inputs.channels, 3, **derived[name]).eval()
+        state, rebuilt = from_input.state_dict(), from_channels.state_dict()
+        assert state.keys() == rebuilt.keys(), name
+        for key in state:
+            torch.testing.assert_close(rebuilt[key], state[key], rtol=0, atol=0, equal_nan=True, msg=f"{name} {key}")
+        with torch.no_grad():
+            assert torch.equal(from_channels(inputs), from_input(inputs)), name
+    # the options that matter are there: without them ODE-RNN's time scale and the NCDE's control scales are others
+    assert derived["ode-rnn"]["time_scale"] == pytest.approx(6.0) and len(derived["ncde"]["control_scales"]) == 3
+
