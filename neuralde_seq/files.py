@@ -11,6 +11,12 @@ Every file the library writes for a run (checkpoints, ``result.json``, ``curves.
 - a target that is a symlink is replaced by the new file itself (``os.replace`` renames over the link, it
   never writes through it): the file the link pointed to is left untouched.
 
+- a write that fails (a full disk, a quota) raises an `OSError` naming the file it was writing.
+
+`published_together` makes the files written inside it appear together or not at all: a run's ``results.json``,
+``results.md`` and plots are one answer, and a failed write of one of them leaves every old one in place.
+`remove_stale_temporaries` clears the temporary files a killed writer left behind.
+
 `OutputLock` (``with OutputLock(folder): ...``) keeps one process at a time writing into an output folder:
 ``neuralde-seq bench`` takes it on ``--out``, and a second process on the same folder is refused with
 `OutputFolderBusy`, naming the folder and the holder's process id and host.
@@ -18,8 +24,11 @@ Every file the library writes for a run (checkpoints, ``result.json``, ``curves.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
+import re
+import stat
 import socket
 import sys
 import tempfile
@@ -32,8 +41,8 @@ try:  # POSIX: a lock the kernel releases when its holder dies, however it dies
 except ImportError:  # pragma: no cover - Windows: a lock file created with O_EXCL, stale ones taken over
     fcntl = None
 
-__all__ = ["atomic_file", "write_text_atomic", "write_bytes_atomic", "OutputLock", "OutputFolderBusy",
-           "LOCK_FILE_NAME"]
+__all__ = ["atomic_file", "write_text_atomic", "write_bytes_atomic", "published_together", "remove_stale_temporaries",
+           "OutputLock", "OutputFolderBusy", "LOCK_FILE_NAME"]
 
 LOCK_FILE_NAME = ".neuralde-seq.lock"
 """The lock file `OutputLock` keeps in an output folder while a run writes there."""
@@ -47,6 +56,74 @@ def _current_umask() -> int:
 
 
 _UMASK = _current_umask()
+
+# `atomic_file`'s temporary names: "." + the target's name + "." + mkstemp's 8 random characters + ".tmp"
+_TEMPORARY_NAME = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp$")
+
+# the (temporary, target) pairs of the innermost `published_together`, or None outside one
+_PENDING: contextvars.ContextVar[list | None] = contextvars.ContextVar("neuralde_seq_pending_files", default=None)
+
+
+@contextlib.contextmanager
+def published_together() -> Iterator[None]:
+    """Every `atomic_file` closed inside the block is published (renamed onto its target) when the block ends
+    without an error, all of them one after the other; if the block raises, every one of their temporary files is
+    removed and every target is left as it was. A file written twice in the block is published once, with its last
+    content. Nested blocks publish with the outermost one.
+
+    Use as ``with published_together(): write_json(...); write_table(...); plot_summary(...)``.
+    """
+    if _PENDING.get() is not None:  # nested: the outer block publishes
+        yield
+        return
+    pending: list = []
+    token = _PENDING.set(pending)
+    try:
+        yield
+    except BaseException:
+        for temporary, _ in pending:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        raise
+    finally:
+        _PENDING.reset(token)
+    last = {target: temporary for temporary, target in pending}
+    blocked = [str(target) for target in last if Path(target).is_dir()]
+    if blocked:  # the one rename that fails in one folder: refused before any file is published
+        for temporary, _ in pending:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        raise IsADirectoryError(errno.EISDIR, "a folder stands where the file is to be written; nothing was "
+                                "published", blocked[0])
+    for temporary, target in pending:
+        if last[target] != temporary:  # overwritten later in the block
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+    for target, temporary in last.items():
+        os.replace(temporary, target)
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files of `atomic_file` left in ``folder`` (not its subfolders) by a writer that was
+    killed before it could clean up (e.g. ``.last.pt.k3v9x_2q.tmp``). Call it only where no other process can be
+    writing into ``folder`` (under its `OutputLock`, or in a run folder owned by the caller).
+
+    Arguments:
+        folder: the folder (a missing one holds nothing).
+
+    Returns:
+        The paths removed.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for entry in folder.iterdir():
+        if _TEMPORARY_NAME.match(entry.name) and entry.is_file() and not entry.is_symlink():
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+                removed.append(entry)
+    return removed
 
 
 @contextlib.contextmanager
@@ -79,13 +156,23 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(descriptor, 0o666 & ~_UMASK)
-        with os.fdopen(descriptor, mode, **({} if mode == "wb" else
-                                             {"encoding": encoding or "utf-8", "newline": newline})) as handle:
-            descriptor = None  # the file object owns it now
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())  # the data is on disk before the name points at it
-        os.replace(temporary, path)
+        try:
+            with os.fdopen(descriptor, mode, **({} if mode == "wb" else
+                                                 {"encoding": encoding or "utf-8", "newline": newline})) as handle:
+                descriptor = None  # the file object owns it now
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())  # the data is on disk before the name points at it
+        except OSError as error:
+            if error.filename is not None or error.errno is None:
+                raise
+            # a write's own error (ENOSPC, EDQUOT, EFBIG) names no file: name the one being written
+            raise OSError(error.errno, f"{error.strerror} (writing {path})", str(path)) from error
+        pending = _PENDING.get()
+        if pending is not None:  # published_together renames it with the others
+            pending.append((temporary, path))
+        else:
+            os.replace(temporary, path)
         temporary = None
     finally:
         if descriptor is not None:
@@ -216,14 +303,22 @@ class OutputLock:
             self._acquire_flock()
 
     def _acquire_flock(self) -> None:
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: a FIFO planted at the name must not hang the open (it changes nothing for a regular file)
+        flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
         while True:
             try:
                 descriptor = os.open(self.path, flags, 0o666 & ~_UMASK)
             except OSError as error:
                 if os.path.islink(self.path):
                     raise OSError(f"lock file {self.path} is a symlink; refusing to follow it: remove it") from error
-                raise
+                raise OSError(error.errno, f"{error.strerror} (opening the lock file)", str(self.path)) from error
+            kind = os.fstat(descriptor).st_mode
+            if not stat.S_ISREG(kind):
+                os.close(descriptor)
+                what = "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if stat.S_ISSOCK(kind) else "not a file"
+                raise OSError(f"lock file {self.path} is {what}, not a regular file: remove it (a run keeps a plain "
+                              "file there while it writes into the folder)")
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -623,6 +623,36 @@ def reservoir_states(model: torch.nn.Module, control: Control) -> torch.Tensor:
     return weights.flatten(2)
 
 
+def _free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: a GPU's free memory, the CPU's available memory (Linux's MemAvailable), or None
+    where it cannot be read (then nothing is refused)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _bytes(count: int) -> str:
+    """A number of bytes for people: in MiB below 1 GiB, else in GiB."""
+    return f"{count / 2**20:.1f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
+
+
+def reservoir_state_width(model: torch.nn.Module) -> int:
+    """H, the width of `reservoir_states`' states, read off the model (forming them for one series of 10^5 knots
+    would take gigabytes)."""
+    if isinstance(model, (LinearCDE, NeuralCDE)):
+        return int(model.hidden)
+    return math.prod(model.network.layers[0].state_shape)
+
+
 def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tensor,
                         spreads: torch.Tensor | None = None, temperature: float = 0.0) -> torch.Tensor:
     """The "ppv" feature: for each threshold, the proportion of a sample's knots at which each unit exceeds it; with
@@ -934,7 +964,8 @@ class RandomFeatures:
         for feature, size in zip(self.features, sizes):
             start = sum(s.stop - s.start for s in self.feature_slices_.values())
             self.feature_slices_[feature] = slice(start, start + size)
-        self.state_width_ = self._states(control[:1]).shape[-1]
+        # log-signature windows: their states are the windows' terms
+        self.state_width_ = control.coeffs.shape[-1] if self.model_ is None else reservoir_state_width(self.model_)
         self.num_features_ = probe.shape[1]
         return self
 
@@ -1051,6 +1082,25 @@ class RandomFeatures:
                                     self.model_.structure)
             return reservoir_states(self.model_, control)
 
+    def _states_batch(self, knots: int, like: torch.Tensor) -> int:
+        """Series per batch whose states are formed at once: at most ``batch_size``, and fewer where their states
+        (B × knots × H numbers) would pass the budget; at least one.
+
+        Raises:
+            MemoryError: one series' states alone need more memory than ``like``'s device has free, said up front
+                with the numbers (instead of the allocator failing, or the machine swapping, part way).
+        """
+        width = self.state_width_ if hasattr(self, "state_width_") else (
+            reservoir_state_width(self.model_) if self.model_ is not None else like.shape[-1])
+        need = knots * width * like.element_size()
+        free = _free_memory(like.device)
+        if free is not None and need > free:
+            raise MemoryError(f"random features: the states of one series of {knots:,} knots × {width:,} units need "
+                              f"{_bytes(need)} at once, and {like.device} has {_bytes(free)} free; "
+                              "use fewer units (width), a diagonal or 2×2-block linear-cde reservoir on the CPU (its "
+                              "fused kernel stores no states), or series with fewer points (e.g. averaged over windows)")
+        return max(1, min(self.batch_size, _STATE_BUDGET // (knots * width)))
+
     @staticmethod
     def states_of(model: torch.nn.Module, control: Control) -> torch.Tensor:
         """`reservoir_states` of another ``model`` of this map's kind (a fine-tuned copy of ``model_``), with
@@ -1079,11 +1129,19 @@ class RandomFeatures:
             terms, h0 = self.model_.scan_inputs(control)
             by_unit = fused_states(terms, ends, h0, self.model_.matrices(), self.model_.B.weight,
                                    self.model_.structure, torch.stack([series, knots], dim=1))  # (H, M)
-        else:
-            states = self._states(control)
-            pooled = states[_inside(ends, states.shape[1], torch.bool).squeeze(-1)]  # (M, H)
-            if chosen is not None:
-                pooled = pooled[chosen.to(pooled.device)]
+        else:  # the states of batch_size series at a time (within the memory budget), the chosen ones kept
+            kept, first = [], 0  # (their order does not matter: each unit's states are sorted below)
+            batch = self._states_batch(int(ends.max()) + 1, control.coeffs)
+            for start in range(0, control.batch_size, batch):
+                part = control[start:start + batch]
+                states = self._states(part)
+                pooled = states[_inside(part.end_index, states.shape[1], torch.bool).squeeze(-1)]  # (M_part, H)
+                if chosen is not None:
+                    inside = chosen[(chosen >= first) & (chosen < first + pooled.shape[0])]
+                    pooled = pooled[(inside - first).to(pooled.device)]
+                kept.append(pooled)
+                first += int((part.end_index + 1).sum())
+            pooled = torch.cat(kept)
             by_unit = pooled.t().contiguous()
         if by_unit.device.type == "cpu":  # numpy sorts each unit's row 4-7x faster than torch
             ordered = torch.from_numpy(np.sort(by_unit.numpy(), axis=1))  # (H, M)
@@ -1128,7 +1186,7 @@ class RandomFeatures:
             if self._fused(values.device):  # no states stored: the batch holds the pieces' terms only
                 batch = max(1, _STATE_BUDGET // (knots * (1 + values.shape[-1])))
             else:
-                batch = max(1, min(self.batch_size, _STATE_BUDGET // (knots * self.state_width_)))
+                batch = self._states_batch(knots, values)
             for start in range(0, values.shape[0], batch):
                 index = slice(start, start + batch)
                 control = self._inputs(times[index], values[index], lengths[index])

@@ -182,7 +182,7 @@ def test_reference_ensemble_averages_members_fitted_with_their_seeds():
 
     ds = _dataset(n=30, t=60, missing=0.1)
     options = {"width": 64}
-    ensemble, _ = fit_reference("random-features", ds, seed=4, options={**options, "ensemble": 3})
+    ensemble = fit_reference("random-features", ds, seed=4, options={**options, "ensemble": 3}).estimator
     assert isinstance(ensemble, SeedEnsemble) and ensemble.get_params()["ensemble"] == 3
     X, times = as_arrays(ds)
     alone = [fit_reference("random-features", ds, seed=4 + ENSEMBLE_SEED_STEP * j, options=options)[0]

@@ -353,3 +353,32 @@ def test_readme_records_run_as_written():
     assert scope["auroc"].keys() == {"SequenceClassifier", "SummaryFeatureClassifier"}
     assert min(scope["auroc"].values()) > 0.8, scope["auroc"]
     assert len(_readme_snippet("records").strip().splitlines()) <= 12
+
+
+def test_the_api_pages_citations_of_the_docs_become_links_to_their_sections():
+    # docstrings cite docs/<page>.md#<section> as text: on the site's API pages it was text, not a link
+    pytest.importorskip("mkdocs", reason="the site's hook needs mkdocs: pip install -e '.[docs]'")
+    import importlib.util
+
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+    from mkdocs.structure.pages import Page
+
+    spec = importlib.util.spec_from_file_location("doc_citations", ROOT / "mkdocs_hooks" / "doc_citations.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    files = get_files(config)
+    page = Page(None, files.get_file_from_path("api/rules.md"), config)
+    html = ("<p>Exact steps (docs/equations.md#closed-forms-on-constant-inputs), see docs/benchmarks.md; "
+            '<a href="https://example.org/docs/design.md">kept</a></p>')
+    out = hook.on_page_content(html, page, config, files)
+    assert out == ('<p>Exact steps (<a href="../../equations/#closed-forms-on-constant-inputs">'
+                   "docs/equations.md#closed-forms-on-constant-inputs</a>), see "
+                   '<a href="../../benchmarks/">docs/benchmarks.md</a>; '
+                   '<a href="https://example.org/docs/design.md">kept</a></p>')
+    with pytest.raises(Exception, match="cites docs/nowhere.md"):
+        hook.on_page_content("<p>docs/nowhere.md</p>", page, config, files)
+    # a page outside the API reference is Markdown with links of its own: left alone
+    guide = Page(None, files.get_file_from_path("benchmarks.md"), config)
+    assert hook.on_page_content(html, guide, config, files) == html

@@ -89,6 +89,43 @@ def test_the_spec_round_trips_through_json_and_gives_the_same_input():
         InputSpec.from_dict({k: v for k, v in spec.to_dict().items() if k != "time_unit"})
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("channel_scale", [float("inf"), 1.0], "channel_scale must hold finite numbers, got inf for channel 0"),
+    ("channel_scale", [1.0, -2.0], "channel_scale must be positive .* got -2.0 for channel 1"),
+    ("channel_scale", [1.0, 0.0], "channel_scale must be positive"),
+    ("channel_mean", [float("nan"), 0.0], "channel_mean must hold finite numbers, got nan for channel 0"),
+    ("channel_mean", ["0.5", 0.0], "channel_mean must hold finite numbers, got '0.5'"),
+    ("channel_mean", [0.0], "channel_mean has 1 channel.*channel_scale 2"),
+    ("channel_mean", "0.0", "channel_mean must be null or a list"),
+    ("channel_mean", None, "both be null or both be given"),
+    ("reads_static", "false", "reads_static must be true or false, got 'false'"),
+    ("time_unit", "auto", "time_unit must be null or a positive finite number"),
+    ("time_unit", 0.0, "time_unit must be null or a positive finite number"),
+    ("time_unit", -60.0, "time_unit must be null or a positive finite number"),
+    ("control", "hermite_cubic", "control must be a mapping"),
+    ("model", 3, "model must be a registry name"),
+])
+def test_a_saved_spec_with_a_value_fit_never_writes_is_refused_naming_the_field(field, value, message):
+    # a hand-edited or damaged spec: each value was read as something else before (an infinite scale zeroed the
+    # channel, a negative one flipped it, the string "false" read as True)
+    train = _ragged(8, 50, 2, seed=3, spacing=1.0)
+    saved = json.loads(json.dumps(InputSpec.fit("ncde", train, time_unit=60.0, standardise=True).to_dict()))
+    with pytest.raises(ValueError, match=message):
+        InputSpec.from_dict({**saved, field: value})
+
+
+def test_a_saved_observation_model_spec_with_control_options_is_refused_as_fit_refuses_them():
+    train = _ragged(8, 50, 2, seed=3, spacing=1.0)
+    saved = json.loads(json.dumps(InputSpec.fit("gru-d", train).to_dict()))
+    assert InputSpec.from_dict(saved) == InputSpec.fit("gru-d", train)
+    with pytest.raises(ValueError, match="reads raw observations, so control must be empty"):
+        InputSpec.from_dict({**saved, "control": {"interpolation": "linear"}})
+    with pytest.raises(ValueError, match="reads_static must be false for model 'gru-d'"):
+        InputSpec.from_dict({**saved, "reads_static": True})
+    with pytest.raises(ValueError, match="fill_step must be absent or null for model 'gru-d'"):
+        InputSpec.from_dict({**saved, "fill_step": 1.0})
+
+
 def _dropped_from_grid(n: int, length: int, seed: int, spacing: float):
     """n series on the grid 0, spacing, 2 spacing, ... with interior points removed (some channels missing at kept
     points too): (the kept points with their times, the same series on their full grid with NaN where removed)."""

@@ -188,8 +188,10 @@ def test_specs_without_the_new_fields_are_written_and_read_as_before(trained):
     # the keys every checkpoint has held: a spec without static statistics or filling adds none
     assert set(written) == {"model", "control", "time_unit", "channel_mean", "channel_scale", "reads_static"}
     assert InputSpec.from_dict(written) == spec
-    with pytest.raises(ValueError, match="static_mean and static_scale go together"):
+    with pytest.raises(ValueError, match="static_mean and static_scale must both be null or both be given"):
         InputSpec.from_dict({**written, "static_mean": [0.0]})
+    with pytest.raises(ValueError, match="static_scale must be positive .* got -1.0 for static feature 0"):
+        InputSpec.from_dict({**written, "static_mean": [0.0], "static_scale": [-1.0]})
 
 
 def test_an_ensembles_checkpoint_brings_its_members_and_a_members_checkpoint_loads_alone(trained):

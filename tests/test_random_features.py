@@ -192,6 +192,39 @@ def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
     assert sum(s.stop - s.start for s in feature_map.feature_slices_.values()) == feature_map.num_features_
 
 
+def test_batch_size_bounds_the_states_formed_at_once_and_leaves_the_thresholds_as_they_are(monkeypatch):
+    # the "ppv" thresholds read the states of up to 16 series: they were formed all at once whatever batch_size was
+    # (4 series of 100,000 points asked for 2.5 GB)
+    times, values, lengths = _ragged_batch([200, 150, 200, 90, 180, 200, 120, 200, 160, 200, 140, 200, 110, 200,
+                                            130, 200, 170, 200, 100, 200], seed=7)
+    formed = []
+    states = RandomFeatures._states
+    monkeypatch.setattr(RandomFeatures, "_states", lambda self, control: formed.append(control.batch_size) or
+                        states(self, control))
+    maps = {}
+    for batch_size in (2, 32):
+        formed.clear()
+        maps[batch_size] = RandomFeatures("ncde", features=("ppv", "mean"), width=12, num_biases=3, seed=4,
+                                          batch_size=batch_size).fit(times, values, lengths)
+        features = maps[batch_size].transform(times, values, lengths)
+        assert max(formed) <= batch_size and (batch_size == 32 or len(formed) > 10)
+        maps[batch_size] = (maps[batch_size], features)
+    # (the solver batches other series beside each one: the same states to rounding)
+    torch.testing.assert_close(maps[2][0].biases_, maps[32][0].biases_, rtol=0, atol=1e-12)
+    torch.testing.assert_close(maps[2][1], maps[32][1], rtol=0, atol=1e-12)
+
+
+def test_a_series_whose_states_cannot_fit_is_refused_up_front_with_the_numbers(monkeypatch):
+    import neuralde_seq.random_features as module
+
+    times, values, lengths = _ragged_batch([5000, 4000], seed=8)
+    monkeypatch.setattr(module, "_free_memory", lambda device: 2**18)  # a device with 0.25 MiB free
+    need = 5000 * 12 * 8 / 2**20  # one series' states: knots × units × 8 bytes (float64)
+    with pytest.raises(MemoryError, match=rf"one series of 5,000 knots × 12 units need {need:.1f} MiB at once, and "
+                                          r"cpu has 0\.2 MiB free; use fewer units \(width\)"):
+        RandomFeatures("ncde", features=("ppv", "mean"), width=12, seed=4).fit(times, values, lengths)
+
+
 def test_pooled_features_are_the_written_out_statistics_of_the_states():
     times, values, lengths = _ragged_batch([40, 26, 33], seed=3)
     feature_map = RandomFeatures("slice-diag", features=("mean", "final", "times", "ppv", "values"), width=8,

@@ -21,6 +21,7 @@ import yaml
 
 import neuralde_seq
 from neuralde_seq.cli import main
+from neuralde_seq.files import write_bytes_atomic
 from neuralde_seq.training import fit, load_checkpoint, save_checkpoint
 from neuralde_seq.training.objectives import Classification
 from neuralde_seq.training.report import write_curves
@@ -48,6 +49,12 @@ def _victim(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text(VICTIM_TEXT)
     return victim
+
+
+def _write_config(tmp_path, config) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def _tiny_fit_data():
@@ -107,6 +114,95 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path
         save_checkpoint(path, model=torch.nn.Linear(3, 2), epoch=2, metrics={"unsaveable": lambda: None})
     assert load_checkpoint(path)["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_a_write_that_fails_for_lack_of_space_names_the_file(tmp_path):
+    # a file size limit fails the write itself as a full disk does (EFBIG, like ENOSPC, names no file of its own)
+    target = tmp_path / "results.json"
+    script = textwrap.dedent(f"""
+        import resource, signal
+        from neuralde_seq.training.results import write_json
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+        try:
+            write_json({{"big": "x" * 100_000}}, {str(target)!r})
+        except OSError as error:
+            print("errno", error.errno, "filename", error.filename, "message", error)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_environment(),
+                         timeout=120)
+    assert f"filename {target} message" in out.stdout and str(target) in out.stdout.split("message", 1)[1], out
+    assert not target.exists() and list(tmp_path.iterdir()) == []  # nothing half-written, no temporary left
+
+
+def test_files_published_together_appear_together_or_not_at_all(tmp_path):
+    from neuralde_seq.files import published_together
+
+    old = {"results.json": '{"old": 1}\n', "results.md": "old table\n"}
+    for name, text in old.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(OSError, match="no space"):
+        with published_together():
+            write_json({"new": 2}, tmp_path / "results.json")
+            write_table("| new |", tmp_path / "results.md", title="T")
+            raise OSError(28, "no space left on device (writing the plots)")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old  # the old answer, no temporaries
+    # a folder where a file goes fails at publishing: refused before any file is renamed
+    (tmp_path / "summary.png").mkdir()
+    with pytest.raises(IsADirectoryError, match="nothing was published"):
+        with published_together():
+            write_json({"new": 2}, tmp_path / "results.json")
+            write_bytes_atomic(tmp_path / "summary.png", b"png")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == old
+    with published_together():
+        write_json({"new": 2}, tmp_path / "results.json")
+        assert json.loads((tmp_path / "results.json").read_text()) == {"old": 1}  # not yet
+        write_json({"new": 3}, tmp_path / "results.json")  # written twice: published once, with the last
+        write_table("| new |", tmp_path / "results.md", title="T")
+    assert json.loads((tmp_path / "results.json").read_text()) == {"new": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md", "summary.png"]
+
+
+def test_a_bench_whose_plot_fails_leaves_the_previous_results_files_as_they_were(tmp_path, monkeypatch):
+    import neuralde_seq.training.plots as plots
+
+    out = tmp_path / "out"
+    run_benchmark(_config(), out_dir=out, max_steps=2, progress=False)
+    before = {name: (out / name).read_bytes() for name in ("results.json", "results.md", "curves.png",
+                                                           "summary.png")}
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plots, "plot_summary", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        run_benchmark(_config(seeds=[1]), out_dir=out, max_steps=2, progress=False)
+    assert {name: (out / name).read_bytes() for name in before} == before  # not the new results.json beside them
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_temporary_files_left_by_a_killed_run_are_removed_when_the_folder_is_next_locked(tmp_path, capsys):
+    out = tmp_path / "out"
+    run_benchmark(_config(), out_dir=out, max_steps=2, progress=False)
+    run_dir = next((out / "runs").glob("*/seed0-*"))
+    left = [out / ".results.json.k3v9x_2q.tmp", run_dir / ".last.pt.a1b2c3d4.tmp"]
+    kept = [out / "notes.tmp", run_dir / ".last.pt.tmp", run_dir / "my.results.json.abcdefgh.tmp"]
+    for path in left + kept:
+        path.write_bytes(b"partial")
+    run_benchmark(_config(), out_dir=out, max_steps=2, progress=True, resume=True)
+    assert [p.exists() for p in left] == [False, False] and all(p.exists() for p in kept)
+    err = capsys.readouterr().err
+    assert "removed 1 temporary file(s) left in" in err and ".last.pt.a1b2c3d4.tmp" in err
+
+
+def test_a_fifo_at_the_lock_path_is_named_and_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".neuralde-seq.lock")
+    code = main(["bench", str(_write_config(tmp_path, _config())), "--out", str(out), "--max-steps", "1",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"lock file {out / '.neuralde-seq.lock'} is a FIFO, not a regular file: remove it" in err
 
 
 def test_new_files_get_the_permissions_of_any_new_file(tmp_path):

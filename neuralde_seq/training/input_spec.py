@@ -333,10 +333,13 @@ class InputSpec:
     @classmethod
     def from_dict(cls, data: Mapping) -> "InputSpec":
         """The spec `to_dict` wrote (without ``fill_step``: no filling; without the static statistics: static
-        features as given).
+        features as given), every value checked as `fit` (or `reading_raw`) would have made it: a spec edited by hand,
+        or read from a damaged file, is refused naming the field, never read as something else (an infinite scale
+        would zero a channel, a negative one flip it, the string "false" read as True).
 
         Raises:
-            ValueError: a mapping without the spec's fields, or with others; static statistics of unequal lengths.
+            ValueError: a mapping without the spec's fields, or with others, or a field with a value `fit` never
+                writes (named).
         """
         fields = {f.name for f in dataclasses.fields(cls)}
         needed = fields - set(cls._OPTIONAL)
@@ -344,16 +347,81 @@ class InputSpec:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally "
                              f"{', '.join(cls._OPTIONAL)}), got {given}")
-        model_entry(data["model"])
-        tupled = {k: None if data.get(k) is None else tuple(float(x) for x in data[k])
-                  for k in ("channel_mean", "channel_scale", "static_mean", "static_scale")}
-        if (tupled["static_mean"] is None) != (tupled["static_scale"] is None) or (
-                tupled["static_mean"] is not None and len(tupled["static_mean"]) != len(tupled["static_scale"])):
-            raise ValueError("static_mean and static_scale go together, one number per static feature each; got "
-                             f"{data.get('static_mean')!r} and {data.get('static_scale')!r}")
-        return cls(model=data["model"], control=dict(data["control"]), time_unit=data["time_unit"],
-                   reads_static=bool(data["reads_static"]),
-                   fill_step=check_fill_gaps(data.get("fill_step"), "fill_step", auto=False), **tupled)
+        model = data["model"]
+        if not isinstance(model, str):
+            raise ValueError(f"input spec: model must be a registry name (a string), got {model!r}")
+        entry = model_entry(model)
+        control = data["control"]
+        if not isinstance(control, Mapping):
+            raise ValueError(f"input spec: control must be a mapping of build_control options, got {control!r}")
+        reads_static = data["reads_static"]
+        if not isinstance(reads_static, bool):
+            raise ValueError(f"input spec: reads_static must be true or false, got {reads_static!r}")
+        if entry.inputs == "observations":
+            # what fit refuses for a model that reads observations is refused here too, not ignored
+            if control:
+                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty, got "
+                                 f"{sorted(control)}")
+            if reads_static:
+                raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
+                                 "observations (they carry their static features themselves)")
+            if data.get("fill_step") is not None:
+                raise ValueError(f"input spec: fill_step must be absent or null for model {model!r}, which reads "
+                                 "raw observations")
+        else:
+            check_control_overrides(model, control)
+        time_unit = data["time_unit"]
+        if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
+            if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
+                    math.isfinite(float(time_unit)) and time_unit > 0):
+                raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
+                                 f"'auto' to the training span), got {time_unit!r}")
+            time_unit = float(time_unit)
+        statistics = {**_statistics(data, "channel"), **_statistics(data, "static")}
+        return cls(model=model, control=dict(control), time_unit=time_unit, reads_static=reads_static,
+                   fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
+
+
+def _statistics(data: Mapping, prefix: str) -> dict:
+    """``data``'s ``<prefix>_mean`` and ``<prefix>_scale`` (prefix "channel" or "static") as tuples of finite floats,
+    the scales positive, one of each per channel (or static feature); or both None.
+
+    Raises:
+        ValueError: one given without the other, lengths that differ, or a value that is not null nor a non-empty
+            list of finite numbers (positive for a scale), naming the field and the first bad entry.
+    """
+    mean, scale = (f"{prefix}_mean", f"{prefix}_scale")
+    unit = "channel" if prefix == "channel" else "static feature"
+    values = {name: _statistic(data, name, unit) for name in (mean, scale)}
+    if (values[mean] is None) != (values[scale] is None):
+        raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
+    if values[mean] is not None:
+        if len(values[mean]) != len(values[scale]):
+            raise ValueError(f"input spec: {mean} has {len(values[mean])} {unit}(s), {scale} {len(values[scale])}; "
+                             f"give one of each per {unit}")
+        bad = [c for c, x in enumerate(values[scale]) if not x > 0]
+        if bad:
+            raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
+                             f"{values[scale][bad[0]]} for {unit} {bad[0]}")
+    return values
+
+
+def _statistic(data: Mapping, name: str, unit: str) -> tuple[float, ...] | None:
+    """``data[name]`` (a mean or scale, one per ``unit``: channel or static feature; absent: None) as a tuple of
+    finite floats, or None.
+
+    Raises:
+        ValueError: not null nor a non-empty list of finite numbers, naming the field and the first bad entry.
+    """
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__") or len(value) == 0:
+        raise ValueError(f"input spec: {name} must be null or a list with one number per {unit}, got {value!r}")
+    for c, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for {unit} {c}")
+    return tuple(float(x) for x in value)
 
 
 def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):

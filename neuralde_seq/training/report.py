@@ -93,6 +93,8 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
            for r in results if r["history"]["seconds_per_epoch"]]
     # wall time of training (a reference row: of fitting), per run
     train_seconds = [r.get("timing", {}).get("train_seconds") for r in results]
+    # a closed-form row's one-off compilation before its fit (None elsewhere, and in runs recorded before it was)
+    compile_seconds = [r.get("timing", {}).get("compile_seconds") for r in results]
     ours = stats["test"][metric]
     diff = None
     if paper and ours["mean"] is not None:
@@ -101,6 +103,7 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
             "scale": scale, "metrics": stats, "paper": paper, "difference": diff,
             "params": results[0]["params"] if results else None,
             "seconds_per_epoch": aggregate(spe), "train_seconds": aggregate(train_seconds),
+            "compile_seconds": aggregate(compile_seconds),
             "reference": bool(row.get("reference")),
             "closed_form_kind": _closed_form_kind(row["model"]) if row.get("reference") else None,
             "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
@@ -166,21 +169,23 @@ def _table(summaries: list[dict], variants: list[dict], *, compact: bool) -> tup
         row["params"] = s["params"]
         row["spe"] = s["seconds_per_epoch"]["mean"]
         row["train_s"] = s.get("train_seconds", {}).get("mean")
+        compiled = [v for v in (s.get("compile_seconds") or {}).get("values", []) if v is not None]
+        row["compile_s"] = max(compiled) if compiled else None  # one-off: the first run's, not a mean over seeds
         rows.append(row)
     same_seeds = len({len(s["seeds"]) for s in summaries}) <= 1
     columns = (["label", "model"] + ([] if compact and same_seeds else ["seeds"]) + ([] if uniform else ["metric"])
                + ["ours", "paper", "diff"] + ([] if compact else ["other"]) + ["val"]
-               + [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s"])
+               + [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s", "compile_s"])
     titles = {"label": "row", "model": "model", "seeds": "seeds", "metric": "metric",
               "ours": f"test {name}" if uniform else "ours (test)", "paper": "paper", "diff": "ours − paper",
               "other": f"test {next(iter(other_names))}" if len(other_names) == 1 else "other test metric",
               "val": f"val {name}" if uniform else "ours (val)", "params": "params", "spe": "s/epoch",
-              "train_s": "train s"}
+              "train_s": "train s", "compile_s": "compile s"}
     titles.update({f"variant:{v['label']}": f"test: {v['label']}" for v in variants})
     return rows, columns, [titles[c] for c in columns]
 
 
-_FORMATS = {"params": "d", "spe": ".2f", "train_s": ".3g"}
+_FORMATS = {"params": "d", "spe": ".2f", "train_s": ".3g", "compile_s": ".3g"}
 _RIGHT = ("ours", "paper", "diff", "other", "val")  # numbers written as text (mean ± std)
 
 
@@ -283,7 +288,11 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
                      "toolkit's frozen random models of neuralde_seq.random_features read out by ridge regression, on "
                      "the series themselves) are fitted once, without epochs, on "
                      "the training and validation splits together unless a row says fit_on: train (then its val column "
-                     "is scored); train s: the wall time of the fit (of training, for the other rows), per run.")
+                     "is scored); train s: the wall time of the fit (of training, for the other rows), per run; "
+                     "compile s: the warm-up before a closed-form row's first fit in the process (the longest over "
+                     "its runs), not in train s "
+                     "(numba's one-off compilation of its kernels: tens of seconds in a fresh environment, a load "
+                     "from numba's disk cache after).")
     if variants:
         notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
                      "trained with the task options above.")

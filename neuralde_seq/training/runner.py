@@ -43,7 +43,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from ..data import DatasetSplits, IrregularDataset
-from ..files import OutputLock
+from ..files import OutputLock, published_together, remove_stale_temporaries
 from ..input_checks import floating_dtype
 from ..solvers import SolverOptions, solver_repr_fields
 from ..user_warnings import options_spelled_as
@@ -443,8 +443,9 @@ def fit_and_evaluate_reference(
 
     Returns:
         A dict with the keys of `fit_and_evaluate`'s (``params`` None, an empty ``history``, ``diverged``
-        None; ``train_seconds`` the fit's wall time, ``eval_seconds`` the predictions') and ``fit_on`` and
-        ``num_fit`` (the samples fitted on).
+        None; ``train_seconds`` the fit's wall time, ``eval_seconds`` the predictions') and ``compile_seconds``
+        (the warm-up's before the fit: numba's one-off compilation, `neuralde_seq.reference.warm_up`), ``fit_on``
+        and ``num_fit`` (the samples fitted on).
     """
     from ..reference import evaluate_reference, fit_reference
 
@@ -452,7 +453,7 @@ def fit_and_evaluate_reference(
     fit_on = options.pop("fit_on", "train+val")
     train, val, test = splits
     fit_sets = (train, val) if fit_on == "train+val" else (train,)
-    estimator, train_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
+    estimator, train_seconds, compile_seconds = fit_reference(method, fit_sets, seed=seed, options=options)
     metrics, eval_seconds = {}, 0.0
     _check_test_labels(tests)
     datasets = {"val": val, "test": test, **dict(tests or {})}
@@ -469,8 +470,8 @@ def fit_and_evaluate_reference(
     history = {"train_loss": [], "train_accuracy": [], "val_loss": [], "val_accuracy": [], "seconds_per_epoch": [],
                "epochs_run": 0, "steps": 0, "best_epoch": None}
     return {"model": method, "params": None, "options": {**estimator.get_params(deep=False), "fit_on": fit_on},
-            "history": history, "diverged": None, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-            "metrics": metrics, "fit_on": fit_on, "num_fit": sum(len(ds) for ds in fit_sets)}
+            "history": history, "diverged": None, "train_seconds": train_seconds, "compile_seconds": compile_seconds,
+            "eval_seconds": eval_seconds, "metrics": metrics, "fit_on": fit_on, "num_fit": sum(len(ds) for ds in fit_sets)}
 
 
 # ------------------------------------------------------------------------------------------ the runner
@@ -581,6 +582,14 @@ def _run_outcome(result: dict, metric: str) -> str:
     return ", ".join(parts) + (" (DIVERGED: last good checkpoint)" if result["diverged"] else "")
 
 
+def _clear_stale_temporaries(folder: Path, progress: bool) -> None:
+    """Remove the temporary files a killed writer left in ``folder`` (`remove_stale_temporaries`), saying so."""
+    removed = remove_stale_temporaries(folder)
+    if removed and progress:
+        print(f"removed {len(removed)} temporary file(s) left in {folder} by an interrupted write: "
+              f"{', '.join(p.name for p in removed)}", file=sys.stderr)
+
+
 def _is_main() -> bool:
     import torch.distributed as dist
 
@@ -652,6 +661,7 @@ def run_benchmark(
         out_dir = Path(out_dir)
         if _is_main():  # one process at a time writes into out_dir: a second one is refused (OutputFolderBusy)
             held.enter_context(OutputLock(out_dir))
+            _clear_stale_temporaries(out_dir, progress)
 
         from tqdm import tqdm
 
@@ -730,6 +740,8 @@ def run_benchmark(
             row_dir = _inside(out_dir / "runs", slug(row.label))
             run_dir = _inside(row_dir, f"seed{seed}-{run_id}")
             result_path = run_dir / "result.json"
+            if _is_main():  # a run killed mid-write left its temporary files here; this process owns the folder now
+                _clear_stale_temporaries(run_dir, progress)
             if resume:
                 others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
                     if row_dir.exists() else []
@@ -802,6 +814,7 @@ def run_benchmark(
             }
             if row.reference:
                 result["timing"]["seconds_per_epoch_mean"] = None
+                result["timing"]["compile_seconds"] = fit["compile_seconds"]
                 result["reference"] = {"method": row.model, "fit_on": fit["fit_on"], "num_fit": fit["num_fit"]}
             if fit["diverged"]:
                 diverged_runs.append((row.label, seed))
@@ -817,8 +830,10 @@ def run_benchmark(
         cfg_dict["models"] = [r.to_dict() for r in rows]
         if not _is_main():
             return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
-        results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
-                               out_dir=out_dir, environment_info=env, max_steps=max_steps)
-        results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
-        write_json(results, out_dir / "results.json")
+        # results.json, results.md and the plots are one answer: published together, or (a failed write) not at all
+        with published_together():
+            results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
+                                   out_dir=out_dir, environment_info=env, max_steps=max_steps)
+            results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
+            write_json(results, out_dir / "results.json")
         return results

@@ -261,14 +261,22 @@ class IrregularDataset:
         sample_times = [times[i, :n].copy() for i, n in enumerate(lengths)]
         if self.targets is not None:
             return X, self.targets.detach().cpu().numpy().astype(np.float64), sample_times
+        return X, self.given_labels(), sample_times
+
+    def given_labels(self) -> "np.ndarray | None":
+        """(N,) the samples' labels as `from_arrays` was given them (``meta["classes"]``: ints stay ints, an int64
+        array), else their class names (strings); None for an unlabelled dataset. What an estimator fitted on the
+        dataset alone predicts, instead of the class indices ``labels``."""
+        if self.labels is None:
+            return None
         # from_arrays keeps the labels as given (ints stay ints) in meta["classes"]; files have class names
         classes = self.meta.get("classes")
         if classes is None or len(classes) != len(self.class_names):
             classes = self.class_names
-        y = None if self.labels is None else np.asarray(classes, dtype=object)[self.labels.cpu().numpy()]
-        if y is not None and all(isinstance(c, (int, np.integer)) for c in classes):
+        y = np.asarray(classes, dtype=object)[self.labels.cpu().numpy()]
+        if all(isinstance(c, (int, np.integer)) for c in classes):
             y = y.astype(np.int64)
-        return X, y, sample_times
+        return y
 
     # ------------------------------------------------------------------ construction
     @classmethod
