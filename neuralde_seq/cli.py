@@ -1,4 +1,4 @@
-"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench`` and ``models``.
+"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench``, ``models`` and ``predict``.
 
 ``neuralde-seq models`` lists the registry's models, one line each (name, input, what it is);
 ``neuralde-seq models NAME ...`` prints each one's input, every default option
@@ -11,6 +11,8 @@
   may also be any other registry model, reference method or random-features, run as a row of its own with the
   config's settings. What was run is written to ``results.json``.
 - ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md).
+- ``neuralde-seq predict RUN_OR_CHECKPOINT DATA --out predictions.csv`` scores a data file (``.ts`` / ARFF) with a
+  run's trained model (`neuralde_seq.load_run`): one CSV line per sample, its predicted class and probabilities.
 
 Exit status: 0 when every run trained; 1 when a run diverged (its last good checkpoint is still
 reported, marked DIVERGED); 2 on a usage, config or data error, reported in one line on stderr (no traceback).
@@ -190,6 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "field of its default solver (with the method 'auto' resolves to), as create_model, the "
                     "estimators and benchmark rows without options use them.")
     models.add_argument("names", nargs="*", help="model names (default: all)")
+    predict = sub.add_parser(
+        "predict", help="score a data file with a run's trained model: one CSV line per sample",
+        description="Load the model a bench/compare run trained (its run folder runs/<row>/seed<k>-<fingerprint>/ or "
+                    "a checkpoint, best.pt; an ensemble's members come with it) and score the series of DATA, a .ts "
+                    "or .arff file as the files task reads them (raw: the run's standardisation is applied as it "
+                    "was in the run; its drop_rate and subsample are not). Writes CSV: index, predicted label and "
+                    "one probability column per class.")
+    predict.add_argument("run", type=Path, metavar="RUN_OR_CHECKPOINT", help="a run folder or a checkpoint file")
+    predict.add_argument("data", type=Path, metavar="DATA", help="the data file (.ts or .arff; labels optional)")
+    predict.add_argument("--out", type=Path, required=True, help="the CSV file to write")
+    predict.add_argument("--device", type=_parse_device, default="cpu",
+                         help="torch device, e.g. cpu or cuda (default: %(default)s)")
     return parser
 
 
@@ -363,6 +377,27 @@ def _error_text(err: BaseException) -> str:
     return str(err)
 
 
+def run_predict(args: argparse.Namespace) -> int:
+    """``neuralde-seq predict``: the run's model on the data file, predictions written to ``--out``, one summary line
+    on stderr (with the accuracy on the file's labels where it has them). Exit 2 with one line on bad input."""
+    from .trained_run import load_run, write_predictions
+
+    try:
+        model = load_run(args.run, device=args.device)
+        data = model.read_data(args.data)
+        predicted = write_predictions(args.out, model, data)
+    except (ValueError, OSError) as err:
+        print(f"neuralde-seq predict: error: {_one_line(_error_text(err))}", file=sys.stderr)
+        return 2
+    summary = f"wrote {len(predicted)} predictions of {model.input_spec.model} to {args.out}"
+    if data.labels is not None:
+        truth = [data.class_names[k] for k in data.labels.tolist()]
+        correct = sum(str(p) == t for p, t in zip(predicted, truth))
+        summary += f"; accuracy on the file's labels {correct / len(truth):.4f} ({correct}/{len(truth)})"
+    print(summary, file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -374,6 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "models":
         return print_models(args.names)
+    if args.command == "predict":
+        return run_predict(args)
     from .training.config import apply_overrides, parse_config
 
     source = COMPARE_CONFIG.name if args.command == "compare" else str(args.config)

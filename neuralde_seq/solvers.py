@@ -93,7 +93,7 @@ from .solver_choices import (ADAPTIVE_METHODS, DEFAULT_MAX_STEPS, GRADIENTS, OPT
                              gradient_from_options, method_from_options, warn_not_finite)
 from .torchdiffeq_solves import ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning
 
-__all__ = ["SolverOptions", "parse_solver", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
+__all__ = ["SolverOptions", "parse_solver", "solver_repr_fields", "Dynamics", "solve", "evolve_over_gaps", "AdjointReconstructionWarning",
            "FIXED_STEP_METHODS", "ADAPTIVE_METHODS", "EXACT_METHOD", "AUTO_METHOD", "AUTO_FALLBACK",
            "GRADIENT_METHODS", "resolve_method", "check_method",
            "ADJOINT_RECONSTRUCTION_TOLERANCE", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning",
@@ -377,6 +377,24 @@ def parse_solver(value, *, argument: str = "solver") -> SolverOptions | None:
     # refused here, not at the first forward pass (where it met an attribute error naming no argument)
     raise TypeError(f"{argument} must be SolverOptions, a dict of its fields, a method name (e.g. 'rk4'), a method "
                     f"object (e.g. RK4(step_size=0.5)) or None, got {type(value).__name__}")
+
+
+def solver_repr_fields(text: str) -> dict | None:
+    """The fields of ``repr(SolverOptions(...))`` (as checkpoints and results record a solver) read back as a dict
+    for `parse_solver`, or None for a text that is not such a repr of plain values.
+
+    Arguments:
+        text: the recorded repr.
+    """
+    import ast
+
+    if not isinstance(text, str) or not text.startswith("SolverOptions("):
+        return None
+    try:
+        call = ast.parse(text, mode="eval").body
+        return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+    except (SyntaxError, ValueError, AttributeError):
+        return None
 
 
 class Dynamics(Protocol):

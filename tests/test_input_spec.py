@@ -13,7 +13,7 @@ import torch
 from neuralde_seq import build_control
 from neuralde_seq.sklearn import SequenceClassifier
 from neuralde_seq.data import IrregularDataset, from_arrays
-from neuralde_seq.data.protocols import load_task
+from neuralde_seq.data.protocols import japanese_vowels_splits, load_task
 from neuralde_seq.models import create_model
 from neuralde_seq.training import load_checkpoint
 from neuralde_seq.training.input_spec import InputSpec
@@ -235,13 +235,18 @@ def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
     assert fit["input_spec"]["time_unit"] == pytest.approx(_longest_span(small.train), rel=1e-6)
     saved = torch.load(tmp_path / "b.pt", weights_only=False)["config"]["input_spec"]
     assert saved == fit["input_spec"]
-    # the saved spec rebuilds the test inputs the run scored: the checkpoint's model gets the reported accuracy
+    # the saved spec reads the raw data (the protocol's standardisation is recorded in it): on the raw splits it
+    # rebuilds the test inputs the run scored, and the checkpoint's model gets the reported accuracy
     spec = InputSpec.from_dict(saved)
-    model = create_model("ncde", spec.transform(small.train), 9, hidden=8, width=16)
+    assert spec.channel_mean == tuple(train.meta["standardise"]["mean"])
+    raw = japanese_vowels_splits(seed=0, drop_rate=0.3)  # float64, as the task reads them
+    raw_train, raw_test = (part.subset(torch.arange(n)) for part, n in ((raw.train, 30), (raw.test, 20)))
+    raw_train, raw_test = (part.replace(times=part.times.float()) for part in (raw_train, raw_test))
+    model = create_model("ncde", spec.transform(raw_train), 9, hidden=8, width=16)
     load_checkpoint(tmp_path / "b.pt", model)
     model.eval()
     with torch.no_grad():
-        predictions = model(spec.transform(small.test)).argmax(-1)
+        predictions = model(spec.transform(raw_test)).argmax(-1)
     accuracy = float((predictions == small.test.labels).double().mean())
     assert fit["metrics"]["test"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
 

@@ -35,7 +35,7 @@ from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
            "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
-           "control_options", "model_defaults", "model_entry", "model_inputs", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
+           "control_options", "model_defaults", "model_entry", "model_inputs", "input_options", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
            "TRAINING_DEFAULTS", "training_defaults"]
 
 
@@ -439,6 +439,38 @@ def check_control_overrides(name: str, overrides: Mapping) -> None:
                                                       listing="valid control options"))
 
 
+def input_options(name: str, inputs: Control | Observations, overrides: Mapping | None = None) -> dict:
+    """The options of model ``name`` that its (training) input fixes, as `create_model` fills them in where
+    ``overrides`` does not give them (None: not given): e.g. an NCDE's ``control_scales``, a linear CDE's
+    ``channel_scales``, ODE-RNN's ``time_scale``, a basis's ``basis_time_range``; {} for a model without any.
+
+    Plain numbers and tuples of them: `neuralde_seq.training.runner.fit_and_evaluate` records them in its checkpoints,
+    so that `neuralde_seq.load_run` rebuilds the model from its number of input channels alone
+    (``create_model(name, inputs.channels, num_classes, **overrides, **input_options(...))`` is the model
+    ``create_model(name, inputs, num_classes, **overrides)`` builds).
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+        inputs: the input the model reads (``model_inputs(...)``).
+        overrides: the constructor options given (default none).
+
+    Raises:
+        ValueError: an unknown name.
+        TypeError: ``inputs`` of the kind the model does not read.
+    """
+    entry = _entry(name)
+    expected = Observations if entry.inputs == "observations" else Control
+    if not isinstance(inputs, expected):
+        # Its channels would silently size the model for an input it cannot read.
+        raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(inputs).__name__}: build its "
+                        f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
+    if entry.from_inputs is None:
+        return {}
+    options = {**entry.defaults, **dict(overrides or {})}
+    derived = entry.from_inputs(inputs, options)
+    return {key: value for key, value in derived.items() if options.get(key) is None}
+
+
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
                  solver: SolverOptions | dict | None = None, **overrides):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
@@ -470,22 +502,12 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     # Named before anything is built: the constructor's own TypeError names neither the model nor the valid options.
     check_model_options(name, overrides)
     solver = parse_solver(solver)  # every spelling (a method name, a dict, objects) read in one place
-    derived = {}
     options = {**entry.defaults, **overrides}
     if isinstance(options.get("solver"), dict):  # a registry default: options of its own for every model
         options["solver"] = parse_solver(options["solver"])
     if isinstance(in_channels, (Control, Observations)):
-        expected = Observations if entry.inputs == "observations" else Control
-        if not isinstance(in_channels, expected):
-            # Its channels would silently size the model for an input it cannot read.
-            raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(in_channels).__name__}: build its "
-                            f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
-        if entry.from_inputs is not None:
-            derived = entry.from_inputs(in_channels, options)
+        options.update(input_options(name, in_channels, overrides))
         in_channels = in_channels.channels
-    for key, value in derived.items():  # what the input determines, unless given (None: not given)
-        if options.get(key) is None:
-            options[key] = value
     if solver is not None:
         if not entry.takes_solver:
             raise ValueError(f"model {name!r} is not solved by a differential equation solver: drop solver=")

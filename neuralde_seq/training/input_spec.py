@@ -12,7 +12,10 @@ Between the series a user has and that input lie five choices, each of which mus
   deviation of its observed training values (`channel_statistics`), NaN staying NaN. The benchmark tasks
   standardise in their data protocol (`neuralde_seq.data.protocols`: some channels, e.g. counts and 0/1 flags, are
   left as they are, and the practitioner's reference methods read the same standardised series), so the runner
-  fits its spec with ``standardise=False``; the scikit-learn estimators fit theirs with ``standardise=True``;
+  fits its spec with ``standardise=False`` on the standardised splits and then records the protocol's statistics
+  in it (`InputSpec.reading_raw`: mean 0 and scale 1 for the channels left as they are, and the static features'
+  own statistics), so that the spec in its checkpoints turns the *raw* data into the model's input as the run did
+  (`neuralde_seq.load_run`); the scikit-learn estimators fit theirs with ``standardise=True``;
 * **the control**: its interpolation and options (`build_control`'s keywords: the model's registered ones with
   the given ones on top), and whether the model reads static features beside it;
 * **the gap filling** (control models): with ``fill_gaps="auto"`` each series' gaps get unobserved (NaN) points
@@ -119,6 +122,9 @@ class InputSpec:
             ``ModelArguments(control, static)``.
         fill_step: the time step (in the data's own units) `fill_gaps` fills each series' gaps to before the control
             is built, or None (no filling).
+        static_mean, static_scale: the (S,) training statistics that standardise each static feature (column), or
+            None (static features as given). Set by `reading_raw` from a task's protocol (the estimators have no
+            static features).
     """
 
     model: str
@@ -128,6 +134,12 @@ class InputSpec:
     channel_scale: tuple[float, ...] | None = None
     reads_static: bool = False
     fill_step: float | None = None
+    static_mean: tuple[float, ...] | None = None
+    static_scale: tuple[float, ...] | None = None
+
+    # Fields `to_dict` writes only when set, so that a spec without them is saved as before they existed (and the
+    # checkpoints that hold it still resume); `from_dict` reads them as None when absent.
+    _OPTIONAL = ("fill_step", "static_mean", "static_scale")
 
     @classmethod
     def fit(cls, model: str, train, *, control: Mapping | None = None, time_unit=None, standardise: bool = False,
@@ -201,6 +213,45 @@ class InputSpec:
         return cls(model=model, control=control, time_unit=unit, channel_mean=mean, channel_scale=scale,
                    reads_static=bool(reads_static), fill_step=_fill_step(fill_gaps, train))
 
+    def reading_raw(self, standardised_data) -> "InputSpec":
+        """This spec, fitted (``standardise=False``) on data a task's protocol had standardised, made to read the raw
+        data instead: the statistics the protocol recorded in ``standardised_data.meta`` (``"standardise"``: each
+        channel's mean and std, 0 and 1 for a channel left as it is; ``"standardise_static"``: the static
+        features', where there are any) become ``channel_mean``/``channel_scale`` and ``static_mean``/
+        ``static_scale``. ``reading_raw(train).transform(raw)`` is then ``self.transform(standardised)``: the same
+        float64 arithmetic as the protocol (`neuralde_seq.data.protocols`), cast to the times' dtype.
+
+        Arguments:
+            standardised_data: the standardised training split (an `IrregularDataset`); without a recorded
+                standardisation (data given as they are) the spec is returned unchanged.
+
+        Returns:
+            The spec with the data's standardisation.
+
+        Raises:
+            ValueError: this spec standardises already (it would standardise twice), or the recorded statistics do
+                not match the data's channels or static features.
+        """
+        meta = getattr(standardised_data, "meta", None) or {}
+        channels, static = meta.get("standardise"), meta.get("standardise_static")
+        if channels is None and static is None:
+            return self
+        if self.standardises:
+            raise ValueError("reading_raw: this spec standardises the values itself (standardise=True); fit it with "
+                             "standardise=False on the standardised data")
+        changes = {}
+        for prefix, stats, width in (("channel", channels, standardised_data.values.shape[-1]),
+                                     ("static", static, None if getattr(standardised_data, "static", None) is None
+                                      else standardised_data.static.shape[1])):
+            if stats is None:
+                continue
+            mean, scale = (tuple(float(x) for x in stats[key]) for key in ("mean", "std"))
+            if width is None or len(mean) != width or len(scale) != width:
+                raise ValueError(f"reading_raw: the recorded {prefix} standardisation has {len(mean)} mean(s) and "
+                                 f"{len(scale)} std(s), the data have {width} {prefix}s")
+            changes[f"{prefix}_mean"], changes[f"{prefix}_scale"] = mean, scale
+        return dataclasses.replace(self, **changes)
+
     @property
     def standardises(self) -> bool:
         """Whether `transform` standardises the values."""
@@ -215,10 +266,10 @@ class InputSpec:
         return {**self.control, "time_unit": self.time_unit}
 
     def values_of(self, data) -> torch.Tensor:
-        """``data.values`` as the model reads them: standardised (in the dtype of ``data.times``) when the spec
+        """``data.values`` as the model reads them, in the dtype of ``data.times``: standardised when the spec
         standardises, else as given."""
         if not self.standardises:
-            return data.values
+            return data.values.to(data.times.dtype)
         return standardised(data.values, np.asarray(self.channel_mean), np.asarray(self.channel_scale),
                             data.times.dtype)
 
@@ -240,7 +291,7 @@ class InputSpec:
                              f"{len(self.channel_mean)}")
         values = self.values_of(data)
         lengths = _lengths_of(data)
-        static = getattr(data, "static", None)
+        static = self._static_of(data)
         if model_entry(self.model).inputs == "observations":
             times = data.times if self.time_unit is None else data.times / self.time_unit
             return model_inputs(self.model, times, values, lengths, static=static)
@@ -256,30 +307,46 @@ class InputSpec:
             return ModelArguments(inputs, static)
         return inputs
 
+    def _static_of(self, data) -> torch.Tensor | None:
+        """``data.static`` (N, S) as the model reads it: standardised column by column in float64 (as the task
+        protocols do), in the dtype of ``data.times``, when the spec holds static statistics; else as given."""
+        static = getattr(data, "static", None)
+        if static is None or self.static_mean is None:
+            return static
+        if static.shape[-1] != len(self.static_mean):
+            raise ValueError(f"data have {static.shape[-1]} static feature(s), the spec was fitted on "
+                             f"{len(self.static_mean)}")
+        mean = torch.tensor(self.static_mean, dtype=torch.float64, device=static.device)
+        scale = torch.tensor(self.static_scale, dtype=torch.float64, device=static.device)
+        return ((static.to(torch.float64) - mean) / scale).to(data.times.dtype)
+
     def to_dict(self) -> dict:
-        """The spec as JSON-ready data (`from_dict` reads it back). ``fill_step`` is written only when set, so that a
-        spec without filling (every runner row's) is saved as before it existed and its checkpoints still resume."""
+        """The spec as JSON-ready data (`from_dict` reads it back). ``fill_step`` and the static statistics are
+        written only when set, so that a spec without them is saved as before they existed."""
+        optional = {name: getattr(self, name) for name in self._OPTIONAL if getattr(self, name) is not None}
         return {"model": self.model, "control": dict(self.control), "time_unit": self.time_unit,
                 "channel_mean": None if self.channel_mean is None else list(self.channel_mean),
                 "channel_scale": None if self.channel_scale is None else list(self.channel_scale),
-                "reads_static": self.reads_static, **({} if self.fill_step is None else {"fill_step": self.fill_step})}
+                "reads_static": self.reads_static,
+                **{name: list(value) if isinstance(value, tuple) else value for name, value in optional.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "InputSpec":
-        """The spec `to_dict` wrote (without ``fill_step``: no filling), every value checked as `fit` would have made
-        it: a spec edited by hand, or read from a damaged file, is refused naming the field, never read as something
-        else (an infinite scale would zero a channel, a negative one flip it, the string "false" read as True).
+        """The spec `to_dict` wrote (without ``fill_step``: no filling; without the static statistics: static
+        features as given), every value checked as `fit` (or `reading_raw`) would have made it: a spec edited by hand,
+        or read from a damaged file, is refused naming the field, never read as something else (an infinite scale
+        would zero a channel, a negative one flip it, the string "false" read as True).
 
         Raises:
             ValueError: a mapping without the spec's fields, or with others, or a field with a value `fit` never
                 writes (named).
         """
         fields = {f.name for f in dataclasses.fields(cls)}
-        needed = fields - {"fill_step"}
+        needed = fields - set(cls._OPTIONAL)
         if not isinstance(data, Mapping) or not needed <= set(data) <= fields:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally fill_step), "
-                             f"got {given}")
+            raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally "
+                             f"{', '.join(cls._OPTIONAL)}), got {given}")
         model = data["model"]
         if not isinstance(model, str):
             raise ValueError(f"input spec: model must be a registry name (a string), got {model!r}")
@@ -310,35 +377,50 @@ class InputSpec:
                 raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
                                  f"'auto' to the training span), got {time_unit!r}")
             time_unit = float(time_unit)
-        statistics = {name: _channel_statistic(data, name) for name in ("channel_mean", "channel_scale")}
-        if (statistics["channel_mean"] is None) != (statistics["channel_scale"] is None):
-            raise ValueError("input spec: channel_mean and channel_scale must both be null or both be given")
-        if statistics["channel_mean"] is not None:
-            if len(statistics["channel_mean"]) != len(statistics["channel_scale"]):
-                raise ValueError(f"input spec: channel_mean has {len(statistics['channel_mean'])} channel(s), "
-                                 f"channel_scale {len(statistics['channel_scale'])}; give one of each per channel")
-            bad = [c for c, x in enumerate(statistics["channel_scale"]) if not x > 0]
-            if bad:
-                raise ValueError(f"input spec: channel_scale must be positive (a standard deviation), got "
-                                 f"{statistics['channel_scale'][bad[0]]} for channel {bad[0]}")
+        statistics = {**_statistics(data, "channel"), **_statistics(data, "static")}
         return cls(model=model, control=dict(control), time_unit=time_unit, reads_static=reads_static,
                    fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
 
 
-def _channel_statistic(data: Mapping, name: str) -> tuple[float, ...] | None:
-    """``data[name]`` (channel_mean or channel_scale) as a tuple of finite floats, or None.
+def _statistics(data: Mapping, prefix: str) -> dict:
+    """``data``'s ``<prefix>_mean`` and ``<prefix>_scale`` (prefix "channel" or "static") as tuples of finite floats,
+    the scales positive, one of each per channel (or static feature); or both None.
+
+    Raises:
+        ValueError: one given without the other, lengths that differ, or a value that is not null nor a non-empty
+            list of finite numbers (positive for a scale), naming the field and the first bad entry.
+    """
+    mean, scale = (f"{prefix}_mean", f"{prefix}_scale")
+    unit = "channel" if prefix == "channel" else "static feature"
+    values = {name: _statistic(data, name, unit) for name in (mean, scale)}
+    if (values[mean] is None) != (values[scale] is None):
+        raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
+    if values[mean] is not None:
+        if len(values[mean]) != len(values[scale]):
+            raise ValueError(f"input spec: {mean} has {len(values[mean])} {unit}(s), {scale} {len(values[scale])}; "
+                             f"give one of each per {unit}")
+        bad = [c for c, x in enumerate(values[scale]) if not x > 0]
+        if bad:
+            raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
+                             f"{values[scale][bad[0]]} for {unit} {bad[0]}")
+    return values
+
+
+def _statistic(data: Mapping, name: str, unit: str) -> tuple[float, ...] | None:
+    """``data[name]`` (a mean or scale, one per ``unit``: channel or static feature; absent: None) as a tuple of
+    finite floats, or None.
 
     Raises:
         ValueError: not null nor a non-empty list of finite numbers, naming the field and the first bad entry.
     """
-    value = data[name]
+    value = data.get(name)
     if value is None:
         return None
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__") or len(value) == 0:
-        raise ValueError(f"input spec: {name} must be null or a list with one number per channel, got {value!r}")
+        raise ValueError(f"input spec: {name} must be null or a list with one number per {unit}, got {value!r}")
     for c, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
-            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for channel {c}")
+            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for {unit} {c}")
     return tuple(float(x) for x in value)
 
 

@@ -29,7 +29,6 @@ output and never aggregated with full runs (`report`).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import hashlib
@@ -46,7 +45,7 @@ import torch
 from ..data import DatasetSplits, IrregularDataset
 from ..files import OutputLock, published_together, remove_stale_temporaries
 from ..input_checks import floating_dtype
-from ..solvers import SolverOptions
+from ..solvers import SolverOptions, solver_repr_fields
 from ..user_warnings import options_spelled_as
 from .config import (BenchmarkConfig, ConfigError, ModelRow, TrainingSettings, apply_overrides, fingerprint, load_config, parse_config,
                      slug, validate_config)
@@ -286,12 +285,18 @@ def fit_and_evaluate(
     ``control_cache`` (`ControlCache`), controls already built for these very datasets with the same
     options are reused instead of rebuilt.
 
+    The checkpoints' settings (``config``) hold what `neuralde_seq.load_run` needs to score new raw data as the run
+    did: ``input_spec``, the spec with the standardisation the splits record (``meta["standardise"]``, the task
+    protocol's: `InputSpec.reading_raw`), and ``trained_model``: the model's input channels, the options its
+    training input fixed (`neuralde_seq.models.input_options`), the class names, dtype, evaluation batch size, and
+    the ensemble's size and the member's index.
+
     Returns a dict: ``model``, ``params``, ``options`` (effective constructor options), ``input_spec``
-    (`InputSpec.to_dict`; also saved in the checkpoints), ``history``,
+    (`InputSpec.to_dict` of that spec), ``history``,
     ``diverged`` (None or the message), ``train_seconds``, ``eval_seconds`` and ``metrics``
     (``{"val": ..., "test": ..., <label>: ...}``, each as `evaluate` returns).
     """
-    from ..models import create_model, model_entry
+    from ..models import create_model, input_options, model_entry
 
     train, val, test = splits
     num_static = 0 if train.static is None else train.static.shape[1]
@@ -300,9 +305,11 @@ def fit_and_evaluate(
     _check_test_labels(tests)
     datasets = {"train": train, "val": val, "test": test, **dict(tests or {})}
     # One spec for every split, fitted on the training split (time_unit "auto": its span). The task's protocol has
-    # standardised the splits already (neuralde_seq.data.protocols), so the spec leaves the values as they are.
+    # standardised the splits already (neuralde_seq.data.protocols), so the spec leaves the values as they are; the
+    # checkpoints hold it with the protocol's statistics (reading_raw), which turns the raw data into the same inputs.
     spec = InputSpec.fit(model_name, train, control=control,
                          reads_static=reads_static and model_entry(model_name).inputs == "control")
+    raw_spec = spec.reading_raw(train)
     inputs = {}
     for split, ds in datasets.items():
         try:
@@ -319,6 +326,13 @@ def fit_and_evaluate(
     training = _row_settings(training)
     eval_batch_size = int(training.eval_batch_size or training.batch_size)
     train_inputs = inputs["train"]
+    train_model_input = train_inputs.args[0] if isinstance(train_inputs, ModelArguments) else train_inputs
+    # What neuralde_seq.load_run needs beside the weights and the spec to rebuild the model and score as the run did.
+    trained_model = {"data_channels": int(train.num_channels), "in_channels": int(train_model_input.channels),
+                     "class_names": list(train.class_names),
+                     "input_options": input_options(model_name, train_model_input, model_options),
+                     "dtype": str(train.values.dtype).replace("torch.", ""), "eval_batch_size": eval_batch_size,
+                     "ensemble": int(training.ensemble)}
     if training.augment_drop_rate > 0 or training.augment_crop < 1:
         # built afresh from augmented samples at every batch (validation and test inputs stay as built above)
         train_inputs = AugmentedInputs(
@@ -327,9 +341,8 @@ def fit_and_evaluate(
 
     def new_model(member_seed: int) -> torch.nn.Module:
         torch.manual_seed(member_seed)
-        made = create_model(model_name, inputs["train"].args[0] if isinstance(inputs["train"], ModelArguments)
-                            else inputs["train"], num_classes=train.num_classes, solver=solver if solver else None,
-                            **model_options)
+        made = create_model(model_name, train_model_input, num_classes=train.num_classes,
+                            solver=solver if solver else None, **model_options)
         made = made.to(device=train.values.device, dtype=train.values.dtype)
         if hasattr(made, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
             made.set_empirical_mean(inputs["train"])
@@ -360,8 +373,9 @@ def fit_and_evaluate(
                 patience=training.patience, select_on=training.select_on,
                 progress=progress, num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
-                config={"model": model_name, "model_options": model_options, "input_spec": spec.to_dict(),
-                        "solver": None if solver is None else repr(solver), **dict(run_settings or {})},
+                config={"model": model_name, "model_options": model_options, "input_spec": raw_spec.to_dict(),
+                        "solver": None if solver is None else repr(solver),
+                        "trained_model": {**trained_model, "member": member}, **dict(run_settings or {})},
                 desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
                                              else ""),
             )
@@ -392,7 +406,7 @@ def fit_and_evaluate(
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result
     eval_seconds = time.perf_counter() - t1
-    return {"model": model_name, "params": params, "options": model_options, "input_spec": spec.to_dict(),
+    return {"model": model_name, "params": params, "options": model_options, "input_spec": raw_spec.to_dict(),
             "history": history,
             "diverged": diverged, "train_seconds": train_seconds, "eval_seconds": eval_seconds, "metrics": metrics}
 
@@ -504,13 +518,8 @@ def _comparable_defaults(defaults: Mapping) -> dict:
     read back into its fields, a field added to `SolverOptions` since the run was recorded taken at its default,
     so that a new option that leaves the solver as it was does not make every recorded run another model."""
     out = dict(defaults)
-    solver = out.get("solver")
-    if isinstance(solver, str) and solver.startswith("SolverOptions("):
-        try:
-            call = ast.parse(solver, mode="eval").body
-            given = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
-        except (SyntaxError, ValueError, AttributeError):
-            return out  # not a plain repr: compared as written
+    given = solver_repr_fields(out.get("solver"))
+    if given is not None:  # (None: not a plain repr, compared as written)
         fields = {f.name: f.default for f in dataclasses.fields(SolverOptions)}
         out["solver"] = {**fields, **given}
     return out
