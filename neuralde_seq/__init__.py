@@ -16,7 +16,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   each model's input; the fast weight classes;
 - training: `fit` (the one loop) with an objective (`Classification`,
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
-  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`;
+  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`, `report_grid` (the tables of a grid
+  whose runs were spread over machines);
 - reference methods (`neuralde_seq.reference`, imported on first use; aeon, which two of them need, is an
   optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `MultiRocketHydraClassifier`,
   `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
@@ -36,7 +37,7 @@ from .solver_choices import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Eu
 from .solvers import SolverOptions, parse_solver, solve
 from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
                        TrainingSpec, evaluate, fit, predict, train_classifier)
-from .training.runner import run_benchmark
+from .training.runner import report_grid, run_benchmark
 
 __all__ = [
     # data in
@@ -55,7 +56,7 @@ __all__ = [
     # training and benchmarks
     "fit", "TrainingSpec", "InputSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
     "evaluate",
-    "predict", "TrainingDiverged", "run_benchmark",
+    "predict", "TrainingDiverged", "run_benchmark", "report_grid",
     # reference methods (neuralde_seq.reference, imported on first use)
     "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
     "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor", "summary_features", "REFERENCE_METHODS",
