@@ -219,8 +219,8 @@ class OutputLock:
         fields = _parse_holder(holder)
         if fields.get("mode") == "shared":
             return OutputFolderBusy(
-                f"output folder {self.folder} is in use by the shards of a grid (bench --shard; lock file {self.path}): "
-                "wait for them to finish, or give another output folder (--out)", self.folder, holder)
+                f"output folder {self.folder} is in use by the shards of a grid (bench --shard; lock file "
+                f"{self.path}): wait for them to finish, or give another output folder (--out)", self.folder, holder)
         who = (f"process {fields['pid']} on host {fields.get('host', '?')}" if "pid" in fields
                else "another process (its id is not written yet)")
         return OutputFolderBusy(

@@ -314,7 +314,8 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
         plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
                      for r in trained}, out_dir / "curves.png",
                     title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"])
-    plot_summary(summaries, out_dir / "summary.png", title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
+    plot_summary(summaries, out_dir / "summary.png",
+                 title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
                  task=cfg["task"], protocol=summary_protocol(cfg["task_options"]))
     # The table is the answer: printed even without progress bars, within the terminal's 80 columns (the complete
     # table is results.md's).

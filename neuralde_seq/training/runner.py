@@ -1010,7 +1010,8 @@ def _recorded_runs(record: dict, out_dir: Path) -> tuple[list[dict], list[dict]]
         by_data.setdefault(key, {}).setdefault(result["config"].get("data"), []).append(result)
     for key, digests in by_data.items():
         if len(digests) > 1:
-            groups = "; ".join(", ".join(str(folders[(r["label"], r["seed"])]) for r in runs) for runs in digests.values())
+            groups = "; ".join(", ".join(str(folders[(r["label"], r["seed"])]) for r in runs)
+                               for runs in digests.values())
             raise ValueError(f"runs of the grid that read the same data{'' if key is None else f' (seed {key})'} were "
                              f"made from different data: {groups}; delete the runs made from outdated data and make "
                              "them again (bench --resume)")
@@ -1176,13 +1177,13 @@ def run_benchmark(
         if dist.is_available() and dist.is_initialized():
             raise ValueError("executor='ray' in a distributed process group: each Ray task makes a run of its own "
                              "(give one or the other)")
-
         import_ray()  # before anything is written: without Ray, the error names the pip command
     with torch_threads(threads), contextlib.ExitStack() as held:
         grid = _plan_grid(config, out_dir=out_dir, overrides=overrides, seeds=seeds, models=models,
                           max_steps=max_steps, device=device, dtype=dtype, task_overrides=task_overrides)
         runs = grid.runs() if shard is None else shard_runs(grid.runs(), shard)
         tracker = _RunProgress(grid.cfg.name, len(runs), grid.task.metric, progress)
+        held.callback(tracker.close)  # also when a run fails (closed again, at no cost, below)
         record = None
         if _is_main():
             # One whole run at a time writes into out_dir (a second one is refused: OutputFolderBusy); the shards
