@@ -11,6 +11,7 @@ is built once per data split and control options, and shared by the rows and see
     <out_dir>/runs/<row label>/seed<k>-<fingerprint>/result.json   config, metrics, history, timing, environment
     <out_dir>/runs/<row label>/seed<k>-<fingerprint>/curves.csv    learning curve, one line per epoch
     <out_dir>/runs/<row label>/seed<k>-<fingerprint>/best.pt, last.pt   best-validation and resume checkpoints
+    <out_dir>/grid.json                              the grid: its config, rows, seeds and every run's settings
     <out_dir>/results.json, results.md              mean ± std over seeds beside the paper's number
     <out_dir>/curves.png, summary.png               learning curves; ours vs paper with error bars
 
@@ -18,6 +19,13 @@ A row may also name a reference method (a closed-form classifier of `neuralde_se
 ``{"label": "minirocket", "model": "minirocket"}``): it is fitted on the training and validation splits
 together (`fit_and_evaluate_reference`) and scored on the same test sets; its folder holds ``result.json``
 only (no checkpoints or curves), and the tables mark it as a reference row.
+
+Grids on a cluster (docs/benchmarks.md, "Grids on a cluster"): ``shard=(K, N)`` makes only the K-th of N disjoint
+parts of the runs (`shard_runs`; ``bench --shard K/N``), the shards of a grid sharing ``out_dir``, and
+`report_grid` (``neuralde-seq report OUT``) writes the tables from the run folders of the grid recorded in
+``<out_dir>/grid.json`` (`GRID_FILE`, written by every run); ``executor="ray"`` makes every run a Ray task
+(`neuralde_seq.training.ray_executor`). Each run, wherever it is made, goes through one function (`_train_run`)
+and holds a lock of its own, ``runs/<row label>/.seed<k>-<fingerprint>.lock``.
 
 The fingerprint is a hash of everything that determines a run: the row's resolved settings (model,
 options, control, training, solver), the task and its options, the seed, dtype, ``max_steps`` and a digest
@@ -62,7 +70,8 @@ from .trainer import evaluate, train_classifier
 
 __all__ = ["ConfigError", "ControlCache", "STD_DDOF", "aggregate", "apply_overrides", "build_model_inputs", "spec_inputs",
            "fit_and_evaluate", "fit_and_evaluate_reference", "load_config", "run_benchmark", "validate_config",
-           "data_digest"]
+           "data_digest", "report_grid", "IncompleteGrid", "GRID_FILE", "EXECUTORS", "check_shard", "parse_shard",
+           "shard_runs"]
 
 # ------------------------------------------------------------------------------------ one training run
 def _static_options(options: dict, num_static: int) -> dict:
@@ -596,6 +605,509 @@ def _is_main() -> bool:
     return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
+# ------------------------------------------------------------------------------------------ a grid of runs
+GRID_FILE = "grid.json"
+"""The record of the grid an output folder holds: `run_benchmark` writes it, `report_grid` reads it."""
+
+EXECUTORS = ("serial", "ray")
+"""What `run_benchmark` runs the runs with: one after the other in this process, or as Ray tasks."""
+
+
+class IncompleteGrid(ValueError):
+    """`report_grid` found runs of the grid without a result (a `ValueError`: the CLI exits 2).
+
+    Arguments:
+        message: the runs, named, and what to do.
+        missing: one ``{"label", "seed", "why"}`` per run; attribute ``missing``.
+    """
+
+    def __init__(self, message: str, missing: list[dict]):
+        super().__init__(message)
+        self.missing = missing
+
+
+def check_shard(shard: Sequence[int]) -> tuple[int, int]:
+    """``shard`` as ``(K, N)``, checked: the K-th of N parts of a grid, ``1 <= K <= N`` (1-based, as the task ids of
+    a job array ``--array=1-N`` are).
+
+    Arguments:
+        shard: a pair of integers (K, N).
+
+    Raises:
+        ValueError: not a pair of integers with 1 <= K <= N; the message says what is expected.
+    """
+    try:
+        k, n = shard
+    except (TypeError, ValueError):
+        raise ValueError(f"shard must be a pair (K, N), got {shard!r}") from None
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (k, n)) or n < 1 or not 1 <= k <= n:
+        raise ValueError(f"shard must be K/N with 1 <= K <= N (the K-th of N parts, counted from 1 as a job array "
+                         f"--array=1-N counts), got {k!r}/{n!r}")
+    return k, n
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (e.g. ``"2/8"``, the 2nd of 8 parts) as ``(K, N)``, checked by `check_shard`.
+
+    Arguments:
+        text: ``K/N``, two whole numbers.
+
+    Raises:
+        ValueError: not two whole numbers K/N with 1 <= K <= N.
+    """
+    try:
+        k, n = (int(part) for part in str(text).split("/"))
+    except ValueError:
+        raise ValueError(f"shard must be K/N, two whole numbers (e.g. 2/8: the 2nd of 8 parts), got {text!r}") \
+            from None
+    return check_shard((k, n))
+
+
+def shard_runs(runs: Sequence, shard: Sequence[int]) -> list:
+    """The runs of part K of N: every N-th run of the grid's run list from the K-th (round robin).
+
+    The N parts are disjoint and together hold every run; each holds ⌊n/N⌋ or ⌈n/N⌉ of the n runs; and a part
+    holds the same runs as long as the grid's rows and seeds are unchanged (the run list is seed by seed, each
+    seed's rows in the config's order).
+
+    Arguments:
+        runs: the grid's runs in order.
+        shard: (K, N), 1 <= K <= N.
+    """
+    k, n = check_shard(shard)
+    return list(runs)[k - 1::n]
+
+
+def _as_json(value):
+    """``value`` as it reads back from a JSON file (what a recorded result or grid compares equal to)."""
+    return json.loads(json.dumps(to_jsonable(value)))
+
+
+def _registry_defaults(models: Iterable[tuple[str, bool]]) -> tuple[dict, dict]:
+    """What each model's options and control options are when not given (models.model_defaults,
+    models.control_options; a reference method's estimator defaults), per name, from (name, is_reference) pairs:
+    recorded in every result so that a finished run made under other registry defaults is not reused."""
+    from ..models import control_options, model_defaults
+    from ..reference import reference_method
+
+    defaults, controls = {}, {}
+    for name, reference in models:
+        defaults[name] = _as_json(reference_method(name).defaults() if reference else model_defaults(name))
+        controls[name] = {} if reference else _as_json(control_options(name))
+    return defaults, controls
+
+
+def _registry_changes(result: Mapping, defaults: Mapping, control_defaults: Mapping) -> list[str]:
+    """The registry defaults (``control <key>`` for a control option) that changed since ``result`` was made.
+
+    Runs made before the defaults were recorded are taken to be made under today's model defaults, and under
+    the control defaults there were before any was recorded."""
+    made_with = result.get("model_defaults", defaults)
+    made_control = result.get("control_defaults", _unrecorded_control_defaults(control_defaults))
+    return _changed_keys(made_with, defaults) + [f"control {k}" for k in _changed_keys(made_control, control_defaults)]
+
+
+@dataclasses.dataclass
+class _Grid:
+    """What the runs of one grid share (`_plan_grid`)."""
+
+    raw: dict  # the config with its overrides and seeds applied: what a Ray task parses again
+    models: tuple[str, ...] | None
+    cfg: BenchmarkConfig
+    rows: list[ModelRow]
+    task: Any
+    device: torch.device
+    dtype: torch.dtype
+    max_steps: int | None
+    out_dir: Path
+    task_overrides: dict
+    defaults: dict
+    control_defaults: dict
+    model_changes: dict
+
+    def runs(self) -> list[tuple[int, ModelRow]]:
+        """Every (seed, row) of the grid, seed by seed."""
+        return [(seed, row) for seed in self.cfg.seeds for row in self.rows]
+
+    def settings(self, row: ModelRow, seed: int, digest: str | None) -> dict:
+        """Everything that determines the run of ``row`` with ``seed`` on data of ``digest``: its fingerprint's."""
+        settings = {"row": row.to_dict(), "task": self.cfg.task, "task_options": self.cfg.task_options, "seed": seed,
+                    "dtype": str(self.dtype).replace("torch.", ""), "max_steps": self.max_steps,
+                    "variants": [v.label for v in self.cfg.variants], "data": digest}
+        if self.model_changes:  # (only then: the fingerprints of runs without model changes stay as they were)
+            settings["model_changes"] = self.model_changes
+        return settings
+
+    def plan(self) -> dict:
+        """`_plan_grid`'s arguments that plan this grid again (in a Ray task): picklable, the folder absolute."""
+        return {"config": self.raw, "models": self.models, "max_steps": self.max_steps, "device": str(self.device),
+                "dtype": str(self.dtype).replace("torch.", ""), "out_dir": str(self.out_dir.resolve()),
+                "task_overrides": self.task_overrides}
+
+    def record(self) -> dict:
+        """The grid as `GRID_FILE` holds it: the config of its rows, the task's metric, ``max_steps`` and every
+        run's label, seed and settings (all but the data digest, which only loading the data gives)."""
+        cfg = self.cfg.to_dict()
+        cfg["models"] = [row.to_dict() for row in self.rows]
+        runs = [{"label": row.label, "seed": seed,
+                 "settings": {k: v for k, v in self.settings(row, seed, None).items() if k != "data"}}
+                for seed, row in self.runs()]
+        return _as_json({"format": 1, "name": self.cfg.name, "config": cfg, "task_metric": self.task.metric,
+                         "task_description": self.task.description, "max_steps": self.max_steps, "runs": runs})
+
+
+def _plan_grid(config: Mapping | str | os.PathLike, *, out_dir: str | os.PathLike, overrides: Iterable[str] = (),
+               seeds: Sequence[int] | None = None, models: Sequence[str] | None = None, max_steps: int | None = None,
+               device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+               task_overrides: Mapping | None = None) -> _Grid:
+    """The grid of a config (`run_benchmark`'s arguments of the same names): parsed, its rows selected."""
+    from ..data.protocols import get_task
+
+    raw = apply_overrides(load_config(config), overrides)
+    if seeds is not None:
+        raw["seeds"] = [int(s) for s in seeds]
+    cfg: BenchmarkConfig = parse_config(raw)
+    rows = _select_rows(cfg.rows, models)
+    defaults, control_defaults = _registry_defaults((row.model, row.reference) for row in rows)
+    return _Grid(raw=raw, models=None if models is None else tuple(models), cfg=cfg, rows=rows,
+                 task=get_task(cfg.task), device=torch.device(device if device is not None else "cpu"),
+                 dtype=_parse_dtype(dtype), max_steps=max_steps, out_dir=Path(out_dir),
+                 task_overrides=dict(task_overrides or {}), defaults=defaults, control_defaults=control_defaults,
+                 model_changes={v.label: dict(v.model_change) for v in cfg.variants if v.model_change is not None})
+
+
+class _TaskData:
+    """The task's data for one seed at a time (a task whose data do not depend on the seed: once), on the grid's
+    device, with its test variants and digest; and the controls built from them (`ControlCache`), shared by the
+    rows and seeds that read the same data."""
+
+    def __init__(self, grid: _Grid, *, progress: bool, cache_controls: bool):
+        self.grid, self.progress = grid, progress
+        self.control_cache = ControlCache() if cache_controls else None
+        self._loaded: dict = {}
+
+    def __call__(self, seed: int) -> tuple:
+        """``(data, splits, tests, digest)`` of ``seed``: the `TaskData`, its splits, the variants of its test
+        set (label -> dataset) and `data_digest` of them all."""
+        from ..data.protocols import load_task
+
+        grid = self.grid
+        key = seed if grid.task.data_depend_on_seed else None
+        if key not in self._loaded:
+            self._loaded.clear()  # one seed's data at a time
+            if self.control_cache is not None:
+                self.control_cache.clear()  # their controls go with them
+            data = load_task(grid.task.name, seed=seed, dtype=grid.dtype, progress=self.progress,
+                             **grid.cfg.task_options, **grid.task_overrides)
+            splits = DatasetSplits(*(ds.to(device=grid.device) for ds in data.splits))
+            tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample,
+                                                time_warp=v.time_warp).to(device=grid.device)
+                     for v in grid.cfg.variants}
+            self._loaded[key] = (data, splits, tests, data_digest([*data.splits, *tests.values()]))
+        return self._loaded[key]
+
+
+def _run_lock_name(run_dir: Path) -> str:
+    """The lock file of a run, beside its folder in the row's folder (its folder may be moved aside while held)."""
+    return f".{run_dir.name}.lock"
+
+
+def _train_run(grid: _Grid, row: ModelRow, seed: int, task_data: _TaskData, *, resume: bool, progress: bool,
+               threads: int | None, say) -> tuple[dict, bool]:
+    """Make one run of the grid (row, seed) in its folder, or reuse its recorded result: the body of the serial
+    loop and of a Ray task alike.
+
+    The run holds an exclusive lock of its own (`OutputLock` on ``runs/<row>/.seed<k>-<fingerprint>.lock``)
+    while it reads and writes its folder, so that two processes (shards whose parts overlap, a task retried while
+    its first attempt still runs) never write one run at once.
+
+    Returns:
+        The run's result (as written to its ``result.json``) and whether it was reused from the folder.
+    """
+    data, splits, tests, digest = task_data(seed)
+    settings = grid.settings(row, seed, digest)
+    run_id = fingerprint(settings)
+    row_dir = _inside(grid.out_dir / "runs", slug(row.label))
+    run_dir = _inside(row_dir, f"seed{seed}-{run_id}")
+    result_path = run_dir / "result.json"
+    defaults, control_defaults = grid.defaults[row.model], grid.control_defaults[row.model]
+    with contextlib.ExitStack() as held:
+        if _is_main():
+            held.enter_context(OutputLock(row_dir, name=_run_lock_name(run_dir)))
+            # a run killed mid-write left its temporary files here; this process holds the run's lock now
+            _clear_stale_temporaries(run_dir, progress)
+        if resume:
+            others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name)
+            if others and _is_main():
+                say(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
+                    f"data (this run's fingerprint is {run_id})")
+            if result_path.exists():
+                result = _recorded_result(result_path)
+                changed = _registry_changes(result, defaults, control_defaults)
+                if not changed:
+                    return result, True
+                # The fingerprint hashes the row as written; the registry defaults it resolved to changed
+                # since: that run is another model. Kept aside (never globbed as seed<k>-*), made afresh.
+                stale = _stale_path(run_dir)
+                if _is_main():
+                    run_dir.rename(stale)
+                    say(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
+                        f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}")
+        t0 = time.perf_counter()
+        if row.reference:  # a closed-form method: fitted once, no epochs, checkpoints or curves
+            fit = fit_and_evaluate_reference(row.model, splits, seed=seed, options=row.options, tests=tests,
+                                             model_changes=grid.model_changes)
+        else:
+            def train():
+                # The registry defaults go into the resume checkpoint's settings too (not into the fingerprint):
+                # an interrupted run made under other defaults is another model, never continued.
+                # A model's warnings spell their fixes as this row's options (options_spelled_as).
+                with options_spelled_as("config", row.options, row=row.label):
+                    return fit_and_evaluate(
+                        row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
+                        solver=row.solver, tests=tests, model_changes=grid.model_changes,
+                        checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
+                        resume=resume, max_steps=grid.max_steps, progress=progress, desc=f"{row.label} seed {seed}",
+                        threads=threads, control_cache=task_data.control_cache,
+                        run_settings={**settings, "model_defaults": defaults, "control_defaults": control_defaults})
+
+            try:
+                fit = train()
+            except ResumeMismatch as mismatch:
+                # Same fingerprint, other registry defaults (or a checkpoint from before they were recorded):
+                # set aside like a finished run of another model, and made afresh.
+                stale = _stale_path(run_dir)
+                if _is_main():
+                    run_dir.rename(stale)
+                    say(f"[{row.label} seed {seed}] not continuing {run_dir.name}: {mismatch}; moved to "
+                        f"{stale.name}")
+                fit = train()
+        result = {
+            "name": grid.cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
+            "smoke": grid.max_steps is not None, "config": settings, "data": data.info(),
+            "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults,
+            "control_defaults": control_defaults, "input_spec": fit.get("input_spec"),
+            "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
+            "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
+                       "total_seconds": time.perf_counter() - t0,
+                       "seconds_per_epoch_mean": (sum(fit["history"]["seconds_per_epoch"])
+                                                  / max(1, len(fit["history"]["seconds_per_epoch"])))},
+            "environment": environment(grid.device, grid.dtype),
+        }
+        if row.reference:
+            result["timing"]["seconds_per_epoch_mean"] = None
+            result["timing"]["compile_seconds"] = fit["compile_seconds"]
+            result["reference"] = {"method": row.model, "fit_on": fit["fit_on"], "num_fit": fit["num_fit"]}
+        if _is_main():
+            write_json(result, result_path)
+            if not row.reference:
+                write_curves(fit["history"], run_dir / "curves.csv")
+    return result, False
+
+
+class _RunProgress:
+    """Progress over the runs: a bar where stderr is a terminal, else one line per finished run (the epochs of each
+    run likewise: ProgressBar); nothing with ``progress`` False and in processes other than rank 0."""
+
+    def __init__(self, name: str, total: int, metric: str, progress: bool):
+        from tqdm import tqdm
+
+        self.total, self.metric, self.count = total, metric, 0
+        self.show = progress and _is_main()
+        self.interactive = self.show and is_terminal(sys.stderr)
+        self.bar = tqdm(total=total, desc=short_label(name, 30), unit="run", disable=not self.interactive,
+                        dynamic_ncols=True, file=sys.stderr,
+                        bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining}")
+
+    def say(self, message: str) -> None:
+        """A message on stderr, above the bars where they are drawn."""
+        from tqdm import tqdm
+
+        if self.interactive:
+            tqdm.write(message, file=sys.stderr)
+        else:
+            print(message, file=sys.stderr)
+
+    def finished(self, result: dict, reused: bool) -> None:
+        self.count += 1
+        self.bar.update(1)
+        if self.show and not self.interactive:
+            outcome = (f"reused the recorded run seed{result['seed']}-{result['fingerprint']}" if reused
+                       else _run_outcome(result, self.metric))
+            self.say(f"[{self.count}/{self.total}] {result['label']} seed {result['seed']}: {outcome}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _record_grid(grid: _Grid, say) -> dict:
+    """Write the grid's record (`GRID_FILE`) into its folder, unless it holds it already; say when it replaces
+    another grid's (whose run folders are kept, and no longer reported). Returns the record."""
+    record = grid.record()
+    path = grid.out_dir / GRID_FILE
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        before = None
+    except (OSError, ValueError):
+        before = "unreadable"
+    if before == record:
+        return record
+    if before is not None:
+        say(f"{path}: replaced the record of another grid (other config, rows, seeds or max_steps): its run folders "
+            "are kept, and `report` reports this grid's")
+    write_json(record, path)
+    return record
+
+
+def _read_grid(out_dir: Path) -> dict:
+    """The grid record of ``out_dir`` (`GRID_FILE`), checked; ValueError naming the file when there is none."""
+    path = out_dir / GRID_FILE
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file: {out_dir} holds no grid (neuralde-seq bench CONFIG --out {out_dir}, "
+                         "whole or any --shard, records it)")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read the grid record ({' '.join(str(err).split())}); run any shard of the "
+                         "grid again to write it") from None
+    keys = ("name", "config", "task_metric", "task_description", "max_steps", "runs")
+    if not isinstance(record, dict) or any(key not in record for key in keys):
+        raise ValueError(f"{path}: not a grid record (it needs {', '.join(keys)}); run any shard of the grid again "
+                         "to write it")
+    return record
+
+
+def _recorded_runs(record: dict, out_dir: Path) -> tuple[list[dict], list[dict]]:
+    """The results of the grid's runs found in ``out_dir`` (in the grid's order) and the runs without one
+    (``{"label", "seed", "why"}``).
+
+    A run's result is the ``result.json`` of a folder ``runs/<row>/seed<k>-<fingerprint>`` whose settings are the
+    grid's for that run (any data digest: the data are checked to be the same across runs instead), made under
+    today's registry defaults (what ``--resume`` reuses). Folders of other settings, other defaults or set aside
+    (``stale-...``) are never taken.
+
+    Raises:
+        ValueError: two folders hold the run (made from other data), or runs that read the same data were made
+            from different data; the message names the folders.
+    """
+    from ..data.protocols import get_task
+
+    rows = {row["label"]: row for row in record["config"]["models"]}
+    defaults, control_defaults = _registry_defaults((row["model"], bool(row.get("reference"))) for row in rows.values())
+    found, missing, folders = [], [], {}
+    for run in record["runs"]:
+        label, seed, model = run["label"], run["seed"], rows[run["label"]]["model"]
+        row_dir = out_dir / "runs" / slug(label)
+        matches, other_defaults = [], []
+        for folder in sorted(row_dir.glob(f"seed{seed}-*")) if row_dir.is_dir() else []:
+            path = folder / "result.json"
+            if not path.is_file():
+                continue
+            result = _recorded_result(path)
+            settings = _as_json(result.get("config", {}))
+            if {k: v for k, v in settings.items() if k != "data"} != run["settings"] \
+                    or folder.name != f"seed{seed}-{result.get('fingerprint')}":
+                continue  # another grid's run (other settings), or a folder copied under another name
+            changed = _registry_changes(result, defaults[model], control_defaults[model])
+            if changed:
+                other_defaults.append(f"{folder.name} (made under other registry defaults: {', '.join(changed)})")
+                continue
+            matches.append((folder, result))
+        if len(matches) > 1:
+            raise ValueError(f"{label} seed {seed}: {' and '.join(str(f) for f, _ in matches)} both hold this run of "
+                             "the grid, made from different data (the task's data changed between them): delete the "
+                             "outdated folder(s)")
+        if matches:
+            folders[(label, seed)], result = matches[0]
+            found.append(result)
+        else:
+            why = "; ".join(other_defaults) if other_defaults else "no result.json of this grid's settings"
+            missing.append({"label": label, "seed": seed, "why": why})
+    # One data digest per seed (a task whose data do not depend on the seed: one for every run).
+    by_data: dict = {}
+    for result in found:
+        key = result["seed"] if get_task(record["config"]["task"]).data_depend_on_seed else None
+        by_data.setdefault(key, {}).setdefault(result["config"].get("data"), []).append(result)
+    for key, digests in by_data.items():
+        if len(digests) > 1:
+            groups = "; ".join(", ".join(str(folders[(r["label"], r["seed"])]) for r in runs)
+                               for runs in digests.values())
+            raise ValueError(f"runs of the grid that read the same data{'' if key is None else f' (seed {key})'} were "
+                             f"made from different data: {groups}; delete the runs made from outdated data and make "
+                             "them again (bench --resume)")
+    return found, missing
+
+
+def _write_grid_report(record: dict, results: Sequence[dict], out_dir: Path, missing: Sequence[dict] = ()) -> dict:
+    """The tables and plots of a grid from its runs' results (`write_report`): what a whole run writes at its end
+    and `report_grid` writes from the run folders. The environment is the runs' (the first run's, with
+    ``environment_differs`` naming the fields where other runs' differ); ``diverged`` lists the runs that diverged,
+    ``missing`` those without a result."""
+    cfg = record["config"]
+    per_row: dict[str, list[dict]] = {row["label"]: [] for row in cfg["models"]}
+    for result in results:
+        per_row[result["label"]].append(result)
+    env = results[0]["environment"]
+    differs = sorted({key for r in results for key in {*r["environment"], *env}
+                      if r["environment"].get(key) != env.get(key)})
+    # results.json, results.md and the plots are one answer: published together, or (a failed write) not at all
+    with published_together():
+        written = write_report(cfg, per_row, task_metric=record["task_metric"],
+                               task_description=record["task_description"], out_dir=out_dir, environment_info=env,
+                               max_steps=record["max_steps"], missing=[{"label": m["label"], "seed": m["seed"]}
+                                                                      for m in missing])
+        if differs:
+            written["environment_differs"] = differs
+        written["diverged"] = [{"label": r["label"], "seed": r["seed"]} for r in results if r["diverged"]]
+        write_json(written, out_dir / "results.json")
+    return written
+
+
+def report_grid(out_dir: str | os.PathLike, *, partial: bool = False) -> dict:
+    """The tables and plots of the grid recorded in ``out_dir``, from its run folders (``neuralde-seq report OUT``):
+    after the shards of a grid (``bench --shard K/N``) have run, or again after any run.
+
+    Reads the grid's record (`GRID_FILE`, written by every `run_benchmark` into its folder), takes for each run of
+    the grid the ``result.json`` of its folder (the settings the record gives, today's registry defaults; folders of
+    other settings, data or defaults and those set aside are left out, see `_recorded_runs`) and writes
+    ``results.json``, ``results.md``, ``curves.png`` and ``summary.png`` as a whole run writes them (one writer:
+    a whole run writes its tables this way too). It takes the output folder's lock shared, as shards do: it may
+    run while shards still run, never during a whole run into the folder.
+
+    Arguments:
+        out_dir: the grid's output folder.
+        partial: write the tables of the runs there are when some have no result, marked INCOMPLETE (the
+            title of results.md and summary.png, a note naming the missing runs, and ``missing`` in results.json);
+            default False: raise `IncompleteGrid`.
+
+    Returns:
+        The results, as written to ``results.json`` (as `run_benchmark` returns them; ``missing`` lists the
+            runs without a result).
+
+    Raises:
+        IncompleteGrid: (a ValueError) runs without a result, unless ``partial``; or no run has one.
+        ValueError: no grid record in ``out_dir``; a run held by two folders; runs of one seed's data made from
+            different data.
+        OutputFolderBusy: a whole run is writing into ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    record = _read_grid(out_dir)
+    with OutputLock(out_dir, shared=True):
+        found, missing = _recorded_runs(record, out_dir)
+        total = len(record["runs"])
+        if not found:
+            raise IncompleteGrid(f"{out_dir}: none of the {total} runs of grid {record['name']!r} has a result yet",
+                                 missing)
+        if missing and not partial:
+            named = "; ".join(f"{m['label']} seed {m['seed']} ({m['why']})" for m in missing)
+            raise IncompleteGrid(
+                f"{out_dir}: {len(missing)} of the {total} runs of grid {record['name']!r} have no result: {named}. "
+                f"Run the shards that hold them (or bench CONFIG --out {out_dir} --resume), or report --partial for "
+                "the tables of the runs there are, marked INCOMPLETE", missing)
+        return _write_grid_report(record, found, out_dir, missing)
+
+
 def run_benchmark(
     config: Mapping | str | os.PathLike,
     *,
@@ -611,6 +1123,10 @@ def run_benchmark(
     dtype: str | torch.dtype | None = None,
     threads: int | None = DEFAULT_THREADS,
     cache_controls: bool = True,
+    shard: Sequence[int] | None = None,
+    executor: str = "serial",
+    address: str | None = None,
+    retries: int = 2,
 ) -> dict:
     """Run a benchmark config (see the module docstring) and return the aggregated results.
 
@@ -634,206 +1150,93 @@ def run_benchmark(
             setting), restored afterwards.
         cache_controls: build each control once per (data split, control options) and reuse it in every
             row and seed that reads it (`ControlCache`); False rebuilds it for every run.
+        shard: (K, N): run only the K-th of N disjoint parts of the grid's runs (`shard_runs`; 1 <= K <= N), for
+            job arrays: the shards of one grid share ``out_dir`` (each takes its lock shared), write their run
+            folders and no tables; `report_grid` writes those once every shard is done. Default None: every run,
+            then the tables.
+        executor: "serial" (default: the runs one after the other in this process) or "ray": each run a Ray task
+            (`neuralde_seq.training.ray_executor`; ``pip install "neuralde-seq[ray]"``), the tables written here.
+        address: ``executor="ray"``: the Ray cluster to connect to (``ray.init(address=...)``: "auto", or
+            ``host:port``); None: the cluster this process is connected to, else a local instance.
+        retries: ``executor="ray"``: how many times a run whose worker process died is submitted again, continuing
+            from its last checkpoint (default 2).
 
     Returns:
         The aggregated results, as written to ``out_dir/results.json``: ``name``, ``description``, ``task``,
             ``config``, ``std_ddof``, ``smoke``, ``max_steps``, ``environment``, ``rows`` (one summary per row,
-            over the seeds) and ``diverged``: the labels and seeds of runs that diverged (the CLI then exits 1).
-            In a distributed run, processes other than rank 0 get only ``name``, ``diverged`` and ``rows`` None.
+            over the seeds), ``missing`` (empty) and ``diverged``: the labels and seeds of runs that diverged (the
+            CLI then exits 1). A shard returns ``name``, ``shard`` [K, N], ``runs`` (its runs' labels, seeds and
+            folders), ``diverged`` and ``rows`` None. In a distributed run, processes other than rank 0 get only
+            ``name``, ``diverged`` and ``rows`` None.
 
     Raises:
         ConfigError: an invalid config.
-        ValueError: a bad argument (e.g. ``max_steps``, ``dtype``).
+        ValueError: a bad argument (e.g. ``max_steps``, ``dtype``, ``shard``, ``executor``).
         OutputFolderBusy: (a ValueError) another process is running a benchmark into ``out_dir``
-            (`neuralde_seq.files.OutputLock`).
+            (`neuralde_seq.files.OutputLock`): a whole run, or (for a whole run) shards; or another process
+            is making one of the runs.
+        ModuleNotFoundError: ``executor="ray"`` without Ray installed (the message gives the pip command).
+        RunsFailed: (a RuntimeError) ``executor="ray"``: runs whose worker died more than ``retries`` times.
     """
     check_threads(threads)
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
+    if shard is not None:
+        shard = check_shard(shard)
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor != "ray" and address is not None:
+        raise ValueError(f"address is the Ray cluster of executor='ray' (executor is {executor!r})")
+    if executor == "ray" and shard is not None:
+        raise ValueError("shard and executor='ray' are two ways to spread a grid: give one (Ray schedules every run "
+                         "of the grid itself)")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+    if executor == "ray":
+        import torch.distributed as dist
+
+        from .ray_executor import import_ray
+
+        if dist.is_available() and dist.is_initialized():
+            raise ValueError("executor='ray' in a distributed process group: each Ray task makes a run of its own "
+                             "(give one or the other)")
+        import_ray()  # before anything is written: without Ray, the error names the pip command
     with torch_threads(threads), contextlib.ExitStack() as held:
-        raw = apply_overrides(load_config(config), overrides)
-        if seeds is not None:
-            raw["seeds"] = [int(s) for s in seeds]
-        cfg: BenchmarkConfig = parse_config(raw)
-        rows = _select_rows(cfg.rows, models)
-        torch_device = torch.device(device if device is not None else "cpu")
-        torch_dtype = _parse_dtype(dtype)
-        out_dir = Path(out_dir)
-        if _is_main():  # one process at a time writes into out_dir: a second one is refused (OutputFolderBusy)
-            held.enter_context(OutputLock(out_dir))
-            _clear_stale_temporaries(out_dir, progress)
+        grid = _plan_grid(config, out_dir=out_dir, overrides=overrides, seeds=seeds, models=models,
+                          max_steps=max_steps, device=device, dtype=dtype, task_overrides=task_overrides)
+        runs = grid.runs() if shard is None else shard_runs(grid.runs(), shard)
+        tracker = _RunProgress(grid.cfg.name, len(runs), grid.task.metric, progress)
+        held.callback(tracker.close)  # also when a run fails (closed again, at no cost, below)
+        record = None
+        if _is_main():
+            # One whole run at a time writes into out_dir (a second one is refused: OutputFolderBusy); the shards
+            # of a grid share it (each run has a lock of its own).
+            held.enter_context(OutputLock(grid.out_dir, shared=shard is not None))
+            if shard is None:  # (shards share the folder: one's temporary files may be another's live writes)
+                _clear_stale_temporaries(grid.out_dir, progress)
+            record = _record_grid(grid, tracker.say)
+        if executor == "ray":
+            from .ray_executor import run_on_ray
 
-        from tqdm import tqdm
-
-        from ..data.protocols import get_task, load_task
-
-        task = get_task(cfg.task)
-        env = environment(torch_device, torch_dtype)
-        per_row: dict[str, list[dict]] = {r.label: [] for r in rows}
-        data_cache: dict = {}
-        # Controls per (split, control options), shared by the rows and seeds that read the same data.
-        control_cache = ControlCache() if cache_controls else None
-
-        def task_data(seed: int):
-            key = seed if task.data_depend_on_seed else None
-            if key not in data_cache:
-                data_cache.clear()  # one seed's data at a time
-                if control_cache is not None:
-                    control_cache.clear()  # their controls go with them
-                data = load_task(task.name, seed=seed, dtype=torch_dtype, progress=progress,
-                                 **cfg.task_options, **dict(task_overrides or {}))
-                splits = DatasetSplits(*(ds.to(device=torch_device) for ds in data.splits))
-                tests = {v.label: data.test_variant(drop_rate=v.drop_rate, subsample=v.subsample,
-                                                    time_warp=v.time_warp).to(device=torch_device)
-                         for v in cfg.variants}
-                digest = data_digest([*data.splits, *tests.values()])
-                data_cache[key] = (data, splits, tests, digest)
-            return data_cache[key]
-
-        diverged_runs = []
-        # What each model's options and control options were when not given (models.model_defaults,
-        # models.control_options), recorded in every result so that a finished run made under other registry
-        # defaults is not reused.
-        from ..models import control_options, model_defaults
-
-        def as_json(value):
-            return json.loads(json.dumps(to_jsonable(value)))
-
-        def reference_defaults(name):
-            from ..reference import reference_method
-
-            return reference_method(name).defaults()
-
-        defaults = {row.model: as_json(reference_defaults(row.model) if row.reference else model_defaults(row.model))
-                    for row in rows}
-        control_defaults = {row.model: {} if row.reference else as_json(control_options(row.model)) for row in rows}
-        model_changes = {v.label: dict(v.model_change) for v in cfg.variants if v.model_change is not None}
-        runs = [(seed, row) for seed in cfg.seeds for row in rows]
-        # Progress over the runs: a bar where stderr is a terminal, else one line per finished run (the epochs of
-        # each run likewise: ProgressBar); nothing with progress=False.
-        show = progress and _is_main()
-        interactive = show and is_terminal(sys.stderr)
-        run_bar = tqdm(total=len(runs), desc=short_label(cfg.name, 30), unit="run", disable=not interactive,
-                       dynamic_ncols=True, file=sys.stderr, bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| "
-                                                                       "{elapsed}<{remaining}")
-
-        def say(message: str) -> None:
-            """A message on stderr, above the bars where they are drawn."""
-            if interactive:
-                tqdm.write(message, file=sys.stderr)
-            else:
-                print(message, file=sys.stderr)
-
-        def finished(index: int, row: ModelRow, seed: int, outcome: str) -> None:
-            run_bar.update(1)
-            if show and not interactive:
-                say(f"[{index}/{len(runs)}] {row.label} seed {seed}: {outcome}")
-
-        for index, (seed, row) in enumerate(runs, 1):
-            data, splits, tests, digest = task_data(seed)
-            settings = {"row": row.to_dict(), "task": cfg.task, "task_options": cfg.task_options, "seed": seed,
-                        "dtype": str(torch_dtype).replace("torch.", ""), "max_steps": max_steps,
-                        "variants": [v.label for v in cfg.variants], "data": digest}
-            if model_changes:  # (only then: the fingerprints of runs without model changes stay as they were)
-                settings["model_changes"] = model_changes
-            run_id = fingerprint(settings)
-            row_dir = _inside(out_dir / "runs", slug(row.label))
-            run_dir = _inside(row_dir, f"seed{seed}-{run_id}")
-            result_path = run_dir / "result.json"
-            if _is_main():  # a run killed mid-write left its temporary files here; this process owns the folder now
-                _clear_stale_temporaries(run_dir, progress)
-            if resume:
-                others = sorted(p.name for p in row_dir.glob(f"seed{seed}-*") if p.name != run_dir.name) \
-                    if row_dir.exists() else []
-                if others and _is_main():
-                    say(f"[{row.label} seed {seed}] not reusing {', '.join(others)}: made with other settings or "
-                        f"data (this run's fingerprint is {run_id})")
-                if result_path.exists():
-                    result = _recorded_result(result_path)
-                    # Runs made before the defaults were recorded are taken to be made under today's model
-                    # defaults, and under the control defaults there were before any was recorded.
-                    made_with = result.get("model_defaults", defaults[row.model])
-                    made_control = result.get("control_defaults", _unrecorded_control_defaults(
-                        control_defaults[row.model]))
-                    changed = _changed_keys(made_with, defaults[row.model]) + [
-                        f"control {k}" for k in _changed_keys(made_control, control_defaults[row.model])]
-                    if not changed:
-                        per_row[row.label].append(result)
-                        if result["diverged"]:
-                            diverged_runs.append((row.label, seed))
-                        finished(index, row, seed, f"reused the recorded run {run_dir.name}")
-                        continue
-                    # The fingerprint hashes the row as written; the registry defaults it resolved to changed
-                    # since: that run is another model. Kept aside (never globbed as seed<k>-*), made afresh.
-                    stale = _stale_path(run_dir)
-                    if _is_main():
-                        run_dir.rename(stale)
-                        say(f"[{row.label} seed {seed}] not reusing {run_dir.name}: made with other registry "
-                            f"defaults of {row.model!r} ({', '.join(changed)}); moved to {stale.name}")
-            t0 = time.perf_counter()
-            if row.reference:  # a closed-form method: fitted once, no epochs, checkpoints or curves
-                fit = fit_and_evaluate_reference(row.model, splits, seed=seed, options=row.options, tests=tests,
-                                                 model_changes=model_changes)
-            else:
-                def train():
-                    # The registry defaults go into the resume checkpoint's settings too (not into the fingerprint):
-                    # an interrupted run made under other defaults is another model, never continued.
-                    # A model's warnings spell their fixes as this row's options (options_spelled_as).
-                    with options_spelled_as("config", row.options, row=row.label):
-                        return fit_and_evaluate(
-                            row.model, splits, seed=seed, training=row.training, options=row.options, control=row.control,
-                            solver=row.solver, tests=tests, model_changes=model_changes,
-                            checkpoint_path=run_dir / "best.pt", last_checkpoint_path=run_dir / "last.pt",
-                            resume=resume, max_steps=max_steps, progress=progress, desc=f"{row.label} seed {seed}",
-                            threads=threads, control_cache=control_cache,
-                            run_settings={**settings, "model_defaults": defaults[row.model],
-                                          "control_defaults": control_defaults[row.model]})
-
-                try:
-                    fit = train()
-                except ResumeMismatch as mismatch:
-                    # Same fingerprint, other registry defaults (or a checkpoint from before they were recorded):
-                    # set aside like a finished run of another model, and made afresh.
-                    stale = _stale_path(run_dir)
-                    if _is_main():
-                        run_dir.rename(stale)
-                        say(f"[{row.label} seed {seed}] not continuing {run_dir.name}: {mismatch}; moved to "
-                            f"{stale.name}")
-                    fit = train()
-            result = {
-                "name": cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
-                "smoke": max_steps is not None, "config": settings, "data": data.info(),
-                "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults[row.model],
-                "control_defaults": control_defaults[row.model], "input_spec": fit.get("input_spec"),
-                "metrics": fit["metrics"], "history": fit["history"], "diverged": fit["diverged"],
-                "timing": {"train_seconds": fit["train_seconds"], "eval_seconds": fit["eval_seconds"],
-                           "total_seconds": time.perf_counter() - t0,
-                           "seconds_per_epoch_mean": (sum(fit["history"]["seconds_per_epoch"])
-                                                      / max(1, len(fit["history"]["seconds_per_epoch"])))},
-                "environment": env,
-            }
-            if row.reference:
-                result["timing"]["seconds_per_epoch_mean"] = None
-                result["timing"]["compile_seconds"] = fit["compile_seconds"]
-                result["reference"] = {"method": row.model, "fit_on": fit["fit_on"], "num_fit": fit["num_fit"]}
-            if fit["diverged"]:
-                diverged_runs.append((row.label, seed))
-            if _is_main():
-                write_json(result, result_path)
-                if not row.reference:
-                    write_curves(fit["history"], run_dir / "curves.csv")
-            per_row[row.label].append(result)
-            finished(index, row, seed, _run_outcome(result, task.metric))
-        run_bar.close()
-
-        cfg_dict = cfg.to_dict()
-        cfg_dict["models"] = [r.to_dict() for r in rows]
+            results = run_on_ray(grid, runs, resume=resume, address=address, retries=retries, threads=threads,
+                                 tracker=tracker, cache_controls=cache_controls)
+        else:
+            task_data = _TaskData(grid, progress=progress, cache_controls=cache_controls)
+            results = []
+            for seed, row in runs:
+                result, reused = _train_run(grid, row, seed, task_data, resume=resume, progress=progress,
+                                            threads=threads, say=tracker.say)
+                results.append(result)
+                tracker.finished(result, reused)
+        tracker.close()
+        diverged = [{"label": r["label"], "seed": r["seed"]} for r in results if r["diverged"]]
         if not _is_main():
-            return {"name": cfg.name, "diverged": diverged_runs, "rows": None}
-        # results.json, results.md and the plots are one answer: published together, or (a failed write) not at all
-        with published_together():
-            results = write_report(cfg_dict, per_row, task_metric=task.metric, task_description=task.description,
-                                   out_dir=out_dir, environment_info=env, max_steps=max_steps)
-            results["diverged"] = [{"label": label, "seed": seed} for label, seed in diverged_runs]
-            write_json(results, out_dir / "results.json")
-        return results
+            return {"name": grid.cfg.name, "diverged": [(d["label"], d["seed"]) for d in diverged], "rows": None}
+        if shard is not None:
+            print(f"{grid.cfg.name}: shard {shard[0]}/{shard[1]} made {len(runs)} of the grid's {len(grid.runs())} "
+                  f"runs in {grid.out_dir / 'runs'}; once every shard is done: neuralde-seq report {grid.out_dir}")
+            return {"name": grid.cfg.name, "shard": list(shard), "diverged": diverged, "rows": None,
+                    "runs": [{"label": r["label"], "seed": r["seed"],
+                              "folder": f"runs/{slug(r['label'])}/seed{r['seed']}-{r['fingerprint']}"}
+                             for r in results]}
+        return _write_grid_report(record, results, grid.out_dir)
