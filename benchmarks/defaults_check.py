@@ -542,7 +542,8 @@ def check(args, folder: Path) -> int:
     failures = [f for f in findings if f.failure]
     summary = (f"{len(failures)} finding(s) against {stored_path} ({len(stored)} stored runs): "
                + ", ".join(f"{sum(f.kind == k for f in findings)} {word.lower()}" for k, word in _KIND_WORDS.items()))
-    (out / "results.md").write_text(
+    write_text_atomic(
+        out / "results.md",
         "# Estimator defaults: test accuracy % over seeds "
         f"{_seeds(args.seeds)}\n\nCells: mean ± sample std [max - min] (mean wall time of a run: fit and scoring). "
         f"Protocol: benchmarks/defaults_check.py.\n\n{text}\n\n## Findings\n\n"
