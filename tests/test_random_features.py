@@ -13,7 +13,8 @@ from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 from sklearn.utils.estimator_checks import check_estimator
 
 from neuralde_seq import create_model, logsignature
-from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout, _fit_probability_temperature
+from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout
+from neuralde_seq.random_features.readout import _fit_probability_temperature
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 
 ALPHAS = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3)
@@ -215,7 +216,7 @@ def test_batch_size_bounds_the_states_formed_at_once_and_leaves_the_thresholds_a
 
 
 def test_a_series_whose_states_cannot_fit_is_refused_up_front_with_the_numbers(monkeypatch):
-    import neuralde_seq.random_features as module
+    import neuralde_seq.random_features.features as module
 
     times, values, lengths = _ragged_batch([5000, 4000], seed=8)
     monkeypatch.setattr(module, "_free_memory", lambda device: 2**18)  # a device with 0.25 MiB free
