@@ -40,6 +40,25 @@ class SequenceEstimatorBase(BaseEstimator):
         tags.input_tags.three_d_array = True
         return tags
 
+    def fit(self, X, y, times=None):
+        """Fit on X, y (what ``fit`` does: the class docstring).
+
+        Arguments:
+            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
+                missing.
+            y: a classifier's (N,) labels of one type, at least 2 distinct; a regressor's (N,) or (N, k) finite
+                targets.
+            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
+
+        Returns:
+            self, fitted.
+
+        Raises:
+            ValueError: bad X, y or parameters; the message names the problem.
+        """
+        self._fit(X, y, times)
+        return self
+
     def _fit(self, X, y, times):
         raise NotImplementedError
 
@@ -90,25 +109,7 @@ class SequenceEstimatorBase(BaseEstimator):
 
 
 class SequenceClassifierMixin(ClassifierMixin):
-    """The classifiers' part: labels read into classes and codes, ``fit`` and accuracy as ``score``."""
-
-    def fit(self, X, y, times=None):
-        """Fit on X, y (what ``fit`` does: the class docstring).
-
-        Arguments:
-            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
-                missing.
-            y: (N,) labels of one type, at least 2 distinct.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
-
-        Returns:
-            self, fitted.
-
-        Raises:
-            ValueError: bad X, y or parameters; the message names the problem.
-        """
-        self._fit(X, y, times)
-        return self
+    """The classifiers' part: labels read into classes and codes, and accuracy as ``score``."""
 
     def _class_codes(self, y, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
         """y checked as labels of ``num_samples`` sequences: (the sorted classes (K,), each label's class index
@@ -145,30 +146,12 @@ class SequenceClassifierMixin(ClassifierMixin):
 
 
 class SequenceRegressorMixin(RegressorMixin):
-    """The regressors' part: (N,) or (N, k) real targets, ``fit`` and R² as ``score``."""
+    """The regressors' part: (N,) or (N, k) real targets, and R² as ``score``."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
-
-    def fit(self, X, y, times=None):
-        """Fit on X, y (what ``fit`` does: the class docstring).
-
-        Arguments:
-            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
-                missing.
-            y: (N,) or (N, k) finite targets.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
-
-        Returns:
-            self, fitted.
-
-        Raises:
-            ValueError: bad X, y or parameters; the message names the problem.
-        """
-        self._fit(X, y, times)
-        return self
 
     def _real_targets(self, y, num_samples: int) -> np.ndarray:
         """y checked as the real targets of ``num_samples`` sequences: a (N,) or (N, k) float64 array.

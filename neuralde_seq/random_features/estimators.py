@@ -87,10 +87,9 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         tuning = FineTuning.read(self.fine_tune)  # and the fine-tuning settings
         seed = self._seed()
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
-                                     num_times=self.num_times, num_biases=self.num_biases,
-                                     num_levels=self.num_levels, input_scale=self.input_scale, fast_share=self.fast_share,
-                                     timescales=self.timescales,
-                                     memory=self.memory, model_options=self.model_options,
+                                     num_times=self.num_times, num_biases=self.num_biases, num_levels=self.num_levels,
+                                     input_scale=self.input_scale, fast_share=self.fast_share,
+                                     timescales=self.timescales, memory=self.memory, model_options=self.model_options,
                                      control_options=self._resolved_control_options(), fill_gaps=self.fill_gaps,
                                      seed=seed, batch_size=self.batch_size)
         device = torch.device(self.device)

@@ -44,7 +44,6 @@ def _take(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return gathered.flatten(1)
 
 
-
 def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tensor,
                         spreads: torch.Tensor | None = None, temperature: float = 0.0) -> torch.Tensor:
     """The "ppv" feature: for each threshold, the proportion of a sample's knots at which each unit exceeds it; with

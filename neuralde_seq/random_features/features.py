@@ -116,11 +116,11 @@ class RandomFeatures:
             pass 2**25 (128 MiB in float32).
 
     Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``fill_step_`` (the step of
-    ``fill_gaps``, or None), ``time_scale_`` (float),
-    ``value_scales_`` (C,), ``state_width_`` (H), ``num_features_``, ``feature_slices_`` (each feature's columns: a
-    dict name -> slice), ``biases_`` ((num_biases, H), "ppv" and "mpv" only), ``levels_`` ((C, num_levels), "levels" only), ``timescales_`` ((H,) the units' τ (for
-    oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_`` ((H,) each
-    oscillator's period in knots, ``memory="oscillation"`` only, else None).
+    ``fill_gaps``, or None), ``time_scale_`` (float), ``value_scales_`` (C,), ``state_width_`` (H),
+    ``num_features_``, ``feature_slices_`` (each feature's columns: a dict name -> slice), ``biases_``
+    ((num_biases, H), "ppv" and "mpv" only), ``levels_`` ((C, num_levels), "levels" only), ``timescales_`` ((H,)
+    the units' τ (for oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_``
+    ((H,) each oscillator's period in knots, ``memory="oscillation"`` only, else None).
     """
 
     def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
@@ -347,7 +347,8 @@ class RandomFeatures:
             raise MemoryError(f"random features: the states of one series of {knots:,} knots × {width:,} units need "
                               f"{_bytes(need)} at once, and {like.device} has {_bytes(free)} free; "
                               "use fewer units (width), a diagonal or 2×2-block linear-cde reservoir on the CPU (its "
-                              "fused kernel stores no states), or series with fewer points (e.g. averaged over windows)")
+                              "fused kernel stores no states), or series with fewer points (e.g. averaged over "
+                              "windows)")
         return max(1, min(self.batch_size, _STATE_BUDGET // (knots * width)))
 
     @staticmethod
