@@ -575,4 +575,3 @@ class RandomFeatures:
 
         start = sum(width(f) for f in self.features[:self.features.index(feature)] if f in PATH_FEATURES)
         return path_part[:, start:start + width(feature)]
-
