@@ -510,6 +510,21 @@ def test_scikit_learn_estimator_checks(estimator, waived):
             assert waived[r["check_name"]][1] in str(r["exception"]), (r["check_name"], r["exception"])
 
 
+def test_a_pickled_estimator_names_the_package_not_the_room_its_classes_live_in():
+    """Pickles name a class by its module: the fitted classes carry the package's path, which stays importable when
+    the package's rooms move (a pickle naming neuralde_seq.random_features.estimators would break with the room)."""
+    import pickle
+    import re
+
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((8, 12, 2)), np.array(["a", "b"] * 4)
+    clf = RandomFeatureClassifier(width=8, random_state=0).fit(X, y)
+    blob = pickle.dumps(clf)
+    paths = set(re.findall(rb"neuralde_seq\.random_features[\w.]*", blob))
+    assert paths == {b"neuralde_seq.random_features"}  # the estimator, its feature map and its readout
+    np.testing.assert_array_equal(pickle.loads(blob).decision_function(X), clf.decision_function(X))
+
+
 def test_every_reservoir_reads_ragged_series_with_their_own_times_and_string_labels():
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(int(rng.integers(8, 20)), 2)) for _ in range(24)]

@@ -189,3 +189,9 @@ __all__ = ["RidgeReadout", "RandomFeatures", "reservoir_states", "positive_propo
            "RandomFeatureRegressor", "RESERVOIRS", "FEATURES", "MEMORIES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES",
            "DEFAULT_OSCILLATION_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES", "one_vs_all", "reservoir_state_width",
            "positive_mean", "PATH_FEATURES"]
+
+# The classes whose instances are fitted and kept carry this package's path, the one users import them from: messages
+# and pickles name neuralde_seq.random_features.<Class>, which stays valid whichever room the class lives in.
+for _kept in (RidgeReadout, RandomFeatures, RandomFeatureClassifier, RandomFeatureRegressor):
+    _kept.__module__ = __name__
+del _kept

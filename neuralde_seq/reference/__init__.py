@@ -94,3 +94,10 @@ __all__ = ["to_grid", "MiniRocketClassifier", "MultiRocketHydraClassifier", "Qua
            "fit_reference", "ReferenceFit", "evaluate_reference", "as_arrays", "warm_up", "SeedEnsemble",
            "DEFAULT_REFERENCE_METHODS", "INSTALL_HINT", "METHOD_KINDS", "MINIROCKET_MIN_LENGTH",
            "MINIROCKET_KERNEL_SET"]
+
+# The classes whose instances are fitted and kept carry this package's path, the one users import them from: messages
+# and pickles name neuralde_seq.reference.<Class>, which stays valid whichever room the class lives in.
+for _kept in (MiniRocketClassifier, MiniRocketRegressor, MultiRocketHydraClassifier, QuantClassifier,
+              NearestNeighbourClassifier, SummaryFeatureClassifier, SeedEnsemble):
+    _kept.__module__ = __name__
+del _kept
