@@ -117,7 +117,7 @@ _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
-    from .training.runner import parse_shard
+    from .training.grid import parse_shard
 
     try:
         return parse_shard(text)

@@ -21,7 +21,9 @@ import yaml
 from neuralde_seq.cli import main
 from neuralde_seq.files import OutputFolderBusy, OutputLock
 from neuralde_seq.training.config import fingerprint
-from neuralde_seq.training.runner import GRID_FILE, IncompleteGrid, report_grid, run_benchmark, shard_runs
+from neuralde_seq.training.grid import shard_runs
+from neuralde_seq.training.run_folders import GRID_FILE
+from neuralde_seq.training.runner import IncompleteGrid, report_grid, run_benchmark
 
 RAY_SKIP = 'ray is not installed: pip install "neuralde-seq[ray]"'
 TIMING = ("seconds_per_epoch", "train_seconds")  # a row's timing: the only numbers two makings of a run differ in

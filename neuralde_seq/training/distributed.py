@@ -201,7 +201,8 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
 
     Returns rank 0's results (under torchrun: what run_benchmark returns in this process).
     """
-    from .runner import apply_overrides, load_config, run_benchmark, validate_config
+    from .config import apply_overrides, load_config, validate_config
+    from .runner import run_benchmark
 
     device = run_benchmark_kwargs.get("device") or "cpu"
     if launched_by_torchrun():

@@ -2,7 +2,7 @@
 
 Ray is an optional extra: ``pip install "neuralde-seq[ray]"``. `run_on_ray` (called by
 `neuralde_seq.training.runner.run_benchmark` with ``executor="ray"``) submits one task per run of the grid; each
-task makes its run exactly as the serial loop does (`neuralde_seq.training.runner._train_run`: the run's own lock,
+task makes its run exactly as the serial loop does (`neuralde_seq.training.grid._train_run`: the run's own lock,
 ``--resume``, the checkpoints and ``result.json`` written safely into its folder) and returns its result, and the
 driver, which holds the output folder's lock for the whole grid, writes the tables once every run is done.
 
@@ -56,7 +56,7 @@ _WORKER_DATA: dict = {}
 
 
 def _worker_task_data(grid, plan: dict, cache_controls: bool):
-    from .runner import _TaskData
+    from .grid import _TaskData
 
     key = repr((sorted((k, repr(v)) for k, v in plan.items()), cache_controls))
     if key not in _WORKER_DATA:
@@ -67,9 +67,9 @@ def _worker_task_data(grid, plan: dict, cache_controls: bool):
 
 def _make_run(plan: dict, label: str, seed: int, resume: bool, threads: int | None,
               cache_controls: bool) -> tuple[dict, bool]:
-    """A Ray task: plan the grid again from ``plan`` (`neuralde_seq.training.runner._Grid.plan`) and make the run
+    """A Ray task: plan the grid again from ``plan`` (`neuralde_seq.training.grid._Grid.plan`) and make the run
     of row ``label`` with ``seed`` as the serial loop does."""
-    from .runner import _plan_grid, _train_run
+    from .grid import _plan_grid, _train_run
     from .threads import torch_threads
 
     grid = _plan_grid(**plan)
@@ -94,7 +94,7 @@ def run_on_ray(grid, runs: Sequence, *, resume: bool, address: str | None, retri
     """Make ``runs`` of ``grid`` as Ray tasks and return their results in the order of ``runs``.
 
     Arguments:
-        grid: the grid (`neuralde_seq.training.runner._plan_grid`).
+        grid: the grid (`neuralde_seq.training.grid._plan_grid`).
         runs: (seed, row) pairs.
         resume: the tasks' first attempts reuse finished runs and continue interrupted ones (``--resume``);
             a task submitted again after its worker died always continues from its last checkpoint.
@@ -104,7 +104,7 @@ def run_on_ray(grid, runs: Sequence, *, resume: bool, address: str | None, retri
         threads: torch's CPU threads per task (the CPUs each task asks Ray for; None: 1).
         tracker: the progress over the runs (``say`` and ``finished``).
         cache_controls: each worker builds a control once per (data split, control options) for the tasks it runs
-            (`neuralde_seq.training.runner.ControlCache`; default True).
+            (`neuralde_seq.training.run.ControlCache`; default True).
 
     Raises:
         ModuleNotFoundError: Ray is not installed.
