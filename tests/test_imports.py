@@ -38,7 +38,6 @@ OVERSIZED_MODULES: dict[str, str] = {
     "neuralde_seq.controls": "issue 37, rooms by concept: a controls/ subpackage (one module per interpolation, the "
                              "builder, the log-signature controls)",
     "neuralde_seq.rules": "issue 37, rooms by concept: the learning rules apart from their registry and exports",
-    "neuralde_seq.training.runner": "issue 37, rooms by concept: runner split into run, store and orchestration",
 }
 
 
