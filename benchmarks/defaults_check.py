@@ -74,6 +74,7 @@ from defaults_sweep import dropped, round_robin  # noqa: E402  (the suite's drop
 from machine import code_version, cpu_name  # noqa: E402
 
 from neuralde_seq.cli import _positive_int  # noqa: E402  (the CLI's reading of --epochs and the like)
+from neuralde_seq.files import write_text_atomic  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STORED = REPO / "benchmarks" / "measured" / "defaults_check.json"
@@ -348,7 +349,6 @@ def read_runs(path: Path) -> list[dict]:
 
 
 def write_runs(path: Path, runs: list[dict], **extra) -> None:
-    from neuralde_seq.files import write_text_atomic
 
     head = json.dumps({"script": "benchmarks/defaults_check.py", **extra})[:-1]
     # one run a line: the stored table's diffs show the runs that changed
