@@ -288,6 +288,10 @@ def _checkpoint_of(path: Path) -> Path:
         raise ValueError(f"{path} is a benchmark's output folder: give one run's folder, e.g. "
                          + (", ".join(found[:3]) + (", ..." if len(found) > 3 else "") if found else
                             "runs/<row>/seed<k>-<fingerprint>"))
+    runs = sorted(p.parent.name for p in path.glob(f"seed*/{CHECKPOINT_NAME}"))
+    if runs:  # a row's folder: name its runs
+        raise ValueError(f"{path} is a row's folder, holding the run folder(s) {', '.join(runs[:3])}"
+                         f"{', ...' if len(runs) > 3 else ''}: give one of them (e.g. {path / runs[0]})")
     raise FileNotFoundError(f"{path} holds neither {CHECKPOINT_NAME} nor result.json: it is not a run folder "
                             "(<out>/runs/<row>/seed<k>-<fingerprint>)")
 

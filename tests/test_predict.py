@@ -233,6 +233,8 @@ def test_bad_paths_and_data_exit_2_with_one_line_naming_the_problem(trained, tmp
              (["predict", str(folder), str(tmp_path / "none.ts"), "--out", str(out)], "none.ts does not exist"),
              (["predict", str(trained["out"]), str(trained["test"]), "--out", str(out)],
               "is a benchmark's output folder: give one run's folder, e.g. runs/"),
+             (["predict", str(folder.parent), str(trained["test"]), "--out", str(out)],
+              f"is a row's folder, holding the run folder\\(s\\) {folder.name}: give one of them"),
              (["predict", str(folder), str(wide), "--out", str(out)],
               "wide.ts has 3 channel\\(s\\) per time step, but the run's model was trained on 2")]
     for argv, message in cases:
