@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     import torch
     import torchcde
 
-    from neuralde_seq.splines import fill_missing_linear, natural_cubic_coefficients
+    from neuralde_seq.controls.splines import fill_missing_linear, natural_cubic_coefficients
 
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)

@@ -22,8 +22,8 @@ import pytest
 import torch
 
 from neuralde_seq import build_control
-from neuralde_seq import controls as controls_module
-from neuralde_seq.logsignature_control import LogSignatureCacheError, cached_logsignature_control
+from neuralde_seq.controls import builder as controls_module
+from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
 from neuralde_seq.signatures import BASES, logsignature, logsignature_channels, logsignature_windows
 
 F64 = torch.float64

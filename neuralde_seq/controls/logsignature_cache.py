@@ -19,12 +19,12 @@ import os
 
 import torch
 
-from ._version import __version__
-from .cache import CorruptCacheError, cached_tensors
+from .._version import __version__
+from ..cache import CorruptCacheError, cached_tensors
 # logsignature_control is built in controls (build_control's interpolation="logsignature"), imported from there so that
 # controls never imports this module; re-exported here, where it lived before.
-from .controls import Control, build_control, logsignature_control, renamed_control_options
-from .signatures import backend_version
+from .builder import Control, build_control, logsignature_control, renamed_control_options
+from ..signatures import backend_version
 
 __all__ = ["logsignature_control", "cached_logsignature_control", "LogSignatureCacheError"]
 

@@ -40,7 +40,7 @@ and hands them to the interpolation's builder, one per name in `INTERPOLATION_BU
 
 Observations are checked by `validate_observations` (shapes, lengths, NaN
 times, increasing times, and the finite range of values and times in their dtype). Log-signature windows are built
-here (`logsignature_control`); their disk cache is `neuralde_seq.logsignature_control`.
+here (`logsignature_control`); their disk cache is `neuralde_seq.controls.logsignature_cache`.
 """
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
-from .input_checks import unknown_name_message
-from .user_warnings import warn_user
-from .observations import _first, batch_selection, observation_span, validate_observations
-from .signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
+from ..input_checks import unknown_name_message
+from ..user_warnings import warn_user
+from ..observations import _first, batch_selection, observation_span, validate_observations
+from ..signatures import DEFAULT_BASIS, check_logsignature_options, logsignature_channels, logsignature_windows
 from .splines import fill_missing_linear, polynomial_pieces
 
 __all__ = ["Control", "build_control", "resolve_time_unit", "time_unit_value", "RenamedOptionWarning",
@@ -825,7 +825,7 @@ def _value_at_end(coeffs, knots, end_index):
 
 
 # ---------------------------------------------------------------------------------------------------
-# log-signature windows (interpolation="logsignature"; their disk cache is neuralde_seq.logsignature_control)
+# log-signature windows (interpolation="logsignature"; their disk cache is neuralde_seq.controls.logsignature_cache)
 
 def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
                          backend: str, basis: str, window_start_values: bool = False) -> Control:
