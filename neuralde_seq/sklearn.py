@@ -502,7 +502,7 @@ class _SequenceEstimator(BaseEstimator):
         # the control options as given, time_unit resolved (the spec's control also holds the registered ones)
         self.control_options_ = {**settings["control"], **(
             {"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {}), **(
-            {"intensity_channel": spec.control["intensity_channel"]}
+            {"intensity_channel": spec.control.intensity_channel}
             if "intensity_channel" in settings["control"] else {})}
         self.seed_ = seed
         self.validation_index_ = val_index
@@ -517,7 +517,7 @@ class _SequenceEstimator(BaseEstimator):
         parameter = next(self.model_.parameters())
         data = self._dataset(X, times, parameter.dtype)
         check_channels_like_fit(self, X, data.num_channels)
-        fill = self.input_spec_.control.get("unobserved_fill")
+        fill = None if self.input_spec_.control is None else self.input_spec_.control.unobserved_fill
         if fill is not None:
             warn_unobserved(data, "samples", fill)
         inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
