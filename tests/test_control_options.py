@@ -175,8 +175,9 @@ def test_keywords_refine_the_options_they_are_given_on_top_of():
         LogSignature(step=8)
     # a registry model's options with the keywords on top: what model_inputs builds
     times, values, lengths = _observations()
+    windows = LogSignature(depth=1, step=4)
     assert _same(model_inputs("nrde", times, values, lengths, step=4, unobserved_fill=0.0),
-                 build_control(times, values, lengths, interpolation=LogSignature(depth=1, step=4), unobserved_fill=0.0))
+                 build_control(times, values, lengths, interpolation=windows, unobserved_fill=0.0))
 
 
 def test_values_of_the_training_split_are_options_that_build_control_refuses_unresolved():

@@ -19,8 +19,7 @@ from .builder import build_control, observed_channels
 from .control import Control
 from .cubic import HermiteCubic, NaturalCubic
 from .interpolation import (Interpolation, ObservedChannels, PolynomialInterpolation, interpolation_names,
-                            parse_interpolation, register_interpolation, registered_interpolation,
-                            unregister_interpolation)
+                            parse_interpolation, register_interpolation, registered_interpolation)
 from .linear import Linear, Rectilinear
 from .logsignature import LogSignature, logsignature_control
 from .logsignature_cache import LogSignatureCacheError, cached_logsignature_control
@@ -28,7 +27,7 @@ from .options import MISSING_POLICIES, ControlOptions, control_option_names, par
 
 __all__ = ["Control", "build_control", "ControlOptions", "parse_control_options", "control_option_names",
            "Interpolation", "PolynomialInterpolation", "NaturalCubic", "HermiteCubic", "Linear", "Rectilinear",
-           "LogSignature", "register_interpolation", "registered_interpolation", "unregister_interpolation",
-           "interpolation_names", "parse_interpolation", "ObservedChannels", "observed_channels",
+           "LogSignature", "register_interpolation", "registered_interpolation", "interpolation_names",
+           "parse_interpolation", "ObservedChannels", "observed_channels",
            "logsignature_control", "cached_logsignature_control", "LogSignatureCacheError", "time_unit_value",
            "MISSING_POLICIES"]

@@ -20,7 +20,7 @@ from ..input_checks import UnknownOptionError, unknown_name_message
 from .control import Control
 
 __all__ = ["Interpolation", "PolynomialInterpolation", "ObservedChannels", "register_interpolation",
-           "registered_interpolation", "unregister_interpolation", "interpolation_names", "interpolation_name",
+           "registered_interpolation", "interpolation_names", "interpolation_name",
            "interpolation_keywords", "interpolation_class", "parse_interpolation"]
 
 
@@ -226,8 +226,7 @@ def register_interpolation(name: str, cls: type[Interpolation]) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"an interpolation's name must be a non-empty string, got {name!r}")
     if name in _REGISTRY:
-        raise ValueError(f"interpolation name {name!r} is already registered (unregister_interpolation({name!r}) "
-                         "first to replace it)")
+        raise ValueError(f"interpolation name {name!r} is already registered")
     if not (isinstance(cls, type) and issubclass(cls, Interpolation) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"an interpolation must be a dataclass subclassing Interpolation, got {cls!r}")
     for other, registered in _REGISTRY.items():
@@ -239,20 +238,6 @@ def register_interpolation(name: str, cls: type[Interpolation]) -> None:
         raise ValueError(f"{cls.__name__}'s fields {clash} are spelt as options of every control; rename them (or "
                          "spell them otherwise with keyword_fields)")
     _REGISTRY[name] = cls
-
-
-def unregister_interpolation(name: str) -> None:
-    """Remove a registration made by `register_interpolation`.
-
-    Arguments:
-        name: a registered name.
-
-    Raises:
-        ValueError: the name is not registered.
-    """
-    if name not in _REGISTRY:
-        raise ValueError(unknown_name_message("interpolation", name, _REGISTRY, listing="registered interpolations"))
-    del _REGISTRY[name]
 
 
 @contextlib.contextmanager

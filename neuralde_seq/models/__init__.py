@@ -35,7 +35,8 @@ from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
            "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
-           "control_options", "registered_control_options", "check_control_overrides", "model_defaults", "model_entry", "model_inputs", "input_options", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
+           "control_options", "registered_control_options", "check_control_overrides",
+           "model_defaults", "model_entry", "model_inputs", "input_options", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
            "TRAINING_DEFAULTS", "training_defaults"]
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import torch
@@ -396,8 +396,8 @@ class InputSpec:
         if entry.inputs == "observations":
             # what fit refuses for a model that reads observations is refused here too, not ignored
             if control:
-                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty (null), got "
-                                 f"{sorted(control)}")
+                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty "
+                                 f"(null), got {sorted(control)}")
             control = None
             if reads_static:
                 raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
