@@ -18,8 +18,9 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   each model's input; the fast weight classes;
 - training: `fit` (the one loop) with an objective (`Classification`,
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
-  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`, and `load_run` (a run's trained
-  model, a `TrainedClassifier`, scoring new raw data as the run did);
+  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`, `report_grid` (the tables of a grid
+  whose runs were spread over machines), and `load_run` (a run's trained model, a `TrainedClassifier`, scoring new
+  raw data as the run did);
 - reference methods (`neuralde_seq.reference`, imported on first use; aeon, which two of them need, is an
   optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `MultiRocketHydraClassifier`,
   `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
@@ -40,7 +41,7 @@ from .solver_choices import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Eu
 from .solvers import SolverOptions, parse_solver, solve
 from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
                        TrainingSpec, evaluate, fit, predict, train_classifier)
-from .training.runner import run_benchmark
+from .training.runner import report_grid, run_benchmark
 from .trained_run import TrainedClassifier, load_run
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
     # training and benchmarks
     "fit", "TrainingSpec", "InputSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
     "evaluate",
-    "predict", "TrainingDiverged", "run_benchmark", "load_run", "TrainedClassifier",
+    "predict", "TrainingDiverged", "run_benchmark", "report_grid", "load_run", "TrainedClassifier",
     # reference methods (neuralde_seq.reference, imported on first use)
     "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
     "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor", "summary_features", "REFERENCE_METHODS",

@@ -1,7 +1,7 @@
 """A model the benchmark runner trained, loaded from its run folder to score new data: `load_run`.
 
 ``neuralde-seq bench`` (and ``compare``) write one folder per run, ``runs/<row>/seed<k>-<fingerprint>/``, whose
-``best.pt`` holds the best-validation weights and the run's settings (`neuralde_seq.training.runner.fit_and_evaluate`):
+``best.pt`` holds the best-validation weights and the run's settings (`neuralde_seq.training.run.fit_and_evaluate`):
 the model's registry name and options, its solver, the `InputSpec` that turns the *raw* series into the model's input
 (the task protocol's standardisation included: `InputSpec.reading_raw`), and what the model was built from
 (``trained_model``: its input channels, the options its training input fixed, the class names, dtype and evaluation

@@ -17,7 +17,7 @@ from neuralde_seq.data.protocols import japanese_vowels_splits, load_task
 from neuralde_seq.models import create_model
 from neuralde_seq.training import load_checkpoint
 from neuralde_seq.training.input_spec import InputSpec
-from neuralde_seq.training.runner import fit_and_evaluate
+from neuralde_seq.training.run import fit_and_evaluate
 
 
 def _ragged(n: int, length: int, channels: int, seed: int, spacing: float) -> IrregularDataset:
@@ -254,7 +254,7 @@ def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
 
 
 def test_a_config_row_refuses_the_former_control_name_and_gives_observation_models_a_time_unit():
-    from neuralde_seq.training.runner import ConfigError, validate_config
+    from neuralde_seq.training.config import ConfigError, validate_config
 
     def config(*rows):
         return {"name": "c", "task": "japanese-vowels", "seeds": [0], "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},

@@ -18,14 +18,9 @@ from neuralde_seq.data import IrregularDataset, num_dropped, subsample
 from neuralde_seq.models import create_model
 from neuralde_seq.data.protocols import TASKS, load_task
 from neuralde_seq.training import auroc, evaluate, load_checkpoint
-from neuralde_seq.training.runner import (
-    ConfigError,
-    aggregate,
-    apply_overrides,
-    build_model_inputs,
-    fit_and_evaluate,
-    validate_config,
-)
+from neuralde_seq.training.config import ConfigError, apply_overrides, validate_config
+from neuralde_seq.training.report import aggregate
+from neuralde_seq.training.run import build_model_inputs, fit_and_evaluate
 
 
 def _run_dir(row_dir, seed):
@@ -325,7 +320,7 @@ def _same_control(a, b):
 
 
 def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
-    from neuralde_seq.training.runner import ControlCache
+    from neuralde_seq.training.run import ControlCache
 
     val, test = jv.splits.val, jv.splits.test
     uncached = {"val": build_model_inputs("ncde", val), "test": build_model_inputs("ncde", test),
@@ -392,7 +387,7 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
 
 def test_a_solver_field_added_at_its_default_leaves_recorded_runs_reusable():
     from neuralde_seq.solvers import SolverOptions
-    from neuralde_seq.training.runner import _changed_keys
+    from neuralde_seq.training.run_folders import _changed_keys
 
     today = {"d_model": 64, "solver": repr(SolverOptions())}
     # a run recorded before the last field of SolverOptions existed: its repr lacks it
@@ -408,7 +403,7 @@ def test_a_solver_field_added_at_its_default_leaves_recorded_runs_reusable():
 
 def test_a_row_label_selects_that_row_alone():
     from neuralde_seq.training.config import parse_config
-    from neuralde_seq.training.runner import _select_rows
+    from neuralde_seq.training.grid import _select_rows
 
     config = parse_config({"name": "t", "task": "japanese-vowels", "seeds": [0],
                            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},

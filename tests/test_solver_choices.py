@@ -14,7 +14,7 @@ from neuralde_seq.models import create_model, model_defaults, model_inputs
 from neuralde_seq.solver_choices import Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint, RK4
 from neuralde_seq.solvers import SolverOptions, parse_solver, resolve_method, solve
 from neuralde_seq.training.config import ConfigError, apply_overrides, parse_config
-from neuralde_seq.training.runner import _changed_keys
+from neuralde_seq.training.run_folders import _changed_keys
 
 DTYPE = torch.float64
 

@@ -467,7 +467,7 @@ def input_options(name: str, inputs: Control | Observations, overrides: Mapping 
     ``overrides`` does not give them (None: not given): e.g. an NCDE's ``control_scales``, a linear CDE's
     ``channel_scales``, ODE-RNN's ``time_scale``, a basis's ``basis_time_range``; {} for a model without any.
 
-    Plain numbers and tuples of them: `neuralde_seq.training.runner.fit_and_evaluate` records them in its checkpoints,
+    Plain numbers and tuples of them: `neuralde_seq.training.run.fit_and_evaluate` records them in its checkpoints,
     so that `neuralde_seq.load_run` rebuilds the model from its number of input channels alone
     (``create_model(name, inputs.channels, num_classes, **overrides, **input_options(...))`` is the model
     ``create_model(name, inputs, num_classes, **overrides)`` builds).
