@@ -4,7 +4,9 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 (models, training) live in separate modules; this namespace gathers the public pieces:
 
 - data in: `Observations` (the raw irregular batch, validated once), `build_control` and
-  `Control` (the continuous path X(s) the CDE/RDE models read), `IrregularDataset`
+  `Control` (the continuous path X(s) the CDE/RDE models read) with its `ControlOptions` and the interpolations
+  `HermiteCubic`, `NaturalCubic`, `Linear`, `Rectilinear`, `LogSignature` (your own with
+  `register_interpolation`), `IrregularDataset`
   (observations + labels) read from numpy (`from_arrays`) or local .ts/ARFF files (`load_files`),
   `logsignature`, `logsignature_windows`; scikit-learn estimators are in `neuralde_seq.sklearn`;
 - what is solved: the learning rules `Hebb`, `Oja`, `Delta` (`make_rule`; your own with `register_rule`) and their
@@ -26,7 +28,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 """
 from ._version import __version__
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
-from .controls import Control, build_control
+from .controls import (Control, ControlOptions, HermiteCubic, Linear, LogSignature, NaturalCubic, Rectilinear,
+                       build_control, register_interpolation, registered_interpolation)
 from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
 from .fields import FastWeightField
 from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, StatefulODENet,
@@ -43,7 +46,8 @@ from .trained_run import TrainedClassifier, load_run
 
 __all__ = [
     # data in
-    "Observations", "Control", "build_control", "IrregularDataset", "from_arrays", "load_files", "logsignature",
+    "Observations", "Control", "build_control", "ControlOptions", "HermiteCubic", "NaturalCubic", "Linear",
+    "Rectilinear", "LogSignature", "register_interpolation", "registered_interpolation", "IrregularDataset", "from_arrays", "load_files", "logsignature",
     "logsignature_windows", "TimeWarp", "time_warp",
     # what is solved
     "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "register_rule", "registered_rule", "FastWeightField",

@@ -1,7 +1,7 @@
 """A disk cache for computed tensors: compute once per key, reload bit for bit, refuse what cannot be trusted.
 
 Used for preprocessed datasets (`neuralde_seq.data`) and log-signature controls
-(`neuralde_seq.logsignature_control.cached_logsignature_control`). Files are written atomically (temporary file,
+(`neuralde_seq.controls.cached_logsignature_control`). Files are written atomically (temporary file,
 then rename) with a SHA-256 of their contents, so a reader sees a complete file or none, and a truncated,
 altered or foreign file raises `CorruptCacheError` naming it instead of being used or overwritten.
 """

@@ -488,7 +488,7 @@ class _SequenceEstimator(SequenceEstimatorBase):
         # the control options as given, time_unit resolved (the spec's control also holds the registered ones)
         self.control_options_ = {**settings["control"], **(
             {"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {}), **(
-            {"intensity_channel": spec.control["intensity_channel"]}
+            {"intensity_channel": spec.control.intensity_channel}
             if "intensity_channel" in settings["control"] else {})}
         self.seed_ = seed
         self.validation_index_ = val_index
@@ -500,7 +500,7 @@ class _SequenceEstimator(SequenceEstimatorBase):
         return next(self.model_.parameters()).dtype
 
     def _unobserved_fill(self):
-        return self.input_spec_.control.get("unobserved_fill")
+        return None if self.input_spec_.control is None else self.input_spec_.control.unobserved_fill
 
     def _outputs(self, X, times) -> np.ndarray:
         """The model's outputs for X, (N, outputs) float64."""

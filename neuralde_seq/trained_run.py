@@ -154,7 +154,7 @@ class TrainedClassifier:
         if static is not None and data.static is None:
             raise ValueError(f"model {self.input_spec.model!r} reads {static} static feature(s) per sample: give X as "
                              "an IrregularDataset with static (N, S)")
-        fill = self.input_spec.control.get("unobserved_fill")
+        fill = None if self.input_spec.control is None else self.input_spec.control.unobserved_fill
         if fill is not None:
             warn_unobserved(data, "samples", fill)
         inputs = self.input_spec.transform(data)

@@ -297,15 +297,18 @@ def test_cli_reports_config_errors(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ control cache
 def _count_build_control(monkeypatch):
-    """Count the calls of build_control made through the model registry (each still builds for real)."""
+    """The interpolation of every call of build_control made through the model registry (each still builds for
+    real)."""
     import neuralde_seq.models as models
+    from neuralde_seq.controls import parse_control_options
+    from neuralde_seq.controls.interpolation import interpolation_name
 
     calls = []
     real = models.build_control
 
-    def counting(times, values, lengths=None, **options):
-        calls.append(options)
-        return real(times, values, lengths, **options)
+    def counting(times, values, lengths=None, options=None, **keywords):
+        calls.append(interpolation_name(parse_control_options(keywords, base=options).interpolation))
+        return real(times, values, lengths, options, **keywords)
 
     monkeypatch.setattr(models, "build_control", counting)
     return calls
@@ -328,8 +331,8 @@ def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
     assert len(calls) == 1 and (cache.hits, cache.misses) == (0, 1)
     # another model with the same registered interpolation, and the defaults spelled out: the same control
     again = build_model_inputs("hebb-cde", val, cache=cache)
-    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True, "depth": 2},
-                                 cache=cache)
+    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True,
+                                               "missing": "interpolate"}, cache=cache)
     assert again is first and spelled is first and len(calls) == 1 and cache.hits == 2
     assert _same_control(first, uncached["val"])
     # other options, another split, or another dataset object with equal contents: built anew
@@ -371,7 +374,7 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
         results[cached] = run_benchmark(config, out_dir=tmp_path / f"out{cached}", max_steps=2, progress=False,
                                         task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
                                         cache_controls=cached)
-        interpolations = sorted(options["interpolation"] for options in calls)
+        interpolations = sorted(calls)
         splits = 3  # train, val, test; the task's data do not depend on the seed
         if cached:  # once per split and control, for both seeds and both natural cubic rows
             assert interpolations == sorted(["natural_cubic"] * splits + ["linear"] * splits)
