@@ -80,6 +80,7 @@ import traceback
 from pathlib import Path
 
 from machine import code_version, cpu_name
+from neuralde_seq.files import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -612,7 +613,7 @@ def update_docs(section: str, path: Path = DOCS) -> None:
     pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.DOTALL)
     if not pattern.search(text):
         raise RuntimeError(f"{path} has no section between {MARK_START} and {MARK_END}")
-    path.write_text(pattern.sub(lambda _: f"{MARK_START}\n{section}\n{MARK_END}", text, count=1))
+    write_text_atomic(path, pattern.sub(lambda _: f"{MARK_START}\n{section}\n{MARK_END}", text, count=1))
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -730,7 +731,7 @@ def main(argv=None) -> int:
           + (f"\nThe time channel of delta-rde (exact): test accuracy % mean ± std over the seeds (mean validation "
              f"accuracy); per seed the variant with the best validation accuracy:\n\n{results['time_channel_table']}\n"
              if results["time_channel_table"] else ""))
-    (out / "results.md").write_text(md)
+    write_text_atomic(out / "results.md", md)
     print(("SMOKE RUN (not results)\n" if results["smoke"] else "") + table)
     print(f"\nwrote {out / 'results.md'}, {out / 'results.json'}")
     bad = [f"{label} on {n}" for n, d in results["datasets"].items() for label, e in d["rows"].items()

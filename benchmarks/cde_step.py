@@ -37,6 +37,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name
+from neuralde_seq.files import write_text_atomic
 
 NUM_CLASSES = 4
 
@@ -221,10 +222,10 @@ def main(argv=None) -> int:
                           for name in args.models))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(dict(label=args.label, settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(),
-                                                           code=code_version()),
-                           results=results), f, indent=1)
+        payload = dict(label=args.label, settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(),
+                                                       code=code_version()),
+                       results=results)
+        write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0
 

@@ -1,11 +1,11 @@
-"""Interpolation through missing values: torchcde vs neuralde_seq.splines, at a PhysioNet-like shape.
+"""Interpolation through missing values: torchcde vs neuralde_seq.controls.splines, at a PhysioNet-like shape.
 
 Two fills are timed: the natural cubic spline coefficients, and the linear fill the Hermite cubic, linear,
 rectilinear (and log-signature) controls go through (``torchcde.linear_interpolation_coeffs`` against
-``neuralde_seq.splines.fill_missing_linear``).
+``neuralde_seq.controls.splines.fill_missing_linear``).
 
 ``torchcde.natural_cubic_coeffs`` goes through missing values with a Python loop over every (sample,
-channel); ``neuralde_seq.splines.natural_cubic_coefficients`` solves all of them at once. Both are timed
+channel); ``neuralde_seq.controls.splines.natural_cubic_coefficients`` solves all of them at once. Both are timed
 in this one run, on the same synthetic data:
 
 - shape: ``--samples`` samples (default 2,000) x ``--length`` hourly time points (72) x ``--channels``
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     import torch
     import torchcde
 
-    from neuralde_seq.splines import fill_missing_linear, natural_cubic_coefficients
+    from neuralde_seq.controls.splines import fill_missing_linear, natural_cubic_coefficients
 
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)

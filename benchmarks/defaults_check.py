@@ -74,6 +74,7 @@ from defaults_sweep import dropped, round_robin  # noqa: E402  (the suite's drop
 from machine import code_version, cpu_name  # noqa: E402
 
 from neuralde_seq.cli import _positive_int  # noqa: E402  (the CLI's reading of --epochs and the like)
+from neuralde_seq.files import write_text_atomic  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STORED = REPO / "benchmarks" / "measured" / "defaults_check.json"
@@ -348,7 +349,6 @@ def read_runs(path: Path) -> list[dict]:
 
 
 def write_runs(path: Path, runs: list[dict], **extra) -> None:
-    from neuralde_seq.files import write_text_atomic
 
     head = json.dumps({"script": "benchmarks/defaults_check.py", **extra})[:-1]
     # one run a line: the stored table's diffs show the runs that changed
@@ -542,7 +542,8 @@ def check(args, folder: Path) -> int:
     failures = [f for f in findings if f.failure]
     summary = (f"{len(failures)} finding(s) against {stored_path} ({len(stored)} stored runs): "
                + ", ".join(f"{sum(f.kind == k for f in findings)} {word.lower()}" for k, word in _KIND_WORDS.items()))
-    (out / "results.md").write_text(
+    write_text_atomic(
+        out / "results.md",
         "# Estimator defaults: test accuracy % over seeds "
         f"{_seeds(args.seeds)}\n\nCells: mean ± sample std [max - min] (mean wall time of a run: fit and scoring). "
         f"Protocol: benchmarks/defaults_check.py.\n\n{text}\n\n## Findings\n\n"

@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aeon_datasets import DATASETS, find_data  # noqa: E402  (the suite's datasets and where the files are)
+from neuralde_seq.files import write_text_atomic
 
 
 def dropped(dataset, rate: float, seed: int):
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
             print(f"{name:22s} {model:20s} " + (f"loss {row['first']:.3f} -> {row['last']:.3f}" if row["error"] is None
                                                  else row["error"]) + f"  ({row['seconds']:.1f} s)"
                   + ("  FLAGGED" if row["flag"] else ""), flush=True)
-    (out / "results.json").write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+    write_text_atomic(out / "results.json", json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
     lines = ["| dataset | model | ln K | first loss | last loss | s | flagged |", "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         first = "-" if r["first"] is None else f"{r['first']:.3f}"
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
     flagged = [r for r in rows if r["flag"]]
     lines += ["", f"{len(flagged)} of {len(rows)} runs flagged"
               + (": " + ", ".join(f"{r['dataset']}/{r['model']}" for r in flagged) if flagged else ".")]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
     print(lines[-1])
     return 1 if flagged else 0
 

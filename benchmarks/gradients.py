@@ -56,6 +56,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+from neuralde_seq.files import write_text_atomic
 
 METHODS = ("adjoint", "backprop", "checkpoint")
 FAST_WEIGHT_SIZE = dict(d_model=32, n_heads=4)
@@ -261,8 +262,7 @@ def main(argv=None) -> int:
         else:
             name, length = args.time_worker
             result = time_worker(name, int(length), tuple(args.methods), *common, args.repeats)
-        with open(args.result, "w") as f:
-            json.dump(result, f)
+        write_text_atomic(args.result, json.dumps(result))
         return 0
 
     import torch
@@ -333,10 +333,10 @@ def main(argv=None) -> int:
                                 time_ratio_cpu={str(k): v[1] for k, v in times.items()}))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(dict(settings=dict(vars(args), torch=torch.__version__, python=platform.python_version(),
-                                         cpu=cpu_name(), memory_method=memory_method, code=code_version()),
-                           rows=rows, checkpoint_summary=summary), f, indent=1)
+        payload = dict(settings=dict(vars(args), torch=torch.__version__, python=platform.python_version(),
+                                     cpu=cpu_name(), memory_method=memory_method, code=code_version()),
+                       rows=rows, checkpoint_summary=summary)
+        write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0
 

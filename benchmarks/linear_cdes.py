@@ -74,6 +74,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+from neuralde_seq.files import write_text_atomic
 from neuralde_seq.solvers import RK4, Exact, Heun2, Method
 
 NUM_CLASSES = 5
@@ -559,9 +560,9 @@ def main(argv=None) -> int:
     print(report(results, notes, args, started))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(dict(settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(), code=code_version()),
-                           results=results, notes=notes), f, indent=1)
+        payload = dict(settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(), code=code_version()),
+                       results=results, notes=notes)
+        write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0
 

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from machine import code_version, cpu_name
+from neuralde_seq.files import write_text_atomic
 
 DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "GunPoint")
 # The proxy suite: every classification set aeon bundles (docs/benchmarks.md, "The proxy suite").
@@ -314,14 +315,14 @@ def main(argv=None) -> int:
                 print(f"{dataset:10s} {label:26s} seed {seed}: forward {run['forward_seconds']:6.1f} s, best "
                       f"{best} {run['cells'][best]['accuracy']:.1f} %  "
                       + " ".join(f"{n}={c['accuracy']:.0f}" for n, c in run["cells"].items()), flush=True)
-            (out / "results.json").write_text(json.dumps(results, indent=1))
+            write_text_atomic(out / "results.json", json.dumps(results, indent=1))
         for name in references:
             for seed in seeds:
                 run = run_reference(name, train, test, seed)
                 results["references"][name].setdefault(dataset, []).append(run)
                 print(f"{dataset:10s} {name:26s} seed {seed}: {run['seconds']:6.2f} s (warm-up "
                       f"{run['warm_up_seconds']:.1f} s), {run['accuracy']:.1f} %", flush=True)
-            (out / "results.json").write_text(json.dumps(results, indent=1))
+            write_text_atomic(out / "results.json", json.dumps(results, indent=1))
     table = markdown(results, datasets)
     times = timing(results, datasets)
     if times:
@@ -330,7 +331,7 @@ def main(argv=None) -> int:
     header = (f"Random-feature mode, test accuracy % (seconds: forward passes over TRAIN and TEST plus the readout, "
               f"one thread, {results['machine']['cpu']}); {int(args.drop_rate * 100)} % of points dropped, "
               f"mean over seeds {seeds}.\n\n")
-    (out / "results.md").write_text(header + table + "\n")
+    write_text_atomic(out / "results.md", header + table + "\n")
     print(header + table)
     return 0
 

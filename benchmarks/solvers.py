@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+from neuralde_seq.files import write_text_atomic
 
 SHAPES = {
     "eigenworms": dict(batch=32, windows=4500, channels=7, d_model=128, heads=16, classes=5),
@@ -184,8 +185,8 @@ def main(argv=None) -> int:
                   f"{r['methods']['auto'] or 'rk4':>12}{r['median_seconds']['auto']:>9.3f}"
                   f"{r['median_seconds']['rk4']:>9.3f}{r['rk4_over_auto']:>11.1f}x", flush=True)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
+            payload = results
+            write_text_atomic(args.json, json.dumps(payload, indent=1))
         return 0
 
     shapes = [s for s in args.shapes.split(",") if s]
@@ -227,8 +228,8 @@ def main(argv=None) -> int:
               f"{long['peak_rss_mb']:.0f} MB at T=4000: ratio {long['peak_rss_mb'] / short['peak_rss_mb']:.2f} "
               f"(step {short['seconds']:.1f} s vs {long['seconds']:.1f} s)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        payload = results
+        write_text_atomic(args.json, json.dumps(payload, indent=1))
     return 0
 
 

@@ -24,6 +24,7 @@ import statistics
 import time
 
 from machine import code_version, cpu_name
+from neuralde_seq.files import write_text_atomic
 
 NUM_CLASSES = 4
 
@@ -106,11 +107,11 @@ def main(argv=None) -> int:
     print(format_table([r["row"] for r in rows], columns))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "load_average": load,
-                       "python": platform.python_version(), "code": code_version(), "batch": args.batch,
-                       "repeats": args.repeats,
-                       "results": [{k: v for k, v in r.items() if k != "row"} for r in rows]}, f, indent=1)
+        payload = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "load_average": load,
+                   "python": platform.python_version(), "code": code_version(), "batch": args.batch,
+                   "repeats": args.repeats,
+                   "results": [{k: v for k, v in r.items() if k != "row"} for r in rows]}
+        write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"wrote {args.json}")
     return 0
 

@@ -4,7 +4,9 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 (models, training) live in separate modules; this namespace gathers the public pieces:
 
 - data in: `Observations` (the raw irregular batch, validated once), `build_control` and
-  `Control` (the continuous path X(s) the CDE/RDE models read), `IrregularDataset`
+  `Control` (the continuous path X(s) the CDE/RDE models read) with its `ControlOptions` and the interpolations
+  `HermiteCubic`, `NaturalCubic`, `Linear`, `Rectilinear`, `LogSignature` (your own with
+  `register_interpolation`), `IrregularDataset`
   (observations + labels) read from numpy (`from_arrays`) or local .ts/ARFF files (`load_files`),
   `logsignature`, `logsignature_windows`; scikit-learn estimators are in `neuralde_seq.sklearn`;
 - what is solved: the learning rules `Hebb`, `Oja`, `Delta` (`make_rule`; your own with `register_rule`) and their
@@ -16,7 +18,9 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   each model's input; the fast weight classes;
 - training: `fit` (the one loop) with an objective (`Classification`,
   `PerStepClassification`, `Regression`, `ELBO`), `train_classifier`,
-  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`;
+  `evaluate`, `predict`, `TrainingDiverged`; benchmarks: `run_benchmark`, `report_grid` (the tables of a grid
+  whose runs were spread over machines), and `load_run` (a run's trained model, a `TrainedClassifier`, scoring new
+  raw data as the run did);
 - reference methods (`neuralde_seq.reference`, imported on first use; aeon, which two of them need, is an
   optional extra): `reference_scores`, `to_grid`, `MiniRocketClassifier`, `MultiRocketHydraClassifier`,
   `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
@@ -24,7 +28,8 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
 """
 from ._version import __version__
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
-from .controls import Control, build_control
+from .controls import (Control, ControlOptions, HermiteCubic, Linear, LogSignature, NaturalCubic, Rectilinear,
+                       build_control, register_interpolation, registered_interpolation)
 from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
 from .fields import FastWeightField
 from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, StatefulODENet,
@@ -36,11 +41,13 @@ from .solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Ex
 from .solvers import SolverOptions, parse_solver, solve
 from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
                        TrainingSpec, evaluate, fit, predict, train_classifier)
-from .training.runner import run_benchmark
+from .training.runner import report_grid, run_benchmark
+from .trained_run import TrainedClassifier, load_run
 
 __all__ = [
     # data in
-    "Observations", "Control", "build_control", "IrregularDataset", "from_arrays", "load_files", "logsignature",
+    "Observations", "Control", "build_control", "ControlOptions", "HermiteCubic", "NaturalCubic", "Linear",
+    "Rectilinear", "LogSignature", "register_interpolation", "registered_interpolation", "IrregularDataset", "from_arrays", "load_files", "logsignature",
     "logsignature_windows", "TimeWarp", "time_warp",
     # what is solved
     "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "register_rule", "registered_rule", "FastWeightField",
@@ -55,7 +62,7 @@ __all__ = [
     # training and benchmarks
     "fit", "TrainingSpec", "InputSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
     "evaluate",
-    "predict", "TrainingDiverged", "run_benchmark",
+    "predict", "TrainingDiverged", "run_benchmark", "report_grid", "load_run", "TrainedClassifier",
     # reference methods (neuralde_seq.reference, imported on first use)
     "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
     "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor", "summary_features", "REFERENCE_METHODS",

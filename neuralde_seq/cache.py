@@ -1,7 +1,7 @@
 """A disk cache for computed tensors: compute once per key, reload bit for bit, refuse what cannot be trusted.
 
 Used for preprocessed datasets (`neuralde_seq.data`) and log-signature controls
-(`neuralde_seq.logsignature_control.cached_logsignature_control`). Files are written atomically (temporary file,
+(`neuralde_seq.controls.cached_logsignature_control`). Files are written atomically (temporary file,
 then rename) with a SHA-256 of their contents, so a reader sees a complete file or none, and a truncated,
 altered or foreign file raises `CorruptCacheError` naming it instead of being used or overwritten.
 """
@@ -12,13 +12,13 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from ._version import __version__
+from .files import atomic_file
 
 __all__ = ["CorruptCacheError", "TENSOR_CACHE_FORMAT", "cached_tensors"]
 
@@ -118,14 +118,8 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
     _check_cacheable(data, "build()")
     payload = {"format": TENSOR_CACHE_FORMAT, "key": key_json, "data": data,
                "checksum": _payload_checksum(data, key_json)}
-    directory.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)  # readers never see a half-written file
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    with atomic_file(path) as handle:  # readers never see a half-written file
+        torch.save(payload, handle)
     return data
 
 

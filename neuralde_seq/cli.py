@@ -1,4 +1,4 @@
-"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench`` and ``models``.
+"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench``, ``report``, ``models`` and ``predict``.
 
 ``neuralde-seq models`` lists the registry's models, one line each (name, input, what it is);
 ``neuralde-seq models NAME ...`` prints each one's input, every default option
@@ -10,10 +10,17 @@
   ``--drop-rate`` the task's, ...); ``--models`` runs only the rows named (instead of all seven), where a name
   may also be any other registry model, reference method or random-features, run as a row of its own with the
   config's settings. What was run is written to ``results.json``.
-- ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md).
+- ``neuralde-seq bench CONFIG`` runs any config (tasks/configs/*.yaml; schema in docs/benchmarks.md);
+  ``--shard K/N`` only the K-th of N parts of its runs (a job array's task), ``--executor ray [--address ADDR]``
+  every run as a Ray task.
+- ``neuralde-seq report OUT`` writes the tables and plots of the grid in OUT from its run folders
+  (`neuralde_seq.training.runner.report_grid`): after the shards of a grid are done.
+- ``neuralde-seq predict RUN_OR_CHECKPOINT DATA --out predictions.csv`` scores a data file (``.ts`` / ARFF) with a
+  run's trained model (`neuralde_seq.load_run`): one CSV line per sample, its predicted class and probabilities.
 
 Exit status: 0 when every run trained; 1 when a run diverged (its last good checkpoint is still
-reported, marked DIVERGED); 2 on a usage, config or data error, reported in one line on stderr (no traceback).
+reported, marked DIVERGED); 2 on a usage, config or data error, runs without a result (``report``) or runs whose
+Ray worker died more than ``--retries`` times, reported in one line on stderr (no traceback).
 """
 
 from __future__ import annotations
@@ -91,14 +98,31 @@ def _parse_seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(low: int, what: str):
+    """An argparse type: an integer of at least ``low`` (``what`` names it in the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "a non-negative integer")
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    from .training.grid import parse_shard
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+        return parse_shard(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).replace("shard must be", "expected")) from None
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -181,7 +205,30 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
     bench.add_argument("--max-steps", type=_positive_int, default=None,
                        help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)")
+    bench.add_argument("--shard", type=_parse_shard, default=None, metavar="K/N",
+                       help="run only the K-th of N disjoint parts of the grid's runs, K counted from 1 (a job array's "
+                            "task: --shard \"$SLURM_ARRAY_TASK_ID/N\" with --array=1-N); the shards share --out and "
+                            "write no tables: `neuralde-seq report OUT` does once they are done")
+    bench.add_argument("--executor", choices=("serial", "ray"), default="serial",
+                       help="serial (default): the runs one after the other here; ray: each run a Ray task, the "
+                            "tables written here (pip install \"neuralde-seq[ray]\")")
+    bench.add_argument("--address", default=None,
+                       help="with --executor ray: the Ray cluster to join (auto, or host:port; default: a local "
+                            "instance)")
+    bench.add_argument("--retries", type=_non_negative_int, default=2,
+                       help="with --executor ray: times a run whose worker died is submitted again, continuing from "
+                            "its last checkpoint (default: %(default)s)")
     _run_options(bench)
+    report = sub.add_parser(
+        "report", help="the tables and plots of a grid from its run folders (after bench --shard)",
+        description="Read the grid recorded in OUT (grid.json, written by bench) and the result.json of each of its "
+                    "runs (the folders of its settings only), and write results.json, results.md, curves.png and "
+                    "summary.png as a whole bench run does. Runs without a result are named and the report is "
+                    "refused, unless --partial.")
+    report.add_argument("out", type=Path, help="the grid's output folder (bench's --out)")
+    report.add_argument("--partial", action="store_true",
+                        help="write the tables of the runs there are when some have no result, marked INCOMPLETE and "
+                             "naming them")
     models = sub.add_parser(
         "models", help="list the registry's models: name, input, what each is; with names, their defaults",
         description="Without names: one line per registry model, with the input it reads (a control path built by "
@@ -190,6 +237,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "field of its default solver (with the method 'auto' resolves to), as create_model, the "
                     "estimators and benchmark rows without options use them.")
     models.add_argument("names", nargs="*", help="model names (default: all)")
+    predict = sub.add_parser(
+        "predict", help="score a data file with a run's trained model: one CSV line per sample",
+        description="Load the model a bench/compare run trained (its run folder runs/<row>/seed<k>-<fingerprint>/ or "
+                    "a checkpoint, best.pt; an ensemble's members come with it) and score the series of DATA, a .ts "
+                    "or .arff file as the files task reads them (raw: the run's standardisation is applied as it "
+                    "was in the run; its drop_rate and subsample are not). Writes CSV: index, predicted label and "
+                    "one probability column per class.")
+    predict.add_argument("run", type=Path, metavar="RUN_OR_CHECKPOINT", help="a run folder or a checkpoint file")
+    predict.add_argument("data", type=Path, metavar="DATA", help="the data file (.ts or .arff; labels optional)")
+    predict.add_argument("--out", type=Path, required=True, help="the CSV file to write")
+    predict.add_argument("--device", type=_parse_device, default="cpu",
+                         help="torch device, e.g. cpu or cuda (default: %(default)s)")
     return parser
 
 
@@ -355,6 +414,8 @@ def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], mode
     kwargs = dict(config=config, out_dir=out, overrides=overrides, models=models, seeds=seeds, max_steps=max_steps,
                   resume=args.resume and not args.fresh, progress=not args.no_progress, device=args.device,
                   dtype=args.dtype, threads=args.threads)
+    if args.command == "bench":
+        kwargs.update(shard=args.shard, executor=args.executor, address=args.address, retries=args.retries)
     # One process, --nproc N local processes, or the processes torchrun started.
     from .training.distributed import run_benchmark_distributed
 
@@ -368,6 +429,27 @@ def _error_text(err: BaseException) -> str:
     return str(err)
 
 
+def run_predict(args: argparse.Namespace) -> int:
+    """``neuralde-seq predict``: the run's model on the data file, predictions written to ``--out``, one summary line
+    on stderr (with the accuracy on the file's labels where it has them). Exit 2 with one line on bad input."""
+    from .trained_run import load_run, write_predictions
+
+    try:
+        model = load_run(args.run, device=args.device)
+        data = model.read_data(args.data)
+        predicted = write_predictions(args.out, model, data)
+    except (ValueError, OSError) as err:
+        print(f"neuralde-seq predict: error: {_one_line(_error_text(err))}", file=sys.stderr)
+        return 2
+    summary = f"wrote {len(predicted)} predictions of {model.input_spec.model} to {args.out}"
+    if data.labels is not None:
+        truth = [data.class_names[k] for k in data.labels.tolist()]
+        correct = sum(str(p) == t for p, t in zip(predicted, truth))
+        summary += f"; accuracy on the file's labels {correct / len(truth):.4f} ({correct}/{len(truth)})"
+    print(summary, file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -379,6 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "models":
         return print_models(args.names)
+    if args.command == "predict":
+        return run_predict(args)
+    if args.command == "report":
+        return _report(args.out, args.partial)
+    if args.command == "bench":
+        if args.address is not None and args.executor != "ray":
+            parser.error("--address is the Ray cluster of --executor ray")
+        if args.executor == "ray" and args.shard is not None:
+            parser.error("--shard and --executor ray are two ways to spread a grid: give one")
+        if args.executor == "ray" and args.nproc > 1:
+            parser.error("--executor ray makes each run a Ray task of its own; --nproc splits one run over processes: "
+                         "give one")
     from .training.config import apply_overrides, parse_config
 
     source = COMPARE_CONFIG.name if args.command == "compare" else str(args.config)
@@ -407,16 +501,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         text = str(err)
         _fail(text if source in text else f"{source}: {text}")
-    except (ValueError, OSError) as err:  # bad data, settings or files: the message says what to change
+    except (ValueError, OSError, ModuleNotFoundError) as err:  # bad data, settings or files; Ray not installed
         print(f"neuralde-seq: error: {_one_line(_error_text(err))}", file=sys.stderr)
         return 2
+    except RuntimeError as err:
+        from .training.ray_executor import RunsFailed
+
+        if not isinstance(err, RunsFailed):
+            raise
+        print(f"neuralde-seq: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    return _diverged_status(results, out)
+
+
+def _diverged_status(results: dict, out: Path) -> int:
+    """1 (after naming them) when runs diverged, else 0."""
     if results.get("diverged"):
         runs = ", ".join(f"{d['label']} seed {d['seed']}" if isinstance(d, dict) else str(d)
                          for d in results["diverged"])
+        where = "their result.json" if results.get("rows") is None else out / "results.md"
         print(f"neuralde-seq: training diverged in {runs}; their last good checkpoints are reported, marked DIVERGED "
-              f"(see {out / 'results.md'}).", file=sys.stderr)
+              f"(see {where}).", file=sys.stderr)
         return 1
     return 0
+
+
+def _report(out: Path, partial: bool) -> int:
+    """``neuralde-seq report OUT``: `report_grid`; 2 (one line) when runs have no result or the folder holds no
+    grid."""
+    from .training.runner import report_grid
+
+    try:
+        results = report_grid(out, partial=partial)
+    except (ValueError, OSError) as err:
+        print(f"neuralde-seq report: error: {_one_line(_error_text(err))}", file=sys.stderr)
+        return 2
+    return _diverged_status(results, out)
 
 
 if __name__ == "__main__":  # pragma: no cover

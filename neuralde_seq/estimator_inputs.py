@@ -1,11 +1,12 @@
 """The scikit-learn estimators' input handling, shared by `neuralde_seq.sklearn` (`SequenceClassifier`,
-`SequenceRegressor`) and `neuralde_seq.random_features` (`RandomFeatureClassifier`, `RandomFeatureRegressor`).
+`SequenceRegressor`) and `neuralde_seq.random_features` (`RandomFeatureClassifier`, `RandomFeatureRegressor`), most of
+it through their common base `neuralde_seq.estimator_base`.
 
 Reading X and times into an `IrregularDataset` (`read_sequences`), the estimator's dtype (`estimator_dtype`),
 standardisation with the training statistics (`standardised`), the checks that predictions get what fit got
 (`check_times_like_fit`, `check_channels_like_fit`), labels of one type (`check_label_types`), the seed drawn from
-``random_state`` (`estimator_seed`) and torch threads from ``n_jobs`` (`threads_for_jobs`). Both estimator modules
-import this one, so neither imports the other for it (docs/design.md#layers).
+``random_state`` (`estimator_seed`) and torch threads from ``n_jobs`` (`threads_for_jobs`). The estimator modules
+import this one (and `neuralde_seq.estimator_base`), so neither imports the other for it (docs/design.md#layers).
 """
 from __future__ import annotations
 

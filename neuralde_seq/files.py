@@ -19,7 +19,10 @@ Every file the library writes for a run (checkpoints, ``result.json``, ``curves.
 
 `OutputLock` (``with OutputLock(folder): ...``) keeps one process at a time writing into an output folder:
 ``neuralde-seq bench`` takes it on ``--out``, and a second process on the same folder is refused with
-`OutputFolderBusy`, naming the folder and the holder's process id and host.
+`OutputFolderBusy`, naming the folder and the holder's process id and host. The shards of one grid
+(``bench --shard K/N``) share the folder: each takes the lock *shared* (``OutputLock(folder, shared=True)``),
+which refuses only an exclusive holder (a whole run), and each run takes an exclusive lock of its own
+(``OutputLock(row_folder, name=".seed<k>-<fingerprint>.lock")``).
 """
 from __future__ import annotations
 
@@ -124,6 +127,10 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
                 entry.unlink()
                 removed.append(entry)
     return removed
+
+
+SHARED_HOLDER = "mode=shared\n"
+"""What a lock file holds while `OutputLock` holders with ``shared=True`` hold it (there may be several)."""
 
 
 @contextlib.contextmanager
@@ -249,27 +256,39 @@ def _process_alive(pid: int) -> bool:
 
 
 class OutputLock:
-    """An exclusive lock on an output folder, held by one process at a time.
+    """A lock on an output folder: exclusive (one process at a time), or shared by several processes.
 
-    The lock is the file ``<folder>/.neuralde-seq.lock`` holding ``pid=<n> host=<name>``. On POSIX it is
-    locked with ``fcntl.flock``, which the kernel releases when the holder exits or is killed: a file left by a
-    dead process is simply taken over (with a message). Elsewhere the file is created with ``O_CREAT|O_EXCL``;
-    one left by a dead process of this host is taken over with a message, one of another host is refused.
-    The lock is not reentrant: taking it twice in one process without releasing it is refused too.
+    The lock is the file ``<folder>/.neuralde-seq.lock`` (or ``<folder>/<name>``) holding ``pid=<n> host=<name>``
+    while an exclusive holder holds it, ``mode=shared`` while shared holders do. On POSIX it is locked with
+    ``fcntl.flock``, which the kernel releases when the holder exits or is killed: a file left by a dead process is
+    simply taken over (with a message). Elsewhere the file is created with ``O_CREAT|O_EXCL``; one left by a dead
+    process of this host is taken over with a message, one of another host is refused (a shared lock is not
+    available there: it warns and takes none). The lock is not reentrant: taking it twice in one process without
+    releasing it is refused too.
+
+    A shared lock (``shared=True``) is what the shards of one grid take on their common output folder: any
+    number of shared holders at once, but none while an exclusive holder (a whole run) holds it, and no exclusive
+    holder while one of them does. The last shared holder to leave removes the file.
 
     Arguments:
         folder: the output folder (created if needed).
+        shared: take the lock shared (default False: exclusive).
+        name: the lock file's name inside ``folder`` (default `LOCK_FILE_NAME`); a plain file name.
 
     Use ``with OutputLock(folder): ...``, or `acquire` and `release`.
 
     Raises (on `acquire`):
-        OutputFolderBusy: another process holds the lock; the message names the folder, the holder's process
-            id and host, and what to do.
+        OutputFolderBusy: another process holds the lock (exclusive: any other holder; shared: an exclusive one);
+            the message names the folder, the holder's process id and host (or that shards hold it), and what to
+            do.
     """
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, *, shared: bool = False, name: str = LOCK_FILE_NAME):
+        if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+            raise ValueError(f"name must be a plain file name (no folder), got {name!r}")
         self.folder = Path(folder)
-        self.path = self.folder / LOCK_FILE_NAME
+        self.path = self.folder / name
+        self.shared = bool(shared)
         self._descriptor: int | None = None
 
     def __enter__(self) -> "OutputLock":
@@ -286,6 +305,10 @@ class OutputLock:
 
     def _busy(self, holder: str) -> OutputFolderBusy:
         fields = _parse_holder(holder)
+        if fields.get("mode") == "shared":
+            return OutputFolderBusy(
+                f"output folder {self.folder} is in use by the shards of a grid (bench --shard; lock file "
+                f"{self.path}): wait for them to finish, or give another output folder (--out)", self.folder, holder)
         who = (f"process {fields['pid']} on host {fields.get('host', '?')}" if "pid" in fields
                else "another process (its id is not written yet)")
         return OutputFolderBusy(
@@ -298,6 +321,10 @@ class OutputLock:
             raise self._busy(_holder_text())
         self.folder.mkdir(parents=True, exist_ok=True)
         if fcntl is None:  # pragma: no cover - exercised where fcntl is missing
+            if self.shared:
+                print(f"neuralde-seq: warning: no shared lock on this platform; {self.folder} is not locked: make sure "
+                      "no other run than the shards of this grid writes into it", file=sys.stderr)
+                return
             self._acquire_exclusive_create()
         else:
             self._acquire_flock()
@@ -306,6 +333,7 @@ class OutputLock:
         # O_NONBLOCK: a FIFO planted at the name must not hang the open (it changes nothing for a regular file)
         flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0))
+        leaving = 100  # tries while the last shared holder checks, exclusively, whether it is the last
         while True:
             try:
                 descriptor = os.open(self.path, flags, 0o666 & ~_UMASK)
@@ -320,7 +348,7 @@ class OutputLock:
                 raise OSError(f"lock file {self.path} is {what}, not a regular file: remove it (a run keeps a plain "
                               "file there while it writes into the folder)")
             try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(descriptor, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _read_descriptor(descriptor)
                 for _ in range(20):  # the holder writes its id just after locking: give it a moment
@@ -329,6 +357,10 @@ class OutputLock:
                     time.sleep(0.01)
                     holder = _read_descriptor(descriptor)
                 os.close(descriptor)
+                if self.shared and holder == SHARED_HOLDER and leaving:  # a shard leaving: gone in a moment
+                    leaving -= 1
+                    time.sleep(0.01)
+                    continue
                 raise self._busy(holder) from None
             except OSError as error:
                 os.close(descriptor)
@@ -351,11 +383,15 @@ class OutputLock:
                 break
             os.close(descriptor)
         left = _read_descriptor(descriptor)
-        if left.strip():  # the kernel released it: its holder ended without removing the file
+        if self.shared and left == SHARED_HOLDER:
+            self._descriptor = descriptor  # other shards hold it too (or held it): their text is ours
+            return
+        if left.strip() and (not self.shared or "pid" in _parse_holder(left)):
+            # the kernel released it: its holder ended without removing the file
             print(f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
                   f"({left.strip()})", file=sys.stderr)
         os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, _holder_text().encode(), 0)
+        os.pwrite(descriptor, (SHARED_HOLDER if self.shared else _holder_text()).encode(), 0)
         self._descriptor = descriptor
 
     def _acquire_exclusive_create(self) -> None:  # pragma: no cover - platforms without fcntl
@@ -388,6 +424,13 @@ class OutputLock:
         descriptor, self._descriptor = self._descriptor, None
         if descriptor is None:
             return
+        if self.shared:
+            # Only the last shared holder removes the file: it is the last when it can take the lock exclusively.
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # other shards still hold it (the conversion may drop ours: we are leaving anyway)
+                os.close(descriptor)
+                return
         # Remove the name while still holding the lock: a process that opened it meanwhile sees, once it gets
         # the lock, that the name is gone, and tries again on a new file.
         with contextlib.suppress(FileNotFoundError):

@@ -118,13 +118,16 @@ def _check_basis(basis) -> None:
                          "e.g. a Hall basis)")
 
 
-def check_logsignature_options(depth: int, backend: str = "torch", basis: str = DEFAULT_BASIS) -> None:
+def check_logsignature_options(depth: int, backend: str = "torch", basis: str = DEFAULT_BASIS, *,
+                               installed: bool = True) -> None:
     """Raise if (backend, basis, depth) is not a supported combination, or the backend is not installed.
 
     Arguments:
         depth: truncation depth, a positive integer (1 or 2 for ``backend="torch"``).
         backend: "torch" (default), "pysiglib" or "signatory".
         basis: "lyndon_brackets" (default), "lyndon_words" or "expand".
+        installed: also check that the backend is installed (default True; False checks the settings alone, e.g.
+            where they are written down before anything is computed).
 
     Raises:
         ValueError: an unknown backend or basis, a depth that is not a positive integer, or a depth the
@@ -140,7 +143,7 @@ def check_logsignature_options(depth: int, backend: str = "torch", basis: str = 
         raise ValueError(f"depth {depth} is not available with backend={backend!r} (basis={basis!r}): the pure-torch "
                          f"log-signature computes depth 1 and 2 only; use backend='pysiglib' or 'signatory' for depth "
                          f"{depth}")
-    if backend != "torch":
+    if installed and backend != "torch":
         _import_backend(backend)
 
 

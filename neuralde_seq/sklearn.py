@@ -1,5 +1,6 @@
 """scikit-learn estimators on the toolkit's models: `SequenceClassifier` and `SequenceRegressor` (and, from
-`neuralde_seq.random_features`, the reservoir mode's `RandomFeatureClassifier` and `RandomFeatureRegressor`).
+`neuralde_seq.random_features`, the reservoir mode's `RandomFeatureClassifier` and `RandomFeatureRegressor`; both
+families build on `neuralde_seq.estimator_base`).
 
 Both train any registry model (`MODEL_NAMES`) with `fit` and
 follow scikit-learn's conventions (``get_params``/``set_params``, ``clone``, pipelines, ``cross_val_score``,
@@ -93,15 +94,12 @@ from functools import partial
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.base import ClassifierMixin
 from sklearn.model_selection import train_test_split
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .data.base.datasets import IrregularDataset, stratified_split
-from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_dtype,
-                               estimator_seed, read_sequences, threads_for_jobs)
+from .estimator_base import SequenceClassifierMixin, SequenceEstimatorBase, SequenceRegressorMixin
+from .estimator_inputs import estimator_dtype, threads_for_jobs
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .models import (MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names,
                      training_defaults)
@@ -112,11 +110,11 @@ from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.config import TrainingSettings
 from .training.fit import fit as _fit
-from .training.input_spec import InputSpec, check_fill_gaps, warn_unobserved
+from .training.input_spec import InputSpec, check_fill_gaps
 from .training.objectives import Classification, ModelArguments, Regression
 from .training.objectives import predict as _predict
 from .training.spec import TrainingSpec
-from .training.threads import torch_threads
+from .random_features import RandomFeatureClassifier, RandomFeatureRegressor
 from .user_warnings import IgnoredOptionWarning, options_spelled_as, warn_user
 
 __all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor",
@@ -161,7 +159,7 @@ def _step_budget(num_train: int, batch_size: int, budget: int, patience: int | N
     return fields, patience
 
 
-class _SequenceEstimator(BaseEstimator):
+class _SequenceEstimator(SequenceEstimatorBase):
     """Shared parameters, input handling, training and prediction of the two estimators.
 
     Parameters:
@@ -257,11 +255,7 @@ class _SequenceEstimator(BaseEstimator):
         self.device = device
         self.dtype = dtype
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True  # NaN marks a missing value
-        tags.input_tags.three_d_array = True
-        return tags
+    _fitted_attribute = "model_"
 
     # ------------------------------------------------------------------ parameters
     def _torch_dtype(self) -> torch.dtype:
@@ -369,14 +363,7 @@ class _SequenceEstimator(BaseEstimator):
         fields, patience = _step_budget(num_train, training.batch_size, budget, training.patience)
         return spec.replace(**fields), patience
 
-    def _seed(self) -> int:
-        return estimator_seed(self.random_state)
-
     # ------------------------------------------------------------------ inputs
-    def _dataset(self, X, times, dtype: torch.dtype) -> IrregularDataset:
-        """X (and times) as an unlabelled dataset; every sample with at least 2 time steps (`read_sequences`)."""
-        return read_sequences(X, times, dtype, type(self).__name__)
-
     def _inputs(self, spec: InputSpec, data: IrregularDataset, device: torch.device):
         """The model's input for ``data`` by the fitted ``spec``, on ``device``."""
         try:
@@ -405,14 +392,13 @@ class _SequenceEstimator(BaseEstimator):
         return ModelArguments(build(batch.replace(static=None)), batch.static)
 
     # ------------------------------------------------------------------ training
-    def _fit(self, X, y, times, make_targets):
+    def _train(self, X, y, times, make_targets):
         """Shared fit: ``make_targets(num_samples)`` validates y and returns (targets tensor, number of model
         outputs, objective, strata): strata None (random validation split) or (class indices (N,), class
         names) to stratify the validation split on."""
         settings = self._checked_settings()
         training = settings["training"]
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        self._require_y(y)
         data = self._dataset(X, times, settings["dtype"])
         targets, outputs, objective, strata = make_targets(len(data))
         fitted_with_times = times is not None
@@ -468,7 +454,7 @@ class _SequenceEstimator(BaseEstimator):
         fork_devices = [] if device.type != "cuda" else [
             device.index if device.index is not None else torch.cuda.current_device()]
         members, histories = [], []
-        with torch_threads(threads_for_jobs(self.n_jobs)), torch.random.fork_rng(devices=fork_devices):
+        with self._threads(), torch.random.fork_rng(devices=fork_devices):
             for member in range(training.ensemble):
                 seed_j = member_seed(seed, member)  # the runner's member seeds: member 0 has seed itself
                 torch.manual_seed(seed_j)
@@ -502,7 +488,7 @@ class _SequenceEstimator(BaseEstimator):
         # the control options as given, time_unit resolved (the spec's control also holds the registered ones)
         self.control_options_ = {**settings["control"], **(
             {"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {}), **(
-            {"intensity_channel": spec.control["intensity_channel"]}
+            {"intensity_channel": spec.control.intensity_channel}
             if "intensity_channel" in settings["control"] else {})}
         self.seed_ = seed
         self.validation_index_ = val_index
@@ -510,26 +496,26 @@ class _SequenceEstimator(BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ prediction
+    def _prediction_dtype(self) -> torch.dtype:
+        return next(self.model_.parameters()).dtype
+
+    def _unobserved_fill(self):
+        return None if self.input_spec_.control is None else self.input_spec_.control.unobserved_fill
+
     def _outputs(self, X, times) -> np.ndarray:
         """The model's outputs for X, (N, outputs) float64."""
-        check_is_fitted(self, "model_")
-        check_times_like_fit(self, times)
-        parameter = next(self.model_.parameters())
-        data = self._dataset(X, times, parameter.dtype)
-        check_channels_like_fit(self, X, data.num_channels)
-        fill = self.input_spec_.control.get("unobserved_fill")
-        if fill is not None:
-            warn_unobserved(data, "samples", fill)
+        data = self._prediction_data(X, times)
         inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
         if getattr(self, "baseline_", None) is not None:
+            parameter = next(self.model_.parameters())
             offsets = baseline_logits(self.baseline_, data, len(self.classes_))
             inputs = ModelArguments(inputs, torch.as_tensor(offsets, dtype=parameter.dtype, device=parameter.device))
-        with torch_threads(threads_for_jobs(self.n_jobs)):
+        with self._threads():
             outputs = _predict(self.model_, inputs, self.batch_size)
         return outputs.detach().cpu().to(torch.float64).numpy()
 
 
-class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
+class SequenceClassifier(SequenceClassifierMixin, _SequenceEstimator):
     """A scikit-learn classifier of (irregularly sampled, ragged) sequences with any registry model.
 
     X, times and what ``fit`` does: see the module docstring; parameters: see below. ``y``: N hashable labels
@@ -596,42 +582,16 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
 
     _ensemble_of = EnsembleClassifier  # how ensemble > 1 members are read as one model
 
-    def fit(self, X, y, times=None):
-        """Train on X, y.
-
-        Arguments:
-            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
-                missing.
-            y: (N,) labels.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
-
-        Returns:
-            self, fitted.
-
-        Raises:
-            ValueError: bad X, y or parameters; the message names the problem.
-        """
-
+    def _fit(self, X, y, times):
         def targets(num_samples):
-            check_label_types(y)
-            labels = column_or_1d(y, warn=True)
-            check_classification_targets(labels)
-            if labels.shape[0] != num_samples:
-                raise ValueError(f"y has {labels.shape[0]} labels but X holds {num_samples} sequences")
-            try:
-                classes, codes = np.unique(labels, return_inverse=True)
-            except TypeError:
-                raise ValueError("y mixes label types that cannot be sorted (e.g. strings and numbers)") from None
-            if len(classes) < 2:
-                raise ValueError(f"y holds only 1 class ({classes[0]!r}): a classifier needs at least 2 classes")
+            classes, codes = self._class_codes(y, num_samples)
             found["classes"] = classes
-            codes = torch.as_tensor(codes.reshape(-1), dtype=torch.long)
+            codes = torch.as_tensor(codes, dtype=torch.long)
             return codes, len(classes), Classification(len(classes)), (codes.numpy(), [str(c) for c in classes])
 
         found = {}
-        self._fit(X, y, times, targets)
+        self._train(X, y, times, targets)
         self.classes_ = found["classes"]
-        return self
 
     def predict_proba(self, X, times=None):
         """Class probabilities (softmax of the model's logits).
@@ -675,21 +635,8 @@ class SequenceClassifier(ClassifierMixin, _SequenceEstimator):
         probabilities = self.predict_proba(X, times)  # checks that the estimator is fitted
         return self.classes_[np.argmax(probabilities, axis=1)]
 
-    def score(self, X, y, times=None):
-        """Accuracy of `predict` against y.
 
-        Arguments:
-            X: N sequences, in the forms `fit` accepts, with the channels of fit.
-            y: (N,) true labels.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
-
-        Returns:
-            The fraction of sequences whose predicted label equals y, a float.
-        """
-        return float(accuracy_score(y, self.predict(X, times)))
-
-
-class SequenceRegressor(RegressorMixin, _SequenceEstimator):
+class SequenceRegressor(SequenceRegressorMixin, _SequenceEstimator):
     """A scikit-learn regressor of (irregularly sampled, ragged) sequences with any registry model.
 
     X, times and what ``fit`` does: see the module docstring. ``y``: (N,) or (N, k) finite real targets; the
@@ -745,33 +692,9 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
 
     _ensemble_of = EnsembleRegressor  # how ensemble > 1 members are read as one model
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
-
-    def fit(self, X, y, times=None):
-        """Train on X, y.
-
-        Arguments:
-            X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or 2-D (N, T) array, NaN where
-                missing.
-            y: (N,) or (N, k) finite targets.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), strictly increasing.
-
-        Returns:
-            self, fitted.
-
-        Raises:
-            ValueError: bad X, y or parameters; the message names the problem.
-        """
-
+    def _fit(self, X, y, times):
         def targets(num_samples):
-            values = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
-            if values.ndim not in (1, 2):
-                raise ValueError(f"y must have shape (N,) or (N, k), got {values.shape}")
-            if values.shape[0] != num_samples:
-                raise ValueError(f"y has {values.shape[0]} targets but X holds {num_samples} sequences")
+            values = self._real_targets(y, num_samples)
             columns = values.reshape(num_samples, -1)
             mean = columns.mean(axis=0)
             scale = columns.std(axis=0)
@@ -781,11 +704,10 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
             return torch.as_tensor(standardised, dtype=self._torch_dtype()), columns.shape[1], Regression("mse"), None
 
         found = {}
-        self._fit(X, y, times, targets)
+        self._train(X, y, times, targets)
         self.target_mean_, self.target_scale_ = found["mean"], found["scale"]
         self.n_outputs_ = int(found["mean"].shape[0])
         self._target_ndim = found["ndim"]
-        return self
 
     def predict(self, X, times=None):
         """Predicted targets, mapped back to y's scale.
@@ -799,20 +721,3 @@ class SequenceRegressor(RegressorMixin, _SequenceEstimator):
         """
         outputs = self._outputs(X, times) * self.target_scale_ + self.target_mean_
         return outputs[:, 0] if self._target_ndim == 1 else outputs
-
-    def score(self, X, y, times=None):
-        """The coefficient of determination R² of `predict` against y.
-
-        Arguments:
-            X: N sequences, in the forms `fit` accepts, with the channels of fit.
-            y: (N,) or (N, k) true targets.
-            times: None or one (T_i,) array per sample (a list or a 2-D (N, T) array), as at `fit`.
-
-        Returns:
-            R² (averaged over columns for (N, k) targets), a float.
-        """
-        return float(r2_score(y, self.predict(X, times)))
-
-
-# The random-feature (reservoir) estimators use this module's input handling; imported last for that reason.
-from .random_features import RandomFeatureClassifier, RandomFeatureRegressor  # noqa: E402

@@ -71,9 +71,9 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from neuralde_seq import (RK4, Exact, SolverOptions, control_options, create_model, evaluate, model_inputs, predict,
-                          train_classifier)
+from neuralde_seq import RK4, Exact, SolverOptions, create_model, evaluate, model_inputs, predict, train_classifier
 from neuralde_seq.data.protocols import load_task
+from neuralde_seq.models import registered_control_options
 
 # "small": seconds on a CPU (what CI runs); "full": the comparison at its real size. Change the default here,
 # or set NEURALDE_SEQ_BUDGET (notebooks/execute.py --budget full).
@@ -139,7 +139,7 @@ print(f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, 
       f"dropped points in train")
 print(f"building the inputs of all splits took {build_seconds:.1f} s per seed")
 for name in dict(SETUPS):
-    print(f"  {name} reads build_control(**{control_options(name)})")
+    print(f"  {name} reads build_control(times, values, lengths, {registered_control_options(name)})")
 for (name, method_name), (intervals, evaluations) in steps.items():
     print(f"  {name:10s} {method_name:5s}: {intervals:2d} solver steps over the longest utterance, "
           f"{evaluations:3d} slow-net evaluations")

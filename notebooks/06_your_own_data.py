@@ -51,6 +51,7 @@ import torch
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from neuralde_seq.data import read_file
+from neuralde_seq.files import write_text_atomic
 from neuralde_seq.sklearn import SequenceClassifier
 
 # "small": seconds on a CPU (what CI runs); "full": more recordings, folds and epochs, registry-width models.
@@ -150,7 +151,7 @@ def write_ts(path, X, times, y, name):
               "@classLabel true " + " ".join(sorted(set(y))), "@data"]
     cases = [":".join(",".join(f"({float(s)!r},{value(v)})" for s, v in zip(t, x[:, c])) for c in range(x.shape[1]))
              + f":{label}" for x, t, label in zip(X, times, y)]
-    Path(path).write_text("\n".join(header + cases) + "\n")
+    write_text_atomic(path, "\n".join(header + cases) + "\n")
 
 
 with tempfile.TemporaryDirectory() as folder:

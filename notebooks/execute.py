@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from neuralde_seq.files import write_bytes_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +48,7 @@ def save_figures(notebook, name: str, folder: Path) -> list[Path]:
             png = output.get("data", {}).get("image/png")
             if png:
                 path = folder / f"{name}_{len(written) + 1}.png"
-                path.write_bytes(base64.b64decode(png))
+                write_bytes_atomic(path, base64.b64decode(png))
                 written.append(path)
     return written
 

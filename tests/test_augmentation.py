@@ -7,8 +7,9 @@ import torch
 from neuralde_seq.data import IrregularDataset, random_crop_and_drop
 from neuralde_seq.models import create_model
 from neuralde_seq.training import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, load_checkpoint
+from neuralde_seq.training.augmentation import ENSEMBLE_SEED_STEP
 from neuralde_seq.training.config import ConfigError, parse_config
-from neuralde_seq.training.runner import ENSEMBLE_SEED_STEP, build_model_inputs, fit_and_evaluate
+from neuralde_seq.training.run import build_model_inputs, fit_and_evaluate
 
 
 def _dataset(n=64, t=200, c=2, seed=0, missing=0.2):

@@ -38,9 +38,10 @@ from fixtures_uea import UEA_DATASET_SHAPES, write_uea_archive  # noqa: E402
 
 from neuralde_seq.models import create_model, model_entry  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
+from neuralde_seq.training.config import validate_config  # noqa: E402
 from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
 from neuralde_seq.data.protocols import load_task  # noqa: E402
-from neuralde_seq.training.runner import run_benchmark, validate_config  # noqa: E402
+from neuralde_seq.training.runner import run_benchmark  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "tasks" / "configs"
 CONFIGS = sorted(glob.glob(str(CONFIG_DIR / "*.yaml")))

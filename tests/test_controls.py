@@ -19,6 +19,11 @@ ALL_METHODS = INTERPOLATED + ("logsignature",)
 TOL = dict(rtol=1e-10, atol=1e-10)
 
 
+def _windows(method, **logsignature_options):
+    """The log-signature options, for the log-signature windows only (each interpolation takes its own options)."""
+    return logsignature_options if method == "logsignature" else {}
+
+
 def _batch(lengths=(8, 5, 3), channels=2, seed=0, pad=1e6):
     """A padded batch on one shared irregular time grid; padding values are huge so that any leak shows."""
     g = torch.Generator().manual_seed(seed)
@@ -161,7 +166,7 @@ def test_rectilinear_moves_time_first_then_values():
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_constant_after_each_samples_end(method):
     times, values, lengths = _batch()
-    control = build_control(times, values, lengths, interpolation=method, depth=2, step=2)
+    control = build_control(times, values, lengths, interpolation=method, **_windows(method, depth=2, step=2))
     final = control.final_value()
     last = control.knots[-1].item()
     for b in range(len(lengths)):
@@ -189,7 +194,7 @@ def test_constant_beyond_the_last_knot(method):
     (constant after its end) disagree for s after the end.
     """
     times, values, lengths = _batch(lengths=(6,))
-    control = build_control(times, values, lengths, interpolation=method, depth=2, step=2)
+    control = build_control(times, values, lengths, interpolation=method, **_windows(method, depth=2, step=2))
     end = control.knots[-1]
     final = control.final_value()
     # At the final knot, the piece to its right is the constant one (as for the shorter samples of a batch).
@@ -214,7 +219,7 @@ def _assert_same_path(batched, b, alone, grid, end=None):
 def test_padded_batch_equals_each_sample_alone(method):
     times, values, lengths = _batch(lengths=(9, 6, 4, 2))
     values[0, 3, 1] = values[1, 2, 0] = float("nan")  # missing values, interpolated through
-    options = dict(interpolation=method, depth=2, step=3, mask_channel=True, intensity_channel=True)
+    options = dict(interpolation=method, **_windows(method, depth=2, step=3), mask_channel=True, intensity_channel=True)
     batched = build_control(times, values, lengths, **options)
     for b, L in enumerate(lengths.tolist()):
         alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], **options)
@@ -744,26 +749,14 @@ def test_time_unit_rescales_the_time_channel_and_the_solver_parameter(parametriz
         build_control(times_s, values, time_unit=0.0)
 
 
-def test_the_former_name_method_still_builds_the_same_control_and_says_the_new_one():
-    """``method`` was build_control's name for the interpolation (it names the solver's method everywhere else):
-    still read, with a warning giving the new spelling, and never silently beside ``interpolation``."""
-    from neuralde_seq.controls import RenamedOptionWarning
+def test_method_names_the_solvers_method_only_not_the_interpolation():
+    """``method`` was build_control's name for the interpolation; it names the solver's method only, and a control
+    option ``method`` is refused as unknown (whatever it would have built), never read as the interpolation."""
+    from neuralde_seq.input_checks import UnknownOptionError
     from neuralde_seq.models import model_inputs
 
     times, values, lengths = _good()
-    with pytest.warns(RenamedOptionWarning, match="method='linear' is now interpolation='linear'"):
-        old = build_control(times, values, lengths, method="linear")
-    new = build_control(times, values, lengths, interpolation="linear")
-    torch.testing.assert_close(old.coeffs, new.coeffs, rtol=0, atol=0)
-    with pytest.raises(ValueError, match="both given"):
-        build_control(times, values, lengths, interpolation="natural_cubic", method="linear")
-    # issue 36: the default's own name given beside method built the method's interpolation, said only as a rename
-    with pytest.raises(ValueError, match="interpolation='hermite_cubic' and method='linear'.*both given"):
-        build_control(times, values, lengths, interpolation="hermite_cubic", method="linear")
-    with pytest.raises(ValueError, match="both given"):
-        build_control(times, values, lengths, interpolation="linear", method="linear")
-    # a control option dict in the former spelling (config rows, control_options) replaces the registered one
-    with pytest.warns(RenamedOptionWarning):
-        old = model_inputs("ncde", times, values, lengths, method="linear")
-    torch.testing.assert_close(old.coeffs, model_inputs("ncde", times, values, lengths, interpolation="linear").coeffs,
-                               rtol=0, atol=0)
+    with pytest.raises(UnknownOptionError, match="unknown control option 'method'"):
+        build_control(times, values, lengths, method="linear")
+    with pytest.raises(UnknownOptionError, match="unknown control option 'method' for model 'ncde'"):
+        model_inputs("ncde", times, values, lengths, method="linear")

@@ -1,8 +1,6 @@
 """The data wing's rooms (issue 26 step 5): the loaders' one options type, the old module paths, the task registry
 filled by the sources, and the order of the rooms (no room imports a higher one)."""
 import dataclasses
-import importlib
-import sys
 import warnings
 
 import pytest
@@ -84,40 +82,7 @@ def test_load_task_options_are_the_keywords_not_the_options_object():
     assert set(LOAD_OPTION_NAMES) - {"dtype"} <= set(names) and "options" not in names
 
 
-# ------------------------------------------------------------------------------------ old paths
-OLD_TO_NEW = {
-    "arff": "formats.arff", "arrays": "formats.arrays", "audio": "sources.audio",
-    "cache_integrity": "io.cache_integrity", "dataframes": "formats.dataframes", "datasets": "base.datasets",
-    "download": "io.download", "extraction": "io.extraction", "local_files": "formats.local_files",
-    "physionet": "sources.physionet", "speech_commands": "sources.speech_commands", "text_files": "formats.text_files",
-    "time_warps": "transforms.time_warps", "trajectories": "synthetic.trajectories", "ts_format": "formats.ts_format",
-    "uea": "sources.uea",
-}
-
-
-@pytest.mark.parametrize("old", sorted(OLD_TO_NEW))
-def test_an_old_module_path_imports_warns_with_the_new_path_and_gives_the_same_objects(old):
-    old_path, new_path = f"{PACKAGE}.data.{old}", f"{PACKAGE}.data.{OLD_TO_NEW[old]}"
-    sys.modules.pop(old_path, None)
-    with pytest.warns(DeprecationWarning, match=rf"{old_path} moved to {new_path.replace('.', '[.]')}"):
-        module = importlib.import_module(old_path)
-    new = importlib.import_module(new_path)
-    names = [name for name in new.__all__]
-    assert names and all(getattr(module, name) is getattr(new, name) for name in names)
-    with pytest.raises(AttributeError, match=f"moved to {new_path}"):
-        getattr(module, "no_such_name")
-
-
-def test_the_old_datasets_module_still_holds_from_ts_and_the_embedded_data():
-    sys.modules.pop(f"{PACKAGE}.data.datasets", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from neuralde_seq.data.datasets import from_ts, load_japanese_vowels, stratified_split
-    from neuralde_seq.data import from_ts as new_from_ts, load_japanese_vowels as new_load, \
-        stratified_split as new_split
-    assert (from_ts, load_japanese_vowels, stratified_split) == (new_from_ts, new_load, new_split)
-
-
+# ------------------------------------------------------------------------------------ rooms
 def test_rooms_that_kept_their_old_name_export_the_old_names_without_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)

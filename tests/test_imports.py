@@ -8,6 +8,9 @@ module does not count as importing its parent packages' ``__init__`` (Python run
 packages' front doors, not dependencies of the code).
 
 The layers are the table of docs/design.md#layers, parsed here: that page is their single source.
+
+No module has more than `MAX_MODULE_LINES` lines (issue 37: a module of more holds several concepts), but those
+in `OVERSIZED_MODULES`, each named with the split that will bring it within the limit.
 """
 from __future__ import annotations
 
@@ -27,6 +30,13 @@ DESIGN = ROOT / "docs" / "design.md"
 # Cycles known and left for a later step of issue 26, each with the reason. The test fails when one of them no
 # longer exists (remove it here then), so this list can only shrink.
 KNOWN_CYCLES: dict[frozenset, str] = {}  # none left
+
+MAX_MODULE_LINES = 800
+# Modules over the limit, each with the split that brings it within: the test fails when one of them is within the
+# limit (remove it here then), so this list can only shrink, and it is empty once the splits of issue 37 have landed.
+OVERSIZED_MODULES: dict[str, str] = {
+    "neuralde_seq.rules": "issue 37, rooms by concept: the learning rules apart from their registry and exports",
+}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -75,6 +85,21 @@ def imports_of(name: str, path: Path, is_package: bool, modules: dict, package: 
             if target != name and (target, node.lineno) not in found:
                 found.append((target, node.lineno))
     return found
+
+
+def module_lines(package_dir: Path, package: str) -> dict[str, int]:
+    """Every module of the package: dotted name -> its number of lines."""
+    return {name: len(path.read_text(encoding="utf-8").splitlines())
+            for name, (path, _) in package_modules(package_dir, package).items()}
+
+
+def oversized(lines: dict[str, int], limit: int, allowed: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(modules over ``limit`` lines that ``allowed`` does not name, as "name: N lines", longest first; modules
+    ``allowed`` names that are within the limit or gone)."""
+    over = sorted(((count, name) for name, count in lines.items() if count > limit and name not in allowed),
+                  reverse=True)
+    within = sorted(name for name in allowed if lines.get(name, 0) <= limit)
+    return [f"{name}: {count} lines" for count, name in over], within
 
 
 def import_graph(package_dir: Path, package: str) -> dict[str, list[tuple[str, int]]]:
@@ -248,6 +273,13 @@ def test_no_module_imports_a_higher_layer(graph, layers):
                         + "\n".join(upward))
 
 
+def test_no_module_has_more_than_800_lines():
+    over, within = oversized(module_lines(ROOT / PACKAGE, PACKAGE), MAX_MODULE_LINES, OVERSIZED_MODULES)
+    assert not over, (f"modules of more than {MAX_MODULE_LINES} lines (split each into rooms by concept, "
+                      "docs/design.md#architecture):\n" + "\n".join(over))
+    assert not within, f"within {MAX_MODULE_LINES} lines now: remove them from OVERSIZED_MODULES: {within}"
+
+
 # ---------------------------------------------------------------------------------------------------
 # the reader itself, on a package written here: each kind of import it must see
 
@@ -298,3 +330,20 @@ def test_the_layer_check_names_an_upward_import_and_the_package_init(tmp_path):
     _, problems = module_layers(read_layers(table.replace("`front`, ", "`gone`, ")), graph, "toy")
     assert problems == ["module toy.front is in no layer of docs/design.md#layers: add it to the table",
                         "docs/design.md#layers lists toy.gone, which is not a module of the package"]
+
+
+def test_the_line_count_names_each_module_over_the_limit_and_each_exception_within_it(tmp_path):
+    package = _write_package(tmp_path, {
+        "__init__.py": "x = 1\n" * 3,
+        "at_limit.py": "x = 1\n" * 10,
+        "over.py": "x = 1\n" * 11,  # no newline at the end of the last line counts the same
+        "sub/__init__.py": "",
+        "sub/longest.py": "x = 1\n" * 19 + "x = 1",
+        "excused.py": "x = 1\n" * 12,
+        "split.py": "x = 1\n" * 4,
+    })
+    lines = module_lines(package, "toy")
+    assert lines == {"toy": 3, "toy.at_limit": 10, "toy.excused": 12, "toy.over": 11, "toy.split": 4, "toy.sub": 0,
+                     "toy.sub.longest": 20}
+    assert oversized(lines, 10, {"toy.excused": "split later", "toy.split": "split already", "toy.gone": "moved"}) == (
+        ["toy.sub.longest: 20 lines", "toy.over: 11 lines"], ["toy.gone", "toy.split"])

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from neuralde_seq import build_control
+from neuralde_seq import LogSignature, build_control
 from neuralde_seq.sklearn import SequenceClassifier
 from neuralde_seq.data import IrregularDataset, from_arrays
-from neuralde_seq.data.protocols import load_task
+from neuralde_seq.data.protocols import japanese_vowels_splits, load_task
 from neuralde_seq.models import create_model
 from neuralde_seq.training import load_checkpoint
 from neuralde_seq.training.input_spec import InputSpec
-from neuralde_seq.training.runner import fit_and_evaluate
+from neuralde_seq.training.run import fit_and_evaluate
 
 
 def _ragged(n: int, length: int, channels: int, seed: int, spacing: float) -> IrregularDataset:
@@ -80,7 +80,9 @@ def test_observation_models_read_times_in_the_spec_unit_and_ode_rnn_dynamics_do_
 def test_the_spec_round_trips_through_json_and_gives_the_same_input():
     train, test = _ragged(8, 300, 2, seed=3, spacing=1.0), _ragged(5, 300, 2, seed=4, spacing=1.0)
     spec = InputSpec.fit("delta-rde", train, control={"time_unit": 60.0, "step": 8}, standardise=True)
-    assert spec.control["step"] == 8 and spec.control["interpolation"] == "logsignature" and spec.time_unit == 60.0
+    # the registry's log-signature windows with the given step, the unit the spec's own field
+    assert spec.control.interpolation == LogSignature(depth=2, step=8, window_start_values=True)
+    assert spec.control.time_unit is None and spec.time_unit == 60.0
     again = InputSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
     first, second = spec.transform(test), again.transform(test)
@@ -219,7 +221,7 @@ def test_the_estimator_predicts_through_its_fitted_spec():
                              dtype="float64", random_state=0).fit(X, y, times=times)
     spec = clf.input_spec_
     assert spec.time_unit == pytest.approx(_longest_span(data), rel=1e-12)
-    assert spec.control["parametrization"] == "index"
+    assert spec.control.parametrization == "index"
     with torch.no_grad():
         logits = clf.model_(spec.transform(data))
     np.testing.assert_allclose(clf.predict_proba(X, times=times), torch.softmax(logits, -1).numpy(), rtol=1e-10)
@@ -235,34 +237,39 @@ def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
     assert fit["input_spec"]["time_unit"] == pytest.approx(_longest_span(small.train), rel=1e-6)
     saved = torch.load(tmp_path / "b.pt", weights_only=False)["config"]["input_spec"]
     assert saved == fit["input_spec"]
-    # the saved spec rebuilds the test inputs the run scored: the checkpoint's model gets the reported accuracy
+    # the saved spec reads the raw data (the protocol's standardisation is recorded in it): on the raw splits it
+    # rebuilds the test inputs the run scored, and the checkpoint's model gets the reported accuracy
     spec = InputSpec.from_dict(saved)
-    model = create_model("ncde", spec.transform(small.train), 9, hidden=8, width=16)
+    assert spec.channel_mean == tuple(train.meta["standardise"]["mean"])
+    raw = japanese_vowels_splits(seed=0, drop_rate=0.3)  # float64, as the task reads them
+    raw_train, raw_test = (part.subset(torch.arange(n)) for part, n in ((raw.train, 30), (raw.test, 20)))
+    raw_train, raw_test = (part.replace(times=part.times.float()) for part in (raw_train, raw_test))
+    model = create_model("ncde", spec.transform(raw_train), 9, hidden=8, width=16)
     load_checkpoint(tmp_path / "b.pt", model)
     model.eval()
     with torch.no_grad():
-        predictions = model(spec.transform(small.test)).argmax(-1)
+        predictions = model(spec.transform(raw_test)).argmax(-1)
     accuracy = float((predictions == small.test.labels).double().mean())
     assert fit["metrics"]["test"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
 
 
-def test_a_config_row_reads_the_former_control_name_and_gives_observation_models_a_time_unit():
-    from neuralde_seq.controls import RenamedOptionWarning
-    from neuralde_seq.training.runner import ConfigError, validate_config
+def test_a_config_row_refuses_the_former_control_name_and_gives_observation_models_a_time_unit():
+    from neuralde_seq.training.config import ConfigError, validate_config
 
     def config(*rows):
         return {"name": "c", "task": "japanese-vowels", "seeds": [0], "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
                 "models": list(rows)}
 
-    with pytest.warns(RenamedOptionWarning, match="now interpolation='linear'"):
-        parsed = validate_config(config({"model": "ncde", "control": {"method": "linear"}}))
-    assert parsed["models"][0]["control"] == {"interpolation": "linear"}
+    with pytest.raises(ConfigError, match=r"models\[0\]\.control: unknown control option 'method'"):
+        validate_config(config({"model": "ncde", "control": {"method": "linear"}}))
+    parsed = validate_config(config({"model": "ncde", "control": {"interpolation": "linear"}}))
+    assert parsed["models"][0]["control"] == {"interpolation": "linear"}  # the row as written
     parsed = validate_config(config({"model": "ode-rnn", "control": {"time_unit": "auto"}}))
     assert parsed["models"][0]["control"] == {"time_unit": "auto"}
     with pytest.raises(ConfigError, match="control options other than time_unit do not apply"):
         validate_config(config({"model": "gru-d", "control": {"interpolation": "linear"}}))
-    with pytest.raises(ConfigError, match="give interpolation only"):
-        validate_config(config({"model": "ncde", "control": {"method": "linear", "interpolation": "linear"}}))
+    with pytest.raises(ConfigError, match=r"models\[0\]\.control: step must be a positive integer"):
+        validate_config(config({"model": "delta-rde", "control": {"step": 0}}))  # values checked too, before any run
 
 
 def test_resuming_a_run_with_another_input_spec_is_refused(tmp_path):

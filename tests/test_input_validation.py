@@ -398,7 +398,7 @@ def test_solve_checks_dynamics_control_and_state_agree():
 
 
 def test_observations_module_owns_validation_and_imports_no_other_module_of_the_package():
-    import neuralde_seq.controls as controls
+    import neuralde_seq.controls.builder as controls
     import neuralde_seq.observations as observations
 
     source = Path(observations.__file__).read_text()

@@ -1,5 +1,5 @@
-"""The fast weight recurrences composed by a parallel prefix scan (``SolverOptions(scan="parallel")``, issue 27)
-against their sequential forms, in float64.
+"""The fast weight recurrences composed by a parallel prefix scan (``RK4(scan="parallel")``,
+``Exact(scan="parallel")``, issue 27) against their sequential forms, in float64.
 
 - The affine rk4 path (neuralde_seq.solvers.affine_rk4): delta-cde, hebb-cde and oja-cde at 1,000 steps, three
   samples of different lengths, states at every knot: values, and gradients with respect to the field's weights,

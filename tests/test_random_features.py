@@ -13,7 +13,8 @@ from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 from sklearn.utils.estimator_checks import check_estimator
 
 from neuralde_seq import create_model, logsignature
-from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout, _fit_probability_temperature
+from neuralde_seq.random_features import RESERVOIRS, RandomFeatures, RidgeReadout
+from neuralde_seq.random_features.readout import _fit_probability_temperature
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 
 ALPHAS = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3)
@@ -215,7 +216,7 @@ def test_batch_size_bounds_the_states_formed_at_once_and_leaves_the_thresholds_a
 
 
 def test_a_series_whose_states_cannot_fit_is_refused_up_front_with_the_numbers(monkeypatch):
-    import neuralde_seq.random_features as module
+    import neuralde_seq.random_features.features as module
 
     times, values, lengths = _ragged_batch([5000, 4000], seed=8)
     monkeypatch.setattr(module, "_free_memory", lambda device: 2**18)  # a device with 0.25 MiB free
@@ -507,6 +508,21 @@ def test_scikit_learn_estimator_checks(estimator, waived):
         if r["check_name"] in waived:
             assert r["status"] == "xfail", r["check_name"]
             assert waived[r["check_name"]][1] in str(r["exception"]), (r["check_name"], r["exception"])
+
+
+def test_a_pickled_estimator_names_the_package_not_the_room_its_classes_live_in():
+    """Pickles name a class by its module: the fitted classes carry the package's path, which stays importable when
+    the package's rooms move (a pickle naming neuralde_seq.random_features.estimators would break with the room)."""
+    import pickle
+    import re
+
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((8, 12, 2)), np.array(["a", "b"] * 4)
+    clf = RandomFeatureClassifier(width=8, random_state=0).fit(X, y)
+    blob = pickle.dumps(clf)
+    paths = set(re.findall(rb"neuralde_seq\.random_features[\w.]*", blob))
+    assert paths == {b"neuralde_seq.random_features"}  # the estimator, its feature map and its readout
+    np.testing.assert_array_equal(pickle.loads(blob).decision_function(X), clf.decision_function(X))
 
 
 def test_every_reservoir_reads_ragged_series_with_their_own_times_and_string_labels():

@@ -23,7 +23,7 @@ import torch
 import fwp_reference as ref
 from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.logsignature_control import cached_logsignature_control
+from neuralde_seq.controls import cached_logsignature_control
 from neuralde_seq.models import create_model
 from neuralde_seq.solvers.exact_fast_weights import solve_exact_reference
 from neuralde_seq.solvers import Backprop, Exact, RK4, SolverOptions, solve

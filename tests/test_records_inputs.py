@@ -108,7 +108,7 @@ def test_mean_fill_is_the_training_mean_of_each_channel_and_said_once_naming_the
     assert "channel 0 in 1; channel 2 in 1 of 8 training samples never observed" in str(said[0].message)
     expected = [np.nanmean(np.concatenate([values[b, :int(lengths[b]), c].numpy() for b in range(8)]))
                 for c in range(3)]
-    np.testing.assert_allclose(spec.control["unobserved_fill"], expected, rtol=1e-12)
+    np.testing.assert_allclose(spec.control.unobserved_fill, expected, rtol=1e-12)
     control = spec.transform(train)
     assert torch.allclose(control.coeffs[4, :int(lengths[4]), 0, 1], torch.tensor(expected[0], dtype=torch.float64))
     # the spec as JSON and back gives the same control
@@ -212,13 +212,13 @@ def test_intensity_auto_counts_observations_where_channels_are_measured_apart_in
     # the counts in units of the median count of a channel in a training series, written out
     counts = [int((~np.isnan(x[:, c])).sum()) for x in X for c in range(3)]
     unit = float(np.median([k for k in counts if k > 0]))
-    assert gaps.input_spec_.control["count_unit"] == pytest.approx(unit)
+    assert gaps.input_spec_.control.count_unit == pytest.approx(unit)
     data = gaps._dataset(X, times, torch.float32)
     inputs = gaps.input_spec_.transform(data)
     assert inputs.channels == 1 + 2 * 3
     raw = SequenceClassifier("ncde", epochs=1, random_state=0, control_options={"intensity_channel": True}).fit(
         X, y, times=times)
-    assert "count_unit" not in raw.input_spec_.control  # True as given: the raw counts (the papers' OI setting)
+    assert raw.input_spec_.control.count_unit is None  # True as given: the raw counts (the papers' OI setting)
     raw_inputs = raw.input_spec_.transform(data)
     torch.testing.assert_close(inputs.coeffs[..., 4:], raw_inputs.coeffs[..., 4:] / unit)
     # complete series: the path and the fitted model are those of intensity_channel=False given by hand

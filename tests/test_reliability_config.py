@@ -125,7 +125,7 @@ def test_duplicate_variant_labels_are_refused():
 
 def test_fit_and_evaluate_refuses_an_extra_test_set_named_like_a_split(tmp_path):
     from neuralde_seq.data.protocols import load_task
-    from neuralde_seq.training.runner import fit_and_evaluate
+    from neuralde_seq.training.run import fit_and_evaluate
 
     data = load_task("japanese-vowels", seed=0, progress=False)
     # test samples as many as the training split's: the case where the model trained on the test inputs with the

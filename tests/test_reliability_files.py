@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -405,3 +406,29 @@ def test_fit_resume_with_a_checkpoint_of_another_shape_names_file_and_parameters
     assert "bias: (2,) in the file, (4,) in the model" in message
     assert "delete it" in message
     assert all(torch.equal(model.state_dict()[k], before[k]) for k in before)  # nothing half-loaded
+
+
+# Where a file is opened for writing other than through neuralde_seq.files, and why that is safe.
+RAW_WRITES_ALLOWED = {
+    "neuralde_seq/files.py": "the safe writers themselves",
+    "neuralde_seq/data/io/extraction.py": "members written into a fresh private folder that is renamed into place",
+    "neuralde_seq/data/io/download.py": "the partial download, opened with O_NOFOLLOW under the file's lock",
+}
+RAW_WRITE = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)\n]*[\"'](?:w|wb|a|ab|x|xb|w\+|r\+)[\"']|"
+                       r"\bjson\.dump\(|\bnp\.save[z]?\(|\btorch\.save\(\w+, (?!handle\))")
+
+
+def test_every_writer_in_the_repository_writes_through_the_safe_writers():
+    # benchmarks wrote their results.json / results.md in place (through a planted link, half a file on a crash)
+    offenders = []
+    for folder in ("neuralde_seq", "benchmarks", "tasks", "notebooks"):
+        for path in sorted((PACKAGE_ROOT / folder).rglob("*.py")):
+            name = path.relative_to(PACKAGE_ROOT).as_posix()
+            if name in RAW_WRITES_ALLOWED:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("#", 1)[0]
+                if RAW_WRITE.search(code) and "/proc/" not in code:
+                    offenders.append(f"{name}:{number}: {line.strip()}")
+    assert not offenders, "raw writes (use neuralde_seq.files.write_text_atomic / atomic_file):\n" + "\n".join(
+        offenders)

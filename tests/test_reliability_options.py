@@ -105,7 +105,8 @@ def test_unobserved_fill_must_be_a_finite_number(fill):
 @pytest.mark.parametrize("flag", ["time_channel", "mask_channel", "intensity_channel"])
 def test_control_flags_must_be_bools(flag):
     times = torch.arange(6.0).expand(2, 6)
-    with pytest.raises(ValueError, match=f"{flag} must be True or False, got 'no'"):
+    allowed = "True, False or 'auto'.*" if flag == "intensity_channel" else "True or False, "  # 'auto': InputSpec.fit
+    with pytest.raises(ValueError, match=f"{flag} must be {allowed}got 'no'"):
         build_control(times, torch.randn(2, 6, 2), **{flag: "no"})
 
 

@@ -163,6 +163,16 @@ def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
     assert chosen == ["fine-tuned", "start"]  # both branches are exercised
 
 
+def test_a_step_too_small_to_learn_keeps_the_start_with_mpv():
+    # "mpv" (a default feature) is continuous in the thresholds: a step of 1e-12 moved the validation error by
+    # rounding (0.0857183022376 → 0.0857183022370), and that counted as an improvement at margin 0
+    X, y = _series(40, 50, seed=3)
+    plain = _fitted(X, y, features=("ppv", "mpv"))
+    tuned = _fitted(X, y, features=("ppv", "mpv"), fine_tune={"epochs": 1, "lr": 1e-12, "temperature": 1e-9})
+    assert tuned.fine_tuning_["chosen"] == "start"
+    np.testing.assert_array_equal(tuned.decision_function(X), plain.decision_function(X))
+
+
 def test_the_fine_tuned_map_improves_only_where_both_validation_scores_agree():
     start = {"accuracy": 0.8, "loss": 0.30}
     assert improves({"accuracy": 0.8, "loss": 0.29}, start, classification=True)
@@ -172,6 +182,10 @@ def test_the_fine_tuned_map_improves_only_where_both_validation_scores_agree():
     assert not improves({"accuracy": 0.8, "loss": 0.30}, start, classification=True)  # a tie keeps the start
     assert improves({"loss": 0.29}, {"loss": 0.30}, classification=False)
     assert not improves({"loss": 0.30}, {"loss": 0.30}, classification=False)
+    # a decrease at the level of rounding is a tie, whatever the margin (0 by default)
+    assert not improves({"accuracy": 0.8, "loss": 0.30 * (1 - 1e-9)}, start, classification=True)
+    assert not improves({"loss": 0.30 * (1 - 1e-9)}, {"loss": 0.30}, classification=False)
+    assert improves({"loss": 0.30 * (1 - 1e-5)}, {"loss": 0.30}, classification=False)
     # a decrease of 0.01 is kept against a standard error of 0.009 at margin 1, not at margin 2
     assert improves({"loss": 0.29}, {"loss": 0.30}, False, standard_error=0.009, margin=1.0)
     assert not improves({"loss": 0.29}, {"loss": 0.30}, False, standard_error=0.009, margin=2.0)

@@ -12,7 +12,7 @@ import torch
 from neuralde_seq.models import create_model
 from neuralde_seq.data.protocols import load_task
 from neuralde_seq.training import Callback, ModelArguments, load_checkpoint, train_classifier
-from neuralde_seq.training.runner import build_model_inputs
+from neuralde_seq.training.run import build_model_inputs
 
 EPOCHS = 5
 

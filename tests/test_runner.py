@@ -18,14 +18,9 @@ from neuralde_seq.data import IrregularDataset, num_dropped, subsample
 from neuralde_seq.models import create_model
 from neuralde_seq.data.protocols import TASKS, load_task
 from neuralde_seq.training import auroc, evaluate, load_checkpoint
-from neuralde_seq.training.runner import (
-    ConfigError,
-    aggregate,
-    apply_overrides,
-    build_model_inputs,
-    fit_and_evaluate,
-    validate_config,
-)
+from neuralde_seq.training.config import ConfigError, apply_overrides, validate_config
+from neuralde_seq.training.report import aggregate
+from neuralde_seq.training.run import build_model_inputs, fit_and_evaluate
 from neuralde_seq.solvers import RK4
 
 
@@ -303,15 +298,18 @@ def test_cli_reports_config_errors(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ control cache
 def _count_build_control(monkeypatch):
-    """Count the calls of build_control made through the model registry (each still builds for real)."""
+    """The interpolation of every call of build_control made through the model registry (each still builds for
+    real)."""
     import neuralde_seq.models as models
+    from neuralde_seq.controls import parse_control_options
+    from neuralde_seq.controls.interpolation import interpolation_name
 
     calls = []
     real = models.build_control
 
-    def counting(times, values, lengths=None, **options):
-        calls.append(options)
-        return real(times, values, lengths, **options)
+    def counting(times, values, lengths=None, options=None, **keywords):
+        calls.append(interpolation_name(parse_control_options(keywords, base=options).interpolation))
+        return real(times, values, lengths, options, **keywords)
 
     monkeypatch.setattr(models, "build_control", counting)
     return calls
@@ -323,7 +321,7 @@ def _same_control(a, b):
 
 
 def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
-    from neuralde_seq.training.runner import ControlCache
+    from neuralde_seq.training.run import ControlCache
 
     val, test = jv.splits.val, jv.splits.test
     uncached = {"val": build_model_inputs("ncde", val), "test": build_model_inputs("ncde", test),
@@ -334,8 +332,8 @@ def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
     assert len(calls) == 1 and (cache.hits, cache.misses) == (0, 1)
     # another model with the same registered interpolation, and the defaults spelled out: the same control
     again = build_model_inputs("hebb-cde", val, cache=cache)
-    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True, "depth": 2},
-                                 cache=cache)
+    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True,
+                                               "missing": "interpolate"}, cache=cache)
     assert again is first and spelled is first and len(calls) == 1 and cache.hits == 2
     assert _same_control(first, uncached["val"])
     # other options, another split, or another dataset object with equal contents: built anew
@@ -377,7 +375,7 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
         results[cached] = run_benchmark(config, out_dir=tmp_path / f"out{cached}", max_steps=2, progress=False,
                                         task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
                                         cache_controls=cached)
-        interpolations = sorted(options["interpolation"] for options in calls)
+        interpolations = sorted(calls)
         splits = 3  # train, val, test; the task's data do not depend on the seed
         if cached:  # once per split and control, for both seeds and both natural cubic rows
             assert interpolations == sorted(["natural_cubic"] * splits + ["linear"] * splits)
@@ -390,7 +388,7 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
 
 def test_a_recorded_solver_that_differs_is_another_model():
     from neuralde_seq.solvers import SolverOptions
-    from neuralde_seq.training.runner import _changed_keys
+    from neuralde_seq.training.run_folders import _changed_keys
 
     today = {"d_model": 64, "solver": repr(SolverOptions())}
     assert _changed_keys(dict(today), today) == []
@@ -401,7 +399,7 @@ def test_a_recorded_solver_that_differs_is_another_model():
 
 def test_a_row_label_selects_that_row_alone():
     from neuralde_seq.training.config import parse_config
-    from neuralde_seq.training.runner import _select_rows
+    from neuralde_seq.training.grid import _select_rows
 
     config = parse_config({"name": "t", "task": "japanese-vowels", "seeds": [0],
                            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},

@@ -22,8 +22,8 @@ import pytest
 import torch
 
 from neuralde_seq import build_control
-from neuralde_seq import controls as controls_module
-from neuralde_seq.logsignature_control import LogSignatureCacheError, cached_logsignature_control
+from neuralde_seq.controls import logsignature as logsignature_module
+from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
 from neuralde_seq.signatures import BASES, logsignature, logsignature_channels, logsignature_windows
 
 F64 = torch.float64
@@ -357,7 +357,7 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
     # A hit reads the file and computes nothing.
     def no_computing(*args, **kwargs):
         raise AssertionError("the cache recomputed a control on a hit")
-    monkeypatch.setattr(controls_module, "logsignature_control", no_computing)  # build_control's builder
+    monkeypatch.setattr(logsignature_module, "logsignature_control", no_computing)  # what LogSignature.build calls
     hit = cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"),
                                       interpolation="logsignature", logsig_backend="torch", **options)  # defaults spelled out
     for field in ("knots", "coeffs", "end_index"):

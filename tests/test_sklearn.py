@@ -431,14 +431,15 @@ def test_a_channel_a_sample_never_observes_is_filled_with_its_training_mean_and_
     said = [w for w in caught if issubclass(w.category, UnobservedChannelWarning)]
     assert len(said) == 1 and "channel 1 in 2 of 10 training samples never observed" in str(said[0].message)
     assert said[0].filename == __file__  # attributed to the user's call
-    assert clf.input_spec_.control["unobserved_fill"] == [0.0, 0.0]  # the standardised training mean
+    assert clf.input_spec_.control.unobserved_fill == (0.0, 0.0)  # the standardised training mean
     # the same as filling by hand with the channel's training mean (0 once standardised)
     by_hand = SequenceClassifier("ncde", control_options={"unobserved_fill": 0.0}, **settings).fit(X, y)
     np.testing.assert_array_equal(clf.predict_proba(X), by_hand.predict_proba(X))
     # None refuses such data, naming the sample and channel
     with pytest.raises(ValueError, match=r"sample 3 has no observation in channel 1"):
         SequenceClassifier("ncde", control_options={"unobserved_fill": None}, **settings).fit(X, y)
-    with pytest.raises(ValueError, match=r"unobserved_fill must be None, a finite number, one per channel, or 'mean'"):
+    with pytest.raises(ValueError, match=r"unobserved_fill must be None, a finite number or a sequence of finite "
+                                         r"numbers, one per channel, or 'mean'"):
         SequenceClassifier("ncde", control_options={"unobserved_fill": "median"}, **settings).fit(X, y)
 
 

@@ -1,4 +1,4 @@
-"""Tests of neuralde_seq.splines.natural_cubic_coefficients and its use in build_control.
+"""Tests of neuralde_seq.controls.splines.natural_cubic_coefficients and its use in build_control.
 
 The reference everywhere is torchcde (``torchcde.natural_cubic_coeffs``, its per-(sample, channel) loop
 through missing values), called here directly, sample by sample on each sample's own prefix where
@@ -9,9 +9,9 @@ import pytest
 import torch
 import torchcde
 
-import neuralde_seq.splines as splines
+import neuralde_seq.controls.splines as splines
 from neuralde_seq import build_control
-from neuralde_seq.splines import natural_cubic_coefficients
+from neuralde_seq.controls.splines import natural_cubic_coefficients
 
 F64 = torch.float64
 TOL = dict(rtol=0, atol=1e-10)
@@ -217,7 +217,7 @@ def test_build_control_natural_cubic_equals_torchcde_per_sample():
 
 
 def test_linear_fill_equals_torchcde_through_every_pattern_of_missing_values():
-    from neuralde_seq.splines import fill_missing_linear
+    from neuralde_seq.controls.splines import fill_missing_linear
     g = torch.Generator().manual_seed(3)
     knots = torch.cumsum(torch.rand(17, generator=g, dtype=torch.float64) + 0.1, 0)
     path = torch.randn(40, 17, 5, generator=g, dtype=torch.float64)

@@ -162,7 +162,7 @@ def test_bench_models_suggests_the_row(tmp_path, capsys):
 
 def test_compare_models_help_says_it_replaces_the_default_rows():
     from neuralde_seq.cli import build_parser, compare_config
-    from neuralde_seq.training.runner import _select_rows
+    from neuralde_seq.training.grid import _select_rows
 
     help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["compare"].format_help().split())
     assert "adds a row" not in help_text and "instead of all seven" in help_text

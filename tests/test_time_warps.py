@@ -21,7 +21,8 @@ from neuralde_seq.data.protocols import TASKS, load_task, warped_adding_splits
 from neuralde_seq.data.synthetic import WARPED_ADDING_CLASSES, warped_adding
 from neuralde_seq.data.transforms.time_warps import TimeWarp, time_warp, warp_parameters, warp_times
 from neuralde_seq.models import create_model, model_inputs
-from neuralde_seq.training.runner import ConfigError, run_benchmark, validate_config
+from neuralde_seq.training.config import ConfigError, validate_config
+from neuralde_seq.training.runner import run_benchmark
 
 DTYPE = torch.float64
 RANDOM_KINDS = [{"kind": "smooth", "strength": 0.6, "seed": 3}, {"kind": "piecewise", "pieces": 4, "seed": 5},

@@ -11,7 +11,7 @@ from neuralde_seq import TrainingSpec, fit
 from neuralde_seq.input_checks import UnknownOptionError
 from neuralde_seq.training import Callback, Classification, Regression, train_classifier
 from neuralde_seq.training.config import ConfigError, fingerprint, parse_config
-from neuralde_seq.training.runner import run_spec
+from neuralde_seq.training.run import run_spec
 
 TIMINGS = ("seconds_per_epoch", "val_seconds")
 

@@ -21,6 +21,8 @@ ADDITIONS = {
     2: "new dataset: a module in data/sources that calls register_task",
     3: "new solver method: a Method subclass in solvers/methods (+ its kernel in solvers/)",
     4: "new model: a module in models/ + register_model (models)",
+    5: "new closed-form method: an estimator + register_reference_method (reference.registry)",
+    6: "new estimator: a class on estimator_base's SequenceEstimatorBase and a classifier or regressor mixin",
 }
 
 WIDTH, LEFT, NAME_WIDTH, ROW_GAP, LINE = 1000, 20, 215, 12, 17
@@ -46,7 +48,7 @@ def layer_rows(design_text: str) -> list[tuple[int, str, list[str], str]]:
 
 def svg(rows) -> str:
     """The picture: one box per layer, highest on top (imports point down), its modules inside, and where a new
-    rule, dataset, solver method or model goes."""
+    rule, dataset, solver method, model, closed-form method or estimator goes."""
     parts, y = [], 50
     shades = ["#eef3fb", "#e3ecf8"]
     for i, (number, title, modules, what) in enumerate(rows):

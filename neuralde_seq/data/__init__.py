@@ -12,16 +12,9 @@
 * `neuralde_seq.data.protocols`: the protocol that runs a task (``load_task``: splits, standardisation, test-set
   variants); import it from there (it is not re-exported here).
 
-The names below are the wing's public API. The modules that moved into rooms keep their old paths for code outside
-the package: ``import neuralde_seq.data.uea`` still works and warns (``DeprecationWarning``) with the new path.
+The names below are the wing's public API.
 """
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
-import types
-import warnings
 
 from .formats.arff import parse_arff, read_arff
 from .formats.arrays import from_arrays, from_concatenated, pad_sequences
@@ -107,83 +100,3 @@ __all__ = [
     "fill_gaps",
     "median_step",
 ]
-
-# ---------------------------------------------------------------------------------------------------
-# The old module paths of the flat data/ (before the rooms): old name -> the modules that now hold its names, the
-# first being "where it went". Importing an old path gives a module that looks names up there, and warns.
-# ``transforms`` and ``synthetic`` are not here: they became rooms under the same names, which export the old names.
-MOVED_MODULES = {
-    "arff": ("formats.arff",),
-    "arrays": ("formats.arrays",),
-    "audio": ("sources.audio",),
-    "cache_integrity": ("io.cache_integrity",),
-    "dataframes": ("formats.dataframes",),
-    "datasets": ("base.datasets", "formats.ts_format", "sources.japanese_vowels"),
-    "download": ("io.download",),
-    "extraction": ("io.extraction",),
-    "local_files": ("formats.local_files",),
-    "physionet": ("sources.physionet",),
-    "speech_commands": ("sources.speech_commands",),
-    "text_files": ("formats.text_files",),
-    "time_warps": ("transforms.time_warps",),
-    "trajectories": ("synthetic.trajectories",),
-    "ts_format": ("formats.ts_format",),
-    "uea": ("sources.uea",),
-}
-
-
-def _new_paths(old: str) -> list[str]:
-    return [f"{__name__}.{target}" for target in MOVED_MODULES[old]]
-
-
-def _moved_module(old: str) -> types.ModuleType:
-    """A stand-in for the old module ``neuralde_seq.data.<old>``: its attributes are looked up, in order, in the
-    modules that hold them now (so ``from neuralde_seq.data.uea import load_uea`` keeps working)."""
-    new = _new_paths(old)
-    warnings.warn(f"{__name__}.{old} moved to {new[0]}; import it from there (the old path will be removed)",
-                  DeprecationWarning, stacklevel=3)
-    module = types.ModuleType(f"{__name__}.{old}", f"Moved to {', '.join(new)} (deprecated alias).")
-
-    def __getattr__(name: str):
-        for path in new:
-            target = importlib.import_module(path)
-            if name == "__all__":
-                return [n for p in new for n in getattr(importlib.import_module(p), "__all__", [])]
-            if hasattr(target, name):
-                return getattr(target, name)
-        raise AttributeError(f"module {__name__}.{old} (moved to {new[0]}) has no attribute {name!r}")
-
-    def __dir__():
-        return sorted({n for p in new for n in dir(importlib.import_module(p))})
-
-    module.__getattr__ = __getattr__
-    module.__dir__ = __dir__
-    return module
-
-
-class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``neuralde_seq.data.<old>`` for the names of `MOVED_MODULES` (only where no real module is: it sits
-    last on ``sys.meta_path``) and loads the stand-in of `_moved_module`."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        package, _, old = fullname.rpartition(".")
-        if package != __name__ or old not in MOVED_MODULES:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        return _moved_module(spec.name.rpartition(".")[2])
-
-    def exec_module(self, module):
-        pass  # the stand-in is complete when created
-
-
-if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModuleFinder())
-
-
-def __getattr__(name: str):
-    # ``neuralde_seq.data.uea`` as an attribute, without an import statement (the flat package imported them all)
-    if name in MOVED_MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

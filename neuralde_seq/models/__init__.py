@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from ..controls import Control, build_control, renamed_control_options
+from ..controls import Control, ControlOptions, build_control, parse_control_options
 from ..input_checks import UnknownOptionError, unknown_name_message
 from ..rules import rule_names, rule_title
 from ..observations import Observations
@@ -35,7 +35,8 @@ from ..observations import observation_span
 
 __all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
            "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
-           "control_options", "model_defaults", "model_entry", "model_inputs", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
+           "control_options", "registered_control_options", "check_control_overrides",
+           "model_defaults", "model_entry", "model_inputs", "input_options", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
            "TRAINING_DEFAULTS", "training_defaults"]
 
 
@@ -47,7 +48,9 @@ class ModelEntry:
         constructor: called as ``constructor(in_channels, num_classes, **options)``.
         defaults: default keyword arguments of the constructor.
         inputs: "control" (the model reads a Control built with ``control``) or "observations".
-        control: keyword arguments of build_control, for inputs="control".
+        control: the control options, for inputs="control": `build_control` keywords as written (the spelling the
+            runner records in every result, e.g. ``dict(interpolation="linear", time_channel=True)``), read by
+            `neuralde_seq.controls.parse_control_options`, or a `ControlOptions`.
         takes_solver: whether the constructor accepts ``solver=SolverOptions(...)``.
         from_inputs: optional function of the built input and the options given (registry defaults and
             overrides) returning constructor options that depend on the input (e.g. the NRDE's initial channels, a
@@ -62,7 +65,7 @@ class ModelEntry:
     constructor: Callable
     defaults: dict
     inputs: str = "control"
-    control: dict = dataclasses.field(default_factory=dict)
+    control: Mapping | ControlOptions = dataclasses.field(default_factory=dict)
     takes_solver: bool = True
     from_inputs: Callable | None = None
     description: str = ""
@@ -82,13 +85,20 @@ def register_model(name: str, entry: ModelEntry) -> None:
         entry: the `ModelEntry` saying how to build the model and its input.
 
     Raises:
-        ValueError: the name is taken, ``entry.inputs`` is neither "control" nor "observations", or
+        ValueError: the name is taken, ``entry.inputs`` is neither "control" nor "observations", control options
+            that `parse_control_options` refuses (or any for a model reading observations), or
             ``entry.training`` names an unknown setting or schedule (the values are checked by the estimators).
     """
     if name in _REGISTRY:
         raise ValueError(f"model name {name!r} is already registered")
     if entry.inputs not in ("control", "observations"):
         raise ValueError(f"inputs must be 'control' or 'observations', got {entry.inputs!r}")
+    if entry.inputs == "observations" and entry.control:
+        raise ValueError(f"model {name!r} reads observations: its entry takes no control options")
+    try:
+        parse_control_options(entry.control, where=f" for model {name!r}")
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"model {name!r}'s control options: {error}") from None
     unknown = [k for k in entry.training if k not in TRAINING_DEFAULTS]
     if unknown:
         raise ValueError("training: " + unknown_name_message("setting", unknown[0], TRAINING_DEFAULTS,
@@ -362,7 +372,8 @@ def check_model_options(name: str, options, *, spelled: str = "option") -> None:
 
 
 def control_options(name: str) -> dict:
-    """Keyword arguments of `build_control` for the model ``name``.
+    """The control options model ``name`` is registered with, as `build_control` keywords (as the registry writes
+    them: the runner records them in every result).
 
     Arguments:
         name: one of `MODEL_NAMES`.
@@ -373,7 +384,23 @@ def control_options(name: str) -> dict:
     Raises:
         ValueError: an unknown name.
     """
-    return dict(_entry(name).control)
+    control = _entry(name).control
+    return control.to_keywords() if isinstance(control, ControlOptions) else dict(control)
+
+
+def registered_control_options(name: str) -> ControlOptions:
+    """The `ControlOptions` model ``name`` is registered with (`control_options`, read).
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+
+    Returns:
+        The options (``ControlOptions()`` for a model that reads raw observations).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    return parse_control_options(_entry(name).control)
 
 
 def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
@@ -387,8 +414,8 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
         lengths: (B,) number of valid observations per sample; None (default): all T.
         static: (B, S) static features, or None (default); only for models that read raw observations
             (a `Control` has none: give them to the model's ``forward``).
-        **control_overrides: replace entries of the registered control options (`build_control`
-            keyword arguments); not for models that read raw observations.
+        **control_overrides: `build_control` keywords on top of the registered control options
+            (`check_control_overrides`); not for models that read raw observations.
 
     Returns:
         A `Control` or `Observations`;
@@ -412,30 +439,58 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
             raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
                              "do not apply")
         return Observations.from_tensors(times, values, lengths, static)
-    control_overrides = renamed_control_options(control_overrides)
-    check_control_overrides(name, control_overrides)
-    return build_control(times, values, lengths, **{**entry.control, **control_overrides})
+    return build_control(times, values, lengths, check_control_overrides(name, control_overrides))
 
 
-def check_control_overrides(name: str, overrides: Mapping) -> None:
-    """Refuse a control option that `build_control` does not take, naming the closest one.
+def check_control_overrides(name: str, overrides: Mapping | ControlOptions | None) -> ControlOptions:
+    """Model ``name``'s control options with ``overrides`` on top: `parse_control_options` with the registered
+    options as the base (a `ControlOptions` replaces them whole).
 
     Arguments:
-        name: the model's registry name (for the message).
-        overrides: `build_control` keyword arguments.
+        name: the model's registry name.
+        overrides: `build_control` keywords (a config row's ``control``, an estimator's ``control_options``), a
+            `ControlOptions`, or None.
+
+    Returns:
+        The options (possibly standing for values of the training split: ``time_unit="auto"``, ...).
 
     Raises:
-        UnknownOptionError: an unknown option name.
+        UnknownOptionError: an unknown option name, naming the closest.
+        ValueError: a value its option refuses (named).
     """
-    parameters = inspect.signature(build_control).parameters
-    # "method", interpolation's former name, is still read (with a warning) but not offered
-    valid = [p for p in parameters if p not in ("times", "values", "lengths", "method")]
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())  # nothing to check against
-    unknown = [] if takes_any else [k for k in overrides if k not in valid and k != "method"]
-    if unknown:
-        raise UnknownOptionError(unknown_name_message("control option", unknown[0], valid,
-                                                      where=f" for model {name!r} (build_control)",
-                                                      listing="valid control options"))
+    return parse_control_options(overrides, base=registered_control_options(name), where=f" for model {name!r}")
+
+
+def input_options(name: str, inputs: Control | Observations, overrides: Mapping | None = None) -> dict:
+    """The options of model ``name`` that its (training) input fixes, as `create_model` fills them in where
+    ``overrides`` does not give them (None: not given): e.g. an NCDE's ``control_scales``, a linear CDE's
+    ``channel_scales``, ODE-RNN's ``time_unit``, a basis's ``basis_time_range``; {} for a model without any.
+
+    Plain numbers and tuples of them: `neuralde_seq.training.run.fit_and_evaluate` records them in its checkpoints,
+    so that `neuralde_seq.load_run` rebuilds the model from its number of input channels alone
+    (``create_model(name, inputs.channels, num_classes, **overrides, **input_options(...))`` is the model
+    ``create_model(name, inputs, num_classes, **overrides)`` builds).
+
+    Arguments:
+        name: one of `MODEL_NAMES`.
+        inputs: the input the model reads (``model_inputs(...)``).
+        overrides: the constructor options given (default none).
+
+    Raises:
+        ValueError: an unknown name.
+        TypeError: ``inputs`` of the kind the model does not read.
+    """
+    entry = _entry(name)
+    expected = Observations if entry.inputs == "observations" else Control
+    if not isinstance(inputs, expected):
+        # Its channels would silently size the model for an input it cannot read.
+        raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(inputs).__name__}: build its "
+                        f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
+    if entry.from_inputs is None:
+        return {}
+    options = {**entry.defaults, **dict(overrides or {})}
+    derived = entry.from_inputs(inputs, options)
+    return {key: value for key, value in derived.items() if options.get(key) is None}
 
 
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
@@ -470,20 +525,10 @@ def create_model(name: str, in_channels: int | Control | Observations, num_class
     # Named before anything is built: the constructor's own TypeError names neither the model nor the valid options.
     check_model_options(name, overrides)
     solver = parse_solver(solver)  # every spelling (a method name, a dict, objects) read in one place
-    derived = {}
     options = {**entry.defaults, **overrides}
     if isinstance(in_channels, (Control, Observations)):
-        expected = Observations if entry.inputs == "observations" else Control
-        if not isinstance(in_channels, expected):
-            # Its channels would silently size the model for an input it cannot read.
-            raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(in_channels).__name__}: build its "
-                            f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
-        if entry.from_inputs is not None:
-            derived = entry.from_inputs(in_channels, options)
+        options.update(input_options(name, in_channels, overrides))
         in_channels = in_channels.channels
-    for key, value in derived.items():  # what the input determines, unless given (None: not given)
-        if options.get(key) is None:
-            options[key] = value
     if solver is not None:
         if not entry.takes_solver:
             raise ValueError(f"model {name!r} is not solved by a differential equation solver: drop solver=")

@@ -27,7 +27,8 @@ Structures (`STRUCTURES`), with M of shape
 b is (S, B, H) and h_0 is (B, H) in every case; with ``columns=True`` the state is a matrix of K columns, each
 column its own state under the same M_t: b is (S, B, H, K) and h_0 (B, H, K). The fast weight recurrences use
 this form: W_t = W_{t−1} P_t + Q_t is, transposed, W_tᵀ = P_tᵀ W_{t−1}ᵀ + Q_tᵀ, every row of W a column of the
-state (`neuralde_seq.solvers.affine_rk4`, `neuralde_seq.solvers.exact_fast_weights`, `neuralde_seq.solvers.chunked_delta`).
+state (`neuralde_seq.solvers.affine_rk4`, `neuralde_seq.solvers.exact_fast_weights`,
+`neuralde_seq.solvers.chunked_delta`).
 `parallel_segment_steps` sizes their checkpointed segments for the parallel scan.
 """
 from __future__ import annotations

@@ -153,8 +153,8 @@ class Method(Choice):
         super().__init_subclass__(**kwargs)
         doc = cls.__dict__.get("__doc__") or ""
         if "Attributes:" not in doc:
-            inherited = next((base.__doc__ for base in cls.__mro__[1:] if base.__doc__ and "Attributes:" in base.__doc__),
-                             None)
+            inherited = next((base.__doc__ for base in cls.__mro__[1:]
+                              if base.__doc__ and "Attributes:" in base.__doc__), None)
             if inherited is not None:
                 cls.__doc__ = doc.rstrip() + "\n\n    " + inherited[inherited.index("Attributes:"):].strip() + "\n"
 

@@ -9,7 +9,9 @@
 - `train_classifier`, `evaluate`, `predict`: classification in one call;
 - `AugmentedInputs` (training inputs cropped and thinned afresh per batch), `EnsembleClassifier`,
   `EnsembleRegressor`;
-- checkpoints (`.checkpoints`), metrics, results tables (`.results`), the runner (`.runner`).
+- checkpoints (`.checkpoints`), metrics, results tables (`.results`);
+- the benchmark runner: one run (`.run`), a config's runs and shards (`.grid`), what they leave on disk
+  (`.run_folders`), a grid run and its tables (`.runner`).
 """
 
 from .augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor

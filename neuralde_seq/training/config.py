@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -557,7 +556,7 @@ def _is_label(value: Any) -> bool:
 def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelRow]) -> None:
     """A per-sample random warp gives every test sample its own times; a control parametrised by time needs one
     grid for a whole batch (`neuralde_seq.build_control`), so that pairing is refused before anything runs."""
-    from ..models import control_options, model_entry
+    from ..models import check_control_overrides, model_entry
 
     for i, variant in enumerate(variants):
         warp = variant.time_warp
@@ -566,8 +565,8 @@ def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelR
         for j, row in enumerate(rows):
             if row.reference or model_entry(row.model).inputs != "control":  # a reference row: any times
                 continue
-            control = {**control_options(row.model), **row.control}
-            if control.get("interpolation") == "logsignature" or control.get("parametrization", "time") != "time":
+            control = check_control_overrides(row.model, row.control)
+            if control.interpolation.windows or control.parametrization != "time":
                 continue  # windows / observation index: every sample may have its own times
             raise ConfigError(
                 f"evaluate[{i}].time_warp: a per-sample {warp.kind} warp gives every test sample its own times, but "
@@ -610,7 +609,7 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
     defaults filled in, each row's ``training`` and ``solver`` merged with the top-level ones. Raises
     `ConfigError` naming the bad key path."""
     from ..data.protocols import TASK_NAMES, get_task
-    from ..models import MODEL_NAMES, model_entry, model_option_names
+    from ..models import MODEL_NAMES, check_control_overrides, model_entry, model_option_names
 
     if not isinstance(config, Mapping):
         raise ConfigError(f"the config must be a mapping, got {type(config).__name__}")
@@ -707,18 +706,13 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
             _check_keys(model_options, [p for p in allowed if p != "solver"], f"{where}.options (model {row['model']})")
         control = _require_mapping(row.get("control"), f"{where}.control")
         if control:
-            from ..controls import build_control, renamed_control_options
-
-            try:
-                control = renamed_control_options(control)  # method: read as interpolation:, with a warning
-            except ValueError as error:
-                raise ConfigError(f"{where}.control: {error}") from None
             if entry.inputs != "control" and set(control) - {"time_unit"}:
                 raise ConfigError(f"{where}.control: model {row['model']!r} reads raw observations, "
                                   "control options other than time_unit do not apply")
-            allowed = [p for p in inspect.signature(build_control).parameters
-                       if p not in ("times", "values", "lengths", "method")]
-            _check_keys(control, allowed, f"{where}.control")
+            try:  # read as the run will read it (the row keeps its spelling: its fingerprint hashes the row as written)
+                check_control_overrides(row["model"], control)
+            except ValueError as error:  # UnknownOptionError too
+                raise ConfigError(f"{where}.control: {error}") from None
         row_training = _require_mapping(row.get("training"), f"{where}.training")
         row_settings = _parse_training({**training, **row_training}, f"{where}.training", task.metric)
         row_solver = _require_mapping(row.get("solver"), f"{where}.solver")

@@ -34,6 +34,7 @@ import torch.distributed as dist
 # In a module of their own so that fit reads the rank without importing this one (which imports the runner);
 # re-exported here, where they were first.
 from .process_group import barrier, is_main_process, world
+from ..files import atomic_file, write_text_atomic
 
 __all__ = ["DistributedError", "backend_for", "init_from_env", "shutdown", "launched_by_torchrun", "world",
            "is_main_process", "barrier", "launch", "run_benchmark_distributed"]
@@ -112,11 +113,12 @@ def _worker(rank: int, fn: Callable, args: tuple, kwargs: dict, nproc: int, port
     try:
         init_from_env(device, timeout=timeout)
         result = fn(*args, **kwargs)
-        torch.save(result, Path(folder) / f"result{rank}.pt")
+        with atomic_file(Path(folder) / f"result{rank}.pt") as handle:
+            torch.save(result, handle)
     except BaseException:
         # The time orders the failures: the first is the cause, later ones are usually peers whose
         # collectives broke because of it.
-        Path(folder, f"error{rank}.txt").write_text(f"{time.time()!r}\n{traceback.format_exc()}")
+        write_text_atomic(Path(folder, f"error{rank}.txt"), f"{time.time()!r}\n{traceback.format_exc()}")
         raise
     finally:
         shutdown()
@@ -199,7 +201,8 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
 
     Returns rank 0's results (under torchrun: what run_benchmark returns in this process).
     """
-    from .runner import apply_overrides, load_config, run_benchmark, validate_config
+    from .config import apply_overrides, load_config, validate_config
+    from .runner import run_benchmark
 
     device = run_benchmark_kwargs.get("device") or "cpu"
     if launched_by_torchrun():

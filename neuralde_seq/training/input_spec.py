@@ -12,9 +12,12 @@ Between the series a user has and that input lie five choices, each of which mus
   deviation of its observed training values (`channel_statistics`), NaN staying NaN. The benchmark tasks
   standardise in their data protocol (`neuralde_seq.data.protocols`: some channels, e.g. counts and 0/1 flags, are
   left as they are, and the practitioner's reference methods read the same standardised series), so the runner
-  fits its spec with ``standardise=False``; the scikit-learn estimators fit theirs with ``standardise=True``;
-* **the control**: its interpolation and options (`build_control`'s keywords: the model's registered ones with
-  the given ones on top), and whether the model reads static features beside it;
+  fits its spec with ``standardise=False`` on the standardised splits and then records the protocol's statistics
+  in it (`InputSpec.reading_raw`: mean 0 and scale 1 for the channels left as they are, and the static features'
+  own statistics), so that the spec in its checkpoints turns the *raw* data into the model's input as the run did
+  (`neuralde_seq.load_run`); the scikit-learn estimators fit theirs with ``standardise=True``;
+* **the control**: its `ControlOptions` (the interpolation object and every option: the model's registered ones with
+  the given ones on top, read by `parse_control_options`), and whether the model reads static features beside it;
 * **the gap filling** (control models): with ``fill_gaps="auto"`` each series' gaps get unobserved (NaN) points
   (`neuralde_seq.data.fill_gaps`) so that its path steps about the training series' median time step
   (`median_step`) per knot; a regular series with dropped points becomes its grid with NaN there (between its
@@ -25,7 +28,9 @@ Between the series a user has and that input lie five choices, each of which mus
   fill by default; the runner and the stress tasks do not (their protocols put every series on its grid with NaN
   already, so there is nothing to fill). Observation models read the gaps as times and are not filled.
 
-`InputSpec.fit` fixes them on the training data (every ``"auto"`` is resolved there and nowhere else);
+`InputSpec.fit` fixes them on the training data (every ``"auto"`` is resolved there and nowhere else: the given
+options may say ``time_unit="auto"``, ``intensity_channel="auto"`` and ``unobserved_fill="mean"``, one
+`ControlOptions` type holding them before and after, and a fitted spec holds none of them);
 `InputSpec.transform` gives any split's input with them. The spec is plain data: `InputSpec.to_dict` is JSON, saved
 in the runner's checkpoints (a resumed run with another spec is refused) and results, and the estimators keep
 theirs as ``input_spec_`` (pickled with them). Observation models that integrate an ODE over the gaps (ODE-RNN,
@@ -37,12 +42,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import torch
 
-from ..controls import Control, renamed_control_options, time_unit_value
+from ..controls import Control, ControlOptions, parse_control_options, time_unit_value
 from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
 from ..models import check_control_overrides, control_options, model_entry, model_inputs
@@ -110,8 +115,9 @@ class InputSpec:
 
     Attributes:
         model: the registry name of the model (`neuralde_seq.models.MODEL_NAMES`).
-        control: the `build_control` options in force (the model's registered ones with the given ones on top;
-            ``time_unit`` is the field below); empty for a model that reads observations.
+        control: the `ControlOptions` in force (the model's registered ones with the given ones on top, every
+            value resolved; their ``time_unit`` is None: the unit is the field below); None for a model that reads
+            observations.
         time_unit: the resolved time unit (None: times as given).
         channel_mean, channel_scale: the (C,) training statistics that standardise each channel, or None (values as
             given).
@@ -119,36 +125,59 @@ class InputSpec:
             ``ModelArguments(control, static)``.
         fill_step: the time step (in the data's own units) `fill_gaps` fills each series' gaps to before the control
             is built, or None (no filling).
+        static_mean, static_scale: the (S,) training statistics that standardise each static feature (column), or
+            None (static features as given). Set by `reading_raw` from a task's protocol (the estimators have no
+            static features).
     """
 
     model: str
-    control: Mapping[str, Any]
+    control: ControlOptions | None
     time_unit: float | None
     channel_mean: tuple[float, ...] | None = None
     channel_scale: tuple[float, ...] | None = None
     reads_static: bool = False
     fill_step: float | None = None
+    static_mean: tuple[float, ...] | None = None
+    static_scale: tuple[float, ...] | None = None
+
+    # Fields `to_dict` writes only when set, so that a spec without them is saved as before they existed (and the
+    # checkpoints that hold it still resume); `from_dict` reads them as None when absent.
+    _OPTIONAL = ("fill_step", "static_mean", "static_scale")
+
+    def __post_init__(self):
+        if model_entry(self.model).inputs == "observations":
+            if self.control is not None:
+                raise ValueError(f"model {self.model!r} reads raw observations: the spec's control must be None, got "
+                                 f"{self.control!r}")
+            return
+        if not isinstance(self.control, ControlOptions):
+            raise TypeError(f"the spec's control must be a ControlOptions for model {self.model!r}, got "
+                            f"{type(self.control).__name__}")
+        self.control.check_resolved("a fitted input spec")
+        if self.control.time_unit is not None:
+            raise ValueError(f"the spec's control.time_unit must be None (the spec's time_unit field is the unit), got "
+                             f"{self.control.time_unit!r}")
 
     @classmethod
-    def fit(cls, model: str, train, *, control: Mapping | None = None, time_unit=None, standardise: bool = False,
-            reads_static: bool = False, fill_gaps=None) -> "InputSpec":
-        """The spec of model ``model``, fitted on ``train``.
+    def fit(cls, model: str, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
+            standardise: bool = False, reads_static: bool = False, fill_gaps=None) -> "InputSpec":
+        """The spec of model ``name``, fitted on ``train``.
 
         Arguments:
             model: a registry name (`neuralde_seq.models.MODEL_NAMES`).
             train: the training data: anything with ``times`` (N, T), ``values`` (N, T, C) (NaN where missing) and
                 optionally ``lengths`` (N,), e.g. an `IrregularDataset`, `Observations` or `SyntheticSequences`.
-            control: `build_control` options that replace the model's registered ones (control models only). A
-                ``time_unit`` among them is read as the argument below (the spelling of YAML rows and the
-                estimators' ``control_options``). ``unobserved_fill="mean"`` (the default) is resolved here: each
-                channel's mean over ``train``'s observed values as the model reads them (0 when standardising), with
-                one `UnobservedChannelWarning` naming the channels some training sample never observes; None
-                refuses a sample without any observation of a channel. ``intensity_channel="auto"`` is resolved here
-                too: True where ``train``'s channels are measured at their own times (a
-                time point observing some channels and not others, or a series never observing a channel: which
-                channels are measured when is then information), else False (`_intensity_auto`); when True, the
-                counts are divided by the median count of a channel in a training series (``count_unit``, unless
-                given), as the times are by their span.
+            control: control models only: `build_control` keywords on top of the model's registered options (read by
+                `parse_control_options`; a config row's ``control``, an estimator's ``control_options``), or a
+                `ControlOptions` replacing them whole. A ``time_unit`` among them is read as the argument below.
+                With keywords, ``unobserved_fill="mean"`` is the default. It is resolved here: each channel's mean
+                over ``train``'s observed values as the model reads them (0 when standardising), with one
+                `UnobservedChannelWarning` naming the channels some training sample never observes; None refuses a
+                sample without any observation of a channel. ``intensity_channel="auto"`` is resolved here too: True
+                where ``train``'s channels are measured at their own times (a time point observing some channels
+                and not others, or a series never observing a channel: which channels are measured when is then
+                information), else False (`_intensity_auto`); when True, the counts are divided by the median count
+                of a channel in a training series (``count_unit``, unless given), as the times are by their span.
             time_unit: None (default), a positive number, or ``"auto"`` (resolved here on ``train``).
             standardise: standardise each channel with ``train``'s statistics of its observed values.
             reads_static: a control model that reads static features beside its control.
@@ -162,44 +191,97 @@ class InputSpec:
         Raises:
             ValueError: an unknown model, control options or ``fill_gaps`` for a model that reads observations,
                 ``time_unit`` given twice or invalid, ``fill_gaps`` neither None, "auto" nor a positive number, a
-                channel with no observed value when standardising.
+                channel with no observed value when standardising, a control option's value (named).
             UnknownOptionError: a control option `build_control` does not take.
         """
         entry = model_entry(model)
-        control = renamed_control_options(control or {})
-        if "time_unit" in control:
+        if control is not None and not isinstance(control, (Mapping, ControlOptions)):
+            raise TypeError(f"control must be a mapping of build_control keywords, a ControlOptions or None, got "
+                            f"{type(control).__name__}")
+        given_unit = None
+        if isinstance(control, ControlOptions):
+            given_unit = control.time_unit
+        elif control is not None:
+            control = dict(control)
+            given_unit = control.pop("time_unit", None)
+        if given_unit is not None:
             if time_unit is not None:
                 raise ValueError("time_unit is given twice: as an argument and in control; give it once")
-            time_unit = control.pop("time_unit")
+            time_unit = given_unit
+        options = None
         if entry.inputs == "observations":
             if control:
-                raise ValueError(f"model {model!r} reads raw observations: control options {sorted(control)} do "
-                                 "not apply")
+                given = sorted(control) if isinstance(control, dict) else control
+                raise ValueError(f"model {model!r} reads raw observations: control options {given} do not apply")
             if reads_static:
                 raise ValueError(f"reads_static: model {model!r} reads observations, which carry their static "
                                  "features themselves")
             if fill_gaps is not None:
                 raise ValueError(f"fill_gaps={fill_gaps!r}: model {model!r} reads raw observations, which see the gaps "
                                  "as times; give fill_gaps=None")
+        elif isinstance(control, ControlOptions):
+            options = control
         else:
-            check_control_overrides(model, control)
             # A channel a sample never observes (a lab never drawn in a stay) is filled with its training mean, said
             # in a warning, unless the options say otherwise (None: refuse such data).
-            control = {"unobserved_fill": "mean", **control_options(model), **control}
+            base = parse_control_options({"unobserved_fill": "mean", **control_options(model)})
+            options = parse_control_options(control, base=base, where=f" for model {model!r}")
         unit = time_unit_value(time_unit, train.times, _lengths_of(train))
         mean = scale = None
         if standardise:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
-        if isinstance(control.get("intensity_channel"), str):
-            control["intensity_channel"] = _intensity_auto(control["intensity_channel"], train)
-            if control["intensity_channel"] and control.get("count_unit") is None:
-                # counts grow with the length as times do: in units of a typical series' count (time_unit's reason)
-                control["count_unit"] = _median_count(train)
-        if isinstance(control.get("unobserved_fill"), str):
-            control["unobserved_fill"] = _training_means(control["unobserved_fill"], train, mean)
-            warn_unobserved(train, "training samples", control["unobserved_fill"])
-        return cls(model=model, control=control, time_unit=unit, channel_mean=mean, channel_scale=scale,
+        if options is not None:
+            resolved = {"time_unit": None}  # the spec's unit is its own field
+            if options.intensity_channel == "auto":
+                resolved["intensity_channel"] = _intensity_auto(train)
+                if resolved["intensity_channel"] and options.count_unit is None:
+                    # counts grow with the length as times do: in units of a typical series' count (time_unit's reason)
+                    resolved["count_unit"] = _median_count(train)
+            if options.unobserved_fill == "mean":
+                resolved["unobserved_fill"] = _training_means(train, mean)
+                warn_unobserved(train, "training samples", resolved["unobserved_fill"])
+            options = dataclasses.replace(options, **resolved)
+        return cls(model=model, control=options, time_unit=unit, channel_mean=mean, channel_scale=scale,
                    reads_static=bool(reads_static), fill_step=_fill_step(fill_gaps, train))
+
+    def reading_raw(self, standardised_data) -> "InputSpec":
+        """This spec, fitted (``standardise=False``) on data a task's protocol had standardised, made to read the raw
+        data instead: the statistics the protocol recorded in ``standardised_data.meta`` (``"standardise"``: each
+        channel's mean and std, 0 and 1 for a channel left as it is; ``"standardise_static"``: the static
+        features', where there are any) become ``channel_mean``/``channel_scale`` and ``static_mean``/
+        ``static_scale``. ``reading_raw(train).transform(raw)`` is then ``self.transform(standardised)``: the same
+        float64 arithmetic as the protocol (`neuralde_seq.data.protocols`), cast to the times' dtype.
+
+        Arguments:
+            standardised_data: the standardised training split (an `IrregularDataset`); without a recorded
+                standardisation (data given as they are) the spec is returned unchanged.
+
+        Returns:
+            The spec with the data's standardisation.
+
+        Raises:
+            ValueError: this spec standardises already (it would standardise twice), or the recorded statistics do
+                not match the data's channels or static features.
+        """
+        meta = getattr(standardised_data, "meta", None) or {}
+        channels, static = meta.get("standardise"), meta.get("standardise_static")
+        if channels is None and static is None:
+            return self
+        if self.standardises:
+            raise ValueError("reading_raw: this spec standardises the values itself (standardise=True); fit it with "
+                             "standardise=False on the standardised data")
+        changes = {}
+        for prefix, stats, width in (("channel", channels, standardised_data.values.shape[-1]),
+                                     ("static", static, None if getattr(standardised_data, "static", None) is None
+                                      else standardised_data.static.shape[1])):
+            if stats is None:
+                continue
+            mean, scale = (tuple(float(x) for x in stats[key]) for key in ("mean", "std"))
+            if width is None or len(mean) != width or len(scale) != width:
+                raise ValueError(f"reading_raw: the recorded {prefix} standardisation has {len(mean)} mean(s) and "
+                                 f"{len(scale)} std(s), the data have {width} {prefix}s")
+            changes[f"{prefix}_mean"], changes[f"{prefix}_scale"] = mean, scale
+        return dataclasses.replace(self, **changes)
 
     @property
     def standardises(self) -> bool:
@@ -208,17 +290,17 @@ class InputSpec:
 
     @property
     def control_options(self) -> dict:
-        """The `build_control` keyword arguments of a control model, ``time_unit`` included ({} for an
-        observation model)."""
-        if model_entry(self.model).inputs == "observations":
+        """The `build_control` keyword arguments of a control model (`ControlOptions.to_keywords`), ``time_unit``
+        included ({} for an observation model)."""
+        if self.control is None:
             return {}
-        return {**self.control, "time_unit": self.time_unit}
+        return {**self.control.to_keywords(), "time_unit": self.time_unit}
 
     def values_of(self, data) -> torch.Tensor:
-        """``data.values`` as the model reads them: standardised (in the dtype of ``data.times``) when the spec
+        """``data.values`` as the model reads them, in the dtype of ``data.times``: standardised when the spec
         standardises, else as given."""
         if not self.standardises:
-            return data.values
+            return data.values.to(data.times.dtype)
         return standardised(data.values, np.asarray(self.channel_mean), np.asarray(self.channel_scale),
                             data.times.dtype)
 
@@ -240,7 +322,7 @@ class InputSpec:
                              f"{len(self.channel_mean)}")
         values = self.values_of(data)
         lengths = _lengths_of(data)
-        static = getattr(data, "static", None)
+        static = self._static_of(data)
         if model_entry(self.model).inputs == "observations":
             times = data.times if self.time_unit is None else data.times / self.time_unit
             return model_inputs(self.model, times, values, lengths, static=static)
@@ -256,45 +338,67 @@ class InputSpec:
             return ModelArguments(inputs, static)
         return inputs
 
+    def _static_of(self, data) -> torch.Tensor | None:
+        """``data.static`` (N, S) as the model reads it: standardised column by column in float64 (as the task
+        protocols do), in the dtype of ``data.times``, when the spec holds static statistics; else as given."""
+        static = getattr(data, "static", None)
+        if static is None or self.static_mean is None:
+            return static
+        if static.shape[-1] != len(self.static_mean):
+            raise ValueError(f"data have {static.shape[-1]} static feature(s), the spec was fitted on "
+                             f"{len(self.static_mean)}")
+        mean = torch.tensor(self.static_mean, dtype=torch.float64, device=static.device)
+        scale = torch.tensor(self.static_scale, dtype=torch.float64, device=static.device)
+        return ((static.to(torch.float64) - mean) / scale).to(data.times.dtype)
+
     def to_dict(self) -> dict:
-        """The spec as JSON-ready data (`from_dict` reads it back). ``fill_step`` is written only when set, so that a
-        spec without filling (every runner row's) is saved as before it existed and its checkpoints still resume."""
-        return {"model": self.model, "control": dict(self.control), "time_unit": self.time_unit,
+        """The spec as JSON-ready data (`from_dict` reads it back): the control by field
+        (`ControlOptions.to_dict`: the interpolation as ``{"type": "HermiteCubic", **fields}``), null for a model
+        that reads observations. ``fill_step`` and the static statistics are written only when set, so that a spec
+        without them is saved as before they existed."""
+        optional = {name: getattr(self, name) for name in self._OPTIONAL if getattr(self, name) is not None}
+        control = None if self.control is None else self.control.to_dict()
+        return {"model": self.model, "control": control, "time_unit": self.time_unit,
                 "channel_mean": None if self.channel_mean is None else list(self.channel_mean),
                 "channel_scale": None if self.channel_scale is None else list(self.channel_scale),
-                "reads_static": self.reads_static, **({} if self.fill_step is None else {"fill_step": self.fill_step})}
+                "reads_static": self.reads_static,
+                **{name: list(value) if isinstance(value, tuple) else value for name, value in optional.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "InputSpec":
-        """The spec `to_dict` wrote (without ``fill_step``: no filling), every value checked as `fit` would have made
-        it: a spec edited by hand, or read from a damaged file, is refused naming the field, never read as something
-        else (an infinite scale would zero a channel, a negative one flip it, the string "false" read as True).
+        """The spec `to_dict` wrote (without ``fill_step``: no filling; without the static statistics: static
+        features as given), every value checked as `fit` (or `reading_raw`) would have made it: a spec edited by hand,
+        or read from a damaged file, is refused naming the field, never read as something else (an infinite scale
+        would zero a channel, a negative one flip it, the string "false" read as True). The control may also be in
+        the form written before `ControlOptions` (`build_control` keywords, the interpolation by name, ``{}`` for an
+        observation model), read on top of the model's registered options as the spec built its input then.
 
         Raises:
             ValueError: a mapping without the spec's fields, or with others, or a field with a value `fit` never
                 writes (named).
         """
         fields = {f.name for f in dataclasses.fields(cls)}
-        needed = fields - {"fill_step"}
+        needed = fields - set(cls._OPTIONAL)
         if not isinstance(data, Mapping) or not needed <= set(data) <= fields:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally fill_step), "
-                             f"got {given}")
+            raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally "
+                             f"{', '.join(cls._OPTIONAL)}), got {given}")
         model = data["model"]
         if not isinstance(model, str):
             raise ValueError(f"input spec: model must be a registry name (a string), got {model!r}")
         entry = model_entry(model)
         control = data["control"]
-        if not isinstance(control, Mapping):
-            raise ValueError(f"input spec: control must be a mapping of build_control options, got {control!r}")
+        if control is not None and not isinstance(control, Mapping):
+            raise ValueError(f"input spec: control must be a mapping of control options or null, got {control!r}")
         reads_static = data["reads_static"]
         if not isinstance(reads_static, bool):
             raise ValueError(f"input spec: reads_static must be true or false, got {reads_static!r}")
         if entry.inputs == "observations":
             # what fit refuses for a model that reads observations is refused here too, not ignored
             if control:
-                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty, got "
-                                 f"{sorted(control)}")
+                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty "
+                                 f"(null), got {sorted(control)}")
+            control = None
             if reads_static:
                 raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
                                  "observations (they carry their static features themselves)")
@@ -302,7 +406,7 @@ class InputSpec:
                 raise ValueError(f"input spec: fill_step must be absent or null for model {model!r}, which reads "
                                  "raw observations")
         else:
-            check_control_overrides(model, control)
+            control = _control_from_dict(model, control)
         time_unit = data["time_unit"]
         if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
             if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
@@ -310,35 +414,76 @@ class InputSpec:
                 raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
                                  f"'auto' to the training span), got {time_unit!r}")
             time_unit = float(time_unit)
-        statistics = {name: _channel_statistic(data, name) for name in ("channel_mean", "channel_scale")}
-        if (statistics["channel_mean"] is None) != (statistics["channel_scale"] is None):
-            raise ValueError("input spec: channel_mean and channel_scale must both be null or both be given")
-        if statistics["channel_mean"] is not None:
-            if len(statistics["channel_mean"]) != len(statistics["channel_scale"]):
-                raise ValueError(f"input spec: channel_mean has {len(statistics['channel_mean'])} channel(s), "
-                                 f"channel_scale {len(statistics['channel_scale'])}; give one of each per channel")
-            bad = [c for c, x in enumerate(statistics["channel_scale"]) if not x > 0]
-            if bad:
-                raise ValueError(f"input spec: channel_scale must be positive (a standard deviation), got "
-                                 f"{statistics['channel_scale'][bad[0]]} for channel {bad[0]}")
-        return cls(model=model, control=dict(control), time_unit=time_unit, reads_static=reads_static,
+        statistics = {**_statistics(data, "channel"), **_statistics(data, "static")}
+        return cls(model=model, control=control, time_unit=time_unit, reads_static=reads_static,
                    fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
 
 
-def _channel_statistic(data: Mapping, name: str) -> tuple[float, ...] | None:
-    """``data[name]`` (channel_mean or channel_scale) as a tuple of finite floats, or None.
+def _control_from_dict(model: str, control: Mapping | None) -> ControlOptions:
+    """A saved spec's control options: the form `InputSpec.to_dict` writes (every field, the interpolation as a dict
+    ``{"type": ...}``), or the form written before `ControlOptions` existed (run folders of issue 36: keywords with
+    the interpolation by name, read on top of the model's registered options as `model_inputs` read them then; the
+    format-version boundary of issue 37 moves this reading into the migration of old files).
+
+    Raises:
+        ValueError: a control that is neither form, a value its option refuses, an unresolved value ("auto", "mean")
+            or a ``time_unit`` inside it, each named with "input spec: control".
+    """
+    if control is None:
+        raise ValueError(f"input spec: control must be the control options of model {model!r}, got null")
+    try:
+        if isinstance(control.get("interpolation"), Mapping):
+            options = ControlOptions.from_dict(control, "input spec: control")
+        else:
+            options = check_control_overrides(model, control)
+        options.check_resolved("a fitted input spec")
+    except ValueError as error:
+        raise type(error)(f"input spec: control: {error}") from None
+    if options.time_unit is not None:
+        raise ValueError(f"input spec: control: time_unit must be null (the spec's time_unit field is the unit), got "
+                         f"{options.time_unit!r}")
+    return options
+
+
+def _statistics(data: Mapping, prefix: str) -> dict:
+    """``data``'s ``<prefix>_mean`` and ``<prefix>_scale`` (prefix "channel" or "static") as tuples of finite floats,
+    the scales positive, one of each per channel (or static feature); or both None.
+
+    Raises:
+        ValueError: one given without the other, lengths that differ, or a value that is not null nor a non-empty
+            list of finite numbers (positive for a scale), naming the field and the first bad entry.
+    """
+    mean, scale = (f"{prefix}_mean", f"{prefix}_scale")
+    unit = "channel" if prefix == "channel" else "static feature"
+    values = {name: _statistic(data, name, unit) for name in (mean, scale)}
+    if (values[mean] is None) != (values[scale] is None):
+        raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
+    if values[mean] is not None:
+        if len(values[mean]) != len(values[scale]):
+            raise ValueError(f"input spec: {mean} has {len(values[mean])} {unit}(s), {scale} {len(values[scale])}; "
+                             f"give one of each per {unit}")
+        bad = [c for c, x in enumerate(values[scale]) if not x > 0]
+        if bad:
+            raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
+                             f"{values[scale][bad[0]]} for {unit} {bad[0]}")
+    return values
+
+
+def _statistic(data: Mapping, name: str, unit: str) -> tuple[float, ...] | None:
+    """``data[name]`` (a mean or scale, one per ``unit``: channel or static feature; absent: None) as a tuple of
+    finite floats, or None.
 
     Raises:
         ValueError: not null nor a non-empty list of finite numbers, naming the field and the first bad entry.
     """
-    value = data[name]
+    value = data.get(name)
     if value is None:
         return None
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__") or len(value) == 0:
-        raise ValueError(f"input spec: {name} must be null or a list with one number per channel, got {value!r}")
+        raise ValueError(f"input spec: {name} must be null or a list with one number per {unit}, got {value!r}")
     for c, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
-            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for channel {c}")
+            raise ValueError(f"input spec: {name} must hold finite numbers, got {x!r} for {unit} {c}")
     return tuple(float(x) for x in value)
 
 
@@ -357,18 +502,11 @@ def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
     raise ValueError(f"{name} must be {allowed}, got {fill_gaps!r}")
 
 
-def _intensity_auto(option: str, train) -> bool:
+def _intensity_auto(train) -> bool:
     """``intensity_channel="auto"`` resolved on ``train``: whether its channels are measured at their own times,
     i.e. some time point of a series observes some channels and not others, or some series never observes a
     channel. A time point with every channel missing is not counted: it is a dropped point, and a series with its
-    dropped points removed (their times kept) must give the same model as the series on its grid with NaN there.
-
-    Raises:
-        ValueError: another string.
-    """
-    if option != "auto":
-        raise ValueError(f"intensity_channel must be True, False or 'auto' (True where the training channels are "
-                         f"measured at their own times), got {option!r}")
+    dropped points removed (their times kept) must give the same model as the series on its grid with NaN there."""
     observed, inside = _observed_within(train)
     some = observed.any(dim=-1)
     partial_point = bool((inside & some & ~observed.all(dim=-1)).any())
@@ -385,16 +523,13 @@ def _median_count(train) -> float:
     return max(1.0, float(counts.double().median())) if counts.numel() else 1.0
 
 
-def _training_means(option: str, train, standardised_mean) -> list[float]:
+def _training_means(train, standardised_mean) -> list[float]:
     """``unobserved_fill="mean"`` resolved on ``train``: each channel's mean over its observed values, as the model
     reads them (standardised: 0; else as given).
 
     Raises:
-        ValueError: another string, or a channel no training sample observes (there is no mean to fill with).
+        ValueError: a channel no training sample observes (there is no mean to fill with).
     """
-    if option != "mean":
-        raise ValueError(f"unobserved_fill must be None, a finite number, one per channel, or 'mean' (the training "
-                         f"mean of each channel), got {option!r}")
     channels = train.values.shape[-1]
     if standardised_mean is not None:
         return [0.0] * channels  # the standardised values' mean, by construction (a list: as JSON reads it back)

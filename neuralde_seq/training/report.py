@@ -244,14 +244,17 @@ def _warp_text(warp: Mapping) -> str:
 
 
 def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
-                 out_dir: Path, environment_info: dict, max_steps: int | None) -> dict:
+                 out_dir: Path, environment_info: dict, max_steps: int | None,
+                 missing: Sequence[Mapping] = ()) -> dict:
     """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
     ``curves.png`` (when a row was trained: reference rows have no curves) and ``summary.png`` in ``out_dir``;
     returns the results dict.
 
     A smoke run (``max_steps`` set) is labelled as such in every file and its numbers are not results:
     ``results.json`` holds ``"smoke": true`` and the table's title says so. Runs of one row must be all
-    smoke runs or all full runs.
+    smoke runs or all full runs. Runs of the grid without a result (``missing``: ``{"label", "seed"}`` each,
+    `neuralde_seq.training.runner.report_grid` with ``partial``) are listed in ``results.json`` (``missing``), and
+    the title of results.md and the plots says INCOMPLETE, with a note naming them.
     """
     from .plots import plot_curves, plot_summary, summary_protocol
 
@@ -265,12 +268,18 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     summaries = [summarise_row(row, sorted(per_row[row["label"]], key=lambda r: r["seed"]), task_metric, variants)
                  for row in rows]
     smoke = max_steps is not None
+    missing = [{"label": m["label"], "seed": m["seed"]} for m in missing]
     results = {"name": cfg["name"], "description": cfg["description"], "task": cfg["task"], "config": cfg,
                "std_ddof": STD_DDOF, "smoke": smoke, "max_steps": max_steps, "environment": environment_info,
-               "rows": summaries}
+               "rows": summaries, "missing": missing}
     write_json(results, out_dir / "results.json")
     table = results_table(summaries, variants)
     notes = []
+    total = len(missing) + sum(len(per_row[row["label"]]) for row in rows)
+    incomplete = f"INCOMPLETE ({len(missing)} of {total} runs missing) — " if missing else ""
+    if missing:
+        notes.append(f"INCOMPLETE: {len(missing)} of the grid's {total} runs have no result, and the rows they belong "
+                     "to hold fewer seeds: " + ", ".join(f"{m['label']} seed {m['seed']}" for m in missing) + ".")
     if smoke:
         notes.append(f"SMOKE RUN: every run stopped after {max_steps} training steps. These numbers test that the "
                      "config runs; they are not results.")
@@ -306,19 +315,22 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     sources = sorted({s["paper"]["source"] for s in summaries if s["paper"] and s["paper"]["source"]})
     if sources:
         notes.append("Paper numbers: " + "; ".join(sources) + ".")
-    title = ("SMOKE RUN (not results) — " if smoke else "") + cfg["name"] + (
+    title = incomplete + ("SMOKE RUN (not results) — " if smoke else "") + cfg["name"] + (
         f": {cfg['description']}" if cfg["description"] else "")
     write_table(table, out_dir / "results.md", title=title, notes="\n\n".join(notes))
     trained = [r for r in rows if not r.get("reference")]  # reference rows have no learning curves
     if trained:
         plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
-                     for r in trained}, out_dir / "curves.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"])
-    plot_summary(summaries, out_dir / "summary.png", title=("SMOKE RUN — " if smoke else "") + cfg["name"],
+                     for r in trained}, out_dir / "curves.png",
+                    title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"])
+    plot_summary(summaries, out_dir / "summary.png",
+                 title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
                  task=cfg["task"], protocol=summary_protocol(cfg["task_options"]))
     # The table is the answer: printed even without progress bars, within the terminal's 80 columns (the complete
     # table is results.md's).
     caption = textwrap.fill(f"{cfg['name']}: {_seeds_caption(summaries)}", TERMINAL_WIDTH)
-    print(("SMOKE RUN (not results)\n" if smoke else "") + caption + "\n\n" + terminal_table(summaries, variants))
+    print(incomplete.replace(" — ", "\n") + ("SMOKE RUN (not results)\n" if smoke else "") + caption + "\n\n"
+          + terminal_table(summaries, variants))
     written = [out_dir / "results.json", out_dir / "results.md"] + ([out_dir / "curves.png"] if trained else []) + [
         out_dir / "summary.png"]
     print(f"\nwrote to {out_dir}:\n  " + ", ".join(path.name if path.name != "results.md" else

@@ -68,14 +68,14 @@ _PAIR_RE = re.compile(r"^(?P<name>.+)_(?P<part>TRAIN|TEST)\.(?P<ext>ts|arff)$", 
 
 
 class _FileData(NamedTuple):
-    """One file's cases, trimmed: (C, L_i) float64 series, (L_i,) times or None, label strings, and for a
-    regression file the (N,) float64 targets (else None)."""
+    """One file's cases, trimmed: (C, L_i) float64 series, (L_i,) times or None, label strings (None for an unlabelled
+    file read with ``labels_required=False``), and for a regression file the (N,) float64 targets (else None)."""
 
     path: Path
     fmt: str
     series: list
     times: list | None
-    labels: list
+    labels: list | None
     declared: list | None
     cut: int  # number of series that had a trailing all-missing tail
     targets: np.ndarray | None
@@ -97,9 +97,10 @@ def _file_format(path: Path, what: str) -> str:
     return fmt
 
 
-def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reader: str) -> _FileData:
-    """Parse one labelled file, check its values fit ``dtype``, and cut each series' trailing all-missing
-    padding (module docstring, 5)."""
+def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reader: str,
+          labels_required: bool = True) -> _FileData:
+    """Parse one labelled file (or, without ``labels_required``, an unlabelled one too), check its values fit
+    ``dtype``, and cut each series' trailing all-missing padding (module docstring, 5)."""
     if not path.exists():
         raise FileNotFoundError(f"{what}: {path} does not exist")
     if path.is_dir():
@@ -107,7 +108,7 @@ def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reade
     fmt = _file_format(path, what)
     data: TsData = read_ts(path, encoding=encoding) if fmt == "ts" else read_arff(path, encoding=encoding)
     check_value_range(data, dtype, reader)
-    if data.labels is None:
+    if data.labels is None and labels_required:
         raise ValueError(f"{what}: {path} carries no labels (a .ts file needs @classLabel true ... or "
                          "@targetLabel true)")
     series, times, cut = [], ([] if data.times is not None else None), 0
@@ -123,7 +124,8 @@ def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reade
             times.append(data.times[k][:length])
     # the readers have checked that every target reads as a finite number, naming the line otherwise
     targets = np.asarray(data.labels, dtype=np.float64) if data.targets else None
-    return _FileData(path, fmt, series, times, list(data.labels), data.class_labels, cut, targets)
+    labels = None if data.labels is None else list(data.labels)
+    return _FileData(path, fmt, series, times, labels, data.class_labels, cut, targets)
 
 
 def _class_order(labels: list, declared: list | None) -> list[str]:
@@ -153,7 +155,7 @@ def _check_dtype(dtype) -> None:
 
 
 def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, name: str | None = None,
-              encoding: str | None = None) -> IrregularDataset:
+              encoding: str | None = None, labels_required: bool = True) -> IrregularDataset:
     """One labelled ``.ts`` or ARFF file as an `IrregularDataset`, cases in file order.
 
     Arguments:
@@ -161,6 +163,8 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
         dtype: floating dtype of ``times``, ``values`` and (regression files) ``targets``.
         name: the dataset's name (default: the file name without its extension).
         encoding: None (default): UTF-8, a BOM tolerated; or the name of the file's encoding (``"latin-1"``).
+        labels_required: True (default): a file without labels is an error; False: it is read with ``labels``
+            None and ``class_names`` [] (data to predict on, `neuralde_seq.load_run`).
 
     Returns:
         An `IrregularDataset` of N cases: ``times`` (N, T) (timestamps of a ``@timeStamps true``
@@ -172,15 +176,15 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
 
     Raises:
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
-        ValueError: another extension, an unlabelled file, a series with no observed value, a malformed
-            line or regression target, bytes not valid in the encoding, or a value beyond ``dtype``'s range
-            (naming the file and line); an unknown ``encoding``.
+        ValueError: another extension, an unlabelled file (unless ``labels_required`` is False), a series with no
+            observed value, a malformed line or regression target, bytes not valid in the encoding, or a value
+            beyond ``dtype``'s range (naming the file and line); an unknown ``encoding``.
         TypeError: ``encoding`` is not a string.
     """
     _check_dtype(dtype)
     check_encoding(encoding)
-    part = _read(_resolve(path, "path"), "path", dtype, encoding, "read_file")
-    class_names = _class_order(part.labels, part.declared) if part.targets is None else []
+    part = _read(_resolve(path, "path"), "path", dtype, encoding, "read_file", labels_required=bool(labels_required))
+    class_names = _class_order(part.labels, part.declared) if part.targets is None and part.labels is not None else []
     meta = {"source": "local file", "file": str(part.path), "format": part.fmt,
             "timestamps": part.times is not None, "declared_class_labels": part.declared,
             "unused_class_labels": [c for c in (part.declared or []) if c not in class_names],

@@ -27,7 +27,6 @@ import hashlib
 import os
 import re
 import tarfile
-import uuid
 import warnings
 import zipfile
 from pathlib import Path
@@ -39,6 +38,7 @@ except ImportError:  # not POSIX: exclusive_lock falls back to the filelock pack
     fcntl = None
 
 from ...cache import CorruptCacheError
+from ...files import write_text_atomic
 
 # Public: download.py and extraction.py build on these rules (this module imports neither of them).
 __all__ = ["ChecksumError", "CorruptCacheError", "sha256_file", "PinnedFile", "CHUNK_BYTES", "MANIFEST_SUFFIX",
@@ -103,21 +103,11 @@ def read_manifest(manifest: Path) -> str | None:
     return words[0]
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-
-
 def record_first_use(remote: PinnedFile, target: Path, digest: str) -> None:
     """Write ``digest`` (the SHA-256 of ``target``, the cached copy of ``remote``) to its manifest, with a warning
     that trust on first use applies (the caller holds the entry's lock)."""
     manifest = manifest_path(target)
-    _write_atomically(manifest, f"{digest}  {remote.filename}\n")
+    write_text_atomic(manifest, f"{digest}  {remote.filename}\n")
     warnings.warn(
         f"no published checksum is pinned for {remote.url}; recorded the SHA-256 {digest} of {target} in "
         f"{manifest} (trust on first use). Every later use of this file is verified against it.",

@@ -25,19 +25,17 @@ At PhysioNet's shape (72 time points, 34 channels, ~88 % missing values) this ta
 sample on one CPU thread, against about 0.1 s per sample for torchcde's loop (benchmarks/controls.py,
 docs/performance.md).
 
-`polynomial_pieces` gives the cubic pieces of every interpolation that
-`build_control` offers (natural cubic, Hermite cubic, linear, rectilinear). The Hermite, linear and
-rectilinear paths go through missing values by linear interpolation (`fill_missing_linear`, the fill
-torchcde applies in a Python loop over every (sample, channel); here vectorised, the same values).
+The Hermite cubic, linear and rectilinear interpolations (`neuralde_seq.controls.cubic`,
+`neuralde_seq.controls.linear`) go through missing values by linear interpolation (`fill_missing_linear`, the
+fill torchcde applies in a Python loop over every (sample, channel); here vectorised, the same values).
 """
 from __future__ import annotations
 
 import math
 
 import torch
-import torchcde
 
-__all__ = ["natural_cubic_coefficients", "polynomial_pieces", "fill_missing_linear"]
+__all__ = ["natural_cubic_coefficients", "fill_missing_linear"]
 
 # Series (sample x channel) x time points solved together at most. The solve keeps about 20 arrays of
 # that many elements (about 640 MiB in float64), so this bounds the working memory for datasets of
@@ -326,44 +324,3 @@ def fill_missing_linear(path: torch.Tensor, knots: torch.Tensor) -> torch.Tensor
     filled = torch.where(observed, path, filled)
     never_observed = ~observed.any(dim=-2, keepdim=True)
     return torch.where(never_observed, torch.zeros_like(filled), filled)
-
-
-def polynomial_pieces(path: torch.Tensor, knots: torch.Tensor, method: str,
-                      lengths: torch.Tensor | None = None) -> torch.Tensor:
-    """The pieces of the path through ``path`` by ``method``: ``(N, pieces, 4, C)`` coefficients a, b, c, d of
-    ``a + b f + c f² + d f³`` on each knot interval, f the offset from its first knot.
-
-    Arguments:
-        path: (N, L, C) points (NaN allowed: interpolated through).
-        knots: (L,) strictly increasing parameter values of the points.
-        method: "natural_cubic", "hermite_cubic", "linear" (L − 1 pieces each) or "rectilinear" (2(L − 1)
-            pieces: time, channel 0, moves on the first half of each interval, the values on the second).
-        lengths: (N,) long, natural cubic only: each sample's own number of points (its pieces from there on
-            are zero); other methods need samples of one length.
-    """
-    if method == "natural_cubic":
-        # Vectorised over samples and channels, also through missing values (torchcde loops over each
-        # (sample, channel) there); same coefficients as torchcde.natural_cubic_coeffs.
-        raw = natural_cubic_coefficients(path, knots, lengths)
-        a, b, two_c, three_d = raw.chunk(4, dim=-1)
-        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
-    if method == "hermite_cubic":
-        raw = torchcde.hermite_cubic_coefficients_with_backward_differences(fill_missing_linear(path, knots), t=knots)
-        a, b, two_c, three_d = raw.chunk(4, dim=-1)
-        return torch.stack([a, b, two_c / 2, three_d / 3], dim=-2)
-    if method == "linear":
-        points = fill_missing_linear(path, knots)
-        slope = (points[:, 1:] - points[:, :-1]) / (knots[1:] - knots[:-1]).unsqueeze(-1)
-        zeros = torch.zeros_like(slope)
-        return torch.stack([points[:, :-1], slope, zeros, zeros], dim=-2)
-    if method == "rectilinear":
-        points = fill_missing_linear(path, knots)
-        half = (0.5 * (knots[1:] - knots[:-1])).unsqueeze(-1)  # (L-1, 1)
-        start, stop = points[:, :-1], points[:, 1:]
-        corner = start.clone()
-        corner[..., 0] = stop[..., 0]  # time has moved, values not yet
-        zeros = torch.zeros_like(start)
-        first = torch.stack([start, (corner - start) / half, zeros, zeros], dim=-2)
-        second = torch.stack([corner, (stop - corner) / half, zeros, zeros], dim=-2)
-        return torch.stack([first, second], dim=2).flatten(1, 2)
-    raise AssertionError(method)

@@ -1,0 +1,577 @@
+"""The feature map of random features, `RandomFeatures`: fitted on training observations (scales, the frozen
+reservoir, its memory and thresholds; package docstring, "What `RandomFeatures.fit` does"), it turns any batch of
+series into features, through the fused kernel (`neuralde_seq.ops.reservoir_features`) where it applies and
+otherwise from every state (`RandomFeatures.states`, `RandomFeatures.pooled`). The features themselves are defined
+in `neuralde_seq.random_features.feature_kinds`, the reservoirs in `neuralde_seq.random_features.reservoirs`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..controls import Control, build_control
+from ..data.transforms.sampling import fill_gaps, median_step
+from ..input_checks import did_you_mean
+from ..models import LinearCDE, model_inputs
+from ..models import control_options as registry_control_options
+from ..models.linear_cde import path_scales
+from ..ops.reservoir_features import POOLED_FEATURES, fused_available, fused_features, fused_states
+from ..training.input_spec import check_fill_gaps
+from ..training.objectives import ModelArguments
+from .feature_kinds import (FEATURES, LOGSIGNATURE_FEATURES, PATH_FEATURES, STATE_FEATURES, Pooling, _inside,
+                            level_thresholds, logsignature_feature)
+from .reservoirs import (RESERVOIRS, build_reservoir, reservoir_state_width, reservoir_states, resolve_memory,
+                         resolve_timescales, set_memory)
+
+__all__ = ["RandomFeatures", "DEFAULT_FEATURES", "DEFAULT_OSCILLATION_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES"]
+
+DEFAULT_FEATURES = ("ppv", "mean")
+DEFAULT_OSCILLATION_FEATURES = ("ppv", "mpv", "levels")
+DEFAULT_LOGSIGNATURE_FEATURES = ("final", "windows")
+_BIAS_SERIES = 16  # training series whose states give the "ppv" thresholds
+_BIAS_POINTS = 1024  # states per unit they are drawn from, at most
+# Series per forward pass are fewer than batch_size where their states (B·K·H numbers) would pass this: 1,024 units
+# over 18,000 knots (EigenWorms) are 7e7 numbers per series.
+_STATE_BUDGET = 2**25
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+
+def _free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: a GPU's free memory, the CPU's available memory (Linux's MemAvailable), or None
+    where it cannot be read (then nothing is refused)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _bytes(count: int) -> str:
+    """A number of bytes for people: in MiB below 1 GiB, else in GiB."""
+    return f"{count / 2**20:.1f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
+
+
+
+class RandomFeatures:
+    """A frozen, randomly initialised registry model (or the path's log-signatures) as a feature map of series
+    (package docstring: what ``fit`` does, the features, the measurements).
+
+    Arguments:
+        reservoir: one of `RESERVOIRS`: a linear CDE (``slice-diag``, ``slice-block``, ``slice-dense``,
+            ``slice-dplr``), a neural CDE (``ncde``, ``nrde``, ``log-ncde``), a CT-FWP (``{hebb,oja,delta,
+            delta-post}-{ode,cde,rde}``; its state is the fast weights W, H·d² per knot), or ``"logsignature"``
+            (default ``"slice-block"``, with damped oscillators: ``memory``).
+        features: a non-empty sequence of `FEATURES`: "final", "mean", "times", "ppv", "mpv", "max", "values",
+            "levels" for models;
+            "final", "times", "windows", "values" for ``"logsignature"``; "auto" (default):
+            `DEFAULT_OSCILLATION_FEATURES` ("ppv", "mpv", "levels") with ``memory="oscillation"``,
+            `DEFAULT_LOGSIGNATURE_FEATURES`
+            for ``"logsignature"``, else `DEFAULT_FEATURES` ("ppv", "mean").
+        width: the model's size: ``hidden`` of linear CDEs and NCDEs, ``d_model`` of CT-FWPs (8 heads of d_model/8:
+            H·d² = d_model²/8 numbers per state); None (default): ``model_options``' own, else 1,024 for linear CDEs
+            (1,536 with ``memory="oscillation"``, 128 for ``structure="dense"``), 128 for NCDEs, 64 for CT-FWPs.
+        num_times: n, the fractions 1/n, ..., 1 of each series read by "times", "values" and "windows" (default 4).
+        num_biases: thresholds per unit of "ppv" and "mpv" (default 1).
+        num_levels: thresholds per channel of "levels" (default 64).
+        input_scale: multiplies the rescaled path (times and values) before the model reads it (default 1.0).
+        fast_share: the share of oscillator pairs made fast and nearly memoryless (periods log-uniform in
+            [2τ_min, 6τ_min] knots, 4-12 by default, radius at most 0.3 per knot), in [0, 1); "auto" (default): 1/3
+            with ``memory="oscillation"`` (with the default width: 512 slow pairs, as many as in 1,024 units, and
+            256 fast ones), else 0 (only 0 is allowed then).
+        timescales: linear CDEs with a time channel: (τ_min, τ_max) memory range in knots (τ_max None: the longest
+            training series), or None (keep the random A_0); "auto" (default): (2, None) for linear CDEs, None for
+            the others.
+        memory: what the time channel's A_0 makes of the units (package docstring, "Memory"): "decay" (low-pass
+            units), "oscillation" (damped 2×2 oscillators: ``slice-block`` only, its block_size then 2), or "auto"
+            (default): "oscillation" for ``slice-block`` with timescales, else "decay".
+        model_options: constructor options replacing the registry defaults (e.g. ``{"init_scale": 1.0}``,
+            ``{"solver": {"method": "exact"}}``); for ``"logsignature"``: ``depth`` and ``backend``.
+        control_options: `build_control` options replacing the registry's (default ``parametrization="index"``).
+        fill_gaps: "auto" (default): before anything else, each series' gaps get unobserved points so that the
+            reservoir, which steps once per knot, steps about the training data's median time step per knot
+            (`neuralde_seq.data.fill_gaps`; a regular series with dropped points becomes its grid with NaN there,
+            between its first and last observation);
+            a positive number: that step, in the times' units; None: the observations' knots only. With 30 % of the
+            points removed from aeon's series, the knots of the observations alone cost 2-11 points of accuracy
+            (ItalyPowerDemand 84 against 93 %, PickupGestureWiimoteZ 65 against 76 %, docs/benchmarks.md).
+        seed: seed of the model's draw and of the thresholds (default 0).
+        batch_size: series per forward pass (default 32); fewer where their states (B × knots × H numbers) would
+            pass 2**25 (128 MiB in float32).
+
+    Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``fill_step_`` (the step of
+    ``fill_gaps``, or None), ``time_scale_`` (float), ``value_scales_`` (C,), ``state_width_`` (H),
+    ``num_features_``, ``feature_slices_`` (each feature's columns: a dict name -> slice), ``biases_``
+    ((num_biases, H), "ppv" and "mpv" only), ``levels_`` ((C, num_levels), "levels" only), ``timescales_`` ((H,)
+    the units' τ (for oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_``
+    ((H,) each oscillator's period in knots, ``memory="oscillation"`` only, else None).
+    """
+
+    def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
+                 width: int | None = None, num_times: int = 4, num_biases: int = 1, num_levels: int = 64,
+                 input_scale: float = 1.0,
+                 fast_share="auto", timescales="auto", memory: str = "auto", model_options: dict | None = None,
+                 control_options: dict | None = None, fill_gaps="auto", seed: int = 0, batch_size: int = 32):
+        if reservoir not in RESERVOIRS:
+            hint = did_you_mean(str(reservoir), RESERVOIRS)
+            raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}"
+                             + (f"; {hint}" if hint else ""))
+        auto_features = isinstance(features, str) and features == "auto"
+        if auto_features:
+            features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
+        if isinstance(features, str) or not isinstance(features, Sequence) or len(features) == 0:
+            raise ValueError(f"features must be a non-empty sequence of {FEATURES}, got {features!r}")
+        allowed = (*(LOGSIGNATURE_FEATURES if reservoir == "logsignature" else STATE_FEATURES), *PATH_FEATURES)
+        for feature in features:
+            if feature not in allowed:
+                raise ValueError(f"features of reservoir {reservoir!r} must be among {allowed}, got {feature!r}")
+        if len(set(features)) != len(features):
+            raise ValueError(f"features repeats an entry: {features!r}")
+        if width is not None:
+            _check_positive_int("width", width)
+            if reservoir == "logsignature":
+                raise ValueError("width does not apply to reservoir 'logsignature' (its size is set by the depth)")
+        _check_positive_int("num_times", num_times)
+        _check_positive_int("num_biases", num_biases)
+        _check_positive_int("num_levels", num_levels)
+        _check_positive_int("batch_size", batch_size)
+        if isinstance(input_scale, bool) or not isinstance(input_scale, numbers.Real) or not (
+                math.isfinite(input_scale) and input_scale > 0):
+            raise ValueError(f"input_scale must be a positive finite number, got {input_scale!r}")
+        timescales, self._explicit_timescales = resolve_timescales(reservoir, timescales)
+        for name, value in (("model_options", model_options), ("control_options", control_options)):
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
+        memory, self._explicit_memory, fast_share = resolve_memory(reservoir, memory, timescales, fast_share,
+                                                                   model_options)
+        if control_options and "time_unit" in control_options:
+            raise ValueError("control_options: time_unit does not apply to a reservoir, which divides the times by "
+                             "their own scale on the training data (path_scales); input_scale scales the whole path")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self.fill_gaps = check_fill_gaps(fill_gaps)
+        self.reservoir, self.features, self.width = reservoir, tuple(features), width
+        self.num_times, self.num_biases, self.input_scale = int(num_times), int(num_biases), float(input_scale)
+        self.num_levels = int(num_levels)
+        self.fast_share = fast_share
+        self.timescales = None if timescales is None else tuple(timescales)
+        self.memory = memory
+        if auto_features and memory == "oscillation":
+            self.features = DEFAULT_OSCILLATION_FEATURES
+        self.model_options, self.control_options = dict(model_options or {}), dict(control_options or {})
+        self.seed, self.batch_size = int(seed), int(batch_size)
+        if reservoir == "logsignature":
+            unknown = set(self.model_options) - {"depth", "backend"}
+            if unknown:
+                raise ValueError(f"model_options of reservoir 'logsignature' are 'depth' and 'backend', got "
+                                 f"{sorted(unknown)}")
+            depth = self.model_options.get("depth", 3)
+            _check_positive_int("model_options['depth']", depth)
+
+    # -------------------------------------------------------------------------------------------- inputs
+    def _control_options(self) -> dict:
+        return {"parametrization": "index", **self.control_options}
+
+    def _rescaled(self, times: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        time_scale = self.time_scale_ / self.input_scale
+        value_scales = (self.value_scales_ / self.input_scale).to(device=values.device)
+        # in float64, then back: large raw times keep their resolution
+        return ((times.to(torch.float64) / time_scale).to(times.dtype),
+                (values.to(torch.float64) / value_scales).to(values.dtype))
+
+    def _linear_path(self, times, values, lengths, time_channel: bool = True) -> Control:
+        fill = self.control_options.get("unobserved_fill")
+        parametrization = self._control_options()["parametrization"]
+        return build_control(times, values, lengths, interpolation="linear", time_channel=time_channel,
+                             parametrization=parametrization, unobserved_fill=fill)
+
+    def inputs(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> Control:
+        """The fitted map's input built from observations: the rescaled path as the reservoir reads it (a linear
+        control with a time channel for ``"logsignature"``).
+
+        Arguments:
+            times: (B, T) observation times, strictly increasing within each sample's length.
+            values: (B, T, C) observations (standardised), NaN for missing.
+            lengths: (B,) valid observations per sample; None (default): all T.
+
+        Returns:
+            A `Control` of batch size B.
+        """
+        self._check_fitted()
+        return self._inputs(*self._filled(times, values, lengths))
+
+    def model_arguments(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None):
+        """What a trainable copy of the map reads (`neuralde_seq.reservoir_tuning.ReservoirNetwork`): the input
+        `inputs` gives and the "values" feature, which does not depend on the reservoir.
+
+        Arguments:
+            times: (B, T), values: (B, T, C), lengths: (B,) or None, as `transform`.
+
+        Returns:
+            ``ModelArguments(control, path_part)``: path_part the path features (`PATH_FEATURES`) in the order of
+            ``features``, (B, width) float64, (B, 0) without them.
+        """
+        self._check_fitted()
+        times, values, lengths = self._filled(times, values, lengths)
+        return ModelArguments(self._inputs(times, values, lengths), self._path_features(times, values, lengths))
+
+    def _filled(self, times, values, lengths):
+        """The observations with `fill_gaps`' unobserved points at the fitted step (as given where it is None)."""
+        if lengths is None:
+            lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
+        if self.fill_step_ is None:
+            return times, values, lengths
+        return fill_gaps(times, values, lengths, self.fill_step_)
+
+    def _inputs(self, times, values, lengths) -> Control:
+        times, values = self._rescaled(times, values)
+        if self.reservoir == "logsignature":
+            return self._linear_path(times, values, lengths)
+        return model_inputs(self.reservoir, times, values, lengths, **self._control_options())
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "num_features_"):
+            raise RuntimeError("this RandomFeatures is not fitted yet: call fit(times, values, lengths) first")
+
+    # -------------------------------------------------------------------------------------------- fit
+    def fit(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> "RandomFeatures":
+        """Scales, the frozen model and the thresholds from training observations (package docstring).
+
+        Arguments:
+            times: (N, T) observation times, strictly increasing within each sample's length.
+            values: (N, T, C) observations, standardised (e.g. `channel_statistics`), NaN for missing.
+            lengths: (N,) valid observations per sample; None (default): all T.
+
+        Returns:
+            self, fitted; the model lives on ``values``' device in its dtype.
+
+        Raises:
+            ValueError: observations `build_control` refuses, or a model option the constructor refuses.
+        """
+        if lengths is None:
+            lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
+        self.fill_step_ = None if self.fill_gaps is None else (
+            median_step(times, lengths) if self.fill_gaps == "auto" else float(self.fill_gaps))
+        times, values, lengths = self._filled(times, values, lengths)
+        scales = path_scales(self._linear_path(times, values, lengths))
+        self.time_scale_ = float(scales[0])
+        self.value_scales_ = torch.tensor(scales[1:], dtype=torch.float64)
+        self.levels_ = None
+        if "levels" in self.features:
+            self.levels_ = level_thresholds(*self._points(times, values, lengths), self.num_levels).to(
+                device=values.device, dtype=values.dtype)
+        control = self._inputs(times, values, lengths)
+        self.model_ = None if self.reservoir == "logsignature" else build_reservoir(
+            self.reservoir, control, values, width=self.width, memory=self.memory, model_options=self.model_options,
+            seed=self.seed)
+        self.timescales_ = self.periods_ = None
+        if self.model_ is not None and self.timescales is not None:
+            # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
+            if {**registry_control_options(self.reservoir), **self.control_options}.get("time_channel", True):
+                self.timescales_, self.periods_ = set_memory(self.model_, control, self.timescales, self.memory,
+                                                             self.fast_share, self.seed)
+            elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
+                raise ValueError("timescales and memory set the memory along the time channel, which control_options "
+                                 "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')")
+        self.biases_ = self.spreads_ = None
+        self.temperature_ = 0.0  # the exact "ppv"; a fine-tuned map reads its smooth stand-in (reservoir_tuning)
+        if any(STATE_FEATURES[f].thresholds for f in self.features if f in STATE_FEATURES):
+            generator = torch.Generator().manual_seed(self.seed)
+            chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
+            self.biases_, self.spreads_ = self._thresholds(control[chosen.sort().values], generator)
+        with torch.no_grad():
+            probe = self._batch_features(control[:1], times[:1], values[:1],
+                                         None if lengths is None else lengths[:1], sizes := [])
+        self.feature_slices_ = {}
+        for feature, size in zip(self.features, sizes):
+            start = sum(s.stop - s.start for s in self.feature_slices_.values())
+            self.feature_slices_[feature] = slice(start, start + size)
+        # log-signature windows: their states are the windows' terms
+        self.state_width_ = control.coeffs.shape[-1] if self.model_ is None else reservoir_state_width(self.model_)
+        self.num_features_ = probe.shape[1]
+        return self
+
+    # -------------------------------------------------------------------------------------------- states
+    def states(self, control: Control) -> torch.Tensor:
+        """The reservoir's states at every knot of ``control`` (a batch of `inputs`).
+
+        Arguments:
+            control: the model's input, batch size B.
+
+        Returns:
+            (B, K, H) states at the knots 0..max(end_index), constant after each sample's end (a CT-FWP's fast
+            weights flattened, H = heads·d²); for ``"logsignature"`` the path's points (B, K, 1 + C).
+        """
+        self._check_fitted()
+        return self._states(control)
+
+    def _states(self, control: Control) -> torch.Tensor:
+        with torch.no_grad():
+            if self.model_ is None:
+                return control.coeffs[:, : int(control.end_index.max()) + 1, 0]
+            if self._fused(control.coeffs.device):  # the compiled loop of the fused features, states written out
+                terms, h0 = self.model_.scan_inputs(control)
+                return fused_states(terms, control.end_index, h0, self.model_.matrices(), self.model_.B.weight,
+                                    self.model_.structure)
+            return reservoir_states(self.model_, control)
+
+    def _states_batch(self, knots: int, like: torch.Tensor) -> int:
+        """Series per batch whose states are formed at once: at most ``batch_size``, and fewer where their states
+        (B × knots × H numbers) would pass the budget; at least one.
+
+        Raises:
+            MemoryError: one series' states alone need more memory than ``like``'s device has free, said up front
+                with the numbers (instead of the allocator failing, or the machine swapping, part way).
+        """
+        width = self.state_width_ if hasattr(self, "state_width_") else (
+            reservoir_state_width(self.model_) if self.model_ is not None else like.shape[-1])
+        need = knots * width * like.element_size()
+        free = _free_memory(like.device)
+        if free is not None and need > free:
+            raise MemoryError(f"random features: the states of one series of {knots:,} knots × {width:,} units need "
+                              f"{_bytes(need)} at once, and {like.device} has {_bytes(free)} free; "
+                              "use fewer units (width), a diagonal or 2×2-block linear-cde reservoir on the CPU (its "
+                              "fused kernel stores no states), or series with fewer points (e.g. averaged over "
+                              "windows)")
+        return max(1, min(self.batch_size, _STATE_BUDGET // (knots * width)))
+
+    @staticmethod
+    def states_of(model: torch.nn.Module, control: Control) -> torch.Tensor:
+        """`reservoir_states` of another ``model`` of this map's kind (a fine-tuned copy of ``model_``), with
+        gradients.
+
+        Arguments:
+            model: the reservoir model; control: its input, batch size B.
+
+        Returns:
+            (B, K, H) states at the knots.
+        """
+        return reservoir_states(model, control)
+
+    def _thresholds(self, control: Control, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(num_biases, H) quantiles, uniform in [0.25, 0.75] per unit, of the units' states on ``control``, and (H,)
+        each unit's spread there: its interquartile range (the smooth "ppv"'s unit of width, `positive_proportion`;
+        the smallest positive one where a unit is constant)."""
+        ends = control.end_index
+        points = int((ends + 1).sum())  # the states at the series' knots, in order (series, knot)
+        chosen = torch.randperm(points, generator=generator)[:_BIAS_POINTS] if points > _BIAS_POINTS else None
+        if self._fused(control.coeffs.device):  # the chosen states only, from the compiled loop
+            index = torch.arange(points) if chosen is None else chosen
+            offsets = torch.cumsum(ends.cpu() + 1, dim=0)
+            series = torch.searchsorted(offsets, index, right=True)
+            knots = index - (offsets[series] - (ends.cpu()[series] + 1))
+            terms, h0 = self.model_.scan_inputs(control)
+            by_unit = fused_states(terms, ends, h0, self.model_.matrices(), self.model_.B.weight,
+                                   self.model_.structure, torch.stack([series, knots], dim=1))  # (H, M)
+        else:  # the states of batch_size series at a time (within the memory budget), the chosen ones kept
+            kept, first = [], 0  # (their order does not matter: each unit's states are sorted below)
+            batch = self._states_batch(int(ends.max()) + 1, control.coeffs)
+            for start in range(0, control.batch_size, batch):
+                part = control[start:start + batch]
+                states = self._states(part)
+                pooled = states[_inside(part.end_index, states.shape[1], torch.bool).squeeze(-1)]  # (M_part, H)
+                if chosen is not None:
+                    inside = chosen[(chosen >= first) & (chosen < first + pooled.shape[0])]
+                    pooled = pooled[(inside - first).to(pooled.device)]
+                kept.append(pooled)
+                first += int((part.end_index + 1).sum())
+            pooled = torch.cat(kept)
+            by_unit = pooled.t().contiguous()
+        if by_unit.device.type == "cpu":  # numpy sorts each unit's row 4-7x faster than torch
+            ordered = torch.from_numpy(np.sort(by_unit.numpy(), axis=1))  # (H, M)
+        else:
+            ordered = by_unit.sort(dim=1).values
+        quantiles = torch.rand(self.num_biases, ordered.shape[0], generator=generator, dtype=torch.float64) * 0.5 + 0.25
+        last = ordered.shape[1] - 1
+        position = quantiles.to(ordered.device) * last
+        below = position.floor().long()
+        above = (below + 1).clamp(max=last)
+        weight = (position - below).to(ordered.dtype)
+        low = torch.gather(ordered, 1, below.t()).t()  # (num_biases, H)
+        high = torch.gather(ordered, 1, above.t()).t()
+        spreads = ordered[:, round(0.75 * last)] - ordered[:, round(0.25 * last)]
+        positive = spreads[spreads > 0]
+        floor = positive.min() if positive.numel() else torch.ones((), dtype=spreads.dtype, device=spreads.device)
+        return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)
+
+    # -------------------------------------------------------------------------------------------- features
+    def transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Features of series.
+
+        Arguments:
+            times: (B, T) observation times, strictly increasing within each sample's length.
+            values: (B, T, C) observations, standardised as at fit, NaN for missing; dtype and device of fit.
+            lengths: (B,) valid observations per sample; None (default): all T.
+
+        Returns:
+            (B, num_features_) float64 tensor on ``values``' device; a sample's row does not depend on the batch
+            it is in.
+
+        Raises:
+            ValueError: the states overflowed (non-finite features): lower ``input_scale`` or the model's
+                ``init_scale``.
+        """
+        self._check_fitted()
+        times, values, lengths = self._filled(times, values, lengths)
+        rows = []
+        with torch.no_grad():
+            # each batch's input is built from its own series (a series' features do not depend on the others)
+            knots = int(lengths.max())  # at most (log-signature windows have fewer)
+            if self._fused(values.device):  # no states stored: the batch holds the pieces' terms only
+                batch = max(1, _STATE_BUDGET // (knots * (1 + values.shape[-1])))
+            else:
+                batch = self._states_batch(knots, values)
+            for start in range(0, values.shape[0], batch):
+                index = slice(start, start + batch)
+                control = self._inputs(times[index], values[index], lengths[index])
+                rows.append(self._batch_features(control, times[index], values[index], lengths[index]))
+        features = rows[0] if len(rows) == 1 else torch.cat(rows)
+        if not bool(torch.isfinite(features).all()):
+            raise ValueError(f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
+                             f"input_scale (now {self.input_scale}) or the model's init_scale")
+        return features
+
+    def fit_transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None
+                      ) -> torch.Tensor:
+        """`fit`, then `transform` of the same observations.
+
+        Arguments:
+            times: (N, T), values: (N, T, C), lengths: (N,) or None, as `fit`.
+
+        Returns:
+            (N, num_features_) float64 tensor.
+        """
+        return self.fit(times, values, lengths).transform(times, values, lengths)
+
+    def _fused(self, device: torch.device) -> bool:
+        """Whether the features come from the fused kernel (`neuralde_seq.ops.reservoir_features`): a linear CDE
+        reservoir, diagonal or of 2×2 blocks, reading the path's increments, on a CPU, with features the kernel
+        pools (and "values", which do not read the reservoir), exact "ppv" (not a fine-tuned map's smooth one), and
+        numba installed. Otherwise every state is formed and pooled (`states`, `pooled`): the same numbers."""
+        model = self.model_
+        return (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
+                and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
+                and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
+                and getattr(self, "temperature_", 0.0) == 0.0
+                and fused_available())
+
+    def _batch_features(self, control: Control, times, values, lengths, sizes: list | None = None) -> torch.Tensor:
+        """(B, F) features of one batch, in the order of ``features``; ``sizes`` (if given) gets each one's width."""
+        constant = self._path_features(times, values, lengths, control)
+        if not self._fused(control.coeffs.device):
+            return self.pooled(self._states(control), control.end_index, constant, sizes=sizes)
+        model = self.model_
+        with torch.no_grad():
+            terms, h0 = model.scan_inputs(control)
+            pooled = fused_features(terms, control.end_index, h0, model.matrices(), model.B.weight, self.biases_,
+                                    model.structure, tuple(f for f in self.features if f not in PATH_FEATURES))
+        parts = [pooled[f] if f not in PATH_FEATURES else self._path_part(constant, f) for f in self.features]
+        if sizes is not None:
+            sizes.extend(part.shape[1] for part in parts)
+        # one float64 array, each part converted as it is copied in (a cat of converted parts copies twice)
+        out = torch.empty(parts[0].shape[0], sum(part.shape[1] for part in parts), dtype=torch.float64,
+                          device=parts[0].device)
+        start = 0
+        for part in parts:
+            out[:, start:start + part.shape[1]] = part
+            start += part.shape[1]
+        return out
+
+    def pooled(self, states: torch.Tensor, end_index: torch.Tensor, path_part: torch.Tensor | None = None, *,
+               biases: torch.Tensor | None = None, temperature: float | None = None,
+               sizes: list | None = None) -> torch.Tensor:
+        """The features of a batch from its states, in the order of ``features`` (differentiable in the states and
+        the thresholds: `neuralde_seq.reservoir_tuning` trains through it).
+
+        Arguments:
+            states: (B, K, H) `states` of the batch (for ``"logsignature"`` the path's points).
+            end_index: (B,) each sample's final knot.
+            path_part: (B, width) the path features (`PATH_FEATURES`, which do not depend on the reservoir) in the
+                order of ``features``, `_path_features`; None or (B, 0) when ``features`` has none.
+            biases: (num_biases, H) "ppv" thresholds replacing ``biases_`` (default None: ``biases_``).
+            temperature: the "ppv" stand-in's temperature replacing ``temperature_`` (`positive_proportion`).
+            sizes: a list that gets each feature's width, or None.
+
+        Returns:
+            (B, F) float64 features.
+        """
+        biases = self.biases_ if biases is None else biases
+        temperature = self.temperature_ if temperature is None else temperature
+        parts = []
+        if self.model_ is not None:
+            inside = _inside(end_index, states.shape[1], states.dtype)
+            pooling = Pooling(end_index, inside, inside.sum(dim=1), self.num_times, biases, self.spreads_, temperature)
+        else:  # log-signatures of the path's points
+            depth = int(self.model_options.get("depth", 3))
+            backend = self.model_options.get("backend", "torch" if depth <= 2 else "pysiglib")
+        for feature in self.features:
+            if feature in PATH_FEATURES:
+                part = self._path_part(path_part, feature)
+            elif self.model_ is None:
+                part = logsignature_feature(states, end_index, feature, self.num_times, depth, backend)
+            else:
+                part = STATE_FEATURES[feature].pool(states, pooling)
+            parts.append(part.to(torch.float64))
+            if sizes is not None:
+                sizes.append(part.shape[1])
+        return torch.cat(parts, dim=1)
+
+    def _points(self, times, values, lengths) -> tuple[torch.Tensor, torch.Tensor]:
+        """The series' rescaled values at the knots (missing ones linearly interpolated), (B, K, C), and each
+        sample's end knot (B,)."""
+        times, values = self._rescaled(times, values)
+        path = self._linear_path(times, values, lengths, time_channel=False)
+        return path.coeffs[:, : int(path.end_index.max()) + 1, 0], path.end_index
+
+    def _points_in(self, control: Control, channels: int) -> torch.Tensor | None:
+        """The value channels at the knots read off the reservoir's own input, where that input is the linear path
+        of the same rescaled values with the time channel first and nothing after them (the linear CDE reservoirs'
+        registry options; the path is then not built twice); else None."""
+        if self.reservoir == "logsignature":
+            return None
+        options = {**registry_control_options(self.reservoir), **self._control_options()}
+        plain = (options.get("interpolation") == "linear"
+                 and options.get("time_channel", True)
+                 and not any(options.get(k) for k in ("intensity_channel", "recency_channel"))
+                 and control.channels == 1 + channels)
+        return control.coeffs[:, : int(control.end_index.max()) + 1, 0, 1:] if plain else None
+
+    def _path_features(self, times, values, lengths, control: Control | None = None) -> torch.Tensor:
+        """The path features (`PATH_FEATURES`) of the batch in the order of ``features``, (B, width) float64; (B, 0)
+        without them. ``control``: the batch's reservoir input, whose knots may give the values (`_points_in`)."""
+        wanted = [f for f in self.features if f in PATH_FEATURES]
+        if not wanted:
+            return torch.zeros(values.shape[0], 0, dtype=torch.float64, device=values.device)
+        points = None if control is None else self._points_in(control, values.shape[-1])
+        if points is None:
+            points, end = self._points(times, values, lengths)
+        else:
+            end = control.end_index
+        parts = [PATH_FEATURES[feature].compute(points, end, self.num_times, self.levels_) for feature in wanted]
+        return torch.cat([part.to(torch.float64) for part in parts], dim=1)
+
+    def _path_part(self, path_part: torch.Tensor, feature: str) -> torch.Tensor:
+        """``feature``'s columns of `_path_features`' output."""
+        channels = self.value_scales_.numel()
+
+        def width(name: str) -> int:
+            return PATH_FEATURES[name].width(channels, self.num_times, self.num_levels)
+
+        start = sum(width(f) for f in self.features[:self.features.index(feature)] if f in PATH_FEATURES)
+        return path_part[:, start:start + width(feature)]
