@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..data.transforms.standardisation import channel_statistics
 from ..estimator_base import SequenceClassifierMixin, SequenceEstimatorBase, SequenceRegressorMixin
-from ..estimator_inputs import estimator_dtype, standardised
+from ..data.transforms.standardisation import standardised
+from ..estimator_inputs import estimator_dtype
 from ..reservoir_tuning import FineTuning, fine_tune
 from ..training.input_spec import warn_unobserved
 from .features import RandomFeatures
