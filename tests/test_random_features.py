@@ -163,7 +163,7 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with torch.enable_grad():
             clf.predict(X)
-            features = clf.feature_map_.transform(*clf._standardised_inputs(clf._data(X, None), torch.device("cpu")))
+            features = clf.feature_map_.transform(clf._data(X, None))
         assert not features.requires_grad
         clf.readout_.fit(features, torch.as_tensor(y))
         for name, tensor in model.state_dict().items():
