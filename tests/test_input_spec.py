@@ -233,7 +233,8 @@ def test_a_dataset_is_built_on_without_a_second_check_into_what_its_tensors_buil
         expected = model_inputs(model, times if spec.time_unit is None else times / spec.time_unit, values, lengths)
         got = spec.transform(data)
         for name in ("times", "values", "lengths"):
-            assert torch.equal(torch.nan_to_num(getattr(got, name), 9.0), torch.nan_to_num(getattr(expected, name), 9.0))
+            assert torch.equal(torch.nan_to_num(getattr(got, name), 9.0),
+                               torch.nan_to_num(getattr(expected, name), 9.0)), name
         return
     expected = model_inputs(model, times, values, lengths, **spec.control_options)
     got = spec.transform(data)
