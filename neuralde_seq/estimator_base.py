@@ -3,7 +3,8 @@ classifier's and the regressor's parts (`SequenceClassifierMixin`, `SequenceRegr
 
 Both families build on it: the trained models of `neuralde_seq.sklearn` (`SequenceClassifier`, `SequenceRegressor`)
 and the closed-form random features of `neuralde_seq.random_features` (`RandomFeatureClassifier`,
-`RandomFeatureRegressor`). It holds their tags, reading X and times in the estimator's dtype (`read_sequences`),
+`RandomFeatureRegressor`). It holds their tags, reading X and times once in the estimator's dtype (`read_sequences`:
+one dataset, its observations checked once),
 the check that y is given, the labels' and targets' checks, the checks that predictions get what fit got (times
 exactly when fit had them, the channels of fit), the seed of ``random_state``, the threads of ``n_jobs``, ``fit``
 and ``score``. A family supplies ``_fit(X, y, times)`` and says what its predictions read: the attribute that fit

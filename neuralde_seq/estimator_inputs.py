@@ -2,8 +2,8 @@
 `SequenceRegressor`) and `neuralde_seq.random_features` (`RandomFeatureClassifier`, `RandomFeatureRegressor`), most of
 it through their common base `neuralde_seq.estimator_base`.
 
-Reading X and times into an `IrregularDataset` (`read_sequences`), the estimator's dtype (`estimator_dtype`),
-standardisation with the training statistics (`standardised`), the checks that predictions get what fit got
+Reading X and times once into an `IrregularDataset` (`read_sequences`), the estimator's dtype (`estimator_dtype`),
+the checks that predictions get what fit got
 (`check_times_like_fit`, `check_channels_like_fit`), labels of one type (`check_label_types`), the seed drawn from
 ``random_state`` (`estimator_seed`) and torch threads from ``n_jobs`` (`threads_for_jobs`). The estimator modules
 import this one (and `neuralde_seq.estimator_base`), so neither imports the other for it (docs/design.md#layers).
@@ -17,15 +17,12 @@ import torch
 from sklearn.utils import check_random_state
 
 from .data.base.datasets import IrregularDataset
-from .data.formats.arrays import _read
-from .data.transforms.standardisation import standardised
+from .data.formats.arrays import read_dataset
 from .input_checks import DTYPES, floating_dtype
-from .observations import validate_observations
 from .user_warnings import warn_user
 
-__all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs", "read_sequences",
-           "standardised", "check_label_types", "check_times_survive_cast", "check_times_like_fit",
-           "check_channels_like_fit"]
+__all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs",
+           "read_sequences", "check_label_types", "check_times_like_fit", "check_channels_like_fit"]
 
 MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
 
@@ -88,20 +85,6 @@ def check_label_types(y) -> None:
                          "all strings, or all integers), so that predict returns the labels as given")
 
 
-def check_times_survive_cast(t64: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, dtype) -> None:
-    """Times strictly increasing as given (float64) must stay so in the estimator's ``dtype``: name the first pair
-    that the cast makes equal (or reverses), and what to do, rather than calling the user's times unordered."""
-    steps = torch.arange(t64.shape[1] - 1, device=t64.device)
-    inside = steps[None, :] < (lengths[:, None] - 1)
-    merged = inside & (t64[:, 1:] > t64[:, :-1]) & ~(cast[:, 1:] > cast[:, :-1])
-    if bool(merged.any()):
-        b, i = torch.nonzero(merged)[0].tolist()
-        raise ValueError(f"times of X[{b}] at steps {i} and {i + 1} ({float(t64[b, i])!r} and {float(t64[b, i + 1])!r}) "
-                         f"are distinct but become equal in {dtype} (its resolution near {float(t64[b, i]):.4g} is "
-                         f"{float(torch.finfo(dtype).eps) * abs(float(t64[b, i])):.2g}): use dtype='float64', or "
-                         "give the times in coarser units (e.g. rounded to the resolution of the measurements)")
-
-
 def check_times_like_fit(estimator, times) -> None:
     """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
     would otherwise silently read the observation indices 0, 1, ... as times."""
@@ -150,7 +133,8 @@ def _warn_if_channels_first(shape) -> None:
 
 
 def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
-    """X (and times) as an unlabelled dataset; every sample with at least `MIN_STEPS` time steps.
+    """X (and times) read once into an unlabelled dataset, which checks them once; every sample with at least
+    `MIN_STEPS` time steps.
 
     Arguments:
         X: N sequences: a list of (T_i, C) or (T_i,) arrays, a 3-D (N, T, C) or a 2-D (N, T) array (N univariate
@@ -161,12 +145,12 @@ def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
 
     Returns:
         An `IrregularDataset` with times (N, T) in ``dtype``, values (N, T, C) as ``dtype`` holds them but stored
-        in float64 (the standardisation is computed in float64), lengths (N,).
+        in float64 (the standardisation is computed in float64), lengths (N,) (`read_dataset`).
 
     Raises:
         ValueError: complex values, a 2-D X with fewer than `MIN_STEPS` columns, a sample shorter than
             `MIN_STEPS`, a value beyond ``dtype``'s largest number, times that the cast to ``dtype`` merges, or
-            what `validate_observations` refuses.
+            what `read_dataset` and the dataset's check (`validate_observations`) refuse.
     """
     shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
     if shape is not None and np.iscomplexobj(X):
@@ -179,26 +163,7 @@ def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
                          f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
     if shape is not None:
         _warn_if_channels_first(tuple(shape))
-    # Read in float64: the models' finite range in ``dtype`` is judged after the estimator's own
+    # Values kept in float64: the models' finite range in ``dtype`` is judged after the estimator's own
     # standardisation (`standardised`), so raw values of 1e12 are accepted in float32.
-    (t, values, lengths), _ = _read(X, times, None, torch.float64, names=("X", "times", "lengths"))
-    short = torch.nonzero(lengths < MIN_STEPS).flatten().tolist()
-    if short:
-        channels_first = shape is not None and len(shape) == 3 and shape[1] < shape[2]
-        raise ValueError(f"X[{short[0]}] has {int(lengths[short[0]])} time step(s) (samples {short[:5]} are too "
-                         f"short): the models need at least {MIN_STEPS} time steps per sequence"
-                         + (f"; a 3-D X is read as (N, T, C) and this one is {tuple(int(k) for k in shape)}: for an "
-                            "(N, C, T) array from aeon or sktime give X.transpose(0, 2, 1)" if channels_first else ""))
-    # The values as ``dtype`` holds them (statistics and standardisation as for data read in it), kept in float64.
-    held = values.to(dtype)
-    infinite = torch.isinf(held)  # finite as given (checked by _read), beyond the dtype's range once cast
-    if bool(infinite.any()):
-        b, step, c = torch.nonzero(infinite)[0].tolist()
-        raise ValueError(f"X[{b}] has a value beyond the largest {dtype} number ({torch.finfo(dtype).max:.3g}) at "
-                         f"step {step}, channel {c}: use dtype='float64', or rescale that channel")
-    # The times in ``dtype``, checked there (its finite range, strictly increasing once cast).
-    cast = t.to(dtype)
-    check_times_survive_cast(t, cast, lengths, dtype)
-    t = cast
-    validate_observations(t, torch.zeros(*t.shape, 1, dtype=dtype), lengths, min_length=1)
-    return IrregularDataset(t, held.to(torch.float64), lengths, None, [], name=name)
+    return read_dataset(X, times, dtype=dtype, values_dtype=torch.float64, min_length=MIN_STEPS,
+                        names=("X", "times", "lengths"), fix="dtype='float64'", name=name)

@@ -25,7 +25,8 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection", "observation_span"]
+__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection", "observation_span",
+           "check_min_length", "check_times_survive_cast", "check_rescaled_times"]
 
 
 def magnitude_limit(dtype: torch.dtype) -> float:
@@ -84,6 +85,78 @@ def observation_span(times: torch.Tensor, lengths: torch.Tensor) -> float:
     return float((last - times[:, 0]).max())
 
 
+def check_min_length(lengths: torch.Tensor, min_length: int) -> None:
+    """Every sample has at least ``min_length`` time points (and none is empty).
+
+    Arguments:
+        lengths: (B,) long, valid time points per sample.
+        min_length: the fewest time points a sample may have (2 for a control path).
+
+    Raises:
+        ValueError: an empty sample, or one shorter than ``min_length``, naming the first few.
+    """
+    if (lengths == 0).any():
+        raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
+    if (lengths < min_length).any():
+        raise ValueError(f"sequence too short: a control needs at least {min_length} observations, lengths < "
+                         f"{min_length} for samples {_first(lengths < min_length)}")
+
+
+def check_times_survive_cast(exact: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, *, name: str = "X",
+                             fix: str = "dtype='float64'") -> None:
+    """Times strictly increasing as given must stay so once cast to a narrower dtype: name the first pair that the
+    cast makes equal (or reverses), and what to do, rather than calling the user's times unordered.
+
+    Arguments:
+        exact: (B, T) the times as given (e.g. float64), strictly increasing within each sample's length.
+        cast: (B, T) the same times in the narrower dtype.
+        lengths: (B,) valid time points per sample.
+        name: what the samples are called in the message (``X`` gives ``X[3]``).
+        fix: how the caller asks for the wider dtype, for the message.
+
+    Raises:
+        ValueError: two distinct times of a sample that are equal (or reversed) once cast, naming the sample, the
+            steps, both times and the dtype's resolution there.
+    """
+    steps = torch.arange(exact.shape[1] - 1, device=exact.device)
+    inside = steps[None, :] < (lengths.to(exact.device)[:, None] - 1)
+    merged = inside & (exact[:, 1:] > exact[:, :-1]) & ~(cast[:, 1:] > cast[:, :-1])
+    if bool(merged.any()):
+        b, i = torch.nonzero(merged)[0].tolist()
+        first = float(exact[b, i])
+        raise ValueError(f"times of {name}[{b}] at steps {i} and {i + 1} ({first!r} and {float(exact[b, i + 1])!r}) "
+                         f"are distinct but become equal in {cast.dtype} (its resolution near {first:.4g} is "
+                         f"{float(torch.finfo(cast.dtype).eps) * abs(first):.2g}): use {fix}, or give the times in "
+                         "coarser units (e.g. rounded to the resolution of the measurements, or less a reference "
+                         "time such as each sample's first)")
+
+
+def check_rescaled_times(times: torch.Tensor, lengths: torch.Tensor, unit: float) -> None:
+    """Times divided by a time unit (already checked as given: `validate_observations`) must stay within the finite
+    range of their dtype and strictly increasing there: a unit below 1 enlarges them, and the division can bring
+    two neighbours closer than the dtype resolves.
+
+    Arguments:
+        times: (B, T) the times divided by ``unit``, in the dtype the model reads.
+        lengths: (B,) valid time points per sample.
+        unit: the time unit they were divided by (for the message).
+
+    Raises:
+        ValueError: a time beyond `magnitude_limit` of the dtype, or two that are no longer increasing, naming the
+            sample, the steps and the unit.
+    """
+    valid = torch.arange(times.shape[1], device=times.device).unsqueeze(0) < lengths.to(times.device).unsqueeze(1)
+    _check_magnitude("times", times, valid, times.dtype,
+                     f"these are the times divided by time_unit={unit:.6g}: give a larger time_unit, or subtract a "
+                     "reference time (e.g. each sample's first time)")
+    increasing = (times[:, 1:] > times[:, :-1]) | ~valid[:, 1:]
+    if not increasing.all():
+        b, i = torch.nonzero(~increasing)[0].tolist()
+        raise ValueError(f"times divided by time_unit={unit:.6g} stop increasing in {times.dtype}: sample {b} has "
+                         f"{times[b, i].item()!r} at step {i} and {times[b, i + 1].item()!r} at step {i + 1}; give a "
+                         "larger time_unit, or compute in float64")
+
+
 def validate_observations(times, values, lengths, *, min_length: int = 2):
     """Check a batch of observations (docs/design.md#data-conventions).
 
@@ -103,8 +176,8 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
             the message names the argument.
         ValueError: naming the argument and the problem: badly shaped or empty tensors, lengths out of
             [min_length, T], NaN times within a sample's length, times not strictly increasing (also after the
-            cast to the values' dtype), and values or times outside the finite range of the values' dtype
-            (`magnitude_limit`).
+            cast to the values' dtype), and values outside the finite range of their dtype or times outside that
+            of the narrower of the two dtypes (`magnitude_limit`).
     """
     if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
         raise TypeError(f"times and values must be torch tensors, got {type(times).__name__} and "
@@ -134,11 +207,7 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
         if lengths.is_floating_point():
             raise TypeError("lengths must be an integer tensor")
         lengths = lengths.long()
-    if (lengths == 0).any():
-        raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
-    if (lengths < min_length).any():
-        raise ValueError(f"sequence too short: a control needs at least {min_length} observations, lengths < "
-                         f"{min_length} for samples {_first(lengths < min_length)}")
+    check_min_length(lengths, min_length)
     if (lengths > length).any():
         raise ValueError(f"lengths exceed the sequence length {length} for samples {_first(lengths > length)}")
     valid = torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
@@ -151,7 +220,11 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
     _check_magnitude("values", values, valid, values.dtype,
                      "standardise each channel (subtract its mean and divide by its standard deviation over the "
                      "training data), or compute in float64")
-    _check_magnitude("times", given_times.double(), valid, values.dtype,
+    # ... judged in the narrower of the two dtypes: a dataset that holds its values in float64 for their
+    # standardisation (the estimators') and its times in float32 gives the models float32 times
+    narrower = min((values.dtype, given_times.dtype), key=lambda dtype: torch.finfo(dtype).max) \
+        if given_times.is_floating_point() else values.dtype
+    _check_magnitude("times", given_times.double(), valid, narrower,
                      "subtract a reference time (e.g. each sample's first time) and rescale to units where "
                      "observation gaps are about 1, or compute in float64; build_control(parametrization='index') "
                      "then keeps the solver's grid independent of the time units")

@@ -26,7 +26,8 @@ params={"times": times})``).
 
 What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
 
-1. ``data = from_arrays(X, times=times, dtype=dtype)``; ``spec = InputSpec.fit(model, data, control=...,
+1. ``data = read_sequences(X, times, dtype, name)`` (X read once into an `IrregularDataset`, its observations
+   checked once; `neuralde_seq.estimator_inputs`); ``spec = InputSpec.fit(model, data, control=...,
    standardise=True, fill_gaps=...)`` (`neuralde_seq.input_spec`, kept as ``input_spec_`` and applied to every
    later X by ``spec.transform``): each channel is standardised with the mean and standard deviation of its observed values
    in ``X`` (`channel_statistics`, also given as ``channel_mean_`` and ``channel_scale_``). The finite range of the models
@@ -40,7 +41,9 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
    control of its grid with NaN there (from its first kept point to its last), so ragged series with their times
    and the same series on their grid are one input (without it, delta-rde on aeon's GunPoint with 30 % of the
    points removed scored 83 % with a 29-point spread over 3 seeds, 94 % with a 6-point spread with it;
-   benchmarks/ragged_vs_grid.py); then ``model_inputs(model, times, values, lengths, **control_options)``. Models that read raw observations see the gaps as times and are not filled. Models that
+   benchmarks/ragged_vs_grid.py); then the model's input, built from the spec's `ControlOptions` and time unit
+   without checking the dataset's observations again (`InputSpec.inputs_of`). Models that read raw observations
+   see the gaps as times and are not filled. Models that
    read a control path get ``parametrization="index"`` unless ``control_options`` says otherwise: the path is
    parametrised by observation index, so samples may have different times (with ``"time"``,
    `build_control` needs every sample on one time grid) and the solver's grid does not

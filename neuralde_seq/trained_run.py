@@ -117,7 +117,8 @@ class TrainedClassifier:
                 dataset the task protocol has standardised already, or what the readers refuse.
             FileNotFoundError: a file path that does not exist.
         """
-        from .estimator_inputs import check_times_survive_cast, read_sequences
+        from .estimator_inputs import read_sequences
+        from .observations import check_times_survive_cast
 
         if isinstance(X, (str, os.PathLike)):
             from .data.formats.local_files import read_file
@@ -138,7 +139,7 @@ class TrainedClassifier:
             raise ValueError(f"{what} has {data.num_channels} channel(s) per time step, but the run's model was trained "
                              f"on {self.n_features_in_} (n_features_in_)")
         cast = data.times.to(self.dtype)
-        check_times_survive_cast(data.times.to(torch.float64), cast, data.lengths, self.dtype)
+        check_times_survive_cast(data.times.to(torch.float64), cast, data.lengths)
         values = data.values if data.values.dtype == torch.float64 else data.values.to(torch.float64)
         return data.replace(times=cast, values=values).to(device=self.device)
 

@@ -83,7 +83,7 @@ def test_random_features_of_ragged_series_with_times_equal_those_of_the_grid(len
     y = np.arange(12) % 2
     ragged = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(xs, y, times=ts)
     on_grid = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(grids, y)
-    assert ragged.feature_map_.fill_step_ == 1.0
+    assert ragged.feature_map_.input_spec_.fill_step == 1.0
     np.testing.assert_allclose(ragged.random_features(xs, times=ts), on_grid.random_features(grids), rtol=1e-10,
                                atol=1e-10)
     # without filling, the reservoir steps once per observation: other features

@@ -212,6 +212,46 @@ def test_transform_refuses_data_with_other_channels():
         spec.transform(_ragged(4, 20, 3, seed=7, spacing=1.0))
 
 
+@pytest.mark.parametrize("model, control, fill", [
+    ("delta-rde", {"parametrization": "index", "time_unit": "auto", "intensity_channel": "auto"}, "auto"),
+    ("ncde", {"parametrization": "index", "time_unit": 7.5, "mask_channel": True}, None),
+    ("slice-diag", {"parametrization": "index", "recency_channel": True, "time_unit": "auto"}, 0.5),
+    ("gru-dt", {"time_unit": "auto"}, None), ("gru-d", {}, None)])
+def test_a_dataset_is_built_on_without_a_second_check_into_what_its_tensors_build(model, control, fill):
+    """`transform` of a dataset (checked when it was made) builds its input without checking it again
+    (`control_of`, `inputs_of`) from the spec's own options: exactly what `model_inputs` builds from the same
+    standardised (and filled) tensors with the spec's keywords, checking them."""
+    from neuralde_seq import model_inputs
+    from neuralde_seq.data import fill_gaps as fill_gaps_of
+
+    data = _ragged(9, 30, 2, seed=11, spacing=1.5).to(dtype=torch.float32)
+    spec = InputSpec.fit(model, data, control=control, standardise=True, fill_gaps=fill)
+    times, values, lengths = data.times, spec.values_of(data), data.lengths
+    if spec.fill_step is not None:
+        times, values, lengths = fill_gaps_of(times, values, lengths, spec.fill_step)
+    if spec.control is None:
+        expected = model_inputs(model, times if spec.time_unit is None else times / spec.time_unit, values, lengths)
+        got = spec.transform(data)
+        for name in ("times", "values", "lengths"):
+            assert torch.equal(torch.nan_to_num(getattr(got, name), 9.0),
+                               torch.nan_to_num(getattr(expected, name), 9.0)), name
+        return
+    expected = model_inputs(model, times, values, lengths, **spec.control_options)
+    got = spec.transform(data)
+    for name in ("knots", "coeffs", "end_index"):
+        assert torch.equal(getattr(got, name), getattr(expected, name)), name
+
+
+@pytest.mark.parametrize("model", ["ncde", "gru-dt"])
+def test_a_time_unit_that_takes_the_times_beyond_the_finite_range_is_refused_naming_it(model):
+    data = _ragged(4, 20, 2, seed=12, spacing=1.0).to(dtype=torch.float32)
+    data = data.replace(times=data.times + 1e6)  # within float32's range as given ...
+    spec = InputSpec.fit(model, data, time_unit=1e-4)  # ... and not once divided by the unit
+    with pytest.raises(ValueError, match=r"times has an entry of magnitude 1e\+10 .* divided by "
+                                         r"time_unit=0\.0001: give a larger time_unit"):
+        spec.transform(data)
+
+
 def test_the_estimator_predicts_through_its_fitted_spec():
     data = _ragged(16, 60, 2, seed=8, spacing=1.0)
     X = [data.values[b, :int(data.lengths[b])].numpy() for b in range(len(data))]

@@ -411,6 +411,59 @@ def test_observations_module_owns_validation_and_imports_no_other_module_of_the_
     assert neuralde_seq.Observations is observations.Observations
 
 
+def _calls_of_validation(monkeypatch) -> list:
+    """The calls of validate_observations made through the dataset module (its one caller there)."""
+    import neuralde_seq.data.base.datasets as datasets
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return validate_observations(*args, **kwargs)
+
+    monkeypatch.setattr(datasets, "validate_observations", spy)
+    return calls
+
+
+def test_a_dataset_checks_its_observations_when_made_and_derived_datasets_keep_them_unchecked(monkeypatch):
+    """A dataset is checked once, when it is made from observations; a step that keeps them valid (a selection, a
+    replaced label, a move, points made unobserved) does not check them again, but still checks what it changes;
+    a cast (which may merge times) and new observations are checked."""
+    from neuralde_seq.data import IrregularDataset
+
+    times, values = _data(B=4, T=6, C=2, dtype=F64)
+    calls = _calls_of_validation(monkeypatch)
+    data = IrregularDataset(times, values, torch.full((4,), 6), torch.tensor([0, 1, 0, 1]), ["a", "b"])
+    assert len(calls) == 1
+    points = torch.zeros(4, 6, dtype=torch.bool)
+    points[1, 2] = points[3, 0] = True
+    derived = [data.subset([2, 0]), data.replace(labels=torch.tensor([1, 1, 0, 0])), data.to(device="cpu"),
+               data.to(dtype=F64), data.unobserved(points)]
+    assert len(calls) == 1
+    dropped = derived[-1]
+    assert torch.isnan(dropped.values[1, 2]).all() and torch.isnan(dropped.values[3, 0]).all()
+    assert torch.equal(dropped.values[~points], data.values[~points]) and dropped.times is data.times
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 2\)"):
+        data.replace(labels=torch.tensor([0, 1, 2, 0]))  # what changes is checked
+    with pytest.raises(ValueError, match=r"points must be an \(N, T\) = \(4, 6\) bool tensor"):
+        data.unobserved(torch.zeros(4, 6))
+    data.replace(times=times + 1.0)
+    assert len(calls) == 2  # new observations
+    close = data.replace(times=torch.cumsum(torch.full((4, 6), 1e-9, dtype=F64), 1) + 1e3)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        close.to(dtype=F32)  # distinct in float64, equal in float32: a cast is checked
+
+
+def test_rescaled_times_must_stay_increasing_in_their_dtype():
+    from neuralde_seq.observations import check_rescaled_times
+
+    times = torch.tensor([[0.0, 1.0, 1.0, 3.0], [0.0, 1.0, 2.0, 2.0]])
+    check_rescaled_times(times, torch.tensor([2, 3]), 0.5)  # the equal pairs lie past each sample's length
+    with pytest.raises(ValueError, match=r"times divided by time_unit=0.5 stop increasing in torch.float32: sample 1 "
+                                         r"has 2.0 at step 2 and 2.0 at step 3; give a larger time_unit"):
+        check_rescaled_times(times, torch.tensor([2, 4]), 0.5)
+
+
 def test_static_features_for_a_control_model_are_refused_not_dropped():
     times = torch.linspace(0, 1, 6).repeat(3, 1)
     values = torch.randn(3, 6, 2)

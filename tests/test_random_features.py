@@ -163,7 +163,7 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with torch.enable_grad():
             clf.predict(X)
-            features = clf.feature_map_.transform(*clf._standardised_inputs(clf._data(X, None), torch.device("cpu")))
+            features = clf.feature_map_.transform(clf._data(X, None))
         assert not features.requires_grad
         clf.readout_.fit(features, torch.as_tensor(y))
         for name, tensor in model.state_dict().items():
@@ -330,6 +330,31 @@ def test_logsignature_features_are_the_log_signatures_of_the_rescaled_path():
         expected = torch.cat([logsignature(path, 2), logsignature(path[: middle + 1], 2),
                               logsignature(path[middle:], 2)])
         torch.testing.assert_close(features[b], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reservoir", ["slice-block", "logsignature", "ncde"])
+def test_the_maps_input_spec_standardises_exactly_as_values_standardised_by_hand(reservoir):
+    """With standardise=True the map's input spec standardises each channel with its observed training values' mean
+    and population std; its features are bitwise those of the map reading values standardised by hand (in float64,
+    then cast, as the estimators did before the spec), and a checked dataset reads as its tensors."""
+    from neuralde_seq.data import IrregularDataset
+
+    times, values, lengths = _ragged_batch([14, 9, 12, 14, 6], channels=3, seed=5, dtype=torch.float64)
+    values = 40.0 + 7.0 * values
+    data = IrregularDataset(times.float(), values, lengths, None, [])  # float64 values beside float32 times
+    observed = values.numpy().copy()
+    observed[np.arange(14)[None, :] >= lengths.numpy()[:, None]] = np.nan
+    options = dict(width=None if reservoir == "logsignature" else 16, seed=2)
+    spec_map = RandomFeatures(reservoir, standardise=True, **options).fit(data)
+    mean, std = spec_map.input_spec_.channel_mean, spec_map.input_spec_.channel_scale
+    np.testing.assert_allclose(mean, np.nanmean(observed, axis=(0, 1)), rtol=1e-12)
+    np.testing.assert_allclose(std, np.nanstd(observed, axis=(0, 1)), rtol=1e-12)
+    by_hand = ((values - torch.tensor(mean, dtype=torch.float64)) / torch.tensor(std, dtype=torch.float64)).float()
+    plain = RandomFeatures(reservoir, **options)
+    expected = plain.fit_transform(times.float(), by_hand, lengths)
+    assert torch.equal(spec_map.transform(data), expected)
+    assert plain.input_spec_.fill_step == spec_map.input_spec_.fill_step == 1.0  # the median step of the grid
+    assert spec_map.input_spec_.time_unit == spec_map.time_scale_ / spec_map.input_scale
 
 
 def test_memory_sets_each_units_forgetting_per_time_step():

@@ -93,7 +93,7 @@ def test_untrained_network_gives_the_random_feature_models_decisions(reservoir, 
     X, y = _series(30, length, seed=1, classes=3)
     model = RandomFeatureClassifier(reservoir, random_state=0, dtype="float64", **options).fit(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    arguments = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
+    arguments = feature_map.model_arguments(model._data(X, None))
     expected = model.decision_function(X)
     # the surrogate at its limit: temperature 0 (the exact step) and a vanishing one
     for temperature in (0.0, 1e-12):
@@ -111,7 +111,7 @@ def test_leave_one_out_gradients_reach_every_parameter_of_a_ct_fwp_reservoir():
     X, y = _series(16, 40, seed=2)
     model = RandomFeatureClassifier("delta-rde", width=16, random_state=0, dtype="float64").fit(X, y)
     feature_map, readout = model.feature_map_, model.readout_
-    arguments = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
+    arguments = feature_map.model_arguments(model._data(X, None))
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.05)
     Z = network(*arguments.args)
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
@@ -217,7 +217,7 @@ def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_trai
     model = _fitted(X, y)
     feature_map, readout = model.feature_map_, model.readout_
     # the control and the path's own features ("levels", a default feature)
-    inputs = feature_map.model_arguments(*model._standardised_inputs(model._data(X, None), torch.device("cpu")))
+    inputs = feature_map.model_arguments(model._data(X, None))
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.0)
     train, val = torch.arange(16), torch.arange(16, 24)

@@ -298,20 +298,19 @@ def test_cli_reports_config_errors(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ control cache
 def _count_build_control(monkeypatch):
-    """The interpolation of every call of build_control made through the model registry (each still builds for
-    real)."""
-    import neuralde_seq.models as models
-    from neuralde_seq.controls import parse_control_options
+    """The interpolation of every control the input spec builds (each still built for real: `control_of`, where
+    `InputSpec.transform` builds a control)."""
+    import neuralde_seq.training.input_spec as input_spec
     from neuralde_seq.controls.interpolation import interpolation_name
 
     calls = []
-    real = models.build_control
+    real = input_spec.control_of
 
-    def counting(times, values, lengths=None, options=None, **keywords):
-        calls.append(interpolation_name(parse_control_options(keywords, base=options).interpolation))
-        return real(times, values, lengths, options, **keywords)
+    def counting(observations, options):
+        calls.append(interpolation_name(options.interpolation))
+        return real(observations, options)
 
-    monkeypatch.setattr(models, "build_control", counting)
+    monkeypatch.setattr(input_spec, "control_of", counting)
     return calls
 
 

@@ -168,11 +168,14 @@ def test_shipped_config_with_a_high_drop_rate_names_the_variant_that_cannot_be_b
     assert status == 2
     err = capsys.readouterr().err
     assert "test variant '1/2 rate'" in err and "no observation" in err and "unobserved_fill" in err
-    # an input error of another kind gets its own message, without the advice about missing observations
-    status = main(["bench", str(config), "--models", "NCDE", "--max-steps", "1", "--out", str(tmp_path / "depth"),
-                   "--set", "models.1.control={interpolation: logsignature, depth: 3, step: 4}", "--no-progress"])
+    # an input error of another kind gets its own message, without the advice about missing observations (the
+    # control options are checked with the config now, before anything runs: a usage error, exit status 2)
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", str(config), "--models", "NCDE", "--max-steps", "1", "--out", str(tmp_path / "depth"),
+              "--set", "models.1.control={interpolation: logsignature, depth: 3, step: 4}", "--no-progress"])
     err = capsys.readouterr().err
-    assert status == 2 and "depth 3 is not available with backend='torch'" in err and "unobserved_fill" not in err
+    assert exited.value.code == 2 and "depth 3 is not available with backend='torch'" in err
+    assert "unobserved_fill" not in err and not (tmp_path / "depth").exists()
 
 
 def test_compare_and_bench_train_through_the_one_loop(tmp_path, monkeypatch):

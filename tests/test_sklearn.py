@@ -454,3 +454,53 @@ def test_time_unit_auto_is_the_fit_data_span_and_kept_for_prediction():
     half = [x[: len(x) // 2 + 1] for x in X], [t[: len(t) // 2 + 1] for t in times]
     np.testing.assert_allclose(auto.predict_proba(half[0], times=half[1]),
                                explicit.predict_proba(half[0], times=half[1]), rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------- one trip down
+def _spy_on(monkeypatch, function) -> list:
+    """Every call of ``function``, wherever the package binds it: each module of the package that imported it by name
+    gets a spy that records the call and runs it (a module's own attribute, so lazy imports inside functions reach
+    the spy too)."""
+    import sys
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("neuralde_seq") and getattr(module, function.__name__, None) is function:
+            monkeypatch.setattr(module, function.__name__, spy)
+    return calls
+
+
+@pytest.mark.parametrize("make", [
+    # a validation split, augmentation at every batch, an ensemble and the summary baseline: every path X takes
+    lambda: SequenceClassifier("delta-rde", **{**LEVERS, "model_options": {"d_model": 8, "n_heads": 2},
+                                               "validation_fraction": 0.25}, baseline="summary-features",
+                               random_state=0),
+    lambda: SequenceClassifier("gru-dt", **FAST, random_state=0),
+    lambda: SequenceRegressor("ncde", **FAST, fill_gaps=None, random_state=0),
+    lambda: RandomFeatureClassifier(width=16, fine_tune={"epochs": 1}, random_state=0),
+    lambda: RandomFeatureClassifier("logsignature", random_state=0)])
+def test_fit_and_every_prediction_read_and_check_x_exactly_once(make, monkeypatch):
+    """Issue 37, one trip down: X is read once into a dataset and its observations are checked once
+    (`validate_observations`), in fit and in each prediction; the input spec, the splits, the augmented batches and
+    the controls build on the checked dataset without checking it again."""
+    from neuralde_seq import observations
+
+    X, y, times = _ragged(24, seed=3)
+    estimator = make()
+    if isinstance(estimator, SequenceRegressor):
+        y = y.astype(float)
+    calls = _spy_on(monkeypatch, observations.validate_observations)
+    estimator.fit(X, y, times=times)
+    assert len(calls) == 1
+    predictions = [estimator.predict, estimator.score] + [
+        getattr(estimator, name) for name in ("predict_proba", "decision_function", "random_features")
+        if hasattr(estimator, name)]
+    for predict in predictions:
+        calls.clear()
+        predict(X, y, times=times) if predict == estimator.score else predict(X, times=times)
+        assert len(calls) == 1, predict.__name__

@@ -32,19 +32,23 @@ last observation forward (the first observation backward), and ``"zero"`` writes
 with a mask channel. A channel with no observation at all in a sample raises an error unless
 ``unobserved_fill`` names the value to use.
 
-Observations are checked by `validate_observations` (shapes, lengths, NaN times, increasing times, and the finite
-range of values and times in their dtype).
+Observations given as tensors are checked by `validate_observations` (shapes, lengths, NaN times, increasing times,
+and the finite range of values and times in their dtype). `control_of` builds the control of an `Observations` batch,
+which was checked when it was made (`Observations.from_tensors`, or from a checked `IrregularDataset` by
+`neuralde_seq.training.InputSpec`): not again; only what the options change is (the times divided by the time unit,
+`check_rescaled_times`).
 """
 from __future__ import annotations
 
 import torch
 
-from ..observations import _first, validate_observations
+from ..observations import (Observations, _first, check_min_length, check_rescaled_times,
+                            validate_observations)
 from .control import Control
 from .interpolation import ObservedChannels
 from .options import ControlOptions, parse_control_options
 
-__all__ = ["build_control", "observed_channels"]
+__all__ = ["build_control", "control_of", "observed_channels"]
 
 
 def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
@@ -89,6 +93,38 @@ def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tens
     return options.interpolation.build(observed_channels(times, values, lengths, options))
 
 
+def control_of(observations: Observations, options: ControlOptions) -> Control:
+    """The control of observations checked when they were made, as `build_control` builds it from the same tensors.
+
+    Arguments:
+        observations: an `Observations` batch (from `Observations.from_tensors`, or taken from a checked
+            `IrregularDataset`): its times, values and lengths are not checked again.
+        options: the `ControlOptions` (resolved).
+
+    Returns:
+        The `Control` (`build_control`).
+
+    Raises:
+        ValueError: unresolved options; a sample with fewer than 2 points; times the time unit takes beyond the
+            finite range or makes equal (`check_rescaled_times`); what the options refuse of the observations (an
+            all-NaN channel without ``unobserved_fill``, samples on different time grids with the time grid as
+            knots).
+    """
+    if not isinstance(options, ControlOptions):
+        raise TypeError(f"options must be a ControlOptions, got {type(options).__name__}")
+    options.check_resolved()
+    times, values = observations.times, observations.values
+    lengths = observations.lengths.to(values.device).long()
+    check_min_length(lengths, 2)
+    if options.time_unit is not None:  # in float64: large raw times keep their resolution (as observed_channels)
+        times = (times.double() / options.time_unit).to(values.dtype)
+        check_rescaled_times(times, lengths, options.time_unit)
+    else:
+        times = times.to(values.dtype)
+    valid = torch.arange(values.shape[1], device=values.device).unsqueeze(0) < lengths.unsqueeze(1)
+    return options.interpolation.build(_channels_at_points(times, values, lengths, valid, options))
+
+
 def observed_channels(times, values, lengths, options: ControlOptions) -> ObservedChannels:
     """The observations validated and turned into a control's channels at their points.
 
@@ -113,6 +149,12 @@ def observed_channels(times, values, lengths, options: ControlOptions) -> Observ
     if options.time_unit is not None and isinstance(times, torch.Tensor):
         times = times.double() / options.time_unit  # in float64: large raw times keep their resolution
     times, values, lengths, valid = validate_observations(times, values, lengths)
+    return _channels_at_points(times, values, lengths, valid, options)
+
+
+def _channels_at_points(times, values, lengths, valid, options: ControlOptions) -> ObservedChannels:
+    """`observed_channels` of checked observations: ``times`` (B, T) in the values' dtype (and time unit), ``values``
+    (B, T, C), ``lengths`` (B,) long, ``valid`` (B, T) within each sample's length."""
     # Columns after the longest sample are padding of every sample: they must not become knots.
     longest = int(lengths.max())
     times, values, valid = times[:, :longest], values[:, :longest], valid[:, :longest]

@@ -30,12 +30,16 @@ Rooms (the names in ``__all__`` are also importable from this package):
 
 What `RandomFeatures.fit` does, in order:
 
-1. **Scale.** A reservoir's state must neither stay at the identity nor overflow, and what decides that is how far
-   and how roughly the path moves (docs of `neuralde_seq.models.linear_cde`, "Scale"). The times and each value
-   channel are divided by their `path_scales` on the training observations (the larger of the channel's spread
-   and the scale that brings its mean quadratic variation to 10), then multiplied by ``input_scale``; the model's
-   input is built from these (``model_inputs(reservoir, ...)``, ``parametrization="index"`` unless
-   ``control_options`` says otherwise). A linear CDE reservoir then gets ``channel_scales`` 1.
+1. **Input and scale.** The map fits an `InputSpec` on the training series (``input_spec_``): with ``standardise``
+   (the estimators) each channel's statistics, the gap filling (``fill_gaps``) and the control's options
+   (``parametrization="index"`` unless ``control_options`` says otherwise). A reservoir's state must neither stay
+   at the identity nor overflow, and what decides that is how far and how roughly the path moves (docs of
+   `neuralde_seq.models.linear_cde`, "Scale"): the times and each value channel are divided by their `path_scales`
+   on the filled training series (the larger of the channel's spread and the scale that brings its mean quadratic
+   variation to 10), then multiplied by ``input_scale``. The times' scale over ``input_scale`` is the spec's time
+   unit; the value channels' are the map's own (``value_scales_``: a second scale after standardisation, of the
+   path's spread and roughness rather than of the observed values). The model's input is the spec's control of
+   these (`InputSpec.inputs_of`). A linear CDE reservoir then gets ``channel_scales`` 1.
 2. **Model.** ``create_model(reservoir, inputs, 2, **model_options)`` under ``torch.manual_seed(seed)`` (torch's
    global random state is restored afterwards), ``width`` its size (``hidden`` of linear CDEs and NCDEs, ``d_model``
    of CT-FWPs; NCDE fields at PyTorch's initial scale, ``field_init_scale=1``, unless ``model_options`` gives

@@ -1,7 +1,7 @@
 """The scikit-learn estimators of random features, `RandomFeatureClassifier` and `RandomFeatureRegressor` (also in
-`neuralde_seq.sklearn`): a `RandomFeatures` map fitted on the standardised X, read out by a `RidgeReadout`, with the
-input handling, checks and conventions of `neuralde_seq.sklearn`'s estimators (their shared base,
-`neuralde_seq.estimator_base`).
+`neuralde_seq.sklearn`): a `RandomFeatures` map fitted on X (its input spec standardises each channel), read out by a
+`RidgeReadout`, with the input handling, checks and conventions of `neuralde_seq.sklearn`'s estimators (their shared
+base, `neuralde_seq.estimator_base`: X read and checked once).
 """
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.transforms.standardisation import channel_statistics
 from ..estimator_base import SequenceClassifierMixin, SequenceEstimatorBase, SequenceRegressorMixin
-from ..estimator_inputs import estimator_dtype, standardised
+from ..estimator_inputs import estimator_dtype
 from ..reservoir_tuning import FineTuning, fine_tune
-from ..training.input_spec import warn_unobserved
 from .features import RandomFeatures
 from .readout import DEFAULT_ALPHAS, RidgeReadout, _class_logits, _fit_probability_temperature, one_vs_all
 
@@ -62,10 +60,11 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         return estimator_dtype(self.dtype)
 
     def _unobserved_fill(self):
-        return self.feature_map_.control_options.get("unobserved_fill")
+        return self.feature_map_.input_spec_.control.unobserved_fill
 
-    def _features(self, data, device: torch.device) -> torch.Tensor:
-        return self.feature_map_.transform(*self._standardised_inputs(data, device))
+    def _features(self, data) -> torch.Tensor:
+        """The fitted map's features of ``data`` (the dataset X was read into, on the estimator's device)."""
+        return self.feature_map_.transform(data)
 
     # Not named transform / fit_transform: scikit-learn would take the estimators for transformers.
     def fit_random_features(self, X, y, times=None) -> np.ndarray:
@@ -86,26 +85,29 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         readout = RidgeReadout(self.alphas, classification=self._classification)  # checks alphas first
         tuning = FineTuning.read(self.fine_tune)  # and the fine-tuning settings
         seed = self._seed()
+        # the map's input spec standardises each channel and fills a channel a sample never observes with its
+        # training mean (0 once standardised, said in one UnobservedChannelWarning), unless control_options say
         feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
                                      num_times=self.num_times, num_biases=self.num_biases, num_levels=self.num_levels,
                                      input_scale=self.input_scale, fast_share=self.fast_share,
                                      timescales=self.timescales, memory=self.memory, model_options=self.model_options,
-                                     control_options=self._resolved_control_options(), fill_gaps=self.fill_gaps,
-                                     seed=seed, batch_size=self.batch_size)
-        device = torch.device(self.device)
-        data = self._data(X, times)
-        warn_unobserved(data, "training samples", feature_map.control_options["unobserved_fill"])
+                                     control_options={"unobserved_fill": "mean", **(self.control_options or {})},
+                                     fill_gaps=self.fill_gaps, standardise=True, seed=seed,
+                                     batch_size=self.batch_size)
+        data = self._data(X, times)  # read and checked once
         targets = self._targets(y, len(data))
         fitted_with_times = times is not None
-        self.channel_mean_, self.channel_scale_ = (s.numpy() for s in channel_statistics(data))
+        data = data.to(torch.device(self.device))
         self.feature_map_ = feature_map
         with self._threads():
-            feature_map.fit(*self._standardised_inputs(data, device))
-            features = self._features(data, device)
+            feature_map.fit(data)
+            features = self._features(data)
             readout.fit(features, targets.to(features.device))
             self.fine_tuning_ = None
             if tuning is not None:
-                features, readout = self._fine_tune(data, targets, device, readout, features, tuning, seed)
+                features, readout = self._fine_tune(data, targets, readout, features, tuning, seed)
+        spec = feature_map.input_spec_
+        self.channel_mean_, self.channel_scale_ = np.array(spec.channel_mean), np.array(spec.channel_scale)
         self.readout_ = readout
         if self._classification:
             # on the final readout's leave-one-out decisions: its in-sample ones often separate the training series
@@ -118,12 +120,13 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         self.fitted_with_times_ = fitted_with_times
         return features
 
-    def _fine_tune(self, data, targets: torch.Tensor, device: torch.device, readout: RidgeReadout,
-                   features: torch.Tensor, tuning: FineTuning, seed: int):
+    def _fine_tune(self, data, targets: torch.Tensor, readout: RidgeReadout, features: torch.Tensor,
+                   tuning: FineTuning, seed: int):
         """`neuralde_seq.reservoir_tuning.fine_tune` of the fitted map; the readout refitted on all the series when
         the fine-tuned map is chosen. Returns (features, readout) of the map kept."""
         feature_map = self.feature_map_
-        arguments = feature_map.model_arguments(*self._standardised_inputs(data, device))
+        device = data.values.device
+        arguments = feature_map.model_arguments(data)
         if self._classification:
             codes = targets.to(device)
             readout_targets, strata = one_vs_all(codes, len(self.classes_)), targets.cpu().numpy()
@@ -138,31 +141,16 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         if tuned is feature_map:
             return features, readout
         self.feature_map_ = tuned
-        features = self._features(data, device)
+        features = self._features(data)
         refitted = RidgeReadout(self.alphas, classification=self._classification)
         refitted.fit(features, targets.to(features.device))
         return features, refitted
 
-    def _resolved_control_options(self) -> dict:
-        """``control_options`` with ``unobserved_fill`` "mean" (the default) as 0, the standardised values' mean."""
-        options = {"unobserved_fill": "mean", **(self.control_options or {})}
-        if isinstance(options["unobserved_fill"], str):
-            if options["unobserved_fill"] != "mean":
-                raise ValueError(f"control_options: unobserved_fill must be None, a finite number, one per channel, "
-                                 f"or 'mean' (the training mean of each channel), got {options['unobserved_fill']!r}")
-            options["unobserved_fill"] = 0.0
-        return options
-
-    def _standardised_inputs(self, data, device: torch.device):
-        # in the estimator's dtype (the times'); the dataset holds the values in float64 (`read_sequences`)
-        values = standardised(data.values, self.channel_mean_, self.channel_scale_, data.times.dtype).to(device)
-        return data.times.to(device), values, data.lengths.to(device)
-
     def _outputs(self, X, times) -> torch.Tensor:
         """The readout's outputs for X, float64 on the CPU."""
-        data = self._prediction_data(X, times)
+        data = self._prediction_data(X, times).to(torch.device(self.device))
         with self._threads():
-            return self.readout_.decision_function(self._features(data, torch.device(self.device))).cpu()
+            return self.readout_.decision_function(self._features(data)).cpu()
 
     def random_features(self, X, times=None) -> np.ndarray:
         """The random features of X (before the readout's standardisation).
@@ -174,9 +162,9 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         Returns:
             (N, n_random_features_) float64 array.
         """
-        data = self._prediction_data(X, times, warn=False)
+        data = self._prediction_data(X, times, warn=False).to(torch.device(self.device))
         with self._threads():
-            return self._features(data, torch.device(self.device)).cpu().numpy()
+            return self._features(data).cpu().numpy()
 
 
 class RandomFeatureClassifier(SequenceClassifierMixin, _RandomFeatureEstimator):

@@ -6,6 +6,7 @@ in `neuralde_seq.random_features.feature_kinds`, the reservoirs in `neuralde_seq
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from typing import Sequence
@@ -13,14 +14,14 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..controls import Control, build_control
-from ..data.transforms.sampling import fill_gaps, median_step
+from ..controls import Control, ControlOptions, Linear, control_of, parse_control_options
+from ..data.base.datasets import IrregularDataset
 from ..input_checks import did_you_mean
-from ..models import LinearCDE, model_inputs
-from ..models import control_options as registry_control_options
+from ..models import LinearCDE, check_control_overrides
 from ..models.linear_cde import path_scales
+from ..observations import Observations
 from ..ops.reservoir_features import POOLED_FEATURES, fused_available, fused_features, fused_states
-from ..training.input_spec import check_fill_gaps
+from ..training.input_spec import InputSpec, check_fill_gaps
 from ..training.objectives import ModelArguments
 from .feature_kinds import (FEATURES, LOGSIGNATURE_FEATURES, PATH_FEATURES, STATE_FEATURES, Pooling, _inside,
                             level_thresholds, logsignature_feature)
@@ -68,6 +69,18 @@ def _bytes(count: int) -> str:
     return f"{count / 2**20:.1f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
 
 
+def _series(times, values, lengths) -> IrregularDataset | Observations:
+    """The series a method of `RandomFeatures` reads: an `IrregularDataset` or `Observations` given alone, checked
+    when it was made (the estimators' X, read and checked once), or (times, values, lengths) tensors, checked here
+    (`Observations.from_tensors`)."""
+    if values is None:
+        if not isinstance(times, (IrregularDataset, Observations)):
+            raise TypeError("give times, values (and lengths), or the series as one IrregularDataset or Observations, "
+                            f"got {type(times).__name__} alone")
+        return times
+    return Observations.from_tensors(times, values, lengths)
+
+
 
 class RandomFeatures:
     """A frozen, randomly initialised registry model (or the path's log-signatures) as a feature map of series
@@ -103,7 +116,9 @@ class RandomFeatures:
             (default): "oscillation" for ``slice-block`` with timescales, else "decay".
         model_options: constructor options replacing the registry defaults (e.g. ``{"init_scale": 1.0}``,
             ``{"solver": {"method": "exact"}}``); for ``"logsignature"``: ``depth`` and ``backend``.
-        control_options: `build_control` options replacing the registry's (default ``parametrization="index"``).
+        control_options: `build_control` options replacing the registry's (default ``parametrization="index"``);
+            for ``"logsignature"`` on top of a linear path with a time channel. ``unobserved_fill="mean"`` is each
+            channel's training mean (`InputSpec.fit`).
         fill_gaps: "auto" (default): before anything else, each series' gaps get unobserved points so that the
             reservoir, which steps once per knot, steps about the training data's median time step per knot
             (`neuralde_seq.data.fill_gaps`; a regular series with dropped points becomes its grid with NaN there,
@@ -111,12 +126,19 @@ class RandomFeatures:
             a positive number: that step, in the times' units; None: the observations' knots only. With 30 % of the
             points removed from aeon's series, the knots of the observations alone cost 2-11 points of accuracy
             (ItalyPowerDemand 84 against 93 %, PickupGestureWiimoteZ 65 against 76 %, docs/benchmarks.md).
+        standardise: standardise each channel with the mean and standard deviation of its observed training values
+            first (the input spec's channel statistics; the estimators do); default False: the values as given
+            (standardised by the caller).
         seed: seed of the model's draw and of the thresholds (default 0).
         batch_size: series per forward pass (default 32); fewer where their states (B × knots × H numbers) would
             pass 2**25 (128 MiB in float32).
 
-    Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``fill_step_`` (the step of
-    ``fill_gaps``, or None), ``time_scale_`` (float), ``value_scales_`` (C,), ``state_width_`` (H),
+    Fitted attributes: ``model_`` (the frozen module; None for "logsignature"), ``input_spec_`` (the fitted
+    `InputSpec` of the reservoir's input: channel statistics with ``standardise``, the step of ``fill_gaps`` as
+    ``input_spec_.fill_step``, the `ControlOptions`, and the time unit ``time_scale_ / input_scale``; for
+    ``"logsignature"`` a spec without a model, of a linear path), ``time_scale_`` (float: the time channel's path
+    scale), ``value_scales_`` (C,: the value channels' path scales, which divide the values the spec gives),
+    ``state_width_`` (H),
     ``num_features_``, ``feature_slices_`` (each feature's columns: a dict name -> slice), ``biases_``
     ((num_biases, H), "ppv" and "mpv" only), ``levels_`` ((C, num_levels), "levels" only), ``timescales_`` ((H,)
     the units' τ (for oscillators −1/log ρ_j, per unit of each pair), linear CDEs with memory only), ``periods_``
@@ -127,7 +149,8 @@ class RandomFeatures:
                  width: int | None = None, num_times: int = 4, num_biases: int = 1, num_levels: int = 64,
                  input_scale: float = 1.0,
                  fast_share="auto", timescales="auto", memory: str = "auto", model_options: dict | None = None,
-                 control_options: dict | None = None, fill_gaps="auto", seed: int = 0, batch_size: int = 32):
+                 control_options: dict | None = None, fill_gaps="auto", standardise: bool = False, seed: int = 0,
+                 batch_size: int = 32):
         if reservoir not in RESERVOIRS:
             hint = did_you_mean(str(reservoir), RESERVOIRS)
             raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}"
@@ -161,8 +184,11 @@ class RandomFeatures:
         memory, self._explicit_memory, fast_share = resolve_memory(reservoir, memory, timescales, fast_share,
                                                                    model_options)
         if control_options and "time_unit" in control_options:
-            raise ValueError("control_options: time_unit does not apply to a reservoir, which divides the times by "
-                             "their own scale on the training data (path_scales); input_scale scales the whole path")
+            raise ValueError("control_options: time_unit does not apply to a reservoir, whose time unit is the time "
+                             "channel's own scale on the training data (path_scales); input_scale scales the whole "
+                             "path")
+        if not isinstance(standardise, bool):
+            raise ValueError(f"standardise must be True or False, got {standardise!r}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self.fill_gaps = check_fill_gaps(fill_gaps)
@@ -176,6 +202,7 @@ class RandomFeatures:
             self.features = DEFAULT_OSCILLATION_FEATURES
         self.model_options, self.control_options = dict(model_options or {}), dict(control_options or {})
         self.seed, self.batch_size = int(seed), int(batch_size)
+        self.standardise = standardise
         if reservoir == "logsignature":
             unknown = set(self.model_options) - {"depth", "backend"}
             if unknown:
@@ -185,105 +212,125 @@ class RandomFeatures:
             _check_positive_int("model_options['depth']", depth)
 
     # -------------------------------------------------------------------------------------------- inputs
-    def _control_options(self) -> dict:
-        return {"parametrization": "index", **self.control_options}
+    def _control(self) -> ControlOptions:
+        """The options of the reservoir's input, as given: the reservoir's registered ones (for ``"logsignature"`` a
+        linear path with a time channel) with ``parametrization="index"`` and ``control_options`` on top."""
+        given = {"parametrization": "index", **self.control_options}
+        if self.reservoir == "logsignature":
+            return parse_control_options(given, base=ControlOptions(interpolation=Linear()))
+        return check_control_overrides(self.reservoir, given)
 
-    def _rescaled(self, times: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        time_scale = self.time_scale_ / self.input_scale
+    def _rescaled(self, observations: Observations) -> Observations:
+        """The observations the spec gives with each value channel divided by its path scale over ``input_scale``
+        (the times are divided by the spec's time unit when a path is built)."""
+        values = observations.values
         value_scales = (self.value_scales_ / self.input_scale).to(device=values.device)
-        # in float64, then back: large raw times keep their resolution
-        return ((times.to(torch.float64) / time_scale).to(times.dtype),
-                (values.to(torch.float64) / value_scales).to(values.dtype))
+        # in float64, then back
+        values = (values.to(torch.float64) / value_scales).to(values.dtype)
+        return Observations(observations.times, values, observations.lengths, observations.static)
 
-    def _linear_path(self, times, values, lengths, time_channel: bool = True) -> Control:
-        fill = self.control_options.get("unobserved_fill")
-        parametrization = self._control_options()["parametrization"]
-        return build_control(times, values, lengths, interpolation="linear", time_channel=time_channel,
-                             parametrization=parametrization, unobserved_fill=fill)
+    def _observations(self, times, values, lengths) -> Observations:
+        """The rescaled observations of the series (`_series`) the fitted map reads."""
+        return self._rescaled(self.input_spec_.observations(_series(times, values, lengths)))
 
-    def inputs(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> Control:
+    def _linear_path(self, observations: Observations, time_channel: bool = True, time_unit=None) -> Control:
+        """The linear path of the observations (the one the path scales and the path features read), with the
+        parametrisation and fill of unobserved channels of the reservoir's input."""
+        control = self.input_spec_.control
+        options = ControlOptions(interpolation=Linear(), time_channel=time_channel,
+                                 parametrization=control.parametrization, unobserved_fill=control.unobserved_fill,
+                                 time_unit=time_unit)
+        return control_of(observations, options)
+
+    def inputs(self, times: torch.Tensor, values: torch.Tensor | None = None,
+               lengths: torch.Tensor | None = None) -> Control:
         """The fitted map's input built from observations: the rescaled path as the reservoir reads it (a linear
         control with a time channel for ``"logsignature"``).
 
         Arguments:
-            times: (B, T) observation times, strictly increasing within each sample's length.
-            values: (B, T, C) observations (standardised), NaN for missing.
+            times: (B, T) observation times, strictly increasing within each sample's length; or the series as one
+                `IrregularDataset` or `Observations` (``values`` and ``lengths`` then None).
+            values: (B, T, C) observations (standardised, or raw with ``standardise``), NaN for missing.
             lengths: (B,) valid observations per sample; None (default): all T.
 
         Returns:
             A `Control` of batch size B.
         """
         self._check_fitted()
-        return self._inputs(*self._filled(times, values, lengths))
+        return self._inputs(self._observations(times, values, lengths))
 
-    def model_arguments(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None):
+    def model_arguments(self, times: torch.Tensor, values: torch.Tensor | None = None,
+                        lengths: torch.Tensor | None = None):
         """What a trainable copy of the map reads (`neuralde_seq.reservoir_tuning.ReservoirNetwork`): the input
         `inputs` gives and the "values" feature, which does not depend on the reservoir.
 
         Arguments:
-            times: (B, T), values: (B, T, C), lengths: (B,) or None, as `transform`.
+            times: (B, T) times, or the series as one `IrregularDataset` or `Observations`, as `transform`.
+            values: (B, T, C) or None, as `transform`.
+            lengths: (B,) or None, as `transform`.
 
         Returns:
             ``ModelArguments(control, path_part)``: path_part the path features (`PATH_FEATURES`) in the order of
             ``features``, (B, width) float64, (B, 0) without them.
         """
         self._check_fitted()
-        times, values, lengths = self._filled(times, values, lengths)
-        return ModelArguments(self._inputs(times, values, lengths), self._path_features(times, values, lengths))
+        observations = self._observations(times, values, lengths)
+        return ModelArguments(self._inputs(observations), self._path_features(observations))
 
-    def _filled(self, times, values, lengths):
-        """The observations with `fill_gaps`' unobserved points at the fitted step (as given where it is None)."""
-        if lengths is None:
-            lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
-        if self.fill_step_ is None:
-            return times, values, lengths
-        return fill_gaps(times, values, lengths, self.fill_step_)
-
-    def _inputs(self, times, values, lengths) -> Control:
-        times, values = self._rescaled(times, values)
-        if self.reservoir == "logsignature":
-            return self._linear_path(times, values, lengths)
-        return model_inputs(self.reservoir, times, values, lengths, **self._control_options())
+    def _inputs(self, observations: Observations) -> Control:
+        """The reservoir's input: the spec's control of the rescaled observations, in the spec's time unit."""
+        return self.input_spec_.inputs_of(observations)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "num_features_"):
             raise RuntimeError("this RandomFeatures is not fitted yet: call fit(times, values, lengths) first")
 
     # -------------------------------------------------------------------------------------------- fit
-    def fit(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> "RandomFeatures":
-        """Scales, the frozen model and the thresholds from training observations (package docstring).
+    def fit(self, times: torch.Tensor, values: torch.Tensor | None = None,
+            lengths: torch.Tensor | None = None) -> "RandomFeatures":
+        """The input spec, the scales, the frozen model and the thresholds from training observations (package
+        docstring).
 
         Arguments:
-            times: (N, T) observation times, strictly increasing within each sample's length.
-            values: (N, T, C) observations, standardised (e.g. `channel_statistics`), NaN for missing.
+            times: (N, T) observation times, strictly increasing within each sample's length; or the training series
+                as one `IrregularDataset` or `Observations` (``values`` and ``lengths`` then None), checked when it
+                was made and not again.
+            values: (N, T, C) observations, NaN for missing: standardised (e.g. `channel_statistics`), or raw with
+                ``standardise``.
             lengths: (N,) valid observations per sample; None (default): all T.
 
         Returns:
             self, fitted; the model lives on ``values``' device in its dtype.
 
         Raises:
-            ValueError: observations `build_control` refuses, or a model option the constructor refuses.
+            ValueError: observations `Observations.from_tensors` or `build_control` refuses, or a model option the
+                constructor refuses.
         """
-        if lengths is None:
-            lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
-        self.fill_step_ = None if self.fill_gaps is None else (
-            median_step(times, lengths) if self.fill_gaps == "auto" else float(self.fill_gaps))
-        times, values, lengths = self._filled(times, values, lengths)
-        scales = path_scales(self._linear_path(times, values, lengths))
+        data = _series(times, values, lengths)
+        # What the spec does: the channel statistics (standardise), the gap filling, the control's options. Its time
+        # unit is the time channel's path scale over input_scale, found on the path of the filled series below.
+        self.input_spec_ = InputSpec.fit(None if self.reservoir == "logsignature" else self.reservoir, data,
+                                         control=self._control(), standardise=self.standardise,
+                                         fill_gaps=self.fill_gaps)
+        observations = self.input_spec_.observations(data)
+        scales = path_scales(self._linear_path(observations))  # of the filled series, in their own time units
         self.time_scale_ = float(scales[0])
         self.value_scales_ = torch.tensor(scales[1:], dtype=torch.float64)
+        self.input_spec_ = dataclasses.replace(self.input_spec_, time_unit=self.time_scale_ / self.input_scale)
+        observations = self._rescaled(observations)
+        values = observations.values
         self.levels_ = None
         if "levels" in self.features:
-            self.levels_ = level_thresholds(*self._points(times, values, lengths), self.num_levels).to(
+            self.levels_ = level_thresholds(*self._points(observations), self.num_levels).to(
                 device=values.device, dtype=values.dtype)
-        control = self._inputs(times, values, lengths)
+        control = self._inputs(observations)
         self.model_ = None if self.reservoir == "logsignature" else build_reservoir(
             self.reservoir, control, values, width=self.width, memory=self.memory, model_options=self.model_options,
             seed=self.seed)
         self.timescales_ = self.periods_ = None
         if self.model_ is not None and self.timescales is not None:
             # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
-            if {**registry_control_options(self.reservoir), **self.control_options}.get("time_channel", True):
+            if self.input_spec_.control.time_channel:
                 self.timescales_, self.periods_ = set_memory(self.model_, control, self.timescales, self.memory,
                                                              self.fast_share, self.seed)
             elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
@@ -296,8 +343,7 @@ class RandomFeatures:
             chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
             self.biases_, self.spreads_ = self._thresholds(control[chosen.sort().values], generator)
         with torch.no_grad():
-            probe = self._batch_features(control[:1], times[:1], values[:1],
-                                         None if lengths is None else lengths[:1], sizes := [])
+            probe = self._batch_features(control[:1], observations[:1], sizes := [])
         self.feature_slices_ = {}
         for feature, size in zip(self.features, sizes):
             start = sum(s.stop - s.start for s in self.feature_slices_.values())
@@ -411,12 +457,15 @@ class RandomFeatures:
         return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)
 
     # -------------------------------------------------------------------------------------------- features
-    def transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def transform(self, times: torch.Tensor, values: torch.Tensor | None = None,
+                  lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Features of series.
 
         Arguments:
-            times: (B, T) observation times, strictly increasing within each sample's length.
-            values: (B, T, C) observations, standardised as at fit, NaN for missing; dtype and device of fit.
+            times: (B, T) observation times, strictly increasing within each sample's length; or the series as one
+                `IrregularDataset` or `Observations` (``values`` and ``lengths`` then None).
+            values: (B, T, C) observations as at fit (standardised, or raw with ``standardise``), NaN for missing;
+                dtype and device of fit.
             lengths: (B,) valid observations per sample; None (default): all T.
 
         Returns:
@@ -428,36 +477,39 @@ class RandomFeatures:
                 ``init_scale``.
         """
         self._check_fitted()
-        times, values, lengths = self._filled(times, values, lengths)
+        observations = self._observations(times, values, lengths)
+        values = observations.values
         rows = []
         with torch.no_grad():
             # each batch's input is built from its own series (a series' features do not depend on the others)
-            knots = int(lengths.max())  # at most (log-signature windows have fewer)
+            knots = int(observations.lengths.max())  # at most (log-signature windows have fewer)
             if self._fused(values.device):  # no states stored: the batch holds the pieces' terms only
                 batch = max(1, _STATE_BUDGET // (knots * (1 + values.shape[-1])))
             else:
                 batch = self._states_batch(knots, values)
             for start in range(0, values.shape[0], batch):
-                index = slice(start, start + batch)
-                control = self._inputs(times[index], values[index], lengths[index])
-                rows.append(self._batch_features(control, times[index], values[index], lengths[index]))
+                part = observations[start:start + batch]
+                rows.append(self._batch_features(self._inputs(part), part))
         features = rows[0] if len(rows) == 1 else torch.cat(rows)
         if not bool(torch.isfinite(features).all()):
             raise ValueError(f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
                              f"input_scale (now {self.input_scale}) or the model's init_scale")
         return features
 
-    def fit_transform(self, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None
-                      ) -> torch.Tensor:
+    def fit_transform(self, times: torch.Tensor, values: torch.Tensor | None = None,
+                      lengths: torch.Tensor | None = None) -> torch.Tensor:
         """`fit`, then `transform` of the same observations.
 
         Arguments:
-            times: (N, T), values: (N, T, C), lengths: (N,) or None, as `fit`.
+            times: (N, T) times, or the series as one `IrregularDataset` or `Observations`, as `fit`.
+            values: (N, T, C) or None, as `fit`.
+            lengths: (N,) or None, as `fit`.
 
         Returns:
             (N, num_features_) float64 tensor.
         """
-        return self.fit(times, values, lengths).transform(times, values, lengths)
+        data = _series(times, values, lengths)  # checked once, for both
+        return self.fit(data).transform(data)
 
     def _fused(self, device: torch.device) -> bool:
         """Whether the features come from the fused kernel (`neuralde_seq.ops.reservoir_features`): a linear CDE
@@ -471,9 +523,11 @@ class RandomFeatures:
                 and getattr(self, "temperature_", 0.0) == 0.0
                 and fused_available())
 
-    def _batch_features(self, control: Control, times, values, lengths, sizes: list | None = None) -> torch.Tensor:
-        """(B, F) features of one batch, in the order of ``features``; ``sizes`` (if given) gets each one's width."""
-        constant = self._path_features(times, values, lengths, control)
+    def _batch_features(self, control: Control, observations: Observations, sizes: list | None = None
+                        ) -> torch.Tensor:
+        """(B, F) features of one batch (its rescaled observations and the reservoir's input built from them), in the
+        order of ``features``; ``sizes`` (if given) gets each one's width."""
+        constant = self._path_features(observations, control)
         if not self._fused(control.coeffs.device):
             return self.pooled(self._states(control), control.end_index, constant, sizes=sizes)
         model = self.model_
@@ -532,11 +586,10 @@ class RandomFeatures:
                 sizes.append(part.shape[1])
         return torch.cat(parts, dim=1)
 
-    def _points(self, times, values, lengths) -> tuple[torch.Tensor, torch.Tensor]:
+    def _points(self, observations: Observations) -> tuple[torch.Tensor, torch.Tensor]:
         """The series' rescaled values at the knots (missing ones linearly interpolated), (B, K, C), and each
         sample's end knot (B,)."""
-        times, values = self._rescaled(times, values)
-        path = self._linear_path(times, values, lengths, time_channel=False)
+        path = self._linear_path(observations, time_channel=False, time_unit=self.input_spec_.time_unit)
         return path.coeffs[:, : int(path.end_index.max()) + 1, 0], path.end_index
 
     def _points_in(self, control: Control, channels: int) -> torch.Tensor | None:
@@ -545,22 +598,23 @@ class RandomFeatures:
         registry options; the path is then not built twice); else None."""
         if self.reservoir == "logsignature":
             return None
-        options = {**registry_control_options(self.reservoir), **self._control_options()}
-        plain = (options.get("interpolation") == "linear"
-                 and options.get("time_channel", True)
-                 and not any(options.get(k) for k in ("intensity_channel", "recency_channel"))
+        options = self.input_spec_.control
+        plain = (isinstance(options.interpolation, Linear) and options.time_channel
+                 and not (options.intensity_channel or options.recency_channel)
                  and control.channels == 1 + channels)
         return control.coeffs[:, : int(control.end_index.max()) + 1, 0, 1:] if plain else None
 
-    def _path_features(self, times, values, lengths, control: Control | None = None) -> torch.Tensor:
-        """The path features (`PATH_FEATURES`) of the batch in the order of ``features``, (B, width) float64; (B, 0)
-        without them. ``control``: the batch's reservoir input, whose knots may give the values (`_points_in`)."""
+    def _path_features(self, observations: Observations, control: Control | None = None) -> torch.Tensor:
+        """The path features (`PATH_FEATURES`) of the batch's rescaled observations in the order of ``features``,
+        (B, width) float64; (B, 0) without them. ``control``: the batch's reservoir input, whose knots may give the
+        values (`_points_in`)."""
+        values = observations.values
         wanted = [f for f in self.features if f in PATH_FEATURES]
         if not wanted:
             return torch.zeros(values.shape[0], 0, dtype=torch.float64, device=values.device)
         points = None if control is None else self._points_in(control, values.shape[-1])
         if points is None:
-            points, end = self._points(times, values, lengths)
+            points, end = self._points(observations)
         else:
             end = control.end_index
         parts = [PATH_FEATURES[feature].compute(points, end, self.num_times, self.levels_) for feature in wanted]

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ..data.base.datasets import IrregularDataset
 from .base import _checked_observations, _read, _ReferenceClassifier
 
 __all__ = ["SUMMARY_STATISTICS", "summary_feature_names", "summary_features", "SummaryFeatureClassifier"]
@@ -76,7 +77,11 @@ def summary_features(times, values, lengths=None, *, horizon=None) -> np.ndarray
             increasing or not finite within a sample, infinite values, a ``horizon`` of the wrong shape, not
             finite or before a sample's last time point.
     """
-    times, values, lengths = _checked_observations(times, values, lengths)
+    return _summary_features(*_checked_observations(times, values, lengths), horizon)
+
+
+def _summary_features(times: np.ndarray, values: np.ndarray, lengths: np.ndarray, horizon) -> np.ndarray:
+    """`summary_features` of checked observations: float64 times (N, T) and values (N, T, C), int64 lengths (N,)."""
     num, steps, channels = values.shape
     rows = np.arange(num)
     end = times[rows, lengths - 1]  # (N,)
@@ -192,6 +197,8 @@ class SummaryFeatureClassifier(_ReferenceClassifier):
         (t, v, n), y = _read(X, times, y, fitting=fitting)
         if not fitting and v.shape[2] != self.n_channels_:
             raise ValueError(f"X has {v.shape[2]} channel(s), but the estimator was fitted on {self.n_channels_}")
+        if isinstance(X, IrregularDataset):  # checked when it was made (a sequence estimator's X: once)
+            return _summary_features(t.numpy(), v.numpy(), n.numpy(), None), y
         return summary_features(t, v, n), y
 
     def _fit(self, X, y, times) -> None:

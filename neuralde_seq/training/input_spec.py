@@ -47,11 +47,12 @@ from typing import Mapping
 import numpy as np
 import torch
 
-from ..controls import Control, ControlOptions, parse_control_options, time_unit_value
+from ..controls import Control, ControlOptions, control_of, parse_control_options, time_unit_value
+from ..data.base.datasets import IrregularDataset
 from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
-from ..models import check_control_overrides, control_options, model_entry, model_inputs
-from ..observations import Observations
+from ..models import check_control_overrides, control_options, model_entry
+from ..observations import Observations, check_min_length, check_rescaled_times
 from ..user_warnings import warn_user
 from .objectives import ModelArguments
 
@@ -114,7 +115,8 @@ class InputSpec:
     Build it with `InputSpec.fit`; `transform` gives the input of any split. Fields:
 
     Attributes:
-        model: the registry name of the model (`neuralde_seq.models.MODEL_NAMES`).
+        model: the registry name of the model (`neuralde_seq.models.MODEL_NAMES`), or None: a control path with the
+            spec's `ControlOptions` alone, read by no registry model (random features' log-signatures).
         control: the `ControlOptions` in force (the model's registered ones with the given ones on top, every
             value resolved; their ``time_unit`` is None: the unit is the field below); None for a model that reads
             observations.
@@ -130,7 +132,7 @@ class InputSpec:
             static features).
     """
 
-    model: str
+    model: str | None
     control: ControlOptions | None
     time_unit: float | None
     channel_mean: tuple[float, ...] | None = None
@@ -145,7 +147,7 @@ class InputSpec:
     _OPTIONAL = ("fill_step", "static_mean", "static_scale")
 
     def __post_init__(self):
-        if model_entry(self.model).inputs == "observations":
+        if self.model is not None and model_entry(self.model).inputs == "observations":
             if self.control is not None:
                 raise ValueError(f"model {self.model!r} reads raw observations: the spec's control must be None, got "
                                  f"{self.control!r}")
@@ -164,7 +166,8 @@ class InputSpec:
         """The spec of model ``name``, fitted on ``train``.
 
         Arguments:
-            model: a registry name (`neuralde_seq.models.MODEL_NAMES`).
+            model: a registry name (`neuralde_seq.models.MODEL_NAMES`), or None for a control path of ``control`` (a
+                `ControlOptions`) alone.
             train: the training data: anything with ``times`` (N, T), ``values`` (N, T, C) (NaN where missing) and
                 optionally ``lengths`` (N,), e.g. an `IrregularDataset`, `Observations` or `SyntheticSequences`.
             control: control models only: `build_control` keywords on top of the model's registered options (read by
@@ -194,10 +197,13 @@ class InputSpec:
                 channel with no observed value when standardising, a control option's value (named).
             UnknownOptionError: a control option `build_control` does not take.
         """
-        entry = model_entry(model)
+        reads = "control" if model is None else model_entry(model).inputs
         if control is not None and not isinstance(control, (Mapping, ControlOptions)):
             raise TypeError(f"control must be a mapping of build_control keywords, a ControlOptions or None, got "
                             f"{type(control).__name__}")
+        if model is None and not isinstance(control, ControlOptions):
+            raise TypeError("model None (a control path without a registry model) needs control=ControlOptions(...): "
+                            f"there are no registered options to read keywords on top of, got {control!r}")
         given_unit = None
         if isinstance(control, ControlOptions):
             given_unit = control.time_unit
@@ -209,7 +215,7 @@ class InputSpec:
                 raise ValueError("time_unit is given twice: as an argument and in control; give it once")
             time_unit = given_unit
         options = None
-        if entry.inputs == "observations":
+        if reads == "observations":
             if control:
                 given = sorted(control) if isinstance(control, dict) else control
                 raise ValueError(f"model {model!r} reads raw observations: control options {given} do not apply")
@@ -306,8 +312,7 @@ class InputSpec:
 
     def transform(self, data) -> Control | Observations | ModelArguments:
         """The model's input for every sample of ``data`` (same fields as `fit`'s ``train``; ``static`` (N, S) read
-        when the model reads static features). With ``fill_step`` each series' gaps are filled to it (`fill_gaps`)
-        before the control is built.
+        when the model reads static features): `inputs_of` the spec's `observations` of it.
 
         Returns:
             A `Control` (with ``reads_static``: ``ModelArguments(control, static)``) or `Observations`, on the device
@@ -315,7 +320,36 @@ class InputSpec:
 
         Raises:
             ValueError: data with other channels than the spec's statistics, a value beyond the models' finite range
-                once standardised, or what `build_control` / `Observations.from_tensors` refuse.
+                once standardised, or what `observations` and `inputs_of` refuse.
+        """
+        observations = self.observations(data)
+        inputs = self.inputs_of(observations)
+        if self.reads_static:
+            if observations.static is None:
+                raise ValueError(f"model {self.model!r} reads static features but the data have none")
+            return ModelArguments(inputs, observations.static)
+        return inputs
+
+    def observations(self, data) -> Observations:
+        """The observations the model's input is built from: ``data``'s values as the model reads them
+        (`values_of`), each series' gaps filled to ``fill_step`` (control models, `fill_gaps`), its static features
+        as the model reads them; the times in ``data``'s own units (the time unit applies in `inputs_of`).
+
+        An `IrregularDataset` or `Observations` was checked when it was made (`validate_observations`), and what the
+        spec does to it keeps it valid, so it is not checked again (the estimators' X is read and checked once);
+        anything else (e.g. `SyntheticSequences`) is checked here, as the model reads it (`Observations.from_tensors`).
+
+        Arguments:
+            data: anything with ``times`` (N, T), ``values`` (N, T, C) (NaN where missing), optionally ``lengths``
+                (N,) and ``static`` (N, S), on any device.
+
+        Returns:
+            An `Observations` batch on ``data``'s device, times and values in the dtype of ``data.times``.
+
+        Raises:
+            ValueError: data with other channels than the spec's statistics, a value beyond the models' finite range
+                once standardised, or (data that are neither a dataset nor observations) what
+                `Observations.from_tensors` refuses.
         """
         if self.standardises and data.values.shape[-1] != len(self.channel_mean):
             raise ValueError(f"data have {data.values.shape[-1]} channel(s), the spec was fitted on "
@@ -323,20 +357,39 @@ class InputSpec:
         values = self.values_of(data)
         lengths = _lengths_of(data)
         static = self._static_of(data)
-        if model_entry(self.model).inputs == "observations":
-            times = data.times if self.time_unit is None else data.times / self.time_unit
-            return model_inputs(self.model, times, values, lengths, static=static)
         times = data.times
         if self.fill_step is not None:
             if lengths is None:
                 lengths = torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device)
             times, values, lengths = fill_gaps(times, values, lengths, self.fill_step)
-        inputs = model_inputs(self.model, times, values, lengths, **self.control_options)
-        if self.reads_static:
-            if static is None:
-                raise ValueError(f"model {self.model!r} reads static features but the data have none")
-            return ModelArguments(inputs, static)
-        return inputs
+        if not isinstance(data, (IrregularDataset, Observations)):
+            return Observations.from_tensors(times, values, lengths, static)
+        return Observations(times, values, lengths.to(values.device).long(), static)
+
+    def inputs_of(self, observations: Observations) -> Control | Observations:
+        """The model's input built from the spec's `observations`: a `Control` of the spec's `ControlOptions` with its
+        time unit (`control_of`), or, for a model that reads observations, the observations with their times
+        divided by the time unit. They are not checked again; the times divided by the unit are
+        (`check_rescaled_times`).
+
+        Arguments:
+            observations: what `observations` returned (or a selection of its samples).
+
+        Returns:
+            A `Control` or `Observations` on the observations' device.
+
+        Raises:
+            ValueError: a sample with fewer than 2 points, times the unit takes beyond the finite range or makes
+                equal, or what `control_of` refuses.
+        """
+        if self.control is None:
+            times, lengths = observations.times, observations.lengths
+            check_min_length(lengths, 2)
+            if self.time_unit is not None:
+                times = times / self.time_unit
+                check_rescaled_times(times, lengths, self.time_unit)
+            return Observations(times, observations.values, lengths, observations.static)
+        return control_of(observations, dataclasses.replace(self.control, time_unit=self.time_unit))
 
     def _static_of(self, data) -> torch.Tensor | None:
         """``data.static`` (N, S) as the model reads it: standardised column by column in float64 (as the task
@@ -384,16 +437,16 @@ class InputSpec:
             raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally "
                              f"{', '.join(cls._OPTIONAL)}), got {given}")
         model = data["model"]
-        if not isinstance(model, str):
-            raise ValueError(f"input spec: model must be a registry name (a string), got {model!r}")
-        entry = model_entry(model)
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"input spec: model must be a registry name (a string) or null, got {model!r}")
+        reads = "control" if model is None else model_entry(model).inputs
         control = data["control"]
         if control is not None and not isinstance(control, Mapping):
             raise ValueError(f"input spec: control must be a mapping of control options or null, got {control!r}")
         reads_static = data["reads_static"]
         if not isinstance(reads_static, bool):
             raise ValueError(f"input spec: reads_static must be true or false, got {reads_static!r}")
-        if entry.inputs == "observations":
+        if reads == "observations":
             # what fit refuses for a model that reads observations is refused here too, not ignored
             if control:
                 raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty "
@@ -419,7 +472,7 @@ class InputSpec:
                    fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
 
 
-def _control_from_dict(model: str, control: Mapping | None) -> ControlOptions:
+def _control_from_dict(model: str | None, control: Mapping | None) -> ControlOptions:
     """A saved spec's control options: the form `InputSpec.to_dict` writes (every field, the interpolation as a dict
     ``{"type": ...}``), or the form written before `ControlOptions` existed (run folders of issue 36: keywords with
     the interpolation by name, read on top of the model's registered options as `model_inputs` read them then; the
@@ -434,6 +487,9 @@ def _control_from_dict(model: str, control: Mapping | None) -> ControlOptions:
     try:
         if isinstance(control.get("interpolation"), Mapping):
             options = ControlOptions.from_dict(control, "input spec: control")
+        elif model is None:  # no registered options to read keywords on top of
+            raise ValueError("a spec without a model holds its control as InputSpec.to_dict writes it (the "
+                             f"interpolation as {{'type': ...}}), got {sorted(control)}")
         else:
             options = check_control_overrides(model, control)
         options.check_resolved("a fitted input spec")

@@ -17,6 +17,7 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 import warnings
 from typing import NamedTuple, Sequence
@@ -84,11 +85,17 @@ class IrregularDataset:
     targets: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        self.class_names = [str(c) for c in self.class_names]
-        t, v, n, y = self.times, self.values, self.lengths, self.labels
-        for arg, tensor in (("times", t), ("values", v), ("lengths", n), ("labels", y)):
-            if arg == "labels" and tensor is None:  # an unlabelled dataset
-                continue
+        self._check_observations()
+        self._check_fields()
+
+    def _check_observations(self) -> None:
+        """The observations (times, values, lengths) by the toolkit's one validation (`validate_observations`: shapes,
+        dtypes, lengths, NaN times, finite range, order within each sample's length), and the padding convention.
+        Run once, when a dataset is made from observations; a dataset derived from a checked one by a step that
+        keeps them valid (`subset`, `replace` of other fields, `to` another device, `unobserved`) is not checked
+        again."""
+        t, v, n = self.times, self.values, self.lengths
+        for arg, tensor in (("times", t), ("values", v), ("lengths", n)):
             if not isinstance(tensor, torch.Tensor):
                 raise ValueError(f"{arg} must be a torch.Tensor, got {type(tensor).__name__}")
         if n.shape != (t.shape[0],) or n.dtype != torch.long:
@@ -97,14 +104,22 @@ class IrregularDataset:
             raise ValueError("the dataset is empty (N = 0)")
         if t.dim() == 2 and not t.is_floating_point():
             raise ValueError("times and values must be floating point tensors")
-        # The observations' own checks (shapes, dtypes, lengths, NaN times, finite range, order within each
-        # sample's length) live in one place, shared with Observations and build_control.
         validate_observations(t, v, n, min_length=1)
         if not torch.isfinite(t).all():
             raise ValueError("times contain NaN or infinite entries (the padding's grid too must be finite)")
         if t.shape[1] > 1 and not (t[:, 1:] > t[:, :-1]).all():
             bad = int(torch.nonzero(~(t[:, 1:] > t[:, :-1]).all(dim=1))[0])
             raise ValueError(f"times must be strictly increasing in every row, padding included; sample {bad} is not")
+        pad = torch.arange(t.shape[1], device=n.device)[None, :] >= n[:, None]
+        if (~torch.isnan(v[pad])).any():
+            raise ValueError("values after a sample's length must be NaN (padding)")
+
+    def _check_fields(self) -> None:
+        """Everything but the observations: labels, targets, static features (each against the samples' count)."""
+        self.class_names = [str(c) for c in self.class_names]
+        t, y = self.times, self.labels
+        if y is not None and not isinstance(y, torch.Tensor):
+            raise ValueError(f"labels must be a torch.Tensor, got {type(y).__name__}")
         if y is not None and (y.shape != (t.shape[0],) or y.dtype != torch.long):
             raise ValueError(f"labels must be a long tensor of shape ({t.shape[0]},), got {y.dtype} {tuple(y.shape)}")
         if y is not None and y.numel() and (int(y.min()) < 0 or int(y.max()) >= len(self.class_names)):
@@ -121,9 +136,23 @@ class IrregularDataset:
                                  f"{tuple(st.shape) if isinstance(st, torch.Tensor) else type(st).__name__}")
             if not st.is_floating_point():
                 raise ValueError("static must be a floating point tensor")
-        pad = torch.arange(t.shape[1], device=n.device)[None, :] >= n[:, None]
-        if (~torch.isnan(v[pad])).any():
-            raise ValueError("values after a sample's length must be NaN (padding)")
+
+    @classmethod
+    def _derived(cls, **fields_) -> "IrregularDataset":
+        """A dataset whose observations come from a checked dataset by a step that keeps them valid (a selection of
+        samples, a move to another device, points made unobserved): the other fields are checked, the observations
+        not again (`_check_observations`)."""
+        dataset = cls.__new__(cls)
+        for spec in dataclasses.fields(cls):
+            if spec.name in fields_:
+                value = fields_[spec.name]
+            elif spec.default is not dataclasses.MISSING:
+                value = spec.default
+            else:
+                value = spec.default_factory()
+            setattr(dataset, spec.name, value)
+        dataset._check_fields()
+        return dataset
 
     def _check_targets(self) -> None:
         """``targets``: a finite floating (N,) or (N, K) tensor, and no ``labels`` beside it."""
@@ -192,7 +221,7 @@ class IrregularDataset:
         if idx.numel() and (int(idx.min()) < -len(self) or int(idx.max()) >= len(self)):
             raise ValueError(f"indices out of range for a dataset of {len(self)} samples")
         idx = idx.to(self.times.device)
-        return IrregularDataset(
+        return IrregularDataset._derived(  # a selection of checked samples: not checked again
             times=self.times[idx].clone(),
             values=self.values[idx].clone(),
             lengths=self.lengths[idx].clone(),
@@ -205,7 +234,8 @@ class IrregularDataset:
         )
 
     def replace(self, **changes) -> "IrregularDataset":
-        """A copy with some fields replaced (validated again).
+        """A copy with some fields replaced, checked as a new dataset is: the observations (times, values, lengths)
+        only where one of them is replaced (by another tensor), the other fields always.
 
         Arguments:
             **changes: new values of fields (``times``, ``values``, ``lengths``, ``labels``, ``class_names``,
@@ -220,7 +250,32 @@ class IrregularDataset:
             targets=self.targets,
         )
         fields_.update(changes)
+        if all(fields_[name] is getattr(self, name) for name in ("times", "values", "lengths")):
+            return IrregularDataset._derived(**fields_)  # the checked observations, kept
         return IrregularDataset(**fields_)
+
+    def unobserved(self, points: torch.Tensor) -> "IrregularDataset":
+        """A copy with the values at ``points`` made unobserved (NaN in every channel): the time grid, the lengths
+        and the other fields are kept. Making points unobserved keeps checked observations valid, so they are not
+        checked again (augmentation does this at every batch: `random_crop_and_drop`).
+
+        Arguments:
+            points: (N, T) bool, True at the time points to make unobserved.
+
+        Returns:
+            A new `IrregularDataset`.
+
+        Raises:
+            ValueError: ``points`` not an (N, T) bool tensor.
+        """
+        if not isinstance(points, torch.Tensor) or points.dtype != torch.bool or points.shape != self.times.shape:
+            shape = tuple(points.shape) if isinstance(points, torch.Tensor) else type(points).__name__
+            raise ValueError(f"points must be an (N, T) = {tuple(self.times.shape)} bool tensor, got {shape}")
+        values = self.values.masked_fill(points.to(self.values.device).unsqueeze(-1), float("nan"))
+        return IrregularDataset._derived(
+            times=self.times, values=values, lengths=self.lengths, labels=self.labels,
+            class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
+            targets=self.targets)
 
     def to(self, device=None, dtype: torch.dtype | None = None) -> "IrregularDataset":
         """Move to ``device`` and/or cast to ``dtype``.
@@ -230,9 +285,13 @@ class IrregularDataset:
             dtype: a floating dtype for times, values, static and targets, or None (default: unchanged).
 
         Returns:
-            A new `IrregularDataset`.
+            A new `IrregularDataset`; its observations are checked again only where ``dtype`` changes theirs (a cast
+            may merge times or overflow).
         """
-        return self.replace(
+        cast = dtype is not None and (self.times.dtype != dtype or self.values.dtype != dtype)
+        build = IrregularDataset if cast else IrregularDataset._derived
+        return build(
+            class_names=list(self.class_names), name=self.name, meta=dict(self.meta),
             times=self.times.to(device=device, dtype=dtype),
             values=self.values.to(device=device, dtype=dtype),
             lengths=self.lengths.to(device=device),

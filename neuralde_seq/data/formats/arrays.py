@@ -29,10 +29,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ...observations import check_times_survive_cast
 from ..base.datasets import IrregularDataset
 from .ts_format import out_of_range
 
-__all__ = ["pad_sequences", "from_concatenated", "from_arrays"]
+__all__ = ["pad_sequences", "from_concatenated", "from_arrays", "read_dataset"]
 
 
 def _check_dtype(dtype) -> torch.dtype:
@@ -193,7 +194,11 @@ def _check_samples(samples: list[np.ndarray], name: str) -> int:
 
 
 def _pad(samples: list[np.ndarray], sample_times: list[np.ndarray], channels: int, dtype: torch.dtype,
-         name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+         name: str, fix: str = "dtype=torch.float64", values_dtype: torch.dtype | None = None
+         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(times, values, lengths): times (N, T) in ``dtype`` (the cast checked: `check_times_survive_cast`), values
+    (N, T, C) as ``dtype`` holds them, stored in ``values_dtype`` (default ``dtype``; an entry ``dtype`` cannot hold
+    is refused, naming it), lengths (N,)."""
     lengths = np.array([s.shape[0] for s in samples], dtype=np.int64)
     n, longest = len(samples), int(lengths.max())
     values = np.full((n, longest, channels), np.nan)
@@ -204,19 +209,42 @@ def _pad(samples: list[np.ndarray], sample_times: list[np.ndarray], channels: in
         times[i, :length] = t
         step = t[-1] - t[-2] if length > 1 else 1.0
         times[i, length:] = t[-1] + step * np.arange(1, longest - length + 1)
+    lengths_t = torch.as_tensor(lengths, dtype=torch.long)
     times_t = torch.as_tensor(times, dtype=dtype)
-    if longest > 1:
-        flat = ~(times_t[:, 1:] > times_t[:, :-1])
-        if bool(flat.any()):
-            i, j = (int(k) for k in torch.nonzero(flat)[0])
-            raise ValueError(f"the times of {name}[{i}] stop increasing at step {j} after the cast to {dtype} "
-                             f"({float(times[i, j])!r} and {float(times[i, j + 1])!r} become equal): subtract a "
-                             "reference time (e.g. each sample's first time) and rescale, or use dtype=torch.float64")
-    return times_t, torch.as_tensor(values, dtype=dtype), torch.as_tensor(lengths, dtype=torch.long)
+    # every row, the padding's grid too (it continues the last step, which may merge where the sample's did not)
+    check_times_survive_cast(torch.as_tensor(times), times_t, torch.full_like(lengths_t, longest), name=name,
+                             fix=fix)
+    held = torch.as_tensor(values, dtype=dtype)
+    if values_dtype is not None and values_dtype != dtype:
+        infinite = torch.isinf(held)  # finite as given (`_check_range`), beyond the dtype's range once cast
+        if bool(infinite.any()):
+            b, step, c = torch.nonzero(infinite)[0].tolist()
+            largest = torch.finfo(dtype).max
+            raise ValueError(f"{name}[{b}] has a value beyond the largest {dtype} number ({largest:.3g}) at step "
+                             f"{step}, channel {c}: use {fix}, or rescale that channel")
+        held = held.to(values_dtype)
+    return times_t, held, lengths_t
 
 
-def _read(sequences, times, lengths, dtype, names=("sequences", "times", "lengths")):
-    """(times, values, lengths) tensors and the array shape of the 2-D/3-D forms (None for lists)."""
+def _check_min_length(samples: list[np.ndarray], min_length: int, shape, name: str) -> None:
+    """Every sample has at least ``min_length`` time steps; the message says how a 3-D array of the other axes
+    order would read (``shape``: the array's, None for a list)."""
+    short = [i for i, sample in enumerate(samples) if sample.shape[0] < min_length]
+    if not short:
+        return
+    channels_first = shape is not None and len(shape) == 3 and shape[1] < shape[2]
+    raise ValueError(f"{name}[{short[0]}] has {samples[short[0]].shape[0]} time step(s) (samples {short[:5]} are too "
+                     f"short): the models need at least {min_length} time steps per sequence"
+                     + (f"; a 3-D {name} is read as (N, T, C) and this one is {tuple(int(k) for k in shape)}: for an "
+                        f"(N, C, T) array from aeon or sktime give {name}.transpose(0, 2, 1)"
+                        if channels_first else ""))
+
+
+def _read(sequences, times, lengths, dtype, names=("sequences", "times", "lengths"), *, min_length: int = 1,
+          fix: str = "dtype=torch.float64", values_dtype: torch.dtype | None = None):
+    """(times, values, lengths) tensors (`_pad`) and the array shape of the 2-D/3-D forms (None for lists), every
+    sample checked (module docstring) with at least ``min_length`` time steps; ``fix`` is how the caller asks for a
+    wider dtype, in messages."""
     dtype = _check_dtype(dtype)
     name, times_name, lengths_name = names
     samples, shape = _split_samples(sequences, name)
@@ -225,15 +253,47 @@ def _read(sequences, times, lengths, dtype, names=("sequences", "times", "length
     sample_times = _sample_times(times, samples, times_name, name)
     samples, sample_times = _apply_lengths(samples, sample_times, lengths, lengths_name, name)
     channels = _check_samples(samples, name)
-    _check_range(samples, sample_times, dtype, name, times_name)
-    return _pad(samples, sample_times, channels, dtype, name), shape
+    _check_min_length(samples, min_length, shape, name)
+    _check_range(samples, sample_times, dtype if values_dtype is None else values_dtype, dtype, name, times_name)
+    return _pad(samples, sample_times, channels, dtype, name, fix, values_dtype), shape
 
 
-def _check_range(samples, sample_times, dtype: torch.dtype, name: str, times_name: str) -> None:
-    """Refuse values and times that overflow ``dtype``, naming the argument, the sample and the value, before the
-    cast (after it, 1e308 in float32 is just ``inf``). Only overflow: the models' narrower range
-    (`magnitude_limit`) is the dataset's check, and callers such as the estimators standardise in between."""
-    limit = float(torch.finfo(dtype).max)
+def read_dataset(sequences, times=None, *, dtype: torch.dtype, values_dtype: torch.dtype | None = None,
+                 min_length: int = 1, names=("sequences", "times", "lengths"), fix: str = "dtype=torch.float64",
+                 name: str = "") -> IrregularDataset:
+    """Unlabelled sequences read once into an `IrregularDataset`, which checks their observations once
+    (`validate_observations`): how the scikit-learn estimators read X (`neuralde_seq.estimator_inputs`).
+
+    Arguments:
+        sequences: N samples in the forms of `pad_sequences`.
+        times: None (observation indices) or one (T_i,) array per sample (a list or a 2-D (N, T) array).
+        dtype: the dtype of the times (the cast checked) and the precision the values are rounded to.
+        values_dtype: the dtype the values are stored in (default ``dtype``); a wider one (float64) keeps raw values
+            that lie beyond the models' finite range in ``dtype`` until they are standardised.
+        min_length: the fewest time steps a sample may have (default 1).
+        names: the names of the sequences, the times and the lengths, in messages.
+        fix: how the caller asks for a wider dtype, in messages (e.g. ``"dtype='float64'"``).
+        name: the dataset's name.
+
+    Returns:
+        The `IrregularDataset`: times (N, T) in ``dtype``, values (N, T, C) in ``values_dtype``, lengths (N,).
+
+    Raises:
+        ValueError: what `pad_sequences` refuses, a sample shorter than ``min_length``, a value ``dtype`` cannot
+            hold, times the cast to ``dtype`` merges, or what the dataset's check refuses.
+        TypeError: as `pad_sequences`.
+    """
+    (t, values, lengths), _ = _read(sequences, times, None, dtype, names, min_length=min_length, fix=fix,
+                                    values_dtype=values_dtype)
+    return IrregularDataset(t, values, lengths, None, [], name=name)
+
+
+def _check_range(samples, sample_times, dtype: torch.dtype, times_dtype: torch.dtype, name: str,
+                 times_name: str) -> None:
+    """Refuse values that overflow ``dtype`` and times that overflow ``times_dtype``, naming the argument, the sample
+    and the value, before the cast (after it, 1e308 in float32 is just ``inf``). Only overflow: the models' narrower
+    range (`magnitude_limit`) is the dataset's check, and callers such as the estimators standardise in between."""
+    limit, times_limit = float(torch.finfo(dtype).max), float(torch.finfo(times_dtype).max)
     for i, (sample, t) in enumerate(zip(samples, sample_times)):
         with np.errstate(invalid="ignore"):
             too_big = np.abs(sample) > limit  # False for NaN (missing)
@@ -242,12 +302,12 @@ def _check_range(samples, sample_times, dtype: torch.dtype, name: str, times_nam
             value = float(sample[step, channel])
             raise ValueError(f"{name}[{i}] holds {value!r} at step {step}, channel {channel}, which "
                              f"{out_of_range(value, dtype, None)}")
-        if (np.abs(t) > limit).any():
-            step = int(np.flatnonzero(np.abs(t) > limit)[0])
+        if (np.abs(t) > times_limit).any():
+            step = int(np.flatnonzero(np.abs(t) > times_limit)[0])
             value = float(t[step])
             raise ValueError(f"{times_name}[{i}] holds {value!r} at step {step}, which "
-                             f"{out_of_range(value, dtype, None, 'the times')}; or subtract a reference time (e.g. "
-                             "each sample's first time)")
+                             f"{out_of_range(value, times_dtype, None, 'the times')}; or subtract a reference "
+                             "time (e.g. each sample's first time)")
 
 
 def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = torch.float32

@@ -108,9 +108,9 @@ def random_crop_and_drop(dataset: IrregularDataset, drop_rate: float = 0.0, crop
         ValueError: ``drop_rate`` not in [0, 1) or ``crop`` not in (0, 1].
     """
     drop_rate, crop = check_augmentation(drop_rate, crop)
-    values = dataset.values.clone()
+    values = dataset.values
     if drop_rate == 0.0 and crop == 1.0:
-        return dataset.replace(values=values)
+        return dataset.unobserved(torch.zeros(dataset.times.shape, dtype=torch.bool, device=values.device))
     device = values.device
     n, t = values.shape[:2]
     within = torch.arange(t, device=device) < dataset.lengths.to(device)[:, None]
@@ -131,8 +131,8 @@ def random_crop_and_drop(dataset: IrregularDataset, drop_rate: float = 0.0, crop
     rescue = torch.zeros_like(keep).scatter_(1, best_two, True) & keep
     kept = torch.where((kept.sum(dim=1) < 2)[:, None], kept | rescue, kept)
     kept = torch.where((count < 2)[:, None], observed, kept)
-    values[observed & ~kept] = float("nan")
-    return dataset.replace(values=values)
+    # dropping points keeps the (checked) observations valid: not checked again at every batch
+    return dataset.unobserved(observed & ~kept)
 
 
 def check_augmentation(drop_rate, crop) -> tuple[float, float]:
