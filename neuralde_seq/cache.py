@@ -18,11 +18,10 @@ from typing import Callable
 import torch
 
 from ._version import __version__
+from .file_format import FORMAT_KEY, FORMAT_VERSION, check_format
 from .files import atomic_file
 
-__all__ = ["CorruptCacheError", "TENSOR_CACHE_FORMAT", "cached_tensors"]
-
-TENSOR_CACHE_FORMAT = "neuralde_seq.tensor_cache.v1"
+__all__ = ["CorruptCacheError", "cached_tensors", "cache_key_json"]
 
 
 class CorruptCacheError(RuntimeError):
@@ -74,6 +73,29 @@ def _payload_checksum(data: dict, key_json: str) -> str:
     return digest.hexdigest()
 
 
+def cache_key_json(key: dict) -> str:
+    """The canonical JSON of a cache ``key`` (with the format version and the package version) that names its file
+    and is stored in it.
+
+    Raises:
+        TypeError, ValueError: ``key`` is not JSON-serialisable.
+    """
+    return json.dumps({FORMAT_KEY: FORMAT_VERSION, "neuralde_seq": __version__, "key": key}, sort_keys=True)
+
+
+def cache_file_name(key: dict, key_json: str) -> str:
+    """``<name>-<hash>.pt``: the file a cache ``key`` (whose `cache_key_json` is ``key_json``) is kept in."""
+    digest = hashlib.sha256(key_json.encode()).hexdigest()
+    prefix = re.sub(r"[^A-Za-z0-9._-]+", "_", str(key.get("name", "tensors")))[:100] or "tensors"
+    return f"{prefix}-{digest[:32]}.pt"
+
+
+def payload_checksum(data: dict, key_json: str) -> str:
+    """The checksum a cache file stores beside ``data``: a SHA-256 of its key and its contents (tensor bytes
+    included)."""
+    return _payload_checksum(data, key_json)
+
+
 def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], dict]) -> dict:
     """Compute ``build()`` once per ``key`` and keep the result on disk.
 
@@ -101,14 +123,10 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
     if not callable(build):
         raise ValueError("build must be a callable returning a dict")
     try:
-        key_json = json.dumps({"format": TENSOR_CACHE_FORMAT, "neuralde_seq": __version__, "key": key},
-                              sort_keys=True)
+        key_json = cache_key_json(key)
     except (TypeError, ValueError) as error:
         raise ValueError(f"key must be JSON-serialisable: {error}") from None
-    digest = hashlib.sha256(key_json.encode()).hexdigest()
-    prefix = re.sub(r"[^A-Za-z0-9._-]+", "_", str(key.get("name", "tensors")))[:100] or "tensors"
-    directory = Path(directory)
-    path = directory / f"{prefix}-{digest[:32]}.pt"
+    path = Path(directory) / cache_file_name(key, key_json)
     if path.exists():
         return _load_tensor_cache(path, key_json)
 
@@ -116,7 +134,7 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
     if not isinstance(data, dict):
         raise ValueError(f"build() must return a dict, got {type(data).__name__}")
     _check_cacheable(data, "build()")
-    payload = {"format": TENSOR_CACHE_FORMAT, "key": key_json, "data": data,
+    payload = {FORMAT_KEY: FORMAT_VERSION, "key": key_json, "data": data,
                "checksum": _payload_checksum(data, key_json)}
     with atomic_file(path) as handle:  # readers never see a half-written file
         torch.save(payload, handle)
@@ -133,8 +151,9 @@ def _load_tensor_cache(path: Path, key_json: str) -> dict:
     except Exception as error:  # truncated zip, foreign pickle, disk error, ...
         first_line = (str(error).strip().splitlines() or [""])[0][:160]
         raise corrupt(f"cannot be read ({type(error).__name__}: {first_line})") from error
-    if not isinstance(payload, dict) or payload.get("format") != TENSOR_CACHE_FORMAT:
-        raise corrupt(f"is not a {TENSOR_CACHE_FORMAT} file")
+    if not isinstance(payload, dict) or "key" not in payload:
+        raise corrupt("is not a tensor cache file")
+    check_format(payload, path, "cached tensor file")
     if payload.get("key") != key_json:
         raise corrupt("was written for another key than its name says")
     data = payload.get("data")

@@ -1,4 +1,5 @@
-"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench``, ``report``, ``models`` and ``predict``.
+"""The ``neuralde-seq`` command: ``compare`` (the default), ``bench``, ``report``, ``models``, ``predict`` and
+``migrate``.
 
 ``neuralde-seq models`` lists the registry's models, one line each (name, input, what it is);
 ``neuralde-seq models NAME ...`` prints each one's input, every default option
@@ -17,6 +18,8 @@
   (`neuralde_seq.training.runner.report_grid`): after the shards of a grid are done.
 - ``neuralde-seq predict RUN_OR_CHECKPOINT DATA --out predictions.csv`` scores a data file (``.ts`` / ARFF) with a
   run's trained model (`neuralde_seq.load_run`): one CSV line per sample, its predicted class and probabilities.
+- ``neuralde-seq migrate PATH`` brings the results, checkpoints and caches an older neuralde_seq wrote under PATH
+  to the current format version (`neuralde_seq.migration.migrate_path`); readers refuse older files, naming it.
 
 Exit status: 0 when every run trained; 1 when a run diverged (its last good checkpoint is still
 reported, marked DIVERGED); 2 on a usage, config or data error, runs without a result (``report``) or runs whose
@@ -249,6 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--out", type=Path, required=True, help="the CSV file to write")
     predict.add_argument("--device", type=_parse_device, default="cpu",
                          help="torch device, e.g. cpu or cuda (default: %(default)s)")
+    migrate = sub.add_parser(
+        "migrate", help="bring results, checkpoints and caches an older neuralde_seq wrote to the current format",
+        description="Rewrite every result.json, results.json, grid.json, checkpoint and tensor cache under PATH (a "
+                    "file or a folder, searched recursively) that an older neuralde_seq wrote in the current format "
+                    "version, in place; run folders whose fingerprint changes are renamed, so that bench --resume "
+                    "finds them. Files already current are left alone.")
+    migrate.add_argument("path", type=Path, metavar="PATH", help="a file or folder (e.g. a bench --out folder)")
+    migrate.add_argument("--dry-run", action="store_true", help="only say what would change")
     return parser
 
 
@@ -465,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_predict(args)
     if args.command == "report":
         return _report(args.out, args.partial)
+    if args.command == "migrate":
+        return _migrate(args.path, args.dry_run)
     if args.command == "bench":
         if args.address is not None and args.executor != "ray":
             parser.error("--address is the Ray cluster of --executor ray")
@@ -537,6 +550,21 @@ def _report(out: Path, partial: bool) -> int:
         print(f"neuralde-seq report: error: {_one_line(_error_text(err))}", file=sys.stderr)
         return 2
     return _diverged_status(results, out)
+
+
+def _migrate(path: Path, dry_run: bool) -> int:
+    """``neuralde-seq migrate PATH``: `migrate_path`, a line per file changed or left alone; 2 (one line) when PATH
+    does not exist or a run folder cannot be renamed."""
+    from .migration import migrate_path
+
+    try:
+        changed = migrate_path(path, dry_run=dry_run, say=print)
+    except (ValueError, OSError) as err:
+        print(f"neuralde-seq migrate: error: {_one_line(_error_text(err))}", file=sys.stderr)
+        return 2
+    if not changed:
+        print(f"{path}: every file is already in the current format")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -327,7 +327,7 @@ def _rebuilt_model(checkpoint: dict, path: Path, config: dict, dtype: torch.dtyp
                    device: torch.device) -> torch.nn.Module:
     """The model a checkpoint's weights belong to, built from its recorded settings and loaded with them."""
     from .models import create_model
-    from .solvers import parse_solver, solver_repr_fields
+    from .solvers import parse_solver
 
     own = checkpoint.get("config") if isinstance(checkpoint.get("config"), dict) else {}
     info = own.get("trained_model") or {}
@@ -335,13 +335,7 @@ def _rebuilt_model(checkpoint: dict, path: Path, config: dict, dtype: torch.dtyp
         if own.get(key) != config.get(key):
             raise CheckpointError(f"checkpoint {path} was written by another run than its ensemble's first member "
                                   f"({key} differs)", path)
-    solver = None
-    if config.get("solver") is not None:
-        fields = solver_repr_fields(config["solver"])
-        if fields is None:
-            raise CheckpointError(f"checkpoint {path} records its solver as {config['solver']!r}, which load_run "
-                                  "cannot read back", path)
-        solver = parse_solver(fields)
+    solver = parse_solver(config.get("solver"), argument=f"checkpoint {path}: the recorded solver")
     with torch.random.fork_rng(devices=[]):  # the run's seed, and the caller's random state left as it was
         torch.manual_seed(int(own.get("seed", 0)))
         model = create_model(config["model"], info["in_channels"], len(info["class_names"]), solver=solver,

@@ -172,17 +172,19 @@ def test_filled_ragged_series_give_the_control_of_their_grid_with_nan(model):
     assert finer.fill_step == 0.125 and finer.transform(ragged).coeffs.shape[1] > expected.coeffs.shape[1]
 
 
-def test_the_fill_step_round_trips_through_json_and_a_spec_without_it_is_saved_as_before():
+def test_the_fill_step_round_trips_through_json_and_every_field_is_written():
     ragged, _ = _dropped_from_grid(6, 21, seed=10, spacing=2.0)
     spec = InputSpec.fit("delta-rde", ragged, control={"time_unit": "auto"}, fill_gaps="auto")
     assert spec.fill_step == 2.0 and spec.to_dict()["fill_step"] == 2.0
     again = InputSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
     torch.testing.assert_close(again.transform(ragged).coeffs, spec.transform(ragged).coeffs, rtol=0, atol=0)
-    # no filling: no fill_step written (runner checkpoints resume as before), read back as None
+    # no filling: fill_step written as null and read back as None; a spec without the field is refused
     plain = InputSpec.fit("delta-rde", ragged, control={"time_unit": "auto"})
-    assert plain.fill_step is None and "fill_step" not in plain.to_dict()
+    assert plain.fill_step is None and plain.to_dict()["fill_step"] is None
     assert InputSpec.from_dict(json.loads(json.dumps(plain.to_dict()))) == plain
+    with pytest.raises(ValueError, match="exactly the fields"):
+        InputSpec.from_dict({k: v for k, v in plain.to_dict().items() if k != "fill_step"})
     for bad in ("auto", -1.0, True):  # a saved spec holds the resolved step
         with pytest.raises(ValueError, match="fill_step must be None or a positive time step"):
             InputSpec.from_dict({**spec.to_dict(), "fill_step": bad})

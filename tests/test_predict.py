@@ -182,11 +182,12 @@ def test_reading_raw_leaves_the_protocols_raw_channels_and_standardises_static_f
         InputSpec.fit("gru-d", std_train, standardise=True).reading_raw(std_train)
 
 
-def test_specs_without_the_new_fields_are_written_and_read_as_before(trained):
+def test_a_spec_without_static_statistics_or_filling_writes_them_as_null_and_reads_them_back(trained):
     spec = neuralde_seq.load_run(run_folder(trained, "gru-d")).input_spec
     written = spec.to_dict()
-    # the keys every checkpoint has held: a spec without static statistics or filling adds none
-    assert set(written) == {"model", "control", "time_unit", "channel_mean", "channel_scale", "reads_static"}
+    assert set(written) == {"model", "control", "time_unit", "channel_mean", "channel_scale", "reads_static",
+                            "fill_step", "static_mean", "static_scale"}
+    assert written["fill_step"] is written["static_mean"] is written["static_scale"] is None
     assert InputSpec.from_dict(written) == spec
     with pytest.raises(ValueError, match="static_mean and static_scale must both be null or both be given"):
         InputSpec.from_dict({**written, "static_mean": [0.0]})

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from neuralde_seq.file_format import OldFormatError
+from neuralde_seq.migration import migrate_path
 from neuralde_seq.cli import COMPARE_CONFIG, build_parser, compare_overrides, main
 from neuralde_seq.models import model_defaults
 from neuralde_seq.training import ResumeMismatch, fit, load_checkpoint, save_checkpoint
@@ -280,9 +282,11 @@ def test_a_finished_run_made_under_other_control_defaults_is_not_reused(tmp_path
     recorded = json.loads(result_path.read_text())
     assert recorded["control_defaults"] == models.control_options("delta-rde")
     assert recorded["control_defaults"]["window_start_values"] is True
-    # a run written before control defaults were recorded was made when the RDE read log-signatures only
-    del recorded["control_defaults"]
+    # a run written before control defaults were recorded (format 1) was made when the RDE read log-signatures
+    # only: the migration records the defaults it was made under
+    del recorded["control_defaults"], recorded["format_version"]
     result_path.write_text(json.dumps(recorded))
+    assert migrate_path(out)
     _run(out, config, resume=True)
     assert "made with other registry defaults of 'delta-rde' (control window_start_values)" in capsys.readouterr().err
     assert json.loads(result_path.read_text())["control_defaults"]["window_start_values"] is True
@@ -298,13 +302,16 @@ def test_a_finished_run_made_under_other_control_defaults_is_not_reused(tmp_path
     assert result_path.stat().st_mtime_ns == stamp and "not reusing" not in capsys.readouterr().err
 
 
-def test_a_run_without_recorded_control_defaults_is_reused_where_they_did_not_change(tmp_path, capsys):
+def test_a_migrated_run_without_recorded_control_defaults_is_reused_where_they_did_not_change(tmp_path, capsys):
     out = tmp_path / "out"
     _run(out, _config())
     (result_path,) = (out / "runs" / "gru").glob("*/result.json")
     recorded = json.loads(result_path.read_text())
-    del recorded["control_defaults"], recorded["model_defaults"]
+    del recorded["control_defaults"], recorded["model_defaults"], recorded["format_version"]  # a format-1 record
     result_path.write_text(json.dumps(recorded))
+    with pytest.raises(OldFormatError, match="neuralde-seq migrate"):
+        _run(out, _config(), resume=True)
+    assert migrate_path(out)
     stamp = result_path.stat().st_mtime_ns
     _run(out, _config(), resume=True)
     assert result_path.stat().st_mtime_ns == stamp and "not reusing" not in capsys.readouterr().err

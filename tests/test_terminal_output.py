@@ -25,6 +25,7 @@ import torch
 import neuralde_seq
 from neuralde_seq.cli import main
 from neuralde_seq.models import model_entry
+from neuralde_seq.solvers import RK4, SolverOptions
 from neuralde_seq.training import ProgressBar, ResumeMismatch, train_classifier
 from neuralde_seq.training import report, results
 from neuralde_seq.training.report import summarise_row
@@ -244,16 +245,16 @@ def _read(fd: int) -> bytes:
 # ---------------------------------------------------------------------------------------------- resume
 def test_a_refused_resume_names_only_the_settings_that_differ(tmp_path):
     x, y = _data()
-    defaults = {"hidden": 32, "width": 64, "depth": 2, "solver": "SolverOptions(method='rk4', step_size=None)"}
+    defaults = {"hidden": 32, "width": 64, "depth": 2, "solver": SolverOptions(method=RK4()).to_dict()}
     kwargs = dict(epochs=1, lr=0.05, batch_size=5, seed=0, progress=False, checkpoint_path=tmp_path / "best.pt")
     train_classifier(torch.nn.Linear(5, 2), x, y, x, y, config={"model_defaults": defaults}, **kwargs)
-    changed = {**defaults, "hidden": 6, "solver": "SolverOptions(method='rk4', step_size=0.5)"}
+    changed = {**defaults, "hidden": 6, "solver": SolverOptions(method=RK4(step_size=0.5)).to_dict()}
     with pytest.raises(ResumeMismatch) as caught:
         train_classifier(torch.nn.Linear(5, 2), x, y, x, y, config={"model_defaults": changed}, resume=True,
                          **{**kwargs, "epochs": 2})
     message = str(caught.value)
     assert "model_defaults.hidden: 32 there, 6 now" in message
-    assert "model_defaults.solver.step_size: None there, 0.5 now" in message
+    assert "model_defaults.solver.method.step_size: None there, 0.5 now" in message
     assert "width" not in message and "depth" not in message  # unchanged settings are not repeated
     assert results.changed_settings({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [
         "a.c: 2 then, 3 now", "d: absent then, 4 now"]

@@ -179,16 +179,18 @@ def _config(top_training, **row):
     return {"name": "t", "task": "japanese-vowels", "training": top_training, "models": [{"model": "ncde", **row}]}
 
 
-def test_a_config_row_at_the_defaults_fingerprints_as_before():
-    """The row's recorded training dict (what run folders are named by) is the one written before TrainingSpec."""
+def test_a_config_row_records_every_training_setting_and_its_fingerprint_tells_them_apart():
+    """The row's recorded training dict (what run folders are named by) holds every setting, those at their
+    defaults too, so that a run's record says what it was made with."""
     row = parse_config(_config({"epochs": 3, "lr": "1e-3", "batch_size": 8})).rows[0]
-    before = {"epochs": 3, "lr": 1e-3, "batch_size": 8, "select_on": "accuracy", "eval_batch_size": None,
-              "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0}
-    assert row.to_dict()["training"] == before
-    assert fingerprint(row.to_dict()["training"]) == fingerprint(before) == "896952ab7bf8"  # as the committed code made it
+    at_defaults = {"epochs": 3, "lr": 1e-3, "batch_size": 8, "select_on": "accuracy", "eval_batch_size": None,
+                   "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
+                   "schedule": "constant", "augment_drop_rate": 0.0, "augment_crop": 1.0, "ensemble": 1}
+    assert row.to_dict()["training"] == at_defaults
     cosine = parse_config(_config({"epochs": 3, "lr": 1e-3, "batch_size": 8, "schedule": "cosine",
                                    "ensemble": 2})).rows[0]
-    assert cosine.to_dict()["training"] == {**before, "schedule": "cosine", "ensemble": 2}
+    assert cosine.to_dict()["training"] == {**at_defaults, "schedule": "cosine", "ensemble": 2}
+    assert fingerprint(cosine.to_dict()["training"]) != fingerprint(row.to_dict()["training"])
 
 
 def test_a_config_error_in_training_is_a_config_error_naming_the_row():

@@ -24,10 +24,10 @@ from .integrate import Dynamics, evolve_over_gaps, solve
 from .methods import (DEFAULT_MAX_STEPS, GRADIENTS, METHODS, RK4, Adaptive, AdaptiveHeun, Adjoint, Auto, Backprop,
                       Bosh3, Checkpoint, Choice, Dopri5, Dopri8, Euler, Exact, Fehlberg2, FixedStep, Gradient, Heun2,
                       Heun3, Method, Midpoint, NonFiniteSolveWarning)
-from .options import OPTION_NAMES, SolverOptions, parse_solver, resolve_method, solver_options, solver_repr_fields
+from .options import OPTION_NAMES, SolverOptions, parse_solver, resolve_method, solver_options
 from .torchdiffeq_solves import ADJOINT_RECONSTRUCTION_TOLERANCE, AdjointReconstructionWarning
 
-__all__ = ["SolverOptions", "parse_solver", "solver_options", "solver_repr_fields", "resolve_method", "OPTION_NAMES",
+__all__ = ["SolverOptions", "parse_solver", "solver_options", "resolve_method", "OPTION_NAMES",
            "Dynamics", "solve", "evolve_over_gaps", "Choice", "Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2",
            "Midpoint", "Euler", "Adaptive", "Dopri5", "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint",
            "Adjoint", "Backprop", "METHODS", "GRADIENTS", "DEFAULT_MAX_STEPS", "NonFiniteSolveWarning",

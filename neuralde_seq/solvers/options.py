@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from ..input_checks import UnknownOptionError, unknown_name_message
 from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, Gradient, Method
 
-__all__ = ["SolverOptions", "parse_solver", "solver_options", "solver_repr_fields", "resolve_method", "OPTION_NAMES"]
+__all__ = ["SolverOptions", "parse_solver", "solver_options", "resolve_method", "OPTION_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,36 +244,6 @@ def _from_mapping(value: Mapping[str, Any], argument: str) -> SolverOptions:
     method = _with_options(method, {k: v for k, v in flat.items() if k in method_names}, argument)
     gradient = _with_options(gradient, {k: v for k, v in flat.items() if k in gradient_names}, argument)
     return SolverOptions(method=method, gradient=gradient)
-
-
-def solver_repr_fields(text: str) -> dict | None:
-    """``repr(SolverOptions(...))`` (as checkpoints and results record a solver) read back into the stored form of
-    `SolverOptions.to_dict` (``{"method": {"type": "RK4", ...}, "gradient": {"type": "Checkpoint", ...}}``) for
-    `parse_solver`; None for a text that is not such a repr (e.g. one recorded before the options were objects,
-    which the migration of old files reads).
-
-    Arguments:
-        text: the recorded repr.
-    """
-    import ast
-
-    def stored(node):
-        if isinstance(node, ast.Call):
-            if not (isinstance(node.func, ast.Name) and node.func.id in _CLASSES) or node.args:
-                raise ValueError(f"not a solver choice: {ast.unparse(node)}")
-            return {"type": node.func.id, **{keyword.arg: stored(keyword.value) for keyword in node.keywords}}
-        return ast.literal_eval(node)
-
-    if not isinstance(text, str) or not text.startswith("SolverOptions("):
-        return None
-    try:
-        call = ast.parse(text, mode="eval").body
-        fields = {keyword.arg: stored(keyword.value) for keyword in call.keywords}
-    except (SyntaxError, ValueError, AttributeError):
-        return None
-    if set(fields) != {"method", "gradient"} or not all(isinstance(v, dict) for v in fields.values()):
-        return None
-    return fields
 
 
 def parse_solver(value, *, argument: str = "solver") -> SolverOptions | None:

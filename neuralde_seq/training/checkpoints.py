@@ -24,6 +24,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import torch
 
+from ..file_format import FORMAT_KEY, FORMAT_VERSION, check_format
 from ..files import atomic_file
 from .results import changed_settings
 
@@ -127,6 +128,7 @@ def read_checkpoint(path: str | os.PathLike, map_location=None, required: Iterab
                  else f"a {type(checkpoint).__name__}, not a dict")
         raise CheckpointError(f"checkpoint {path} is not a checkpoint of this kind (it holds {found}); "
                               f"{_WHAT_TO_DO}", path)
+    check_format(checkpoint, path, "checkpoint")
     return checkpoint
 
 
@@ -209,6 +211,7 @@ def save_checkpoint(path: str | os.PathLike, *, model: torch.nn.Module, optimize
         "epoch": int(epoch),
         "metrics": dict(metrics or {}),
         "config": dict(config or {}),
+        FORMAT_KEY: FORMAT_VERSION,
     }
     return atomic_save(state, path)
 
@@ -340,7 +343,8 @@ class ResumeCheckpoint:
                 # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
                 "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
                 "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator),
-                "config": state.config, "callbacks": {key: c.state_dict() for key, c in callback_keys(callbacks)}}
+                "config": state.config, "callbacks": {key: c.state_dict() for key, c in callback_keys(callbacks)},
+                FORMAT_KEY: FORMAT_VERSION}
 
     def save(self, snapshot: dict) -> None:
         """Write ``snapshot`` (by the main process only; atomically)."""

@@ -46,9 +46,6 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "augment_drop_rate": 0.0, "augment_crop": 1.0,
     "ensemble": 1,  # models trained per run (other seeds), their mean class probabilities evaluated
 }
-# Settings left out of a row's recorded training dict at their defaults, so that runs recorded before these
-# settings existed keep their fingerprints.
-_OMITTED_AT_DEFAULT = {"schedule": "constant", "augment_drop_rate": 0.0, "augment_crop": 1.0, "ensemble": 1}
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
 PAPER_KEYS = ("value", "std", "metric", "source", "scale")
 EVALUATE_KEYS = ("label", "drop_rate", "subsample", "time_warp", "model")
@@ -125,13 +122,8 @@ class TrainingSettings(TrainingSpec):
 
 
 def _training_dict(training: TrainingSettings) -> dict:
-    """The settings as plain data (the config's keys); the constant schedule, no augmentation and no ensemble left
-    out, so that runs recorded before these settings existed keep their fingerprints."""
-    out = {key: getattr(training, key) for key in TRAINING_DEFAULTS}
-    for key, default in _OMITTED_AT_DEFAULT.items():
-        if out[key] == default:
-            del out[key]
-    return out
+    """The settings as plain data (the config's keys, every one)."""
+    return {key: getattr(training, key) for key in TRAINING_DEFAULTS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,9 +192,7 @@ class ModelRow:
                "control": copy.deepcopy(self.control),
                "training": None if self.training is None else _training_dict(self.training),
                "solver": None if self.solver is None else dict(self.solver_fields),
-               "paper": None if self.paper is None else dataclasses.asdict(self.paper)}
-        if self.reference:  # only then: the fingerprints of the model rows stay as they were
-            out["reference"] = True
+               "paper": None if self.paper is None else dataclasses.asdict(self.paper), "reference": self.reference}
         return out
 
 

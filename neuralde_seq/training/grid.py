@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
+from ..file_format import FORMAT_KEY, FORMAT_VERSION
 from ..data import DatasetSplits
 from ..files import OutputLock
 from ..input_checks import floating_dtype
@@ -80,9 +81,8 @@ class _Grid:
         """Everything that determines the run of ``row`` with ``seed`` on data of ``digest``: its fingerprint's."""
         settings = {"row": row.to_dict(), "task": self.cfg.task, "task_options": self.cfg.task_options, "seed": seed,
                     "dtype": str(self.dtype).replace("torch.", ""), "max_steps": self.max_steps,
-                    "variants": [v.label for v in self.cfg.variants], "data": digest}
-        if self.model_changes:  # (only then: the fingerprints of runs without model changes stay as they were)
-            settings["model_changes"] = self.model_changes
+                    "variants": [v.label for v in self.cfg.variants], "data": digest,
+                    "model_changes": self.model_changes}
         return settings
 
     def plan(self) -> dict:
@@ -99,7 +99,7 @@ class _Grid:
         runs = [{"label": row.label, "seed": seed,
                  "settings": {k: v for k, v in self.settings(row, seed, None).items() if k != "data"}}
                 for seed, row in self.runs()]
-        return _as_json({"format": 1, "name": self.cfg.name, "config": cfg, "task_metric": self.task.metric,
+        return _as_json({FORMAT_KEY: FORMAT_VERSION, "name": self.cfg.name, "config": cfg, "task_metric": self.task.metric,
                          "task_description": self.task.description, "max_steps": self.max_steps, "runs": runs})
 
 
@@ -225,7 +225,7 @@ def _train_run(grid: _Grid, row: ModelRow, seed: int, task_data: _TaskData, *, r
                         f"{stale.name}")
                 fit = train()
         result = {
-            "name": grid.cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
+            FORMAT_KEY: FORMAT_VERSION, "name": grid.cfg.name, "label": row.label, "model": row.model, "seed": seed, "fingerprint": run_id,
             "smoke": grid.max_steps is not None, "config": settings, "data": data.info(),
             "params": fit["params"], "model_options": fit["options"], "model_defaults": defaults,
             "control_defaults": control_defaults, "input_spec": fit.get("input_spec"),

@@ -51,7 +51,7 @@ from ..controls import Control, ControlOptions, control_of, parse_control_option
 from ..data.base.datasets import IrregularDataset
 from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
-from ..models import check_control_overrides, control_options, model_entry
+from ..models import control_options, model_entry
 from ..observations import Observations, check_min_length, check_rescaled_times
 from ..user_warnings import warn_user
 from .objectives import ModelArguments
@@ -141,10 +141,6 @@ class InputSpec:
     fill_step: float | None = None
     static_mean: tuple[float, ...] | None = None
     static_scale: tuple[float, ...] | None = None
-
-    # Fields `to_dict` writes only when set, so that a spec without them is saved as before they existed (and the
-    # checkpoints that hold it still resume); `from_dict` reads them as None when absent.
-    _OPTIONAL = ("fill_step", "static_mean", "static_scale")
 
     def __post_init__(self):
         if self.model is not None and model_entry(self.model).inputs == "observations":
@@ -407,9 +403,8 @@ class InputSpec:
     def to_dict(self) -> dict:
         """The spec as JSON-ready data (`from_dict` reads it back): the control by field
         (`ControlOptions.to_dict`: the interpolation as ``{"type": "HermiteCubic", **fields}``), null for a model
-        that reads observations. ``fill_step`` and the static statistics are written only when set, so that a spec
-        without them is saved as before they existed."""
-        optional = {name: getattr(self, name) for name in self._OPTIONAL if getattr(self, name) is not None}
+        that reads observations; every field, null when unset."""
+        optional = {name: getattr(self, name) for name in ("fill_step", "static_mean", "static_scale")}
         control = None if self.control is None else self.control.to_dict()
         return {"model": self.model, "control": control, "time_unit": self.time_unit,
                 "channel_mean": None if self.channel_mean is None else list(self.channel_mean),
@@ -419,23 +414,19 @@ class InputSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "InputSpec":
-        """The spec `to_dict` wrote (without ``fill_step``: no filling; without the static statistics: static
-        features as given), every value checked as `fit` (or `reading_raw`) would have made it: a spec edited by hand,
-        or read from a damaged file, is refused naming the field, never read as something else (an infinite scale
-        would zero a channel, a negative one flip it, the string "false" read as True). The control may also be in
-        the form written before `ControlOptions` (`build_control` keywords, the interpolation by name, ``{}`` for an
-        observation model), read on top of the model's registered options as the spec built its input then.
+        """The spec `to_dict` wrote, every value checked as `fit` (or `reading_raw`) would have made it: a spec edited
+        by hand, or read from a damaged file, is refused naming the field, never read as something else (an infinite
+        scale would zero a channel, a negative one flip it, the string "false" read as True). Specs of older files
+        are brought to this form by `neuralde_seq.migration`.
 
         Raises:
             ValueError: a mapping without the spec's fields, or with others, or a field with a value `fit` never
                 writes (named).
         """
         fields = {f.name for f in dataclasses.fields(cls)}
-        needed = fields - set(cls._OPTIONAL)
-        if not isinstance(data, Mapping) or not needed <= set(data) <= fields:
+        if not isinstance(data, Mapping) or set(data) != fields:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise ValueError(f"an input spec needs exactly the fields {sorted(needed)} (and optionally "
-                             f"{', '.join(cls._OPTIONAL)}), got {given}")
+            raise ValueError(f"an input spec needs exactly the fields {sorted(fields)}, got {given}")
         model = data["model"]
         if model is not None and not isinstance(model, str):
             raise ValueError(f"input spec: model must be a registry name (a string) or null, got {model!r}")
@@ -455,7 +446,7 @@ class InputSpec:
             if reads_static:
                 raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
                                  "observations (they carry their static features themselves)")
-            if data.get("fill_step") is not None:
+            if data["fill_step"] is not None:
                 raise ValueError(f"input spec: fill_step must be absent or null for model {model!r}, which reads "
                                  "raw observations")
         else:
@@ -469,29 +460,24 @@ class InputSpec:
             time_unit = float(time_unit)
         statistics = {**_statistics(data, "channel"), **_statistics(data, "static")}
         return cls(model=model, control=control, time_unit=time_unit, reads_static=reads_static,
-                   fill_step=check_fill_gaps(data.get("fill_step"), "input spec: fill_step", auto=False), **statistics)
+                   fill_step=check_fill_gaps(data["fill_step"], "input spec: fill_step", auto=False), **statistics)
 
 
 def _control_from_dict(model: str | None, control: Mapping | None) -> ControlOptions:
-    """A saved spec's control options: the form `InputSpec.to_dict` writes (every field, the interpolation as a dict
-    ``{"type": ...}``), or the form written before `ControlOptions` existed (run folders of issue 36: keywords with
-    the interpolation by name, read on top of the model's registered options as `model_inputs` read them then; the
-    format-version boundary of issue 37 moves this reading into the migration of old files).
+    """A saved spec's control options, in the form `InputSpec.to_dict` writes (every field, the interpolation as a
+    dict ``{"type": ...}``).
 
     Raises:
-        ValueError: a control that is neither form, a value its option refuses, an unresolved value ("auto", "mean")
-            or a ``time_unit`` inside it, each named with "input spec: control".
+        ValueError: a control in another form, a value its option refuses, an unresolved value ("auto", "mean") or a
+            ``time_unit`` inside it, each named with "input spec: control".
     """
     if control is None:
         raise ValueError(f"input spec: control must be the control options of model {model!r}, got null")
     try:
-        if isinstance(control.get("interpolation"), Mapping):
-            options = ControlOptions.from_dict(control, "input spec: control")
-        elif model is None:  # no registered options to read keywords on top of
-            raise ValueError("a spec without a model holds its control as InputSpec.to_dict writes it (the "
-                             f"interpolation as {{'type': ...}}), got {sorted(control)}")
-        else:
-            options = check_control_overrides(model, control)
+        if not isinstance(control.get("interpolation"), Mapping):
+            raise ValueError("a spec holds its control as InputSpec.to_dict writes it (the interpolation as "
+                             f"{{'type': ...}}), got {sorted(control)}")
+        options = ControlOptions.from_dict(control, "input spec: control")
         options.check_resolved("a fitted input spec")
     except ValueError as error:
         raise type(error)(f"input spec: control: {error}") from None

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import torch
 
+from ..file_format import FORMAT_KEY, FORMAT_VERSION
 from ..files import atomic_file
 from .config import DEFAULT_SCALE
 from .results import TERMINAL_WIDTH, format_table, write_json, write_table
@@ -269,7 +270,7 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
                  for row in rows]
     smoke = max_steps is not None
     missing = [{"label": m["label"], "seed": m["seed"]} for m in missing]
-    results = {"name": cfg["name"], "description": cfg["description"], "task": cfg["task"], "config": cfg,
+    results = {FORMAT_KEY: FORMAT_VERSION, "name": cfg["name"], "description": cfg["description"], "task": cfg["task"], "config": cfg,
                "std_ddof": STD_DDOF, "smoke": smoke, "max_steps": max_steps, "environment": environment_info,
                "rows": summaries, "missing": missing}
     write_json(results, out_dir / "results.json")

@@ -22,7 +22,8 @@ def to_jsonable(obj: Any) -> Any:
 
     Returns:
         The same data as dicts (string keys), lists, numbers, strings, booleans and None; any other object
-            becomes its ``str``.
+            becomes its ``to_dict()`` (a choice such as `SolverOptions`: ``{"type": ..., **fields}``) or else its
+            ``str``.
     """
     try:
         import numpy as np
@@ -45,6 +46,8 @@ def to_jsonable(obj: Any) -> Any:
         return str(obj)
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
+    if callable(getattr(obj, "to_dict", None)):  # a choice (SolverOptions, ControlOptions, ...): its stored form
+        return to_jsonable(obj.to_dict())
     return str(obj)
 
 
@@ -206,26 +209,12 @@ def write_table(text: str, path: str | os.PathLike, *, title: str | None = None,
     return write_text_atomic(path, "".join(parts))
 
 
-def _settings_tree(value: Any) -> Any:
-    """A setting as compared by `changed_settings`: a `SolverOptions` repr read back into its keywords, so that a
-    change of one solver field is named as that field."""
-    if isinstance(value, str) and value.startswith("SolverOptions(") and value.endswith(")"):
-        import ast
-
-        try:
-            call = ast.parse(value, mode="eval").body
-            return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
-        except (SyntaxError, ValueError, AttributeError):
-            return value
-    return value
-
-
 def changed_settings(before: Mapping, now: Mapping, *, then: str = "then") -> list[str]:
     """What differs between two nestings of settings, one entry per changed leaf, e.g.
     ``["model_defaults.hidden: 32 then, 6 now"]``: a message about a changed setting names it, not two whole dicts.
 
     Arguments:
-        before: the recorded settings (nested mappings; a `SolverOptions` repr is compared field by field).
+        before: the recorded settings (nested mappings; a solver as `SolverOptions.to_dict` stores it).
         now: the settings now.
         then: the word for the recorded side (default "then"; e.g. "there" for a checkpoint).
 
@@ -237,7 +226,6 @@ def changed_settings(before: Mapping, now: Mapping, *, then: str = "then") -> li
     out: list[str] = []
 
     def walk(a: Any, b: Any, path: str) -> None:
-        a, b = _settings_tree(a), _settings_tree(b)
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             for key in sorted(set(a) | set(b), key=str):
                 walk(a.get(key, missing), b.get(key, missing), f"{path}.{key}" if path else str(key))

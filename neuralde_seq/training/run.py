@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import torch
 
 from ..data import DatasetSplits, IrregularDataset
-from ..solvers import SolverOptions
+from ..solvers import SolverOptions, parse_solver
 from .augmentation import AugmentedInputs, EnsembleClassifier, member_seed
 from .config import TrainingSettings
 from .fit import TrainingDiverged
@@ -351,7 +351,7 @@ def fit_and_evaluate(
                 progress=progress, num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
                 config={"model": model_name, "model_options": model_options, "input_spec": raw_spec.to_dict(),
-                        "solver": None if solver is None else repr(solver),
+                        "solver": None if not solver else parse_solver(solver).to_dict(),
                         "trained_model": {**trained_model, "member": member}, **dict(run_settings or {})},
                 desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
                                              else ""),

@@ -15,7 +15,6 @@ Making the runs is `neuralde_seq.training.grid`'s; the tables, `neuralde_seq.tra
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import sys
@@ -24,7 +23,7 @@ from typing import Iterable, Mapping
 
 from ..data import IrregularDataset
 from ..files import remove_stale_temporaries
-from ..solvers import SolverOptions, solver_repr_fields
+from ..file_format import check_format
 from .config import slug
 from .results import to_jsonable, write_json
 
@@ -47,27 +46,7 @@ def data_digest(splits: Iterable[IrregularDataset]) -> str:
 
 
 def _changed_keys(before: Mapping, now: Mapping) -> list[str]:
-    before, now = _comparable_defaults(before), _comparable_defaults(now)
     return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-
-
-def _comparable_defaults(defaults: Mapping) -> dict:
-    """Registry defaults as compared between a recorded run and today: the default solver (recorded as its repr)
-    read back into its fields, a field added to `SolverOptions` since the run was recorded taken at its default,
-    so that a new option that leaves the solver as it was does not make every recorded run another model."""
-    out = dict(defaults)
-    given = solver_repr_fields(out.get("solver"))
-    if given is not None:  # (None: not a plain repr, compared as written)
-        fields = {f.name: f.default for f in dataclasses.fields(SolverOptions)}
-        out["solver"] = {**fields, **given}
-    return out
-
-
-def _unrecorded_control_defaults(now: Mapping) -> dict:
-    """The registry control options of a run whose result records none (made before they were recorded):
-    today's, less ``window_start_values``, which no registry entry set then (the log-signature CT-FWPs
-    read the log-signatures only)."""
-    return {k: v for k, v in now.items() if k != "window_start_values"}
 
 
 def _as_json(value):
@@ -90,13 +69,9 @@ def _registry_defaults(models: Iterable[tuple[str, bool]]) -> tuple[dict, dict]:
 
 
 def _registry_changes(result: Mapping, defaults: Mapping, control_defaults: Mapping) -> list[str]:
-    """The registry defaults (``control <key>`` for a control option) that changed since ``result`` was made.
-
-    Runs made before the defaults were recorded are taken to be made under today's model defaults, and under
-    the control defaults there were before any was recorded."""
-    made_with = result.get("model_defaults", defaults)
-    made_control = result.get("control_defaults", _unrecorded_control_defaults(control_defaults))
-    return _changed_keys(made_with, defaults) + [f"control {k}" for k in _changed_keys(made_control, control_defaults)]
+    """The registry defaults (``control <key>`` for a control option) that changed since ``result`` was made."""
+    return (_changed_keys(result["model_defaults"], defaults)
+            + [f"control {k}" for k in _changed_keys(result["control_defaults"], control_defaults)])
 
 
 # --------------------------------------------------------------------------------------------------- run folders
@@ -125,7 +100,7 @@ def _run_lock_name(run_dir: Path) -> str:
 
 
 # Keys every recorded result has (`run_benchmark` writes them): a file without them is not a finished run.
-_RESULT_KEYS = ("label", "seed", "metrics", "diverged", "history")
+_RESULT_KEYS = ("label", "seed", "metrics", "diverged", "history", "model_defaults", "control_defaults")
 
 
 def _recorded_result(path: Path) -> dict:
@@ -138,6 +113,7 @@ def _recorded_result(path: Path) -> dict:
     except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ValueError(f"{path}: cannot read this recorded run ({' '.join(str(err).split())}); {what_to_do}") \
             from None
+    check_format(result, path, "recorded run")
     missing = [key for key in _RESULT_KEYS if key not in result] if isinstance(result, dict) else list(_RESULT_KEYS)
     if missing:
         raise ValueError(f"{path}: not a finished run's result (no {', '.join(missing)}); {what_to_do}")
@@ -168,6 +144,7 @@ def _record_grid(record: dict, out_dir: Path, say) -> dict:
         before = None
     except (OSError, ValueError):
         before = "unreadable"
+    check_format(before, path, "grid record")  # an older grid's folder is migrated, not written over
     if before == record:
         return record
     if before is not None:
@@ -188,6 +165,7 @@ def _read_grid(out_dir: Path) -> dict:
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: cannot read the grid record ({' '.join(str(err).split())}); run any shard of the "
                          "grid again to write it") from None
+    check_format(record, path, "grid record")
     keys = ("name", "config", "task_metric", "task_description", "max_steps", "runs")
     if not isinstance(record, dict) or any(key not in record for key in keys):
         raise ValueError(f"{path}: not a grid record (it needs {', '.join(keys)}); run any shard of the grid again "
