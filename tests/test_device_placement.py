@@ -165,7 +165,7 @@ def test_step_loops_read_nothing_on_the_host(case):
 def test_relax_error_reads_nothing_off_the_cpu():
     """Off the CPU, post-Delta's relax_error takes both branches element-wise without reading a flag on the host
     (on "meta" tensors any host read raises), and that path equals the CPU's, small and large errors alike."""
-    from neuralde_seq.rules import _relax_error_both_branches, relax_error
+    from neuralde_seq.rules.relaxation import _relax_error_both_branches, relax_error
 
     e0 = torch.tensor([-30.0, -3.0, -1e-3, 0.0, 0.5, 4.0, 25.0], dtype=DTYPE)
     log_decay = torch.tensor([-0.1, -2.0, -0.5, -1.0, 0.0, -40.0, -3.0], dtype=DTYPE)
