@@ -88,7 +88,7 @@ def check_label_types(y) -> None:
 def check_times_like_fit(estimator, times) -> None:
     """Predictions take times exactly when fit did (``fitted_with_times_``): a model fitted on real times
     would otherwise silently read the observation indices 0, 1, ... as times."""
-    with_times = getattr(estimator, "fitted_with_times_", None)  # None: fitted before the attribute existed
+    with_times = estimator.fitted_with_times_
     name = type(estimator).__name__
     if with_times and times is None:
         raise ValueError(f"times is None, but this {name} was fitted with times: give the times of these "

@@ -509,7 +509,7 @@ class _SequenceEstimator(SequenceEstimatorBase):
         """The model's outputs for X, (N, outputs) float64."""
         data = self._prediction_data(X, times)
         inputs = self._inputs(self.input_spec_, data, model_device(self.model_))
-        if getattr(self, "baseline_", None) is not None:
+        if self.baseline_ is not None:
             parameter = next(self.model_.parameters())
             offsets = baseline_logits(self.baseline_, data, len(self.classes_))
             inputs = ModelArguments(inputs, torch.as_tensor(offsets, dtype=parameter.dtype, device=parameter.device))

@@ -405,7 +405,7 @@ def test_a_config_of_reference_rows_needs_no_training_settings():
     assert rows[0].reference and rows[0].training is None and rows[0].to_dict()["reference"] is True
     model_row = parse_config({"name": "x", "task": "japanese-vowels", "models": [{"model": "gru-dt"}],
                               "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}}).rows[0]
-    assert "reference" not in model_row.to_dict()  # model rows keep their fingerprints
+    assert model_row.to_dict()["reference"] is False  # every row records what it is
 
 
 def test_random_feature_rows_are_labelled_as_the_toolkits_not_as_references():

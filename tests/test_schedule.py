@@ -98,7 +98,7 @@ def test_a_model_that_cannot_train_says_why_before_any_step():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
-def test_config_rows_take_a_schedule_and_constant_keeps_the_old_fingerprint():
+def test_config_rows_take_a_schedule_and_an_explicit_constant_is_the_default_row():
     from neuralde_seq.training.config import ConfigError, fingerprint, parse_config
 
     base = {"name": "x", "task": "files", "task_options": {"path": "d"},
@@ -108,8 +108,8 @@ def test_config_rows_take_a_schedule_and_constant_keeps_the_old_fingerprint():
     assert cosine.rows[0].to_dict()["training"]["schedule"] == "cosine"
     plain = parse_config(base)
     assert plain.rows[0].training.schedule == "constant"
-    # a row without a schedule is the row it was before schedules existed: the key is not in its record
-    assert "schedule" not in plain.rows[0].to_dict()["training"]
+    # a row without a schedule records the default it runs with
+    assert plain.rows[0].to_dict()["training"]["schedule"] == "constant"
     explicit = parse_config({**base, "training": {**base["training"], "schedule": "constant"}})
     assert fingerprint(explicit.rows[0].to_dict()) == fingerprint(plain.rows[0].to_dict())
     assert fingerprint(cosine.rows[0].to_dict()) != fingerprint(plain.rows[0].to_dict())

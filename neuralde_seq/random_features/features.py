@@ -520,7 +520,7 @@ class RandomFeatures:
         return (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
                 and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
                 and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
-                and getattr(self, "temperature_", 0.0) == 0.0
+                and self.temperature_ == 0.0
                 and fused_available())
 
     def _batch_features(self, control: Control, observations: Observations, sizes: list | None = None

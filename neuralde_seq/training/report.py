@@ -332,8 +332,11 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     caption = textwrap.fill(f"{cfg['name']}: {_seeds_caption(summaries)}", TERMINAL_WIDTH)
     print(incomplete.replace(" — ", "\n") + ("SMOKE RUN (not results)\n" if smoke else "") + caption + "\n\n"
           + terminal_table(summaries, variants))
-    written = [out_dir / "results.json", out_dir / "results.md"] + ([out_dir / "curves.png"] if trained else []) + [
-        out_dir / "summary.png"]
-    print(f"\nwrote to {out_dir}:\n  " + ", ".join(path.name if path.name != "results.md" else
-                                                 "results.md (the full table)" for path in written))
     return results
+
+
+def say_written(out_dir: Path, results: Mapping) -> None:
+    """Print the files `write_report` wrote for ``results`` into ``out_dir`` (once they are in place)."""
+    trained = any(not row.get("reference") for row in results["rows"])
+    written = ["results.json", "results.md (the full table)"] + (["curves.png"] if trained else []) + ["summary.png"]
+    print(f"\nwrote to {out_dir}:\n  " + ", ".join(written))

@@ -54,7 +54,7 @@ from .callbacks import is_terminal, short_label
 from .config import slug
 from .grid import _plan_grid, _TaskData, _train_run, check_shard, shard_runs
 from .process_group import is_main_process
-from .report import write_report
+from .report import say_written, write_report
 from .results import write_json
 from .run_folders import _clear_stale_temporaries, _read_grid, _record_grid, _recorded_runs
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
@@ -147,6 +147,7 @@ def _write_grid_report(record: dict, results: Sequence[dict], out_dir: Path, mis
             written["environment_differs"] = differs
         written["diverged"] = [{"label": r["label"], "seed": r["seed"]} for r in results if r["diverged"]]
         write_json(written, out_dir / "results.json")
+    say_written(out_dir, written)  # after the block: the files are in place now
     return written
 
 
