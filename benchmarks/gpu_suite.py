@@ -67,6 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import code_version, cpu_name  # noqa: E402
 from neuralde_seq.files import write_text_atomic  # noqa: E402
+from neuralde_seq.controls import LogSignature  # noqa: E402
 
 REFERENCE = "ckcnn"
 # Seconds kept back at the end for writing the files.
@@ -119,8 +120,8 @@ class Row:
 
 
 # The authors' EigenWorms settings (docs/performance.md, benchmarks/linear_cdes.py).
-_W12_D2 = dict(interpolation="logsignature", depth=2, step=12, time_channel=True)
-_W12_D1 = dict(interpolation="logsignature", depth=1, step=12, time_channel=True)
+_W12_D2 = dict(interpolation=LogSignature(depth=2, step=12), time_channel=True)
+_W12_D1 = dict(interpolation=LogSignature(depth=1, step=12), time_channel=True)
 _LOG_NCDE_EW = dict(hidden=128, width=32, depth=2, activation="silu")
 _FWP_EW_WINDOWS = dict(depth=1, step=4, window_start_values=False)
 _FWP_EW = dict(d_model=128, n_heads=16, d_ff=64)

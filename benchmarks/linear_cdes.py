@@ -74,8 +74,10 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+from neuralde_seq.controls import LogSignature
 from neuralde_seq.files import write_text_atomic
 from neuralde_seq.solvers import RK4, Exact, Heun2, Method
+from neuralde_seq.training.results import to_jsonable
 
 NUM_CLASSES = 5
 VALUE_CHANNELS = 6
@@ -84,8 +86,8 @@ LOG_NCDE_ROW = "log-ncde"
 CLAIMED_SPEEDUP = 20.0  # the issue's "about 20x faster than Log-NCDE per 1,000 steps"
 SLOW_WARMUP_POINTS = 1000
 
-_WINDOWS_12_DEPTH_2 = dict(interpolation="logsignature", depth=2, step=12, time_channel=True)
-_WINDOWS_12_DEPTH_1 = dict(interpolation="logsignature", depth=1, step=12, time_channel=True)
+_WINDOWS_12_DEPTH_2 = dict(interpolation=LogSignature(depth=2, step=12), time_channel=True)
+_WINDOWS_12_DEPTH_1 = dict(interpolation=LogSignature(depth=1, step=12), time_channel=True)
 # The linear NCDEs read the mean of their states, as the authors' classifier (readout="mean").
 _BLOCK = dict(hidden=128, block_size=4, readout="mean")
 _DIAG = dict(hidden=128, readout="mean")
@@ -166,7 +168,7 @@ def _step_matrix_entries(row: Row, pieces: int, batch: int, path_channels: int) 
         return 0
     hidden = row.options["hidden"]
     # the parallel scan composes DPLR steps in their dense form, and depth-2 DPLR steps are dense anyway
-    dense_dplr = row.options.get("scan", "parallel") == "parallel" or row.control.get("depth") == 2
+    dense_dplr = row.options.get("scan", "parallel") == "parallel" or getattr(row.control.get("interpolation"), "depth", None) == 2
     if row.model == "slice-dplr":
         per_step = hidden * hidden if dense_dplr else hidden * (1 + 2 * path_channels * row.options["rank"])
     else:
@@ -332,7 +334,7 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
         if row.model not in MODEL_NAMES:
             notes.append(f"{row.label}: skipped, {row.model!r} is not a registered model in this version")
             continue
-        key = (row.model, json.dumps(row.control, sort_keys=True))
+        key = (row.model, json.dumps(to_jsonable(row.control), sort_keys=True))
         if key not in controls:  # e.g. the parallel and sequential rows share their control
             controls[key] = model_inputs(row.model, times, values, **row.control)
         inputs = controls[key]
@@ -347,7 +349,7 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
         warmup_points = short if row.slow else args.length
         warmup = (None if warmup_points == args.length
                   else model_inputs(row.model, times[:, :short], values[:, :short], **row.control).to(device))
-        entry = dict(label=row.label, model=row.model, control=row.control, options=row.options,
+        entry = dict(label=row.label, model=row.model, control=to_jsonable(row.control), options=row.options,
                      solver=None if row.solver is None else row.solver.name,
                      theirs=row.theirs, pieces=pieces, channels=int(inputs.channels), estimated_gib=gib,
                      parameters=sum(p.numel() for p in model.parameters()), warmup_points=warmup_points,
