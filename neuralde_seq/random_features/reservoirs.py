@@ -10,6 +10,7 @@ import numbers
 import torch
 
 from ..controls import Control
+from ..input_checks import is_positive_finite
 from ..models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry
 from ..models.linear_cde import _pieces
 from ..solvers import solve
@@ -122,8 +123,7 @@ def resolve_timescales(reservoir: str, timescales) -> tuple[tuple | None, bool]:
         if not _is_linear(reservoir):
             raise ValueError(f"timescales applies to the linear CDE reservoirs only, not {reservoir!r}: pass None")
         ok = isinstance(timescales, (tuple, list)) and len(timescales) == 2 and all(
-            t is None or (isinstance(t, numbers.Real) and not isinstance(t, bool) and math.isfinite(t) and t > 0)
-            for t in timescales) and timescales[0] is not None
+            t is None or is_positive_finite(t) for t in timescales) and timescales[0] is not None
         if not ok or (timescales[1] is not None and timescales[1] < timescales[0]):
             raise ValueError(f"timescales must be 'auto', None or (tau_min, tau_max) with 0 < tau_min <= tau_max "
                              f"(tau_max None: the longest training series), got {timescales!r}")
@@ -169,9 +169,10 @@ def resolve_memory(reservoir: str, memory: str, timescales, fast_share, model_op
     oscillation = memory == "oscillation"
     if isinstance(fast_share, str) and fast_share == "auto":
         fast_share = _OSCILLATION_FAST_SHARE if oscillation else 0.0
-    elif isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or not 0 <= fast_share < 1:
+    elif isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or fast_share < 0 \
+            or not fast_share < 1:
         raise ValueError(f"fast_share must be 'auto' or a number in [0, 1), got {fast_share!r}")
-    elif fast_share > 0 and not oscillation:
+    elif fast_share != 0 and not oscillation:  # in (0, 1)
         raise ValueError(f"fast_share makes a share of the oscillators fast: it needs memory='oscillation', "
                          f"not {memory!r} (pass fast_share 'auto' or 0)")
     return memory, explicit, float(fast_share)

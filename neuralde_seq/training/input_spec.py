@@ -53,6 +53,7 @@ from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
 from ..models import check_control_overrides, control_options, model_entry
 from ..observations import Observations, check_min_length, check_rescaled_times
+from ..input_checks import is_positive_finite
 from ..user_warnings import warn_user
 from .objectives import ModelArguments
 
@@ -462,8 +463,7 @@ class InputSpec:
             control = _control_from_dict(model, control)
         time_unit = data["time_unit"]
         if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
-            if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
-                    math.isfinite(float(time_unit)) and time_unit > 0):
+            if not is_positive_finite(time_unit):
                 raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
                                  f"'auto' to the training span), got {time_unit!r}")
             time_unit = float(time_unit)
@@ -551,8 +551,7 @@ def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
     """
     if fill_gaps is None or (auto and isinstance(fill_gaps, str) and fill_gaps == "auto"):
         return fill_gaps
-    if isinstance(fill_gaps, numbers.Real) and not isinstance(fill_gaps, bool) and math.isfinite(fill_gaps) \
-            and fill_gaps > 0:
+    if is_positive_finite(fill_gaps):
         return float(fill_gaps)
     allowed = "None, 'auto' or a positive time step" if auto else "None or a positive time step"
     raise ValueError(f"{name} must be {allowed}, got {fill_gaps!r}")
