@@ -48,6 +48,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -535,7 +536,10 @@ class BasisModule(nn.Module):
         self.basis = target
 
 
-def project_module(module: nn.Module, target) -> nn.Module:
+_Module = TypeVar("_Module", bound=nn.Module)
+
+
+def project_module(module: _Module, target) -> _Module:
     """A copy of ``module`` with every expanded tensor of its `BasisModule` parts projected onto another basis.
 
     Arguments:
