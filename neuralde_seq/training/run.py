@@ -193,8 +193,8 @@ def _count_parameters(model: torch.nn.Module) -> int:
 
 def _row_settings(training: "TrainingSettings | TrainingSpec | Mapping") -> TrainingSettings:
     """A row's `TrainingSettings` from the forms `fit_and_evaluate` takes (select_on "accuracy" unless given)."""
-    if isinstance(training, TrainingSettings):
-        return training
+    if isinstance(training, TrainingSettings):  # select_on None stands for a task's metric, which there is none of here
+        return training if training.select_on is not None else training.replace(select_on="accuracy")
     if isinstance(training, TrainingSpec):
         training = {name: getattr(training, name) for name in TrainingSpec.field_names()}
     return TrainingSettings(**{"select_on": "accuracy", **dict(training)})
