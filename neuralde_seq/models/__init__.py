@@ -494,7 +494,7 @@ def input_options(name: str, inputs: Control | Observations, overrides: Mapping 
 
 
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
-                 solver: SolverOptions | Method | str | dict | None = None, **overrides):
+                 solver: SolverOptions | Method | str | Mapping | None = None, **overrides):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:

@@ -254,7 +254,7 @@ def _from_mapping(value: Mapping[str, Any], argument: str) -> SolverOptions:
     return SolverOptions(method=method, gradient=gradient)
 
 
-def solver_repr_fields(text: str) -> dict | None:
+def solver_repr_fields(text: object) -> dict | None:
     """``repr(SolverOptions(...))`` (as checkpoints and results record a solver) read back into the stored form of
     `SolverOptions.to_dict` (``{"method": {"type": "RK4", ...}, "gradient": {"type": "Checkpoint", ...}}``) for
     `parse_solver`; None for a text that is not such a repr (e.g. one recorded before the options were objects,

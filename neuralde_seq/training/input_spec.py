@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -238,7 +238,7 @@ class InputSpec:
         if standardise:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
         if options is not None:
-            resolved = {"time_unit": None}  # the spec's unit is its own field
+            resolved: dict[str, Any] = {"time_unit": None}  # the spec's unit is its own field
             if options.intensity_channel == "auto":
                 resolved["intensity_channel"] = _intensity_auto(train)
                 if resolved["intensity_channel"] and options.count_unit is None:
@@ -277,7 +277,7 @@ class InputSpec:
         if self.standardises:
             raise ValueError("reading_raw: this spec standardises the values itself (standardise=True); fit it with "
                              "standardise=False on the standardised data")
-        changes = {}
+        changes: dict[str, Any] = {}  # the mean and scale fields
         for prefix, stats, width in (("channel", channels, standardised_data.values.shape[-1]),
                                      ("static", static, None if getattr(standardised_data, "static", None) is None
                                       else standardised_data.static.shape[1])):
@@ -352,7 +352,7 @@ class InputSpec:
                 once standardised, or (data that are neither a dataset nor observations) what
                 `Observations.from_tensors` refuses.
         """
-        if self.standardises and data.values.shape[-1] != len(self.channel_mean):
+        if self.channel_mean is not None and data.values.shape[-1] != len(self.channel_mean):  # standardises
             raise ValueError(f"data have {data.values.shape[-1]} channel(s), the spec was fitted on "
                              f"{len(self.channel_mean)}")
         values = self.values_of(data)
@@ -365,6 +365,7 @@ class InputSpec:
             times, values, lengths = fill_gaps(times, values, lengths, self.fill_step)
         if not isinstance(data, (IrregularDataset, Observations)):
             return Observations.from_tensors(times, values, lengths, static)
+        assert lengths is not None  # datasets and observations have theirs
         return Observations(times, values, lengths.to(values.device).long(), static)
 
     def inputs_of(self, observations: Observations) -> Control | Observations:
@@ -511,18 +512,18 @@ def _statistics(data: Mapping, prefix: str) -> dict:
     """
     mean, scale = (f"{prefix}_mean", f"{prefix}_scale")
     unit = "channel" if prefix == "channel" else "static feature"
-    values = {name: _statistic(data, name, unit) for name in (mean, scale)}
-    if (values[mean] is None) != (values[scale] is None):
+    means, scales = _statistic(data, mean, unit), _statistic(data, scale, unit)
+    if (means is None) != (scales is None):
         raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
-    if values[mean] is not None:
-        if len(values[mean]) != len(values[scale]):
-            raise ValueError(f"input spec: {mean} has {len(values[mean])} {unit}(s), {scale} {len(values[scale])}; "
+    if means is not None and scales is not None:
+        if len(means) != len(scales):
+            raise ValueError(f"input spec: {mean} has {len(means)} {unit}(s), {scale} {len(scales)}; "
                              f"give one of each per {unit}")
-        bad = [c for c, x in enumerate(values[scale]) if not x > 0]
+        bad = [c for c, x in enumerate(scales) if not x > 0]
         if bad:
             raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
-                             f"{values[scale][bad[0]]} for {unit} {bad[0]}")
-    return values
+                             f"{scales[bad[0]]} for {unit} {bad[0]}")
+    return {mean: means, scale: scales}
 
 
 def _statistic(data: Mapping, name: str, unit: str) -> tuple[float, ...] | None:
