@@ -162,7 +162,7 @@ class InputSpec:
                              f"{self.control.time_unit!r}")
 
     @classmethod
-    def fit(cls, model: str, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
+    def fit(cls, model: str | None, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
             standardise: bool = False, reads_static: bool = False, fill_gaps=None) -> "InputSpec":
         """The spec of model ``name``, fitted on ``train``.
 
@@ -231,6 +231,7 @@ class InputSpec:
         else:
             # A channel a sample never observes (a lab never drawn in a stay) is filled with its training mean, said
             # in a warning, unless the options say otherwise (None: refuse such data).
+            assert model is not None  # without a model, control is a ControlOptions (refused above otherwise)
             base = parse_control_options({"unobserved_fill": "mean", **control_options(model)})
             options = parse_control_options(control, base=base, where=f" for model {model!r}")
         unit = time_unit_value(time_unit, train.times, _lengths_of(train))
