@@ -48,7 +48,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import numpy as np
 import torch
@@ -734,6 +734,14 @@ class BasisConv1d(BasisModule):
 class BasisRangeWarning(UserWarning):
     """A model with weights expanded in time was evaluated beyond its ``basis_time_range``: the weights at the
     range's ends were used there (`time_position`)."""
+
+
+@overload
+def check_time_range(basis: None, num_bases: int | None, basis_time_range: object) -> None: ...
+
+
+@overload
+def check_time_range(basis: Basis | str, num_bases: int | None, basis_time_range: object) -> tuple[float, float]: ...
 
 
 def check_time_range(basis, num_bases, basis_time_range) -> tuple[float, float] | None:

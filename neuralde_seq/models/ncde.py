@@ -187,7 +187,7 @@ class CDEVectorField(nn.Module):
             else:
                 value = layer(pre)
                 tangent = tangent * slope(pre, value)
-        rows = cast(nn.Linear, self.net[-2]).weight.view(self.hidden, self.in_channels, -1)  # output h·C + j is row (h, j)
+        rows = cast(nn.Linear, self.net[-2]).weight.view(self.hidden, self.in_channels, -1)  # (h, j): output h·C + j
         pre_tangents = torch.einsum("jbw,hjw->bhj", tangent, rows)  # (B, hidden, C)
         return ((1 - columns * columns) * pre_tangents).sum(-1)  # tanh' = 1 − tanh²
 
@@ -229,9 +229,7 @@ class BasisCDEVectorField(nn.Module):
             else:
                 layers.append(layer)
         self.net = nn.ModuleList(layers)
-        checked_range = check_time_range(basis, None, time_range)  # refuses None
-        assert checked_range is not None
-        self.time_range = checked_range
+        self.time_range = check_time_range(basis, None, time_range)  # (refuses None)
         self.hidden = hidden
         self.in_channels = in_channels
 
@@ -635,17 +633,14 @@ class NeuralCDE(nn.Module):
         self.control_depth = control_depth
         self.path_channels = field_channels if form == "log-ode" else None
         self.initial_state = initial_state
-        self.initial_channels: int | None
-        self.initial: nn.Linear | None
+        self.initial_channels: int | None = None  # (initial_state "zeros": neither)
+        self.initial: nn.Linear | None = None
         if initial_state == "input":
             self.initial_channels = in_channels if initial_channels is None else initial_channels
             self.initial = nn.Linear(self.initial_channels, hidden)
         elif initial_state == "first_window":
             self.initial_channels = in_channels
             self.initial = nn.Linear(in_channels, hidden)
-        else:
-            self.initial_channels = None
-            self.initial = None
         self.readout = nn.Linear(hidden, num_classes)
         self.solver = solver_options(solver)
         self.hidden = hidden
@@ -697,13 +692,9 @@ class NeuralCDE(nn.Module):
         if not isinstance(self.field, CDEVectorField):
             raise ValueError("penalty() is the Lip(2) bound of a time-independent field; this NeuralCDE's weights are "
                              "basis expansions in time (basis=...)")
-        total = None
-        for layer in self.field.net:
-            if isinstance(layer, nn.Linear):
-                term = layer.weight.norm(dim=1).mean() + layer.bias.norm()
-                total = term if total is None else total + term
-        assert total is not None  # the field's MLP has linear layers
-        return total
+        terms = [layer.weight.norm(dim=1).mean() + layer.bias.norm() for layer in self.field.net
+                 if isinstance(layer, nn.Linear)]
+        return sum(terms[1:], terms[0])  # summed in the layers' order
 
     def _check(self, control: Control) -> None:
         check_input_type(self, control, Control)
@@ -774,9 +765,8 @@ class NeuralCDE(nn.Module):
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
         dynamics: nn.Module = self.field
-        if self.form == "log-ode":
-            assert self.control_depth is not None  # required by form "log-ode"
-            dynamics = LogODEVectorField(self.field, self.control_depth)
+        if self.form == "log-ode":  # (which requires control_depth)
+            dynamics = LogODEVectorField(self.field, cast(int, self.control_depth))
         if self.control_scales is not None:
             dynamics = _ScaledControl(dynamics, self.control_scales)
         return solve(dynamics, control, z0, self.solver, at_knots=at_knots)

@@ -274,7 +274,7 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
     count = int(rows.max()) + 1 if rows.size else 0
     states_x, states_y = (np.empty((n, count), dtype=arrays[2].dtype) for _ in range(2))
     _KERNELS["states"](*arrays, rows, states_x, states_y)
-    by_oscillator = np.empty((n, 2, count), dtype=states_x.dtype)  # rows (x_j, y_j) = units (2j, 2j + 1): the order of h
+    by_oscillator = np.empty((n, 2, count), dtype=states_x.dtype)  # rows (x_j, y_j) = units (2j, 2j + 1), as in h
     by_oscillator[:, 0], by_oscillator[:, 1] = states_x, states_y
     states = torch.from_numpy(by_oscillator.reshape(2 * n, count)[:H]).to(h0.device)
     return states.t().reshape(N, S + 1, H) if points is None else states
