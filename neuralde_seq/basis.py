@@ -48,6 +48,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from typing import TypeVar, overload
 
 import numpy as np
 import torch
@@ -535,7 +536,10 @@ class BasisModule(nn.Module):
         self.basis = target
 
 
-def project_module(module: nn.Module, target) -> nn.Module:
+_Module = TypeVar("_Module", bound=nn.Module)
+
+
+def project_module(module: _Module, target) -> _Module:
     """A copy of ``module`` with every expanded tensor of its `BasisModule` parts projected onto another basis.
 
     Arguments:
@@ -730,6 +734,14 @@ class BasisConv1d(BasisModule):
 class BasisRangeWarning(UserWarning):
     """A model with weights expanded in time was evaluated beyond its ``basis_time_range``: the weights at the
     range's ends were used there (`time_position`)."""
+
+
+@overload
+def check_time_range(basis: None, num_bases: int | None, basis_time_range: object) -> None: ...
+
+
+@overload
+def check_time_range(basis: Basis | str, num_bases: int | None, basis_time_range: object) -> tuple[float, float]: ...
 
 
 def check_time_range(basis, num_bases, basis_time_range) -> tuple[float, float] | None:

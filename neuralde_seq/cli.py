@@ -46,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
         _fail(f"{message} (see {self.prog} --help)", prog=self.prog)
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

@@ -125,10 +125,11 @@ class FastWeightField(nn.Module):
         self.input_norm = nn.LayerNorm(d_model)
         shared_value = value_source == key_source
         # One map for all heads: per head [key (d), value (d) if shared, beta (1), forget (1) if gated].
-        self._slow_split = (d, d, 1) if shared_value else (d, 1)
+        self._slow_split: tuple[int, ...] = (d, d, 1) if shared_value else (d, 1)
         if forget_gate:
             self._slow_split += (1,)
         self.basis_time_range = check_time_range(basis, num_bases, basis_time_range)
+        self.slow: nn.Linear | BasisLinear
         if basis is None:
             self.slow = nn.Linear(d_model, H * sum(self._slow_split))
         else:
@@ -137,6 +138,7 @@ class FastWeightField(nn.Module):
         self.query_proj = nn.Linear(d_model, H * d)
         if chrono_t_max is not None:  # drawn last: the field's other parameters are initialised as without it
             # beta (and forget) of each head, for every basis function
+            assert self.slow.bias is not None  # both kinds of layer are made with a bias
             gates = self.slow.bias.view(-1, H, sum(self._slow_split))[..., (2 * d if shared_value else d):]
             with torch.no_grad():
                 gates.copy_(-chrono_bias(tuple(gates.shape), chrono_t_max, dtype=gates.dtype, device=gates.device))
@@ -257,8 +259,8 @@ class FastWeightField(nn.Module):
         """
         if not self.forget_gate:
             return self.rule.rate_from_features(W, *features)
-        *features, forget = features
-        return self.rule.rate_from_features(W, *features) - forget.unsqueeze(-1) * W
+        *rule_features, forget = features
+        return self.rule.rate_from_features(W, *rule_features) - forget.unsqueeze(-1) * W
 
     def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None,
                       s: torch.Tensor | None = None) -> torch.Tensor:

@@ -37,12 +37,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
 
 try:  # POSIX: a lock the kernel releases when its holder dies, however it dies
     import fcntl
 except ImportError:  # pragma: no cover - Windows: a lock file created with O_EXCL, stale ones taken over
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # mypy checks for one platform, where the module always exists
 
 __all__ = ["atomic_file", "write_text_atomic", "write_bytes_atomic", "published_together", "remove_stale_temporaries",
            "OutputLock", "OutputFolderBusy", "LOCK_FILE_NAME"]
@@ -159,13 +159,15 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp: O_CREAT | O_EXCL with a random name, so the temporary name is never an existing file or link.
+    descriptor: int | None
+    temporary: str | None
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(descriptor, 0o666 & ~_UMASK)
         try:
-            with os.fdopen(descriptor, mode, **({} if mode == "wb" else
-                                                 {"encoding": encoding or "utf-8", "newline": newline})) as handle:
+            text_options: dict[str, Any] = {} if mode == "wb" else {"encoding": encoding or "utf-8", "newline": newline}
+            with os.fdopen(descriptor, mode, **text_options) as handle:
                 descriptor = None  # the file object owns it now
                 yield handle
                 handle.flush()

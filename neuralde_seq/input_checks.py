@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
+import numbers
 from typing import Iterable
 
 import torch
 
 __all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
            "module_dtype_device", "check_num_outputs", "closest_names", "did_you_mean", "unknown_name_message",
-           "UnknownOptionError", "DTYPES", "floating_dtype"]
+           "UnknownOptionError", "DTYPES", "floating_dtype", "is_positive_finite"]
 
 # The dtypes a user names by string (estimators' dtype, a config's or the command line's --dtype): one table.
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -36,6 +38,14 @@ def floating_dtype(dtype, argument: str = "dtype") -> torch.dtype:
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
     raise ValueError(f"{argument} must be 'float32' or 'float64' (or that torch dtype), got {dtype!r}")
+
+
+def is_positive_finite(value: object) -> bool:
+    """Whether ``value`` is a finite real number above 0 (a bool is not a number here; NaN and inf are not
+    finite)."""
+    # `not value <= 0` rather than `value > 0`: numbers.Real declares only < and <= (the same on finite numbers)
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and not value <= 0)
 
 
 class UnknownOptionError(TypeError, ValueError):

@@ -99,8 +99,9 @@ def _solver(value: Any, where: str) -> Any:
     if value is None:
         return None
     try:
-        fields = _solver_from_repr(value) if isinstance(value, str) else value
-        return _as_json(parse_solver(fields, argument=where).to_dict())
+        options = parse_solver(_solver_from_repr(value) if isinstance(value, str) else value, argument=where)
+        assert options is not None  # (value is not None)
+        return _as_json(options.to_dict())
     except (SyntaxError, ValueError, TypeError) as error:
         raise MigrationError(f"{where}: cannot read the recorded solver {value!r}: {error}") from None
 

@@ -401,9 +401,9 @@ def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tenso
         history = fit(network, objective, train, val, spec, callbacks=[best], progress=progress)
     except TrainingDiverged as error:  # the best weights are back in the network; the start may still win
         history, diverged = error.history, str(error)
-    report = {"start": start, "best_epoch": int(history.get("best_epoch", 0)), "diverged": diverged,
-              "history": history, "train_size": int(len(train_index)), "validation_size": int(len(val_index)),
-              "stratified": stratify is not None}
+    report: dict[str, Any] = {
+        "start": start, "best_epoch": int(history.get("best_epoch", 0)), "diverged": diverged, "history": history,
+        "train_size": int(len(train_index)), "validation_size": int(len(val_index)), "stratified": stratify is not None}
     best_metrics = {name: history.get(f"best_val_{name}") for name in objective.metric_names}
     if report["best_epoch"] > 0 and all(v is not None for v in best_metrics.values()):
         report["best"] = best_metrics

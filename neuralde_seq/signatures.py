@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from typing import Any
 
 import torch
 
@@ -197,7 +198,7 @@ def _torch_logsignature(path: torch.Tensor, depth: int, basis: str) -> torch.Ten
 
 _lock = threading.Lock()
 _pysiglib_prepared: set[tuple[int, int, int, str]] = set()
-_signatory_modules: dict[tuple[int, int, str], object] = {}
+_signatory_modules: dict[tuple[int, int, str], Any] = {}  # signatory.LogSignature modules
 
 
 def _pysiglib_logsignature(path: torch.Tensor, depth: int, basis: str) -> torch.Tensor:

@@ -276,8 +276,9 @@ class _SequenceEstimator(SequenceEstimatorBase):
                 raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
         # Option names checked before any work, in the estimator's terms (model_options={...}).
         valid = model_option_names(self.model)
-        unknown = [k for k in (self.model_options or {}) if valid is not None and k not in valid]
+        unknown = [] if valid is None else [k for k in (self.model_options or {}) if k not in valid]
         if unknown:
+            assert valid is not None
             raise UnknownOptionError("model_options: " + unknown_name_message(
                 "option", unknown[0], valid, where=f" for model {self.model!r}", listing="valid options"))
         if self.control_options and model_entry(self.model).inputs == "control":

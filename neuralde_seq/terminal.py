@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sized
 
 __all__ = ["is_terminal", "Progress"]
 
@@ -54,10 +54,10 @@ class Progress:
         self.iterable, self.desc, self.unit, self.unit_scale = iterable, desc, unit, unit_scale
         self.stream = sys.stderr if stream is None else stream
         self.enabled, self.n, self.start = enabled, initial, time.perf_counter()
-        self.bar = None
+        self.bar: Any = None  # a tqdm bar on a terminal
         if not enabled:
             return
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+        if total is None and iterable is not None and isinstance(iterable, Sized):
             total = len(iterable)
         if is_terminal(self.stream):
             from tqdm.auto import tqdm
@@ -76,6 +76,8 @@ class Progress:
 
     def __iter__(self) -> Iterator:
         try:
+            if self.iterable is None:
+                raise TypeError(f"Progress({self.desc!r}) was made without an iterable: count with update instead")
             for item in self.iterable:
                 yield item
                 self.update(1)

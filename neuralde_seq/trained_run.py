@@ -240,7 +240,8 @@ def load_run(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> 
     device = torch.device(device)
     checkpoint_path = _checkpoint_of(Path(path))
     first = read_checkpoint(checkpoint_path, map_location="cpu")
-    config = first.get("config") if isinstance(first.get("config"), dict) else {}
+    recorded = first.get("config")
+    config = recorded if isinstance(recorded, dict) else {}
     info = config.get("trained_model")
     if not isinstance(info, dict) or "input_spec" not in config:
         raise CheckpointError(f"checkpoint {checkpoint_path} does not record what load_run rebuilds a model from (the "
@@ -329,7 +330,8 @@ def _rebuilt_model(checkpoint: dict, path: Path, config: dict, dtype: torch.dtyp
     from .models import create_model
     from .solvers import parse_solver
 
-    own = checkpoint.get("config") if isinstance(checkpoint.get("config"), dict) else {}
+    recorded = checkpoint.get("config")
+    own = recorded if isinstance(recorded, dict) else {}
     info = own.get("trained_model") or {}
     for key in ("model", "model_options", "input_spec", "solver"):
         if own.get(key) != config.get(key):
@@ -349,5 +351,6 @@ def _read_dtype(config: dict, dtype: torch.dtype) -> torch.dtype:
     """The precision the run's task read the raw values in (``files``: float64; most tasks: the run's dtype)."""
     from .data.protocols import TASKS
 
-    task = TASKS.get(config.get("task")) if isinstance(config.get("task"), str) else None
+    name = config.get("task")
+    task = TASKS.get(name) if isinstance(name, str) else None
     return (task.load_dtype if task is not None and task.load_dtype is not None else None) or dtype

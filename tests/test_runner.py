@@ -245,6 +245,22 @@ def test_fit_and_evaluate_scores_every_test_sample(jv, tmp_path):
     assert fit["metrics"]["test"]["accuracy"] == pytest.approx(expected, abs=1e-12)
 
 
+def test_fit_and_evaluate_selects_on_accuracy_for_training_settings_without_select_on(jv, tmp_path):
+    # TrainingSettings' select_on None stands for the task's metric; fit_and_evaluate, which has no task, selects on
+    # accuracy as it does for the other forms of ``training``: the same run as the mapping's
+    from neuralde_seq.training.config import TrainingSettings
+
+    train, val, test = jv.splits
+    small = type(jv.splits)(train.subset(torch.arange(40)), val, test.subset(torch.arange(37)))
+    settings = dict(epochs=2, lr=1e-2, batch_size=16, eval_batch_size=10)
+    runs = [fit_and_evaluate("gru-dt", small, seed=0, options={"hidden": 8}, checkpoint_path=tmp_path / f"{k}.pt",
+                             training=training, progress=False)
+            for k, training in enumerate((settings, TrainingSettings(**settings)))]
+    assert TrainingSettings(**settings).select_on is None
+    assert runs[1]["history"]["best_epoch"] == runs[0]["history"]["best_epoch"]
+    assert runs[1]["metrics"] == runs[0]["metrics"]
+
+
 def test_whole_run_writes_outputs_and_table_matches_runs(tmp_path):
     import yaml
 

@@ -116,13 +116,21 @@ def control_of(observations: Observations, options: ControlOptions) -> Control:
     times, values = observations.times, observations.values
     lengths = observations.lengths.to(values.device).long()
     check_min_length(lengths, 2)
-    if options.time_unit is not None:  # in float64: large raw times keep their resolution (as observed_channels)
-        times = (times.double() / options.time_unit).to(values.dtype)
-        check_rescaled_times(times, lengths, options.time_unit)
+    time_unit = _resolved_time_unit(options)
+    if time_unit is not None:  # in float64: large raw times keep their resolution (as observed_channels)
+        times = (times.double() / time_unit).to(values.dtype)
+        check_rescaled_times(times, lengths, time_unit)
     else:
         times = times.to(values.dtype)
     valid = torch.arange(values.shape[1], device=values.device).unsqueeze(0) < lengths.unsqueeze(1)
     return options.interpolation.build(_channels_at_points(times, values, lengths, valid, options))
+
+
+def _resolved_time_unit(options: ControlOptions) -> float | None:
+    """The time unit of options its callers checked (`ControlOptions.check_resolved` refuses "auto")."""
+    time_unit = options.time_unit
+    assert not isinstance(time_unit, str), "time_unit='auto' is resolved before a control is built"
+    return time_unit
 
 
 def observed_channels(times, values, lengths, options: ControlOptions) -> ObservedChannels:
@@ -146,8 +154,9 @@ def observed_channels(times, values, lengths, options: ControlOptions) -> Observ
             without ``unobserved_fill``; ``unobserved_fill`` with other than C values; samples on different time grids
             with the time grid as knots.
     """
-    if options.time_unit is not None and isinstance(times, torch.Tensor):
-        times = times.double() / options.time_unit  # in float64: large raw times keep their resolution
+    time_unit = _resolved_time_unit(options)
+    if time_unit is not None and isinstance(times, torch.Tensor):
+        times = times.double() / time_unit  # in float64: large raw times keep their resolution
     times, values, lengths, valid = validate_observations(times, values, lengths)
     return _channels_at_points(times, values, lengths, valid, options)
 

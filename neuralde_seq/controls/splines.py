@@ -189,13 +189,13 @@ def _complete_series_coefficients(values, t, lengths, valid) -> torch.Tensor:
     slope = (rhs_end - gap_end * previous_end) / (gap_end * (2 - upper_end))
     # Back substitution; rows at and after a series' end keep its end slope.
     varying = not bool((lengths == length).all())
-    slopes = [slope]
+    backwards = [slope]
     for i in range(length - 2, -1, -1):
         slope = eliminated[i] - uppers[i] * slope
         if varying:
-            slope = torch.where(i >= end, slopes[-1], slope)
-        slopes.append(slope)
-    slopes = torch.stack(slopes[::-1])
+            slope = torch.where(i >= end, backwards[-1], slope)
+        backwards.append(slope)
+    slopes = torch.stack(backwards[::-1])
     two_c = (6 * secant - 4 * slopes[:-1] - 2 * slopes[1:]) * gap.unsqueeze(1)
     three_d = (3 * (slopes[:-1] + slopes[1:]) - 6 * secant) * (gap * gap).unsqueeze(1)
     pieces = torch.stack([values[:-1], slopes[:-1], two_c, three_d], dim=1)

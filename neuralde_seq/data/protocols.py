@@ -145,8 +145,9 @@ def _standardise_splits(train: IrregularDataset, *others: IrregularDataset) -> t
         meta = dict(ds.meta)
         meta["standardise"] = {"mean": mean.tolist(), "std": std.tolist()}
         static = ds.static
-        if s_mean is not None:
-            static = _scale(ds.static, s_mean, s_std)
+        # s_mean and s_std are set exactly when the training split, and so every split (checked), has static features
+        if static is not None and s_mean is not None and s_std is not None:
+            static = _scale(static, s_mean, s_std)
             meta["standardise_static"] = {"mean": s_mean.tolist(), "std": s_std.tolist()}
         out.append(ds.replace(values=_scale(ds.values, mean, std), static=static, meta=meta))
     return tuple(out)
@@ -168,8 +169,8 @@ class TaskData:
     splits: DatasetSplits
     options: dict
     seed: int | None
-    _raw_train: IrregularDataset = dataclasses.field(repr=False, default=None)
-    _raw_test: IrregularDataset = dataclasses.field(repr=False, default=None)  # before subsampling
+    _raw_train: IrregularDataset | None = dataclasses.field(repr=False, default=None)
+    _raw_test: IrregularDataset | None = dataclasses.field(repr=False, default=None)  # before subsampling
     _loader_kwargs: dict = dataclasses.field(repr=False, default_factory=dict)
     _dtype: torch.dtype = torch.float32
 
@@ -206,12 +207,16 @@ class TaskData:
         Raises:
             ValueError: a bad ``subsample`` or ``time_warp`` (naming the option).
         """
-        test = self._raw_test
+        raw_train, test = self._raw_train, self._raw_test
+        if raw_train is None or test is None:
+            raise RuntimeError("TaskData.test_variant reads the raw splits load_task keeps; this TaskData was made "
+                               "without them")
         if drop_rate is not None and drop_rate != self._loader_kwargs.get("drop_rate", 0.0):
             kwargs = {**self._loader_kwargs, "drop_rate": drop_rate}
+            base = test
             test = self.task.load_function()(**kwargs).test
-            base = self._raw_test
             # The variant must hold the same test samples, only other observations dropped.
+            assert test.labels is not None and base.labels is not None  # a task is a classification
             if len(test) != len(base) or not torch.equal(test.labels, base.labels) or \
                     not torch.equal(test.lengths, base.lengths):
                 raise RuntimeError(f"task {self.task.name!r}: the test set loaded with drop_rate={drop_rate} "
@@ -222,7 +227,7 @@ class TaskData:
         if time_warp is not None:
             test = warp_dataset(test, TimeWarp.from_dict(time_warp))
         if self.task.standardise:
-            test = _standardise_splits(self._raw_train, test)[1]
+            test = _standardise_splits(raw_train, test)[1]
         return test.to(dtype=self._dtype)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -139,7 +139,7 @@ _FORM_TEXT = {"ode": "ODE in time", "cde": "CDE in dX", "rde": "log-signature RD
 for _rule in rule_names():
     for _form, _control in (("ode", _INTERPOLATED), ("cde", _INTERPOLATED), ("rde", _LOGSIG_WITH_LEVEL)):
         _name = f"{_rule}-{_form}"
-        _defaults = dict(rule=_rule, form=_form)
+        _defaults: dict[str, Any] = dict(rule=_rule, form=_form)
         if _name in _SOLVER_DEFAULTS:
             _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a method object: each model wraps it in options of its own
         register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
@@ -210,7 +210,7 @@ for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
                          ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
     register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
                                      from_inputs=_linear_cde_inputs,
-                                     description=f"linear NCDE (SLiCE), {_STRUCTURES[_defaults['structure']]}"))
+                                     description=f"linear NCDE (SLiCE), {_STRUCTURES[str(_defaults['structure'])]}"))
 # Log-NCDE (Walker et al. 2024): the NCDE's field by the log-ODE method on depth-2 log-signature windows, with the
 # authors' field (SiLU, final tanh, weights and biases / 1000 at init); their Lip(2) penalty is the training's
 # penalty_weight (docs/log_ncde.md). The windows' depth and the path's channels come from the training control.
@@ -494,7 +494,7 @@ def input_options(name: str, inputs: Control | Observations, overrides: Mapping 
 
 
 def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
-                 solver: SolverOptions | Method | str | dict | None = None, **overrides):
+                 solver: SolverOptions | Method | str | Mapping | None = None, **overrides):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:

@@ -39,6 +39,7 @@ steps included, as any batch norm does; ``norm="layer"`` is causal in both modes
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -93,6 +94,8 @@ class SeparableFlexConv(nn.Module):
 
     ``forward(x)``: (B, T, in_channels) -> (B, T, out_channels).
     """
+
+    mask_mean: torch.Tensor  # a parameter, or a buffer when not learnt
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, kernel_hidden: int = 32,
                  kernel_layers: int = 3, omega_0: float = 10.0, mask_width: float = 0.075,
@@ -201,6 +204,9 @@ class MaskedBatchNorm(nn.Module):
     running statistics, so each sample's output is independent of the rest of the batch and of padding.
     ``forward(x, valid)``: x (B, T, C), valid (B, T) bool.
     """
+
+    running_mean: torch.Tensor  # buffers: (C,)
+    running_var: torch.Tensor
 
     def __init__(self, channels: int, eps: float = 1e-5, momentum: float = 0.1):
         super().__init__()
@@ -312,11 +318,10 @@ class CCNN(nn.Module):
                  fft_threshold: int = 512, static_channels: int | None = None):
         super().__init__()
         check_num_outputs(num_classes)
-        conv_options = dict(kernel_hidden=kernel_hidden, kernel_layers=kernel_layers, omega_0=omega_0,
-                            mask_width=mask_width, mask_threshold=mask_threshold,
-                            learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,
-                            kernel_gain=kernel_gain, rescale_by_channels=rescale_by_channels,
-                            conv=conv, fft_threshold=fft_threshold)
+        conv_options: dict[str, Any] = dict(
+            kernel_hidden=kernel_hidden, kernel_layers=kernel_layers, omega_0=omega_0, mask_width=mask_width,
+            mask_threshold=mask_threshold, learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,
+            kernel_gain=kernel_gain, rescale_by_channels=rescale_by_channels, conv=conv, fft_threshold=fft_threshold)
         self.in_channels, self.num_classes = in_channels, num_classes
         self.input_conv = SeparableFlexConv(2 * in_channels, hidden, kernel_size, **conv_options)
         self.input_norm = _make_norm(norm, hidden)
@@ -341,7 +346,9 @@ class CCNN(nn.Module):
         Returns:
             A scalar tensor.
         """
-        return sum(conv.kernel_l2() for conv in self.flex_convs())
+        total = sum(conv.kernel_l2() for conv in self.flex_convs())
+        assert isinstance(total, torch.Tensor)  # the model has at least one layer
+        return total
 
     def penalty(self) -> torch.Tensor:
         """The regulariser the trainer weights by ``penalty_weight`` (λ): ½ · `kernel_l2` (paper Eq. 3).

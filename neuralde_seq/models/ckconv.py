@@ -98,6 +98,7 @@ irregular mode ``step`` should then be the data's time resolution (with the defa
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -196,6 +197,8 @@ class CKConv(nn.Module):
             T = 1,000).
     """
 
+    horizon: torch.Tensor  # a buffer: () float64, NaN until set
+
     def __init__(self, in_channels: int, out_channels: int, *, kernel_hidden: int = 32, omega_0: float = 30.0,
                  horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
                  weight_norm: bool = True, bias: bool = True, irregular_conv: str = "auto",
@@ -262,7 +265,8 @@ class CKConv(nn.Module):
     def grid_kernel(self, length: int, step: float | None = None, *, dtype=None, device=None) -> torch.Tensor:
         """The kernel sampled at Δ_k = k · step, k = 0..length−1: (out, in, length). No Eq. 5 factor."""
         step = self.step if step is None else float(step)
-        ref = self.kernel_net.layers[0].bias
+        ref = self.kernel_net.linear_layers()[0].bias
+        assert ref is not None  # the kernel network's layers have biases
         delta = torch.arange(length, dtype=dtype or ref.dtype, device=device or ref.device) * step
         return self.kernel_at(delta).permute(1, 2, 0)
 
@@ -551,7 +555,9 @@ class CKCNN(nn.Module):
         Returns:
             A scalar tensor.
         """
-        return sum(layer.kernel_l2() for layer in self.convolutions())
+        total = sum(layer.kernel_l2() for layer in self.convolutions())
+        assert isinstance(total, torch.Tensor)  # the model has at least one layer
+        return total
 
     def penalty(self) -> torch.Tensor:
         """The regulariser ``train_classifier`` weights by ``penalty_weight``: `kernel_l2` (paper 000
@@ -641,7 +647,7 @@ class CKCNN(nn.Module):
             point_mask = channel_mask.any(-1)
             times = torch.where(valid, observations.times, torch.zeros((), dtype=observations.times.dtype,
                                                                        device=valid.device))
-            first_conv = self.blocks[0].conv1
+            first_conv = cast(CKBlock, self.blocks[0]).conv1  # nn.ModuleList types its items as any Module
             # One plan (lattice or pairwise) for every layer: the times are the same throughout.
             times, lattice = first_conv.plan_irregular(times, valid)
 

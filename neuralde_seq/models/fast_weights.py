@@ -14,6 +14,8 @@ control (each sample's outputs after its own end repeat its final output).
 """
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -101,6 +103,7 @@ class FastWeightLayer(nn.Module):
         H, d = self.field.n_heads, self.field.head_dim
         self.initial_state = initial_state
         if initial_state == "static":
+            assert static_channels is not None  # given together (checked above)
             self.static_slow = nn.Sequential(nn.Linear(static_channels, d_model), nn.LayerNorm(d_model),
                                              nn.Linear(d_model, H * (2 * d + 1)))
         self.out_proj = nn.Linear(H * d, d_model)
@@ -159,7 +162,7 @@ class _CoupledDynamics(nn.Module):
     def __init__(self, layers: nn.ModuleList):
         super().__init__()
         self.layers = layers
-        first = layers[0].field
+        first = cast(FastWeightLayer, layers[0]).field
         self.needs_value = first.needs_value
         self.needs_derivative = first.needs_derivative
         self.needs_time = first.needs_time  # every layer has the same basis options
@@ -228,6 +231,11 @@ class FastWeightNetwork(nn.Module):
         self.form = layers[0].field.form
         self.d_model = layers[-1].d_model
 
+    @property
+    def first_layer(self) -> FastWeightLayer:
+        """The first layer, which reads the control (nn.ModuleList types its items as any Module)."""
+        return cast(FastWeightLayer, self.layers[0])
+
     def resolve_method(self, control: Control) -> Method:
         """The solver method `forward` uses on ``control``: `Exact` or `RK4` (its ``exact`` or ``fallback``) for
         the default `Auto` (`neuralde_seq.solvers.resolve_method`), the given method otherwise.
@@ -246,7 +254,7 @@ class FastWeightNetwork(nn.Module):
         network), the module the caller holds."""
         model = self if model is None else model
         check_input_type(model, control, Control)
-        first = self.layers[0].field
+        first = self.first_layer.field
         if control.channels != first.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
         if (self.form == "rde") != control.piecewise_constant:
@@ -340,7 +348,7 @@ class FastWeightClassifier(nn.Module):
             # Hebb's W is a sum over the whole series and grows like its length (logits in the tens at
             # initialisation on a 2,000-point series); Oja's and the Delta rules' stay bounded, and a final LayerNorm
             # slowed the Delta-CDE's learning of an early event at length 1,000 (tests/test_long_sequences.py).
-            output_norm = not self.network.layers[0].field.rule.bounded
+            output_norm = not self.network.first_layer.field.rule.bounded
         self.output_norm = nn.LayerNorm(self.network.d_model) if output_norm else nn.Identity()
         self.head = nn.Linear(self.network.d_model, num_classes)
 

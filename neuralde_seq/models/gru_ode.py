@@ -43,6 +43,9 @@ class _ControlDrivenRNN(nn.Module):
     ``readout``, ``solver``, ``in_channels``, ``hidden`` and ``model_name`` (for messages)."""
 
     model_name = "this model"
+    in_channels: int
+    hidden: int
+    readout: nn.Module
 
     def hidden_states(self, control: Control, at_knots: bool = False, h0: torch.Tensor | None = None):
         """The hidden state h.

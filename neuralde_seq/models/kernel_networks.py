@@ -29,6 +29,7 @@ mapping a relative position c in [-1, 1] to one kernel value per channel; with o
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +73,7 @@ class WeightNormLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def _set_weight(layer: nn.Module, weight: torch.Tensor) -> None:
+def _set_weight(layer: nn.Linear | WeightNormLinear, weight: torch.Tensor) -> None:
     if isinstance(layer, WeightNormLinear):
         layer.set_weight(weight)
     else:
@@ -111,7 +112,8 @@ class SirenKernel(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """SIREN initialisation of the effective weights (module docstring), written to g and v."""
-        for index, layer in enumerate(self.layers):
+        for index, layer in enumerate(self.linear_layers()):
+            assert layer.bias is not None  # every layer is made with a bias
             fan_in = layer.in_features
             bound = 1.0 / fan_in if index == 0 else math.sqrt(6.0 / fan_in) / self.omega_0
             weight = torch.empty(layer.out_features, fan_in).uniform_(-bound, bound)
@@ -126,6 +128,10 @@ class SirenKernel(nn.Module):
             else:
                 layer.bias.zero_()
 
+    def linear_layers(self) -> list[nn.Linear | WeightNormLinear]:
+        """The layers, of the types __init__ made (nn.ModuleList types its items as any Module)."""
+        return cast("list[nn.Linear | WeightNormLinear]", list(self.layers))
+
     def hidden_features(self, positions: torch.Tensor) -> torch.Tensor:
         """Output of the two sine layers at normalised positions (...,): shape (..., hidden)."""
         h = positions.unsqueeze(-1)
@@ -135,7 +141,7 @@ class SirenKernel(nn.Module):
 
     def output_weight(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The last layer's effective weight as (out, in, hidden) and bias as (out, in)."""
-        last = self.layers[-1]
+        last = self.linear_layers()[-1]
         bias = None if last.bias is None else last.bias.view(self.out_channels, self.in_channels)
         return last.weight.view(self.out_channels, self.in_channels, self.hidden), bias
 
@@ -234,9 +240,10 @@ class MAGNet(nn.Module):
         self.mu = nn.Parameter(mu)
         self.freq = nn.Parameter(freq)
         self.phase = nn.Parameter(torch.zeros(n_filters, hidden))
-        self.linears = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
+        linears = [nn.Linear(hidden, hidden) for _ in range(layers)]
+        self.linears = nn.ModuleList(linears)
         self.output_linear = nn.Linear(hidden, out_channels)
-        for lin in self.linears:
+        for lin in linears:
             nn.init.kaiming_uniform_(lin.weight, nonlinearity="linear")
             nn.init.ones_(lin.bias)
         nn.init.kaiming_uniform_(self.output_linear.weight, nonlinearity="linear")

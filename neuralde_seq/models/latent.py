@@ -49,6 +49,7 @@ trainer's ``penalty_weight`` adds it to the cross-entropy.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -143,6 +144,7 @@ class LatentODE(nn.Module):
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
         self.solver = solver_options(solver)
+        self.encoder: ODERNN | ODERFWP
         if encoder == "ode-rnn":
             self.encoder = ODERNN(in_channels, 2, hidden, width, depth, solver=self.solver)
             self.encoder.readout = None  # only its state is used
@@ -154,7 +156,7 @@ class LatentODE(nn.Module):
                     or not initial_posterior_std > 0):
                 raise ValueError(f"initial_posterior_std must be a positive number or None, got {initial_posterior_std!r}")
             with torch.no_grad():
-                self.to_posterior[-1].bias[latent:] = 2 * math.log(initial_posterior_std)
+                cast(nn.Linear, self.to_posterior[-1]).bias[latent:] = 2 * math.log(initial_posterior_std)
         self.dynamics = ode_mlp(latent, decoder_width, decoder_depth)
         self.output = nn.Linear(latent, in_channels)
         if noise_std == "learned":

@@ -72,6 +72,13 @@ def _path_channels(channels: int, depth: int) -> int:
     return d
 
 
+def _window_start(control: Control) -> torch.Tensor:
+    """(B, d) the path's first point, which log-signature windows carry as ``initial_value``."""
+    if control.initial_value is None:
+        raise ValueError("log-signature windows without initial_value: LinearCDE starts from the path's first point")
+    return control.initial_value
+
+
 def control_depth_of(control: Control) -> int:
     """The depth at which a `LinearCDE` reads ``control``: 1 for an interpolated control or depth-1 log-signature
     windows, 2 for depth-2 windows.
@@ -90,9 +97,7 @@ def control_depth_of(control: Control) -> int:
     if any(name.startswith("start_") for name in control.channels_info):
         raise ValueError("LinearCDE reads the windows' log-signatures only: build the control with "
                          "window_start_values=False")
-    if control.initial_value is None:
-        raise ValueError("log-signature windows without initial_value: LinearCDE starts from the path's first point")
-    d = control.initial_value.shape[-1]
+    d = _window_start(control).shape[-1]
     if control.channels == d:
         return 1
     if control.channels == d + d * (d - 1) // 2:
@@ -136,7 +141,7 @@ def path_scales(control: Control) -> tuple[float, ...]:
         A tuple of d positive floats, d the path's channels.
     """
     control_depth_of(control)  # refuses what a LinearCDE cannot read
-    d = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
+    d = _window_start(control).shape[-1] if control.piecewise_constant else control.channels
     terms, pieces = _pieces(control)
     increments = terms[..., :d].double()
     # X − X(t_0) at every knot (the spread does not depend on the starting level)
@@ -183,6 +188,10 @@ class LinearCDE(nn.Module):
             channel_scales.
     """
 
+    channel_scales: torch.Tensor  # buffers: (d,) the path channels' scales; the level-2 pairs' channels (P,)
+    _pair_left: torch.Tensor
+    _pair_right: torch.Tensor
+
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 64, structure: str = "diagonal",
                  block_size: int | None = None, rank: int | None = None, scan: str = "auto",
                  init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None,
@@ -202,7 +211,7 @@ class LinearCDE(nn.Module):
         if (rank is not None) != (structure == "dplr"):
             raise ValueError("rank goes with structure='dplr' (and is required there)")
         if structure == "block":
-            _positive_int("block_size", block_size)
+            block_size = _positive_int("block_size", block_size)
             if hidden % block_size:
                 raise ValueError(f"hidden ({hidden}) must be a multiple of block_size ({block_size})")
         if structure == "dplr":
@@ -224,12 +233,13 @@ class LinearCDE(nn.Module):
             in_channels, hidden, structure, block_size, rank, scan)
         self.control_depth, self.path_channels, self.readout_mode = control_depth, d, readout
         self.register_buffer("channel_scales", scales)
-        width = {"diagonal": 1, "block": block_size, "dense": hidden, "dplr": 1}[structure]
-        shape = {"diagonal": (d, hidden), "dplr": (d, hidden),
-                 "block": (d, hidden // (block_size or 1), block_size, block_size),
+        block = block_size or 1  # block_size is given exactly with structure "block"
+        width = {"diagonal": 1, "block": block, "dense": hidden, "dplr": 1}[structure]
+        shape = {"diagonal": (d, hidden), "dplr": (d, hidden), "block": (d, hidden // block, block, block),
                  "dense": (d, hidden, hidden)}[structure]
         self.A = nn.Parameter(torch.randn(shape) * (init_scale / math.sqrt(d * width)))
         if structure == "dplr":
+            assert rank is not None  # required with structure "dplr" (checked above)
             # U_i V_iᵀ h then has entries of the size a dense A_i h has: σ² sqrt(r H) = init_scale / sqrt(d)
             factor_std = math.sqrt(init_scale / math.sqrt(d * rank * hidden))
             self._factor_std = factor_std
@@ -336,7 +346,7 @@ class LinearCDE(nn.Module):
             (terms (B, S, in_channels), zero at and after each sample's end; h0 (B, H)).
         """
         terms, _ = self._scaled_terms(control)
-        first = control.initial_value if control.piecewise_constant else control.coeffs[:, 0, 0]  # X(t_0)
+        first = _window_start(control) if control.piecewise_constant else control.coeffs[:, 0, 0]  # X(t_0)
         return terms, self.initial(first / self.channel_scales.to(first.dtype))
 
     def hidden_states(self, control: Control) -> torch.Tensor:
@@ -397,9 +407,10 @@ class LinearCDE(nn.Module):
             (parameter, factor) pairs: (A, 1 / k) with k = 1 diagonal and DPLR, block_size, H dense; DPLR also
             (U, f) and (V, f) with f = 1 / (H·√r·σ).
         """
-        width = {"diagonal": 1, "block": self.block_size, "dense": self.hidden, "dplr": 1}[self.structure]
+        width = {"diagonal": 1, "block": self.block_size or 1, "dense": self.hidden, "dplr": 1}[self.structure]
         scales = [(self.A, 1.0 / width)]
         if self.structure == "dplr":
+            assert self.rank is not None  # required with structure "dplr"
             factor = 1.0 / (self.hidden * math.sqrt(self.rank) * self._factor_std)
             scales += [(self.U, factor), (self.V, factor)]
         return scales

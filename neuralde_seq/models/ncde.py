@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -179,14 +180,14 @@ class CDEVectorField(nn.Module):
         slope = ACTIVATION_SLOPES[self.activation]
         value, tangent = z, tangents.movedim(-1, 0)  # (C, B, hidden): tangent j
         pre = z
-        for layer in self.net[:-2]:
+        for layer in list(self.net)[:-2]:
             if isinstance(layer, nn.Linear):
                 pre = layer(value)
                 tangent = tangent @ layer.weight.t()
             else:
                 value = layer(pre)
                 tangent = tangent * slope(pre, value)
-        rows = self.net[-2].weight.view(self.hidden, self.in_channels, -1)  # output h·C + j is row (h, j)
+        rows = cast(nn.Linear, self.net[-2]).weight.view(self.hidden, self.in_channels, -1)  # (h, j): output h·C + j
         pre_tangents = torch.einsum("jbw,hjw->bhj", tangent, rows)  # (B, hidden, C)
         return ((1 - columns * columns) * pre_tangents).sum(-1)  # tanh' = 1 − tanh²
 
@@ -217,18 +218,18 @@ class BasisCDEVectorField(nn.Module):
     needs_time = True
 
     def __init__(self, hidden: int, in_channels: int, width: int, depth: int, activation: str, basis,
-                 time_range: tuple[float, float], num_bases: int | None = None):
+                 time_range: tuple[float, float] | None, num_bases: int | None = None):
         super().__init__()
         plain = CDEVectorField(hidden, in_channels, width, depth, activation)  # checks the sizes and activation
         basis = make_basis(basis, num_bases)
-        layers = []
+        layers: list[nn.Module] = []
         for layer in plain.net:
             if isinstance(layer, nn.Linear):
                 layers.append(BasisLinear(layer.in_features, layer.out_features, basis))
             else:
                 layers.append(layer)
         self.net = nn.ModuleList(layers)
-        self.time_range = check_time_range(basis, None, time_range)
+        self.time_range = check_time_range(basis, None, time_range)  # (refuses None)
         self.hidden = hidden
         self.in_channels = in_channels
 
@@ -347,11 +348,14 @@ class LogODEVectorField(nn.Module):
     needs_value = False
     needs_derivative = True
 
+    _rows: torch.Tensor  # buffers: the Lyndon words ij, i < j
+    _cols: torch.Tensor
+
     def __init__(self, field: nn.Module, control_depth: int):
         super().__init__()
-        self.field = field
+        self.field: Any = field  # any module with the interface above
         self.control_depth = _check_control_depth(control_depth)
-        self.path_channels = d = int(field.in_channels)
+        self.path_channels = d = int(cast(Any, field).in_channels)
         self.channels = d if control_depth == 1 else d + d * (d - 1) // 2
         self.needs_time = bool(getattr(field, "needs_time", False))
         # A field that differentiates each column along its own tangent itself (CDEVectorField: only the last
@@ -417,15 +421,14 @@ class LogODEVectorField(nn.Module):
         return derivatives.diagonal(dim1=0, dim2=3).sum(-1)
 
 
-def _log_ode_depth(control: Control) -> int:
-    """The depth of log-signature windows in a Lyndon basis of the path whose first point the control carries (0 when
-    no depth gives its channel count)."""
-    d = control.initial_value.shape[-1]
+def _log_ode_depth(d: int, channels: int) -> int:
+    """The depth of log-signature windows of ``channels`` terms in a Lyndon basis of a d-channel path (the one whose
+    first point the control carries; 0 when no depth gives that count)."""
     depth, terms = 1, d
-    while terms < control.channels and d > 1:  # a 1-channel path has only its increment at every depth
+    while terms < channels and d > 1:  # a 1-channel path has only its increment at every depth
         depth += 1
         terms = logsignature_channels(d, depth)
-    return depth if terms == control.channels else 0
+    return depth if terms == channels else 0
 
 
 def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -> None:
@@ -445,7 +448,7 @@ def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -
                              "'zeros'")
         return  # its channel count is checked against the model's
     d = control.initial_value.shape[-1]
-    depth = _log_ode_depth(control)
+    depth = _log_ode_depth(d, control.channels)
     if depth > 2:
         raise ValueError(f"control has depth-{depth} log-signature windows of a {d}-channel path: the log-ODE step "
                          f"at depth {depth} needs brackets of brackets ([f_i, [f_j, f_k]], ...), which are not "
@@ -576,6 +579,8 @@ class NeuralCDE(nn.Module):
             ``form="log-ode"``.
     """
 
+    control_scales: torch.Tensor | None  # a buffer: (in_channels,) or None
+
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
                  form: str = "cde", solver: SolverOptions | Method | None = None, initial_state: str = "input",
                  initial_channels: int | None = None, activation: str = "relu", basis=None,
@@ -607,6 +612,7 @@ class NeuralCDE(nn.Module):
         elif control_depth is not None:
             raise ValueError(f"control_depth is read by form='log-ode' only (got form={form!r}): drop it")
         time_range = check_time_range(basis, num_bases, basis_time_range)
+        self.field: CDEVectorField | BasisCDEVectorField
         if basis is None:
             self.field = CDEVectorField(hidden, field_channels, width, depth, activation)
         else:
@@ -627,15 +633,14 @@ class NeuralCDE(nn.Module):
         self.control_depth = control_depth
         self.path_channels = field_channels if form == "log-ode" else None
         self.initial_state = initial_state
+        self.initial_channels: int | None = None  # (initial_state "zeros": neither)
+        self.initial: nn.Linear | None = None
         if initial_state == "input":
             self.initial_channels = in_channels if initial_channels is None else initial_channels
             self.initial = nn.Linear(self.initial_channels, hidden)
         elif initial_state == "first_window":
             self.initial_channels = in_channels
             self.initial = nn.Linear(in_channels, hidden)
-        else:
-            self.initial_channels = None
-            self.initial = None
         self.readout = nn.Linear(hidden, num_classes)
         self.solver = solver_options(solver)
         self.hidden = hidden
@@ -663,6 +668,7 @@ class NeuralCDE(nn.Module):
             raise TypeError(f"control must be a neuralde_seq Control (build_control(interpolation='logsignature')), got "
                             f"{type(control).__name__}")
         _check_log_ode_control(control)
+        assert control.initial_value is not None  # refused without it
         d = control.initial_value.shape[-1]
         return {"control_depth": 1 if control.channels == d else 2, "initial_channels": d}
 
@@ -686,12 +692,9 @@ class NeuralCDE(nn.Module):
         if not isinstance(self.field, CDEVectorField):
             raise ValueError("penalty() is the Lip(2) bound of a time-independent field; this NeuralCDE's weights are "
                              "basis expansions in time (basis=...)")
-        total = None
-        for layer in self.field.net:
-            if isinstance(layer, nn.Linear):
-                term = layer.weight.norm(dim=1).mean() + layer.bias.norm()
-                total = term if total is None else total + term
-        return total
+        terms = [layer.weight.norm(dim=1).mean() + layer.bias.norm() for layer in self.field.net
+                 if isinstance(layer, nn.Linear)]
+        return sum(terms[1:], terms[0])  # summed in the layers' order
 
     def _check(self, control: Control) -> None:
         check_input_type(self, control, Control)
@@ -704,10 +707,10 @@ class NeuralCDE(nn.Module):
                              "for a Log-NCDE")
         if self.form == "log-ode":
             _check_log_ode_control(control, needs_initial_value=self.initial_state == "input")
-            if control.initial_value is not None and (control.initial_value.shape[-1] != self.path_channels
-                                                      or control.channels != self.in_channels):
-                raise ValueError(f"control has depth-{_log_ode_depth(control)} log-signature windows of a "
-                                 f"{control.initial_value.shape[-1]}-channel path ({control.channels} channels), but "
+            d = None if control.initial_value is None else control.initial_value.shape[-1]
+            if d is not None and (d != self.path_channels or control.channels != self.in_channels):
+                raise ValueError(f"control has depth-{_log_ode_depth(d, control.channels)} log-signature windows of a "
+                                 f"{d}-channel path ({control.channels} channels), but "
                                  f"the model reads depth-{self.control_depth} windows of a "
                                  f"{self.path_channels}-channel path ({self.in_channels} channels)")
         if control.channels != self.in_channels:
@@ -730,6 +733,7 @@ class NeuralCDE(nn.Module):
         s0 = control.knots[0]
         if self.initial_state == "zeros":
             return control.coeffs.new_zeros(control.batch_size, self.hidden)
+        assert self.initial is not None  # made for every initial_state but "zeros"
         if self.initial_state == "first_window":
             return self.initial(control.derivative(s0))
         if control.piecewise_constant:
@@ -760,7 +764,9 @@ class NeuralCDE(nn.Module):
         """
         self._check(control)
         z0 = self.initial_hidden(control) if z0 is None else z0
-        dynamics = LogODEVectorField(self.field, self.control_depth) if self.form == "log-ode" else self.field
+        dynamics: nn.Module = self.field
+        if self.form == "log-ode":  # (which requires control_depth)
+            dynamics = LogODEVectorField(self.field, cast(int, self.control_depth))
         if self.control_scales is not None:
             dynamics = _ScaledControl(dynamics, self.control_scales)
         return solve(dynamics, control, z0, self.solver, at_knots=at_knots)

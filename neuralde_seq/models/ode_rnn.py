@@ -85,7 +85,7 @@ class ODERNN(_ObservationModel):
     def _walk(self, observations: Observations):
         self._check(observations)
         values = observations.values
-        state = (values.new_zeros(observations.batch_size, self.hidden),)
+        state: tuple[torch.Tensor, ...] = (values.new_zeros(observations.batch_size, self.hidden),)
         if self.fill == "last":
             state += (self.channel_mean(observations).expand(values.shape[0], -1),)
 

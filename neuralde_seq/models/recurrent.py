@@ -38,6 +38,8 @@ raise an error; nothing is silently zero-filled.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -50,7 +52,7 @@ __all__ = ["GRUCell", "FILL_POLICIES", "walk_observations", "state_after_last_ob
 FILL_POLICIES = ("last", "zero")
 
 
-def _positive_int(name, value, minimum=1):
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
@@ -106,6 +108,8 @@ class GRUCell(nn.Module):
 class _ObservationModel(nn.Module):
     """Input checks, the empirical mean and the walk over the observations, shared by the RNNs."""
 
+    empirical_mean: torch.Tensor  # a buffer
+
     def __init__(self, in_channels: int, num_classes: int, hidden: int):
         super().__init__()
         _positive_int("in_channels", in_channels)
@@ -114,7 +118,7 @@ class _ObservationModel(nn.Module):
         self.in_channels, self.hidden = in_channels, hidden
         # NaN = not set (a persistent buffer, so checkpoints round-trip whether or not it was set).
         self.register_buffer("empirical_mean", torch.full((in_channels,), float("nan")))
-        self.readout = nn.Linear(hidden, num_classes)
+        self.readout: nn.Linear | None = nn.Linear(hidden, num_classes)  # None in encoders
 
     @torch.no_grad()
     def set_empirical_mean(self, observations: Observations) -> torch.Tensor:
@@ -171,7 +175,13 @@ class _ObservationModel(nn.Module):
             return torch.where(m, x, last)
         return x  # zero where unobserved (rows() zeroes them); the mask input says which
 
+    def final_hidden(self, observations: Observations) -> torch.Tensor:
+        """(B, hidden) the state that the readout reads (each model's own)."""
+        raise NotImplementedError
+
     def forward(self, observations: Observations) -> torch.Tensor:
+        if self.readout is None:
+            raise ValueError(f"this {type(self).__name__} has no readout (it serves as an encoder): use final_hidden")
         return self.readout(self.final_hidden(observations))
 
 
@@ -242,4 +252,5 @@ def state_after_last_observation(observations: Observations, walk) -> tuple[torc
         else:
             final = tuple(torch.where(event[:, i].view(-1, *([1] * (s.dim() - 1))), s, f)
                           for s, f in zip(state, final))
+    assert final is not None  # validated observations have at least one time step
     return final

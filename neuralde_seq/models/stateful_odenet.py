@@ -78,6 +78,9 @@ class StatefulNorm(BasisModule):
         running_mean, running_log_var: (n, C) coefficients of μ(u) (≡ 0) and ℓ(u) = log(σ²(u) + eps) (≡ 0).
     """
 
+    running_mean: torch.Tensor  # buffers: (n, C) coefficients in the basis
+    running_log_var: torch.Tensor
+
     expanded = ("weight", "bias", "running_mean", "running_log_var")
 
     def __init__(self, channels: int, basis, num_bases: int | None = None, momentum: float = 0.1,
@@ -158,9 +161,11 @@ class StatefulNorm(BasisModule):
         if not self._recorded:
             return
         points = torch.tensor([p[0] for p in self._recorded], dtype=torch.float64, device=self.running_mean.device)
-        for name, column in (("running_mean", 1), ("running_log_var", 2)):
+        recorded = {"running_mean": [mean for _, mean, _ in self._recorded],
+                    "running_log_var": [log_var for _, _, log_var in self._recorded]}
+        for name, statistics in recorded.items():
             running = getattr(self, name)
-            values = torch.stack([p[column] for p in self._recorded]).to(running)
+            values = torch.stack(statistics).to(running)
             fitted = fit_to_points(points, values, self.basis, previous=running)
             running.mul_(1 - self.momentum).add_(fitted, alpha=self.momentum)
         self._recorded.clear()
@@ -202,6 +207,8 @@ class StatefulODEBlock(nn.Module):
         self.depth_steps = depth_steps
         self.conv1 = BasisConv1d(hidden, hidden, kernel_size, basis)
         self.conv2 = BasisConv1d(hidden, hidden, kernel_size, basis)
+        self.norm1: StatefulNorm | None
+        self.norm2: StatefulNorm | None
         if normalization:
             self.norm1 = StatefulNorm(hidden, basis, momentum=momentum, eps=eps)
             self.norm2 = StatefulNorm(hidden, basis, momentum=momentum, eps=eps)
@@ -262,7 +269,7 @@ class StatefulODEBlock(nn.Module):
         steps = self.depth_steps
         width = 1.0 / steps
         for k in range(steps):  # the Runge-Kutta step of neuralde_seq.solvers.fixed_step, in depth
-            rates = []
+            rates: list[torch.Tensor] = []
             for i, row in enumerate(tableau.a):
                 stage = h + width * weighted_sum(row, rates) if i else h
                 c = tableau.c[i]

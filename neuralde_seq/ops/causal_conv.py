@@ -228,7 +228,7 @@ class Lattice(NamedTuple):
         size: N, the number of nodes: the largest index + 1.
         origin: (B,) the time of node 0 in each sample (its earliest placed point), in the times' dtype.
     """
-    index: torch.Tensor
+    index: torch.Tensor  # type: ignore[assignment]  # a field may hide tuple.index, which mypy refuses
     spacing: float
     size: int
     origin: torch.Tensor

@@ -20,6 +20,7 @@ tests/test_reservoir_features.py checks the two against each other in float64.
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,7 +73,7 @@ def reference_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor
     """
     _check(terms, ends, h0, A, B, biases, structure)
     N, S, _ = terms.shape
-    h, states = h0, [h0]
+    h, stepped = h0, [h0]
     for k in range(S):
         t = terms[:, k]  # (N, D)
         if structure == "diagonal":
@@ -81,8 +82,8 @@ def reference_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor
             M = torch.einsum("nd,dbij->nbij", t, A)  # Σ_d t_d A_d, (N, H/2, 2, 2)
             step = (M @ h.view(N, -1, 2, 1)).view(N, -1)
         h = h + step + t @ B.t()
-        states.append(h)
-    states = torch.stack(states, dim=1)  # (N, S + 1, H)
+        stepped.append(h)
+    states = torch.stack(stepped, dim=1)  # (N, S + 1, H)
     inside = (torch.arange(S + 1, device=h0.device).unsqueeze(0) <= ends.unsqueeze(1)).unsqueeze(-1)
     count = inside.sum(dim=1).to(h0.dtype)
     out = {"final": states[torch.arange(N, device=h0.device), ends],
@@ -98,7 +99,7 @@ def reference_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor
     return out
 
 
-_KERNELS = {}
+_KERNELS: dict[str, Any] = {}  # numba's compiled kernels, by name
 
 
 def _kernel():
@@ -273,9 +274,9 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
     count = int(rows.max()) + 1 if rows.size else 0
     states_x, states_y = (np.empty((n, count), dtype=arrays[2].dtype) for _ in range(2))
     _KERNELS["states"](*arrays, rows, states_x, states_y)
-    states = np.empty((n, 2, count), dtype=states_x.dtype)  # rows (x_j, y_j) = units (2j, 2j + 1): the order of h
-    states[:, 0], states[:, 1] = states_x, states_y
-    states = torch.from_numpy(states.reshape(2 * n, count)[:H]).to(h0.device)
+    by_oscillator = np.empty((n, 2, count), dtype=states_x.dtype)  # rows (x_j, y_j) = units (2j, 2j + 1), as in h
+    by_oscillator[:, 0], by_oscillator[:, 1] = states_x, states_y
+    states = torch.from_numpy(by_oscillator.reshape(2 * n, count)[:H]).to(h0.device)
     return states.t().reshape(N, S + 1, H) if points is None else states
 
 

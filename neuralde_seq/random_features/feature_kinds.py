@@ -61,10 +61,12 @@ def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torc
     Returns:
         (B, num_biases·H) proportions in [0, 1], the thresholds' blocks in order.
     """
+    if temperature > 0 and spreads is None:
+        raise ValueError("positive_proportion: a temperature > 0 needs spreads (each unit's unit of width)")
     count = inside.sum(dim=1)
     parts = []
     for bias in biases:
-        if temperature > 0:
+        if temperature > 0 and spreads is not None:
             above = torch.sigmoid((states - bias) / (temperature * spreads))
         else:
             above = (states > bias).to(states.dtype)
@@ -99,7 +101,7 @@ class Pooling(NamedTuple):
 
     end_index: torch.Tensor  # (B,) each sample's final knot
     inside: torch.Tensor  # (B, K, 1) 1 at each sample's knots 0..end, 0 after (the states' dtype)
-    count: torch.Tensor  # (B, 1) each sample's knots
+    count: torch.Tensor  # type: ignore[assignment]  # (B, 1) each sample's knots (a field hiding tuple.count)
     num_times: int  # n, the fractions read by "times"
     biases: torch.Tensor | None  # (num_biases, H) the "ppv" and "mpv" thresholds
     spreads: torch.Tensor | None  # (H,) the units' spreads, the smooth "ppv"'s unit of width
@@ -141,12 +143,18 @@ def _max(states: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     return states.masked_fill(pooling.inside == 0, -torch.inf).amax(dim=1)
 
 
+def _thresholds(pooling: Pooling) -> torch.Tensor:
+    if pooling.biases is None:
+        raise ValueError("the 'ppv' and 'mpv' features read thresholds (RandomFeatures.fit draws them): biases is None")
+    return pooling.biases
+
+
 def _proportion_above(states: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    return positive_proportion(states, pooling.inside, pooling.biases, pooling.spreads, pooling.temperature)
+    return positive_proportion(states, pooling.inside, _thresholds(pooling), pooling.spreads, pooling.temperature)
 
 
 def _mean_above(states: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    return positive_mean(states, pooling.inside, pooling.biases)
+    return positive_mean(states, pooling.inside, _thresholds(pooling))
 
 
 STATE_FEATURES: dict[str, StateFeature] = {feature.name: feature for feature in (
@@ -210,6 +218,8 @@ def _levels(points: torch.Tensor, end: torch.Tensor, num_times: int, levels: tor
     Each sample's values are sorted once per part, so that the count above a threshold is a binary search and
     the sum above it a difference of running sums (O(K log K + L log K), not O(K·L), per sample and channel);
     the running sums in float64."""
+    if levels is None:
+        raise ValueError("the 'levels' feature reads thresholds (RandomFeatures.fit sets them): levels is None")
     B, K, C = points.shape
     thresholds = levels.to(device=points.device, dtype=points.dtype)  # (C, L)
     L = thresholds.shape[1]

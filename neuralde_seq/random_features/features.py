@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -145,6 +145,40 @@ class RandomFeatures:
     ((H,) each oscillator's period in knots, ``memory="oscillation"`` only, else None).
     """
 
+    # The constructor's arguments as checked and kept (scikit-learn's convention: their own names) ...
+    reservoir: str
+    features: tuple[str, ...]
+    width: int | None
+    num_times: int
+    num_biases: int
+    num_levels: int
+    input_scale: float
+    fast_share: float
+    timescales: tuple | None
+    memory: str
+    model_options: dict[str, Any]
+    control_options: dict[str, Any]
+    fill_gaps: float | str | None
+    standardise: bool
+    seed: int
+    batch_size: int
+    _explicit_timescales: bool
+    _explicit_memory: bool
+    # ... and what fit sets (the class docstring)
+    input_spec_: InputSpec
+    model_: torch.nn.Module | None
+    time_scale_: float
+    value_scales_: torch.Tensor
+    levels_: torch.Tensor | None
+    timescales_: torch.Tensor | None
+    periods_: torch.Tensor | None
+    biases_: torch.Tensor | None
+    spreads_: torch.Tensor | None
+    temperature_: float
+    feature_slices_: dict[str, slice]
+    state_width_: int
+    num_features_: int
+
     def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
                  width: int | None = None, num_times: int = 4, num_biases: int = 1, num_levels: int = 64,
                  input_scale: float = 1.0,
@@ -236,13 +270,13 @@ class RandomFeatures:
     def _linear_path(self, observations: Observations, time_channel: bool = True, time_unit=None) -> Control:
         """The linear path of the observations (the one the path scales and the path features read), with the
         parametrisation and fill of unobserved channels of the reservoir's input."""
-        control = self.input_spec_.control
+        control = self._control_options()
         options = ControlOptions(interpolation=Linear(), time_channel=time_channel,
                                  parametrization=control.parametrization, unobserved_fill=control.unobserved_fill,
                                  time_unit=time_unit)
         return control_of(observations, options)
 
-    def inputs(self, times: torch.Tensor, values: torch.Tensor | None = None,
+    def inputs(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
                lengths: torch.Tensor | None = None) -> Control:
         """The fitted map's input built from observations: the rescaled path as the reservoir reads it (a linear
         control with a time channel for ``"logsignature"``).
@@ -259,7 +293,7 @@ class RandomFeatures:
         self._check_fitted()
         return self._inputs(self._observations(times, values, lengths))
 
-    def model_arguments(self, times: torch.Tensor, values: torch.Tensor | None = None,
+    def model_arguments(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
                         lengths: torch.Tensor | None = None):
         """What a trainable copy of the map reads (`neuralde_seq.reservoir_tuning.ReservoirNetwork`): the input
         `inputs` gives and the "values" feature, which does not depend on the reservoir.
@@ -279,14 +313,22 @@ class RandomFeatures:
 
     def _inputs(self, observations: Observations) -> Control:
         """The reservoir's input: the spec's control of the rescaled observations, in the spec's time unit."""
-        return self.input_spec_.inputs_of(observations)
+        control = self.input_spec_.inputs_of(observations)
+        assert isinstance(control, Control)  # the spec is a control's (a reservoir reads no observations)
+        return control
+
+    def _control_options(self) -> ControlOptions:
+        """The fitted spec's `ControlOptions` (a reservoir's input is a control)."""
+        options = self.input_spec_.control
+        assert options is not None
+        return options
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "num_features_"):
             raise RuntimeError("this RandomFeatures is not fitted yet: call fit(times, values, lengths) first")
 
     # -------------------------------------------------------------------------------------------- fit
-    def fit(self, times: torch.Tensor, values: torch.Tensor | None = None,
+    def fit(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
             lengths: torch.Tensor | None = None) -> "RandomFeatures":
         """The input spec, the scales, the frozen model and the thresholds from training observations (package
         docstring).
@@ -328,9 +370,10 @@ class RandomFeatures:
             self.reservoir, control, values, width=self.width, memory=self.memory, model_options=self.model_options,
             seed=self.seed)
         self.timescales_ = self.periods_ = None
-        if self.model_ is not None and self.timescales is not None:
+        # (timescales are those of a linear CDE reservoir: resolve_timescales refuses them for the others)
+        if isinstance(self.model_, LinearCDE) and self.timescales is not None:
             # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
-            if self.input_spec_.control.time_channel:
+            if self._control_options().time_channel:
                 self.timescales_, self.periods_ = set_memory(self.model_, control, self.timescales, self.memory,
                                                              self.fast_share, self.seed)
             elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
@@ -342,8 +385,9 @@ class RandomFeatures:
             generator = torch.Generator().manual_seed(self.seed)
             chosen = torch.randperm(control.batch_size, generator=generator)[:_BIAS_SERIES]
             self.biases_, self.spreads_ = self._thresholds(control[chosen.sort().values], generator)
+        sizes: list[int] = []
         with torch.no_grad():
-            probe = self._batch_features(control[:1], observations[:1], sizes := [])
+            probe = self._batch_features(control[:1], observations[:1], sizes)
         self.feature_slices_ = {}
         for feature, size in zip(self.features, sizes):
             start = sum(s.stop - s.start for s in self.feature_slices_.values())
@@ -371,10 +415,10 @@ class RandomFeatures:
         with torch.no_grad():
             if self.model_ is None:
                 return control.coeffs[:, : int(control.end_index.max()) + 1, 0]
-            if self._fused(control.coeffs.device):  # the compiled loop of the fused features, states written out
-                terms, h0 = self.model_.scan_inputs(control)
-                return fused_states(terms, control.end_index, h0, self.model_.matrices(), self.model_.B.weight,
-                                    self.model_.structure)
+            fused = self._fused_model(control.coeffs.device)
+            if fused is not None:  # the compiled loop of the fused features, states written out
+                terms, h0 = fused.scan_inputs(control)
+                return fused_states(terms, control.end_index, h0, fused.matrices(), fused.B.weight, fused.structure)
             return reservoir_states(self.model_, control)
 
     def _states_batch(self, knots: int, like: torch.Tensor) -> int:
@@ -417,14 +461,15 @@ class RandomFeatures:
         ends = control.end_index
         points = int((ends + 1).sum())  # the states at the series' knots, in order (series, knot)
         chosen = torch.randperm(points, generator=generator)[:_BIAS_POINTS] if points > _BIAS_POINTS else None
-        if self._fused(control.coeffs.device):  # the chosen states only, from the compiled loop
+        fused = self._fused_model(control.coeffs.device)
+        if fused is not None:  # the chosen states only, from the compiled loop
             index = torch.arange(points) if chosen is None else chosen
             offsets = torch.cumsum(ends.cpu() + 1, dim=0)
             series = torch.searchsorted(offsets, index, right=True)
             knots = index - (offsets[series] - (ends.cpu()[series] + 1))
-            terms, h0 = self.model_.scan_inputs(control)
-            by_unit = fused_states(terms, ends, h0, self.model_.matrices(), self.model_.B.weight,
-                                   self.model_.structure, torch.stack([series, knots], dim=1))  # (H, M)
+            terms, h0 = fused.scan_inputs(control)
+            by_unit = fused_states(terms, ends, h0, fused.matrices(), fused.B.weight, fused.structure,
+                                   torch.stack([series, knots], dim=1))  # (H, M)
         else:  # the states of batch_size series at a time (within the memory budget), the chosen ones kept
             kept, first = [], 0  # (their order does not matter: each unit's states are sorted below)
             batch = self._states_batch(int(ends.max()) + 1, control.coeffs)
@@ -457,7 +502,7 @@ class RandomFeatures:
         return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)
 
     # -------------------------------------------------------------------------------------------- features
-    def transform(self, times: torch.Tensor, values: torch.Tensor | None = None,
+    def transform(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
                   lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Features of series.
 
@@ -483,7 +528,7 @@ class RandomFeatures:
         with torch.no_grad():
             # each batch's input is built from its own series (a series' features do not depend on the others)
             knots = int(observations.lengths.max())  # at most (log-signature windows have fewer)
-            if self._fused(values.device):  # no states stored: the batch holds the pieces' terms only
+            if self._fused_model(values.device) is not None:  # no states stored: the batch holds the pieces' terms only
                 batch = max(1, _STATE_BUDGET // (knots * (1 + values.shape[-1])))
             else:
                 batch = self._states_batch(knots, values)
@@ -496,7 +541,7 @@ class RandomFeatures:
                              f"input_scale (now {self.input_scale}) or the model's init_scale")
         return features
 
-    def fit_transform(self, times: torch.Tensor, values: torch.Tensor | None = None,
+    def fit_transform(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
                       lengths: torch.Tensor | None = None) -> torch.Tensor:
         """`fit`, then `transform` of the same observations.
 
@@ -511,26 +556,28 @@ class RandomFeatures:
         data = _series(times, values, lengths)  # checked once, for both
         return self.fit(data).transform(data)
 
-    def _fused(self, device: torch.device) -> bool:
-        """Whether the features come from the fused kernel (`neuralde_seq.ops.reservoir_features`): a linear CDE
-        reservoir, diagonal or of 2×2 blocks, reading the path's increments, on a CPU, with features the kernel
-        pools (and "values", which do not read the reservoir), exact "ppv" (not a fine-tuned map's smooth one), and
-        numba installed. Otherwise every state is formed and pooled (`states`, `pooled`): the same numbers."""
+    def _fused_model(self, device: torch.device) -> LinearCDE | None:
+        """The reservoir where the features come from the fused kernel (`neuralde_seq.ops.reservoir_features`): a
+        linear CDE reservoir, diagonal or of 2×2 blocks, reading the path's increments, on a CPU, with features the
+        kernel pools (and "values", which do not read the reservoir), exact "ppv" (not a fine-tuned map's smooth
+        one), and numba installed; else None: every state is formed and pooled (`states`, `pooled`), the same
+        numbers."""
         model = self.model_
-        return (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
-                and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
-                and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
-                and self.temperature_ == 0.0
-                and fused_available())
+        fused = (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
+                 and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
+                 and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
+                 and self.temperature_ == 0.0
+                 and fused_available())
+        return model if fused and isinstance(model, LinearCDE) else None
 
     def _batch_features(self, control: Control, observations: Observations, sizes: list | None = None
                         ) -> torch.Tensor:
         """(B, F) features of one batch (its rescaled observations and the reservoir's input built from them), in the
         order of ``features``; ``sizes`` (if given) gets each one's width."""
         constant = self._path_features(observations, control)
-        if not self._fused(control.coeffs.device):
+        model = self._fused_model(control.coeffs.device)
+        if model is None:
             return self.pooled(self._states(control), control.end_index, constant, sizes=sizes)
-        model = self.model_
         with torch.no_grad():
             terms, h0 = model.scan_inputs(control)
             pooled = fused_features(terms, control.end_index, h0, model.matrices(), model.B.weight, self.biases_,
@@ -598,7 +645,7 @@ class RandomFeatures:
         registry options; the path is then not built twice); else None."""
         if self.reservoir == "logsignature":
             return None
-        options = self.input_spec_.control
+        options = self._control_options()
         plain = (isinstance(options.interpolation, Linear) and options.time_channel
                  and not (options.intensity_channel or options.recency_channel)
                  and control.channels == 1 + channels)
@@ -613,15 +660,17 @@ class RandomFeatures:
         if not wanted:
             return torch.zeros(values.shape[0], 0, dtype=torch.float64, device=values.device)
         points = None if control is None else self._points_in(control, values.shape[-1])
-        if points is None:
+        if points is None or control is None:  # (points come from a control only)
             points, end = self._points(observations)
         else:
             end = control.end_index
         parts = [PATH_FEATURES[feature].compute(points, end, self.num_times, self.levels_) for feature in wanted]
         return torch.cat([part.to(torch.float64) for part in parts], dim=1)
 
-    def _path_part(self, path_part: torch.Tensor, feature: str) -> torch.Tensor:
+    def _path_part(self, path_part: torch.Tensor | None, feature: str) -> torch.Tensor:
         """``feature``'s columns of `_path_features`' output."""
+        if path_part is None:
+            raise ValueError(f"feature {feature!r} is a path feature: give path_part (the map's _path_features)")
         channels = self.value_scales_.numel()
 
         def width(name: str) -> int:

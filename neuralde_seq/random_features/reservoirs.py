@@ -6,22 +6,25 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Callable
 
 import torch
 
 from ..controls import Control
+from ..input_checks import is_positive_finite
 from ..models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry
-from ..models.linear_cde import _pieces
+from ..models.linear_cde import _pieces, _window_start
 from ..solvers import solve
 
 __all__ = ["RESERVOIRS", "MEMORIES", "reservoir_states", "reservoir_state_width", "build_reservoir",
            "resolve_timescales", "resolve_memory", "set_memory"]
 
 # The registry models whose per-knot state a reservoir reads, and the option that sets their width.
-_WIDTH_OPTION = {LinearCDE: "hidden", NeuralCDE: "hidden", FastWeightClassifier: "d_model"}
+_WIDTH_OPTION: dict[Callable[..., torch.nn.Module], str] = {LinearCDE: "hidden", NeuralCDE: "hidden",
+                                                             FastWeightClassifier: "d_model"}
 # Reservoir widths by default (benchmarks/random_features.py): a reservoir wants more units than a trained model.
 # Dense linear CDEs cost H² per unit step, CT-FWPs give d_model²/8 numbers per state.
-_DEFAULT_WIDTHS = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClassifier: 64}
+_DEFAULT_WIDTHS: dict[object, int] = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClassifier: 64}
 # Oscillators: 1,024 units spread over all periods plus fast_share's third of fast ones (benchmarks: the fast pairs
 # added to the slow ones, not taken from them, keep OSULeaf and ArrowHead).
 _DEFAULT_OSCILLATION_WIDTH = 1536
@@ -76,8 +79,10 @@ def reservoir_states(model: torch.nn.Module, control: Control) -> torch.Tensor:
         return model.hidden_states(control)
     if isinstance(model, NeuralCDE):
         return model.hidden_states(control, at_knots=True)
+    if not isinstance(model, FastWeightClassifier):
+        raise TypeError(f"a reservoir is a LinearCDE, NeuralCDE or FastWeightClassifier, got {type(model).__name__}")
     network = model.network
-    dynamics, layer = network.dynamics, network.layers[0]
+    dynamics, layer = network.dynamics, network.first_layer
     start = control.knots[0]
     x0 = control.evaluate(start) if dynamics.needs_value else None
     dx0 = control.derivative(start) if dynamics.needs_derivative else None
@@ -92,7 +97,9 @@ def reservoir_state_width(model: torch.nn.Module) -> int:
     would take gigabytes)."""
     if isinstance(model, (LinearCDE, NeuralCDE)):
         return int(model.hidden)
-    return math.prod(model.network.layers[0].state_shape)
+    if not isinstance(model, FastWeightClassifier):
+        raise TypeError(f"a reservoir is a LinearCDE, NeuralCDE or FastWeightClassifier, got {type(model).__name__}")
+    return math.prod(model.network.first_layer.state_shape)
 
 
 
@@ -122,8 +129,7 @@ def resolve_timescales(reservoir: str, timescales) -> tuple[tuple | None, bool]:
         if not _is_linear(reservoir):
             raise ValueError(f"timescales applies to the linear CDE reservoirs only, not {reservoir!r}: pass None")
         ok = isinstance(timescales, (tuple, list)) and len(timescales) == 2 and all(
-            t is None or (isinstance(t, numbers.Real) and not isinstance(t, bool) and math.isfinite(t) and t > 0)
-            for t in timescales) and timescales[0] is not None
+            t is None or is_positive_finite(t) for t in timescales) and timescales[0] is not None
         if not ok or (timescales[1] is not None and timescales[1] < timescales[0]):
             raise ValueError(f"timescales must be 'auto', None or (tau_min, tau_max) with 0 < tau_min <= tau_max "
                              f"(tau_max None: the longest training series), got {timescales!r}")
@@ -163,15 +169,17 @@ def resolve_memory(reservoir: str, memory: str, timescales, fast_share, model_op
         if not _is_linear(reservoir) or structure != "block":
             raise ValueError(f"memory='oscillation' pairs units into 2x2 blocks: it needs the block linear CDE "
                              f"(reservoir 'slice-block'), not {reservoir!r}")
-        if (model_options or {}).get("block_size", 2) != 2:
+        block_size = (model_options or {}).get("block_size", 2)
+        if block_size != 2:
             raise ValueError(f"memory='oscillation' needs model_options['block_size'] 2 (each oscillator a 2x2 "
-                             f"block), got {model_options['block_size']!r}")
+                             f"block), got {block_size!r}")
     oscillation = memory == "oscillation"
     if isinstance(fast_share, str) and fast_share == "auto":
         fast_share = _OSCILLATION_FAST_SHARE if oscillation else 0.0
-    elif isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or not 0 <= fast_share < 1:
+    elif isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or fast_share < 0 \
+            or not fast_share < 1:
         raise ValueError(f"fast_share must be 'auto' or a number in [0, 1), got {fast_share!r}")
-    elif fast_share > 0 and not oscillation:
+    elif fast_share != 0 and not oscillation:  # in (0, 1)
         raise ValueError(f"fast_share makes a share of the oscillators fast: it needs memory='oscillation', "
                          f"not {memory!r} (pass fast_share 'auto' or 0)")
     return memory, explicit, float(fast_share)
@@ -216,7 +224,7 @@ def build_reservoir(reservoir: str, control: Control, like: torch.Tensor, *, wid
     if entry.constructor is LinearCDE:
         if memory == "oscillation":
             options["block_size"] = 2
-        path_channels = control.initial_value.shape[-1] if control.piecewise_constant else control.channels
+        path_channels = _window_start(control).shape[-1] if control.piecewise_constant else control.channels
         options.setdefault("channel_scales", (1.0,) * path_channels)  # the path is rescaled already
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -35,7 +35,7 @@ def _longest_in_steps(times: torch.Tensor, lengths: torch.Tensor) -> int:
 
 
 def to_grid(times, values, lengths=None, *, length: int | None = None, span="sample",
-            fill_value: float | Sequence[float] = 0.0) -> np.ndarray:
+            fill_value: float | Sequence[float] | np.ndarray = 0.0) -> np.ndarray:
     """Irregular series on a regular grid, by linear interpolation per channel (the package docstring, "From
     irregular series to a grid").
 
@@ -115,6 +115,10 @@ class _Grid:
     """Shared part of the grid-based reference estimators: the irregular input put on a grid fixed at ``fit``."""
 
     _min_length = 1
+    # the estimator's parameters (its subclass's __init__), and what fit sets
+    grid_length: int | None
+    span: str
+    span_: tuple[float, float] | str
 
     def _check_grid_options(self) -> None:
         if self.grid_length is not None and (isinstance(self.grid_length, bool) or not isinstance(

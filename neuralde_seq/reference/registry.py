@@ -48,7 +48,7 @@ class ReferenceMethod:
     description: str = ""
     kind: str = "reference"
 
-    def estimator_class(self) -> type:
+    def estimator_class(self) -> type[Any]:
         """The estimator class (imported from ``"module:Class"`` where given so)."""
         if isinstance(self.estimator, str):
             module, _, attribute = self.estimator.partition(":")

@@ -23,6 +23,7 @@ class _MiniRocketFeatures:
     by ``StandardScaler(with_mean=False)`` (the ridge's ``normalize=True`` of the paper's recipe), and the alphas."""
 
     _min_length = MINIROCKET_MIN_LENGTH
+    grid_length_: int  # set by fit (the grid estimators')
 
     def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
                  random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,

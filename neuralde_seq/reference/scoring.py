@@ -84,6 +84,8 @@ def evaluate_reference(estimator, dataset: IrregularDataset, *, scores: bool = T
     """
     from ..training.metrics import accuracy, auroc
 
+    if dataset.labels is None:
+        raise ValueError("evaluate_reference scores a classifier: dataset must have class labels (labels is None)")
     X, times = as_arrays(dataset)
     labels = dataset.labels.detach().cpu().numpy()
     t0 = time.perf_counter()
@@ -180,7 +182,8 @@ def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset
     compile_seconds = warm_up(name, datasets[0].num_channels, seed=seed, options=options)
     members, seconds = [], 0.0
     for member in range(ensemble):
-        estimator = reference.create(seed if member == 0 else member_seed(seed, member), **options)
+        # (members after the first exist only with a seed: checked above)
+        estimator = reference.create(seed if member == 0 or seed is None else member_seed(seed, member), **options)
         if ensemble > 1 and not hasattr(estimator, "decision_function"):
             raise ValueError(f"ensemble={ensemble}: reference method {name!r} has no decision_function to average")
         t0 = time.perf_counter()

@@ -28,7 +28,9 @@ def summary_feature_names(channels: int | Sequence[str]) -> list[str]:
     Returns:
         A list of ``C * 9`` strings ``f"{channel}_{statistic}"``.
     """
-    if isinstance(channels, (int, np.integer)) and not isinstance(channels, bool):
+    if isinstance(channels, bool):  # neither a count nor names
+        raise TypeError(f"channels must be a positive count or a sequence of names, got {channels!r}")
+    if isinstance(channels, (int, np.integer)):
         if channels < 1:
             raise ValueError(f"channels must be a positive count or a sequence of names, got {channels!r}")
         channels = [f"ch{c}" for c in range(int(channels))]

@@ -340,7 +340,9 @@ class LearningRule:
         """
         kind = self.exact_step_kind(forget is not None)
         if kind == "affine":
-            return self.affine_step(k_raw, v_raw, beta, h, forget).apply(W)
+            update = self.affine_step(k_raw, v_raw, beta, h, forget)
+            assert update is not None  # an affine exact_step_kind is one with an affine step
+            return update.apply(W)
         if kind == "stepwise":
             return self.exact_step_from_inputs(W, *self.exact_step_inputs(k_raw, v_raw, beta, h))
         raise NotImplementedError(self.exact_step_refusal(forget is not None))

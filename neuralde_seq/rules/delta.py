@@ -25,15 +25,15 @@ class Delta(LearningRule):
         self.post = bool(post)
 
     @property
-    def name(self):  # type: ignore[override]
+    def name(self):
         return "delta-post" if self.post else "delta"
 
     @property
-    def title(self):  # type: ignore[override]
+    def title(self):
         return "post-Delta" if self.post else "Delta"
 
     @property
-    def capabilities(self):  # type: ignore[override]
+    def capabilities(self):
         # Post-Delta's step is nonlinear in W (and has no closed form with a forget gate).
         return frozenset({STEPWISE_STEP}) if self.post else _AFFINE
 

@@ -27,7 +27,7 @@ class Oja(LearningRule):
         self.softmax_after_subtract = bool(softmax_after_subtract)
 
     @property
-    def capabilities(self):  # type: ignore[override]
+    def capabilities(self):
         # softmax(k_raw − Wᵀv) is not affine in W: no closed form.
         return frozenset() if self.softmax_after_subtract else _AFFINE
 

@@ -57,11 +57,11 @@ def affine_forward(M, a, b, decay, write, keep_states: bool, scale=None):
         u = torch.addcmul(written_t, decay_t, (M * a_t).sum(1), value=-1.0)  # written − decay·M a
         if scale is not None:
             M = M * scale[t]
-        if keep_states:
+        if states is not None:  # keep_states
             M = torch.addcmul(M, u.unsqueeze(1), a_t, out=states[t])
         else:
             M.addcmul_(u.unsqueeze(1), a_t)
-    return states if keep_states else M
+    return states if states is not None else M
 
 
 def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, workspace: dict, scale=None):
@@ -114,18 +114,18 @@ def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, work
         torch.sum(before_[t] * a_[t], 1, out=recalled_[t])
         torch.addcmul(written_[t], decay_[t], recalled_[t], value=-1.0, out=u_[t])
         if t + 1 < steps:
-            kept = before_[t] if scale is None else before_[t] * scale_[t]
+            kept = before_[t] if scale_ is None else before_[t] * scale_[t]
             torch.addcmul(kept, u_rows[t], a_[t], out=before_[t + 1])
     # The adjoint recurrence, backwards: G[t] is the gradient on M_t (the state after step t).
     G[-1] = grad_states[-1] if keep_states else grad_states
     for t in range(steps - 1, 0, -1):
         torch.sum(G_[t] * a_[t], 1, out=g_[t])
-        kept = G_[t] if scale is None else G_[t] * scale_[t]
+        kept = G_[t] if scale_ is None else G_[t] * scale_[t]
         torch.addcmul(kept, g_rows[t], decayed_[t], value=-1.0, out=G_[t - 1])
         if keep_states:
             G_[t - 1].add_(grad_states[t - 1])
     torch.sum(G_[0] * a_[0], 1, out=g_[0])
-    grad_M0 = torch.addcmul(G_[0] if scale is None else G_[0] * scale_[0], g_rows[0], decayed_[0], value=-1.0)
+    grad_M0 = torch.addcmul(G_[0] if scale_ is None else G_[0] * scale_[0], g_rows[0], decayed_[0], value=-1.0)
     # ∂a_t = Σ_i (G_t[i, :] u_t[i] − decay_t M_{t−1}[i, :] g_t[i]), accumulated over the rows i: no temporary
     # of the size of the states.
     decayed_g = decay * g

@@ -139,55 +139,57 @@ def step_maps(tableau, h: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decay:
     stages, rows, d_a = a.shape
     # Per-stage views from one unbind each: indexing a stage instead would make the backward pass fill a zero
     # gradient of all stages for every index.
-    a, b, write = a.unbind(0), b.unbind(0), write.unbind(0)
-    decay = None if decay is None else decay.unbind(0)
-    forget = None if forget is None else forget.unbind(0)
+    stage_a, stage_b, stage_write = a.unbind(0), b.unbind(0), write.unbind(0)
+    stage_decay = None if decay is None else decay.unbind(0)
+    stage_forget = None if forget is None else forget.unbind(0)
     coefficients = [tuple(row) for row in tableau.a] + [tuple(tableau.b)]  # row S: the step's combination
     # σ_i and φ_il (None: zero), i = 0..S.
     sigma: list = [1.0]
     phi: list[list] = [[]]
     for i in range(1, stages + 1):
         row = coefficients[i]
-        if forget is None:
+        if stage_forget is None:
             sigma.append(1.0)
             phi.append([_scaled(row[l], h) for l in range(i)])
             continue
         decayed = None
         for j in range(i):
-            decayed = _accumulate(decayed, _scaled(row[j], forget[j] * sigma[j]))
+            decayed = _accumulate(decayed, _scaled(row[j], stage_forget[j] * sigma[j]))
         sigma.append(1.0 if decayed is None else 1.0 - h * decayed)
         phi_i = []
         for l in range(i):
             forgotten = None  # Σ_{l<j<i} a_ij λ_j φ_jl
             for j in range(l + 1, i):
                 if phi[j][l] is not None:
-                    forgotten = _accumulate(forgotten, _scaled(row[j], forget[j] * phi[j][l]))
+                    forgotten = _accumulate(forgotten, _scaled(row[j], stage_forget[j] * phi[j][l]))
             phi_i.append(_scaled(row[l], h) if forgotten is None else h * (row[l] - forgotten))
         phi.append(phi_i)
     # N_il = δ_i φ_il (a_l·a_i), l < i < S.
-    N = [[None] * stages for _ in range(stages)]
-    if decay is not None:
+    N: list[list[torch.Tensor | None]] = [[None] * stages for _ in range(stages)]
+    if stage_decay is not None:
         for i in range(1, stages):
             for l in range(i):
                 if phi[i][l] is not None:
-                    N[i][l] = decay[i] * phi[i][l] * (a[l] * a[i]).sum(-1, keepdim=True)
+                    N[i][l] = stage_decay[i] * phi[i][l] * (stage_a[l] * stage_a[i]).sum(-1, keepdim=True)
     # c_m = φ_Sm a_m − Σ_{l>m} N_lm c_l, back substitution.
-    c = [None] * stages
+    c: dict[int, torch.Tensor] = {}
     for m in reversed(range(stages)):
-        total = None if phi[stages][m] is None else phi[stages][m] * a[m]
-        for l in range(m + 1, stages):
-            if N[l][m] is not None and c[l] is not None:
-                total = -N[l][m] * c[l] if total is None else torch.addcmul(total, N[l][m], c[l], value=-1.0)
-        c[m] = torch.zeros_like(a[m]) if total is None else total
+        total = None if phi[stages][m] is None else phi[stages][m] * stage_a[m]
+        for l in range(m + 1, stages):  # every c_l is set by now
+            N_lm = N[l][m]
+            if N_lm is not None:
+                total = -N_lm * c[l] if total is None else torch.addcmul(total, N_lm, c[l], value=-1.0)
+        c[m] = torch.zeros_like(stage_a[m]) if total is None else total
     # P = σ_S I + L C and Q = R C with L = [−δ_m σ_m a_m]_m (d_a × S), R = [w_m b_m]_m (d_b × S) and C = [c_m]_m
     # (S × d_a), the stage dimension padded with zeros to at least PADDED_STAGES. L and R are stacked as their
     # transposes (on dim 1: contiguous rows, several times faster than stacking on dim −1).
     padding = max(stages, PADDED_STAGES) - stages
     pad = lambda vectors: vectors + [vectors[0].new_zeros(()).expand_as(vectors[0])] * padding
-    C = torch.stack(pad(c), dim=1)  # (X, k, d_a)
-    R_T = torch.stack(pad([w * v for w, v in zip(write, b)]), dim=1)  # (X, k, d_b)
-    L_T = None if decay is None else torch.stack(
-        pad([-(decay[m] if isinstance(sigma[m], float) else decay[m] * sigma[m]) * a[m] for m in range(stages)]), dim=1)
+    C = torch.stack(pad([c[m] for m in range(stages)]), dim=1)  # (X, k, d_a)
+    R_T = torch.stack(pad([w * v for w, v in zip(stage_write, stage_b)]), dim=1)  # (X, k, d_b)
+    L_T = None if stage_decay is None else torch.stack(pad([
+        -(stage_decay[m] if isinstance(sigma[m], float) else stage_decay[m] * sigma[m]) * stage_a[m]
+        for m in range(stages)]), dim=1)
     return (None if isinstance(sigma[stages], float) else sigma[stages]), L_T, R_T, C
 
 
@@ -304,10 +306,14 @@ class AffineFixedStepSolve(FixedStepSolve):
         index = torch.arange(n0, n1, device=self.end_step.device)
         h = self.width[n0:n1, None].to(y.dtype) * (index[:, None] < self.end_step).to(y.dtype)  # (steps, B)
         h = h.unsqueeze(-1).expand(steps, batch, heads).reshape(-1, 1)
+        assert a is not None and b is not None and write is not None  # an affine rate has them (decay, forget: maybe)
         sigma, L_T, R_T, C = step_maps(self.tableau, h, a, b, decay, write, forget)
         matrices = batch * heads
         W0 = y.reshape(matrices, d, d)
-        by_step = lambda t: None if t is None else t.reshape(steps, matrices, *t.shape[1:])
+
+        def by_step(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(steps, matrices, *t.shape[1:])
+
         if self.parallel:
             # M_nᵀ = P_nᵀ M_{n−1}ᵀ + Q_nᵀ: the dense scan with the rows of M as the state's columns.
             P, Q = (by_step(t) for t in dense_step_maps(sigma, L_T, R_T, C))
@@ -327,7 +333,7 @@ class AffineFixedStepSolve(FixedStepSolve):
         else:
             states = _AffineRecurrence.apply(keep, W0.transpose(-1, -2) if transposed else W0,
                                              None if sigma is None else sigma.reshape(steps, matrices, 1, 1),
-                                             by_step(L_T), by_step(R_T), by_step(C))
+                                             None if L_T is None else by_step(L_T), by_step(R_T), by_step(C))
         if transposed:
             states = states.transpose(-1, -2)
         if not keep:

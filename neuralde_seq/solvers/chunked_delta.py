@@ -182,5 +182,6 @@ def chunked_affine_steps(M0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dec
     if ratio is None:
         states = torch.cumsum(outer, dim=2).reshape(N, count, size, d_b, d_a) + start.unsqueeze(2)
     else:
+        assert gamma is not None  # ratio and gamma are None together (no scale)
         states = (ratio @ outer).reshape(N, count, size, d_b, d_a) + gamma[..., None, None] * start.unsqueeze(2)
     return states.reshape(N, count * size, d_b, d_a)[:, :S]

@@ -64,6 +64,7 @@ window and has no closed form. `solve_exact` refuses them with a ValueError.
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import torch
 
@@ -219,7 +220,7 @@ class _AffineSegments:
 
     def __init__(self, field: FastWeightField, batch: int):
         self.field, self.batch, self.heads = field, batch, field.n_heads
-        self.workspace = {}
+        self.workspace: dict[str, Any] = {}  # `affine_backward`'s buffers
 
     def prepare(self, x, dx, h):
         """The steps' inputs (a, b, write[, decay][, scale]), (S, B, H, ·) each, from a segment's (S, B, C) control
@@ -577,6 +578,7 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, method, *, at
         raise ValueError("Exact(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
                          f"pre-Delta): {title}'s exact step is not affine in W; use scan='auto' or 'sequential'")
     parallel = not stepwise and uses_parallel_scan(composition, W0.device)
+    solver: _ChunkedAffineSegments | _ParallelAffineSegments | _StepwiseSegments | _AffineSegments
     if recurrence == "chunked":
         block = method.block_size or DEFAULT_BLOCK_SIZE
         if parallel:  # whole blocks, as many as the scan's graph allows (the blocks' inner graphs counted in)

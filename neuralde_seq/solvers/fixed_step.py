@@ -151,7 +151,7 @@ class FixedStepSolve:
         # Point-major, batch-minor: the features of one stage are then a contiguous (B, ...) block.
         x = None if x is None else x.transpose(0, 1).reshape(-1, channels)
         dx = None if dx is None else dx.transpose(0, 1).reshape(-1, channels)
-        inputs = (x, dx)
+        inputs: tuple[torch.Tensor | None, ...] = (x, dx)
         if self.timed:  # each point's s, repeated over the batch (point-major, batch-minor as x)
             s = control.knots[pieces].to(offsets.dtype) + offsets.reshape(-1)
             inputs += (s.repeat_interleave(control.batch_size).to(control.coeffs.dtype),)
@@ -177,7 +177,7 @@ class FixedStepSolve:
             if n >= self.all_active:  # samples past their end are frozen: their step is 0
                 active = (n < self.end_step).to(y.dtype)
                 h = (h * active).view(-1, *([1] * (y.dim() - 1)))
-            rates = []
+            rates: list[torch.Tensor] = []
             for i, row in enumerate(tableau.a):
                 stage = _step(y, h, weighted_sum(row, rates)) if i else y
                 rates.append(self.rate(stage, [None if f is None else f[j * stages + i] for f in features]))

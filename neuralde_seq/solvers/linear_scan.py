@@ -161,7 +161,8 @@ def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure:
     """
     _check(structure)
     if structure == "dplr":  # the low-rank form does not survive composition (module docstring)
-        M, structure = dplr_to_dense(M), "dense"
+        d, U, V = M
+        M, structure = dplr_to_dense((d, U, V)), "dense"
     steps = M.shape[0]
     offset = 1
     while offset < steps:

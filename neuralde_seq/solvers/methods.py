@@ -28,13 +28,13 @@ spelling the edges give (a method name, a flat mapping of options).
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from typing import Any, Callable, ClassVar
 
 import torch
 import torchdiffeq
 
+from ..input_checks import is_positive_finite
 from ..user_warnings import warn_user
 from .chunked_delta import EXACT_RECURRENCES
 from .fixed_step import TABLEAUS, FixedStepSolve, Tableau
@@ -73,7 +73,7 @@ def _positive(allow_none: bool):
     def check(label: str, value):
         if value is None and allow_none:
             return None
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (value > 0 and math.isfinite(value)):
+        if not is_positive_finite(value):
             raise ValueError(f"{label} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
         return value
     return check
@@ -124,7 +124,7 @@ class Choice:
     def to_dict(self) -> dict[str, Any]:
         """This choice as stored in results and checkpoints: ``{"type": "RK4", **fields}``, a field that is itself a
         choice (`Auto`'s) stored the same way; `neuralde_seq.solvers.options.parse_solver` reads it back."""
-        stored = {"type": type(self).__name__}
+        stored: dict[str, Any] = {"type": type(self).__name__}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             stored[field.name] = value.to_dict() if isinstance(value, Choice) else value

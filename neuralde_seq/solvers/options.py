@@ -15,7 +15,7 @@ name (``step_size`` is ``RK4.step_size``, ``every`` is ``Checkpoint.every``; wit
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, TypeVar
 
 from ..input_checks import UnknownOptionError, unknown_name_message
 from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, Gradient, Method
@@ -43,6 +43,9 @@ class SolverOptions:
 
     method: Method = dataclasses.field(default_factory=Auto)
     gradient: Gradient = dataclasses.field(default_factory=Checkpoint)
+    # Not fields (ClassVar keeps them out of the dataclass): each instance's own, set by __post_init__.
+    _adjoint_solves: ClassVar[int]
+    _last_method: ClassVar[Method | None]
 
     def __post_init__(self):
         for field, kind, example in (("method", Method, "RK4(step_size=0.5)"), ("gradient", Gradient, "Checkpoint()")):
@@ -75,7 +78,7 @@ class SolverOptions:
         """
         if not isinstance(stored, Mapping):
             raise TypeError(f"SolverOptions.from_dict takes the mapping to_dict returns, got {type(stored).__name__}")
-        return parse_solver(stored, argument="SolverOptions.from_dict")
+        return _from_mapping(stored, "SolverOptions.from_dict")
 
     @property
     def last_method(self) -> Method | None:
@@ -94,6 +97,7 @@ class SolverOptions:
     def _count_adjoint_solve(self) -> bool:
         """Count one adjoint solve; whether its backward reconstruction is checked (`Adjoint.check_every`: the
         first solve and every ``check_every``-th after it)."""
+        assert isinstance(self.gradient, Adjoint)  # counted for adjoint solves only
         every, done = self.gradient.check_every, self._adjoint_solves
         object.__setattr__(self, "_adjoint_solves", done + 1)
         return bool(every) and done % every == 0
@@ -157,7 +161,10 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _lookup(kind: str, registry: Mapping[str, type], name, argument: str) -> type:
+_C = TypeVar("_C", bound=Choice)
+
+
+def _lookup(kind: str, registry: Mapping[str, type[_C]], name, argument: str) -> type[_C]:
     """The class ``name`` spells: a name of ``registry`` ("rk4") or a class name ("RK4")."""
     by_class = {cls.__name__: cls for cls in registry.values()}
     if isinstance(name, str) and (name in registry or name in by_class):
@@ -167,7 +174,7 @@ def _lookup(kind: str, registry: Mapping[str, type], name, argument: str) -> typ
     raise ValueError(f"{argument}: {kind} must be one of {tuple(registry)}, got {name!r}{hint}")
 
 
-def _made(cls: type[Choice], fields: Mapping[str, Any], argument: str) -> Choice:
+def _made(cls: type[_C], fields: Mapping[str, Any], argument: str) -> _C:
     """``cls(**fields)``, a field that holds a method (`Auto`'s) read from any spelling; unknown fields named."""
     names = _field_names(cls)
     unknown = [k for k in fields if k not in names]
@@ -175,14 +182,15 @@ def _made(cls: type[Choice], fields: Mapping[str, Any], argument: str) -> Choice
         raise UnknownOptionError(f"{argument}: " + unknown_name_message("option", unknown[0], names,
                                                                         listing=f"{cls.__name__}'s options"))
     defaults = cls()
-    values = {key: _choice(value, "method", METHODS, f"{argument}['{key}']")
+    values = {key: _choice(value, Method, METHODS, f"{argument}['{key}']")
               if isinstance(getattr(defaults, key), Method) else value for key, value in fields.items()}
     return cls(**values)
 
 
-def _choice(value, kind: str, registry: Mapping[str, type], argument: str) -> Choice:
-    """A method or gradient object from a name, a stored ``{"type": ..., **fields}`` mapping, or the object."""
-    base = Method if kind == "method" else Gradient
+def _choice(value, base: type[_C], registry: Mapping[str, type[_C]], argument: str) -> _C:
+    """A method or gradient object (``base``: `Method` or `Gradient`) from a name, a stored ``{"type": ...,
+    **fields}`` mapping, or the object."""
+    kind = "method" if base is Method else "gradient"
     if isinstance(value, base):
         return value
     if isinstance(value, Mapping):
@@ -194,7 +202,7 @@ def _choice(value, kind: str, registry: Mapping[str, type], argument: str) -> Ch
     return _lookup(kind, registry, value, argument)()
 
 
-def _with_options(choice: Choice, options: Mapping[str, Any], argument: str) -> Choice:
+def _with_options(choice: _C, options: Mapping[str, Any], argument: str) -> _C:
     """``choice`` with the flat ``options`` applied: its own fields, and for `Auto` the options of its ``exact`` and
     ``fallback`` (an option both have, ``scan``, goes to both)."""
     if not options:
@@ -233,8 +241,8 @@ def _foreign_option(key: str, method: Method, gradient: Gradient, argument: str)
 
 def _from_mapping(value: Mapping[str, Any], argument: str) -> SolverOptions:
     flat = dict(value)
-    method = _choice(flat.pop("method", Auto.name), "method", METHODS, argument)
-    gradient = _choice(flat.pop("gradient", Checkpoint.name), "gradient", GRADIENTS, argument)
+    method = _choice(flat.pop("method", Auto.name), Method, METHODS, argument)
+    gradient = _choice(flat.pop("gradient", Checkpoint.name), Gradient, GRADIENTS, argument)
     # the method's own fields first (Auto's exact and fallback), which decide what the other options belong to
     method = _with_options(method, {k: flat.pop(k) for k in list(flat) if k in _field_names(type(method))}, argument)
     method_names, gradient_names = _options_of(method), _options_of(gradient)
@@ -273,7 +281,7 @@ def parse_solver(value, *, argument: str = "solver") -> SolverOptions | None:
     if isinstance(value, (SolverOptions, Method, Gradient)):
         return solver_options(value, argument=argument)
     if isinstance(value, str):  # a method name: what a user means by solver="rk4"
-        return SolverOptions(method=_choice(value, "method", METHODS, argument))
+        return SolverOptions(method=_choice(value, Method, METHODS, argument))
     if isinstance(value, Mapping):
         return _from_mapping(value, argument)
     # refused here, not at the first forward pass (where it met an attribute error naming no argument)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Any
 
 import torch
 import torchdiffeq
@@ -193,6 +194,8 @@ def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, metho
     """(func, t, kwargs) of a torchdiffeq solve of the same problem: in the step-counting time u for
     fixed-step methods (``method.fixed_grid``), in s for adaptive ones; t lists every knot if ``at_knots`` (and for
     adaptive methods in any case, see `solve_adaptive_checkpointed`), else the first and last."""
+    func: SteppedField | ContinuousField
+    solver_options: dict[str, Any]
     if method.fixed_grid:
         grid, knot_position, piece_of_step = step_grid(control, method.step_size, method.max_steps, method.name)
         func = SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,

@@ -21,7 +21,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 import torch
 from tqdm import tqdm
@@ -170,7 +170,7 @@ def _selection_key(record: dict, monitor: str, maximize: bool, prefix: str) -> t
     value = record.get(f"{prefix}{monitor}")
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    key = (value if maximize else -value,)
+    key: tuple[Any, ...] = (value if maximize else -value,)
     loss = record.get(f"{prefix}loss")
     if monitor != "loss" and loss is not None:
         key += (-(loss if math.isfinite(loss) else math.inf),)
@@ -355,8 +355,7 @@ _GENERIC_ADVICE = "Try a lower learning rate, gradient clipping (grad_clip) or a
 def gradient_advice(model: torch.nn.Module) -> str:
     """What to try after a non-finite gradient: the continuous adjoint is the likely cause where it is used."""
     users = sorted({type(module).__name__ for module in model.modules()
-                    if isinstance(getattr(module, "solver", None), SolverOptions)
-                    and module.solver.uses_adjoint})
+                    if isinstance(solver := getattr(module, "solver", None), SolverOptions) and solver.uses_adjoint})
     if not users:
         return _GENERIC_ADVICE
     return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(gradient=Adjoint()), "
@@ -459,11 +458,11 @@ class ProgressBar(Callback):
         self.desc = desc
         self.metric = metric
         self.stream = stream
-        self._out = None  # the stream of the run in progress
+        self._out: TextIO | None = None  # the stream of the run in progress
         self.epochs = self.batches = None
         self.interactive = False
         self._pending = None  # the latest evaluation not yet written as a line
-        self._clock = None
+        self._clock: float | None = None
 
     def _record_text(self, record: dict, bar: bool) -> str:
         """The training loss and the validation metric of ``record``, short in a bar, named in full in a line."""
@@ -508,6 +507,7 @@ class ProgressBar(Callback):
             self.batches.set_postfix_str(f"loss {loss:.3g}", refresh=False)
 
     def _write_line(self, state, record: dict) -> None:
+        assert self._out is not None and self._clock is not None  # set by on_fit_start
         now = time.perf_counter()
         seconds, self._clock = now - self._clock, now
         partial = "" if record.get("end_of_epoch", True) else f" (stopped at step {record['step']})"

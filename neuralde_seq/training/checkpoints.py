@@ -19,7 +19,7 @@ import random
 import re
 import warnings
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -182,7 +182,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: Mapping, path:
         raise CheckpointError(
             f"checkpoint {path} holds an optimizer with parameter groups of {saved} parameters, this run's has "
             f"{own} (a run saved before its model's learning-rate groups, `parameter_groups`); {_WHAT_TO_DO}", path)
-    optimizer.load_state_dict(state)
+    optimizer.load_state_dict(dict(state))  # a Mapping here (its groups were read above)
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -262,6 +262,7 @@ def default_last_checkpoint_path(checkpoint_path: str | os.PathLike) -> Path:
 def rng_states(generator: torch.Generator) -> dict:
     """Every random state a training run draws from: the data-order generator and the global RNGs."""
     np_state = np.random.get_state()
+    assert isinstance(np_state, tuple)  # the legacy form, get_state's default
     states = {
         "generator": generator.get_state(),
         "torch": torch.get_rng_state(),
@@ -296,7 +297,7 @@ class ResumeMismatch(ValueError):
 RESUME_KEYS = ("model_state", "optimizer_state", "epoch", "step", "history", "loop", "rng", "config", "callbacks")
 
 
-def callback_keys(callbacks):
+def callback_keys(callbacks: Iterable[Any]) -> Iterator[tuple[str, Any]]:
     """(key, callback) pairs: the class name and its occurrence, so a resumed call with callbacks in another
     order (or without some) gives each saved state to the callback it belongs to."""
     seen: dict[str, int] = {}
@@ -368,6 +369,7 @@ class ResumeCheckpoint:
         """
         # weights_only: no code in the file can run; a damaged, foreign or crafted file is a CheckpointError
         # naming it and what to do.
+        assert self.path is not None  # a run resumes from a checkpoint that exists()
         saved = read_checkpoint(self.path, map_location="cpu", required=RESUME_KEYS)
         config, history = state.config, state.history
         differing = sorted(k for k in set(saved["config"]) | set(config)

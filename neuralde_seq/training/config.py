@@ -160,7 +160,7 @@ class TestVariant:
 
     def to_dict(self) -> dict:
         """The variant as plain data (``time_warp`` and ``model`` only when set)."""
-        out = {"label": self.label, "drop_rate": self.drop_rate, "subsample": self.subsample}
+        out: dict[str, Any] = {"label": self.label, "drop_rate": self.drop_rate, "subsample": self.subsample}
         if self.time_warp is not None:
             out["time_warp"] = self.time_warp.to_dict()
         if self.model_change is not None:
@@ -188,7 +188,7 @@ class ModelRow:
     reference: bool = False
 
     def to_dict(self) -> dict:
-        out = {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
+        out: dict[str, Any] = {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
                "control": copy.deepcopy(self.control),
                "training": None if self.training is None else _training_dict(self.training),
                "solver": None if self.solver is None else dict(self.solver_fields),
@@ -433,9 +433,11 @@ def _check_solver(solver: dict, where: str) -> tuple[SolverOptions, dict]:
     _check_keys(solver, OPTION_NAMES, where)
     given = {k: _yaml_number(v) for k, v in solver.items()}
     try:
-        return parse_solver(given), given  # the one reader of solver spellings (create_model, estimators, CLI)
+        options = parse_solver(given)  # the one reader of solver spellings (create_model, estimators, CLI)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{where}: {err}") from err
+    assert options is not None  # None only for None
+    return options, given
 
 
 def slug(label: str) -> str:
@@ -709,7 +711,8 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         if row_solver and not entry.takes_solver:
             raise ConfigError(f"{where}.solver: model {row['model']!r} is not solved by a differential equation "
                               "solver")
-        solver, fields = None, {}
+        solver: SolverOptions | None = None
+        fields: dict[str, Any] = {}
         if entry.takes_solver:  # the top-level solver applies to the models that take one
             solver, fields = _check_solver({**solver_given, **row_solver}, f"{where}.solver")
         parsed.append(ModelRow(label=label, model=row["model"], options=model_options, control=control,

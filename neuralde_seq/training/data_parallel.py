@@ -7,6 +7,8 @@ outputs gathered back in sample order. With one process each function is the pla
 """
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 import torch.distributed as dist
 
@@ -33,7 +35,8 @@ class TrainingLoss(torch.nn.Module):
 
     def forward(self, inputs, targets, context: dict):
         loss, outputs = self.objective.training_loss(self.model, inputs, targets, context)
-        total = loss + self.penalty_weight * self.model.penalty() if self.penalty_weight > 0 else loss
+        # with a penalty weight the model has a penalty() (fit refuses the weight otherwise)
+        total = loss + self.penalty_weight * cast(Any, self.model).penalty() if self.penalty_weight > 0 else loss
         return loss, outputs, total
 
 
@@ -104,7 +107,9 @@ def evaluate_split(model, objective: Objective, data, batch_size: int, world: in
         # its metrics: ranks must agree on them (checkpoint selection, early stopping).
         metrics = [objective.evaluate(model, inputs, targets, batch_size) if rank == 0 else None]
         dist.broadcast_object_list(metrics, src=0)
-        return metrics[0]
+        broadcast = metrics[0]
+        assert broadcast is not None  # rank 0's, on every rank
+        return broadcast
     # Each rank scores its share; the outputs are gathered so that every rank computes the same metrics.
     index = torch.arange(n)[rank::world]
     local = predict(model, inputs, batch_size, objective, index=index) if index.numel() else None

@@ -279,7 +279,7 @@ class _DataOrder:
     def __init__(self, num_samples: int, ranks: _Ranks):
         self.num_samples, self.ranks = num_samples, ranks
         self.generator = torch.Generator()
-        self.loop = {"position": 0, "order_state": None, "finished": False}
+        self.loop: dict[str, Any] = {"position": 0, "order_state": None, "finished": False}
 
     def seed(self, seed: int) -> None:
         torch.manual_seed(seed + self.ranks.rank)  # per-rank randomness (dropout, latent samples); data order is shared
@@ -397,7 +397,7 @@ class _Evaluation:
         state, history, ranks = self.state, self.state.history, self.ranks
         if ranks.world > 1:  # training statistics summed over the processes
             self.sums = sum_over_ranks(self.sums, ranks.world, self.device)
-        record = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
+        record: dict[str, Any] = {"epoch": state.epoch, "step": state.step, "end_of_epoch": end_of_epoch}
         for name, (total, count) in self.sums.items():
             record[f"train_{name}"] = total / count if count else None
         record["seconds_per_epoch"] = self.seconds
@@ -450,6 +450,7 @@ class _LastGood:
             if isinstance(callback, ProgressBar):
                 callback.on_fit_end(state)
         state.optimizer.zero_grad(set_to_none=True)
+        assert self.weights is not None  # kept before the first step
         state.model.load_state_dict(self.weights["model_state"])
         state.optimizer.load_state_dict(self.weights["optimizer_state"])
         restored_epoch, restored_path = self.epoch, None if self.checkpoint.path is None else str(self.checkpoint.path)

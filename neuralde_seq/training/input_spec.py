@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
 from ..models import control_options, model_entry
 from ..observations import Observations, check_min_length, check_rescaled_times
+from ..input_checks import is_positive_finite
 from ..user_warnings import warn_user
 from .objectives import ModelArguments
 
@@ -157,7 +158,7 @@ class InputSpec:
                              f"{self.control.time_unit!r}")
 
     @classmethod
-    def fit(cls, model: str, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
+    def fit(cls, model: str | None, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
             standardise: bool = False, reads_static: bool = False, fill_gaps=None) -> "InputSpec":
         """The spec of model ``name``, fitted on ``train``.
 
@@ -226,6 +227,7 @@ class InputSpec:
         else:
             # A channel a sample never observes (a lab never drawn in a stay) is filled with its training mean, said
             # in a warning, unless the options say otherwise (None: refuse such data).
+            assert model is not None  # without a model, control is a ControlOptions (refused above otherwise)
             base = parse_control_options({"unobserved_fill": "mean", **control_options(model)})
             options = parse_control_options(control, base=base, where=f" for model {model!r}")
         unit = time_unit_value(time_unit, train.times, _lengths_of(train))
@@ -233,7 +235,7 @@ class InputSpec:
         if standardise:
             mean, scale = (tuple(float(x) for x in s.tolist()) for s in channel_statistics(train))
         if options is not None:
-            resolved = {"time_unit": None}  # the spec's unit is its own field
+            resolved: dict[str, Any] = {"time_unit": None}  # the spec's unit is its own field
             if options.intensity_channel == "auto":
                 resolved["intensity_channel"] = _intensity_auto(train)
                 if resolved["intensity_channel"] and options.count_unit is None:
@@ -272,7 +274,7 @@ class InputSpec:
         if self.standardises:
             raise ValueError("reading_raw: this spec standardises the values itself (standardise=True); fit it with "
                              "standardise=False on the standardised data")
-        changes = {}
+        changes: dict[str, Any] = {}  # the mean and scale fields
         for prefix, stats, width in (("channel", channels, standardised_data.values.shape[-1]),
                                      ("static", static, None if getattr(standardised_data, "static", None) is None
                                       else standardised_data.static.shape[1])):
@@ -347,7 +349,7 @@ class InputSpec:
                 once standardised, or (data that are neither a dataset nor observations) what
                 `Observations.from_tensors` refuses.
         """
-        if self.standardises and data.values.shape[-1] != len(self.channel_mean):
+        if self.channel_mean is not None and data.values.shape[-1] != len(self.channel_mean):  # standardises
             raise ValueError(f"data have {data.values.shape[-1]} channel(s), the spec was fitted on "
                              f"{len(self.channel_mean)}")
         values = self.values_of(data)
@@ -360,6 +362,7 @@ class InputSpec:
             times, values, lengths = fill_gaps(times, values, lengths, self.fill_step)
         if not isinstance(data, (IrregularDataset, Observations)):
             return Observations.from_tensors(times, values, lengths, static)
+        assert lengths is not None  # datasets and observations have theirs
         return Observations(times, values, lengths.to(values.device).long(), static)
 
     def inputs_of(self, observations: Observations) -> Control | Observations:
@@ -453,8 +456,7 @@ class InputSpec:
             control = _control_from_dict(model, control)
         time_unit = data["time_unit"]
         if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
-            if isinstance(time_unit, bool) or not isinstance(time_unit, numbers.Real) or not (
-                    math.isfinite(float(time_unit)) and time_unit > 0):
+            if not is_positive_finite(time_unit):
                 raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
                                  f"'auto' to the training span), got {time_unit!r}")
             time_unit = float(time_unit)
@@ -497,18 +499,18 @@ def _statistics(data: Mapping, prefix: str) -> dict:
     """
     mean, scale = (f"{prefix}_mean", f"{prefix}_scale")
     unit = "channel" if prefix == "channel" else "static feature"
-    values = {name: _statistic(data, name, unit) for name in (mean, scale)}
-    if (values[mean] is None) != (values[scale] is None):
+    means, scales = _statistic(data, mean, unit), _statistic(data, scale, unit)
+    if (means is None) != (scales is None):
         raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
-    if values[mean] is not None:
-        if len(values[mean]) != len(values[scale]):
-            raise ValueError(f"input spec: {mean} has {len(values[mean])} {unit}(s), {scale} {len(values[scale])}; "
+    if means is not None and scales is not None:
+        if len(means) != len(scales):
+            raise ValueError(f"input spec: {mean} has {len(means)} {unit}(s), {scale} {len(scales)}; "
                              f"give one of each per {unit}")
-        bad = [c for c, x in enumerate(values[scale]) if not x > 0]
+        bad = [c for c, x in enumerate(scales) if not x > 0]
         if bad:
             raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
-                             f"{values[scale][bad[0]]} for {unit} {bad[0]}")
-    return values
+                             f"{scales[bad[0]]} for {unit} {bad[0]}")
+    return {mean: means, scale: scales}
 
 
 def _statistic(data: Mapping, name: str, unit: str) -> tuple[float, ...] | None:
@@ -537,8 +539,7 @@ def check_fill_gaps(fill_gaps, name: str = "fill_gaps", auto: bool = True):
     """
     if fill_gaps is None or (auto and isinstance(fill_gaps, str) and fill_gaps == "auto"):
         return fill_gaps
-    if isinstance(fill_gaps, numbers.Real) and not isinstance(fill_gaps, bool) and math.isfinite(fill_gaps) \
-            and fill_gaps > 0:
+    if is_positive_finite(fill_gaps):
         return float(fill_gaps)
     allowed = "None, 'auto' or a positive time step" if auto else "None or a positive time step"
     raise ValueError(f"{name} must be {allowed}, got {fill_gaps!r}")

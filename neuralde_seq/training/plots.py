@@ -259,7 +259,8 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
                                          "best-validation checkpoint", _seeds_text(ordered)) if part)
     full_title = "\n".join(line for line in (heading, detail) if line)
     ax.set_title(full_title, fontsize=10)
-    drawn = SummaryPlot(path=Path(path), title=ax.get_title(), value_limits=tuple(float(v) for v in ax.get_xlim()),
+    low, high = ax.get_xlim()
+    drawn = SummaryPlot(path=Path(path), title=ax.get_title(), value_limits=(float(low), float(high)),
                         value_label=ax.get_xlabel(), row_labels=tuple(t.get_text() for t in ax.get_yticklabels()),
                         value_texts=tuple(t.get_text() for t in ax.texts))
     _save(plt, fig, path)

@@ -83,7 +83,7 @@ def _make_run(plan: dict, label: str, seed: int, resume: bool, threads: int | No
                           progress=False, threads=threads, say=say)
 
 
-def _crash_errors(ray) -> tuple[type, ...]:
+def _crash_errors(ray) -> tuple[type[BaseException], ...]:
     """Ray's errors for a task whose process or node died (as opposed to an error the run raised)."""
     names = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRayletDiedError")
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))

@@ -38,7 +38,7 @@ def aggregate(values: Sequence[float | None], ddof: int = STD_DDOF) -> dict:
     present = [float(v) for v in values if v is not None]
     n = len(present)
     mean = sum(present) / n if n else None
-    std = math.sqrt(sum((v - mean) ** 2 for v in present) / (n - ddof)) if n > ddof else None
+    std = math.sqrt(sum((v - mean) ** 2 for v in present) / (n - ddof)) if mean is not None and n > ddof else None
     return {"values": list(values), "n": n, "missing": len(values) - n, "mean": mean, "std": std}
 
 

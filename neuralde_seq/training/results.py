@@ -29,7 +29,7 @@ def to_jsonable(obj: Any) -> Any:
         import numpy as np
         import torch
     except ImportError:  # pragma: no cover
-        np = torch = None
+        np = torch = None  # type: ignore[assignment]  # the checks below skip them (both are dependencies)
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set)):
@@ -175,7 +175,8 @@ def format_table(
 def _balanced_parts(items: list, count: int, width) -> list[list]:
     """``items`` cut into ``count`` consecutive non-empty parts whose largest ``width(part)`` is smallest."""
     n = len(items)
-    best = {(0, 0): (0, [])}  # (items used, parts made) -> (widest part so far, cut positions)
+    # (items used, parts made) -> (widest part so far, cut positions)
+    best: dict[tuple[int, int], tuple[Any, list[int]]] = {(0, 0): (0, [])}
     for made in range(1, count + 1):
         for used in range(made, n - (count - made) + 1):
             options = [(max(best[(cut, made - 1)][0], width(items[cut:used])), best[(cut, made - 1)][1] + [cut])

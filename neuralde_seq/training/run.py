@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import torch
 
@@ -74,7 +74,7 @@ class ControlCache:
     when it loads other data). ``hits`` and ``misses`` count the lookups.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._entries: dict[tuple[int, str], tuple[IrregularDataset, Any]] = {}
         self.hits = 0
         self.misses = 0
@@ -164,7 +164,7 @@ def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
             raise ValueError(f"{type(model).__name__} has no depth_steps to change (a continuous-depth model such as "
                              "stateful-odenet has)")
         out = copy.deepcopy(out) if out is model else out
-        out.depth_steps = int(change["depth_steps"])
+        cast(Any, out).depth_steps = int(change["depth_steps"])  # the model's own property (checked above)
     return out
 
 
@@ -177,6 +177,13 @@ def _check_test_labels(tests: Mapping | None) -> None:
     if clash:
         raise ValueError(f"tests: the label(s) {', '.join(map(repr, clash))} name a split "
                          f"({', '.join(RESERVED_VARIANT_LABELS)}); give the extra test sets other labels")
+
+
+def _labels(dataset: IrregularDataset, split: str) -> torch.Tensor:
+    """The class labels of a split or test set (the runner trains and scores classifiers)."""
+    if dataset.labels is None:
+        raise ValueError(f"{split!r} has no class labels: fit_and_evaluate trains and scores a classifier")
+    return dataset.labels
 
 
 def _tagged(path: str | os.PathLike | None, tag: str) -> Path | None:
@@ -193,8 +200,8 @@ def _count_parameters(model: torch.nn.Module) -> int:
 
 def _row_settings(training: "TrainingSettings | TrainingSpec | Mapping") -> TrainingSettings:
     """A row's `TrainingSettings` from the forms `fit_and_evaluate` takes (select_on "accuracy" unless given)."""
-    if isinstance(training, TrainingSettings):
-        return training
+    if isinstance(training, TrainingSettings):  # select_on None stands for a task's metric, which there is none of here
+        return training if training.select_on is not None else training.replace(select_on="accuracy")
     if isinstance(training, TrainingSpec):
         training = {name: getattr(training, name) for name in TrainingSpec.field_names()}
     return TrainingSettings(**{"select_on": "accuracy", **dict(training)})
@@ -301,9 +308,11 @@ def fit_and_evaluate(
                 from err
 
     training = _row_settings(training)
+    assert training.select_on is not None  # _row_settings fills it in
     eval_batch_size = int(training.eval_batch_size or training.batch_size)
     train_inputs = inputs["train"]
     train_model_input = train_inputs.args[0] if isinstance(train_inputs, ModelArguments) else train_inputs
+    parsed_solver = parse_solver(solver) if solver else None  # recorded in its stored form
     # What neuralde_seq.load_run needs beside the weights and the spec to rebuild the model and score as the run did.
     trained_model = {"data_channels": int(train.num_channels), "in_channels": int(train_model_input.channels),
                      "class_names": list(train.class_names),
@@ -343,7 +352,7 @@ def fit_and_evaluate(
         tag = "" if member == 0 else f".member{member}"
         try:
             history = train_classifier(
-                model, train_inputs, train.labels, inputs["val"], val.labels,
+                model, train_inputs, _labels(train, "train"), inputs["val"], _labels(val, "val"),
                 run_spec(training, seed=seed_j, max_steps=max_steps, threads=threads),
                 checkpoint_path=_tagged(checkpoint_path, tag),
                 last_checkpoint_path=_tagged(last_checkpoint_path, tag), resume=resume,
@@ -351,7 +360,7 @@ def fit_and_evaluate(
                 progress=progress, num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
                 config={"model": model_name, "model_options": model_options, "input_spec": raw_spec.to_dict(),
-                        "solver": None if not solver else parse_solver(solver).to_dict(),
+                        "solver": None if parsed_solver is None else parsed_solver.to_dict(),
                         "trained_model": {**trained_model, "member": member}, **dict(run_settings or {})},
                 desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
                                              else ""),
@@ -378,7 +387,7 @@ def fit_and_evaluate(
             if split == "train":
                 continue
             evaluated = changed_model(model, model_changes[split]) if split in model_changes else model
-            result = evaluate(evaluated, inputs[split], ds.labels, eval_batch_size, threads=threads)
+            result = evaluate(evaluated, inputs[split], _labels(ds, split), eval_batch_size, threads=threads)
             if result["num_samples"] != len(ds):
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result

@@ -326,4 +326,5 @@ def run_benchmark(
                     "runs": [{"label": r["label"], "seed": r["seed"],
                               "folder": f"runs/{slug(r['label'])}/seed{r['seed']}-{r['fingerprint']}"}
                              for r in results]}
+        assert record is not None  # recorded by the main process (the others returned above)
         return _write_grid_report(record, results, grid.out_dir)

@@ -20,7 +20,7 @@ import math
 import numbers
 import reprlib
 import re
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Self, Sequence
 
 from ..input_checks import UnknownOptionError, unknown_name_message, did_you_mean
 from .schedules import SCHEDULES
@@ -192,7 +192,7 @@ class TrainingSpec:
         """The names of the spec's fields, in order."""
         return tuple(f.name for f in dataclasses.fields(cls))
 
-    def replace(self, **changes) -> "TrainingSpec":
+    def replace(self, **changes) -> Self:
         """A copy with ``changes`` (field name -> value), checked as a new spec.
 
         Raises:

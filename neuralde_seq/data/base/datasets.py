@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 import warnings
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -149,7 +149,10 @@ class IrregularDataset:
             elif spec.default is not dataclasses.MISSING:
                 value = spec.default
             else:
-                value = spec.default_factory()
+                factory = spec.default_factory
+                if not callable(factory):
+                    raise TypeError(f"{cls.__name__}._derived: field {spec.name!r} has no default and was not given")
+                value = factory()
             setattr(dataset, spec.name, value)
         dataset._check_fields()
         return dataset
@@ -244,7 +247,7 @@ class IrregularDataset:
         Returns:
             A new `IrregularDataset`.
         """
-        fields_ = dict(
+        fields_: dict[str, Any] = dict(
             times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
             class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
             targets=self.targets,
@@ -475,7 +478,10 @@ def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, 
     from sklearn.model_selection import train_test_split
 
     fractions = _check_fractions(fractions)
-    labels = dataset.labels.cpu().numpy() if stratify else None
+    labels = None
+    if stratify:
+        assert dataset.labels is not None  # stratified_split refuses a dataset without labels
+        labels = dataset.labels.cpu().numpy()
     remaining = np.arange(len(dataset))
     parts = []
     for k, frac in enumerate(fractions[:-1]):

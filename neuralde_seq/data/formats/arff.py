@@ -209,8 +209,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                 raise ValueError(f"{source}, line {lineno}: data line before @data")
             if line == "@":
                 raise ValueError(f"{source}, line {lineno}: '@' without a keyword")
-            keyword, *rest = line[1:].split(None, 1)
-            keyword, rest = keyword.lower(), (rest[0] if rest else "")
+            keyword, *remainder = line[1:].split(None, 1)
+            keyword, rest = keyword.lower(), (remainder[0] if remainder else "")
             if keyword == "relation":
                 relation = rest.strip().strip("'\"")
             elif keyword == "attribute":
@@ -269,6 +269,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             continue
 
         # ---- a data line ----
+        assert n_time is not None  # set at @data, before any data line
         if line.startswith("{"):
             raise NotImplementedError(f"{source}, line {lineno}: sparse ARFF data lines are not supported")
         if relational_name is not None:
@@ -297,7 +298,7 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             raise ValueError(f"{source}, line {lineno}: missing {'target' if targets else 'class'} value")
         if targets:
             label = _check_target(label, source, lineno)
-        elif label not in class_labels:
+        elif class_labels is None or label not in class_labels:  # None only with targets
             raise ValueError(f"{source}, line {lineno}: class {label!r} is not among the declared values "
                              f"{class_labels}")
         series.append(case)

@@ -291,25 +291,26 @@ def from_long_dataframe(
     for k, sample_id in enumerate(ids):
         rows = by_sample[bounds[k]:bounds[k + 1]]  # frame order
         if stacked:
+            assert times_all is not None  # the stacked layout needs time_column (refused above without)
             t_rows = times_all[rows]
-            grid, position = np.unique(t_rows, return_inverse=True)
-            cells = position * len(channels) + channel_of_row[rows]
+            grid, grid_index = np.unique(t_rows, return_inverse=True)
+            cells = grid_index * len(channels) + channel_of_row[rows]
             if np.unique(cells).size != cells.size:
                 first = int(np.flatnonzero(np.bincount(cells) > 1)[0])
                 raise ValueError(f"id {sample_id!r} has several rows for time {grid[first // len(channels)]} and "
                                  f"kind {channels[first % len(channels)]!r} (repeated (id, time, kind))")
             seq = np.full((grid.size, len(channels)), np.nan)
-            seq[position, channel_of_row[rows]] = stacked_values[rows]
+            seq[grid_index, channel_of_row[rows]] = stacked_values[rows]
         else:
             if times_all is None:
                 grid = np.arange(rows.size, dtype=np.float64)
                 seq = wide[rows]
             else:
-                order = np.argsort(times_all[rows], kind="stable")
-                grid, seq = times_all[rows][order], wide[rows][order]
-                repeated = np.flatnonzero(np.diff(grid) == 0)
-                if repeated.size:
-                    raise ValueError(f"id {sample_id!r} has several rows at time {grid[repeated[0]]} (repeated "
+                time_order = np.argsort(times_all[rows], kind="stable")
+                grid, seq = times_all[rows][time_order], wide[rows][time_order]
+                repeats = np.flatnonzero(np.diff(grid) == 0)
+                if repeats.size:
+                    raise ValueError(f"id {sample_id!r} has several rows at time {grid[repeats[0]]} (repeated "
                                      f"(id, time)); use the stacked layout (kind_column/value_column) for one row "
                                      "per channel")
         if np.isnan(seq).all():

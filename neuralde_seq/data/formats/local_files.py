@@ -111,7 +111,9 @@ def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reade
     if data.labels is None and labels_required:
         raise ValueError(f"{what}: {path} carries no labels (a .ts file needs @classLabel true ... or "
                          "@targetLabel true)")
-    series, times, cut = [], ([] if data.times is not None else None), 0
+    series: list[np.ndarray] = []
+    times: list[np.ndarray] | None = [] if data.times is not None else None
+    cut = 0
     for k, case in enumerate(data.series):
         observed = ~np.isnan(case).all(axis=0)
         if not observed.any():
@@ -121,6 +123,7 @@ def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reade
         cut += int(length < case.shape[1])
         series.append(case[:, :length])
         if times is not None:
+            assert data.times is not None  # times is a list exactly when the file has timestamps
             times.append(data.times[k][:length])
     # the readers have checked that every target reads as a finite number, naming the line otherwise
     targets = np.asarray(data.labels, dtype=np.float64) if data.targets else None
@@ -317,12 +320,15 @@ def load_files(
         has, lacks = (train_path, test_path) if tr.times is not None else (test_path, train_path)
         raise ValueError(f"{has} has timestamps (@timeStamps true) and {lacks} has none: both files must be "
                          "timestamped or neither")
-    class_names = [] if regression else _class_order(tr.labels, tr.declared)
-    unseen = [] if regression else sorted(set(te.labels) - set(class_names))
-    if unseen:
-        first = next(k for k, lab in enumerate(te.labels) if lab in unseen)
-        raise ValueError(f"the TEST file {test_path} has label(s) {unseen} that no case of the TRAIN file "
-                         f"{train_path} has (first: case {first}); TRAIN labels: {class_names}")
+    class_names = []
+    if not regression:
+        assert tr.labels is not None and te.labels is not None  # _read required labels (or targets)
+        class_names = _class_order(tr.labels, tr.declared)
+        unseen = sorted(set(te.labels) - set(class_names))
+        if unseen:
+            first = next(k for k, lab in enumerate(te.labels) if lab in unseen)
+            raise ValueError(f"the TEST file {test_path} has label(s) {unseen} that no case of the TRAIN file "
+                             f"{train_path} has (first: case {first}); TRAIN labels: {class_names}")
 
     meta = {
         "source": "local files", "train_file": str(train_path), "test_file": str(test_path),

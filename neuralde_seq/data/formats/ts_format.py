@@ -171,7 +171,8 @@ def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[n
         raise ValueError(f"{source}, line {lineno}: text outside (timestamp,value) tuples: {leftover[:40]!r}")
     if not tuples:
         raise ValueError(f"{source}, line {lineno}: a dimension has no (timestamp,value) tuples")
-    ts, vs = [], []
+    ts: list[float] = []
+    vs: list[float] = []
     for tup in tuples:
         fields_ = tup.split(",")
         if len(fields_) != 2:

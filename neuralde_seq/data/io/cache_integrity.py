@@ -35,7 +35,7 @@ from typing import Protocol
 try:
     import fcntl
 except ImportError:  # not POSIX: exclusive_lock falls back to the filelock package
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # mypy checks for one platform, where the module always exists
 
 from ...cache import CorruptCacheError
 from ...files import write_text_atomic
@@ -59,11 +59,16 @@ class ChecksumError(RuntimeError):
 class PinnedFile(Protocol):
     """What the checks need to know of a dataset file (`neuralde_seq.data.io.download.RemoteFile` is one): its
     source ``url``, its ``filename`` in the cache, and its pinned ``sha256`` (64 lowercase hexadecimal digits) or
-    None (trust on first use)."""
+    None (trust on first use). Read only: a frozen dataclass is one."""
 
-    url: str
-    filename: str
-    sha256: str | None
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def sha256(self) -> str | None: ...
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -121,6 +126,7 @@ def verify_cached(remote: PinnedFile, target: Path) -> None:
     `ChecksumError`, an unpinned archive that does not open `CorruptCacheError`; the file stays in place."""
     actual = sha256_file(target)
     manifest = manifest_path(target)
+    expected: str | None
     if remote.sha256 is not None:
         expected = remote.sha256
         source, advice = "pinned", f"delete it to download {remote.url} again, or replace it with the right file."

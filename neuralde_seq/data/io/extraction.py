@@ -103,21 +103,23 @@ def extract_archive(
                             shutil.copyfileobj(source, sink, CHUNK_BYTES)
             elif tarfile.is_tarfile(archive):
                 with tarfile.open(archive, "r:*") as bundle:
-                    for info in bundle:
-                        if not select(info.name):
+                    for member in bundle:
+                        if not select(member.name):
                             continue
-                        found.add(info.name)
-                        destination = _safe_destination(temporary, info.name, archive)
+                        found.add(member.name)
+                        destination = _safe_destination(temporary, member.name, archive)
                         if destination is None:
                             continue
-                        if info.isdir():
+                        if member.isdir():
                             destination.mkdir(parents=True, exist_ok=True)
-                        elif info.isfile():
+                        elif member.isfile():
                             destination.parent.mkdir(parents=True, exist_ok=True)
-                            with bundle.extractfile(info) as source, open(destination, "wb") as sink:
+                            contents = bundle.extractfile(member)
+                            assert contents is not None  # None only for members that are not regular files
+                            with contents as source, open(destination, "wb") as sink:
                                 shutil.copyfileobj(source, sink, CHUNK_BYTES)
                         else:
-                            raise CorruptCacheError(f"archive {archive} has a member {info.name!r} that is a link "
+                            raise CorruptCacheError(f"archive {archive} has a member {member.name!r} that is a link "
                                                     "or device file; refusing to extract it")
             else:
                 raise CorruptCacheError(f"{archive} is neither a zip nor a tar archive; delete it to download it again")

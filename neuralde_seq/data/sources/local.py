@@ -75,7 +75,9 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
         raise ValueError(f"drop_rate must be a number in [0, 1), got {drop_rate!r}")
     if isinstance(drop_seed, bool) or not isinstance(drop_seed, int) or drop_seed < 0:
         raise ValueError(f"drop_seed must be a non-negative integer, got {drop_seed!r}")
-    splits = load_files(path if path is not None else train, None if path is not None else test,
+    source = path if path is not None else train
+    assert source is not None  # check_files_options: path, or train and test
+    splits = load_files(source, None if path is not None else test,
                         validation_fraction=validation_fraction, split_seed=split_seed, dtype=dtype, name=name)
     train_part, val_part, test_part = splits
     if train_part.targets is not None:  # load_files has checked that TEST holds targets too
@@ -85,6 +87,7 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
                          "neuralde_seq.data.read_file; train with neuralde_seq.sklearn.SequenceRegressor or "
                          "neuralde_seq.fit(..., Regression())")
     if drop_rate > 0:
+        assert train_part.labels is not None and val_part.labels is not None  # class labels: no targets (above)
         # Rebuild the TRAIN file's dataset (both parts keep its padded length) in file order, drop, re-split.
         positions = torch.tensor(train_part.meta["indices"] + val_part.meta["indices"])
         order = torch.argsort(positions)

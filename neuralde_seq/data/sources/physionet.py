@@ -207,16 +207,23 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
     }
 
 
+def _static(dataset: IrregularDataset) -> torch.Tensor:
+    """The static features of a PhysioNet dataset (it always has them)."""
+    assert dataset.static is not None
+    return dataset.static
+
+
 def _standardise_static(train: IrregularDataset, *others: IrregularDataset) -> tuple[IrregularDataset, ...]:
     """Standardise ``static`` with the training split's statistics (observed values, population std)."""
     # channel_statistics works on (N, T, C) values: view the static features as a one-step series
     as_series = train.replace(times=torch.zeros(len(train), 1, dtype=train.times.dtype),
-                              values=train.static.unsqueeze(1), lengths=torch.ones(len(train), dtype=torch.long),
+                              values=_static(train).unsqueeze(1), lengths=torch.ones(len(train), dtype=torch.long),
                               static=None)
     mean, std = channel_statistics(as_series)
     out = []
     for ds in (train, *others):
-        scaled = ((ds.static.to(torch.float64) - mean) / std).to(ds.static.dtype)
+        static = _static(ds)
+        scaled = ((static.to(torch.float64) - mean) / std).to(static.dtype)
         meta = dict(ds.meta)
         meta["standardise_static"] = {"mean": mean.tolist(), "std": std.tolist()}
         out.append(ds.replace(static=scaled, meta=meta))
@@ -276,7 +283,7 @@ def load_physionet_sepsis(
         raise ValueError(f"normalise must be True or False, got {normalise!r}")
     # split_seed, drop_rate, dtype, ...: checked by LoadOptions (accepts_load_options)
     official = remotes is None
-    remotes = list(PHYSIONET_REMOTES if official else remotes)
+    remotes = list(PHYSIONET_REMOTES if remotes is None else remotes)
     if not remotes or not all(isinstance(r, RemoteFile) for r in remotes):
         raise ValueError(f"remotes must be a non-empty sequence of RemoteFile (the zips), got {remotes!r}")
     directory = data_dir(cache_dir) / "physionet_sepsis"
@@ -323,9 +330,8 @@ def load_physionet_sepsis(
     del full
     if normalise:
         parts = standardise(*parts)
-        base = [p.replace(static=p.static[:, :5]) for p in parts]
-        base = _standardise_static(*base)
-        parts = [b.replace(static=torch.cat([b.static, p.static[:, 5:]], dim=1)) for b, p in zip(base, parts)]
+        base = _standardise_static(*[p.replace(static=_static(p)[:, :5]) for p in parts])
+        parts = [b.replace(static=torch.cat([_static(b), _static(p)[:, 5:]], dim=1)) for b, p in zip(base, parts)]
     channels = list(TIME_VARYING_FEATURES)
     static_names = list(STATIC_FEATURES)
     out = []

@@ -132,6 +132,7 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
                 if key in clips or f"{word}/{rest}" in excluded:
                     raise CorruptCacheError(f"archive {path} holds {word}/{rest} twice; delete it")
                 handle = archive.extractfile(member)
+                assert handle is not None  # None only for members that are not regular files (refused above)
                 try:
                     rate, samples = read_wav(handle.read())
                 except ValueError as error:

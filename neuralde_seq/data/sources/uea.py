@@ -214,6 +214,7 @@ def _parse_archive(archive: Path, name: str, fmt: str, folder: str | None) -> di
             case, case_times = _trim_trailing_missing(case, case_times, f"{name} {part} case {k}")
             series.append(case)
             times.append(case_times)
+    assert train.labels is not None and test.labels is not None  # refused above without
     labels = list(train.labels) + list(test.labels)
     class_names = list(dict.fromkeys(labels))  # first appearance, TRAIN then TEST (module docstring, step 2)
     dataset = IrregularDataset.from_sequences(

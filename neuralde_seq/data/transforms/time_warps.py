@@ -122,7 +122,7 @@ class TimeWarp:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def from_dict(cls, spec: Mapping, where: str = "time_warp") -> "TimeWarp":
+    def from_dict(cls, spec: TimeWarp | Mapping, where: str = "time_warp") -> "TimeWarp":
         """A warp from a mapping such as ``{"kind": "smooth", "strength": 0.5, "seed": 0}``.
 
         Arguments:
@@ -226,7 +226,7 @@ def _check_fields(fields: dict, where: str) -> dict:
     return fields
 
 
-def warp_parameters(warp: TimeWarp, num_draws: int) -> torch.Tensor | None:
+def warp_parameters(warp: TimeWarp | Mapping, num_draws: int) -> torch.Tensor | None:
     """The random parameters of a warp, drawn from a generator seeded with ``warp.seed`` (float64, CPU).
 
     Arguments:
@@ -246,9 +246,13 @@ def warp_parameters(warp: TimeWarp, num_draws: int) -> torch.Tensor | None:
         raise ValueError(f"num_draws must be a positive integer, got {num_draws!r}")
     if warp.kind == "uniform":
         return None
+    # TimeWarp requires the seed of the random kinds and fills in their other options' defaults
+    assert warp.seed is not None
     generator = torch.Generator().manual_seed(warp.seed)
     if warp.kind == "smooth":
+        assert warp.strength is not None and warp.modes is not None
         return smooth_coefficients(num_draws, warp.strength, warp.modes, generator)
+    assert warp.max_slope is not None and warp.pieces is not None
     log_range = math.log(warp.max_slope)
     raw = torch.exp((2 * torch.rand(num_draws, warp.pieces, generator=generator, dtype=torch.float64) - 1)
                     * log_range)
@@ -363,10 +367,13 @@ def warp_times(times: torch.Tensor, lengths: torch.Tensor, warp: TimeWarp | Mapp
     if warp.kind == "uniform":
         displacement = torch.zeros_like(t)
     else:
-        parameters = warp_parameters(warp, n if warp.per_sample else 1).to(times.device)
+        parameters = warp_parameters(warp, n if warp.per_sample else 1)
+        assert parameters is not None  # drawn for every kind but uniform
+        parameters = parameters.to(times.device)
         shape = smooth_warp if warp.kind == "smooth" else piecewise_warp
         displacement = shape(u, parameters)
     # t' = t0 + factor·(T − t0)·(u + δ(u)), written so that factor 1 and δ = 0 give t back bit for bit
+    assert warp.factor is not None  # TimeWarp fills in its default, 1
     warped = t + (warp.factor - 1.0) * (t - start) + warp.factor * span * displacement
     # padding: continue from the last warped time with the last warped step
     last_index = (lengths.to(times.device) - 1).unsqueeze(1)
