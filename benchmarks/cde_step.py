@@ -149,7 +149,7 @@ def profile(args) -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     groups: dict[str, float] = {}
-    for (filename, line, function), (_, calls, tottime, _, _) in stats.stats.items():
+    for (filename, _line, function), (_, _calls, tottime, _, _) in stats.stats.items():
         if "neuralde_seq" in filename:
             key = f"{filename.split('neuralde_seq')[-1].lstrip('/')}:{function}"
         elif "torch/utils/checkpoint" in filename:

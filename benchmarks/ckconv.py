@@ -201,7 +201,7 @@ def compare_modes(args, device: torch.device, env: dict) -> dict:
     print(f"CKCNN training step, grid vs lattice vs pairwise: batch {args.batch}, T = {points} points (integer "
           f"times 0..{args.full_length - 1}, {args.drop:.0%} dropped), 3 channels, registry ckcnn (hidden 32, 2 "
           f"blocks), {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), torch {torch.__version__}")
-    print(f"the default CKCNN (irregular_conv='auto') reads this batch "
+    print("the default CKCNN (irregular_conv='auto') reads this batch "
           + (f"on a lattice of {lattice.size} nodes, spacing {lattice.spacing:g}" if lattice is not None
              else "pairwise"))
     # 1. Agreement of the two irregular forms: float64 copies, same weights, on the pairwise batch.

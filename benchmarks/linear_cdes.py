@@ -362,11 +362,11 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
                   file=sys.stderr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for label, (row, step, warmup, entry) in trainers.items():  # untimed first step
+        for step, warmup, entry in (value[1:] for value in trainers.values()):  # untimed first step
             entry["losses"].append(step() if warmup is None else step(warmup))
             bar.update()
         for round_ in range(max(repeats.values(), default=0)):
-            for label, (row, step, _, entry) in trainers.items():
+            for label, (_row, step, _, entry) in trainers.items():
                 if round_ >= repeats[label]:
                     continue
                 before = memory.before()
@@ -380,7 +380,7 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
                 bar.update()
     bar.close()
     results = []
-    for label, (*_, entry) in trainers.items():
+    for *_, entry in trainers.values():
         entry["wall_median"] = statistics.median(entry["wall"]) if entry["wall"] else None
         entry["cpu_median"] = statistics.median(entry["cpu"]) if entry["cpu"] else None
         peaks = [m for m in entry["memory"] if m is not None]

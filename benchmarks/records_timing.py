@@ -41,7 +41,6 @@ from neuralde_seq.files import write_text_atomic  # noqa: E402
 from neuralde_seq.reference import SummaryFeatureClassifier, as_arrays  # noqa: E402
 from neuralde_seq.random_features import RandomFeatureClassifier  # noqa: E402
 from neuralde_seq.sklearn import SequenceClassifier  # noqa: E402
-from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
 
 
 def _median_seconds(work, repeats: int) -> float:

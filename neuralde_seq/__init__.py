@@ -26,7 +26,7 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
   `REFERENCE_METHODS`.
 """
-from ._version import __version__
+from ._version import __version__ as __version__
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
 from .controls import (Control, ControlOptions, HermiteCubic, Linear, LogSignature, NaturalCubic, Rectilinear,
                        build_control, register_interpolation, registered_interpolation)

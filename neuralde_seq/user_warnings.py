@@ -47,8 +47,8 @@ class OptionSpelling:
     row: str | None = None
 
 
-_SPELLING: contextvars.ContextVar[OptionSpelling] = contextvars.ContextVar("neuralde_seq_option_spelling",
-                                                                          default=OptionSpelling())
+_SPELLING: contextvars.ContextVar[OptionSpelling] = contextvars.ContextVar(
+    "neuralde_seq_option_spelling", default=OptionSpelling())  # noqa: B039 - a frozen dataclass, never mutated
 
 
 @contextlib.contextmanager

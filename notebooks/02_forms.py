@@ -155,7 +155,7 @@ for (name, method_name), (intervals, evaluations) in steps.items():
 results = {}
 for seed in SEEDS:
     (train, val, test), inputs = data[seed]
-    for (name, solver), label in zip(SETUPS, LABELS):
+    for (name, _solver), label in zip(SETUPS, LABELS):
         torch.manual_seed(seed)
         model = create_model(name, inputs[name]["train"], num_classes=train.num_classes,
                              solver=solver, **MODEL_SIZE).to(device)
@@ -329,7 +329,7 @@ def peak_step_bytes(model, control, labels):
 
 batch = torch.arange(TRAINING["batch_size"])
 memory = {}
-for (name, solver), label in zip(SETUPS, LABELS):
+for (name, _solver), label in zip(SETUPS, LABELS):
     model = results[(label, SEEDS[0])]["model"]
     control, labels = inputs[name]["train"][batch], train.labels[batch].to(device)
     training_step(model, control, labels)  # warm-up: lazily created buffers exist before the measurement

@@ -109,7 +109,7 @@ MODELS = {
 }
 CT_FWPS = ["delta-cde", "delta-rde"]
 BASELINES = [name for name in MODELS if name not in CT_FWPS]
-for name, row in MODELS.items():
+for name in MODELS:
     width_keys = ("d_model", "n_heads") if name in CT_FWPS else ("hidden",)
     print(f"{name:10s} " + ", ".join(f"{key} {model_defaults(name)[key]}" for key in width_keys))
 print(f"budget {BUDGET}: {len(MODELS)} models x {len(DROP_RATES)} drop rates x {len(SEEDS)} seed(s), "

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
         results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")
         print(error, file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     results.update(solved=run["solved_at"] is not None, **run)
     final = run["final"]
     best_mse = min(r["test_mse"] for r in run["history"])

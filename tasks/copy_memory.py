@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
         results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")
         print(error, file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     results.update(solved=run["solved_at"] is not None, **run)
     final = run["final"]
     write_json(results, out / "results.json")

@@ -171,11 +171,11 @@ def test_config_refuses_bad_ensemble_and_augmentation(training, match):
         parse_config(_config(training))
 
 
-def test_rows_at_the_defaults_keep_their_recorded_settings():
+def test_rows_record_their_augmentation_and_ensemble_settings_defaults_included():
     plain = parse_config(_config({})).rows[0].to_dict()["training"]
-    assert not {"ensemble", "augment_drop_rate", "augment_crop", "schedule"} & set(plain)
+    assert (plain["ensemble"], plain["augment_drop_rate"], plain["augment_crop"]) == (1, 0.0, 1.0)
     given = parse_config(_config({"ensemble": 3, "augment_crop": 0.7})).rows[0].to_dict()["training"]
-    assert given["ensemble"] == 3 and given["augment_crop"] == 0.7 and "augment_drop_rate" not in given
+    assert (given["ensemble"], given["augment_drop_rate"], given["augment_crop"]) == (3, 0.0, 0.7)
 
 
 def test_reference_ensemble_averages_members_fitted_with_their_seeds():

@@ -23,7 +23,7 @@ from neuralde_seq.models.gru_observations import GRUD, GRUDeltaT
 from neuralde_seq.models.gru_ode import GRUODE
 from neuralde_seq.models.ode_rnn import ODERNN
 from neuralde_seq.observations import Observations
-from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Dopri5, Euler, SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Backprop, Dopri5, Euler, SolverOptions
 
 DTYPE = torch.float64
 NAN = float("nan")

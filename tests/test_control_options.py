@@ -297,12 +297,21 @@ def _spec_data():
     return _Data(times, values, torch.tensor([12, 10, 12, 7, 12, 9]))
 
 
-def test_a_spec_saved_in_the_former_keyword_form_is_read_as_the_spec_fit_makes_today():
+def test_a_spec_saved_in_the_former_keyword_form_is_migrated_to_the_spec_fit_makes_today():
+    from neuralde_seq.migration import migrate_checkpoint
+
     data = _spec_data()
     with pytest.warns(UserWarning, match="never observed"):
         fitted = InputSpec.fit("delta-rde", data, control={"step": 3, "parametrization": "index",
                                                            "intensity_channel": "auto"}, time_unit="auto")
-    old = InputSpec.from_dict(SPEC_WRITTEN_BEFORE)
+    # the reader knows one form (every field; the interpolation as {"type": ...}): older files are migrated
+    with pytest.raises(ValueError, match="an input spec needs exactly the fields"):
+        InputSpec.from_dict(SPEC_WRITTEN_BEFORE)
+    with_every_field = {**SPEC_WRITTEN_BEFORE, "fill_step": None, "static_mean": None, "static_scale": None}
+    with pytest.raises(ValueError, match=r"input spec: control: .*the interpolation as \{'type': \.\.\.\}"):
+        InputSpec.from_dict(with_every_field)
+    checkpoint = {"model_state": {}, "config": {"model": "delta-rde", "input_spec": SPEC_WRITTEN_BEFORE}}
+    old = InputSpec.from_dict(migrate_checkpoint(checkpoint)["config"]["input_spec"])
     assert old == fitted
     assert old.control.interpolation == LogSignature(depth=2, step=3, window_start_values=True)
     assert _same(old.transform(data), fitted.transform(data))

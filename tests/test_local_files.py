@@ -285,7 +285,7 @@ def test_bad_arguments_name_the_argument(toy, tmp_path):
 def test_file_route_equals_numpy_route(toy):
     from neuralde_seq.data.formats.arrays import from_arrays
 
-    for key, stamped in (("", False), ("stamped_", True)):
+    for key in ("", "stamped_"):
         seqs, times = toy[f"{key}train"]
         by_file = read_file(toy[f"{key}train_path"])
         by_arrays = from_arrays(seqs, TRAIN_LABELS, times=times)
@@ -399,7 +399,7 @@ def test_files_task_standardises_and_drops_independently_of_the_split(toy):
                                  dtype=torch.float64) for s in (0, 1)}
     assert raw[0].val.meta["indices"] != raw[1].val.meta["indices"]
     masks = {}
-    for s, splits in raw.items():
+    for splits in raw.values():
         for part in splits[:2]:
             for row, i in enumerate(part.meta["indices"]):
                 masks.setdefault(i, []).append(torch.isnan(part.values[row]))
@@ -578,7 +578,7 @@ def test_header_with_class_labels_and_targets_and_flat_numeric_arff_are_refused(
 
 
 def test_files_task_refuses_regression_files(reg):
-    message = (rf"classification benchmark, but .*Reg_TRAIN.ts and .*Reg_TEST.ts are regression files.*"
+    message = (r"classification benchmark, but .*Reg_TRAIN.ts and .*Reg_TEST.ts are regression files.*"
                r"neuralde_seq.load_files / neuralde_seq.data.read_file.*SequenceRegressor.*Regression\(\)")
     with pytest.raises(ValueError, match=message):
         local_files_splits(train=str(reg["train_path"]), test=str(reg["test_path"]))

@@ -28,7 +28,7 @@ from neuralde_seq import create_model, model_inputs
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.solvers import affine_rk4, chunked_delta, exact_fast_weights, linear_scan
-from neuralde_seq.solvers import RK4, Auto, Backprop, Checkpoint, Dopri5, Exact, SolverOptions, parse_solver, solve
+from neuralde_seq.solvers import RK4, Backprop, Checkpoint, Dopri5, Exact, SolverOptions, parse_solver, solve
 
 DTYPE = torch.float64
 

@@ -111,7 +111,7 @@ def test_plots_are_written_atomically_and_not_through_a_symlink(tmp_path):
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):
     path = tmp_path / "last.pt"
     save_checkpoint(path, model=torch.nn.Linear(3, 2), epoch=1)
-    with pytest.raises(Exception):
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # a lambda cannot be pickled (local: AttributeError)
         save_checkpoint(path, model=torch.nn.Linear(3, 2), epoch=2, metrics={"unsaveable": lambda: None})
     assert load_checkpoint(path)["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
@@ -294,7 +294,7 @@ def test_a_lock_left_by_a_process_that_ended_is_taken_over_with_a_message(tmp_pa
 def test_two_bench_processes_on_one_out_both_finish_or_one_refuses_cleanly(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(_config()))
-    for attempt in range(5):
+    for attempt in range(3):  # each attempt a new interleaving of the two processes
         out = tmp_path / f"out{attempt}"
         command = [sys.executable, "-m", "neuralde_seq", "bench", str(config), "--max-steps", "2", "--out", str(out),
                    "--no-progress"]

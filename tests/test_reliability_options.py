@@ -72,18 +72,18 @@ def test_an_estimator_fitted_with_times_refuses_predictions_without_them(index):
     X, y, times = _series()
     estimator = _small_estimators()[index].fit(X, y, times=times)
     assert estimator.fitted_with_times_ is True
-    for name, call in _predictions(estimator, X, y, None):
+    for _name, call in _predictions(estimator, X, y, None):
         with pytest.raises(ValueError, match=r"times is None, but this \w+ was fitted with times"):
             call()
-    for name, call in _predictions(estimator, X, y, times):
+    for _name, call in _predictions(estimator, X, y, times):
         call()  # with the times of fit: accepted
     # fitted without times: times at prediction are refused, None accepted
     estimator.fit(X, y)
     assert estimator.fitted_with_times_ is False
-    for name, call in _predictions(estimator, X, y, times):
+    for _name, call in _predictions(estimator, X, y, times):
         with pytest.raises(ValueError, match=r"times was given, but this \w+ was fitted without times"):
             call()
-    for name, call in _predictions(estimator, X, y, None):
+    for _name, call in _predictions(estimator, X, y, None):
         call()
 
 

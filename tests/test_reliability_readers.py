@@ -7,7 +7,6 @@ Each test writes its file from known text, and computes the expected line, byte 
 from __future__ import annotations
 
 import re
-import zipfile
 
 import numpy as np
 import pytest

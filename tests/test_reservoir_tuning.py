@@ -14,7 +14,6 @@ from neuralde_seq.random_features import RidgeReadout, positive_proportion
 from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, improves, paired_improvement,
                                            ridge_leave_one_out_error)
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
-from neuralde_seq.training.objectives import ModelArguments
 
 
 def _series(n, length, seed, classes=2):

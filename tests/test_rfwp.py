@@ -16,7 +16,7 @@ from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.models.rfwp import ODERFWP, RFWPCell
 from neuralde_seq.observations import Observations
 from neuralde_seq.rules import Delta, Hebb, Oja
-from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, SolverOptions
+from neuralde_seq.solvers import RK4, Adjoint, Backprop, SolverOptions
 
 
 def _output_norm(model: ODERFWP, h: torch.Tensor) -> torch.Tensor:
@@ -78,7 +78,7 @@ def test_discrete_steps_are_their_formulas(rule):
 
 def ref_cell(cell, x, u, W):
     """The RFWP step from the cell's weights, one sample: (h, W_new), W (heads, d, d)."""
-    H, heads, d = cell.hidden, cell.heads, cell.head_dim
+    heads, d = cell.heads, cell.head_dim
     a = x @ cell.input_proj.weight.T + cell.input_proj.bias
     a = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + cell.input_norm.eps) * cell.input_norm.weight \
         + cell.input_norm.bias

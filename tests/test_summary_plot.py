@@ -25,7 +25,8 @@ def run_result(seed: int, accuracy: float) -> dict:
             "history": {"seconds_per_epoch": [0.1]}, "timing": {"train_seconds": 1.0}, "diverged": False}
 
 
-def summaries_of(accuracies: dict, references: dict = {}) -> list[dict]:
+def summaries_of(accuracies: dict, references: dict | None = None) -> list[dict]:
+    references = references or {}
     rows = [({"label": label, "model": label, "paper": None}, values) for label, values in accuracies.items()]
     rows += [({"label": label, "model": "minirocket", "paper": None, "reference": True}, values)
              for label, values in references.items()]

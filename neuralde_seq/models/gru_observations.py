@@ -154,7 +154,7 @@ class GRUD(_ObservationModel):
             (B, hidden).
         """
         self._check(observations)  # before reading anything of it
-        h = observations.values.new_zeros(observations.batch_size, self.hidden)
-        for *_, h in self._walk(observations, h):
-            pass
-        return h
+        last = observations.values.new_zeros(observations.batch_size, self.hidden)
+        for step in self._walk(observations, last):
+            last = step[-1]
+        return last

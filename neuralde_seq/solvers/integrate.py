@@ -78,7 +78,7 @@ import torch
 from ..controls import Control
 from ..input_checks import check_matches_module
 from .methods import warn_not_finite
-from .options import SolverOptions, solver_options
+from .options import solver_options
 
 __all__ = ["Dynamics", "solve", "evolve_over_gaps"]
 
