@@ -14,6 +14,7 @@ Versions:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 __all__ = ["FORMAT_VERSION", "FORMAT_KEY", "OldFormatError", "check_format", "format_version_of"]
@@ -58,5 +59,15 @@ def check_format(data: Any, path: str | os.PathLike, what: str) -> None:
         raise OldFormatError(f"{what} {path} has format version {version}, newer than this neuralde_seq reads "
                              f"({FORMAT_VERSION}): update neuralde_seq to read it", path)
     raise OldFormatError(f"{what} {path} has format version {version} (written by an older neuralde_seq); this one "
-                         f"reads version {FORMAT_VERSION}: run `neuralde-seq migrate {path}` (or on the folder that "
-                         "holds it) to bring it up to date", path)
+                         f"reads version {FORMAT_VERSION}: run `neuralde-seq migrate {_migration_target(path)}` to "
+                         "bring the files there up to date", path)
+
+
+def _migration_target(path: str | os.PathLike) -> Path:
+    """The folder to migrate for a file: a grid's output folder for anything under its ``runs/`` (the run folders
+    are renamed together with the grid's record), else the file's own folder."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.name == "runs":
+            return parent.parent
+    return path.parent
