@@ -4,20 +4,17 @@ Every file neuralde_seq writes for later reading carries ``"format_version"`` (`
 every reader refuses another version, naming this step. `migrate_path` (``neuralde-seq migrate PATH``) finds the
 files under PATH and rewrites each older one in the current format, in place and atomically:
 
-=====================  ==================================================================================
-file                   what changes from version 1 (unversioned, up to commit 539f159) to version 2
-=====================  ==================================================================================
-run ``result.json``    the run's settings with every setting recorded (the training settings once left out at
-                       their defaults, ``reference``, ``model_changes``), so the fingerprint, and with it the run
-                       folder's name, is computed anew; the registry's default solver stored as
-                       ``SolverOptions.to_dict`` instead of its ``repr``; the input spec's control as
-                       ``ControlOptions.to_dict`` and its unset fields written; the registry defaults of a run
-                       made before they were recorded taken as today's (as version 1 read them)
-``grid.json``          its rows and its runs' settings as above
-``results.json``       its config's rows as above
-checkpoints (``.pt``)  the run's settings, solver, registry defaults and input spec as in ``result.json``
-tensor caches          the key hashed with the format version: the file is renamed to the name its key gives
-=====================  ==================================================================================
+What changes from version 1 (unversioned, up to commit 539f159) to version 2:
+
+- a run's ``result.json``: its settings with every setting recorded (the training settings once left out at their
+  defaults, ``reference``, ``model_changes``), so its fingerprint, and with it the run folder's name, is computed
+  anew; the registry's default solver stored as ``SolverOptions.to_dict`` instead of its ``repr``; the input spec's
+  control as ``ControlOptions.to_dict`` and its unset fields written; the registry defaults of a run made before
+  they were recorded taken as today's (as version 1 read them);
+- ``grid.json``: its rows and its runs' settings as above;
+- ``results.json``: its config's rows as above;
+- checkpoints (``.pt``): the run's settings, solver, registry defaults and input spec as in ``result.json``;
+- tensor caches: the key hashed with the format version, the file renamed to the name its key gives.
 
 A run folder whose fingerprint changes is renamed (``seed<k>-<fingerprint>``), so that ``--resume`` finds it. Files
 of the current version are left alone; a file this module cannot read (another program's JSON, a damaged file) is
