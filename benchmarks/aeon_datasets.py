@@ -66,6 +66,7 @@ Examples::
     python benchmarks/aeon_datasets.py --models minirocket,1nn-euclidean,1nn-dtw --out /tmp/aeon_reference   # minutes
     python benchmarks/aeon_datasets.py --data DIR --update-docs --resume                          # the full protocol
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,6 +81,7 @@ import traceback
 from pathlib import Path
 
 from machine import code_version, cpu_name
+
 from neuralde_seq.files import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,8 +89,16 @@ DOCS = REPO / "docs" / "benchmarks.md"
 MARK_START = "<!-- aeon-datasets:start -->"
 MARK_END = "<!-- aeon-datasets:end -->"
 
-DATASETS = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels", "OSULeaf",
-            "PickupGestureWiimoteZ")
+DATASETS = (
+    "ACSF1",
+    "ArrowHead",
+    "BasicMotions",
+    "GunPoint",
+    "ItalyPowerDemand",
+    "JapaneseVowels",
+    "OSULeaf",
+    "PickupGestureWiimoteZ",
+)
 CT_FWPS = ("delta-cde", "delta-rde", "hebb-cde")
 BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", "slice-dplr")
 # The training recipe's levers on the cheapest CT-FWP (delta-rde, closed-form steps), each a row (recipe_rows):
@@ -98,8 +108,14 @@ BASELINES = ("ncde", "ckcnn", "gru-d", "log-ncde", "slice-block", "slice-diag", 
 # changed: augmentation (every training batch randomly cropped to 80-100 % of its observed points and thinned by
 # 20 %), depth (two fast weight layers: no closed form, the auto solver takes rk4), and an ensemble of 3 models
 # trained with other seeds (their mean class probabilities; 3x the training cost).
-RECIPE = ("delta-rde-cosine", "delta-rde-long", "delta-rde-wide", "delta-rde-augment", "delta-rde-deep",
-          "delta-rde-ensemble")
+RECIPE = (
+    "delta-rde-cosine",
+    "delta-rde-long",
+    "delta-rde-wide",
+    "delta-rde-augment",
+    "delta-rde-deep",
+    "delta-rde-ensemble",
+)
 NEURAL = CT_FWPS + RECIPE + BASELINES
 # The toolkit's closed-form mode (neuralde_seq.random_features): a frozen random CT-FWP (delta-rde) and linear CDE
 # (slice-block damped oscillators, the mode's default) read out by ridge regression; the first counts as a CT-FWP,
@@ -179,22 +195,35 @@ def recipe_rows(budget: dict) -> list[dict]:
     budget and at three times its epochs; with time_unit="auto" at twice the registry's width; and the cosine row
     with augmentation, with two layers, and as an ensemble of three."""
     recipe = {"model": "delta-rde", "control": {"time_unit": "auto"}}
-    return [{"label": "delta-rde-cosine", **recipe, "training": {"schedule": "cosine"}},
-            {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}},
-            {"label": "delta-rde-wide", **recipe, "options": {"d_model": 128}},
-            {"label": "delta-rde-augment", **recipe,
-             "training": {"schedule": "cosine", "augment_drop_rate": 0.2, "augment_crop": 0.8}},
-            {"label": "delta-rde-deep", **recipe, "training": {"schedule": "cosine"}, "options": {"num_layers": 2}},
-            {"label": "delta-rde-ensemble", **recipe, "training": {"schedule": "cosine", "ensemble": 3}}]
+    return [
+        {"label": "delta-rde-cosine", **recipe, "training": {"schedule": "cosine"}},
+        {"label": "delta-rde-long", **recipe, "training": {"schedule": "cosine", "epochs": 3 * budget["epochs"]}},
+        {"label": "delta-rde-wide", **recipe, "options": {"d_model": 128}},
+        {
+            "label": "delta-rde-augment",
+            **recipe,
+            "training": {"schedule": "cosine", "augment_drop_rate": 0.2, "augment_crop": 0.8},
+        },
+        {"label": "delta-rde-deep", **recipe, "training": {"schedule": "cosine"}, "options": {"num_layers": 2}},
+        {"label": "delta-rde-ensemble", **recipe, "training": {"schedule": "cosine", "ensemble": 3}},
+    ]
 
 
 def time_channel_rows() -> list[dict]:
     """The study's rows beside the table's delta-rde: without a time channel; times over the longest span."""
     return [
-        {"label": "delta-rde-no-time", "model": "delta-rde", "solver": {"method": "exact"},
-         "control": {"time_channel": False}},
-        {"label": "delta-rde-time-auto", "model": "delta-rde", "solver": {"method": "exact"},
-         "control": {"time_unit": "auto"}},
+        {
+            "label": "delta-rde-no-time",
+            "model": "delta-rde",
+            "solver": {"method": "exact"},
+            "control": {"time_channel": False},
+        },
+        {
+            "label": "delta-rde-time-auto",
+            "model": "delta-rde",
+            "solver": {"method": "exact"},
+            "control": {"time_unit": "auto"},
+        },
     ]
 
 
@@ -204,7 +233,8 @@ HOW_TO_GET = (
     "    pip download aeon==1.6.0 --no-deps -d /tmp/aeon\n"
     "    unzip -q /tmp/aeon/aeon-1.6.0-*.whl 'aeon/datasets/data/*' -d /tmp/aeon_data\n"
     "then run with --data /tmp/aeon_data/aeon/datasets/data (a folder holding "
-    + ", ".join(f"{n}/" for n in DATASETS) + ")."
+    + ", ".join(f"{n}/" for n in DATASETS)
+    + ")."
 )
 
 
@@ -248,14 +278,18 @@ def find_data(data: str | None, names) -> Path:
             if not _missing(folder, names):
                 return folder
         missing = _missing(root, names)
-        raise DataNotFound(f"--data {root}: no <Name>/<Name>_TRAIN.ts and _TEST.ts for {', '.join(missing)}.\n"
-                           f"{HOW_TO_GET}")
+        raise DataNotFound(
+            f"--data {root}: no <Name>/<Name>_TRAIN.ts and _TEST.ts for {', '.join(missing)}.\n{HOW_TO_GET}"
+        )
     folders = aeon_data_folders()
     for folder in folders:
         if not _missing(folder, names):
             return folder
-    where = (f"the installed aeon package's data folder ({', '.join(map(str, folders))}) lacks some of them"
-             if folders else "aeon is not installed (importlib.util.find_spec('aeon') found nothing)")
+    where = (
+        f"the installed aeon package's data folder ({', '.join(map(str, folders))}) lacks some of them"
+        if folders
+        else "aeon is not installed (importlib.util.find_spec('aeon') found nothing)"
+    )
     raise DataNotFound(f"the datasets {', '.join(names)} were not found: no --data given, and {where}.\n{HOW_TO_GET}")
 
 
@@ -265,12 +299,19 @@ def dataset_config(name: str, data: Path, budget: dict, seeds) -> dict:
     return {
         "name": f"aeon-{name}",
         "description": f"{name} (aeon's .ts files), 30% of observations dropped: CT-FWPs vs NCDE, CKCNN, GRU-D, "
-                       "Log-NCDE, linear NCDEs, and the reference methods",
+        "Log-NCDE, linear NCDEs, and the reference methods",
         "task": "files",
         "task_options": {"path": str(data / name), **TASK_OPTIONS},
         "seeds": [int(s) for s in seeds],
-        "training": {**budget, "eval_batch_size": EVAL_BATCH_SIZE, "patience": None, "grad_clip": None,
-                     "weight_decay": 0.0, "penalty_weight": 0.0, "select_on": "accuracy"},
+        "training": {
+            **budget,
+            "eval_batch_size": EVAL_BATCH_SIZE,
+            "patience": None,
+            "grad_clip": None,
+            "weight_decay": 0.0,
+            "penalty_weight": 0.0,
+            "select_on": "accuracy",
+        },
         "models": rows() + recipe_rows(budget) + time_channel_rows(),
     }
 
@@ -295,32 +336,58 @@ def _cell(entry: dict | None) -> str:
 
 def goal(entries: dict[str, dict]) -> dict:
     """Best CT-FWP (by mean test accuracy) within GOAL_POINTS of the best baseline: met, gap in points."""
+
     def best(names):
-        scored = [(entries[n]["mean"], n) for n in names
-                  if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
+        scored = [
+            (entries[n]["mean"], n)
+            for n in names
+            if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None
+        ]
         return max(scored) if scored else None
 
     fwp, base = best(CT_FWPS + RECIPE + RANDOM_FEATURES[:1]), best(BASELINES + RANDOM_FEATURES[1:])
     if fwp is None or base is None:
-        return {"met": None, "gap": None, "best_ct_fwp": fwp and fwp[1], "best_baseline": base and base[1],
-                "reason": "no CT-FWP row" if fwp is None else "no baseline row"}
+        return {
+            "met": None,
+            "gap": None,
+            "best_ct_fwp": fwp and fwp[1],
+            "best_baseline": base and base[1],
+            "reason": "no CT-FWP row" if fwp is None else "no baseline row",
+        }
     gap = 100 * (fwp[0] - base[0])
-    return {"met": gap >= -GOAL_POINTS, "gap": gap, "best_ct_fwp": fwp[1], "best_baseline": base[1],
-            "best_ct_fwp_accuracy": 100 * fwp[0], "best_baseline_accuracy": 100 * base[0]}
+    return {
+        "met": gap >= -GOAL_POINTS,
+        "gap": gap,
+        "best_ct_fwp": fwp[1],
+        "best_baseline": base[1],
+        "best_ct_fwp_accuracy": 100 * fwp[0],
+        "best_baseline_accuracy": 100 * base[0],
+    }
 
 
 def reference_gap(entries: dict[str, dict]) -> dict:
     """The best toolkit row (CT-FWPs, baselines, random features; by mean test accuracy) minus GAP_REFERENCE, in
     points."""
-    scored = [(entries[n]["mean"], n) for n in TOOLKIT
-              if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None]
+    scored = [
+        (entries[n]["mean"], n)
+        for n in TOOLKIT
+        if n in entries and not entries[n].get("failed") and entries[n]["mean"] is not None
+    ]
     ref = entries.get(GAP_REFERENCE)
     if not scored or ref is None or ref.get("failed") or ref["mean"] is None:
-        return {"gap": None, "best_neural": scored and max(scored)[1] or None,
-                "reason": "no toolkit row" if not scored else f"no {GAP_REFERENCE} row"}
+        return {
+            "gap": None,
+            "best_neural": scored and max(scored)[1] or None,
+            "reason": "no toolkit row" if not scored else f"no {GAP_REFERENCE} row",
+        }
     best = max(scored)
-    return {"gap": 100 * (best[0] - ref["mean"]), "best_neural": best[1], "best_neural_accuracy": 100 * best[0],
-            "reference": GAP_REFERENCE, "reference_accuracy": 100 * ref["mean"]}
+    return {
+        "gap": 100 * (best[0] - ref["mean"]),
+        "best_neural": best[1],
+        "best_neural_accuracy": 100 * best[0],
+        "reference": GAP_REFERENCE,
+        "reference_accuracy": 100 * ref["mean"],
+    }
 
 
 def _gap_cell(g: dict) -> str:
@@ -332,8 +399,10 @@ def _gap_cell(g: dict) -> str:
 def _goal_cell(g: dict) -> str:
     if g["met"] is None:
         return f"n/a ({g['reason']})"
-    return (f"{'yes' if g['met'] else 'no'} ({g['gap']:+.2f}: {g['best_ct_fwp']} {g['best_ct_fwp_accuracy']:.2f} "
-            f"vs {g['best_baseline']} {g['best_baseline_accuracy']:.2f})")
+    return (
+        f"{'yes' if g['met'] else 'no'} ({g['gap']:+.2f}: {g['best_ct_fwp']} {g['best_ct_fwp_accuracy']:.2f} "
+        f"vs {g['best_baseline']} {g['best_baseline_accuracy']:.2f})"
+    )
 
 
 def combined_table(datasets: dict[str, dict], labels) -> str:
@@ -342,27 +411,53 @@ def combined_table(datasets: dict[str, dict], labels) -> str:
     names = list(datasets)
     table_rows = []
     for label in labels:
-        kind = ("CT-FWP" if label in CT_FWPS else "CT-FWP, recipe" if label in RECIPE else
-                "reference" if label in REFERENCES else "random features" if label in RANDOM_FEATURES else None)
+        kind = (
+            "CT-FWP"
+            if label in CT_FWPS
+            else "CT-FWP, recipe"
+            if label in RECIPE
+            else "reference"
+            if label in REFERENCES
+            else "random features"
+            if label in RANDOM_FEATURES
+            else None
+        )
         row = {"model": label + (f" ({kind})" if kind else "")}
         for name in names:
             row[name] = _cell(datasets[name]["rows"].get(label))
         table_rows.append(row)
-    table_rows.append({"model": f"**goal** (best CT-FWP ≥ best baseline − {GOAL_POINTS:g})",
-                       **{name: _goal_cell(datasets[name]["goal"]) for name in names}})
-    table_rows.append({"model": f"**gap to {GAP_REFERENCE}** (best toolkit row − {GAP_REFERENCE}, points)",
-                       **{name: _gap_cell(datasets[name]["reference_gap"]) for name in names}})
+    table_rows.append(
+        {
+            "model": f"**goal** (best CT-FWP ≥ best baseline − {GOAL_POINTS:g})",
+            **{name: _goal_cell(datasets[name]["goal"]) for name in names},
+        }
+    )
+    table_rows.append(
+        {
+            "model": f"**gap to {GAP_REFERENCE}** (best toolkit row − {GAP_REFERENCE}, points)",
+            **{name: _gap_cell(datasets[name]["reference_gap"]) for name in names},
+        }
+    )
     headers = ["model"] + [f"{n} (n_test {datasets[n]['data'].get('num_test', '?')})" for n in names]
     return format_table(table_rows, ["model", *names], headers=headers)
 
 
 def _summary_entry(summary: dict) -> dict:
     test = summary["metrics"]["test"]["accuracy"]
-    return {"model": summary["model"], "mean": test["mean"], "std": test["std"], "values": test["values"],
-            "seeds": summary["seeds"], "seconds_per_epoch": summary["seconds_per_epoch"]["mean"],
-            "val_mean": summary["metrics"]["val"]["accuracy"]["mean"], "params": summary["params"],
-            "diverged_seeds": summary["diverged_seeds"], "failed": None, "reference": summary.get("reference", False),
-            "fit_seconds": (summary.get("train_seconds") or {}).get("mean")}
+    return {
+        "model": summary["model"],
+        "mean": test["mean"],
+        "std": test["std"],
+        "values": test["values"],
+        "seeds": summary["seeds"],
+        "seconds_per_epoch": summary["seconds_per_epoch"]["mean"],
+        "val_mean": summary["metrics"]["val"]["accuracy"]["mean"],
+        "params": summary["params"],
+        "diverged_seeds": summary["diverged_seeds"],
+        "failed": None,
+        "reference": summary.get("reference", False),
+        "fit_seconds": (summary.get("train_seconds") or {}).get("mean"),
+    }
 
 
 # --------------------------------------------------------------------------------------------- running
@@ -383,8 +478,12 @@ def _run_results(out: Path, config: dict, label: str, seeds, max_steps) -> list[
         for path in (out / "runs" / slug(label)).glob(f"seed{seed}-*/result.json"):
             result = json.loads(path.read_text())
             settings = result["config"]
-            if settings["row"] == wanted["row"] and settings["task_options"] == wanted["task_options"] \
-                    and settings["seed"] == seed and settings["max_steps"] == max_steps:
+            if (
+                settings["row"] == wanted["row"]
+                and settings["task_options"] == wanted["task_options"]
+                and settings["seed"] == seed
+                and settings["max_steps"] == max_steps
+            ):
                 matches.append((path.stat().st_mtime, result))
         if matches:
             found.append(max(matches, key=lambda m: m[0])[1])
@@ -425,9 +524,15 @@ def run_dataset(name: str, data: Path, budget: dict, args, labels) -> dict:
             entries[label]["fit"] = _fit_diagnostics(runs)
             info = info or (runs[0]["data"] if runs else {})
     study = time_channel_study(config, out, args, common) if "delta-rde" in ok else None
-    return {"budget": budget, "task_options": config["task_options"], "data": info,
-            "rows": {label: entries[label] for label in labels}, "goal": goal(entries),
-            "reference_gap": reference_gap(entries), "time_channel": study}
+    return {
+        "budget": budget,
+        "task_options": config["task_options"],
+        "data": info,
+        "rows": {label: entries[label] for label in labels},
+        "goal": goal(entries),
+        "reference_gap": reference_gap(entries),
+        "time_channel": study,
+    }
 
 
 def time_channel_study(config: dict, out: Path, args, common: dict) -> dict | None:
@@ -448,8 +553,10 @@ def time_channel_study(config: dict, out: Path, args, common: dict) -> dict | No
     per_seed = {}
     for label in TIME_CHANNEL_VARIANTS:
         runs = {r["config"]["seed"]: r for r in _run_results(out, config, label, args.seeds, args.max_steps)}
-        per_seed[label] = {seed: {"val": runs[seed]["metrics"]["val"]["accuracy"],
-                                  "test": runs[seed]["metrics"]["test"]["accuracy"]} for seed in runs}
+        per_seed[label] = {
+            seed: {"val": runs[seed]["metrics"]["val"]["accuracy"], "test": runs[seed]["metrics"]["test"]["accuracy"]}
+            for seed in runs
+        }
     seeds = [s for s in args.seeds if all(s in per_seed[label] for label in TIME_CHANNEL_VARIANTS)]
     chosen = {}
     for seed in seeds:
@@ -497,8 +604,9 @@ def time_channel_table(datasets: dict[str, dict]) -> str | None:
         names = ", ".join(TIME_CHANNEL_VARIANTS[c["variant"]].split(" (")[0] for c in chosen)
         row["chosen on validation"] = f"{_mean_std([c['test'] for c in chosen])} ({names})"
         g = d["goal"]
-        row["best baseline"] = "-" if g.get("best_baseline") is None else \
-            f"{g['best_baseline']} {g['best_baseline_accuracy']:.2f}"
+        row["best baseline"] = (
+            "-" if g.get("best_baseline") is None else f"{g['best_baseline']} {g['best_baseline_accuracy']:.2f}"
+        )
         table_rows.append(row)
     if not table_rows:
         return None
@@ -512,9 +620,11 @@ def _fit_diagnostics(runs: list[dict]) -> dict:
     a high training accuracy = overfitted)."""
     last = [r["history"]["train_accuracy"][-1] for r in runs if r["history"].get("train_accuracy")]
     best = [r["history"]["best_epoch"] for r in runs if r["history"].get("best_epoch") is not None]
-    return {"train_accuracy_last": sum(last) / len(last) if last else None,
-            "best_epoch": sum(best) / len(best) if best else None,
-            "epochs_run": max((r["history"]["epochs_run"] for r in runs), default=None)}
+    return {
+        "train_accuracy_last": sum(last) / len(last) if last else None,
+        "best_epoch": sum(best) / len(best) if best else None,
+        "epochs_run": max((r["history"]["epochs_run"] for r in runs), default=None),
+    }
 
 
 def diagnostics_table(datasets: dict[str, dict], labels) -> str:
@@ -532,8 +642,10 @@ def diagnostics_table(datasets: dict[str, dict], labels) -> str:
             if not fit or fit["train_accuracy_last"] is None:
                 row[name] = "-"
             else:
-                row[name] = (f"{100 * fit['train_accuracy_last']:.0f} / {fit['best_epoch']:.0f} of "
-                             f"{datasets[name]['budget']['epochs']}")
+                row[name] = (
+                    f"{100 * fit['train_accuracy_last']:.0f} / {fit['best_epoch']:.0f} of "
+                    f"{datasets[name]['budget']['epochs']}"
+                )
         table_rows.append(row)
     return format_table(table_rows, ["model", *names], headers=["model"] + names)
 
@@ -550,14 +662,18 @@ def _complete(args) -> list[str]:
     if len(args.seeds) < 3:
         problems.append(f"{len(args.seeds)} seed(s) (at least 3)")
     if args.epochs is not None and any(args.epochs < BUDGETS[n]["epochs"] for n in args.datasets):
-        problems.append(f"--epochs {args.epochs}, below the budget of " + ", ".join(
-            f"{n} ({BUDGETS[n]['epochs']})" for n in args.datasets if args.epochs < BUDGETS[n]["epochs"]))
+        problems.append(
+            f"--epochs {args.epochs}, below the budget of "
+            + ", ".join(f"{n} ({BUDGETS[n]['epochs']})" for n in args.datasets if args.epochs < BUDGETS[n]["epochs"])
+        )
     return problems
 
 
 def _budgets(results: dict) -> str:
-    return "; ".join(f"{n}: {d['budget']['epochs']} epochs, lr {d['budget']['lr']:g}, batch {d['budget']['batch_size']}"
-                     for n, d in results["datasets"].items())
+    return "; ".join(
+        f"{n}: {d['budget']['epochs']} epochs, lr {d['budget']['lr']:g}, batch {d['budget']['batch_size']}"
+        for n, d in results["datasets"].items()
+    )
 
 
 def docs_section(results: dict, table: str) -> str:
@@ -586,23 +702,38 @@ def docs_section(results: dict, table: str) -> str:
     ]
     gaps = [d["reference_gap"]["gap"] for d in results["datasets"].values() if d["reference_gap"]["gap"] is not None]
     if gaps:
-        lines += ["", f"Reference rows ({', '.join(REFERENCES)}; neuralde_seq.reference): the same dropped series, "
-                  "linearly interpolated onto each series' own grid, fitted in closed form on the training and "
-                  "validation parts together; in brackets the wall time of one run (fit and predictions). The best "
-                  f"toolkit row minus {GAP_REFERENCE}: {sum(gaps) / len(gaps):+.1f} points on average over "
-                  f"{len(gaps)} datasets (from {min(gaps):+.1f} to {max(gaps):+.1f})."]
+        lines += [
+            "",
+            f"Reference rows ({', '.join(REFERENCES)}; neuralde_seq.reference): the same dropped series, "
+            "linearly interpolated onto each series' own grid, fitted in closed form on the training and "
+            "validation parts together; in brackets the wall time of one run (fit and predictions). The best "
+            f"toolkit row minus {GAP_REFERENCE}: {sum(gaps) / len(gaps):+.1f} points on average over "
+            f"{len(gaps)} datasets (from {min(gaps):+.1f} to {max(gaps):+.1f}).",
+        ]
     if results.get("time_channel_table"):
-        lines += ["", "The time channel of delta-rde (exact solver), the same protocol and budget: test accuracy % "
-                  "mean ± std over the seeds (and the mean validation accuracy) with the registry's time channel "
-                  "(the observation index), without one, and with the times divided by the training split's "
-                  "longest span (`time_unit=\"auto\"`); and, per seed, the variant with the best validation "
-                  "accuracy, as a user choosing by validation would get it.", "", results["time_channel_table"]]
+        lines += [
+            "",
+            "The time channel of delta-rde (exact solver), the same protocol and budget: test accuracy % "
+            "mean ± std over the seeds (and the mean validation accuracy) with the registry's time channel "
+            "(the observation index), without one, and with the times divided by the training split's "
+            'longest span (`time_unit="auto"`); and, per seed, the variant with the best validation '
+            "accuracy, as a user choosing by validation would get it.",
+            "",
+            results["time_channel_table"],
+        ]
         met_chosen = [n for n, d in results["datasets"].items() if _chosen_meets_goal(d)]
         studied = [n for n, d in results["datasets"].items() if d.get("time_channel") and d["time_channel"]["seeds"]]
-        lines += ["", f"With delta-rde's time channel chosen on validation, the goal is met on {len(met_chosen)} of "
-                  f"{len(studied)} datasets" + (f": {', '.join(met_chosen)}." if met_chosen else ".")]
-    failed = [f"{label} on {n} ({e['failed']})" for n, d in results["datasets"].items()
-              for label, e in d["rows"].items() if e.get("failed")]
+        lines += [
+            "",
+            f"With delta-rde's time channel chosen on validation, the goal is met on {len(met_chosen)} of "
+            f"{len(studied)} datasets" + (f": {', '.join(met_chosen)}." if met_chosen else "."),
+        ]
+    failed = [
+        f"{label} on {n} ({e['failed']})"
+        for n, d in results["datasets"].items()
+        for label, e in d["rows"].items()
+        if e.get("failed")
+    ]
     if failed:
         lines += ["", "Failed rows: " + "; ".join(failed) + "."]
     return "\n".join(lines)
@@ -626,29 +757,62 @@ def _names(text: str, known, what: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--data", default=None, help="folder holding " + ", ".join(f"{n}/" for n in DATASETS)
-                        + " (default: the data folder of an installed aeon package)")
-    parser.add_argument("--datasets", type=lambda t: _names(t, DATASETS, "--datasets"), default=list(DATASETS),
-                        help="comma-separated (default: %(default)s)")
-    parser.add_argument("--models", type=lambda t: _names(t, MODELS, "--models"), default=list(MODELS),
-                        help="comma-separated rows (default: all of them)")
-    parser.add_argument("--seeds", type=lambda t: [int(s) for s in t.split(",") if s.strip()], default=[0, 1, 2],
-                        help="comma-separated training seeds (default: 0,1,2)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="epochs of every row of every dataset (default: the budget per dataset: "
-                             + ", ".join(f"{n} {b['epochs']}" for n, b in BUDGETS.items()) + ")")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="folder holding "
+        + ", ".join(f"{n}/" for n in DATASETS)
+        + " (default: the data folder of an installed aeon package)",
+    )
+    parser.add_argument(
+        "--datasets",
+        type=lambda t: _names(t, DATASETS, "--datasets"),
+        default=list(DATASETS),
+        help="comma-separated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--models",
+        type=lambda t: _names(t, MODELS, "--models"),
+        default=list(MODELS),
+        help="comma-separated rows (default: all of them)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=lambda t: [int(s) for s in t.split(",") if s.strip()],
+        default=[0, 1, 2],
+        help="comma-separated training seeds (default: 0,1,2)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs of every row of every dataset (default: the budget per dataset: "
+        + ", ".join(f"{n} {b['epochs']}" for n, b in BUDGETS.items())
+        + ")",
+    )
     parser.add_argument("--out", default="results/aeon_datasets", help="output folder (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
-    parser.add_argument("--resume", action="store_true",
-                        help="reuse finished runs and continue interrupted ones with the same fingerprint")
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help="smoke run: stop every run after N optimizer steps (marked SMOKE RUN, not results)")
-    parser.add_argument("--update-docs", action="store_true",
-                        help=f"write the table into {DOCS.relative_to(REPO)} between {MARK_START} and {MARK_END} "
-                             "(only for the whole protocol, not for smoke runs)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse finished runs and continue interrupted ones with the same fingerprint",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="smoke run: stop every run after N optimizer steps (marked SMOKE RUN, not results)",
+    )
+    parser.add_argument(
+        "--update-docs",
+        action="store_true",
+        help=f"write the table into {DOCS.relative_to(REPO)} between {MARK_START} and {MARK_END} "
+        "(only for the whole protocol, not for smoke runs)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.epochs is not None and args.epochs < 1:
@@ -660,8 +824,7 @@ def main(argv=None) -> int:
     if args.update_docs:
         problems = _complete(args)
         if problems:  # refused before anything runs: the docs only get numbers of the whole protocol
-            parser.error("--update-docs writes only the whole protocol's numbers; this run is "
-                         + "; ".join(problems))
+            parser.error("--update-docs writes only the whole protocol's numbers; this run is " + "; ".join(problems))
 
     try:
         data = find_data(args.data, args.datasets)
@@ -674,14 +837,27 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     labels = [m for m in MODELS if m in args.models]
     results = {
-        "smoke": args.max_steps is not None, "max_steps": args.max_steps, "seeds": args.seeds,
+        "smoke": args.max_steps is not None,
+        "max_steps": args.max_steps,
+        "seeds": args.seeds,
         "command": "python benchmarks/aeon_datasets.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": time.strftime("%Y-%m-%d"), "data_folder": str(data), "task_options": TASK_OPTIONS,
-        "ct_fwps": list(CT_FWPS), "baselines": list(BASELINES), "references": list(REFERENCES),
-        "gap_reference": GAP_REFERENCE, "goal_points": GOAL_POINTS,
-        "environment": {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__,
-                        "python": platform.python_version(), "device": args.device, "code": code_version(),
-                        "load_average_start": os.getloadavg()[0]},
+        "date": time.strftime("%Y-%m-%d"),
+        "data_folder": str(data),
+        "task_options": TASK_OPTIONS,
+        "ct_fwps": list(CT_FWPS),
+        "baselines": list(BASELINES),
+        "references": list(REFERENCES),
+        "gap_reference": GAP_REFERENCE,
+        "goal_points": GOAL_POINTS,
+        "environment": {
+            "cpu": cpu_name(),
+            "threads": args.threads,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "device": args.device,
+            "code": code_version(),
+            "load_average_start": os.getloadavg()[0],
+        },
         "datasets": {},
     }
     for name in args.datasets:
@@ -691,8 +867,9 @@ def main(argv=None) -> int:
         print(f"== {name}: {budget} ==", file=sys.stderr)
         results["datasets"][name] = run_dataset(name, data, budget, args, labels)
     results["wall_minutes"] = (time.perf_counter() - started) / 60  # this invocation (little when resumed)
-    results["run_minutes"] = sum(e.get("run_seconds", 0.0) for d in results["datasets"].values()
-                                 for e in d["rows"].values()) / 60
+    results["run_minutes"] = (
+        sum(e.get("run_seconds", 0.0) for d in results["datasets"].values() for e in d["rows"].values()) / 60
+    )
     results["environment"]["load_average_end"] = os.getloadavg()[0]
 
     table = combined_table(results["datasets"], labels)
@@ -704,11 +881,14 @@ def main(argv=None) -> int:
     from neuralde_seq.training.results import write_json
 
     write_json(results, out / "results.json")
-    title = ("SMOKE RUN (not results) — " if results["smoke"] else "") + \
-        f"CT-FWPs vs baselines and reference methods on aeon's {', '.join(args.datasets)} (30 % dropped)"
+    title = (
+        "SMOKE RUN (not results) — " if results["smoke"] else ""
+    ) + f"CT-FWPs vs baselines and reference methods on aeon's {', '.join(args.datasets)} (30 % dropped)"
     notes = [
         f"SMOKE RUN: every run stopped after {args.max_steps} optimizer step(s). These numbers test that the "
-        "script runs; they are not results." if results["smoke"] else "",
+        "script runs; they are not results."
+        if results["smoke"]
+        else "",
         "Cells: test accuracy % of each run's best-validation checkpoint, mean ± sample std (ddof 1) over seeds "
         f"{args.seeds}; in brackets the mean wall time of one training epoch (s).",
         f"Budget per dataset, the same for every row: {_budgets(results)}; no early stopping; data "
@@ -725,17 +905,31 @@ def main(argv=None) -> int:
         f"{results['run_minutes']:.1f} min (as recorded when made); {results['environment']['cpu']}, "
         f"{args.threads} thread(s), torch {torch.__version__}.",
     ]
-    md = (f"# {title}\n\n{table}\n\n" + "\n\n".join(n for n in notes if n)
-          + (f"\n\nTraining accuracy of the last epoch % / best-validation epoch (means over the seeds):\n\n"
-             f"{results['diagnostics']}\n" if any(label in NEURAL for label in labels) else "\n")
-          + (f"\nThe time channel of delta-rde (exact): test accuracy % mean ± std over the seeds (mean validation "
-             f"accuracy); per seed the variant with the best validation accuracy:\n\n{results['time_channel_table']}\n"
-             if results["time_channel_table"] else ""))
+    md = (
+        f"# {title}\n\n{table}\n\n"
+        + "\n\n".join(n for n in notes if n)
+        + (
+            f"\n\nTraining accuracy of the last epoch % / best-validation epoch (means over the seeds):\n\n"
+            f"{results['diagnostics']}\n"
+            if any(label in NEURAL for label in labels)
+            else "\n"
+        )
+        + (
+            f"\nThe time channel of delta-rde (exact): test accuracy % mean ± std over the seeds (mean validation "
+            f"accuracy); per seed the variant with the best validation accuracy:\n\n{results['time_channel_table']}\n"
+            if results["time_channel_table"]
+            else ""
+        )
+    )
     write_text_atomic(out / "results.md", md)
     print(("SMOKE RUN (not results)\n" if results["smoke"] else "") + table)
     print(f"\nwrote {out / 'results.md'}, {out / 'results.json'}")
-    bad = [f"{label} on {n}" for n, d in results["datasets"].items() for label, e in d["rows"].items()
-           if e.get("failed") or e.get("diverged_seeds")]
+    bad = [
+        f"{label} on {n}"
+        for n, d in results["datasets"].items()
+        for label, e in d["rows"].items()
+        if e.get("failed") or e.get("diverged_seeds")
+    ]
     if args.update_docs:
         if results["smoke"]:  # cannot happen (refused above); kept as the last guard
             raise RuntimeError("a smoke run never updates the docs")

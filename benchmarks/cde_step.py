@@ -25,6 +25,7 @@ the library, e.g. the one before checkpointed gradients became the default (cont
 ``--profile MODEL`` times nothing: it runs one warm-up step and then profiles one step of MODEL at the first
 length, with cProfile (Python time grouped by where it is spent) and torch.profiler (operators by self CPU time).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name
+
 from neuralde_seq.files import write_text_atomic
 
 NUM_CLASSES = 4
@@ -47,8 +49,7 @@ def _batch(length: int, batch: int, dtype, seed: int = 0):
 
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, length, dtype=torch.float64).repeat(batch, 1).to(dtype)
-    values = (torch.cumsum(torch.randn(batch, length, 3, generator=g, dtype=torch.float64), 1)
-              / length ** 0.5).to(dtype)
+    values = (torch.cumsum(torch.randn(batch, length, 3, generator=g, dtype=torch.float64), 1) / length**0.5).to(dtype)
     labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
     return times, values, labels
 
@@ -98,16 +99,21 @@ def measure(args) -> dict:
     try:
         from tqdm import tqdm
     except ImportError:  # older environments
+
         def tqdm(iterable, **_):
             return iterable
+
     total = len(args.lengths) * len(names) * (args.repeats + 1)
     bar = tqdm(total=total, desc="cde_step", disable=args.no_progress, file=sys.stderr)
     for length in args.lengths:
         times, values, labels = _batch(length, args.batch, dtype)
         trainers = {name: _trainer(name, times, values, labels, args) for name in names}
-        entry = {name: dict(wall=[], cpu=[], solver=_gradient_method(model),
-                            parameters=sum(p.numel() for p in model.parameters()))
-                 for name, (model, _) in trainers.items()}
+        entry = {
+            name: dict(
+                wall=[], cpu=[], solver=_gradient_method(model), parameters=sum(p.numel() for p in model.parameters())
+            )
+            for name, (model, _) in trainers.items()
+        }
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name, (_, step) in trainers.items():  # untimed first step
@@ -162,8 +168,10 @@ def profile(args) -> None:
             key = "other Python (torch, torchdiffeq, stdlib)"
         groups[key] = groups.get(key, 0.0) + tottime
     total = sum(groups.values())
-    print(f"# {args.profile}, T={length}, batch {args.batch}, {args.dtype}, {torch.get_num_threads()} thread(s), "
-          f"solver {_gradient_method(model)}; one step unprofiled: {plain:.3f} s wall, {plain_cpu:.3f} s CPU")
+    print(
+        f"# {args.profile}, T={length}, batch {args.batch}, {args.dtype}, {torch.get_num_threads()} thread(s), "
+        f"solver {_gradient_method(model)}; one step unprofiled: {plain:.3f} s wall, {plain_cpu:.3f} s CPU"
+    )
     print(f"\ncProfile, own time (tottime) grouped, {total:.3f} s under cProfile:")
     for key, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:25]:
         print(f"  {seconds:8.3f} s {100 * seconds / total:5.1f} %  {key}")
@@ -176,8 +184,9 @@ def profile(args) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=["hebb-cde", "delta-cde"])
     parser.add_argument("--lengths", nargs="+", type=int, default=[100, 500, 1000, 1500])
     parser.add_argument("--batch", type=int, default=32)
@@ -201,30 +210,43 @@ def main(argv=None) -> int:
         return 0
     started = time.time()
     results = measure(args)
-    print(f"# {args.label}: neuralde_seq from {code_version()}, torch {torch.__version__}, "
-          f"python {platform.python_version()}, {cpu_name()}, {args.threads} thread(s), {args.dtype}, "
-          f"batch {args.batch}, d_model {args.d_model}, {args.heads} heads, median of {args.repeats} steps "
-          f"(models alternating), load average {os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s in all\n")
+    print(
+        f"# {args.label}: neuralde_seq from {code_version()}, torch {torch.__version__}, "
+        f"python {platform.python_version()}, {cpu_name()}, {args.threads} thread(s), {args.dtype}, "
+        f"batch {args.batch}, d_model {args.d_model}, {args.heads} heads, median of {args.repeats} steps "
+        f"(models alternating), load average {os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s in all\n"
+    )
     header = f"{'model':<11} {'T':>5} {'wall s':>8} {'cpu s':>8} {'wall/ckcnn':>10} {'cpu/ckcnn':>9}  solver"
     print(header)
     print("-" * len(header))
     by_key = {(r["model"], r["length"]): r for r in results}
     for r in results:
         ck = by_key.get(("ckcnn", r["length"]))
-        ratio = (f"{r['wall_median'] / ck['wall_median']:>10.2f} {r['cpu_median'] / ck['cpu_median']:>9.2f}"
-                 if ck else f"{'-':>10} {'-':>9}")
+        ratio = (
+            f"{r['wall_median'] / ck['wall_median']:>10.2f} {r['cpu_median'] / ck['cpu_median']:>9.2f}"
+            if ck
+            else f"{'-':>10} {'-':>9}"
+        )
         r["ratio_wall"] = r["wall_median"] / ck["wall_median"] if ck else None
         r["ratio_cpu"] = r["cpu_median"] / ck["cpu_median"] if ck else None
-        print(f"{r['model']:<11} {r['length']:>5} {r['wall_median']:>8.3f} {r['cpu_median']:>8.3f} {ratio}  {r['solver']}")
+        print(
+            f"{r['model']:<11} {r['length']:>5} {r['wall_median']:>8.3f} {r['cpu_median']:>8.3f} {ratio}  {r['solver']}"
+        )
     if not args.no_ckcnn and 1000 in args.lengths:
-        print("\ngoal: CDE step / CKCNN step <= 2 at T = 1000: "
-              + ", ".join(f"{name} {by_key[(name, 1000)]['ratio_wall']:.2f} (cpu {by_key[(name, 1000)]['ratio_cpu']:.2f})"
-                          for name in args.models))
+        print(
+            "\ngoal: CDE step / CKCNN step <= 2 at T = 1000: "
+            + ", ".join(
+                f"{name} {by_key[(name, 1000)]['ratio_wall']:.2f} (cpu {by_key[(name, 1000)]['ratio_cpu']:.2f})"
+                for name in args.models
+            )
+        )
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        payload = dict(label=args.label, settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(),
-                                                       code=code_version()),
-                       results=results)
+        payload = dict(
+            label=args.label,
+            settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(), code=code_version()),
+            results=results,
+        )
         write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0

@@ -13,6 +13,7 @@ checked equal first (float64 not required: the relative difference is printed).
     python benchmarks/chunked_delta.py --windows 1000 --blocks 16,32,64 --forget-gate
     python benchmarks/chunked_delta.py --device cuda --threads 0        # a GPU (threads 0: torch's default)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,12 @@ def measure(windows, batch, heads, head_dim, blocks, forget_gate, repeats, devic
     g = torch.Generator().manual_seed(0)
     coeffs = torch.zeros(batch, windows + 1, 4, channels, dtype=dtype)
     coeffs[:, :windows, 0] = torch.randn(batch, windows, channels, generator=g, dtype=dtype)
-    control = Control(torch.arange(windows + 1, dtype=dtype).to(device), coeffs.to(device).requires_grad_(),
-                      torch.full((batch,), windows, device=device), piecewise_constant=True)
+    control = Control(
+        torch.arange(windows + 1, dtype=dtype).to(device),
+        coeffs.to(device).requires_grad_(),
+        torch.full((batch,), windows, device=device),
+        piecewise_constant=True,
+    )
     torch.manual_seed(0)
     field = FastWeightField(channels, heads * head_dim, heads, "delta", form="rde", forget_gate=forget_gate)
     field = field.to(device=device, dtype=dtype)
@@ -65,7 +70,9 @@ def measure(windows, batch, heads, head_dim, blocks, forget_gate, repeats, devic
         _sync(device)
 
     reference = forward(scans["sequential"])
-    difference = {name: float((forward(o) - reference).abs().max() / reference.abs().max()) for name, o in scans.items()}
+    difference = {
+        name: float((forward(o) - reference).abs().max() / reference.abs().max()) for name, o in scans.items()
+    }
     times = {name: {"forward": [], "training": []} for name in scans}
     for _ in range(repeats + 1):  # the first round warms up
         for name, options in scans.items():
@@ -73,8 +80,10 @@ def measure(windows, batch, heads, head_dim, blocks, forget_gate, repeats, devic
                 start = time.perf_counter()
                 function(options)
                 times[name][kind].append(time.perf_counter() - start)
-    return {name: {kind: statistics.median(t[1:]) for kind, t in kinds.items()} | {"difference": difference[name]}
-            for name, kinds in times.items()}
+    return {
+        name: {kind: statistics.median(t[1:]) for kind, t in kinds.items()} | {"difference": difference[name]}
+        for name, kinds in times.items()
+    }
 
 
 def main(argv=None) -> int:
@@ -95,18 +104,36 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()}, {torch.get_num_threads()} thread(s)"
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"{cpu_name()}, {torch.get_num_threads()} thread(s)"
+    )
     print(f"# exact solver scans: {where}; torch {torch.__version__}; {code_version()}")
-    print(f"# pre-Delta rde, batch {args.batch}, {args.heads} heads of width {args.head_dim}, "
-          f"{'with' if args.forget_gate else 'no'} forget gate, {args.dtype}; median of {args.repeats} (s)")
+    print(
+        f"# pre-Delta rde, batch {args.batch}, {args.heads} heads of width {args.head_dim}, "
+        f"{'with' if args.forget_gate else 'no'} forget gate, {args.dtype}; median of {args.repeats} (s)"
+    )
     print(f"{'windows':>8} {'scan':>14} {'forward':>9} {'training':>9} {'vs seq (train)':>15} {'rel. diff':>10}")
     for windows in (int(w) for w in args.windows.split(",")):
-        result = measure(windows, args.batch, args.heads, args.head_dim, [int(b) for b in args.blocks.split(",")],
-                         args.forget_gate, args.repeats, device, getattr(torch, args.dtype))
+        result = measure(
+            windows,
+            args.batch,
+            args.heads,
+            args.head_dim,
+            [int(b) for b in args.blocks.split(",")],
+            args.forget_gate,
+            args.repeats,
+            device,
+            getattr(torch, args.dtype),
+        )
         base = result["sequential"]["training"]
         for name, r in result.items():
-            print(f"{windows:>8} {name:>14} {r['forward']:>9.3f} {r['training']:>9.3f} {r['training'] / base:>14.2f}x "
-                  f"{r['difference']:>10.1e}", flush=True)
+            print(
+                f"{windows:>8} {name:>14} {r['forward']:>9.3f} {r['training']:>9.3f} {r['training'] / base:>14.2f}x "
+                f"{r['difference']:>10.1e}",
+                flush=True,
+            )
     return 0
 
 

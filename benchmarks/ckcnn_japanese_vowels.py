@@ -11,6 +11,7 @@ Usage::
 
 Writes ``results.json`` and ``results.md`` under ``--out``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,38 +57,82 @@ def main(argv=None) -> dict:
     test = drop_observations(test, args.drop_rate, seed=args.seed + 1)
     train, val = stratified_split(train_full, (0.85, 0.15), seed=args.seed)
     train, val, test = standardise(train, val, test)
-    inputs = {name: Observations.from_tensors(ds.times.float(), ds.values.float(), ds.lengths)
-              for name, ds in (("train", train), ("val", val), ("test", test))}
+    inputs = {
+        name: Observations.from_tensors(ds.times.float(), ds.values.float(), ds.lengths)
+        for name, ds in (("train", train), ("val", val), ("test", test))
+    }
 
     torch.manual_seed(args.seed)
-    options = dict(hidden=args.hidden, blocks=args.blocks, kernel_hidden=args.kernel_hidden, omega_0=args.omega_0,
-                   dropout=args.dropout, mode=args.mode)
+    options = dict(
+        hidden=args.hidden,
+        blocks=args.blocks,
+        kernel_hidden=args.kernel_hidden,
+        omega_0=args.omega_0,
+        dropout=args.dropout,
+        mode=args.mode,
+    )
     model = CKCNN(train.num_channels, train.num_classes, **options)
     params = sum(p.numel() for p in model.parameters())
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        history = train_classifier(model, inputs["train"], train.labels, inputs["val"], val.labels,
-                                   epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                                   checkpoint_path=Path(tmp) / "ckcnn.pt", weight_decay=args.weight_decay,
-                                   progress=not args.no_progress, eval_batch_size=128, desc=f"ckcnn-{args.mode}",
-                                   threads=args.threads)
+        history = train_classifier(
+            model,
+            inputs["train"],
+            train.labels,
+            inputs["val"],
+            val.labels,
+            epochs=args.epochs,
+            lr=args.lr,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            checkpoint_path=Path(tmp) / "ckcnn.pt",
+            weight_decay=args.weight_decay,
+            progress=not args.no_progress,
+            eval_batch_size=128,
+            desc=f"ckcnn-{args.mode}",
+            threads=args.threads,
+        )
     wall = time.perf_counter() - t0
     test_metrics = evaluate(model, inputs["test"], test.labels, 128)
     train_seconds = sum(history["seconds_per_epoch"])
-    row = {"mode": args.mode, "hidden": args.hidden, "omega_0": args.omega_0, "params": params,
-           "epochs": args.epochs, "best_epoch": history["best_epoch"], "val_acc": history["best_val_accuracy"],
-           "test_acc": test_metrics["accuracy"], "train_s": train_seconds, "wall_s": wall}
-    results = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-               "model_options": options, "result": row, "test": test_metrics, "history": history,
-               "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                               "threads": torch.get_num_threads()}}
+    row = {
+        "mode": args.mode,
+        "hidden": args.hidden,
+        "omega_0": args.omega_0,
+        "params": params,
+        "epochs": args.epochs,
+        "best_epoch": history["best_epoch"],
+        "val_acc": history["best_val_accuracy"],
+        "test_acc": test_metrics["accuracy"],
+        "train_s": train_seconds,
+        "wall_s": wall,
+    }
+    results = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "model_options": options,
+        "result": row,
+        "test": test_metrics,
+        "history": history,
+        "environment": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        },
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(results, args.out / "results.json")
-    table = format_table([row], list(row), formats={"val_acc": ".4f", "test_acc": ".4f", "train_s": ".1f",
-                                                    "wall_s": ".1f", "omega_0": "g"})
-    write_table(table, args.out / "results.md", title="CKCNN on JapaneseVowels (30 % dropped)",
-                notes="Protocol of `neuralde-seq compare`; test accuracy of the best-validation checkpoint; "
-                      "train_s = training passes only, wall_s = training with validation.")
+    table = format_table(
+        [row],
+        list(row),
+        formats={"val_acc": ".4f", "test_acc": ".4f", "train_s": ".1f", "wall_s": ".1f", "omega_0": "g"},
+    )
+    write_table(
+        table,
+        args.out / "results.md",
+        title="CKCNN on JapaneseVowels (30 % dropped)",
+        notes="Protocol of `neuralde-seq compare`; test accuracy of the best-validation checkpoint; "
+        "train_s = training passes only, wall_s = training with validation.",
+    )
     print(table)
     return results
 

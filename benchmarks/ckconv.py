@@ -48,6 +48,7 @@ Usage (from the repository root)::
     python benchmarks/ckconv.py --device cuda --batch 32 --channels 30
     python benchmarks/ckconv.py --modes --batch 32 --pairwise-batch 4 --repeats 3   # grid / lattice / pairwise
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,11 @@ from neuralde_seq.training import format_table, write_json  # noqa: E402
 
 PATHS = ("fft", "direct")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-MODE_ROWS = {"grid": {"mode": "grid"}, "lattice": {"irregular_conv": "lattice"},
-             "pairwise": {"irregular_conv": "pairwise"}}
+MODE_ROWS = {
+    "grid": {"mode": "grid"},
+    "lattice": {"irregular_conv": "lattice"},
+    "pairwise": {"irregular_conv": "pairwise"},
+}
 NUM_CLASSES = 4
 DEFAULT_OUT = Path("results/benchmark_ckconv.json")
 
@@ -78,8 +82,14 @@ DEFAULT_OUT = Path("results/benchmark_ckconv.json")
 def build(conv: str, length: int, args, device) -> tuple[CKConv, torch.Tensor]:
     """The layer (seeded: the same weights for both paths) and a seeded input (batch, length, channels)."""
     torch.manual_seed(args.seed)
-    layer = CKConv(args.channels, args.channels, kernel_hidden=args.kernel_hidden, omega_0=args.omega_0,
-                   horizon=float(length - 1), conv=conv).to(device=device, dtype=DTYPES[args.dtype])
+    layer = CKConv(
+        args.channels,
+        args.channels,
+        kernel_hidden=args.kernel_hidden,
+        omega_0=args.omega_0,
+        horizon=float(length - 1),
+        conv=conv,
+    ).to(device=device, dtype=DTYPES[args.dtype])
     generator = torch.Generator().manual_seed(args.seed + 1)
     x = torch.randn(args.batch, length, args.channels, generator=generator, dtype=DTYPES[args.dtype]).to(device)
     return layer, x.requires_grad_(True)
@@ -141,9 +151,28 @@ def peak_memory(conv: str, length: int, args, device: torch.device) -> int:
         forward_backward(layer, x)
         synchronise(device)
         return torch.cuda.max_memory_allocated(device) - before
-    command = [sys.executable, __file__, "--child-memory", conv, "--lengths", str(length), "--batch", str(args.batch),
-               "--channels", str(args.channels), "--kernel-hidden", str(args.kernel_hidden), "--omega-0",
-               str(args.omega_0), "--seed", str(args.seed), "--dtype", args.dtype, "--threads", str(args.threads)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child-memory",
+        conv,
+        "--lengths",
+        str(length),
+        "--batch",
+        str(args.batch),
+        "--channels",
+        str(args.channels),
+        "--kernel-hidden",
+        str(args.kernel_hidden),
+        "--omega-0",
+        str(args.omega_0),
+        "--seed",
+        str(args.seed),
+        "--dtype",
+        args.dtype,
+        "--threads",
+        str(args.threads),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return int(json.loads(result.stdout.strip().splitlines()[-1])["peak_bytes"])
 
@@ -157,7 +186,7 @@ def dropped_batch(batch: int, full_length: int, drop: float, dtype, seed: int):
     g = torch.Generator().manual_seed(seed)
     kept = full_length - round(drop * full_length)
     keep = torch.rand(batch, full_length, generator=g).argsort(1)[:, :kept].sort(1).values
-    walk = torch.randn(batch, full_length, 3, generator=g, dtype=torch.float64).cumsum(1) / full_length ** 0.5
+    walk = torch.randn(batch, full_length, 3, generator=g, dtype=torch.float64).cumsum(1) / full_length**0.5
     values = walk.gather(1, keep.unsqueeze(-1).expand(-1, -1, 3))
     labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
     return Observations.from_tensors(keep.to(dtype), values.to(dtype)), labels
@@ -168,8 +197,9 @@ def _mode_trainer(row: str, observations, labels, args, device):
     from neuralde_seq import create_model
 
     torch.manual_seed(args.seed)
-    model = create_model("ckcnn", observations, NUM_CLASSES, **MODE_ROWS[row]).to(device=device,
-                                                                               dtype=DTYPES[args.dtype])
+    model = create_model("ckcnn", observations, NUM_CLASSES, **MODE_ROWS[row]).to(
+        device=device, dtype=DTYPES[args.dtype]
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step() -> float:
@@ -198,12 +228,15 @@ def compare_modes(args, device: torch.device, env: dict) -> dict:
     points = observations.values.shape[1]
     # Which form the default CKCNN (irregular_conv="auto") picks for this batch.
     _, lattice = CKCNN(3, NUM_CLASSES).blocks[0].conv1.plan_irregular(observations.times, observations.valid)
-    print(f"CKCNN training step, grid vs lattice vs pairwise: batch {args.batch}, T = {points} points (integer "
-          f"times 0..{args.full_length - 1}, {args.drop:.0%} dropped), 3 channels, registry ckcnn (hidden 32, 2 "
-          f"blocks), {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), torch {torch.__version__}")
-    print("the default CKCNN (irregular_conv='auto') reads this batch "
-          + (f"on a lattice of {lattice.size} nodes, spacing {lattice.spacing:g}" if lattice is not None
-             else "pairwise"))
+    print(
+        f"CKCNN training step, grid vs lattice vs pairwise: batch {args.batch}, T = {points} points (integer "
+        f"times 0..{args.full_length - 1}, {args.drop:.0%} dropped), 3 channels, registry ckcnn (hidden 32, 2 "
+        f"blocks), {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), torch {torch.__version__}"
+    )
+    print(
+        "the default CKCNN (irregular_conv='auto') reads this batch "
+        + (f"on a lattice of {lattice.size} nodes, spacing {lattice.spacing:g}" if lattice is not None else "pairwise")
+    )
     # 1. Agreement of the two irregular forms: float64 copies, same weights, on the pairwise batch.
     check, check_labels = batches["pairwise"][0].to(torch.float64), batches["pairwise"][1]
     outputs, grads = {}, {}
@@ -217,11 +250,14 @@ def compare_modes(args, device: torch.device, env: dict) -> dict:
     output_diff = relative_difference(outputs["lattice"], outputs["pairwise"])
     grad_diff = relative_difference(grads["lattice"], grads["pairwise"])
     tolerance = args.tolerance if args.tolerance is not None else 1e-10
-    print(f"lattice vs pairwise on {pairwise_batch} samples, largest difference relative to the largest magnitude: "
-          f"logits {output_diff:.2e}, parameter gradients {grad_diff:.2e} (tolerance {tolerance:g})")
+    print(
+        f"lattice vs pairwise on {pairwise_batch} samples, largest difference relative to the largest magnitude: "
+        f"logits {output_diff:.2e}, parameter gradients {grad_diff:.2e} (tolerance {tolerance:g})"
+    )
     if not max(output_diff, grad_diff) <= tolerance:
-        raise SystemExit(f"lattice and pairwise forms disagree: logits {output_diff:.3e}, gradients "
-                         f"{grad_diff:.3e} > {tolerance:g}")
+        raise SystemExit(
+            f"lattice and pairwise forms disagree: logits {output_diff:.3e}, gradients {grad_diff:.3e} > {tolerance:g}"
+        )
     # 2. Time, rows alternating.
     wall = {row: [] for row in MODE_ROWS}
     cpu = {row: [] for row in MODE_ROWS}
@@ -247,33 +283,73 @@ def compare_modes(args, device: torch.device, env: dict) -> dict:
     for row in MODE_ROWS:
         measured = batches[row][0].batch_size
         scale = args.batch / measured
-        rows.append({"row": row, "measured_batch": measured, "runs": len(wall[row]),
-                     "wall_seconds": statistics.median(wall[row]), "cpu_seconds": statistics.median(cpu[row]),
-                     "wall_seconds_full_batch": statistics.median(wall[row]) * scale,
-                     "cpu_seconds_full_batch": statistics.median(cpu[row]) * scale})
+        rows.append(
+            {
+                "row": row,
+                "measured_batch": measured,
+                "runs": len(wall[row]),
+                "wall_seconds": statistics.median(wall[row]),
+                "cpu_seconds": statistics.median(cpu[row]),
+                "wall_seconds_full_batch": statistics.median(wall[row]) * scale,
+                "cpu_seconds_full_batch": statistics.median(cpu[row]) * scale,
+            }
+        )
     grid_wall, grid_cpu = rows[0]["wall_seconds_full_batch"], rows[0]["cpu_seconds_full_batch"]
     for row in rows:
         row["wall_ratio"] = row["wall_seconds_full_batch"] / grid_wall
         row["cpu_ratio"] = row["cpu_seconds_full_batch"] / grid_cpu
     table = format_table(
-        rows, ["row", "measured_batch", "runs", "wall_seconds", "wall_seconds_full_batch", "cpu_seconds_full_batch",
-               "wall_ratio", "cpu_ratio"],
-        headers=["form", "batch timed", "runs", "wall s", f"wall s, batch {args.batch}", f"CPU s, batch {args.batch}",
-                 "wall / grid", "CPU / grid"],
-        formats={"wall_seconds": ".3f", "wall_seconds_full_batch": ".3f", "cpu_seconds_full_batch": ".3f",
-                 "wall_ratio": ".2f", "cpu_ratio": ".2f"})
+        rows,
+        [
+            "row",
+            "measured_batch",
+            "runs",
+            "wall_seconds",
+            "wall_seconds_full_batch",
+            "cpu_seconds_full_batch",
+            "wall_ratio",
+            "cpu_ratio",
+        ],
+        headers=[
+            "form",
+            "batch timed",
+            "runs",
+            "wall s",
+            f"wall s, batch {args.batch}",
+            f"CPU s, batch {args.batch}",
+            "wall / grid",
+            "CPU / grid",
+        ],
+        formats={
+            "wall_seconds": ".3f",
+            "wall_seconds_full_batch": ".3f",
+            "cpu_seconds_full_batch": ".3f",
+            "wall_ratio": ".2f",
+            "cpu_ratio": ".2f",
+        },
+    )
     print(table)
     lattice_row, pairwise_row = rows[1], rows[2]
-    print(f"lattice / grid = {lattice_row['wall_ratio']:.2f} wall, {lattice_row['cpu_ratio']:.2f} CPU (target <= 2); "
-          f"pairwise / lattice = {pairwise_row['cpu_seconds_full_batch'] / lattice_row['cpu_seconds_full_batch']:.0f}"
-          f" CPU")
+    print(
+        f"lattice / grid = {lattice_row['wall_ratio']:.2f} wall, {lattice_row['cpu_ratio']:.2f} CPU (target <= 2); "
+        f"pairwise / lattice = {pairwise_row['cpu_seconds_full_batch'] / lattice_row['cpu_seconds_full_batch']:.0f}"
+        f" CPU"
+    )
     command = " ".join(["python", "benchmarks/ckconv.py", *(sys.argv[1:] if args.argv is None else args.argv)])
-    results = {"command": command, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                                                if k not in ("child_memory", "argv")},
-               "environment": env, "points": points,
-               "lattice": None if lattice is None else {"size": lattice.size, "spacing": lattice.spacing},
-               "agreement": {"logits": output_diff, "gradients": grad_diff, "tolerance": tolerance},
-               "rows": rows, "table": table}
+    results = {
+        "command": command,
+        "settings": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in ("child_memory", "argv")
+        },
+        "environment": env,
+        "points": points,
+        "lattice": None if lattice is None else {"size": lattice.size, "spacing": lattice.spacing},
+        "agreement": {"logits": output_diff, "gradients": grad_diff, "tolerance": tolerance},
+        "rows": rows,
+        "table": table,
+    }
     write_json(results, Path("results/benchmark_ckconv_modes.json") if args.out == DEFAULT_OUT else args.out)
     return results
 
@@ -286,22 +362,37 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--kernel-hidden", type=int, default=32)
     parser.add_argument("--omega-0", type=float, default=30.0)
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
-    parser.add_argument("--tolerance", type=float, default=None,
-                        help="default: 1e-4 (float32), 1e-10 (float64); --modes: 1e-10 (checked in float64)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="default: 1e-4 (float32), 1e-10 (float64); --modes: 1e-10 (checked in float64)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-seconds", type=float, default=10.0, help="stop repeating a path after this long")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"default {DEFAULT_OUT}; with --modes results/benchmark_ckconv_modes.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"default {DEFAULT_OUT}; with --modes results/benchmark_ckconv_modes.json",
+    )
     parser.add_argument("--child-memory", choices=PATHS, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--modes", action="store_true",
-                        help="compare one CKCNN training step in grid mode, on the lattice and pairwise instead")
+    parser.add_argument(
+        "--modes",
+        action="store_true",
+        help="compare one CKCNN training step in grid mode, on the lattice and pairwise instead",
+    )
     parser.add_argument("--full-length", type=int, default=1429, help="--modes: integer time steps per sample")
     parser.add_argument("--drop", type=float, default=0.3, help="--modes: fraction of each sample's points removed")
-    parser.add_argument("--pairwise-batch", type=int, default=None,
-                        help="--modes: time the pairwise form on this many samples (default: --batch)")
+    parser.add_argument(
+        "--pairwise-batch",
+        type=int,
+        default=None,
+        help="--modes: time the pairwise form on this many samples (default: --batch)",
+    )
     args = parser.parse_args(argv)
     args.argv = argv
     for name in ("batch", "channels", "kernel_hidden", "repeats", "threads"):
@@ -315,9 +406,14 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     device = torch.device(args.device)
     tolerance = args.tolerance if args.tolerance is not None else (1e-4 if args.dtype == "float32" else 1e-10)
-    env = {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "machine": platform.machine(), "device": str(device),
-           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()}
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+    }
     if args.modes:
         if not 0.0 <= args.drop < 1.0:
             parser.error("--drop must lie in [0, 1)")
@@ -326,9 +422,11 @@ def main(argv: list[str] | None = None) -> dict:
         if args.pairwise_batch is not None and args.pairwise_batch < 1:
             parser.error("--pairwise-batch must be at least 1")
         return compare_modes(args, device, env)
-    print(f"CKConv FFT vs direct: batch {args.batch}, {args.channels} -> {args.channels} channels, kernel network "
-          f"width {args.kernel_hidden}, {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), "
-          f"torch {torch.__version__}")
+    print(
+        f"CKConv FFT vs direct: batch {args.batch}, {args.channels} -> {args.channels} channels, kernel network "
+        f"width {args.kernel_hidden}, {args.dtype}, device {device}, {torch.get_num_threads()} thread(s), "
+        f"torch {torch.__version__}"
+    )
 
     rows = []
     for length in args.lengths:
@@ -348,11 +446,15 @@ def main(argv: list[str] | None = None) -> dict:
         input_grads = [results[conv][1][0] for conv in PATHS]
         param_grads = [torch.cat([g.flatten() for g in results[conv][1][1:]]) for conv in PATHS]
         grad_diff = max(relative_difference(*input_grads), relative_difference(*param_grads))
-        print(f"L = {length}: FFT vs direct, largest difference relative to the largest magnitude: output "
-              f"{output_diff:.2e}, gradients {grad_diff:.2e} (tolerance {tolerance:g})")
+        print(
+            f"L = {length}: FFT vs direct, largest difference relative to the largest magnitude: output "
+            f"{output_diff:.2e}, gradients {grad_diff:.2e} (tolerance {tolerance:g})"
+        )
         if not max(output_diff, grad_diff) <= tolerance:
-            raise SystemExit(f"FFT and direct paths disagree at L = {length}: output {output_diff:.3e}, "
-                             f"gradients {grad_diff:.3e} > {tolerance:g}")
+            raise SystemExit(
+                f"FFT and direct paths disagree at L = {length}: output {output_diff:.3e}, "
+                f"gradients {grad_diff:.3e} > {tolerance:g}"
+            )
         # 2. Time, the two paths alternated.
         times = {conv: [] for conv in PATHS}
         spent = {conv: results[conv][2] for conv in PATHS}
@@ -374,27 +476,63 @@ def main(argv: list[str] | None = None) -> dict:
         for conv in PATHS:
             row[f"{conv}_seconds"] = statistics.median(times[conv])
             row[f"{conv}_runs"] = len(times[conv])
-            row[f"{conv}_peak_mib"] = memory[conv] / 2 ** 20
+            row[f"{conv}_peak_mib"] = memory[conv] / 2**20
         row["time_ratio"] = row["direct_seconds"] / row["fft_seconds"]
         row["memory_ratio"] = row["direct_peak_mib"] / row["fft_peak_mib"] if row["fft_peak_mib"] > 0 else None
         row.update(output_rel_diff=output_diff, grad_rel_diff=grad_diff)
         rows.append(row)
-        print(f"L = {length}: FFT {row['fft_seconds']:.4g} s ({row['fft_runs']} runs), direct "
-              f"{row['direct_seconds']:.4g} s ({row['direct_runs']} runs): direct / FFT = {row['time_ratio']:.3g}; "
-              f"peak memory FFT {row['fft_peak_mib']:.1f} MiB, direct {row['direct_peak_mib']:.1f} MiB")
+        print(
+            f"L = {length}: FFT {row['fft_seconds']:.4g} s ({row['fft_runs']} runs), direct "
+            f"{row['direct_seconds']:.4g} s ({row['direct_runs']} runs): direct / FFT = {row['time_ratio']:.3g}; "
+            f"peak memory FFT {row['fft_peak_mib']:.1f} MiB, direct {row['direct_peak_mib']:.1f} MiB"
+        )
 
     table = format_table(
-        rows, ["length", "fft_seconds", "direct_seconds", "time_ratio", "fft_peak_mib", "direct_peak_mib",
-               "memory_ratio", "grad_rel_diff"],
-        headers=["L", "FFT s", "direct s", "direct / FFT time", "FFT peak MiB", "direct peak MiB",
-                 "direct / FFT memory", "max rel. diff (grads)"],
-        formats={"fft_seconds": ".4g", "direct_seconds": ".4g", "time_ratio": ".3g", "fft_peak_mib": ".1f",
-                 "direct_peak_mib": ".1f", "memory_ratio": ".3g", "grad_rel_diff": ".1e"})
+        rows,
+        [
+            "length",
+            "fft_seconds",
+            "direct_seconds",
+            "time_ratio",
+            "fft_peak_mib",
+            "direct_peak_mib",
+            "memory_ratio",
+            "grad_rel_diff",
+        ],
+        headers=[
+            "L",
+            "FFT s",
+            "direct s",
+            "direct / FFT time",
+            "FFT peak MiB",
+            "direct peak MiB",
+            "direct / FFT memory",
+            "max rel. diff (grads)",
+        ],
+        formats={
+            "fft_seconds": ".4g",
+            "direct_seconds": ".4g",
+            "time_ratio": ".3g",
+            "fft_peak_mib": ".1f",
+            "direct_peak_mib": ".1f",
+            "memory_ratio": ".3g",
+            "grad_rel_diff": ".1e",
+        },
+    )
     print(table)
     command = " ".join(["python", "benchmarks/ckconv.py", *(sys.argv[1:] if argv is None else argv)])
-    results = {"command": command, "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                                                if k not in ("child_memory", "argv")},
-               "tolerance": tolerance, "environment": env, "rows": rows, "table": table}
+    results = {
+        "command": command,
+        "settings": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in ("child_memory", "argv")
+        },
+        "tolerance": tolerance,
+        "environment": env,
+        "rows": rows,
+        "table": table,
+    }
     write_json(results, args.out)
     return results
 

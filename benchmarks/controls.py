@@ -27,6 +27,7 @@ Usage (from the repository root)::
     python benchmarks/controls.py
     python benchmarks/controls.py --samples 2000 --reference-samples 2000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,11 +64,20 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--length", type=int, default=72)
     parser.add_argument("--channels", type=int, default=34)
-    parser.add_argument("--missing", type=float, nargs=2, default=(0.78, 0.98), metavar=("LOW", "HIGH"),
-                        help="range of the per-channel missing rates (default 0.78 0.98)")
-    parser.add_argument("--reference-samples", type=int, default=200,
-                        help="samples torchcde runs on through missing values; its time is extrapolated to "
-                             "--samples (default 200)")
+    parser.add_argument(
+        "--missing",
+        type=float,
+        nargs=2,
+        default=(0.78, 0.98),
+        metavar=("LOW", "HIGH"),
+        help="range of the per-channel missing rates (default 0.78 0.98)",
+    )
+    parser.add_argument(
+        "--reference-samples",
+        type=int,
+        default=200,
+        help="samples torchcde runs on through missing values; its time is extrapolated to --samples (default 200)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="runs of ours per timing, median (default 5)")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     args = parser.parse_args(argv)
@@ -83,12 +93,16 @@ def main(argv=None) -> int:
     dtype = getattr(torch, args.dtype)
     x, complete = _data(args.samples, args.length, args.channels, args.missing, dtype)
     t = torch.arange(args.length, dtype=dtype)
-    subset = x[:args.reference_samples]
+    subset = x[: args.reference_samples]
     missing = torch.isnan(x).double().mean().item()
-    print(f"# torch {torch.__version__}, torchcde {torchcde.__version__}, 1 thread, {cpu_name()}, "
-          f"python {platform.python_version()}, {args.dtype}")
-    print(f"# data: {args.samples} samples x {args.length} time points x {args.channels} channels, "
-          f"{100 * missing:.1f} % missing (per-channel rates {args.missing[0]:g} to {args.missing[1]:g})")
+    print(
+        f"# torch {torch.__version__}, torchcde {torchcde.__version__}, 1 thread, {cpu_name()}, "
+        f"python {platform.python_version()}, {args.dtype}"
+    )
+    print(
+        f"# data: {args.samples} samples x {args.length} time points x {args.channels} channels, "
+        f"{100 * missing:.1f} % missing (per-channel rates {args.missing[0]:g} to {args.missing[1]:g})"
+    )
 
     rows = []
     # Through missing values: torchcde on the subset (one run), ours on the subset and on all samples.
@@ -96,8 +110,10 @@ def main(argv=None) -> int:
     ref_seconds, reference = _seconds(lambda: torchcde.natural_cubic_coeffs(subset, t), 1)
     sub_seconds, ours_subset = _seconds(lambda: natural_cubic_coefficients(subset, t), args.repeats)
     all_seconds, ours_all = _seconds(lambda: natural_cubic_coefficients(x, t), args.repeats)
-    difference = max((ours_subset - reference).abs().max().item(),
-                     (ours_all[:args.reference_samples] - reference).abs().max().item())
+    difference = max(
+        (ours_subset - reference).abs().max().item(),
+        (ours_all[: args.reference_samples] - reference).abs().max().item(),
+    )
     scale = args.samples / args.reference_samples
     measured = args.reference_samples == args.samples
     rows.append(("missing values", args.reference_samples, ref_seconds, sub_seconds, difference))
@@ -107,33 +123,51 @@ def main(argv=None) -> int:
     # Without missing values: both vectorised, all samples.
     ref_complete, reference_complete = _seconds(lambda: torchcde.natural_cubic_coeffs(complete, t), args.repeats)
     ours_complete_seconds, ours_complete = _seconds(lambda: natural_cubic_coefficients(complete, t), args.repeats)
-    rows.append(("no missing values", args.samples, ref_complete, ours_complete_seconds,
-                 (ours_complete - reference_complete).abs().max().item()))
+    rows.append(
+        (
+            "no missing values",
+            args.samples,
+            ref_complete,
+            ours_complete_seconds,
+            (ours_complete - reference_complete).abs().max().item(),
+        )
+    )
 
     # The linear fill (Hermite cubic, linear, rectilinear and log-signature controls): torchcde's loop on the subset.
     fill_reference_seconds, fill_reference = _seconds(lambda: torchcde.linear_interpolation_coeffs(subset, t=t), 1)
     fill_seconds, fill_ours = _seconds(lambda: fill_missing_linear(subset, t), args.repeats)
-    rows.append(("missing values, linear fill", args.reference_samples, fill_reference_seconds, fill_seconds,
-                 (fill_ours - fill_reference).abs().max().item()))
+    rows.append(
+        (
+            "missing values, linear fill",
+            args.reference_samples,
+            fill_reference_seconds,
+            fill_seconds,
+            (fill_ours - fill_reference).abs().max().item(),
+        )
+    )
 
-    header = ("| data | samples | torchcde s | ours s | torchcde / ours | max abs diff |\n"
-              "|---|---:|---:|---:|---:|---:|")
+    header = "| data | samples | torchcde s | ours s | torchcde / ours | max abs diff |\n|---|---:|---:|---:|---:|---:|"
     lines = []
     for name, samples, ref, mine, diff in rows:
         extrapolated = name == "missing values" and samples != args.reference_samples  # natural cubic only
         ref_text = f"{ref:.4g}" + (" (extrapolated)" if extrapolated else "")
-        lines.append(f"| {name} | {samples} | {ref_text} | {mine:.4g} | {ref / mine:.3g}x | "
-                     f"{'-' if diff is None else f'{diff:.1e}'} |")
+        lines.append(
+            f"| {name} | {samples} | {ref_text} | {mine:.4g} | {ref / mine:.3g}x | "
+            f"{'-' if diff is None else f'{diff:.1e}'} |"
+        )
     print()
     print(header)
     print("\n".join(lines))
-    print(f"\ntorchcde through missing values: {1e3 * ref_seconds / args.reference_samples:.1f} ms per sample "
-          f"(measured on {args.reference_samples} samples"
-          + ("" if measured else f", extrapolated linearly x{scale:g} to {args.samples}") + "); "
-          f"ours: {1e3 * all_seconds / args.samples:.3f} ms per sample on all {args.samples} (median of "
-          f"{args.repeats}). At 40,000 samples: torchcde about "
-          f"{40000 * ref_seconds / args.reference_samples / 60:.0f} min, ours about "
-          f"{40000 * all_seconds / args.samples:.0f} s.")
+    print(
+        f"\ntorchcde through missing values: {1e3 * ref_seconds / args.reference_samples:.1f} ms per sample "
+        f"(measured on {args.reference_samples} samples"
+        + ("" if measured else f", extrapolated linearly x{scale:g} to {args.samples}")
+        + "); "
+        f"ours: {1e3 * all_seconds / args.samples:.3f} ms per sample on all {args.samples} (median of "
+        f"{args.repeats}). At 40,000 samples: torchcde about "
+        f"{40000 * ref_seconds / args.reference_samples / 60:.0f} min, ours about "
+        f"{40000 * all_seconds / args.samples:.0f} s."
+    )
     return 0
 
 

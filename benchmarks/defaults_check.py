@@ -52,6 +52,7 @@ about 22 h per seed each, ACSF1 8 h, OSULeaf 5 h, the five smaller sets 2 h toge
 references x 11 sets x 3 seeds, 1,155 runs) is about 190 h, 8 days of one core. A run of one epoch of each of the 33
 models on ACSF1x4000 ended without a divergence or error (0.4-83 s a run). Run it in parts (--models, --datasets).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,8 +107,9 @@ class Finding:
         return self.kind != "new"
 
     def line(self) -> str:
-        where = f"{self.model} on {self.dataset}" + (f" [{_settings_text(self.settings)}]" if _settings_text(
-            self.settings) else "")
+        where = f"{self.model} on {self.dataset}" + (
+            f" [{_settings_text(self.settings)}]" if _settings_text(self.settings) else ""
+        )
         return f"{_KIND_WORDS[self.kind]:9s} {where}: {self.message}"
 
 
@@ -155,8 +157,9 @@ def _check_runs(runs, name: str) -> None:
             raise ValueError(f"{name}[{i}]: accuracy must be None or a fraction in [0, 1], got {accuracy!r}")
 
 
-def compare(current: list[dict], stored: list[dict], drop: float = DROP_POINTS,
-            spread: float = SPREAD_POINTS) -> list[Finding]:
+def compare(
+    current: list[dict], stored: list[dict], drop: float = DROP_POINTS, spread: float = SPREAD_POINTS
+) -> list[Finding]:
     """The findings of ``current`` runs against the ``stored`` table (both lists of run dicts: model, dataset, seed,
     settings, accuracy as a fraction or None, and optionally diverged / error messages).
 
@@ -183,6 +186,7 @@ def compare(current: list[dict], stored: list[dict], drop: float = DROP_POINTS,
     old = cells(stored)
     findings = []
     for (model, dataset, key), runs in cells(current).items():
+
         def found(kind, message):
             findings.append(Finding(kind, model, dataset, key, message))
 
@@ -193,9 +197,12 @@ def compare(current: list[dict], stored: list[dict], drop: float = DROP_POINTS,
                 found("error", f"seed {seed}: {run['error']}")
         scored = {seed: 100 * run["accuracy"] for seed, run in runs.items() if run["accuracy"] is not None}
         if len(scored) >= 2 and max(scored.values()) - min(scored.values()) > spread:
-            found("spread", f"{max(scored.values()) - min(scored.values()):.1f} points over seeds "
-                            f"{_seeds(scored)} ({min(scored.values()):.1f}-{max(scored.values()):.1f} %; "
-                            f"limit {spread:g})")
+            found(
+                "spread",
+                f"{max(scored.values()) - min(scored.values()):.1f} points over seeds "
+                f"{_seeds(scored)} ({min(scored.values()):.1f}-{max(scored.values()):.1f} %; "
+                f"limit {spread:g})",
+            )
         before = old.get((model, dataset, key))
         if before is None:
             others = sorted({_settings_text(k) or "defaults" for m, d, k in old if (m, d) == (model, dataset)})
@@ -204,14 +211,19 @@ def compare(current: list[dict], stored: list[dict], drop: float = DROP_POINTS,
         stored_scored = {seed: 100 * run["accuracy"] for seed, run in before.items() if run["accuracy"] is not None}
         common = sorted(set(scored) & set(stored_scored))
         if not common:
-            found("new", f"no scored seed in common with the stored table (stored seeds {_seeds(stored_scored)}, "
-                         f"these {_seeds(scored)})")
+            found(
+                "new",
+                f"no scored seed in common with the stored table (stored seeds {_seeds(stored_scored)}, "
+                f"these {_seeds(scored)})",
+            )
             continue
         was = sum(stored_scored[s] for s in common) / len(common)
         now = sum(scored[s] for s in common) / len(common)
         if was - now > drop:
-            found("drop", f"{was:.1f} % -> {now:.1f} % ({now - was:+.1f} points over seeds {_seeds(common)}; "
-                          f"limit {drop:g})")
+            found(
+                "drop",
+                f"{was:.1f} % -> {now:.1f} % ({now - was:+.1f} points over seeds {_seeds(common)}; limit {drop:g})",
+            )
     return findings
 
 
@@ -234,8 +246,10 @@ def parse_dataset(name: str) -> tuple[str, int | None]:
     match = LONG_NAME.match(name)
     if match and match["base"] in DATASETS and int(match["points"]) >= 2:
         return match["base"], int(match["points"])
-    raise ValueError(f"--datasets: unknown dataset {name!r}; a suite set ({', '.join(DATASETS)}) or a long series "
-                     "<set>x<points> with at least 2 points, e.g. ACSF1x4000")
+    raise ValueError(
+        f"--datasets: unknown dataset {name!r}; a suite set ({', '.join(DATASETS)}) or a long series "
+        "<set>x<points> with at least 2 points, e.g. ACSF1x4000"
+    )
 
 
 def read_split(folder: Path, name: str, split: str):
@@ -246,8 +260,9 @@ def read_split(folder: Path, name: str, split: str):
     if base == RECORDS:  # not dropped: the stays' channels are measured at their own times already
         from neuralde_seq.data.sources.icu_records import icu_records_splits
 
-        splits = icu_records_splits(num_train=RECORDS_STAYS["TRAIN"], num_val=1, num_test=RECORDS_STAYS["TEST"],
-                                    data_seed=0)
+        splits = icu_records_splits(
+            num_train=RECORDS_STAYS["TRAIN"], num_val=1, num_test=RECORDS_STAYS["TEST"], data_seed=0
+        )
         return (splits.train if split == "TRAIN" else splits.test).to_arrays()
     data = read_file(folder / base / f"{base}_{split}.ts")
     if points is not None:
@@ -271,8 +286,10 @@ def _setting_option(text: str) -> tuple[str, object]:
     parameters = [p for p in inspect.signature(SequenceClassifier).parameters if p not in _NOT_SETTABLE]
     if not sep or name not in parameters:
         hint = did_you_mean(name, parameters) if name else None
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE with NAME one of SequenceClassifier's "
-                                         f"parameters; {hint + ' ' if hint else ''}settable: {', '.join(parameters)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NAME=VALUE with NAME one of SequenceClassifier's "
+            f"parameters; {hint + ' ' if hint else ''}settable: {', '.join(parameters)}"
+        )
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError:
@@ -379,8 +396,11 @@ def table(runs: list[dict], models: list[str], datasets: list[str]) -> str:
                 scored = [r["accuracy"] for r in cell.values() if r["accuracy"] is not None]
                 seconds = sum(r["seconds"] for r in cell.values()) / len(cell)
                 text = _mean_std(scored) + (f" [{100 * (max(scored) - min(scored)):.1f}]" if len(scored) > 1 else "")
-                bad = [f"seed {s} {'diverged' if r.get('diverged') else 'error'}" for s, r in sorted(cell.items())
-                       if r.get("diverged") or r.get("error")]
+                bad = [
+                    f"seed {s} {'diverged' if r.get('diverged') else 'error'}"
+                    for s, r in sorted(cell.items())
+                    if r.get("diverged") or r.get("error")
+                ]
                 row[dataset] = text + f" ({seconds:.1f} s)" + (" " + ", ".join(bad) if bad else "")
             if len(row) > 1:  # a model without runs of these settings (a reference row beside an --epochs run)
                 rows.append(row)
@@ -405,8 +425,9 @@ def _models(text: str) -> list[str]:
     for name in names:
         if name not in MODEL_NAMES and name not in REFERENCES:
             hint = did_you_mean(name, (*MODEL_NAMES, *REFERENCES))
-            raise argparse.ArgumentTypeError(f"unknown model {name!r}; {hint + ' ' if hint else ''}"
-                                             f"registry models and {', '.join(REFERENCES)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown model {name!r}; {hint + ' ' if hint else ''}registry models and {', '.join(REFERENCES)}"
+            )
     return names
 
 
@@ -432,36 +453,68 @@ def _seeds_option(text: str) -> list[int]:
 def main(argv=None) -> int:
     from neuralde_seq import MODEL_NAMES
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--models", type=_models, default=[*MODEL_NAMES, *REFERENCES],
-                        help=f"comma-separated registry models and {', '.join(REFERENCES)} (default: all)")
-    parser.add_argument("--datasets", type=_datasets, default=[*DATASETS, *LONG_SERIES, RECORDS],
-                        help="comma-separated suite sets and long series <set>x<points> (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument(
+        "--models",
+        type=_models,
+        default=[*MODEL_NAMES, *REFERENCES],
+        help=f"comma-separated registry models and {', '.join(REFERENCES)} (default: all)",
+    )
+    parser.add_argument(
+        "--datasets",
+        type=_datasets,
+        default=[*DATASETS, *LONG_SERIES, RECORDS],
+        help="comma-separated suite sets and long series <set>x<points> (default: %(default)s)",
+    )
     parser.add_argument("--seeds", type=_seeds_option, default=[0, 1, 2], help="(default: 0,1,2)")
-    parser.add_argument("--epochs", type=_epochs_option, default=None,
-                        help="this many epochs, or 'auto' (the estimators' step budget), instead of the estimator's "
-                             "(recorded; never compared with runs of the defaults)")
-    parser.add_argument("--max-steps", type=_positive_int, default=None,
-                        help="quick runs: stop training after this many steps (recorded like --epochs)")
-    parser.add_argument("--series", type=_positive_int, default=None,
-                        help="quick runs: this many training series per dataset, taken from each class in turn "
-                             "(recorded like --epochs; default: the whole TRAIN file)")
-    parser.add_argument("--set", type=_setting_option, action="append", default=[], metavar="NAME=VALUE",
-                        help="a candidate default: this SequenceClassifier parameter instead of its default, e.g. "
-                             "--set ensemble=3 --set schedule=cosine (recorded like --epochs)")
+    parser.add_argument(
+        "--epochs",
+        type=_epochs_option,
+        default=None,
+        help="this many epochs, or 'auto' (the estimators' step budget), instead of the estimator's "
+        "(recorded; never compared with runs of the defaults)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        default=None,
+        help="quick runs: stop training after this many steps (recorded like --epochs)",
+    )
+    parser.add_argument(
+        "--series",
+        type=_positive_int,
+        default=None,
+        help="quick runs: this many training series per dataset, taken from each class in turn "
+        "(recorded like --epochs; default: the whole TRAIN file)",
+    )
+    parser.add_argument(
+        "--set",
+        type=_setting_option,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a candidate default: this SequenceClassifier parameter instead of its default, e.g. "
+        "--set ensemble=3 --set schedule=cosine (recorded like --epochs)",
+    )
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
     parser.add_argument("--out", default="results/defaults_check", help="(default: %(default)s)")
     parser.add_argument("--stored", default=str(STORED), help="the stored table (default: %(default)s)")
-    parser.add_argument("--update-stored", action="store_true",
-                        help="merge this call's runs into the stored table (after the comparison is printed)")
+    parser.add_argument(
+        "--update-stored",
+        action="store_true",
+        help="merge this call's runs into the stored table (after the comparison is printed)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     from neuralde_seq.sklearn import SequenceClassifier
 
     names = [name for name, _ in args.set]
     if len(set(names)) != len(names):
-        parser.error(f"--set: a parameter given twice ({', '.join(sorted(n for n in set(names) if names.count(n) > 1))})")
+        parser.error(
+            f"--set: a parameter given twice ({', '.join(sorted(n for n in set(names) if names.count(n) > 1))})"
+        )
     try:  # the training values checked before any run (the model-specific ones are checked by each run's fit)
         SequenceClassifier(**dict(args.set))._training_settings()
     except (TypeError, ValueError) as err:
@@ -471,8 +524,10 @@ def main(argv=None) -> int:
         parser.error("--max-steps: this checkout's SequenceClassifier has no max_steps; use --epochs")
     long_names = [n for n in args.datasets if parse_dataset(n)[1] is not None]
     if long_names and importlib.util.find_spec(LONG_SERIES_MODULE) is None:
-        parser.error(f"--datasets {', '.join(long_names)}: the long series need {LONG_SERIES_MODULE} (concatenated), "
-                     "which this checkout lacks; give suite sets only")
+        parser.error(
+            f"--datasets {', '.join(long_names)}: the long series need {LONG_SERIES_MODULE} (concatenated), "
+            "which this checkout lacks; give suite sets only"
+        )
     try:
         folder = find_data(args.data, sorted({parse_dataset(n)[0] for n in args.datasets} - {RECORDS}))
     except DataNotFound as err:
@@ -505,8 +560,13 @@ def check(args, folder: Path) -> int:
             return {"epochs": None, "max_steps": None, "series": args.series}
         return {"epochs": args.epochs, "max_steps": args.max_steps, "series": args.series, **dict(args.set)}
 
-    todo = [(d, m, s) for d in args.datasets for m in args.models for s in args.seeds
-            if (m, d, s, settings_key(settings_of(m))) not in done]
+    todo = [
+        (d, m, s)
+        for d in args.datasets
+        for m in args.models
+        for s in args.seeds
+        if (m, d, s, settings_key(settings_of(m))) not in done
+    ]
     total = len(args.datasets) * len(args.models) * len(args.seeds)
     print(f"{total - len(todo)} of {total} runs done before (in {results_path}), {len(todo)} to run", flush=True)
     from neuralde_seq.terminal import Progress
@@ -522,14 +582,28 @@ def check(args, folder: Path) -> int:
                 data, loaded = (*train, *test), dataset
             settings = settings_of(model)
             record = fit_and_score(model, seed, settings, data)
-            run = {"model": model, "dataset": dataset, "seed": seed, "settings": settings, **record,
-                   "date": time.strftime("%Y-%m-%d %H:%M:%S"), "code": extra["environment"]["code"],
-                   "cpu": extra["environment"]["cpu"], "torch": torch.__version__,
-                   "train_series": len(data[1]), "test_series": len(data[4])}
+            run = {
+                "model": model,
+                "dataset": dataset,
+                "seed": seed,
+                "settings": settings,
+                **record,
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "code": extra["environment"]["code"],
+                "cpu": extra["environment"]["cpu"],
+                "torch": torch.__version__,
+                "train_series": len(data[1]),
+                "test_series": len(data[4]),
+            }
             runs = merged(runs, [run])
             write_runs(results_path, runs, **extra)  # after each run: a stop loses nothing finished
-            outcome = (f"{100 * run['accuracy']:.1f} %" if run["accuracy"] is not None
-                       else f"DIVERGED {run['diverged']}" if run["diverged"] else f"ERROR {run['error']}")
+            outcome = (
+                f"{100 * run['accuracy']:.1f} %"
+                if run["accuracy"] is not None
+                else f"DIVERGED {run['diverged']}"
+                if run["diverged"]
+                else f"ERROR {run['error']}"
+            )
             print(f"{dataset:22s} {model:20s} seed {seed}  {outcome}  ({run['seconds']:.1f} s)", flush=True)
             progress.update(1)
 
@@ -540,14 +614,17 @@ def check(args, folder: Path) -> int:
     # the failures last, next to the summary: a long list of new cells does not hide them
     lines = [f.line() for f in findings if not f.failure] + [f.line() for f in findings if f.failure]
     failures = [f for f in findings if f.failure]
-    summary = (f"{len(failures)} finding(s) against {stored_path} ({len(stored)} stored runs): "
-               + ", ".join(f"{sum(f.kind == k for f in findings)} {word.lower()}" for k, word in _KIND_WORDS.items()))
+    summary = f"{len(failures)} finding(s) against {stored_path} ({len(stored)} stored runs): " + ", ".join(
+        f"{sum(f.kind == k for f in findings)} {word.lower()}" for k, word in _KIND_WORDS.items()
+    )
     write_text_atomic(
         out / "results.md",
         "# Estimator defaults: test accuracy % over seeds "
         f"{_seeds(args.seeds)}\n\nCells: mean ± sample std [max - min] (mean wall time of a run: fit and scoring). "
         f"Protocol: benchmarks/defaults_check.py.\n\n{text}\n\n## Findings\n\n"
-        + "".join(f"    {line}\n" for line in lines) + f"\n{summary}\n")
+        + "".join(f"    {line}\n" for line in lines)
+        + f"\n{summary}\n",
+    )
     print(text)
     print("\n".join(lines))
     print(summary)

@@ -17,6 +17,7 @@ loss exceeds 3 ln K (logits far from O(1) at initialisation) or when a loss exce
 
 Writes ``results.json`` and ``results.md`` in ``--out``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aeon_datasets import DATASETS, find_data  # noqa: E402  (the suite's datasets and where the files are)
+
 from neuralde_seq.files import write_text_atomic
 
 
@@ -82,8 +84,12 @@ def main(argv=None) -> int:
     parser.add_argument("--series", type=int, default=24, help="training series per dataset (default 24)")
     parser.add_argument("--batch", type=int, default=8, help="batch size (default 8: 3 steps per epoch)")
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--length", type=int, default=None,
-                        help="make every series this long from series of its class (default: as in the file)")
+    parser.add_argument(
+        "--length",
+        type=int,
+        default=None,
+        help="make every series this long from series of its class (default: as in the file)",
+    )
     parser.add_argument("--out", default="results/defaults_sweep")
     args = parser.parse_args(argv)
     names = [n for n in args.datasets.split(",") if n]
@@ -109,26 +115,40 @@ def main(argv=None) -> int:
                     clf = SequenceClassifier(model, epochs=args.epochs, batch_size=args.batch, random_state=0)
                     clf.fit(X, y, times=times)
                 losses = clf.history_["train_loss"]
-                row.update(first=losses[0], last=losses[-1], error=None,
-                           flag=(not all(math.isfinite(v) for v in losses)) or losses[0] > 3 * math.log(classes)
-                           or max(losses) > 10 * math.log(classes))
+                row.update(
+                    first=losses[0],
+                    last=losses[-1],
+                    error=None,
+                    flag=(not all(math.isfinite(v) for v in losses))
+                    or losses[0] > 3 * math.log(classes)
+                    or max(losses) > 10 * math.log(classes),
+                )
             except Exception as err:  # reported, not hidden: a row of the table
                 row.update(first=None, last=None, error=f"{type(err).__name__}: {str(err)[:200]}", flag=True)
             row["seconds"] = time.perf_counter() - start
             rows.append(row)
-            print(f"{name:22s} {model:20s} " + (f"loss {row['first']:.3f} -> {row['last']:.3f}" if row["error"] is None
-                                                 else row["error"]) + f"  ({row['seconds']:.1f} s)"
-                  + ("  FLAGGED" if row["flag"] else ""), flush=True)
+            print(
+                f"{name:22s} {model:20s} "
+                + (f"loss {row['first']:.3f} -> {row['last']:.3f}" if row["error"] is None else row["error"])
+                + f"  ({row['seconds']:.1f} s)"
+                + ("  FLAGGED" if row["flag"] else ""),
+                flush=True,
+            )
     write_text_atomic(out / "results.json", json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
     lines = ["| dataset | model | ln K | first loss | last loss | s | flagged |", "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         first = "-" if r["first"] is None else f"{r['first']:.3f}"
         last = r["error"] if r["error"] else f"{r['last']:.3f}"
-        lines.append(f"| {r['dataset']} | {r['model']} | {r['ln_k']:.2f} | {first} | {last} | {r['seconds']:.1f} | "
-                     f"{'yes' if r['flag'] else ''} |")
+        lines.append(
+            f"| {r['dataset']} | {r['model']} | {r['ln_k']:.2f} | {first} | {last} | {r['seconds']:.1f} | "
+            f"{'yes' if r['flag'] else ''} |"
+        )
     flagged = [r for r in rows if r["flag"]]
-    lines += ["", f"{len(flagged)} of {len(rows)} runs flagged"
-              + (": " + ", ".join(f"{r['dataset']}/{r['model']}" for r in flagged) if flagged else ".")]
+    lines += [
+        "",
+        f"{len(flagged)} of {len(rows)} runs flagged"
+        + (": " + ", ".join(f"{r['dataset']}/{r['model']}" for r in flagged) if flagged else "."),
+    ]
     write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
     print(lines[-1])
     return 1 if flagged else 0

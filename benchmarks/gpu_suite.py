@@ -39,6 +39,7 @@ model, written as it goes to ``results.json`` and ``results.md`` under ``--out``
 ``--smoke`` runs the same code at tiny sizes (batch 4, 64 and 48 points, one warm-up and two timed steps).
 ``--rows`` keeps the rows whose label contains one of the given strings.
 """
+
 from __future__ import annotations
 
 import time
@@ -66,8 +67,9 @@ if REPO not in sys.path:  # run by path from a checkout, without installing the 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from machine import code_version, cpu_name  # noqa: E402
-from neuralde_seq.files import write_text_atomic  # noqa: E402
+
 from neuralde_seq.controls import LogSignature  # noqa: E402
+from neuralde_seq.files import write_text_atomic  # noqa: E402
 
 REFERENCE = "ckcnn"
 # Seconds kept back at the end for writing the files.
@@ -134,21 +136,33 @@ def planned_rows() -> list[Row]:
 
     T, E = "T1000", "eigenworms"
     chunked = Auto(exact=Exact(recurrence="chunked"))
-    chunked_rows = [Row("delta-rde", E, "exact chunked", _FWP_EW_WINDOWS, _FWP_EW, chunked),
-                    Row("delta-rde", T, "exact chunked", solver=chunked)]
+    chunked_rows = [
+        Row("delta-rde", E, "exact chunked", _FWP_EW_WINDOWS, _FWP_EW, chunked),
+        Row("delta-rde", T, "exact chunked", solver=chunked),
+    ]
     # The fast weight recurrences one step after the other against the parallel prefix scan (the ``scan`` of RK4
     # and Exact; "auto", the default rows, takes the parallel scan on a GPU and the sequential loop on a CPU).
     scanned = lambda scan, **exact: Auto(exact=Exact(scan=scan, **exact), fallback=RK4(scan=scan))  # noqa: E731
-    scans = [row for scan in ("sequential", "parallel") for row in (
-        Row("delta-cde", T, f"scan={scan}", solver=scanned(scan)),
-        Row("hebb-cde", T, f"scan={scan}", solver=scanned(scan)),
-        Row("delta-rde", T, f"exact scan={scan}", solver=Exact(scan=scan)),
-        Row("delta-rde", T, f"exact chunked scan={scan}", solver=scanned(scan, recurrence="chunked")),
-        Row("delta-rde", E, f"exact scan={scan}", _FWP_EW_WINDOWS, _FWP_EW, Exact(scan=scan)),
-        Row("delta-rde", E, f"exact chunked scan={scan}", _FWP_EW_WINDOWS, _FWP_EW,
-            scanned(scan, recurrence="chunked")),
-        Row("delta-cde", E, f"scan={scan}", solver=scanned(scan)),
-    )]
+    scans = [
+        row
+        for scan in ("sequential", "parallel")
+        for row in (
+            Row("delta-cde", T, f"scan={scan}", solver=scanned(scan)),
+            Row("hebb-cde", T, f"scan={scan}", solver=scanned(scan)),
+            Row("delta-rde", T, f"exact scan={scan}", solver=Exact(scan=scan)),
+            Row("delta-rde", T, f"exact chunked scan={scan}", solver=scanned(scan, recurrence="chunked")),
+            Row("delta-rde", E, f"exact scan={scan}", _FWP_EW_WINDOWS, _FWP_EW, Exact(scan=scan)),
+            Row(
+                "delta-rde",
+                E,
+                f"exact chunked scan={scan}",
+                _FWP_EW_WINDOWS,
+                _FWP_EW,
+                scanned(scan, recurrence="chunked"),
+            ),
+            Row("delta-cde", E, f"scan={scan}", solver=scanned(scan)),
+        )
+    ]
     per_step = [Row("delta-cde", T, "rk4 per-step", solver=RK4(affine_steps=False))]
     return [
         Row("ckcnn", T),
@@ -160,10 +174,16 @@ def planned_rows() -> list[Row]:
         *chunked_rows,
         *scans,
         Row("log-ncde", E, "heun2", _W12_D2, _LOG_NCDE_EW, Heun2()),
-        Row("slice-block", E, "scan=parallel", _W12_D2, dict(hidden=128, block_size=4, readout="mean",
-                                                              scan="parallel")),
-        Row("slice-block", E, "scan=sequential", _W12_D2, dict(hidden=128, block_size=4, readout="mean",
-                                                                scan="sequential")),
+        Row(
+            "slice-block", E, "scan=parallel", _W12_D2, dict(hidden=128, block_size=4, readout="mean", scan="parallel")
+        ),
+        Row(
+            "slice-block",
+            E,
+            "scan=sequential",
+            _W12_D2,
+            dict(hidden=128, block_size=4, readout="mean", scan="sequential"),
+        ),
         Row("slice-diag", E, "scan=parallel", _W12_D1, dict(hidden=128, readout="mean", scan="parallel")),
         Row("slice-diag", E, "scan=sequential", _W12_D1, dict(hidden=128, readout="mean", scan="sequential")),
         Row("delta-rde", T, "rk4", solver=RK4()),
@@ -208,7 +228,7 @@ def _batch(shape: Shape, dtype, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, shape.length, dtype=torch.float64).repeat(shape.batch, 1)
     values = torch.cumsum(torch.randn(shape.batch, shape.length, shape.channels, generator=g, dtype=torch.float64), 1)
-    values = values / shape.length ** 0.5
+    values = values / shape.length**0.5
     labels = torch.randint(0, shape.classes, (shape.batch,), generator=g)
     return times.to(dtype), values.to(dtype), labels
 
@@ -224,19 +244,42 @@ class Suite:
         self.dtype = getattr(torch, args.dtype)
         self.shapes = SMOKE_SHAPES if args.smoke else SHAPES
         self.deadline = STARTED + args.time_limit_s
-        self.results = [dict(label=row.label, model=row.model, shape=row.shape, variant=row.variant,
-                             status="pending", seconds=None, ratio_to_ckcnn=None, peak_mib=None) for row in rows]
+        self.results = [
+            dict(
+                label=row.label,
+                model=row.model,
+                shape=row.shape,
+                variant=row.variant,
+                status="pending",
+                seconds=None,
+                ratio_to_ckcnn=None,
+                peak_mib=None,
+            )
+            for row in rows
+        ]
         cuda = self.device.type == "cuda"
         self.document = dict(
-            settings=dict(device=str(self.device),
-                          device_name=torch.cuda.get_device_name(self.device) if cuda else cpu_name(),
-                          torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
-                          code=code_version(), dtype=args.dtype, smoke=args.smoke, time_limit_s=args.time_limit_s,
-                          warmup=args.warmup, repeats=args.repeats,
-                          shapes={k: dataclasses.asdict(v) for k, v in self.shapes.items()},
-                          started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(STARTED))),
-            pytest=dict(status="pending"), rows=self.results, random_features=dict(status="pending"),
-            finished=False, elapsed_s=None)
+            settings=dict(
+                device=str(self.device),
+                device_name=torch.cuda.get_device_name(self.device) if cuda else cpu_name(),
+                torch=torch.__version__,
+                cuda=torch.version.cuda,
+                python=platform.python_version(),
+                code=code_version(),
+                dtype=args.dtype,
+                smoke=args.smoke,
+                time_limit_s=args.time_limit_s,
+                warmup=args.warmup,
+                repeats=args.repeats,
+                shapes={k: dataclasses.asdict(v) for k, v in self.shapes.items()},
+                started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(STARTED)),
+            ),
+            pytest=dict(status="pending"),
+            rows=self.results,
+            random_features=dict(status="pending"),
+            finished=False,
+            elapsed_s=None,
+        )
 
     # ------------------------------------------------------------------ output
     def left(self) -> float:
@@ -244,8 +287,10 @@ class Suite:
 
     def write(self) -> None:
         self.document["elapsed_s"] = round(time.time() - STARTED, 2)
-        for name, text in (("results.json", json.dumps(self.document, indent=1, default=str)),
-                           ("results.md", self.markdown())):
+        for name, text in (
+            ("results.json", json.dumps(self.document, indent=1, default=str)),
+            ("results.md", self.markdown()),
+        ):
             # the library's safe write: a fresh temporary file (O_EXCL, so a link planted at any name is never
             # followed), then renamed over the target (a killed run never leaves half a file)
             write_text_atomic(os.path.join(self.args.out, name), text)
@@ -254,31 +299,42 @@ class Suite:
         s = self.document["settings"]
         p = self.document["pytest"]
         fmt = lambda v, spec: "-" if v is None else format(v, spec)
-        lines = [f"# GPU suite: {s['device_name']} ({s['device']}), torch {s['torch']}, {s['dtype']}",
-                 "", f"Code: {s['code']}; started {s['started']}, {self.document['elapsed_s']} s so far"
-                 f"{' (finished)' if self.document['finished'] else ''}; smoke: {s['smoke']}; median of "
-                 f"{s['repeats']} timed steps after {s['warmup']} warm-up; time limit {s['time_limit_s']} s.", "",
-                 f"CUDA tests (`{p.get('command', 'pytest -m cuda')}`): {p.get('status')}"
-                 + (f", {p.get('counts')}" if p.get("counts") else "")
-                 + (f" ({p['reason']})" if p.get("reason") else ""), "",
-                 "| model | shape | variant | s / step | / CKCNN | peak MiB | pieces | status |",
-                 "|---|---|---|---:|---:|---:|---:|---|"]
+        lines = [
+            f"# GPU suite: {s['device_name']} ({s['device']}), torch {s['torch']}, {s['dtype']}",
+            "",
+            f"Code: {s['code']}; started {s['started']}, {self.document['elapsed_s']} s so far"
+            f"{' (finished)' if self.document['finished'] else ''}; smoke: {s['smoke']}; median of "
+            f"{s['repeats']} timed steps after {s['warmup']} warm-up; time limit {s['time_limit_s']} s.",
+            "",
+            f"CUDA tests (`{p.get('command', 'pytest -m cuda')}`): {p.get('status')}"
+            + (f", {p.get('counts')}" if p.get("counts") else "")
+            + (f" ({p['reason']})" if p.get("reason") else ""),
+            "",
+            "| model | shape | variant | s / step | / CKCNN | peak MiB | pieces | status |",
+            "|---|---|---|---:|---:|---:|---:|---|",
+        ]
         for r in self.results:
             note = r["status"]
             if r.get("reason"):
                 note += f": {r['reason']}"
             if r.get("error"):
                 note += f": {r['error'].splitlines()[-1][:160] if r['error'].strip() else ''}"
-            lines.append(f"| {r['model']} | {r['shape']} | {r['variant']} | {fmt(r['seconds'], '.4g')} | "
-                         f"{fmt(r['ratio_to_ckcnn'], '.3g')} | {fmt(r['peak_mib'], '.1f')} | "
-                         f"{fmt(r.get('pieces'), ',')} | {note.replace('|', '/')} |")
+            lines.append(
+                f"| {r['model']} | {r['shape']} | {r['variant']} | {fmt(r['seconds'], '.4g')} | "
+                f"{fmt(r['ratio_to_ckcnn'], '.3g')} | {fmt(r['peak_mib'], '.1f')} | "
+                f"{fmt(r.get('pieces'), ',')} | {note.replace('|', '/')} |"
+            )
         f = self.document["random_features"]
-        lines += ["", "Random features (issue 35): the transform of "
-                  f"{f.get('series', '-')} series x {f.get('points', '-')} points, points per second "
-                  f"(median of {s['repeats']}): random features on {s['device']} {fmt(f.get('points_per_s'), ',.0f')}"
-                  f", MiniRocket on one CPU thread {fmt(f.get('minirocket_points_per_s'), ',.0f')}, ratio "
-                  f"{fmt(f.get('ratio_to_minirocket'), '.3g')} ({f.get('status')}"
-                  + (f": {f['reason']}" if f.get("reason") else "") + ")."]
+        lines += [
+            "",
+            "Random features (issue 35): the transform of "
+            f"{f.get('series', '-')} series x {f.get('points', '-')} points, points per second "
+            f"(median of {s['repeats']}): random features on {s['device']} {fmt(f.get('points_per_s'), ',.0f')}"
+            f", MiniRocket on one CPU thread {fmt(f.get('minirocket_points_per_s'), ',.0f')}, ratio "
+            f"{fmt(f.get('ratio_to_minirocket'), '.3g')} ({f.get('status')}"
+            + (f": {f['reason']}" if f.get("reason") else "")
+            + ").",
+        ]
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------ random features
@@ -311,8 +367,9 @@ class Suite:
         transform = lambda: features.transform(times, values)
         timed(transform)  # warm-up: the kernel's compilation or load, CUDA's first launches
         seconds = statistics.median(timed(transform) for _ in range(self.args.repeats))
-        result.update(seconds=seconds, points_per_s=shape.batch * shape.length / seconds,
-                      features=features.num_features_)
+        result.update(
+            seconds=seconds, points_per_s=shape.batch * shape.length / seconds, features=features.num_features_
+        )
         if importlib.util.find_spec("aeon") is None:
             result.update(status="measured", reason="aeon not installed: no MiniRocket to compare with")
             return
@@ -322,11 +379,15 @@ class Suite:
         with torch_threads(1):
             MiniRocket(random_state=0, n_jobs=1).fit_transform(series[:4])  # numba's compilation, untimed
             rocket = MiniRocket(random_state=0, n_jobs=1).fit(series)
-            rocket_seconds = statistics.median(timed(lambda: rocket.transform(series))
-                                               for _ in range(self.args.repeats))
-        result.update(minirocket_seconds=rocket_seconds,
-                      minirocket_points_per_s=shape.batch * shape.length / rocket_seconds,
-                      ratio_to_minirocket=rocket_seconds / seconds, status="measured")
+            rocket_seconds = statistics.median(
+                timed(lambda: rocket.transform(series)) for _ in range(self.args.repeats)
+            )
+        result.update(
+            minirocket_seconds=rocket_seconds,
+            minirocket_points_per_s=shape.batch * shape.length / rocket_seconds,
+            ratio_to_minirocket=rocket_seconds / seconds,
+            status="measured",
+        )
 
     # ------------------------------------------------------------------ tests
     def run_tests(self) -> None:
@@ -334,8 +395,17 @@ class Suite:
         if self.args.no_pytest:
             record.update(status="skipped", reason="--no-pytest")
             return
-        command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
-                   os.path.join(REPO, "tests", "test_cuda.py")]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            os.path.join(REPO, "tests", "test_cuda.py"),
+        ]
         record["command"] = "python -m pytest -m cuda -q tests/test_cuda.py"
         limit = min(self.args.pytest_timeout_s, self.left() - WRITE_MARGIN_S)
         if limit < 1:
@@ -367,8 +437,11 @@ class Suite:
         steps = self.args.warmup + self.args.repeats
         length = self.shapes[row.shape].length
         for other, result in zip(self.rows, self.results):
-            if (other.model, other.variant.split(" ")[0]) == (row.model, row.variant.split(" ")[0]) \
-                    and other.shape != row.shape and result.get("first_step_s"):
+            if (
+                (other.model, other.variant.split(" ")[0]) == (row.model, row.variant.split(" ")[0])
+                and other.shape != row.shape
+                and result.get("first_step_s")
+            ):
                 scale = length / self.shapes[other.shape].length
                 return 2 * (result["setup_s"] + steps * result["first_step_s"] * scale)
         measured = [r["first_step_s"] for r in self.results if r.get("first_step_s")]
@@ -411,15 +484,17 @@ class Suite:
             warnings.simplefilter("ignore")  # e.g. a grid model's notice about irregular times: not measured here
             first = [step() for _ in range(max(self.args.warmup, 1))]
             result["first_step_s"] = first[0]
-            solver = next((m.solver for m in model.modules() if isinstance(getattr(m, "solver", None), SolverOptions)),
-                          None)
+            solver = next(
+                (m.solver for m in model.modules() if isinstance(getattr(m, "solver", None), SolverOptions)), None
+            )
             if solver is not None:
                 result["solver"] = f"{(solver.last_method or solver.method).name}, gradient={solver.gradient.name}"
             fits = int((self.left() - WRITE_MARGIN_S) / max(max(first), 1e-6))
             repeats = min(self.args.repeats, fits)
             if repeats < 1:
-                result.update(status="skipped", reason=f"time limit: one step took {max(first):.3g} s, "
-                                                       f"{self.left():.0f} s left")
+                result.update(
+                    status="skipped", reason=f"time limit: one step took {max(first):.3g} s, {self.left():.0f} s left"
+                )
                 return
             if repeats < self.args.repeats:
                 result["reason"] = f"time limit: {repeats} of {self.args.repeats} timed steps"
@@ -427,12 +502,15 @@ class Suite:
                 torch.cuda.reset_peak_memory_stats(self.device)
             result["steps"] = [step() for _ in range(repeats)]
         result["seconds"] = statistics.median(result["steps"])
-        result["peak_mib"] = torch.cuda.max_memory_allocated(self.device) / 2 ** 20 if cuda else None
+        result["peak_mib"] = torch.cuda.max_memory_allocated(self.device) / 2**20 if cuda else None
         result["status"] = "measured"
 
     def add_ratios(self) -> None:
-        reference = {r["shape"]: r["seconds"] for r in self.results
-                     if r["model"] == REFERENCE and r["variant"] == "default" and r["seconds"]}
+        reference = {
+            r["shape"]: r["seconds"]
+            for r in self.results
+            if r["model"] == REFERENCE and r["variant"] == "default" and r["seconds"]
+        }
         for r in self.results:
             base = reference.get(r["shape"])
             r["ratio_to_ckcnn"] = r["seconds"] / base if base and r["seconds"] is not None else None
@@ -443,8 +521,9 @@ class Suite:
         for index, (row, result) in enumerate(zip(self.rows, self.results)):
             estimate, left = self.estimate(index), self.left() - WRITE_MARGIN_S
             if estimate > left or left <= 0:
-                result.update(status="skipped", reason=f"time limit: estimated {estimate:.0f} s, {max(left, 0):.0f} s "
-                                                       "left")
+                result.update(
+                    status="skipped", reason=f"time limit: estimated {estimate:.0f} s, {max(left, 0):.0f} s left"
+                )
                 print(f"[gpu_suite] {row.label}: skipped ({result['reason']})", flush=True)
                 continue
             print(f"[gpu_suite] {row.label} ...", flush=True)
@@ -455,8 +534,12 @@ class Suite:
                 self._skip_rest(index + 1, "time limit: the alarm stopped the run")
                 break
             except Exception as e:  # noqa: BLE001 — one row's failure (out of memory, a bug) must not stop the suite
-                result.update(status="error", error="".join(traceback.format_exception_only(type(e), e)).strip()
-                              + "\n" + "".join(traceback.format_tb(e.__traceback__)[-3:]))
+                result.update(
+                    status="error",
+                    error="".join(traceback.format_exception_only(type(e), e)).strip()
+                    + "\n"
+                    + "".join(traceback.format_tb(e.__traceback__)[-3:]),
+                )
             finally:
                 gc.collect()
                 if self.device.type == "cuda":
@@ -464,11 +547,14 @@ class Suite:
                 self.add_ratios()
                 self.write()
             seconds = result.get("seconds")
-            print(f"[gpu_suite] {row.label}: {result['status']}"
-                  + (f" {seconds:.4g} s/step" if seconds is not None else "")
-                  + (f", {result['ratio_to_ckcnn']:.3g}x CKCNN" if result.get("ratio_to_ckcnn") else "")
-                  + (f", peak {result['peak_mib']:.0f} MiB" if result.get("peak_mib") else "")
-                  + (f" ({result['error'].splitlines()[0][:200]})" if result.get("error") else ""), flush=True)
+            print(
+                f"[gpu_suite] {row.label}: {result['status']}"
+                + (f" {seconds:.4g} s/step" if seconds is not None else "")
+                + (f", {result['ratio_to_ckcnn']:.3g}x CKCNN" if result.get("ratio_to_ckcnn") else "")
+                + (f", peak {result['peak_mib']:.0f} MiB" if result.get("peak_mib") else "")
+                + (f" ({result['error'].splitlines()[0][:200]})" if result.get("error") else ""),
+                flush=True,
+            )
 
     def _skip_rest(self, start: int, reason: str) -> None:
         for result in self.results[start:]:
@@ -478,13 +564,21 @@ class Suite:
 
 def pytest_counts(output: str) -> dict:
     """The counts of pytest's summary line ("3 passed, 2 skipped, 1 xfailed in 4.2s"): {"passed": 3, ...}."""
-    lines = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|skipped|error|deselected|"
-                                                               r"xfailed|xpassed|no tests ran)", line)]
+    lines = [
+        line
+        for line in output.splitlines()
+        if re.search(
+            r"\d+ (passed|failed|skipped|error|deselected|"
+            r"xfailed|xpassed|no tests ran)",
+            line,
+        )
+    ]
     if not lines:
         return {}
     counts = {}
-    for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed|warnings?)",
-                                   lines[-1]):
+    for number, word in re.findall(
+        r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed|warnings?)", lines[-1]
+    ):
         word = {"error": "errors", "warning": "warnings"}.get(word, word)
         counts[word] = counts.get(word, 0) + int(number)
     return counts
@@ -497,7 +591,7 @@ def _device(text: str) -> str:
     try:
         torch.device(text)
     except (RuntimeError, ValueError) as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1): {error}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1): {error}") from None
     return text
 
 
@@ -523,19 +617,26 @@ def _out_folder(text: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, type=_out_folder,
-                        help="folder for results.json, results.md and pytest.log")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", required=True, type=_out_folder, help="folder for results.json, results.md and pytest.log"
+    )
     parser.add_argument("--device", default="cuda", type=_device, help="torch device (default cuda)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--time-limit-s", type=_positive_seconds, default=480.0,
-                        help="stop within this many seconds from the start (default 480)")
+    parser.add_argument(
+        "--time-limit-s",
+        type=_positive_seconds,
+        default=480.0,
+        help="stop within this many seconds from the start (default 480)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the same code in seconds on a CPU")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per row (default 2; smoke 1)")
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per row (default 3; smoke 2)")
-    parser.add_argument("--pytest-timeout-s", type=float, default=150.0,
-                        help="at most this long for the CUDA tests (default 150)")
+    parser.add_argument(
+        "--pytest-timeout-s", type=float, default=150.0, help="at most this long for the CUDA tests (default 150)"
+    )
     parser.add_argument("--no-pytest", action="store_true", help="leave the CUDA tests out")
     parser.add_argument("--rows", nargs="+", help="keep the rows whose label contains one of these strings")
     args = parser.parse_args(argv)
@@ -550,8 +651,9 @@ def main(argv=None) -> int:
         parser.error("--device cuda: no CUDA device here (use --device cpu)")
     rows = [row for row in planned_rows() if not args.rows or any(s in row.label for s in args.rows)]
     if not rows:  # a typo selects nothing: an error, not an empty run that exits 0
-        parser.error(f"--rows {' '.join(args.rows)} selects no row; the rows: "
-                     + "; ".join(row.label for row in planned_rows()))
+        parser.error(
+            f"--rows {' '.join(args.rows)} selects no row; the rows: " + "; ".join(row.label for row in planned_rows())
+        )
     suite = Suite(args, rows)
     suite.write()
     use_alarm = hasattr(signal, "setitimer")
@@ -582,8 +684,11 @@ def main(argv=None) -> int:
     suite.add_ratios()
     suite.write()
     measured = sum(r["status"] == "measured" for r in suite.results)
-    print(f"[gpu_suite] {measured} of {len(rows)} rows measured in {time.time() - STARTED:.0f} s; "
-          f"{os.path.join(args.out, 'results.md')}", flush=True)
+    print(
+        f"[gpu_suite] {measured} of {len(rows)} rows measured in {time.time() - STARTED:.0f} s; "
+        f"{os.path.join(args.out, 'results.md')}",
+        flush=True,
+    )
     return 0
 
 

@@ -39,6 +39,7 @@ At the end the script prints, for the checkpointed gradient, the memory ratio pe
     python benchmarks/gradients.py --models delta-cde ncde oja-cde gru-ode --json results/benchmarks/gradients.json
     python benchmarks/gradients.py --lengths 200 400 --repeats 3 --device cuda
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,6 +57,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+
 from neuralde_seq.files import write_text_atomic
 
 METHODS = ("adjoint", "backprop", "checkpoint")
@@ -66,6 +68,7 @@ NUM_CLASSES = 4
 
 # ---------------------------------------------------------------------------------------------------
 # one configuration (runs in a child process)
+
 
 def _setup(name: str, length: int, batch: int, dtype: str, device: str, threads: int, seed: int = 0):
     """(inputs, labels, model factory) for ``name`` at length ``length``; every model starts from the same weights."""
@@ -86,8 +89,9 @@ def _setup(name: str, length: int, batch: int, dtype: str, device: str, threads:
     def model(gradient: str):
         torch.manual_seed(seed)
         # the gradient method's name comes from the command line (--methods): read by the one parser of the edges
-        return create_model(name, inputs, NUM_CLASSES, solver=parse_solver({"method": "rk4", "gradient": gradient}),
-                            **sizes).to(device=device, dtype=dt)
+        return create_model(
+            name, inputs, NUM_CLASSES, solver=parse_solver({"method": "rk4", "gradient": gradient}), **sizes
+        ).to(device=device, dtype=dt)
 
     return inputs, labels, model
 
@@ -105,9 +109,12 @@ def _pass(model, inputs, labels):
 def _gradient(model):
     import torch
 
-    return torch.cat([p.grad.detach().flatten() if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype,
-                                                                                     device=p.device)
-                      for p in model.parameters()])
+    return torch.cat(
+        [
+            p.grad.detach().flatten() if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+            for p in model.parameters()
+        ]
+    )
 
 
 def _rss_kib() -> dict:
@@ -169,8 +176,11 @@ def memory_worker(name, length, method, batch, dtype, device, threads) -> dict:
     else:
         peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_maxrss) * 1024
         result["memory_method"] = "ru_maxrss after - ru_maxrss before the pass (lower bound)"
-    result.update(peak_bytes=int(peak), loss=loss,
-                  warnings=[str(w.message) for w in caught if issubclass(w.category, AdjointReconstructionWarning)])
+    result.update(
+        peak_bytes=int(peak),
+        loss=loss,
+        warnings=[str(w.message) for w in caught if issubclass(w.category, AdjointReconstructionWarning)],
+    )
     return result
 
 
@@ -182,9 +192,17 @@ def time_worker(name, length, methods, batch, dtype, device, threads, repeats) -
     models = {method: make(method) for method in methods}
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    result = dict(model=name, length=length, batch=batch, dtype=dtype, device=device, threads=threads,
-                  repeats=repeats, parameters=sum(p.numel() for p in models[methods[0]].parameters()),
-                  methods={})
+    result = dict(
+        model=name,
+        length=length,
+        batch=batch,
+        dtype=dtype,
+        device=device,
+        threads=threads,
+        repeats=repeats,
+        parameters=sum(p.numel() for p in models[methods[0]].parameters()),
+        methods={},
+    )
     gradients = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -205,7 +223,7 @@ def time_worker(name, length, methods, batch, dtype, device, threads, repeats) -
         g = gradients[method]
         entry["grad_norm"] = float(g.norm())
         entry["finite"] = bool(torch.isfinite(g).all())
-        entry["grad_error"] = (float((g - reference).norm() / reference.norm()) if reference is not None else None)
+        entry["grad_error"] = float((g - reference).norm() / reference.norm()) if reference is not None else None
         for key in ("wall", "cpu"):
             entry[f"{key}_median"] = statistics.median(entry[key])
             entry[f"{key}_min"] = min(entry[key])
@@ -214,6 +232,7 @@ def time_worker(name, length, methods, batch, dtype, device, threads, repeats) -
 
 # ---------------------------------------------------------------------------------------------------
 # the driver
+
 
 def _run_child(args: list[str], timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
@@ -230,19 +249,24 @@ def _run_child(args: list[str], timeout: float) -> dict:
 
 
 def _mib(value: float) -> str:
-    return f"{value / 2 ** 20:.1f}"
+    return f"{value / 2**20:.1f}"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=["delta-cde", "ncde"])
     parser.add_argument("--lengths", nargs="+", type=int, default=[500, 1000, 4000])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per method (median reported)")
-    parser.add_argument("--memory-repeats", type=int, default=3, help="fresh processes per (method, T) measuring "
-                        "peak memory (median reported)")
+    parser.add_argument(
+        "--memory-repeats",
+        type=int,
+        default=3,
+        help="fresh processes per (method, T) measuring peak memory (median reported)",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     parser.add_argument("--device", default="cpu")
@@ -270,10 +294,26 @@ def main(argv=None) -> int:
 
     if "backprop" not in args.methods:
         parser.error("--methods must include backprop (the reference of the gradient error)")
-    jobs = [(name, length, kind) for name in args.models for length in args.lengths
-            for kind in ("time", *(f"memory:{m}" for _ in range(args.memory_repeats) for m in args.methods))]
-    flags = ["--batch", str(args.batch), "--dtype", args.dtype, "--device", args.device, "--threads",
-             str(args.threads), "--repeats", str(args.repeats), "--methods", *args.methods]
+    jobs = [
+        (name, length, kind)
+        for name in args.models
+        for length in args.lengths
+        for kind in ("time", *(f"memory:{m}" for _ in range(args.memory_repeats) for m in args.methods))
+    ]
+    flags = [
+        "--batch",
+        str(args.batch),
+        "--dtype",
+        args.dtype,
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+        "--repeats",
+        str(args.repeats),
+        "--methods",
+        *args.methods,
+    ]
     results = {}
     started = time.time()
     for name, length, kind in tqdm(jobs, desc="gradients", disable=args.no_progress, file=sys.stderr):
@@ -286,19 +326,27 @@ def main(argv=None) -> int:
             out = _run_child(["--memory-worker", name, str(length), method, *flags], args.timeout)
             entry = results.setdefault((name, length, method), {})
             entry.setdefault("peak_bytes_all", []).append(out["peak_bytes"])
-            entry.update(peak_bytes=statistics.median(entry["peak_bytes_all"]), memory_method=out["memory_method"],
-                         memory_loss=out["loss"], warnings=out["warnings"])
+            entry.update(
+                peak_bytes=statistics.median(entry["peak_bytes_all"]),
+                memory_method=out["memory_method"],
+                memory_loss=out["loss"],
+                warnings=out["warnings"],
+            )
 
     memory_method = next(iter(results.values()))["memory_method"]
-    print(f"# torch {torch.__version__}, python {platform.python_version()}, {cpu_name()}, device {args.device}, "
-          f"{args.threads} thread(s), {args.dtype}, batch {args.batch}, rk4 one step per knot, "
-          f"{args.repeats} timed passes per method (alternating), load average {os.getloadavg()[0]:.1f}, "
-          f"{time.time() - started:.0f} s in all")
+    print(
+        f"# torch {torch.__version__}, python {platform.python_version()}, {cpu_name()}, device {args.device}, "
+        f"{args.threads} thread(s), {args.dtype}, batch {args.batch}, rk4 one step per knot, "
+        f"{args.repeats} timed passes per method (alternating), load average {os.getloadavg()[0]:.1f}, "
+        f"{time.time() - started:.0f} s in all"
+    )
     print(f"# memory: {memory_method}, median of {args.memory_repeats} fresh processes per (method, T)")
     print(f"# code: {code_version()}")
     print(f"# grad error: |g - g_backprop| / |g_backprop| over all parameter gradients ({args.dtype})\n")
-    header = (f"{'model':<10} {'T':>5} {'method':<10} {'grad error':>11} {'peak MiB':>9} {'wall s':>8} "
-              f"{'cpu s':>8} {'wall/bp':>8} {'cpu/bp':>7}  loss")
+    header = (
+        f"{'model':<10} {'T':>5} {'method':<10} {'grad error':>11} {'peak MiB':>9} {'wall s':>8} "
+        f"{'cpu s':>8} {'wall/bp':>8} {'cpu/bp':>7}  loss"
+    )
     print(header)
     print("-" * len(header))
     rows = []
@@ -306,12 +354,17 @@ def main(argv=None) -> int:
         bp = results[(name, length, "backprop")]
         error = r.get("grad_error")
         error_text = "nan" if error is None or not math.isfinite(error) else f"{error:.2e}"
-        print(f"{name:<10} {length:>5} {method:<10} {error_text:>11} {_mib(r['peak_bytes']):>9} "
-              f"{r['wall_median']:>8.3f} {r['cpu_median']:>8.3f} {r['wall_median'] / bp['wall_median']:>8.2f} "
-              f"{r['cpu_median'] / bp['cpu_median']:>7.2f}  {r['loss']:.6g}"
-              + ("  (adjoint check warned)" if r.get("warnings") else ""))
-        rows.append(dict(model=name, length=length, method=method, **{k: v for k, v in r.items()
-                                                                       if k not in ("model", "length")}))
+        print(
+            f"{name:<10} {length:>5} {method:<10} {error_text:>11} {_mib(r['peak_bytes']):>9} "
+            f"{r['wall_median']:>8.3f} {r['cpu_median']:>8.3f} {r['wall_median'] / bp['wall_median']:>8.2f} "
+            f"{r['cpu_median'] / bp['cpu_median']:>7.2f}  {r['loss']:.6g}"
+            + ("  (adjoint check warned)" if r.get("warnings") else "")
+        )
+        rows.append(
+            dict(
+                model=name, length=length, method=method, **{k: v for k, v in r.items() if k not in ("model", "length")}
+            )
+        )
     summary = []
     if "checkpoint" in args.methods:
         print("\ncheckpoint (targets: memory(T_max)/memory(T_min) <= 3 for 500 -> 4000, time / backprop <= 2.5):")
@@ -319,23 +372,50 @@ def main(argv=None) -> int:
         for name in args.models:
             lo, hi = results[(name, low, "checkpoint")], results[(name, high, "checkpoint")]
             ratio = hi["peak_bytes"] / lo["peak_bytes"] if lo["peak_bytes"] > 0 else float("nan")
-            bp_ratio = (results[(name, high, "backprop")]["peak_bytes"] / results[(name, low, "backprop")]["peak_bytes"]
-                        if results[(name, low, "backprop")]["peak_bytes"] > 0 else float("nan"))
-            times = {length: (results[(name, length, "checkpoint")]["wall_median"]
-                              / results[(name, length, "backprop")]["wall_median"],
-                              results[(name, length, "checkpoint")]["cpu_median"]
-                              / results[(name, length, "backprop")]["cpu_median"]) for length in args.lengths}
-            print(f"  {name}: memory T={high} / T={low}: checkpoint {ratio:.2f} (backprop {bp_ratio:.2f}); "
-                  "time checkpoint / backprop (wall, cpu): "
-                  + ", ".join(f"T={length} {w:.2f}, {c:.2f}" for length, (w, c) in times.items()))
-            summary.append(dict(model=name, memory_ratio=ratio, memory_ratio_backprop=bp_ratio, low=low, high=high,
-                                time_ratio_wall={str(k): v[0] for k, v in times.items()},
-                                time_ratio_cpu={str(k): v[1] for k, v in times.items()}))
+            bp_ratio = (
+                results[(name, high, "backprop")]["peak_bytes"] / results[(name, low, "backprop")]["peak_bytes"]
+                if results[(name, low, "backprop")]["peak_bytes"] > 0
+                else float("nan")
+            )
+            times = {
+                length: (
+                    results[(name, length, "checkpoint")]["wall_median"]
+                    / results[(name, length, "backprop")]["wall_median"],
+                    results[(name, length, "checkpoint")]["cpu_median"]
+                    / results[(name, length, "backprop")]["cpu_median"],
+                )
+                for length in args.lengths
+            }
+            print(
+                f"  {name}: memory T={high} / T={low}: checkpoint {ratio:.2f} (backprop {bp_ratio:.2f}); "
+                "time checkpoint / backprop (wall, cpu): "
+                + ", ".join(f"T={length} {w:.2f}, {c:.2f}" for length, (w, c) in times.items())
+            )
+            summary.append(
+                dict(
+                    model=name,
+                    memory_ratio=ratio,
+                    memory_ratio_backprop=bp_ratio,
+                    low=low,
+                    high=high,
+                    time_ratio_wall={str(k): v[0] for k, v in times.items()},
+                    time_ratio_cpu={str(k): v[1] for k, v in times.items()},
+                )
+            )
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        payload = dict(settings=dict(vars(args), torch=torch.__version__, python=platform.python_version(),
-                                     cpu=cpu_name(), memory_method=memory_method, code=code_version()),
-                       rows=rows, checkpoint_summary=summary)
+        payload = dict(
+            settings=dict(
+                vars(args),
+                torch=torch.__version__,
+                python=platform.python_version(),
+                cpu=cpu_name(),
+                memory_method=memory_method,
+                code=code_version(),
+            ),
+            rows=rows,
+            checkpoint_summary=summary,
+        )
         write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0

@@ -59,6 +59,7 @@ the ⌈log2 windows⌉ rounds: about 44 GiB) and the dense and depth-2 DPLR sequ
 Rows whose registry name is not in ``neuralde_seq.MODEL_NAMES`` (e.g. ``log-ncde`` in versions before it) are
 skipped with a note.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,6 +75,7 @@ import time
 import warnings
 
 from machine import code_version, cpu_name, reset_peak_rss
+
 from neuralde_seq.controls import LogSignature
 from neuralde_seq.files import write_text_atomic
 from neuralde_seq.solvers import RK4, Exact, Heun2, Method
@@ -124,25 +126,40 @@ class Row:
 # The authors' time per 1,000 training steps on EigenWorms, their GPU (results/memory_time_results.json of
 # Benjamin-Walker/log-neural-cdes: "log_ncde", "bd_linear_ncde", "bd_linear_ncde_recurrent" = sequential, ...).
 ROWS = (
-    Row("log-ncde", "log-ncde", _WINDOWS_12_DEPTH_2, dict(hidden=128, width=32, depth=2, activation="silu"),
-        solver=Heun2(), theirs=2351.97),
-    Row("log-ncde rk4", "log-ncde", _WINDOWS_12_DEPTH_2, dict(hidden=128, width=32, depth=2, activation="silu"),
-        solver=RK4()),
+    Row(
+        "log-ncde",
+        "log-ncde",
+        _WINDOWS_12_DEPTH_2,
+        dict(hidden=128, width=32, depth=2, activation="silu"),
+        solver=Heun2(),
+        theirs=2351.97,
+    ),
+    Row(
+        "log-ncde rk4",
+        "log-ncde",
+        _WINDOWS_12_DEPTH_2,
+        dict(hidden=128, width=32, depth=2, activation="silu"),
+        solver=RK4(),
+    ),
     Row("slice-block parallel", "slice-block", _WINDOWS_12_DEPTH_2, dict(_BLOCK, scan="parallel"), theirs=16.26),
-    Row("slice-block sequential", "slice-block", _WINDOWS_12_DEPTH_2, dict(_BLOCK, scan="sequential"),
-        theirs=40.62),
+    Row("slice-block sequential", "slice-block", _WINDOWS_12_DEPTH_2, dict(_BLOCK, scan="sequential"), theirs=40.62),
     Row("slice-diag parallel", "slice-diag", _WINDOWS_12_DEPTH_1, dict(_DIAG, scan="parallel"), theirs=14.23),
     Row("slice-diag sequential", "slice-diag", _WINDOWS_12_DEPTH_1, dict(_DIAG, scan="sequential"), theirs=36.41),
     Row("slice-dense parallel", "slice-dense", _WINDOWS_12_DEPTH_2, dict(_DENSE, scan="parallel"), theirs=92.57),
-    Row("slice-dense sequential", "slice-dense", _WINDOWS_12_DEPTH_2, dict(_DENSE, scan="sequential"),
-        theirs=77.74),
+    Row("slice-dense sequential", "slice-dense", _WINDOWS_12_DEPTH_2, dict(_DENSE, scan="sequential"), theirs=77.74),
     Row("slice-dplr parallel", "slice-dplr", _WINDOWS_12_DEPTH_2, dict(_DPLR, scan="parallel")),
     Row("slice-dplr sequential", "slice-dplr", _WINDOWS_12_DEPTH_2, dict(_DPLR, scan="sequential")),
     Row("slice-dplr d1 sequential", "slice-dplr", _WINDOWS_12_DEPTH_1, dict(_DPLR, scan="sequential")),
-    Row("ncde", "ncde", {}, dict(hidden=128, width=128, depth=3), solver=Heun2(), slow=True,
-        theirs=30827.07),
-    Row("nrde", "nrde", dict(depth=2, step=4, time_channel=False), dict(hidden=64, width=64, depth=3),
-        solver=Heun2(), slow=True, theirs=6830.97),
+    Row("ncde", "ncde", {}, dict(hidden=128, width=128, depth=3), solver=Heun2(), slow=True, theirs=30827.07),
+    Row(
+        "nrde",
+        "nrde",
+        dict(depth=2, step=4, time_channel=False),
+        dict(hidden=64, width=64, depth=3),
+        solver=Heun2(),
+        slow=True,
+        theirs=6830.97,
+    ),
     Row("delta-rde exact s4", "delta-rde", _FWP_WINDOWS, _FWP_SIZES, solver=Exact()),
     Row("delta-rde exact s12", "delta-rde", dict(_FWP_WINDOWS, step=12), _FWP_SIZES, solver=Exact()),
     Row("delta-post-rde exact s4", "delta-post-rde", _FWP_WINDOWS, _FWP_SIZES, solver=Exact()),
@@ -155,8 +172,9 @@ def _batch(length: int, batch: int, dtype, seed: int = 0):
 
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, length, dtype=torch.float64).repeat(batch, 1).to(dtype)
-    values = (torch.cumsum(torch.randn(batch, length, VALUE_CHANNELS, generator=g, dtype=torch.float64), 1)
-              / length ** 0.5).to(dtype)
+    values = (
+        torch.cumsum(torch.randn(batch, length, VALUE_CHANNELS, generator=g, dtype=torch.float64), 1) / length**0.5
+    ).to(dtype)
     labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
     return times, values, labels
 
@@ -168,12 +186,18 @@ def _step_matrix_entries(row: Row, pieces: int, batch: int, path_channels: int) 
         return 0
     hidden = row.options["hidden"]
     # the parallel scan composes DPLR steps in their dense form, and depth-2 DPLR steps are dense anyway
-    dense_dplr = row.options.get("scan", "parallel") == "parallel" or getattr(row.control.get("interpolation"), "depth", None) == 2
+    dense_dplr = (
+        row.options.get("scan", "parallel") == "parallel"
+        or getattr(row.control.get("interpolation"), "depth", None) == 2
+    )
     if row.model == "slice-dplr":
         per_step = hidden * hidden if dense_dplr else hidden * (1 + 2 * path_channels * row.options["rank"])
     else:
-        per_step = {"slice-diag": hidden, "slice-block": hidden * row.options.get("block_size", 1),
-                    "slice-dense": hidden * hidden}[row.model]
+        per_step = {
+            "slice-diag": hidden,
+            "slice-block": hidden * row.options.get("block_size", 1),
+            "slice-dense": hidden * hidden,
+        }[row.model]
     return pieces * batch * per_step
 
 
@@ -195,7 +219,7 @@ def estimated_gib(row: Row, pieces: int, batch: int, path_channels: int, itemsiz
         GiB.
     """
     copies = 4 + (math.ceil(math.log2(max(pieces, 2))) if row.options.get("scan") == "parallel" else 0)
-    return copies * _step_matrix_entries(row, pieces, batch, path_channels) * itemsize / 2 ** 30
+    return copies * _step_matrix_entries(row, pieces, batch, path_channels) * itemsize / 2**30
 
 
 def build_trainer(row: Row, inputs, labels, penalty_weight: float, dtype, device=None):
@@ -300,6 +324,7 @@ def _tqdm():
     try:
         from tqdm import tqdm
     except ImportError:  # older environments
+
         def tqdm(iterable=None, **_):
             class _Bar:
                 def update(self, *_):
@@ -307,7 +332,9 @@ def _tqdm():
 
                 def close(self):
                     pass
+
             return _Bar()
+
     return tqdm
 
 
@@ -342,24 +369,42 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
         path_channels = inputs.initial_value.shape[-1] if inputs.initial_value is not None else inputs.channels
         gib = estimated_gib(row, pieces, args.batch, path_channels, times.element_size())
         if gib > args.memory_budget:
-            notes.append(f"{row.label}: skipped, its step memory is estimated at {gib:.0f} GiB at {pieces} windows "
-                         f"(--memory-budget {args.memory_budget:g}); time it at a smaller --length")
+            notes.append(
+                f"{row.label}: skipped, its step memory is estimated at {gib:.0f} GiB at {pieces} windows "
+                f"(--memory-budget {args.memory_budget:g}); time it at a smaller --length"
+            )
             continue
         model, step = build_trainer(row, inputs, labels, args.penalty_weight, dtype, device)
         warmup_points = short if row.slow else args.length
-        warmup = (None if warmup_points == args.length
-                  else model_inputs(row.model, times[:, :short], values[:, :short], **row.control).to(device))
-        entry = dict(label=row.label, model=row.model, control=to_jsonable(row.control), options=row.options,
-                     solver=None if row.solver is None else row.solver.name,
-                     theirs=row.theirs, pieces=pieces, channels=int(inputs.channels), estimated_gib=gib,
-                     parameters=sum(p.numel() for p in model.parameters()), warmup_points=warmup_points,
-                     losses=[], wall=[], cpu=[], memory=[])
+        warmup = (
+            None
+            if warmup_points == args.length
+            else model_inputs(row.model, times[:, :short], values[:, :short], **row.control).to(device)
+        )
+        entry = dict(
+            label=row.label,
+            model=row.model,
+            control=to_jsonable(row.control),
+            options=row.options,
+            solver=None if row.solver is None else row.solver.name,
+            theirs=row.theirs,
+            pieces=pieces,
+            channels=int(inputs.channels),
+            estimated_gib=gib,
+            parameters=sum(p.numel() for p in model.parameters()),
+            warmup_points=warmup_points,
+            losses=[],
+            wall=[],
+            cpu=[],
+            memory=[],
+        )
         trainers[row.label] = (row, step, warmup, entry)
     repeats = {label: args.slow_repeats if row.slow else args.repeats for label, (row, *_) in trainers.items()}
     memory = StepMemory(device)
     synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    bar = _tqdm()(total=sum(r + 1 for r in repeats.values()), desc="linear_cdes", disable=args.no_progress,
-                  file=sys.stderr)
+    bar = _tqdm()(
+        total=sum(r + 1 for r in repeats.values()), desc="linear_cdes", disable=args.no_progress, file=sys.stderr
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for step, warmup, entry in (value[1:] for value in trainers.values()):  # untimed first step
@@ -384,7 +429,7 @@ def measure(args, rows) -> tuple[list[dict], list[str]]:
         entry["wall_median"] = statistics.median(entry["wall"]) if entry["wall"] else None
         entry["cpu_median"] = statistics.median(entry["cpu"]) if entry["cpu"] else None
         peaks = [m for m in entry["memory"] if m is not None]
-        entry["step_mib"] = max(peaks) / 2 ** 20 if peaks else None
+        entry["step_mib"] = max(peaks) / 2**20 if peaks else None
         entry["per_1k_steps"] = 1000 * entry["wall_median"] if entry["wall_median"] is not None else None
         entry["per_1k_steps_cpu"] = 1000 * entry["cpu_median"] if entry["cpu_median"] is not None else None
         results.append(entry)
@@ -431,13 +476,17 @@ def claim(results: list[dict]) -> str:
     wall = log_ncde["wall_median"] / reference["wall_median"]
     cpu = log_ncde["cpu_median"] / reference["cpu_median"]
     verdict = "reproduced" if min(wall, cpu) >= CLAIMED_SPEEDUP else "not reproduced"
-    line = (f"{head} (the authors' GPU, average of six UEA datasets; on EigenWorms their times give "
-            f"{log_ncde['theirs'] / reference['theirs']:.0f}x): {LOG_NCDE_ROW} / {REFERENCE_ROW} = {wall:.2f} (wall), "
-            f"{cpu:.2f} (CPU): {verdict} on this machine at this shape")
+    line = (
+        f"{head} (the authors' GPU, average of six UEA datasets; on EigenWorms their times give "
+        f"{log_ncde['theirs'] / reference['theirs']:.0f}x): {LOG_NCDE_ROW} / {REFERENCE_ROW} = {wall:.2f} (wall), "
+        f"{cpu:.2f} (CPU): {verdict} on this machine at this shape"
+    )
     sequential = by_label.get(REFERENCE_ROW.replace("parallel", "sequential"))
     if sequential and sequential["wall_median"]:
-        line += (f"; {LOG_NCDE_ROW} / {sequential['label']} = {log_ncde['wall_median'] / sequential['wall_median']:.1f}"
-                 f" (wall), {log_ncde['cpu_median'] / sequential['cpu_median']:.1f} (CPU)")
+        line += (
+            f"; {LOG_NCDE_ROW} / {sequential['label']} = {log_ncde['wall_median'] / sequential['wall_median']:.1f}"
+            f" (wall), {log_ncde['cpu_median'] / sequential['cpu_median']:.1f} (CPU)"
+        )
     return line
 
 
@@ -455,18 +504,23 @@ def report(results: list[dict], notes: list[str], args, started: float) -> str:
     """
     import torch
 
-    lines = [f"# neuralde_seq from {code_version()}, torch {torch.__version__}, python {platform.python_version()}, "
-             f"{cpu_name() if args.device == 'cpu' else args.device}, {args.threads} thread(s), {args.dtype}, "
-             f"batch {args.batch}, T = {args.length} points ({VALUE_CHANNELS} channels + time), {NUM_CLASSES} "
-             f"classes, penalty weight {args.penalty_weight:g}, median of {args.repeats} timed steps "
-             f"({args.slow_repeats} for the slow rows) after one untimed step, rows alternating, load average "
-             f"{os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s in all",
-             "# s / 1k = median time per step x 1,000 (extrapolated from the steps measured, n of them); / ref and "
-             f"/ log = ratio to '{REFERENCE_ROW}' and to '{LOG_NCDE_ROW}', of wall and of CPU time; theirs = the "
-             "authors' s / 1k steps on EigenWorms (their GPU) with the same ratios; step MiB = the step's peak memory "
-             "above the memory in use before it", ""]
-    header = (f"{'row':<24} {'pieces':>6} {'params':>7} {'wall s':>8} {'cpu s':>8} {'s / 1k':>7} {'/ ref':>6} "
-              f"{'cpu':>6} {'/ log':>6} {'cpu':>6} {'step MiB':>8} {'n':>2} {'theirs':>7} {'/ ref':>6} {'/ log':>6}")
+    lines = [
+        f"# neuralde_seq from {code_version()}, torch {torch.__version__}, python {platform.python_version()}, "
+        f"{cpu_name() if args.device == 'cpu' else args.device}, {args.threads} thread(s), {args.dtype}, "
+        f"batch {args.batch}, T = {args.length} points ({VALUE_CHANNELS} channels + time), {NUM_CLASSES} "
+        f"classes, penalty weight {args.penalty_weight:g}, median of {args.repeats} timed steps "
+        f"({args.slow_repeats} for the slow rows) after one untimed step, rows alternating, load average "
+        f"{os.getloadavg()[0]:.1f}, {time.time() - started:.0f} s in all",
+        "# s / 1k = median time per step x 1,000 (extrapolated from the steps measured, n of them); / ref and "
+        f"/ log = ratio to '{REFERENCE_ROW}' and to '{LOG_NCDE_ROW}', of wall and of CPU time; theirs = the "
+        "authors' s / 1k steps on EigenWorms (their GPU) with the same ratios; step MiB = the step's peak memory "
+        "above the memory in use before it",
+        "",
+    ]
+    header = (
+        f"{'row':<24} {'pieces':>6} {'params':>7} {'wall s':>8} {'cpu s':>8} {'s / 1k':>7} {'/ ref':>6} "
+        f"{'cpu':>6} {'/ log':>6} {'cpu':>6} {'step MiB':>8} {'n':>2} {'theirs':>7} {'/ ref':>6} {'/ log':>6}"
+    )
     lines += [header, "-" * len(header)]
     for r in results:
         lines.append(
@@ -475,7 +529,8 @@ def report(results: list[dict], notes: list[str], args, started: float) -> str:
             f"{_fmt(r['to_reference_wall'], '6.2f'):>6} {_fmt(r['to_reference_cpu'], '6.2f'):>6} "
             f"{_fmt(r['to_log_ncde_wall'], '6.3f'):>6} {_fmt(r['to_log_ncde_cpu'], '6.3f'):>6} "
             f"{_fmt(r['step_mib'], '8.0f'):>8} {len(r['wall']):>2} {_fmt(r['theirs'], '7.0f'):>7} "
-            f"{_fmt(r['theirs_to_reference'], '6.2f'):>6} {_fmt(r['theirs_to_log_ncde'], '6.3f'):>6}")
+            f"{_fmt(r['theirs_to_reference'], '6.2f'):>6} {_fmt(r['theirs_to_log_ncde'], '6.3f'):>6}"
+        )
     lines += [""] + [f"note: {n}" for n in notes] + [claim(results)]
     return "\n".join(lines)
 
@@ -505,31 +560,50 @@ def profile(args, row: Row) -> None:
     cuda = device.type == "cuda"
     with torch_profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         step()
-    print(f"# {row.label}, T = {args.length} ({int(inputs.end_index.max())} pieces), batch {args.batch}, "
-          f"{args.dtype}, {args.device}, {torch.get_num_threads()} thread(s); one step unprofiled: {wall:.3f} s wall, "
-          f"{cpu:.3f} s CPU\ntorch.profiler, operators by self {'CUDA' if cuda else 'CPU'} time:")
+    print(
+        f"# {row.label}, T = {args.length} ({int(inputs.end_index.max())} pieces), batch {args.batch}, "
+        f"{args.dtype}, {args.device}, {torch.get_num_threads()} thread(s); one step unprofiled: {wall:.3f} s wall, "
+        f"{cpu:.3f} s CPU\ntorch.profiler, operators by self {'CUDA' if cuda else 'CPU'} time:"
+    )
     sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
     print(prof.key_averages().table(sort_by=sort_by, row_limit=20))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     labels = [row.label for row in ROWS]
-    parser.add_argument("--rows", nargs="+", default=labels, metavar="ROW",
-                        help="rows to time, by label (default all; --list shows them)")
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=labels,
+        metavar="ROW",
+        help="rows to time, by label (default all; --list shows them)",
+    )
     parser.add_argument("--length", type=int, default=17984, help="points per series (EigenWorms: 17,984)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2, help="timed steps per row")
     parser.add_argument("--slow-repeats", type=int, default=1, help="timed steps of the slow rows (NCDE, NRDE)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--device", default="cpu", help="where the models run, e.g. cuda (controls are built on the "
-                        "CPU and moved there)")
-    parser.add_argument("--penalty-weight", type=float, default=1e-3,
-                        help="weight of the model's penalty() in the loss, where it has one (authors: 1e-3)")
-    parser.add_argument("--memory-budget", type=float, default=6.0,
-                        help="skip rows whose step matrices alone would take more GiB than this")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the models run, e.g. cuda (controls are built on the CPU and moved there)",
+    )
+    parser.add_argument(
+        "--penalty-weight",
+        type=float,
+        default=1e-3,
+        help="weight of the model's penalty() in the loss, where it has one (authors: 1e-3)",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        type=float,
+        default=6.0,
+        help="skip rows whose step matrices alone would take more GiB than this",
+    )
     parser.add_argument("--json", default="", help="write the results here")
     parser.add_argument("--list", action="store_true", help="print the rows and their settings, time nothing")
     parser.add_argument("--no-progress", action="store_true")
@@ -546,8 +620,10 @@ def main(argv=None) -> int:
     rows = [row for row in ROWS if row.label in args.rows]
     if args.list:
         for row in rows:
-            print(f"{row.label:<24} model {row.model}, control {row.control or '(registry)'}, options {row.options}"
-                  f"{f', solver {row.solver.name}' if row.solver else ''}{', slow' if row.slow else ''}")
+            print(
+                f"{row.label:<24} model {row.model}, control {row.control or '(registry)'}, options {row.options}"
+                f"{f', solver {row.solver.name}' if row.solver else ''}{', slow' if row.slow else ''}"
+            )
         return 0
 
     import torch
@@ -562,8 +638,11 @@ def main(argv=None) -> int:
     print(report(results, notes, args, started))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        payload = dict(settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(), code=code_version()),
-                       results=results, notes=notes)
+        payload = dict(
+            settings=dict(vars(args), torch=torch.__version__, cpu=cpu_name(), code=code_version()),
+            results=results,
+            notes=notes,
+        )
         write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"\nwritten {args.json}")
     return 0

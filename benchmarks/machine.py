@@ -1,5 +1,6 @@
 """What a benchmark ran on, for the header of its output: shared by the scripts in this folder (run by path,
 so this folder is on sys.path)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ def code_version() -> str:
 
     where = os.path.dirname(os.path.abspath(neuralde_seq.__file__))
     try:
-        commit = subprocess.run(["git", "-C", where, "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=30).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", where, "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return f"{where} {commit or '(no git)'}"

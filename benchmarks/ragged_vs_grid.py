@@ -27,6 +27,7 @@ and left ItalyPowerDemand at 80.3 %, below its grid's 87.3 %: a filled ragged se
 between its first and last kept points, and 61 % of ItalyPowerDemand's 24-point series lose an end. The grid runs
 did not change.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     # the runs already in --out are kept: the file is rewritten whole, atomically, after each run
-    earlier = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line] if out.exists() else []
+    earlier = (
+        [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line] if out.exists() else []
+    )
     runs = []
     for name in names:
         train, test = forms(folder, name, "TRAIN"), forms(folder, name, "TEST")
@@ -96,19 +99,31 @@ def main(argv=None) -> int:
                         warnings.simplefilter("ignore")
                         clf = SequenceClassifier(model, random_state=seed, **options).fit(X, y, times=times)
                         accuracy = clf.score(X_test, y_test, times=times_test)
-                    run = {"dataset": name, "model": model, "form": form, "seed": seed, "accuracy": accuracy,
-                           "seconds": time.perf_counter() - start, "options": options}
+                    run = {
+                        "dataset": name,
+                        "model": model,
+                        "form": form,
+                        "seed": seed,
+                        "accuracy": accuracy,
+                        "seconds": time.perf_counter() - start,
+                        "options": options,
+                    }
                     runs.append(run)
                     write_text_atomic(out, "".join(json.dumps(r) + "\n" for r in earlier + runs))
-                    print(f"{name:18s} {model:12s} {form:6s} seed {seed}: {100 * accuracy:5.1f} %  "
-                          f"({run['seconds']:.1f} s)", flush=True)
+                    print(
+                        f"{name:18s} {model:12s} {form:6s} seed {seed}: {100 * accuracy:5.1f} %  "
+                        f"({run['seconds']:.1f} s)",
+                        flush=True,
+                    )
     print("\n| dataset | model | form | mean % | spread | s/run |\n|---|---|---|---:|---:|---:|")
     keys = sorted({(r["dataset"], r["model"], r["form"]) for r in runs}, key=lambda k: (k[0], k[1], k[2] != "ragged"))
     for key in keys:
         cell = [r for r in runs if (r["dataset"], r["model"], r["form"]) == key]
         acc = [100 * r["accuracy"] for r in cell]
-        print(f"| {key[0]} | {key[1]} | {key[2]} | {np.mean(acc):.1f} | {max(acc) - min(acc):.1f} | "
-              f"{np.mean([r['seconds'] for r in cell]):.1f} |")
+        print(
+            f"| {key[0]} | {key[1]} | {key[2]} | {np.mean(acc):.1f} | {max(acc) - min(acc):.1f} | "
+            f"{np.mean([r['seconds'] for r in cell]):.1f} |"
+        )
     return 0
 
 

@@ -29,6 +29,7 @@ Examples::
     python benchmarks/random_features.py --datasets GunPoint --rows slice-diag-1024,logsig-3 --out /tmp/rf
     python benchmarks/random_features.py --rows oscillators-3072-fast33 --feature-sets ppv,ppv+mpv
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,14 +42,22 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from machine import code_version, cpu_name
+
 from neuralde_seq.files import write_text_atomic
 
 DATASETS = ("ACSF1", "OSULeaf", "ArrowHead", "GunPoint")
 # The proxy suite: every classification set aeon bundles (docs/benchmarks.md, "The proxy suite").
-SUITE = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels", "OSULeaf",
-         "PickupGestureWiimoteZ")
+SUITE = (
+    "ACSF1",
+    "ArrowHead",
+    "BasicMotions",
+    "GunPoint",
+    "ItalyPowerDemand",
+    "JapaneseVowels",
+    "OSULeaf",
+    "PickupGestureWiimoteZ",
+)
 # The defaults' and the references' fit and prediction are run this many times, their median time reported: a
 # 0.1 s run on a shared machine varies by a third from one run to the next.
 REPEATS = 3
@@ -56,9 +65,25 @@ REPEATS = 3
 REFERENCES = ("minirocket", "multirocket-hydra", "quant")
 MODEL_FEATURES = ("final", "mean", "times", "ppv", "mpv", "max", "values", "levels")
 LOGSIG_FEATURES = ("final", "times", "windows", "values")
-FEATURE_SETS = ("final", "mean", "times", "final+mean+times", "ppv", "ppv+mean", "ppv+mean+times", "mean+values",
-                "ppv+values", "ppv+mean+values", "final+mean+times+ppv+values", "mpv", "ppv+mpv", "ppv+max",
-                "ppv+mpv+max", "levels", "ppv+mpv+levels")
+FEATURE_SETS = (
+    "final",
+    "mean",
+    "times",
+    "final+mean+times",
+    "ppv",
+    "ppv+mean",
+    "ppv+mean+times",
+    "mean+values",
+    "ppv+values",
+    "ppv+mean+values",
+    "final+mean+times+ppv+values",
+    "mpv",
+    "ppv+mpv",
+    "ppv+max",
+    "ppv+mpv+max",
+    "levels",
+    "ppv+mpv+levels",
+)
 LOGSIG_SETS = ("final", "times", "windows", "final+windows", "times+windows", "final+values", "final+windows+values")
 
 EXACT = {"solver": {"method": "exact"}}
@@ -84,8 +109,9 @@ ROWS = {
     "oscillators-1280-fast20": dict(reservoir="slice-block", width=1280, memory="oscillation", fast_share=0.2),
     "oscillators-1536-fast33": dict(reservoir="slice-block", width=1536, memory="oscillation", fast_share=1 / 3),
     # issue 35's levers on the defaults: two thresholds per unit, twice and four times the width
-    "oscillators-1536-fast33-biases2": dict(reservoir="slice-block", width=1536, memory="oscillation",
-                                            fast_share=1 / 3, num_biases=2),
+    "oscillators-1536-fast33-biases2": dict(
+        reservoir="slice-block", width=1536, memory="oscillation", fast_share=1 / 3, num_biases=2
+    ),
     "oscillators-3072-fast33": dict(reservoir="slice-block", width=3072, memory="oscillation", fast_share=1 / 3),
     "oscillators-6144-fast33": dict(reservoir="slice-block", width=6144, memory="oscillation", fast_share=1 / 3),
     "slice-dense-128": dict(reservoir="slice-dense", width=128),
@@ -109,8 +135,10 @@ def find_data(data: str | None) -> Path:
         return Path(data).expanduser().resolve()
     spec = importlib.util.find_spec("aeon")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("aeon is not installed: pass --data FOLDER holding <Name>/<Name>_TRAIN.ts and _TEST.ts "
-                         "(pip download aeon==1.6.0 --no-deps; unzip its aeon/datasets/data)")
+        raise SystemExit(
+            "aeon is not installed: pass --data FOLDER holding <Name>/<Name>_TRAIN.ts and _TEST.ts "
+            "(pip download aeon==1.6.0 --no-deps; unzip its aeon/datasets/data)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data"
 
 
@@ -118,8 +146,9 @@ def load(folder: Path, name: str, drop_rate: float):
     """(X_train, y_train, t_train), (X_test, y_test, t_test) as numpy, the benchmark protocol's dropped points."""
     from neuralde_seq.data.protocols import local_files_splits
 
-    train, val, test = local_files_splits(path=folder / name, drop_rate=drop_rate, drop_seed=0,
-                                          validation_fraction=0.2, split_seed=0, dtype=torch.float64)
+    train, val, test = local_files_splits(
+        path=folder / name, drop_rate=drop_rate, drop_seed=0, validation_fraction=0.2, split_seed=0, dtype=torch.float64
+    )
     # The whole TRAIN file in file order (the drop was made on it before the split).
     parts = [train.to_arrays(), val.to_arrays()]
     order = np.argsort(train.meta["indices"] + val.meta["indices"])
@@ -146,8 +175,13 @@ def run_defaults(train, test, seed: int) -> dict:
         accuracy = clf.score(X_test, y_test, times=t_test)
         times_taken.append(time.perf_counter() - start)
     seconds = float(np.median(times_taken))
-    cell = {"accuracy": accuracy * 100, "alpha": clf.alpha_, "features": clf.n_random_features_,
-            "readout_seconds": 0.0, "names": "+".join(clf.feature_map_.features)}
+    cell = {
+        "accuracy": accuracy * 100,
+        "alpha": clf.alpha_,
+        "features": clf.n_random_features_,
+        "readout_seconds": 0.0,
+        "names": "+".join(clf.feature_map_.features),
+    }
     return {"forward_seconds": seconds, "warm_up_seconds": warm, "cells": {"auto": cell}}
 
 
@@ -189,14 +223,22 @@ def run_row(options: dict, sets, train, test, seed: int) -> dict:
     test_codes = np.searchsorted(clf.classes_, y_test)
     cells = {}
     for name in sets:
-        columns = np.concatenate([np.arange(clf.feature_map_.feature_slices_[f].start,
-                                            clf.feature_map_.feature_slices_[f].stop) for f in name.split("+")])
+        columns = np.concatenate(
+            [
+                np.arange(clf.feature_map_.feature_slices_[f].start, clf.feature_map_.feature_slices_[f].stop)
+                for f in name.split("+")
+            ]
+        )
         start = time.perf_counter()
         readout = RidgeReadout(clf.alphas, classification=True).fit(F_train[:, columns], codes)
         predicted = readout.predict(F_test[:, columns]).numpy()
         readout_seconds = time.perf_counter() - start
-        cells[name] = {"accuracy": float(np.mean(predicted == test_codes) * 100), "alpha": readout.alpha_,
-                       "features": int(len(columns)), "readout_seconds": readout_seconds}
+        cells[name] = {
+            "accuracy": float(np.mean(predicted == test_codes) * 100),
+            "alpha": readout.alpha_,
+            "features": int(len(columns)),
+            "readout_seconds": readout_seconds,
+        }
     return {"forward_seconds": fit_seconds + test_seconds, "cells": cells}
 
 
@@ -216,8 +258,10 @@ def markdown(results: dict, datasets) -> str:
             seconds = float(np.mean([r["forward_seconds"] + r["cells"][name]["readout_seconds"] for r in runs]))
             table[label, name, dataset] = (accuracy, seconds, runs[0]["cells"][name]["features"])
     best = {d: max((v[0] for (l, n, dd), v in table.items() if dd == d), default=None) for d in datasets}
-    lines = ["| row | features | # features | " + " | ".join(datasets) + " | mean |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in datasets) + " | ---: |"]
+    lines = [
+        "| row | features | # features | " + " | ".join(datasets) + " | mean |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in datasets) + " | ---: |",
+    ]
     for label, name in keys:
         cells, accuracies, count = [], [], ""
         for dataset in datasets:
@@ -252,8 +296,11 @@ def timing(results: dict, datasets) -> str:
     reference = results["references"].get("minirocket")
     if row is None or reference is None:
         return ""
-    lines = ["| dataset | random features (defaults) s | minirocket s | ratio | compilation: random features s, "
-             "minirocket s |", "| --- | ---: | ---: | ---: | ---: |"]  # seconds: median of REPEATS, mean over seeds
+    lines = [
+        "| dataset | random features (defaults) s | minirocket s | ratio | compilation: random features s, "
+        "minirocket s |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]  # seconds: median of REPEATS, mean over seeds
     for dataset in datasets:
         ours, theirs = row["runs"].get(dataset, []), reference.get(dataset, [])
         if not ours or not theirs:
@@ -266,17 +313,27 @@ def timing(results: dict, datasets) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", help="folder holding <Name>/<Name>_TRAIN.ts (default: installed aeon's data)")
     parser.add_argument("--datasets", default=",".join(SUITE), help="comma-separated aeon sets (default: the suite)")
-    parser.add_argument("--references", default="minirocket",
-                        help=f"reference methods timed beside the rows, among {', '.join(REFERENCES)} (default "
-                             "minirocket; '' for none)")
-    parser.add_argument("--rows", default="defaults",
-                        help=f"comma-separated labels among {', '.join(ROWS)}, or 'all' (default: defaults)")
-    parser.add_argument("--feature-sets", default=None,
-                        help="comma-separated feature sets for model rows (default: all of FEATURE_SETS)")
+    parser.add_argument(
+        "--references",
+        default="minirocket",
+        help=f"reference methods timed beside the rows, among {', '.join(REFERENCES)} (default "
+        "minirocket; '' for none)",
+    )
+    parser.add_argument(
+        "--rows",
+        default="defaults",
+        help=f"comma-separated labels among {', '.join(ROWS)}, or 'all' (default: defaults)",
+    )
+    parser.add_argument(
+        "--feature-sets",
+        default=None,
+        help="comma-separated feature sets for model rows (default: all of FEATURE_SETS)",
+    )
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated reservoir seeds (default 0,1,2)")
     parser.add_argument("--drop-rate", type=float, default=0.3)
     parser.add_argument("--out", default="results/random_features")
@@ -296,10 +353,18 @@ def main(argv=None) -> int:
     unknown = [r for r in references if r not in REFERENCES]
     if unknown:
         parser.error(f"unknown references {unknown}; known: {', '.join(REFERENCES)}")
-    results = {"machine": {"cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__,
-                           "code": code_version(), "threads": 1},
-               "protocol": {"drop_rate": args.drop_rate, "drop_seeds": {"train": 0, "test": 1}, "seeds": seeds},
-               "rows": {}, "references": {name: {} for name in references}}
+    results = {
+        "machine": {
+            "cpu": cpu_name(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "code": code_version(),
+            "threads": 1,
+        },
+        "protocol": {"drop_rate": args.drop_rate, "drop_seeds": {"train": 0, "test": 1}, "seeds": seeds},
+        "rows": {},
+        "references": {name: {} for name in references},
+    }
     for label in labels:
         options = ROWS[label]
         sets = ["auto"] if not options else LOGSIG_SETS if options["reservoir"] == "logsignature" else model_sets
@@ -312,25 +377,35 @@ def main(argv=None) -> int:
                 run = run_row(row["options"], row["sets"], train, test, seed)
                 row["runs"].setdefault(dataset, []).append(run)
                 best = max(row["sets"], key=lambda n: run["cells"][n]["accuracy"])
-                print(f"{dataset:10s} {label:26s} seed {seed}: forward {run['forward_seconds']:6.1f} s, best "
-                      f"{best} {run['cells'][best]['accuracy']:.1f} %  "
-                      + " ".join(f"{n}={c['accuracy']:.0f}" for n, c in run["cells"].items()), flush=True)
+                print(
+                    f"{dataset:10s} {label:26s} seed {seed}: forward {run['forward_seconds']:6.1f} s, best "
+                    f"{best} {run['cells'][best]['accuracy']:.1f} %  "
+                    + " ".join(f"{n}={c['accuracy']:.0f}" for n, c in run["cells"].items()),
+                    flush=True,
+                )
             write_text_atomic(out / "results.json", json.dumps(results, indent=1))
         for name in references:
             for seed in seeds:
                 run = run_reference(name, train, test, seed)
                 results["references"][name].setdefault(dataset, []).append(run)
-                print(f"{dataset:10s} {name:26s} seed {seed}: {run['seconds']:6.2f} s (warm-up "
-                      f"{run['warm_up_seconds']:.1f} s), {run['accuracy']:.1f} %", flush=True)
+                print(
+                    f"{dataset:10s} {name:26s} seed {seed}: {run['seconds']:6.2f} s (warm-up "
+                    f"{run['warm_up_seconds']:.1f} s), {run['accuracy']:.1f} %",
+                    flush=True,
+                )
             write_text_atomic(out / "results.json", json.dumps(results, indent=1))
     table = markdown(results, datasets)
     times = timing(results, datasets)
     if times:
-        table += ("\n\nWall time of fit and prediction, one thread, the runs of this invocation one after the other "
-                  "(compilations, numba's first call in the process, apart):\n\n" + times)
-    header = (f"Random-feature mode, test accuracy % (seconds: forward passes over TRAIN and TEST plus the readout, "
-              f"one thread, {results['machine']['cpu']}); {int(args.drop_rate * 100)} % of points dropped, "
-              f"mean over seeds {seeds}.\n\n")
+        table += (
+            "\n\nWall time of fit and prediction, one thread, the runs of this invocation one after the other "
+            "(compilations, numba's first call in the process, apart):\n\n" + times
+        )
+    header = (
+        f"Random-feature mode, test accuracy % (seconds: forward passes over TRAIN and TEST plus the readout, "
+        f"one thread, {results['machine']['cpu']}); {int(args.drop_rate * 100)} % of points dropped, "
+        f"mean over seeds {seeds}.\n\n"
+    )
     write_text_atomic(out / "results.md", header + table + "\n")
     print(header + table)
     return 0

@@ -22,6 +22,7 @@ as they are. Prints a table per part and writes ``<out>/<part>.json``.
     python benchmarks/random_features_estimators.py --part gaps --fill-gaps none --seeds 0,1
     python benchmarks/random_features_estimators.py --part regression
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,24 @@ def fine_tuning(name, folder, seeds, rows):
         tuned = RandomFeatureClassifier(random_state=seed, fine_tune=True).fit(Xtr, ytr, times=ttr)
         tuned_seconds = time.perf_counter() - start
         report = tuned.fine_tuning_
-        rows.append({"dataset": name, "seed": seed, "random_features": plain.score(Xte, yte, times=tte),
-                     "fine_tuned": tuned.score(Xte, yte, times=tte), "chosen": report["chosen"],
-                     "validation_start": report["start"], "validation_best": report["best"],
-                     "best_epoch": report["best_epoch"], "seconds": [plain_seconds, tuned_seconds]})
-        print(f"{name} seed {seed}: random features {rows[-1]['random_features']:.4f} ({plain_seconds:.1f} s), "
-              f"fine-tuned {rows[-1]['fine_tuned']:.4f} ({tuned_seconds:.1f} s), chose {report['chosen']}", flush=True)
+        rows.append(
+            {
+                "dataset": name,
+                "seed": seed,
+                "random_features": plain.score(Xte, yte, times=tte),
+                "fine_tuned": tuned.score(Xte, yte, times=tte),
+                "chosen": report["chosen"],
+                "validation_start": report["start"],
+                "validation_best": report["best"],
+                "best_epoch": report["best_epoch"],
+                "seconds": [plain_seconds, tuned_seconds],
+            }
+        )
+        print(
+            f"{name} seed {seed}: random features {rows[-1]['random_features']:.4f} ({plain_seconds:.1f} s), "
+            f"fine-tuned {rows[-1]['fine_tuned']:.4f} ({tuned_seconds:.1f} s), chose {report['chosen']}",
+            flush=True,
+        )
 
 
 MARGINS = (0.0, 0.5, 1.0, 2.0)
@@ -89,17 +102,28 @@ def margin(name, folder, seeds, rows, form):
         tuned = RandomFeatureClassifier(random_state=seed, fine_tune={"margin": 0.0}).fit(Xtr, ytr, times=ttr)
         report = tuned.fine_tuning_
         paired = report["paired"]
-        row = {"dataset": name, "seed": seed, "form": form, "random_features": plain.score(Xte, yte, times=tte),
-               "fine_tuned": tuned.score(Xte, yte, times=tte), "chosen_at_0": report["chosen"],
-               "paired": paired, "validation_size": report["validation_size"], "validation_start": report["start"],
-               "validation_best": report["best"], "best_epoch": report["best_epoch"]}
-        t = (paired["improvement"] / paired["standard_error"] if paired and paired["standard_error"] > 0
-             else None)
+        row = {
+            "dataset": name,
+            "seed": seed,
+            "form": form,
+            "random_features": plain.score(Xte, yte, times=tte),
+            "fine_tuned": tuned.score(Xte, yte, times=tte),
+            "chosen_at_0": report["chosen"],
+            "paired": paired,
+            "validation_size": report["validation_size"],
+            "validation_start": report["start"],
+            "validation_best": report["best"],
+            "best_epoch": report["best_epoch"],
+        }
+        t = paired["improvement"] / paired["standard_error"] if paired and paired["standard_error"] > 0 else None
         row["t"] = t
         rows.append(row)
-        print(f"{name} seed {seed}: random features {row['random_features']:.4f}, fine-tuned "
-              f"{row['fine_tuned']:.4f} (chosen at margin 0: {report['chosen']}, t = "
-              f"{'-' if t is None else f'{t:.2f}'}, {report['validation_size']} validation series)", flush=True)
+        print(
+            f"{name} seed {seed}: random features {row['random_features']:.4f}, fine-tuned "
+            f"{row['fine_tuned']:.4f} (chosen at margin 0: {report['chosen']}, t = "
+            f"{'-' if t is None else f'{t:.2f}'}, {report['validation_size']} validation series)",
+            flush=True,
+        )
 
 
 def margin_table(rows) -> str:
@@ -112,8 +136,12 @@ def margin_table(rows) -> str:
         line = {"margin": f"{m:g}"}
         for name in names:
             runs = [r for r in rows if r["dataset"] == name]
-            kept = [r["fine_tuned"] if r["chosen_at_0"] == "fine-tuned" and r["t"] is not None and r["t"] > m
-                    else r["random_features"] for r in runs]
+            kept = [
+                r["fine_tuned"]
+                if r["chosen_at_0"] == "fine-tuned" and r["t"] is not None and r["t"] > m
+                else r["random_features"]
+                for r in runs
+            ]
             line[name] = f"{100 * np.mean(kept):.1f}"
         table.append(line)
     start = {"margin": "start (random features)"}
@@ -131,10 +159,20 @@ def gaps(name, folder, seeds, rows, fill):
     for seed in seeds:
         kept = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Xtr, ytr, times=ttr)
         grid = RandomFeatureClassifier(random_state=seed, fill_gaps=fill).fit(Gtr, ytr)
-        rows.append({"dataset": name, "seed": seed, "fill_gaps": fill, "kept_with_times": kept.score(Xte, yte, times=tte),
-                     "grid_with_nan": grid.score(Gte, yte)})
-        print(f"{name} seed {seed}: kept points + times {rows[-1]['kept_with_times']:.4f}, grid with NaN "
-              f"{rows[-1]['grid_with_nan']:.4f}", flush=True)
+        rows.append(
+            {
+                "dataset": name,
+                "seed": seed,
+                "fill_gaps": fill,
+                "kept_with_times": kept.score(Xte, yte, times=tte),
+                "grid_with_nan": grid.score(Gte, yte),
+            }
+        )
+        print(
+            f"{name} seed {seed}: kept points + times {rows[-1]['kept_with_times']:.4f}, grid with NaN "
+            f"{rows[-1]['grid_with_nan']:.4f}",
+            flush=True,
+        )
 
 
 def regression(name, seeds, rows):
@@ -149,24 +187,30 @@ def regression(name, seeds, rows):
     Xte, yte = load_regression(name, split="test")
     # aeon's (N, C, T) as the estimators' (N, T, C)
     Xtr3, Xte3 = np.transpose(Xtr, (0, 2, 1)), np.transpose(Xte, (0, 2, 1))
-    models = {"training mean": None,
-              "MiniRocketRegressor (reference)": lambda seed: MiniRocketRegressor(random_state=seed),
-              "RandomFeatureRegressor()": lambda seed: RandomFeatureRegressor(random_state=seed),
-              "RandomFeatureRegressor(fine_tune=True)": lambda seed: RandomFeatureRegressor(random_state=seed,
-                                                                                            fine_tune=True),
-              "SequenceRegressor()": lambda seed: SequenceRegressor(random_state=seed)}
+    models = {
+        "training mean": None,
+        "MiniRocketRegressor (reference)": lambda seed: MiniRocketRegressor(random_state=seed),
+        "RandomFeatureRegressor()": lambda seed: RandomFeatureRegressor(random_state=seed),
+        "RandomFeatureRegressor(fine_tune=True)": lambda seed: RandomFeatureRegressor(
+            random_state=seed, fine_tune=True
+        ),
+        "SequenceRegressor()": lambda seed: SequenceRegressor(random_state=seed),
+    }
     for label, make in models.items():
         errors = []
-        for seed in ([None] if make is None else seeds):
+        for seed in [None] if make is None else seeds:
             start = time.perf_counter()
-            predictions = (np.full(len(yte), ytr.mean()) if make is None
-                           else make(seed).fit(Xtr3, ytr).predict(Xte3))
+            predictions = np.full(len(yte), ytr.mean()) if make is None else make(seed).fit(Xtr3, ytr).predict(Xte3)
             rmse = float(np.sqrt(np.mean((predictions - yte) ** 2)))
             errors.append(rmse)
-            rows.append({"dataset": name, "model": label, "seed": seed, "rmse": rmse,
-                         "seconds": time.perf_counter() - start})
-        print(f"{name} {label}: RMSE {np.mean(errors):.4f} ± {np.std(errors):.4f} over {len(errors)} seed(s) "
-              f"({rows[-1]['seconds']:.1f} s a fit)", flush=True)
+            rows.append(
+                {"dataset": name, "model": label, "seed": seed, "rmse": rmse, "seconds": time.perf_counter() - start}
+            )
+        print(
+            f"{name} {label}: RMSE {np.mean(errors):.4f} ± {np.std(errors):.4f} over {len(errors)} seed(s) "
+            f"({rows[-1]['seconds']:.1f} s a fit)",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
@@ -176,12 +220,17 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("fine-tuning", "margin", "gaps", "regression"), required=True)
-    parser.add_argument("--datasets", default=None, help="comma-separated (default: the suite's eight, or the "
-                                                          "regression sets)")
+    parser.add_argument(
+        "--datasets", default=None, help="comma-separated (default: the suite's eight, or the regression sets)"
+    )
     parser.add_argument("--seeds", type=_parse_seeds, default="0,1,2")
     parser.add_argument("--fill-gaps", default="auto", help="--part gaps: 'auto' (default) or 'none'")
-    parser.add_argument("--form", choices=("grid", "kept"), default="grid",
-                        help="--part margin: the suite's grid with NaN (default) or the kept points with times")
+    parser.add_argument(
+        "--form",
+        choices=("grid", "kept"),
+        default="grid",
+        help="--part margin: the suite's grid with NaN (default) or the kept points with times",
+    )
     parser.add_argument("--data", default=None, help="folder of <Name>/<Name>_TRAIN.ts (default: aeon's)")
     parser.add_argument("--out", default="results/random_features_estimators")
     args = parser.parse_args(argv)
@@ -191,8 +240,10 @@ def main(argv=None) -> int:
     for name in names:
         if name not in known:
             hint = did_you_mean(name, known)
-            parser.error(f"--datasets: {name!r} is not one of {', '.join(known)} (--part {args.part})"
-                         + (f"; {hint}" if hint else ""))
+            parser.error(
+                f"--datasets: {name!r} is not one of {', '.join(known)} (--part {args.part})"
+                + (f"; {hint}" if hint else "")
+            )
     if args.fill_gaps not in ("auto", "none"):
         parser.error(f"--fill-gaps must be 'auto' or 'none', got {args.fill_gaps!r}")
     fill = None if args.fill_gaps == "none" else "auto"

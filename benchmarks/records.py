@@ -27,6 +27,7 @@ test AUROC over the seeds.
     python benchmarks/records.py --settings default --rows summary-features,random-features
     python benchmarks/records.py --table                           # print the stored table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,9 @@ class SummaryWithProducts:
         from neuralde_seq.reference import SummaryFeatureClassifier
 
         self.summary_ = SummaryFeatureClassifier().fit(X, y, times=times)
-        self.model_ = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=10, max_iter=3000,
-                                                                           scoring="neg_log_loss"))
+        self.model_ = make_pipeline(
+            StandardScaler(), LogisticRegressionCV(Cs=10, max_iter=3000, scoring="neg_log_loss")
+        )
         self.model_.fit(self._features(X, times), y)
         return self
 
@@ -79,7 +81,7 @@ class SummaryWithProducts:
         from neuralde_seq.reference import SUMMARY_STATISTICS
 
         features = self.summary_.features(X, times)
-        means = features[:, SUMMARY_STATISTICS.index("mean")::len(SUMMARY_STATISTICS)]
+        means = features[:, SUMMARY_STATISTICS.index("mean") :: len(SUMMARY_STATISTICS)]
         pairs = [means[:, i] * means[:, j] for i in range(means.shape[1]) for j in range(i + 1, means.shape[1])]
         return np.column_stack([features, *pairs])
 
@@ -96,41 +98,71 @@ def _rows() -> dict:
     counts = {"intensity_channel": True}  # each channel's running count of observations, raw (not the default)
     with_counts = "control_options={'intensity_channel': True}"
     return {
-        "default": (f"SequenceClassifier({with_counts})",
-                    lambda seed: SequenceClassifier(control_options=counts, random_state=seed)),
-        "auto": (f"SequenceClassifier(epochs='auto', {with_counts})",
-                 lambda seed: SequenceClassifier(epochs="auto", control_options=counts, random_state=seed)),
-        "auto-no-intensity": ("SequenceClassifier(epochs='auto')",
-                              lambda seed: SequenceClassifier(epochs="auto", random_state=seed)),
-        "auto-ensemble": (f"SequenceClassifier(epochs='auto', ensemble=3, {with_counts})",
-                          lambda seed: SequenceClassifier(epochs="auto", ensemble=3, control_options=counts,
-                                                          random_state=seed)),
-        "auto-baseline": (f"SequenceClassifier(epochs='auto', baseline='summary-features', {with_counts})",
-                          lambda seed: SequenceClassifier(epochs="auto", baseline="summary-features",
-                                                          control_options=counts, random_state=seed)),
+        "default": (
+            f"SequenceClassifier({with_counts})",
+            lambda seed: SequenceClassifier(control_options=counts, random_state=seed),
+        ),
+        "auto": (
+            f"SequenceClassifier(epochs='auto', {with_counts})",
+            lambda seed: SequenceClassifier(epochs="auto", control_options=counts, random_state=seed),
+        ),
+        "auto-no-intensity": (
+            "SequenceClassifier(epochs='auto')",
+            lambda seed: SequenceClassifier(epochs="auto", random_state=seed),
+        ),
+        "auto-ensemble": (
+            f"SequenceClassifier(epochs='auto', ensemble=3, {with_counts})",
+            lambda seed: SequenceClassifier(epochs="auto", ensemble=3, control_options=counts, random_state=seed),
+        ),
+        "auto-baseline": (
+            f"SequenceClassifier(epochs='auto', baseline='summary-features', {with_counts})",
+            lambda seed: SequenceClassifier(
+                epochs="auto", baseline="summary-features", control_options=counts, random_state=seed
+            ),
+        ),
         "auto-baseline-ensemble": (
             f"SequenceClassifier(epochs='auto', ensemble=3, baseline='summary-features', {with_counts})",
-            lambda seed: SequenceClassifier(epochs="auto", ensemble=3, baseline="summary-features",
-                                            control_options=counts, random_state=seed)),
-        "delta-cde": (f"SequenceClassifier('delta-cde', epochs='auto', {with_counts})",
-                      lambda seed: SequenceClassifier("delta-cde", epochs="auto", control_options=counts,
-                                                      random_state=seed)),
-        "gru-d": ("SequenceClassifier('gru-d', epochs='auto')",
-                  lambda seed: SequenceClassifier("gru-d", epochs="auto", random_state=seed)),
-        "ode-rnn": ("SequenceClassifier('ode-rnn', epochs='auto')",
-                    lambda seed: SequenceClassifier("ode-rnn", epochs="auto", random_state=seed)),
+            lambda seed: SequenceClassifier(
+                epochs="auto", ensemble=3, baseline="summary-features", control_options=counts, random_state=seed
+            ),
+        ),
+        "delta-cde": (
+            f"SequenceClassifier('delta-cde', epochs='auto', {with_counts})",
+            lambda seed: SequenceClassifier("delta-cde", epochs="auto", control_options=counts, random_state=seed),
+        ),
+        "gru-d": (
+            "SequenceClassifier('gru-d', epochs='auto')",
+            lambda seed: SequenceClassifier("gru-d", epochs="auto", random_state=seed),
+        ),
+        "ode-rnn": (
+            "SequenceClassifier('ode-rnn', epochs='auto')",
+            lambda seed: SequenceClassifier("ode-rnn", epochs="auto", random_state=seed),
+        ),
         "random-features": ("RandomFeatureClassifier()", lambda seed: RandomFeatureClassifier(random_state=seed)),
-        "summary-features": ("summary-features (SummaryFeatureClassifier())",
-                             lambda seed: SummaryFeatureClassifier()),
-        "summary-products": ("summary features and products of channel means (logistic regression)",
-                             lambda seed: SummaryWithProducts()),
+        "summary-features": ("summary-features (SummaryFeatureClassifier())", lambda seed: SummaryFeatureClassifier()),
+        "summary-products": (
+            "summary features and products of channel means (logistic regression)",
+            lambda seed: SummaryWithProducts(),
+        ),
         "minirocket": ("minirocket (MiniRocketClassifier())", lambda seed: MiniRocketClassifier(random_state=seed)),
     }
 
 
-ROW_NAMES = ["default", "auto", "auto-no-intensity", "auto-ensemble", "auto-baseline", "auto-baseline-ensemble",
-             "delta-cde", "gru-d", "ode-rnn", "random-features",
-             "summary-features", "summary-products", "minirocket"]
+ROW_NAMES = [
+    "default",
+    "auto",
+    "auto-no-intensity",
+    "auto-ensemble",
+    "auto-baseline",
+    "auto-baseline-ensemble",
+    "delta-cde",
+    "gru-d",
+    "ode-rnn",
+    "random-features",
+    "summary-features",
+    "summary-products",
+    "minirocket",
+]
 ORACLE = "oracle"
 
 
@@ -151,8 +183,11 @@ def stays(setting: str, seed: int):
     # refuse a series of one time point (MIN_STEPS), so the rows would otherwise score different stays.
     keep = [i for i, t in enumerate(fit_t) if len(t) >= MIN_STEPS]
     kept = [i for i, t in enumerate(test_t) if len(t) >= MIN_STEPS]
-    return ([fit_x[i] for i in keep], [fit_t[i] for i in keep], np.array(fit_y)[keep]), \
-        ([test_x[i] for i in kept], [test_t[i] for i in kept], test_y[kept])
+    return ([fit_x[i] for i in keep], [fit_t[i] for i in keep], np.array(fit_y)[keep]), (
+        [test_x[i] for i in kept],
+        [test_t[i] for i in kept],
+        test_y[kept],
+    )
 
 
 def short_stays(setting: str, seed: int) -> tuple[int, int]:
@@ -198,10 +233,18 @@ def run(row: str, setting: str, seed: int) -> dict:
             scores = estimator.decision_function(test_x, times=test_t)
     said = sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught})
     history = getattr(estimator, "history_", None) or {}
-    return {"row": row, "setting": setting, "seed": seed, "auroc": float(roc_auc_score(test_y, scores)),
-            "stays": [len(fit_y), len(test_y)], "left_out": list(short_stays(setting, seed)),
-            "fit_seconds": fit_seconds, "epochs_run": len(history.get("train_loss", [])) or None,
-            "stopped_by": history.get("stopped_by"), "warnings": said}
+    return {
+        "row": row,
+        "setting": setting,
+        "seed": seed,
+        "auroc": float(roc_auc_score(test_y, scores)),
+        "stays": [len(fit_y), len(test_y)],
+        "left_out": list(short_stays(setting, seed)),
+        "fit_seconds": fit_seconds,
+        "epochs_run": len(history.get("train_loss", [])) or None,
+        "stopped_by": history.get("stopped_by"),
+        "warnings": said,
+    }
 
 
 def load(path: Path) -> list[dict]:
@@ -261,10 +304,19 @@ def main(argv=None) -> int:
     todo = [(s, seed, r) for s in settings for r in rows for seed in seeds]  # a row's seeds together
     for setting, seed, row in tqdm(todo, desc="records"):
         if not any(x["row"] == ORACLE and x["setting"] == setting and x["seed"] == seed for x in runs):
-            runs.append({"row": ORACLE, "setting": setting, "seed": seed,
-                         "auroc": oracle_auroc(setting, seed), "fit_seconds": None})
-        if any(x["row"] == row and x["setting"] == setting and x["seed"] == seed and x.get("auroc") is not None
-               for x in runs):
+            runs.append(
+                {
+                    "row": ORACLE,
+                    "setting": setting,
+                    "seed": seed,
+                    "auroc": oracle_auroc(setting, seed),
+                    "fit_seconds": None,
+                }
+            )
+        if any(
+            x["row"] == row and x["setting"] == setting and x["seed"] == seed and x.get("auroc") is not None
+            for x in runs
+        ):
             continue
         runs = [x for x in runs if not (x["row"] == row and x["setting"] == setting and x["seed"] == seed)]
         try:

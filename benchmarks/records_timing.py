@@ -20,6 +20,7 @@ benchmarks/measured/records_timing.json).
     python benchmarks/records_timing.py
     python benchmarks/records_timing.py --stays 200 --models delta-rde
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ import torch  # noqa: E402
 from neuralde_seq.data.sources.icu_records import icu_records_splits  # noqa: E402
 from neuralde_seq.data.transforms.sampling import fill_gaps, fill_gaps_reference, median_step  # noqa: E402
 from neuralde_seq.files import write_text_atomic  # noqa: E402
-from neuralde_seq.reference import SummaryFeatureClassifier, as_arrays  # noqa: E402
 from neuralde_seq.random_features import RandomFeatureClassifier  # noqa: E402
+from neuralde_seq.reference import SummaryFeatureClassifier, as_arrays  # noqa: E402
 from neuralde_seq.sklearn import SequenceClassifier  # noqa: E402
 
 
@@ -57,15 +58,19 @@ def measure(stays: int, models: list[str], repeats: int) -> dict:
     X, times = as_arrays(train)
     y = train.labels.numpy()
     seconds = {}
-    seconds["summary-features fit"] = _median_seconds(lambda: SummaryFeatureClassifier().fit(X, y, times=times),
-                                                      repeats)
+    seconds["summary-features fit"] = _median_seconds(
+        lambda: SummaryFeatureClassifier().fit(X, y, times=times), repeats
+    )
     seconds["random features fit"] = _median_seconds(
-        lambda: RandomFeatureClassifier(random_state=0).fit(X, y, times=times), repeats)
+        lambda: RandomFeatureClassifier(random_state=0).fit(X, y, times=times), repeats
+    )
     step = median_step(train.times, train.lengths)
     seconds["fill_gaps (batched)"] = _median_seconds(
-        lambda: fill_gaps(train.times, train.values, train.lengths, step), repeats)
+        lambda: fill_gaps(train.times, train.values, train.lengths, step), repeats
+    )
     seconds["fill_gaps (sample by sample)"] = _median_seconds(
-        lambda: fill_gaps_reference(train.times, train.values, train.lengths, step), repeats)
+        lambda: fill_gaps_reference(train.times, train.values, train.lengths, step), repeats
+    )
     for model in models:
         spec = SequenceClassifier(model, epochs=1, random_state=0).fit(X, y, times=times).input_spec_
         seconds[f"inputs of {model}"] = _median_seconds(lambda: spec.transform(train), repeats)
@@ -73,20 +78,33 @@ def measure(stays: int, models: list[str], repeats: int) -> dict:
         def fit(epochs):
             return lambda: SequenceClassifier(model, epochs=epochs, random_state=0).fit(X, y, times=times)
 
-        seconds[f"epoch of {model}"] = max(0.0, (_median_seconds(fit(3), repeats)
-                                                 - _median_seconds(fit(1), repeats)) / 2)
+        seconds[f"epoch of {model}"] = max(
+            0.0, (_median_seconds(fit(3), repeats) - _median_seconds(fit(1), repeats)) / 2
+        )
     lengths = train.lengths.double()
     observed = (~torch.isnan(train.values)).double().mean().item()
-    return {"stays": stays, "mean_length": float(lengths.mean()), "longest": int(lengths.max()),
-            "observed_cells": observed, "fill_step": step, "repeats": repeats, "seconds": seconds,
-            "machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+    return {
+        "stays": stays,
+        "mean_length": float(lengths.mean()),
+        "longest": int(lengths.max()),
+        "observed_cells": observed,
+        "fill_step": step,
+        "repeats": repeats,
+        "seconds": seconds,
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def table(result: dict) -> str:
     base = result["seconds"]["summary-features fit"]
-    lines = [f"{result['stays']} stays, mean {result['mean_length']:.0f} time points (longest {result['longest']}), "
-             f"{100 * result['observed_cells']:.1f} % of padded cells observed; median of {result['repeats']} runs",
-             "", "| what | seconds | x summary-features fit |", "|---|---:|---:|"]
+    lines = [
+        f"{result['stays']} stays, mean {result['mean_length']:.0f} time points (longest {result['longest']}), "
+        f"{100 * result['observed_cells']:.1f} % of padded cells observed; median of {result['repeats']} runs",
+        "",
+        "| what | seconds | x summary-features fit |",
+        "|---|---:|---:|",
+    ]
     for name, value in result["seconds"].items():
         lines.append(f"| {name} | {value:.3f} | {value / base:.1f} |")
     return "\n".join(lines)

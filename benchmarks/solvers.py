@@ -31,6 +31,7 @@ are printed:
 
     python benchmarks/solvers.py --defaults delta-rde --points 1000 --batch 32
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+
 from neuralde_seq.files import write_text_atomic
 
 SHAPES = {
@@ -69,13 +71,15 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, st
     # Log-signature-like rates: increments of a scaled random walk per window; zero past the last window.
     coeffs = torch.zeros(B, N + 1, 4, C, dtype=dt)
     coeffs[:, :N, 0] = (0.3 * torch.randn(B, N, C, generator=g)).to(dt)
-    control = Control(torch.arange(N + 1, dtype=dt), coeffs, torch.full((B,), N, dtype=torch.long),
-                      piecewise_constant=True)
+    control = Control(
+        torch.arange(N + 1, dtype=dt), coeffs, torch.full((B,), N, dtype=torch.long), piecewise_constant=True
+    )
     labels = torch.randint(0, cfg["classes"], (B,), generator=g)
     solver = SolverOptions(RK4()) if path == "reference" else SolverOptions(Exact())
     torch.manual_seed(0)
-    model = FastWeightClassifier(C, cfg["classes"], rule=rule, form="rde", d_model=cfg["d_model"],
-                                 n_heads=cfg["heads"], solver=solver).to(dt)
+    model = FastWeightClassifier(
+        C, cfg["classes"], rule=rule, form="rde", d_model=cfg["d_model"], n_heads=cfg["heads"], solver=solver
+    ).to(dt)
     later = []  # training-step times after the first (the exact path only: the reference takes a minute)
     for step in range(1 if path == "reference" else steps):
         model.zero_grad()
@@ -89,10 +93,18 @@ def worker(shape: str, rule: str, path: str, windows: int | None, dtype: str, st
             first_loss = float(loss.detach())
         else:
             later.append(time.perf_counter() - start)
-    return dict(shape=shape, rule=rule, path=path, windows=N, seconds=total, forward_seconds=first_forward,
-                later_median_seconds=statistics.median(later) if later else None,
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, loss=first_loss,
-                grad_norm=grad_norm)
+    return dict(
+        shape=shape,
+        rule=rule,
+        path=path,
+        windows=N,
+        seconds=total,
+        forward_seconds=first_forward,
+        later_median_seconds=statistics.median(later) if later else None,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        loss=first_loss,
+        grad_norm=grad_norm,
+    )
 
 
 def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str) -> dict:
@@ -107,7 +119,7 @@ def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str)
     dt = getattr(torch, dtype)
     g = torch.Generator().manual_seed(0)
     times = torch.cumsum(0.5 + torch.rand(batch, points, generator=g, dtype=torch.float64), dim=1).to(dt)
-    values = torch.randn(batch, points, 3, generator=g, dtype=torch.float64).cumsum(1).div(points ** 0.5).to(dt)
+    values = torch.randn(batch, points, 3, generator=g, dtype=torch.float64).cumsum(1).div(points**0.5).to(dt)
     labels = torch.randint(0, 4, (batch,), generator=g)
     # every series has its own times: the control runs over observation index, as the estimators build it
     inputs = model_inputs(name, times, values, parametrization="index")
@@ -132,19 +144,43 @@ def compare_defaults(name: str, points: int, batch: int, steps: int, dtype: str)
             else:
                 losses[label] = float(loss.detach())
     median = {label: statistics.median(values) for label, values in seconds.items()}
-    return dict(model=name, points=points, batch=batch, windows_or_knots=int(inputs.knots.shape[0]) - 1
-                if hasattr(inputs, "knots") else None, dtype=dtype, steps=steps, methods=methods,
-                median_seconds=median, all_seconds=seconds, first_losses=losses,
-                rk4_over_auto=median["rk4"] / median["auto"])
+    return dict(
+        model=name,
+        points=points,
+        batch=batch,
+        windows_or_knots=int(inputs.knots.shape[0]) - 1 if hasattr(inputs, "knots") else None,
+        dtype=dtype,
+        steps=steps,
+        methods=methods,
+        median_seconds=median,
+        all_seconds=seconds,
+        first_losses=losses,
+        rk4_over_auto=median["rk4"] / median["auto"],
+    )
 
 
 def run_one(shape, rule, path, windows=None, dtype="float32", steps=1, timeout=1800) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "--worker", shape, rule, path, "--dtype", dtype,
-               "--steps", str(steps)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        shape,
+        rule,
+        path,
+        "--dtype",
+        dtype,
+        "--steps",
+        str(steps),
+    ]
     if windows is not None:
         command += ["--windows", str(windows)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -158,13 +194,21 @@ def main(argv=None) -> int:
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules (default: all)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     parser.add_argument("--no-adjoint-memory", action="store_true", help="skip the T=500 vs T=4,000 measurement")
-    parser.add_argument("--steps", type=int, default=4,
-                        help="training steps of the exact path per configuration: the first is the timed one (as the "
-                             "reference's single step); the median of the others is printed too (default 4)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=4,
+        help="training steps of the exact path per configuration: the first is the timed one (as the "
+        "reference's single step); the median of the others is printed too (default 4)",
+    )
     parser.add_argument("--json", default=None, help="also write all measurements to this file")
-    parser.add_argument("--defaults", default=None, metavar="MODELS",
-                        help="comma-separated registry models: time a training step with the default solver (auto) "
-                             "against forced rk4 instead (module docstring)")
+    parser.add_argument(
+        "--defaults",
+        default=None,
+        metavar="MODELS",
+        help="comma-separated registry models: time a training step with the default solver (auto) "
+        "against forced rk4 instead (module docstring)",
+    )
     parser.add_argument("--points", type=int, default=1000, help="--defaults: points per series (default 1000)")
     parser.add_argument("--batch", type=int, default=32, help="--defaults: batch size (default 32)")
     args = parser.parse_args(argv)
@@ -172,18 +216,26 @@ def main(argv=None) -> int:
         print(json.dumps(worker(*args.worker, args.windows, args.dtype, args.steps)))
         return 0
     if args.defaults:
-        print(f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-              f"{args.dtype}; training step (forward, loss, backward, Adam) of the registry model with no options, "
-              f"default solver vs forced rk4, {args.steps} timed steps each, interleaved", flush=True)
+        print(
+            f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+            f"{args.dtype}; training step (forward, loss, backward, Adam) of the registry model with no options, "
+            f"default solver vs forced rk4, {args.steps} timed steps each, interleaved",
+            flush=True,
+        )
         results = []
-        print(f"{'model':<16}{'points':>7}{'batch':>6}{'windows':>8}{'auto takes':>12}{'auto s':>9}{'rk4 s':>9}"
-              f"{'rk4 / auto':>12}")
+        print(
+            f"{'model':<16}{'points':>7}{'batch':>6}{'windows':>8}{'auto takes':>12}{'auto s':>9}{'rk4 s':>9}"
+            f"{'rk4 / auto':>12}"
+        )
         for name in (n for n in args.defaults.split(",") if n):
             r = compare_defaults(name, args.points, args.batch, args.steps, args.dtype)
             results.append(r)
-            print(f"{name:<16}{args.points:>7}{args.batch:>6}{r['windows_or_knots'] or '-':>8}"
-                  f"{r['methods']['auto'] or 'rk4':>12}{r['median_seconds']['auto']:>9.3f}"
-                  f"{r['median_seconds']['rk4']:>9.3f}{r['rk4_over_auto']:>11.1f}x", flush=True)
+            print(
+                f"{name:<16}{args.points:>7}{args.batch:>6}{r['windows_or_knots'] or '-':>8}"
+                f"{r['methods']['auto'] or 'rk4':>12}{r['median_seconds']['auto']:>9.3f}"
+                f"{r['median_seconds']['rk4']:>9.3f}{r['rk4_over_auto']:>11.1f}x",
+                flush=True,
+            )
         if args.json:
             payload = results
             write_text_atomic(args.json, json.dumps(payload, indent=1))
@@ -197,12 +249,16 @@ def main(argv=None) -> int:
     for r in rules:
         if r not in RULES:
             parser.error(f"unknown rule {r!r}; known: {', '.join(RULES)}")
-    print(f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-          f"{args.dtype}; one training step (forward + backward) per configuration, each in a fresh process",
-          flush=True)
+    print(
+        f"# torch threads 1, {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+        f"{args.dtype}; one training step (forward + backward) per configuration, each in a fresh process",
+        flush=True,
+    )
     results = []
-    header = (f"{'shape':<11}{'rule':<11}{'ref s':>9}{'exact s':>9}{'speed-up':>10}{'later s':>9}{'speed-up':>10}"
-              f"{'ref MB':>9}{'exact MB':>10}{'mem ratio':>11}{'|loss diff|':>13}{'ref |grad|':>12}{'exact |grad|':>14}")
+    header = (
+        f"{'shape':<11}{'rule':<11}{'ref s':>9}{'exact s':>9}{'speed-up':>10}{'later s':>9}{'speed-up':>10}"
+        f"{'ref MB':>9}{'exact MB':>10}{'mem ratio':>11}{'|loss diff|':>13}{'ref |grad|':>12}{'exact |grad|':>14}"
+    )
     rows = []
     for shape in shapes:
         for rule in rules:
@@ -210,12 +266,14 @@ def main(argv=None) -> int:
             results += measured.values()
             ref, exact = measured["reference"], measured["exact"]
             later = exact["later_median_seconds"]
-            later_columns = (f"{later:>9.3f}{ref['seconds'] / later:>9.1f}x" if later else f"{'-':>9}{'-':>10}")
-            row = (f"{shape:<11}{rule:<11}{ref['seconds']:>9.2f}{exact['seconds']:>9.3f}"
-                   f"{ref['seconds'] / exact['seconds']:>9.1f}x{later_columns}"
-                   f"{ref['peak_rss_mb']:>9.0f}{exact['peak_rss_mb']:>10.0f}"
-                   f"{exact['peak_rss_mb'] / ref['peak_rss_mb']:>11.2f}{abs(ref['loss'] - exact['loss']):>13.2e}"
-                   f"{ref['grad_norm']:>12.4g}{exact['grad_norm']:>14.4g}")
+            later_columns = f"{later:>9.3f}{ref['seconds'] / later:>9.1f}x" if later else f"{'-':>9}{'-':>10}"
+            row = (
+                f"{shape:<11}{rule:<11}{ref['seconds']:>9.2f}{exact['seconds']:>9.3f}"
+                f"{ref['seconds'] / exact['seconds']:>9.1f}x{later_columns}"
+                f"{ref['peak_rss_mb']:>9.0f}{exact['peak_rss_mb']:>10.0f}"
+                f"{exact['peak_rss_mb'] / ref['peak_rss_mb']:>11.2f}{abs(ref['loss'] - exact['loss']):>13.2e}"
+                f"{ref['grad_norm']:>12.4g}{exact['grad_norm']:>14.4g}"
+            )
             rows.append(row)
             print(header if len(rows) == 1 else "", row, sep="\n" if len(rows) == 1 else "", flush=True)
     print("\n" + header)
@@ -224,9 +282,11 @@ def main(argv=None) -> int:
         short = run_one("eigenworms", "delta-post", "reference", windows=500, dtype=args.dtype)
         long = run_one("eigenworms", "delta-post", "reference", windows=4000, dtype=args.dtype)
         results += [short, long]
-        print(f"\nadjoint reference (delta-post, eigenworms width): peak RSS {short['peak_rss_mb']:.0f} MB at T=500, "
-              f"{long['peak_rss_mb']:.0f} MB at T=4000: ratio {long['peak_rss_mb'] / short['peak_rss_mb']:.2f} "
-              f"(step {short['seconds']:.1f} s vs {long['seconds']:.1f} s)")
+        print(
+            f"\nadjoint reference (delta-post, eigenworms width): peak RSS {short['peak_rss_mb']:.0f} MB at T=500, "
+            f"{long['peak_rss_mb']:.0f} MB at T=4000: ratio {long['peak_rss_mb'] / short['peak_rss_mb']:.2f} "
+            f"(step {short['seconds']:.1f} s vs {long['seconds']:.1f} s)"
+        )
     if args.json:
         payload = results
         write_text_atomic(args.json, json.dumps(payload, indent=1))

@@ -14,6 +14,7 @@ hurt most.
 
     python benchmarks/threads.py --json results/benchmarks/threads.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ import statistics
 import time
 
 from machine import code_version, cpu_name
+
 from neuralde_seq.files import write_text_atomic
 
 NUM_CLASSES = 4
@@ -34,7 +36,7 @@ def _batch(length: int, batch: int, seed: int = 0):
 
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, length).repeat(batch, 1)
-    values = torch.cumsum(torch.randn(batch, length, 3, generator=g), 1) / length ** 0.5
+    values = torch.cumsum(torch.randn(batch, length, 3, generator=g), 1) / length**0.5
     labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
     return times, values, labels
 
@@ -45,8 +47,7 @@ def _step_function(name: str, times, values, labels):
 
     from neuralde_seq import Exact, SolverOptions, create_model, model_inputs
 
-    model_name, solver = (name[:-len("-exact")], SolverOptions(Exact())) if name.endswith("-exact") \
-        else (name, None)
+    model_name, solver = (name[: -len("-exact")], SolverOptions(Exact())) if name.endswith("-exact") else (name, None)
     inputs = model_inputs(model_name, times, values)
     torch.manual_seed(0)
     model = create_model(model_name, inputs, NUM_CLASSES, solver=solver)
@@ -64,10 +65,15 @@ def main(argv=None) -> int:
     import torch
 
     default_threads = torch.get_num_threads()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--models", nargs="+", default=["delta-cde", "delta-rde-exact", "ncde", "ckcnn", "gru-d"],
-                        help="registry names; NAME-exact: NAME with SolverOptions(method='exact')")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["delta-cde", "delta-rde-exact", "ncde", "ckcnn", "gru-d"],
+        help="registry names; NAME-exact: NAME with SolverOptions(method='exact')",
+    )
     parser.add_argument("--lengths", nargs="+", type=int, default=[200, 1000])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", nargs="+", type=int, default=sorted({1, 2, default_threads}))
@@ -80,8 +86,10 @@ def main(argv=None) -> int:
     from neuralde_seq.training.results import format_table
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"{cpu_name()}, {os.cpu_count()} cores seen, torch {torch.__version__} (default {default_threads} "
-          f"threads), load average {load}; code {code_version()}")
+    print(
+        f"{cpu_name()}, {os.cpu_count()} cores seen, torch {torch.__version__} (default {default_threads} "
+        f"threads), load average {load}; code {code_version()}"
+    )
     rows = []
     for length in args.lengths:
         times, values, labels = _batch(length, args.batch)
@@ -98,8 +106,12 @@ def main(argv=None) -> int:
                     step()
                     seconds[k].append(time.perf_counter() - start)
             median = {k: statistics.median(v) for k, v in seconds.items()}
-            row = {"model": name, "T": length, **{f"{k} thr (s)": f"{median[k]:.3f}" for k in args.threads},
-                   **{f"{k} / 1": f"{median[k] / median[1]:.2f}" for k in args.threads if k != 1}}
+            row = {
+                "model": name,
+                "T": length,
+                **{f"{k} thr (s)": f"{median[k]:.3f}" for k in args.threads},
+                **{f"{k} / 1": f"{median[k] / median[1]:.2f}" for k in args.threads if k != 1},
+            }
             rows.append({"model": name, "T": length, "median_seconds": median, "row": row})
             print(f"{name} T={length}: " + ", ".join(f"{k} thr {median[k]:.3f} s" for k in args.threads), flush=True)
     columns = list(rows[0]["row"])
@@ -107,10 +119,17 @@ def main(argv=None) -> int:
     print(format_table([r["row"] for r in rows], columns))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        payload = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "load_average": load,
-                   "python": platform.python_version(), "code": code_version(), "batch": args.batch,
-                   "repeats": args.repeats,
-                   "results": [{k: v for k, v in r.items() if k != "row"} for r in rows]}
+        payload = {
+            "cpu": cpu_name(),
+            "cores": os.cpu_count(),
+            "torch": torch.__version__,
+            "load_average": load,
+            "python": platform.python_version(),
+            "code": code_version(),
+            "batch": args.batch,
+            "repeats": args.repeats,
+            "results": [{k: v for k, v in r.items() if k != "row"} for r in rows],
+        }
         write_text_atomic(args.json, json.dumps(payload, indent=1))
         print(f"wrote {args.json}")
     return 0

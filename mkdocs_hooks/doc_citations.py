@@ -4,6 +4,7 @@ Docstrings cite the Markdown pages by their paths in the repository, which read 
 GitHub; on the site the same text becomes a link to the page and section. tests/test_docs.py checks that every cited
 page and heading exists; here a citation of a page the site does not have fails the build too.
 """
+
 from __future__ import annotations
 
 import re

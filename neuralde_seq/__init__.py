@@ -26,52 +26,171 @@ What is solved (vector fields, controls), how it is solved (solvers) and what is
   `QuantClassifier`, `MiniRocketRegressor`, `NearestNeighbourClassifier`, `SummaryFeatureClassifier`,
   `REFERENCE_METHODS`.
 """
+
 from ._version import __version__ as __version__
 from .basis import BasisConv1d, BasisLinear, make_basis, project, project_module
-from .controls import (Control, ControlOptions, HermiteCubic, Linear, LogSignature, NaturalCubic, Rectilinear,
-                       build_control, register_interpolation, registered_interpolation)
+from .controls import (
+    Control,
+    ControlOptions,
+    HermiteCubic,
+    Linear,
+    LogSignature,
+    NaturalCubic,
+    Rectilinear,
+    build_control,
+    register_interpolation,
+    registered_interpolation,
+)
 from .data import IrregularDataset, TimeWarp, from_arrays, load_files, time_warp
 from .fields import FastWeightField
-from .models import (FastWeightClassifier, FastWeightLayer, FastWeightNetwork, LatentODE, ODERFWP, StatefulODENet,
-                     control_options, model_defaults, create_model, model_inputs, MODEL_NAMES)
+from .models import (
+    MODEL_NAMES,
+    ODERFWP,
+    FastWeightClassifier,
+    FastWeightLayer,
+    FastWeightNetwork,
+    LatentODE,
+    StatefulODENet,
+    control_options,
+    create_model,
+    model_defaults,
+    model_inputs,
+)
 from .observations import Observations
 from .rules import Delta, Hebb, LearningRule, Oja, make_rule, register_rule, registered_rule
 from .signatures import logsignature, logsignature_windows
-from .solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact, Midpoint
-from .solvers import SolverOptions, parse_solver, solve
-from .training import (ELBO, Classification, InputSpec, PerStepClassification, Regression, TrainingDiverged,
-                       TrainingSpec, evaluate, fit, predict, train_classifier)
-from .training.runner import report_grid, run_benchmark
+from .solvers import (
+    RK4,
+    Adjoint,
+    Auto,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Euler,
+    Exact,
+    Midpoint,
+    SolverOptions,
+    parse_solver,
+    solve,
+)
 from .trained_run import TrainedClassifier, load_run
+from .training import (
+    ELBO,
+    Classification,
+    InputSpec,
+    PerStepClassification,
+    Regression,
+    TrainingDiverged,
+    TrainingSpec,
+    evaluate,
+    fit,
+    predict,
+    train_classifier,
+)
+from .training.runner import report_grid, run_benchmark
 
 __all__ = [
     # data in
-    "Observations", "Control", "build_control", "ControlOptions", "HermiteCubic", "NaturalCubic", "Linear",
-    "Rectilinear", "LogSignature", "register_interpolation", "registered_interpolation", "IrregularDataset", "from_arrays", "load_files", "logsignature",
-    "logsignature_windows", "TimeWarp", "time_warp",
+    "Observations",
+    "Control",
+    "build_control",
+    "ControlOptions",
+    "HermiteCubic",
+    "NaturalCubic",
+    "Linear",
+    "Rectilinear",
+    "LogSignature",
+    "register_interpolation",
+    "registered_interpolation",
+    "IrregularDataset",
+    "from_arrays",
+    "load_files",
+    "logsignature",
+    "logsignature_windows",
+    "TimeWarp",
+    "time_warp",
     # what is solved
-    "LearningRule", "Hebb", "Oja", "Delta", "make_rule", "register_rule", "registered_rule", "FastWeightField",
+    "LearningRule",
+    "Hebb",
+    "Oja",
+    "Delta",
+    "make_rule",
+    "register_rule",
+    "registered_rule",
+    "FastWeightField",
     # how it is solved: the options, the method and gradient objects they hold, and the solve
-    "SolverOptions", "parse_solver", "Auto", "RK4", "Euler", "Midpoint", "Dopri5", "Exact", "Checkpoint", "Adjoint",
-    "Backprop", "solve",
+    "SolverOptions",
+    "parse_solver",
+    "Auto",
+    "RK4",
+    "Euler",
+    "Midpoint",
+    "Dopri5",
+    "Exact",
+    "Checkpoint",
+    "Adjoint",
+    "Backprop",
+    "solve",
     # models
-    "create_model", "model_inputs", "model_defaults", "control_options", "MODEL_NAMES", "FastWeightClassifier", "FastWeightLayer",
-    "FastWeightNetwork", "LatentODE", "ODERFWP", "StatefulODENet",
+    "create_model",
+    "model_inputs",
+    "model_defaults",
+    "control_options",
+    "MODEL_NAMES",
+    "FastWeightClassifier",
+    "FastWeightLayer",
+    "FastWeightNetwork",
+    "LatentODE",
+    "ODERFWP",
+    "StatefulODENet",
     # weights as basis expansions in time or depth (paper 004)
-    "make_basis", "project", "project_module", "BasisLinear", "BasisConv1d",
+    "make_basis",
+    "project",
+    "project_module",
+    "BasisLinear",
+    "BasisConv1d",
     # training and benchmarks
-    "fit", "TrainingSpec", "InputSpec", "Classification", "PerStepClassification", "Regression", "ELBO", "train_classifier",
+    "fit",
+    "TrainingSpec",
+    "InputSpec",
+    "Classification",
+    "PerStepClassification",
+    "Regression",
+    "ELBO",
+    "train_classifier",
     "evaluate",
-    "predict", "TrainingDiverged", "run_benchmark", "report_grid", "load_run", "TrainedClassifier",
+    "predict",
+    "TrainingDiverged",
+    "run_benchmark",
+    "report_grid",
+    "load_run",
+    "TrainedClassifier",
     # reference methods (neuralde_seq.reference, imported on first use)
-    "reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
-    "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor", "summary_features", "REFERENCE_METHODS",
+    "reference_scores",
+    "to_grid",
+    "MiniRocketClassifier",
+    "NearestNeighbourClassifier",
+    "SummaryFeatureClassifier",
+    "MultiRocketHydraClassifier",
+    "QuantClassifier",
+    "MiniRocketRegressor",
+    "summary_features",
+    "REFERENCE_METHODS",
 ]
 
 # Imported on first access, so that `import neuralde_seq` imports neither scikit-learn nor (ever) aeon.
-_REFERENCE_NAMES = ("reference_scores", "to_grid", "MiniRocketClassifier", "NearestNeighbourClassifier",
-                    "SummaryFeatureClassifier", "MultiRocketHydraClassifier", "QuantClassifier", "MiniRocketRegressor",
-                    "summary_features", "REFERENCE_METHODS")
+_REFERENCE_NAMES = (
+    "reference_scores",
+    "to_grid",
+    "MiniRocketClassifier",
+    "NearestNeighbourClassifier",
+    "SummaryFeatureClassifier",
+    "MultiRocketHydraClassifier",
+    "QuantClassifier",
+    "MiniRocketRegressor",
+    "summary_features",
+    "REFERENCE_METHODS",
+)
 
 
 def __getattr__(name):

@@ -1,4 +1,5 @@
 """``python -m neuralde_seq``: the ``neuralde-seq`` command (so that ``torchrun -m neuralde_seq ...`` works)."""
+
 import sys
 
 from .cli import main

@@ -43,6 +43,7 @@ scattered points by least squares.
 call; `project_module` returns a copy of any module with every expanded tensor of its `BasisModule` parts
 projected onto another basis (compression to fewer functions, refinement to more).
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,9 +58,27 @@ from torch import nn
 
 from .user_warnings import warn_user
 
-__all__ = ["BASIS_NAMES", "Basis", "PiecewiseConstant", "PiecewiseLinear", "Legendre", "Fourier", "make_basis",
-           "expand", "gram_matrix", "projection_matrix", "project", "fit_to_points", "BasisModule", "BasisLinear",
-           "BasisConv1d", "project_module", "BasisRangeWarning", "check_time_range", "time_position"]
+__all__ = [
+    "BASIS_NAMES",
+    "Basis",
+    "PiecewiseConstant",
+    "PiecewiseLinear",
+    "Legendre",
+    "Fourier",
+    "make_basis",
+    "expand",
+    "gram_matrix",
+    "projection_matrix",
+    "project",
+    "fit_to_points",
+    "BasisModule",
+    "BasisLinear",
+    "BasisConv1d",
+    "project_module",
+    "BasisRangeWarning",
+    "check_time_range",
+    "time_position",
+]
 
 BASIS_NAMES = ("piecewise_constant", "piecewise_linear", "legendre", "fourier")
 SIDES = ("right", "left")
@@ -131,22 +150,26 @@ class Basis:
         if isinstance(u, (int, float)) and not isinstance(u, bool):
             u = torch.tensor(float(u), dtype=torch.float64, device="cpu")  # a number: evaluated on the host
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():
-            raise TypeError(f"u must be a floating point tensor (or a number), got "
-                            f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}")
+            raise TypeError(
+                f"u must be a floating point tensor (or a number), got "
+                f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}"
+            )
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         tolerance = 8 * torch.finfo(u.dtype).eps
         outside = ~((u >= -tolerance) & (u <= 1 + tolerance))  # NaN included
         if bool(outside.any()):
             bad = u[outside].flatten()[0].item()
-            raise ValueError(f"u must lie in [0, 1] (the basis lives on the unit interval: map the model's depth or "
-                             f"time range onto it), got {bad!r}")
+            raise ValueError(
+                f"u must lie in [0, 1] (the basis lives on the unit interval: map the model's depth or "
+                f"time range onto it), got {bad!r}"
+            )
         return self._evaluate(u.clamp(0.0, 1.0), side)
 
     def _evaluate(self, u: torch.Tensor, side: str) -> torch.Tensor:
         raise NotImplementedError
 
-    def resized(self, num_bases: int) -> "Basis":
+    def resized(self, num_bases: int) -> Basis:
         """The same kind of basis with ``num_bases`` functions.
 
         Arguments:
@@ -249,8 +272,9 @@ class Fourier(Basis):
     def __init__(self, num_bases: int):
         super().__init__(num_bases)
         if self.num_bases % 2 == 0:
-            raise ValueError(f"num_bases of a Fourier basis must be odd (the constant and whole sine/cosine pairs), "
-                             f"got {num_bases}")
+            raise ValueError(
+                f"num_bases of a Fourier basis must be odd (the constant and whole sine/cosine pairs), got {num_bases}"
+            )
 
     @property
     def polynomial_degree(self) -> int:
@@ -336,13 +360,16 @@ def _check_coefficients(coefficients, basis: Basis, name: str) -> None:
         got = coefficients.dtype if isinstance(coefficients, torch.Tensor) else type(coefficients).__name__
         raise TypeError(f"{name} must be a floating point tensor, got {got}")
     if coefficients.dim() < 1 or coefficients.shape[0] != basis.num_bases:
-        raise ValueError(f"{name} must have the {basis.num_bases} bases of {basis!r} along dim 0, got shape "
-                         f"{tuple(coefficients.shape)}")
+        raise ValueError(
+            f"{name} must have the {basis.num_bases} bases of {basis!r} along dim 0, got shape "
+            f"{tuple(coefficients.shape)}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # quadrature and projection
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _cells(*bases: Basis) -> np.ndarray:
     """The union of the bases' breakpoints (points closer than 1e-12 merged), cut further into cells of at most
@@ -447,8 +474,9 @@ def project(coefficients: torch.Tensor, source: Basis, target: Basis) -> torch.T
     return projected.to(coefficients.dtype)
 
 
-def fit_to_points(points: torch.Tensor, values: torch.Tensor, basis: Basis, previous: torch.Tensor | None = None,
-                  ridge: float = 1e-10) -> torch.Tensor:
+def fit_to_points(
+    points: torch.Tensor, values: torch.Tensor, basis: Basis, previous: torch.Tensor | None = None, ridge: float = 1e-10
+) -> torch.Tensor:
     """Least-squares coefficients of values observed at scattered points (paper Eq. 13):
 
         argmin_c Σ_p (y_p − Σ_i φ_i(u_p) c_i)² + λ ‖c − c_previous‖²,    λ = ridge · trace(ΦᵀΦ) / n,
@@ -473,8 +501,10 @@ def fit_to_points(points: torch.Tensor, values: torch.Tensor, basis: Basis, prev
     if not isinstance(points, torch.Tensor) or points.dim() != 1 or points.numel() == 0:
         raise ValueError(f"points must be a non-empty 1-D tensor, got {getattr(points, 'shape', points)!r}")
     if not isinstance(values, torch.Tensor) or values.dim() < 1 or values.shape[0] != points.shape[0]:
-        raise ValueError(f"values must have the {points.shape[0]} points along dim 0, got shape "
-                         f"{tuple(getattr(values, 'shape', ()))}")
+        raise ValueError(
+            f"values must have the {points.shape[0]} points along dim 0, got shape "
+            f"{tuple(getattr(values, 'shape', ()))}"
+        )
     if not ridge > 0:
         raise ValueError(f"ridge must be positive, got {ridge!r}")
     n = basis.num_bases
@@ -497,6 +527,7 @@ def fit_to_points(points: torch.Tensor, values: torch.Tensor, basis: Basis, prev
 # ---------------------------------------------------------------------------------------------------------
 # modules
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _init_scale(basis: Basis) -> float:
     """1 / sqrt(∫ Σ_i φ_i(u)² du): i.i.d. coefficients of variance σ² then give θ(u) a variance of σ² on average
@@ -575,8 +606,10 @@ def _depth(u, x: torch.Tensor, batch_only: bool):
     if isinstance(u, (int, float, np.floating, np.integer)) and not isinstance(u, bool):
         return float(u)
     if not isinstance(u, torch.Tensor) or not u.is_floating_point():
-        raise TypeError(f"u must be a number or a floating point tensor, got "
-                        f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}")
+        raise TypeError(
+            f"u must be a number or a floating point tensor, got "
+            f"{u.dtype if isinstance(u, torch.Tensor) else type(u).__name__}"
+        )
     if u.dim() == 0:
         return u.to(device=x.device, dtype=x.dtype)
     if batch_only:
@@ -631,8 +664,10 @@ class BasisLinear(BasisModule):
             (out_features, in_features) weight and (out_features,) bias (None without bias).
         """
         u = _depth(u, self.weight, batch_only=True)
-        return (expand(self.weight, self.basis, u, side),
-                None if self.bias is None else expand(self.bias, self.basis, u, side))
+        return (
+            expand(self.weight, self.basis, u, side),
+            None if self.bias is None else expand(self.bias, self.basis, u, side),
+        )
 
     def forward(self, x: torch.Tensor, u, side: str = "right") -> torch.Tensor:
         """y = W(u) x + b(u).
@@ -651,8 +686,10 @@ class BasisLinear(BasisModule):
             ValueError: x's last dimension is not ``in_features``, u of the wrong shape or outside [0, 1].
         """
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.in_features:
-            raise ValueError(f"x must be a tensor (..., {self.in_features}), got "
-                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+            raise ValueError(
+                f"x must be a tensor (..., {self.in_features}), got "
+                f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
         u = _depth(u, x, batch_only=False)
         if not isinstance(u, torch.Tensor) or u.dim() == 0:
             weight, bias = self.weights_at(u, side)
@@ -687,8 +724,16 @@ class BasisConv1d(BasisModule):
 
     expanded = ("weight", "bias")
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, basis, num_bases: int | None = None,
-                 padding="same", bias: bool = True):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        basis,
+        num_bases: int | None = None,
+        padding="same",
+        bias: bool = True,
+    ):
         super().__init__(make_basis(basis, num_bases))
         self.in_channels = _check_count("in_channels", in_channels)
         self.out_channels = _check_count("out_channels", out_channels)
@@ -704,8 +749,10 @@ class BasisConv1d(BasisModule):
         self.bias = nn.Parameter(torch.empty(n, out_channels).uniform_(-bound, bound)) if bias else None
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, padding={self.padding!r}, "
-                f"basis={self.basis!r}, bias={self.bias is not None}")
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, padding={self.padding!r}, "
+            f"basis={self.basis!r}, bias={self.bias is not None}"
+        )
 
     def forward(self, x: torch.Tensor, u, side: str = "right") -> torch.Tensor:
         """The convolution with the kernel at depth u.
@@ -722,8 +769,10 @@ class BasisConv1d(BasisModule):
             ValueError: x not (B, in_channels, L), u not a scalar in [0, 1].
         """
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[1] != self.in_channels:
-            raise ValueError(f"x must be a tensor (batch, {self.in_channels}, length), got "
-                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+            raise ValueError(
+                f"x must be a tensor (batch, {self.in_channels}, length), got "
+                f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
         u = _depth(u, x, batch_only=True)
         weight = expand(self.weight, self.basis, u, side)
         bias = None if self.bias is None else expand(self.bias, self.basis, u, side)
@@ -765,13 +814,16 @@ def check_time_range(basis, num_bases, basis_time_range) -> tuple[float, float] 
             raise ValueError(f"{given} is an option of a basis: give basis= too (basis=None: constant weights)")
         return None
     if basis_time_range is None:
-        raise ValueError("basis= needs basis_time_range=(t_start, t_end), the span of s its [0, 1] stands for "
-                         "(create_model fills it from the training input)")
+        raise ValueError(
+            "basis= needs basis_time_range=(t_start, t_end), the span of s its [0, 1] stands for "
+            "(create_model fills it from the training input)"
+        )
     try:
         start, end = (float(t) for t in basis_time_range)
     except (TypeError, ValueError):
-        raise ValueError(f"basis_time_range must be a pair of numbers (t_start, t_end), got {basis_time_range!r}") \
-            from None
+        raise ValueError(
+            f"basis_time_range must be a pair of numbers (t_start, t_end), got {basis_time_range!r}"
+        ) from None
     if not (math.isfinite(start) and math.isfinite(end) and end > start):
         raise ValueError(f"basis_time_range must be finite with t_end > t_start, got {basis_time_range!r}")
     return start, end
@@ -793,7 +845,10 @@ def time_position(s: torch.Tensor, time_range: tuple[float, float]) -> torch.Ten
     tolerance = 64 * torch.finfo(u.dtype).eps  # a rounding error at the ends is no extrapolation
     if bool(((u < -tolerance) | (u > 1 + tolerance)).any()):
         # At the user's line (not inside a forward pass), so Python's once-per-location filter says it once per run.
-        warn_user(f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the basis_time_range "
-                  f"{tuple(time_range)}: the weights at its ends are used there (give a basis_time_range covering "
-                  "the data to avoid it)", BasisRangeWarning)
+        warn_user(
+            f"s from {float(s.min()):.6g} to {float(s.max()):.6g} reaches beyond the basis_time_range "
+            f"{tuple(time_range)}: the weights at its ends are used there (give a basis_time_range covering "
+            "the data to avoid it)",
+            BasisRangeWarning,
+        )
     return u.clamp(0.0, 1.0)

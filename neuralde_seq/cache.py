@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -44,8 +44,10 @@ def _check_cacheable(value, where: str) -> None:
         for index, item in enumerate(value):
             _check_cacheable(item, f"{where}[{index}]")
         return
-    raise ValueError(f"{where} is a {type(value).__name__}; a tensor cache holds tensors, numbers, strings, None "
-                     "and lists/tuples/dicts of them")
+    raise ValueError(
+        f"{where} is a {type(value).__name__}; a tensor cache holds tensors, numbers, strings, None "
+        "and lists/tuples/dicts of them"
+    )
 
 
 def _content_digest(value, digest) -> None:
@@ -134,8 +136,7 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
     if not isinstance(data, dict):
         raise ValueError(f"build() must return a dict, got {type(data).__name__}")
     _check_cacheable(data, "build()")
-    payload = {FORMAT_KEY: FORMAT_VERSION, "key": key_json, "data": data,
-               "checksum": _payload_checksum(data, key_json)}
+    payload = {FORMAT_KEY: FORMAT_VERSION, "key": key_json, "data": data, "checksum": _payload_checksum(data, key_json)}
     with atomic_file(path) as handle:  # readers never see a half-written file
         torch.save(payload, handle)
     return data
@@ -143,8 +144,9 @@ def cached_tensors(directory: str | os.PathLike, key: dict, build: Callable[[], 
 
 def _load_tensor_cache(path: Path, key_json: str) -> dict:
     def corrupt(reason: str) -> CorruptCacheError:
-        return CorruptCacheError(f"cached tensor file {path} {reason}; refusing to use it: delete the file to "
-                                 "compute it again.")
+        return CorruptCacheError(
+            f"cached tensor file {path} {reason}; refusing to use it: delete the file to compute it again."
+        )
 
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .input_checks import DTYPES
 from .training.config import ConfigError, load_config
@@ -87,8 +87,10 @@ def _check_row_names(models, rows) -> None:
     for name in models or ():
         if name not in known:
             hint = did_you_mean(name, known)
-            raise ConfigError(f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes a row's "
-                              "label or model name; rows: " + ", ".join(f"{r.label} ({r.model})" for r in rows))
+            raise ConfigError(
+                f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes a row's "
+                "label or model name; rows: " + ", ".join(f"{r.label} ({r.model})" for r in rows)
+            )
 
 
 def _parse_seeds(text: str) -> tuple[int, ...]:
@@ -103,6 +105,7 @@ def _parse_seeds(text: str) -> tuple[int, ...]:
 
 def _int_at_least(low: int, what: str):
     """An argparse type: an integer of at least ``low`` (``what`` names it in the error)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -131,133 +134,214 @@ def _parse_shard(text: str) -> tuple[int, int]:
 def _run_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by compare and bench."""
     recorded = parser.add_mutually_exclusive_group()
-    recorded.add_argument("--resume", action="store_true",
-                          help="reuse finished runs and continue interrupted ones made with the same settings and data")
-    recorded.add_argument("--fresh", action="store_true",
-                          help="ignore recorded runs: make every run afresh, overwriting its folder (what happens "
-                               "without --resume; say it to make a script's intent plain, or after a recorded file "
-                               "was reported unreadable)")
-    parser.add_argument("--device", type=_parse_device, default="cpu",
-                        help="torch device, e.g. cpu or cuda (default: %(default)s)")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
-                        help="floating point type of data and models (default: %(default)s)")
-    parser.add_argument("--threads", type=_positive_int, default=1,
-                        help="CPU threads for torch per process (default: %(default)s: these small models run "
-                             "fastest on one, and a busy machine does not slow them down by thread contention)")
-    parser.add_argument("--nproc", type=_positive_int, default=1,
-                        help="data-parallel processes (DistributedDataParallel: gloo on CPU, nccl on CUDA; "
-                             "default: %(default)s)")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="print only the results table: no progress (bars on a terminal, otherwise one line per "
-                             "epoch and per run, on stderr)")
+    recorded.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse finished runs and continue interrupted ones made with the same settings and data",
+    )
+    recorded.add_argument(
+        "--fresh",
+        action="store_true",
+        help="ignore recorded runs: make every run afresh, overwriting its folder (what happens "
+        "without --resume; say it to make a script's intent plain, or after a recorded file "
+        "was reported unreadable)",
+    )
+    parser.add_argument(
+        "--device", type=_parse_device, default="cpu", help="torch device, e.g. cpu or cuda (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=tuple(DTYPES),
+        default="float32",
+        help="floating point type of data and models (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="CPU threads for torch per process (default: %(default)s: these small models run "
+        "fastest on one, and a busy machine does not slow them down by thread contention)",
+    )
+    parser.add_argument(
+        "--nproc",
+        type=_positive_int,
+        default=1,
+        help="data-parallel processes (DistributedDataParallel: gloo on CPU, nccl on CUDA; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="print only the results table: no progress (bars on a terminal, otherwise one line per "
+        "epoch and per run, on stderr)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="neuralde-seq",
         description="Continuous-time sequence models on irregularly sampled time series. Without a subcommand, "
-                    "runs `compare`.",
+        "runs `compare`.",
     )
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser(
         "compare",
         help="the main job: Hebb/Oja/Delta CT-FWP CDEs, NCDE and CKCNN beside MiniRocket and 1-NN on JapaneseVowels "
-             "with dropped observations",
+        "with dropped observations",
         description="Train and test the rows of the packaged config neuralde_seq/configs/compare.yaml (Hebb, Oja "
-                    "and Delta CT-FWP CDEs, NCDE, CKCNN; 25 epochs, CKCNN 30; and the references MiniRocket and 1-NN) on "
-                    "the embedded JapaneseVowels data "
-                    "with 30% of each sample's time points dropped, and write results.json, results.md, "
-                    "curves.png, summary.png and one folder per run (checkpoints, learning curve) under --out. "
-                    "Options given here change the config for every row.",
+        "and Delta CT-FWP CDEs, NCDE, CKCNN; 25 epochs, CKCNN 30; and the references MiniRocket and 1-NN) on "
+        "the embedded JapaneseVowels data "
+        "with 30% of each sample's time points dropped, and write results.json, results.md, "
+        "curves.png, summary.png and one folder per run (checkpoints, learning curve) under --out. "
+        "Options given here change the config for every row.",
     )
-    compare.add_argument("--models", type=_parse_models, default=None,
-                         help="comma-separated rows to run instead of all seven (default: hebb-cde, oja-cde, "
-                              "delta-cde, ncde, ckcnn, minirocket, 1nn-euclidean); a name may also be any other registry model "
-                              "(neuralde-seq models), a reference method (minirocket, 1nn-euclidean, 1nn-dtw) or "
-                              "random-features, run as a row of its own with the config's settings")
-    compare.add_argument("--epochs", type=_positive_int, default=None,
-                         help="training epochs of every row (default: the config's, 25; CKCNN 30)")
-    compare.add_argument("--drop-rate", type=float, default=None,
-                         help="fraction of each sample's time points dropped, in [0, 1) (default: 0.3)")
-    compare.add_argument("--seed", type=int, default=None,
-                         help="seed of the drop, the split, model initialisation and batch order (default: 0)")
+    compare.add_argument(
+        "--models",
+        type=_parse_models,
+        default=None,
+        help="comma-separated rows to run instead of all seven (default: hebb-cde, oja-cde, "
+        "delta-cde, ncde, ckcnn, minirocket, 1nn-euclidean); a name may also be any other registry model "
+        "(neuralde-seq models), a reference method (minirocket, 1nn-euclidean, 1nn-dtw) or "
+        "random-features, run as a row of its own with the config's settings",
+    )
+    compare.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=None,
+        help="training epochs of every row (default: the config's, 25; CKCNN 30)",
+    )
+    compare.add_argument(
+        "--drop-rate",
+        type=float,
+        default=None,
+        help="fraction of each sample's time points dropped, in [0, 1) (default: 0.3)",
+    )
+    compare.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the drop, the split, model initialisation and batch order (default: 0)",
+    )
     compare.add_argument("--lr", type=float, default=None, help="learning rate of every row (default: 3e-3)")
-    compare.add_argument("--batch-size", type=_positive_int, default=None,
-                         help="batch size of every row (default: 32)")
-    compare.add_argument("--solver", default=None,
-                         help="solver method of the fast weight rows: auto (default: the closed form where it "
-                              "applies, else rk4), rk4, dopri5 or exact (any SolverOptions method name)")
-    compare.add_argument("--out", type=Path, default=Path("results/compare"), help="output folder (default: %(default)s)")
+    compare.add_argument("--batch-size", type=_positive_int, default=None, help="batch size of every row (default: 32)")
+    compare.add_argument(
+        "--solver",
+        default=None,
+        help="solver method of the fast weight rows: auto (default: the closed form where it "
+        "applies, else rk4), rk4, dopri5 or exact (any SolverOptions method name)",
+    )
+    compare.add_argument(
+        "--out", type=Path, default=Path("results/compare"), help="output folder (default: %(default)s)"
+    )
     _run_options(compare)
     bench = sub.add_parser(
         "bench",
         help="run a benchmark config (tasks/configs/*.yaml): models x seeds, ours vs paper",
         description="Train every model row of a YAML benchmark config with every seed (best-validation checkpoint), "
-                    "evaluate on every test sample and write per-run JSON/CSV, an aggregated results.md/results.json "
-                    "(mean ± std over seeds beside the paper's number) and curves.png/summary.png. Config schema: "
-                    "docs/benchmarks.md.",
+        "evaluate on every test sample and write per-run JSON/CSV, an aggregated results.md/results.json "
+        "(mean ± std over seeds beside the paper's number) and curves.png/summary.png. Config schema: "
+        "docs/benchmarks.md.",
     )
     bench.add_argument("config", type=Path, help="YAML config file")
-    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config entry, e.g. --set training.epochs=1 --set task_options.drop_rate=0.5 "
-                            "(values parsed as YAML; repeatable)")
-    bench.add_argument("--models", type=_parse_models, default=None,
-                       help="comma-separated row labels (that row alone) or model names (every row of that model; a "
-                            "name that is also a row label names that row): only these rows run (default: every row)")
+    bench.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config entry, e.g. --set training.epochs=1 --set task_options.drop_rate=0.5 "
+        "(values parsed as YAML; repeatable)",
+    )
+    bench.add_argument(
+        "--models",
+        type=_parse_models,
+        default=None,
+        help="comma-separated row labels (that row alone) or model names (every row of that model; a "
+        "name that is also a row label names that row): only these rows run (default: every row)",
+    )
     bench.add_argument("--seeds", type=_parse_seeds, default=None, help="comma-separated seeds (default: the config's)")
     bench.add_argument("--out", type=Path, default=None, help="output folder (default: results/<config name>)")
-    bench.add_argument("--max-steps", type=_positive_int, default=None,
-                       help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)")
-    bench.add_argument("--shard", type=_parse_shard, default=None, metavar="K/N",
-                       help="run only the K-th of N disjoint parts of the grid's runs, K counted from 1 (a job array's "
-                            "task: --shard \"$SLURM_ARRAY_TASK_ID/N\" with --array=1-N); the shards share --out and "
-                            "write no tables: `neuralde-seq report OUT` does once they are done")
-    bench.add_argument("--executor", choices=("serial", "ray"), default="serial",
-                       help="serial (default): the runs one after the other here; ray: each run a Ray task, the "
-                            "tables written here (pip install \"neuralde-seq[ray]\")")
-    bench.add_argument("--address", default=None,
-                       help="with --executor ray: the Ray cluster to join (auto, or host:port; default: a local "
-                            "instance)")
-    bench.add_argument("--retries", type=_non_negative_int, default=2,
-                       help="with --executor ray: times a run whose worker died is submitted again, continuing from "
-                            "its last checkpoint (default: %(default)s)")
+    bench.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        default=None,
+        help="smoke test: stop every run after N training steps (marked SMOKE RUN, not results)",
+    )
+    bench.add_argument(
+        "--shard",
+        type=_parse_shard,
+        default=None,
+        metavar="K/N",
+        help="run only the K-th of N disjoint parts of the grid's runs, K counted from 1 (a job array's "
+        'task: --shard "$SLURM_ARRAY_TASK_ID/N" with --array=1-N); the shards share --out and '
+        "write no tables: `neuralde-seq report OUT` does once they are done",
+    )
+    bench.add_argument(
+        "--executor",
+        choices=("serial", "ray"),
+        default="serial",
+        help="serial (default): the runs one after the other here; ray: each run a Ray task, the "
+        'tables written here (pip install "neuralde-seq[ray]")',
+    )
+    bench.add_argument(
+        "--address",
+        default=None,
+        help="with --executor ray: the Ray cluster to join (auto, or host:port; default: a local instance)",
+    )
+    bench.add_argument(
+        "--retries",
+        type=_non_negative_int,
+        default=2,
+        help="with --executor ray: times a run whose worker died is submitted again, continuing from "
+        "its last checkpoint (default: %(default)s)",
+    )
     _run_options(bench)
     report = sub.add_parser(
-        "report", help="the tables and plots of a grid from its run folders (after bench --shard)",
+        "report",
+        help="the tables and plots of a grid from its run folders (after bench --shard)",
         description="Read the grid recorded in OUT (grid.json, written by bench) and the result.json of each of its "
-                    "runs (the folders of its settings only), and write results.json, results.md, curves.png and "
-                    "summary.png as a whole bench run does. Runs without a result are named and the report is "
-                    "refused, unless --partial.")
+        "runs (the folders of its settings only), and write results.json, results.md, curves.png and "
+        "summary.png as a whole bench run does. Runs without a result are named and the report is "
+        "refused, unless --partial.",
+    )
     report.add_argument("out", type=Path, help="the grid's output folder (bench's --out)")
-    report.add_argument("--partial", action="store_true",
-                        help="write the tables of the runs there are when some have no result, marked INCOMPLETE and "
-                             "naming them")
+    report.add_argument(
+        "--partial",
+        action="store_true",
+        help="write the tables of the runs there are when some have no result, marked INCOMPLETE and naming them",
+    )
     models = sub.add_parser(
-        "models", help="list the registry's models: name, input, what each is; with names, their defaults",
+        "models",
+        help="list the registry's models: name, input, what each is; with names, their defaults",
         description="Without names: one line per registry model, with the input it reads (a control path built by "
-                    "build_control, or the raw observations) and what it is. With names: each model's description, "
-                    "its input with the build_control options, every default option of its constructor and every "
-                    "field of its default solver (with the method 'auto' resolves to), as create_model, the "
-                    "estimators and benchmark rows without options use them.")
+        "build_control, or the raw observations) and what it is. With names: each model's description, "
+        "its input with the build_control options, every default option of its constructor and every "
+        "field of its default solver (with the method 'auto' resolves to), as create_model, the "
+        "estimators and benchmark rows without options use them.",
+    )
     models.add_argument("names", nargs="*", help="model names (default: all)")
     predict = sub.add_parser(
-        "predict", help="score a data file with a run's trained model: one CSV line per sample",
+        "predict",
+        help="score a data file with a run's trained model: one CSV line per sample",
         description="Load the model a bench/compare run trained (its run folder runs/<row>/seed<k>-<fingerprint>/ or "
-                    "a checkpoint, best.pt; an ensemble's members come with it) and score the series of DATA, a .ts "
-                    "or .arff file as the files task reads them (raw: the run's standardisation is applied as it "
-                    "was in the run; its drop_rate and subsample are not). Writes CSV: index, predicted label and "
-                    "one probability column per class.")
+        "a checkpoint, best.pt; an ensemble's members come with it) and score the series of DATA, a .ts "
+        "or .arff file as the files task reads them (raw: the run's standardisation is applied as it "
+        "was in the run; its drop_rate and subsample are not). Writes CSV: index, predicted label and "
+        "one probability column per class.",
+    )
     predict.add_argument("run", type=Path, metavar="RUN_OR_CHECKPOINT", help="a run folder or a checkpoint file")
     predict.add_argument("data", type=Path, metavar="DATA", help="the data file (.ts or .arff; labels optional)")
     predict.add_argument("--out", type=Path, required=True, help="the CSV file to write")
-    predict.add_argument("--device", type=_parse_device, default="cpu",
-                         help="torch device, e.g. cpu or cuda (default: %(default)s)")
+    predict.add_argument(
+        "--device", type=_parse_device, default="cpu", help="torch device, e.g. cpu or cuda (default: %(default)s)"
+    )
     migrate = sub.add_parser(
-        "migrate", help="bring results, checkpoints and caches an older neuralde_seq wrote to the current format",
+        "migrate",
+        help="bring results, checkpoints and caches an older neuralde_seq wrote to the current format",
         description="Rewrite every result.json, results.json, grid.json, checkpoint and tensor cache under PATH (a "
-                    "file or a folder, searched recursively) that an older neuralde_seq wrote in the current format "
-                    "version, in place; run folders whose fingerprint changes are renamed, so that bench --resume "
-                    "finds them. Files already current are left alone.")
+        "file or a folder, searched recursively) that an older neuralde_seq wrote in the current format "
+        "version, in place; run folders whose fingerprint changes are renamed, so that bench --resume "
+        "finds them. Files already current are left alone.",
+    )
     migrate.add_argument("path", type=Path, metavar="PATH", help="a file or folder (e.g. a bench --out folder)")
     migrate.add_argument("--dry-run", action="store_true", help="only say what would change")
     return parser
@@ -271,9 +355,14 @@ def _wrapped(label: str, items: Sequence[str], indent: str = "  ") -> str:
     import textwrap
 
     keep = "\x00"  # an item's own spaces ("step_size=None (one step per knot interval)") never break a line
-    text = textwrap.fill(", ".join(item.replace(" ", keep) for item in items), _WIDTH,
-                         initial_indent=f"{indent}{label}", subsequent_indent=indent * 2, break_long_words=False,
-                         break_on_hyphens=False)
+    text = textwrap.fill(
+        ", ".join(item.replace(" ", keep) for item in items),
+        _WIDTH,
+        initial_indent=f"{indent}{label}",
+        subsequent_indent=indent * 2,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return text.replace(keep, " ")
 
 
@@ -286,8 +375,13 @@ def _solver_items(name: str, solver) -> list[str]:
     from .solvers import Choice
     from .solvers.chunked_delta import DEFAULT_BLOCK_SIZE
 
-    meaning = {"step_size": "one step per knot interval", "every": "√N steps per segment",
-               "chunk_size": "sized to batch and heads", "block_size": str(DEFAULT_BLOCK_SIZE), "max_steps": "no limit"}
+    meaning = {
+        "step_size": "one step per knot interval",
+        "every": "√N steps per segment",
+        "chunk_size": "sized to batch and heads",
+        "block_size": str(DEFAULT_BLOCK_SIZE),
+        "max_steps": "no limit",
+    }
 
     def described(prefix: str, choice) -> list[str]:
         items = []
@@ -303,8 +397,10 @@ def _solver_items(name: str, solver) -> list[str]:
         return items
 
     method = solver.method
-    items = [f"method={method.name!r}" + (f" (on the input above: {_auto_method(name, solver)!r})"
-                                          if method.chooses_per_solve else "")]
+    items = [
+        f"method={method.name!r}"
+        + (f" (on the input above: {_auto_method(name, solver)!r})" if method.chooses_per_solve else "")
+    ]
     return items + described("", method) + [f"gradient={solver.gradient.name!r}", *described("", solver.gradient)]
 
 
@@ -326,10 +422,12 @@ def print_models(names) -> int:
         for name in MODEL_NAMES:
             entry = model_entry(name)
             line = f"{name:{width}}  {entry.inputs:12}  {entry.description}".rstrip()
-            print(line if len(line) <= _WIDTH else line[:_WIDTH - 1] + "…")
-        print("\ninput: control = a path built from the observations (build_control);\n"
-              "       observations = the observed points themselves.\n"
-              "neuralde-seq models NAME: a model's input, default options and solver.")
+            print(line if len(line) <= _WIDTH else line[: _WIDTH - 1] + "…")
+        print(
+            "\ninput: control = a path built from the observations (build_control);\n"
+            "       observations = the observed points themselves.\n"
+            "neuralde-seq models NAME: a model's input, default options and solver."
+        )
         return 0
     for i, name in enumerate(names):
         entry = model_entry(name)
@@ -337,8 +435,12 @@ def print_models(names) -> int:
         solver = defaults.pop("solver", None)
         print(("\n" if i else "") + f"{name}: {entry.description or '(no description)'}")
         if entry.inputs == "control":
-            print(_wrapped("input: control path, build_control(", [f"{k}={v!r}" for k, v in
-                                                                    control_options(name).items()]) + ")")
+            print(
+                _wrapped(
+                    "input: control path, build_control(", [f"{k}={v!r}" for k, v in control_options(name).items()]
+                )
+                + ")"
+            )
         else:
             print("  input: observations (times, values with NaN for missing, lengths)")
         print(_wrapped("options: ", [f"{k}={v!r}" for k, v in defaults.items()]))
@@ -405,9 +507,11 @@ def compare_config(models) -> dict:
     for name in models or ():
         if name not in labels and name not in MODEL_NAMES and name not in REFERENCE_METHODS:
             hint = did_you_mean(name, [*rows, *MODEL_NAMES, *REFERENCE_METHODS])
-            raise ConfigError(f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes the rows "
-                              f"{', '.join(rows)}, any other registry model name (neuralde-seq models lists them), "
-                              f"a reference method or random-features ({', '.join(REFERENCE_METHODS)})")
+            raise ConfigError(
+                f"--models: {name} match no row; {hint + ' ' if hint else ''}--models takes the rows "
+                f"{', '.join(rows)}, any other registry model name (neuralde-seq models lists them), "
+                f"a reference method or random-features ({', '.join(REFERENCE_METHODS)})"
+            )
     fast_weight_options = next(row["options"] for row in config["models"] if row["model"] in FAST_WEIGHT_MODEL_NAMES)
     for name in models or ():
         if name not in labels and name in MODEL_NAMES:
@@ -420,11 +524,20 @@ def compare_config(models) -> dict:
     return config
 
 
-def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], models, seeds=None,
-         max_steps=None) -> dict:
-    kwargs = dict(config=config, out_dir=out, overrides=overrides, models=models, seeds=seeds, max_steps=max_steps,
-                  resume=args.resume and not args.fresh, progress=not args.no_progress, device=args.device,
-                  dtype=args.dtype, threads=args.threads)
+def _run(config, out: Path, args: argparse.Namespace, overrides: list[str], models, seeds=None, max_steps=None) -> dict:
+    kwargs = dict(
+        config=config,
+        out_dir=out,
+        overrides=overrides,
+        models=models,
+        seeds=seeds,
+        max_steps=max_steps,
+        resume=args.resume and not args.fresh,
+        progress=not args.no_progress,
+        device=args.device,
+        dtype=args.dtype,
+        threads=args.threads,
+    )
     if args.command == "bench":
         kwargs.update(shard=args.shard, executor=args.executor, address=args.address, retries=args.retries)
     # One process, --nproc N local processes, or the processes torchrun started.
@@ -484,8 +597,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.executor == "ray" and args.shard is not None:
             parser.error("--shard and --executor ray are two ways to spread a grid: give one")
         if args.executor == "ray" and args.nproc > 1:
-            parser.error("--executor ray makes each run a Ray task of its own; --nproc splits one run over processes: "
-                         "give one")
+            parser.error(
+                "--executor ray makes each run a Ray task of its own; --nproc splits one run over processes: give one"
+            )
     from .training.config import apply_overrides, parse_config
 
     source = COMPARE_CONFIG.name if args.command == "compare" else str(args.config)
@@ -530,11 +644,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _diverged_status(results: dict, out: Path) -> int:
     """1 (after naming them) when runs diverged, else 0."""
     if results.get("diverged"):
-        runs = ", ".join(f"{d['label']} seed {d['seed']}" if isinstance(d, dict) else str(d)
-                         for d in results["diverged"])
+        runs = ", ".join(
+            f"{d['label']} seed {d['seed']}" if isinstance(d, dict) else str(d) for d in results["diverged"]
+        )
         where = "their result.json" if results.get("rows") is None else out / "results.md"
-        print(f"neuralde-seq: training diverged in {runs}; their last good checkpoints are reported, marked DIVERGED "
-              f"(see {where}).", file=sys.stderr)
+        print(
+            f"neuralde-seq: training diverged in {runs}; their last good checkpoints are reported, marked DIVERGED "
+            f"(see {where}).",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -11,6 +11,7 @@ and ``score``. A family supplies ``_fit(X, y, times)`` and says what its predict
 sets (``_fitted_attribute``), the dtype (`SequenceEstimatorBase._prediction_dtype`) and the fill of unobserved
 channels (`SequenceEstimatorBase._unobserved_fill`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .data.base.datasets import IrregularDataset
-from .estimator_inputs import (check_channels_like_fit, check_label_types, check_times_like_fit, estimator_seed,
-                               read_sequences, threads_for_jobs)
+from .estimator_inputs import (
+    check_channels_like_fit,
+    check_label_types,
+    check_times_like_fit,
+    estimator_seed,
+    read_sequences,
+    threads_for_jobs,
+)
 from .training.input_spec import warn_unobserved
 from .training.threads import torch_threads
 

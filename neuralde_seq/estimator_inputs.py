@@ -8,6 +8,7 @@ the checks that predictions get what fit got
 ``random_state`` (`estimator_seed`) and torch threads from ``n_jobs`` (`threads_for_jobs`). The estimator modules
 import this one (and `neuralde_seq.estimator_base`), so neither imports the other for it (docs/design.md#layers).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -21,8 +22,18 @@ from .data.formats.arrays import read_dataset
 from .input_checks import DTYPES, floating_dtype
 from .user_warnings import warn_user
 
-__all__ = ["AxesOrderWarning", "DTYPES", "MIN_STEPS", "estimator_dtype", "estimator_seed", "threads_for_jobs",
-           "read_sequences", "check_label_types", "check_times_like_fit", "check_channels_like_fit"]
+__all__ = [
+    "AxesOrderWarning",
+    "DTYPES",
+    "MIN_STEPS",
+    "estimator_dtype",
+    "estimator_seed",
+    "threads_for_jobs",
+    "read_sequences",
+    "check_label_types",
+    "check_times_like_fit",
+    "check_channels_like_fit",
+]
 
 MIN_STEPS = 2  # Observations and controls need at least 2 time points per sample
 
@@ -62,8 +73,10 @@ def check_label_types(y) -> None:
     if isinstance(y, np.ndarray) and y.dtype != object:
         if y.dtype.kind == "f" and np.isnan(y).any():
             first = int(np.flatnonzero(np.isnan(y.ravel()))[0])
-            raise ValueError(f"y holds {int(np.isnan(y).sum())} missing label(s) (NaN), the first at sample {first}: "
-                             "every sample needs its class; leave the unlabelled samples out of X and y")
+            raise ValueError(
+                f"y holds {int(np.isnan(y).sum())} missing label(s) (NaN), the first at sample {first}: "
+                "every sample needs its class; leave the unlabelled samples out of X and y"
+            )
         return  # one numpy type for every label
     try:
         labels = np.asarray(y, dtype=object).ravel()
@@ -71,18 +84,21 @@ def check_label_types(y) -> None:
         return  # not array-like: column_or_1d names the problem
     missing = [i for i, label in enumerate(labels) if label is None or (isinstance(label, float) and label != label)]
     if missing:  # scikit-learn would say "Unknown label type: unknown" (None) or take NaN for a class
-        raise ValueError(f"y holds {len(missing)} missing label(s) (None or NaN), the first at sample {missing[0]}: "
-                         "every sample needs its class; leave the unlabelled samples out of X and y")
+        raise ValueError(
+            f"y holds {len(missing)} missing label(s) (None or NaN), the first at sample {missing[0]}: "
+            "every sample needs its class; leave the unlabelled samples out of X and y"
+        )
     found: dict[str, set] = {}
     for label in labels:
-        kind = ("string" if isinstance(label, (str, bytes)) else
-                "number" if isinstance(label, numbers.Number) else None)
+        kind = "string" if isinstance(label, (str, bytes)) else "number" if isinstance(label, numbers.Number) else None
         if kind is not None:
             found.setdefault(kind, set()).add(type(label).__name__)
     if len(found) > 1:
         types = ", ".join(sorted(set().union(*found.values())))
-        raise ValueError(f"y mixes label types: strings and numbers ({types}); give every label as one type (e.g. "
-                         "all strings, or all integers), so that predict returns the labels as given")
+        raise ValueError(
+            f"y mixes label types: strings and numbers ({types}); give every label as one type (e.g. "
+            "all strings, or all integers), so that predict returns the labels as given"
+        )
 
 
 def check_times_like_fit(estimator, times) -> None:
@@ -91,12 +107,16 @@ def check_times_like_fit(estimator, times) -> None:
     with_times = estimator.fitted_with_times_
     name = type(estimator).__name__
     if with_times and times is None:
-        raise ValueError(f"times is None, but this {name} was fitted with times: give the times of these "
-                         "sequences too (one (T_i,) array per sample, in the units of fit); without them the "
-                         "observation indices 0, 1, ... would be read as times")
+        raise ValueError(
+            f"times is None, but this {name} was fitted with times: give the times of these "
+            "sequences too (one (T_i,) array per sample, in the units of fit); without them the "
+            "observation indices 0, 1, ... would be read as times"
+        )
     if with_times is False and times is not None:
-        raise ValueError(f"times was given, but this {name} was fitted without times (each sample's observation "
-                         "indices 0, 1, ...): pass times=None, or fit with times")
+        raise ValueError(
+            f"times was given, but this {name} was fitted without times (each sample's observation "
+            "indices 0, 1, ...): pass times=None, or fit with times"
+        )
 
 
 def check_channels_like_fit(estimator, X, channels: int) -> None:
@@ -106,14 +126,15 @@ def check_channels_like_fit(estimator, X, channels: int) -> None:
     if channels == fitted:
         return
     name = type(estimator).__name__
-    message = (f"X has {channels} channel(s) per time step, but {name} was fitted with {fitted} "
-               "(n_features_in_)")
+    message = f"X has {channels} channel(s) per time step, but {name} was fitted with {fitted} (n_features_in_)"
     shape = None if isinstance(X, (list, tuple)) else getattr(X, "shape", None)
     if shape is not None and len(shape) == 2 and fitted > 1:
         rows, columns = (int(k) for k in shape)
-        message += (f": a 2-D array is read as N univariate sequences (N, T), here {rows} sequences of {columns} "
-                    f"time steps. For one sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0] "
-                    f"(or x[None] for a 3-D (1, T, C) array)")
+        message += (
+            f": a 2-D array is read as N univariate sequences (N, T), here {rows} sequences of {columns} "
+            f"time steps. For one sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0] "
+            f"(or x[None] for a 3-D (1, T, C) array)"
+        )
     raise ValueError(message)
 
 
@@ -127,9 +148,12 @@ def _warn_if_channels_first(shape) -> None:
     array would train a model on T channels of C steps: say so when the time axis is the shorter one."""
     if len(shape) == 3 and 0 < shape[1] < shape[2]:
         n, t, c = (int(k) for k in shape)
-        warn_user(f"X of shape {(n, t, c)} is read as (N, T, C): {n} sequences of {t} time steps with {c} channels. "
-                  f"Arrays from aeon or sktime are (N, C, T); if yours is one, give X.transpose(0, 2, 1) (a "
-                  f"{(n, c, t)} array)", AxesOrderWarning)
+        warn_user(
+            f"X of shape {(n, t, c)} is read as (N, T, C): {n} sequences of {t} time steps with {c} channels. "
+            f"Arrays from aeon or sktime are (N, C, T); if yours is one, give X.transpose(0, 2, 1) (a "
+            f"{(n, c, t)} array)",
+            AxesOrderWarning,
+        )
 
 
 def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
@@ -157,13 +181,23 @@ def read_sequences(X, times, dtype: torch.dtype, name: str) -> IrregularDataset:
         raise ValueError("Complex data not supported: X holds complex numbers; give real values")
     if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] < MIN_STEPS:
         shape = tuple(int(k) for k in shape)
-        raise ValueError(f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {MIN_STEPS} is "
-                         f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
-                         f"and the models need at least {MIN_STEPS} time steps per sequence; for one "
-                         f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]")
+        raise ValueError(
+            f"X has {shape[1]} feature(s) (shape={shape}) while a minimum of {MIN_STEPS} is "
+            f"required: a 2-D X is read as N univariate sequences of X.shape[1] time steps, "
+            f"and the models need at least {MIN_STEPS} time steps per sequence; for one "
+            f"sequence of shape (T, C) give a list of one, e.g. [X[0]] rather than X[0]"
+        )
     if shape is not None:
         _warn_if_channels_first(tuple(shape))
     # Values kept in float64: the models' finite range in ``dtype`` is judged after the estimator's own
     # standardisation (`standardised`), so raw values of 1e12 are accepted in float32.
-    return read_dataset(X, times, dtype=dtype, values_dtype=torch.float64, min_length=MIN_STEPS,
-                        names=("X", "times", "lengths"), fix="dtype='float64'", name=name)
+    return read_dataset(
+        X,
+        times,
+        dtype=dtype,
+        values_dtype=torch.float64,
+        min_length=MIN_STEPS,
+        names=("X", "times", "lengths"),
+        fix="dtype='float64'",
+        name=name,
+    )

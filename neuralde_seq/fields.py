@@ -28,6 +28,7 @@ time comes from the key source through the same input projection and LayerNorm.
 
 All heads are evaluated together in batched tensor operations (no loop over heads).
 """
+
 from __future__ import annotations
 
 import torch
@@ -75,10 +76,23 @@ class FastWeightField(nn.Module):
     Shapes: ``W`` is (B, H, d_head, d_head) (value × key); ``x`` and ``dx`` are (B, C).
     """
 
-    def __init__(self, in_channels: int, d_model: int, n_heads: int, rule: str | LearningRule = "delta", *,
-                 form: str = "cde", dx_only: bool = False, hebb_swap: bool = False, head_dim: int | None = None,
-                 forget_gate: bool = False, chrono_t_max: float | None = None, basis=None,
-                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        d_model: int,
+        n_heads: int,
+        rule: str | LearningRule = "delta",
+        *,
+        form: str = "cde",
+        dx_only: bool = False,
+        hebb_swap: bool = False,
+        head_dim: int | None = None,
+        forget_gate: bool = False,
+        chrono_t_max: float | None = None,
+        basis=None,
+        num_bases: int | None = None,
+        basis_time_range: tuple[float, float] | None = None,
+    ):
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
@@ -95,8 +109,10 @@ class FastWeightField(nn.Module):
         if dx_only and hebb_swap:
             raise ValueError("dx_only and hebb_swap exclude each other")
         if hebb_swap and not self.rule.swappable_cde_sources:
-            raise ValueError(f"hebb_swap applies to the Hebb rule only (rules with swappable_cde_sources), got rule "
-                             f"{self.rule.name or self.rule!r}")
+            raise ValueError(
+                f"hebb_swap applies to the Hebb rule only (rules with swappable_cde_sources), got rule "
+                f"{self.rule.name or self.rule!r}"
+            )
         self.form = form
         self.in_channels, self.d_model, self.n_heads, self.head_dim = in_channels, d_model, n_heads, head_dim
         if form in ("ode", "rde"):
@@ -106,8 +122,10 @@ class FastWeightField(nn.Module):
         else:  # the rule says which CDE input feeds its keys (Delta: x') and which its values
             key_source, value_source = self.rule.cde_sources
             if not {key_source, value_source} <= {"x", "dx"}:
-                raise ValueError(f"{self.rule!r}.cde_sources must be a (key, value) pair of 'x' and 'dx', got "
-                                 f"{self.rule.cde_sources!r}")
+                raise ValueError(
+                    f"{self.rule!r}.cde_sources must be a (key, value) pair of 'x' and 'dx', got "
+                    f"{self.rule.cde_sources!r}"
+                )
             if hebb_swap:
                 key_source, value_source = value_source, key_source
         self.key_source, self.value_source = key_source, value_source
@@ -139,7 +157,7 @@ class FastWeightField(nn.Module):
         if chrono_t_max is not None:  # drawn last: the field's other parameters are initialised as without it
             # beta (and forget) of each head, for every basis function
             assert self.slow.bias is not None  # both kinds of layer are made with a bias
-            gates = self.slow.bias.view(-1, H, sum(self._slow_split))[..., (2 * d if shared_value else d):]
+            gates = self.slow.bias.view(-1, H, sum(self._slow_split))[..., (2 * d if shared_value else d) :]
             with torch.no_grad():
                 gates.copy_(-chrono_bias(tuple(gates.shape), chrono_t_max, dtype=gates.dtype, device=gates.device))
 
@@ -214,8 +232,9 @@ class FastWeightField(nn.Module):
             parts[3] = torch.sigmoid(parts[3])
         return tuple(parts)
 
-    def forward(self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None,
-                s: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, W: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None, s: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The vector field dW/ds.
 
         Arguments:
@@ -262,8 +281,9 @@ class FastWeightField(nn.Module):
         *rule_features, forget = features
         return self.rule.rate_from_features(W, *rule_features) - forget.unsqueeze(-1) * W
 
-    def initial_write(self, x: torch.Tensor | None, dx: torch.Tensor | None,
-                      s: torch.Tensor | None = None) -> torch.Tensor:
+    def initial_write(
+        self, x: torch.Tensor | None, dx: torch.Tensor | None, s: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The rule's write into empty fast weights, used as a rank-one W(t0) (as the public code).
 
         Arguments:
@@ -305,7 +325,9 @@ class FastWeightField(nn.Module):
 
     def extra_repr(self) -> str:
         """The form, rule, heads and input sources, shown by ``print(module)``."""
-        return (f"form={self.form!r}, rule={self.rule!r}, heads={self.n_heads}, head_dim={self.head_dim}, "
-                f"key_source={self.key_source!r}, value_source={self.value_source!r}"
-                + (", forget_gate=True" if self.forget_gate else "")
-                + ("" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"))
+        return (
+            f"form={self.form!r}, rule={self.rule!r}, heads={self.n_heads}, head_dim={self.head_dim}, "
+            f"key_source={self.key_source!r}, value_source={self.value_source!r}"
+            + (", forget_gate=True" if self.forget_gate else "")
+            + ("" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}")
+        )

@@ -11,6 +11,7 @@ Versions:
     2. Choices stored as ``{"type": "RK4", **fields}`` (`neuralde_seq.solvers.SolverOptions.to_dict`), every
        setting recorded.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,11 +57,17 @@ def check_format(data: Any, path: str | os.PathLike, what: str) -> None:
     if version == FORMAT_VERSION:
         return
     if version > FORMAT_VERSION:
-        raise OldFormatError(f"{what} {path} has format version {version}, newer than this neuralde_seq reads "
-                             f"({FORMAT_VERSION}): update neuralde_seq to read it", path)
-    raise OldFormatError(f"{what} {path} has format version {version} (written by an older neuralde_seq); this one "
-                         f"reads version {FORMAT_VERSION}: run `neuralde-seq migrate {_migration_target(path)}` to "
-                         "bring the files there up to date", path)
+        raise OldFormatError(
+            f"{what} {path} has format version {version}, newer than this neuralde_seq reads "
+            f"({FORMAT_VERSION}): update neuralde_seq to read it",
+            path,
+        )
+    raise OldFormatError(
+        f"{what} {path} has format version {version} (written by an older neuralde_seq); this one "
+        f"reads version {FORMAT_VERSION}: run `neuralde-seq migrate {_migration_target(path)}` to "
+        "bring the files there up to date",
+        path,
+    )
 
 
 def _migration_target(path: str | os.PathLike) -> Path:

@@ -24,6 +24,7 @@ Every file the library writes for a run (checkpoints, ``result.json``, ``curves.
 which refuses only an exclusive holder (a whole run), and each run takes an exclusive lock of its own
 (``OutputLock(row_folder, name=".seed<k>-<fingerprint>.lock")``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,21 +32,30 @@ import contextvars
 import errno
 import os
 import re
-import stat
 import socket
+import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 try:  # POSIX: a lock the kernel releases when its holder dies, however it dies
     import fcntl
 except ImportError:  # pragma: no cover - Windows: a lock file created with O_EXCL, stale ones taken over
     fcntl = None  # type: ignore[assignment]  # mypy checks for one platform, where the module always exists
 
-__all__ = ["atomic_file", "write_text_atomic", "write_bytes_atomic", "published_together", "remove_stale_temporaries",
-           "OutputLock", "OutputFolderBusy", "LOCK_FILE_NAME"]
+__all__ = [
+    "atomic_file",
+    "write_text_atomic",
+    "write_bytes_atomic",
+    "published_together",
+    "remove_stale_temporaries",
+    "OutputLock",
+    "OutputFolderBusy",
+    "LOCK_FILE_NAME",
+]
 
 LOCK_FILE_NAME = ".neuralde-seq.lock"
 """The lock file `OutputLock` keeps in an output folder while a run writes there."""
@@ -96,8 +106,9 @@ def published_together() -> Iterator[None]:
         for temporary, _ in pending:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-        raise IsADirectoryError(errno.EISDIR, "a folder stands where the file is to be written; nothing was "
-                                "published", blocked[0])
+        raise IsADirectoryError(
+            errno.EISDIR, "a folder stands where the file is to be written; nothing was published", blocked[0]
+        )
     for temporary, target in pending:
         if last[target] != temporary:  # overwritten later in the block
             with contextlib.suppress(FileNotFoundError):
@@ -134,8 +145,9 @@ SHARED_HOLDER = "mode=shared\n"
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
-                newline: str | None = None) -> Iterator[IO]:
+def atomic_file(
+    path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, newline: str | None = None
+) -> Iterator[IO]:
     """Open a unique temporary file beside ``path`` for writing; on success it replaces ``path`` atomically.
 
     Use as ``with atomic_file(path) as f: torch.save(state, f)``. If the block raises, the temporary file is
@@ -293,7 +305,7 @@ class OutputLock:
         self.shared = bool(shared)
         self._descriptor: int | None = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         self.acquire()
         return self
 
@@ -310,12 +322,21 @@ class OutputLock:
         if fields.get("mode") == "shared":
             return OutputFolderBusy(
                 f"output folder {self.folder} is in use by the shards of a grid (bench --shard; lock file "
-                f"{self.path}): wait for them to finish, or give another output folder (--out)", self.folder, holder)
-        who = (f"process {fields['pid']} on host {fields.get('host', '?')}" if "pid" in fields
-               else "another process (its id is not written yet)")
+                f"{self.path}): wait for them to finish, or give another output folder (--out)",
+                self.folder,
+                holder,
+            )
+        who = (
+            f"process {fields['pid']} on host {fields.get('host', '?')}"
+            if "pid" in fields
+            else "another process (its id is not written yet)"
+        )
         return OutputFolderBusy(
             f"output folder {self.folder} is in use by {who} (lock file {self.path}): wait for that run to finish, "
-            f"or give another output folder (--out)", self.folder, holder)
+            f"or give another output folder (--out)",
+            self.folder,
+            holder,
+        )
 
     def acquire(self) -> None:
         """Take the lock, or raise `OutputFolderBusy` at once (it never waits)."""
@@ -324,8 +345,11 @@ class OutputLock:
         self.folder.mkdir(parents=True, exist_ok=True)
         if fcntl is None:  # pragma: no cover - exercised where fcntl is missing
             if self.shared:
-                print(f"neuralde-seq: warning: no shared lock on this platform; {self.folder} is not locked: make sure "
-                      "no other run than the shards of this grid writes into it", file=sys.stderr)
+                print(
+                    f"neuralde-seq: warning: no shared lock on this platform; {self.folder} is not locked: make sure "
+                    "no other run than the shards of this grid writes into it",
+                    file=sys.stderr,
+                )
                 return
             self._acquire_exclusive_create()
         else:
@@ -333,8 +357,7 @@ class OutputLock:
 
     def _acquire_flock(self) -> None:
         # O_NONBLOCK: a FIFO planted at the name must not hang the open (it changes nothing for a regular file)
-        flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         leaving = 100  # tries while the last shared holder checks, exclusively, whether it is the last
         while True:
             try:
@@ -347,8 +370,10 @@ class OutputLock:
             if not stat.S_ISREG(kind):
                 os.close(descriptor)
                 what = "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if stat.S_ISSOCK(kind) else "not a file"
-                raise OSError(f"lock file {self.path} is {what}, not a regular file: remove it (a run keeps a plain "
-                              "file there while it writes into the folder)")
+                raise OSError(
+                    f"lock file {self.path} is {what}, not a regular file: remove it (a run keeps a plain "
+                    "file there while it writes into the folder)"
+                )
             try:
                 fcntl.flock(descriptor, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -369,8 +394,11 @@ class OutputLock:
                 if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                     raise
                 # A file system without locks (some network mounts): run, as before locks existed, but say so.
-                print(f"neuralde-seq: warning: cannot lock {self.folder} ({error.strerror}); make sure no other "
-                      "run writes into it", file=sys.stderr)
+                print(
+                    f"neuralde-seq: warning: cannot lock {self.folder} ({error.strerror}); make sure no other "
+                    "run writes into it",
+                    file=sys.stderr,
+                )
                 return
             except BaseException:
                 os.close(descriptor)
@@ -390,8 +418,11 @@ class OutputLock:
             return
         if left.strip() and (not self.shared or "pid" in _parse_holder(left)):
             # the kernel released it: its holder ended without removing the file
-            print(f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
-                  f"({left.strip()})", file=sys.stderr)
+            print(
+                f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
+                f"({left.strip()})",
+                file=sys.stderr,
+            )
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, (SHARED_HOLDER if self.shared else _holder_text()).encode(), 0)
         self._descriptor = descriptor
@@ -407,12 +438,18 @@ class OutputLock:
                 except FileNotFoundError:
                     continue  # released meanwhile: try again
                 fields = _parse_holder(holder)
-                stale = (fields.get("host") == socket.gethostname() and fields.get("pid", "").isdigit()
-                         and not _process_alive(int(fields["pid"])))
+                stale = (
+                    fields.get("host") == socket.gethostname()
+                    and fields.get("pid", "").isdigit()
+                    and not _process_alive(int(fields["pid"]))
+                )
                 if not stale:
                     raise self._busy(holder) from None
-                print(f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
-                      f"({holder.strip()})", file=sys.stderr)
+                print(
+                    f"neuralde-seq: taking over the lock on {self.folder} left by a process that has ended "
+                    f"({holder.strip()})",
+                    file=sys.stderr,
+                )
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)
                 continue

@@ -6,6 +6,7 @@ Geometric Deep Learning chapter "Grids" derives the gate as the time warping der
 Ollivier (2018) initialise the biases so that the forgetting times spread over the dependency ranges expected,
 2 to T_max (`chrono_bias`; docs/equations.md#forget-gate).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,13 @@ def check_t_max(name: str, value) -> None:
         raise ValueError(f"{name} must be a finite number > 2 (the longest dependency range), got {value!r}")
 
 
-def chrono_bias(size, t_max: float, generator: torch.Generator | None = None, dtype: torch.dtype | None = None,
-                device: torch.device | str | None = None) -> torch.Tensor:
+def chrono_bias(
+    size,
+    t_max: float,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Chrono initialisation of gate biases (Tallec and Ollivier 2018): b = log(u), u ~ U(1, t_max − 1).
 
     The Geometric Deep Learning chapter "Grids" derives that a gated RNN's gate plays the time warping

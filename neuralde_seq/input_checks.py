@@ -9,19 +9,32 @@ A mismatched dtype is refused, not cast: casting a float64 input into a float32 
 precision the data was prepared in (float32 resolves unix times only to 128 s), and casting the model would
 change its parameters behind the caller's back. The message says which conversion to make.
 """
+
 from __future__ import annotations
 
 import difflib
 import itertools
 import math
 import numbers
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
-__all__ = ["check_model_input", "check_input_type", "check_input_matches", "check_matches_module",
-           "module_dtype_device", "check_num_outputs", "closest_names", "did_you_mean", "unknown_name_message",
-           "UnknownOptionError", "DTYPES", "floating_dtype", "is_positive_finite"]
+__all__ = [
+    "check_model_input",
+    "check_input_type",
+    "check_input_matches",
+    "check_matches_module",
+    "module_dtype_device",
+    "check_num_outputs",
+    "closest_names",
+    "did_you_mean",
+    "unknown_name_message",
+    "UnknownOptionError",
+    "DTYPES",
+    "floating_dtype",
+    "is_positive_finite",
+]
 
 # The dtypes a user names by string (estimators' dtype, a config's or the command line's --dtype): one table.
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -44,8 +57,7 @@ def is_positive_finite(value: object) -> bool:
     """Whether ``value`` is a finite real number above 0 (a bool is not a number here; NaN and inf are not
     finite)."""
     # `not value <= 0` rather than `value > 0`: numbers.Real declares only < and <= (the same on finite numbers)
-    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-            and not value <= 0)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and not value <= 0
 
 
 class UnknownOptionError(TypeError, ValueError):
@@ -109,19 +121,22 @@ def unknown_name_message(kind: str, given, valid: Iterable[str], *, where: str =
     """
     valid = [str(v) for v in valid]
     hint = did_you_mean(str(given), valid)
-    return (f"unknown {kind} {given!r}{where}; {hint + ' ' if hint else ''}"
-            f"{listing or f'valid {kind}s'}: {', '.join(valid)}")
+    return (
+        f"unknown {kind} {given!r}{where}; {hint + ' ' if hint else ''}"
+        f"{listing or f'valid {kind}s'}: {', '.join(valid)}"
+    )
+
 
 _HOW_TO_BUILD = {
     "Control": "build it with neuralde_seq.build_control(times, values, lengths, ...) or "
-               "neuralde_seq.model_inputs(model_name, times, values, lengths)",
+    "neuralde_seq.model_inputs(model_name, times, values, lengths)",
     "Observations": "build it with neuralde_seq.Observations.from_tensors(times, values, lengths) or "
-                    "neuralde_seq.model_inputs(model_name, times, values, lengths)",
+    "neuralde_seq.model_inputs(model_name, times, values, lengths)",
 }
 _WHAT_IT_IS = {
     "Control": "a Control is an interpolated path (or log-signature windows), for the neural CDE/ODE/RDE models",
     "Observations": "Observations are the raw observations, for GRU-D, GRU-Δt, ODE-RNN, ODE-RFWP, the latent "
-                    "models, CKCNN and CCNN",
+    "models, CKCNN and CCNN",
 }
 
 
@@ -146,13 +161,17 @@ def check_matches_module(module: torch.nn.Module, tensor: torch.Tensor, what: st
     owner = owner or type(module).__name__
     if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
         verb = "are" if what.endswith("Observations") else "is"
-        raise TypeError(f"{owner} has {dtype} parameters but {what} {verb} {tensor.dtype}: convert one of them, "
-                        f"model.to({tensor.dtype}) or X.to({dtype}) (inputs are not cast, "
-                        "which could silently drop precision)")
+        raise TypeError(
+            f"{owner} has {dtype} parameters but {what} {verb} {tensor.dtype}: convert one of them, "
+            f"model.to({tensor.dtype}) or X.to({dtype}) (inputs are not cast, "
+            "which could silently drop precision)"
+        )
     if device is not None and tensor.device != device:
         verb = "are" if what.endswith("Observations") else "is"
-        raise TypeError(f"{owner}'s parameters are on {device} but {what} {verb} on {tensor.device}: move one of them, "
-                        f"model.to('{tensor.device}') or X.to('{device}')")
+        raise TypeError(
+            f"{owner}'s parameters are on {device} but {what} {verb} on {tensor.device}: move one of them, "
+            f"model.to('{tensor.device}') or X.to('{device}')"
+        )
 
 
 def check_input_type(model: torch.nn.Module, inputs, expected: type) -> None:
@@ -203,6 +222,7 @@ def check_num_outputs(num_classes) -> int:
             output head accept None, and they do not call this).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes (outputs: classes, or regression targets) must be a positive integer, "
-                         f"got {num_classes!r}")
+        raise ValueError(
+            f"num_classes (outputs: classes, or regression targets) must be a positive integer, got {num_classes!r}"
+        )
     return num_classes

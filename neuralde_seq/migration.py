@@ -20,21 +20,31 @@ A run folder whose fingerprint changes is renamed (``seed<k>-<fingerprint>``), s
 of the current version are left alone; a file this module cannot read (another program's JSON, a damaged file) is
 named and left alone.
 """
+
 from __future__ import annotations
 
 import ast
 import dataclasses
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 
 from .file_format import FORMAT_KEY, FORMAT_VERSION, format_version_of
 
-__all__ = ["migrate_path", "migrate_result", "migrate_grid_record", "migrate_results_file", "migrate_checkpoint",
-           "migrate_tensor_cache", "Migrated", "MigrationError"]
+__all__ = [
+    "migrate_path",
+    "migrate_result",
+    "migrate_grid_record",
+    "migrate_results_file",
+    "migrate_checkpoint",
+    "migrate_tensor_cache",
+    "Migrated",
+    "MigrationError",
+]
 
 # Version 1 left these training settings out of a run's settings at their defaults (its fingerprint rule).
 _V1_OMITTED_TRAINING = {"schedule": "constant", "augment_drop_rate": 0.0, "augment_crop": 1.0, "ensemble": 1}
@@ -70,8 +80,11 @@ def _solver_from_repr(text: str) -> dict:
     the options by name (``SolverOptions(method='rk4', step_size=0.5, ...)``), as the options' mapping."""
     from . import solvers
 
-    classes = {name: getattr(solvers, name) for name in solvers.__all__
-               if isinstance(getattr(solvers, name), type) and issubclass(getattr(solvers, name), solvers.Choice)}
+    classes = {
+        name: getattr(solvers, name)
+        for name in solvers.__all__
+        if isinstance(getattr(solvers, name), type) and issubclass(getattr(solvers, name), solvers.Choice)
+    }
 
     def stored(node: ast.expr) -> Any:
         if isinstance(node, ast.Call):
@@ -109,8 +122,10 @@ def _row(row: Any) -> Any:
         return row
     out = dict(row)
     if isinstance(out.get("training"), dict):
-        out["training"] = {**out["training"],
-                           **{k: v for k, v in _V1_OMITTED_TRAINING.items() if k not in out["training"]}}
+        out["training"] = {
+            **out["training"],
+            **{k: v for k, v in _V1_OMITTED_TRAINING.items() if k not in out["training"]},
+        }
     out.setdefault("reference", False)
     return out
 
@@ -154,8 +169,10 @@ def _recorded_defaults(record: dict, model: Any, reference: bool, where: str) ->
         record.setdefault("model_defaults", defaults)
         record.setdefault("control_defaults", controls)
     if isinstance(record["model_defaults"], dict) and "solver" in record["model_defaults"]:
-        record["model_defaults"] = {**record["model_defaults"],
-                                    "solver": _solver(record["model_defaults"]["solver"], f"{where}: model_defaults")}
+        record["model_defaults"] = {
+            **record["model_defaults"],
+            "solver": _solver(record["model_defaults"]["solver"], f"{where}: model_defaults"),
+        }
 
 
 def _input_spec(spec: Any, model: Any, where: str) -> Any:
@@ -182,8 +199,10 @@ def _versioned(data: Any, where: str) -> bool:
     """Whether ``data`` needs migrating (version 1); False for the current version, MigrationError for a newer."""
     version = format_version_of(data)
     if version > FORMAT_VERSION:
-        raise MigrationError(f"{where} has format version {version}, newer than this neuralde_seq's "
-                             f"({FORMAT_VERSION}): update neuralde_seq")
+        raise MigrationError(
+            f"{where} has format version {version}, newer than this neuralde_seq's "
+            f"({FORMAT_VERSION}): update neuralde_seq"
+        )
     return version < FORMAT_VERSION
 
 
@@ -204,9 +223,12 @@ def migrate_result(result: dict, where: str = "result") -> dict:
         out["config"] = _settings(out["config"])
         old, out["fingerprint"] = out.get("fingerprint"), _fingerprint(out["config"])
         if isinstance(out.get("history"), dict):  # the checkpoint paths it records name the run folder
-            out["history"] = {key: _renamed_path(value, f"seed{out.get('seed')}-{old}",
-                                                 f"seed{out.get('seed')}-{out['fingerprint']}")
-                              if key.endswith("_path") else value for key, value in out["history"].items()}
+            out["history"] = {
+                key: _renamed_path(value, f"seed{out.get('seed')}-{old}", f"seed{out.get('seed')}-{out['fingerprint']}")
+                if key.endswith("_path")
+                else value
+                for key, value in out["history"].items()
+            }
     row = (out.get("config") or {}).get("row") or {}
     _recorded_defaults(out, out.get("model"), bool(row.get("reference")), where)
     if out.get("input_spec") is not None:
@@ -220,8 +242,12 @@ def migrate_grid_record(record: dict, where: str = "grid.json") -> dict:
     out = {key: value for key, value in record.items() if key != "format"}
     if isinstance(out.get("config"), dict):
         out["config"] = {**out["config"], "models": [_row(row) for row in out["config"].get("models", [])]}
-    out["runs"] = [{**run, "settings": _settings(run["settings"])} if isinstance(run, dict) and
-                   isinstance(run.get("settings"), dict) else run for run in out.get("runs", [])]
+    out["runs"] = [
+        {**run, "settings": _settings(run["settings"])}
+        if isinstance(run, dict) and isinstance(run.get("settings"), dict)
+        else run
+        for run in out.get("runs", [])
+    ]
     out[FORMAT_KEY] = FORMAT_VERSION
     return out
 
@@ -248,8 +274,10 @@ def migrate_checkpoint(checkpoint: dict, where: str = "checkpoint") -> dict:
             _recorded_defaults(config, config.get("model"), bool((config["row"] or {}).get("reference")), where)
             folders = [f"seed{config.get('seed')}-{_fingerprint(s)}" for s in (checkpoint["config"], config)]
             if isinstance(out.get("history"), dict):  # the checkpoint paths it records name the run folder
-                out["history"] = {key: _renamed_path(value, *folders) if key.endswith("_path") else value
-                                  for key, value in out["history"].items()}
+                out["history"] = {
+                    key: _renamed_path(value, *folders) if key.endswith("_path") else value
+                    for key, value in out["history"].items()
+                }
         if "solver" in config:
             config["solver"] = _solver(config["solver"], f"{where}: solver")
         if config.get("input_spec") is not None:
@@ -269,13 +297,18 @@ def migrate_tensor_cache(payload: dict, where: str = "cache file") -> tuple[dict
     from .cache import cache_file_name, payload_checksum
 
     old_json, data = payload.get("key"), payload.get("data")
-    if not isinstance(old_json, str) or not isinstance(data, dict) or \
-            payload_checksum(data, old_json) != payload.get("checksum"):
-        raise MigrationError(f"{where}: its contents do not match the checksum stored with them; delete it to "
-                             "compute it again")
+    if (
+        not isinstance(old_json, str)
+        or not isinstance(data, dict)
+        or payload_checksum(data, old_json) != payload.get("checksum")
+    ):
+        raise MigrationError(
+            f"{where}: its contents do not match the checksum stored with them; delete it to compute it again"
+        )
     old = json.loads(old_json)
-    key_json = json.dumps({FORMAT_KEY: FORMAT_VERSION, "neuralde_seq": old.get("neuralde_seq"), "key": old["key"]},
-                          sort_keys=True)
+    key_json = json.dumps(
+        {FORMAT_KEY: FORMAT_VERSION, "neuralde_seq": old.get("neuralde_seq"), "key": old["key"]}, sort_keys=True
+    )
     new = {FORMAT_KEY: FORMAT_VERSION, "key": key_json, "data": data, "checksum": payload_checksum(data, key_json)}
     return new, cache_file_name(old["key"], key_json)
 
@@ -285,8 +318,7 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise MigrationError(f"{path}: cannot be read as JSON ({' '.join(str(error).split())}); left alone") \
-            from None
+        raise MigrationError(f"{path}: cannot be read as JSON ({' '.join(str(error).split())}); left alone") from None
 
 
 def _run_folder_rename(folder: Path, seed: Any, old: Any, new: str) -> Path | None:
@@ -324,8 +356,7 @@ def _migrate_file(path: Path, dry_run: bool) -> tuple[Migrated | None, Path | No
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - a damaged or foreign file: named and left alone
-        raise MigrationError(f"{path}: cannot be read as a torch file ({type(error).__name__}); left alone") \
-            from None
+        raise MigrationError(f"{path}: cannot be read as a torch file ({type(error).__name__}); left alone") from None
     if not isinstance(data, dict) or not _versioned(data, str(path)):
         return None, None
     if "model_state" in data:
@@ -358,8 +389,9 @@ def _candidates(root: Path) -> Iterable[Path]:
             yield path
 
 
-def migrate_path(path: str | os.PathLike, *, dry_run: bool = False,
-                 say: Callable[[str], None] | None = None) -> list[Migrated]:
+def migrate_path(
+    path: str | os.PathLike, *, dry_run: bool = False, say: Callable[[str], None] | None = None
+) -> list[Migrated]:
     """Bring every file neuralde_seq wrote under ``path`` (a file or a folder, searched recursively) to the current
     format version, in place and atomically; rename the run folders whose fingerprint changes.
 
@@ -390,24 +422,31 @@ def migrate_path(path: str | os.PathLike, *, dry_run: bool = False,
             continue
         if migrated is not None:
             changed.append(migrated)
-            say(f"{'would migrate' if dry_run else 'migrated'} {migrated.what} {file}"
-                + (f" (now {migrated.to.name})" if migrated.to != file else ""))
+            say(
+                f"{'would migrate' if dry_run else 'migrated'} {migrated.what} {file}"
+                + (f" (now {migrated.to.name})" if migrated.to != file else "")
+            )
         if rename is not None:
             if renames.get(file.parent, rename) != rename:
-                raise MigrationError(f"{file.parent}: its files give two fingerprints ({renames[file.parent].name}, "
-                                     f"{rename.name}); migrate them one at a time")
+                raise MigrationError(
+                    f"{file.parent}: its files give two fingerprints ({renames[file.parent].name}, "
+                    f"{rename.name}); migrate them one at a time"
+                )
             renames[file.parent] = rename
     for folder, to in renames.items():
         if to.exists():
-            raise MigrationError(f"cannot rename run folder {folder} to {to.name}: {to} exists (the same run made "
-                                 "again by this version?); move one of them away and migrate again")
+            raise MigrationError(
+                f"cannot rename run folder {folder} to {to.name}: {to} exists (the same run made "
+                "again by this version?); move one of them away and migrate again"
+            )
         if not dry_run:
             folder.rename(to)
             lock = folder.with_name(f".{folder.name}.lock")
             if lock.exists():
                 lock.unlink()  # the lock of the old name: a run holding it would have this folder open
         changed.append(Migrated(folder, to, "run folder"))
-        say(f"{'would rename' if dry_run else 'renamed'} run folder {folder} to {to.name} (its settings' new "
-            "fingerprint)")
+        say(
+            f"{'would rename' if dry_run else 'renamed'} run folder {folder} to {to.name} (its settings' new "
+            "fingerprint)"
+        )
     return changed
-

@@ -17,6 +17,7 @@ to 128 s, so subtract a reference time first (or compute in float64).
 
 This module imports nothing else of the package, so that any module may import it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,16 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["Observations", "validate_observations", "magnitude_limit", "batch_selection", "observation_span",
-           "check_min_length", "check_times_survive_cast", "check_rescaled_times"]
+__all__ = [
+    "Observations",
+    "validate_observations",
+    "magnitude_limit",
+    "batch_selection",
+    "observation_span",
+    "check_min_length",
+    "check_times_survive_cast",
+    "check_rescaled_times",
+]
 
 
 def magnitude_limit(dtype: torch.dtype) -> float:
@@ -62,9 +71,11 @@ def _check_magnitude(name: str, x: torch.Tensor, valid: torch.Tensor, dtype: tor
         largest = float(size.max())
         entry = "an infinite entry" if largest == float("inf") else f"an entry of magnitude {largest:.3g}"
         position = f"sample {where[0]}, step {where[1]}" + (f", channel {where[2]}" if len(where) > 2 else "")
-        raise ValueError(f"{name} has {entry} ({position}), outside the finite range "
-                         f"|{name}| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations."
-                         f"magnitude_limit): {advice}")
+        raise ValueError(
+            f"{name} has {entry} ({position}), outside the finite range "
+            f"|{name}| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations."
+            f"magnitude_limit): {advice}"
+        )
 
 
 def observation_span(times: torch.Tensor, lengths: torch.Tensor) -> float:
@@ -98,12 +109,15 @@ def check_min_length(lengths: torch.Tensor, min_length: int) -> None:
     if (lengths == 0).any():
         raise ValueError(f"empty sequence: lengths is 0 for samples {_first(lengths == 0)}")
     if (lengths < min_length).any():
-        raise ValueError(f"sequence too short: a control needs at least {min_length} observations, lengths < "
-                         f"{min_length} for samples {_first(lengths < min_length)}")
+        raise ValueError(
+            f"sequence too short: a control needs at least {min_length} observations, lengths < "
+            f"{min_length} for samples {_first(lengths < min_length)}"
+        )
 
 
-def check_times_survive_cast(exact: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, *, name: str = "X",
-                             fix: str = "dtype='float64'") -> None:
+def check_times_survive_cast(
+    exact: torch.Tensor, cast: torch.Tensor, lengths: torch.Tensor, *, name: str = "X", fix: str = "dtype='float64'"
+) -> None:
     """Times strictly increasing as given must stay so once cast to a narrower dtype: name the first pair that the
     cast makes equal (or reverses), and what to do, rather than calling the user's times unordered.
 
@@ -124,11 +138,13 @@ def check_times_survive_cast(exact: torch.Tensor, cast: torch.Tensor, lengths: t
     if bool(merged.any()):
         b, i = torch.nonzero(merged)[0].tolist()
         first = float(exact[b, i])
-        raise ValueError(f"times of {name}[{b}] at steps {i} and {i + 1} ({first!r} and {float(exact[b, i + 1])!r}) "
-                         f"are distinct but become equal in {cast.dtype} (its resolution near {first:.4g} is "
-                         f"{float(torch.finfo(cast.dtype).eps) * abs(first):.2g}): use {fix}, or give the times in "
-                         "coarser units (e.g. rounded to the resolution of the measurements, or less a reference "
-                         "time such as each sample's first)")
+        raise ValueError(
+            f"times of {name}[{b}] at steps {i} and {i + 1} ({first!r} and {float(exact[b, i + 1])!r}) "
+            f"are distinct but become equal in {cast.dtype} (its resolution near {first:.4g} is "
+            f"{float(torch.finfo(cast.dtype).eps) * abs(first):.2g}): use {fix}, or give the times in "
+            "coarser units (e.g. rounded to the resolution of the measurements, or less a reference "
+            "time such as each sample's first)"
+        )
 
 
 def check_rescaled_times(times: torch.Tensor, lengths: torch.Tensor, unit: float) -> None:
@@ -146,15 +162,22 @@ def check_rescaled_times(times: torch.Tensor, lengths: torch.Tensor, unit: float
             sample, the steps and the unit.
     """
     valid = torch.arange(times.shape[1], device=times.device).unsqueeze(0) < lengths.to(times.device).unsqueeze(1)
-    _check_magnitude("times", times, valid, times.dtype,
-                     f"these are the times divided by time_unit={unit:.6g}: give a larger time_unit, or subtract a "
-                     "reference time (e.g. each sample's first time)")
+    _check_magnitude(
+        "times",
+        times,
+        valid,
+        times.dtype,
+        f"these are the times divided by time_unit={unit:.6g}: give a larger time_unit, or subtract a "
+        "reference time (e.g. each sample's first time)",
+    )
     increasing = (times[:, 1:] > times[:, :-1]) | ~valid[:, 1:]
     if not increasing.all():
         b, i = torch.nonzero(~increasing)[0].tolist()
-        raise ValueError(f"times divided by time_unit={unit:.6g} stop increasing in {times.dtype}: sample {b} has "
-                         f"{times[b, i].item()!r} at step {i} and {times[b, i + 1].item()!r} at step {i + 1}; give a "
-                         "larger time_unit, or compute in float64")
+        raise ValueError(
+            f"times divided by time_unit={unit:.6g} stop increasing in {times.dtype}: sample {b} has "
+            f"{times[b, i].item()!r} at step {i} and {times[b, i + 1].item()!r} at step {i + 1}; give a "
+            "larger time_unit, or compute in float64"
+        )
 
 
 def validate_observations(times, values, lengths, *, min_length: int = 2):
@@ -180,15 +203,18 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
             of the narrower of the two dtypes (`magnitude_limit`).
     """
     if not isinstance(values, torch.Tensor) or not isinstance(times, torch.Tensor):
-        raise TypeError(f"times and values must be torch tensors, got {type(times).__name__} and "
-                        f"{type(values).__name__}")
+        raise TypeError(
+            f"times and values must be torch tensors, got {type(times).__name__} and {type(values).__name__}"
+        )
     if values.dim() != 3:
         raise ValueError(f"values must have shape (batch, length, channels), got {tuple(values.shape)}")
     if times.dim() != 2:
         raise ValueError(f"times must have shape (batch, length), got {tuple(times.shape)}")
     if times.shape != values.shape[:2]:
-        raise ValueError(f"times has shape {tuple(times.shape)} but values has shape {tuple(values.shape)}: "
-                         "their (batch, length) must agree")
+        raise ValueError(
+            f"times has shape {tuple(times.shape)} but values has shape {tuple(values.shape)}: "
+            "their (batch, length) must agree"
+        )
     batch, length, channels = values.shape
     if batch == 0:
         raise ValueError("empty batch: values has no samples")
@@ -217,27 +243,44 @@ def validate_observations(times, values, lengths, *, min_length: int = 2):
         bad = torch.isnan(times) & valid
         raise ValueError(f"times contains NaN within the valid length of samples {_first(bad.any(1))}")
     # Magnitudes of the times as given (a float64 time may overflow in the values' dtype only after the cast).
-    _check_magnitude("values", values, valid, values.dtype,
-                     "standardise each channel (subtract its mean and divide by its standard deviation over the "
-                     "training data), or compute in float64")
+    _check_magnitude(
+        "values",
+        values,
+        valid,
+        values.dtype,
+        "standardise each channel (subtract its mean and divide by its standard deviation over the "
+        "training data), or compute in float64",
+    )
     # ... judged in the narrower of the two dtypes: a dataset that holds its values in float64 for their
     # standardisation (the estimators') and its times in float32 gives the models float32 times
-    narrower = min((values.dtype, given_times.dtype), key=lambda dtype: torch.finfo(dtype).max) \
-        if given_times.is_floating_point() else values.dtype
-    _check_magnitude("times", given_times.double(), valid, narrower,
-                     "subtract a reference time (e.g. each sample's first time) and rescale to units where "
-                     "observation gaps are about 1, or compute in float64; build_control(parametrization='index') "
-                     "then keeps the solver's grid independent of the time units")
+    narrower = (
+        min((values.dtype, given_times.dtype), key=lambda dtype: torch.finfo(dtype).max)
+        if given_times.is_floating_point()
+        else values.dtype
+    )
+    _check_magnitude(
+        "times",
+        given_times.double(),
+        valid,
+        narrower,
+        "subtract a reference time (e.g. each sample's first time) and rescale to units where "
+        "observation gaps are about 1, or compute in float64; build_control(parametrization='index') "
+        "then keeps the solver's grid independent of the time units",
+    )
     pair_valid = valid[:, 1:]
     increasing = (times[:, 1:] > times[:, :-1]) | ~pair_valid
     if not increasing.all():
         b, i = torch.nonzero(~increasing)[0].tolist()
         hint = ""
         if given_times.dtype != times.dtype and bool(given_times[b, i + 1] > given_times[b, i]):
-            hint = (f" (they increase as given in {given_times.dtype}, but not after the cast to the values' dtype "
-                    f"{times.dtype}: subtract a reference time first, or give values in {given_times.dtype})")
-        raise ValueError(f"times must be strictly increasing within each sample: sample {b} has "
-                         f"times[{i}]={times[b, i].item()} >= times[{i + 1}]={times[b, i + 1].item()}{hint}")
+            hint = (
+                f" (they increase as given in {given_times.dtype}, but not after the cast to the values' dtype "
+                f"{times.dtype}: subtract a reference time first, or give values in {given_times.dtype})"
+            )
+        raise ValueError(
+            f"times must be strictly increasing within each sample: sample {b} has "
+            f"times[{i}]={times[b, i].item()} >= times[{i + 1}]={times[b, i + 1].item()}{hint}"
+        )
     return times, values, lengths, valid
 
 
@@ -325,7 +368,7 @@ class Observations:
     static: torch.Tensor | None = None
 
     @classmethod
-    def from_tensors(cls, times, values, lengths=None, static=None) -> "Observations":
+    def from_tensors(cls, times, values, lengths=None, static=None) -> Observations:
         """Validated observations (`validate_observations`, the checks of
         `build_control`); padding after each sample's length is set to NaN so that
         no model can read it by mistake.
@@ -370,17 +413,21 @@ class Observations:
     def __len__(self) -> int:
         return self.batch_size
 
-    def __getitem__(self, index) -> "Observations":
+    def __getitem__(self, index) -> Observations:
         """The samples selected by ``index`` (see `batch_selection`: an int, slice, or 1-D integer or bool
         selection), trimmed to the longest selected sample. An int keeps the batch dimension: ``obs[i]`` is a
         batch of one sample, as models expect."""
         index = batch_selection(index, self.batch_size, "Observations")
         lengths = self.lengths[index]
         longest = int(lengths.max())
-        return Observations(self.times[index][:, :longest], self.values[index][:, :longest], lengths,
-                            None if self.static is None else self.static[index])
+        return Observations(
+            self.times[index][:, :longest],
+            self.values[index][:, :longest],
+            lengths,
+            None if self.static is None else self.static[index],
+        )
 
-    def to(self, *args, **kwargs) -> "Observations":
+    def to(self, *args, **kwargs) -> Observations:
         """Move and/or cast, as ``torch.Tensor.to``: ``values`` and ``static`` get ``.to(*args, **kwargs)``,
         ``times`` follows the values' device and dtype, ``lengths`` their device.
 
@@ -388,6 +435,9 @@ class Observations:
             A new `Observations`.
         """
         values = self.values.to(*args, **kwargs)
-        return Observations(self.times.to(device=values.device, dtype=values.dtype), values,
-                            self.lengths.to(values.device),
-                            None if self.static is None else self.static.to(*args, **kwargs))
+        return Observations(
+            self.times.to(device=values.device, dtype=values.dtype),
+            values,
+            self.lengths.to(values.device),
+            None if self.static is None else self.static.to(*args, **kwargs),
+        )

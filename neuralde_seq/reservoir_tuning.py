@@ -31,13 +31,15 @@ Cost: each epoch is a forward and backward pass of the reservoir over the traini
 all the series (the selection), about 4-5 times the random-feature fit per epoch (benchmarks/ in
 docs/benchmarks.md, "Fine-tuned random features").
 """
+
 from __future__ import annotations
 
 import copy
 import dataclasses
 import math
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,8 +51,16 @@ from .training.fit import TrainingDiverged, fit
 from .training.objectives import ModelArguments, Objective, predict
 from .training.spec import TrainingSpec
 
-__all__ = ["FineTuning", "ReservoirNetwork", "RidgeLeaveOneOut", "ridge_leave_one_out_error", "fine_tune", "improves",
-           "paired_improvement", "MIN_RELATIVE_IMPROVEMENT"]
+__all__ = [
+    "FineTuning",
+    "ReservoirNetwork",
+    "RidgeLeaveOneOut",
+    "ridge_leave_one_out_error",
+    "fine_tune",
+    "improves",
+    "paired_improvement",
+    "MIN_RELATIVE_IMPROVEMENT",
+]
 
 # At least this many series in each training batch: a leave-one-out error needs a few to hold one out from.
 _MIN_BATCH = 4
@@ -90,8 +100,11 @@ class FineTuning:
                 raise ValueError(f"fine_tune {name} must be a positive integer, got {value!r}")
         for name in ("lr", "temperature"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value)
-                                                                                      and value > 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not (math.isfinite(value) and value > 0)
+            ):
                 raise ValueError(f"fine_tune {name} must be a positive finite number, got {value!r}")
         m = self.margin
         if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m) and m >= 0):
@@ -101,7 +114,7 @@ class FineTuning:
             raise ValueError(f"fine_tune validation_fraction must be a number in (0, 1), got {f!r}")
 
     @classmethod
-    def read(cls, value: Any) -> "FineTuning | None":
+    def read(cls, value: Any) -> FineTuning | None:
         """A fine-tuning setting as estimators and config rows give it.
 
         Arguments:
@@ -124,11 +137,11 @@ class FineTuning:
             names = [f.name for f in dataclasses.fields(cls)]
             for key in value:
                 if key not in names:
-                    raise ValueError("fine_tune: " + unknown_name_message("field", str(key), names,
-                                                                          listing="fields"))
+                    raise ValueError("fine_tune: " + unknown_name_message("field", str(key), names, listing="fields"))
             return cls(**dict(value))
-        raise TypeError(f"fine_tune must be None, True, a dict of FineTuning fields or a FineTuning, got "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"fine_tune must be None, True, a dict of FineTuning fields or a FineTuning, got {type(value).__name__}"
+        )
 
 
 def ridge_leave_one_out_error(features: torch.Tensor, targets: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -177,8 +190,10 @@ class ReservoirNetwork(nn.Module):
     def __init__(self, feature_map, feature_mean: torch.Tensor, feature_scale: torch.Tensor, temperature: float):
         super().__init__()
         if getattr(feature_map, "model_", None) is None:
-            raise ValueError(f"reservoir {feature_map.reservoir!r} has no parameters to fine-tune (the path's "
-                             "log-signatures): fine_tune needs a model reservoir")
+            raise ValueError(
+                f"reservoir {feature_map.reservoir!r} has no parameters to fine-tune (the path's "
+                "log-signatures): fine_tune needs a model reservoir"
+            )
         self.feature_map = copy.copy(feature_map)
         self.reservoir = copy.deepcopy(feature_map.model_)
         for parameter in self.reservoir.parameters():
@@ -203,8 +218,9 @@ class ReservoirNetwork(nn.Module):
         """
         states = self.feature_map.states_of(self.reservoir, control)
         path_part = None if path_part is None or path_part.shape[1] == 0 else path_part
-        features = self.feature_map.pooled(states, control.end_index, path_part, biases=self.biases,
-                                           temperature=self.temperature)
+        features = self.feature_map.pooled(
+            states, control.end_index, path_part, biases=self.biases, temperature=self.temperature
+        )
         return (features - self.feature_mean) / self.feature_scale
 
     def tuned_map(self):
@@ -238,8 +254,7 @@ class RidgeLeaveOneOut(Objective):
             given by the caller: `neuralde_seq.random_features` imports this module).
     """
 
-    def __init__(self, alpha: float, reference: tuple, *, classification: bool, alphas, batch_size: int,
-                 readout_type):
+    def __init__(self, alpha: float, reference: tuple, *, classification: bool, alphas, batch_size: int, readout_type):
         self.alpha = float(alpha)
         self.readout_type = readout_type
         self.reference = reference
@@ -274,7 +289,6 @@ class RidgeLeaveOneOut(Objective):
             metrics["accuracy"] = float(correct.to(torch.float64).mean())
         return metrics
 
-
     def series_errors(self, model, inputs, targets) -> torch.Tensor:
         """(n,) each series' squared error of the decision values of `evaluate`'s readout (the mean over the
         target columns): ``evaluate``'s ``loss`` is their mean."""
@@ -305,8 +319,10 @@ def paired_improvement(start_errors: torch.Tensor, best_errors: torch.Tensor) ->
     """
     difference = (start_errors - best_errors).to(torch.float64)
     n = difference.shape[0]
-    return {"improvement": float(difference.mean()),
-            "standard_error": float(difference.std(unbiased=True) / math.sqrt(n)) if n > 1 else math.inf}
+    return {
+        "improvement": float(difference.mean()),
+        "standard_error": float(difference.std(unbiased=True) / math.sqrt(n)) if n > 1 else math.inf,
+    }
 
 
 def _balanced_batch_size(count: int, batch_size: int) -> int:
@@ -320,8 +336,7 @@ def _balanced_batch_size(count: int, batch_size: int) -> int:
 MIN_RELATIVE_IMPROVEMENT = 1e-6
 
 
-def improves(best: dict, start: dict, classification: bool, standard_error: float = 0.0,
-             margin: float = 0.0) -> bool:
+def improves(best: dict, start: dict, classification: bool, standard_error: float = 0.0, margin: float = 0.0) -> bool:
     """Whether the fine-tuned map's validation metrics beat the start's: a squared error lower by more than
     ``margin`` standard errors of the paired per-series differences (`paired_improvement`), and by more than
     `MIN_RELATIVE_IMPROVEMENT` of the start's, and, for classes, an accuracy at least as high. Both must agree: on
@@ -333,8 +348,18 @@ def improves(best: dict, start: dict, classification: bool, standard_error: floa
     return not classification or best["accuracy"] >= start["accuracy"]
 
 
-def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tensor, settings: FineTuning, *,
-              classification: bool, strata: np.ndarray | None, seed: int, progress: bool | str = False):
+def fine_tune(
+    feature_map,
+    readout,
+    inputs: ModelArguments,
+    targets: torch.Tensor,
+    settings: FineTuning,
+    *,
+    classification: bool,
+    strata: np.ndarray | None,
+    seed: int,
+    progress: bool | str = False,
+):
     """Fine-tune a fitted random-feature map, and choose between it and the start on a validation split (module
     docstring).
 
@@ -371,30 +396,39 @@ def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tenso
         held = int(math.ceil(settings.validation_fraction * n))
         if counts.min() < 2 or held < len(counts) or n - held < len(counts):
             stratify = None  # a class too small to stratify: a random split (stated in the report)
-    train_index, val_index = train_test_split(index, test_size=settings.validation_fraction, random_state=seed,
-                                              stratify=stratify)
+    train_index, val_index = train_test_split(
+        index, test_size=settings.validation_fraction, random_state=seed, stratify=stratify
+    )
     train_index, val_index = np.sort(train_index), np.sort(val_index)
     if len(val_index) < 2 or len(train_index) < _MIN_BATCH:
-        raise ValueError(f"fine_tune needs at least {_MIN_BATCH} training and 2 validation series, got "
-                         f"{len(train_index)} and {len(val_index)} of {n} (validation_fraction "
-                         f"{settings.validation_fraction})")
+        raise ValueError(
+            f"fine_tune needs at least {_MIN_BATCH} training and 2 validation series, got "
+            f"{len(train_index)} and {len(val_index)} of {n} (validation_fraction "
+            f"{settings.validation_fraction})"
+        )
     device = targets.device
-    train_index_t, val_index_t = torch.as_tensor(train_index, device=device), torch.as_tensor(val_index,
-                                                                                               device=device)
+    train_index_t, val_index_t = torch.as_tensor(train_index, device=device), torch.as_tensor(val_index, device=device)
     train = (inputs[train_index_t], targets[train_index_t])
     val = (inputs[val_index_t], targets[val_index_t])
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, settings.temperature)
     network = network.to(device)
-    objective = RidgeLeaveOneOut(readout.alpha_, train, classification=classification, alphas=readout.alphas,
-                                 batch_size=settings.batch_size, readout_type=type(readout))
+    objective = RidgeLeaveOneOut(
+        readout.alpha_,
+        train,
+        classification=classification,
+        alphas=readout.alphas,
+        batch_size=settings.batch_size,
+        readout_type=type(readout),
+    )
     network.temperature = 0.0  # the start: the exact features of the random-feature model
     start = objective.evaluate(network, *val, settings.batch_size)
     with torch.no_grad():
         start_errors = objective.series_errors(network, *val)
     network.temperature = settings.temperature
     batch_size = _balanced_batch_size(len(train_index), settings.batch_size)
-    spec = TrainingSpec(epochs=settings.epochs, lr=settings.lr, batch_size=batch_size, seed=seed,
-                        eval_batch_size=settings.batch_size)
+    spec = TrainingSpec(
+        epochs=settings.epochs, lr=settings.lr, batch_size=batch_size, seed=seed, eval_batch_size=settings.batch_size
+    )
     best = BestCheckpoint(None)
     diverged = None
     try:
@@ -402,8 +436,14 @@ def fine_tune(feature_map, readout, inputs: ModelArguments, targets: torch.Tenso
     except TrainingDiverged as error:  # the best weights are back in the network; the start may still win
         history, diverged = error.history, str(error)
     report: dict[str, Any] = {
-        "start": start, "best_epoch": int(history.get("best_epoch", 0)), "diverged": diverged, "history": history,
-        "train_size": int(len(train_index)), "validation_size": int(len(val_index)), "stratified": stratify is not None}
+        "start": start,
+        "best_epoch": int(history.get("best_epoch", 0)),
+        "diverged": diverged,
+        "history": history,
+        "train_size": int(len(train_index)),
+        "validation_size": int(len(val_index)),
+        "stratified": stratify is not None,
+    }
     best_metrics = {name: history.get(f"best_val_{name}") for name in objective.metric_names}
     if report["best_epoch"] > 0 and all(v is not None for v in best_metrics.values()):
         report["best"] = best_metrics

@@ -39,6 +39,7 @@ The pure-torch path: for a piecewise-linear path through points p_0, ..., p_n wi
 
 (a straight segment sweeps no area of its own, so only the displacement before each segment counts).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,8 +48,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["BACKENDS", "BASES", "DEFAULT_BASIS", "logsignature_channels", "logsignature", "logsignature_windows",
-           "check_logsignature_options", "backend_version"]
+__all__ = [
+    "BACKENDS",
+    "BASES",
+    "DEFAULT_BASIS",
+    "logsignature_channels",
+    "logsignature",
+    "logsignature_windows",
+    "check_logsignature_options",
+    "backend_version",
+]
 
 BACKENDS = ("torch", "pysiglib", "signatory")
 BASES = ("lyndon_brackets", "lyndon_words", "expand")
@@ -78,7 +87,7 @@ def _mobius(n: int) -> int:
 
 def _lyndon_count(channels: int, length: int) -> int:
     """Number of Lyndon words of ``length`` letters over ``channels`` letters (Witt's formula)."""
-    total = sum(_mobius(length // m) * channels ** m for m in range(1, length + 1) if length % m == 0)
+    total = sum(_mobius(length // m) * channels**m for m in range(1, length + 1) if length % m == 0)
     return total // length
 
 
@@ -104,7 +113,7 @@ def logsignature_channels(channels: int, depth: int, basis: str = DEFAULT_BASIS)
     _check_depth(depth)
     _check_basis(basis)
     if basis == "expand":
-        return sum(channels ** k for k in range(1, depth + 1))
+        return sum(channels**k for k in range(1, depth + 1))
     return sum(_lyndon_count(channels, k) for k in range(1, depth + 1))
 
 
@@ -115,12 +124,14 @@ def _check_depth(depth) -> None:
 
 def _check_basis(basis) -> None:
     if basis not in BASES:
-        raise ValueError(f"basis must be one of {BASES}, got {basis!r} (no backend here offers another basis, "
-                         "e.g. a Hall basis)")
+        raise ValueError(
+            f"basis must be one of {BASES}, got {basis!r} (no backend here offers another basis, e.g. a Hall basis)"
+        )
 
 
-def check_logsignature_options(depth: int, backend: str = "torch", basis: str = DEFAULT_BASIS, *,
-                               installed: bool = True) -> None:
+def check_logsignature_options(
+    depth: int, backend: str = "torch", basis: str = DEFAULT_BASIS, *, installed: bool = True
+) -> None:
     """Raise if (backend, basis, depth) is not a supported combination, or the backend is not installed.
 
     Arguments:
@@ -141,9 +152,11 @@ def check_logsignature_options(depth: int, backend: str = "torch", basis: str = 
     _check_depth(depth)
     limit = _MAX_DEPTH[backend]
     if limit is not None and depth > limit:
-        raise ValueError(f"depth {depth} is not available with backend={backend!r} (basis={basis!r}): the pure-torch "
-                         f"log-signature computes depth 1 and 2 only; use backend='pysiglib' or 'signatory' for depth "
-                         f"{depth}")
+        raise ValueError(
+            f"depth {depth} is not available with backend={backend!r} (basis={basis!r}): the pure-torch "
+            f"log-signature computes depth 1 and 2 only; use backend='pysiglib' or 'signatory' for depth "
+            f"{depth}"
+        )
     if installed and backend != "torch":
         _import_backend(backend)
 
@@ -152,8 +165,10 @@ def _import_backend(backend: str):
     try:
         return importlib.import_module(backend)
     except ImportError as error:  # not installed, or built against another torch
-        raise ImportError(f"log-signature backend {backend!r} is not available ({type(error).__name__}: {error}); "
-                          f"install it with: {INSTALL_COMMANDS[backend]}") from error
+        raise ImportError(
+            f"log-signature backend {backend!r} is not available ({type(error).__name__}: {error}); "
+            f"install it with: {INSTALL_COMMANDS[backend]}"
+        ) from error
 
 
 def backend_version(backend: str) -> str:
@@ -179,6 +194,7 @@ def backend_version(backend: str) -> str:
 
 # ---------------------------------------------------------------------------------------------------
 # backends; each takes (N, n_points >= 2, C) and returns (N, D)
+
 
 def _torch_logsignature(path: torch.Tensor, depth: int, basis: str) -> torch.Tensor:
     increment = path[..., -1, :] - path[..., 0, :]
@@ -271,13 +287,22 @@ def logsignature(path: torch.Tensor, depth: int, *, backend: str = "torch", basi
         return path.new_zeros(*lead, width)
     result = _COMPUTE[backend](flat, depth, basis)
     if result.shape != (flat.shape[0], width):  # a library changing its conventions must not go unnoticed
-        raise RuntimeError(f"backend {backend!r} returned shape {tuple(result.shape)} for basis {basis!r} at depth "
-                           f"{depth}, expected {(flat.shape[0], width)}")
+        raise RuntimeError(
+            f"backend {backend!r} returned shape {tuple(result.shape)} for basis {basis!r} at depth "
+            f"{depth}, expected {(flat.shape[0], width)}"
+        )
     return result.reshape(*lead, width)
 
 
-def logsignature_windows(points: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, *,
-                         backend: str = "torch", basis: str = DEFAULT_BASIS) -> tuple[torch.Tensor, torch.Tensor]:
+def logsignature_windows(
+    points: torch.Tensor,
+    lengths: torch.Tensor,
+    depth: int,
+    step: int,
+    *,
+    backend: str = "torch",
+    basis: str = DEFAULT_BASIS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-signatures over consecutive windows of ``step`` intervals of each sample's own points.
 
     Window j of sample b covers points jS, ..., min((j+1)S, L_b − 1): windows share their end points, so the

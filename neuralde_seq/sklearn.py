@@ -89,6 +89,7 @@ What ``fit`` does, in order (so a direct `fit` call reproduces it exactly):
 ``seed`` is ``random_state`` when it is an int, else drawn from it (None: a fresh one each fit). torch's
 global random state is saved before and restored after ``fit`` (the estimator leaves it as it was).
 """
+
 from __future__ import annotations
 
 import math
@@ -104,11 +105,18 @@ from .data.base.datasets import IrregularDataset, stratified_split
 from .estimator_base import SequenceClassifierMixin, SequenceEstimatorBase, SequenceRegressorMixin
 from .estimator_inputs import estimator_dtype, threads_for_jobs
 from .input_checks import UnknownOptionError, did_you_mean, unknown_name_message
-from .models import (MODEL_NAMES, check_control_overrides, create_model, model_entry, model_option_names,
-                     training_defaults)
+from .models import (
+    MODEL_NAMES,
+    check_control_overrides,
+    create_model,
+    model_entry,
+    model_option_names,
+    training_defaults,
+)
+from .random_features import RandomFeatureClassifier, RandomFeatureRegressor
 from .solvers import parse_solver
-from .training.baseline_offset import BASELINES, LogitOffset, baseline_logits, summary_feature_logits
 from .training.augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor, member_seed
+from .training.baseline_offset import BASELINES, LogitOffset, baseline_logits, summary_feature_logits
 from .training.callbacks import BestCheckpoint, EarlyStopping
 from .training.checkpoints import model_device
 from .training.config import TrainingSettings
@@ -117,11 +125,16 @@ from .training.input_spec import InputSpec, check_fill_gaps
 from .training.objectives import Classification, ModelArguments, Regression
 from .training.objectives import predict as _predict
 from .training.spec import TrainingSpec
-from .random_features import RandomFeatureClassifier, RandomFeatureRegressor
 from .user_warnings import IgnoredOptionWarning, options_spelled_as, warn_user
 
-__all__ = ["SequenceClassifier", "SequenceRegressor", "RandomFeatureClassifier", "RandomFeatureRegressor",
-           "AUTO_MAX_STEPS", "AUTO_VALIDATION_FRACTION"]
+__all__ = [
+    "SequenceClassifier",
+    "SequenceRegressor",
+    "RandomFeatureClassifier",
+    "RandomFeatureRegressor",
+    "AUTO_MAX_STEPS",
+    "AUTO_VALIDATION_FRACTION",
+]
 
 # epochs="auto": a budget of optimiser steps instead of passes, since one number of epochs is 3 steps each on 100
 # series and 300 on 10,000. 2,000 steps: the default model (delta-rde, batch 32, 500-point series) took 0.08 s a
@@ -154,9 +167,11 @@ def _step_budget(num_train: int, batch_size: int, budget: int, patience: int | N
     """
     steps_per_epoch = -(-num_train // batch_size)
     spacing = -(-budget // AUTO_EVALUATIONS)
-    fields = {"epochs": max(1, budget // steps_per_epoch),
-              "eval_every": spacing if steps_per_epoch > spacing else None,
-              "max_steps": budget if steps_per_epoch > budget else None}
+    fields = {
+        "epochs": max(1, budget // steps_per_epoch),
+        "eval_every": spacing if steps_per_epoch > spacing else None,
+        "max_steps": budget if steps_per_epoch > budget else None,
+    }
     if patience is None:
         patience = max(1, math.ceil(AUTO_PATIENCE_SHARE * budget / min(steps_per_epoch, spacing)))
     return fields, patience
@@ -229,11 +244,33 @@ class _SequenceEstimator(SequenceEstimatorBase):
         dtype: "float32" or "float64" (or a torch dtype): the precision of the data and the model.
     """
 
-    def __init__(self, model="delta-rde", *, model_options=None, control_options=None, fill_gaps="auto", epochs=100,
-                 max_steps=None, lr=3e-3, batch_size=32, weight_decay=0.0, grad_clip=None, penalty_weight=0.0,
-                 schedule="auto", validation_fraction=None, patience=None, augment_crop="auto", augment_drop_rate="auto",
-                 ensemble=1, baseline=None,
-                 random_state=None, n_jobs=None, verbose=False, device="cpu", dtype="float32"):
+    def __init__(
+        self,
+        model="delta-rde",
+        *,
+        model_options=None,
+        control_options=None,
+        fill_gaps="auto",
+        epochs=100,
+        max_steps=None,
+        lr=3e-3,
+        batch_size=32,
+        weight_decay=0.0,
+        grad_clip=None,
+        penalty_weight=0.0,
+        schedule="auto",
+        validation_fraction=None,
+        patience=None,
+        augment_crop="auto",
+        augment_drop_rate="auto",
+        ensemble=1,
+        baseline=None,
+        random_state=None,
+        n_jobs=None,
+        verbose=False,
+        device="cpu",
+        dtype="float32",
+    ):
         self.model = model
         self.model_options = model_options
         self.control_options = control_options
@@ -268,8 +305,10 @@ class _SequenceEstimator(SequenceEstimatorBase):
         """The parameters checked, before any work: a bad one raises naming it."""
         if not isinstance(self.model, str) or self.model not in MODEL_NAMES:
             hint = did_you_mean(str(self.model), MODEL_NAMES)
-            raise ValueError(f"model must be one of the registry's models, got {self.model!r}; "
-                             f"{hint + ' ' if hint else ''}models: {', '.join(MODEL_NAMES)}")
+            raise ValueError(
+                f"model must be one of the registry's models, got {self.model!r}; "
+                f"{hint + ' ' if hint else ''}models: {', '.join(MODEL_NAMES)}"
+            )
         for name in ("model_options", "control_options"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, dict):
@@ -279,8 +318,12 @@ class _SequenceEstimator(SequenceEstimatorBase):
         unknown = [] if valid is None else [k for k in (self.model_options or {}) if k not in valid]
         if unknown:
             assert valid is not None
-            raise UnknownOptionError("model_options: " + unknown_name_message(
-                "option", unknown[0], valid, where=f" for model {self.model!r}", listing="valid options"))
+            raise UnknownOptionError(
+                "model_options: "
+                + unknown_name_message(
+                    "option", unknown[0], valid, where=f" for model {self.model!r}", listing="valid options"
+                )
+            )
         if self.control_options and model_entry(self.model).inputs == "control":
             try:
                 check_control_overrides(self.model, self.control_options)
@@ -293,14 +336,19 @@ class _SequenceEstimator(SequenceEstimatorBase):
         training = self._training_settings()  # every training parameter checked, naming it
         if self.baseline is not None:
             if not isinstance(self.baseline, str) or self.baseline not in BASELINES:
-                raise ValueError(f"baseline must be None or one of {', '.join(map(repr, BASELINES))}, got "
-                                 f"{self.baseline!r}")
+                raise ValueError(
+                    f"baseline must be None or one of {', '.join(map(repr, BASELINES))}, got {self.baseline!r}"
+                )
             if not isinstance(self, ClassifierMixin):
-                raise ValueError(f"baseline={self.baseline!r} is a classifier's (its logits are the offset): "
-                                 f"{type(self).__name__} takes baseline=None")
+                raise ValueError(
+                    f"baseline={self.baseline!r} is a classifier's (its logits are the offset): "
+                    f"{type(self).__name__} takes baseline=None"
+                )
         if self.patience is not None and self.validation_fraction is None and not self._auto_epochs():
-            raise ValueError(f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
-                             "(e.g. 0.1), or epochs='auto' (which makes one)")
+            raise ValueError(
+                f"patience={self.patience!r} needs a validation split to watch: set validation_fraction "
+                "(e.g. 0.1), or epochs='auto' (which makes one)"
+            )
         control = {}
         given = dict(self.control_options or {})
         if model_entry(self.model).inputs == "control":
@@ -316,20 +364,31 @@ class _SequenceEstimator(SequenceEstimatorBase):
             if "time_unit" in given:
                 control["time_unit"] = given.pop("time_unit")
             if given:
-                warn_user(f"control_options {sorted(given)} do not apply to model {self.model!r}, which reads the raw "
-                          "observations (missing values through its masks, gaps as times): ignored; of "
-                          "control_options it reads time_unit only", IgnoredOptionWarning)
+                warn_user(
+                    f"control_options {sorted(given)} do not apply to model {self.model!r}, which reads the raw "
+                    "observations (missing values through its masks, gaps as times): ignored; of "
+                    "control_options it reads time_unit only",
+                    IgnoredOptionWarning,
+                )
         fill = check_fill_gaps(self.fill_gaps)
         if model_entry(self.model).inputs == "observations":
             if fill is not None and fill != "auto":
-                raise ValueError(f"fill_gaps={fill!r}: model {self.model!r} reads raw observations, which see the gaps "
-                                 "as times; leave fill_gaps at 'auto' (which fills only control paths) or None")
+                raise ValueError(
+                    f"fill_gaps={fill!r}: model {self.model!r} reads raw observations, which see the gaps "
+                    "as times; leave fill_gaps at 'auto' (which fills only control paths) or None"
+                )
             fill = None  # "auto": filling applies to control paths only (module docstring)
         model_options = dict(self.model_options or {})
         if model_options.get("solver") is not None:  # read (and refused) before any work, as create_model reads it
             model_options["solver"] = parse_solver(model_options["solver"], argument="model_options['solver']")
-        return {"dtype": self._torch_dtype(), "device": torch.device(self.device), "control": control,
-                "fill_gaps": fill, "model_options": model_options, "training": training}
+        return {
+            "dtype": self._torch_dtype(),
+            "device": torch.device(self.device),
+            "control": control,
+            "fill_gaps": fill,
+            "model_options": model_options,
+            "training": training,
+        }
 
     def _auto_epochs(self) -> bool:
         """Whether ``epochs`` is "auto" (a step budget).
@@ -348,14 +407,25 @@ class _SequenceEstimator(SequenceEstimatorBase):
         naming it, e.g. ``augment_crop must lie in (0, 1], got 0``); with ``epochs="auto"`` its epochs stand in
         until the training split's size is known (`_training_plan`). A setting left at "auto" is the model's
         (`training_defaults`)."""
-        registered = {name: value if (value := getattr(self, name)) != "auto" else default
-                      for name, default in training_defaults(self.model).items()}
+        registered = {
+            name: value if (value := getattr(self, name)) != "auto" else default
+            for name, default in training_defaults(self.model).items()
+        }
         return TrainingSettings(
-            epochs=1 if self._auto_epochs() else self.epochs, lr=self.lr, batch_size=self.batch_size,
-            weight_decay=self.weight_decay, grad_clip=self.grad_clip, penalty_weight=self.penalty_weight,
-            schedule=registered["schedule"], max_steps=self.max_steps, threads=threads_for_jobs(self.n_jobs),
-            patience=self.patience, augment_crop=registered["augment_crop"],
-            augment_drop_rate=registered["augment_drop_rate"], ensemble=self.ensemble)
+            epochs=1 if self._auto_epochs() else self.epochs,
+            lr=self.lr,
+            batch_size=self.batch_size,
+            weight_decay=self.weight_decay,
+            grad_clip=self.grad_clip,
+            penalty_weight=self.penalty_weight,
+            schedule=registered["schedule"],
+            max_steps=self.max_steps,
+            threads=threads_for_jobs(self.n_jobs),
+            patience=self.patience,
+            augment_crop=registered["augment_crop"],
+            augment_drop_rate=registered["augment_drop_rate"],
+            ensemble=self.ensemble,
+        )
 
     def _training_plan(self, training: TrainingSettings, seed: int, num_train: int) -> tuple[TrainingSpec, int | None]:
         """The `TrainingSpec` `fit` is given for ``num_train`` training series with ``seed``, and the patience in
@@ -374,8 +444,10 @@ class _SequenceEstimator(SequenceEstimatorBase):
             inputs = spec.transform(data)
         except ValueError as error:
             if "unobserved_fill" in str(error):
-                raise ValueError(f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 'mean'}}, "
-                                 "the default, fills it with the channel's training mean)") from error
+                raise ValueError(
+                    f"{error} (with {type(self).__name__}: control_options={{'unobserved_fill': 'mean'}}, "
+                    "the default, fills it with the channel's training mean)"
+                ) from error
             raise
         return inputs.to(device)
 
@@ -385,9 +457,11 @@ class _SequenceEstimator(SequenceEstimatorBase):
         try:
             return self._inputs(spec, batch, device)
         except ValueError as error:
-            raise ValueError(f"augment_crop={self.augment_crop!r}, augment_drop_rate={self.augment_drop_rate!r} left "
-                             f"a series of a training batch that {self.model!r} cannot read: {error}; or crop and "
-                             "drop less") from error
+            raise ValueError(
+                f"augment_crop={self.augment_crop!r}, augment_drop_rate={self.augment_drop_rate!r} left "
+                f"a series of a training batch that {self.model!r} cannot read: {error}; or crop and "
+                "drop less"
+            ) from error
 
     @staticmethod
     def _offset_batch(build, batch: IrregularDataset) -> ModelArguments:
@@ -408,8 +482,9 @@ class _SequenceEstimator(SequenceEstimatorBase):
         fitted_with_times = times is not None
         device = settings["device"]
         # Channel statistics and time_unit "auto" from the data given to fit, kept for predict (input_spec_).
-        spec = InputSpec.fit(self.model, data, control=settings["control"], standardise=True,
-                             fill_gaps=settings["fill_gaps"])
+        spec = InputSpec.fit(
+            self.model, data, control=settings["control"], standardise=True, fill_gaps=settings["fill_gaps"]
+        )
         inputs = self._inputs(spec, data, torch.device("cpu"))
         seed = self._seed()
         n = len(data)
@@ -420,11 +495,16 @@ class _SequenceEstimator(SequenceEstimatorBase):
         if validation_fraction is not None:
             held = math.ceil(float(validation_fraction) * n)  # scikit-learn's rounding of the held-out part
             if held < 1 or n - held < 1:
-                given = ("" if self.validation_fraction is not None
-                         else " (epochs='auto' holds it out when validation_fraction is not given)")
-                raise ValueError(f"validation_fraction={validation_fraction}{given} of {n} samples leaves {n - held} "
-                                 f"to train on and {held} to validate: each part needs at least 1 sample; lower "
-                                 "validation_fraction, or give more samples")
+                given = (
+                    ""
+                    if self.validation_fraction is not None
+                    else " (epochs='auto' holds it out when validation_fraction is not given)"
+                )
+                raise ValueError(
+                    f"validation_fraction={validation_fraction}{given} of {n} samples leaves {n - held} "
+                    f"to train on and {held} to validate: each part needs at least 1 sample; lower "
+                    "validation_fraction, or give more samples"
+                )
             fractions = (1.0 - float(validation_fraction), float(validation_fraction))
             if strata is not None:
                 codes, names = strata
@@ -442,8 +522,11 @@ class _SequenceEstimator(SequenceEstimatorBase):
         # the network's input, with the offsets beside it when there is a baseline (LogitOffset reads both)
         model_inputs = inputs if offsets is None else ModelArguments(inputs, offsets)
         train = (model_inputs[torch.as_tensor(train_index)], targets[torch.as_tensor(train_index)])
-        val = None if val_index is None else (model_inputs[torch.as_tensor(val_index)],
-                                              targets[torch.as_tensor(val_index)])
+        val = (
+            None
+            if val_index is None
+            else (model_inputs[torch.as_tensor(val_index)], targets[torch.as_tensor(val_index)])
+        )
         plan, patience = self._training_plan(training, seed, len(train_index))
         train_inputs = train[0]
         if training.augment_drop_rate > 0 or training.augment_crop < 1:
@@ -453,10 +536,10 @@ class _SequenceEstimator(SequenceEstimatorBase):
             if offsets is not None:  # the offsets ride along as the batch's static features (crop and drop keep them)
                 raw = raw.replace(static=offsets[torch.as_tensor(train_index)])
                 build = partial(self._offset_batch, build)
-            train_inputs = AugmentedInputs(raw, build, drop_rate=training.augment_drop_rate,
-                                           crop=training.augment_crop)
-        fork_devices = [] if device.type != "cuda" else [
-            device.index if device.index is not None else torch.cuda.current_device()]
+            train_inputs = AugmentedInputs(raw, build, drop_rate=training.augment_drop_rate, crop=training.augment_crop)
+        fork_devices = (
+            [] if device.type != "cuda" else [device.index if device.index is not None else torch.cuda.current_device()]
+        )
         members, histories = [], []
         with self._threads(), torch.random.fork_rng(devices=fork_devices):
             for member in range(training.ensemble):
@@ -475,10 +558,20 @@ class _SequenceEstimator(SequenceEstimatorBase):
                     callbacks.append(BestCheckpoint(None))
                     if patience is not None:
                         callbacks.append(EarlyStopping(int(patience)))
-                label = type(self).__name__ + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
-                                               else "")
-                histories.append(_fit(model, objective, (train_inputs, train[1]), val, plan.replace(seed=seed_j),
-                                      callbacks=callbacks, progress=label if self.verbose else False))
+                label = type(self).__name__ + (
+                    f" member {member + 1}/{training.ensemble}" if training.ensemble > 1 else ""
+                )
+                histories.append(
+                    _fit(
+                        model,
+                        objective,
+                        (train_inputs, train[1]),
+                        val,
+                        plan.replace(seed=seed_j),
+                        callbacks=callbacks,
+                        progress=label if self.verbose else False,
+                    )
+                )
                 members.append(model.eval())
         # the runner's form: the first member's history, every member's under "ensemble_members"
         self.model_ = members[0] if len(members) == 1 else self._ensemble_of(members).eval()
@@ -490,10 +583,15 @@ class _SequenceEstimator(SequenceEstimatorBase):
         self.channel_mean_ = np.array(spec.channel_mean)
         self.channel_scale_ = np.array(spec.channel_scale)
         # the control options as given, time_unit resolved (the spec's control also holds the registered ones)
-        self.control_options_ = {**settings["control"], **(
-            {"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {}), **(
-            {"intensity_channel": spec.control.intensity_channel}
-            if "intensity_channel" in settings["control"] else {})}
+        self.control_options_ = {
+            **settings["control"],
+            **({"time_unit": spec.time_unit} if "time_unit" in settings["control"] else {}),
+            **(
+                {"intensity_channel": spec.control.intensity_channel}
+                if "intensity_channel" in settings["control"]
+                else {}
+            ),
+        }
         self.seed_ = seed
         self.validation_index_ = val_index
         self.fitted_with_times_ = fitted_with_times

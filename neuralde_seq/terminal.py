@@ -4,11 +4,13 @@ A tqdm bar redraws itself with carriage returns; sent to a file or a pipe (a job
 redraw becomes text, thousands of lines for one download. `Progress` draws the bar only where ``stream`` is a
 terminal (`is_terminal`) and otherwise writes one line when the work starts and one when it ends.
 """
+
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Iterable, Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
+from typing import Any
 
 __all__ = ["is_terminal", "Progress"]
 
@@ -49,8 +51,18 @@ class Progress:
         stream: where to write (default ``sys.stderr``).
     """
 
-    def __init__(self, iterable: Iterable | None = None, *, desc: str, total: float | None = None, unit: str = "it",
-                 unit_scale: bool = False, initial: float = 0, enabled: bool = True, stream=None):
+    def __init__(
+        self,
+        iterable: Iterable | None = None,
+        *,
+        desc: str,
+        total: float | None = None,
+        unit: str = "it",
+        unit_scale: bool = False,
+        initial: float = 0,
+        enabled: bool = True,
+        stream=None,
+    ):
         self.iterable, self.desc, self.unit, self.unit_scale = iterable, desc, unit, unit_scale
         self.stream = sys.stderr if stream is None else stream
         self.enabled, self.n, self.start = enabled, initial, time.perf_counter()
@@ -62,8 +74,17 @@ class Progress:
         if is_terminal(self.stream):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit_scale,
-                            unit_divisor=1024, leave=False, file=self.stream, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=desc,
+                unit=unit,
+                unit_scale=unit_scale,
+                unit_divisor=1024,
+                leave=False,
+                file=self.stream,
+                dynamic_ncols=True,
+            )
         else:
             size = "" if total is None else f" ({_amount(total, unit, unit_scale)})"
             print(f"{desc}: started{size}", file=self.stream, flush=True)
@@ -93,10 +114,13 @@ class Progress:
             self.bar.close()
         else:
             seconds = time.perf_counter() - self.start
-            print(f"{self.desc}: done, {_amount(self.n, self.unit, self.unit_scale)} in {seconds:.1f} s",
-                  file=self.stream, flush=True)
+            print(
+                f"{self.desc}: done, {_amount(self.n, self.unit, self.unit_scale)} in {seconds:.1f} s",
+                file=self.stream,
+                flush=True,
+            )
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

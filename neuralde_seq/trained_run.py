@@ -24,6 +24,7 @@ by the runner in closed form and scored, but not stored (its folder holds ``resu
 so, naming the estimator to fit instead. Checkpoints written before checkpoints held ``trained_model`` (and the
 protocol's standardisation in their spec) are refused likewise, with what to do: run them afresh.
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,8 +49,10 @@ __all__ = ["TrainedClassifier", "load_run", "write_predictions", "CHECKPOINT_NAM
 CHECKPOINT_NAME = "best.pt"
 """The best-validation checkpoint in a run folder (`load_run` of a folder reads it)."""
 
-_AFRESH = ("make the run afresh (neuralde-seq bench CONFIG --fresh, or delete its folder and run the config again "
-           "with --resume)")
+_AFRESH = (
+    "make the run afresh (neuralde-seq bench CONFIG --fresh, or delete its folder and run the config again "
+    "with --resume)"
+)
 
 
 class TrainedClassifier:
@@ -83,8 +86,20 @@ class TrainedClassifier:
         threads: torch's CPU threads while scoring (default 1).
     """
 
-    def __init__(self, model: torch.nn.Module, input_spec: InputSpec, classes, *, channels: int, dtype: torch.dtype,
-                 device: torch.device, batch_size: int, checkpoints, config: dict, read_dtype: torch.dtype):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        input_spec: InputSpec,
+        classes,
+        *,
+        channels: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        batch_size: int,
+        checkpoints,
+        config: dict,
+        read_dtype: torch.dtype,
+    ):
         self.model = model.eval()
         self.input_spec = input_spec
         self.classes_ = np.asarray(list(classes), dtype=object)
@@ -99,8 +114,10 @@ class TrainedClassifier:
 
     def __repr__(self) -> str:
         members = f", {len(self.checkpoints)} ensemble members" if len(self.checkpoints) > 1 else ""
-        return (f"TrainedClassifier({self.input_spec.model!r}, {len(self.classes_)} classes, "
-                f"{self.n_features_in_} channels{members}, from {self.checkpoints[0]})")
+        return (
+            f"TrainedClassifier({self.input_spec.model!r}, {len(self.classes_)} classes, "
+            f"{self.n_features_in_} channels{members}, from {self.checkpoints[0]})"
+        )
 
     def read_data(self, X, times=None) -> IrregularDataset:
         """``X`` (and ``times``) as the dataset the model's input is built from: times in the run's dtype, values as
@@ -130,14 +147,18 @@ class TrainedClassifier:
             if times is not None:
                 raise ValueError("times: an IrregularDataset carries its own times; give times=None")
             if "standardise" in X.meta:
-                raise ValueError("X is a dataset the task protocol has standardised already (meta['standardise']): "
-                                 "give the raw data, which the run's input spec standardises itself")
+                raise ValueError(
+                    "X is a dataset the task protocol has standardised already (meta['standardise']): "
+                    "give the raw data, which the run's input spec standardises itself"
+                )
             data, what = X, "X"
         else:
             data, what = read_sequences(X, times, self._read_dtype, "X"), "X"
         if data.num_channels != self.n_features_in_:
-            raise ValueError(f"{what} has {data.num_channels} channel(s) per time step, but the run's model was trained "
-                             f"on {self.n_features_in_} (n_features_in_)")
+            raise ValueError(
+                f"{what} has {data.num_channels} channel(s) per time step, but the run's model was trained "
+                f"on {self.n_features_in_} (n_features_in_)"
+            )
         cast = data.times.to(self.dtype)
         check_times_survive_cast(data.times.to(torch.float64), cast, data.lengths)
         values = data.values if data.values.dtype == torch.float64 else data.values.to(torch.float64)
@@ -153,8 +174,10 @@ class TrainedClassifier:
         data = self.read_data(X, times)
         static = (self.config.get("model_options") or {}).get("static_channels")
         if static is not None and data.static is None:
-            raise ValueError(f"model {self.input_spec.model!r} reads {static} static feature(s) per sample: give X as "
-                             "an IrregularDataset with static (N, S)")
+            raise ValueError(
+                f"model {self.input_spec.model!r} reads {static} static feature(s) per sample: give X as "
+                "an IrregularDataset with static (N, S)"
+            )
         fill = None if self.input_spec.control is None else self.input_spec.control.unobserved_fill
         if fill is not None:
             warn_unobserved(data, "samples", fill)
@@ -244,26 +267,42 @@ def load_run(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> 
     config = recorded if isinstance(recorded, dict) else {}
     info = config.get("trained_model")
     if not isinstance(info, dict) or "input_spec" not in config:
-        raise CheckpointError(f"checkpoint {checkpoint_path} does not record what load_run rebuilds a model from (the "
-                              "run's input spec and trained_model settings): it was written by fit directly, or "
-                              f"before runs recorded them; {_AFRESH}", checkpoint_path)
+        raise CheckpointError(
+            f"checkpoint {checkpoint_path} does not record what load_run rebuilds a model from (the "
+            "run's input spec and trained_model settings): it was written by fit directly, or "
+            f"before runs recorded them; {_AFRESH}",
+            checkpoint_path,
+        )
     paths = [checkpoint_path]
     if info["member"] == 0 and info["ensemble"] > 1:  # the run's model is the ensemble of its members
-        paths += [checkpoint_path.with_name(f"{checkpoint_path.stem}.member{j}{checkpoint_path.suffix}")
-                  for j in range(1, info["ensemble"])]
+        paths += [
+            checkpoint_path.with_name(f"{checkpoint_path.stem}.member{j}{checkpoint_path.suffix}")
+            for j in range(1, info["ensemble"])
+        ]
     spec = InputSpec.from_dict(config["input_spec"])
     dtype = floating_dtype(info["dtype"])
     members = []
     for member_path in paths:
         if not member_path.exists():
-            raise FileNotFoundError(f"{member_path} does not exist: {checkpoint_path} is member 1 of an ensemble of "
-                                    f"{info['ensemble']}, whose other members' checkpoints lie beside it")
+            raise FileNotFoundError(
+                f"{member_path} does not exist: {checkpoint_path} is member 1 of an ensemble of "
+                f"{info['ensemble']}, whose other members' checkpoints lie beside it"
+            )
         checkpoint = first if member_path == checkpoint_path else read_checkpoint(member_path, map_location="cpu")
         members.append(_rebuilt_model(checkpoint, member_path, config, dtype, device))
     model = members[0] if len(members) == 1 else EnsembleClassifier(members)
-    return TrainedClassifier(model, spec, info["class_names"], channels=info["data_channels"], dtype=dtype,
-                             device=device, batch_size=info["eval_batch_size"], checkpoints=paths, config=config,
-                             read_dtype=_read_dtype(config, dtype))
+    return TrainedClassifier(
+        model,
+        spec,
+        info["class_names"],
+        channels=info["data_channels"],
+        dtype=dtype,
+        device=device,
+        batch_size=info["eval_batch_size"],
+        checkpoints=paths,
+        config=config,
+        read_dtype=_read_dtype(config, dtype),
+    )
 
 
 def _checkpoint_of(path: Path) -> Path:
@@ -274,8 +313,9 @@ def _checkpoint_of(path: Path) -> Path:
         ValueError: a reference or random-features row's folder, or a benchmark's output folder.
     """
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: give a run folder (<out>/runs/<row>/seed<k>-<fingerprint>) "
-                                "or its best.pt")
+        raise FileNotFoundError(
+            f"{path} does not exist: give a run folder (<out>/runs/<row>/seed<k>-<fingerprint>) or its best.pt"
+        )
     if not path.is_dir():
         return path
     if (path / CHECKPOINT_NAME).is_file():
@@ -283,19 +323,30 @@ def _checkpoint_of(path: Path) -> Path:
     result_path = path / "result.json"
     if result_path.is_file():
         _refuse_closed_form(result_path)
-        raise FileNotFoundError(f"{path} holds result.json but no {CHECKPOINT_NAME}: the run stopped before its first "
-                                f"checkpoint, or the file was removed; {_AFRESH}")
+        raise FileNotFoundError(
+            f"{path} holds result.json but no {CHECKPOINT_NAME}: the run stopped before its first "
+            f"checkpoint, or the file was removed; {_AFRESH}"
+        )
     if (path / "runs").is_dir():
         found = sorted(str(p.parent.relative_to(path)) for p in (path / "runs").glob(f"*/*/{CHECKPOINT_NAME}"))
-        raise ValueError(f"{path} is a benchmark's output folder: give one run's folder, e.g. "
-                         + (", ".join(found[:3]) + (", ..." if len(found) > 3 else "") if found else
-                            "runs/<row>/seed<k>-<fingerprint>"))
+        raise ValueError(
+            f"{path} is a benchmark's output folder: give one run's folder, e.g. "
+            + (
+                ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+                if found
+                else "runs/<row>/seed<k>-<fingerprint>"
+            )
+        )
     runs = sorted(p.parent.name for p in path.glob(f"seed*/{CHECKPOINT_NAME}"))
     if runs:  # a row's folder: name its runs
-        raise ValueError(f"{path} is a row's folder, holding the run folder(s) {', '.join(runs[:3])}"
-                         f"{', ...' if len(runs) > 3 else ''}: give one of them (e.g. {path / runs[0]})")
-    raise FileNotFoundError(f"{path} holds neither {CHECKPOINT_NAME} nor result.json: it is not a run folder "
-                            "(<out>/runs/<row>/seed<k>-<fingerprint>)")
+        raise ValueError(
+            f"{path} is a row's folder, holding the run folder(s) {', '.join(runs[:3])}"
+            f"{', ...' if len(runs) > 3 else ''}: give one of them (e.g. {path / runs[0]})"
+        )
+    raise FileNotFoundError(
+        f"{path} holds neither {CHECKPOINT_NAME} nor result.json: it is not a run folder "
+        "(<out>/runs/<row>/seed<k>-<fingerprint>)"
+    )
 
 
 def _refuse_closed_form(result_path: Path) -> None:
@@ -313,19 +364,25 @@ def _refuse_closed_form(result_path: Path) -> None:
     try:
         entry = reference_method(method)
         kind = entry.kind
-        estimator = entry.estimator if isinstance(entry.estimator, str) else \
-            f"{entry.estimator.__module__}:{entry.estimator.__name__}"
+        estimator = (
+            entry.estimator
+            if isinstance(entry.estimator, str)
+            else f"{entry.estimator.__module__}:{entry.estimator.__name__}"
+        )
         estimator = estimator.replace(":", ".")
     except ValueError:
         kind, estimator = "reference", "its estimator"
-    raise ValueError(f"{result_path.parent}: row {result.get('label', method)!r} is the {kind} method {method!r}, "
-                     "fitted in closed form by the runner, which records its scores (result.json) but stores no "
-                     f"fitted estimator, so there is no model to load. Fit {estimator} on your data instead, with "
-                     "the options recorded in result.json's model_options")
+    raise ValueError(
+        f"{result_path.parent}: row {result.get('label', method)!r} is the {kind} method {method!r}, "
+        "fitted in closed form by the runner, which records its scores (result.json) but stores no "
+        f"fitted estimator, so there is no model to load. Fit {estimator} on your data instead, with "
+        "the options recorded in result.json's model_options"
+    )
 
 
-def _rebuilt_model(checkpoint: dict, path: Path, config: dict, dtype: torch.dtype,
-                   device: torch.device) -> torch.nn.Module:
+def _rebuilt_model(
+    checkpoint: dict, path: Path, config: dict, dtype: torch.dtype, device: torch.device
+) -> torch.nn.Module:
     """The model a checkpoint's weights belong to, built from its recorded settings and loaded with them."""
     from .models import create_model
     from .solvers import parse_solver
@@ -335,13 +392,20 @@ def _rebuilt_model(checkpoint: dict, path: Path, config: dict, dtype: torch.dtyp
     info = own.get("trained_model") or {}
     for key in ("model", "model_options", "input_spec", "solver"):
         if own.get(key) != config.get(key):
-            raise CheckpointError(f"checkpoint {path} was written by another run than its ensemble's first member "
-                                  f"({key} differs)", path)
+            raise CheckpointError(
+                f"checkpoint {path} was written by another run than its ensemble's first member ({key} differs)", path
+            )
     solver = parse_solver(config.get("solver"), argument=f"checkpoint {path}: the recorded solver")
     with torch.random.fork_rng(devices=[]):  # the run's seed, and the caller's random state left as it was
         torch.manual_seed(int(own.get("seed", 0)))
-        model = create_model(config["model"], info["in_channels"], len(info["class_names"]), solver=solver,
-                             **config["model_options"], **info["input_options"])
+        model = create_model(
+            config["model"],
+            info["in_channels"],
+            len(info["class_names"]),
+            solver=solver,
+            **config["model_options"],
+            **info["input_options"],
+        )
     model = model.to(device=device, dtype=dtype)
     load_model_state(model, checkpoint["model_state"], path)
     return model.eval()

@@ -8,6 +8,7 @@ at the first frame outside this package and the libraries it runs under (torch, 
 build their models inside `options_spelled_as`, and a model records `current_spelling` when it is built.
 Saying a warning once per model (not once per batch) is up to the model: it keeps a flag.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +17,16 @@ import dataclasses
 import os
 import sys
 import warnings
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
-__all__ = ["IgnoredOptionWarning", "OptionSpelling", "options_spelled_as", "current_spelling", "spell_options", "warn_user"]
+__all__ = [
+    "IgnoredOptionWarning",
+    "OptionSpelling",
+    "options_spelled_as",
+    "current_spelling",
+    "spell_options",
+    "warn_user",
+]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # The libraries between a user's call and a model's forward pass (torch's Module.__call__, scikit-learn's and
@@ -47,8 +55,11 @@ class OptionSpelling:
     row: str | None = None
 
 
+# (a frozen dataclass: the default is never mutated)
 _SPELLING: contextvars.ContextVar[OptionSpelling] = contextvars.ContextVar(
-    "neuralde_seq_option_spelling", default=OptionSpelling())  # noqa: B039 - a frozen dataclass, never mutated
+    "neuralde_seq_option_spelling",
+    default=OptionSpelling(),  # noqa: B039
+)
 
 
 @contextlib.contextmanager

@@ -48,15 +48,18 @@ BUDGET = os.environ.get("NEURALDE_SEQ_BUDGET", "small")
 torch.set_default_dtype(torch.float64)  # closed forms against solves: compare in float64
 RULES = ["hebb", "oja", "delta", "delta-post"]
 rules = {name: make_rule(name) for name in RULES}
-D = 8 if BUDGET == "small" else 32          # key and value width of one head
-DRAWS = 20 if BUDGET == "small" else 200    # random sets of pairs per point of the recall curve
+D = 8 if BUDGET == "small" else 32  # key and value width of one head
+DRAWS = 20 if BUDGET == "small" else 200  # random sets of pairs per point of the recall curve
 g = torch.Generator().manual_seed(0)
 
 
 def pair(generator, d=D, scale=6.0):
     """Raw key, value and learning-rate inputs of one write: sharp keys (scale) so that pairs are distinct."""
-    return (scale * torch.randn(d, generator=generator), torch.randn(d, generator=generator),
-            torch.randn(1, generator=generator) + 2.0)
+    return (
+        scale * torch.randn(d, generator=generator),
+        torch.randn(d, generator=generator),
+        torch.randn(1, generator=generator) + 2.0,
+    )
 
 
 def target(rule_name, v_raw):
@@ -69,6 +72,7 @@ def target(rule_name, v_raw):
 #
 # With inputs held constant over a step of length h, every rule has a closed-form W(t + h)
 # (`rule.exact_step`). Classical RK4 on dW/ds = rate(W) with n substeps must converge to it at order 4.
+
 
 # %%
 def rk4(rule, W, k_raw, v_raw, beta, h, n):
@@ -95,7 +99,7 @@ for name, rule in rules.items():
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for name in RULES:
     ax.loglog(substeps, [max(e, 1e-17) for e in errors[name]], "o-", label=name)
-ax.loglog(substeps, [errors["delta"][0] * n ** -4.0 for n in substeps], "k--", label="slope -4")
+ax.loglog(substeps, [errors["delta"][0] * n**-4.0 for n in substeps], "k--", label="slope -4")
 ax.set_xlabel("RK4 substeps over one write (h = 2)")
 ax.set_ylabel("max |W_rk4 − W_exact|")
 ax.set_title("Closed form vs RK4")
@@ -149,6 +153,7 @@ for name in RULES:
 # After writing N pairs (each for h = 4), each stored key is queried and the relative recall error
 # ‖W k_i − target_i‖ / ‖target_i‖ is averaged over the pairs and over random draws. With D-wide heads, at most
 # D keys can be kept apart exactly.
+
 
 # %%
 def recall_error(rule_name, n_pairs, generator, h=HOLD):
@@ -223,14 +228,28 @@ plt.show()
 at_d = {name: curves[name][sizes.index(D)] for name in RULES}
 at_half = {name: curves[name][sizes.index(max(1, D // 2))] for name in RULES}
 after = {name: (trace[name]["to_new"][-1], trace[name]["to_old"][-1]) for name in RULES}
-print(f"1. Closed forms: RK4 converges to every rule's exact step (error at 64 substeps at most "
-      f"{max(e[-1] for e in errors.values()):.1e}; observed orders "
-      + ", ".join(f"{n} {o:.2f}" for n, o in orders.items()) + "; Hebb exact in one step).")
-print("2. Norms after 12 writes: " + ", ".join(f"{n} {norms[n][-1]:.2f}" for n in RULES)
-      + ". Hebb only adds, so its norm grows with every write; Oja and the Delta rules correct what is stored.")
-print(f"3. Recall error with {D // 2} pairs: " + ", ".join(f"{n} {at_half[n]:.2f}" for n in RULES)
-      + f"; with {D} pairs: " + ", ".join(f"{n} {at_d[n]:.2f}" for n in RULES) + ".")
+print(
+    f"1. Closed forms: RK4 converges to every rule's exact step (error at 64 substeps at most "
+    f"{max(e[-1] for e in errors.values()):.1e}; observed orders "
+    + ", ".join(f"{n} {o:.2f}" for n, o in orders.items())
+    + "; Hebb exact in one step)."
+)
+print(
+    "2. Norms after 12 writes: "
+    + ", ".join(f"{n} {norms[n][-1]:.2f}" for n in RULES)
+    + ". Hebb only adds, so its norm grows with every write; Oja and the Delta rules correct what is stored."
+)
+print(
+    f"3. Recall error with {D // 2} pairs: "
+    + ", ".join(f"{n} {at_half[n]:.2f}" for n in RULES)
+    + f"; with {D} pairs: "
+    + ", ".join(f"{n} {at_d[n]:.2f}" for n in RULES)
+    + "."
+)
 best = min(RULES, key=lambda n: at_d[n])
 print(f"   Lowest recall error at D = {D} pairs: {best}.")
-print("4. Same key written again (distance of W k to the new value b / to the old value a at the end): "
-      + ", ".join(f"{n} {after[n][0]:.2f} / {after[n][1]:.2f}" for n in RULES) + ".")
+print(
+    "4. Same key written again (distance of W k to the new value b / to the old value a at the end): "
+    + ", ".join(f"{n} {after[n][0]:.2f} / {after[n][1]:.2f}" for n in RULES)
+    + "."
+)

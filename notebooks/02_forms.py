@@ -86,14 +86,16 @@ torch.set_num_threads(1)
 RULES = ["delta"] if BUDGET == "small" else ["delta", "hebb"]
 SEEDS = [0] if BUDGET == "small" else [0, 1, 2]
 EPOCHS = 5 if BUDGET == "small" else 30
-MODEL_SIZE = dict(d_model=32, n_heads=4, d_ff=64)   # compare.yaml's size: JapaneseVowels has 229 training samples
+MODEL_SIZE = dict(d_model=32, n_heads=4, d_ff=64)  # compare.yaml's size: JapaneseVowels has 229 training samples
 TRAINING = dict(lr=3e-3, batch_size=32, eval_batch_size=128)
-MEMORY_REPEATS = 3 if BUDGET == "small" else 5      # training steps measured per set-up (median reported)
-SETUPS = [(f"{rule}-{form}", solver) for rule in RULES
-          for form, solver in (("ode", RK4()), ("cde", RK4()), ("rde", RK4()), ("rde", Exact()))]
+MEMORY_REPEATS = 3 if BUDGET == "small" else 5  # training steps measured per set-up (median reported)
+SETUPS = [
+    (f"{rule}-{form}", solver)
+    for rule in RULES
+    for form, solver in (("ode", RK4()), ("cde", RK4()), ("rde", RK4()), ("rde", Exact()))
+]
 LABELS = [f"{name} ({solver.name})" for name, solver in SETUPS]
-FORM_COLOURS = {"ode (rk4)": "tab:blue", "cde (rk4)": "tab:orange", "rde (rk4)": "tab:green",
-                "rde (exact)": "tab:red"}
+FORM_COLOURS = {"ode (rk4)": "tab:blue", "cde (rk4)": "tab:orange", "rde (rk4)": "tab:green", "rde (exact)": "tab:red"}
 RULE_MARKERS = {"delta": "o", "hebb": "s"}
 RULE_LINES = {"delta": "-", "hebb": ":"}
 print(f"budget {BUDGET}: {len(SETUPS)} set-ups x {len(SEEDS)} seed(s), {EPOCHS} epochs, device {device}")
@@ -107,6 +109,7 @@ print(f"budget {BUDGET}: {len(SETUPS)} set-ups x {len(SEEDS)} seed(s), {EPOCHS} 
 # input is built once per split with `model_inputs`; the ODE and CDE read the same control, and so do the two
 # RDE solvers.
 
+
 # %%
 def build_inputs(seed):
     """Splits of one seed and every set-up's inputs (controls with equal options are built once)."""
@@ -115,10 +118,12 @@ def build_inputs(seed):
     inputs = {}
     for name, _ in SETUPS:
         form = name.rsplit("-", 1)[1]
-        source = "rde" if form == "rde" else "ode/cde"   # the ODE and CDE read the same Hermite control
+        source = "rde" if form == "rde" else "ode/cde"  # the ODE and CDE read the same Hermite control
         if source not in built:
-            built[source] = {part: model_inputs(name, ds.times, ds.values, ds.lengths).to(device)
-                             for part, ds in zip(("train", "val", "test"), splits)}
+            built[source] = {
+                part: model_inputs(name, ds.times, ds.values, ds.lengths).to(device)
+                for part, ds in zip(("train", "val", "test"), splits)
+            }
         inputs[name] = built[source]
     return splits, inputs
 
@@ -131,18 +136,22 @@ train, val, test = splits
 steps = {}
 for name, solver in SETUPS:
     intervals = inputs[name]["train"].knots.numel() - 1
-    evaluations = 1 if isinstance(solver, Exact) else 4   # rk4: four stages per step; exact: one closed-form update
+    evaluations = 1 if isinstance(solver, Exact) else 4  # rk4: four stages per step; exact: one closed-form update
     steps[(name, solver.name)] = (intervals, intervals * evaluations)
-print(f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, {train.values.shape[-1]} channels, "
-      f"lengths {int(train.lengths.min())}-{int(train.lengths.max())} time points, "
-      f"{float(torch.isnan(train.values[:, :, 0]).sum() - (train.values.shape[1] - train.lengths).sum()):.0f} "
-      f"dropped points in train")
+print(
+    f"train / val / test: {len(train)} / {len(val)} / {len(test)} utterances, {train.values.shape[-1]} channels, "
+    f"lengths {int(train.lengths.min())}-{int(train.lengths.max())} time points, "
+    f"{float(torch.isnan(train.values[:, :, 0]).sum() - (train.values.shape[1] - train.lengths).sum()):.0f} "
+    f"dropped points in train"
+)
 print(f"building the inputs of all splits took {build_seconds:.1f} s per seed")
 for name in dict(SETUPS):
     print(f"  {name} reads build_control(times, values, lengths, {registered_control_options(name)})")
 for (name, method_name), (intervals, evaluations) in steps.items():
-    print(f"  {name:10s} {method_name:5s}: {intervals:2d} solver steps over the longest utterance, "
-          f"{evaluations:3d} slow-net evaluations")
+    print(
+        f"  {name:10s} {method_name:5s}: {intervals:2d} solver steps over the longest utterance, "
+        f"{evaluations:3d} slow-net evaluations"
+    )
 
 # %% [markdown]
 # ## 2. Training each form
@@ -157,15 +166,31 @@ for seed in SEEDS:
     (train, val, test), inputs = data[seed]
     for (name, _solver), label in zip(SETUPS, LABELS):
         torch.manual_seed(seed)
-        model = create_model(name, inputs[name]["train"], num_classes=train.num_classes,
-                             solver=solver, **MODEL_SIZE).to(device)
-        history = train_classifier(model, inputs[name]["train"], train.labels, inputs[name]["val"], val.labels,
-                                   epochs=EPOCHS, seed=seed, progress=False, **TRAINING)
+        model = create_model(
+            name, inputs[name]["train"], num_classes=train.num_classes, solver=solver, **MODEL_SIZE
+        ).to(device)
+        history = train_classifier(
+            model,
+            inputs[name]["train"],
+            train.labels,
+            inputs[name]["val"],
+            val.labels,
+            epochs=EPOCHS,
+            seed=seed,
+            progress=False,
+            **TRAINING,
+        )
         test_metrics = evaluate(model, inputs[name]["test"], test.labels, TRAINING["eval_batch_size"])
-        results[(label, seed)] = dict(model=model, history=history, test_accuracy=test_metrics["accuracy"],
-                                      seconds_per_epoch=statistics.median(history["seconds_per_epoch"]))
-        print(f"seed {seed} {label:20s} test accuracy {test_metrics['accuracy']:.3f}, "
-              f"{results[(label, seed)]['seconds_per_epoch']:.3f} s/epoch, best epoch {history['best_epoch']}")
+        results[(label, seed)] = dict(
+            model=model,
+            history=history,
+            test_accuracy=test_metrics["accuracy"],
+            seconds_per_epoch=statistics.median(history["seconds_per_epoch"]),
+        )
+        print(
+            f"seed {seed} {label:20s} test accuracy {test_metrics['accuracy']:.3f}, "
+            f"{results[(label, seed)]['seconds_per_epoch']:.3f} s/epoch, best epoch {history['best_epoch']}"
+        )
 
 
 def over_seeds(label, key):
@@ -185,16 +210,26 @@ for label in LABELS:
         curve = [statistics.mean(values) for values in zip(*(results[(label, s)]["history"][key] for s in SEEDS))]
         # the exact RDE solver wide and translucent: the RK4 curve it lies on stays visible inside it
         exact = "exact" in form
-        ax.plot(epochs, curve, marker=RULE_MARKERS[rule], markersize=3, color=FORM_COLOURS[form], label=label,
-                linestyle=RULE_LINES[rule], linewidth=5 if exact else 1.5, alpha=0.45 if exact else 1.0)
+        ax.plot(
+            epochs,
+            curve,
+            marker=RULE_MARKERS[rule],
+            markersize=3,
+            color=FORM_COLOURS[form],
+            label=label,
+            linestyle=RULE_LINES[rule],
+            linewidth=5 if exact else 1.5,
+            alpha=0.45 if exact else 1.0,
+        )
 axes[0].set_ylabel("training loss (cross-entropy)")
 axes[1].set_ylabel(f"validation accuracy ({len(val)} utterances)")
 for ax in axes:
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-fig.suptitle("Learning curves" + (f", mean over {len(SEEDS)} seeds" if len(SEEDS) > 1 else f", seed {SEEDS[0]}"),
-             fontsize=11)
+fig.suptitle(
+    "Learning curves" + (f", mean over {len(SEEDS)} seeds" if len(SEEDS) > 1 else f", seed {SEEDS[0]}"), fontsize=11
+)
 plt.tight_layout()
 plt.show()
 
@@ -212,19 +247,24 @@ agreement = {}
 for rule in RULES:
     exact_model = results[(f"{rule}-rde (exact)", SEEDS[0])]["model"]
     test_control = data[SEEDS[0]][1][f"{rule}-rde"]["test"]
-    rk4_model = create_model(f"{rule}-rde", test_control, num_classes=train.num_classes,
-                             solver=SolverOptions(RK4()), **MODEL_SIZE).to(device)
+    rk4_model = create_model(
+        f"{rule}-rde", test_control, num_classes=train.num_classes, solver=SolverOptions(RK4()), **MODEL_SIZE
+    ).to(device)
     rk4_model.load_state_dict(exact_model.state_dict())
     with torch.no_grad():
         logits_exact = predict(exact_model, test_control, TRAINING["eval_batch_size"])
         logits_rk4 = predict(rk4_model, test_control, TRAINING["eval_batch_size"])
-    agreement[rule] = dict(max_logit_difference=float((logits_exact - logits_rk4).abs().max()),
-                           logit_scale=float(logits_exact.abs().max()),
-                           same_prediction=float((logits_exact.argmax(1) == logits_rk4.argmax(1)).float().mean()))
-    print(f"{rule}-rde, seed {SEEDS[0]}: max |logit(exact) − logit(rk4)| = "
-          f"{agreement[rule]['max_logit_difference']:.1e} (largest |logit| {agreement[rule]['logit_scale']:.1f}); "
-          f"same predicted class on "
-          f"{100 * agreement[rule]['same_prediction']:.1f} % of the test set")
+    agreement[rule] = dict(
+        max_logit_difference=float((logits_exact - logits_rk4).abs().max()),
+        logit_scale=float(logits_exact.abs().max()),
+        same_prediction=float((logits_exact.argmax(1) == logits_rk4.argmax(1)).float().mean()),
+    )
+    print(
+        f"{rule}-rde, seed {SEEDS[0]}: max |logit(exact) − logit(rk4)| = "
+        f"{agreement[rule]['max_logit_difference']:.1e} (largest |logit| {agreement[rule]['logit_scale']:.1f}); "
+        f"same predicted class on "
+        f"{100 * agreement[rule]['same_prediction']:.1f} % of the test set"
+    )
 
 # %% [markdown]
 # ## 4. What log-signatures alone leave out
@@ -238,9 +278,10 @@ for rule in RULES:
 # one on its total increment, last minus first observed value (movement), fitted on the training split and scored
 # on the test split.
 
+
 # %%
 def level_and_movement(dataset):
-    observed = ~torch.isnan(dataset.values).all(-1)   # dropped time points and padding are NaN in every channel
+    observed = ~torch.isnan(dataset.values).all(-1)  # dropped time points and padding are NaN in every channel
     values = torch.nan_to_num(dataset.values)
     level = (values * observed[..., None]).sum(1) / observed.sum(1, keepdim=True)
     position = torch.arange(dataset.values.shape[1])
@@ -260,10 +301,13 @@ train_level, train_movement = level_and_movement(train)
 test_level, test_movement = level_and_movement(test)
 centroid_accuracy = {
     "level": nearest_class_mean_accuracy(train_level, train.labels, test_level, test.labels),
-    "movement": nearest_class_mean_accuracy(train_movement, train.labels, test_movement, test.labels)}
-print(f"nearest class mean, seed {SEEDS[0]}: on the mean level {100 * centroid_accuracy['level']:.1f} %, "
-      f"on the total increment {100 * centroid_accuracy['movement']:.1f} % test accuracy "
-      f"(chance {100 / train.num_classes:.1f} %)")
+    "movement": nearest_class_mean_accuracy(train_movement, train.labels, test_movement, test.labels),
+}
+print(
+    f"nearest class mean, seed {SEEDS[0]}: on the mean level {100 * centroid_accuracy['level']:.1f} %, "
+    f"on the total increment {100 * centroid_accuracy['movement']:.1f} % test accuracy "
+    f"(chance {100 / train.num_classes:.1f} %)"
+)
 
 # The papers' RDE input: the log-signatures without the windows' start points, same model, solver and training.
 log_signatures_only = {}
@@ -271,18 +315,33 @@ for rule in RULES:
     name = f"{rule}-rde"
     for seed in SEEDS:
         (train, val, test), _ = data[seed]
-        blind = {part: model_inputs(name, ds.times, ds.values, ds.lengths, window_start_values=False).to(device)
-                 for part, ds in zip(("train", "val", "test"), data[seed][0])}
+        blind = {
+            part: model_inputs(name, ds.times, ds.values, ds.lengths, window_start_values=False).to(device)
+            for part, ds in zip(("train", "val", "test"), data[seed][0])
+        }
         torch.manual_seed(seed)
-        model = create_model(name, blind["train"], num_classes=train.num_classes,
-                             solver=SolverOptions(Exact()), **MODEL_SIZE).to(device)
-        train_classifier(model, blind["train"], train.labels, blind["val"], val.labels, epochs=EPOCHS, seed=seed,
-                         progress=False, **TRAINING)
-        log_signatures_only[(rule, seed)] = evaluate(model, blind["test"], test.labels,
-                                                     TRAINING["eval_batch_size"])["accuracy"]
-    print(f"{name} (exact), log-signatures only: test accuracy "
-          + ", ".join(f"{100 * log_signatures_only[(rule, seed)]:.1f} %" for seed in SEEDS)
-          + f" (seed{'s' if len(SEEDS) > 1 else ''} {', '.join(map(str, SEEDS))})")
+        model = create_model(
+            name, blind["train"], num_classes=train.num_classes, solver=SolverOptions(Exact()), **MODEL_SIZE
+        ).to(device)
+        train_classifier(
+            model,
+            blind["train"],
+            train.labels,
+            blind["val"],
+            val.labels,
+            epochs=EPOCHS,
+            seed=seed,
+            progress=False,
+            **TRAINING,
+        )
+        log_signatures_only[(rule, seed)] = evaluate(model, blind["test"], test.labels, TRAINING["eval_batch_size"])[
+            "accuracy"
+        ]
+    print(
+        f"{name} (exact), log-signatures only: test accuracy "
+        + ", ".join(f"{100 * log_signatures_only[(rule, seed)]:.1f} %" for seed in SEEDS)
+        + f" (seed{'s' if len(SEEDS) > 1 else ''} {', '.join(map(str, SEEDS))})"
+    )
 (train, val, test), inputs = data[SEEDS[0]]
 
 # %% [markdown]
@@ -295,6 +354,7 @@ for rule in RULES:
 # saved activations, temporaries and allocator slack (Python's `tracemalloc` does not see torch's allocations).
 # ODE, CDE and RDE-RK4 use the default checkpointed gradients (√N stored states plus one segment's graph); the
 # exact solver keeps only its checkpoints and recomputes each segment in a hand-written backward.
+
 
 # %%
 def resident_bytes(field):
@@ -334,10 +394,12 @@ for (name, _solver), label in zip(SETUPS, LABELS):
     control, labels = inputs[name]["train"][batch], train.labels[batch].to(device)
     training_step(model, control, labels)  # warm-up: lazily created buffers exist before the measurement
     gc.collect()  # once per set-up, not per step: it takes a large part of a second in a notebook kernel
-    samples = [peak_step_bytes(model, control, labels) / 2 ** 20 for _ in range(MEMORY_REPEATS)]
+    samples = [peak_step_bytes(model, control, labels) / 2**20 for _ in range(MEMORY_REPEATS)]
     memory[label] = (statistics.median(samples), min(samples), max(samples))
-    print(f"{label:20s} peak MiB per step: median {memory[label][0]:.2f} "
-          f"(min {memory[label][1]:.2f}, max {memory[label][2]:.2f} over {MEMORY_REPEATS} steps)")
+    print(
+        f"{label:20s} peak MiB per step: median {memory[label][0]:.2f} "
+        f"(min {memory[label][1]:.2f}, max {memory[label][2]:.2f} over {MEMORY_REPEATS} steps)"
+    )
 
 # %% [markdown]
 # ## 6. Accuracy, speed and memory together
@@ -356,8 +418,17 @@ fig, (ax_speed, ax_memory) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"w
 for label in LABELS:
     rule, form = label.split("-", 1)
     (acc, _), (sec, sec_std) = accuracy[label], seconds[label]
-    ax_speed.errorbar(sec, 100 * acc, xerr=sec_std or None, yerr=100 * accuracy_error(label),
-                      fmt=RULE_MARKERS[rule], color=FORM_COLOURS[form], markersize=8, capsize=3, label=label)
+    ax_speed.errorbar(
+        sec,
+        100 * acc,
+        xerr=sec_std or None,
+        yerr=100 * accuracy_error(label),
+        fmt=RULE_MARKERS[rule],
+        color=FORM_COLOURS[form],
+        markersize=8,
+        capsize=3,
+        label=label,
+    )
 ax_speed.legend(fontsize=8, loc="best")
 ax_speed.set_xscale("log")
 ax_speed.margins(x=0.3, y=0.15)
@@ -371,14 +442,23 @@ bars = f"mean ± std over {len(SEEDS)} seeds" if len(SEEDS) > 1 else "one seed, 
 ax_speed.set_title(f"Accuracy vs time per epoch after {EPOCHS} epochs\n({bars})", fontsize=10)
 
 positions = range(len(LABELS))
-ax_memory.bar(positions, [memory[label][0] for label in LABELS],
-              color=[FORM_COLOURS[label.split("-", 1)[1]] for label in LABELS],
-              yerr=[[memory[label][0] - memory[label][1] for label in LABELS],
-                    [memory[label][2] - memory[label][0] for label in LABELS]], capsize=3)
+ax_memory.bar(
+    positions,
+    [memory[label][0] for label in LABELS],
+    color=[FORM_COLOURS[label.split("-", 1)[1]] for label in LABELS],
+    yerr=[
+        [memory[label][0] - memory[label][1] for label in LABELS],
+        [memory[label][2] - memory[label][0] for label in LABELS],
+    ],
+    capsize=3,
+)
 ax_memory.set_xticks(list(positions), LABELS, rotation=30, ha="right", fontsize=8)
 ax_memory.set_ylabel(memory_unit)
-ax_memory.set_title(f"Peak memory of one training step, batch {TRAINING['batch_size']}\n"
-                    f"(median of {MEMORY_REPEATS} steps, bars min-max)", fontsize=10)
+ax_memory.set_title(
+    f"Peak memory of one training step, batch {TRAINING['batch_size']}\n"
+    f"(median of {MEMORY_REPEATS} steps, bars min-max)",
+    fontsize=10,
+)
 plt.tight_layout()
 plt.show()
 
@@ -390,55 +470,89 @@ ranked = sorted(LABELS, key=lambda label: accuracy[label][0], reverse=True)
 best, runner_up = ranked[0], ranked[1]
 margin = accuracy[best][0] - accuracy[runner_up][0]
 noise = max(accuracy_error(best), accuracy_error(runner_up))
-noise_text = (f"the larger std over {len(SEEDS)} seeds, {100 * noise:.1f} points" if len(SEEDS) > 1 else
-              f"the binomial standard error of one run on {len(test)} test utterances, {100 * noise:.1f} points")
-print(f"1. Test accuracy after {EPOCHS} epochs: "
-      + ", ".join(f"{label} {100 * accuracy[label][0]:.1f} %" for label in LABELS) + ".")
-print(f"   Most accurate: {best}, {100 * margin:.1f} points ahead of {runner_up}; "
-      + ("more than twice " if margin > 2 * noise else "within twice ") + noise_text + ".")
+noise_text = (
+    f"the larger std over {len(SEEDS)} seeds, {100 * noise:.1f} points"
+    if len(SEEDS) > 1
+    else f"the binomial standard error of one run on {len(test)} test utterances, {100 * noise:.1f} points"
+)
+print(
+    f"1. Test accuracy after {EPOCHS} epochs: "
+    + ", ".join(f"{label} {100 * accuracy[label][0]:.1f} %" for label in LABELS)
+    + "."
+)
+print(
+    f"   Most accurate: {best}, {100 * margin:.1f} points ahead of {runner_up}; "
+    + ("more than twice " if margin > 2 * noise else "within twice ")
+    + noise_text
+    + "."
+)
 for rule in RULES:
     cde, rde = accuracy[f"{rule}-cde (rk4)"][0], accuracy[f"{rule}-rde (exact)"][0]
-    print(f"   {rule}: the RDE (exact) is {100 * abs(cde - rde):.1f} points {'behind' if rde < cde else 'ahead of'} "
-          f"the CDE; it takes "
-          f"{steps[(f'{rule}-rde', 'exact')][0]} steps over the longest utterance where the CDE takes "
-          f"{steps[(f'{rule}-cde', 'rk4')][0]}.")
+    print(
+        f"   {rule}: the RDE (exact) is {100 * abs(cde - rde):.1f} points {'behind' if rde < cde else 'ahead of'} "
+        f"the CDE; it takes "
+        f"{steps[(f'{rule}-rde', 'exact')][0]} steps over the longest utterance where the CDE takes "
+        f"{steps[(f'{rule}-cde', 'rk4')][0]}."
+    )
 level, movement = centroid_accuracy["level"], centroid_accuracy["movement"]
 for rule in RULES:
     with_start = accuracy[f"{rule}-rde (exact)"][0]
     blind = statistics.mean(log_signatures_only[(rule, seed)] for seed in SEEDS)
     gap = with_start - blind
-    print(f"   {rule}-rde (exact) on log-signatures only, the papers' input: {100 * blind:.1f} %, "
-          f"{100 * abs(gap):.1f} points {'below' if gap > 0 else 'above'} the registry's input with the windows' "
-          f"start points ({100 * with_start:.1f} %)"
-          + (f", beyond {noise_text}." if abs(gap) > 2 * noise else f", within twice {noise_text}."))
-print(f"   Without training, a nearest class mean scores {100 * level:.1f} % on each utterance's mean level and "
-      f"{100 * movement:.1f} % on its total increment: "
-      + ("on this data the level carries more of the speaker than the movement, and log-signatures alone never "
-         "see it." if level > movement else "the level carries no more of the speaker than the movement."))
+    print(
+        f"   {rule}-rde (exact) on log-signatures only, the papers' input: {100 * blind:.1f} %, "
+        f"{100 * abs(gap):.1f} points {'below' if gap > 0 else 'above'} the registry's input with the windows' "
+        f"start points ({100 * with_start:.1f} %)"
+        + (f", beyond {noise_text}." if abs(gap) > 2 * noise else f", within twice {noise_text}.")
+    )
+print(
+    f"   Without training, a nearest class mean scores {100 * level:.1f} % on each utterance's mean level and "
+    f"{100 * movement:.1f} % on its total increment: "
+    + (
+        "on this data the level carries more of the speaker than the movement, and log-signatures alone never see it."
+        if level > movement
+        else "the level carries no more of the speaker than the movement."
+    )
+)
 fastest = min(LABELS, key=lambda label: seconds[label][0])
-print("2. Seconds per training epoch: " + ", ".join(f"{label} {seconds[label][0]:.3f}" for label in LABELS)
-      + f". Fastest: {fastest}.")
+print(
+    "2. Seconds per training epoch: "
+    + ", ".join(f"{label} {seconds[label][0]:.3f}" for label in LABELS)
+    + f". Fastest: {fastest}."
+)
 for rule in RULES:
     rk4, exact = seconds[f"{rule}-rde (rk4)"][0], seconds[f"{rule}-rde (exact)"][0]
     cde = seconds[f"{rule}-cde (rk4)"][0]
-    print(f"   {rule}-rde: exact solver {rk4 / exact:.1f}x faster per epoch than rk4 on the same windows, "
-          f"{cde / exact:.1f}x faster than the CDE; same-weight logits differ by at most "
-          f"{agreement[rule]['max_logit_difference']:.1e}, {100 * agreement[rule]['same_prediction']:.1f} % "
-          f"identical test predictions.")
+    print(
+        f"   {rule}-rde: exact solver {rk4 / exact:.1f}x faster per epoch than rk4 on the same windows, "
+        f"{cde / exact:.1f}x faster than the CDE; same-weight logits differ by at most "
+        f"{agreement[rule]['max_logit_difference']:.1e}, {100 * agreement[rule]['same_prediction']:.1f} % "
+        f"identical test predictions."
+    )
 smallest = min(LABELS, key=lambda label: memory[label][0])
 largest = max(LABELS, key=lambda label: memory[label][0])
-print(f"3. Peak memory of one training step ({memory_unit}): "
-      + ", ".join(f"{label} {memory[label][0]:.1f}" for label in LABELS)
-      + f". Smallest: {smallest}, {memory[largest][0] / memory[smallest][0]:.1f}x below {largest}; its min-max range "
-      + ("lies below every other set-up's." if memory[smallest][2] < min(memory[label][1] for label in LABELS
-                                                                         if label != smallest)
-         else "overlaps another set-up's, so the difference is within the measurement's noise."))
-print(f"4. Per seed, building the inputs (Hermite and log-signature controls of all splits) took "
-      f"{build_seconds:.1f} s, training all set-ups {sum(seconds[label][0] for label in LABELS) * EPOCHS:.1f} s "
-      f"(median epoch x {EPOCHS}).")
-still_improving = [label for label in LABELS
-                   if any(results[(label, seed)]["history"]["best_epoch"] == EPOCHS for seed in SEEDS)]
+print(
+    f"3. Peak memory of one training step ({memory_unit}): "
+    + ", ".join(f"{label} {memory[label][0]:.1f}" for label in LABELS)
+    + f". Smallest: {smallest}, {memory[largest][0] / memory[smallest][0]:.1f}x below {largest}; its min-max range "
+    + (
+        "lies below every other set-up's."
+        if memory[smallest][2] < min(memory[label][1] for label in LABELS if label != smallest)
+        else "overlaps another set-up's, so the difference is within the measurement's noise."
+    )
+)
+print(
+    f"4. Per seed, building the inputs (Hermite and log-signature controls of all splits) took "
+    f"{build_seconds:.1f} s, training all set-ups {sum(seconds[label][0] for label in LABELS) * EPOCHS:.1f} s "
+    f"(median epoch x {EPOCHS})."
+)
+still_improving = [
+    label for label in LABELS if any(results[(label, seed)]["history"]["best_epoch"] == EPOCHS for seed in SEEDS)
+]
 if still_improving:
-    print(f"5. Best validation epoch = the last one ({EPOCHS}) for " + ", ".join(still_improving)
-          + ": still improving, so the accuracies above say how fast each set-up learns, not where it ends"
-          + (" (BUDGET = 'full' trains longer)." if BUDGET == "small" else "."))
+    print(
+        f"5. Best validation epoch = the last one ({EPOCHS}) for "
+        + ", ".join(still_improving)
+        + ": still improving, so the accuracies above say how fast each set-up learns, not where it ends"
+        + (" (BUDGET = 'full' trains longer)." if BUDGET == "small" else ".")
+    )

@@ -77,8 +77,17 @@ import time
 import matplotlib.pyplot as plt
 import torch
 
-from neuralde_seq import (Backprop, Classification, Exact, SolverOptions, create_model, fit, model_defaults,
-                          model_inputs, predict)
+from neuralde_seq import (
+    Backprop,
+    Classification,
+    Exact,
+    SolverOptions,
+    create_model,
+    fit,
+    model_defaults,
+    model_inputs,
+    predict,
+)
 from neuralde_seq.data import drop_observations, load_japanese_vowels, standardise, stratified_split
 
 # "small": well under a minute of CPU (what CI runs); "full": every utterance, 25 epochs, three seeds.
@@ -88,10 +97,10 @@ BUDGET = os.environ.get("NEURALDE_SEQ_BUDGET", "small")
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DROP_RATES = [0.0, 0.3, 0.5, 0.7]
 SEEDS = [0] if BUDGET == "small" else [0, 1, 2]
-TRAIN_FILE_FRACTION = 0.3 if BUDGET == "small" else 1.0   # of the 270 training utterances
-TEST_FILE_FRACTION = 0.2 if BUDGET == "small" else 1.0    # of the 370 test utterances
+TRAIN_FILE_FRACTION = 0.3 if BUDGET == "small" else 1.0  # of the 270 training utterances
+TEST_FILE_FRACTION = 0.2 if BUDGET == "small" else 1.0  # of the 370 test utterances
 EPOCHS = 4 if BUDGET == "small" else 25
-LR = 3e-3                                                  # as neuralde_seq/configs/compare.yaml
+LR = 3e-3  # as neuralde_seq/configs/compare.yaml
 BATCH_SIZE = 8 if BUDGET == "small" else 32
 EXACT = SolverOptions(Exact())
 BACKPROP = SolverOptions(gradient=Backprop())
@@ -112,8 +121,10 @@ BASELINES = [name for name in MODELS if name not in CT_FWPS]
 for name in MODELS:
     width_keys = ("d_model", "n_heads") if name in CT_FWPS else ("hidden",)
     print(f"{name:10s} " + ", ".join(f"{key} {model_defaults(name)[key]}" for key in width_keys))
-print(f"budget {BUDGET}: {len(MODELS)} models x {len(DROP_RATES)} drop rates x {len(SEEDS)} seed(s), "
-      f"{EPOCHS} epochs of batches of {BATCH_SIZE}, lr {LR}, device {device}")
+print(
+    f"budget {BUDGET}: {len(MODELS)} models x {len(DROP_RATES)} drop rates x {len(SEEDS)} seed(s), "
+    f"{EPOCHS} epochs of batches of {BATCH_SIZE}, lr {LR}, device {device}"
+)
 
 # %% [markdown]
 # ## The data at each drop rate
@@ -123,6 +134,7 @@ print(f"budget {BUDGET}: {len(MODELS)} models x {len(DROP_RATES)} drop rates x {
 # once per data set (`model_inputs`: the control its registry entry names, or the raw observations); the test
 # sets' inputs serve every model trained at any rate.
 
+
 # %%
 def data_at_rates(seed):
     """{rate: (train, test)} for one seed: the same utterances at every rate, only the dropped points differ."""
@@ -130,11 +142,15 @@ def data_at_rates(seed):
     if TRAIN_FILE_FRACTION < 1.0:
         train_file = stratified_split(train_file, (TRAIN_FILE_FRACTION, 1 - TRAIN_FILE_FRACTION), seed=seed)[0]
         test_file = stratified_split(test_file, (TEST_FILE_FRACTION, 1 - TEST_FILE_FRACTION), seed=seed)[0]
-    dropped = {rate: (drop_observations(train_file, rate, seed=seed), drop_observations(test_file, rate, seed=seed + 1))
-               for rate in DROP_RATES}
-    reference = dropped[0.0][0]   # every rate standardised with the statistics of the undropped training set
-    return {rate: tuple(ds.to(dtype=torch.float32) for ds in standardise(reference, *pair)[1:])
-            for rate, pair in dropped.items()}
+    dropped = {
+        rate: (drop_observations(train_file, rate, seed=seed), drop_observations(test_file, rate, seed=seed + 1))
+        for rate in DROP_RATES
+    }
+    reference = dropped[0.0][0]  # every rate standardised with the statistics of the undropped training set
+    return {
+        rate: tuple(ds.to(dtype=torch.float32) for ds in standardise(reference, *pair)[1:])
+        for rate, pair in dropped.items()
+    }
 
 
 data = {seed: data_at_rates(seed) for seed in SEEDS}
@@ -147,12 +163,21 @@ for rate, pair in data[SEEDS[0]].items():
 
 # Built on the CPU (interpolating through missing values is a loop of small steps), then moved to the device.
 start = time.perf_counter()
-inputs = {(name, seed, rate, split): model_inputs(name, ds.times, ds.values, ds.lengths,
-                                                  **MODELS[name].get("control", {})).to(device)
-          for name in MODELS for seed in SEEDS for rate in DROP_RATES
-          for split, ds in zip(("train", "test"), data[seed][rate])}
-labels = {(seed, rate, split): ds.labels.to(device)
-          for seed in SEEDS for rate in DROP_RATES for split, ds in zip(("train", "test"), data[seed][rate])}
+inputs = {
+    (name, seed, rate, split): model_inputs(
+        name, ds.times, ds.values, ds.lengths, **MODELS[name].get("control", {})
+    ).to(device)
+    for name in MODELS
+    for seed in SEEDS
+    for rate in DROP_RATES
+    for split, ds in zip(("train", "test"), data[seed][rate])
+}
+labels = {
+    (seed, rate, split): ds.labels.to(device)
+    for seed in SEEDS
+    for rate in DROP_RATES
+    for split, ds in zip(("train", "test"), data[seed][rate])
+}
 print(f"{len(inputs)} model inputs built in {time.perf_counter() - start:.1f} s")
 
 # %% [markdown]
@@ -163,7 +188,7 @@ print(f"{len(inputs)} model inputs built in {time.perf_counter() - start:.1f} s"
 # scored on its own test set and on the test sets of the other three rates.
 
 # %%
-accuracy = {}        # (model, seed, train rate, test rate) -> test accuracy
+accuracy = {}  # (model, seed, train rate, test rate) -> test accuracy
 final_train_acc = {}  # (model, seed, train rate) -> training accuracy over the last epoch
 train_seconds = {name: 0.0 for name in MODELS}
 parameters = {}
@@ -173,13 +198,22 @@ for seed in SEEDS:
         for name, row in MODELS.items():
             train_inputs = inputs[name, seed, train_rate, "train"]
             torch.manual_seed(seed)
-            model = create_model(name, train_inputs, num_classes=train.num_classes, solver=row.get("solver"),
-                                 **row.get("options", {})).to(device)
-            if hasattr(model, "set_empirical_mean"):   # GRU-D decays missing inputs towards the training means
+            model = create_model(
+                name, train_inputs, num_classes=train.num_classes, solver=row.get("solver"), **row.get("options", {})
+            ).to(device)
+            if hasattr(model, "set_empirical_mean"):  # GRU-D decays missing inputs towards the training means
                 model.set_empirical_mean(train_inputs)
             t0 = time.perf_counter()
-            history = fit(model, Classification(), (train_inputs, labels[seed, train_rate, "train"]), epochs=EPOCHS,
-                          lr=LR, batch_size=BATCH_SIZE, seed=seed, progress=False)
+            history = fit(
+                model,
+                Classification(),
+                (train_inputs, labels[seed, train_rate, "train"]),
+                epochs=EPOCHS,
+                lr=LR,
+                batch_size=BATCH_SIZE,
+                seed=seed,
+                progress=False,
+            )
             train_seconds[name] += time.perf_counter() - t0
             final_train_acc[name, seed, train_rate] = history["train_accuracy"][-1]
             parameters[name] = sum(p.numel() for p in model.parameters())
@@ -188,11 +222,13 @@ for seed in SEEDS:
                 correct = logits.argmax(1) == labels[seed, test_rate, "test"]
                 accuracy[name, seed, train_rate, test_rate] = float(correct.float().mean())
 print(f"{len(accuracy) // len(DROP_RATES)} runs in {time.perf_counter() - start:.0f} s")
-for name in sorted(MODELS, key=train_seconds.get):   # cheapest first
+for name in sorted(MODELS, key=train_seconds.get):  # cheapest first
     print(f"{name:10s} {parameters[name]:6d} parameters, {train_seconds[name]:5.1f} s of training in all")
 slower_baselines = [n for n in BASELINES if train_seconds[n] > max(train_seconds[f] for f in CT_FWPS)]
-print(f"{len(slower_baselines)} of {len(BASELINES)} baselines took longer to train than the slower CT-FWP"
-      + (f": {', '.join(slower_baselines)}" if slower_baselines else ""))
+print(
+    f"{len(slower_baselines)} of {len(BASELINES)} baselines took longer to train than the slower CT-FWP"
+    + (f": {', '.join(slower_baselines)}" if slower_baselines else "")
+)
 
 # %% [markdown]
 # ## 1. Accuracy against drop rate
@@ -200,6 +236,7 @@ print(f"{len(slower_baselines)} of {len(BASELINES)} baselines took longer to tra
 # Each model trained and tested at the same rate. The error bars are the noise of the measurement: at the
 # small budget (one seed) a 95 % binomial interval of the accuracy on the test utterances, ± 1.96 √(p(1 − p)/n);
 # with several seeds, the standard deviation across seeds.
+
 
 # %%
 def mean_accuracy(name, train_rate, test_rate):
@@ -220,17 +257,27 @@ matched_noise = {name: [noise(name, rate, rate) for rate in DROP_RATES] for name
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 percent = [100 * rate for rate in DROP_RATES]
 for i, name in enumerate(MODELS):
-    style = dict(linestyle="-", linewidth=2.2, marker="o") if name in CT_FWPS else \
-        dict(linestyle="--", linewidth=1.2, marker="s", markersize=4)
-    offset = (i - (len(MODELS) - 1) / 2) * 0.5   # spread the error bars sideways so they stay readable
-    ax.errorbar([x + offset for x in percent], [100 * a for a in matched[name]],
-                yerr=[100 * e for e in matched_noise[name]], capsize=2, label=name, **style)
+    style = (
+        dict(linestyle="-", linewidth=2.2, marker="o")
+        if name in CT_FWPS
+        else dict(linestyle="--", linewidth=1.2, marker="s", markersize=4)
+    )
+    offset = (i - (len(MODELS) - 1) / 2) * 0.5  # spread the error bars sideways so they stay readable
+    ax.errorbar(
+        [x + offset for x in percent],
+        [100 * a for a in matched[name]],
+        yerr=[100 * e for e in matched_noise[name]],
+        capsize=2,
+        label=name,
+        **style,
+    )
 ax.set_xticks(percent, [f"{rate:.0%}" for rate in DROP_RATES])
 ax.set_xlabel("observations dropped (train and test at the same rate)")
 ax.set_ylabel("test accuracy (%)")
 bars = "95 % binomial interval" if len(SEEDS) == 1 else f"± std over {len(SEEDS)} seeds"
-ax.set_title(f"JapaneseVowels ({BUDGET} budget): {N_TEST} test utterances, {len(SEEDS)} seed(s); bars: {bars}",
-             fontsize=10)
+ax.set_title(
+    f"JapaneseVowels ({BUDGET} budget): {N_TEST} test utterances, {len(SEEDS)} seed(s); bars: {bars}", fontsize=10
+)
 ax.axhline(100 / train.num_classes, color="grey", linestyle=":", linewidth=1)
 ax.text(percent[-1], 100 / train.num_classes + 1, "chance", color="grey", fontsize=8, ha="right")
 ax.legend(fontsize=8, ncol=2, title="solid: CT-FWPs", title_fontsize=8)
@@ -258,8 +305,16 @@ for ax, name in zip(axes.flat, MODELS):
     image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis")
     for r, row in enumerate(grid):
         for c, value in enumerate(row):
-            ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=9,
-                    color="white" if value < 60 else "black", fontweight="bold" if r == c else "normal")
+            ax.text(
+                c,
+                r,
+                f"{value:.0f}",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if value < 60 else "black",
+                fontweight="bold" if r == c else "normal",
+            )
     ax.set_title(name + (" (CT-FWP)" if name in CT_FWPS else ""), fontsize=10)
     ax.set_xticks(range(len(DROP_RATES)), labels)
     ax.set_yticks(range(len(DROP_RATES)), labels)
@@ -268,8 +323,11 @@ for ax in axes[1]:
 for ax in axes[:, 0]:
     ax.set_ylabel("dropped in training")
 fig.colorbar(image, ax=axes, shrink=0.8, label="test accuracy (%)")
-fig.suptitle(f"Test accuracy (%) by training and test drop rate ({BUDGET} budget: {N_TEST} test utterances, "
-             f"{len(SEEDS)} seed(s); diagonal bold)", fontsize=11)
+fig.suptitle(
+    f"Test accuracy (%) by training and test drop rate ({BUDGET} budget: {N_TEST} test utterances, "
+    f"{len(SEEDS)} seed(s); diagonal bold)",
+    fontsize=11,
+)
 plt.show()
 
 # %% [markdown]
@@ -278,8 +336,9 @@ plt.show()
 # %%
 lowest, mid, highest = DROP_RATES[0], DROP_RATES[2], DROP_RATES[-1]
 typical_noise = statistics.mean(e for errors in matched_noise.values() for e in errors)
-what_noise = ("the 95 % binomial interval of one seed" if len(SEEDS) == 1 else
-              f"the standard deviation over {len(SEEDS)} seeds")
+what_noise = (
+    "the 95 % binomial interval of one seed" if len(SEEDS) == 1 else f"the standard deviation over {len(SEEDS)} seeds"
+)
 
 
 def difference(name_a, cell_a, name_b, cell_b):
@@ -292,12 +351,14 @@ def verdict(diff, resolved):
     return f"{100 * diff:+.1f}" + ("" if resolved else " (noise)")
 
 
-print(f"Budget {BUDGET}: {len(SEEDS)} seed(s), {len(train)} training and {N_TEST} test utterances, {EPOCHS} epochs. "
-      f"Noise of one accuracy ({what_noise} on {N_TEST} test utterances): about ±{100 * typical_noise:.0f} points; "
-      "a difference counts only beyond the noise of both accuracies added.")
+print(
+    f"Budget {BUDGET}: {len(SEEDS)} seed(s), {len(train)} training and {N_TEST} test utterances, {EPOCHS} epochs. "
+    f"Noise of one accuracy ({what_noise} on {N_TEST} test utterances): about ±{100 * typical_noise:.0f} points; "
+    "a difference counts only beyond the noise of both accuracies added."
+)
 
 print("1. Trained and tested at the same rate:")
-verdicts = []   # (difference, resolved) of every comparison printed below
+verdicts = []  # (difference, resolved) of every comparison printed below
 for k, rate in enumerate(DROP_RATES):
     ranked = sorted(MODELS, key=lambda n: matched[n][k], reverse=True)
     best_fwp = max(CT_FWPS, key=lambda n: matched[n][k])
@@ -305,52 +366,77 @@ for k, rate in enumerate(DROP_RATES):
     lead, lead_resolved = difference(ranked[0], (rate, rate), ranked[1], (rate, rate))
     fwp_gap, fwp_resolved = difference(best_fwp, (rate, rate), best_base, (rate, rate))
     verdicts += [(lead, lead_resolved), (fwp_gap, fwp_resolved)]
-    print(f"   {rate:.0%}: most accurate {ranked[0]} {100 * matched[ranked[0]][k]:.1f} %, ahead of {ranked[1]} by "
-          f"{verdict(lead, lead_resolved)}; best CT-FWP {best_fwp} {100 * matched[best_fwp][k]:.1f} % "
-          f"(rank {ranked.index(best_fwp) + 1} of {len(MODELS)}), against the best baseline {best_base}: "
-          f"{verdict(fwp_gap, fwp_resolved)} points.")
+    print(
+        f"   {rate:.0%}: most accurate {ranked[0]} {100 * matched[ranked[0]][k]:.1f} %, ahead of {ranked[1]} by "
+        f"{verdict(lead, lead_resolved)}; best CT-FWP {best_fwp} {100 * matched[best_fwp][k]:.1f} % "
+        f"(rank {ranked.index(best_fwp) + 1} of {len(MODELS)}), against the best baseline {best_base}: "
+        f"{verdict(fwp_gap, fwp_resolved)} points."
+    )
 changes = {name: difference(name, (highest, highest), name, (lowest, lowest)) for name in MODELS}
-print(f"   {lowest:.0%} -> {highest:.0%} dropped (each trained at its test rate), accuracy change in points: "
-      + ", ".join(f"{n} {verdict(*changes[n])}" for n in MODELS) + ".")
+print(
+    f"   {lowest:.0%} -> {highest:.0%} dropped (each trained at its test rate), accuracy change in points: "
+    + ", ".join(f"{n} {verdict(*changes[n])}" for n in MODELS)
+    + "."
+)
 verdicts += list(changes.values())
 resolved_drops = [n for n in MODELS if changes[n][1] and changes[n][0] < 0]
 print(f"   Resolved losses from dropping {highest:.0%}: {', '.join(resolved_drops) or 'none'}.")
-gaps = [statistics.mean(matched[n][k] for n in CT_FWPS) - statistics.mean(matched[n][k] for n in BASELINES)
-        for k in range(len(DROP_RATES))]
-print("   Mean of the CT-FWPs minus mean of the baselines: "
-      + ", ".join(f"{rate:.0%} {100 * gap:+.1f}" for rate, gap in zip(DROP_RATES, gaps)) + " points.")
+gaps = [
+    statistics.mean(matched[n][k] for n in CT_FWPS) - statistics.mean(matched[n][k] for n in BASELINES)
+    for k in range(len(DROP_RATES))
+]
+print(
+    "   Mean of the CT-FWPs minus mean of the baselines: "
+    + ", ".join(f"{rate:.0%} {100 * gap:+.1f}" for rate, gap in zip(DROP_RATES, gaps))
+    + " points."
+)
 
 print("2. Trained at one rate, tested at another (points; every pair is in the heatmaps):")
-columns = {f"trained {lowest:.0%}: test {highest:.0%} vs {lowest:.0%}":
-           lambda n: difference(n, (lowest, highest), n, (lowest, lowest)),
-           f"test {lowest:.0%}: trained {mid:.0%} vs {lowest:.0%}":
-           lambda n: difference(n, (mid, lowest), n, (lowest, lowest)),
-           f"test {highest:.0%}: trained {highest:.0%} vs {lowest:.0%}":
-           lambda n: difference(n, (highest, highest), n, (lowest, highest))}
+columns = {
+    f"trained {lowest:.0%}: test {highest:.0%} vs {lowest:.0%}": lambda n: difference(
+        n, (lowest, highest), n, (lowest, lowest)
+    ),
+    f"test {lowest:.0%}: trained {mid:.0%} vs {lowest:.0%}": lambda n: difference(
+        n, (mid, lowest), n, (lowest, lowest)
+    ),
+    f"test {highest:.0%}: trained {highest:.0%} vs {lowest:.0%}": lambda n: difference(
+        n, (highest, highest), n, (lowest, highest)
+    ),
+}
 print(f"   {'model':10s}" + "".join(f"{title:>32s}" for title in columns))
 cross = {title: {n: column(n) for n in MODELS} for title, column in columns.items()}
 for name in MODELS:
     print(f"   {name:10s}" + "".join(f"{verdict(*cross[title][name]):>32s}" for title in columns))
 verdicts += [cell for column in cross.values() for cell in column.values()]
 dense_to_sparse, sparse_to_dense, sparse_training = (cross[title] for title in columns)
-print(f"   Trained at {lowest:.0%} and tested at {highest:.0%}, a resolved loss for "
-      f"{sum(d < 0 and r for d, r in dense_to_sparse.values())} of {len(MODELS)} models; on the {lowest:.0%} test "
-      f"set, training at {mid:.0%} instead of {lowest:.0%} is a resolved loss for "
-      f"{sum(d < 0 and r for d, r in sparse_to_dense.values())}; "
-      f"on the {highest:.0%} test set, training at {highest:.0%} instead of {lowest:.0%} is a resolved gain for "
-      f"{sum(d > 0 and r for d, r in sparse_training.values())} and a resolved loss for "
-      f"{sum(d < 0 and r for d, r in sparse_training.values())}.")
+print(
+    f"   Trained at {lowest:.0%} and tested at {highest:.0%}, a resolved loss for "
+    f"{sum(d < 0 and r for d, r in dense_to_sparse.values())} of {len(MODELS)} models; on the {lowest:.0%} test "
+    f"set, training at {mid:.0%} instead of {lowest:.0%} is a resolved loss for "
+    f"{sum(d < 0 and r for d, r in sparse_to_dense.values())}; "
+    f"on the {highest:.0%} test set, training at {highest:.0%} instead of {lowest:.0%} is a resolved gain for "
+    f"{sum(d > 0 and r for d, r in sparse_training.values())} and a resolved loss for "
+    f"{sum(d < 0 and r for d, r in sparse_training.values())}."
+)
 
 fit_level = {name: statistics.mean(final_train_acc[name, s, r] for s in SEEDS for r in DROP_RATES) for name in MODELS}
 underfit = [name for name in MODELS if fit_level[name] < 0.9]
-print("3. Training accuracy over the last epoch, mean over runs: "
-      + ", ".join(f"{n} {100 * fit_level[n]:.0f} %" for n in MODELS) + "; "
-      + (f"below 90 % (still fitting the training set): {', '.join(underfit)}." if underfit else
-         "every model fits its training set to 90 % or more."))
+print(
+    "3. Training accuracy over the last epoch, mean over runs: "
+    + ", ".join(f"{n} {100 * fit_level[n]:.0f} %" for n in MODELS)
+    + "; "
+    + (
+        f"below 90 % (still fitting the training set): {', '.join(underfit)}."
+        if underfit
+        else "every model fits its training set to 90 % or more."
+    )
+)
 resolved_count = sum(resolved for _, resolved in verdicts)
 print(f"4. What this budget supports: {resolved_count} of the {len(verdicts)} differences above exceed the noise.")
 if BUDGET == "small":
-    print(f"   {len(underfit)} of {len(MODELS)} models are still fitting their training sets after {EPOCHS} epochs on "
-          f"{len(train)} utterances, so this budget compares how fast the models learn as much as how they handle "
-          "missing points: read it as a run of the pipeline, not as a ranking. BUDGET = 'full' trains every model "
-          "longer on all the utterances, over three seeds.")
+    print(
+        f"   {len(underfit)} of {len(MODELS)} models are still fitting their training sets after {EPOCHS} epochs on "
+        f"{len(train)} utterances, so this budget compares how fast the models learn as much as how they handle "
+        "missing points: read it as a run of the pipeline, not as a ranking. BUDGET = 'full' trains every model "
+        "longer on all the utterances, over three seeds."
+    )

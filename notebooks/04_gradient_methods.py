@@ -96,8 +96,9 @@ def fresh_model(control, gradient, seed=0):
     (``gradient``: a name of METHODS). Adjoint(check_every=0): no reconstruction check (an extra solve), so that the
     adjoint's time is its gradient's alone."""
     torch.manual_seed(seed)
-    return create_model("delta-cde", control, NUM_CLASSES, solver=SolverOptions(gradient=GRADIENT_OF[gradient]),
-                        **MODEL_SIZE).to(device)
+    return create_model(
+        "delta-cde", control, NUM_CLASSES, solver=SolverOptions(gradient=GRADIENT_OF[gradient]), **MODEL_SIZE
+    ).to(device)
 
 
 def resident_bytes(field):
@@ -161,7 +162,7 @@ for length in LENGTHS:
         model = fresh_model(control, method)
         (grad, took), peak = with_peak_memory(lambda: gradient_pass(model, control, labels))
         gradients[method][length] = grad
-        peak_mib[method][length] = peak / 2 ** 20
+        peak_mib[method][length] = peak / 2**20
         seconds[method][length] = took
 
 
@@ -174,8 +175,10 @@ errors = {m: {n: relative_error(m, n) for n in LENGTHS_OF[m]} for m in METHODS}
 print(f"{'N':>6} {'method':<11} {'grad error':>11} {'peak MiB':>9} {'seconds':>8}")
 for length in LENGTHS:
     for method in (m for m in METHODS if length in LENGTHS_OF[m]):
-        print(f"{length:>6} {method:<11} {errors[method][length]:>11.2e} {peak_mib[method][length]:>9.2f} "
-              f"{seconds[method][length]:>8.2f}")
+        print(
+            f"{length:>6} {method:<11} {errors[method][length]:>11.2e} {peak_mib[method][length]:>9.2f} "
+            f"{seconds[method][length]:>8.2f}"
+        )
 
 # %% [markdown]
 # ## 1. Gradient error against length
@@ -193,11 +196,17 @@ ceiling = 10 * max(finite_errors, default=1.0)  # where a non-finite (NaN or inf
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for method, marker in (("adjoint", "o"), ("checkpoint", "s")):
     lengths = LENGTHS_OF[method]
-    shown = [min(max(errors[method][n], ZERO_FLOOR), ceiling) if math.isfinite(errors[method][n]) else ceiling
-             for n in lengths]
+    shown = [
+        min(max(errors[method][n], ZERO_FLOOR), ceiling) if math.isfinite(errors[method][n]) else ceiling
+        for n in lengths
+    ]
     zeros = sum(errors[method][n] == 0 for n in lengths)
-    ax.loglog(lengths, shown, marker + "-",
-              label=f'gradient="{method}"' + (f" (exactly 0 drawn at {ZERO_FLOOR:g})" if zeros else ""))
+    ax.loglog(
+        lengths,
+        shown,
+        marker + "-",
+        label=f'gradient="{method}"' + (f" (exactly 0 drawn at {ZERO_FLOOR:g})" if zeros else ""),
+    )
     for n, e, y in zip(lengths, (errors[method][n] for n in lengths), shown):
         if not math.isfinite(e):
             ax.annotate("NaN/inf", (n, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
@@ -212,6 +221,7 @@ ax.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 
+
 # How fast the adjoint's error grows: a straight line through log10(error) against N (exponential growth), over
 # the lengths where it is finite and above rounding.
 def least_squares_slope(xs, ys):
@@ -222,9 +232,12 @@ def least_squares_slope(xs, ys):
 growth_lengths = [n for n, e in errors["adjoint"].items() if math.isfinite(e) and e > 1e-13]
 if len(growth_lengths) >= 2:
     decades_per_step = least_squares_slope(growth_lengths, [math.log10(errors["adjoint"][n]) for n in growth_lengths])
-    print(f"adjoint error: ×10 every {1 / decades_per_step:.0f} steps (fit of log10 error against N over "
-          f"N = {growth_lengths[0]}..{growth_lengths[-1]})" if decades_per_step > 0 else
-          f"adjoint error does not grow with N here (slope {decades_per_step:.2e} decades per step)")
+    print(
+        f"adjoint error: ×10 every {1 / decades_per_step:.0f} steps (fit of log10 error against N over "
+        f"N = {growth_lengths[0]}..{growth_lengths[-1]})"
+        if decades_per_step > 0
+        else f"adjoint error does not grow with N here (slope {decades_per_step:.2e} decades per step)"
+    )
 else:
     decades_per_step = float("nan")
     print("adjoint error: fewer than two finite lengths above rounding, no growth rate fitted")
@@ -237,6 +250,7 @@ else:
 # log(N) says how memory grows: 1 for O(N), ½ for O(√N), 0 for constant. At these lengths fixed costs, allocator
 # slack and smaller terms of other orders move the fitted slopes off the asymptotic ones, so the conclusion names
 # the nearest of 0, ½ and 1. Times are single passes on a shared machine: noisy.
+
 
 # %%
 def loglog_slope(values):
@@ -251,16 +265,32 @@ memory_unit = "peak allocated GPU memory" if device.type == "cuda" else "peak re
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for method, marker in zip(METHODS, "^so"):
     lengths = LENGTHS_OF[method]
-    axes[0].loglog(lengths, [peak_mib[method][n] for n in lengths], marker + "-",
-                   label=f'"{method}": slope {memory_slopes[method]:.2f}')
-    axes[1].loglog(lengths, [seconds[method][n] for n in lengths], marker + "-",
-                   label=f'"{method}": slope {time_slopes[method]:.2f}')
+    axes[0].loglog(
+        lengths,
+        [peak_mib[method][n] for n in lengths],
+        marker + "-",
+        label=f'"{method}": slope {memory_slopes[method]:.2f}',
+    )
+    axes[1].loglog(
+        lengths,
+        [seconds[method][n] for n in lengths],
+        marker + "-",
+        label=f'"{method}": slope {time_slopes[method]:.2f}',
+    )
 # Guides through each method's first point: the growth law it should follow.
-for method, slope, style, what in (("backprop", 1.0, "k--", "O(N)"), ("checkpoint", 0.5, "k-.", "O(√N)"),
-                                   ("adjoint", 0.0, "k:", "O(1)")):
+for method, slope, style, what in (
+    ("backprop", 1.0, "k--", "O(N)"),
+    ("checkpoint", 0.5, "k-.", "O(√N)"),
+    ("adjoint", 0.0, "k:", "O(1)"),
+):
     first = LENGTHS_OF[method][0]
-    axes[0].loglog(LENGTHS, [peak_mib[method][first] * (n / first) ** slope for n in LENGTHS], style,
-                   linewidth=0.8, label=f"{what} guide")
+    axes[0].loglog(
+        LENGTHS,
+        [peak_mib[method][first] * (n / first) ** slope for n in LENGTHS],
+        style,
+        linewidth=0.8,
+        label=f"{what} guide",
+    )
 axes[0].set_ylabel(f"{memory_unit} of one pass (MiB)")
 axes[0].set_title("Memory of forward + backward")
 axes[1].set_ylabel("wall seconds of one pass")
@@ -277,8 +307,10 @@ plt.tight_layout()
 plt.show()
 for method in METHODS:
     last = LENGTHS_OF[method][-1]
-    print(f"{method:<11} memory slope {memory_slopes[method]:.2f}, time slope {time_slopes[method]:.2f}, "
-          f"at N = {last}: {peak_mib[method][last]:.2f} MiB, {seconds[method][last]:.2f} s")
+    print(
+        f"{method:<11} memory slope {memory_slopes[method]:.2f}, time slope {time_slopes[method]:.2f}, "
+        f"at N = {last}: {peak_mib[method][last]:.2f} MiB, {seconds[method][last]:.2f} s"
+    )
 
 # %% [markdown]
 # ## What the numbers say
@@ -301,26 +333,53 @@ common = adjoint_longest  # the longest length every method ran (the adjoint's l
 adjoint_errors = errors["adjoint"]
 checkpoint_error = errors["checkpoint"][longest]
 first_useless = next((n for n in adjoint_errors if not adjoint_errors[n] < 1.0), None)
-adjoint_grew = all(adjoint_errors[b] > adjoint_errors[a] or not math.isfinite(adjoint_errors[b])
-                   for a, b in zip(LENGTHS_OF["adjoint"], LENGTHS_OF["adjoint"][1:]))
-print(f"1. Gradient error against float64 backprop: checkpoint {checkpoint_error:.1e} at N = {longest} "
-      + ("(bitwise equal)" if checkpoint_error == 0 else
-         "(rounding level)" if checkpoint_error < 1e-12 else "(ABOVE rounding level)")
-      + f"; adjoint {adjoint_errors[adjoint_longest]:.1e} at N = {adjoint_longest}.")
-print(f"   The adjoint's error over {span('adjoint')}: " + " → ".join(f"{e:.1e}" for e in adjoint_errors.values())
-      + (" (growing at every length" if adjoint_grew else " (not growing at every length")
-      + (f", ×10 every {1 / decades_per_step:.0f} steps)." if decades_per_step > 0 else ")."))
-print("   " + (f"From N = {first_useless} on it is at least 100 %: the adjoint's gradient is useless there."
-              if first_useless else f"It stays below 100 % up to N = {adjoint_longest}."))
-print("2. Fitted memory slopes (log peak memory against log N): "
-      + ", ".join(f"{m} {memory_slopes[m]:.2f} over {span(m)} ({growth_law(memory_slopes[m])})" for m in METHODS)
-      + ".")
-print(f"   At N = {common}: " + ", ".join(f"{m} {peak_mib[m][common]:.1f} MiB" for m in METHODS)
-      + f"; at N = {longest} checkpoint needs {peak_mib['backprop'][longest] / peak_mib['checkpoint'][longest]:.0f}x "
-      "less memory than backprop.")
-print(f"3. Time of one gradient at N = {common} relative to backprop (single passes, noisy): "
-      + ", ".join(f"{m} {seconds[m][common] / seconds['backprop'][common]:.1f}x" for m in METHODS)
-      + f"; fastest: {min(METHODS, key=lambda m: seconds[m][common])}.")
+adjoint_grew = all(
+    adjoint_errors[b] > adjoint_errors[a] or not math.isfinite(adjoint_errors[b])
+    for a, b in zip(LENGTHS_OF["adjoint"], LENGTHS_OF["adjoint"][1:])
+)
+print(
+    f"1. Gradient error against float64 backprop: checkpoint {checkpoint_error:.1e} at N = {longest} "
+    + (
+        "(bitwise equal)"
+        if checkpoint_error == 0
+        else "(rounding level)"
+        if checkpoint_error < 1e-12
+        else "(ABOVE rounding level)"
+    )
+    + f"; adjoint {adjoint_errors[adjoint_longest]:.1e} at N = {adjoint_longest}."
+)
+print(
+    f"   The adjoint's error over {span('adjoint')}: "
+    + " → ".join(f"{e:.1e}" for e in adjoint_errors.values())
+    + (" (growing at every length" if adjoint_grew else " (not growing at every length")
+    + (f", ×10 every {1 / decades_per_step:.0f} steps)." if decades_per_step > 0 else ").")
+)
+print(
+    "   "
+    + (
+        f"From N = {first_useless} on it is at least 100 %: the adjoint's gradient is useless there."
+        if first_useless
+        else f"It stays below 100 % up to N = {adjoint_longest}."
+    )
+)
+print(
+    "2. Fitted memory slopes (log peak memory against log N): "
+    + ", ".join(f"{m} {memory_slopes[m]:.2f} over {span(m)} ({growth_law(memory_slopes[m])})" for m in METHODS)
+    + "."
+)
+print(
+    f"   At N = {common}: "
+    + ", ".join(f"{m} {peak_mib[m][common]:.1f} MiB" for m in METHODS)
+    + f"; at N = {longest} checkpoint needs {peak_mib['backprop'][longest] / peak_mib['checkpoint'][longest]:.0f}x "
+    "less memory than backprop."
+)
+print(
+    f"3. Time of one gradient at N = {common} relative to backprop (single passes, noisy): "
+    + ", ".join(f"{m} {seconds[m][common] / seconds['backprop'][common]:.1f}x" for m in METHODS)
+    + f"; fastest: {min(METHODS, key=lambda m: seconds[m][common])}."
+)
 if BUDGET == "small":
-    print(f"   Small budget: one seed and one pass per point, N up to {longest} (the adjoint up to {adjoint_longest}); "
-          "the memory slopes still include fixed costs. The full budget runs N up to 20,000.")
+    print(
+        f"   Small budget: one seed and one pass per point, N up to {longest} (the adjoint up to {adjoint_longest}); "
+        "the memory slopes still include fixed costs. The full budget runs N up to 20,000."
+    )

@@ -72,13 +72,13 @@ SMALL = BUDGET == "small"
 N_TRAIN = 256 if SMALL else 1024
 N_TEST = 64 if SMALL else 256
 BATCH = 128 if SMALL else 64
-RFWP_EPOCHS = 16 if SMALL else 40        # ODE-RFWP, per ensemble member (2 steps per epoch at the small budget)
-LATENT_EPOCHS = 25 if SMALL else 100     # latent models
-ENSEMBLE = 3 if SMALL else 5             # ODE-RFWP seeds
+RFWP_EPOCHS = 16 if SMALL else 40  # ODE-RFWP, per ensemble member (2 steps per epoch at the small budget)
+LATENT_EPOCHS = 25 if SMALL else 100  # latent models
+ENSEMBLE = 3 if SMALL else 5  # ODE-RFWP seeds
 POSTERIOR_SAMPLES = 32 if SMALL else 200
 LR = 1e-2 if SMALL else 3e-3
-POINTS, HORIZON, SPLIT = 30, 10.0, 5.0   # the task: 30 times on [0, 10]; nothing observed after t = 5
-DENSE = 120                              # grid points per plotted trajectory
+POINTS, HORIZON, SPLIT = 30, 10.0, 5.0  # the task: 30 times on [0, 10]; nothing observed after t = 5
+DENSE = 120  # grid points per plotted trajectory
 MODELS = ["ODE-RFWP", "Latent ODE-RFWP", "Latent ODE-RNN"]
 # rk4 with two steps per gap between consecutive times (step_size is a fraction of each gap). With the default,
 # one step per gap, a model's answer at a time depends on which other times it is asked about, since inserting
@@ -99,6 +99,7 @@ torch.manual_seed(0)
 # The latent models' encoders only need the observed rows, so they read those alone (fewer solver steps);
 # ODE-RFWP reads all 30 rows, the hidden ones as all-NaN rows, where its state is read but not changed.
 
+
 # %%
 def make_split(n, seed):
     task = trajectory_task("pendulum", "interpolation", n, points=POINTS, horizon=HORIZON, seed=seed)
@@ -116,19 +117,23 @@ def observed_rows(observations):
     seen = observations.mask.any(-1)
     order = torch.argsort((~seen).to(torch.int8), dim=1, stable=True)[:, : int(seen.sum(1).max())]
     channels = observations.channels
-    return Observations.from_tensors(observations.times.gather(1, order),
-                                     observations.values.gather(1, order.unsqueeze(-1).expand(-1, -1, channels)),
-                                     seen.sum(1))
+    return Observations.from_tensors(
+        observations.times.gather(1, order),
+        observations.values.gather(1, order.unsqueeze(-1).expand(-1, -1, channels)),
+        seen.sum(1),
+    )
 
 
 train_task, train_inputs, train_targets, _ = make_split(N_TRAIN, seed=1)
 test_task, test_inputs, _, regimes = make_split(N_TEST, seed=2)
 train_encoder_inputs, test_encoder_inputs = observed_rows(train_inputs), observed_rows(test_inputs)
 clean = test_task.clean.float().to(device)
-print(f"{N_TRAIN} training and {N_TEST} test trajectories; per test trajectory on average "
-      f"{float(test_inputs.mask.any(-1).sum(1).float().mean()):.1f} observed points, "
-      f"{float(regimes['interpolation'].sum(1).float().mean()):.1f} to interpolate, "
-      f"{float(regimes['extrapolation'].sum(1).float().mean()):.1f} to extrapolate")
+print(
+    f"{N_TRAIN} training and {N_TEST} test trajectories; per test trajectory on average "
+    f"{float(test_inputs.mask.any(-1).sum(1).float().mean()):.1f} observed points, "
+    f"{float(regimes['interpolation'].sum(1).float().mean()):.1f} to interpolate, "
+    f"{float(regimes['extrapolation'].sum(1).float().mean()):.1f} to extrapolate"
+)
 
 
 # %% [markdown]
@@ -140,6 +145,7 @@ print(f"{N_TRAIN} training and {N_TEST} test trajectories; per test trajectory o
 # The latent models: `latent-ode-rfwp` and `latent-ode-rnn` with learned noise, trained with `ELBO` on the
 # noisy values at all 30 points given the observed ones, the KL weight raised from 0 to 1 over the first third of
 # the steps. All at the registry's widths, Adam, gradient norm clipped at 1.
+
 
 # %%
 class ODERFWPForecaster(nn.Module):
@@ -160,8 +166,17 @@ ensemble, train_seconds, train_losses = [], {}, {}
 for member in range(ENSEMBLE):
     torch.manual_seed(member)
     model = ODERFWPForecaster(train_inputs, solver=SOLVER).to(device)
-    history = fit(model, Regression(), (train_inputs, train_targets.values[:, 1:]), epochs=RFWP_EPOCHS, lr=LR,
-                  batch_size=BATCH, seed=member, grad_clip=1.0, progress=False)
+    history = fit(
+        model,
+        Regression(),
+        (train_inputs, train_targets.values[:, 1:]),
+        epochs=RFWP_EPOCHS,
+        lr=LR,
+        batch_size=BATCH,
+        seed=member,
+        grad_clip=1.0,
+        progress=False,
+    )
     ensemble.append(model.eval())
     train_seconds["ODE-RFWP"] = train_seconds.get("ODE-RFWP", 0.0) + sum(history["seconds_per_epoch"])
     train_losses[f"ODE-RFWP seed {member}"] = history["train_loss"]
@@ -170,15 +185,26 @@ latent_models = {}
 for name, registry_name in (("Latent ODE-RFWP", "latent-ode-rfwp"), ("Latent ODE-RNN", "latent-ode-rnn")):
     torch.manual_seed(0)
     model = create_model(registry_name, train_encoder_inputs, None, noise_std="learned", solver=SOLVER).to(device)
-    history = fit(model, ELBO(kl_warmup_steps=LATENT_EPOCHS * steps_per_epoch // 3),
-                  (train_encoder_inputs, train_targets), epochs=LATENT_EPOCHS, lr=LR, batch_size=BATCH, seed=0,
-                  grad_clip=1.0, progress=False)
+    history = fit(
+        model,
+        ELBO(kl_warmup_steps=LATENT_EPOCHS * steps_per_epoch // 3),
+        (train_encoder_inputs, train_targets),
+        epochs=LATENT_EPOCHS,
+        lr=LR,
+        batch_size=BATCH,
+        seed=0,
+        grad_clip=1.0,
+        progress=False,
+    )
     latent_models[name] = model.eval()
     train_seconds[name] = sum(history["seconds_per_epoch"])
     train_losses[name] = history["train_loss"]
-print("training seconds: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in train_seconds.items())
-      + f" (ODE-RFWP: {ENSEMBLE} members × {RFWP_EPOCHS * steps_per_epoch} steps; latent models "
-      f"{LATENT_EPOCHS * steps_per_epoch} steps each)")
+print(
+    "training seconds: "
+    + ", ".join(f"{name} {seconds:.1f}" for name, seconds in train_seconds.items())
+    + f" (ODE-RFWP: {ENSEMBLE} members × {RFWP_EPOCHS * steps_per_epoch} steps; latent models "
+    f"{LATENT_EPOCHS * steps_per_epoch} steps each)"
+)
 
 
 # %% [markdown]
@@ -194,14 +220,16 @@ print("training seconds: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds
 #
 # The ODE-RFWP reads the query times as all-NaN rows merged into its input; the latent models decode at them.
 
+
 # %%
 def merge_rows(inputs, extra_times):
     """The input with all-NaN rows at extra_times (B, Q) merged in, in time order."""
     times = torch.cat([inputs.times, extra_times], 1)
     values = torch.cat([inputs.values, extra_times.new_full((*extra_times.shape, inputs.channels), float("nan"))], 1)
     order = times.argsort(1)
-    return Observations.from_tensors(times.gather(1, order),
-                                     values.gather(1, order.unsqueeze(-1).expand(-1, -1, inputs.channels)))
+    return Observations.from_tensors(
+        times.gather(1, order), values.gather(1, order.unsqueeze(-1).expand(-1, -1, inputs.channels))
+    )
 
 
 @torch.no_grad()
@@ -262,21 +290,31 @@ references = {"last value": torch.stack(filled, 1), "rest state (0, 0)": torch.z
 scores = {}
 for name in MODELS:
     point, low, high = results[name]
-    scores[name] = {regime: dict(mse=mse(point, where), coverage=coverage(low, high, where),
-                                 width=band_width(low, high, where)) for regime, where in regimes.items()}
+    scores[name] = {
+        regime: dict(mse=mse(point, where), coverage=coverage(low, high, where), width=band_width(low, high, where))
+        for regime, where in regimes.items()
+    }
 member_mse = {regime: [mse(m, where) for m in rfwp_members(test_inputs)] for regime, where in regimes.items()}
 reference_mse = {name: {regime: mse(p, where) for regime, where in regimes.items()} for name, p in references.items()}
 
-print(f"{'':18s} {'MSE interp':>11s} {'MSE extrap':>11s} {'cover interp':>13s} {'cover extrap':>13s} "
-      f"{'nominal':>8s} {'width interp':>13s} {'width extrap':>13s}")
+print(
+    f"{'':18s} {'MSE interp':>11s} {'MSE extrap':>11s} {'cover interp':>13s} {'cover extrap':>13s} "
+    f"{'nominal':>8s} {'width interp':>13s} {'width extrap':>13s}"
+)
 for name in MODELS:
     interp, extrap = scores[name]["interpolation"], scores[name]["extrapolation"]
-    print(f"{name:18s} {interp['mse']:11.4f} {extrap['mse']:11.4f} {interp['coverage']:13.2f} "
-          f"{extrap['coverage']:13.2f} {nominal[name]:8.2f} {interp['width']:13.3f} {extrap['width']:13.3f}")
+    print(
+        f"{name:18s} {interp['mse']:11.4f} {extrap['mse']:11.4f} {interp['coverage']:13.2f} "
+        f"{extrap['coverage']:13.2f} {nominal[name]:8.2f} {interp['width']:13.3f} {extrap['width']:13.3f}"
+    )
 for name, r in reference_mse.items():
     print(f"{name:18s} {r['interpolation']:11.4f} {r['extrapolation']:11.4f}")
-print("ODE-RFWP members alone: MSE interp " + ", ".join(f"{v:.4f}" for v in member_mse["interpolation"])
-      + "; extrap " + ", ".join(f"{v:.4f}" for v in member_mse["extrapolation"]))
+print(
+    "ODE-RFWP members alone: MSE interp "
+    + ", ".join(f"{v:.4f}" for v in member_mse["interpolation"])
+    + "; extrap "
+    + ", ".join(f"{v:.4f}" for v in member_mse["extrapolation"])
+)
 
 # %% [markdown]
 # ## Accuracy and calibration side by side
@@ -289,16 +327,17 @@ colors = {"ODE-RFWP": "tab:red", "Latent ODE-RFWP": "tab:blue", "Latent ODE-RNN"
 fig, (ax_mse, ax_cover) = plt.subplots(1, 2, figsize=(10, 3.6))
 positions = np.arange(2)
 for i, name in enumerate(MODELS):
-    ax_mse.bar(positions + (i - 1) * 0.25, [scores[name][r]["mse"] for r in regimes], 0.25, label=name,
-               color=colors[name])
-    ax_cover.bar(positions + (i - 1) * 0.25, [scores[name][r]["coverage"] for r in regimes], 0.25, label=name,
-                 color=colors[name])
+    ax_mse.bar(
+        positions + (i - 1) * 0.25, [scores[name][r]["mse"] for r in regimes], 0.25, label=name, color=colors[name]
+    )
+    ax_cover.bar(
+        positions + (i - 1) * 0.25, [scores[name][r]["coverage"] for r in regimes], 0.25, label=name, color=colors[name]
+    )
     for p in positions:
         ax_cover.plot([p + (i - 1) * 0.25 - 0.12, p + (i - 1) * 0.25 + 0.12], [nominal[name]] * 2, "k-", lw=2)
 for name, style in zip(references, (":", "--")):
     for p, regime in zip(positions, regimes):
-        ax_mse.plot([p - 0.4, p + 0.4], [reference_mse[name][regime]] * 2, "k" + style,
-                    label=name if p == 0 else None)
+        ax_mse.plot([p - 0.4, p + 0.4], [reference_mse[name][regime]] * 2, "k" + style, label=name if p == 0 else None)
 ax_mse.set_yscale("log")
 ax_mse.set_ylabel("test MSE vs clean states")
 ax_mse.set_title("Accuracy at the hidden points")
@@ -306,8 +345,9 @@ ax_cover.set_ylim(0, 1)
 ax_cover.set_ylabel("fraction of clean values inside the band")
 ax_cover.set_title("Band coverage (black tick: nominal)")
 for ax in (ax_mse, ax_cover):
-    ax.set_xticks(positions, [f"{r}\n(t ≤ {SPLIT:g})" if r == "interpolation" else f"{r}\n(t > {SPLIT:g})"
-                              for r in regimes])
+    ax.set_xticks(
+        positions, [f"{r}\n(t ≤ {SPLIT:g})" if r == "interpolation" else f"{r}\n(t > {SPLIT:g})" for r in regimes]
+    )
 fig.legend(*ax_mse.get_legend_handles_labels(), loc="center right", fontsize=8, frameon=False)
 plt.tight_layout(rect=(0, 0, 0.83, 1))
 plt.show()
@@ -333,10 +373,14 @@ truth = integrate(damped_pendulum, test_task.initial[shown].numpy(), plot_times.
 test_rows = torch.cat([test_times[shown], grid], 1).argsort(1).argsort(1)[:, :POINTS]  # where the test rows went
 hidden_shown = regimes["interpolation"][shown] | regimes["extrapolation"][shown]
 test_rows = test_rows.unsqueeze(-1).expand(-1, -1, test_inputs.channels)
-grid_effect = {name: float((dense[name][0].gather(1, test_rows) - results[name][0][shown]).abs()[hidden_shown].max())
-               for name in MODELS}
-print("largest change of a prediction at a hidden test point when the grid is inserted: "
-      + ", ".join(f"{name} {value:.1e}" for name, value in grid_effect.items()))
+grid_effect = {
+    name: float((dense[name][0].gather(1, test_rows) - results[name][0][shown]).abs()[hidden_shown].max())
+    for name in MODELS
+}
+print(
+    "largest change of a prediction at a hidden test point when the grid is inserted: "
+    + ", ".join(f"{name} {value:.1e}" for name, value in grid_effect.items())
+)
 
 CHANNELS = (("θ", "tab:blue", "navy", "lightsteelblue"), ("ω", "tab:orange", "saddlebrown", "navajowhite"))
 fig, axes = plt.subplots(len(MODELS), len(shown), figsize=(13, 8.5), sharex=True, sharey="col")
@@ -363,14 +407,19 @@ for row, name in enumerate(MODELS):
             ax.set_xlabel("time t (dotted: end of the observed interval)")
 handles = []
 for symbol, color, dark, tint in CHANNELS:
-    handles += [plt.Line2D([], [], color=color, lw=1.8, label=f"{symbol} predicted"),
-                plt.Rectangle((0, 0), 1, 1, color=tint, label=f"{symbol} band"),
-                plt.Line2D([], [], color=dark, lw=1.2, ls="--", label=f"{symbol} truth"),
-                plt.Line2D([], [], color=dark, marker="o", ls="", ms=4, label=f"{symbol} read by the model"),
-                plt.Line2D([], [], color=color, marker="x", ls="", ms=4, label=f"{symbol} hidden (noisy)")]
+    handles += [
+        plt.Line2D([], [], color=color, lw=1.8, label=f"{symbol} predicted"),
+        plt.Rectangle((0, 0), 1, 1, color=tint, label=f"{symbol} band"),
+        plt.Line2D([], [], color=dark, lw=1.2, ls="--", label=f"{symbol} truth"),
+        plt.Line2D([], [], color=dark, marker="o", ls="", ms=4, label=f"{symbol} read by the model"),
+        plt.Line2D([], [], color=color, marker="x", ls="", ms=4, label=f"{symbol} hidden (noisy)"),
+    ]
 fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
-fig.suptitle("Pendulum angle θ and velocity ω: predictions and bands (ODE-RFWP: range over "
-             f"{ENSEMBLE} seeds; latent models: 5–95 % over {POSTERIOR_SAMPLES} samples of z₀)", fontsize=11)
+fig.suptitle(
+    "Pendulum angle θ and velocity ω: predictions and bands (ODE-RFWP: range over "
+    f"{ENSEMBLE} seeds; latent models: 5–95 % over {POSTERIOR_SAMPLES} samples of z₀)",
+    fontsize=11,
+)
 plt.tight_layout(rect=(0, 0.06, 1, 1))
 plt.show()
 
@@ -384,21 +433,31 @@ for regime in regimes:
     best, runner_up = ranked[0], ranked[1]
     gap = scores[runner_up][regime]["mse"] - scores[best][regime]["mse"]
     beats_references = all(scores[best][regime]["mse"] < r[regime] for r in reference_mse.values())
-    print(f"{regime.capitalize()}: test MSE " + ", ".join(f"{n} {scores[n][regime]['mse']:.4f}" for n in MODELS)
-          + f" (last value {reference_mse['last value'][regime]:.4f}, rest state "
-          f"{reference_mse['rest state (0, 0)'][regime]:.4f}). Lowest: {best}"
-          + (", below both references" if beats_references else ", not below both references") + ".")
-    print(f"   Its lead over {runner_up} ({gap:.4f}) is "
-          + ("larger" if gap > spread[regime] else "not larger")
-          + f" than the spread of MSE across the ODE-RFWP seeds (std {spread[regime]:.4f}); the latent models "
-          "were trained with one seed each" + (", so this ranking is a single draw." if gap <= spread[regime]
-                                               else "."))
+    print(
+        f"{regime.capitalize()}: test MSE "
+        + ", ".join(f"{n} {scores[n][regime]['mse']:.4f}" for n in MODELS)
+        + f" (last value {reference_mse['last value'][regime]:.4f}, rest state "
+        f"{reference_mse['rest state (0, 0)'][regime]:.4f}). Lowest: {best}"
+        + (", below both references" if beats_references else ", not below both references")
+        + "."
+    )
+    print(
+        f"   Its lead over {runner_up} ({gap:.4f}) is "
+        + ("larger" if gap > spread[regime] else "not larger")
+        + f" than the spread of MSE across the ODE-RFWP seeds (std {spread[regime]:.4f}); the latent models "
+        "were trained with one seed each" + (", so this ranking is a single draw." if gap <= spread[regime] else ".")
+    )
 for name in MODELS:
     parts = []
     for regime in regimes:
         c = scores[name][regime]["coverage"]
-        verdict = ("about nominal" if abs(c - nominal[name]) <= 0.05 else
-                   "below nominal: the band is too narrow" if c < nominal[name] else "above nominal: too wide")
+        verdict = (
+            "about nominal"
+            if abs(c - nominal[name]) <= 0.05
+            else "below nominal: the band is too narrow"
+            if c < nominal[name]
+            else "above nominal: too wide"
+        )
         parts.append(f"{regime} {c:.2f} ({verdict}, mean width {scores[name][regime]['width']:.3f})")
     print(f"Coverage of {name}'s band (nominal {nominal[name]:.2f}): " + "; ".join(parts) + ".")
 wider = {name: scores[name]["extrapolation"]["width"] > scores[name]["interpolation"]["width"] for name in MODELS}
@@ -406,27 +465,47 @@ for regime in regimes:
     unlearned = [n for n in MODELS if scores[n][regime]["mse"] >= min(r[regime] for r in reference_mse.values())]
     if unlearned:
         print(f"Not below the better reference in {regime}: {', '.join(unlearned)}.")
-print("Bands wider in extrapolation than in interpolation: "
-      + ", ".join(f"{n} {'yes' if wider[n] else 'no'}" for n in MODELS) + ".")
+print(
+    "Bands wider in extrapolation than in interpolation: "
+    + ", ".join(f"{n} {'yes' if wider[n] else 'no'}" for n in MODELS)
+    + "."
+)
 ensemble_gain = {r: scores["ODE-RFWP"][r]["mse"] < min(member_mse[r]) for r in regimes}
-print("The ODE-RFWP ensemble mean is " + "; ".join(
-    f"{'below' if ensemble_gain[r] else 'not below'} every member's MSE in {r} ({scores['ODE-RFWP'][r]['mse']:.4f} vs "
-    f"{min(member_mse[r]):.4f}-{max(member_mse[r]):.4f})" for r in regimes) + ".")
+print(
+    "The ODE-RFWP ensemble mean is "
+    + "; ".join(
+        f"{'below' if ensemble_gain[r] else 'not below'} every member's MSE in {r} ({scores['ODE-RFWP'][r]['mse']:.4f} vs "
+        f"{min(member_mse[r]):.4f}-{max(member_mse[r]):.4f})"
+        for r in regimes
+    )
+    + "."
+)
 largest_effect = max(grid_effect.values())
 smallest_rmse = min(scores[n][r]["mse"] for n in MODELS for r in regimes) ** 0.5
-print(f"Inserting the dense grid changed a scored prediction by at most {largest_effect:.3f}, "
-      f"{largest_effect / smallest_rmse:.0%} of the smallest test RMSE ({smallest_rmse:.3f}): the plotted curves are "
-      + ("the scored models to well within their errors." if largest_effect < 0.5 * smallest_rmse
-         else "only a rough picture of the scored models."))
+print(
+    f"Inserting the dense grid changed a scored prediction by at most {largest_effect:.3f}, "
+    f"{largest_effect / smallest_rmse:.0%} of the smallest test RMSE ({smallest_rmse:.3f}): the plotted curves are "
+    + (
+        "the scored models to well within their errors."
+        if largest_effect < 0.5 * smallest_rmse
+        else "only a rough picture of the scored models."
+    )
+)
+
 
 def still_falling(losses, window=3):
     """Training loss over the last epochs lower by more than 5 % than a few epochs before."""
-    late, earlier = np.mean(losses[-window:]), np.mean(losses[-3 * window:-2 * window])
+    late, earlier = np.mean(losses[-window:]), np.mean(losses[-3 * window : -2 * window])
     return earlier - late > 0.05 * abs(earlier)
 
 
 falling = [name for name, losses in train_losses.items() if still_falling(losses)]
-print(f"Training ({ENSEMBLE} ODE-RFWP seeds of {RFWP_EPOCHS * steps_per_epoch} steps, "
-      f"{LATENT_EPOCHS * steps_per_epoch} steps per latent model, {N_TRAIN} trajectories): the training loss was "
-      + (f"still falling at the end for {', '.join(falling)}, so these numbers are not converged ones."
-         if falling else "no longer falling by more than 5 % for any model."))
+print(
+    f"Training ({ENSEMBLE} ODE-RFWP seeds of {RFWP_EPOCHS * steps_per_epoch} steps, "
+    f"{LATENT_EPOCHS * steps_per_epoch} steps per latent model, {N_TRAIN} trajectories): the training loss was "
+    + (
+        f"still falling at the end for {', '.join(falling)}, so these numbers are not converged ones."
+        if falling
+        else "no longer falling by more than 5 % for any model."
+    )
+)

@@ -61,13 +61,13 @@ BUDGET = os.environ.get("NEURALDE_SEQ_BUDGET", "small")
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 SEED = 0
 SPEEDS = {"slow": 0.5, "medium": 1.0, "fast": 2.0}  # angular speed ω of each class, rad per time unit
-PER_CLASS = 20 if BUDGET == "small" else 100         # recordings per class
+PER_CLASS = 20 if BUDGET == "small" else 100  # recordings per class
 FOLDS = 3 if BUDGET == "small" else 5
-EPOCHS = 30 if BUDGET == "small" else 100             # docs/your_own_data.md's recipe: 30 epochs, batch size 8;
-BATCH_SIZE = 16 if BUDGET == "small" else 8           # 16 halves the steps, for CI's time limit
-READINGS = (20, 40)                                   # readings per recording, drawn uniformly
-DURATION = (5.0, 15.0)                                # length of a recording in time units, drawn uniformly
-MISSING = 0.2                                         # share of values missing, per channel
+EPOCHS = 30 if BUDGET == "small" else 100  # docs/your_own_data.md's recipe: 30 epochs, batch size 8;
+BATCH_SIZE = 16 if BUDGET == "small" else 8  # 16 halves the steps, for CI's time limit
+READINGS = (20, 40)  # readings per recording, drawn uniformly
+DURATION = (5.0, 15.0)  # length of a recording in time units, drawn uniformly
+MISSING = 0.2  # share of values missing, per channel
 # At the small budget every model runs at half its registry width (CI's time limit); full: registry defaults.
 HALF = BUDGET == "small"
 RDE_WIDTH = {"d_model": 32, "n_heads": 4} if HALF else {}
@@ -104,20 +104,32 @@ X, times = map(list, zip(*(recording(SPEEDS[label]) for label in y)))
 
 lengths = np.array([len(t) for t in times])
 spans = np.array([t[-1] - t[0] for t in times])
-turns_per_reading = {c: [SPEEDS[c] * s / (n - 1) / (2 * np.pi) for s, n, lab in zip(spans, lengths, y) if lab == c]
-                     for c in SPEEDS}
-print(f"{len(X)} recordings ({PER_CLASS} per class), {lengths.min()}-{lengths.max()} readings each, "
-      f"spans {spans.min():.1f}-{spans.max():.1f} time units, "
-      f"{np.mean(np.concatenate([np.isnan(x).ravel() for x in X])):.0%} of values missing")
-print("turns of the circle per reading, min-max within each class: "
-      + ", ".join(f"{c} {min(v):.3f}-{max(v):.3f}" for c, v in turns_per_reading.items()))
+turns_per_reading = {
+    c: [SPEEDS[c] * s / (n - 1) / (2 * np.pi) for s, n, lab in zip(spans, lengths, y) if lab == c] for c in SPEEDS
+}
+print(
+    f"{len(X)} recordings ({PER_CLASS} per class), {lengths.min()}-{lengths.max()} readings each, "
+    f"spans {spans.min():.1f}-{spans.max():.1f} time units, "
+    f"{np.mean(np.concatenate([np.isnan(x).ravel() for x in X])):.0%} of values missing"
+)
+print(
+    "turns of the circle per reading, min-max within each class: "
+    + ", ".join(f"{c} {min(v):.3f}-{max(v):.3f}" for c, v in turns_per_reading.items())
+)
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), sharey=True)
 for ax, label in zip(axes, SPEEDS):
     for k, i in enumerate(np.flatnonzero(y == label)[:2]):
         observed = ~np.isnan(X[i][:, 0])
-        ax.plot(times[i][observed], X[i][observed, 0], "o-", markersize=3, linewidth=0.8, color=f"C{k}",
-                label=f"#{i}: {lengths[i]} readings")
+        ax.plot(
+            times[i][observed],
+            X[i][observed, 0],
+            "o-",
+            markersize=3,
+            linewidth=0.8,
+            color=f"C{k}",
+            label=f"#{i}: {lengths[i]} readings",
+        )
     ax.set_title(f"{label} (ω = {SPEEDS[label]})", fontsize=10)
     ax.set_xlabel("time since the recording started")
     ax.legend(fontsize=7, loc="upper center", ncol=2)
@@ -142,15 +154,26 @@ plt.show()
 # (`meta["trailing_missing_cut"]` counts them), so a final reading with every channel missing would not come back.
 # Our readings always keep a channel, so the count must be 0.
 
+
 # %%
 def write_ts(path, X, times, y, name):
     """A labelled, timestamped, multichannel .ts file: exact float reprs, '?' for NaN."""
     value = lambda v: "?" if np.isnan(v) else repr(float(v))  # noqa: E731
-    header = [f"@problemName {name}", "@timeStamps true", "@missing true", "@univariate false",
-              f"@dimensions {X[0].shape[1]}", "@equalLength false",
-              "@classLabel true " + " ".join(sorted(set(y))), "@data"]
-    cases = [":".join(",".join(f"({float(s)!r},{value(v)})" for s, v in zip(t, x[:, c])) for c in range(x.shape[1]))
-             + f":{label}" for x, t, label in zip(X, times, y)]
+    header = [
+        f"@problemName {name}",
+        "@timeStamps true",
+        "@missing true",
+        "@univariate false",
+        f"@dimensions {X[0].shape[1]}",
+        "@equalLength false",
+        "@classLabel true " + " ".join(sorted(set(y))),
+        "@data",
+    ]
+    cases = [
+        ":".join(",".join(f"({float(s)!r},{value(v)})" for s, v in zip(t, x[:, c])) for c in range(x.shape[1]))
+        + f":{label}"
+        for x, t, label in zip(X, times, y)
+    ]
     write_text_atomic(path, "\n".join(header + cases) + "\n")
 
 
@@ -161,7 +184,7 @@ with tempfile.TemporaryDirectory() as folder:
     dataset = read_file(path, dtype=torch.float64)
 X_file, y_file, times_file = dataset.to_arrays()
 
-print(text[:text.index("@data") + 6] + text.split("\n")[8][:90] + " ...")
+print(text[: text.index("@data") + 6] + text.split("\n")[8][:90] + " ...")
 checks = {
     "number of samples": len(X_file) == len(X),
     "values with their NaN places": all(np.array_equal(a, b, equal_nan=True) for a, b in zip(X_file, X)),
@@ -169,8 +192,10 @@ checks = {
     "labels": bool(np.all(y_file == y)),
 }
 assert dataset.meta["trailing_missing_cut"] == 0, "the reader cut trailing all-missing readings"
-print(f"\n{path.name}: {len(text) / 1024:.0f} KiB, read back as {len(X_file)} samples of "
-      f"{dataset.num_channels} channels, classes {dataset.class_names}")
+print(
+    f"\n{path.name}: {len(text) / 1024:.0f} KiB, read back as {len(X_file)} samples of "
+    f"{dataset.num_channels} channels, classes {dataset.class_names}"
+)
 for what, ok in checks.items():
     print(f"  {what:31s} {'equal' if ok else 'DIFFERENT'}")
 assert all(checks.values()), "the .ts round trip changed the data"
@@ -202,8 +227,15 @@ folds = StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=SEED)
 
 def classifier(model, model_options=None, control_options=None):
     """A SequenceClassifier with this notebook's training settings, asking for the times in fit and score."""
-    estimator = SequenceClassifier(model, model_options=model_options, control_options=control_options,
-                                   epochs=EPOCHS, batch_size=BATCH_SIZE, random_state=SEED, device=str(device))
+    estimator = SequenceClassifier(
+        model,
+        model_options=model_options,
+        control_options=control_options,
+        epochs=EPOCHS,
+        batch_size=BATCH_SIZE,
+        random_state=SEED,
+        device=str(device),
+    )
     return estimator.set_fit_request(times=True).set_score_request(times=True)
 
 
@@ -222,17 +254,21 @@ for name, estimator in models.items():
     cv = cross_validate(estimator, X_file, y_file, cv=folds, params={"times": times_file}, return_train_score=True)
     seconds[name] = time.perf_counter() - start
     scores[name], train_scores[name] = cv["test_score"], cv["train_score"]
-    print(f"{name:17s} held-out folds {np.round(scores[name], 2)} mean {scores[name].mean():.3f} "
-          f"± {scores[name].std():.3f} | training folds mean {train_scores[name].mean():.3f} "
-          f"| {seconds[name]:.0f} s for {FOLDS} fits (shared CPU)")
+    print(
+        f"{name:17s} held-out folds {np.round(scores[name], 2)} mean {scores[name].mean():.3f} "
+        f"± {scores[name].std():.3f} | training folds mean {train_scores[name].mean():.3f} "
+        f"| {seconds[name]:.0f} s for {FOLDS} fits (shared CPU)"
+    )
 
 # Does CKCNN see the times? Predict the same samples with their times and with 0, 1, 2, ...
 probe = classifier("ckcnn", CKCNN_WIDTH).set_params(epochs=1).fit(X_file[:12], y_file[:12], times=times_file[:12])
 index_times = [np.arange(len(t), dtype=float) for t in times_file[:12]]
-ckcnn_reads_times = not np.array_equal(probe.predict_proba(X_file[:12], times=times_file[:12]),
-                                       probe.predict_proba(X_file[:12], times=index_times))
-print(f"CKCNN gives other probabilities with the real times than with indices (it reads the times): "
-      f"{ckcnn_reads_times}")
+ckcnn_reads_times = not np.array_equal(
+    probe.predict_proba(X_file[:12], times=times_file[:12]), probe.predict_proba(X_file[:12], times=index_times)
+)
+print(
+    f"CKCNN gives other probabilities with the real times than with indices (it reads the times): {ckcnn_reads_times}"
+)
 
 # %% [markdown]
 # ## 4. Choosing the time channel with GridSearchCV
@@ -247,9 +283,14 @@ print(f"CKCNN gives other probabilities with the real times than with indices (i
 
 # %%
 TIME_OPTIONS = [None, {"time_channel": False}] + ([{"time_unit": 1.0}] if BUDGET == "full" else [])
-OPTION_NAMES = ["times / longest span (default)", "no time channel", "raw times"][:len(TIME_OPTIONS)]
-search = GridSearchCV(classifier("delta-rde", RDE_OPTIONS), {"control_options": TIME_OPTIONS}, cv=folds,
-                      refit=False, return_train_score=True)
+OPTION_NAMES = ["times / longest span (default)", "no time channel", "raw times"][: len(TIME_OPTIONS)]
+search = GridSearchCV(
+    classifier("delta-rde", RDE_OPTIONS),
+    {"control_options": TIME_OPTIONS},
+    cv=folds,
+    refit=False,
+    return_train_score=True,
+)
 start = time.perf_counter()
 search.fit(X_file, y_file, times=times_file)
 search_seconds = time.perf_counter() - start
@@ -260,12 +301,16 @@ for k, option in enumerate(results["params"]):
     name = OPTION_NAMES[TIME_OPTIONS.index(option["control_options"])]
     option_scores[name] = np.array([results[f"split{f}_test_score"][k] for f in range(FOLDS)])
     option_train_scores[name] = np.array([results[f"split{f}_train_score"][k] for f in range(FOLDS)])
-    print(f"{name:21s} held-out folds {np.round(option_scores[name], 2)} mean {option_scores[name].mean():.3f} "
-          f"± {option_scores[name].std():.3f} | training folds mean {option_train_scores[name].mean():.3f}")
+    print(
+        f"{name:21s} held-out folds {np.round(option_scores[name], 2)} mean {option_scores[name].mean():.3f} "
+        f"± {option_scores[name].std():.3f} | training folds mean {option_train_scores[name].mean():.3f}"
+    )
 best_option = OPTION_NAMES[TIME_OPTIONS.index(search.best_params_["control_options"])]
 reproduced = np.array_equal(option_scores["times / longest span (default)"], scores["CT-FWP delta-rde"])
-print(f"best: {best_option}; search took {search_seconds:.0f} s; "
-      f"its default row reproduces section 3 exactly: {reproduced}")
+print(
+    f"best: {best_option}; search took {search_seconds:.0f} s; "
+    f"its default row reproduces section 3 exactly: {reproduced}"
+)
 
 # %% [markdown]
 # ## 5. The accuracies side by side
@@ -278,7 +323,7 @@ print(f"best: {best_option}; search took {search_seconds:.0f} s; "
 variants = {f"delta-rde, {n}": n for n in option_scores if n != "times / longest span (default)"}
 bars = {**scores, **{label: option_scores[n] for label, n in variants.items()}}
 bar_train = {**train_scores, **{label: option_train_scores[n] for label, n in variants.items()}}
-colours = ["C0", "C1", "C2", "C4"][:len(scores)] + ["#9ecae1"] * len(variants)
+colours = ["C0", "C1", "C2", "C4"][: len(scores)] + ["#9ecae1"] * len(variants)
 n_samples = len(X_file)
 test_per_fold = n_samples // FOLDS
 chance = 1 / len(SPEEDS)
@@ -291,22 +336,29 @@ for x, s in zip(positions, bars.values()):
 jitter = np.linspace(-0.15, 0.15, FOLDS)
 for x, name in zip(positions, bars):
     ax.plot(x + jitter, bars[name], "ko", markersize=4, label="held-out fold" if x == 0 else None)
-    ax.plot([x - 0.35, x + 0.35], [bar_train[name].mean()] * 2, "k--", linewidth=1.5,
-            label="training folds (mean)" if x == 0 else None)
+    ax.plot(
+        [x - 0.35, x + 0.35],
+        [bar_train[name].mean()] * 2,
+        "k--",
+        linewidth=1.5,
+        label="training folds (mean)" if x == 0 else None,
+    )
 ax.axhline(chance, color="grey", linestyle=":", label=f"chance ({chance:.2f})")
 ax.set_xticks(positions, [n.replace(", ", ",\n").replace(" (", "\n(") for n in bars], fontsize=8)
 ax.set_xlabel("light bars: the CT-FWP with another time option (grid search, section 4)", fontsize=8)
 ax.set_ylim(0, 1.2)  # room for the legend above accuracy 1
 ax.set_yticks(np.linspace(0, 1, 6))
 ax.set_ylabel(f"accuracy (held-out fold: ~{test_per_fold} samples)")
-ax.set_title(f"{FOLDS}-fold cross-validation on {n_samples} recordings of three rotation speeds "
-             f"({EPOCHS} epochs)", fontsize=10)
+ax.set_title(
+    f"{FOLDS}-fold cross-validation on {n_samples} recordings of three rotation speeds ({EPOCHS} epochs)", fontsize=10
+)
 ax.legend(fontsize=8, loc="upper right", ncol=3)
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
 # ## What the numbers say
+
 
 # %%
 def mean_std(s):
@@ -334,25 +386,48 @@ def diagnosis(name):
     return f"{name} fits {train:.2f} of its training folds, a gap of {(train - test) * 100:.0f} points to held-out"
 
 
-print(f"1. Data: {n_samples} recordings ({PER_CLASS} per class) went through a .ts file and came back identical "
-      f"({', '.join(checks)}). {FOLDS} folds of ~{test_per_fold} held-out samples: one sample is "
-      f"{100 / test_per_fold:.0f} points of a fold's accuracy. Every model at {'half its' if HALF else 'its'} registry "
-      f"width, {EPOCHS} epochs, batch size {BATCH_SIZE}, one training seed and one fold split.")
-print("2. Cross-validated accuracy (mean ± std over folds): "
-      + "; ".join(f"{n} {mean_std(s)}" for n, s in bars.items()) + ".")
-verdict = ("ahead by more than the fold spread" if margin > spread
-           else "within the fold spread: at this size the order of the two is not settled")
-print(f"3. Most accurate of the section-3 models: {best}, {margin * 100:.0f} points above {second} ({verdict}, "
-      f"largest fold std {spread * 100:.0f} points).")
-print(f"4. Above chance ({chance:.2f}) by more than 2 binomial standard errors ({2 * chance_se:.2f}) over the "
-      f"{n_samples} predictions: " + (" | ".join(above_chance) or "none")
-      + ("; not: " + " | ".join(near_chance) if near_chance else "") + ".")
-time_verdict = (f"the times carry the class: without the time channel it lost {time_gain * 100:.0f} points, more than "
-                f"the fold spread ({time_spread * 100:.0f})" if time_gain > time_spread
-                else f"dropping the time channel changed the accuracy by {-time_gain * 100:+.0f} points, within the "
-                     f"fold spread ({time_spread * 100:.0f}): no effect shown at this size")
+print(
+    f"1. Data: {n_samples} recordings ({PER_CLASS} per class) went through a .ts file and came back identical "
+    f"({', '.join(checks)}). {FOLDS} folds of ~{test_per_fold} held-out samples: one sample is "
+    f"{100 / test_per_fold:.0f} points of a fold's accuracy. Every model at {'half its' if HALF else 'its'} registry "
+    f"width, {EPOCHS} epochs, batch size {BATCH_SIZE}, one training seed and one fold split."
+)
+print(
+    "2. Cross-validated accuracy (mean ± std over folds): "
+    + "; ".join(f"{n} {mean_std(s)}" for n, s in bars.items())
+    + "."
+)
+verdict = (
+    "ahead by more than the fold spread"
+    if margin > spread
+    else "within the fold spread: at this size the order of the two is not settled"
+)
+print(
+    f"3. Most accurate of the section-3 models: {best}, {margin * 100:.0f} points above {second} ({verdict}, "
+    f"largest fold std {spread * 100:.0f} points)."
+)
+print(
+    f"4. Above chance ({chance:.2f}) by more than 2 binomial standard errors ({2 * chance_se:.2f}) over the "
+    f"{n_samples} predictions: "
+    + (" | ".join(above_chance) or "none")
+    + ("; not: " + " | ".join(near_chance) if near_chance else "")
+    + "."
+)
+time_verdict = (
+    f"the times carry the class: without the time channel it lost {time_gain * 100:.0f} points, more than "
+    f"the fold spread ({time_spread * 100:.0f})"
+    if time_gain > time_spread
+    else f"dropping the time channel changed the accuracy by {-time_gain * 100:+.0f} points, within the "
+    f"fold spread ({time_spread * 100:.0f}): no effect shown at this size"
+)
 print(f"5. CT-FWP time channel: {time_verdict}. The grid search picks '{best_option}' (chosen on the same folds).")
 print("6. Training against held-out accuracy: " + "; ".join(diagnosis(n) for n in scores) + ".")
-print("7. CKCNN " + ("reads the times: its outputs with the real times differ from those with indices (its default "
-                      "irregular mode; mode='grid' reads the points by index)." if ckcnn_reads_times else
-                      "gave identical outputs with the real times and with indices: it did not read the times here."))
+print(
+    "7. CKCNN "
+    + (
+        "reads the times: its outputs with the real times differ from those with indices (its default "
+        "irregular mode; mode='grid' reads the points by index)."
+        if ckcnn_reads_times
+        else "gave identical outputs with the real times and with indices: it did not read the times here."
+    )
+)

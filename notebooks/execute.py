@@ -10,6 +10,7 @@ exit status is 1: CI runs this script, so a broken notebook fails CI. The execut
 documentation site renders (docs/notebooks/ is generated, not committed, so the site never shows outputs
 from older code).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
+
 from neuralde_seq.files import write_bytes_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,8 +64,9 @@ def execute(source: Path, out: Path, budget: str, timeout: int, figures: Path | 
     notebook = jupytext.read(source)
     # The kernel inherits this process's environment: the budget and one torch thread (the library's default).
     os.environ["NEURALDE_SEQ_BUDGET"] = budget
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}})
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     start = time.perf_counter()
     try:
         client.execute()
@@ -81,10 +84,17 @@ def execute(source: Path, out: Path, budget: str, timeout: int, figures: Path | 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="jupytext .py notebooks (default: notebooks/NN_*.py)")
-    parser.add_argument("--budget", choices=["small", "full"], default="small",
-                        help="small: minutes on a CPU (CI); full: the experiments at their real size (a GPU)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "notebooks"),
-                        help="folder for the executed .ipynb files (default: docs/notebooks, which the site renders)")
+    parser.add_argument(
+        "--budget",
+        choices=["small", "full"],
+        default="small",
+        help="small: minutes on a CPU (CI); full: the experiments at their real size (a GPU)",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "docs" / "notebooks"),
+        help="folder for the executed .ipynb files (default: docs/notebooks, which the site renders)",
+    )
     parser.add_argument("--timeout", type=int, default=600, help="seconds one cell may run (default 600)")
     parser.add_argument("--figures", default=None, help="also write each displayed figure as PNG into this folder")
     args = parser.parse_args(argv)

@@ -31,6 +31,7 @@ Usage (from the repository root)::
 Writes ``results.json``, ``results.md`` and ``checkpoint.pt`` under ``--out`` (default
 ``results/adding_problem_T<length>_<model>``).
 """
+
 from __future__ import annotations
 
 import sys
@@ -43,11 +44,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem  # noqa: E402
 from neuralde_seq.data.synthetic import ADDING_MARKERS  # noqa: E402
 from neuralde_seq.models import create_model  # noqa: E402
+from neuralde_seq.training import Regression, TrainingDiverged, format_table, write_json, write_table  # noqa: E402
 from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
 from neuralde_seq.training.spec import TrainingSpec  # noqa: E402
-from neuralde_seq.training import Regression, TrainingDiverged, format_table, write_json, write_table  # noqa: E402
-from tasks.stress_training import (paper_setting, parse_model_options, stress_argument_parser,  # noqa: E402
-                                   stress_records, train_stress_task)
+from tasks.stress_training import (  # noqa: E402
+    paper_setting,
+    parse_model_options,
+    stress_argument_parser,
+    stress_records,
+    train_stress_task,
+)
 
 PAPER_OMEGA_0 = {100: 14.55, 200: 18.19, 1000: 2.03, 3000: 2.23, 6000: 4.3}
 PAPER_EPOCHS = {100: 20, 200: 20, 1000: 30, 3000: 50, 6000: 50}
@@ -65,8 +71,9 @@ class FinalOutputRegression(Regression):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = stress_argument_parser(__doc__, length_help="T, the sequence length", n_train=50000, lr=1e-3,
-                                    eval_every=500)
+    parser = stress_argument_parser(
+        __doc__, length_help="T, the sequence length", n_train=50000, lr=1e-3, eval_every=500
+    )
     parser.add_argument("--markers", choices=ADDING_MARKERS, default="halves")
     parser.add_argument("--target-mse", type=float, default=1e-4, help="solved when the test MSE is at most this")
     args = parser.parse_args(argv)
@@ -100,8 +107,16 @@ def main(argv: list[str] | None = None) -> dict:
         if omega_0 is None:
             omega_0, source = paper_setting(PAPER_OMEGA_0, args.length)
             notes.append(f"ω0 {omega_0}: the paper's value for T = {source}")
-        model_options = dict(hidden=25, blocks=2, kernel_hidden=32, omega_0=omega_0, dropout=0.0, mode="grid",
-                             mask_channel=False, horizon=float(args.length - 1))
+        model_options = dict(
+            hidden=25,
+            blocks=2,
+            kernel_hidden=32,
+            omega_0=omega_0,
+            dropout=0.0,
+            mode="grid",
+            mask_channel=False,
+            horizon=float(args.length - 1),
+        )
     elif args.omega_0 is not None:
         parser.error("--omega-0 is a CKCNN option; use --set for other models")
     model_options.update(overrides)
@@ -118,36 +133,76 @@ def main(argv: list[str] | None = None) -> dict:
         notes.append(f"{args.model} needs >= 2 outputs: built with 2, output 0 is the prediction")
     params = sum(p.numel() for p in model.parameters())
     trivial_test = float((test.targets.double() - 1).square().mean())
-    print(f"adding problem: T={args.length}, markers {args.markers}, {args.n_train} train / {args.n_test} test, "
-          f"{args.model} {params} parameters, options {model_options}, lr {args.lr}, batch {args.batch_size}, "
-          f"at most {epochs} epochs, {torch.get_num_threads()} thread(s)" + "".join(f"; {n}" for n in notes))
+    print(
+        f"adding problem: T={args.length}, markers {args.markers}, {args.n_train} train / {args.n_test} test, "
+        f"{args.model} {params} parameters, options {model_options}, lr {args.lr}, batch {args.batch_size}, "
+        f"at most {epochs} epochs, {torch.get_num_threads()} thread(s)" + "".join(f"; {n}" for n in notes)
+    )
     print(f"trivial predictor (always 1): test MSE {trivial_test:.4f} (expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})")
 
-    run_config = {"task": "adding problem", "length": args.length, "markers": args.markers, "model": args.model,
-                  "model_options": model_options, "input_spec": input_spec.to_dict(), "num_outputs": num_outputs,
-                  "n_train": args.n_train,
-                  "n_test": args.n_test,
-                  "batch_size": args.batch_size, "lr": args.lr, "epochs": epochs, "grad_clip": args.grad_clip,
-                  "penalty_weight": args.penalty_weight, "seed": args.seed, "eval_every": args.eval_every,
-                  "target_mse": args.target_mse, "max_minutes": args.max_minutes, "threads": args.threads}
+    run_config = {
+        "task": "adding problem",
+        "length": args.length,
+        "markers": args.markers,
+        "model": args.model,
+        "model_options": model_options,
+        "input_spec": input_spec.to_dict(),
+        "num_outputs": num_outputs,
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "epochs": epochs,
+        "grad_clip": args.grad_clip,
+        "penalty_weight": args.penalty_weight,
+        "seed": args.seed,
+        "eval_every": args.eval_every,
+        "target_mse": args.target_mse,
+        "max_minutes": args.max_minutes,
+        "threads": args.threads,
+    }
 
     def describe(m: dict) -> str:
         return f"test MSE {m['mse']:.3g} (trivial {trivial_test:.4f}, expected 1/6 = {ADDING_TRIVIAL_MSE:.4f})"
 
     command = " ".join(["python", "tasks/adding_problem.py", *(sys.argv[1:] if argv is None else argv)])
-    results = {"task": "adding problem", "sequence_length": args.length, "config": run_config, "params": params,
-               "notes": notes, "command": command, "trivial_mse_test": trivial_test,
-               "trivial_mse_expected": ADDING_TRIVIAL_MSE}
+    results = {
+        "task": "adding problem",
+        "sequence_length": args.length,
+        "config": run_config,
+        "params": params,
+        "notes": notes,
+        "command": command,
+        "trivial_mse_test": trivial_test,
+        "trivial_mse_expected": ADDING_TRIVIAL_MSE,
+    }
     # torch's threads are the script's (--threads), set above
-    spec = TrainingSpec(epochs=epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                        eval_every=args.eval_every, grad_clip=args.grad_clip, penalty_weight=args.penalty_weight,
-                        eval_batch_size=4 * args.batch_size, threads=None)
+    spec = TrainingSpec(
+        epochs=epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        grad_clip=args.grad_clip,
+        penalty_weight=args.penalty_weight,
+        eval_batch_size=4 * args.batch_size,
+        threads=None,
+    )
     try:
         run = train_stress_task(
-            model, FinalOutputRegression("mse"), (train_inputs, train.targets), (test_inputs, test.targets), spec,
-            solved=lambda m: m["mse"] <= args.target_mse, describe=describe,
-            checkpoint_path=out / "checkpoint.pt", run_config=run_config, resume=args.resume,
-            max_minutes=args.max_minutes, progress=not args.no_progress)
+            model,
+            FinalOutputRegression("mse"),
+            (train_inputs, train.targets),
+            (test_inputs, test.targets),
+            spec,
+            solved=lambda m: m["mse"] <= args.target_mse,
+            describe=describe,
+            checkpoint_path=out / "checkpoint.pt",
+            run_config=run_config,
+            resume=args.resume,
+            max_minutes=args.max_minutes,
+            progress=not args.no_progress,
+        )
     except TrainingDiverged as error:
         results.update(diverged=str(error), history=stress_records(error.history))
         write_json(results, out / "results.json")
@@ -157,20 +212,48 @@ def main(argv: list[str] | None = None) -> dict:
     final = run["final"]
     best_mse = min(r["test_mse"] for r in run["history"])
     write_json(results, out / "results.json")
-    rows = [{"T": args.length, "model": args.model, "params": params, "epochs": final["epoch"], "steps": final["step"],
-             "minutes": final["train_seconds"] / 60, "mse": final["test_mse"], "best": best_mse,
-             "trivial": trivial_test, "expected": ADDING_TRIVIAL_MSE,
-             "solved": "yes" if run["solved_at"] else "no"}]
-    table = format_table(rows, list(rows[0]),
-                         headers=["T", "model", "params", "epochs", "steps", "train min", "test MSE",
-                                  "lowest test MSE seen", "trivial MSE (test)", "trivial MSE (1/6)",
-                                  f"MSE <= {args.target_mse:g}"],
-                         formats={"minutes": ".1f", "mse": ".3g", "best": ".3g", "trivial": ".4f", "expected": ".4f"})
-    write_table(table, out / "results.md", title=f"Adding problem, T = {args.length}",
-                notes=f"`{command}`\n\n{args.n_train} train / {args.n_test} test sequences, markers {args.markers}; "
-                      f"model options {model_options}; Adam lr {args.lr}, batch {args.batch_size}, seed {args.seed}, "
-                      f"{torch.get_num_threads()} thread(s); stopped by: {run['stopped_by']}. Test MSE at the last "
-                      "evaluation; trivial = always predicting 1.")
+    rows = [
+        {
+            "T": args.length,
+            "model": args.model,
+            "params": params,
+            "epochs": final["epoch"],
+            "steps": final["step"],
+            "minutes": final["train_seconds"] / 60,
+            "mse": final["test_mse"],
+            "best": best_mse,
+            "trivial": trivial_test,
+            "expected": ADDING_TRIVIAL_MSE,
+            "solved": "yes" if run["solved_at"] else "no",
+        }
+    ]
+    table = format_table(
+        rows,
+        list(rows[0]),
+        headers=[
+            "T",
+            "model",
+            "params",
+            "epochs",
+            "steps",
+            "train min",
+            "test MSE",
+            "lowest test MSE seen",
+            "trivial MSE (test)",
+            "trivial MSE (1/6)",
+            f"MSE <= {args.target_mse:g}",
+        ],
+        formats={"minutes": ".1f", "mse": ".3g", "best": ".3g", "trivial": ".4f", "expected": ".4f"},
+    )
+    write_table(
+        table,
+        out / "results.md",
+        title=f"Adding problem, T = {args.length}",
+        notes=f"`{command}`\n\n{args.n_train} train / {args.n_test} test sequences, markers {args.markers}; "
+        f"model options {model_options}; Adam lr {args.lr}, batch {args.batch_size}, seed {args.seed}, "
+        f"{torch.get_num_threads()} thread(s); stopped by: {run['stopped_by']}. Test MSE at the last "
+        "evaluation; trivial = always predicting 1.",
+    )
     print(table)
     return results
 

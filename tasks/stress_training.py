@@ -20,13 +20,15 @@ continues from it, also after a stop by the time limit; settings other than
 :data:`RESUMABLE_DIFFERENCES` must be the same. On the CPU with a fixed thread count the resumed run takes
 the same steps as an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -35,21 +37,35 @@ from neuralde_seq.models import MODEL_NAMES
 from neuralde_seq.training import Callback, Objective, StopWhen, TimeLimit, fit
 from neuralde_seq.training.spec import TrainingSpec, training_spec
 
-__all__ = ["train_stress_task", "stress_records", "stress_argument_parser", "paper_setting", "parse_model_options",
-           "environment", "RESUMABLE_DIFFERENCES"]
+__all__ = [
+    "train_stress_task",
+    "stress_records",
+    "stress_argument_parser",
+    "paper_setting",
+    "parse_model_options",
+    "environment",
+    "RESUMABLE_DIFFERENCES",
+]
 
 # Settings the script may change between an interrupted run and its resumption.
 RESUMABLE_DIFFERENCES = ("max_minutes", "resume", "no_progress", "threads", "epochs")
 
 
-def stress_argument_parser(doc: str, *, length_help: str, n_train: int, lr: float,
-                           eval_every: int) -> argparse.ArgumentParser:
+def stress_argument_parser(
+    doc: str, *, length_help: str, n_train: int, lr: float, eval_every: int
+) -> argparse.ArgumentParser:
     """The command-line options both stress-task scripts share; each script adds its task's own."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--length", type=int, default=1000, help=length_help)
     parser.add_argument("--model", default="ckcnn", choices=MODEL_NAMES)
-    parser.add_argument("--set", dest="model_options", action="append", default=[], metavar="KEY=VALUE",
-                        help="model constructor argument (repeatable), e.g. --set hidden=16")
+    parser.add_argument(
+        "--set",
+        dest="model_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model constructor argument (repeatable), e.g. --set hidden=16",
+    )
     parser.add_argument("--omega-0", type=float, default=None, help="CKCNN ω0 (default: the paper's for this T)")
     parser.add_argument("--epochs", type=int, default=None, help="default: the paper's limit for this T")
     parser.add_argument("--n-train", type=int, default=n_train)
@@ -92,8 +108,12 @@ def parse_model_options(items: list[str]) -> dict:
 
 def environment() -> dict:
     """Versions, thread count and machine, stored with the results."""
-    return {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "machine": platform.machine()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+    }
 
 
 def _metrics_of(record: dict) -> dict:
@@ -110,8 +130,9 @@ def stress_records(history: dict) -> list[dict]:
     """
     records, elapsed = [], 0.0
     for i in range(len(history["epoch"])):
-        row = {name: column[i] if i < len(column) else None for name, column in history.items()
-               if isinstance(column, list)}
+        row = {
+            name: column[i] if i < len(column) else None for name, column in history.items() if isinstance(column, list)
+        }
         elapsed += row.get("seconds_per_epoch") or 0.0
         record = {"epoch": row["epoch"], "step": row["step"]}
         record.update({k: v for k, v in row.items() if k.startswith("train_")})
@@ -133,16 +154,29 @@ class _LogEvaluations(Callback):
             return
         minutes = sum(s or 0.0 for s in state.history["seconds_per_epoch"]) / 60
         loss = record.get("train_loss")
-        tqdm.write(f"epoch {record['epoch']} step {record['step']}: train loss "
-                   f"{'-' if loss is None else format(loss, '.5g')}, {self.describe(_metrics_of(record))} "
-                   f"({minutes:.1f} min training)")
+        tqdm.write(
+            f"epoch {record['epoch']} step {record['step']}: train loss "
+            f"{'-' if loss is None else format(loss, '.5g')}, {self.describe(_metrics_of(record))} "
+            f"({minutes:.1f} min training)"
+        )
 
 
-def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple[Any, torch.Tensor],
-                      test: tuple[Any, torch.Tensor], spec: TrainingSpec | None = None, *,
-                      solved: Callable[[dict], bool], describe: Callable[[dict], str], checkpoint_path: str | Path,
-                      run_config: dict, resume: bool = False, max_minutes: float | None = None,
-                      progress: bool = True, **spec_fields) -> dict:
+def train_stress_task(
+    model: torch.nn.Module,
+    objective: Objective,
+    train: tuple[Any, torch.Tensor],
+    test: tuple[Any, torch.Tensor],
+    spec: TrainingSpec | None = None,
+    *,
+    solved: Callable[[dict], bool],
+    describe: Callable[[dict], str],
+    checkpoint_path: str | Path,
+    run_config: dict,
+    resume: bool = False,
+    max_minutes: float | None = None,
+    progress: bool = True,
+    **spec_fields,
+) -> dict:
     """Train ``model`` with :func:`~neuralde_seq.training.fit` until the task is solved, ``epochs`` end or
     ``max_minutes`` pass (module docstring).
 
@@ -179,17 +213,34 @@ def train_stress_task(model: torch.nn.Module, objective: Objective, train: tuple
     checkpoint_path = Path(checkpoint_path)
     if resume and not checkpoint_path.exists():
         raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
-    callbacks: list[Callback] = [StopWhen(lambda record: solved(_metrics_of(record)), reason="solved"),
-                                 _LogEvaluations(describe)]
+    callbacks: list[Callback] = [
+        StopWhen(lambda record: solved(_metrics_of(record)), reason="solved"),
+        _LogEvaluations(describe),
+    ]
     # Last: fit restores callbacks' states by position, and --max-minutes may differ on resumption.
     if max_minutes is not None:
         callbacks.append(TimeLimit(max_minutes))
-    history = fit(model, objective, train, val=test, spec=spec, callbacks=callbacks, resume_path=checkpoint_path,
-                  resume=resume, config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
-                  progress=progress)
+    history = fit(
+        model,
+        objective,
+        train,
+        val=test,
+        spec=spec,
+        callbacks=callbacks,
+        resume_path=checkpoint_path,
+        resume=resume,
+        config={k: v for k, v in run_config.items() if k not in RESUMABLE_DIFFERENCES},
+        progress=progress,
+    )
     records = stress_records(history)
     # StopWhen keeps the first solved evaluation (kept across a resume in the saved history); find its record.
     solved_step = history.get("solved_at", {}).get("step")
     solved_at = next((r for r in records if r["step"] == solved_step), None) if solved_step is not None else None
-    return {"history": records, "final": records[-1] if records else None, "solved_at": solved_at,
-            "steps": history["steps"], "stopped_by": history["stopped_by"], "environment": environment()}
+    return {
+        "history": records,
+        "final": records[-1] if records else None,
+        "solved_at": solved_at,
+        "steps": history["steps"],
+        "stopped_by": history["stopped_by"],
+        "environment": environment(),
+    }

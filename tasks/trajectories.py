@@ -41,6 +41,7 @@ Usage::
 
 writes ``results.json`` and ``results.md`` there. One thread (torch.set_num_threads(1)).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,9 @@ class SequencePredictor(nn.Module):
             self.backbone = ODERNN(channels, 2, hidden, 64, 1, solver=solver)
             self.backbone.readout = None
         else:
-            self.backbone = ODERFWP(channels, None, hidden, heads=4, rule="delta", width=64, depth=1,
-                                    d_ff=2 * hidden, solver=solver)
+            self.backbone = ODERFWP(
+                channels, None, hidden, heads=4, rule="delta", width=64, depth=1, d_ff=2 * hidden, solver=solver
+            )
         self.output = nn.Linear(hidden, channels)
         # τ(s) = 0.1 + 0.5 / (1 + y²) is not linear in the state: an MLP, as the latent models' gap head
         self.gap = nn.Sequential(nn.Linear(hidden, 32), nn.Tanh(), nn.Linear(32, 1))
@@ -103,12 +105,28 @@ class SequencePredictor(nn.Module):
 class LatentPredictor(nn.Module):
     """A Latent ODE with a gap head on the decoded state."""
 
-    def __init__(self, kind: str, channels: int, hidden: int, latent: int, solver: SolverOptions,
-                 initial_posterior_std: float | None = 0.1):
+    def __init__(
+        self,
+        kind: str,
+        channels: int,
+        hidden: int,
+        latent: int,
+        solver: SolverOptions,
+        initial_posterior_std: float | None = 0.1,
+    ):
         super().__init__()
-        self.model = LatentODE(channels, None, latent=latent, encoder=kind.removeprefix("latent-"), hidden=hidden,
-                               heads=4, rule="delta", noise_std="learned", initial_posterior_std=initial_posterior_std,
-                               solver=solver)
+        self.model = LatentODE(
+            channels,
+            None,
+            latent=latent,
+            encoder=kind.removeprefix("latent-"),
+            hidden=hidden,
+            heads=4,
+            rule="delta",
+            noise_std="learned",
+            initial_posterior_std=initial_posterior_std,
+            solver=solver,
+        )
         self.gap = nn.Sequential(nn.Linear(channels, 32), nn.Tanh(), nn.Linear(32, 1))
 
     def gaps(self, states: torch.Tensor) -> torch.Tensor:
@@ -119,7 +137,7 @@ def masked_mse(prediction, target, mask):
     """Mean of (prediction − target)² over the entries where ``mask`` (broadcast over channels) is True."""
     mask = mask.unsqueeze(-1).expand_as(target) if mask.dim() == target.dim() - 1 else mask
     diff = torch.where(mask, prediction - target, torch.zeros_like(target))
-    return (diff ** 2).sum() / mask.sum().clamp(min=1)
+    return (diff**2).sum() / mask.sum().clamp(min=1)
 
 
 def forward_fill(observations: Observations) -> torch.Tensor:
@@ -134,6 +152,7 @@ def forward_fill(observations: Observations) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------------
 # trajectory tasks
+
 
 def trajectory_loss(model, inputs: Observations, target: Observations, kl_weight: float = 1.0) -> torch.Tensor:
     """Training loss of a batch: the latent models' negative ELBO per observed value of ``target`` given
@@ -168,6 +187,7 @@ def trajectory_last_value(data):
 # ---------------------------------------------------------------------------------------------------
 # semi-Markov task
 
+
 def window(observations: Observations, first: int, last: int, hide_last: bool) -> Observations:
     """Rows first..last of equal-length observations (the last one's values hidden if ``hide_last``)."""
     values = observations.values[:, first : last + 1].clone()
@@ -177,8 +197,9 @@ def window(observations: Observations, first: int, last: int, hide_last: bool) -
     return Observations(times, values, torch.full_like(observations.lengths, last + 1 - first))
 
 
-def semi_markov_loss(model, obs: Observations, gaps: torch.Tensor, generator: torch.Generator,
-                     kl_weight: float = 1.0) -> torch.Tensor:
+def semi_markov_loss(
+    model, obs: Observations, gaps: torch.Tensor, generator: torch.Generator, kl_weight: float = 1.0
+) -> torch.Tensor:
     """Training loss of a batch of (B, T) observations ``obs`` with their (B, T) ``gaps``: latent models, the
     negative ELBO of a random window (its last observation K drawn from ``generator``) plus the gap MSE;
     sequence models, the MSE of every row's prediction but the first plus the gap MSE."""
@@ -187,8 +208,7 @@ def semi_markov_loss(model, obs: Observations, gaps: torch.Tensor, generator: to
         # a window of LATENT_WINDOW observations and the next point, the same K for the whole batch
         K = int(torch.randint(LATENT_WINDOW - 1, T - 1, (1,), generator=generator))
         first = K - LATENT_WINDOW + 1
-        parts = model.model.elbo(window(obs, first, K + 1, True), window(obs, first, K + 1, False),
-                                 kl_weight=kl_weight)
+        parts = model.model.elbo(window(obs, first, K + 1, True), window(obs, first, K + 1, False), kl_weight=kl_weight)
         elbo_loss = -parts["objective"].sum() / parts["count"].sum()
         gap_loss = F.mse_loss(model.gaps(parts["prediction"]), gaps[:, first : K + 2])
         return elbo_loss + gap_loss
@@ -216,20 +236,25 @@ def semi_markov_eval(model, data):
     else:
         prediction, predicted_gaps = model(obs)
         states, gaps, elbo = prediction[:, K + 1], predicted_gaps[:, K], None
-    return dict(mse=float(F.mse_loss(states, data.clean[:, K + 1])), gap_mse=float(F.mse_loss(gaps, data.gaps[:, K])),
-                elbo=elbo)
+    return dict(
+        mse=float(F.mse_loss(states, data.clean[:, K + 1])), gap_mse=float(F.mse_loss(gaps, data.gaps[:, K])), elbo=elbo
+    )
 
 
 def semi_markov_last_value(data):
     obs = data.inputs
     K = torch.arange(FIRST_SCORED, obs.values.shape[1] - 1)
     previous_gap = obs.times[:, K] - obs.times[:, K - 1]
-    return dict(mse=float(F.mse_loss(obs.values[:, K], data.clean[:, K + 1])),
-                gap_mse=float(F.mse_loss(previous_gap, data.gaps[:, K])), elbo=None)
+    return dict(
+        mse=float(F.mse_loss(obs.values[:, K], data.clean[:, K + 1])),
+        gap_mse=float(F.mse_loss(previous_gap, data.gaps[:, K])),
+        elbo=None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
 # objectives for neuralde_seq.training.fit
+
 
 class _TaskObjective(Objective):
     """Shared by the tasks' objectives: the KL warm-up of the latent models and the target check.
@@ -269,6 +294,7 @@ class SemiMarkovObjective(_TaskObjective):
 
 
 # ---------------------------------------------------------------------------------------------------
+
 
 def make_data(setting, n, seed):
     system, mode = SETTINGS[setting]
@@ -317,8 +343,9 @@ def run(setting, kind, seed, args):
         objective, targets = SemiMarkovObjective(warmup_epochs), train.gaps
     else:
         objective, targets = TrajectoryObjective(warmup_epochs), train.target
-    spec = TrainingSpec(epochs=epochs, lr=args.latent_lr if latent else args.lr, batch_size=args.batch_size,
-                        seed=seed, grad_clip=1.0)
+    spec = TrainingSpec(
+        epochs=epochs, lr=args.latent_lr if latent else args.lr, batch_size=args.batch_size, seed=seed, grad_clip=1.0
+    )
     diverged = None
     try:
         # No validation: the test set is scored once, after training.
@@ -330,8 +357,13 @@ def run(setting, kind, seed, args):
     model.eval()
     metrics = semi_markov_eval(model, test) if setting == "semi-markov" else trajectory_eval(model, test)
     baseline = semi_markov_last_value(test) if setting == "semi-markov" else trajectory_last_value(test)
-    return dict(metrics, train_seconds=train_seconds, last_value=baseline, diverged=diverged,
-                parameters=sum(p.numel() for p in model.parameters()))
+    return dict(
+        metrics,
+        train_seconds=train_seconds,
+        last_value=baseline,
+        diverged=diverged,
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
 
 
 def summarise(values):
@@ -352,18 +384,34 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--latent-epochs", type=int, default=30, help="epochs of the latent models")
-    parser.add_argument("--semi-markov-latent-epochs", type=int, default=40,
-                        help="epochs of the latent models on the semi-Markov task (8-observation windows: cheap steps)")
+    parser.add_argument(
+        "--semi-markov-latent-epochs",
+        type=int,
+        default=40,
+        help="epochs of the latent models on the semi-Markov task (8-observation windows: cheap steps)",
+    )
     parser.add_argument("--latent-lr", type=float, default=3e-3, help="learning rate of the latent models")
-    parser.add_argument("--kl-warmup-epochs", type=int, default=10,
-                        help="latent models: KL weight raised linearly from 0 to 1 over these epochs (0: none)")
-    parser.add_argument("--initial-posterior-std", type=float, default=0.1,
-                        help="latent models: initial standard deviation of q(z0) (LatentODE initial_posterior_std)")
+    parser.add_argument(
+        "--kl-warmup-epochs",
+        type=int,
+        default=10,
+        help="latent models: KL weight raised linearly from 0 to 1 over these epochs (0: none)",
+    )
+    parser.add_argument(
+        "--initial-posterior-std",
+        type=float,
+        default=0.1,
+        help="latent models: initial standard deviation of q(z0) (LatentODE initial_posterior_std)",
+    )
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--latent", type=int, default=8)
     parser.add_argument("--step-size", type=float, default=None, help="rk4 step in the normalised gap time")
-    parser.add_argument("--adjoint", action=argparse.BooleanOptionalAction, default=False,
-                        help="continuous adjoint (default: backpropagation through rk4, faster here)")
+    parser.add_argument(
+        "--adjoint",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="continuous adjoint (default: backpropagation through rk4, faster here)",
+    )
     parser.add_argument("--out", default="results/trajectories")
     args = parser.parse_args(argv)
     if args.kl_warmup_epochs < 0:
@@ -391,32 +439,76 @@ def main(argv=None):
         baseline = [r["last_value"] for seed_runs in runs.values() for r in seed_runs.values()][: len(seeds)]
         base_mse, base_std = summarise([b["mse"] for b in baseline])
         base_gap, base_gap_std = summarise([b.get("gap_mse") for b in baseline])
-        rows.append(dict(setting=setting, model="last value", mse=f"{base_mse:.4f} ± {base_std:.4f}", ratio=1.0,
-                         gap_mse=None if base_gap is None else f"{base_gap:.4f} ± {base_gap_std:.4f}", elbo=None))
+        rows.append(
+            dict(
+                setting=setting,
+                model="last value",
+                mse=f"{base_mse:.4f} ± {base_std:.4f}",
+                ratio=1.0,
+                gap_mse=None if base_gap is None else f"{base_gap:.4f} ± {base_gap_std:.4f}",
+                elbo=None,
+            )
+        )
         for kind in models:
             seed_runs = list(runs[kind].values())
             mse, mse_std = summarise([r["mse"] for r in seed_runs])
             gap, gap_std = summarise([r.get("gap_mse") for r in seed_runs])
             elbo, elbo_std = summarise([r["elbo"] for r in seed_runs])
             seconds, _ = summarise([r["train_seconds"] for r in seed_runs])
-            rows.append(dict(setting=setting, model=kind, mse=f"{mse:.4f} ± {mse_std:.4f}", ratio=mse / base_mse,
-                             gap_mse=None if gap is None else f"{gap:.4f} ± {gap_std:.4f}",
-                             elbo=None if elbo is None else f"{elbo:.3f} ± {elbo_std:.3f}",
-                             seconds=seconds, parameters=seed_runs[0]["parameters"]))
-    table = format_table(rows, ["setting", "model", "mse", "ratio", "gap_mse", "elbo", "seconds", "parameters"],
-                         headers=["setting", "model", "test MSE", "MSE / last value", "gap MSE",
-                                  "test ELBO / value", "train s", "params"],
-                         formats={"ratio": ".3f", "seconds": ".0f"})
+            rows.append(
+                dict(
+                    setting=setting,
+                    model=kind,
+                    mse=f"{mse:.4f} ± {mse_std:.4f}",
+                    ratio=mse / base_mse,
+                    gap_mse=None if gap is None else f"{gap:.4f} ± {gap_std:.4f}",
+                    elbo=None if elbo is None else f"{elbo:.3f} ± {elbo_std:.3f}",
+                    seconds=seconds,
+                    parameters=seed_runs[0]["parameters"],
+                )
+            )
+    table = format_table(
+        rows,
+        ["setting", "model", "mse", "ratio", "gap_mse", "elbo", "seconds", "parameters"],
+        headers=[
+            "setting",
+            "model",
+            "test MSE",
+            "MSE / last value",
+            "gap MSE",
+            "test ELBO / value",
+            "train s",
+            "params",
+        ],
+        formats={"ratio": ".3f", "seconds": ".0f"},
+    )
     total = time.perf_counter() - start
     command = "python tasks/trajectories.py " + " ".join(sys.argv[1:] if argv is None else argv)
     out = Path(args.out)
-    write_json(dict(config=vars(args), seeds=seeds, results=results, total_seconds=total, command=command,
-                    torch=torch.__version__, python=platform.python_version()), out / "results.json")
-    diverged = [f"{setting} {kind} seed {seed}" for setting, runs in results.items() for kind, seed_runs in runs.items()
-                for seed, r in seed_runs.items() if r["diverged"]]
-    notes = (f"Command: `{command}` ({total / 60:.1f} min on one thread). Mean ± std over seeds {seeds}; MSE "
-             "against the clean states; ratio = model MSE / last-value MSE."
-             + (f" Diverged (scored with the last good weights): {', '.join(diverged)}." if diverged else ""))
+    write_json(
+        dict(
+            config=vars(args),
+            seeds=seeds,
+            results=results,
+            total_seconds=total,
+            command=command,
+            torch=torch.__version__,
+            python=platform.python_version(),
+        ),
+        out / "results.json",
+    )
+    diverged = [
+        f"{setting} {kind} seed {seed}"
+        for setting, runs in results.items()
+        for kind, seed_runs in runs.items()
+        for seed, r in seed_runs.items()
+        if r["diverged"]
+    ]
+    notes = (
+        f"Command: `{command}` ({total / 60:.1f} min on one thread). Mean ± std over seeds {seeds}; MSE "
+        "against the clean states; ratio = model MSE / last-value MSE."
+        + (f" Diverged (scored with the last good weights): {', '.join(diverged)}." if diverged else "")
+    )
     write_table(table, out / "results.md", title="Trajectories and semi-Markov tasks", notes=notes)
     print(table)
     print(notes)

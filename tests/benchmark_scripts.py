@@ -1,4 +1,5 @@
 """The benchmark scripts (benchmarks/*.py) imported as modules by the tests that check them."""
+
 from __future__ import annotations
 
 import contextlib

@@ -14,6 +14,7 @@ registry model, a training loss, and instruments that watch the solvers' step lo
 - `factories_on(device)`: tensor factories called without ``device=`` create on ``device``, in the forward and
   the backward pass alike (``torch.set_default_device`` alone does not reach the autograd engine's backward calls).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,6 +63,7 @@ def _refuse(what, original, allowed_on_cpu):
         if self.device.type == "cpu" and sys._getframe(1).f_code.co_name in allowed_on_cpu:
             return original(self, *args, **kwargs)
         raise HostRead(f"{what} inside a solver's step loop: on a GPU this waits for the device (a host sync)")
+
     return refused
 
 
@@ -77,14 +79,18 @@ def host_reads_forbidden(allowed_on_cpu: tuple[str, ...] = ()):
 
     def checked_tensor(data, *args, **kwargs):
         if not isinstance(data, torch.Tensor):
-            raise HostRead("torch.tensor(host data) inside a solver's step loop: on a GPU a synchronous "
-                           "host-to-device copy; build it once before the loop")
+            raise HostRead(
+                "torch.tensor(host data) inside a solver's step loop: on a GPU a synchronous "
+                "host-to-device copy; build it once before the loop"
+            )
         return tensor(data, *args, **kwargs)
 
     def checked_as_tensor(data, *args, **kwargs):
         if not isinstance(data, torch.Tensor):
-            raise HostRead("torch.as_tensor(host data) inside a solver's step loop: on a GPU a synchronous "
-                           "host-to-device copy; build it once before the loop")
+            raise HostRead(
+                "torch.as_tensor(host data) inside a solver's step loop: on a GPU a synchronous "
+                "host-to-device copy; build it once before the loop"
+            )
         return as_tensor(data, *args, **kwargs)
 
     try:
@@ -105,8 +111,7 @@ def host_reads_forbidden(allowed_on_cpu: tuple[str, ...] = ()):
 def watch_step_loops(context, record: list | None = None):
     """Enter ``context()`` around every step loop of the fixed-step and exact solvers (module docstring); the
     names of the loops entered are appended to ``record``."""
-    from neuralde_seq.solvers import fixed_step
-    from neuralde_seq.solvers import exact_fast_weights
+    from neuralde_seq.solvers import exact_fast_weights, fixed_step
 
     record = [] if record is None else record
 
@@ -116,6 +121,7 @@ def watch_step_loops(context, record: list | None = None):
             record.append(name)
             with context():
                 return function(*args, **kwargs)
+
         return wrapper
 
     try:  # the fixed-step solves that compose affine step maps, where the library has them
@@ -157,6 +163,7 @@ def factories_on(device: str):
             if kwargs.get("device") is None:
                 kwargs["device"] = device
             return factory(*args, **kwargs)
+
         return wrapper
 
     try:

@@ -8,6 +8,7 @@ decimals (``36.11``). The fixture records cover the cases the protocol has to ha
 72 hours, stays starting after hour 1, gaps of missing hours, sepsis inside and only after the first 72
 hours, missing Unit1/Unit2/HospAdmTime, and records too short to keep.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,11 @@ import numpy as np
 
 from neuralde_seq.data.io.download import RemoteFile
 
-HEADER = ("HR|O2Sat|Temp|SBP|MAP|DBP|Resp|EtCO2|BaseExcess|HCO3|FiO2|pH|PaCO2|SaO2|AST|BUN|Alkalinephos|Calcium|"
-          "Chloride|Creatinine|Bilirubin_direct|Glucose|Lactate|Magnesium|Phosphate|Potassium|Bilirubin_total|"
-          "TroponinI|Hct|Hgb|PTT|WBC|Fibrinogen|Platelets|Age|Gender|Unit1|Unit2|HospAdmTime|ICULOS|SepsisLabel")
+HEADER = (
+    "HR|O2Sat|Temp|SBP|MAP|DBP|Resp|EtCO2|BaseExcess|HCO3|FiO2|pH|PaCO2|SaO2|AST|BUN|Alkalinephos|Calcium|"
+    "Chloride|Creatinine|Bilirubin_direct|Glucose|Lactate|Magnesium|Phosphate|Potassium|Bilirubin_total|"
+    "TroponinI|Hct|Hgb|PTT|WBC|Fibrinogen|Platelets|Age|Gender|Unit1|Unit2|HospAdmTime|ICULOS|SepsisLabel"
+)
 LAYOUT = (("training_setA.zip", "training", 1), ("training_setB.zip", "training_setB", 100001))
 
 
@@ -36,8 +39,13 @@ def _record(rng, spec) -> tuple[str, dict]:
     """One .psv text from a spec, and its ground truth on the hourly grid of the first 72 hours."""
     first, last, gaps, sepsis_from = spec["first"], spec["last"], spec.get("gaps", ()), spec.get("sepsis_from")
     hours = [h for h in range(first, last + 1) if h not in gaps]
-    static = [float(rng.integers(18, 90)), float(rng.integers(0, 2)), spec.get("unit1", float(rng.integers(0, 2))),
-              np.nan, spec.get("hospadm", -float(rng.integers(0, 500)) / 100)]
+    static = [
+        float(rng.integers(18, 90)),
+        float(rng.integers(0, 2)),
+        spec.get("unit1", float(rng.integers(0, 2))),
+        np.nan,
+        spec.get("hospadm", -float(rng.integers(0, 500)) / 100),
+    ]
     static[3] = 1.0 - static[2] if not np.isnan(static[2]) else spec.get("unit2", np.nan)
     lines = [HEADER]
     grid = {}
@@ -58,8 +66,12 @@ def _record(rng, spec) -> tuple[str, dict]:
     values = np.full((kept_hours, 34), np.nan)
     for h, v in grid.items():
         values[h - 1] = v
-    truth = {"values": values, "hours": kept_hours, "label": int(max(labels)) if labels else 0,
-             "static": np.array(static, dtype=np.float64)}
+    truth = {
+        "values": values,
+        "hours": kept_hours,
+        "label": int(max(labels)) if labels else 0,
+        "static": np.array(static, dtype=np.float64),
+    }
     return "\n".join(lines) + "\n", truth
 
 

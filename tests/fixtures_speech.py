@@ -5,6 +5,7 @@ mono, 16 kHz, mostly 16000 samples, a few shorter), a ``./_background_noise_`` f
 and top-level ``README.md``, ``LICENSE``, ``validation_list.txt`` and ``testing_list.txt``. The fixture
 has all of these, at a few clips per word.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -87,7 +88,7 @@ def write_speech_commands_archive(
                 if name not in names:
                     names.add(name)
                     break
-            samples = rng.integers(-2**15, 2**15, size=length).astype(np.int16)
+            samples = rng.integers(-(2**15), 2**15, size=length).astype(np.int16)
             samples[:3] = [-32768, 32767, 0]  # the extremes must map to -1 and 1 - 2^-15
             entries.append((f"./{word}/{name}", _wav_bytes(samples)))
             if length == 16000:
@@ -98,8 +99,7 @@ def write_speech_commands_archive(
     for word in OTHER_WORDS:
         entries.append((f"./{word}", None))
         for n in range(2):
-            entries.append((f"./{word}/{n:08x}_nohash_0.wav",
-                            _wav_bytes(rng.integers(-1000, 1000, size=16000))))
+            entries.append((f"./{word}/{n:08x}_nohash_0.wav", _wav_bytes(rng.integers(-1000, 1000, size=16000))))
             ignored += 1
     entries.append(("./_background_noise_", None))
     entries.append(("./_background_noise_/white_noise.wav", _wav_bytes(rng.integers(-500, 500, size=40000))))

@@ -16,10 +16,9 @@ float64 numbers.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import hashlib
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +72,12 @@ def _ts_file(name, series, labels, declared, pad: bool) -> str:
 def _arff_relational(name, series, labels, declared) -> str:
     channels = series[0].shape[0]
     width = max(s.shape[1] for s in series)
-    lines = ["% fixture of tests/fixtures_uea.py in the UEA relational ARFF format", f"@relation '{name}'", "",
-             "@attribute relationalAtt relational"]
+    lines = [
+        "% fixture of tests/fixtures_uea.py in the UEA relational ARFF format",
+        f"@relation '{name}'",
+        "",
+        "@attribute relationalAtt relational",
+    ]
     lines += [f"@attribute att{t} numeric" for t in range(width)]
     lines += ["@end relationalAtt", f"@attribute activity {{{','.join(declared)}}}", "", "@data"]
     for case, label in zip(series, labels):
@@ -177,12 +180,14 @@ def write_uea_archive(
         if fmt == "ts":
             return {f"{base}/{dataset}_{part}.ts": _ts_file(dataset, part_series, part_labels, declared, pad_ts)}
         if channels == 1:
-            return {f"{base}/{dataset}_{part}.arff": _arff_flat(dataset, [s[0] for s in part_series], part_labels,
-                                                                  declared)}
+            return {
+                f"{base}/{dataset}_{part}.arff": _arff_flat(dataset, [s[0] for s in part_series], part_labels, declared)
+            }
         out = {f"{base}/{dataset}_{part}.arff": _arff_relational(dataset, part_series, part_labels, declared)}
         for k in range(channels):  # the real archive also ships one flat file per channel
             out[f"{base}/{dataset}Dimension{k + 1}_{part}.arff"] = _arff_flat(
-                f"{dataset}Dimension{k + 1}", [s[k] for s in part_series], part_labels, declared)
+                f"{dataset}Dimension{k + 1}", [s[k] for s in part_series], part_labels, declared
+            )
         return out
 
     members = {}
@@ -199,8 +204,12 @@ def write_uea_archive(
             bundle.writestr(member, members[member])
 
     payload = archive.read_bytes()
-    remote = RemoteFile(url=archive.resolve().as_uri(), filename=archive.name,
-                        sha256=hashlib.sha256(payload).hexdigest(), size=len(payload))
+    remote = RemoteFile(
+        url=archive.resolve().as_uri(),
+        filename=archive.name,
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+    )
     truth = {
         "name": name,
         "fmt": fmt,

@@ -5,8 +5,8 @@ Everything here is written from the design document with explicit loops over bat
 only the modules' weights (never calling their forward methods), so that a test comparing a library
 result to these functions checks the library against the documented equations.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import torch
 from torch import nn
@@ -77,17 +77,17 @@ def projections(field, x, dx, sources):
     assert S.shape[-1] == H * per_head
     ks, vs, bs = [], [], []
     for h in range(H):
-        block = S[:, h * per_head:(h + 1) * per_head]
+        block = S[:, h * per_head : (h + 1) * per_head]
         ks.append(block[:, :d])
         if shared:
-            vs.append(block[:, d:2 * d])
+            vs.append(block[:, d : 2 * d])
             bs.append(block[:, 2 * d])
         else:
             bs.append(block[:, d])
-            weight = field.value_proj.weight[h * d:(h + 1) * d]
+            weight = field.value_proj.weight[h * d : (h + 1) * d]
             bias = None
             if val_src == "x":
-                bias = field.value_proj.bias[h * d:(h + 1) * d]
+                bias = field.value_proj.bias[h * d : (h + 1) * d]
             vs.append(linear(pick[val_src], weight, bias))
     return torch.stack(ks, 1), torch.stack(vs, 1), torch.stack(bs, 1)
 
@@ -129,7 +129,7 @@ def query(field, x, dx, sources):
     z = key_features(field, pick[sources[0]])
     qs = []
     for h in range(H):
-        raw = linear(z, field.query_proj.weight[h * d:(h + 1) * d], field.query_proj.bias[h * d:(h + 1) * d])
+        raw = linear(z, field.query_proj.weight[h * d : (h + 1) * d], field.query_proj.bias[h * d : (h + 1) * d])
         qs.append(torch.stack([softmax(r) for r in raw]))
     return torch.stack(qs, 1)
 

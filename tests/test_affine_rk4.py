@@ -6,6 +6,7 @@ affine path must give its states and its gradients with respect to every paramet
 with variable lengths, at every knot, for every affine rule with and without a forget gate, and for other tableaus.
 `step_maps` is checked on its own against an explicit Runge-Kutta step of a dense affine equation.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,12 +16,23 @@ import pytest
 import torch
 
 from neuralde_seq import create_model, model_inputs
-from neuralde_seq.solvers.fixed_step import TABLEAUS, FixedStepSolve
 from neuralde_seq.models.fast_weights import FastWeightNetwork
-from neuralde_seq.solvers import affine_rk4
-from neuralde_seq.solvers.affine_rk4 import AffineFixedStepSolve, affine_steps_apply, dense_step_maps, step_maps
 from neuralde_seq.rules import RankOneRate, make_rule
-from neuralde_seq.solvers import RK4, Auto, Backprop, Checkpoint, Dopri5, Euler, Heun3, Midpoint, SolverOptions, solve
+from neuralde_seq.solvers import (
+    RK4,
+    Auto,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Euler,
+    Heun3,
+    Midpoint,
+    SolverOptions,
+    affine_rk4,
+    solve,
+)
+from neuralde_seq.solvers.affine_rk4 import AffineFixedStepSolve, affine_steps_apply, dense_step_maps, step_maps
+from neuralde_seq.solvers.fixed_step import TABLEAUS, FixedStepSolve
 
 DTYPE = torch.float64
 
@@ -28,7 +40,7 @@ DTYPE = torch.float64
 def _observations(length: int, batch: int = 3, channels: int = 3, seed: int = 0, lengths=None):
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, length, dtype=DTYPE).repeat(batch, 1)
-    values = torch.cumsum(torch.randn(batch, length, channels, generator=g, dtype=DTYPE), 1) / length ** 0.5
+    values = torch.cumsum(torch.randn(batch, length, channels, generator=g, dtype=DTYPE), 1) / length**0.5
     return times, values, lengths
 
 
@@ -116,10 +128,16 @@ def test_variable_lengths_and_every_knot():
     _assert_same(AtKnots(classifier.network), control)
 
 
-@pytest.mark.parametrize("name,options", [
-    ("hebb-cde", {}), ("oja-cde", {}), ("delta-cde", dict(forget_gate=True, chrono_t_max=20.0)),
-    ("hebb-cde", dict(forget_gate=True)), ("oja-cde", dict(forget_gate=True)),
-])
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("hebb-cde", {}),
+        ("oja-cde", {}),
+        ("delta-cde", dict(forget_gate=True, chrono_t_max=20.0)),
+        ("hebb-cde", dict(forget_gate=True)),
+        ("oja-cde", dict(forget_gate=True)),
+    ],
+)
 def test_every_affine_rule_with_and_without_a_forget_gate(name, options):
     """Hebb (nothing decays), Oja (the rate of Wᵀ; its registry default takes two rk4 steps per knot, step_size
     0.5) and the forget gate's −λ W (σ ≠ 1 in the step map) over 400 points."""
@@ -152,8 +170,7 @@ def test_backprop_gradients_and_a_field_solved_directly():
     _assert_same(model, control)
     field = model.network.layers[0].field
     W0 = torch.randn(control.batch_size, field.n_heads, field.head_dim, field.head_dim, dtype=DTYPE)
-    states = [solve(field, control, W0, SolverOptions(RK4(affine_steps=flag)), at_knots=True)
-              for flag in (True, False)]
+    states = [solve(field, control, W0, SolverOptions(RK4(affine_steps=flag)), at_knots=True) for flag in (True, False)]
     assert (states[0] - states[1]).abs().max() <= 1e-10 * states[1].abs().max()
 
 
@@ -182,8 +199,11 @@ def test_step_maps_equal_a_dense_runge_kutta_step(method, decays, forgets):
     h[0] = 0.0
     P, Q = dense_step_maps(*step_maps(tableau, h, a, b, decay, write, forget))
     eye = torch.eye(d_a, dtype=DTYPE)
-    A = [-(0 if forget is None else forget[i, :, :, None]) * eye
-         - (0 if decay is None else decay[i, :, :, None]) * a[i, :, :, None] * a[i, :, None, :] for i in range(stages)]
+    A = [
+        -(0 if forget is None else forget[i, :, :, None]) * eye
+        - (0 if decay is None else decay[i, :, :, None]) * a[i, :, :, None] * a[i, :, None, :]
+        for i in range(stages)
+    ]
     B = [write[i, :, :, None] * b[i, :, :, None] * a[i, :, None, :] for i in range(stages)]
     M = torch.randn(X, d_b, d_a, generator=g, dtype=DTYPE)
     expected = _dense_rk_step(tableau, h[:, :, None], M, A, B)
@@ -238,6 +258,7 @@ def _host_reads_raise():
     def refuse(name):
         def read(self, *args, **kwargs):
             raise AssertionError(f"Tensor.{name} read a value on the host inside the step loop")
+
         return read
 
     try:
@@ -267,7 +288,7 @@ def test_step_loop_reads_nothing_on_the_host():
     solver = AffineFixedStepSolve(dynamics, control, RK4(), DTYPE)  # set-up: reads the grid
     with _host_reads_raise():
         final = solver.solve(W0, False, 8, checkpointed=True)
-        (final ** 2).sum().backward()
+        (final**2).sum().backward()
     grads = [p.grad for p in dynamics.parameters() if p.grad is not None]
     assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
     assert isinstance(solver, FixedStepSolve) and affine_rk4.PADDED_STAGES >= len(TABLEAUS["rk4"].c)

@@ -1,5 +1,6 @@
 """The public API: every name in ``neuralde_seq.__all__`` exists and is documented (that each public name's
 docstring names every argument is checked for every public module in tests/test_docs.py)."""
+
 import inspect
 
 import neuralde_seq
@@ -34,8 +35,9 @@ def test_model_defaults_are_the_options_create_model_uses(capsys):
         explicit = neuralde_seq.create_model(name, inputs, 2, **defaults).state_dict()
         assert implicit.keys() == explicit.keys(), name
         for key in implicit:
-            torch.testing.assert_close(explicit[key], implicit[key], rtol=0, atol=0, equal_nan=True,
-                                       msg=f"{name}: {key}")
+            torch.testing.assert_close(
+                explicit[key], implicit[key], rtol=0, atol=0, equal_nan=True, msg=f"{name}: {key}"
+            )
         # a changed default changes the model: the listing is not vacuous
         size = next((k for k in ("d_model", "hidden", "latent") if k in defaults), None)
         if size is not None:

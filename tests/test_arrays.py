@@ -8,8 +8,14 @@ import scipy.sparse
 import torch
 from sklearn.model_selection import train_test_split
 
-from neuralde_seq.data import (IrregularDataset, from_arrays, from_concatenated, pad_sequences, standardise,
-                               stratified_split)
+from neuralde_seq.data import (
+    IrregularDataset,
+    from_arrays,
+    from_concatenated,
+    pad_sequences,
+    standardise,
+    stratified_split,
+)
 
 nan = np.nan
 
@@ -19,8 +25,9 @@ def test_ragged_lists_are_padded_by_the_dataset_convention():
     a = np.array([[1.0, 2.0], [nan, 3.0], [4.0, nan]])
     b = np.array([[5.0, 6.0]])
     c = np.array([[7.0, 8.0], [9.0, 10.0]])
-    times, values, lengths = pad_sequences([a, b, c], [np.array([0.0, 0.5, 2.0]), np.array([3.0]),
-                                                      np.array([-1.0, 1.0])])
+    times, values, lengths = pad_sequences(
+        [a, b, c], [np.array([0.0, 0.5, 2.0]), np.array([3.0]), np.array([-1.0, 1.0])]
+    )
     assert lengths.tolist() == [3, 1, 2] and lengths.dtype == torch.long
     assert values.shape == (3, 3, 2) and values.dtype == torch.float32
     np.testing.assert_array_equal(values[0].numpy(), a)
@@ -87,8 +94,11 @@ def test_concatenated_frames_equal_the_list_form():
 
 def test_times_are_checked_per_sample():
     x = [np.ones((3, 2)), np.ones((4, 2))]
-    with pytest.raises(ValueError, match=r"times\[1\] must be strictly increasing: times\[1\]\[1\] = 2.0 >= "
-                                         r"times\[1\]\[2\] = 2.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"times\[1\] must be strictly increasing: times\[1\]\[1\] = 2.0 >= "
+        r"times\[1\]\[2\] = 2.0",
+    ):
         pad_sequences(x, [np.arange(3.0), np.array([0.0, 2.0, 2.0, 3.0])])
     with pytest.raises(ValueError, match=r"times\[0\] must have shape \(3,\).*got shape \(4,\)"):
         pad_sequences(x, [np.arange(4.0), np.arange(4.0)])
@@ -97,29 +107,39 @@ def test_times_are_checked_per_sample():
     with pytest.raises(ValueError, match=r"times\[0\] holds a non-finite time"):
         pad_sequences(x, [np.array([0.0, nan, 2.0]), np.arange(4.0)])
     # float32 cannot tell these times apart: refused with advice instead of a silently flat grid
-    with pytest.raises(ValueError, match=r"times of sequences\[0\] at steps 0 and 1 \(1000000000.0 and 1000000001.0\) "
-                                         r"are distinct but become equal in torch.float32 .*use dtype=torch.float64"):
+    with pytest.raises(
+        ValueError,
+        match=r"times of sequences\[0\] at steps 0 and 1 \(1000000000.0 and 1000000001.0\) "
+        r"are distinct but become equal in torch.float32 .*use dtype=torch.float64",
+    ):
         pad_sequences([np.ones((2, 1))], [np.array([1e9, 1e9 + 1])])
     t, _, _ = pad_sequences([np.ones((2, 1))], [np.array([1e9, 1e9 + 1])], dtype=torch.float64)
     assert t[0, 1] - t[0, 0] == 1.0
 
 
-@pytest.mark.parametrize("sequences, error, match", [
-    ([np.ones((2, 2)), np.full((3, 2), nan)], ValueError, r"sequences\[1\] has no observed value"),
-    ([np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 3))], ValueError, r"sequences\[2\] has 3 channel\(s\) but "
-                                                                      r"sequences\[0\] has 2"),
-    (np.ones(5), ValueError, "1-D array of 5 numbers"),
-    (np.ones((2, 3, 4, 5)), ValueError, "4 dimensions"),
-    ([np.ones((2, 3, 4))], ValueError, r"sequences\[0\] must be a \(T_i, C\) array"),
-    ([np.ones((2, 1)), np.array([[1.0], [np.inf]])], ValueError, r"sequences\[1\] holds an infinite value"),
-    ([np.ones((2, 1)), np.zeros((0, 1))], ValueError, r"sequences\[1\] has no time step"),
-    ([], ValueError, "holds no sequence"),
-    (np.ones((2, 3)) + 1j, ValueError, "Complex data not supported"),
-    (scipy.sparse.csr_matrix(np.ones((2, 3))), TypeError, "sparse"),
-    ([np.array([["a", "b"]])], ValueError, r"sequences\[0\] must hold numbers"),
-    ([np.array([{"a": 1}], dtype=object)], TypeError, r"sequences\[0\] must hold numbers"),
-    ("abc", TypeError, "got str"),
-])
+@pytest.mark.parametrize(
+    "sequences, error, match",
+    [
+        ([np.ones((2, 2)), np.full((3, 2), nan)], ValueError, r"sequences\[1\] has no observed value"),
+        (
+            [np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 3))],
+            ValueError,
+            r"sequences\[2\] has 3 channel\(s\) but "
+            r"sequences\[0\] has 2",
+        ),
+        (np.ones(5), ValueError, "1-D array of 5 numbers"),
+        (np.ones((2, 3, 4, 5)), ValueError, "4 dimensions"),
+        ([np.ones((2, 3, 4))], ValueError, r"sequences\[0\] must be a \(T_i, C\) array"),
+        ([np.ones((2, 1)), np.array([[1.0], [np.inf]])], ValueError, r"sequences\[1\] holds an infinite value"),
+        ([np.ones((2, 1)), np.zeros((0, 1))], ValueError, r"sequences\[1\] has no time step"),
+        ([], ValueError, "holds no sequence"),
+        (np.ones((2, 3)) + 1j, ValueError, "Complex data not supported"),
+        (scipy.sparse.csr_matrix(np.ones((2, 3))), TypeError, "sparse"),
+        ([np.array([["a", "b"]])], ValueError, r"sequences\[0\] must hold numbers"),
+        ([np.array([{"a": 1}], dtype=object)], TypeError, r"sequences\[0\] must hold numbers"),
+        ("abc", TypeError, "got str"),
+    ],
+)
 def test_bad_sequences_raise_naming_the_sample(sequences, error, match):
     with pytest.raises(error, match=match):
         pad_sequences(sequences)
@@ -142,8 +162,9 @@ def test_from_arrays_equals_the_dataset_constructor():
     samples = _samples()
     times = [np.cumsum(np.full(s.shape[0], 0.5)) for s in samples]
     ds = from_arrays(samples, ["b", "a", "b", "c"], times=times, name="toy")
-    reference = IrregularDataset.from_sequences([s.T for s in samples], ["b", "a", "b", "c"], ["a", "b", "c"],
-                                                times=times, name="toy")
+    reference = IrregularDataset.from_sequences(
+        [s.T for s in samples], ["b", "a", "b", "c"], ["a", "b", "c"], times=times, name="toy"
+    )
     for field in ("times", "values", "lengths", "labels"):
         torch.testing.assert_close(getattr(ds, field), getattr(reference, field), equal_nan=True)
     assert ds.class_names == ["a", "b", "c"] and ds.name == "toy"
@@ -154,8 +175,9 @@ def test_to_arrays_gives_back_what_from_arrays_read(labels):
     samples = _samples()
     samples[1][2, 0] = nan  # a missing value stays missing
     times = [np.cumsum(np.random.default_rng(i).uniform(0.1, 2.0, s.shape[0])) for i, s in enumerate(samples)]
-    ds = from_arrays(samples, labels, times=times, class_names=None if labels is not None else ["a", "b"],
-                     dtype=torch.float64)
+    ds = from_arrays(
+        samples, labels, times=times, class_names=None if labels is not None else ["a", "b"], dtype=torch.float64
+    )
     X, y, back_times = ds.subset([0, 1, 2, 3]).to_arrays()
     assert len(X) == len(samples) and len(back_times) == len(samples)
     for x, s, t, t0 in zip(X, samples, back_times, times):
@@ -185,16 +207,19 @@ def test_labels_map_to_sorted_indices_and_back():
     assert ds.labels.tolist() == [1, 0, 1, 1] and ds.class_names == ["y", "x", "z"]
 
 
-@pytest.mark.parametrize("labels, class_names, match", [
-    (["a", "b", "a"], None, "labels has 3 entries but there are 4 sequences"),
-    (["a", None, "a", "b"], None, r"labels\[1\] is missing"),
-    ([1.0, nan, 1.0, 2.0], None, r"labels\[1\] is missing"),
-    (["a", 1, "a", 1], None, "labels mix types that cannot be sorted"),
-    (["a", "b", "a", "q"], ["a", "b"], r"1 label\(s\) are not in class_names.*labels\[3\] = 'q'"),
-    (["a", "b", "a", "b"], ["a", "b", "a"], "class_names lists 'a' twice"),
-    (np.array([["a"], ["b"], ["a"], ["b"]]), None, r"labels must be 1-D"),
-    ([["a"], ["b"], ["a"], ["b"]], None, r"labels\[0\] = \['a'\] is not hashable"),
-])
+@pytest.mark.parametrize(
+    "labels, class_names, match",
+    [
+        (["a", "b", "a"], None, "labels has 3 entries but there are 4 sequences"),
+        (["a", None, "a", "b"], None, r"labels\[1\] is missing"),
+        ([1.0, nan, 1.0, 2.0], None, r"labels\[1\] is missing"),
+        (["a", 1, "a", 1], None, "labels mix types that cannot be sorted"),
+        (["a", "b", "a", "q"], ["a", "b"], r"1 label\(s\) are not in class_names.*labels\[3\] = 'q'"),
+        (["a", "b", "a", "b"], ["a", "b", "a"], "class_names lists 'a' twice"),
+        (np.array([["a"], ["b"], ["a"], ["b"]]), None, r"labels must be 1-D"),
+        ([["a"], ["b"], ["a"], ["b"]], None, r"labels\[0\] = \['a'\] is not hashable"),
+    ],
+)
 def test_bad_labels_raise(labels, class_names, match):
     with pytest.raises(ValueError, match=match):
         from_arrays(_samples(), labels, class_names=class_names)
@@ -225,16 +250,20 @@ def test_stratifiable_splits_are_unchanged_and_silent():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         (_, a), (_, b) = stratified_split(ds, (0.75, 0.25), seed=4, return_indices=True)
-    take, rest = train_test_split(np.arange(len(ds)), train_size=0.75, stratify=ds.labels.numpy(), random_state=4,
-                                  shuffle=True)
+    take, rest = train_test_split(
+        np.arange(len(ds)), train_size=0.75, stratify=ds.labels.numpy(), random_state=4, shuffle=True
+    )
     np.testing.assert_array_equal(a, np.sort(take))
     np.testing.assert_array_equal(b, np.sort(rest))
 
 
 def test_more_classes_than_a_part_holds_falls_back_to_a_random_split():
     ds = _labelled([4] * 10)  # 40 samples, 10 classes: a 20 % part of 8 cannot hold every class
-    with pytest.warns(UserWarning, match=r"cannot stratify 40 samples into parts of 32 and 8.*a part of 8 samples "
-                                         r"cannot hold one of each of the 10 classes"):
+    with pytest.warns(
+        UserWarning,
+        match=r"cannot stratify 40 samples into parts of 32 and 8.*a part of 8 samples "
+        r"cannot hold one of each of the 10 classes",
+    ):
         (_, a), (_, b) = stratified_split(ds, (0.8, 0.2), seed=1, return_indices=True)
     assert len(a) == 32 and len(b) == 8
     assert sorted(np.concatenate([a, b]).tolist()) == list(range(40))

@@ -1,4 +1,5 @@
 """MFCCs and WAV reading (neuralde_seq.data.sources.audio) against references written here from the formulas."""
+
 import io
 import math
 
@@ -30,7 +31,7 @@ def reference_mfcc(x: np.ndarray, sr=SR, n_fft=N_FFT, n_mels=N_MELS, n_mfcc=N_MF
     sin_table = np.sin(2 * np.pi * np.outer(k, n) / n_fft)
     power = np.empty((n_frames, n_freqs))
     for t in range(n_frames):
-        frame = padded[t * hop: t * hop + n_fft] * window
+        frame = padded[t * hop : t * hop + n_fft] * window
         re = (cos_table * frame).sum(axis=1)
         im = -(sin_table * frame).sum(axis=1)
         power[t] = re**2 + im**2
@@ -99,8 +100,16 @@ def test_pure_tone_lands_in_its_mel_band():
     hz = lambda m: 700.0 * (10.0 ** (m / 2595.0) - 1.0)  # noqa: E731
     corners = [hz(mel(SR / 2) * i / (N_MELS + 1)) for i in range(N_MELS + 2)]
     # the filter with the largest triangle weight at 2000 Hz
-    weights = [max(0.0, min((2000 - corners[m]) / (corners[m + 1] - corners[m]),
-                            (corners[m + 2] - 2000) / (corners[m + 2] - corners[m + 1]))) for m in range(N_MELS)]
+    weights = [
+        max(
+            0.0,
+            min(
+                (2000 - corners[m]) / (corners[m + 1] - corners[m]),
+                (corners[m + 2] - 2000) / (corners[m + 2] - corners[m + 1]),
+            ),
+        )
+        for m in range(N_MELS)
+    ]
     expected_band = int(np.argmax(weights))
     assert (interior.argmax(axis=1) == expected_band).all()
     touched = [m for m in range(N_MELS) if corners[m] < 2080 and corners[m + 2] > 1920]
@@ -121,8 +130,13 @@ def test_filterbank_matches_htk_triangles():
     for m in (0, 10, 40, 63):
         for k in range(101):
             f = 80.0 * k
-            want = max(0.0, min((f - corners[m]) / (corners[m + 1] - corners[m]),
-                                (corners[m + 2] - f) / (corners[m + 2] - corners[m + 1])))
+            want = max(
+                0.0,
+                min(
+                    (f - corners[m]) / (corners[m + 1] - corners[m]),
+                    (corners[m + 2] - f) / (corners[m + 2] - corners[m + 1]),
+                ),
+            )
             assert abs(fb[k, m] - want) < 1e-12
     # the first filters are narrower than one 80 Hz bin: some are all zero, as torchaudio warns
     assert (fb.max(axis=0) == 0).any()

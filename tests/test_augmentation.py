@@ -1,4 +1,5 @@
 """Training-time augmentation (random crops and drops) and ensembles over seeds."""
+
 import math
 
 import pytest
@@ -76,9 +77,17 @@ def test_same_generator_state_same_augmentation_and_identity_settings():
     assert torch.equal(torch.isnan(same.values), torch.isnan(ds.values))
 
 
-@pytest.mark.parametrize("drop_rate, crop, match", [(1.0, 1.0, "drop_rate"), (-0.1, 1.0, "drop_rate"),
-                                                    (0.1, 0.0, "crop"), (0.1, 1.5, "crop"), ("x", 1.0, "drop_rate"),
-                                                    (0.1, float("nan"), "crop")])
+@pytest.mark.parametrize(
+    "drop_rate, crop, match",
+    [
+        (1.0, 1.0, "drop_rate"),
+        (-0.1, 1.0, "drop_rate"),
+        (0.1, 0.0, "crop"),
+        (0.1, 1.5, "crop"),
+        ("x", 1.0, "drop_rate"),
+        (0.1, float("nan"), "crop"),
+    ],
+)
 def test_bad_augmentation_settings_name_the_argument(drop_rate, crop, match):
     with pytest.raises(ValueError, match=match):
         random_crop_and_drop(_dataset(n=2), drop_rate, crop)
@@ -136,10 +145,22 @@ def jv():
 def test_runner_ensemble_scores_the_mean_of_its_members_checkpoints(jv, tmp_path):
     train, val, test = jv.splits
     small = type(jv.splits)(train.subset(torch.arange(40)), val, test.subset(torch.arange(60)))
-    fit = fit_and_evaluate("gru-dt", small, seed=3, options={"hidden": 8}, checkpoint_path=tmp_path / "b.pt",
-                           training={"epochs": 2, "lr": 1e-2, "batch_size": 16, "ensemble": 2,
-                                     "augment_drop_rate": 0.2, "augment_crop": 0.8},
-                           progress=False)
+    fit = fit_and_evaluate(
+        "gru-dt",
+        small,
+        seed=3,
+        options={"hidden": 8},
+        checkpoint_path=tmp_path / "b.pt",
+        training={
+            "epochs": 2,
+            "lr": 1e-2,
+            "batch_size": 16,
+            "ensemble": 2,
+            "augment_drop_rate": 0.2,
+            "augment_crop": 0.8,
+        },
+        progress=False,
+    )
     assert len(fit["history"]["ensemble_members"]) == 2
     members = []
     for path in (tmp_path / "b.pt", tmp_path / "b.member1.pt"):
@@ -158,14 +179,24 @@ def test_runner_ensemble_scores_the_mean_of_its_members_checkpoints(jv, tmp_path
 
 
 def _config(training):
-    return {"name": "t", "task": "japanese-vowels", "seeds": [0],
-            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8, **training},
-            "models": [{"label": "a", "model": "gru-dt"}]}
+    return {
+        "name": "t",
+        "task": "japanese-vowels",
+        "seeds": [0],
+        "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8, **training},
+        "models": [{"label": "a", "model": "gru-dt"}],
+    }
 
 
-@pytest.mark.parametrize("training, match", [({"ensemble": 0}, "ensemble"), ({"ensemble": 1.5}, "ensemble"),
-                                             ({"augment_crop": 0.0}, "augment_crop"),
-                                             ({"augment_drop_rate": 1.0}, "augment_drop_rate")])
+@pytest.mark.parametrize(
+    "training, match",
+    [
+        ({"ensemble": 0}, "ensemble"),
+        ({"ensemble": 1.5}, "ensemble"),
+        ({"augment_crop": 0.0}, "augment_crop"),
+        ({"augment_drop_rate": 1.0}, "augment_drop_rate"),
+    ],
+)
 def test_config_refuses_bad_ensemble_and_augmentation(training, match):
     with pytest.raises(ConfigError, match=match):
         parse_config(_config(training))
@@ -186,8 +217,9 @@ def test_reference_ensemble_averages_members_fitted_with_their_seeds():
     ensemble = fit_reference("random-features", ds, seed=4, options={**options, "ensemble": 3}).estimator
     assert isinstance(ensemble, SeedEnsemble) and ensemble.get_params()["ensemble"] == 3
     X, times = as_arrays(ds)
-    alone = [fit_reference("random-features", ds, seed=4 + ENSEMBLE_SEED_STEP * j, options=options)[0]
-             for j in range(3)]
+    alone = [
+        fit_reference("random-features", ds, seed=4 + ENSEMBLE_SEED_STEP * j, options=options)[0] for j in range(3)
+    ]
     expected = sum(m.decision_function(X, times=times) for m in alone) / 3
     assert abs(ensemble.decision_function(X, times=times) - expected).max() < 1e-9
     assert (ensemble.predict(X, times=times) == expected.argmax(axis=1)).all()

@@ -4,6 +4,7 @@ own samples' offsets, and bad settings are refused by name.
 
 The offsets are checked by what out-of-fold means (a sample's own label cannot move its offset), prediction against
 the network's logits and the baseline's computed apart, the batches against the offsets they were cut from."""
+
 from __future__ import annotations
 
 import warnings
@@ -47,9 +48,9 @@ def _dataset(X, times):
     t = np.zeros((len(X), longest))
     v = np.full((len(X), longest, X[0].shape[1]), nan)
     for i, (x, s) in enumerate(zip(X, times)):
-        t[i, :len(s)] = s
-        t[i, len(s):] = s[-1] + np.arange(1, longest - len(s) + 1)
-        v[i, :len(x)] = x
+        t[i, : len(s)] = s
+        t[i, len(s) :] = s[-1] + np.arange(1, longest - len(s) + 1)
+        v[i, : len(x)] = x
     return IrregularDataset(torch.tensor(t), torch.tensor(v), torch.tensor([len(x) for x in X]), None, [])
 
 
@@ -71,8 +72,9 @@ def test_each_offset_comes_from_a_baseline_fitted_without_its_sample():
     in_sample = final.decision_function(data)
     signs = np.where(y == 1, 1.0, -1.0)
     assert np.mean(signs * in_sample) > np.mean(signs * logits[:, 1])
-    np.testing.assert_allclose(in_sample, SummaryFeatureClassifier(random_state=3).fit(data, y).decision_function(
-        data), rtol=1e-10)
+    np.testing.assert_allclose(
+        in_sample, SummaryFeatureClassifier(random_state=3).fit(data, y).decision_function(data), rtol=1e-10
+    )
 
 
 def test_multiclass_offsets_are_the_baselines_logits_in_class_order():
@@ -80,16 +82,18 @@ def test_multiclass_offsets_are_the_baselines_logits_in_class_order():
     data = _dataset(X, times)
     logits, final = summary_feature_logits(data, y, 3, seed=0)
     assert logits.shape == (45, 3)
-    np.testing.assert_allclose(final.decision_function(data), final.logistic_.decision_function(
-        final.scaler_.transform(final.features(data))))
+    np.testing.assert_allclose(
+        final.decision_function(data), final.logistic_.decision_function(final.scaler_.transform(final.features(data)))
+    )
 
 
 def test_prediction_adds_the_fitted_baselines_logits_to_the_networks():
     X, y, times = _records(40, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = SequenceClassifier(epochs=2, batch_size=8, baseline="summary-features", random_state=0,
-                                 dtype="float64").fit(X, y, times=times)
+        est = SequenceClassifier(
+            epochs=2, batch_size=8, baseline="summary-features", random_state=0, dtype="float64"
+        ).fit(X, y, times=times)
         probabilities = est.predict_proba(X, times=times)
     assert isinstance(est.model_, LogitOffset)
     data = _dataset(X, times)
@@ -106,15 +110,17 @@ def test_an_ensemble_of_offset_members_averages_their_probabilities():
     X, y, times = _records(32, seed=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = SequenceClassifier(epochs=1, batch_size=8, ensemble=2, baseline="summary-features", random_state=0,
-                                 dtype="float64").fit(X, y, times=times)
+        est = SequenceClassifier(
+            epochs=1, batch_size=8, ensemble=2, baseline="summary-features", random_state=0, dtype="float64"
+        ).fit(X, y, times=times)
         probabilities = est.predict_proba(X, times=times)
     data = _dataset(X, times)
     baseline = est.baseline_.decision_function(data)
     offset = torch.tensor(np.column_stack([0 * baseline, baseline]))
     inputs = est.input_spec_.transform(data)
-    members = [torch.softmax(m.gate.detach() * run_model(m.model, inputs).detach() + offset, -1)
-               for m in est.model_.members]
+    members = [
+        torch.softmax(m.gate.detach() * run_model(m.model, inputs).detach() + offset, -1) for m in est.model_.members
+    ]
     np.testing.assert_allclose(probabilities, torch.stack(members).mean(0).numpy(), rtol=1e-9, atol=1e-12)
 
 
@@ -127,8 +133,9 @@ def test_augmented_batches_carry_their_own_samples_offsets():
         assert batch.static is None  # the model's input is built without the offsets
         return batch.values
 
-    inputs = AugmentedInputs(data.replace(static=offsets), lambda b: SequenceClassifier._offset_batch(build, b),
-                             drop_rate=0.3)
+    inputs = AugmentedInputs(
+        data.replace(static=offsets), lambda b: SequenceClassifier._offset_batch(build, b), drop_rate=0.3
+    )
     index = torch.tensor([13, 2, 7])
     batch = inputs[index]
     assert isinstance(batch, ModelArguments)

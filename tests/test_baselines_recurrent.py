@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from neuralde_seq.controls import build_control
-from neuralde_seq.models.ncde import NeuralCDE
 from neuralde_seq.models.gru_observations import GRUD, GRUDeltaT
 from neuralde_seq.models.gru_ode import GRUODE
+from neuralde_seq.models.ncde import NeuralCDE
 from neuralde_seq.models.ode_rnn import ODERNN
 from neuralde_seq.observations import Observations
 from neuralde_seq.solvers import RK4, Adjoint, Backprop, Dopri5, Euler, SolverOptions
@@ -34,6 +34,7 @@ SMOOTH = "softplus"
 
 # ---------------------------------------------------------------------------------------------------
 # references from weights
+
 
 def ref_cde_rate(field, z, dx):
     """f(z) dx with f = Linear-ReLU-...-Linear-tanh reshaped to (hidden × C)."""
@@ -81,6 +82,7 @@ def shared_times(B, T, seed, offset=0.3):
 
 # ---------------------------------------------------------------------------------------------------
 # NCDE / NRDE
+
 
 def test_ncde_vector_field_is_its_formula():
     torch.manual_seed(0)
@@ -131,8 +133,12 @@ def test_ncde_is_invariant_under_reparametrisation_of_time():
     assert (answers[0] - model.initial_hidden(X)).abs().max() > 1e-2  # the state did move
     # A direct ODE driven by the same path is not invariant: the tolerance above does discriminate.
     gru_ode = randomize_(GRUODE(C, 3, hidden=4, solver=solver).to(DTYPE), 7, scale=0.6)
-    direct = [gru_ode.hidden_states(build_control(scale * times, values, lengths, interpolation="hermite_cubic",
-                                                  time_channel=False)) for scale in (1.0, 2.0)]
+    direct = [
+        gru_ode.hidden_states(
+            build_control(scale * times, values, lengths, interpolation="hermite_cubic", time_channel=False)
+        )
+        for scale in (1.0, 2.0)
+    ]
     assert (direct[0] - direct[1]).abs().max() > 1e-2
 
 
@@ -143,8 +149,9 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
     times = torch.arange(T, dtype=DTYPE).expand(B, T)
     torch.manual_seed(0)
     ncde = randomize_(NeuralCDE(C, 3, hidden=4, width=8, depth=2, activation=SMOOTH).to(DTYPE), 9, scale=0.6)
-    nrde = NeuralCDE(C, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window",
-                     activation=SMOOTH).to(DTYPE)
+    nrde = NeuralCDE(C, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window", activation=SMOOTH).to(
+        DTYPE
+    )
     nrde.load_state_dict(ncde.state_dict())
     z0 = torch.randn(B, 4, generator=g, dtype=DTYPE)
 
@@ -154,8 +161,7 @@ def test_nrde_depth_one_equals_ncde_on_linear_interpolation():
     ncde.solver = nrde.solver = solver
     linear = build_control(times, values, lengths, interpolation="linear", time_channel=False, parametrization="index")
     windows = build_control(times, values, lengths, interpolation="logsignature", time_channel=False, depth=1, step=1)
-    assert torch.allclose(ncde.hidden_states(linear, z0=z0), nrde.hidden_states(windows, z0=z0),
-                          atol=1e-13, rtol=0)
+    assert torch.allclose(ncde.hidden_states(linear, z0=z0), nrde.hidden_states(windows, z0=z0), atol=1e-13, rtol=0)
 
     # Step 4 on a straight line travelled back and forth at uneven speed: the chord of each window is the
     # path itself, reparametrised, so the solutions agree up to the solvers' error.
@@ -195,13 +201,14 @@ def test_gru_ode_euler_unit_steps_is_a_gru():
     for b in range(B):
         h = torch.zeros(4, dtype=DTYPE)
         for i in range(int(lengths[b]) - 1):
-            x = torch.cat([times[b, i:i + 1], values[b, i]])
+            x = torch.cat([times[b, i : i + 1], values[b, i]])
             h = ref_gru(model.cell, x, h)
         assert torch.allclose(h_final[b], h, atol=1e-13, rtol=0)
 
 
 # ---------------------------------------------------------------------------------------------------
 # adjoint vs direct
+
 
 def _grads(model, inputs):
     model.zero_grad()
@@ -222,8 +229,9 @@ def test_adjoint_matches_direct_backpropagation(name):
         model = NeuralCDE(inputs.channels, 3, hidden=4, width=8, depth=2, activation=SMOOTH)
     elif name == "nrde":
         inputs = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=2)
-        model = NeuralCDE(inputs.channels, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window",
-                          activation=SMOOTH)
+        model = NeuralCDE(
+            inputs.channels, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window", activation=SMOOTH
+        )
     elif name == "gru-ode":
         inputs = build_control(times, values, lengths, interpolation="hermite_cubic")
         model = GRUODE(inputs.channels, 3, hidden=4)
@@ -242,25 +250,42 @@ def test_adjoint_matches_direct_backpropagation(name):
 # ---------------------------------------------------------------------------------------------------
 # observation models: a small batch by hand
 
+
 def hand_batch():
     """Sample 0: times 0, 0.5, 1.7, 2.0, 3.1; row 2 dropped (all NaN). Sample 1: length 3, padded, its last
     row dropped, channel 0 unobserved at its first observation."""
-    times = torch.tensor([[0.0, 0.5, 1.7, 2.0, 3.1],
-                          [0.2, 1.0, 1.4, NAN, NAN]], dtype=DTYPE)
-    values = torch.tensor([[[1.0, NAN], [NAN, 2.0], [NAN, NAN], [0.5, NAN], [NAN, -1.0]],
-                           [[NAN, 3.0], [2.0, 1.0], [NAN, NAN], [9.0, 9.0], [9.0, 9.0]]], dtype=DTYPE)
+    times = torch.tensor([[0.0, 0.5, 1.7, 2.0, 3.1], [0.2, 1.0, 1.4, NAN, NAN]], dtype=DTYPE)
+    values = torch.tensor(
+        [
+            [[1.0, NAN], [NAN, 2.0], [NAN, NAN], [0.5, NAN], [NAN, -1.0]],
+            [[NAN, 3.0], [2.0, 1.0], [NAN, NAN], [9.0, 9.0], [9.0, 9.0]],
+        ],
+        dtype=DTYPE,
+    )
     return Observations.from_tensors(times, values, torch.tensor([5, 3]))
 
 
 # observation rows and their hand-computed quantities
 HAND_EVENTS = [[0, 1, 3, 4], [0, 1]]
 HAND_DT = {(0, 0): 0.0, (0, 1): 0.5, (0, 3): 1.5, (0, 4): 1.1, (1, 0): 0.0, (1, 1): 0.8}
-HAND_DELTA = {(0, 0): [0.0, 0.0], (0, 1): [0.5, 0.5], (0, 3): [2.0, 1.5], (0, 4): [1.1, 2.6],
-              (1, 0): [0.0, 0.0], (1, 1): [0.8, 0.8]}
+HAND_DELTA = {
+    (0, 0): [0.0, 0.0],
+    (0, 1): [0.5, 0.5],
+    (0, 3): [2.0, 1.5],
+    (0, 4): [1.1, 2.6],
+    (1, 0): [0.0, 0.0],
+    (1, 1): [0.8, 0.8],
+}
 HAND_MEAN = [3.5 / 3, 5.0 / 4]  # observed values of channel 0: 1, 0.5, 2; channel 1: 2, -1, 3, 1
 # last observation before each row (None: not observed yet -> mean)
-HAND_LAST = {(0, 0): [None, None], (0, 1): [1.0, None], (0, 3): [1.0, 2.0], (0, 4): [0.5, 2.0],
-             (1, 0): [None, None], (1, 1): [None, 3.0]}
+HAND_LAST = {
+    (0, 0): [None, None],
+    (0, 1): [1.0, None],
+    (0, 3): [1.0, 2.0],
+    (0, 4): [0.5, 2.0],
+    (1, 0): [None, None],
+    (1, 1): [None, 3.0],
+}
 
 
 def test_gru_d_decays_follow_their_formulas():
@@ -318,8 +343,10 @@ def test_gru_dt_sees_the_right_inputs():
         for i in rows:
             x = obs.values[b, i]
             m = ~torch.isnan(x)
-            filled = [x[c].item() if m[c] else (HAND_LAST[b, i][c] if HAND_LAST[b, i][c] is not None else HAND_MEAN[c])
-                      for c in range(2)]
+            filled = [
+                x[c].item() if m[c] else (HAND_LAST[b, i][c] if HAND_LAST[b, i][c] is not None else HAND_MEAN[c])
+                for c in range(2)
+            ]
             expected = torch.tensor(filled + m.to(DTYPE).tolist() + [HAND_DT[b, i]], dtype=DTYPE)
             assert torch.allclose(inputs[b, i], expected, atol=1e-14)
             h = ref_gru(model.cell, expected, h)
@@ -347,8 +374,9 @@ def test_ode_rnn_linear_field_is_a_matrix_exponential():
     """f(h) = A h: between observations h ← expm(Δt A) h, with Δt accumulated over a dropped time point."""
     obs = hand_batch()
     torch.manual_seed(0)
-    model = randomize_(ODERNN(2, 3, hidden=3, depth=0, solver=SolverOptions(RK4(step_size=0.005), Backprop()))
-                       .to(DTYPE), 20, scale=0.7)
+    model = randomize_(
+        ODERNN(2, 3, hidden=3, depth=0, solver=SolverOptions(RK4(step_size=0.005), Backprop())).to(DTYPE), 20, scale=0.7
+    )
     with torch.no_grad():
         model.f.bias.zero_()
     A = model.f.weight
@@ -376,8 +404,10 @@ def test_ode_rnn_linear_field_is_a_matrix_exponential():
 
 CONTROL_MODELS = {
     "ncde": (dict(interpolation="hermite_cubic"), lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2)),
-    "nrde": (dict(interpolation="logsignature", depth=2, step=2),
-             lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window")),
+    "nrde": (
+        dict(interpolation="logsignature", depth=2, step=2),
+        lambda c: NeuralCDE(c, 3, hidden=4, width=8, depth=2, form="rde", initial_state="first_window"),
+    ),
     "gru-ode": (dict(interpolation="hermite_cubic"), lambda c: GRUODE(c, 3, hidden=4)),
 }
 OBSERVATION_MODELS = {
@@ -396,22 +426,26 @@ def test_padded_batch_gives_each_sample_its_own_answer(name):
     values[1, 1, 0] = NAN
     values[2, 0, 1] = NAN
     for b in range(B):
-        values[b, int(lengths[b]):] = 37.0  # padding garbage, to be ignored
+        values[b, int(lengths[b]) :] = 37.0  # padding garbage, to be ignored
     torch.manual_seed(0)
     if name in CONTROL_MODELS:
         options, make = CONTROL_MODELS[name]
         times = shared_times(B, T, 23)
         batch = build_control(times, values, lengths, **options)
-        singles = [build_control(times[b:b + 1, :int(lengths[b])], values[b:b + 1, :int(lengths[b])], **options)
-                   for b in range(B)]
+        singles = [
+            build_control(times[b : b + 1, : int(lengths[b])], values[b : b + 1, : int(lengths[b])], **options)
+            for b in range(B)
+        ]
         model = make(batch.channels)
     else:
         g = torch.Generator().manual_seed(23)
         times = (0.5 + torch.rand(B, T, generator=g, dtype=DTYPE)).cumsum(1)  # each sample its own times
         times[2, 3:] = NAN
         batch = Observations.from_tensors(times, values, lengths)
-        singles = [Observations.from_tensors(times[b:b + 1, :int(lengths[b])], values[b:b + 1, :int(lengths[b])])
-                   for b in range(B)]
+        singles = [
+            Observations.from_tensors(times[b : b + 1, : int(lengths[b])], values[b : b + 1, : int(lengths[b])])
+            for b in range(B)
+        ]
         model = OBSERVATION_MODELS[name](C)
     model = randomize_(model.to(DTYPE), 24)
     if hasattr(model, "set_empirical_mean"):

@@ -1,5 +1,6 @@
 """Basis-function expansions (paper 004): the bases against their formulas, exact projections between nested
 spaces, the L2-best property, least-squares fits to point clouds, and the expanded layers against plain ones."""
+
 import math
 
 import numpy as np
@@ -7,9 +8,21 @@ import pytest
 import torch
 from torch import nn
 
-from neuralde_seq.basis import (BasisConv1d, BasisLinear, Fourier, Legendre, PiecewiseConstant, PiecewiseLinear,
-                                expand, fit_to_points, gram_matrix, make_basis, project, project_module,
-                                projection_matrix)
+from neuralde_seq.basis import (
+    BasisConv1d,
+    BasisLinear,
+    Fourier,
+    Legendre,
+    PiecewiseConstant,
+    PiecewiseLinear,
+    expand,
+    fit_to_points,
+    gram_matrix,
+    make_basis,
+    project,
+    project_module,
+    projection_matrix,
+)
 
 D = torch.float64
 
@@ -24,6 +37,7 @@ def _composite_gauss(cells: int, points: int = 12):
 
 
 # ---- the bases against their formulas ----------------------------------------------------------------------
+
 
 def test_legendre_matches_numpy_legendre_polynomials_and_is_orthonormal():
     basis = Legendre(9)
@@ -76,8 +90,9 @@ def test_piecewise_linear_hats_interpolate_at_nodes_and_reproduce_linear_functio
 
 
 def test_gram_matrices_of_the_piecewise_bases_match_their_closed_forms():
-    torch.testing.assert_close(gram_matrix(PiecewiseConstant(5), PiecewiseConstant(5)), torch.eye(5, dtype=D) / 5,
-                               rtol=0, atol=1e-16)
+    torch.testing.assert_close(
+        gram_matrix(PiecewiseConstant(5), PiecewiseConstant(5)), torch.eye(5, dtype=D) / 5, rtol=0, atol=1e-16
+    )
     n = 5
     h = 1 / (n - 1)
     expected = torch.diag(torch.full((n,), 2 * h / 3, dtype=D)) + torch.diag(torch.full((n - 1,), h / 6, dtype=D), 1)
@@ -101,14 +116,18 @@ def test_bases_follow_the_dtype_and_shape_of_u():
 
 # ---- projection --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source, richer", [
-    (Legendre(4), Legendre(9)),                      # a polynomial of degree 3 among those of degree 8
-    (PiecewiseConstant(3), PiecewiseConstant(6)),    # every piece split in two
-    (PiecewiseLinear(4), PiecewiseLinear(10)),       # nodes 1/3 apart within nodes 1/9 apart
-    (Legendre(2), PiecewiseLinear(5)),               # a line is piecewise linear
-    (Legendre(1), Fourier(5)),                       # constants
-    (Fourier(3), Fourier(7)),
-])
+
+@pytest.mark.parametrize(
+    "source, richer",
+    [
+        (Legendre(4), Legendre(9)),  # a polynomial of degree 3 among those of degree 8
+        (PiecewiseConstant(3), PiecewiseConstant(6)),  # every piece split in two
+        (PiecewiseLinear(4), PiecewiseLinear(10)),  # nodes 1/3 apart within nodes 1/9 apart
+        (Legendre(2), PiecewiseLinear(5)),  # a line is piecewise linear
+        (Legendre(1), Fourier(5)),  # constants
+        (Fourier(3), Fourier(7)),
+    ],
+)
 def test_projection_onto_a_richer_space_and_back_is_exact(source, richer):
     torch.manual_seed(0)
     coefficients = torch.randn(source.num_bases, 3, 2, dtype=D)
@@ -125,8 +144,9 @@ def test_projection_onto_fewer_legendre_polynomials_truncates_and_pieces_average
     torch.manual_seed(0)
     c = torch.randn(8, 4, dtype=D)
     torch.testing.assert_close(project(c, Legendre(8), Legendre(3)), c[:3], rtol=0, atol=1e-13)
-    torch.testing.assert_close(project(c, PiecewiseConstant(8), PiecewiseConstant(4)),
-                               (c[0::2] + c[1::2]) / 2, rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        project(c, PiecewiseConstant(8), PiecewiseConstant(4)), (c[0::2] + c[1::2]) / 2, rtol=0, atol=1e-14
+    )
 
 
 @pytest.mark.parametrize("target", [PiecewiseConstant(3), PiecewiseLinear(4), Legendre(4), Fourier(5)])
@@ -141,8 +161,14 @@ def test_projection_residual_is_orthogonal_to_the_target_space(source, target):
     assert inner.abs().max() < 1e-12
     # and so it is the best: any other function of the target space is farther away
     other = projected + 1e-3 * torch.randn_like(projected)
-    error = lambda coefficients: (weights[:, None] * (expand(c, source, points)  # noqa: E731
-                                                      - expand(coefficients, target, points)) ** 2).sum()
+    error = lambda coefficients: (
+        weights[:, None]
+        * (
+            expand(c, source, points)  # noqa: E731
+            - expand(coefficients, target, points)
+        )
+        ** 2
+    ).sum()
     assert error(projected) < error(other)
 
 
@@ -156,6 +182,7 @@ def test_project_keeps_dtype_device_and_gradient():
 
 
 # ---- point clouds ------------------------------------------------------------------------------------------
+
 
 def test_fit_to_points_recovers_a_function_of_the_space_and_keeps_undetermined_pieces():
     torch.manual_seed(0)
@@ -172,6 +199,7 @@ def test_fit_to_points_recovers_a_function_of_the_space_and_keeps_undetermined_p
 
 
 # ---- layers ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["piecewise_constant", "legendre", "fourier"])
 def test_basis_linear_with_one_constant_function_is_a_plain_linear_layer(name):
@@ -196,11 +224,12 @@ def test_basis_linear_is_the_expansion_of_its_weights(basis):
     x = torch.randn(6, 4, dtype=D)
     u = torch.tensor([0.0, 0.2, 1 / 3, 0.5, 0.9, 1.0], dtype=D)
     phi = basis(u)
-    expected = torch.stack([sum(phi[b, i] * (layer.weight[i] @ x[b] + layer.bias[i]) for i in range(basis.num_bases))
-                            for b in range(6)])
+    expected = torch.stack(
+        [sum(phi[b, i] * (layer.weight[i] @ x[b] + layer.bias[i]) for i in range(basis.num_bases)) for b in range(6)]
+    )
     torch.testing.assert_close(layer(x, u), expected, rtol=0, atol=1e-13)
     for b in range(6):  # the scalar path gives each sample's row
-        torch.testing.assert_close(layer(x[b:b + 1], u[b]), expected[b:b + 1], rtol=0, atol=1e-13)
+        torch.testing.assert_close(layer(x[b : b + 1], u[b]), expected[b : b + 1], rtol=0, atol=1e-13)
     y = layer(x[:, None, :].expand(6, 2, 4), u)  # middle dimensions share their sample's depth
     torch.testing.assert_close(y, expected[:, None, :].expand(6, 2, 3), rtol=0, atol=1e-13)
 
@@ -218,8 +247,7 @@ def test_basis_conv1d_is_a_plain_convolution_at_each_depth():
     x = x.double()
     u = 0.25  # halfway between the first two nodes
     weight, bias = (layer.weight[0] + layer.weight[1]) / 2, (layer.bias[0] + layer.bias[1]) / 2
-    torch.testing.assert_close(layer(x, u), torch.nn.functional.conv1d(x, weight, bias, padding=1), rtol=0,
-                               atol=1e-14)
+    torch.testing.assert_close(layer(x, u), torch.nn.functional.conv1d(x, weight, bias, padding=1), rtol=0, atol=1e-14)
 
 
 def test_project_module_refines_without_change_and_compresses_exactly_within_the_space():
@@ -250,6 +278,7 @@ def test_gradients_reach_every_coefficient():
 
 
 # ---- bad arguments -----------------------------------------------------------------------------------------
+
 
 def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="basis must be one of"):

@@ -1,13 +1,14 @@
 """CCNN (paper 001), 1D causal: MAGNet kernel network, cropped Gaussian mask, kernel rescaling, the layer's
 FFT and direct paths, causality, padding, the L2 kernel penalty. Float64 throughout."""
+
 import math
 
 import pytest
 import torch
 
+from neuralde_seq.controls import build_control
 from neuralde_seq.models.ccnn import CCNN, SeparableFlexConv
 from neuralde_seq.models.kernel_networks import MAGNet, cropped_length, gaussian_mask, kernel_positions
-from neuralde_seq.controls import build_control
 from neuralde_seq.observations import Observations
 
 DT = torch.float64
@@ -29,8 +30,16 @@ def magnet_by_hand(net: MAGNet, c: torch.Tensor) -> torch.Tensor:
     n_filters, hidden = len(mu), len(mu[0])
     h = None
     for l in range(n_filters):
-        g = torch.tensor([[math.exp(-0.5 * (gamma[l][i] * (x - mu[l][i])) ** 2) * math.sin(freq[l][i] * x + phase[l][i])
-                           for i in range(hidden)] for x in c.tolist()], dtype=DT)
+        g = torch.tensor(
+            [
+                [
+                    math.exp(-0.5 * (gamma[l][i] * (x - mu[l][i])) ** 2) * math.sin(freq[l][i] * x + phase[l][i])
+                    for i in range(hidden)
+                ]
+                for x in c.tolist()
+            ],
+            dtype=DT,
+        )
         if l == 0:
             h = g
         else:
@@ -40,6 +49,7 @@ def magnet_by_hand(net: MAGNet, c: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- MAGNet
+
 
 def test_magnet_output_equals_formula():
     torch.manual_seed(0)
@@ -59,7 +69,7 @@ def test_magnet_initialisation():
         gamma = net.gamma[l].detach()
         # gamma_l ~ Gamma(alpha / (l + 1), beta): mean alpha / ((l + 1) beta), variance mean / beta
         assert abs(gamma.mean() / (alpha / (l + 1) / beta) - 1) < 0.05
-        assert abs(gamma.var() / (alpha / (l + 1) / beta ** 2) - 1) < 0.12
+        assert abs(gamma.var() / (alpha / (l + 1) / beta**2) - 1) < 0.12
         u = net.freq[l].detach() / (2 * math.pi * omega_0 * gamma)
         assert u.abs().max() <= 1 and u.abs().max() > 0.99 and abs(float(u.mean())) < 0.05
         mu = net.mu[l].detach()
@@ -70,6 +80,7 @@ def test_magnet_initialisation():
 
 # --------------------------------------------------------------------------- mask and crop
 
+
 def test_gaussian_mask_is_one_at_its_centre():
     mean, width = torch.tensor(0.37, dtype=DT), torch.tensor(0.2, dtype=DT)
     assert float(gaussian_mask(mean.clone(), mean, width)) == 1.0
@@ -77,10 +88,17 @@ def test_gaussian_mask_is_one_at_its_centre():
     assert float(gaussian_mask(c, mean, width).max()) <= 1.0
 
 
-@pytest.mark.parametrize("K,mean,width,threshold", [
-    (64, 1.0, 0.075, 0.1), (64, 1.0, 0.3, 0.1), (200, 1.0, 0.21, 0.05), (50, 0.93, 0.1, 0.2),
-    (30, 1.05, 0.4, 0.1), (40, 1.0, 5.0, 0.1),   # the last keeps the whole kernel
-])
+@pytest.mark.parametrize(
+    "K,mean,width,threshold",
+    [
+        (64, 1.0, 0.075, 0.1),
+        (64, 1.0, 0.3, 0.1),
+        (200, 1.0, 0.21, 0.05),
+        (50, 0.93, 0.1, 0.2),
+        (30, 1.05, 0.4, 0.1),
+        (40, 1.0, 5.0, 0.1),  # the last keeps the whole kernel
+    ],
+)
 def test_crop_where_mask_falls_below_threshold(K, mean, width, threshold):
     torch.manual_seed(0)
     conv = SeparableFlexConv(3, 2, K, kernel_hidden=4, mask_threshold=threshold).to(DT)
@@ -110,6 +128,7 @@ def test_crop_where_mask_falls_below_threshold(K, mean, width, threshold):
 
 # --------------------------------------------------------------------------- kernel rescaling
 
+
 @pytest.mark.parametrize("n_in,K", [(24, 64), (16, 256)])
 def test_kernel_rescaling_gives_variance_one_over_fan_in(n_in, K):
     def variances(mode):
@@ -136,6 +155,7 @@ def test_kernel_rescaling_gives_variance_one_over_fan_in(n_in, K):
 
 # (The convolution functions themselves: tests/test_ops.py.)
 
+
 def test_flexconv_fft_and_direct_agree():
     torch.manual_seed(3)
     conv = SeparableFlexConv(5, 6, 300, mask_width=0.6, conv="direct", fft_threshold=64).to(DT)
@@ -151,14 +171,14 @@ def test_flexconv_fft_and_direct_agree():
 
 # --------------------------------------------------------------------------- the classifier
 
+
 def small_ccnn(**options):
     torch.manual_seed(0)
     defaults = dict(hidden=8, blocks=2, kernel_size=32, kernel_hidden=8, mask_width=0.4, dropout=0.0)
     return CCNN(3, 5, **{**defaults, **options}).to(DT)
 
 
-@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False),
-                                           ({"norm": "layer"}, True)])
+@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False), ({"norm": "layer"}, True)])
 def test_causality(options, train):
     """The features at step t have zero gradient with respect to the inputs after t (up to round-off of
     the FFT, whose result is causal exactly only in exact arithmetic)."""
@@ -171,7 +191,7 @@ def test_causality(options, train):
     direction = torch.randn(h.shape[-1], dtype=DT, generator=torch.Generator().manual_seed(0))
     for t in (0, 7, 13):
         (grad,) = torch.autograd.grad((h[0, t] * direction).sum(), values, retain_graph=True)
-        past, future = grad[0, : t + 1], grad[0, t + 1:]
+        past, future = grad[0, : t + 1], grad[0, t + 1 :]
         assert past.abs().sum() > 0
         if options.get("conv") == "fft":
             assert future.abs().max() <= 1e-12 * past.abs().max()
@@ -181,8 +201,7 @@ def test_causality(options, train):
             assert grad[0, t - 2].abs().sum() > 0  # the kernel reaches back
 
 
-@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False),
-                                           ({"norm": "layer"}, True)])
+@pytest.mark.parametrize("options,train", [({}, False), ({"conv": "fft"}, False), ({"norm": "layer"}, True)])
 def test_padded_batch_equals_alone(options, train):
     model = small_ccnn(**options)
     if not train:  # give the batch norms running statistics that are not the identity
@@ -198,9 +217,11 @@ def test_padded_batch_equals_alone(options, train):
 
 def test_batch_norm_statistics_ignore_padding():
     obs = make_observations()
-    longer = Observations(torch.arange(40, dtype=DT).repeat(obs.batch_size, 1),
-                          torch.cat([obs.values, torch.full((obs.batch_size, 17, 3), float("nan"), dtype=DT)], 1),
-                          obs.lengths)
+    longer = Observations(
+        torch.arange(40, dtype=DT).repeat(obs.batch_size, 1),
+        torch.cat([obs.values, torch.full((obs.batch_size, 17, 3), float("nan"), dtype=DT)], 1),
+        obs.lengths,
+    )
     model = small_ccnn()
     model.train()
     assert (model(obs) - model(longer)).abs().max() <= 1e-10
@@ -221,7 +242,7 @@ def test_kernel_l2_is_the_sum_of_squares_of_the_generated_kernels():
         c = 1 - 2 * torch.arange(L, dtype=DT) / (K - 1)
         mask = torch.exp(-0.5 * ((c - mean) / width) ** 2)
         k = magnet_by_hand(conv.kernel_net, c).T * mask
-        expected += float((k ** 2).sum())
+        expected += float((k**2).sum())
     penalty = model.kernel_l2()
     assert abs(penalty.item() - expected) <= 1e-10 * expected
     penalty.backward()

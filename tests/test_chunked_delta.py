@@ -13,16 +13,17 @@ against the per-window references, in float64.
 - Oja and Hebb through the same path; what the forward pass keeps for the backward pass (segment starts only);
   no host synchronisation in the block loop; refused options.
 """
+
+import fwp_reference as ref
 import pytest
 import torch
 
-import fwp_reference as ref
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.solvers import exact_fast_weights as exact
-from neuralde_seq.solvers.chunked_delta import chunked_affine_steps
 from neuralde_seq.rules import RankOneUpdate
 from neuralde_seq.solvers import RK4, Exact, SolverOptions, parse_solver, solve
+from neuralde_seq.solvers import exact_fast_weights as exact
+from neuralde_seq.solvers.chunked_delta import chunked_affine_steps
 
 DTYPE = torch.float64
 HEADS, HEAD_DIM, CHANNELS = 2, 4, 3
@@ -48,8 +49,13 @@ def _rank_one_loop(M0, a, b, decay, write, scale):
     """States after every step by `RankOneUpdate.apply`, one step after the other: (N, S, d_b, d_a)."""
     M, states = M0, []
     for t in range(a.shape[1]):
-        update = RankOneUpdate(a[:, t], b[:, t], None if decay is None else decay[:, t, None], write[:, t, None],
-                               scale=None if scale is None else scale[:, t, None])
+        update = RankOneUpdate(
+            a[:, t],
+            b[:, t],
+            None if decay is None else decay[:, t, None],
+            write[:, t, None],
+            scale=None if scale is None else scale[:, t, None],
+        )
         M = update.apply(M)
         states.append(M)
     return torch.stack(states, dim=1)
@@ -97,8 +103,9 @@ def _control(windows, ends, seed):
     """A piecewise-constant control of ``windows`` windows of lengths in [0.25, 1.75], B = len(ends) samples
     ending after ``ends`` windows; rates of scale 1.5."""
     g = torch.Generator().manual_seed(seed)
-    knots = torch.cat([torch.zeros(1, dtype=DTYPE),
-                       torch.cumsum(0.25 + 1.5 * torch.rand(windows, generator=g, dtype=DTYPE), 0)])
+    knots = torch.cat(
+        [torch.zeros(1, dtype=DTYPE), torch.cumsum(0.25 + 1.5 * torch.rand(windows, generator=g, dtype=DTYPE), 0)]
+    )
     coeffs = torch.zeros(len(ends), windows + 1, 4, CHANNELS, dtype=DTYPE)
     coeffs[:, :windows, 0] = 1.5 * torch.randn(len(ends), windows, CHANNELS, generator=g, dtype=DTYPE)
     return Control(knots, coeffs.requires_grad_(), torch.tensor(ends), piecewise_constant=True)
@@ -144,9 +151,11 @@ class _Case:
         expected, weights = (self.states, self.knot_weights) if at_knots else (self.final, self.final_weights)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-11)
         grads = torch.autograd.grad((got * weights).sum(), used)
-        for name, g, e in zip(["W0", "control"] + [n for n, _ in self.field.named_parameters()
-                                                     if not n.startswith("query")],
-                              grads, self.knot_grads if at_knots else self.final_grads):
+        for name, g, e in zip(
+            ["W0", "control"] + [n for n, _ in self.field.named_parameters() if not n.startswith("query")],
+            grads,
+            self.knot_grads if at_knots else self.final_grads,
+        ):
             # Every gradient checked is not trivially zero, but the final state's on W0, which the rule has
             # forgotten after thousands of windows.
             assert name == "W0" or float(e.abs().max()) > 1e-6, name
@@ -165,11 +174,14 @@ def _case(rule, forget_gate, windows):
 
 
 # (The last decorator's parameter varies slowest: the reference of each case is computed once.)
-@pytest.mark.parametrize("block_size,segment,at_knots", [
-    (None, None, False),  # the defaults: blocks of DEFAULT_BLOCK_SIZE in segments sized by default_chunked_segment
-    (48, 200, True),  # a block not dividing the length, a segment not a multiple of the block
-    (16, None, False),
-])
+@pytest.mark.parametrize(
+    "block_size,segment,at_knots",
+    [
+        (None, None, False),  # the defaults: blocks of DEFAULT_BLOCK_SIZE in segments sized by default_chunked_segment
+        (48, 200, True),  # a block not dividing the length, a segment not a multiple of the block
+        (16, None, False),
+    ],
+)
 @pytest.mark.parametrize("forget_gate", [False, True])
 @pytest.mark.parametrize("windows", [1000, 4096])
 def test_chunked_solve_matches_the_per_window_reference(windows, forget_gate, block_size, segment, at_knots):
@@ -204,7 +216,7 @@ def test_chunked_solve_keeps_only_segment_starts():
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
         solve(field, control, W0, SolverOptions(Exact(recurrence="chunked", block_size=32, chunk_size=64)))
-    starts = 2 * (400 // 64 + 1) * HEADS * HEAD_DIM ** 2
+    starts = 2 * (400 // 64 + 1) * HEADS * HEAD_DIM**2
     parameters = sum(p.numel() for p in field.parameters())
     assert sum(saved) == starts + 2 * 400 * CHANNELS + 2 * 400 + parameters
 
@@ -223,8 +235,12 @@ def test_refused_options():
     control = _control(20, [20], seed=1)
     field = _field("delta-post", False)
     with pytest.raises(ValueError, match="post-Delta"):
-        solve(field, control, torch.zeros(1, HEADS, HEAD_DIM, HEAD_DIM, dtype=DTYPE),
-              SolverOptions(Exact(recurrence="chunked")))
+        solve(
+            field,
+            control,
+            torch.zeros(1, HEADS, HEAD_DIM, HEAD_DIM, dtype=DTYPE),
+            SolverOptions(Exact(recurrence="chunked")),
+        )
     # the exact path's options given through the flat spelling of "auto" reach its exact part only
     auto = parse_solver({"recurrence": "chunked", "block_size": 8}).method
     assert (auto.exact, auto.fallback) == (Exact(recurrence="chunked", block_size=8), RK4())

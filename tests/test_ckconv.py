@@ -1,6 +1,7 @@
 """CKConv / CKCNN (paper 000): the layer's FFT and direct paths, causality, irregular mode (its lattice form
 against its pairwise form, the default reading the times), Eq. 5, SIREN initialisation, padding and the
 kernel L2 penalty."""
+
 import math
 import warnings
 
@@ -9,8 +10,14 @@ import torch
 
 from neuralde_seq import create_model
 from neuralde_seq.controls import build_control
-from neuralde_seq.models.ckconv import (AUTO_LATTICE_NODES, CKCNN, CKConv, PairwiseFallbackWarning, TimesIgnoredWarning,
-                                        grid_inputs)
+from neuralde_seq.models.ckconv import (
+    AUTO_LATTICE_NODES,
+    CKCNN,
+    CKConv,
+    PairwiseFallbackWarning,
+    TimesIgnoredWarning,
+    grid_inputs,
+)
 from neuralde_seq.models.kernel_networks import SirenKernel, WeightNormLinear
 from neuralde_seq.observations import Observations
 
@@ -59,6 +66,7 @@ def _same_weights(model, *others):
 
 # (The convolution functions themselves: tests/test_ops.py.)
 
+
 def test_ckconv_fft_and_direct_modes_agree_float32():
     torch.manual_seed(0)
     layer = CKConv(6, 7, omega_0=30.0, horizon=499.0, conv="fft")
@@ -78,6 +86,7 @@ def test_ckconv_fft_and_direct_modes_agree_float32():
 
 # ---- causality ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("conv", ["fft", "direct", "irregular"])
 def test_output_has_no_gradient_from_the_future(conv):
     torch.manual_seed(0)
@@ -91,7 +100,7 @@ def test_output_has_no_gradient_from_the_future(conv):
     else:
         y = layer(x)
     y[:, t].sum().backward()
-    past, future = x.grad[:, : t + 1], x.grad[:, t + 1:]
+    past, future = x.grad[:, : t + 1], x.grad[:, t + 1 :]
     assert past.abs().max() > 1e-3
     if conv == "fft":  # the FFT's round-off only
         assert future.abs().max() <= 1e-12
@@ -106,11 +115,12 @@ def test_ckcnn_is_causal_in_both_modes():
         torch.manual_seed(1)
         model = CKCNN(3, 4, hidden=6, mode=mode, mask_channel=False, horizon=15.0).double()
         h = model.features(Observations(obs.times, values, obs.lengths))
-        grad, = torch.autograd.grad(h[:, 6].sum(), values)
+        (grad,) = torch.autograd.grad(h[:, 6].sum(), values)
         assert grad[:, :7].abs().max() > 0 and torch.count_nonzero(grad[:, 7:]) == 0
 
 
 # ---- irregular mode -------------------------------------------------------------------------------------
+
 
 def test_irregular_mode_equals_grid_mode_on_regular_times():
     torch.manual_seed(0)
@@ -135,8 +145,9 @@ def test_ckcnn_irregular_equals_grid_on_regular_times_with_variable_lengths():
     out_grid = grid(obs)  # sets the horizon from the batch: (24 − 1) · step
     irregular.load_state_dict(grid.state_dict())
     torch.testing.assert_close(irregular(obs), out_grid, rtol=0, atol=1e-10)
-    torch.testing.assert_close(irregular(obs, return_sequence=True)[0], grid(obs, return_sequence=True)[0],
-                               rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        irregular(obs, return_sequence=True)[0], grid(obs, return_sequence=True)[0], rtol=0, atol=1e-10
+    )
 
 
 def test_irregular_mode_is_invariant_to_a_time_shift():
@@ -147,8 +158,7 @@ def test_irregular_mode_is_invariant_to_a_time_shift():
     # Times on a 1/64 grid shifted by 3: every difference is exact, hence every output.
     assert torch.equal(model(Observations(obs.times + 3.0, obs.values, obs.lengths)), out)
     # Any shift: equal up to the rounding of the shifted times.
-    torch.testing.assert_close(model(Observations(obs.times - 0.3, obs.values, obs.lengths)), out,
-                               rtol=0, atol=1e-9)
+    torch.testing.assert_close(model(Observations(obs.times - 0.3, obs.values, obs.lengths)), out, rtol=0, atol=1e-9)
 
 
 def _insert_points(obs: Observations, new_times: torch.Tensor, new_value: float):
@@ -165,8 +175,12 @@ def _insert_points(obs: Observations, new_times: torch.Tensor, new_value: float)
         values.append(v[order])
         index.append(torch.argsort(order)[:n])  # position of original point i in the new order
     new_len = length + len(new_times)
-    pad = lambda seq, fill: torch.stack([torch.cat([s, s.new_full((new_len - s.shape[0], *s.shape[1:]), fill)])  # noqa
-                                         for s in seq])
+    pad = lambda seq, fill: torch.stack(
+        [
+            torch.cat([s, s.new_full((new_len - s.shape[0], *s.shape[1:]), fill)])  # noqa
+            for s in seq
+        ]
+    )
     t = pad(times, 0.0)
     for b in range(batch):  # padding times continue increasing (the values there are NaN anyway)
         n = times[b].shape[0]
@@ -221,6 +235,7 @@ def test_irregular_missing_channels_contribute_nothing():
 
 # ---- sizes, sampling rate -------------------------------------------------------------------------------
 
+
 def test_parameter_count_does_not_depend_on_sequence_length():
     torch.manual_seed(0)
     model = CKCNN(3, 4, hidden=10, blocks=2)
@@ -272,8 +287,9 @@ def test_step_from_times_applies_eq5_to_a_subsampled_test_set():
     lengths = torch.tensor([30, 21])
     torch.manual_seed(0)
     plain = CKCNN(2, 3, hidden=6, omega_0=5.0, mode="grid", mask_channel=False, horizon=14.5, step=step).double()
-    reading = CKCNN(2, 3, hidden=6, omega_0=5.0, mode="grid", mask_channel=False, horizon=14.5, step=step,
-                    step_from_times=True).double()
+    reading = CKCNN(
+        2, 3, hidden=6, omega_0=5.0, mode="grid", mask_channel=False, horizon=14.5, step=step, step_from_times=True
+    ).double()
     reading.load_state_dict(plain.state_dict())
     full = Observations.from_tensors(times, values, lengths)
     half = Observations.from_tensors(times[:, ::2].contiguous(), values[:, ::2].contiguous(), (lengths + 1) // 2)
@@ -291,6 +307,7 @@ def test_step_from_times_applies_eq5_to_a_subsampled_test_set():
 
 
 # ---- initialisation -------------------------------------------------------------------------------------
+
 
 def test_siren_initialisation_on_the_weight_norm_tensors():
     torch.manual_seed(0)
@@ -331,6 +348,7 @@ def test_siren_without_weight_norm_uses_the_same_bounds():
 
 # ---- padding --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["grid", "irregular"])
 def test_padded_batch_equals_alone(mode):
     obs = _irregular_batch(batch=5, length=40, missing=0.25)
@@ -341,7 +359,7 @@ def test_padded_batch_equals_alone(mode):
     for b in range(5):
         alone = model(obs[b])
         assert obs[b].values.shape[1] == int(obs.lengths[b])
-        assert (alone - together[b:b + 1]).abs().max() <= 1e-6
+        assert (alone - together[b : b + 1]).abs().max() <= 1e-6
 
 
 def test_padding_content_is_ignored():
@@ -360,6 +378,7 @@ def test_padding_content_is_ignored():
 
 # ---- missing values in grid mode ------------------------------------------------------------------------
 
+
 def test_grid_mode_never_zero_fills_silently():
     obs = _irregular_batch(batch=2, length=6, missing=0.3)
     with pytest.raises(ValueError, match="mask_channel"):
@@ -377,6 +396,7 @@ def test_grid_mode_never_zero_fills_silently():
 
 # ---- kernel L2 penalty ----------------------------------------------------------------------------------
 
+
 def test_kernel_l2_is_the_sum_of_squares_of_the_sampled_kernel():
     torch.manual_seed(0)
     layer = CKConv(3, 2, omega_0=12.0, horizon=4.5, step=0.5).double()
@@ -391,7 +411,7 @@ def test_kernel_l2_is_the_sum_of_squares_of_the_sampled_kernel():
     w = last.weight_g * last.weight_v / last.weight_v.norm(dim=1, keepdim=True)
     kernel = h @ w.T + last.bias  # (10, out · in)
     penalty = layer.kernel_l2()
-    torch.testing.assert_close(penalty, (kernel ** 2).sum(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(penalty, (kernel**2).sum(), rtol=1e-12, atol=0)
     penalty.backward()
     assert net.layers[0].weight_v.grad.abs().sum() > 0
     model = CKCNN(2, 3, hidden=4, horizon=9.0).double()
@@ -451,11 +471,13 @@ def test_grid_mode_warns_when_it_ignores_uneven_times():
     irregular = create_model("ckcnn", Observations.from_tensors(uneven, values), 2).eval()  # the default
     with warnings.catch_warnings():
         warnings.simplefilter("error", TimesIgnoredWarning)
-        assert not torch.equal(irregular(Observations.from_tensors(uneven, values)),
-                               irregular(Observations.from_tensors(index, values)))
+        assert not torch.equal(
+            irregular(Observations.from_tensors(uneven, values)), irregular(Observations.from_tensors(index, values))
+        )
 
 
 # ---- irregular mode on a lattice (the default) ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("full_length,blocks,conv", [(60, 2, "direct"), (60, 2, "fft"), (1429, 1, "auto")])
 def test_lattice_form_equals_pairwise_form(full_length, blocks, conv):
@@ -466,8 +488,10 @@ def test_lattice_form_equals_pairwise_form(full_length, blocks, conv):
     obs = _lattice_batch(batch=4 if full_length < 100 else 2, full_length=full_length)
     torch.manual_seed(0)
     options = dict(hidden=6, blocks=blocks, kernel_hidden=8, omega_0=20.0, conv=conv)
-    lattice, pairwise = _same_weights(CKCNN(3, 4, irregular_conv="lattice", **options).double(),
-                                      CKCNN(3, 4, irregular_conv="pairwise", **options).double())
+    lattice, pairwise = _same_weights(
+        CKCNN(3, 4, irregular_conv="lattice", **options).double(),
+        CKCNN(3, 4, irregular_conv="pairwise", **options).double(),
+    )
     valid = obs.valid.unsqueeze(-1)
     weights = torch.randn(*obs.values.shape[:2], 4, generator=torch.Generator().manual_seed(1), dtype=D) * valid
     results = {}
@@ -499,8 +523,9 @@ def test_default_ckcnn_output_changes_when_uneven_times_change():
     torch.manual_seed(0)
     model = create_model("ckcnn", first, 5, horizon=60.0).double().eval()  # registry defaults
     assert model.mode == "irregular"
-    _, pairwise = _same_weights(model, create_model("ckcnn", first, 5, horizon=60.0,
-                                                    irregular_conv="pairwise").double().eval())
+    _, pairwise = _same_weights(
+        model, create_model("ckcnn", first, 5, horizon=60.0, irregular_conv="pairwise").double().eval()
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither TimesIgnoredWarning nor PairwiseFallbackWarning
         out_first, out_second = model(first), model(second)
@@ -524,9 +549,10 @@ def test_default_equals_grid_mode_on_regular_times(step):
     times = 3.0 + 0.5 * torch.arange(200, dtype=D).expand(3, 200)
     obs = Observations.from_tensors(times, torch.randn(3, 200, 2, generator=g, dtype=D), torch.tensor([200, 91, 150]))
     torch.manual_seed(0)
-    grid, default = _same_weights(CKCNN(2, 5, hidden=8, omega_0=20.0, mode="grid", mask_channel=False,
-                                        step=step).double(),
-                                  CKCNN(2, 5, hidden=8, omega_0=20.0, step=step).double())
+    grid, default = _same_weights(
+        CKCNN(2, 5, hidden=8, omega_0=20.0, mode="grid", mask_channel=False, step=step).double(),
+        CKCNN(2, 5, hidden=8, omega_0=20.0, step=step).double(),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         expected = grid(obs, return_sequence=True)
@@ -555,10 +581,10 @@ def test_lattice_padded_batch_equals_alone_and_ignores_padding_times():
     together = model(obs)
     assert model.blocks[0].conv1.plan_irregular(obs[1].times, obs[1].valid)[1].spacing == 2.0
     for b in range(4):
-        torch.testing.assert_close(model(obs[b]), together[b:b + 1], rtol=0, atol=1e-10)
+        torch.testing.assert_close(model(obs[b]), together[b : b + 1], rtol=0, atol=1e-10)
     far = obs.times.clone()
     for b in range(4):
-        far[b, int(obs.lengths[b]):] = 1e9 + torch.arange(far.shape[1] - int(obs.lengths[b]), dtype=D)
+        far[b, int(obs.lengths[b]) :] = 1e9 + torch.arange(far.shape[1] - int(obs.lengths[b]), dtype=D)
     torch.testing.assert_close(model(Observations(far, obs.values, obs.lengths)), together, rtol=0, atol=0)
 
 
@@ -604,9 +630,11 @@ def test_resolution_snaps_times_in_both_forms():
     snapping, pairwise, exact = _same_weights(
         CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, resolution=1.0, irregular_conv="lattice").double().eval(),
         CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, irregular_conv="pairwise").double().eval(),
-        CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, irregular_conv="pairwise").double().eval())
-    snapped_times = snapping.blocks[0].conv1.plan_irregular(torch.where(jittered.valid, jittered.times, 0),
-                                                            jittered.valid)[0]
+        CKCNN(3, 4, hidden=6, omega_0=5.0, horizon=60.0, irregular_conv="pairwise").double().eval(),
+    )
+    snapped_times = snapping.blocks[0].conv1.plan_irregular(
+        torch.where(jittered.valid, jittered.times, 0), jittered.valid
+    )[0]
     # Each sample's first point stays, the others move to first + integer: back onto the integers plus the
     # first point's jitter.
     shift = (obs.times + jitter)[:, :1] - obs.times[:, :1]

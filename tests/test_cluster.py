@@ -5,6 +5,7 @@ continued from its last checkpoint).
 Every grid here is a smoke run of the tiny JapaneseVowels config of the runner tests (2 rows x 2 seeds, 2 steps);
 the Ray kill tests train 15 short epochs, so that a worker can be killed between its first checkpoint and its end.
 """
+
 import json
 import os
 import shutil
@@ -31,13 +32,23 @@ TIMING = ("seconds_per_epoch", "train_seconds")  # a row's timing: the only numb
 
 def _config(**changes):
     cfg = {
-        "name": "tiny-grid", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0, 1],
+        "name": "tiny-grid",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0, 1],
         "training": {"epochs": 2, "lr": 1e-2, "batch_size": 64},
         "models": [
-            {"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 8},
-             "paper": {"value": 50.0, "std": 2.0, "metric": "accuracy", "source": "made up"}},
-            {"label": "CKCNN", "model": "ckcnn", "options": {"hidden": 8, "blocks": 1, "kernel_hidden": 8,
-                                                            "omega_0": 10.0, "horizon": 28.0}},
+            {
+                "label": "GRU-dt",
+                "model": "gru-dt",
+                "options": {"hidden": 8},
+                "paper": {"value": 50.0, "std": 2.0, "metric": "accuracy", "source": "made up"},
+            },
+            {
+                "label": "CKCNN",
+                "model": "ckcnn",
+                "options": {"hidden": 8, "blocks": 1, "kernel_hidden": 8, "omega_0": 10.0, "horizon": 28.0},
+            },
         ],
         "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}],
     }
@@ -110,10 +121,29 @@ def test_three_shards_in_parallel_make_the_whole_grid_and_report_writes_its_tabl
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(_config()))
     out = tmp_path / "shared"
-    command = [sys.executable, "-m", "neuralde_seq", "bench", str(config), "--out", str(out), "--max-steps", "2",
-               "--no-progress"]
-    shards = [subprocess.Popen(command + ["--shard", f"{k}/3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=_environment(), cwd=tmp_path) for k in (1, 2, 3)]
+    command = [
+        sys.executable,
+        "-m",
+        "neuralde_seq",
+        "bench",
+        str(config),
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--no-progress",
+    ]
+    shards = [
+        subprocess.Popen(
+            command + ["--shard", f"{k}/3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environment(),
+            cwd=tmp_path,
+        )
+        for k in (1, 2, 3)
+    ]
     outcomes = [(p.wait(timeout=180), p.stdout.read(), p.stderr.read()) for p in shards]
     for p in shards:
         p.stdout.close()
@@ -173,7 +203,8 @@ def test_shards_share_the_folder_a_whole_run_and_a_run_in_the_making_are_refused
     with running_shard:
         result = run_benchmark(_config(), out_dir=out, shard=(2, 3), max_steps=2, progress=False)
         assert result["rows"] is None and [r["folder"] for r in result["runs"]] == [
-            f"runs/{folder}" for folder in _run_folders(out)]
+            f"runs/{folder}" for folder in _run_folders(out)
+        ]
         with pytest.raises(OutputFolderBusy, match="in use by the shards of a grid"):
             run_benchmark(_config(), out_dir=out, max_steps=2, progress=False)
         assert (out / ".neuralde-seq.lock").exists()  # the shard that left did not remove the others' lock
@@ -218,9 +249,10 @@ def test_report_names_missing_runs_and_never_takes_another_grids_folder(whole, t
     for k in (1, 2):
         run_benchmark(_config(), out_dir=out, shard=(k, 3), max_steps=2, progress=False)
     record = json.loads((out / GRID_FILE).read_text())
-    (seed, label), = [(r["seed"], r["label"]) for r in shard_runs(record["runs"], (3, 3))]
-    with pytest.raises(IncompleteGrid, match=f"1 of the 4 runs of grid 'tiny-grid' have no result: {label} seed "
-                                             f"{seed}") as info:
+    ((seed, label),) = [(r["seed"], r["label"]) for r in shard_runs(record["runs"], (3, 3))]
+    with pytest.raises(
+        IncompleteGrid, match=f"1 of the 4 runs of grid 'tiny-grid' have no result: {label} seed {seed}"
+    ) as info:
         report_grid(out)
     assert [(m["label"], m["seed"]) for m in info.value.missing] == [(label, seed)]
     assert not (out / "results.json").exists()
@@ -238,8 +270,9 @@ def test_report_names_missing_runs_and_never_takes_another_grids_folder(whole, t
     assert row["seeds"] == [1 - seed]
 
     # The missing run's folder, as the whole run made it, put in under other names.
-    (folder,) = [f for f in _run_folders(whole_out) if f.split("/")[1].startswith(f"seed{seed}-")
-                 and f.startswith(f"{label}/")]
+    (folder,) = [
+        f for f in _run_folders(whole_out) if f.split("/")[1].startswith(f"seed{seed}-") and f.startswith(f"{label}/")
+    ]
     source = whole_out / "runs" / folder
     shutil.copytree(source, out / "runs" / label / f"stale-{Path(folder).name}")  # set aside by --resume
     _plant_changed_run(source, out / "runs" / label, ("row", "training", "lr"), 0.5)  # another grid's run
@@ -272,9 +305,14 @@ def test_executor_ray_without_ray_names_the_extra(tmp_path, monkeypatch, capsys)
 
 
 def _killable_config():
-    return {"name": "killable", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0, 1],
-            "training": {"epochs": 15, "lr": 1e-2, "batch_size": 32},
-            "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 8}}]}
+    return {
+        "name": "killable",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0, 1],
+        "training": {"epochs": 15, "lr": 1e-2, "batch_size": 32},
+        "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 8}}],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -309,13 +347,17 @@ class _KillAfterFirstCheckpoint(threading.Thread):
     def run(self):
         while not self.stop.is_set() and self.killed is None:
             for lock in (self.out / "runs").glob("*/.seed*.lock"):
-                run_dir = lock.parent / lock.name[1:-len(".lock")]
+                run_dir = lock.parent / lock.name[1 : -len(".lock")]
                 try:
                     fields = dict(part.split("=", 1) for part in lock.read_text().split() if "=" in part)
                 except FileNotFoundError:  # released meanwhile
                     continue
-                if not fields.get("pid", "").isdigit() or not (run_dir / "last.pt").exists() \
-                        or (run_dir / "result.json").exists() or _checkpoint_epoch(run_dir / "last.pt") < 1:
+                if (
+                    not fields.get("pid", "").isdigit()
+                    or not (run_dir / "last.pt").exists()
+                    or (run_dir / "result.json").exists()
+                    or _checkpoint_epoch(run_dir / "last.pt") < 1
+                ):
                     continue
                 pid = int(fields["pid"])
                 assert pid != os.getpid()  # a Ray worker, never this process
@@ -333,7 +375,8 @@ def _assert_equal_grids(out, serial_out, serial_results, results):
 
 
 def test_ray_runs_equal_the_serial_run_and_a_killed_task_continues_from_its_checkpoint(
-        ray_instance, serial_killable, tmp_path, capsys):
+    ray_instance, serial_killable, tmp_path, capsys
+):
     serial_out, serial_results = serial_killable
     out = tmp_path / "ray"
     killer = _KillAfterFirstCheckpoint(out)

@@ -17,6 +17,7 @@ What a wrong config or a broken code path would break, per row:
 - the recorded hyper-parameters equal the YAML's, except the overridden epochs, and the effective model
   options are the YAML's (plus static_channels filled from the task where the row asks for it).
 """
+
 from __future__ import annotations
 
 import glob
@@ -36,11 +37,11 @@ from fixtures_physionet import write_physionet_archives  # noqa: E402
 from fixtures_speech import write_speech_commands_archive  # noqa: E402
 from fixtures_uea import UEA_DATASET_SHAPES, write_uea_archive  # noqa: E402
 
+from neuralde_seq.data.protocols import load_task  # noqa: E402
 from neuralde_seq.models import create_model, model_entry  # noqa: E402
 from neuralde_seq.observations import Observations  # noqa: E402
 from neuralde_seq.training.config import validate_config  # noqa: E402
 from neuralde_seq.training.input_spec import InputSpec  # noqa: E402
-from neuralde_seq.data.protocols import load_task  # noqa: E402
 from neuralde_seq.training.runner import run_benchmark  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "tasks" / "configs"
@@ -54,11 +55,14 @@ SUBSAMPLE = {("speech-commands", "mfcc"): 20, ("speech-commands", "raw"): 250, (
 UEA_TASKS = ("uea", "uea-seeded-split")  # tasks reading any UEA dataset by name (fixture archives per name)
 REPRODUCTION_PREFIXES = ("irie2022_", "romero2022_", "walker2024_")
 # Walker et al.'s UEA protocol (tasks/configs/walker2024_uea_*.yaml), one file per dataset.
-WALKER_UEA_FILES = {"EigenWorms": "walker2024_uea_eigenworms.yaml",
-                    "EthanolConcentration": "walker2024_uea_ethanol_concentration.yaml",
-                    "Heartbeat": "walker2024_uea_heartbeat.yaml", "MotorImagery": "walker2024_uea_motor_imagery.yaml",
-                    "SelfRegulationSCP1": "walker2024_uea_self_regulation_scp1.yaml",
-                    "SelfRegulationSCP2": "walker2024_uea_self_regulation_scp2.yaml"}
+WALKER_UEA_FILES = {
+    "EigenWorms": "walker2024_uea_eigenworms.yaml",
+    "EthanolConcentration": "walker2024_uea_ethanol_concentration.yaml",
+    "Heartbeat": "walker2024_uea_heartbeat.yaml",
+    "MotorImagery": "walker2024_uea_motor_imagery.yaml",
+    "SelfRegulationSCP1": "walker2024_uea_self_regulation_scp1.yaml",
+    "SelfRegulationSCP2": "walker2024_uea_self_regulation_scp2.yaml",
+}
 _CT_FWP_ROWS = ("Hebb-RDE", "Oja-RDE", "Delta-RDE", "Delta-post-RDE")
 # Rows of reproduction files that no source reports, by file: exactly these rows carry no `paper:`. DPLR-LNCDE: the
 # authors' result files (log-neural-cdes results/paper_outputs.zip) hold no DPLR run; the CT-FWP rows are ours
@@ -71,10 +75,16 @@ ROWS_WITHOUT_PAPER = {
 
 def test_the_configs_cover_both_papers_tables():
     names = {Path(p).name for p in CONFIGS}
-    expected = {"irie2022_table1_speech_commands.yaml", "irie2022_table1_physionet_oi.yaml",
-                "irie2022_table1_physionet_no_oi.yaml", "irie2022_table2_eigenworms.yaml",
-                "romero2022_table3_character_trajectories.yaml", "romero2022_table3_speech_commands.yaml",
-                "romero2022_table3_speech_commands_raw.yaml", "romero2022_table4_physionet.yaml"}
+    expected = {
+        "irie2022_table1_speech_commands.yaml",
+        "irie2022_table1_physionet_oi.yaml",
+        "irie2022_table1_physionet_no_oi.yaml",
+        "irie2022_table2_eigenworms.yaml",
+        "romero2022_table3_character_trajectories.yaml",
+        "romero2022_table3_speech_commands.yaml",
+        "romero2022_table3_speech_commands_raw.yaml",
+        "romero2022_table4_physionet.yaml",
+    }
     expected |= {f"romero2022_table4_character_trajectories_drop{r}.yaml" for r in (30, 50, 70)}
     expected |= {f"romero2022_table4_speech_commands_raw_drop{r}.yaml" for r in (30, 50, 70)}
     assert expected <= names
@@ -87,12 +97,26 @@ def _walker_configs() -> dict[str, dict]:
 def test_the_configs_cover_walker_uea_protocol():
     """One file per dataset of the six-dataset protocol, each on its dataset with every row of the comparison."""
     configs = _walker_configs()
-    models = {"ncde", "nrde", "log-ncde", "slice-diag", "slice-block", "slice-dense", "slice-dplr", "hebb-rde",
-              "oja-rde", "delta-rde", "delta-post-rde"}
+    models = {
+        "ncde",
+        "nrde",
+        "log-ncde",
+        "slice-diag",
+        "slice-block",
+        "slice-dense",
+        "slice-dplr",
+        "hebb-rde",
+        "oja-rde",
+        "delta-rde",
+        "delta-post-rde",
+    }
     for name, raw in configs.items():
         # the authors' split: a new unstratified 70/15/15 split per seed, repeated series dropped first
         assert raw["task"] == "uea-seeded-split" and raw["task_options"] == {
-            "name": name, "stratified": False, "drop_repeated": True}, name
+            "name": name,
+            "stratified": False,
+            "drop_repeated": True,
+        }, name
         assert raw["seeds"] == [2345, 3456, 4567, 5678, 6789], name  # the authors' five seeds
         assert raw["training"]["batch_size"] == 32, name
         assert {row["model"] for row in raw["models"]} == models, name
@@ -111,8 +135,9 @@ def test_walker_uea_numbers_agree_with_the_papers_statements():
     configs = _walker_configs()
 
     def numbers(label):
-        return {name: next(row["paper"] for row in raw["models"] if row["label"] == label)
-                for name, raw in configs.items()}
+        return {
+            name: next(row["paper"] for row in raw["models"] if row["label"] == label) for name, raw in configs.items()
+        }
 
     for label, eigenworms, average in (("Log-NCDE", (85.6, 5.1), 64.3), ("BD-LNCDE", (86.7, 4.1), 64.5)):
         papers = numbers(label)
@@ -132,22 +157,39 @@ def fixture_data(tmp_path_factory):
     # CharacterTrajectories: 20 classes, 3 channels; long enough that the 1/16-rate test set of Table 5 keeps
     # at least 2 points per series.
     characters = [f"c{i:02d}" for i in range(20)]
-    trajectories, _ = write_uea_archive(root / "ct_src", "CharacterTrajectories", channels=3,
-                                        class_counts={c: 7 for c in characters}, min_length=32, max_length=40,
-                                        missing=False)  # the real series have no gaps
+    trajectories, _ = write_uea_archive(
+        root / "ct_src",
+        "CharacterTrajectories",
+        channels=3,
+        class_counts={c: 7 for c in characters},
+        min_length=32,
+        max_length=40,
+        missing=False,
+    )  # the real series have no gaps
     # EigenWorms: 5 classes, 6 channels; long enough for a few log-signature windows of 4 intervals.
-    worms, _ = write_uea_archive(root / "worms_src", "EigenWorms", channels=6,
-                                 class_counts={f"w{i}": 7 for i in range(5)}, min_length=17, max_length=24,
-                                 missing=False)
+    worms, _ = write_uea_archive(
+        root / "worms_src",
+        "EigenWorms",
+        channels=6,
+        class_counts={f"w{i}": 7 for i in range(5)},
+        min_length=17,
+        max_length=24,
+        missing=False,
+    )
     # The `uea` task's datasets, by name: real channels and classes, series just long enough for one window of the
     # longest log-signature step the configs use on the dataset (the cost of a step grows with the length).
     uea = {}
     for name, shape in UEA_DATASET_SHAPES.items():
         window = _longest_window(name)
-        remotes, _ = write_uea_archive(root / f"uea_src_{name}", name, channels=shape["channels"],
-                                       class_counts={f"k{i}": 7 for i in range(shape["classes"])},
-                                       min_length=window + 1, max_length=window + 5,
-                                       missing=False)  # the six datasets have no gaps
+        remotes, _ = write_uea_archive(
+            root / f"uea_src_{name}",
+            name,
+            channels=shape["channels"],
+            class_counts={f"k{i}": 7 for i in range(shape["classes"])},
+            min_length=window + 1,
+            max_length=window + 5,
+            missing=False,
+        )  # the six datasets have no gaps
         uea[name] = {"remotes": remotes, "cache_dir": str(root / f"cache_uea_{name}")}
     # One cache folder per task (and per `uea` dataset): the UEA archives share a file name.
     return {
@@ -165,8 +207,11 @@ def _longest_window(name: str) -> int:
     for path in CONFIGS:
         raw = yaml.safe_load(Path(path).read_text())
         if raw["task"] in UEA_TASKS and raw["task_options"]["name"] == name:
-            steps += [row["control"]["step"] for row in raw["models"]
-                      if (row.get("control") or {}).get("method") == "logsignature"]
+            steps += [
+                row["control"]["step"]
+                for row in raw["models"]
+                if (row.get("control") or {}).get("method") == "logsignature"
+            ]
     return max(steps, default=4)
 
 
@@ -223,8 +268,11 @@ def _is_cde(model: str) -> bool:
 
 
 def _row_key(row: dict) -> tuple:
-    return row["model"], json.dumps(row.get("options") or {}, sort_keys=True), \
-        json.dumps(row.get("control") or {}, sort_keys=True)
+    return (
+        row["model"],
+        json.dumps(row.get("options") or {}, sort_keys=True),
+        json.dumps(row.get("control") or {}, sort_keys=True),
+    )
 
 
 def test_rows_not_trained_on_raw_audio_train_in_another_config():
@@ -267,13 +315,21 @@ def test_config_trains_one_step_of_every_row(path, fixture_data, tmp_path):
             if row["label"] in unpublished:
                 assert "paper" not in row, f"{row['label']}: listed in ROWS_WITHOUT_PAPER but carries a number"
             else:
-                assert row.get("paper") and "value" in row["paper"] and row["paper"].get("source"), \
+                assert row.get("paper") and "value" in row["paper"] and row["paper"].get("source"), (
                     f"{row['label']}: every row of a reproduction config stores the paper's number and its source"
+                )
 
     overrides, task_options, run_rows, changed = _smoke_run(raw)
     loader_kwargs = _loader_kwargs(fixture_data, raw)
-    results = run_benchmark(path, out_dir=tmp_path, overrides=overrides, task_overrides=loader_kwargs, max_steps=1,
-                            models=run_rows, progress=False)
+    results = run_benchmark(
+        path,
+        out_dir=tmp_path,
+        overrides=overrides,
+        task_overrides=loader_kwargs,
+        max_steps=1,
+        models=run_rows,
+        progress=False,
+    )
     seed = raw["seeds"][0]
     splits = load_task(raw["task"], seed=seed, progress=False, **task_options, **loader_kwargs).splits
     table = (tmp_path / "results.md").read_text()

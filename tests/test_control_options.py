@@ -5,6 +5,7 @@ The interpolations themselves are checked against independent computations in te
 names); here the objects must build exactly those controls, the options must refuse bad values naming the field, a
 new interpolation must plug in from a test alone, and the options must survive JSON.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,19 @@ import json
 import pytest
 import torch
 
-from neuralde_seq import (ControlOptions, HermiteCubic, InputSpec, Linear, LogSignature, NaturalCubic, Rectilinear,
-                          build_control, create_model, model_inputs, registered_interpolation)
+from neuralde_seq import (
+    ControlOptions,
+    HermiteCubic,
+    InputSpec,
+    Linear,
+    LogSignature,
+    NaturalCubic,
+    Rectilinear,
+    build_control,
+    create_model,
+    model_inputs,
+    registered_interpolation,
+)
 from neuralde_seq.controls import PolynomialInterpolation, interpolation_names, parse_control_options
 from neuralde_seq.input_checks import UnknownOptionError
 from neuralde_seq.models import registered_control_options
@@ -55,10 +67,14 @@ SPELLINGS = [  # (keywords with the name, the object)
     (dict(interpolation="linear"), Linear()),
     (dict(interpolation="rectilinear"), Rectilinear()),
     (dict(interpolation="logsignature"), LogSignature()),
-    (dict(interpolation="logsignature", depth=1, step=3, window_start_values=True),
-     LogSignature(depth=1, step=3, window_start_values=True)),
-    (dict(interpolation="logsignature", step=2, logsig_backend="pysiglib", logsig_basis="lyndon_words"),
-     LogSignature(step=2, backend="pysiglib", basis="lyndon_words")),
+    (
+        dict(interpolation="logsignature", depth=1, step=3, window_start_values=True),
+        LogSignature(depth=1, step=3, window_start_values=True),
+    ),
+    (
+        dict(interpolation="logsignature", step=2, logsig_backend="pysiglib", logsig_basis="lyndon_words"),
+        LogSignature(step=2, backend="pysiglib", basis="lyndon_words"),
+    ),
 ]
 
 
@@ -66,8 +82,11 @@ def test_the_built_in_interpolations_are_registered_under_their_names():
     assert interpolation_names()[:5] == ("natural_cubic", "hermite_cubic", "linear", "rectilinear", "logsignature")
 
 
-@pytest.mark.parametrize("keywords, interpolation", SPELLINGS,
-                         ids=[f"{k.get('interpolation', 'default')}-{i}" for i, (k, _) in enumerate(SPELLINGS)])
+@pytest.mark.parametrize(
+    "keywords, interpolation",
+    SPELLINGS,
+    ids=[f"{k.get('interpolation', 'default')}-{i}" for i, (k, _) in enumerate(SPELLINGS)],
+)
 @pytest.mark.parametrize("parametrization", ["time", "index"])
 def test_each_object_builds_the_control_of_its_string_spelling_bitwise(keywords, interpolation, parametrization):
     if interpolation == LogSignature(step=2, backend="pysiglib", basis="lyndon_words"):
@@ -77,9 +96,11 @@ def test_each_object_builds_the_control_of_its_string_spelling_bitwise(keywords,
     by_name = build_control(times, values, lengths, **keywords, **common)
     options = ControlOptions(interpolation=interpolation, **common)
     assert parse_control_options({**keywords, **common}) == options
-    for control in (build_control(times, values, lengths, options),
-                    build_control(times, values, lengths, interpolation=interpolation, **common),
-                    build_control(times, values, lengths, **options.to_keywords())):
+    for control in (
+        build_control(times, values, lengths, options),
+        build_control(times, values, lengths, interpolation=interpolation, **common),
+        build_control(times, values, lengths, **options.to_keywords()),
+    ):
         assert _same(control, by_name)
 
 
@@ -88,37 +109,46 @@ def test_the_interpolations_options_change_the_control_as_their_keywords_do():
     non-default field must change the control as its keyword does, or the spellings would agree by doing nothing."""
     times, values, lengths = _observations()
     default = build_control(times, values, lengths, interpolation=LogSignature(), unobserved_fill=0.0)
-    for field, value, keyword in (("depth", 1, "depth"), ("step", 3, "step"),
-                                  ("window_start_values", True, "window_start_values"),
-                                  ("basis", "expand", "logsig_basis")):
-        changed = build_control(times, values, lengths, interpolation=LogSignature(**{field: value}),
-                                unobserved_fill=0.0)
-        spelt = build_control(times, values, lengths, interpolation="logsignature", unobserved_fill=0.0,
-                              **{keyword: value})
+    for field, value, keyword in (
+        ("depth", 1, "depth"),
+        ("step", 3, "step"),
+        ("window_start_values", True, "window_start_values"),
+        ("basis", "expand", "logsig_basis"),
+    ):
+        changed = build_control(
+            times, values, lengths, interpolation=LogSignature(**{field: value}), unobserved_fill=0.0
+        )
+        spelt = build_control(
+            times, values, lengths, interpolation="logsignature", unobserved_fill=0.0, **{keyword: value}
+        )
         assert not _same(changed, default) and _same(changed, spelt), field
 
 
 # ---------------------------------------------------------------------------------------------------
 # refusals, by field name
 
-@pytest.mark.parametrize("field, value, message", [
-    ("time_channel", "no", "time_channel must be True or False, got 'no'"),
-    ("mask_channel", 1, "mask_channel must be True or False, got 1"),
-    ("recency_channel", None, "recency_channel must be True or False, got None"),
-    ("intensity_channel", "yes", "intensity_channel must be True, False or 'auto'.*got 'yes'"),
-    ("count_unit", 0.0, "count_unit must be None or a positive finite number, got 0.0"),
-    ("count_unit", True, "count_unit must be None or a positive finite number, got True"),
-    ("count_unit", float("inf"), "count_unit must be None or a positive finite number, got inf"),
-    ("missing", "drop", "missing must be one of .*'interpolate'.*got 'drop'"),
-    ("unobserved_fill", float("nan"), "unobserved_fill must be None, a finite number.*got nan"),
-    ("unobserved_fill", "median", "unobserved_fill must be None, a finite number.*'mean'.*got 'median'"),
-    ("unobserved_fill", [], "unobserved_fill must be None.*got \\[\\]"),
-    ("unobserved_fill", [1.0, float("inf")], "unobserved_fill must be None.*got \\[1.0, inf\\]"),
-    ("parametrization", "seconds", "parametrization must be 'time' or 'index', got 'seconds'"),
-    ("time_unit", 0.0, "time_unit must be a positive finite number, None or 'auto'.*got 0.0"),
-    ("time_unit", "hours", "time_unit must be a positive finite number, None or 'auto'.*got 'hours'"),
-    ("time_unit", True, "time_unit must be a positive finite number.*got True"),
-])
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("time_channel", "no", "time_channel must be True or False, got 'no'"),
+        ("mask_channel", 1, "mask_channel must be True or False, got 1"),
+        ("recency_channel", None, "recency_channel must be True or False, got None"),
+        ("intensity_channel", "yes", "intensity_channel must be True, False or 'auto'.*got 'yes'"),
+        ("count_unit", 0.0, "count_unit must be None or a positive finite number, got 0.0"),
+        ("count_unit", True, "count_unit must be None or a positive finite number, got True"),
+        ("count_unit", float("inf"), "count_unit must be None or a positive finite number, got inf"),
+        ("missing", "drop", "missing must be one of .*'interpolate'.*got 'drop'"),
+        ("unobserved_fill", float("nan"), "unobserved_fill must be None, a finite number.*got nan"),
+        ("unobserved_fill", "median", "unobserved_fill must be None, a finite number.*'mean'.*got 'median'"),
+        ("unobserved_fill", [], "unobserved_fill must be None.*got \\[\\]"),
+        ("unobserved_fill", [1.0, float("inf")], "unobserved_fill must be None.*got \\[1.0, inf\\]"),
+        ("parametrization", "seconds", "parametrization must be 'time' or 'index', got 'seconds'"),
+        ("time_unit", 0.0, "time_unit must be a positive finite number, None or 'auto'.*got 0.0"),
+        ("time_unit", "hours", "time_unit must be a positive finite number, None or 'auto'.*got 'hours'"),
+        ("time_unit", True, "time_unit must be a positive finite number.*got True"),
+    ],
+)
 def test_control_options_refuse_a_bad_value_naming_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         ControlOptions(**{field: value})
@@ -126,15 +156,18 @@ def test_control_options_refuse_a_bad_value_naming_the_field(field, value, messa
         parse_control_options({field: value})
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(depth=0), "depth must be a positive integer"),
-    (dict(depth=3), "depth 3 is not available with backend='torch'"),
-    (dict(step=0), "step must be a positive integer, got 0"),
-    (dict(step=2.0), "step must be a positive integer, got 2.0"),
-    (dict(backend="numpy"), "backend must be one of"),
-    (dict(basis="words"), "basis must be one of"),
-    (dict(window_start_values="yes"), "window_start_values must be True or False, got 'yes'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(depth=0), "depth must be a positive integer"),
+        (dict(depth=3), "depth 3 is not available with backend='torch'"),
+        (dict(step=0), "step must be a positive integer, got 0"),
+        (dict(step=2.0), "step must be a positive integer, got 2.0"),
+        (dict(backend="numpy"), "backend must be one of"),
+        (dict(basis="words"), "basis must be one of"),
+        (dict(window_start_values="yes"), "window_start_values must be True or False, got 'yes'"),
+    ],
+)
 def test_log_signature_options_are_checked_when_the_object_is_made(change, message):
     with pytest.raises(ValueError, match=message):
         LogSignature(**change)
@@ -154,8 +187,11 @@ def test_the_parser_names_an_unknown_option_and_an_option_of_another_interpolati
         parse_control_options({"mask_chanel": True})
     with pytest.raises(ValueError, match="interpolation must be one of"):
         parse_control_options({"interpolation": "cubic"})
-    with pytest.raises(ValueError, match=r"depth is an option of the log-signature interpolation \('logsignature'\), "
-                                         r"not of a linear control"):
+    with pytest.raises(
+        ValueError,
+        match=r"depth is an option of the log-signature interpolation \('logsignature'\), "
+        r"not of a linear control",
+    ):
         parse_control_options({"interpolation": "linear", "depth": 2})
     with pytest.raises(TypeError, match="control options must be a mapping"):
         parse_control_options(["linear"])
@@ -166,18 +202,23 @@ def test_keywords_refine_the_options_they_are_given_on_top_of():
     assert nrde.interpolation == LogSignature(depth=1, step=2)
     assert parse_control_options({"step": 4}, base=nrde).interpolation == LogSignature(depth=1, step=4)
     # the base's interpolation named: its options kept; another one named: that one's defaults
-    assert parse_control_options({"interpolation": "logsignature", "step": 4}, base=nrde).interpolation == \
-        LogSignature(depth=1, step=4)
+    assert parse_control_options({"interpolation": "logsignature", "step": 4}, base=nrde).interpolation == LogSignature(
+        depth=1, step=4
+    )
     assert parse_control_options({"interpolation": "linear"}, base=nrde) == dataclasses.replace(
-        nrde, interpolation=Linear())
+        nrde, interpolation=Linear()
+    )
     # an object is complete: none of the base interpolation's options survive in it
-    assert parse_control_options({"interpolation": LogSignature(step=8)}, base=nrde).interpolation == \
-        LogSignature(step=8)
+    assert parse_control_options({"interpolation": LogSignature(step=8)}, base=nrde).interpolation == LogSignature(
+        step=8
+    )
     # a registry model's options with the keywords on top: what model_inputs builds
     times, values, lengths = _observations()
     windows = LogSignature(depth=1, step=4)
-    assert _same(model_inputs("nrde", times, values, lengths, step=4, unobserved_fill=0.0),
-                 build_control(times, values, lengths, interpolation=windows, unobserved_fill=0.0))
+    assert _same(
+        model_inputs("nrde", times, values, lengths, step=4, unobserved_fill=0.0),
+        build_control(times, values, lengths, interpolation=windows, unobserved_fill=0.0),
+    )
 
 
 def test_values_of_the_training_split_are_options_that_build_control_refuses_unresolved():
@@ -202,6 +243,7 @@ class _Data:
 
 # ---------------------------------------------------------------------------------------------------
 # a new interpolation, written and registered in this test alone
+
 
 @dataclasses.dataclass(frozen=True)
 class PiecewiseConstant(PolynomialInterpolation):
@@ -232,7 +274,7 @@ def test_a_new_interpolation_registered_in_a_test_is_built_by_name_and_read_by_a
             for b, L in enumerate(lengths.tolist()):
                 for i in range(L - 1):
                     s = 0.5 * (times[b, i] + times[b, i + 1])
-                    expected = torch.cat([times[b, i + offset:i + offset + 1], values[b, i + offset]])
+                    expected = torch.cat([times[b, i + offset : i + offset + 1], values[b, i + offset]])
                     torch.testing.assert_close(control.evaluate(s)[b], expected, rtol=0, atol=0)
                     assert not control.derivative(s)[b].any()
         with pytest.raises(ValueError, match="hold must be 'previous' or 'next', got 'last'"):
@@ -246,8 +288,9 @@ def test_a_new_interpolation_registered_in_a_test_is_built_by_name_and_read_by_a
             logits, moved = model(inputs), model(shifted)
         assert logits.shape == (4, 3) and torch.isfinite(logits).all() and not torch.allclose(logits, moved)
         # and a spec saves it by its class name and reads it back
-        spec = InputSpec.fit("delta-ode", _Data(times, values, lengths),
-                             control={"interpolation": "piecewise_constant", "hold": "next"})
+        spec = InputSpec.fit(
+            "delta-ode", _Data(times, values, lengths), control={"interpolation": "piecewise_constant", "hold": "next"}
+        )
         saved = json.loads(json.dumps(spec.to_dict()))
         assert saved["control"]["interpolation"] == {"type": "PiecewiseConstant", "hold": "next"}
         assert InputSpec.from_dict(saved) == spec
@@ -258,15 +301,30 @@ def test_a_new_interpolation_registered_in_a_test_is_built_by_name_and_read_by_a
 # ---------------------------------------------------------------------------------------------------
 # JSON round trips
 
-@pytest.mark.parametrize("options", [
-    ControlOptions(),
-    ControlOptions(interpolation=NaturalCubic(), mask_channel=True, missing="zero", unobserved_fill=(0.5, -1.0)),
-    ControlOptions(interpolation=Linear(), intensity_channel=True, count_unit=3.0, recency_channel=True,
-                   parametrization="index", time_unit=3600.0),
-    ControlOptions(interpolation=Rectilinear(), missing="forward_fill", unobserved_fill=2.0),
-    ControlOptions(interpolation=LogSignature(depth=1, step=7, basis="expand", window_start_values=True),
-                   time_channel=False, time_unit="auto", intensity_channel="auto", unobserved_fill="mean"),
-])
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ControlOptions(),
+        ControlOptions(interpolation=NaturalCubic(), mask_channel=True, missing="zero", unobserved_fill=(0.5, -1.0)),
+        ControlOptions(
+            interpolation=Linear(),
+            intensity_channel=True,
+            count_unit=3.0,
+            recency_channel=True,
+            parametrization="index",
+            time_unit=3600.0,
+        ),
+        ControlOptions(interpolation=Rectilinear(), missing="forward_fill", unobserved_fill=2.0),
+        ControlOptions(
+            interpolation=LogSignature(depth=1, step=7, basis="expand", window_start_values=True),
+            time_channel=False,
+            time_unit="auto",
+            intensity_channel="auto",
+            unobserved_fill="mean",
+        ),
+    ],
+)
 def test_options_round_trip_through_json_field_by_field(options):
     saved = json.loads(json.dumps(options.to_dict()))
     assert saved["interpolation"]["type"] == type(options.interpolation).__name__
@@ -282,10 +340,22 @@ def test_options_round_trip_through_json_field_by_field(options):
 # "intensity_channel": "auto"}, time_unit="auto")`: the control as build_control keywords, the interpolation by name.
 SPEC_WRITTEN_BEFORE = {
     "model": "delta-rde",
-    "control": {"unobserved_fill": [-0.0017264886093499, 0.045443285293735355], "interpolation": "logsignature",
-                "time_channel": True, "depth": 2, "step": 3, "window_start_values": True, "parametrization": "index",
-                "intensity_channel": True, "count_unit": 11.0},
-    "time_unit": 11.612526099334369, "channel_mean": None, "channel_scale": None, "reads_static": False}
+    "control": {
+        "unobserved_fill": [-0.0017264886093499, 0.045443285293735355],
+        "interpolation": "logsignature",
+        "time_channel": True,
+        "depth": 2,
+        "step": 3,
+        "window_start_values": True,
+        "parametrization": "index",
+        "intensity_channel": True,
+        "count_unit": 11.0,
+    },
+    "time_unit": 11.612526099334369,
+    "channel_mean": None,
+    "channel_scale": None,
+    "reads_static": False,
+}
 
 
 def _spec_data():
@@ -302,8 +372,12 @@ def test_a_spec_saved_in_the_former_keyword_form_is_migrated_to_the_spec_fit_mak
 
     data = _spec_data()
     with pytest.warns(UserWarning, match="never observed"):
-        fitted = InputSpec.fit("delta-rde", data, control={"step": 3, "parametrization": "index",
-                                                           "intensity_channel": "auto"}, time_unit="auto")
+        fitted = InputSpec.fit(
+            "delta-rde",
+            data,
+            control={"step": 3, "parametrization": "index", "intensity_channel": "auto"},
+            time_unit="auto",
+        )
     # the reader knows one form (every field; the interpolation as {"type": ...}): older files are migrated
     with pytest.raises(ValueError, match="an input spec needs exactly the fields"):
         InputSpec.from_dict(SPEC_WRITTEN_BEFORE)
@@ -317,8 +391,14 @@ def test_a_spec_saved_in_the_former_keyword_form_is_migrated_to_the_spec_fit_mak
     assert _same(old.transform(data), fitted.transform(data))
     # today's form: the interpolation by class and fields, every option by field
     saved = json.loads(json.dumps(fitted.to_dict()))
-    assert saved["control"]["interpolation"] == {"type": "LogSignature", "depth": 2, "step": 3, "backend": "torch",
-                                                 "basis": "lyndon_brackets", "window_start_values": True}
+    assert saved["control"]["interpolation"] == {
+        "type": "LogSignature",
+        "depth": 2,
+        "step": 3,
+        "backend": "torch",
+        "basis": "lyndon_brackets",
+        "window_start_values": True,
+    }
     assert InputSpec.from_dict(saved) == fitted
     with pytest.raises(ValueError, match="input spec: control: unobserved_fill='mean' is resolved"):
         InputSpec.from_dict({**saved, "control": {**saved["control"], "unobserved_fill": "mean"}})

@@ -58,10 +58,10 @@ def test_passes_through_observations(method):
         assert int(control.end_index[b]) == _observation_knot(method, L - 1)
         for i in range(L):
             s = control.knots[_observation_knot(method, i)]
-            expected = torch.cat([times[b, i:i + 1], values[b, i]])
+            expected = torch.cat([times[b, i : i + 1], values[b, i]])
             for side in ("left", "right"):
                 torch.testing.assert_close(control.evaluate(s, side=side)[b], expected, **TOL)
-        torch.testing.assert_close(control.final_value()[b], torch.cat([times[b, L - 1:L], values[b, L - 1]]), **TOL)
+        torch.testing.assert_close(control.final_value()[b], torch.cat([times[b, L - 1 : L], values[b, L - 1]]), **TOL)
 
 
 def test_linear_is_linear_between_knots():
@@ -109,10 +109,15 @@ def test_natural_cubic_is_c2_with_natural_ends():
         for i in range(1, pieces):  # interior knots
             s = control.knots[i]
             torch.testing.assert_close(control.evaluate(s, side="left")[b], control.evaluate(s, side="right")[b], **TOL)
-            torch.testing.assert_close(control.derivative(s, side="left")[b], control.derivative(s, side="right")[b],
-                                       **TOL)
-            torch.testing.assert_close(_second_derivative(control, b, i - 1, True), _second_derivative(control, b, i, False),
-                                       rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(
+                control.derivative(s, side="left")[b], control.derivative(s, side="right")[b], **TOL
+            )
+            torch.testing.assert_close(
+                _second_derivative(control, b, i - 1, True),
+                _second_derivative(control, b, i, False),
+                rtol=1e-9,
+                atol=1e-9,
+            )
         zero = torch.zeros(values.shape[-1], dtype=F64)
         torch.testing.assert_close(_second_derivative(control, b, 0, False), zero, rtol=0, atol=1e-9)
         # The natural end condition holds at each sample's OWN end, not at the batch's.
@@ -137,8 +142,11 @@ def test_natural_cubic_matches_an_independent_spline_solve():
         for theta in (0.25, 0.6):
             x = t[i] + theta * h[i]
             a, bb = t[i + 1] - x, x - t[i]
-            expected = (M[i] * a ** 3 + M[i + 1] * bb ** 3) / (6 * h[i]) + (y[i] / h[i] - M[i] * h[i] / 6) * a \
+            expected = (
+                (M[i] * a**3 + M[i + 1] * bb**3) / (6 * h[i])
+                + (y[i] / h[i] - M[i] * h[i] / 6) * a
                 + (y[i + 1] / h[i] - M[i + 1] * h[i] / 6) * bb
+            )
             torch.testing.assert_close(control.evaluate(x)[0, 0], expected, **TOL)
 
 
@@ -150,7 +158,9 @@ def test_rectilinear_moves_time_first_then_values():
             t0, t1 = times[b, i].item(), times[b, i + 1].item()
             mid = _s(0.5 * (t0 + t1))
             # At the midpoint of the observation interval time has arrived, the values have not moved.
-            torch.testing.assert_close(control.evaluate(mid)[b], torch.cat([times[b, i + 1:i + 2], values[b, i]]), **TOL)
+            torch.testing.assert_close(
+                control.evaluate(mid)[b], torch.cat([times[b, i + 1 : i + 2], values[b, i]]), **TOL
+            )
             # First half: only time moves.
             quarter = control.evaluate(_s(t0 + 0.25 * (t1 - t0)))[b]
             torch.testing.assert_close(quarter, torch.cat([_s(0.5 * (t0 + t1)).view(1), values[b, i]]), **TOL)
@@ -158,8 +168,9 @@ def test_rectilinear_moves_time_first_then_values():
             assert d[0] > 0 and torch.all(d[1:] == 0)
             # Second half: only the values move.
             three_quarters = control.evaluate(_s(t0 + 0.75 * (t1 - t0)))[b]
-            torch.testing.assert_close(three_quarters,
-                                       torch.cat([times[b, i + 1:i + 2], 0.5 * (values[b, i] + values[b, i + 1])]), **TOL)
+            torch.testing.assert_close(
+                three_quarters, torch.cat([times[b, i + 1 : i + 2], 0.5 * (values[b, i] + values[b, i + 1])]), **TOL
+            )
             assert control.derivative(_s(t0 + 0.75 * (t1 - t0)))[b, 0] == 0
 
 
@@ -182,8 +193,12 @@ def test_constant_after_each_samples_end(method):
                 torch.testing.assert_close(value, final[b], **TOL)
             torch.testing.assert_close(slope, torch.zeros_like(slope), rtol=0, atol=0)
         # At the end knot itself the "right" side is already the constant piece.
-        torch.testing.assert_close(control.derivative(control.end[b], side="right")[b],
-                                   torch.zeros(control.channels, dtype=F64), rtol=0, atol=0)
+        torch.testing.assert_close(
+            control.derivative(control.end[b], side="right")[b],
+            torch.zeros(control.channels, dtype=F64),
+            rtol=0,
+            atol=0,
+        )
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)
@@ -222,14 +237,17 @@ def test_padded_batch_equals_each_sample_alone(method):
     options = dict(interpolation=method, **_windows(method, depth=2, step=3), mask_channel=True, intensity_channel=True)
     batched = build_control(times, values, lengths, **options)
     for b, L in enumerate(lengths.tolist()):
-        alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], **options)
+        alone = build_control(times[b : b + 1, :L], values[b : b + 1, :L], **options)
         end = int(alone.end_index[0])
         assert int(batched.end_index[b]) == end
-        torch.testing.assert_close(batched.knots[:end + 1], alone.knots, rtol=0, atol=0)
-        torch.testing.assert_close(batched.coeffs[b, :end + 1], alone.coeffs[0], **TOL)
+        torch.testing.assert_close(batched.knots[: end + 1], alone.knots, rtol=0, atol=0)
+        torch.testing.assert_close(batched.coeffs[b, : end + 1], alone.coeffs[0], **TOL)
         # Points inside every piece and on every knot, up to the sample's end.
-        inner = [(alone.knots[i] + frac * (alone.knots[i + 1] - alone.knots[i])) for i in range(end)
-                 for frac in (0.0, 0.3, 0.7)] + [alone.knots[end]]
+        inner = [
+            (alone.knots[i] + frac * (alone.knots[i + 1] - alone.knots[i]))
+            for i in range(end)
+            for frac in (0.0, 0.3, 0.7)
+        ] + [alone.knots[end]]
         _assert_same_path(batched, b, alone, inner, end=alone.knots[end])
         torch.testing.assert_close(batched.final_value()[b], alone.final_value()[0], **TOL)
         torch.testing.assert_close(batched.final_derivative()[b], alone.final_derivative()[0], **TOL)
@@ -259,10 +277,11 @@ def test_padding_after_the_longest_sample_is_ignored(method, pad_time):
     assert not torch.isnan(batched.knots).any()
     assert torch.all(batched.knots[1:] > batched.knots[:-1]), f"knots not strictly increasing: {batched.knots}"
     for b, L in enumerate(lengths.tolist()):
-        alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], interpolation=method)
+        alone = build_control(times[b : b + 1, :L], values[b : b + 1, :L], interpolation=method)
         end = int(alone.end_index[0])
-        grid = [(alone.knots[i] + frac * (alone.knots[i + 1] - alone.knots[i])) for i in range(end)
-                for frac in (0.25, 0.75)]
+        grid = [
+            (alone.knots[i] + frac * (alone.knots[i + 1] - alone.knots[i])) for i in range(end) for frac in (0.25, 0.75)
+        ]
         _assert_same_path(batched, b, alone, grid)
 
 
@@ -330,7 +349,8 @@ def test_interpolate_goes_straight_through_missing_values():
                     else:
                         t0, t1, t = times[b, j0].item(), times[b, j1].item(), times[b, i].item()
                         expected = values[b, j0, c].item() + (t - t0) / (t1 - t0) * (
-                            values[b, j1, c].item() - values[b, j0, c].item())
+                            values[b, j1, c].item() - values[b, j0, c].item()
+                        )
                 assert got == pytest.approx(expected, rel=1e-12, abs=1e-12), (b, c, i)
 
 
@@ -342,8 +362,9 @@ def test_interpolate_cubics_pass_through_the_observed_points(method):
     for b in range(2):
         for c in range(2):
             for i in _observed_rows(values, lengths, b, c):
-                assert control.evaluate(control.knots[i])[b, 1 + c].item() == pytest.approx(values[b, i, c].item(),
-                                                                                           abs=1e-10)
+                assert control.evaluate(control.knots[i])[b, 1 + c].item() == pytest.approx(
+                    values[b, i, c].item(), abs=1e-10
+                )
 
 
 @pytest.mark.parametrize("method", INTERPOLATED)
@@ -376,8 +397,9 @@ def test_zero_fill_needs_the_mask_channel():
 def test_mask_intensity_and_time_channels():
     times, values, lengths = _missing_batch()
     C = values.shape[-1]
-    control = build_control(times, values, lengths, interpolation="linear", time_channel=True, mask_channel=True,
-                            intensity_channel=True)
+    control = build_control(
+        times, values, lengths, interpolation="linear", time_channel=True, mask_channel=True, intensity_channel=True
+    )
     assert control.channels == 1 + 3 * C
     assert control.channels_info == ("time", "x0", "x1", "mask0", "mask1", "count0", "count1")
     for b, L in enumerate(lengths.tolist()):
@@ -413,7 +435,7 @@ def test_index_parametrization_allows_different_times():
         for b, L in enumerate(lengths.tolist()):
             for i in range(L):
                 x = control.evaluate(_s(i), side="left" if i == L - 1 else "right")[b]
-                torch.testing.assert_close(x, torch.cat([times[b, i:i + 1], values[b, i]]), **TOL)
+                torch.testing.assert_close(x, torch.cat([times[b, i : i + 1], values[b, i]]), **TOL)
     linear = build_control(times, values, lengths, interpolation="linear", parametrization="index")
     # Halfway in index is halfway in every channel, time included.
     torch.testing.assert_close(linear.evaluate(_s(1.5))[1, 0], 0.5 * (times[1, 1] + times[1, 2]), **TOL)
@@ -507,19 +529,23 @@ def test_logsignature_control_windows(depth):
             if depth == 1:
                 expected = points[z] - points[a]
             else:
-                expected = torch.tensor(_chen_logsignature_depth2(points[a:z + 1].tolist()), dtype=F64)
+                expected = torch.tensor(_chen_logsignature_depth2(points[a : z + 1].tolist()), dtype=F64)
             for s in (w, w + 0.5, w + 0.999):  # constant on [w, w + 1)
                 torch.testing.assert_close(control.evaluate(_s(s))[b], expected, **TOL)
                 torch.testing.assert_close(control.derivative(_s(s))[b], expected, **TOL)
         # The final window of the first sample is short (one interval).
-    torch.testing.assert_close(control.evaluate(_s(2.5))[0, :3],
-                               torch.cat([times[0, 9:10] - times[0, 8:9], values[0, 9] - values[0, 8]]), **TOL)
+    torch.testing.assert_close(
+        control.evaluate(_s(2.5))[0, :3],
+        torch.cat([times[0, 9:10] - times[0, 8:9], values[0, 9] - values[0, 8]]),
+        **TOL,
+    )
     # Depth 1: the windows' increments add up to the whole path's increment.
     if depth == 1:
         for b, L in enumerate(lengths.tolist()):
             total = control.coeffs[b, :, 0].sum(0)
-            torch.testing.assert_close(total, torch.cat([times[b, L - 1:L] - times[b, :1], values[b, L - 1] - values[b, 0]]),
-                                       **TOL)
+            torch.testing.assert_close(
+                total, torch.cat([times[b, L - 1 : L] - times[b, :1], values[b, L - 1] - values[b, 0]]), **TOL
+            )
 
 
 def test_logsignature_windows_of_padded_batch_equal_each_sample_alone():
@@ -531,10 +557,10 @@ def test_logsignature_windows_of_padded_batch_equal_each_sample_alone():
     for step in (1, 3, 4):
         batched, windows = logsignature_windows(points, lengths, 2, step)
         for b, L in enumerate(lengths.tolist()):
-            alone, n = logsignature_windows(points[b:b + 1, :L], torch.tensor([L]), 2, step)
+            alone, n = logsignature_windows(points[b : b + 1, :L], torch.tensor([L]), 2, step)
             assert int(windows[b]) == int(n[0]) == math.ceil((L - 1) / step)
-            torch.testing.assert_close(batched[b, :int(n[0])], alone[0], **TOL)
-            assert torch.all(batched[b, int(n[0]):] == 0)
+            torch.testing.assert_close(batched[b, : int(n[0])], alone[0], **TOL)
+            assert torch.all(batched[b, int(n[0]) :] == 0)
 
 
 def test_logsignature_control_interpolates_missing_values_first():
@@ -697,8 +723,9 @@ def test_model_rejects_a_control_with_the_wrong_number_of_channels():
     times, values, lengths = _good()
     control = build_control(times, values, lengths, **control_options("delta-cde"))
     model = create_model("delta-cde", control.channels + 1, 3, d_model=8, n_heads=2).double()
-    with pytest.raises(ValueError, match=f"control has {control.channels} channels but the model expects "
-                                         f"{control.channels + 1}"):
+    with pytest.raises(
+        ValueError, match=f"control has {control.channels} channels but the model expects {control.channels + 1}"
+    ):
         model(control)
 
 
@@ -720,8 +747,9 @@ def test_static_initial_state_needs_static_features():
     times, values, lengths = _good()
     control = build_control(times, values, lengths)
     torch.manual_seed(0)
-    model = create_model("delta-cde", control.channels, 3, d_model=8, n_heads=2, initial_state="static",
-                         static_channels=4).double()
+    model = create_model(
+        "delta-cde", control.channels, 3, d_model=8, n_heads=2, initial_state="static", static_channels=4
+    ).double()
     with pytest.raises(ValueError, match="static"):
         model(control)
     with torch.no_grad():
@@ -737,8 +765,11 @@ def test_time_unit_rescales_the_time_channel_and_the_solver_parameter(parametriz
     g = torch.Generator().manual_seed(0)
     hours = torch.cumsum(torch.rand(3, 12, generator=g, dtype=torch.float64) + 0.5, dim=1)
     values = torch.randn(3, 12, 2, generator=g, dtype=torch.float64)
-    in_hours = build_control(hours, values, parametrization=parametrization) if parametrization == "index" else \
-        build_control(hours[:1].expand(3, 12), values, parametrization=parametrization)
+    in_hours = (
+        build_control(hours, values, parametrization=parametrization)
+        if parametrization == "index"
+        else build_control(hours[:1].expand(3, 12), values, parametrization=parametrization)
+    )
     times_s = (hours if parametrization == "index" else hours[:1].expand(3, 12)) * 3600.0
     from_seconds = build_control(times_s, values, parametrization=parametrization, time_unit=3600.0)
     for a, b in zip(in_hours.tensors(), from_seconds.tensors()):

@@ -13,6 +13,7 @@ skipped where no CUDA device is present (``pytest -m cuda`` runs only these; ben
 - No host sync in the step loops: the fixed-step solver's and the exact solver's loops (forward and backward,
   after set-up, tests/device_checks.py `watch_step_loops`) run under ``torch.cuda.set_sync_debug_mode("error")``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,14 +22,16 @@ import warnings
 
 import pytest
 import torch
-
 from device_checks import build_registry_model, registry_batch, training_loss, watch_step_loops
-from neuralde_seq import MODEL_NAMES
-from neuralde_seq.solvers.linear_scan import STRUCTURES, parallel_scan, sequential_scan
-from neuralde_seq.solvers import METHODS, Backprop, Checkpoint, Exact, FixedStep, RK4, SolverOptions
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CPU tests cover the rest")]
+from neuralde_seq import MODEL_NAMES
+from neuralde_seq.solvers import METHODS, RK4, Backprop, Checkpoint, Exact, FixedStep, SolverOptions
+from neuralde_seq.solvers.linear_scan import STRUCTURES, parallel_scan, sequential_scan
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CPU tests cover the rest"),
+]
 
 DTYPE = torch.float64
 RTOL = 1e-10
@@ -100,8 +103,9 @@ def test_registry_model_on_the_device_equals_the_cpu(name):
     _compare_model(name, LOOSER.get(name, RTOL))
 
 
-@pytest.mark.parametrize("method", [cls for cls in METHODS.values() if issubclass(cls, FixedStep)],
-                         ids=lambda cls: cls.name)
+@pytest.mark.parametrize(
+    "method", [cls for cls in METHODS.values() if issubclass(cls, FixedStep)], ids=lambda cls: cls.name
+)
 @pytest.mark.parametrize("gradient", [Checkpoint(every=7), Backprop()], ids=["checkpoint", "backprop"])
 def test_fixed_step_solvers_on_the_device_equal_the_cpu(method, gradient):
     # step_size 0.4 cuts the knot intervals (gaps 0.5-1.5) into 2-4 steps: the subdivided grid is exercised
@@ -112,8 +116,9 @@ def test_fixed_step_solvers_on_the_device_equal_the_cpu(method, gradient):
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta"])
 def test_fast_weight_rk4_on_the_device_equals_the_cpu(rule, affine_steps):
     # the affine rules' rk4 by composed step maps (affine_steps=True, where the library has it) and per step
-    _compare_model(f"{rule}-cde", length=60,
-                   solver=SolverOptions(RK4(affine_steps=affine_steps), gradient=Checkpoint(every=16)))
+    _compare_model(
+        f"{rule}-cde", length=60, solver=SolverOptions(RK4(affine_steps=affine_steps), gradient=Checkpoint(every=16))
+    )
 
 
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta"])
@@ -128,8 +133,9 @@ def test_parallel_fast_weight_scans_on_the_device_equal_the_cpu(rule):
     # is checked against the CPU's sequential path by the registry test): affine rk4, exact rank-one steps, WY blocks
     _compare_model(f"{rule}-cde", length=60, solver=SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=16)))
     _compare_model(f"{rule}-rde", length=120, solver=Exact(chunk_size=8, scan="parallel"))
-    _compare_model(f"{rule}-rde", length=120,
-                   solver=Exact(chunk_size=8, scan="parallel", recurrence="chunked", block_size=4))
+    _compare_model(
+        f"{rule}-rde", length=120, solver=Exact(chunk_size=8, scan="parallel", recurrence="chunked", block_size=4)
+    )
 
 
 @pytest.mark.parametrize("rule", ["hebb", "oja", "delta", "delta-post"])
@@ -154,8 +160,9 @@ def test_exact_solver_states_at_every_knot_on_the_device_equal_the_cpu():
         start = W0.to(device, copy=True).requires_grad_()  # a leaf on each device (W0 itself stays without grad)
         states = solve(f, inputs.to(device), start, options, at_knots=True)
         (states.sin().sum()).backward()
-        results.append((states.detach(), start.grad,
-                        {n: p.grad for n, p in f.named_parameters() if p.grad is not None}))
+        results.append(
+            (states.detach(), start.grad, {n: p.grad for n, p in f.named_parameters() if p.grad is not None})
+        )
     (expected, grad_expected, params_expected), (actual, grad_actual, params_actual) = results
     _assert_close(actual, expected, RTOL, "states at the knots")
     _assert_close(grad_actual, grad_expected, RTOL, "gradient of the initial state")
@@ -171,14 +178,19 @@ def _scan_inputs(structure, steps=1000, batch=3, hidden=8, device="cpu"):
     if structure == "diagonal":
         M = 0.98 * torch.tanh(rand(steps, batch, hidden))
     elif structure == "block":
-        M = 0.3 * rand(steps, batch, hidden // 4, 4, 4) / 4 ** 0.5
+        M = 0.3 * rand(steps, batch, hidden // 4, 4, 4) / 4**0.5
     elif structure == "dense":
-        M = 0.3 * rand(steps, batch, hidden, hidden) / hidden ** 0.5
+        M = 0.3 * rand(steps, batch, hidden, hidden) / hidden**0.5
     else:
-        M = (0.9 * torch.tanh(rand(steps, batch, hidden)), 0.1 * rand(steps, batch, hidden, 2),
-             0.1 * rand(steps, batch, hidden, 2))
-    leaves = [t.to(device).requires_grad_() for t in ((M if isinstance(M, tuple) else (M,)) + (rand(steps, batch, hidden),
-                                                                                          rand(batch, hidden)))]
+        M = (
+            0.9 * torch.tanh(rand(steps, batch, hidden)),
+            0.1 * rand(steps, batch, hidden, 2),
+            0.1 * rand(steps, batch, hidden, 2),
+        )
+    leaves = [
+        t.to(device).requires_grad_()
+        for t in ((M if isinstance(M, tuple) else (M,)) + (rand(steps, batch, hidden), rand(batch, hidden)))
+    ]
     return leaves
 
 
@@ -230,25 +242,42 @@ def test_sync_debug_mode_catches_a_host_read():
 
 
 SYNC_CASES = {
-    "ncde rk4 checkpoint": ("ncde", dict(solver=SolverOptions(RK4(step_size=0.4), gradient=Checkpoint(every=16))),
-                            {"fixed-step"}),
-    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())),
-                               {"fixed-step"}),
-    "delta-cde rk4 per-step": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False))),
-                               {"fixed-step"}),
-    "delta-rde exact chunked": ("delta-rde", dict(solver=Exact(chunk_size=8, recurrence="chunked", block_size=4)),
-                                {"exact-forward", "exact-backward"}),
-    "delta-cde rk4 sequential": ("delta-cde", dict(solver=SolverOptions(RK4(scan="sequential"))),
-                                 {"fixed-step"}),
-    "delta-cde rk4 parallel": ("delta-cde", dict(solver=SolverOptions(RK4(scan="parallel"),
-                                                                       gradient=Checkpoint(every=16))), {"fixed-step"}),
-    "delta-rde exact parallel": ("delta-rde", dict(solver=SolverOptions(Exact(chunk_size=8, scan="parallel"))),
-                                 {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked parallel": ("delta-rde", dict(solver=Exact(chunk_size=8, scan="parallel",
-                                                                         recurrence="chunked", block_size=4)),
-        {"exact-forward", "exact-backward"}),
-    **{f"{rule}-rde exact": (f"{rule}-rde", dict(solver=SolverOptions(Exact(chunk_size=8))),
-                             {"exact-forward", "exact-backward"}) for rule in ("hebb", "oja", "delta", "delta-post")},
+    "ncde rk4 checkpoint": (
+        "ncde",
+        dict(solver=SolverOptions(RK4(step_size=0.4), gradient=Checkpoint(every=16))),
+        {"fixed-step"},
+    ),
+    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())), {"fixed-step"}),
+    "delta-cde rk4 per-step": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False))), {"fixed-step"}),
+    "delta-rde exact chunked": (
+        "delta-rde",
+        dict(solver=Exact(chunk_size=8, recurrence="chunked", block_size=4)),
+        {"exact-forward", "exact-backward"},
+    ),
+    "delta-cde rk4 sequential": ("delta-cde", dict(solver=SolverOptions(RK4(scan="sequential"))), {"fixed-step"}),
+    "delta-cde rk4 parallel": (
+        "delta-cde",
+        dict(solver=SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=16))),
+        {"fixed-step"},
+    ),
+    "delta-rde exact parallel": (
+        "delta-rde",
+        dict(solver=SolverOptions(Exact(chunk_size=8, scan="parallel"))),
+        {"exact-forward", "exact-backward"},
+    ),
+    "delta-rde exact chunked parallel": (
+        "delta-rde",
+        dict(solver=Exact(chunk_size=8, scan="parallel", recurrence="chunked", block_size=4)),
+        {"exact-forward", "exact-backward"},
+    ),
+    **{
+        f"{rule}-rde exact": (
+            f"{rule}-rde",
+            dict(solver=SolverOptions(Exact(chunk_size=8))),
+            {"exact-forward", "exact-backward"},
+        )
+        for rule in ("hebb", "oja", "delta", "delta-post")
+    },
 }
 
 
@@ -277,8 +306,9 @@ def test_random_features_on_the_device_equal_the_fused_cpu_kernel():
     X = [np.cumsum(rng.normal(size=(int(rng.integers(300, 1000)), 2)), axis=0) for _ in range(24)]
     y = np.arange(24) % 3
     cpu = RandomFeatureClassifier(features=("ppv", "mpv", "max", "mean", "final"), random_state=0, dtype="float64")
-    gpu = RandomFeatureClassifier(features=("ppv", "mpv", "max", "mean", "final"), random_state=0, dtype="float64",
-                                  device=DEVICE)
+    gpu = RandomFeatureClassifier(
+        features=("ppv", "mpv", "max", "mean", "final"), random_state=0, dtype="float64", device=DEVICE
+    )
     expected, actual = cpu.fit_random_features(X, y), gpu.fit_random_features(X, y)
     assert cpu.feature_map_._fused(torch.device("cpu")) and not gpu.feature_map_._fused(torch.device(DEVICE))
     slices = cpu.feature_map_.feature_slices_

@@ -154,8 +154,7 @@ def _toy_dataset(n=40, t_max=12, c=3, seed=0, classes=4):
     lengths = rng.integers(3, t_max + 1, size=n)
     series = [rng.normal(size=(c, int(length))) * (1 + np.arange(c))[:, None] + 5 for length in lengths]
     labels = [i % classes for i in range(n)]
-    return IrregularDataset.from_sequences(series, labels, [f"k{i}" for i in range(classes)],
-                                           dtype=torch.float64)
+    return IrregularDataset.from_sequences(series, labels, [f"k{i}" for i in range(classes)], dtype=torch.float64)
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3, 0.5, 0.7, 0.95])

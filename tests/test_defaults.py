@@ -8,6 +8,7 @@ classes) allows logits of a few units and fails the 14-265 that a raw-unit time 
 read-out gave. During the steps the loss must stay finite and below 10 ln K (the step that diverged in the issue
 reached 4.9e6).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,8 @@ def test_defaults_train_on_a_long_spiky_series(name):
     assert all(math.isfinite(loss) for loss in losses), f"{name}: non-finite training loss {losses}"
     assert losses[0] <= 3 * math.log(classes), (
         f"{name}: initial loss {losses[0]:.3g} > 3 ln K = {3 * math.log(classes):.3g}: logits far from O(1) at "
-        f"initialisation on a {LENGTH}-point series")
+        f"initialisation on a {LENGTH}-point series"
+    )
     assert max(losses) <= 10 * math.log(classes), f"{name}: the loss grew to {max(losses):.3g} within {STEPS} steps"
 
 

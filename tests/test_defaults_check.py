@@ -1,6 +1,7 @@
 """benchmarks/defaults_check.py reports what it must against its stored table (drops over 3 points, divergences,
 spreads over 10 points over seeds, new cells; runs of other settings never compared), and resumes from its
 results.json without refitting."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ DEFAULTS = {"epochs": None, "series": None}
 
 def runs(model, dataset, accuracies, settings=DEFAULTS, **extra):
     """Runs of one cell, seed i with accuracies[i] (None: no accuracy)."""
-    return [{"model": model, "dataset": dataset, "seed": seed, "settings": dict(settings), "accuracy": accuracy,
-             **extra} for seed, accuracy in enumerate(accuracies)]
+    return [
+        {"model": model, "dataset": dataset, "seed": seed, "settings": dict(settings), "accuracy": accuracy, **extra}
+        for seed, accuracy in enumerate(accuracies)
+    ]
 
 
 def found(findings, kind):
@@ -128,8 +131,23 @@ def test_long_series_are_lengthened_then_dropped(script, italy):
 
 def test_the_script_records_resumes_without_refitting_and_reports_a_drop(script, italy, tmp_path, capsys):
     out, stored = tmp_path / "out", tmp_path / "stored.json"
-    argv = ["--models", "delta-rde", "--datasets", "ItalyPowerDemand", "--seeds", "0", "--epochs", "2",
-            "--series", "12", "--out", str(out), "--stored", str(stored), "--no-progress"]
+    argv = [
+        "--models",
+        "delta-rde",
+        "--datasets",
+        "ItalyPowerDemand",
+        "--seeds",
+        "0",
+        "--epochs",
+        "2",
+        "--series",
+        "12",
+        "--out",
+        str(out),
+        "--stored",
+        str(stored),
+        "--no-progress",
+    ]
     assert script.main(argv) == 0  # only a new cell: nothing stored yet
     assert "NEW       delta-rde on ItalyPowerDemand [epochs 2, series 12]" in capsys.readouterr().out
     (run,) = json.loads((out / "results.json").read_text())["runs"]
@@ -157,13 +175,32 @@ def test_a_candidate_default_is_an_estimator_parameter_recorded_in_the_settings(
     assert script._setting_option("augment_crop=0.8") == ("augment_crop", 0.8)
     assert script._setting_option("schedule=cosine") == ("schedule", "cosine")
     assert script._setting_option("patience=null") == ("patience", None)
-    for bad, words in (("ensembl=3", "did you mean 'ensemble'"), ("ensemble", "not NAME=VALUE"),
-                       ("random_state=1", "not NAME=VALUE"), ("ensemble=[1, 2]", "a number, a string or null")):
+    for bad, words in (
+        ("ensembl=3", "did you mean 'ensemble'"),
+        ("ensemble", "not NAME=VALUE"),
+        ("random_state=1", "not NAME=VALUE"),
+        ("ensemble=[1, 2]", "a number, a string or null"),
+    ):
         with pytest.raises(Exception, match=words):
             script._setting_option(bad)
     out = tmp_path / "out"
-    argv = ["--models", "hebb-rde", "--datasets", "ItalyPowerDemand", "--seeds", "0", "--epochs", "2",
-            "--series", "12", "--out", str(out), "--stored", str(tmp_path / "stored.json"), "--no-progress"]
+    argv = [
+        "--models",
+        "hebb-rde",
+        "--datasets",
+        "ItalyPowerDemand",
+        "--seeds",
+        "0",
+        "--epochs",
+        "2",
+        "--series",
+        "12",
+        "--out",
+        str(out),
+        "--stored",
+        str(tmp_path / "stored.json"),
+        "--no-progress",
+    ]
     assert script.main(argv + ["--set", "schedule=cosine"]) == 0
     assert script.main(argv) == 0  # the defaults: a run of its own, not the candidate's
     first, second = json.loads((out / "results.json").read_text())["runs"]

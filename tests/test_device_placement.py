@@ -10,15 +10,23 @@
   (`host_reads_forbidden`), each a host sync on a GPU, through a whole forward and backward pass. Argument checks
   and set-up before the loop may read values (once per solve).
 """
+
 from __future__ import annotations
 
 import warnings
 
 import pytest
 import torch
+from device_checks import (
+    HostRead,
+    build_registry_model,
+    factories_on,
+    host_reads_forbidden,
+    registry_batch,
+    training_loss,
+    watch_step_loops,
+)
 
-from device_checks import (HostRead, build_registry_model, factories_on, host_reads_forbidden, registry_batch,
-                           training_loss, watch_step_loops)
 from neuralde_seq import MODEL_NAMES
 from neuralde_seq.solvers import RK4, Adjoint, Backprop, Checkpoint, Dopri5, Exact, SolverOptions
 
@@ -30,8 +38,10 @@ VARIANTS = {
     "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop()))),
     "ncde adjoint": ("ncde", dict(solver=SolverOptions(RK4(), gradient=Adjoint(check_every=1)))),
     "ncde dopri5 checkpoint": ("ncde", dict(solver=SolverOptions(Dopri5(rtol=1e-4, atol=1e-6)))),
-    "gru-ode dopri5 backprop": ("gru-ode", dict(solver=SolverOptions(Dopri5(rtol=1e-4, atol=1e-6),
-                                                                     gradient=Backprop()))),
+    "gru-ode dopri5 backprop": (
+        "gru-ode",
+        dict(solver=SolverOptions(Dopri5(rtol=1e-4, atol=1e-6), gradient=Backprop())),
+    ),
     "delta-cde rk4 per-step": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False)))),
     "delta-rde exact chunked": ("delta-rde", dict(solver=SolverOptions(Exact(recurrence="chunked", block_size=4)))),
     "slice-diag parallel": ("slice-diag", dict(scan="parallel")),
@@ -110,9 +120,15 @@ def test_host_read_instrument_catches_item_bool_and_host_data():
     """The instrument itself raises on each kind of host read, and only inside."""
     x = torch.ones(3)
     with host_reads_forbidden():
-        for read in (lambda: x.sum().item(), lambda: x.tolist(), lambda: bool(x.sum() > 0),
-                     lambda: float(x.sum()), lambda: int(x.sum()), lambda: torch.tensor([1.0, 2.0]),
-                     lambda: torch.as_tensor([1.0])):
+        for read in (
+            lambda: x.sum().item(),
+            lambda: x.tolist(),
+            lambda: bool(x.sum() > 0),
+            lambda: float(x.sum()),
+            lambda: int(x.sum()),
+            lambda: torch.tensor([1.0, 2.0]),
+            lambda: torch.as_tensor([1.0]),
+        ):
             with pytest.raises(HostRead):
                 read()
         assert torch.as_tensor(x).shape == (3,)  # from a tensor: no host data
@@ -121,26 +137,44 @@ def test_host_read_instrument_catches_item_bool_and_host_data():
 
 # (model, overrides, the loops that must have run under the instrument)
 STEP_LOOP_CASES = {
-    "delta-cde rk4 checkpoint": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
-                                 {"fixed-step"}),
-    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())),
-                               {"fixed-step"}),
-    "delta-cde rk4 per-step checkpoint": ("delta-cde", dict(solver=SolverOptions(RK4(affine_steps=False),
-                                                                                 gradient=Checkpoint(every=5))),
-                                          {"fixed-step"}),
-    "oja-cde rk4 checkpoint": ("oja-cde", dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
-                               {"fixed-step"}),
+    "delta-cde rk4 checkpoint": (
+        "delta-cde",
+        dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
+        {"fixed-step"},
+    ),
+    "delta-cde rk4 backprop": ("delta-cde", dict(solver=SolverOptions(RK4(), gradient=Backprop())), {"fixed-step"}),
+    "delta-cde rk4 per-step checkpoint": (
+        "delta-cde",
+        dict(solver=SolverOptions(RK4(affine_steps=False), gradient=Checkpoint(every=5))),
+        {"fixed-step"},
+    ),
+    "oja-cde rk4 checkpoint": (
+        "oja-cde",
+        dict(solver=SolverOptions(RK4(), gradient=Checkpoint(every=5))),
+        {"fixed-step"},
+    ),
     "ncde rk4 step_size": ("ncde", dict(solver=SolverOptions(RK4(step_size=0.4))), {"fixed-step"}),
-    "hebb-rde exact": ("hebb-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
-                       {"exact-forward", "exact-backward"}),
-    "oja-rde exact": ("oja-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
-                      {"exact-forward", "exact-backward"}),
-    "delta-rde exact": ("delta-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
-                        {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked": ("delta-rde", dict(solver=Exact(chunk_size=4, recurrence="chunked", block_size=2)),
-                                {"exact-forward", "exact-backward"}),
-    "delta-post-rde exact": ("delta-post-rde", dict(solver=SolverOptions(Exact(chunk_size=2))),
-                             {"exact-forward", "exact-backward"}),
+    "hebb-rde exact": (
+        "hebb-rde",
+        dict(solver=SolverOptions(Exact(chunk_size=2))),
+        {"exact-forward", "exact-backward"},
+    ),
+    "oja-rde exact": ("oja-rde", dict(solver=SolverOptions(Exact(chunk_size=2))), {"exact-forward", "exact-backward"}),
+    "delta-rde exact": (
+        "delta-rde",
+        dict(solver=SolverOptions(Exact(chunk_size=2))),
+        {"exact-forward", "exact-backward"},
+    ),
+    "delta-rde exact chunked": (
+        "delta-rde",
+        dict(solver=Exact(chunk_size=4, recurrence="chunked", block_size=2)),
+        {"exact-forward", "exact-backward"},
+    ),
+    "delta-post-rde exact": (
+        "delta-post-rde",
+        dict(solver=SolverOptions(Exact(chunk_size=2))),
+        {"exact-forward", "exact-backward"},
+    ),
 }
 
 
@@ -172,9 +206,14 @@ def test_relax_error_reads_nothing_off_the_cpu():
     out = relax_error(e0.to("meta"), log_decay.to("meta"))
     assert out.device.type == "meta" and out.shape == e0.shape
     small = e0.abs() < 20
-    torch.testing.assert_close(_relax_error_both_branches(e0[small], log_decay[small]),
-                               relax_error(e0[small], log_decay[small]), rtol=0, atol=0)
+    torch.testing.assert_close(
+        _relax_error_both_branches(e0[small], log_decay[small]),
+        relax_error(e0[small], log_decay[small]),
+        rtol=0,
+        atol=0,
+    )
     torch.testing.assert_close(_relax_error_both_branches(e0, log_decay), relax_error(e0, log_decay), rtol=0, atol=0)
     # and it is the formula: asinh(sinh(e0) e^{log_decay}), in float64 where that does not overflow
-    torch.testing.assert_close(relax_error(e0, log_decay), torch.asinh(torch.sinh(e0) * torch.exp(log_decay)),
-                               rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(
+        relax_error(e0, log_decay), torch.asinh(torch.sinh(e0) * torch.exp(log_decay)), rtol=1e-13, atol=1e-15
+    )

@@ -8,6 +8,7 @@ batches of 5, 5 and 1: uneven shares (3 + 2) and a last batch smaller than the n
 share empty). Every step's gradient, the parameters, the metrics every rank reports and the checkpoints
 must agree, and only rank 0 may write files.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,11 +66,28 @@ def _train(folder) -> dict:
     folder = Path(folder)
     model, train, val = _problem()
     record = _Record()
-    history = fit(model, Classification(2), train, val=val, epochs=EPOCHS, lr=0.05, batch_size=BATCH, seed=SEED,
-                  eval_every=2, eval_batch_size=3, resume_path=folder / "last.pt", progress=False,
-                  callbacks=[record, BestCheckpoint(folder / "best.pt", monitor="loss")])
-    return {"gradients": record.gradients, "last_parameters": record.last_parameters, "seed": record.seed,
-            "best_parameters": [p.detach().clone() for p in model.parameters()], "history": history}
+    history = fit(
+        model,
+        Classification(2),
+        train,
+        val=val,
+        epochs=EPOCHS,
+        lr=0.05,
+        batch_size=BATCH,
+        seed=SEED,
+        eval_every=2,
+        eval_batch_size=3,
+        resume_path=folder / "last.pt",
+        progress=False,
+        callbacks=[record, BestCheckpoint(folder / "best.pt", monitor="loss")],
+    )
+    return {
+        "gradients": record.gradients,
+        "last_parameters": record.last_parameters,
+        "seed": record.seed,
+        "best_parameters": [p.detach().clone() for p in model.parameters()],
+        "history": history,
+    }
 
 
 def _train_in_group(folder: str) -> dict:
@@ -116,14 +134,15 @@ def test_two_gloo_processes_train_as_one_process(tmp_path):
         assert len(result["gradients"]) == steps
         for got, want in zip(result["gradients"], single["gradients"]):
             differences["gradient"] = max(differences["gradient"], _max_difference(got, want))
-        differences["parameter"] = max(differences["parameter"],
-                                       _max_difference(result["last_parameters"], single["last_parameters"]),
-                                       _max_difference(result["best_parameters"], single["best_parameters"]))
+        differences["parameter"] = max(
+            differences["parameter"],
+            _max_difference(result["last_parameters"], single["last_parameters"]),
+            _max_difference(result["best_parameters"], single["best_parameters"]),
+        )
         # Every rank reports the single process's metrics: training statistics reduced over the ranks,
         # validation outputs gathered in sample order.
         history, expected = result["history"], single["history"]
-        reported = [k for k in expected if k.startswith(("train_", "val_", "best_"))
-                    and not k.endswith("_seconds")]
+        reported = [k for k in expected if k.startswith(("train_", "val_", "best_")) and not k.endswith("_seconds")]
         assert {"train_loss", "train_accuracy", "val_loss", "val_accuracy", "val_auroc"} <= set(reported)
         for key in reported + ["epoch", "step", "steps", "best_epoch", "stopped_by"]:
             got, want = history[key], expected[key]
@@ -172,6 +191,7 @@ def test_backend_and_environment(monkeypatch):
 
 def test_python_m_neuralde_seq_runs_the_command_line():
     # `torchrun -m neuralde_seq bench ...` needs the package to be runnable as a module.
-    done = subprocess.run([sys.executable, "-m", "neuralde_seq", "bench", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "neuralde_seq", "bench", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and "neuralde-seq bench" in done.stdout

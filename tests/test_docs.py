@@ -5,6 +5,7 @@ are not in a signature fail it); these tests cover what the site build cannot se
 code comments and scripts, and arguments a docstring leaves out; and the README's two snippets that the Getting
 Started page includes run as written.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,10 +17,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CITATION = re.compile(r"docs/([A-Za-z0-9_]+\.md)(?:#([A-Za-z0-9_-]+))?")
-PUBLIC_MODULES = ["neuralde_seq", "neuralde_seq.models", "neuralde_seq.data", "neuralde_seq.training",
-                  "neuralde_seq.sklearn", "neuralde_seq.rules", "neuralde_seq.signatures", "neuralde_seq.ops",
-                  "neuralde_seq.solvers",
-                  "neuralde_seq.basis", "neuralde_seq.reference", "neuralde_seq.random_features"]
+PUBLIC_MODULES = [
+    "neuralde_seq",
+    "neuralde_seq.models",
+    "neuralde_seq.data",
+    "neuralde_seq.training",
+    "neuralde_seq.sklearn",
+    "neuralde_seq.rules",
+    "neuralde_seq.signatures",
+    "neuralde_seq.ops",
+    "neuralde_seq.solvers",
+    "neuralde_seq.basis",
+    "neuralde_seq.reference",
+    "neuralde_seq.random_features",
+]
 
 
 def github_anchor(heading: str) -> str:
@@ -43,8 +54,10 @@ def test_github_anchor_rule():
     # The rule against headings whose GitHub anchors are known (a wrong rule would pass broken citations).
     assert github_anchor("Closed forms on constant inputs") == "closed-forms-on-constant-inputs"
     assert github_anchor("aeon's ACSF1, OSULeaf: 30 % dropped, 3 seeds") == "aeons-acsf1-osuleaf-30--dropped-3-seeds"
-    assert github_anchor("What is solved, how, and what is done with the answer") == \
-        "what-is-solved-how-and-what-is-done-with-the-answer"
+    assert (
+        github_anchor("What is solved, how, and what is done with the answer")
+        == "what-is-solved-how-and-what-is-done-with-the-answer"
+    )
 
 
 def cited_sections():
@@ -136,18 +149,85 @@ def test_site_pages_name_only_existing_notebooks(page):
 
 # The TeX macros the pages use, each one MathJax 3's TeX input knows: a misspelt or unknown macro shows in red.
 ALLOWED_MACROS = {
-    "alpha", "beta", "gamma", "delta", "Delta", "varepsilon", "theta", "lambda", "Lambda", "mu", "pi", "sigma", "tau",
-    "varphi", "psi", "omega", "ell", "mathbb", "mathcal", "text", "operatorname", "top", "times", "cdot", "circ",
-    "odot", "in", "sim", "approx", "le", "ge", "to", "mapsto", "leftarrow", "frac", "dfrac", "sqrt", "sum", "prod",
-    "int", "log", "exp", "sin", "cos", "tanh", "sinh", "max", "lVert", "rVert", "lvert", "rvert", "lceil", "rceil",
-    "big", "Big", "dots", "qquad", "quad", "begin", "end", "|", ",", ";", "!", "\\",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "Delta",
+    "varepsilon",
+    "theta",
+    "lambda",
+    "Lambda",
+    "mu",
+    "pi",
+    "sigma",
+    "tau",
+    "varphi",
+    "psi",
+    "omega",
+    "ell",
+    "mathbb",
+    "mathcal",
+    "text",
+    "operatorname",
+    "top",
+    "times",
+    "cdot",
+    "circ",
+    "odot",
+    "in",
+    "sim",
+    "approx",
+    "le",
+    "ge",
+    "to",
+    "mapsto",
+    "leftarrow",
+    "frac",
+    "dfrac",
+    "sqrt",
+    "sum",
+    "prod",
+    "int",
+    "log",
+    "exp",
+    "sin",
+    "cos",
+    "tanh",
+    "sinh",
+    "max",
+    "lVert",
+    "rVert",
+    "lvert",
+    "rvert",
+    "lceil",
+    "rceil",
+    "big",
+    "Big",
+    "dots",
+    "qquad",
+    "quad",
+    "begin",
+    "end",
+    "|",
+    ",",
+    ";",
+    "!",
+    "\\",
 }
 # Characters that stand for a macro (or for plain ASCII) inside math: MathJax would typeset them, but as text glyphs
 # in the wrong font and spacing, and `‖` is the pseudo-LaTeX norm.
 UNICODE_IN_MATH = "‖ᵀ−×σβλγ∈Σ∫√²³⁻₀₁₂⊙≈→"
 PSEUDO_LATEX_OUTSIDE_MATH = re.compile(r"\^\{|_\{|‖|ᵀ|\b[A-Za-z]\^[0-9A-Za-z(]")
-EQUATION_PAGES = ["equations.md", "concepts.md", "gating.md", "linear_cdes.md", "log_ncde.md", "stateful_odenets.md",
-                  "design.md"]
+EQUATION_PAGES = [
+    "equations.md",
+    "concepts.md",
+    "gating.md",
+    "linear_cdes.md",
+    "log_ncde.md",
+    "stateful_odenets.md",
+    "design.md",
+]
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?![\s$])((?:\\.|[^\\$])+?)(?<!\s)\$")
 
 
@@ -191,8 +271,9 @@ def math_problems(tex: str) -> list[str]:
     found = sorted({c for c in tex if c in UNICODE_IN_MATH})
     if found:
         problems.append(f"unicode {found} instead of TeX")
-    if (len(re.findall(r"\\left(?![A-Za-z])", tex)) != len(re.findall(r"\\right(?![A-Za-z])", tex))
-            or tex.count(r"\begin{") != tex.count(r"\end{")):
+    if len(re.findall(r"\\left(?![A-Za-z])", tex)) != len(re.findall(r"\\right(?![A-Za-z])", tex)) or tex.count(
+        r"\begin{"
+    ) != tex.count(r"\end{"):
         problems.append("unbalanced \\left/\\right or \\begin/\\end")
     return problems
 
@@ -276,11 +357,12 @@ def test_equation_pages_render_every_dollar_as_math(page):
     assert html.count('class="arithmatex"') >= 3
     text = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", html, flags=re.S)
     text = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', "", text, flags=re.S)
-    assert "$" not in text, f"docs/{page}: a $ left as text: {text[max(0, text.find('$') - 80):text.find('$') + 80]}"
+    assert "$" not in text, f"docs/{page}: a $ left as text: {text[max(0, text.find('$') - 80) : text.find('$') + 80]}"
 
 
 # ------------------------------------------------------------------------------------------------------------------
 # The architecture picture (docs/design.md#architecture) is drawn from the layer table: it may not drift from it.
+
 
 def test_architecture_picture_is_drawn_from_the_layer_table():
     """docs/figures/architecture.svg equals what docs/figures/architecture.py draws from today's table (rerun the
@@ -292,7 +374,9 @@ def test_architecture_picture_is_drawn_from_the_layer_table():
     spec.loader.exec_module(architecture)
     rows = architecture.layer_rows((ROOT / "docs" / "design.md").read_text(encoding="utf-8"))
     committed = (ROOT / "docs" / "figures" / "architecture.svg").read_text(encoding="utf-8")
-    assert committed == architecture.svg(rows), "docs/figures/architecture.svg is stale: run docs/figures/architecture.py"
+    assert committed == architecture.svg(rows), (
+        "docs/figures/architecture.svg is stale: run docs/figures/architecture.py"
+    )
     # independent of the drawing code: every table entry appears as text in the picture
     table = re.search(r"^## Layers\s*$(.*?)(?=^## |\Z)", (ROOT / "docs" / "design.md").read_text(), re.M | re.S)
     entries = re.findall(r"^\|\s*(\d+[^|]*?)\s*\|([^|]*)\|", table.group(1), re.M)
@@ -309,8 +393,11 @@ def _readme_snippet(name: str) -> str:
     """The Python code of the README snippet ``name`` (between its ``--8<--`` markers; the Getting Started page
     includes it)."""
     text = (ROOT / "README.md").read_text()
-    found = re.search(r"<!-- --8<-- \[start:%s\] -->\n```python\n(.*?)```\n<!-- --8<-- \[end:%s\] -->"
-                      % (re.escape(name), re.escape(name)), text, re.S)
+    found = re.search(
+        rf"<!-- --8<-- \[start:{re.escape(name)}\] -->\n```python\n(.*?)```\n<!-- --8<-- \[end:{re.escape(name)}\] -->",
+        text,
+        re.S,
+    )
     assert found, f"README has no python snippet {name!r}"
     return found.group(1)
 
@@ -372,13 +459,17 @@ def test_the_api_pages_citations_of_the_docs_become_links_to_their_sections():
     config = load_config(str(ROOT / "mkdocs.yml"))
     files = get_files(config)
     page = Page(None, files.get_file_from_path("api/rules.md"), config)
-    html = ("<p>Exact steps (docs/equations.md#closed-forms-on-constant-inputs), see docs/benchmarks.md; "
-            '<a href="https://example.org/docs/design.md">kept</a></p>')
+    html = (
+        "<p>Exact steps (docs/equations.md#closed-forms-on-constant-inputs), see docs/benchmarks.md; "
+        '<a href="https://example.org/docs/design.md">kept</a></p>'
+    )
     out = hook.on_page_content(html, page, config, files)
-    assert out == ('<p>Exact steps (<a href="../../equations/#closed-forms-on-constant-inputs">'
-                   "docs/equations.md#closed-forms-on-constant-inputs</a>), see "
-                   '<a href="../../benchmarks/">docs/benchmarks.md</a>; '
-                   '<a href="https://example.org/docs/design.md">kept</a></p>')
+    assert out == (
+        '<p>Exact steps (<a href="../../equations/#closed-forms-on-constant-inputs">'
+        "docs/equations.md#closed-forms-on-constant-inputs</a>), see "
+        '<a href="../../benchmarks/">docs/benchmarks.md</a>; '
+        '<a href="https://example.org/docs/design.md">kept</a></p>'
+    )
     missing = "docs/" + "nowhere.md"  # (spelt apart: test_cited_doc_sections_exist reads this file's citations)
     with pytest.raises(Exception, match=f"cites {missing}"):
         hook.on_page_content(f"<p>{missing}</p>", page, config, files)

@@ -6,10 +6,10 @@ Downloads go through the real code path with local sources: ``file://`` URLs, an
 """
 
 import hashlib
-import multiprocessing
-import os
 import http.server
 import io
+import multiprocessing
+import os
 import re
 import shutil
 import tarfile
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from neuralde_seq.data.io.cache_integrity import ChecksumError
 from neuralde_seq.cache import cached_tensors
+from neuralde_seq.data.io.cache_integrity import ChecksumError
 from neuralde_seq.data.io.download import (
     CorruptCacheError,
     DataUnavailableError,
@@ -94,7 +94,6 @@ def test_remote_file_validation():
     assert RemoteFile("https://x/a.zip", "a.zip", "AB" * 32).sha256 == "ab" * 32
 
 
-
 def test_fetch_progress_off_a_terminal_is_two_lines_not_bar_frames(tmp_path, source_file, capsys):
     """pytest's captured stderr is not a terminal, as a job's log is not: the download says when it starts and
     ends, with the bytes received, and draws no bar (no carriage returns)."""
@@ -104,6 +103,7 @@ def test_fetch_progress_off_a_terminal_is_two_lines_not_bar_frames(tmp_path, sou
     lines = err.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("downloading data.bin: started"), lines
     assert lines[1].startswith("downloading data.bin: done") and f"{len(PAYLOAD) / 1024:.1f} KiB" in lines[1], lines
+
 
 # ----------------------------------------------------------------------------------- fetch, file://
 def test_fetch_file_url_and_cache_hit(tmp_path, source_file):
@@ -236,7 +236,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             server.second_request.wait(server.stall_s)
-            body = body[len(body) // 2:]
+            body = body[len(body) // 2 :]
         self.wfile.write(body)
         self.wfile.flush()
         server.finished_at.append(time.time())
@@ -291,8 +291,11 @@ def test_a_link_planted_at_the_partial_file_is_refused_and_its_target_kept(tmp_p
     victim.write_bytes(b"precious" * 100)
     os.symlink(victim, cache / "data.bin.part")
     url = server.url if transport == "http" else source_file.as_uri()
-    with pytest.raises(DataUnavailableError, match=r"data\.bin\.part is a symbolic link; refusing to write through "
-                                                   r"it: remove it"):
+    with pytest.raises(
+        DataUnavailableError,
+        match=r"data\.bin\.part is a symbolic link; refusing to write through "
+        r"it: remove it",
+    ):
         fetch(RemoteFile(url, "data.bin", PAYLOAD_SHA), cache, progress=False)
     assert victim.read_bytes() == b"precious" * 100
     assert not (cache / "data.bin").exists()
@@ -329,8 +332,7 @@ def _fetch_in_child(url: str, cache: str, barrier, results) -> None:
             outcome = {"path": str(path), "sha": hashlib.sha256(path.read_bytes()).hexdigest()}
         except Exception as error:  # reported to the parent, which fails the test with it
             outcome = {"error": f"{type(error).__name__}: {error}"}
-    results.put({**outcome, "started": started, "finished": time.time(),
-                 "warnings": [str(w.message) for w in caught]})
+    results.put({**outcome, "started": started, "finished": time.time(), "warnings": [str(w.message) for w in caught]})
 
 
 def test_two_processes_fetching_one_file_download_once_and_record_the_right_hash(tmp_path, server):
@@ -340,8 +342,9 @@ def test_two_processes_fetching_one_file_download_once_and_record_the_right_hash
     cache = tmp_path / "cache"
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(2), context.Queue()
-    children = [context.Process(target=_fetch_in_child, args=(server.url, str(cache), barrier, results))
-                for _ in range(2)]
+    children = [
+        context.Process(target=_fetch_in_child, args=(server.url, str(cache), barrier, results)) for _ in range(2)
+    ]
     for child in children:
         child.start()
     outcomes = [results.get(timeout=120) for _ in children]
@@ -489,11 +492,16 @@ def test_extract_zip_all_and_selected(tmp_path):
     archive = _zip(tmp_path / "a.zip", {"top/x.txt": b"x", "top/sub/y.txt": b"yy", "other/z.txt": b"z"})
     everything = extract_archive(archive, tmp_path / "all")
     assert sorted(str(p.relative_to(everything)) for p in everything.rglob("*") if p.is_file()) == [
-        "other/z.txt", "top/sub/y.txt", "top/x.txt"]
+        "other/z.txt",
+        "top/sub/y.txt",
+        "top/x.txt",
+    ]
     assert (everything / "top" / "sub" / "y.txt").read_bytes() == b"yy"
     chosen = extract_archive(archive, tmp_path / "some", members=lambda name: name.startswith("top/"))
-    assert sorted(str(p.relative_to(chosen)) for p in chosen.rglob("*") if p.is_file()) == ["top/sub/y.txt",
-                                                                                          "top/x.txt"]
+    assert sorted(str(p.relative_to(chosen)) for p in chosen.rglob("*") if p.is_file()) == [
+        "top/sub/y.txt",
+        "top/x.txt",
+    ]
     with pytest.raises(ValueError, match="missing.txt"):
         extract_archive(archive, tmp_path / "named", members=["top/x.txt", "missing.txt"])
     assert not (tmp_path / "named").exists()

@@ -11,13 +11,12 @@ import torch
 from sklearn.base import clone
 from sklearn.metrics import log_loss
 from sklearn.model_selection import GridSearchCV, cross_val_score
+from test_sklearn import _ragged  # tests/ is on the path (conftest.py)
 
 from neuralde_seq import MODEL_NAMES, create_model
 from neuralde_seq.data import from_arrays, random_crop_and_drop
 from neuralde_seq.sklearn import AUTO_MAX_STEPS, SequenceClassifier, SequenceRegressor, _step_budget
 from neuralde_seq.training.augmentation import member_seed
-
-from test_sklearn import _ragged  # tests/ is on the path (conftest.py)
 
 SMALL = dict(model_options={"hidden": 8}, lr=0.02, batch_size=8)
 
@@ -28,8 +27,10 @@ def test_ensemble_probabilities_are_the_mean_of_members_trained_alone():
     settings = dict(SMALL, epochs=3, dtype="float64")
     ensemble = SequenceClassifier("gru-dt", ensemble=3, random_state=5, **settings).fit(X, y, times=times)
     # each member as an estimator of its own, with the runner's member seeds
-    members = [SequenceClassifier("gru-dt", random_state=member_seed(5, j), **settings).fit(X, y, times=times)
-               for j in range(3)]
+    members = [
+        SequenceClassifier("gru-dt", random_state=member_seed(5, j), **settings).fit(X, y, times=times)
+        for j in range(3)
+    ]
     alone = np.stack([m.predict_proba(X, times=times) for m in members])
     proba = ensemble.predict_proba(X, times=times)
     np.testing.assert_allclose(proba, alone.mean(axis=0), rtol=0, atol=1e-12)
@@ -48,8 +49,12 @@ def test_ensemble_of_regressors_predicts_the_mean_of_members_trained_alone():
     settings = dict(SMALL, epochs=3, dtype="float64")
     for targets in (y, y[:, 0]):  # (N, k) and (N,)
         ensemble = SequenceRegressor("gru-dt", ensemble=2, random_state=9, **settings).fit(X, targets, times=times)
-        alone = [SequenceRegressor("gru-dt", random_state=member_seed(9, j), **settings).fit(X, targets, times=times)
-                 .predict(X, times=times) for j in range(2)]
+        alone = [
+            SequenceRegressor("gru-dt", random_state=member_seed(9, j), **settings)
+            .fit(X, targets, times=times)
+            .predict(X, times=times)
+            for j in range(2)
+        ]
         predicted = ensemble.predict(X, times=times)
         assert predicted.shape == targets.shape
         np.testing.assert_allclose(predicted, (alone[0] + alone[1]) / 2, rtol=1e-12, atol=1e-9)
@@ -67,8 +72,9 @@ def test_augmentation_changes_the_training_batches_and_only_them():
         if type(module).__name__ == "GRUDeltaT":
             seen.append((module.training, args[0]))
 
-    clf = SequenceClassifier("gru-dt", **SMALL, epochs=1, validation_fraction=0.25, augment_crop=0.6,
-                             augment_drop_rate=0.4, random_state=3)
+    clf = SequenceClassifier(
+        "gru-dt", **SMALL, epochs=1, validation_fraction=0.25, augment_crop=0.6, augment_drop_rate=0.4, random_state=3
+    )
     with torch.nn.modules.module.register_module_forward_pre_hook(record):
         clf.fit(X, y, times=times)
     data = from_arrays(X, times=times)
@@ -82,8 +88,9 @@ def test_augmentation_changes_the_training_batches_and_only_them():
     training = [inputs for mode, inputs in seen if mode]
     assert len(training) == 3  # 24 training series, batches of 8
     for field in ("times", "values", "lengths"):
-        torch.testing.assert_close(getattr(training[0], field), getattr(expected, field), rtol=0, atol=0,
-                                   equal_nan=True)
+        torch.testing.assert_close(
+            getattr(training[0], field), getattr(expected, field), rtol=0, atol=0, equal_nan=True
+        )
     observed = lambda inputs: int((~torch.isnan(inputs.values)).any(-1).sum())  # noqa: E731
     assert observed(training[0]) < 0.75 * observed(plain)  # the model saw fewer points
     # the validation split is read whole
@@ -95,8 +102,9 @@ def test_augmentation_changes_the_training_batches_and_only_them():
 def test_no_augmentation_is_the_plain_fit_bit_for_bit():
     X, y, times = _ragged(24, seed=23)
     plain = SequenceClassifier("gru-dt", **SMALL, epochs=3, random_state=1).fit(X, y, times=times)
-    off = SequenceClassifier("gru-dt", **SMALL, epochs=3, random_state=1, augment_crop=1, augment_drop_rate=0,
-                             ensemble=1).fit(X, y, times=times)
+    off = SequenceClassifier(
+        "gru-dt", **SMALL, epochs=3, random_state=1, augment_crop=1, augment_drop_rate=0, ensemble=1
+    ).fit(X, y, times=times)
     assert off.history_["train_loss"] == plain.history_["train_loss"]
     for name, weight in plain.model_.state_dict().items():
         assert torch.equal(off.model_.state_dict()[name], weight), name
@@ -107,11 +115,20 @@ def test_no_augmentation_is_the_plain_fit_bit_for_bit():
 
 def test_a_series_the_augmentation_leaves_unreadable_is_named_as_its_doing():
     X, y, times = _ragged(24, seed=24)  # a quarter of the values missing, channel by channel
-    settings = dict(model_options={"hidden": 4, "width": 8}, epochs=2, batch_size=8, random_state=0,
-                    augment_crop=0.2, augment_drop_rate=0.5)
-    with pytest.raises(ValueError, match=r"augment_crop=0\.2, augment_drop_rate=0\.5 left a series of a training "
-                                         r"batch that 'ncde' cannot read: .*no observation in channel.*"
-                                         r"unobserved_fill"):
+    settings = dict(
+        model_options={"hidden": 4, "width": 8},
+        epochs=2,
+        batch_size=8,
+        random_state=0,
+        augment_crop=0.2,
+        augment_drop_rate=0.5,
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"augment_crop=0\.2, augment_drop_rate=0\.5 left a series of a training "
+        r"batch that 'ncde' cannot read: .*no observation in channel.*"
+        r"unobserved_fill",
+    ):
         SequenceClassifier("ncde", control_options={"unobserved_fill": None}, **settings).fit(X, y, times=times)
     # by default a channel the crop and drops leave unobserved is filled with its training mean
     clf = SequenceClassifier("ncde", **settings).fit(X, y, times=times)
@@ -170,8 +187,9 @@ def test_epochs_auto_stops_within_the_budget_on_the_best_validation_weights():
     rng = np.random.default_rng(26)
     X = [rng.normal(size=(int(rng.integers(6, 13)), 2)) for _ in range(40)]
     y = rng.integers(0, 2, 40)
-    clf = SequenceClassifier("gru-dt", model_options={"hidden": 16}, epochs="auto", max_steps=400, lr=0.05,
-                             batch_size=8, random_state=0).fit(X, y)
+    clf = SequenceClassifier(
+        "gru-dt", model_options={"hidden": 16}, epochs="auto", max_steps=400, lr=0.05, batch_size=8, random_state=0
+    ).fit(X, y)
     history, held_out = clf.history_, clf.validation_index_
     assert len(held_out) == 6  # the 15 % split epochs="auto" makes without validation_fraction
     assert clf.training_spec_.epochs == 400 // 5 and clf.training_spec_.eval_every is None  # 34 series: 5 steps
@@ -190,15 +208,17 @@ def test_epochs_auto_stops_within_the_budget_on_the_best_validation_weights():
 
 def test_bad_lever_parameters_raise_naming_them():
     X, y, _ = _ragged(10, seed=27)
-    cases = [({"augment_crop": 0.0}, r"augment_crop must lie in \(0, 1\], got 0"),
-             ({"augment_crop": "half"}, "augment_crop must be a finite number, got 'half'"),
-             ({"augment_drop_rate": 1.0}, r"augment_drop_rate must lie in \[0, 1\), got 1.0"),
-             ({"ensemble": 0}, "ensemble must be a positive integer, got 0"),
-             ({"ensemble": 1.5}, "ensemble must be a positive integer, got 1.5"),
-             ({"epochs": "Auto"}, "epochs must be a positive integer or 'auto', got 'Auto'"),
-             ({"epochs": "auto", "max_steps": 0}, "max_steps must be a positive integer or None, got 0"),
-             ({"weight_decay": -1.0}, "weight_decay must be a finite number >= 0, got -1.0"),
-             ({"epochs": "auto", "patience": 0}, "patience must be a positive integer or None, got 0")]
+    cases = [
+        ({"augment_crop": 0.0}, r"augment_crop must lie in \(0, 1\], got 0"),
+        ({"augment_crop": "half"}, "augment_crop must be a finite number, got 'half'"),
+        ({"augment_drop_rate": 1.0}, r"augment_drop_rate must lie in \[0, 1\), got 1.0"),
+        ({"ensemble": 0}, "ensemble must be a positive integer, got 0"),
+        ({"ensemble": 1.5}, "ensemble must be a positive integer, got 1.5"),
+        ({"epochs": "Auto"}, "epochs must be a positive integer or 'auto', got 'Auto'"),
+        ({"epochs": "auto", "max_steps": 0}, "max_steps must be a positive integer or None, got 0"),
+        ({"weight_decay": -1.0}, "weight_decay must be a finite number >= 0, got -1.0"),
+        ({"epochs": "auto", "patience": 0}, "patience must be a positive integer or None, got 0"),
+    ]
     for params, message in cases:
         with pytest.raises(ValueError, match=message):
             SequenceClassifier("gru-dt", **SMALL, **params).fit(X, y)
@@ -209,18 +229,30 @@ def test_bad_lever_parameters_raise_naming_them():
 # ---------------------------------------------------------------------------------------- scikit-learn
 def test_levers_in_cross_validation_and_grid_search():
     X, y, times = _ragged(45, seed=28)
-    clf = SequenceClassifier("gru-dt", model_options={"hidden": 16}, lr=0.03, batch_size=8, random_state=0,
-                             epochs="auto", max_steps=60, augment_crop=0.8, augment_drop_rate=0.1, ensemble=2)
+    clf = SequenceClassifier(
+        "gru-dt",
+        model_options={"hidden": 16},
+        lr=0.03,
+        batch_size=8,
+        random_state=0,
+        epochs="auto",
+        max_steps=60,
+        augment_crop=0.8,
+        augment_drop_rate=0.1,
+        ensemble=2,
+    )
     scores = cross_val_score(clf, X, y, cv=3)
     assert scores.mean() >= 0.75, scores  # chance is 1/3
     copy = clone(clf)
     assert copy.get_params() == clf.get_params() and not hasattr(copy, "model_")
-    search = GridSearchCV(clone(clf).set_params(max_steps=20), {"ensemble": [1, 2], "augment_drop_rate": [0.0, 0.3]},
-                          cv=2).fit(X, y)
+    search = GridSearchCV(
+        clone(clf).set_params(max_steps=20), {"ensemble": [1, 2], "augment_drop_rate": [0.0, 0.3]}, cv=2
+    ).fit(X, y)
     assert len(search.cv_results_["params"]) == 4 and np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert search.best_estimator_.ensemble == search.best_params_["ensemble"]
     assert type(search.best_estimator_.model_).__name__ == (
-        "EnsembleClassifier" if search.best_params_["ensemble"] == 2 else "GRUDeltaT")
+        "EnsembleClassifier" if search.best_params_["ensemble"] == 2 else "GRUDeltaT"
+    )
 
 
 # ---------------------------------------------------------------------------------------- schedule
@@ -229,14 +261,17 @@ def test_the_auto_schedule_is_the_models_registered_one(model):
     from neuralde_seq.models import training_defaults
 
     X, y, times = _ragged(16, seed=23)
-    settings = dict(model_options={"d_model": 8, "n_heads": 2}, lr=0.02, batch_size=8, epochs=3, random_state=4,
-                    dtype="float64")
+    settings = dict(
+        model_options={"d_model": 8, "n_heads": 2}, lr=0.02, batch_size=8, epochs=3, random_state=4, dtype="float64"
+    )
     registered = training_defaults(model)["schedule"]
     assert registered == ("cosine" if model == "delta-rde" else "constant")  # docs/benchmarks.md, the halves
     auto = SequenceClassifier(model, **settings).fit(X, y, times=times)
     assert auto.get_params()["schedule"] == "auto"
-    fits = {name: SequenceClassifier(model, schedule=name, **settings).fit(X, y, times=times)
-            for name in ("constant", "cosine")}
+    fits = {
+        name: SequenceClassifier(model, schedule=name, **settings).fit(X, y, times=times)
+        for name in ("constant", "cosine")
+    }
     # the same steps as the registered schedule's run, bit for bit, and not the other's
     other = "constant" if registered == "cosine" else "cosine"
     assert auto.history_["train_loss"] == fits[registered].history_["train_loss"]
@@ -252,7 +287,8 @@ def test_a_registered_schedule_must_be_one_the_training_knows():
     entry = model_entry("gru-dt")
     for training, words in (({"schedule": "linear"}, "schedule must be"), ({"lr": 0.1}, "unknown setting 'lr'")):
         with pytest.raises(ValueError, match=words):
-            register_model("gru-dt-bad-training", ModelEntry(entry.constructor, entry.defaults, entry.inputs,
-                                                             training=training))
+            register_model(
+                "gru-dt-bad-training", ModelEntry(entry.constructor, entry.defaults, entry.inputs, training=training)
+            )
     with pytest.raises(ValueError, match="unknown model"):  # refused before it entered the registry
         model_entry("gru-dt-bad-training")

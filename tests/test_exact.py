@@ -21,20 +21,21 @@ solutions.
   the step size and gradient method given; the exact path's options reach it, and no adjoint is blamed for a
   closed-form solve.
 """
+
 import math
 import shutil
 
+import fwp_reference as ref
 import pytest
 import torch
+from test_solvers import FieldDynamics, make_data
 
-import fwp_reference as ref
-from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.rules import make_rule, relax_error, relaxation_rate
 from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Exact, SolverOptions, parse_solver, solve
-from test_solvers import FieldDynamics, make_data
+from neuralde_seq.solvers import exact_fast_weights as exact
 
 DTYPE = torch.float64
 RULES = ("hebb", "oja", "delta", "delta-post")
@@ -72,8 +73,11 @@ def _field(rule, form, channels, seed=6, scale=0.7, **options):
 
 # "rde" on both controls; "cde" (keys from x or x' by rule) and Hebb's key/value swap on log-signatures, where
 # x = x' = the window's rate.
-FIELD_CASES = ([(rule, "rde", {}, kind) for rule in RULES for kind in ("logsig", "hand")]
-               + [(rule, "cde", {}, "logsig") for rule in RULES] + [("hebb", "cde", {"hebb_swap": True}, "logsig")])
+FIELD_CASES = (
+    [(rule, "rde", {}, kind) for rule in RULES for kind in ("logsig", "hand")]
+    + [(rule, "cde", {}, "logsig") for rule in RULES]
+    + [("hebb", "cde", {"hebb_swap": True}, "logsig")]
+)
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +153,8 @@ def _saved_bytes(function):
 
     def pack(tensor):
         seen[(tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))] = (
-            tensor.numel() * tensor.element_size())
+            tensor.numel() * tensor.element_size()
+        )
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -225,8 +230,9 @@ def test_exact_matches_its_reference(controls, rule, kind, at_knots):
         short = int(control.end_index.argmin())
         end = int(control.end_index[short])
         assert end < got.shape[1] - 1
-        torch.testing.assert_close(got[short, end:], got[short, end:end + 1].expand_as(got[short, end:]), rtol=0,
-                                   atol=1e-12)
+        torch.testing.assert_close(
+            got[short, end:], got[short, end : end + 1].expand_as(got[short, end:]), rtol=0, atol=1e-12
+        )
 
 
 def test_relaxation_rate_small_norms():
@@ -256,8 +262,11 @@ def test_relax_error_beyond_sinh_range():
     expected = torch.asinh(y)
     # cosh(e0) r / sqrt(1 + y²) written as coth|e0| / sqrt(1 + y⁻²), which does not overflow (r at e0 = 0).
     nonzero = torch.where(e64 == 0, torch.ones_like(e64), e64)
-    derivative = torch.where(e64 == 0, torch.exp(l64),
-                             1 / torch.tanh(nonzero.abs()) / torch.sqrt(1 + 1 / (torch.sinh(nonzero) * torch.exp(l64)) ** 2))
+    derivative = torch.where(
+        e64 == 0,
+        torch.exp(l64),
+        1 / torch.tanh(nonzero.abs()) / torch.sqrt(1 + 1 / (torch.sinh(nonzero) * torch.exp(l64)) ** 2),
+    )
     torch.testing.assert_close(got.double(), expected, rtol=2e-6, atol=1e-30)
     torch.testing.assert_close(x.grad.double(), derivative, rtol=1e-4, atol=1e-30)
 
@@ -279,26 +288,43 @@ def test_compile_without_compiler_is_refused(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(exact, "_COMPILED", {})
     with pytest.raises(RuntimeError, match="C compiler"):
-        solve(_field("delta-post", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
-              SolverOptions(Exact(compile=True)))
+        solve(
+            _field("delta-post", "rde", 3),
+            _controls()["hand"],
+            torch.zeros(2, 2, 4, 4, dtype=DTYPE),
+            SolverOptions(Exact(compile=True)),
+        )
 
 
 def test_refused_configurations(controls):
     control = controls["logsig"]
     with pytest.raises(ValueError, match="num_layers"):
-        create_model("delta-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, num_layers=2,
-                     solver=SolverOptions(Exact()))
+        create_model(
+            "delta-rde", control.channels, 3, d_model=D_MODEL, n_heads=2, num_layers=2, solver=SolverOptions(Exact())
+        )
     with pytest.raises(ValueError, match="closed-form"):
-        solve(FastWeightField(control.channels, D_MODEL, 2, make_rule("oja", softmax_after_subtract=True),
-                              form="rde"), control, torch.zeros(3, 2, 4, 4), SolverOptions(Exact()))
+        solve(
+            FastWeightField(control.channels, D_MODEL, 2, make_rule("oja", softmax_after_subtract=True), form="rde"),
+            control,
+            torch.zeros(3, 2, 4, 4),
+            SolverOptions(Exact()),
+        )
     times, values, lengths = make_data(lengths=(6, 5), seed=1)
     cubic = build_control(times, values, lengths, interpolation="hermite_cubic")
     with pytest.raises(ValueError, match="constant on every knot interval"):
-        solve(FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"), cubic, torch.zeros(2, 2, 4, 4),
-              SolverOptions(Exact()))
+        solve(
+            FastWeightField(cubic.channels, D_MODEL, 2, "delta", form="cde"),
+            cubic,
+            torch.zeros(2, 2, 4, 4),
+            SolverOptions(Exact()),
+        )
     with pytest.raises(ValueError, match="compile"):  # only post-Delta's step is compiled
-        solve(_field("oja", "rde", 3), _controls()["hand"], torch.zeros(2, 2, 4, 4, dtype=DTYPE),
-              SolverOptions(Exact(compile=True)))
+        solve(
+            _field("oja", "rde", 3),
+            _controls()["hand"],
+            torch.zeros(2, 2, 4, 4, dtype=DTYPE),
+            SolverOptions(Exact(compile=True)),
+        )
     with pytest.raises(ValueError, match="chunk_size"):
         SolverOptions(Exact(chunk_size=0))
     with pytest.raises(TypeError, match="unexpected keyword argument 'compile'"):
@@ -317,7 +343,7 @@ AUTO_POINTS = 1000
 def long_series():
     g = torch.Generator().manual_seed(21)
     times = torch.cumsum(0.5 + torch.rand(2, AUTO_POINTS, generator=g, dtype=DTYPE), dim=1)
-    values = 3 * torch.randn(2, AUTO_POINTS, 2, generator=g, dtype=DTYPE).cumsum(1) / AUTO_POINTS ** 0.5
+    values = 3 * torch.randn(2, AUTO_POINTS, 2, generator=g, dtype=DTYPE).cumsum(1) / AUTO_POINTS**0.5
     return times, values, torch.tensor([AUTO_POINTS, AUTO_POINTS - 137])
 
 
@@ -391,8 +417,9 @@ def _series_inputs(name, long_series, points=300, **control):
     times, values, lengths = long_series
     if name != "ode-rnn":
         control = {"parametrization": "index", **control}
-    return model_inputs(name, times[:, :points], values[:, :points], lengths.clamp(max=points) - torch.tensor([0, 40]),
-                        **control)
+    return model_inputs(
+        name, times[:, :points], values[:, :points], lengths.clamp(max=points) - torch.tensor([0, 40]), **control
+    )
 
 
 # Models and inputs without a closed form: rk4 under "auto", with the step_size and gradient options given.
@@ -400,13 +427,22 @@ SMALL_FWP = dict(d_model=D_MODEL, n_heads=2)
 NO_CLOSED_FORM = {
     "ncde": lambda s: ("ncde", _series_inputs("ncde", s), dict(hidden=8, width=8)),
     "delta-cde on a cubic control": lambda s: ("delta-cde", _series_inputs("delta-cde", s), SMALL_FWP),
-    "x'-only delta-cde on a cubic control": lambda s: ("delta-cde", _series_inputs("delta-cde", s),
-                                                       dict(SMALL_FWP, dx_only=True)),
-    "two-layer delta-rde": lambda s: ("delta-rde", _series_inputs("delta-rde", s, points=1000),
-                                      dict(SMALL_FWP, num_layers=2)),
+    "x'-only delta-cde on a cubic control": lambda s: (
+        "delta-cde",
+        _series_inputs("delta-cde", s),
+        dict(SMALL_FWP, dx_only=True),
+    ),
+    "two-layer delta-rde": lambda s: (
+        "delta-rde",
+        _series_inputs("delta-rde", s, points=1000),
+        dict(SMALL_FWP, num_layers=2),
+    ),
     # time_unit 1: gaps of about one unit, where one rk4 step per gap and two differ measurably
-    "ode-rnn (evolve_over_gaps)": lambda s: ("ode-rnn", _series_inputs("ode-rnn", s, points=200),
-                                             dict(hidden=8, width=8, time_unit=1.0)),
+    "ode-rnn (evolve_over_gaps)": lambda s: (
+        "ode-rnn",
+        _series_inputs("ode-rnn", s, points=200),
+        dict(hidden=8, width=8, time_unit=1.0),
+    ),
 }
 
 
@@ -446,8 +482,7 @@ def test_auto_is_exact_for_x_prime_only_fields_on_piecewise_linear_controls(long
     auto = _auto_model("delta-cde", control, None, dx_only=True)
     assert auto.resolve_method(control) == Exact()
     got, got_grads = _outputs_and_gradients(auto, control)
-    expected, expected_grads = _outputs_and_gradients(_auto_model("delta-cde", control, Exact(), dx_only=True),
-                                                      control)
+    expected, expected_grads = _outputs_and_gradients(_auto_model("delta-cde", control, Exact(), dx_only=True), control)
     assert torch.equal(got, expected)
     for a, b in zip(got_grads, expected_grads):
         assert torch.equal(a, b)
@@ -467,8 +502,12 @@ def test_auto_options_of_each_path(controls):
     control = controls["logsig"]
     W0 = torch.zeros(control.batch_size, 2, 4, 4, dtype=DTYPE)
     chunked = solve(_field("delta", "rde", control.channels), control, W0, Auto(exact=Exact(chunk_size=2)))
-    torch.testing.assert_close(chunked, solve(_field("delta", "rde", control.channels), control, W0,
-                                              SolverOptions(Exact(chunk_size=2))), rtol=0, atol=0)
+    torch.testing.assert_close(
+        chunked,
+        solve(_field("delta", "rde", control.channels), control, W0, SolverOptions(Exact(chunk_size=2))),
+        rtol=0,
+        atol=0,
+    )
     with pytest.raises(ValueError, match="compile"):
         solve(_field("oja", "rde", control.channels), control, W0, SolverOptions(Auto(exact=Exact(compile=True))))
     with pytest.raises(ValueError, match="chunk_size is an option of Exact, not of RK4"):
@@ -492,6 +531,7 @@ def test_auto_options_of_each_path(controls):
         evolve_over_gaps(f, h, gap, SolverOptions(Exact()))
     options = SolverOptions(Auto(fallback=RK4(step_size=0.25)))
     with torch.no_grad():
-        assert torch.equal(evolve_over_gaps(f, h, gap, options),
-                           evolve_over_gaps(f, h, gap, SolverOptions(RK4(step_size=0.25))))
+        assert torch.equal(
+            evolve_over_gaps(f, h, gap, options), evolve_over_gaps(f, h, gap, SolverOptions(RK4(step_size=0.25)))
+        )
     assert options.last_method == RK4(step_size=0.25)

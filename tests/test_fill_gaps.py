@@ -21,8 +21,9 @@ def _ragged(seed, n=6, length=30, channels=2):
         x = rng.normal(size=(length, channels))
         x[rng.random((length, channels)) < 0.1] = np.nan  # some channels missing at kept steps too
         x[0] = x[-1] = 0.5
-        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2,
-                                                                   replace=False)]))
+        keep = np.sort(
+            np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2, replace=False)])
+        )
         grid = np.full_like(x, np.nan)
         grid[keep] = x[keep]
         kept_x.append(x[keep])
@@ -73,8 +74,9 @@ def test_the_linear_path_is_the_same_path_with_more_knots():
     original = build_control(times, values, interpolation="linear", parametrization="time")
     refined = build_control(*filled, interpolation="linear", parametrization="time")
     for s in np.linspace(t[0], t[-1], 200):
-        np.testing.assert_allclose(refined.evaluate(float(s)).numpy(), original.evaluate(float(s)).numpy(), rtol=0,
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            refined.evaluate(float(s)).numpy(), original.evaluate(float(s)).numpy(), rtol=0, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("length", [40, 2000])
@@ -84,8 +86,9 @@ def test_random_features_of_ragged_series_with_times_equal_those_of_the_grid(len
     ragged = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(xs, y, times=ts)
     on_grid = RandomFeatureClassifier(width=32, random_state=0, dtype="float64").fit(grids, y)
     assert ragged.feature_map_.input_spec_.fill_step == 1.0
-    np.testing.assert_allclose(ragged.random_features(xs, times=ts), on_grid.random_features(grids), rtol=1e-10,
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        ragged.random_features(xs, times=ts), on_grid.random_features(grids), rtol=1e-10, atol=1e-10
+    )
     # without filling, the reservoir steps once per observation: other features
     unfilled = RandomFeatureClassifier(width=32, random_state=0, dtype="float64", fill_gaps=None).fit(xs, y, times=ts)
     assert not np.allclose(unfilled.random_features(xs, times=ts), on_grid.random_features(grids), atol=1e-3)
@@ -101,8 +104,9 @@ def test_the_batched_fill_is_the_sample_by_sample_reference_bit_for_bit(dtype):
 
     generator = torch.Generator().manual_seed(0)
     for trial in range(150):
-        batch, longest, channels = (int(torch.randint(low, high, (1,), generator=generator))
-                                    for low, high in ((1, 7), (1, 40), (1, 4)))
+        batch, longest, channels = (
+            int(torch.randint(low, high, (1,), generator=generator)) for low, high in ((1, 7), (1, 40), (1, 4))
+        )
         lengths = torch.randint(1, longest + 1, (batch,), generator=generator)
         if trial % 3 == 0:
             steps = torch.randint(1, 4, (batch, longest), generator=generator).to(torch.float64) * 0.5

@@ -11,17 +11,17 @@ initialisation of every gated model's gate biases (CT-FWP learning rate and forg
   every other parameter is as without it.
 """
 
+import fwp_reference as ref
 import pytest
 import torch
+from test_solvers import FieldDynamics, make_data
 
-import fwp_reference as ref
 from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
-from neuralde_seq.solvers import exact_fast_weights as exact
 from neuralde_seq.rules import make_rule
-from neuralde_seq.solvers import Backprop, Exact, RK4, SolverOptions, solve
-from test_solvers import FieldDynamics, make_data
+from neuralde_seq.solvers import RK4, Backprop, Exact, SolverOptions, solve
+from neuralde_seq.solvers import exact_fast_weights as exact
 
 DTYPE = torch.float64
 AFFINE_RULES = ("hebb", "oja", "delta")
@@ -133,8 +133,9 @@ def test_post_delta_with_forget_gate_has_no_exact_solver():
         create_model("delta-post-rde", 3, 2, forget_gate=True, solver=SolverOptions(Exact()))
     field = FastWeightField(3, 8, 2, "delta-post", form="ode", forget_gate=True)
     with pytest.raises(NotImplementedError, match="forget gate"):
-        field.rule.exact_step(torch.zeros(1, 4, 4), torch.zeros(1, 4), torch.zeros(1, 4), torch.zeros(1, 1), 1.0,
-                              torch.ones(1, 1))
+        field.rule.exact_step(
+            torch.zeros(1, 4, 4), torch.zeros(1, 4), torch.zeros(1, 4), torch.zeros(1, 1), 1.0, torch.ones(1, 1)
+        )
 
 
 @pytest.mark.parametrize("forget_gate", [False, True])
@@ -152,7 +153,7 @@ def test_chrono_initialisation_of_ctfwp_gates(forget_gate):
     gates = 2 if forget_gate else 1
     per_head = plain.slow.out_features // H
     gate_index = torch.zeros(per_head, dtype=torch.bool)
-    gate_index[2 * d: 2 * d + gates] = True
+    gate_index[2 * d : 2 * d + gates] = True
     biases = chrono.slow.bias.view(H, per_head)
     for (name, a), b in zip(plain.named_parameters(), chrono.parameters()):
         if name == "slow.bias":
@@ -195,8 +196,11 @@ def test_every_gated_model_takes_chrono_t_max(name):
     torch.manual_seed(3)
     chrono = create_model(name, 3, 4, chrono_t_max=t_max)
     scope = {"delta-ode": "network.layers.0.field.", "delta-ode-rfwp": "cell.", "gru-ode": "cell."}.get(name, "")
-    changed = [n for (n, a), b in zip(plain.named_parameters(), chrono.parameters())
-               if n.startswith(scope) and not torch.equal(a, b)]
+    changed = [
+        n
+        for (n, a), b in zip(plain.named_parameters(), chrono.parameters())
+        if n.startswith(scope) and not torch.equal(a, b)
+    ]
     assert len(changed) == 1
     gate = bias_of(chrono).detach()
     rate = torch.sigmoid(sign * gate)

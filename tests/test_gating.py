@@ -1,6 +1,7 @@
 """Gating as time warping (neuralde_seq.models.gating): the gated field reduces to the ungated one when the gate is
 1, a uniform time rescale of the control is undone by scaling the gate, chrono biases follow log U(1, T − 1), and
 the registered model trains."""
+
 from __future__ import annotations
 
 import math
@@ -53,9 +54,11 @@ def test_gate_one_is_the_ungated_cell():
     model = _model()
     control = _control(torch.tensor([0.0, 0.3, 0.7, 1.5, 2.0]))
     dynamics = model.dynamics
-    ungated = _Ungated(dynamics.candidate_input.weight.detach().clone(),
-                       dynamics.candidate_input.bias.detach().clone(),
-                       dynamics.candidate_recurrent.weight.detach().clone())
+    ungated = _Ungated(
+        dynamics.candidate_input.weight.detach().clone(),
+        dynamics.candidate_input.bias.detach().clone(),
+        dynamics.candidate_recurrent.weight.detach().clone(),
+    )
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(3, 5, generator=gen, dtype=DTYPE)
     x = torch.randn(3, 2, generator=gen, dtype=DTYPE)
@@ -78,24 +81,27 @@ def test_gate_one_is_the_ungated_cell():
     torch.testing.assert_close(model.hidden_states(control, h0=h0), reference[:, -1], rtol=0, atol=1e-14)
 
 
-
 def test_gated_false_is_the_ungated_cell():
     """TimeWarpGatedRNN(gated=False) solves dh/ds = f − h (the written-out reference, same weights), has no gate
     parameters, and refuses chrono_t_max."""
     model = _model(gated=False)
     assert not any(name.startswith("dynamics.gate") for name, _ in model.named_parameters())
     control = _control(torch.tensor([0.0, 0.3, 0.7, 1.5, 2.0]))
-    ungated = _Ungated(model.dynamics.candidate_input.weight.detach().clone(),
-                       model.dynamics.candidate_input.bias.detach().clone(),
-                       model.dynamics.candidate_recurrent.weight.detach().clone())
+    ungated = _Ungated(
+        model.dynamics.candidate_input.weight.detach().clone(),
+        model.dynamics.candidate_input.bias.detach().clone(),
+        model.dynamics.candidate_recurrent.weight.detach().clone(),
+    )
     model.solver = options = SolverOptions(RK4(step_size=0.05))
     h0 = torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
-    torch.testing.assert_close(model.hidden_states(control, h0=h0), solve(ungated, control, h0, options),
-                               rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        model.hidden_states(control, h0=h0), solve(ungated, control, h0, options), rtol=0, atol=1e-14
+    )
     with pytest.raises(ValueError, match="gated=False has no gate"):
         TimeWarpGatedRNN(2, 2, 5, gated=False, chrono_t_max=10.0)
     with pytest.raises(TypeError, match="gated"):
         TimeWarpGatedRNN(2, 2, 5, gated="no")
+
 
 @pytest.mark.parametrize("a", [0.25, 4.0])
 def test_uniform_time_rescale_is_undone_by_scaling_the_gate(a):
@@ -132,8 +138,9 @@ def test_chrono_bias_follows_log_uniform():
 
     assert scipy.stats.kstest(samples.numpy(), cdf).pvalue > 0.01
     # a wrong distribution on the same range is rejected: the test has power
-    wrong = torch.empty(20_000, dtype=DTYPE).uniform_(0, math.log(t_max - 1),
-                                                     generator=torch.Generator().manual_seed(0))
+    wrong = torch.empty(20_000, dtype=DTYPE).uniform_(
+        0, math.log(t_max - 1), generator=torch.Generator().manual_seed(0)
+    )
     assert scipy.stats.kstest(wrong.numpy(), cdf).pvalue < 1e-6
     # and b itself, not exp(b), is what is returned
     assert scipy.stats.kstest(samples.exp().numpy(), cdf).pvalue < 1e-6

@@ -2,6 +2,7 @@
 time will run must not rot. A subprocess runs the command a user runs; the files it writes are checked against what
 the rows must say (every planned row present and measured, each ratio its time over CKCNN's at the same shape, the
 medians of the timed steps), and a tiny time limit must stop it early with the rows it skipped recorded."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,14 @@ import gpu_suite  # noqa: E402
 def _run(out, *extra, timeout=120):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=REPO)
     start = time.time()
-    done = subprocess.run([sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     with open(os.path.join(out, "results.json")) as f:
         return json.load(f), time.time() - start, done.stdout
@@ -63,13 +70,16 @@ def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
     points = features["series"] * features["points"]
     assert features["points_per_s"] == pytest.approx(points / features["seconds"], rel=1e-12)
     assert features["minirocket_points_per_s"] == pytest.approx(points / features["minirocket_seconds"], rel=1e-12)
-    assert features["ratio_to_minirocket"] == pytest.approx(features["minirocket_seconds"] / features["seconds"],
-                                                            rel=1e-12)
+    assert features["ratio_to_minirocket"] == pytest.approx(
+        features["minirocket_seconds"] / features["seconds"], rel=1e-12
+    )
     assert features["features"] > 0
     table = (tmp_path / "results.md").read_text()
     for r in rows:
-        assert f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} |" \
+        assert (
+            f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} |"
             in table
+        )
     assert "skipped" in (tmp_path / "pytest.log").read_text() or "passed" in (tmp_path / "pytest.log").read_text()
     assert stdout.count("measured") >= len(planned)  # progress lines
 
@@ -99,8 +109,14 @@ def test_pytest_summary_counts():
 def _fails(out, *extra):
     """The script's exit status and stderr for arguments it must refuse (issue 36)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=REPO)
-    done = subprocess.run([sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--no-pytest", "--out", str(out),
-                           *extra], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--smoke", "--device", "cpu", "--no-pytest", "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
     return done.returncode, done.stderr
 
 
@@ -121,13 +137,16 @@ def test_writes_replace_planted_links_instead_of_following_them(tmp_path):
     assert not os.path.islink(out / "results.json")
 
 
-@pytest.mark.parametrize("extra, message", [
-    (("--rows", "ckcnnn"), "--rows ckcnnn selects no row; the rows: ckcnn default @T1000"),
-    (("--device", "gpu"), "argument --device: 'gpu' is not a torch device"),
-    (("--time-limit-s", "nan"), "argument --time-limit-s: must be a finite positive number of seconds, got 'nan'"),
-    (("--time-limit-s", "inf"), "must be a finite positive number of seconds, got 'inf'"),
-    (("--time-limit-s", "0"), "must be a finite positive number of seconds, got '0'"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--rows", "ckcnnn"), "--rows ckcnnn selects no row; the rows: ckcnn default @T1000"),
+        (("--device", "gpu"), "argument --device: 'gpu' is not a torch device"),
+        (("--time-limit-s", "nan"), "argument --time-limit-s: must be a finite positive number of seconds, got 'nan'"),
+        (("--time-limit-s", "inf"), "must be a finite positive number of seconds, got 'inf'"),
+        (("--time-limit-s", "0"), "must be a finite positive number of seconds, got '0'"),
+    ],
+)
 def test_bad_arguments_are_refused_by_argparse_naming_them(tmp_path, extra, message):
     status, stderr = _fails(tmp_path, *extra)
     assert status == 2 and message in stderr and "Traceback" not in stderr, stderr[-1500:]

@@ -5,6 +5,7 @@ The default, ``SolverOptions(gradient=Checkpoint())``, must give exactly the gra
 (T = 1000 steps here), with fixed-step and adaptive methods. The continuous adjoint is the one that fails
 there (benchmarks/gradients.py measures how badly); a test of the adjoint's warning is at the end.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -14,23 +15,37 @@ import torch
 
 from neuralde_seq import SolverOptions, create_model, model_inputs
 from neuralde_seq.controls import build_control
-from neuralde_seq.solvers import (RK4, Adjoint, AdjointReconstructionWarning, Backprop, Checkpoint, Dopri5, Exact,
-                                  evolve_over_gaps, parse_solver)
+from neuralde_seq.solvers import (
+    RK4,
+    Adjoint,
+    AdjointReconstructionWarning,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Exact,
+    evolve_over_gaps,
+    parse_solver,
+)
 
 DTYPE = torch.float64
 LENGTH = 1000
 FWP = [f"{rule}-{form}" for rule in ("hebb", "oja", "delta", "delta-post") for form in ("cde", "ode", "rde")]
 OTHERS = ["ncde", "nrde", "gru-ode", "ode-rnn", "delta-ode-rfwp"]
 SMALL = dict(d_model=8, n_heads=2)
-SIZES = {"ncde": dict(hidden=8, width=8), "nrde": dict(hidden=8, width=8), "gru-ode": dict(hidden=8),
-         "ode-rnn": dict(hidden=8, width=8), "delta-ode-rfwp": dict(hidden=8, heads=2, width=8)}
+SIZES = {
+    "ncde": dict(hidden=8, width=8),
+    "nrde": dict(hidden=8, width=8),
+    "gru-ode": dict(hidden=8),
+    "ode-rnn": dict(hidden=8, width=8),
+    "delta-ode-rfwp": dict(hidden=8, heads=2, width=8),
+}
 
 
 def random_walk(batch: int, length: int, channels: int, seed: int):
     """Irregular times and a Gaussian random walk, the second sample shorter (padding must not matter)."""
     g = torch.Generator().manual_seed(seed)
     times = torch.cumsum(0.5 + torch.rand(batch, length, generator=g, dtype=DTYPE), dim=1)
-    values = torch.cumsum(torch.randn(batch, length, channels, generator=g, dtype=DTYPE), dim=1) / length ** 0.5
+    values = torch.cumsum(torch.randn(batch, length, channels, generator=g, dtype=DTYPE), dim=1) / length**0.5
     lengths = torch.tensor([length - (length // 10) * b for b in range(batch)])
     return times, values, lengths
 
@@ -51,8 +66,9 @@ def gradients(name: str, inputs, solver: SolverOptions) -> torch.Tensor:
     model = create_model(name, inputs, 3, solver=solver, **sizes).to(DTYPE)
     logits = model(inputs)
     weights = torch.linspace(-1, 1, logits.numel(), dtype=DTYPE).view_as(logits)
-    grads = torch.autograd.grad((logits * weights).sum(), [p for p in model.parameters() if p.requires_grad],
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        (logits * weights).sum(), [p for p in model.parameters() if p.requires_grad], allow_unused=True
+    )
     return torch.cat([torch.zeros(0, dtype=DTYPE) if g is None else g.flatten() for g in grads])
 
 
@@ -63,8 +79,9 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 # Every model with rk4; with dopri5 one rule per form (the checkpointed adaptive solve is one code path whatever the
 # rule's rate: the Hebb and Oja fields differ from Delta's in their rate only, which rk4 covers) and every other model.
 ADAPTIVE = ["delta-cde", "delta-ode", "delta-rde", "delta-post-cde"] + OTHERS
-CASES = ([pytest.param(name, RK4(), id=f"{name}-rk4") for name in FWP + OTHERS]
-         + [pytest.param(name, Dopri5(rtol=1e-3, atol=1e-5), id=f"{name}-dopri5") for name in ADAPTIVE])
+CASES = [pytest.param(name, RK4(), id=f"{name}-rk4") for name in FWP + OTHERS] + [
+    pytest.param(name, Dopri5(rtol=1e-3, atol=1e-5), id=f"{name}-dopri5") for name in ADAPTIVE
+]
 
 
 @pytest.mark.parametrize("name, method", CASES)
@@ -87,8 +104,9 @@ def _delta_cde(length: int, solver: SolverOptions, seed: int = 0):
 def _parameter_gradients(model, output) -> torch.Tensor:
     weights = torch.linspace(-1, 1, output.numel(), dtype=DTYPE).view_as(output)
     grads = torch.autograd.grad((output * weights).sum(), list(model.parameters()), allow_unused=True)
-    return torch.cat([torch.zeros(p.numel(), dtype=DTYPE) if g is None else g.flatten()
-                      for g, p in zip(grads, model.parameters())])
+    return torch.cat(
+        [torch.zeros(p.numel(), dtype=DTYPE) if g is None else g.flatten() for g, p in zip(grads, model.parameters())]
+    )
 
 
 @pytest.mark.parametrize("method", [RK4(), Dopri5(rtol=1e-5, atol=1e-7)], ids=["rk4", "dopri5"])

@@ -12,6 +12,7 @@ The layers are the table of docs/design.md#layers, parsed here: that page is the
 No module has more than `MAX_MODULE_LINES` lines (issue 37: a module of more holds several concepts), but those
 in `OVERSIZED_MODULES`, each named with the split that will bring it within the limit.
 """
+
 from __future__ import annotations
 
 import ast
@@ -40,6 +41,7 @@ OVERSIZED_MODULES: dict[str, str] = {}  # none left
 # ---------------------------------------------------------------------------------------------------
 # reading the graph
 
+
 def package_modules(package_dir: Path, package: str) -> dict[str, tuple[Path, bool]]:
     """Every module of the package: dotted name -> (file, whether it is a package's ``__init__``)."""
     modules = {}
@@ -65,13 +67,14 @@ def imports_of(name: str, path: Path, is_package: bool, modules: dict, package: 
                 base = own_package.split(".")
                 if node.level - 1 >= len(base):
                     raise ValueError(f"{path}:{node.lineno}: relative import above the top-level package")
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
             # from X import y: the submodule X.y when there is one, else X itself (a name defined in X)
-            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
-                       for alias in node.names]
+            targets = [
+                f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -87,23 +90,25 @@ def imports_of(name: str, path: Path, is_package: bool, modules: dict, package: 
 
 def module_lines(package_dir: Path, package: str) -> dict[str, int]:
     """Every module of the package: dotted name -> its number of lines."""
-    return {name: len(path.read_text(encoding="utf-8").splitlines())
-            for name, (path, _) in package_modules(package_dir, package).items()}
+    return {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, (path, _) in package_modules(package_dir, package).items()
+    }
 
 
 def oversized(lines: dict[str, int], limit: int, allowed: dict[str, str]) -> tuple[list[str], list[str]]:
     """(modules over ``limit`` lines that ``allowed`` does not name, as "name: N lines", longest first; modules
     ``allowed`` names that are within the limit or gone)."""
-    over = sorted(((count, name) for name, count in lines.items() if count > limit and name not in allowed),
-                  reverse=True)
+    over = sorted(
+        ((count, name) for name, count in lines.items() if count > limit and name not in allowed), reverse=True
+    )
     within = sorted(name for name in allowed if lines.get(name, 0) <= limit)
     return [f"{name}: {count} lines" for count, name in over], within
 
 
 def import_graph(package_dir: Path, package: str) -> dict[str, list[tuple[str, int]]]:
     modules = package_modules(package_dir, package)
-    return {name: imports_of(name, path, is_package, modules, package)
-            for name, (path, is_package) in modules.items()}
+    return {name: imports_of(name, path, is_package, modules, package) for name, (path, is_package) in modules.items()}
 
 
 def cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
@@ -177,6 +182,7 @@ def _shortest_cycle(start: str, edges: dict[str, list[str]], component: set[str]
 # ---------------------------------------------------------------------------------------------------
 # the layers of docs/design.md
 
+
 def _architecture_script():
     """docs/figures/architecture.py, which draws the picture from the same table: its reader is the one reader."""
     spec = importlib.util.spec_from_file_location("architecture", ROOT / "docs" / "figures" / "architecture.py")
@@ -192,8 +198,9 @@ def read_layers(design_text: str) -> list[tuple[int, str, list[str]]]:
         raise AssertionError("docs/design.md has no '## Layers' section: the import test reads the layers there")
     rows = [(number, title, modules) for number, title, modules, _ in _architecture_script().layer_rows(design_text)]
     if not rows:
-        raise AssertionError("the '## Layers' section of docs/design.md has no table rows '| <number> ... | `module`, "
-                             "... |'")
+        raise AssertionError(
+            "the '## Layers' section of docs/design.md has no table rows '| <number> ... | `module`, ... |'"
+        )
     return rows
 
 
@@ -230,9 +237,12 @@ def module_layers(rows, modules, package: str) -> tuple[dict[str, int], list[str
 
 
 def upward_imports(graph, layers) -> list[str]:
-    return [f"{name} (layer {layers[name]}) imports {target} (layer {layers[target]}) at line {line}"
-            for name, targets in sorted(graph.items()) for target, line in targets
-            if name in layers and target in layers and layers[target] > layers[name]]
+    return [
+        f"{name} (layer {layers[name]}) imports {target} (layer {layers[target]}) at line {line}"
+        for name, targets in sorted(graph.items())
+        for target, line in targets
+        if name in layers and target in layers and layers[target] > layers[name]
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -249,6 +259,7 @@ def layers(graph):
 # ---------------------------------------------------------------------------------------------------
 # the package
 
+
 def test_every_module_has_exactly_one_layer(layers):
     _, problems = layers
     assert not problems, "the layer table of docs/design.md does not fit the package:\n" + "\n".join(problems)
@@ -257,9 +268,10 @@ def test_every_module_has_exactly_one_layer(layers):
 def test_the_package_has_no_import_cycle(graph):
     found = cycles(graph)
     unexpected = [cycle for cycle in found if frozenset(cycle) not in KNOWN_CYCLES]
-    assert not unexpected, ("import cycles (each module imports the next, lazy imports included; break each by "
-                            "moving what both need into a lower module):\n"
-                            + "\n".join(" -> ".join(cycle) for cycle in unexpected))
+    assert not unexpected, (
+        "import cycles (each module imports the next, lazy imports included; break each by "
+        "moving what both need into a lower module):\n" + "\n".join(" -> ".join(cycle) for cycle in unexpected)
+    )
     gone = [sorted(members) for members in KNOWN_CYCLES if frozenset(members) not in {frozenset(c) for c in found}]
     assert not gone, f"these known cycles no longer exist: remove them from KNOWN_CYCLES: {gone}"
 
@@ -267,19 +279,23 @@ def test_the_package_has_no_import_cycle(graph):
 def test_no_module_imports_a_higher_layer(graph, layers):
     found, _ = layers
     upward = upward_imports(graph, found)
-    assert not upward, ("imports from a higher layer than the importing module's own (docs/design.md#layers):\n"
-                        + "\n".join(upward))
+    assert not upward, (
+        "imports from a higher layer than the importing module's own (docs/design.md#layers):\n" + "\n".join(upward)
+    )
 
 
 def test_no_module_has_more_than_800_lines():
     over, within = oversized(module_lines(ROOT / PACKAGE, PACKAGE), MAX_MODULE_LINES, OVERSIZED_MODULES)
-    assert not over, (f"modules of more than {MAX_MODULE_LINES} lines (split each into rooms by concept, "
-                      "docs/design.md#architecture):\n" + "\n".join(over))
+    assert not over, (
+        f"modules of more than {MAX_MODULE_LINES} lines (split each into rooms by concept, "
+        "docs/design.md#architecture):\n" + "\n".join(over)
+    )
     assert not within, f"within {MAX_MODULE_LINES} lines now: remove them from OVERSIZED_MODULES: {within}"
 
 
 # ---------------------------------------------------------------------------------------------------
 # the reader itself, on a package written here: each kind of import it must see
+
 
 def _write_package(root: Path, files: dict[str, str]) -> Path:
     for relative, text in files.items():
@@ -290,14 +306,17 @@ def _write_package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_reader_sees_lazy_relative_typing_and_submodule_imports(tmp_path):
-    package = _write_package(tmp_path, {
-        "__init__.py": "from .low import a\n",
-        "low.py": "def a():\n    from .high import b  # lazy\n    return b\n",
-        "high.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .sub.leaf import c\nimport os\n",
-        "sub/__init__.py": "",
-        "sub/leaf.py": "from .. import low\nfrom ..sub import other\nimport toy.high as h\n",
-        "sub/other.py": "x = 1\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "from .low import a\n",
+            "low.py": "def a():\n    from .high import b  # lazy\n    return b\n",
+            "high.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .sub.leaf import c\nimport os\n",
+            "sub/__init__.py": "",
+            "sub/leaf.py": "from .. import low\nfrom ..sub import other\nimport toy.high as h\n",
+            "sub/other.py": "x = 1\n",
+        },
+    )
     graph = import_graph(package, "toy")
     edges = {name: sorted({target for target, _ in targets}) for name, targets in graph.items()}
     assert edges == {
@@ -308,40 +327,63 @@ def test_the_reader_sees_lazy_relative_typing_and_submodule_imports(tmp_path):
         "toy.sub.leaf": ["toy.high", "toy.low", "toy.sub.other"],  # `from .. import low`: the submodule low
         "toy.sub.other": [],
     }
-    assert cycles(graph) == [["toy.high", "toy.sub.leaf", "toy.high"],
-                             ["toy.low", "toy.high", "toy.sub.leaf", "toy.low"]]
+    assert cycles(graph) == [
+        ["toy.high", "toy.sub.leaf", "toy.high"],
+        ["toy.low", "toy.high", "toy.sub.leaf", "toy.low"],
+    ]
 
 
 def test_the_layer_check_names_an_upward_import_and_the_package_init(tmp_path):
-    package = _write_package(tmp_path, {
-        "__init__.py": "from .front import f\n",
-        "front.py": "from .base import g\n",
-        "base.py": "def g():\n    from . import __version__  # the package's __init__: upward\n    from .front import f\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "from .front import f\n",
+            "front.py": "from .base import g\n",
+            "base.py": "def g():\n    from . import __version__  # the package's __init__: upward\n    from .front import f\n",
+        },
+    )
     graph = import_graph(package, "toy")
-    table = ("## Layers\n\n| layer | modules |\n|---|---|\n| 0 base | `base` |\n| 1 front | `front`, `__init__` |\n"
-             "\n## Next\n| 9 not a layer row | `base` |\n")
+    table = (
+        "## Layers\n\n| layer | modules |\n|---|---|\n| 0 base | `base` |\n| 1 front | `front`, `__init__` |\n"
+        "\n## Next\n| 9 not a layer row | `base` |\n"
+    )
     found, problems = module_layers(read_layers(table), graph, "toy")
     assert problems == [] and found == {"toy": 1, "toy.front": 1, "toy.base": 0}
-    assert upward_imports(graph, found) == ["toy.base (layer 0) imports toy (layer 1) at line 2",
-                                            "toy.base (layer 0) imports toy.front (layer 1) at line 3"]
+    assert upward_imports(graph, found) == [
+        "toy.base (layer 0) imports toy (layer 1) at line 2",
+        "toy.base (layer 0) imports toy.front (layer 1) at line 3",
+    ]
     _, problems = module_layers(read_layers(table.replace("`front`, ", "`gone`, ")), graph, "toy")
-    assert problems == ["module toy.front is in no layer of docs/design.md#layers: add it to the table",
-                        "docs/design.md#layers lists toy.gone, which is not a module of the package"]
+    assert problems == [
+        "module toy.front is in no layer of docs/design.md#layers: add it to the table",
+        "docs/design.md#layers lists toy.gone, which is not a module of the package",
+    ]
 
 
 def test_the_line_count_names_each_module_over_the_limit_and_each_exception_within_it(tmp_path):
-    package = _write_package(tmp_path, {
-        "__init__.py": "x = 1\n" * 3,
-        "at_limit.py": "x = 1\n" * 10,
-        "over.py": "x = 1\n" * 11,  # no newline at the end of the last line counts the same
-        "sub/__init__.py": "",
-        "sub/longest.py": "x = 1\n" * 19 + "x = 1",
-        "excused.py": "x = 1\n" * 12,
-        "split.py": "x = 1\n" * 4,
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "x = 1\n" * 3,
+            "at_limit.py": "x = 1\n" * 10,
+            "over.py": "x = 1\n" * 11,  # no newline at the end of the last line counts the same
+            "sub/__init__.py": "",
+            "sub/longest.py": "x = 1\n" * 19 + "x = 1",
+            "excused.py": "x = 1\n" * 12,
+            "split.py": "x = 1\n" * 4,
+        },
+    )
     lines = module_lines(package, "toy")
-    assert lines == {"toy": 3, "toy.at_limit": 10, "toy.excused": 12, "toy.over": 11, "toy.split": 4, "toy.sub": 0,
-                     "toy.sub.longest": 20}
+    assert lines == {
+        "toy": 3,
+        "toy.at_limit": 10,
+        "toy.excused": 12,
+        "toy.over": 11,
+        "toy.split": 4,
+        "toy.sub": 0,
+        "toy.sub.longest": 20,
+    }
     assert oversized(lines, 10, {"toy.excused": "split later", "toy.split": "split already", "toy.gone": "moved"}) == (
-        ["toy.sub.longest: 20 lines", "toy.over: 11 lines"], ["toy.gone", "toy.split"])
+        ["toy.sub.longest: 20 lines", "toy.over: 11 lines"],
+        ["toy.gone", "toy.split"],
+    )

@@ -4,6 +4,7 @@ alike to every split, by the estimators and the runner, saved with checkpoints a
 Expected values are computed here from their definitions: the statistics with numpy over the observed values, the
 time unit as the longest span of the training samples, the controls by `build_control` with the number written out.
 """
+
 import json
 
 import numpy as np
@@ -11,10 +12,10 @@ import pytest
 import torch
 
 from neuralde_seq import LogSignature, build_control
-from neuralde_seq.sklearn import SequenceClassifier
 from neuralde_seq.data import IrregularDataset, from_arrays
 from neuralde_seq.data.protocols import japanese_vowels_splits, load_task
 from neuralde_seq.models import create_model
+from neuralde_seq.sklearn import SequenceClassifier
 from neuralde_seq.training import load_checkpoint
 from neuralde_seq.training.input_spec import InputSpec
 from neuralde_seq.training.run import fit_and_evaluate
@@ -30,7 +31,7 @@ def _ragged(n: int, length: int, channels: int, seed: int, spacing: float) -> Ir
     values[torch.rand(n, length, channels, generator=g) < 0.2] = float("nan")
     values[:, 0] = 1.0  # every channel observed at the first point of every sample
     for b in range(n):
-        values[b, lengths[b]:] = float("nan")
+        values[b, lengths[b] :] = float("nan")
     labels = torch.arange(n) % 2
     return IrregularDataset(times, values, lengths, labels, ["a", "b"], name="ragged")
 
@@ -53,8 +54,15 @@ def test_statistics_and_time_unit_come_from_the_training_split_and_apply_to_ever
     assert spec.time_unit != pytest.approx(_longest_span(test), rel=1e-3)
     # the test split's control: its values standardised with the training statistics, its times in the training unit
     expected_values = (test.values - torch.tensor(observed_mean)) / torch.tensor(observed_std)
-    expected = build_control(test.times, expected_values, test.lengths, interpolation="hermite_cubic", time_channel=True,
-                             parametrization="index", time_unit=_longest_span(train))
+    expected = build_control(
+        test.times,
+        expected_values,
+        test.lengths,
+        interpolation="hermite_cubic",
+        time_channel=True,
+        parametrization="index",
+        time_unit=_longest_span(train),
+    )
     got = spec.transform(test)
     for name in ("knots", "coeffs", "end_index"):
         torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=1e-10, atol=1e-12)
@@ -91,22 +99,25 @@ def test_the_spec_round_trips_through_json_and_gives_the_same_input():
         InputSpec.from_dict({k: v for k, v in spec.to_dict().items() if k != "time_unit"})
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("channel_scale", [float("inf"), 1.0], "channel_scale must hold finite numbers, got inf for channel 0"),
-    ("channel_scale", [1.0, -2.0], "channel_scale must be positive .* got -2.0 for channel 1"),
-    ("channel_scale", [1.0, 0.0], "channel_scale must be positive"),
-    ("channel_mean", [float("nan"), 0.0], "channel_mean must hold finite numbers, got nan for channel 0"),
-    ("channel_mean", ["0.5", 0.0], "channel_mean must hold finite numbers, got '0.5'"),
-    ("channel_mean", [0.0], "channel_mean has 1 channel.*channel_scale 2"),
-    ("channel_mean", "0.0", "channel_mean must be null or a list"),
-    ("channel_mean", None, "both be null or both be given"),
-    ("reads_static", "false", "reads_static must be true or false, got 'false'"),
-    ("time_unit", "auto", "time_unit must be null or a positive finite number"),
-    ("time_unit", 0.0, "time_unit must be null or a positive finite number"),
-    ("time_unit", -60.0, "time_unit must be null or a positive finite number"),
-    ("control", "hermite_cubic", "control must be a mapping"),
-    ("model", 3, "model must be a registry name"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("channel_scale", [float("inf"), 1.0], "channel_scale must hold finite numbers, got inf for channel 0"),
+        ("channel_scale", [1.0, -2.0], "channel_scale must be positive .* got -2.0 for channel 1"),
+        ("channel_scale", [1.0, 0.0], "channel_scale must be positive"),
+        ("channel_mean", [float("nan"), 0.0], "channel_mean must hold finite numbers, got nan for channel 0"),
+        ("channel_mean", ["0.5", 0.0], "channel_mean must hold finite numbers, got '0.5'"),
+        ("channel_mean", [0.0], "channel_mean has 1 channel.*channel_scale 2"),
+        ("channel_mean", "0.0", "channel_mean must be null or a list"),
+        ("channel_mean", None, "both be null or both be given"),
+        ("reads_static", "false", "reads_static must be true or false, got 'false'"),
+        ("time_unit", "auto", "time_unit must be null or a positive finite number"),
+        ("time_unit", 0.0, "time_unit must be null or a positive finite number"),
+        ("time_unit", -60.0, "time_unit must be null or a positive finite number"),
+        ("control", "hermite_cubic", "control must be a mapping"),
+        ("model", 3, "model must be a registry name"),
+    ],
+)
 def test_a_saved_spec_with_a_value_fit_never_writes_is_refused_naming_the_field(field, value, message):
     # a hand-edited or damaged spec: each value was read as something else before (an infinite scale zeroed the
     # channel, a negative one flipped it, the string "false" read as True)
@@ -139,13 +150,16 @@ def _dropped_from_grid(n: int, length: int, seed: int, spacing: float):
     on_grid = np.full_like(values, np.nan)
     kept_values, kept_times = [], []
     for b in range(n):
-        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2,
-                                                                     replace=False)]))
+        keep = np.sort(
+            np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2, replace=False)])
+        )
         kept_values.append(values[b, keep])
         kept_times.append(grid[keep])
         on_grid[b, keep] = values[b, keep]
-    return (from_arrays(kept_values, times=kept_times, dtype=torch.float64),
-            from_arrays(list(on_grid), times=[grid] * n, dtype=torch.float64))
+    return (
+        from_arrays(kept_values, times=kept_times, dtype=torch.float64),
+        from_arrays(list(on_grid), times=[grid] * n, dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("model", ["delta-rde", "ncde"])  # log-signature windows and a cubic spline
@@ -162,8 +176,7 @@ def test_filled_ragged_series_give_the_control_of_their_grid_with_nan(model):
     on_grid = InputSpec.fit(model, full, control=control, standardise=True, fill_gaps="auto")
     assert (on_grid.fill_step, on_grid.time_unit) == (spec.fill_step, spec.time_unit)
     for name in ("knots", "coeffs", "end_index"):
-        torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=1e-12, atol=1e-12,
-                                   equal_nan=True)
+        torch.testing.assert_close(getattr(got, name), getattr(expected, name), rtol=1e-12, atol=1e-12, equal_nan=True)
     # without filling the ragged control has one knot per observation: not the grid's
     unfilled = InputSpec.fit(model, ragged, control=control, standardise=True).transform(ragged)
     assert unfilled.coeffs.shape[1] < expected.coeffs.shape[1]
@@ -192,17 +205,20 @@ def test_the_fill_step_round_trips_through_json_and_every_field_is_written():
         InputSpec.from_dict({**spec.to_dict(), "fill": 2.0})
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda d: InputSpec.fit("ncde", d, fill_gaps="median"), "fill_gaps must be None, 'auto' or a positive"),
-    (lambda d: InputSpec.fit("ncde", d, fill_gaps=0.0), "fill_gaps must be None, 'auto' or a positive"),
-    (lambda d: InputSpec.fit("ncde", d, fill_gaps=float("nan")), "fill_gaps must be None, 'auto' or a positive"),
-    (lambda d: InputSpec.fit("gru-d", d, fill_gaps="auto"), "fill_gaps='auto': model 'gru-d' reads raw obs"),
-    (lambda d: InputSpec.fit("ncde", d, control={"time_unit": 2.0}, time_unit="auto"), "time_unit is given twice"),
-    (lambda d: InputSpec.fit("gru-d", d, control={"interpolation": "linear"}), "reads raw observations"),
-    (lambda d: InputSpec.fit("ncde", d, time_unit="hours"), "time_unit must be None, a positive number or 'auto'"),
-    (lambda d: InputSpec.fit("ncde", d, time_unit=-1.0), "time_unit must be None, a positive number or 'auto'"),
-    (lambda d: InputSpec.fit("ncde", d, control={"interpolaton": "linear"}), "interpolaton"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda d: InputSpec.fit("ncde", d, fill_gaps="median"), "fill_gaps must be None, 'auto' or a positive"),
+        (lambda d: InputSpec.fit("ncde", d, fill_gaps=0.0), "fill_gaps must be None, 'auto' or a positive"),
+        (lambda d: InputSpec.fit("ncde", d, fill_gaps=float("nan")), "fill_gaps must be None, 'auto' or a positive"),
+        (lambda d: InputSpec.fit("gru-d", d, fill_gaps="auto"), "fill_gaps='auto': model 'gru-d' reads raw obs"),
+        (lambda d: InputSpec.fit("ncde", d, control={"time_unit": 2.0}, time_unit="auto"), "time_unit is given twice"),
+        (lambda d: InputSpec.fit("gru-d", d, control={"interpolation": "linear"}), "reads raw observations"),
+        (lambda d: InputSpec.fit("ncde", d, time_unit="hours"), "time_unit must be None, a positive number or 'auto'"),
+        (lambda d: InputSpec.fit("ncde", d, time_unit=-1.0), "time_unit must be None, a positive number or 'auto'"),
+        (lambda d: InputSpec.fit("ncde", d, control={"interpolaton": "linear"}), "interpolaton"),
+    ],
+)
 def test_bad_settings_are_refused_naming_them(call, message):
     with pytest.raises(ValueError, match=message):
         call(_ragged(4, 20, 2, seed=5, spacing=1.0))
@@ -214,11 +230,16 @@ def test_transform_refuses_data_with_other_channels():
         spec.transform(_ragged(4, 20, 3, seed=7, spacing=1.0))
 
 
-@pytest.mark.parametrize("model, control, fill", [
-    ("delta-rde", {"parametrization": "index", "time_unit": "auto", "intensity_channel": "auto"}, "auto"),
-    ("ncde", {"parametrization": "index", "time_unit": 7.5, "mask_channel": True}, None),
-    ("slice-diag", {"parametrization": "index", "recency_channel": True, "time_unit": "auto"}, 0.5),
-    ("gru-dt", {"time_unit": "auto"}, None), ("gru-d", {}, None)])
+@pytest.mark.parametrize(
+    "model, control, fill",
+    [
+        ("delta-rde", {"parametrization": "index", "time_unit": "auto", "intensity_channel": "auto"}, "auto"),
+        ("ncde", {"parametrization": "index", "time_unit": 7.5, "mask_channel": True}, None),
+        ("slice-diag", {"parametrization": "index", "recency_channel": True, "time_unit": "auto"}, 0.5),
+        ("gru-dt", {"time_unit": "auto"}, None),
+        ("gru-d", {}, None),
+    ],
+)
 def test_a_dataset_is_built_on_without_a_second_check_into_what_its_tensors_build(model, control, fill):
     """`transform` of a dataset (checked when it was made) builds its input without checking it again
     (`control_of`, `inputs_of`) from the spec's own options: exactly what `model_inputs` builds from the same
@@ -235,8 +256,9 @@ def test_a_dataset_is_built_on_without_a_second_check_into_what_its_tensors_buil
         expected = model_inputs(model, times if spec.time_unit is None else times / spec.time_unit, values, lengths)
         got = spec.transform(data)
         for name in ("times", "values", "lengths"):
-            assert torch.equal(torch.nan_to_num(getattr(got, name), 9.0),
-                               torch.nan_to_num(getattr(expected, name), 9.0)), name
+            assert torch.equal(
+                torch.nan_to_num(getattr(got, name), 9.0), torch.nan_to_num(getattr(expected, name), 9.0)
+            ), name
         return
     expected = model_inputs(model, times, values, lengths, **spec.control_options)
     got = spec.transform(data)
@@ -249,18 +271,22 @@ def test_a_time_unit_that_takes_the_times_beyond_the_finite_range_is_refused_nam
     data = _ragged(4, 20, 2, seed=12, spacing=1.0).to(dtype=torch.float32)
     data = data.replace(times=data.times + 1e6)  # within float32's range as given ...
     spec = InputSpec.fit(model, data, time_unit=1e-4)  # ... and not once divided by the unit
-    with pytest.raises(ValueError, match=r"times has an entry of magnitude 1e\+10 .* divided by "
-                                         r"time_unit=0\.0001: give a larger time_unit"):
+    with pytest.raises(
+        ValueError,
+        match=r"times has an entry of magnitude 1e\+10 .* divided by "
+        r"time_unit=0\.0001: give a larger time_unit",
+    ):
         spec.transform(data)
 
 
 def test_the_estimator_predicts_through_its_fitted_spec():
     data = _ragged(16, 60, 2, seed=8, spacing=1.0)
-    X = [data.values[b, :int(data.lengths[b])].numpy() for b in range(len(data))]
-    times = [data.times[b, :int(data.lengths[b])].numpy() for b in range(len(data))]
+    X = [data.values[b, : int(data.lengths[b])].numpy() for b in range(len(data))]
+    times = [data.times[b, : int(data.lengths[b])].numpy() for b in range(len(data))]
     y = data.labels.numpy()
-    clf = SequenceClassifier("ncde", model_options={"hidden": 8, "width": 16}, epochs=1, batch_size=8,
-                             dtype="float64", random_state=0).fit(X, y, times=times)
+    clf = SequenceClassifier(
+        "ncde", model_options={"hidden": 8, "width": 16}, epochs=1, batch_size=8, dtype="float64", random_state=0
+    ).fit(X, y, times=times)
     spec = clf.input_spec_
     assert spec.time_unit == pytest.approx(_longest_span(data), rel=1e-12)
     assert spec.control.parametrization == "index"
@@ -273,9 +299,16 @@ def test_the_runner_saves_its_spec_with_the_checkpoint(tmp_path):
     splits = load_task("japanese-vowels", seed=0, drop_rate=0.3).splits
     train, val, test = splits
     small = type(splits)(train.subset(torch.arange(30)), val.subset(torch.arange(20)), test.subset(torch.arange(20)))
-    fit = fit_and_evaluate("ncde", small, seed=0, options={"hidden": 8, "width": 16}, control={"time_unit": "auto"},
-                           checkpoint_path=tmp_path / "b.pt", progress=False,
-                           training={"epochs": 1, "lr": 1e-2, "batch_size": 16})
+    fit = fit_and_evaluate(
+        "ncde",
+        small,
+        seed=0,
+        options={"hidden": 8, "width": 16},
+        control={"time_unit": "auto"},
+        checkpoint_path=tmp_path / "b.pt",
+        progress=False,
+        training={"epochs": 1, "lr": 1e-2, "batch_size": 16},
+    )
     assert fit["input_spec"]["time_unit"] == pytest.approx(_longest_span(small.train), rel=1e-6)
     saved = torch.load(tmp_path / "b.pt", weights_only=False)["config"]["input_spec"]
     assert saved == fit["input_spec"]
@@ -299,8 +332,13 @@ def test_a_config_row_refuses_the_former_control_name_and_gives_observation_mode
     from neuralde_seq.training.config import ConfigError, validate_config
 
     def config(*rows):
-        return {"name": "c", "task": "japanese-vowels", "seeds": [0], "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
-                "models": list(rows)}
+        return {
+            "name": "c",
+            "task": "japanese-vowels",
+            "seeds": [0],
+            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
+            "models": list(rows),
+        }
 
     with pytest.raises(ConfigError, match=r"models\[0\]\.control: unknown control option 'method'"):
         validate_config(config({"model": "ncde", "control": {"method": "linear"}}))
@@ -322,10 +360,18 @@ def test_resuming_a_run_with_another_input_spec_is_refused(tmp_path):
     small = type(splits)(train.subset(torch.arange(30)), val.subset(torch.arange(20)), test.subset(torch.arange(20)))
 
     def run(time_unit, resume):
-        return fit_and_evaluate("ncde", small, seed=0, options={"hidden": 4, "width": 8},
-                                control={"time_unit": time_unit}, checkpoint_path=tmp_path / "b.pt",
-                                last_checkpoint_path=tmp_path / "last.pt", resume=resume, progress=False,
-                                training={"epochs": 1, "lr": 1e-2, "batch_size": 16})
+        return fit_and_evaluate(
+            "ncde",
+            small,
+            seed=0,
+            options={"hidden": 4, "width": 8},
+            control={"time_unit": time_unit},
+            checkpoint_path=tmp_path / "b.pt",
+            last_checkpoint_path=tmp_path / "last.pt",
+            resume=resume,
+            progress=False,
+            training={"epochs": 1, "lr": 1e-2, "batch_size": 16},
+        )
 
     run("auto", False)
     run("auto", True)  # the same spec: resumed

@@ -45,7 +45,7 @@ def test_limit_is_the_fourth_root_of_the_largest_number():
     for dtype in (F32, F64):
         limit = torch.tensor(magnitude_limit(dtype), dtype=dtype)
         # Fourth powers of inputs within the limit stay finite in the dtype; twice the limit's would not.
-        assert torch.isfinite(limit ** 4) and torch.isinf((2 * limit) ** 4)
+        assert torch.isfinite(limit**4) and torch.isinf((2 * limit) ** 4)
     assert magnitude_limit(F32) == 4.29e9
     assert magnitude_limit(F64) == 1.15e77
 
@@ -54,8 +54,10 @@ def test_limit_is_the_fourth_root_of_the_largest_number():
 def test_values_beyond_the_limit_are_refused(dtype, big):
     times, values = _data(dtype=dtype)
     values[1, 5, 2] = big
-    message = (rf"values has an entry of magnitude {abs(big):.3g} \(sample 1, step 5, channel 2\), outside the finite "
-               rf"range \|values\| <= {magnitude_limit(dtype):.3g} that the models handle in {dtype}.*standardise")
+    message = (
+        rf"values has an entry of magnitude {abs(big):.3g} \(sample 1, step 5, channel 2\), outside the finite "
+        rf"range \|values\| <= {magnitude_limit(dtype):.3g} that the models handle in {dtype}.*standardise"
+    )
     with pytest.raises(ValueError, match=message.replace("+", r"\+")):
         build_control(times, values)
     with pytest.raises(ValueError, match="values has an entry of magnitude"):
@@ -68,9 +70,12 @@ def test_times_beyond_the_limit_are_refused_with_their_magnitude_as_given():
     big = times.double()
     big[2, 11] = 1e39
     big[1, 11] = 1e20
-    with pytest.raises(ValueError, match=r"times has an entry of magnitude 1e\+39 \(sample 2, step 11\), outside the "
-                                         r"finite range \|times\| <= 4.29e\+09 that the models handle in "
-                                         r"torch.float32.*subtract a reference time"):
+    with pytest.raises(
+        ValueError,
+        match=r"times has an entry of magnitude 1e\+39 \(sample 2, step 11\), outside the "
+        r"finite range \|times\| <= 4.29e\+09 that the models handle in "
+        r"torch.float32.*subtract a reference time",
+    ):
         build_control(big, values)
     with pytest.raises(ValueError, match=r"times has an infinite entry"):
         build_control(times.masked_fill(times > 5, float("inf")), values)
@@ -121,8 +126,11 @@ def test_realistic_raw_data_is_accepted():
 def test_tiny_time_gaps_that_overflow_the_cubics_are_refused():
     times, values = _data()
     tiny = times * 1e-14  # gaps of ~1e-14: Hermite coefficients grow like 1/gap^3 = 1e42 > float32's max
-    with pytest.raises(ValueError, match=r"hermite_cubic control's coefficients overflow in torch.float32.*smallest "
-                                         r"gap between knots is \S+e-1[45];.*parametrization='index'"):
+    with pytest.raises(
+        ValueError,
+        match=r"hermite_cubic control's coefficients overflow in torch.float32.*smallest "
+        r"gap between knots is \S+e-1[45];.*parametrization='index'",
+    ):
         build_control(tiny, values)
     # The same data indexed by observation number is fine.
     assert torch.isfinite(build_control(tiny, values, parametrization="index").coeffs).all()
@@ -138,8 +146,11 @@ def test_times_in_huge_units_warn_that_the_solve_is_non_finite():
     X = build_control(times, values)
     # one rk4 step per knot (the registry's oja-cde takes steps of 0.5 units of s, 1.8e9 of them here: refused)
     model = create_model("oja-cde", X, 3, d_model=8, n_heads=2, solver=SolverOptions(RK4()))
-    with pytest.warns(NonFiniteSolveWarning, match=r"non-finite states .* over s from \S+e\+0[78] to 1e\+09 with rk4 "
-                                                   r"steps up to \S+e\+0[89] wide.*parametrization='index'") as caught:
+    with pytest.warns(
+        NonFiniteSolveWarning,
+        match=r"non-finite states .* over s from \S+e\+0[78] to 1e\+09 with rk4 "
+        r"steps up to \S+e\+0[89] wide.*parametrization='index'",
+    ) as caught:
         with torch.no_grad():
             logits = model(X)
     # at the user's line (this file), not inside the solver: Python's filter then says it once per run
@@ -180,9 +191,12 @@ def _hourly_control(T=10, C=2):
 def test_hourly_timestamps_with_a_small_step_are_refused_before_solving():
     X = _hourly_control()
     dynamics = CountingDecay(X.channels)
-    with pytest.raises(ValueError, match=r"the rk4 solve would take 3,240,000 steps, more than max_steps=1,000,000: "
-                                         r"the control's parameter s runs from 0 to 32400 \(a span of 32400\) with "
-                                         r"step_size=0.01.*larger step_size.*parametrization='index'.*max_steps"):
+    with pytest.raises(
+        ValueError,
+        match=r"the rk4 solve would take 3,240,000 steps, more than max_steps=1,000,000: "
+        r"the control's parameter s runs from 0 to 32400 \(a span of 32400\) with "
+        r"step_size=0.01.*larger step_size.*parametrization='index'.*max_steps",
+    ):
         solve(dynamics, X, torch.ones(2, X.channels, dtype=F64), SolverOptions(Auto(fallback=RK4(step_size=0.01))))
     assert dynamics.calls == 0
 
@@ -196,8 +210,9 @@ def test_max_steps_is_exact_at_the_boundary():
     dynamics = CountingDecay(2)
     allowed = solve(dynamics, X, y0, SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=400))))
     assert dynamics.calls == 400 * 4  # four rk4 stages per step: the grid is the one counted
-    torch.testing.assert_close(allowed, solve(CountingDecay(2), X, y0,
-                                              SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=None)))))
+    torch.testing.assert_close(
+        allowed, solve(CountingDecay(2), X, y0, SolverOptions(Auto(fallback=RK4(step_size=0.01, max_steps=None))))
+    )
     # One step per knot interval counts intervals.
     with pytest.raises(ValueError, match=r"would take 4 steps, more than max_steps=3.*one step per knot interval"):
         solve(CountingDecay(2), X, y0, SolverOptions(Auto(fallback=RK4(max_steps=3))))
@@ -206,8 +221,12 @@ def test_max_steps_is_exact_at_the_boundary():
 def test_the_adjoint_of_a_fixed_step_solve_checks_the_same_grid():
     X = _hourly_control()
     with pytest.raises(ValueError, match="would take 3,240,000 steps"):
-        solve(CountingDecay(X.channels), X, torch.ones(2, X.channels, dtype=F64),
-              SolverOptions(Auto(fallback=RK4(step_size=0.01)), gradient=Adjoint()))
+        solve(
+            CountingDecay(X.channels),
+            X,
+            torch.ones(2, X.channels, dtype=F64),
+            SolverOptions(Auto(fallback=RK4(step_size=0.01)), gradient=Adjoint()),
+        )
 
 
 @pytest.mark.parametrize("gradient", [Checkpoint(), Backprop()], ids=["checkpoint", "backprop"])
@@ -220,8 +239,11 @@ def test_adaptive_solves_stop_at_max_steps_counting_the_forward_pass_only(gradie
     with torch.no_grad():
         solve(probe, X, y0, SolverOptions(Dopri5(max_steps=None)))
     evaluations = probe.calls  # of the forward solve: about 6 per step
-    with pytest.raises(ValueError, match=r"the dopri5 solve took more than max_steps=2 steps .* rtol=1e-07, "
-                                         r"atol=1e-09.*max_steps"):
+    with pytest.raises(
+        ValueError,
+        match=r"the dopri5 solve took more than max_steps=2 steps .* rtol=1e-07, "
+        r"atol=1e-09.*max_steps",
+    ):
         solve(CountingDecay(X.channels), X, y0, SolverOptions(Dopri5(max_steps=2), gradient=gradient))
     # Just enough for the forward pass: the checkpointed backward pass recomputes every evaluation once more,
     # which must not count against the limit.
@@ -253,8 +275,11 @@ def _both_kinds():
 def _same(a, b):
     if isinstance(a, Control):
         return torch.equal(a.coeffs, b.coeffs) and torch.equal(a.end_index, b.end_index)
-    return (torch.equal(a.values.nan_to_num(7.0), b.values.nan_to_num(7.0)) and torch.equal(a.times, b.times)
-            and torch.equal(a.lengths, b.lengths))
+    return (
+        torch.equal(a.values.nan_to_num(7.0), b.values.nan_to_num(7.0))
+        and torch.equal(a.times, b.times)
+        and torch.equal(a.lengths, b.lengths)
+    )
 
 
 @pytest.mark.parametrize("kind", [0, 1], ids=["Control", "Observations"])
@@ -267,9 +292,15 @@ def test_indexing_like_a_tensor_batch(kind):
         assert len(selected) == 1 and _same(selected, last)
     # Negative entries, numpy arrays, masks and slices select the same samples as the plain indices.
     pair = inputs[[0, 2]]
-    for index in (torch.tensor([0, -2]), np.array([0, 2]), [True, False, True, False],
-                  torch.tensor([True, False, True, False]), np.array([True, False, True, False]), slice(0, 3, 2),
-                  slice(-4, -1, 2)):
+    for index in (
+        torch.tensor([0, -2]),
+        np.array([0, 2]),
+        [True, False, True, False],
+        torch.tensor([True, False, True, False]),
+        np.array([True, False, True, False]),
+        slice(0, 3, 2),
+        slice(-4, -1, 2),
+    ):
         assert _same(inputs[index], pair)
     assert _same(inputs[::-1], inputs[[3, 2, 1, 0]])
     assert len(inputs[[1, 1]]) == 2  # repeats are allowed, as for tensors
@@ -296,8 +327,13 @@ def test_bad_selections(kind):
         inputs[torch.tensor([True, False, True])]
     with pytest.raises(IndexError, match="must be 1-D"):
         inputs[torch.zeros(2, 2, dtype=torch.long)]
-    for empty in ([], slice(2, 2), torch.zeros(4, dtype=torch.bool), torch.tensor([], dtype=torch.long),
-                  np.array([], dtype=np.int64)):
+    for empty in (
+        [],
+        slice(2, 2),
+        torch.zeros(4, dtype=torch.bool),
+        torch.tensor([], dtype=torch.long),
+        np.array([], dtype=np.int64),
+    ):
         with pytest.raises(ValueError, match=rf"{name}.* selects no sample of the batch of 4"):
             inputs[empty]
     for wrong in (1.0, np.float32(1.0), torch.tensor(1.0), torch.tensor([0.0, 1.0]), True, (0, 1), "0", None):
@@ -321,9 +357,12 @@ def test_a_model_refuses_an_input_of_another_dtype(name):
     model = create_model(name, inputs, 3)
     kind = type(inputs).__name__
     verb = "are" if kind == "Observations" else "is"
-    with pytest.raises(TypeError, match=rf"{type(model).__name__} has torch.float32 parameters but the {kind} {verb} "
-                                        rf"torch.float64: convert one of them, model.to\(torch.float64\) or "
-                                        rf"X.to\(torch.float32\)"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{type(model).__name__} has torch.float32 parameters but the {kind} {verb} "
+        rf"torch.float64: convert one of them, model.to\(torch.float64\) or "
+        rf"X.to\(torch.float32\)",
+    ):
         model(inputs.to(F64))
     # Either conversion the message names works.
     with torch.no_grad():
@@ -335,9 +374,12 @@ def test_a_model_refuses_an_input_of_another_dtype(name):
 def test_a_model_refuses_an_input_on_another_device(name):
     inputs = _inputs_for(name)
     model = create_model(name, inputs, 3).to("meta")  # a second device without a GPU
-    with pytest.raises(TypeError, match=rf"{type(model).__name__}'s parameters are on meta but the "
-                                        rf"{type(inputs).__name__} (is|are) on cpu: move one of them, "
-                                        rf"model.to\('cpu'\) or X.to\('meta'\)"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{type(model).__name__}'s parameters are on meta but the "
+        rf"{type(inputs).__name__} (is|are) on cpu: move one of them, "
+        rf"model.to\('cpu'\) or X.to\('meta'\)",
+    ):
         model(inputs)
 
 
@@ -352,8 +394,11 @@ def test_a_model_given_the_wrong_kind_of_input_names_what_it_reads(name):
     else:
         wrong, expected, how = build_control(times, values), "Observations", r"Observations.from_tensors"
     for given in (wrong, values, (times, values)):
-        with pytest.raises(TypeError, match=rf"{model_name} reads {expected}, got {type(given).__name__}.*{how}.*"
-                                            rf"neuralde_seq.model_inputs"):
+        with pytest.raises(
+            TypeError,
+            match=rf"{model_name} reads {expected}, got {type(given).__name__}.*{how}.*"
+            rf"neuralde_seq.model_inputs",
+        ):
             model(given)
     # The registry refuses to size a model by the other kind of input.
     with pytest.raises(TypeError, match=rf"model {name!r} reads {expected}, got a {type(wrong).__name__}"):
@@ -383,11 +428,17 @@ def test_solve_checks_dynamics_control_and_state_agree():
     X = build_control(*_data())
     dynamics = Linear(X.channels)
     y0 = torch.zeros(4, X.channels)
-    with pytest.raises(TypeError, match=r"the dynamics module has torch.float32 parameters but the control is "
-                                        r"torch.float64"):
+    with pytest.raises(
+        TypeError,
+        match=r"the dynamics module has torch.float32 parameters but the control is "
+        r"torch.float64",
+    ):
         solve(dynamics, X.to(F64), y0.double())
-    with pytest.raises(TypeError, match=r"the dynamics module has torch.float32 parameters but the initial state is "
-                                        r"torch.float64"):
+    with pytest.raises(
+        TypeError,
+        match=r"the dynamics module has torch.float32 parameters but the initial state is "
+        r"torch.float64",
+    ):
         solve(dynamics, X, y0.double())
     with pytest.raises(TypeError, match=r"the dynamics module's parameters are on meta but the control is on cpu"):
         solve(dynamics.to("meta"), X, y0)
@@ -437,8 +488,13 @@ def test_a_dataset_checks_its_observations_when_made_and_derived_datasets_keep_t
     assert len(calls) == 1
     points = torch.zeros(4, 6, dtype=torch.bool)
     points[1, 2] = points[3, 0] = True
-    derived = [data.subset([2, 0]), data.replace(labels=torch.tensor([1, 1, 0, 0])), data.to(device="cpu"),
-               data.to(dtype=F64), data.unobserved(points)]
+    derived = [
+        data.subset([2, 0]),
+        data.replace(labels=torch.tensor([1, 1, 0, 0])),
+        data.to(device="cpu"),
+        data.to(dtype=F64),
+        data.unobserved(points),
+    ]
     assert len(calls) == 1
     dropped = derived[-1]
     assert torch.isnan(dropped.values[1, 2]).all() and torch.isnan(dropped.values[3, 0]).all()
@@ -459,8 +515,11 @@ def test_rescaled_times_must_stay_increasing_in_their_dtype():
 
     times = torch.tensor([[0.0, 1.0, 1.0, 3.0], [0.0, 1.0, 2.0, 2.0]])
     check_rescaled_times(times, torch.tensor([2, 3]), 0.5)  # the equal pairs lie past each sample's length
-    with pytest.raises(ValueError, match=r"times divided by time_unit=0.5 stop increasing in torch.float32: sample 1 "
-                                         r"has 2.0 at step 2 and 2.0 at step 3; give a larger time_unit"):
+    with pytest.raises(
+        ValueError,
+        match=r"times divided by time_unit=0.5 stop increasing in torch.float32: sample 1 "
+        r"has 2.0 at step 2 and 2.0 at step 3; give a larger time_unit",
+    ):
         check_rescaled_times(times, torch.tensor([2, 4]), 0.5)
 
 

@@ -4,6 +4,7 @@ References computed here in float64: the Gaussian log-likelihood entry by entry 
 torch.distributions (an implementation independent of the model's closed form), the IWAE bound from
 torch.distributions log-densities, and a linear latent field's solution expm((t − t0) A) z0.
 """
+
 import math
 
 import pytest
@@ -29,18 +30,31 @@ def randomize_(module, seed, scale=0.5):
 
 def batch():
     """3 samples of 2 channels: missing entries, a dropped row, padding (lengths 5, 3, 4)."""
-    times = torch.tensor([[0.0, 0.4, 1.1, 1.5, 2.6], [0.3, 0.9, 1.2, NAN, NAN], [0.1, 0.2, 1.4, 2.0, NAN]],
-                         dtype=DTYPE)
-    values = torch.tensor([[[1.0, NAN], [0.2, -0.5], [NAN, NAN], [0.5, 0.1], [NAN, -1.0]],
-                           [[NAN, 0.7], [0.3, 0.1], [-0.4, 0.6], [NAN, NAN], [NAN, NAN]],
-                           [[0.2, 0.2], [NAN, 0.9], [-1.2, NAN], [0.0, 0.4], [NAN, NAN]]], dtype=DTYPE)
+    times = torch.tensor([[0.0, 0.4, 1.1, 1.5, 2.6], [0.3, 0.9, 1.2, NAN, NAN], [0.1, 0.2, 1.4, 2.0, NAN]], dtype=DTYPE)
+    values = torch.tensor(
+        [
+            [[1.0, NAN], [0.2, -0.5], [NAN, NAN], [0.5, 0.1], [NAN, -1.0]],
+            [[NAN, 0.7], [0.3, 0.1], [-0.4, 0.6], [NAN, NAN], [NAN, NAN]],
+            [[0.2, 0.2], [NAN, 0.9], [-1.2, NAN], [0.0, 0.4], [NAN, NAN]],
+        ],
+        dtype=DTYPE,
+    )
     return Observations.from_tensors(times, values, torch.tensor([5, 3, 4]))
 
 
 def model(encoder="ode-rnn", **options):
     torch.manual_seed(0)
-    options = dict(dict(latent=3, hidden=4, width=5, heads=2, decoder_width=6,
-                        solver=SolverOptions(Auto(fallback=RK4(step_size=0.25)), gradient=Backprop())), **options)
+    options = dict(
+        dict(
+            latent=3,
+            hidden=4,
+            width=5,
+            heads=2,
+            decoder_width=6,
+            solver=SolverOptions(Auto(fallback=RK4(step_size=0.25)), gradient=Backprop()),
+        ),
+        **options,
+    )
     return randomize_(LatentODE(2, None, encoder=encoder, **options).to(DTYPE), 1)
 
 
@@ -109,8 +123,11 @@ def test_iwae_bound_from_densities():
             z0 = mean[b] + eps[k, b] * std[b]
             pred = m.decode(z0[None], t0[b : b + 1], obs.times[b : b + 1], obs.lengths[b : b + 1])
             mask = obs.mask[b]
-            log_lik = Normal(pred[0], torch.exp(m.log_noise_std)).log_prob(
-                torch.where(mask, obs.values[b], torch.zeros_like(obs.values[b])))[mask].sum()
+            log_lik = (
+                Normal(pred[0], torch.exp(m.log_noise_std))
+                .log_prob(torch.where(mask, obs.values[b], torch.zeros_like(obs.values[b])))[mask]
+                .sum()
+            )
             log_w = log_lik + Normal(0.0, 1.0).log_prob(z0).sum() - Normal(mean[b], std[b]).log_prob(z0).sum()
             weights.append(log_w)
             log_liks.append(log_lik)
@@ -156,7 +173,7 @@ def test_masks_exclude_missing_and_padded_points():
     c = m.elbo(obs, Observations(target.times, fewer, target.lengths))
     assert c["count"].tolist() == [5, 5, 6]
     s0 = torch.exp(m.log_noise_std[0])
-    dropped = -0.5 * math.log(2 * math.pi * s0 ** 2) - (1.0 - a["prediction"][0, 0, 0]) ** 2 / (2 * s0 ** 2)
+    dropped = -0.5 * math.log(2 * math.pi * s0**2) - (1.0 - a["prediction"][0, 0, 0]) ** 2 / (2 * s0**2)
     assert abs(float(a["log_likelihood"][0] - c["log_likelihood"][0] - dropped)) < 1e-10
     assert torch.equal(a["log_likelihood"][1:], c["log_likelihood"][1:])
     # the padded query times (NaN) do not disturb the valid ones: predictions equal each sample alone
@@ -210,8 +227,11 @@ def test_adjoint_and_direct_gradients_of_the_elbo_agree():
     obs = batch()
     grads = []
     for adjoint in (False, True):
-        m = model("ode-rfwp", noise_std="learned",
-                  solver=SolverOptions(RK4(step_size=0.05), gradient=Adjoint() if adjoint else Backprop()))
+        m = model(
+            "ode-rfwp",
+            noise_std="learned",
+            solver=SolverOptions(RK4(step_size=0.05), gradient=Adjoint() if adjoint else Backprop()),
+        )
         torch.manual_seed(3)
         loss = m.loss(obs)
         grads.append(torch.autograd.grad(loss, list(m.parameters())))

@@ -95,15 +95,21 @@ def _train_and_evaluate(rule, train, test, epochs=10, batch=64):
     train_control = build_control(*train[:3], **options)
     test_control = build_control(*test[:3], **options)
     torch.manual_seed(SEED)
-    model = create_model(f"{rule}-ode", train_control.channels, N_VALUES, d_model=16, n_heads=2,
-                         solver=SolverOptions(RK4(), gradient=Backprop()))
+    model = create_model(
+        f"{rule}-ode",
+        train_control.channels,
+        N_VALUES,
+        d_model=16,
+        n_heads=2,
+        solver=SolverOptions(RK4(), gradient=Backprop()),
+    )
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     labels = train[3]
     n = labels.shape[0]
     for epoch in range(epochs):
         order = torch.randperm(n, generator=torch.Generator().manual_seed(SEED * 100 + epoch))
         for start in range(0, n, batch):
-            index = order[start:start + batch]
+            index = order[start : start + batch]
             loss = F.cross_entropy(model(train_control[index]), labels[index])
             optimiser.zero_grad()
             loss.backward()

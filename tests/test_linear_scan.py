@@ -16,14 +16,15 @@ neuralde_seq.models.linear_cde).
   of the CDE over a two-segment window (the error falls 8x when ε halves; a wrong bracket sign leaves O(ε²)).
 - The registry's channel scales keep a 361-point series' flow finite at init (the divergence they fix).
 """
+
 import pytest
 import torch
 
 from neuralde_seq.controls import build_control
+from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import MODEL_NAMES, create_model, model_inputs
 from neuralde_seq.models.linear_cde import LinearCDE
 from neuralde_seq.solvers.exact_fast_weights import piece_inputs, solve_exact_reference
-from neuralde_seq.fields import FastWeightField
 from neuralde_seq.solvers.linear_scan import STRUCTURES, dplr_to_dense, parallel_scan, sequential_scan
 
 DTYPE = torch.float64
@@ -35,24 +36,31 @@ def _maps(structure, steps, batch=3, hidden=8, block=4, seed=0, scale=0.3):
         M = 1 + scale * torch.randn(steps, batch, hidden, generator=g, dtype=DTYPE) / 4
     elif structure == "block":
         n = hidden // block
-        M = torch.eye(block, dtype=DTYPE) + scale * torch.randn(steps, batch, n, block, block, generator=g,
-                                                                dtype=DTYPE) / block
+        M = (
+            torch.eye(block, dtype=DTYPE)
+            + scale * torch.randn(steps, batch, n, block, block, generator=g, dtype=DTYPE) / block
+        )
     elif structure == "dplr":
         rank = 2
-        M = (1 + scale * torch.randn(steps, batch, hidden, generator=g, dtype=DTYPE) / 4,
-             scale * torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE) / hidden,
-             torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE))
+        M = (
+            1 + scale * torch.randn(steps, batch, hidden, generator=g, dtype=DTYPE) / 4,
+            scale * torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE) / hidden,
+            torch.randn(steps, batch, hidden, rank, generator=g, dtype=DTYPE),
+        )
     else:
-        M = torch.eye(hidden, dtype=DTYPE) + scale * torch.randn(steps, batch, hidden, hidden, generator=g,
-                                                                 dtype=DTYPE) / hidden
+        M = (
+            torch.eye(hidden, dtype=DTYPE)
+            + scale * torch.randn(steps, batch, hidden, hidden, generator=g, dtype=DTYPE) / hidden
+        )
     b = torch.randn(steps, batch, hidden, generator=g, dtype=DTYPE)
     h0 = torch.randn(batch, hidden, generator=g, dtype=DTYPE)
     return M, b, h0
 
 
 # DPLR's parallel scan is the dense one on its dense form, so 4,096 steps add nothing the dense case does not test.
-@pytest.mark.parametrize("structure, steps", [(s, n) for s in STRUCTURES for n in (1, 7, 1000, 4096)
-                                              if not (s == "dplr" and n == 4096)])
+@pytest.mark.parametrize(
+    "structure, steps", [(s, n) for s in STRUCTURES for n in (1, 7, 1000, 4096) if not (s == "dplr" and n == 4096)]
+)
 def test_parallel_scan_equals_sequential(structure, steps):
     """States and the gradients on M, b and h0 agree to 1e-10 (relative to the largest entry)."""
     M, b, h0 = _maps(structure, steps, seed=steps)
@@ -74,14 +82,18 @@ def test_structures_agree_as_dense_matrices():
     """The same maps as diagonal / block-diagonal and written out as dense matrices give the same states."""
     M, b, h0 = _maps("block", 50)
     dense = torch.stack([torch.stack([torch.block_diag(*M[s, i]) for i in range(3)]) for s in range(50)])
-    assert torch.allclose(parallel_scan(M, b, h0, "block"), sequential_scan(dense, b, h0, "dense"),
-                          rtol=0, atol=1e-12)
+    assert torch.allclose(parallel_scan(M, b, h0, "block"), sequential_scan(dense, b, h0, "dense"), rtol=0, atol=1e-12)
     D, b, h0 = _maps("diagonal", 50)
-    assert torch.allclose(parallel_scan(D, b, h0, "diagonal"), sequential_scan(torch.diag_embed(D), b, h0, "dense"),
-                          rtol=0, atol=1e-12)
+    assert torch.allclose(
+        parallel_scan(D, b, h0, "diagonal"), sequential_scan(torch.diag_embed(D), b, h0, "dense"), rtol=0, atol=1e-12
+    )
     low_rank, b, h0 = _maps("dplr", 50)
-    assert torch.allclose(sequential_scan(low_rank, b, h0, "dplr"),
-                          sequential_scan(dplr_to_dense(low_rank), b, h0, "dense"), rtol=0, atol=1e-12)
+    assert torch.allclose(
+        sequential_scan(low_rank, b, h0, "dplr"),
+        sequential_scan(dplr_to_dense(low_rank), b, h0, "dense"),
+        rtol=0,
+        atol=1e-12,
+    )
     with pytest.raises(ValueError, match="structure must be one of"):
         parallel_scan(D, b, h0, "banded")
 
@@ -104,12 +116,16 @@ def test_dplr_scan_reproduces_the_pre_delta_fast_weights():
     k_raw, v_raw, beta = (t.reshape(B, pieces, H, -1) for t in field.projections(flat(x), flat(dx))[:3])
     k, v, c = torch.softmax(k_raw, -1), torch.tanh(v_raw), torch.sigmoid(beta)
     active = (torch.arange(pieces).unsqueeze(0) < control.end_index.unsqueeze(1)).to(DTYPE)
-    h = (control.knots[1:pieces + 1] - control.knots[:pieces]).to(DTYPE) * active  # window lengths, 0 after ends
+    h = (control.knots[1 : pieces + 1] - control.knots[:pieces]).to(DTYPE) * active  # window lengths, 0 after ends
     norm_sq = k.square().sum(-1, keepdim=True)
     lam = -torch.expm1(-c * norm_sq * h[..., None, None]) / norm_sq  # (B, S, H, 1)
     # rows of W as the batch: state index (B, H, d_v), each row a d_k-vector
-    rows = lambda t: t.unsqueeze(3).expand(B, pieces, H, dk, t.shape[-1]).permute(1, 0, 2, 3, 4).reshape(
-        pieces, B * H * dk, t.shape[-1])
+    rows = lambda t: (
+        t.unsqueeze(3)
+        .expand(B, pieces, H, dk, t.shape[-1])
+        .permute(1, 0, 2, 3, 4)
+        .reshape(pieces, B * H * dk, t.shape[-1])
+    )
     ones = torch.ones(pieces, B * H * dk, dk, dtype=DTYPE)
     U, V = rows(-lam * k).unsqueeze(-1), rows(k).unsqueeze(-1)
     b = rows(lam * k) * v.permute(1, 0, 2, 3).reshape(pieces, B * H * dk, 1)
@@ -164,7 +180,7 @@ def test_model_step_parallel_sequential_and_padding(name, method):
     for i, L in enumerate(lengths.tolist()):
         expected = _written_out(model, times[i, :L], values[i, :L])
         assert torch.allclose(logits[i], expected, rtol=1e-10, atol=1e-10)
-        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], interpolation=method)
+        alone = build_control(times[i : i + 1, :L], values[i : i + 1, :L], interpolation=method)
         assert torch.allclose(model(alone)[0], logits[i], rtol=1e-12, atol=1e-12)
     model.scan = "sequential"
     sequential = model(control)
@@ -193,7 +209,7 @@ def test_mean_readout_averages_each_samples_own_states():
             h = h + torch.einsum("c,cij,j->i", X[k] - X[k - 1], A, h) + model.B(X[k] - X[k - 1])
             states.append(h)
         assert torch.allclose(logits[i], model.readout(torch.stack(states).mean(0)), rtol=1e-10, atol=1e-10)
-        alone = build_control(times[i:i + 1, :L], values[i:i + 1, :L], interpolation="linear")
+        alone = build_control(times[i : i + 1, :L], values[i : i + 1, :L], interpolation="linear")
         assert torch.allclose(model(alone)[0], logits[i], rtol=1e-12, atol=1e-12)
 
 
@@ -303,8 +319,13 @@ def test_channel_scales_bound_a_rough_channel():
 
 def test_penalty_is_the_mean_frobenius_norm_per_channel():
     model = LinearCDE(3, 2, hidden=4, structure="dplr", rank=2).to(DTYPE)
-    expected = sum(torch.sqrt(model.A[i].square().sum() + model.U[i].square().sum() + model.V[i].square().sum())
-                   for i in range(3)) / 3
+    expected = (
+        sum(
+            torch.sqrt(model.A[i].square().sum() + model.U[i].square().sum() + model.V[i].square().sum())
+            for i in range(3)
+        )
+        / 3
+    )
     assert torch.allclose(model.penalty(), expected, rtol=1e-14)
 
 

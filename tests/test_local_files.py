@@ -4,6 +4,7 @@ The fixtures are written here from known arrays (ragged lengths, missing values 
 ``NaN``, optional timestamps), so every reader is compared with the arrays that were written, and the file,
 numpy (``from_arrays``) and DataFrame routes are compared with each other.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = ROOT / "tasks" / "configs" / "local_files_example.yaml"
 CLASSES = ("a", "b", "c")
 TRAIN_LABELS = [c for c in CLASSES for _ in range(4)]  # 12 cases, 4 per class
-TEST_LABELS = ["c", "a", "b", "a", "c"]                 # the order the TEST file is written in
+TEST_LABELS = ["c", "a", "b", "a", "c"]  # the order the TEST file is written in
 
 
 def load(*args, **kwargs):
@@ -60,9 +61,16 @@ def write_ts(path: Path, seqs, labels, times=None, declared=CLASSES) -> Path:
     """A .ts file of the cases; ``declared=None`` writes a regression file (``@targetLabel true``, the labels
     are then the targets, written as given). Case k is on line 9 + k."""
     label_line = "@targetLabel true" if declared is None else f"@classLabel true {' '.join(declared)}"
-    lines = ["# written by tests/test_local_files.py", "@problemName Toy",
-             f"@timeStamps {'true' if times is not None else 'false'}", "@missing true",
-             f"@dimensions {seqs[0].shape[1]}", "@equalLength false", label_line, "@data"]
+    lines = [
+        "# written by tests/test_local_files.py",
+        "@problemName Toy",
+        f"@timeStamps {'true' if times is not None else 'false'}",
+        "@missing true",
+        f"@dimensions {seqs[0].shape[1]}",
+        "@equalLength false",
+        label_line,
+        "@data",
+    ]
     for i, (x, label) in enumerate(zip(seqs, labels)):
         dims = []
         for c in range(x.shape[1]):
@@ -84,8 +92,10 @@ def write_arff(path: Path, seqs, labels, declared=CLASSES) -> Path:
     target = "numeric" if declared is None else f"{{{','.join(declared)}}}"
     lines += ["@end input", f"@attribute target {target}", "@data"]
     for i, (x, label) in enumerate(zip(seqs, labels)):
-        rows = [",".join(_token(v, i + k) for k, v in enumerate(x[:, c])) + ",?" * (width - x.shape[0])
-                for c in range(x.shape[1])]
+        rows = [
+            ",".join(_token(v, i + k) for k, v in enumerate(x[:, c])) + ",?" * (width - x.shape[0])
+            for c in range(x.shape[1])
+        ]
         lines.append("'" + "\\n".join(rows) + f"',{label}")
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -102,8 +112,10 @@ def toy(tmp_path):
     plain.mkdir()
     stamped.mkdir()
     return {
-        "train": (train, train_t), "test": (test, test_t),
-        "stamped_train": (stamped_train, stamped_train_t), "stamped_test": (stamped_test, stamped_test_t),
+        "train": (train, train_t),
+        "test": (test, test_t),
+        "stamped_train": (stamped_train, stamped_train_t),
+        "stamped_test": (stamped_test, stamped_test_t),
         "train_path": write_ts(plain / "Toy_TRAIN.ts", train, TRAIN_LABELS),
         "test_path": write_ts(plain / "Toy_TEST.ts", test, TEST_LABELS),
         "stamped_train_path": write_ts(stamped / "Toy_TRAIN.ts", stamped_train, TRAIN_LABELS, stamped_train_t),
@@ -120,8 +132,9 @@ def _check_written(ds, seqs, times, labels, indices=None):
     for row, i in enumerate(indices):
         length = seqs[i].shape[0]
         assert int(ds.lengths[row]) == length
-        torch.testing.assert_close(ds.values[row, :length].double(), torch.as_tensor(seqs[i]), equal_nan=True,
-                                   rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            ds.values[row, :length].double(), torch.as_tensor(seqs[i]), equal_nan=True, rtol=0, atol=1e-6
+        )
         assert torch.isnan(ds.values[row, length:]).all()
         torch.testing.assert_close(ds.times[row, :length].double(), torch.as_tensor(times[i]), rtol=1e-6, atol=0)
         if labels is not None:
@@ -152,8 +165,10 @@ def test_ts_files_keep_their_split_ragged_lengths_and_missing_values(toy):
     # the split depends on split_seed and nothing else
     again = load(toy["train_path"], toy["test_path"], validation_fraction=0.25, split_seed=3)
     assert again.val.meta["indices"] == val.meta["indices"]
-    seeds = {tuple(load(toy["train_path"], toy["test_path"], validation_fraction=0.25,
-                              split_seed=s).val.meta["indices"]) for s in range(6)}
+    seeds = {
+        tuple(load(toy["train_path"], toy["test_path"], validation_fraction=0.25, split_seed=s).val.meta["indices"])
+        for s in range(6)
+    }
     assert len(seeds) > 1
     assert test.meta["train_file"] == str(toy["train_path"].resolve()) and test.meta["timestamps"] is False
 
@@ -305,8 +320,11 @@ def test_file_route_equals_numpy_route(toy):
 def _long_frame(seqs, times, labels, ids, seed=0):
     import pandas as pd
 
-    rows = [{"id": ids[i], "time": t, "ch0": x[k, 0], "ch1": x[k, 1], "label": labels[i]}
-            for i, (x, ts) in enumerate(zip(seqs, times)) for k, t in enumerate(ts)]
+    rows = [
+        {"id": ids[i], "time": t, "ch0": x[k, 0], "ch1": x[k, 1], "label": labels[i]}
+        for i, (x, ts) in enumerate(zip(seqs, times))
+        for k, t in enumerate(ts)
+    ]
     frame = pd.DataFrame(rows)
     return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)  # rows in no particular order
 
@@ -321,29 +339,29 @@ def test_long_dataframe_equals_numpy_route(toy):
     ids = [f"s{i:02d}" for i in range(len(seqs))]
     frame = _long_frame(seqs, times, TRAIN_LABELS, ids)
     order = [int(i[1:]) for i in pd.unique(frame["id"])]  # samples in order of first appearance
-    expected = from_arrays([seqs[i] for i in order], [TRAIN_LABELS[i] for i in order],
-                           times=[times[i] for i in order])
+    expected = from_arrays([seqs[i] for i in order], [TRAIN_LABELS[i] for i in order], times=[times[i] for i in order])
     wide = from_long_dataframe(frame, label_column="label")
     assert_same_dataset(wide, expected)
     assert wide.meta["ids"] == [ids[i] for i in order] and wide.meta["channels"] == ["ch0", "ch1"]
     assert wide.class_names == list(CLASSES)
 
     # tsfresh's stacked layout (NaN rows left out, as a melted frame has them) with labels as a Series by id
-    stacked = frame.melt(id_vars=["id", "time"], value_vars=["ch1", "ch0"], var_name="kind",
-                         value_name="value").dropna(subset=["value"]).sample(frac=1.0, random_state=1)
+    stacked = (
+        frame.melt(id_vars=["id", "time"], value_vars=["ch1", "ch0"], var_name="kind", value_name="value")
+        .dropna(subset=["value"])
+        .sample(frac=1.0, random_state=1)
+    )
     y = pd.Series(dict(zip(ids, TRAIN_LABELS)))
     from_stacked = from_long_dataframe(stacked, kind_column="kind", value_column="value", labels=y)
     order = [int(i[1:]) for i in pd.unique(stacked["id"])]
-    expected = from_arrays([seqs[i] for i in order], [TRAIN_LABELS[i] for i in order],
-                           times=[times[i] for i in order])
+    expected = from_arrays([seqs[i] for i in order], [TRAIN_LABELS[i] for i in order], times=[times[i] for i in order])
     assert_same_dataset(from_stacked, expected)
     assert from_stacked.meta["channels"] == ["ch0", "ch1"]  # sorted kinds
 
     # no time column: each id's rows in frame order are its steps 0..L-1
     in_order = _long_frame(seqs, times, TRAIN_LABELS, ids).sort_values(["id", "time"], kind="stable")
     indexed = from_long_dataframe(in_order.drop(columns="time"), time_column=None, label_column="label")
-    assert_same_dataset(indexed, from_arrays(seqs, TRAIN_LABELS, times=[np.arange(len(t), dtype=float)
-                                                                         for t in times]))
+    assert_same_dataset(indexed, from_arrays(seqs, TRAIN_LABELS, times=[np.arange(len(t), dtype=float) for t in times]))
 
 
 def test_long_dataframe_errors_name_the_problem(toy, monkeypatch):
@@ -361,8 +379,11 @@ def test_long_dataframe_errors_name_the_problem(toy, monkeypatch):
         from_long_dataframe(varied, label_column="label")
     with pytest.raises(KeyError, match=r"time_column='t' is not a column"):
         from_long_dataframe(frame, time_column="t", label_column="label")
-    with pytest.raises(TypeError, match=r"column 'label' holds .* not numbers: it was taken as a channel because "
-                                         r"value_columns was not given.* pass label_column='label'"):
+    with pytest.raises(
+        TypeError,
+        match=r"column 'label' holds .* not numbers: it was taken as a channel because "
+        r"value_columns was not given.* pass label_column='label'",
+    ):
         from_long_dataframe(frame)  # the label column taken as a channel
     infinite = frame.copy()
     infinite.loc[4, "ch1"] = np.inf
@@ -395,8 +416,10 @@ def test_files_task_standardises_and_drops_independently_of_the_split(toy):
         x = x[~torch.isnan(x)]
         assert abs(x.mean().item()) < 1e-6 and abs(x.std(unbiased=False).item() - 1) < 1e-6
     # each TRAIN case loses num_dropped time points, the same ones whatever split_seed carves the validation
-    raw = {s: local_files_splits(path=folder, drop_rate=0.3, validation_fraction=0.25, split_seed=s,
-                                 dtype=torch.float64) for s in (0, 1)}
+    raw = {
+        s: local_files_splits(path=folder, drop_rate=0.3, validation_fraction=0.25, split_seed=s, dtype=torch.float64)
+        for s in (0, 1)
+    }
     assert raw[0].val.meta["indices"] != raw[1].val.meta["indices"]
     masks = {}
     for splits in raw.values():
@@ -419,12 +442,18 @@ def test_files_task_standardises_and_drops_independently_of_the_split(toy):
 def test_files_task_options_are_checked_when_the_config_is_parsed():
     from neuralde_seq.training.config import ConfigError, parse_config
 
-    base = {"name": "x", "task": "files", "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4},
-            "models": [{"model": "gru-d"}]}
-    for options, message in (({"train": "a.ts"}, "missing: test"),
-                             ({"path": "d", "train": "a.ts", "test": "b.ts"}, "either path .* or train and test"),
-                             ({}, "missing: train, test"),
-                             ({"path": 3}, "option path must be a non-empty path string")):
+    base = {
+        "name": "x",
+        "task": "files",
+        "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4},
+        "models": [{"model": "gru-d"}],
+    }
+    for options, message in (
+        ({"train": "a.ts"}, "missing: test"),
+        ({"path": "d", "train": "a.ts", "test": "b.ts"}, "either path .* or train and test"),
+        ({}, "missing: train, test"),
+        ({"path": 3}, "option path must be a non-empty path string"),
+    ):
         with pytest.raises(ConfigError, match=rf"task_options \(task files\): .*{message}"):
             parse_config({**base, "task_options": options})
     with pytest.raises(ConfigError, match="unknown key"):
@@ -436,8 +465,9 @@ def test_example_config_trains_one_step_on_the_embedded_files(tmp_path, monkeypa
     from neuralde_seq.training.runner import run_benchmark
 
     monkeypatch.chdir(ROOT)  # the config's paths are relative to the repository root
-    results = run_benchmark(EXAMPLE_CONFIG, out_dir=tmp_path, overrides=["training.epochs=1"], models=["GRU-D"],
-                            max_steps=1, progress=False)
+    results = run_benchmark(
+        EXAMPLE_CONFIG, out_dir=tmp_path, overrides=["training.epochs=1"], models=["GRU-D"], max_steps=1, progress=False
+    )
     assert [row["label"] for row in results["rows"]] == ["GRU-D"]
     (result_file,) = (tmp_path / "runs" / "GRU-D").glob("seed0-*/result.json")
     result = json.loads(result_file.read_text())
@@ -471,9 +501,12 @@ def reg(tmp_path):
     test, test_t = _cases(11, TEST_TARGETS)
     folder = tmp_path / "reg"
     folder.mkdir()
-    return {"train": (train, train_t), "test": (test, test_t),
-            "train_path": write_ts(folder / "Reg_TRAIN.ts", train, TRAIN_TARGETS, declared=None),
-            "test_path": write_ts(folder / "Reg_TEST.ts", test, TEST_TARGETS, declared=None)}
+    return {
+        "train": (train, train_t),
+        "test": (test, test_t),
+        "train_path": write_ts(folder / "Reg_TRAIN.ts", train, TRAIN_TARGETS, declared=None),
+        "test_path": write_ts(folder / "Reg_TEST.ts", test, TEST_TARGETS, declared=None),
+    }
 
 
 def test_regression_file_reads_real_targets_not_classes(reg, tmp_path):
@@ -503,13 +536,15 @@ def test_regression_file_reads_real_targets_not_classes(reg, tmp_path):
     # the .ts parser's own route (from_ts) and a timestamped regression file agree
     assert torch.equal(from_ts(read_ts(reg["train_path"]), dtype=torch.float64).targets, ds.targets)
     stamped, stamped_t = _cases(12, TEST_TARGETS, timestamps=True)
-    timed = read_file(write_ts(tmp_path / "Timed.ts", stamped, TEST_TARGETS, stamped_t, declared=None),
-                      dtype=torch.float64)
+    timed = read_file(
+        write_ts(tmp_path / "Timed.ts", stamped, TEST_TARGETS, stamped_t, declared=None), dtype=torch.float64
+    )
     assert torch.equal(timed.targets, _floats(TEST_TARGETS)) and timed.meta["timestamps"] is True
     _check_written(timed, stamped, stamped_t, None)
     # a 2-channel relational ARFF with a numeric class attribute reads the same targets
-    by_arff = read_file(write_arff(tmp_path / "Reg.arff", *reg["train"][:1], TRAIN_TARGETS, declared=None),
-                        dtype=torch.float64)
+    by_arff = read_file(
+        write_arff(tmp_path / "Reg.arff", *reg["train"][:1], TRAIN_TARGETS, declared=None), dtype=torch.float64
+    )
     assert by_arff.labels is None and torch.equal(by_arff.targets, ds.targets)
     torch.testing.assert_close(by_arff.values, ds.values, rtol=0, atol=0, equal_nan=True)
 
@@ -517,8 +552,9 @@ def test_regression_file_reads_real_targets_not_classes(reg, tmp_path):
 def test_regression_files_keep_the_test_file_and_split_train_at_random(reg):
     from sklearn.model_selection import train_test_split
 
-    train, val, test = load(reg["train_path"], reg["test_path"], validation_fraction=0.25, split_seed=3,
-                            dtype=torch.float64)
+    train, val, test = load(
+        reg["train_path"], reg["test_path"], validation_fraction=0.25, split_seed=3, dtype=torch.float64
+    )
     for part in (train, val, test):
         assert part.labels is None and part.class_names == [] and part.targets.dtype == torch.float64
     # the test set is the TEST file, whole and in order
@@ -540,20 +576,29 @@ def test_regression_files_keep_the_test_file_and_split_train_at_random(reg):
 
 
 def test_regression_beside_class_labels_is_an_error(reg, toy):
-    with pytest.raises(ValueError, match=r"TRAIN file .*Reg_TRAIN.ts holds regression targets .* TEST file "
-                                         r".*Toy_TEST.ts holds class labels"):
+    with pytest.raises(
+        ValueError,
+        match=r"TRAIN file .*Reg_TRAIN.ts holds regression targets .* TEST file "
+        r".*Toy_TEST.ts holds class labels",
+    ):
         load(reg["train_path"], toy["test_path"])
-    with pytest.raises(ValueError, match=r"TRAIN file .*Toy_TRAIN.ts holds class labels .* TEST file "
-                                         r".*Reg_TEST.ts holds regression targets"):
+    with pytest.raises(
+        ValueError,
+        match=r"TRAIN file .*Toy_TRAIN.ts holds class labels .* TEST file "
+        r".*Reg_TEST.ts holds regression targets",
+    ):
         load(toy["train_path"], reg["test_path"])
 
 
-@pytest.mark.parametrize("target, message", [
-    ("abc", "target 'abc' is not a number"),
-    ("?", "target '?' is not a number"),
-    ("NaN", "target 'NaN' is not a finite number"),
-    ("-inf", "target '-inf' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("abc", "target 'abc' is not a number"),
+        ("?", "target '?' is not a number"),
+        ("NaN", "target 'NaN' is not a finite number"),
+        ("-inf", "target '-inf' is not a finite number"),
+    ],
+)
 def test_bad_regression_target_names_file_and_line(reg, tmp_path, target, message):
     seqs, _ = reg["test"]
     path = write_ts(tmp_path / "Bad_TEST.ts", seqs, TEST_TARGETS[:3] + [target] + TEST_TARGETS[4:], declared=None)
@@ -570,16 +615,22 @@ def test_header_with_class_labels_and_targets_and_flat_numeric_arff_are_refused(
     with pytest.raises(ValueError, match=r"Both.ts, line 7: @targetLabel true .* beside @classLabel true on line 8"):
         read_file(both)
     flat = tmp_path / "Flat.arff"  # a numeric last attribute of a flat file may be a time step: not a target
-    flat.write_text("@relation r\n@attribute t0 numeric\n@attribute t1 numeric\n@attribute y numeric\n@data\n"
-                    "1,2,0.5\n3,4,1.5\n")
-    with pytest.raises(ValueError, match=r"Flat.arff, line 5: the last attribute must be the nominal class .*"
-                                         r"use its .ts file with @targetLabel true"):
+    flat.write_text(
+        "@relation r\n@attribute t0 numeric\n@attribute t1 numeric\n@attribute y numeric\n@data\n1,2,0.5\n3,4,1.5\n"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"Flat.arff, line 5: the last attribute must be the nominal class .*"
+        r"use its .ts file with @targetLabel true",
+    ):
         read_file(flat)
 
 
 def test_files_task_refuses_regression_files(reg):
-    message = (r"classification benchmark, but .*Reg_TRAIN.ts and .*Reg_TEST.ts are regression files.*"
-               r"neuralde_seq.load_files / neuralde_seq.data.read_file.*SequenceRegressor.*Regression\(\)")
+    message = (
+        r"classification benchmark, but .*Reg_TRAIN.ts and .*Reg_TEST.ts are regression files.*"
+        r"neuralde_seq.load_files / neuralde_seq.data.read_file.*SequenceRegressor.*Regression\(\)"
+    )
     with pytest.raises(ValueError, match=message):
         local_files_splits(train=str(reg["train_path"]), test=str(reg["test_path"]))
     with pytest.raises(ValueError, match=message):
@@ -607,6 +658,7 @@ def test_bad_targets_tensors_name_targets(reg):
     # a regression dataset cannot be stratified
     with pytest.raises(ValueError, match=r"stratified_split needs labels, but the dataset holds regression targets"):
         from neuralde_seq.data import stratified_split
+
         stratified_split(ds, (0.5, 0.5), seed=0)
 
 
@@ -624,6 +676,7 @@ def test_sequence_regressor_fits_a_regression_file(reg):
 def test_a_timestamped_step_with_nothing_observed_is_kept_not_cut(tmp_path):
     # with timestamps every step is a real time point (nothing is padding): the file reads as from_arrays does
     from neuralde_seq.data import from_arrays
+
     nan = float("nan")
     seqs = [np.array([[1.0, 2.0], [nan, 3.0], [4.0, nan], [nan, nan]]), np.array([[0.5, 1.5], [2.5, nan]])]
     times = [np.array([0.0, 0.7, 1.1, 2.0]), np.array([0.0, 3.0])]

@@ -19,6 +19,7 @@ form="log-ode", neuralde_seq.models.ncde.LogODEVectorField; docs/log_ncde.md).
   1,000 windows the checkpointed gradient equals plain backpropagation.
 - The Lip(2) penalty against its formula; field_init_scale; the registry entry; bad input.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,15 @@ import torch
 from torch import nn
 
 from neuralde_seq import SolverOptions, build_control, create_model, model_defaults, model_inputs, solve
-from neuralde_seq.models.ncde import (ACTIVATION_SLOPES, ACTIVATIONS, BasisCDEVectorField, CDEVectorField,
-                                      LogODEVectorField, NeuralCDE, log_ode_path_channels)
+from neuralde_seq.models.ncde import (
+    ACTIVATION_SLOPES,
+    ACTIVATIONS,
+    BasisCDEVectorField,
+    CDEVectorField,
+    LogODEVectorField,
+    NeuralCDE,
+    log_ode_path_channels,
+)
 from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Heun2
 
 DTYPE = torch.float64
@@ -51,6 +59,7 @@ def pair_index(d: int) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------------------------------------------
 # the bracket term
+
 
 def finite_difference_bracket(matrix, z, i, j, eps=1e-5):
     """J_{f_j}(z) f_i(z) − J_{f_i}(z) f_j(z) by central differences of the columns f_j, f_i."""
@@ -121,6 +130,7 @@ def test_every_activation_has_its_slope():
 # ---------------------------------------------------------------------------------------------------
 # exact for a linear field whose Lie algebra is nilpotent of step 2
 
+
 class LinearField(nn.Module):
     """f_i(z) = A_i z: ``matrix(z)`` is (B, H, d) with column i = A_i z."""
 
@@ -156,11 +166,15 @@ def test_log_ode_is_exact_for_a_step_two_nilpotent_linear_field():
         got = solve(LogODEVectorField(field, 2), control, z0, SolverOptions(RK4()))
         assert torch.allclose(got, expected, rtol=0, atol=1e-12 * float(expected.abs().max()))
         # the test bites: the opposite bracket sign, and depth 1 (no brackets), are far off
-        flipped = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False)
+        flipped = build_control(
+            times, values, lengths, interpolation="logsignature", depth=2, step=4, time_channel=False
+        )
         flipped.coeffs[..., d:] *= -1
         wrong = solve(LogODEVectorField(field, 2), flipped, z0, SolverOptions(RK4()))
         assert float((wrong - expected).abs().max()) > 1e-3 * float(expected.abs().max())
-        increments = build_control(times, values, lengths, interpolation="logsignature", depth=1, step=4, time_channel=False)
+        increments = build_control(
+            times, values, lengths, interpolation="logsignature", depth=1, step=4, time_channel=False
+        )
         depth_one = solve(LogODEVectorField(field, 1), increments, z0, SolverOptions(RK4()))
         assert float((depth_one - expected).abs().max()) > 1e-3 * float(expected.abs().max())
 
@@ -172,8 +186,9 @@ def test_two_segment_window_along_e1_then_e2_gets_half_the_product_of_its_steps(
     A = torch.randn(2, 3, 3, dtype=DTYPE).triu(1)
     a, b = 0.7, -1.3
     values = torch.tensor([[[0.0, 0.0], [a, 0.0], [a, b]]], dtype=DTYPE)
-    control = build_control(torch.arange(3, dtype=DTYPE)[None], values, interpolation="logsignature", depth=2, step=2,
-                            time_channel=False)
+    control = build_control(
+        torch.arange(3, dtype=DTYPE)[None], values, interpolation="logsignature", depth=2, step=2, time_channel=False
+    )
     assert torch.allclose(control.coeffs[0, 0, 0], torch.tensor([a, b, a * b / 2], dtype=DTYPE), atol=1e-15)
     z0 = torch.randn(1, 3, dtype=DTYPE)
     with torch.no_grad():
@@ -187,11 +202,13 @@ def test_two_segment_window_along_e1_then_e2_gets_half_the_product_of_its_steps(
 # ---------------------------------------------------------------------------------------------------
 # a nonlinear field: third-order local error
 
+
 def test_depth_two_local_error_is_third_order_for_an_mlp_field():
     torch.manual_seed(4)
     hidden, d = 4, 2
-    ncde = NeuralCDE(d, 2, hidden=hidden, width=16, activation="silu",
-                     solver=SolverOptions(RK4(step_size=0.02))).to(DTYPE)
+    ncde = NeuralCDE(d, 2, hidden=hidden, width=16, activation="silu", solver=SolverOptions(RK4(step_size=0.02))).to(
+        DTYPE
+    )
     z0 = torch.randn(1, hidden, dtype=DTYPE)
     u, v = torch.tensor([1.0, 0.3], dtype=DTYPE), torch.tensor([-0.4, 1.0], dtype=DTYPE)
     errors = {1: [], 2: [], "flipped": []}
@@ -201,13 +218,26 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
         linear = build_control(times, values, interpolation="linear", time_channel=False, parametrization="index")
         exact = ncde.hidden_states(linear, z0=z0)  # 100 rk4 steps per segment: error ~ 1e-13 here
         for depth in (1, 2, "flipped"):
-            windows = build_control(times, values, interpolation="logsignature", depth=2 if depth == "flipped" else depth,
-                                    step=2, time_channel=False)
+            windows = build_control(
+                times,
+                values,
+                interpolation="logsignature",
+                depth=2 if depth == "flipped" else depth,
+                step=2,
+                time_channel=False,
+            )
             if depth == "flipped":  # the opposite bracket sign
                 windows.coeffs[..., d:] *= -1
-            model = NeuralCDE(windows.channels, 2, hidden=hidden, width=16, activation="silu", form="log-ode",
-                              control_depth=1 if depth == 1 else 2,
-                              solver=SolverOptions(RK4(step_size=0.02))).to(DTYPE)
+            model = NeuralCDE(
+                windows.channels,
+                2,
+                hidden=hidden,
+                width=16,
+                activation="silu",
+                form="log-ode",
+                control_depth=1 if depth == 1 else 2,
+                solver=SolverOptions(RK4(step_size=0.02)),
+            ).to(DTYPE)
             model.load_state_dict(ncde.state_dict())
             errors[depth].append(float((model.hidden_states(windows, z0=z0) - exact).detach().norm()))
     ratios = {depth: [e[k] / e[k + 1] for k in range(2)] for depth, e in errors.items()}
@@ -219,6 +249,7 @@ def test_depth_two_local_error_is_third_order_for_an_mlp_field():
 # ---------------------------------------------------------------------------------------------------
 # depth 1 is the NCDE
 
+
 def test_depth_one_equals_the_ncde_on_the_linear_control():
     torch.manual_seed(5)
     times, values, lengths = random_path(5, 17, 2, seed=6)
@@ -228,17 +259,28 @@ def test_depth_one_equals_the_ncde_on_the_linear_control():
     log_ncde = NeuralCDE(3, 4, hidden=6, width=8, activation="silu", form="log-ode", control_depth=1).to(DTYPE)
     log_ncde.load_state_dict(ncde.state_dict())  # the same field, initial map and readout
     assert torch.allclose(log_ncde(windows), ncde(linear), rtol=0, atol=1e-10)
-    assert torch.allclose(log_ncde.hidden_states(windows, at_knots=True), ncde.hidden_states(linear, at_knots=True),
-                          rtol=0, atol=1e-10)
+    assert torch.allclose(
+        log_ncde.hidden_states(windows, at_knots=True), ncde.hidden_states(linear, at_knots=True), rtol=0, atol=1e-10
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
 # gradients
 
+
 def small_log_ncde(windows, solver, seed=7, **options):
     torch.manual_seed(seed)
-    return NeuralCDE(windows.channels, 3, hidden=5, width=6, activation="silu", form="log-ode", control_depth=2,
-                     solver=solver, **options).to(DTYPE)
+    return NeuralCDE(
+        windows.channels,
+        3,
+        hidden=5,
+        width=6,
+        activation="silu",
+        form="log-ode",
+        control_depth=2,
+        solver=solver,
+        **options,
+    ).to(DTYPE)
 
 
 def loss_of(model, control):
@@ -310,6 +352,7 @@ def test_a_thousand_windows_checkpoint_equals_backprop():
 # ---------------------------------------------------------------------------------------------------
 # the penalty, the initialisation, the registry
 
+
 def lip2_formula(field) -> float:
     """Σ_layers mean_r ‖W_r‖₂ + ‖b‖₂ over the field's linear layers, written out in Python floats."""
     total = 0.0
@@ -369,13 +412,15 @@ def test_registry_entry_reads_depth_two_windows_with_the_papers_field():
 # ---------------------------------------------------------------------------------------------------
 # bad input
 
+
 def test_bad_input_is_refused_with_a_clear_error():
     times, values, lengths = random_path(2, 12, 2, seed=14)
     depth_two = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3)
     model = NeuralCDE(depth_two.channels, 2, form="log-ode", control_depth=2).to(DTYPE)
     # depth 3: brackets of brackets
-    depth_three = build_control(times, values, lengths, interpolation="logsignature", depth=3, step=3,
-                                logsig_backend="pysiglib")
+    depth_three = build_control(
+        times, values, lengths, interpolation="logsignature", depth=3, step=3, logsig_backend="pysiglib"
+    )
     with pytest.raises(ValueError, match="depth-3 .*brackets of brackets"):
         model(depth_three)
     with pytest.raises(ValueError, match="brackets of brackets"):
@@ -392,7 +437,11 @@ def test_bad_input_is_refused_with_a_clear_error():
         NeuralCDE.log_ode_options(interpolated)
     # windows with start values, the expand basis, another path
     with pytest.raises(ValueError, match="window_start_values=False"):
-        model(build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3, window_start_values=True))
+        model(
+            build_control(
+                times, values, lengths, interpolation="logsignature", depth=2, step=3, window_start_values=True
+            )
+        )
     expand = build_control(times, values, lengths, interpolation="logsignature", depth=2, step=3, logsig_basis="expand")
     with pytest.raises(ValueError, match="expand"):
         model(expand)

@@ -15,6 +15,7 @@ scaled by its roughness (`neuralde_seq.models.ncde.roughness_scales`) the 12 cha
 Log-NCDE is not here: its field starts near zero (weights / 1000, as its authors'); the sweep of every registry model
 (benchmarks/defaults_sweep.py --length 2000) covers it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,8 +38,9 @@ def aeon_file(name: str) -> Path:
     """aeon's bundled TRAIN file of ``name``, found without importing aeon; the test skips without aeon."""
     spec = importlib.util.find_spec("aeon")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip('aeon is not installed (its bundled data sets are the real series): pip install '
-                    '"neuralde_seq[reference]"')
+        pytest.skip(
+            'aeon is not installed (its bundled data sets are the real series): pip install "neuralde_seq[reference]"'
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / name / f"{name}_TRAIN.ts"
     if not path.is_file():
         pytest.skip(f"aeon's data folder has no {path.name}")

@@ -45,6 +45,7 @@ The test uses seed 0 and asserts: all 20 optimizer steps taken (finite losses an
 mean training loss below 0.8 (log 4 = 1.386) and below 0.7 x the first epoch's, and a test accuracy of at
 least 60 % (chance + 35 points). The whole file ran in 87 s here (load from other jobs about 1.3).
 """
+
 import functools
 import math
 import time
@@ -54,12 +55,12 @@ import pytest
 import torch
 
 from neuralde_seq import SolverOptions, create_model, model_inputs
-from neuralde_seq.training import TrainingDiverged, evaluate, train_classifier
 from neuralde_seq.solvers import Adjoint, Checkpoint
+from neuralde_seq.training import TrainingDiverged, evaluate, train_classifier
 
 N_CLASSES = 4
 MIN_LENGTH, MAX_LENGTH = 800, 1200
-EVENT_WINDOW = 200   # the bump starts among the first EVENT_WINDOW observations
+EVENT_WINDOW = 200  # the bump starts among the first EVENT_WINDOW observations
 BUMP_WIDTH, BUMP_HEIGHT = 6, 3.0
 NOISE, MISSING, MEAN_GAP = 0.05, 0.2, 0.01
 SEED = 0
@@ -99,7 +100,7 @@ def test_early_event_task_contract():
     assert set(labels.tolist()) == set(range(N_CLASSES))
     assert (starts < EVENT_WINDOW).all()
     # After the bump, only noise: the class cannot be read from the rest of the sequence or its end.
-    tail = values[:, EVENT_WINDOW + BUMP_WIDTH:]
+    tail = values[:, EVENT_WINDOW + BUMP_WIDTH :]
     assert float(tail.nan_to_num().abs().max()) < 0.5
     # The bump: the largest observed excursion is in the class's channel, with the class's sign.
     filled = values.nan_to_num()
@@ -111,7 +112,7 @@ def test_early_event_task_contract():
     assert torch.equal(peak > 0, labels < 2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def early_event_data(seed: int):
     """The three splits' model inputs and labels: ([train, val, test] inputs, [train, val, test] labels)."""
     g = torch.Generator().manual_seed(seed)
@@ -120,16 +121,34 @@ def early_event_data(seed: int):
     return inputs, [split[3] for split in splits]
 
 
-def train_on_early_events(seed: int, tmp_path, epochs: int = EPOCHS, d_model: int = D_MODEL, n_heads: int = N_HEADS,
-                          lr: float = LR, **model_options):
+def train_on_early_events(
+    seed: int,
+    tmp_path,
+    epochs: int = EPOCHS,
+    d_model: int = D_MODEL,
+    n_heads: int = N_HEADS,
+    lr: float = LR,
+    **model_options,
+):
     """Train delta-cde (default options unless ``model_options`` says otherwise) on the task with the library's
     trainer; returns (history, test accuracy, seconds)."""
     inputs, labels = early_event_data(seed)
     torch.manual_seed(seed)
     model = create_model("delta-cde", inputs[0], N_CLASSES, d_model=d_model, n_heads=n_heads, **model_options)
     start = time.perf_counter()
-    history = train_classifier(model, inputs[0], labels[0], inputs[1], labels[1], epochs=epochs, lr=lr,
-                               batch_size=BATCH, seed=seed, checkpoint_path=tmp_path / "best.pt", progress=False)
+    history = train_classifier(
+        model,
+        inputs[0],
+        labels[0],
+        inputs[1],
+        labels[1],
+        epochs=epochs,
+        lr=lr,
+        batch_size=BATCH,
+        seed=seed,
+        checkpoint_path=tmp_path / "best.pt",
+        progress=False,
+    )
     accuracy = evaluate(model, inputs[2], labels[2], batch_size=N_TEST)["accuracy"]
     return history, accuracy, time.perf_counter() - start
 
@@ -139,8 +158,9 @@ def test_delta_cde_learns_an_early_event_at_length_1000(tmp_path):
     assert create_model("delta-cde", inputs[0], N_CLASSES).network.solver.gradient == Checkpoint()
     history, accuracy, seconds = train_on_early_events(SEED, tmp_path)
     losses = history["train_loss"]
-    print(f"seed {SEED}: train loss {losses[0]:.3f} -> {losses[-1]:.3f}, test accuracy {accuracy:.3f} "
-          f"({seconds:.0f} s)")
+    print(
+        f"seed {SEED}: train loss {losses[0]:.3f} -> {losses[-1]:.3f}, test accuracy {accuracy:.3f} ({seconds:.0f} s)"
+    )
     # Every optimizer step was taken: no non-finite loss or gradient (the trainer would have raised).
     assert history["epochs_run"] == EPOCHS
     assert history["steps"] == EPOCHS * math.ceil(N_TRAIN / BATCH)

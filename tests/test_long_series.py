@@ -1,4 +1,5 @@
 """`concatenated`: long series made of a classification set's own series, each continued by series of its class."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,9 @@ def pieces(data: IrregularDataset, result: IrregularDataset, i: int) -> list[int
             n = min(int(data.lengths[j]), len(values) - start)
             original_v = data.values[j, :n].numpy()
             original_t = data.times[j, :n].numpy()
-            if np.allclose(values[start:start + n], original_v, equal_nan=True, rtol=0, atol=0) and np.allclose(
-                    np.diff(times[start:start + n]), np.diff(original_t), rtol=0, atol=1e-9):
+            if np.allclose(values[start : start + n], original_v, equal_nan=True, rtol=0, atol=0) and np.allclose(
+                np.diff(times[start : start + n]), np.diff(original_t), rtol=0, atol=1e-9
+            ):
                 found.append(j)
                 start += n
                 break
@@ -45,12 +47,13 @@ def test_every_series_has_the_length_and_is_made_of_its_class_series():
     assert result.values.shape == (6, 23, 2) and result.lengths.tolist() == [23] * 6
     torch.testing.assert_close(result.labels, data.labels)
     assert result.class_names == data.class_names
-    median_step = float(np.median(np.concatenate(
-        [np.diff(data.times[j, :n].numpy()) for j, n in enumerate(data.lengths.tolist())])))
+    median_step = float(
+        np.median(np.concatenate([np.diff(data.times[j, :n].numpy()) for j, n in enumerate(data.lengths.tolist())]))
+    )
     for i in range(len(data)):
         chain = pieces(data, result, i)
         assert chain[0] == i  # the series itself first, at its own times
-        torch.testing.assert_close(result.times[i, :data.lengths[i]], data.times[i, :data.lengths[i]])
+        torch.testing.assert_close(result.times[i, : data.lengths[i]], data.times[i, : data.lengths[i]])
         assert all(int(data.labels[j]) == int(data.labels[i]) for j in chain)
         whole = [int(data.lengths[j]) for j in chain]
         assert sum(whole[:-1]) < 23 <= sum(whole)  # only the last piece is cut, and only to reach the length
@@ -80,14 +83,17 @@ def test_a_length_equal_to_the_longest_series_keeps_it_whole():
     assert pieces(data, result, 0)[0] == 0 and result.lengths.tolist() == [6] * 6
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda d: concatenated(d, 5), r"length \(5\) must be at least the longest series' length \(6\)"),
-    (lambda d: concatenated(d, 10.0), "length must be an integer"),
-    (lambda d: concatenated(d, True), "length must be an integer"),
-    (lambda d: concatenated(d, 10, seed="0"), "seed must be an integer"),
-    (lambda d: concatenated(d.replace(labels=None), 10), "dataset must have class labels"),
-    (lambda d: concatenated(d.values, 10), "dataset must be an IrregularDataset"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda d: concatenated(d, 5), r"length \(5\) must be at least the longest series' length \(6\)"),
+        (lambda d: concatenated(d, 10.0), "length must be an integer"),
+        (lambda d: concatenated(d, True), "length must be an integer"),
+        (lambda d: concatenated(d, 10, seed="0"), "seed must be an integer"),
+        (lambda d: concatenated(d.replace(labels=None), 10), "dataset must have class labels"),
+        (lambda d: concatenated(d.values, 10), "dataset must be an IrregularDataset"),
+    ],
+)
 def test_bad_arguments_are_refused_naming_them(call, match):
     with pytest.raises(ValueError, match=match):
         call(small_dataset())

@@ -5,6 +5,7 @@ The fixtures (tests/format_fixtures/format1, made by tests/format_fixtures/make_
 writer of format 1) hold a finished grid (a trained NCDE with an explicit solver, a GRU-Δt and a summary-features
 row), the same grid stopped after the NCDE's second resume checkpoint, and a cached log-signature control.
 """
+
 import json
 import shutil
 from pathlib import Path
@@ -37,8 +38,11 @@ def _run_folder(grid, row):
 
 
 def _untimed(history):
-    return {key: value for key, value in history.items()
-            if key not in TIMING and "seconds" not in key and not key.endswith("_path")}
+    return {
+        key: value
+        for key, value in history.items()
+        if key not in TIMING and "seconds" not in key and not key.endswith("_path")
+    }
 
 
 def test_every_reader_refuses_older_files_naming_the_migration(old):
@@ -60,8 +64,9 @@ def test_a_migrated_grid_is_reused_and_its_interrupted_run_resumes_bitwise(old, 
     said = capsys.readouterr().out
     assert "renamed run folder" in said and "migrated tensor cache" in said
     grid, interrupted = old / "grid", old / "interrupted"
-    stored = {row: json.loads((_run_folder(grid, row) / "result.json").read_text())
-              for row in ("NCDE", "GRU-dt", "summary")}
+    stored = {
+        row: json.loads((_run_folder(grid, row) / "result.json").read_text()) for row in ("NCDE", "GRU-dt", "summary")
+    }
     assert all(result["format_version"] == FORMAT_VERSION for result in stored.values())
     stamps = {row: (_run_folder(grid, row) / "result.json").stat().st_mtime_ns for row in stored}
 
@@ -100,8 +105,15 @@ def test_a_migrated_cache_is_read_bit_for_bit_without_building(old, monkeypatch)
         raise AssertionError("the migrated cache file was not found: the control was built again")
 
     monkeypatch.setattr(logsignature_cache, "build_control", refuse)
-    cached = cached_logsignature_control(old / "cache", inputs["times"], inputs["values"],
-                                         interpolation="logsignature", depth=2, step=5, key_parts=("format1",))
+    cached = cached_logsignature_control(
+        old / "cache",
+        inputs["times"],
+        inputs["values"],
+        interpolation="logsignature",
+        depth=2,
+        step=5,
+        key_parts=("format1",),
+    )
     for field in ("knots", "coeffs", "end_index", "initial_value"):
         assert torch.equal(getattr(cached, field), getattr(fresh, field)), field
     assert len(list((old / "cache").iterdir())) == 1  # renamed, not copied

@@ -2,6 +2,7 @@
 a long rough control's summed quadratic variation drove the hidden state to norms in the hundreds at initialisation
 (issue 33); the registry now divides each channel the field reads by a scale that keeps that sum within
 `CONTROL_ROUGHNESS_BUDGET`, and leaves short, smooth series as they were."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,7 +39,7 @@ def test_roughness_scales_bring_a_rough_control_within_the_budget_and_leave_smoo
     torch.testing.assert_close(after[1:], torch.full((2,), CONTROL_ROUGHNESS_BUDGET / 3, dtype=torch.float64))
     # the budget is an argument: half the budget, √2 larger scales on the rough channels
     half = torch.tensor(roughness_scales(control, budget=CONTROL_ROUGHNESS_BUDGET / 2), dtype=torch.float64)
-    torch.testing.assert_close(half[1:], scales[1:] * 2 ** 0.5)
+    torch.testing.assert_close(half[1:], scales[1:] * 2**0.5)
 
 
 def test_short_series_keep_their_control():
@@ -54,8 +55,10 @@ def test_short_series_keep_their_control():
         torch.testing.assert_close(registry(inputs), plain(inputs), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("form, options", [("cde", dict(interpolation="hermite_cubic")),
-                                           ("rde", dict(interpolation="logsignature", depth=1, step=2))])
+@pytest.mark.parametrize(
+    "form, options",
+    [("cde", dict(interpolation="hermite_cubic")), ("rde", dict(interpolation="logsignature", depth=1, step=2))],
+)
 def test_control_scales_divide_the_path_the_field_reads(form, options):
     """A model with scales s on X solves exactly as the same model without scales on X / s (depth-1 windows of X / s
     are X's windows / s), and its initial state still reads X's own first point."""
@@ -64,8 +67,9 @@ def test_control_scales_divide_the_path_the_field_reads(form, options):
     raw = build_control(times, values, time_channel=False, **options)
     divided = build_control(times, values / scales, time_channel=False, **options)
     torch.manual_seed(0)
-    model = NeuralCDE(3, 2, hidden=8, width=16, form=form, initial_state="zeros",
-                      control_scales=scales.tolist()).double()
+    model = NeuralCDE(
+        3, 2, hidden=8, width=16, form=form, initial_state="zeros", control_scales=scales.tolist()
+    ).double()
     plain = NeuralCDE(3, 2, hidden=8, width=16, form=form, initial_state="zeros").double()
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if k != "control_scales"})
     torch.testing.assert_close(model.hidden_states(raw, at_knots=True), plain.hidden_states(divided, at_knots=True))
@@ -75,8 +79,9 @@ def test_control_scales_divide_the_path_the_field_reads(form, options):
         reading = NeuralCDE(3, 2, hidden=8, width=16, control_scales=scales.tolist()).double()
         torch.manual_seed(0)
         unscaled = NeuralCDE(3, 2, hidden=8, width=16).double()
-        torch.testing.assert_close(reading.hidden_states(raw, at_knots=True)[:, 0],
-                                   unscaled.hidden_states(raw, at_knots=True)[:, 0])
+        torch.testing.assert_close(
+            reading.hidden_states(raw, at_knots=True)[:, 0], unscaled.hidden_states(raw, at_knots=True)[:, 0]
+        )
 
 
 def test_registry_ncde_starts_with_order_one_logits_on_a_long_rough_series():
@@ -100,9 +105,17 @@ def test_log_ncde_gets_no_control_scales():
     assert create_model("log-ncde", inputs, 2).control_scales is None
 
 
-@pytest.mark.parametrize("bad, match", [([1.0, 2.0], "3 of them"), ([1.0, -1.0, 1.0], "positive finite"),
-                                        ([1.0, float("nan"), 1.0], "positive finite"), (0.0, "positive finite"),
-                                        (True, "positive finite"), ("1", "positive finite")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([1.0, 2.0], "3 of them"),
+        ([1.0, -1.0, 1.0], "positive finite"),
+        ([1.0, float("nan"), 1.0], "positive finite"),
+        (0.0, "positive finite"),
+        (True, "positive finite"),
+        ("1", "positive finite"),
+    ],
+)
 def test_bad_control_scales_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         NeuralCDE(3, 2, control_scales=bad)

@@ -2,6 +2,7 @@
 float64, per-step padding, target checks before any optimizer step; fit training the regression and
 per-step objectives on synthetic targets; the DivergenceGuard's loss-explosion check; and the stress-task
 and trajectory scripts training through fit."""
+
 import json
 import math
 import sys
@@ -12,9 +13,8 @@ import torch
 from torch import nn
 
 from neuralde_seq import Observations, SolverOptions, build_control, create_model
-from neuralde_seq.training import (Callback, Classification, PerStepClassification, Regression, TrainingDiverged,
-                                   fit)
 from neuralde_seq.solvers import RK4
+from neuralde_seq.training import Callback, Classification, PerStepClassification, Regression, TrainingDiverged, fit
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the task scripts are imported as the package `tasks`
@@ -62,6 +62,7 @@ class StepLinear(nn.Module):
 
 
 # ---- losses and metrics against their formulas ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
 def test_classification_loss_and_metrics_match_the_formula(smoothing):
@@ -149,7 +150,7 @@ def test_regression_loss_and_metrics_match_the_formula(kind):
     outputs, targets = torch.randn(11, 1, generator=g), torch.randn(11, generator=g)
     # (B, 1) outputs are compared with (N,) targets as (B,).
     diff = outputs[:, 0].double() - targets.double()
-    mse, mae = float((diff ** 2).sum() / 11), float(diff.abs().sum() / 11)
+    mse, mae = float((diff**2).sum() / 11), float(diff.abs().sum() / 11)
     objective = Regression(kind)
     assert float(objective.loss(outputs, targets)) == pytest.approx(mse if kind == "mse" else mae, rel=1e-6)
     metrics = objective.metrics(outputs, targets)
@@ -158,11 +159,12 @@ def test_regression_loss_and_metrics_match_the_formula(kind):
     # Several targets per sample: the mean over every entry.
     outputs, targets = torch.randn(5, 3, generator=g), torch.randn(5, 3, generator=g)
     diff = outputs.double() - targets.double()
-    assert objective.metrics(outputs, targets)["mse"] == pytest.approx(float((diff ** 2).mean()), rel=1e-12)
+    assert objective.metrics(outputs, targets)["mse"] == pytest.approx(float((diff**2).mean()), rel=1e-12)
     assert objective.metrics(outputs, targets)["mae"] == pytest.approx(float(diff.abs().mean()), rel=1e-12)
 
 
 # ---- target checks, before any optimizer step ----------------------------------------------------------
+
 
 def _fit_briefly(model, objective, inputs, targets, **options):
     return fit(model, objective, (inputs, targets), epochs=1, lr=0.1, batch_size=8, progress=False, **options)
@@ -239,6 +241,7 @@ def test_regression_shape_mismatch_is_an_error_before_any_step():
 
 # ---- fit learns synthetic targets -----------------------------------------------------------------------
 
+
 def _mean_and_last(n: int, steps: int, g: torch.Generator):
     """An NCDE's control over random sequences and their targets (√T · mean, last value), each of variance 1."""
     times = torch.linspace(0, 1, steps).expand(n, steps)
@@ -254,8 +257,9 @@ def test_fit_trains_an_ncde_regression_to_a_tenth_of_the_target_variance(loss):
     g = torch.Generator().manual_seed(0)
     train, test = _mean_and_last(256, steps, g), _mean_and_last(256, steps, g)
     torch.manual_seed(0)
-    model = create_model("ncde", train[0], 2, hidden=8, width=32, depth=1,
-                         solver=SolverOptions(RK4(step_size=1 / steps)))
+    model = create_model(
+        "ncde", train[0], 2, hidden=8, width=32, depth=1, solver=SolverOptions(RK4(step_size=1 / steps))
+    )
     history = fit(model, Regression(loss), train, val=test, epochs=16, lr=1e-2, batch_size=32, progress=False)
     with torch.no_grad():
         prediction = model(test[0])
@@ -283,8 +287,16 @@ def test_fit_trains_per_step_classification_well_above_chance():
     train, test = _running_sign(512, 24, g), _running_sign(256, 24, g)
     torch.manual_seed(0)
     model = StepGRU(1, 16, 2)
-    history = fit(model, PerStepClassification(num_classes=2, ignore_index=-1), train, val=test, epochs=8, lr=1e-2,
-                  batch_size=32, progress=False)
+    history = fit(
+        model,
+        PerStepClassification(num_classes=2, ignore_index=-1),
+        train,
+        val=test,
+        epochs=8,
+        lr=1e-2,
+        batch_size=32,
+        progress=False,
+    )
     scored = test[1][test[1] != -1]
     majority = max(float((scored == 0).double().mean()), float((scored == 1).double().mean()))
     assert majority < 0.6
@@ -293,6 +305,7 @@ def test_fit_trains_per_step_classification_well_above_chance():
 
 
 # ---- DivergenceGuard: a finite loss that explodes ------------------------------------------------------
+
 
 class _ExplodingRegression(Regression):
     """MSE multiplied by 1e15 from epoch 3 on: finite, but as wrong a result as a NaN (1e15, not more: Adam's
@@ -323,8 +336,16 @@ def test_fit_raises_on_an_exploded_loss_and_restores_the_last_good_weights():
     model = nn.Linear(3, 1)
     weights = _Weights()
     with pytest.raises(TrainingDiverged, match="exploded") as caught:
-        fit(model, _ExplodingRegression(), (inputs, targets), epochs=5, lr=1e-2, batch_size=16, callbacks=[weights],
-            progress=False)
+        fit(
+            model,
+            _ExplodingRegression(),
+            (inputs, targets),
+            epochs=5,
+            lr=1e-2,
+            batch_size=16,
+            callbacks=[weights],
+            progress=False,
+        )
     # Evaluated after epochs 1 and 2; epoch 3's mean loss, about 1e15, is the explosion.
     assert len(weights.evaluated) == 2 and caught.value.epoch == 3 and caught.value.checkpoint_epoch == 2
     assert all(torch.equal(a, b) for a, b in zip(weights.evaluated[-1], model.parameters()))
@@ -334,6 +355,7 @@ def test_fit_raises_on_an_exploded_loss_and_restores_the_last_good_weights():
 
 
 # ---- the task scripts train through fit ------------------------------------------------------------------
+
 
 class _Spy:
     """Wraps fit: records every call's arguments and returned history."""
@@ -354,8 +376,25 @@ def test_adding_problem_trains_through_fit(tmp_path, monkeypatch):
 
     spy = _Spy(stress.fit)
     monkeypatch.setattr(stress, "fit", spy)
-    results = adding.main(["--length", "12", "--n-train", "48", "--n-test", "16", "--epochs", "2", "--eval-every",
-                           "2", "--set", "hidden=4", "--no-progress", "--out", str(tmp_path)])
+    results = adding.main(
+        [
+            "--length",
+            "12",
+            "--n-train",
+            "48",
+            "--n-test",
+            "16",
+            "--epochs",
+            "2",
+            "--eval-every",
+            "2",
+            "--set",
+            "hidden=4",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert len(spy.calls) == 1
     (model, objective, train), options = spy.calls[0]
     assert isinstance(objective, adding.FinalOutputRegression) and options["val"] is not None
@@ -373,8 +412,26 @@ def test_adding_problem_stopped_by_its_time_limit_resumes_as_if_never_stopped(tm
     import tasks.adding_problem as adding
 
     def run(name, *extra):
-        return adding.main(["--length", "12", "--n-train", "48", "--n-test", "16", "--epochs", "2", "--eval-every",
-                            "1", "--set", "hidden=4", "--no-progress", "--out", str(tmp_path / name), *extra])
+        return adding.main(
+            [
+                "--length",
+                "12",
+                "--n-train",
+                "48",
+                "--n-test",
+                "16",
+                "--epochs",
+                "2",
+                "--eval-every",
+                "1",
+                "--set",
+                "hidden=4",
+                "--no-progress",
+                "--out",
+                str(tmp_path / name),
+                *extra,
+            ]
+        )
 
     whole = run("whole")
     # A limit of 0.6 ms stops at the first evaluation; --resume continues from its checkpoint to the end.
@@ -389,9 +446,29 @@ def test_adding_problem_stopped_by_its_time_limit_resumes_as_if_never_stopped(tm
 def _copy_memory(tmp_path, name, target):
     import tasks.copy_memory as copy
 
-    return copy.main(["--length", "3", "--n-train", "64", "--n-test", "16", "--epochs", "4", "--eval-every", "1",
-                      "--lr", "2e-3", "--set", "hidden=10", "--target", repr(target), "--no-progress",
-                      "--out", str(tmp_path / name)])
+    return copy.main(
+        [
+            "--length",
+            "3",
+            "--n-train",
+            "64",
+            "--n-test",
+            "16",
+            "--epochs",
+            "4",
+            "--eval-every",
+            "1",
+            "--lr",
+            "2e-3",
+            "--set",
+            "hidden=10",
+            "--target",
+            repr(target),
+            "--no-progress",
+            "--out",
+            str(tmp_path / name),
+        ]
+    )
 
 
 def test_copy_memory_stops_at_the_first_evaluation_that_counts_as_solved(tmp_path, monkeypatch):
@@ -421,9 +498,32 @@ def test_trajectories_train_through_fit(tmp_path, monkeypatch, setting, kind):
 
     spy = _Spy(trajectories.fit)
     monkeypatch.setattr(trajectories, "fit", spy)
-    results = trajectories.main(["--seeds", "0", "--settings", setting, "--models", kind, "--train-size", "12",
-                                 "--test-size", "4", "--batch-size", "8", "--epochs", "2", "--latent-epochs", "2",
-                                 "--semi-markov-latent-epochs", "2", "--hidden", "8", "--out", str(tmp_path)])
+    results = trajectories.main(
+        [
+            "--seeds",
+            "0",
+            "--settings",
+            setting,
+            "--models",
+            kind,
+            "--train-size",
+            "12",
+            "--test-size",
+            "4",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "2",
+            "--latent-epochs",
+            "2",
+            "--semi-markov-latent-epochs",
+            "2",
+            "--hidden",
+            "8",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert len(spy.calls) == 1
     (model, objective, train), options = spy.calls[0]
     expected = trajectories.SemiMarkovObjective if setting == "semi-markov" else trajectories.TrajectoryObjective
@@ -445,15 +545,30 @@ def test_registry_models_take_one_output_for_a_scalar_regression(name):
     control, targets = _mean_and_last(64, 8, g)
     torch.manual_seed(0)
     model = create_model(name, control, 1)
-    history = fit(model, Regression(), (control, targets[:, 1]), val=(control, targets[:, 1]), epochs=3, lr=1e-2,
-                  batch_size=16, progress=False)
+    history = fit(
+        model,
+        Regression(),
+        (control, targets[:, 1]),
+        val=(control, targets[:, 1]),
+        epochs=3,
+        lr=1e-2,
+        batch_size=16,
+        progress=False,
+    )
     with torch.no_grad():
         prediction = model(control)
     assert prediction.shape == (64, 1)
     assert history["val_mse"][-1] == pytest.approx(float(((prediction[:, 0] - targets[:, 1]) ** 2).mean()), rel=1e-4)
     with pytest.raises(ValueError, match="at least 2 classes"):
-        fit(model, Classification(), (control, torch.zeros(64, dtype=torch.long)), epochs=1, lr=1e-3, batch_size=16,
-            progress=False)
+        fit(
+            model,
+            Classification(),
+            (control, torch.zeros(64, dtype=torch.long)),
+            epochs=1,
+            lr=1e-3,
+            batch_size=16,
+            progress=False,
+        )
 
 
 @pytest.mark.parametrize("objective", [Classification, PerStepClassification])

@@ -8,11 +8,20 @@ formula, in float64 (values and gradients).
 - Irregular times on a lattice: the lattice form (scatter, grid convolution, gather) vs the pairwise form, at up
   to 1,000 points; `find_lattice`, `snap_times` and `fft_length` against their definitions.
 """
+
 import pytest
 import torch
 
-from neuralde_seq.ops.causal_conv import (causal_conv, causal_conv_direct, causal_conv_fft, fft_length, find_lattice,
-                                         irregular_causal_conv, lattice_causal_conv, snap_times)
+from neuralde_seq.ops.causal_conv import (
+    causal_conv,
+    causal_conv_direct,
+    causal_conv_fft,
+    fft_length,
+    find_lattice,
+    irregular_causal_conv,
+    lattice_causal_conv,
+    snap_times,
+)
 
 D = torch.float64
 
@@ -37,8 +46,11 @@ def _grid_case(kind, length, kernel_length, seed=0):
     return x, torch.randn(shape, generator=g, dtype=D)
 
 
-GRID_CASES = [(kind, T, K) for kind in ("full", "depthwise")
-              for T, K in ((37, 5), (36, 5), (33, 33), (20, 31), (21, 64), (16, 1), (1, 3))]
+GRID_CASES = [
+    (kind, T, K)
+    for kind in ("full", "depthwise")
+    for T, K in ((37, 5), (36, 5), (33, 33), (20, 31), (21, 64), (16, 1), (1, 3))
+]
 
 
 @pytest.mark.parametrize("kind,length,kernel_length", GRID_CASES)
@@ -76,6 +88,7 @@ def test_grid_dispatch_and_errors():
 
 # ---- irregular times ----------------------------------------------------------------------------------------
 
+
 class _Features(torch.nn.Module):
     """A small feature map h(Δ) = sin(a Δ + b), (U,) -> (U, K)."""
 
@@ -98,7 +111,7 @@ def loop_irregular_conv(times, x, observed, features, weight, bias):
             y = torch.zeros(weight.shape[0], dtype=x.dtype)
             for j in range(T):
                 if times[b, j] <= times[b, i] and observed[b, j].any():
-                    psi = weight @ features(times[b, i:i + 1] - times[b, j:j + 1])[0] + bias
+                    psi = weight @ features(times[b, i : i + 1] - times[b, j : j + 1])[0] + bias
                     y = y + psi @ torch.where(observed[b, j], x[b, j], torch.zeros((), dtype=x.dtype))
             rows.append(y)
     return torch.stack(rows).view(B, T, -1)
@@ -153,6 +166,7 @@ def test_irregular_without_kernel_bias_and_errors():
 
 # ---- irregular times on a lattice ---------------------------------------------------------------------------
 
+
 def lattice_kernel(features, weight, bias, spacing, size):
     """ψ(k h) = W h(k h) + b for k = 0..size−1, as (C_out, C_in, size)."""
     lags = torch.arange(size, dtype=weight.dtype) * spacing
@@ -180,8 +194,7 @@ def _dropped_lattice_case(batch, full_length, channels=2, drop=0.3, missing=0.2,
     return times, x, observed, valid
 
 
-@pytest.mark.parametrize("full_length,spacing,algorithm", [(40, 1.0, "direct"), (40, 0.25, "fft"),
-                                                           (1429, 1.0, "fft")])
+@pytest.mark.parametrize("full_length,spacing,algorithm", [(40, 1.0, "direct"), (40, 0.25, "fft"), (1429, 1.0, "fft")])
 def test_lattice_equals_pairwise(full_length, spacing, algorithm):
     """On times of a lattice (30 % of the points dropped, per-sample offsets, variable lengths, missing channels,
     1,000 points in the last case), the lattice form equals the factorised pairwise form (itself checked
@@ -321,6 +334,7 @@ def test_fft_length_is_the_smallest_5_smooth_number():
             while n % p == 0:
                 n //= p
         return n == 1
+
     for minimum in range(1, 3000):
         n = fft_length(minimum)
         assert n >= minimum and smooth(n) and not any(smooth(m) for m in range(minimum, n))

@@ -13,6 +13,7 @@
 - The parallel paths read nothing on the host inside the step loops and create no tensor on the default device
   (tests/device_checks.py's instruments).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,14 +22,32 @@ import math
 
 import pytest
 import torch
+from device_checks import (
+    build_registry_model,
+    factories_on,
+    host_reads_forbidden,
+    registry_batch,
+    training_loss,
+    watch_step_loops,
+)
 
-from device_checks import (build_registry_model, factories_on, host_reads_forbidden, registry_batch,
-                           training_loss, watch_step_loops)
 from neuralde_seq import create_model, model_inputs
 from neuralde_seq.controls import Control
 from neuralde_seq.fields import FastWeightField
-from neuralde_seq.solvers import affine_rk4, chunked_delta, exact_fast_weights, linear_scan
-from neuralde_seq.solvers import RK4, Backprop, Checkpoint, Dopri5, Exact, SolverOptions, parse_solver, solve
+from neuralde_seq.solvers import (
+    RK4,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Exact,
+    SolverOptions,
+    affine_rk4,
+    chunked_delta,
+    exact_fast_weights,
+    linear_scan,
+    parse_solver,
+    solve,
+)
 
 DTYPE = torch.float64
 
@@ -62,8 +81,9 @@ def _states_and_grads(field, control, W0, options):
     states = solve(field, control, W0, options, at_knots=True)
     weights = torch.linspace(-1, 1, states.numel(), dtype=DTYPE).view_as(states)
     # (the query projection reads the state out; the solve never uses it)
-    named = [("W0", W0), ("control coefficients", coeffs)] + [(n, p) for n, p in field.named_parameters()
-                                                              if p.requires_grad and not n.startswith("query")]
+    named = [("W0", W0), ("control coefficients", coeffs)] + [
+        (n, p) for n, p in field.named_parameters() if p.requires_grad and not n.startswith("query")
+    ]
     grads = torch.autograd.grad((states.sin() * weights).sum(), [t for _, t in named], allow_unused=True)
     return states.detach(), {n: g for (n, _), g in zip(named, grads) if g is not None}
 
@@ -82,7 +102,7 @@ def _assert_equal(actual, expected, rtol=1e-9):
 def _cde_case(name, length=1000, seed=0, **options):
     g = torch.Generator().manual_seed(seed)
     times = torch.linspace(0, 1, length, dtype=DTYPE).repeat(3, 1)
-    values = torch.cumsum(torch.randn(3, length, 3, generator=g, dtype=DTYPE), 1) / length ** 0.5
+    values = torch.cumsum(torch.randn(3, length, 3, generator=g, dtype=DTYPE), 1) / length**0.5
     control = model_inputs(name, times, values, torch.tensor([length, length - 137, length // 3]))
     torch.manual_seed(seed)
     model = create_model(name, control, 3, d_model=16, n_heads=2, **options).to(DTYPE)
@@ -91,8 +111,10 @@ def _cde_case(name, length=1000, seed=0, **options):
     return field, control, W0
 
 
-@pytest.mark.parametrize("name,options", [("delta-cde", {}), ("hebb-cde", {}), ("oja-cde", {}),
-                                          ("delta-cde", dict(forget_gate=True, chrono_t_max=20.0))])
+@pytest.mark.parametrize(
+    "name,options",
+    [("delta-cde", {}), ("hebb-cde", {}), ("oja-cde", {}), ("delta-cde", dict(forget_gate=True, chrono_t_max=20.0))],
+)
 def test_affine_rk4_parallel_equals_sequential_at_1000_steps(name, options):
     """The registry's CDE form (Hermite control, rk4, oja-cde with two steps per knot) at 1,000 points: the
     composition by the parallel scan in its default segments and in segments of 100 steps, against the
@@ -101,14 +123,15 @@ def test_affine_rk4_parallel_equals_sequential_at_1000_steps(name, options):
     expected = _states_and_grads(field, control, W0, SolverOptions(RK4(scan="sequential")))
     for every in (None, 100):
         with _scan_calls() as calls:
-            actual = _states_and_grads(field, control, W0,
-                                       SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=every)))
+            actual = _states_and_grads(
+                field, control, W0, SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=every))
+            )
         assert calls, "the parallel scan did not run"
         _assert_equal(actual, expected)
 
 
 def test_affine_rk4_auto_is_sequential_on_the_cpu_and_the_segments():
-    """"auto" (the default) never calls the scan on the CPU and gives the sequential states; "parallel" calls it
+    """ "auto" (the default) never calls the scan on the CPU and gives the sequential states; "parallel" calls it
     (forward and the recomputation backward) in segments sized by `parallel_segment_steps`."""
     field, control, W0 = _cde_case("delta-cde", length=200)
     assert SolverOptions().method.fallback.scan == SolverOptions().method.exact.scan == "auto"
@@ -121,7 +144,7 @@ def test_affine_rk4_auto_is_sequential_on_the_cpu_and_the_segments():
     assert solver.parallel and solver.segments(None) == [(0, solver.steps)]  # a small batch: one segment
     assert not affine_rk4.AffineFixedStepSolve(field, control, RK4(), DTYPE).parallel
     # A large batch: the segments shrink to what the scan's graph allows.
-    per_step = 4096 * field.n_heads * 2 * field.head_dim ** 2
+    per_step = 4096 * field.n_heads * 2 * field.head_dim**2
     size = linear_scan.parallel_segment_steps(solver.steps, per_step)
     graph = lambda S: S * math.ceil(math.log2(S)) * per_step
     assert 8 <= size < solver.steps and graph(size) <= linear_scan.PARALLEL_SCAN_ENTRIES < graph(2 * size)
@@ -135,12 +158,12 @@ def _rde_case(rule, forget_gate, windows, seed=0):
     """A piecewise-constant control of ``windows`` windows of lengths in [0.25, 1.75], three samples ending at
     different windows; a field with weights large enough that the states move."""
     g = torch.Generator().manual_seed(seed)
-    knots = torch.cat([torch.zeros(1, dtype=DTYPE),
-                       torch.cumsum(0.25 + 1.5 * torch.rand(windows, generator=g, dtype=DTYPE), 0)])
+    knots = torch.cat(
+        [torch.zeros(1, dtype=DTYPE), torch.cumsum(0.25 + 1.5 * torch.rand(windows, generator=g, dtype=DTYPE), 0)]
+    )
     coeffs = torch.zeros(3, windows + 1, 4, CHANNELS, dtype=DTYPE)
     coeffs[:, :windows, 0] = 1.5 * torch.randn(3, windows, CHANNELS, generator=g, dtype=DTYPE)
-    control = Control(knots, coeffs, torch.tensor([windows, windows - 123, windows // 2 + 7]),
-                      piecewise_constant=True)
+    control = Control(knots, coeffs, torch.tensor([windows, windows - 123, windows // 2 + 7]), piecewise_constant=True)
     torch.manual_seed(seed)
     field = FastWeightField(CHANNELS, HEADS * HEAD_DIM, HEADS, rule, form="rde", forget_gate=forget_gate).to(DTYPE)
     with torch.no_grad():
@@ -158,8 +181,12 @@ def test_exact_parallel_equals_sequential(windows, forget_gate):
     recurrence with its hand-written adjoint."""
     field, control, W0 = _rde_case("delta", forget_gate, windows)
     expected = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="sequential")))
-    variants = [dict(), dict(chunk_size=300), dict(recurrence="chunked", block_size=16),
-                dict(recurrence="chunked", block_size=48, chunk_size=480)]
+    variants = [
+        dict(),
+        dict(chunk_size=300),
+        dict(recurrence="chunked", block_size=16),
+        dict(recurrence="chunked", block_size=48, chunk_size=480),
+    ]
     for variant in variants:
         with _scan_calls() as calls:
             actual = _states_and_grads(field, control, W0, SolverOptions(Exact(scan="parallel", **variant)))
@@ -190,15 +217,17 @@ def test_exact_auto_is_sequential_on_the_cpu():
     assert torch.equal(auto[0], _states_and_grads(field, control, W0, SolverOptions(Exact(scan="sequential")))[0])
     assert linear_scan.uses_parallel_scan("auto", torch.device("cuda", 0))
     assert linear_scan.uses_parallel_scan("auto", "meta") and not linear_scan.uses_parallel_scan("auto", "cpu")
-    assert linear_scan.uses_parallel_scan("parallel", "cpu") and not linear_scan.uses_parallel_scan("sequential",
-                                                                                                   "cuda")
+    assert linear_scan.uses_parallel_scan("parallel", "cpu") and not linear_scan.uses_parallel_scan(
+        "sequential", "cuda"
+    )
 
 
 def test_refused_options():
     with pytest.raises(ValueError, match=r"Exact\.scan must be one of"):
         Exact(scan="fast")
-    with pytest.raises(ValueError, match="scan is an option of Euler, Midpoint, Heun2, Heun3, RK4, Exact, not of "
-                                         "Dopri5"):
+    with pytest.raises(
+        ValueError, match="scan is an option of Euler, Midpoint, Heun2, Heun3, RK4, Exact, not of Dopri5"
+    ):
         parse_solver({"method": "dopri5", "scan": "parallel"})
     with pytest.raises(TypeError, match="unexpected keyword argument 'scan'"):
         Dopri5(scan="parallel")
@@ -214,17 +243,27 @@ def test_refused_options():
 
 # ------------------------------------------------------------------------------ instruments
 PARALLEL_CASES = {
-    "delta-cde rk4 checkpoint": ("delta-cde", SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=5)),
-                                 {"fixed-step"}),
-    "oja-cde rk4 backprop": ("oja-cde", SolverOptions(RK4(scan="parallel"), gradient=Backprop()),
-                             {"fixed-step"}),
-    "delta-rde exact": ("delta-rde", SolverOptions(Exact(scan="parallel", chunk_size=3)),
-                        {"exact-forward", "exact-backward"}),
-    "hebb-rde exact": ("hebb-rde", SolverOptions(Exact(scan="parallel", chunk_size=3)),
-                       {"exact-forward", "exact-backward"}),
-    "delta-rde exact chunked": ("delta-rde", SolverOptions(Exact(scan="parallel", chunk_size=4, recurrence="chunked",
-                                                                 block_size=2)),
-                                {"exact-forward", "exact-backward"}),
+    "delta-cde rk4 checkpoint": (
+        "delta-cde",
+        SolverOptions(RK4(scan="parallel"), gradient=Checkpoint(every=5)),
+        {"fixed-step"},
+    ),
+    "oja-cde rk4 backprop": ("oja-cde", SolverOptions(RK4(scan="parallel"), gradient=Backprop()), {"fixed-step"}),
+    "delta-rde exact": (
+        "delta-rde",
+        SolverOptions(Exact(scan="parallel", chunk_size=3)),
+        {"exact-forward", "exact-backward"},
+    ),
+    "hebb-rde exact": (
+        "hebb-rde",
+        SolverOptions(Exact(scan="parallel", chunk_size=3)),
+        {"exact-forward", "exact-backward"},
+    ),
+    "delta-rde exact chunked": (
+        "delta-rde",
+        SolverOptions(Exact(scan="parallel", chunk_size=4, recurrence="chunked", block_size=2)),
+        {"exact-forward", "exact-backward"},
+    ),
 }
 
 
@@ -261,17 +300,23 @@ def test_matrix_state_scans_equal_one_vector_scan_per_column(structure):
     g = torch.Generator().manual_seed(4)
     steps, batch, hidden, K = 1000, 2, 8, 3
     rand = lambda *shape: torch.randn(*shape, generator=g, dtype=DTYPE)
-    M = {"diagonal": lambda: 0.98 * torch.tanh(rand(steps, batch, hidden)),
-         "block": lambda: 0.3 * rand(steps, batch, 2, 4, 4) / 2,
-         "dense": lambda: 0.3 * rand(steps, batch, hidden, hidden) / hidden ** 0.5,
-         "dplr": lambda: (0.9 * torch.tanh(rand(steps, batch, hidden)), 0.1 * rand(steps, batch, hidden, 2),
-                          0.1 * rand(steps, batch, hidden, 2))}[structure]()
+    M = {
+        "diagonal": lambda: 0.98 * torch.tanh(rand(steps, batch, hidden)),
+        "block": lambda: 0.3 * rand(steps, batch, 2, 4, 4) / 2,
+        "dense": lambda: 0.3 * rand(steps, batch, hidden, hidden) / hidden**0.5,
+        "dplr": lambda: (
+            0.9 * torch.tanh(rand(steps, batch, hidden)),
+            0.1 * rand(steps, batch, hidden, 2),
+            0.1 * rand(steps, batch, hidden, 2),
+        ),
+    }[structure]()
     leaves = list(M if isinstance(M, tuple) else (M,)) + [rand(steps, batch, hidden, K), rand(batch, hidden, K)]
     leaves = [t.requires_grad_() for t in leaves]
     maps = tuple(leaves[:-2]) if structure == "dplr" else leaves[0]
     weights = rand(steps, batch, hidden, K)
-    expected = torch.stack([linear_scan.sequential_scan(maps, leaves[-2][..., k], leaves[-1][..., k], structure)
-                            for k in range(K)], dim=-1)
+    expected = torch.stack(
+        [linear_scan.sequential_scan(maps, leaves[-2][..., k], leaves[-1][..., k], structure) for k in range(K)], dim=-1
+    )
     expected_grads = torch.autograd.grad((expected * weights).sum(), leaves)
     for scan in (linear_scan.sequential_scan, linear_scan.parallel_scan):
         states = scan(maps, leaves[-2], leaves[-1], structure, columns=True)

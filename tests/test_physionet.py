@@ -1,10 +1,10 @@
 """PhysioNet 2019 sepsis loader on fixture zips in the upstream format (tests/fixtures_physionet.py)."""
+
 import numpy as np
 import pytest
 import torch
-from sklearn.model_selection import train_test_split
-
 from fixtures_physionet import HEADER, write_physionet_archives
+from sklearn.model_selection import train_test_split
 
 import neuralde_seq.data.sources.physionet as physionet
 from neuralde_seq.data import num_dropped
@@ -20,8 +20,9 @@ def archives(tmp_path_factory):
 
 def _ncde_split(labels):
     idx = np.arange(len(labels))
-    train, rest, _, rest_labels = train_test_split(idx, labels, train_size=0.7, random_state=0, shuffle=True,
-                                                   stratify=labels)
+    train, rest, _, rest_labels = train_test_split(
+        idx, labels, train_size=0.7, random_state=0, shuffle=True, stratify=labels
+    )
     val, test = train_test_split(rest, train_size=0.5, random_state=1, shuffle=True, stratify=rest_labels)
     return np.sort(train), np.sort(val), np.sort(test)
 
@@ -42,8 +43,9 @@ def _grid(truth, i, length):
 
 def test_hourly_grid_truncation_labels_static(archives, tmp_path):
     remotes, truth = archives
-    splits = load_physionet_sepsis(intensity=False, normalise=False, cache_dir=tmp_path, remotes=remotes,
-                                   dtype=torch.float64, progress=False)
+    splits = load_physionet_sepsis(
+        intensity=False, normalise=False, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64, progress=False
+    )
     assert len(truth["records"]) == 38 and truth["excluded"] == ["p000005.psv", "p100004.psv"]
     assert [len(s) for s in splits] == [26, 6, 6]
     static = _filled_static(truth)
@@ -58,8 +60,9 @@ def test_hourly_grid_truncation_labels_static(archives, tmp_path):
         np.testing.assert_array_equal(split.static.numpy(), static[idx])
         assert split.meta["excluded_records"] == 2
         assert split.meta["static_names"] == ["Age", "Gender", "Unit1", "Unit2", "HospAdmTime"]
-    everything = {truth["records"][i]: (s, r) for s, idx in zip(splits, _ncde_split(truth["labels"]))
-                  for r, i in enumerate(idx)}
+    everything = {
+        truth["records"][i]: (s, r) for s, idx in zip(splits, _ncde_split(truth["labels"])) for r, i in enumerate(idx)
+    }
     s, r = everything["p000001.psv"]  # 90 hours, sepsis from hour 80: cut at 72, label 0
     assert s.lengths[r] == 72 and s.labels[r] == 0
     s, r = everything["p100001.psv"]  # 90 hours, sepsis from hour 60
@@ -79,14 +82,21 @@ def _training_statistics(truth):
     parts = _ncde_split(truth["labels"])
     train_values = np.concatenate([truth["values"][i] for i in parts[0]])
     static = _filled_static(truth)
-    return (parts, np.nanmean(train_values, axis=0), np.nanstd(train_values, axis=0), static,
-            static[parts[0]].mean(0), static[parts[0]].std(0))
+    return (
+        parts,
+        np.nanmean(train_values, axis=0),
+        np.nanstd(train_values, axis=0),
+        static,
+        static[parts[0]].mean(0),
+        static[parts[0]].std(0),
+    )
 
 
 def test_intensity_channels_are_cumulative_counts_and_normalisation(archives, tmp_path):
     remotes, truth = archives
-    splits = load_physionet_sepsis(intensity=True, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64,
-                                   progress=False)
+    splits = load_physionet_sepsis(
+        intensity=True, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64, progress=False
+    )
     parts, mean, std, static, s_mean, s_std = _training_statistics(truth)
     for split, idx in zip(splits, parts):
         assert split.values.shape == (len(idx), 72, 68)
@@ -104,16 +114,25 @@ def test_intensity_channels_are_cumulative_counts_and_normalisation(archives, tm
         np.testing.assert_array_equal(split.static[:, 5:].numpy(), flags.astype(np.float64))
     assert not torch.isnan(splits.train.static).any()
     assert any((s.static[:, 5:] == 0).any() for s in splits)  # the record with missing units
-    no_oi = load_physionet_sepsis(intensity=False, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64,
-                                  progress=False)
+    no_oi = load_physionet_sepsis(
+        intensity=False, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64, progress=False
+    )
     assert np.array_equal(no_oi.val.values.numpy(), splits.val.values[:, :, :34].numpy(), equal_nan=True)
     assert no_oi.val.static.shape[1] == 5
 
 
 def test_drop_rate_per_record_and_counts_follow_it(archives, tmp_path):
     remotes, truth = archives
-    splits = load_physionet_sepsis(intensity=True, normalise=False, drop_rate=0.5, drop_seed=3, cache_dir=tmp_path,
-                                   remotes=remotes, dtype=torch.float64, progress=False)
+    splits = load_physionet_sepsis(
+        intensity=True,
+        normalise=False,
+        drop_rate=0.5,
+        drop_seed=3,
+        cache_dir=tmp_path,
+        remotes=remotes,
+        dtype=torch.float64,
+        progress=False,
+    )
     for split, idx in zip(splits, _ncde_split(truth["labels"])):
         for row, i in enumerate(idx):
             grid = _grid(truth, i, 72)
@@ -162,8 +181,12 @@ def test_checksum_mismatch_and_offline_leave_nothing(tmp_path):
         load_physionet_sepsis(intensity=True, cache_dir=cache, remotes=remotes, progress=False)
     assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*"))
     with pytest.raises(DataUnavailableError, match="offline"):
-        load_physionet_sepsis(intensity=True, cache_dir=cache, remotes=[RemoteFile(r.url, r.filename, None)
-                                                                       for r in remotes], offline=True)
+        load_physionet_sepsis(
+            intensity=True,
+            cache_dir=cache,
+            remotes=[RemoteFile(r.url, r.filename, None) for r in remotes],
+            offline=True,
+        )
     assert not cache.exists() or not any(cache.rglob("*"))
 
 
@@ -205,14 +228,15 @@ def test_task_protocol_standardises_once_and_leaves_counts_and_flags_raw(archive
     from neuralde_seq.data.protocols import TASKS, Task, load_task
 
     remotes, truth = archives
-    data = load_task("physionet-sepsis", intensity=True, remotes=remotes, cache_dir=tmp_path, dtype=torch.float64,
-                     progress=False)
+    data = load_task(
+        "physionet-sepsis", intensity=True, remotes=remotes, cache_dir=tmp_path, dtype=torch.float64, progress=False
+    )
     parts, mean, std, static, s_mean, s_std = _training_statistics(truth)
     for split, idx in zip(data.splits, parts):
         for row, i in enumerate(idx):
             grid = _grid(truth, i, 72)
             counts = np.cumsum(~np.isnan(grid), axis=0).astype(np.float64)
-            counts[truth["hours"][i]:] = np.nan
+            counts[truth["hours"][i] :] = np.nan
             # a second standardisation would turn these counts into z-scores (e.g. 2 -> -1.0)
             np.testing.assert_array_equal(split.values[row, :, 34:].numpy(), counts)
             np.testing.assert_allclose(split.values[row, :, :34].numpy(), (grid - mean) / std, rtol=0, atol=1e-10)
@@ -224,14 +248,29 @@ def test_task_protocol_standardises_once_and_leaves_counts_and_flags_raw(archive
         assert split.meta["standardise_static"]["std"][5:] == [1.0, 1.0]
     # a test variant at another drop rate: counts of what remains, raw; features with the training statistics
     variant = data.test_variant(drop_rate=0.5)
-    dropped = load_physionet_sepsis(intensity=True, normalise=False, drop_rate=0.5, cache_dir=tmp_path,
-                                    remotes=remotes, dtype=torch.float64, progress=False).test
+    dropped = load_physionet_sepsis(
+        intensity=True,
+        normalise=False,
+        drop_rate=0.5,
+        cache_dir=tmp_path,
+        remotes=remotes,
+        dtype=torch.float64,
+        progress=False,
+    ).test
     np.testing.assert_array_equal(variant.values[:, :, 34:].numpy(), dropped.values[:, :, 34:].numpy())
-    np.testing.assert_allclose(variant.values[:, :, :34].numpy(), (dropped.values[:, :, :34].numpy() - mean) / std,
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        variant.values[:, :, :34].numpy(), (dropped.values[:, :, :34].numpy() - mean) / std, rtol=0, atol=1e-10
+    )
     # subsampled: the features are standardised once, with the statistics of the subsampled training split
-    half = load_task("physionet-sepsis", intensity=True, subsample=2, remotes=remotes, cache_dir=tmp_path,
-                     dtype=torch.float64, progress=False).splits.train
+    half = load_task(
+        "physionet-sepsis",
+        intensity=True,
+        subsample=2,
+        remotes=remotes,
+        cache_dir=tmp_path,
+        dtype=torch.float64,
+        progress=False,
+    ).splits.train
     features = half.values[:, :, :34]
     observed = ~torch.isnan(features)
     per_channel_mean = torch.where(observed, features, 0).sum((0, 1)) / observed.sum((0, 1))

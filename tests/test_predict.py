@@ -6,6 +6,7 @@ channel 1 is small. Its rows cover an observation model (gru-d), a control model
 options (ncde: control_scales), ODE-RNN (time_unit, from the training span), an ensemble of two and two
 closed-form rows (1-NN, random features). ``drop_rate`` is 0, so the test file is scored as it is.
 """
+
 from __future__ import annotations
 
 import csv
@@ -34,8 +35,14 @@ def _series(rng, label: str, channels: int = 2) -> np.ndarray:
     """One (L, C) case of class ``label``: channel 0 about 1000 + 60 (k - 1), channel 1 about 0.01 (k - 1)."""
     k = CLASSES.index(label)
     t = np.arange(int(rng.integers(8, 16)))
-    x = np.stack([1000 + 60 * (k - 1) + 20 * np.sin(t * (0.4 + 0.3 * k)) + 10 * rng.normal(size=len(t)),
-                  0.01 * (k - 1) + 0.02 * rng.normal(size=len(t))] + [rng.normal(size=len(t))] * (channels - 2), 1)
+    x = np.stack(
+        [
+            1000 + 60 * (k - 1) + 20 * np.sin(t * (0.4 + 0.3 * k)) + 10 * rng.normal(size=len(t)),
+            0.01 * (k - 1) + 0.02 * rng.normal(size=len(t)),
+        ]
+        + [rng.normal(size=len(t))] * (channels - 2),
+        1,
+    )
     holes = rng.random(x.shape) < 0.15
     holes[[0, -1], 0] = False  # observed at both ends: no step is trailing padding
     x[holes] = np.nan
@@ -43,8 +50,15 @@ def _series(rng, label: str, channels: int = 2) -> np.ndarray:
 
 
 def write_ts(path: Path, cases, labels) -> Path:
-    lines = ["@problemName Toy", "@timeStamps false", "@missing true", f"@dimensions {cases[0].shape[1]}",
-             "@equalLength false", f"@classLabel true {' '.join(CLASSES)}", "@data"]
+    lines = [
+        "@problemName Toy",
+        "@timeStamps false",
+        "@missing true",
+        f"@dimensions {cases[0].shape[1]}",
+        "@equalLength false",
+        f"@classLabel true {' '.join(CLASSES)}",
+        "@data",
+    ]
     for x, label in zip(cases, labels):
         dims = [",".join("?" if np.isnan(v) else repr(float(v)) for v in x[:, c]) for c in range(x.shape[1])]
         lines.append(":".join(dims) + f":{label}")
@@ -64,21 +78,34 @@ def trained(tmp_path_factory):
     train_path = write_ts(root / "Toy_TRAIN.ts", train_cases, train_labels)
     test_path = write_ts(root / "Toy_TEST.ts", test_cases, test_labels)
     options = {"train": str(train_path), "test": str(test_path), "validation_fraction": 0.25, "drop_rate": 0.0}
-    config = {"name": "toy", "task": "files", "task_options": options, "seeds": [0],
-              "training": {"epochs": 3, "lr": 0.03, "batch_size": 8},
-              "models": [{"label": "gru-d", "model": "gru-d", "options": {"hidden": 8}},
-                         {"label": "ncde", "model": "ncde", "options": {"hidden": 8, "width": 16, "depth": 1}},
-                         {"label": "ode-rnn", "model": "ode-rnn", "options": {"hidden": 8, "width": 16}},
-                         {"label": "ensemble", "model": "gru-dt", "options": {"hidden": 8},
-                          "training": {"ensemble": 2}},
-                         {"label": "1nn", "model": "1nn-euclidean"},
-                         {"label": "rf", "model": "random-features"}]}
+    config = {
+        "name": "toy",
+        "task": "files",
+        "task_options": options,
+        "seeds": [0],
+        "training": {"epochs": 3, "lr": 0.03, "batch_size": 8},
+        "models": [
+            {"label": "gru-d", "model": "gru-d", "options": {"hidden": 8}},
+            {"label": "ncde", "model": "ncde", "options": {"hidden": 8, "width": 16, "depth": 1}},
+            {"label": "ode-rnn", "model": "ode-rnn", "options": {"hidden": 8, "width": 16}},
+            {"label": "ensemble", "model": "gru-dt", "options": {"hidden": 8}, "training": {"ensemble": 2}},
+            {"label": "1nn", "model": "1nn-euclidean"},
+            {"label": "rf", "model": "random-features"},
+        ],
+    }
     config_path = root / "toy.json"
     config_path.write_text(json.dumps(config))  # JSON is YAML
     out = root / "out"
     assert main(["bench", str(config_path), "--out", str(out), "--no-progress"]) == 0
-    return {"root": root, "out": out, "options": options, "train": train_path, "test": test_path,
-            "test_cases": test_cases, "test_labels": test_labels}
+    return {
+        "root": root,
+        "out": out,
+        "options": options,
+        "train": train_path,
+        "test": test_path,
+        "test_cases": test_cases,
+        "test_labels": test_labels,
+    }
 
 
 def run_folder(trained, row: str) -> Path:
@@ -126,15 +153,25 @@ def test_load_run_reads_the_estimators_inputs_and_checkpoints_alike(trained):
     from_file = model.predict_proba(trained["test"])
     # the arrays the file holds, as the estimators take them (a list of (T_i, C) arrays, NaN where missing)
     np.testing.assert_array_equal(model.predict_proba(trained["test_cases"]), from_file)
-    np.testing.assert_array_equal(model.predict_proba(trained["test_cases"], times=[
-        np.arange(len(x), dtype=float) for x in trained["test_cases"]]), from_file)
+    np.testing.assert_array_equal(
+        model.predict_proba(
+            trained["test_cases"], times=[np.arange(len(x), dtype=float) for x in trained["test_cases"]]
+        ),
+        from_file,
+    )
     raw = read_file(trained["test"], dtype=torch.float64)  # an unstandardised IrregularDataset
     np.testing.assert_array_equal(model.predict_proba(raw), from_file)
     np.testing.assert_array_equal(neuralde_seq.load_run(folder / "best.pt").predict_proba(raw), from_file)
     # an unlabelled file is data to predict on too
     unlabelled = trained["test"].with_name("unlabelled.ts")
-    unlabelled.write_text(trained["test"].read_text().replace("@classLabel true a b c", "@classLabel false")
-                          .replace(":a\n", "\n").replace(":b\n", "\n").replace(":c\n", "\n"))
+    unlabelled.write_text(
+        trained["test"]
+        .read_text()
+        .replace("@classLabel true a b c", "@classLabel false")
+        .replace(":a\n", "\n")
+        .replace(":b\n", "\n")
+        .replace(":c\n", "\n")
+    )
     np.testing.assert_array_equal(model.predict_proba(unlabelled), from_file)
 
 
@@ -163,9 +200,15 @@ def test_reading_raw_leaves_the_protocols_raw_channels_and_standardises_static_f
     def dataset(n):
         values = torch.tensor(np.stack([500 + 30 * rng.normal(size=(n, 6)), rng.integers(0, 5, (n, 6))], -1))
         static = torch.tensor(np.stack([70 + 9 * rng.normal(size=n), rng.integers(0, 2, n)], -1))
-        return IrregularDataset(torch.arange(6.0, dtype=torch.float64).expand(n, 6), values,
-                                torch.full((n,), 6), torch.tensor(rng.integers(0, 2, n)), ["x", "y"], static=static,
-                                meta={"raw_channels": [1], "raw_static": [1]})
+        return IrregularDataset(
+            torch.arange(6.0, dtype=torch.float64).expand(n, 6),
+            values,
+            torch.full((n,), 6),
+            torch.tensor(rng.integers(0, 2, n)),
+            ["x", "y"],
+            static=static,
+            meta={"raw_channels": [1], "raw_static": [1]},
+        )
 
     raw_train, raw_test = dataset(20), dataset(7)
     std_train, std_test = _standardise_splits(raw_train, raw_test)
@@ -185,8 +228,17 @@ def test_reading_raw_leaves_the_protocols_raw_channels_and_standardises_static_f
 def test_a_spec_without_static_statistics_or_filling_writes_them_as_null_and_reads_them_back(trained):
     spec = neuralde_seq.load_run(run_folder(trained, "gru-d")).input_spec
     written = spec.to_dict()
-    assert set(written) == {"model", "control", "time_unit", "channel_mean", "channel_scale", "reads_static",
-                            "fill_step", "static_mean", "static_scale"}
+    assert set(written) == {
+        "model",
+        "control",
+        "time_unit",
+        "channel_mean",
+        "channel_scale",
+        "reads_static",
+        "fill_step",
+        "static_mean",
+        "static_scale",
+    }
     assert written["fill_step"] is written["static_mean"] is written["static_scale"] is None
     assert InputSpec.from_dict(written) == spec
     with pytest.raises(ValueError, match="static_mean and static_scale must both be null or both be given"):
@@ -213,9 +265,13 @@ def test_an_ensembles_checkpoint_brings_its_members_and_a_members_checkpoint_loa
         (folder / "moved.pt").rename(folder / "best.member1.pt")
 
 
-@pytest.mark.parametrize("row, method, estimator", [
-    ("1nn", "reference method '1nn-euclidean'", "neuralde_seq.reference.NearestNeighbourClassifier"),
-    ("rf", "random features method 'random-features'", "neuralde_seq.random_features.RandomFeatureClassifier")])
+@pytest.mark.parametrize(
+    "row, method, estimator",
+    [
+        ("1nn", "reference method '1nn-euclidean'", "neuralde_seq.reference.NearestNeighbourClassifier"),
+        ("rf", "random features method 'random-features'", "neuralde_seq.random_features.RandomFeatureClassifier"),
+    ],
+)
 def test_a_closed_form_rows_folder_is_refused_naming_what_to_fit(trained, row, method, estimator, capsys):
     folder = run_folder(trained, row)
     with pytest.raises(ValueError, match=rf"{method}.*stores no fitted estimator.*Fit {estimator}"):
@@ -230,14 +286,22 @@ def test_bad_paths_and_data_exit_2_with_one_line_naming_the_problem(trained, tmp
     folder = run_folder(trained, "gru-d")
     out = tmp_path / "p.csv"
     wide = write_ts(tmp_path / "wide.ts", [_series(np.random.default_rng(2), c, channels=3) for c in "abc"], "abc")
-    cases = [(["predict", str(tmp_path / "missing"), str(trained["test"]), "--out", str(out)], "missing does not exist"),
-             (["predict", str(folder), str(tmp_path / "none.ts"), "--out", str(out)], "none.ts does not exist"),
-             (["predict", str(trained["out"]), str(trained["test"]), "--out", str(out)],
-              "is a benchmark's output folder: give one run's folder, e.g. runs/"),
-             (["predict", str(folder.parent), str(trained["test"]), "--out", str(out)],
-              f"is a row's folder, holding the run folder\\(s\\) {folder.name}: give one of them"),
-             (["predict", str(folder), str(wide), "--out", str(out)],
-              "wide.ts has 3 channel\\(s\\) per time step, but the run's model was trained on 2")]
+    cases = [
+        (["predict", str(tmp_path / "missing"), str(trained["test"]), "--out", str(out)], "missing does not exist"),
+        (["predict", str(folder), str(tmp_path / "none.ts"), "--out", str(out)], "none.ts does not exist"),
+        (
+            ["predict", str(trained["out"]), str(trained["test"]), "--out", str(out)],
+            "is a benchmark's output folder: give one run's folder, e.g. runs/",
+        ),
+        (
+            ["predict", str(folder.parent), str(trained["test"]), "--out", str(out)],
+            f"is a row's folder, holding the run folder\\(s\\) {folder.name}: give one of them",
+        ),
+        (
+            ["predict", str(folder), str(wide), "--out", str(out)],
+            "wide.ts has 3 channel\\(s\\) per time step, but the run's model was trained on 2",
+        ),
+    ]
     for argv, message in cases:
         assert main(argv) == 2
         err = capsys.readouterr().err
@@ -296,4 +360,3 @@ def test_a_model_built_from_its_channels_and_input_options_is_the_model_built_fr
             assert torch.equal(from_channels(inputs), from_input(inputs)), name
     # the options that matter are there: without them ODE-RNN's time scale and the NCDE's control scales are others
     assert derived["ode-rnn"]["time_unit"] == pytest.approx(6.0) and len(derived["ncde"]["control_scales"]) == 3
-

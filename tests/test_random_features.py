@@ -35,6 +35,7 @@ def _regression_data(n, p, k, seed):
 
 # ------------------------------------------------------------------------------------------------ ridge readout
 
+
 @pytest.mark.parametrize("n, p", [(80, 12), (25, 60)], ids=["samples>features", "samples<features"])
 @pytest.mark.parametrize("standardize", [False, True])
 def test_ridge_equals_sklearn_ridge_at_a_fixed_alpha(n, p, standardize):
@@ -83,8 +84,9 @@ def test_ridge_cv_regression_equals_sklearn(n, p):
     reference = RidgeCV(alphas=ALPHAS).fit(_standardised(F), Y)
     assert readout.alpha_ == reference.alpha_
     F_new = np.random.default_rng(3).normal(size=(7, p))
-    np.testing.assert_allclose(readout.predict(F_new).numpy(), reference.predict((F_new - F.mean(0)) / F.std(0)),
-                               rtol=0, atol=1e-8)
+    np.testing.assert_allclose(
+        readout.predict(F_new).numpy(), reference.predict((F_new - F.mean(0)) / F.std(0)), rtol=0, atol=1e-8
+    )
 
 
 def test_ridge_leave_one_out_error_is_the_refitted_error():
@@ -96,7 +98,7 @@ def test_ridge_leave_one_out_error_is_the_refitted_error():
         for i in range(len(F)):
             keep = np.arange(len(F)) != i
             model = Ridge(alpha=alpha, solver="cholesky").fit(F[keep], Y[keep, 0])
-            errors.append((model.predict(F[i:i + 1])[0] - Y[i, 0]) ** 2)
+            errors.append((model.predict(F[i : i + 1])[0] - Y[i, 0]) ** 2)
         assert float(readout.cv_errors_[index]) == pytest.approx(np.mean(errors), rel=1e-9)
 
 
@@ -122,6 +124,7 @@ def test_ridge_readout_refuses_bad_input():
 
 # ------------------------------------------------------------------------------------------------ feature maps
 
+
 def _ragged_batch(lengths, channels=2, seed=0, dtype=torch.float64):
     """A padded batch (times (B, T), values (B, T, C), lengths (B,)) with NaN gaps and padding after each end."""
     generator = torch.Generator().manual_seed(seed)
@@ -140,8 +143,9 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
     y = np.array([0, 1, 0, 1, 0, 1])
     X = [values[b, :n].numpy() for b, n in enumerate(lengths.tolist())]
     for reservoir, options in (("ncde", None), ("delta-cde", None), ("slice-dense", None)):
-        clf = RandomFeatureClassifier(reservoir, features=("final", "mean"), width=16, model_options=options,
-                                      random_state=3, dtype="float64")
+        clf = RandomFeatureClassifier(
+            reservoir, features=("final", "mean"), width=16, model_options=options, random_state=3, dtype="float64"
+        )
         clf.fit(X, y)
         model = clf.feature_map_.model_
         assert not model.training
@@ -151,9 +155,13 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
         # the time channel's A_0, which the memory option sets)
         torch.manual_seed(3)
         control = clf.feature_map_.inputs(times.to(torch.float64), values, lengths)
-        fresh = create_model(reservoir, control, 2, **({"hidden": 16} if reservoir != "delta-cde" else
-                                                        {"d_model": 16}),
-                             **({"channel_scales": (1.0,) * control.channels} if reservoir == "slice-dense" else {}))
+        fresh = create_model(
+            reservoir,
+            control,
+            2,
+            **({"hidden": 16} if reservoir != "delta-cde" else {"d_model": 16}),
+            **({"channel_scales": (1.0,) * control.channels} if reservoir == "slice-dense" else {}),
+        )
         fresh = fresh.to(torch.float64)
         for (name, got), (_, want) in zip(model.state_dict().items(), fresh.state_dict().items()):
             if reservoir == "slice-dense" and name == "A":
@@ -171,42 +179,63 @@ def test_reservoir_is_frozen_and_unchanged_by_fit():
         assert all(p.grad is None for p in model.parameters())
 
 
-@pytest.mark.parametrize("reservoir, options", [("slice-diag", None), ("slice-block", None), ("ncde", None),
-                                                ("delta-rde", {"solver": {"method": "exact"}}),
-                                                ("logsignature", {"depth": 2})])
+@pytest.mark.parametrize(
+    "reservoir, options",
+    [
+        ("slice-diag", None),
+        ("slice-block", None),
+        ("ncde", None),
+        ("delta-rde", {"solver": {"method": "exact"}}),
+        ("logsignature", {"depth": 2}),
+    ],
+)
 def test_features_in_a_padded_batch_equal_each_sample_alone(reservoir, options):
-    lengths = [1500, 1100, 1500, 700] if reservoir in ("slice-diag", "slice-block", "logsignature") else [
-        120, 80, 120, 50]
+    lengths = (
+        [1500, 1100, 1500, 700] if reservoir in ("slice-diag", "slice-block", "logsignature") else [120, 80, 120, 50]
+    )
     times, values, lengths = _ragged_batch(lengths, seed=2)
-    features = ("final", "times", "windows", "values") if reservoir == "logsignature" else (
-        "final", "mean", "times", "ppv", "mpv", "max", "values", "levels")
-    feature_map = RandomFeatures(reservoir, features=features, width=None if reservoir == "logsignature" else 24,
-                                 model_options=options, seed=5, batch_size=3).fit(times, values, lengths)
+    features = (
+        ("final", "times", "windows", "values")
+        if reservoir == "logsignature"
+        else ("final", "mean", "times", "ppv", "mpv", "max", "values", "levels")
+    )
+    feature_map = RandomFeatures(
+        reservoir,
+        features=features,
+        width=None if reservoir == "logsignature" else 24,
+        model_options=options,
+        seed=5,
+        batch_size=3,
+    ).fit(times, values, lengths)
     batch = feature_map.transform(times, values, lengths)
     assert batch.dtype == torch.float64 and batch.shape == (4, feature_map.num_features_)
     for b, n in enumerate(lengths.tolist()):
-        alone = feature_map.transform(times[b:b + 1, :n], values[b:b + 1, :n], lengths[b:b + 1])
+        alone = feature_map.transform(times[b : b + 1, :n], values[b : b + 1, :n], lengths[b : b + 1])
         torch.testing.assert_close(alone[0], batch[b], rtol=1e-10, atol=1e-10)
     # each feature's columns, in the order given
     assert [s.start for s in feature_map.feature_slices_.values()] == sorted(
-        s.start for s in feature_map.feature_slices_.values())
+        s.start for s in feature_map.feature_slices_.values()
+    )
     assert sum(s.stop - s.start for s in feature_map.feature_slices_.values()) == feature_map.num_features_
 
 
 def test_batch_size_bounds_the_states_formed_at_once_and_leaves_the_thresholds_as_they_are(monkeypatch):
     # the "ppv" thresholds read the states of up to 16 series: they were formed all at once whatever batch_size was
     # (4 series of 100,000 points asked for 2.5 GB)
-    times, values, lengths = _ragged_batch([200, 150, 200, 90, 180, 200, 120, 200, 160, 200, 140, 200, 110, 200,
-                                            130, 200, 170, 200, 100, 200], seed=7)
+    times, values, lengths = _ragged_batch(
+        [200, 150, 200, 90, 180, 200, 120, 200, 160, 200, 140, 200, 110, 200, 130, 200, 170, 200, 100, 200], seed=7
+    )
     formed = []
     states = RandomFeatures._states
-    monkeypatch.setattr(RandomFeatures, "_states", lambda self, control: formed.append(control.batch_size) or
-                        states(self, control))
+    monkeypatch.setattr(
+        RandomFeatures, "_states", lambda self, control: formed.append(control.batch_size) or states(self, control)
+    )
     maps = {}
     for batch_size in (2, 32):
         formed.clear()
-        maps[batch_size] = RandomFeatures("ncde", features=("ppv", "mean"), width=12, num_biases=3, seed=4,
-                                          batch_size=batch_size).fit(times, values, lengths)
+        maps[batch_size] = RandomFeatures(
+            "ncde", features=("ppv", "mean"), width=12, num_biases=3, seed=4, batch_size=batch_size
+        ).fit(times, values, lengths)
         features = maps[batch_size].transform(times, values, lengths)
         assert max(formed) <= batch_size and (batch_size == 32 or len(formed) > 10)
         maps[batch_size] = (maps[batch_size], features)
@@ -221,15 +250,19 @@ def test_a_series_whose_states_cannot_fit_is_refused_up_front_with_the_numbers(m
     times, values, lengths = _ragged_batch([5000, 4000], seed=8)
     monkeypatch.setattr(module, "_free_memory", lambda device: 2**18)  # a device with 0.25 MiB free
     need = 5000 * 12 * 8 / 2**20  # one series' states: knots × units × 8 bytes (float64)
-    with pytest.raises(MemoryError, match=rf"one series of 5,000 knots × 12 units need {need:.1f} MiB at once, and "
-                                          r"cpu has 0\.2 MiB free; use fewer units \(width\)"):
+    with pytest.raises(
+        MemoryError,
+        match=rf"one series of 5,000 knots × 12 units need {need:.1f} MiB at once, and "
+        r"cpu has 0\.2 MiB free; use fewer units \(width\)",
+    ):
         RandomFeatures("ncde", features=("ppv", "mean"), width=12, seed=4).fit(times, values, lengths)
 
 
 def test_pooled_features_are_the_written_out_statistics_of_the_states():
     times, values, lengths = _ragged_batch([40, 26, 33], seed=3)
-    feature_map = RandomFeatures("slice-diag", features=("mean", "final", "times", "ppv", "values"), width=8,
-                                 num_times=3, num_biases=2, seed=0).fit(times, values, lengths)
+    feature_map = RandomFeatures(
+        "slice-diag", features=("mean", "final", "times", "ppv", "values"), width=8, num_times=3, num_biases=2, seed=0
+    ).fit(times, values, lengths)
     features = feature_map.transform(times, values, lengths)
     control = feature_map.inputs(times, values, lengths)
     states = feature_map.states(control)
@@ -245,10 +278,12 @@ def test_pooled_features_are_the_written_out_statistics_of_the_states():
         torch.testing.assert_close(features[b, slices["ppv"]], proportions, rtol=0, atol=1e-15)
         # the series' own (rescaled, interpolated) values at the fractions and their mean
         series = values[b, :n].numpy() / feature_map.value_scales_.numpy()
-        filled = np.stack([np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
-                           for c in series.T], axis=1)
-        expected_values = np.concatenate([filled[int(round(j / 3 * (n - 1)))] for j in (1, 2, 3)]
-                                         + [filled.mean(axis=0)])
+        filled = np.stack(
+            [np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)]) for c in series.T], axis=1
+        )
+        expected_values = np.concatenate(
+            [filled[int(round(j / 3 * (n - 1)))] for j in (1, 2, 3)] + [filled.mean(axis=0)]
+        )
         np.testing.assert_allclose(features[b, slices["values"]].numpy(), expected_values, rtol=1e-12, atol=1e-12)
     # the thresholds lie within each unit's range of states, at the quantiles drawn in [0.25, 0.75]
     pooled = states.reshape(-1, states.shape[-1])
@@ -257,8 +292,9 @@ def test_pooled_features_are_the_written_out_statistics_of_the_states():
 
 def test_mpv_and_max_are_the_written_out_statistics_of_the_states_in_numpy():
     times, values, lengths = _ragged_batch([40, 26, 33], seed=6)
-    feature_map = RandomFeatures("slice-block", features=("ppv", "mpv", "max"), width=16, num_biases=3,
-                                 seed=1).fit(times, values, lengths)
+    feature_map = RandomFeatures("slice-block", features=("ppv", "mpv", "max"), width=16, num_biases=3, seed=1).fit(
+        times, values, lengths
+    )
     features = feature_map.transform(times, values, lengths).numpy()
     states = feature_map.states(feature_map.inputs(times, values, lengths)).numpy()
     biases = feature_map.biases_.numpy()
@@ -267,8 +303,9 @@ def test_mpv_and_max_are_the_written_out_statistics_of_the_states_in_numpy():
         expected_mpv, expected_max = [], []
         for bias in biases:
             for unit in range(states.shape[-1]):
-                above = [float(states[b, k, unit]) - float(bias[unit]) for k in range(n)
-                         if states[b, k, unit] > bias[unit]]
+                above = [
+                    float(states[b, k, unit]) - float(bias[unit]) for k in range(n) if states[b, k, unit] > bias[unit]
+                ]
                 expected_mpv.append(sum(above) / len(above) if above else 0.0)
         for unit in range(states.shape[-1]):
             expected_max.append(max(float(states[b, k, unit]) for k in range(n)))
@@ -281,8 +318,9 @@ def test_mpv_and_max_are_the_written_out_statistics_of_the_states_in_numpy():
 def test_levels_are_the_written_out_distribution_of_the_series_levels_in_numpy():
     times, values, lengths = _ragged_batch([40, 26, 33, 12], seed=7)
     L, n = 5, 3
-    feature_map = RandomFeatures("slice-block", features=("ppv", "levels"), width=8, num_levels=L, num_times=n,
-                                 seed=0).fit(times, values, lengths)
+    feature_map = RandomFeatures(
+        "slice-block", features=("ppv", "levels"), width=8, num_levels=L, num_times=n, seed=0
+    ).fit(times, values, lengths)
     features = feature_map.transform(times, values, lengths).numpy()
     block = features[:, feature_map.feature_slices_["levels"]]
     C = values.shape[2]
@@ -291,8 +329,11 @@ def test_levels_are_the_written_out_distribution_of_the_series_levels_in_numpy()
     filled = []
     for b, size in enumerate(lengths.tolist()):
         series = values[b, :size].numpy() / feature_map.value_scales_.numpy()
-        filled.append(np.stack([np.interp(np.arange(size), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
-                                for c in series.T], axis=1))
+        filled.append(
+            np.stack(
+                [np.interp(np.arange(size), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)]) for c in series.T], axis=1
+            )
+        )
     pooled = np.concatenate(filled)
     for c in range(C):
         thresholds = np.quantile(pooled[:, c], (np.arange(L) + 0.5) / L)
@@ -308,27 +349,30 @@ def test_levels_are_the_written_out_distribution_of_the_series_levels_in_numpy()
                 expected.append(sum(above) / len(above) if above else 0.0)
             bounds = [-1] + [int(round(j / n * (size - 1))) for j in range(1, n + 1)]
             for j in range(n):
-                part = own[bounds[j] + 1: bounds[j + 1] + 1, c]
+                part = own[bounds[j] + 1 : bounds[j + 1] + 1, c]
                 for threshold in thresholds:
                     expected.append(float(np.sum(part > threshold)) / max(len(part), 1))
             # each channel's block: proportions (L), mean excesses (L), then each part's proportions (L each)
-            got = block[b, c * L * (n + 2):(c + 1) * L * (n + 2)]
+            got = block[b, c * L * (n + 2) : (c + 1) * L * (n + 2)]
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_logsignature_features_are_the_log_signatures_of_the_rescaled_path():
     times, values, lengths = _ragged_batch([50, 37], channels=2, seed=4)
-    feature_map = RandomFeatures("logsignature", features=("final", "windows"), num_times=2,
-                                 model_options={"depth": 2}).fit(times, values, lengths)
+    feature_map = RandomFeatures(
+        "logsignature", features=("final", "windows"), num_times=2, model_options={"depth": 2}
+    ).fit(times, values, lengths)
     features = feature_map.transform(times, values, lengths)
     for b, n in enumerate(lengths.tolist()):
         series = values[b, :n].numpy() / feature_map.value_scales_.numpy()
-        filled = np.stack([np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)])
-                           for c in series.T], axis=1)
+        filled = np.stack(
+            [np.interp(np.arange(n), np.flatnonzero(~np.isnan(c)), c[~np.isnan(c)]) for c in series.T], axis=1
+        )
         path = torch.as_tensor(np.concatenate([np.arange(n)[:, None] / feature_map.time_scale_, filled], axis=1))
         middle = int(round((n - 1) / 2))
-        expected = torch.cat([logsignature(path, 2), logsignature(path[: middle + 1], 2),
-                              logsignature(path[middle:], 2)])
+        expected = torch.cat(
+            [logsignature(path, 2), logsignature(path[: middle + 1], 2), logsignature(path[middle:], 2)]
+        )
         torch.testing.assert_close(features[b], expected, rtol=1e-10, atol=1e-12)
 
 
@@ -359,8 +403,9 @@ def test_the_maps_input_spec_standardises_exactly_as_values_standardised_by_hand
 
 def test_memory_sets_each_units_forgetting_per_time_step():
     times, values, lengths = _ragged_batch([60, 45], seed=5)
-    feature_map = RandomFeatures("slice-diag", features=("final",), width=32, timescales=(2.0, 50.0),
-                                 seed=1).fit(times * 3.0, values, lengths)  # times in units of 3: the step is 3
+    feature_map = RandomFeatures("slice-diag", features=("final",), width=32, timescales=(2.0, 50.0), seed=1).fit(
+        times * 3.0, values, lengths
+    )  # times in units of 3: the step is 3
     tau = feature_map.timescales_
     assert float(tau.min()) >= 2.0 and float(tau.max()) <= 50.0
     step = 3.0 / feature_map.time_scale_  # one knot of the rescaled time channel
@@ -370,13 +415,14 @@ def test_memory_sets_each_units_forgetting_per_time_step():
 
 def test_oscillator_pairs_follow_the_written_out_damped_rotation():
     times, values, lengths = _ragged_batch([60, 45, 52], channels=1, seed=6)
-    feature_map = RandomFeatures("slice-block", features=("final",), width=40, timescales=(2.0, 50.0),
-                                 memory="oscillation", seed=2).fit(times * 3.0, values, lengths)  # step 3
+    feature_map = RandomFeatures(
+        "slice-block", features=("final",), width=40, timescales=(2.0, 50.0), memory="oscillation", seed=2
+    ).fit(times * 3.0, values, lengths)  # step 3
     model = feature_map.model_
     assert model.block_size == 2
     assert feature_map.fast_share == 1 / 3  # the oscillators' "auto"
     fast = 7  # round(20 pairs / 3): the first pairs, checked in test_fast_oscillators_...
-    period, tau = feature_map.periods_[2 * fast::2], feature_map.timescales_[2 * fast::2]
+    period, tau = feature_map.periods_[2 * fast :: 2], feature_map.timescales_[2 * fast :: 2]
     assert float(period.min()) >= 4.0 and float(period.max()) <= 50.0  # periods in [2 tau_min, tau_max]
     omega, rho = 2 * torch.pi / period, torch.exp(-1.0 / tau)
     eigenvalue = rho * torch.exp(1j * omega)
@@ -397,12 +443,14 @@ def test_oscillator_pairs_follow_the_written_out_damped_rotation():
     grid = torch.arange(K, dtype=torch.float64).unsqueeze(0) * 3.0
     flat = torch.full((1, K, 1), 0.7, dtype=torch.float64)
     states = feature_map.states(feature_map.inputs(grid, flat, torch.tensor([K])))[0].double()  # (K, H)
-    states = states[:, 2 * fast:]
+    states = states[:, 2 * fast :]
     step = 3.0 / feature_map.time_scale_
-    h0 = (model.initial.weight.double() @ torch.tensor([0.0, 0.7 / float(feature_map.value_scales_[0])],
-                                                      dtype=torch.float64)
-          + model.initial.bias.double())[2 * fast:]
-    beta = step * model.B.weight[2 * fast:, 0].double()
+    h0 = (
+        model.initial.weight.double()
+        @ torch.tensor([0.0, 0.7 / float(feature_map.value_scales_[0])], dtype=torch.float64)
+        + model.initial.bias.double()
+    )[2 * fast :]
+    beta = step * model.B.weight[2 * fast :, 0].double()
     to_complex = lambda h: torch.complex(h[..., 0::2], h[..., 1::2])
     k = torch.arange(K, dtype=torch.float64).unsqueeze(1)
     power = eigenvalue.unsqueeze(0) ** k
@@ -424,13 +472,13 @@ def test_fast_oscillators_are_a_share_of_nearly_memoryless_pairs_and_keep_the_ot
     mixed = RandomFeatures("slice-block", fast_share=0.25, **options).fit(times, values, lengths)
     fast = 8  # round(0.25 * 32 pairs)
     # the slow pairs are the draw without fast ones, exactly
-    torch.testing.assert_close(mixed.periods_[2 * fast:], plain.periods_[2 * fast:], rtol=0, atol=0)
-    torch.testing.assert_close(mixed.timescales_[2 * fast:], plain.timescales_[2 * fast:], rtol=0, atol=0)
+    torch.testing.assert_close(mixed.periods_[2 * fast :], plain.periods_[2 * fast :], rtol=0, atol=0)
+    torch.testing.assert_close(mixed.timescales_[2 * fast :], plain.timescales_[2 * fast :], rtol=0, atol=0)
     torch.testing.assert_close(mixed.model_.A[0][fast:], plain.model_.A[0][fast:], rtol=0, atol=0)
     # the fast ones: periods in [2 tau_min, 6 tau_min] knots, radius 0.3 per knot or the non-expanding bound
-    period, tau = mixed.periods_[: 2 * fast: 2], mixed.timescales_[: 2 * fast: 2]
+    period, tau = mixed.periods_[: 2 * fast : 2], mixed.timescales_[: 2 * fast : 2]
     assert float(period.min()) >= 4.0 and float(period.max()) <= 12.0
-    assert not torch.equal(period, plain.periods_[: 2 * fast: 2])
+    assert not torch.equal(period, plain.periods_[: 2 * fast : 2])
     omega = 2 * torch.pi / period
     rho = torch.exp(-1.0 / tau)
     expected = torch.minimum(torch.full_like(rho, 0.3), _largest_non_expanding_radius(omega, 2.0))
@@ -451,8 +499,9 @@ def test_oscillators_stay_bounded_on_long_irregular_series():
     generator = torch.Generator().manual_seed(0)
     gaps = torch.randint(1, 5, (2, 1500), generator=generator).double()
     times = gaps.cumsum(dim=1)
-    values = torch.sin(times / 7.0).unsqueeze(-1) + 0.3 * torch.randn(2, 1500, 1, generator=generator,
-                                                                        dtype=torch.float64)
+    values = torch.sin(times / 7.0).unsqueeze(-1) + 0.3 * torch.randn(
+        2, 1500, 1, generator=generator, dtype=torch.float64
+    )
     feature_map = RandomFeatures("slice-block", features=("final", "ppv"), width=256, seed=0).fit(times, values)
     assert feature_map.memory == "oscillation"  # slice-block's "auto"
     states = feature_map.states(feature_map.inputs(times, values))
@@ -462,6 +511,7 @@ def test_oscillators_stay_bounded_on_long_irregular_series():
 
 
 # ------------------------------------------------------------------------------------------------ learning
+
 
 def _area_task(n, length=80, seed=0):
     """2-channel random walks labelled by the sign of their Lévy area; the area's sign is independent of the
@@ -502,28 +552,39 @@ def test_regressor_learns_a_path_functional():
 
 WAIVED = {
     "check_n_features_in": (
-        "n_features_in_ counts channels: a 2-D X (N, T) is N univariate sequences, so it is 1, not X.shape[1]", ""),
+        "n_features_in_ counts channels: a 2-D X (N, T) is N univariate sequences, so it is 1, not X.shape[1]",
+        "",
+    ),
     "check_n_features_in_after_fitting": (
         "as check_n_features_in; and another number of time steps at prediction is valid for a sequence model",
-        "does not set the `n_features_in_` attribute"),
+        "does not set the `n_features_in_` attribute",
+    ),
     "check_classifiers_train": (
         "`predict(X.T)` must raise, but X.T is 2 valid univariate sequences of 300 steps",
-        "number of features in predict is different from the number of features in fit"),
+        "number of features in predict is different from the number of features in fit",
+    ),
 }
 
 
-@pytest.mark.parametrize("estimator, waived", [
-    (RandomFeatureClassifier("slice-diag", width=16), WAIVED),
-    (RandomFeatureClassifier("slice-diag", width=16, fine_tune={"epochs": 1, "validation_fraction": 0.3}), WAIVED),
-    # the states at every step: check_regressors_train's target is linear in one step's value
-    (RandomFeatureRegressor("slice-diag", width=16, features=("times", "values"), num_times=9),
-     {k: v for k, v in WAIVED.items() if k != "check_classifiers_train"}),
-], ids=["classifier", "classifier-fine-tuned", "regressor"])
+@pytest.mark.parametrize(
+    "estimator, waived",
+    [
+        (RandomFeatureClassifier("slice-diag", width=16), WAIVED),
+        (RandomFeatureClassifier("slice-diag", width=16, fine_tune={"epochs": 1, "validation_fraction": 0.3}), WAIVED),
+        # the states at every step: check_regressors_train's target is linear in one step's value
+        (
+            RandomFeatureRegressor("slice-diag", width=16, features=("times", "values"), num_times=9),
+            {k: v for k, v in WAIVED.items() if k != "check_classifiers_train"},
+        ),
+    ],
+    ids=["classifier", "classifier-fine-tuned", "regressor"],
+)
 def test_scikit_learn_estimator_checks(estimator, waived):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = check_estimator(estimator, on_fail=None, on_skip=None,
-                                  expected_failed_checks={k: v[0] for k, v in waived.items()})
+        results = check_estimator(
+            estimator, on_fail=None, on_skip=None, expected_failed_checks={k: v[0] for k, v in waived.items()}
+        )
     failed = [f"{r['check_name']}: {r['exception']}" for r in results if r["status"] == "failed"]
     assert not failed, "\n".join(failed)
     ran = {r["check_name"] for r in results if r["status"] == "passed"}
@@ -558,8 +619,13 @@ def test_every_reservoir_reads_ragged_series_with_their_own_times_and_string_lab
     order = np.arange(24)[::-1]
     for reservoir in RESERVOIRS:
         options = {"solver": {"method": "exact"}} if reservoir in ("delta-rde", "hebb-rde") else None
-        clf = RandomFeatureClassifier(reservoir, features=("final", "values") if reservoir == "logsignature" else
-                                      ("final", "mean", "ppv"), model_options=options, random_state=0, batch_size=5)
+        clf = RandomFeatureClassifier(
+            reservoir,
+            features=("final", "values") if reservoir == "logsignature" else ("final", "mean", "ppv"),
+            model_options=options,
+            random_state=0,
+            batch_size=5,
+        )
         clf.fit(X, y, times=times)
         decision = clf.decision_function(X, times=times)
         assert np.isfinite(decision).all() and decision.shape == (24,), reservoir
@@ -607,8 +673,7 @@ def test_bad_parameters_raise_naming_them():
         (dict(reservoir="slice-diag", memory="oscillation"), "memory='oscillation' pairs units"),
         (dict(reservoir="slice-block", memory="oscillation", model_options={"block_size": 4}), "block_size"),
         (dict(reservoir="slice-block", memory="oscillation", timescales=None), "memory='oscillation' spreads"),
-        (dict(reservoir="slice-block", memory="oscillation", control_options={"time_channel": False}),
-         "time channel"),
+        (dict(reservoir="slice-block", memory="oscillation", control_options={"time_channel": False}), "time channel"),
         (dict(alphas=(0.0,)), "alphas"),
         (dict(control_options={"time_unit": 10.0}), "time_unit does not apply"),
         (dict(model_options=[1]), "model_options must be a dict"),
@@ -626,11 +691,18 @@ def test_overflowing_states_raise_a_clear_error():
     X = np.random.default_rng(0).normal(size=(8, 200, 1)).cumsum(axis=1)
     y = np.arange(8) % 2
     with pytest.raises(ValueError, match="input_scale"):
-        RandomFeatureClassifier("slice-dense", width=16, input_scale=1e4, timescales=None,
-                                model_options={"init_scale": 50.0}, features=("final",)).fit(X, y)
+        RandomFeatureClassifier(
+            "slice-dense",
+            width=16,
+            input_scale=1e4,
+            timescales=None,
+            model_options={"init_scale": 50.0},
+            features=("final",),
+        ).fit(X, y)
 
 
 # ------------------------------------------------------------------------------------------------ probabilities
+
 
 def _noisy_levels(n, num_classes, seed, length=20):
     """Univariate random walks labelled by the quantile bin of their final value, a fifth of the labels redrawn at
@@ -695,8 +767,9 @@ def test_ridge_leave_one_out_decisions_are_the_refits_without_each_sample(n, p, 
     for i in range(n):
         keep = np.arange(n) != i
         refit = RidgeReadout(0.8, classification=classification, standardize=False).fit(basis[keep], targets[keep])
-        np.testing.assert_allclose(leave_one_out[i].numpy(), refit.decision_function(basis[i:i + 1])[0].numpy(),
-                                   rtol=0, atol=1e-8)
+        np.testing.assert_allclose(
+            leave_one_out[i].numpy(), refit.decision_function(basis[i : i + 1])[0].numpy(), rtol=0, atol=1e-8
+        )
     # and they are not the in-sample decisions
     assert float((leave_one_out - readout.decision_function(F)).abs().max()) > 1e-3
 
@@ -722,11 +795,13 @@ def test_probability_temperature_minimises_the_leave_one_out_log_loss(num_classe
 def test_probability_temperature_stays_in_its_range_where_the_log_loss_has_no_minimum():
     codes = torch.tensor([0, 0, 1, 1])
     # separated: the log-loss falls as T goes to 0; T stops where the largest decision's logit is 30
-    assert _fit_probability_temperature(torch.tensor([-2.0, -1.0, 1.0, 2.0], dtype=torch.float64),
-                                        codes) == pytest.approx(2.0 / 30)
+    assert _fit_probability_temperature(
+        torch.tensor([-2.0, -1.0, 1.0, 2.0], dtype=torch.float64), codes
+    ) == pytest.approx(2.0 / 30)
     # inverted: it falls as T grows; T stops at 1,000 times the largest decision (probabilities near uniform)
-    assert _fit_probability_temperature(torch.tensor([2.0, 1.0, -1.0, -2.0], dtype=torch.float64),
-                                        codes) == pytest.approx(2000.0)
+    assert _fit_probability_temperature(
+        torch.tensor([2.0, 1.0, -1.0, -2.0], dtype=torch.float64), codes
+    ) == pytest.approx(2000.0)
     # no information at all: any T gives the same probabilities
     assert _fit_probability_temperature(torch.zeros(4, 3, dtype=torch.float64), torch.tensor([0, 1, 2, 0])) == 1.0
 

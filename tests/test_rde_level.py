@@ -16,18 +16,18 @@ start, constant over the window, which the "rde" field reads as x.
 - Variable lengths: a padded batch gives each sample what it gets alone (control and logits).
 - Misuse raises ValueError; the disk cache keys the option.
 """
+
+import fwp_reference as ref
 import numpy as np
 import pytest
 import torch
-
-import fwp_reference as ref
-from neuralde_seq.controls import build_control
-from neuralde_seq.fields import FastWeightField
-from neuralde_seq.controls import cached_logsignature_control
-from neuralde_seq.models import create_model
-from neuralde_seq.solvers.exact_fast_weights import solve_exact_reference
-from neuralde_seq.solvers import Backprop, Exact, RK4, SolverOptions, solve
 from test_solvers import FieldDynamics, make_data
+
+from neuralde_seq.controls import build_control, cached_logsignature_control
+from neuralde_seq.fields import FastWeightField
+from neuralde_seq.models import create_model
+from neuralde_seq.solvers import RK4, Backprop, Exact, SolverOptions, solve
+from neuralde_seq.solvers.exact_fast_weights import solve_exact_reference
 
 DTYPE = torch.float64
 RULES = ("hebb", "oja", "delta", "delta-post")
@@ -103,10 +103,11 @@ def test_a_constant_shift_moves_only_the_appended_channels():
     shifted = build_control(times, values + 5.0, lengths, **LOGSIG, window_start_values=True)
     D = control.channels - 2
     torch.testing.assert_close(shifted.coeffs[..., :D], control.coeffs[..., :D], rtol=0, atol=1e-12)
-    active = (torch.arange(control.knots.numel()).unsqueeze(0) < control.end_index.unsqueeze(1))
+    active = torch.arange(control.knots.numel()).unsqueeze(0) < control.end_index.unsqueeze(1)
     difference = shifted.coeffs[:, :, 0, D:] - control.coeffs[:, :, 0, D:]
-    torch.testing.assert_close(difference[active], torch.tensor([5.0, 5.0], dtype=DTYPE).expand(
-        int(active.sum()), 2), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        difference[active], torch.tensor([5.0, 5.0], dtype=DTYPE).expand(int(active.sum()), 2), rtol=0, atol=1e-12
+    )
 
 
 def _shift_gradient(name, window_start_values, solver):
@@ -187,16 +188,15 @@ def test_padded_batch_gives_each_sample_its_answer_alone(method):
     times, values, lengths = _data()
     batch = build_control(times, values, lengths, **LOGSIG, window_start_values=True)
     torch.manual_seed(0)
-    model = create_model("delta-post-rde", batch, 3, d_model=D_MODEL, n_heads=2,
-                         solver=SolverOptions(method)).to(DTYPE)
+    model = create_model("delta-post-rde", batch, 3, d_model=D_MODEL, n_heads=2, solver=SolverOptions(method)).to(DTYPE)
     ref.randomize_(model, torch.Generator().manual_seed(28), scale=0.5)
     with torch.no_grad():
         together = model(batch)
         for b, L in enumerate(lengths.tolist()):
-            alone = build_control(times[b:b + 1, :L], values[b:b + 1, :L], None, **LOGSIG, window_start_values=True)
+            alone = build_control(times[b : b + 1, :L], values[b : b + 1, :L], None, **LOGSIG, window_start_values=True)
             K = alone.knots.numel()
-            torch.testing.assert_close(batch.coeffs[b:b + 1, :K], alone.coeffs, rtol=0, atol=1e-12)
-            torch.testing.assert_close(together[b:b + 1], model(alone), rtol=0, atol=1e-10)
+            torch.testing.assert_close(batch.coeffs[b : b + 1, :K], alone.coeffs, rtol=0, atol=1e-12)
+            torch.testing.assert_close(together[b : b + 1], model(alone), rtol=0, atol=1e-10)
 
 
 def test_misuse_raises():

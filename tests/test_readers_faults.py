@@ -176,8 +176,9 @@ def test_cut_in_header_or_right_after_data_says_so(tmp_path, name):
     with pytest.raises(ValueError, match=r"no @data line \(the file ends in its header"):
         _read(_write(tmp_path, name, text[:data_at]))
     path = _write(tmp_path, name, text[: data_at + len("@data\n")])
-    with pytest.raises(ValueError, match=re.escape(f"{path}, line {_first_value_line(text) - 1}: no cases after "
-                                                   "@data")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"{path}, line {_first_value_line(text) - 1}: no cases after @data")
+    ):
         _read(path)
 
 
@@ -202,37 +203,62 @@ def test_ts_case_contradicting_header(tmp_path, case, message):
         read_ts(path)
 
 
-@pytest.mark.parametrize("text, message", [
-    (TS_UNI.replace("5,6,7,8:right", "5,6,7:right"), "line 8: length 3, header declares @seriesLength 4"),
-    (TS_UNI.replace("@seriesLength 4\n", "").replace("5,6,7,8:right", "5,6,7:right"),
-     "line 7: length 3, earlier cases have 4 and the header declares @equalLength true"),
-    (TS_UNI.replace("@univariate true", "@univariate true\n@dimensions 2"),
-     "line 3: @univariate true contradicts @dimensions 2"),
-    (TS_UNI.replace("@seriesLength 4", "@seriesLength 4\n@seriesLength 5"),
-     "line 5: @seriesLength declared twice (first on line 4)"),
-    (TS_UNI.replace("@classLabel true left right", "@classLabel true"),
-     "line 5: @classLabel true must list the class labels"),
-    (TS_UNI.replace("@seriesLength 4", "@seriesLength four"), "line 4: @serieslength expects an integer, got 'four'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (TS_UNI.replace("5,6,7,8:right", "5,6,7:right"), "line 8: length 3, header declares @seriesLength 4"),
+        (
+            TS_UNI.replace("@seriesLength 4\n", "").replace("5,6,7,8:right", "5,6,7:right"),
+            "line 7: length 3, earlier cases have 4 and the header declares @equalLength true",
+        ),
+        (
+            TS_UNI.replace("@univariate true", "@univariate true\n@dimensions 2"),
+            "line 3: @univariate true contradicts @dimensions 2",
+        ),
+        (
+            TS_UNI.replace("@seriesLength 4", "@seriesLength 4\n@seriesLength 5"),
+            "line 5: @seriesLength declared twice (first on line 4)",
+        ),
+        (
+            TS_UNI.replace("@classLabel true left right", "@classLabel true"),
+            "line 5: @classLabel true must list the class labels",
+        ),
+        (
+            TS_UNI.replace("@seriesLength 4", "@seriesLength four"),
+            "line 4: @serieslength expects an integer, got 'four'",
+        ),
+    ],
+)
 def test_ts_header_problems(tmp_path, text, message):
     path = _write(tmp_path, "uni.ts", text)
     with pytest.raises(ValueError, match=re.escape(f"{path}, {message}")):
         read_ts(path)
 
 
-@pytest.mark.parametrize("name, old, new, message", [
-    ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9',run",
-     "line 11: 2 values per channel (channel 1), the relational attribute declares 3"),
-    ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN',run", "line 11: 1 channels, earlier cases have 2"),
-    ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9,10',swim",
-     "line 11: class 'swim' is not among the declared values ['walk', 'run']"),
-    ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9,10',?", "line 11: missing class value"),
-    ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9,10", "line 11: unterminated quoted value"),
-    ("flat.arff", "4,?,6,no", "4,?,no", "line 8: 3 fields, expected 3 values and a class"),
-    ("flat.arff", "4,?,6,no", "4,?,6,maybe", "line 8: class 'maybe' is not among the declared values"),
-    ("flat.arff", "4,?,6,no", "4,?,six,no", "line 8: cannot read 'six' as a number"),
-    ("flat.arff", "4,?,6,no", "4,,6,no", "line 8: empty value"),
-])
+@pytest.mark.parametrize(
+    "name, old, new, message",
+    [
+        (
+            "rel.arff",
+            "'?,7.125,NaN\\n8,9,10',run",
+            "'?,7.125,NaN\\n8,9',run",
+            "line 11: 2 values per channel (channel 1), the relational attribute declares 3",
+        ),
+        ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN',run", "line 11: 1 channels, earlier cases have 2"),
+        (
+            "rel.arff",
+            "'?,7.125,NaN\\n8,9,10',run",
+            "'?,7.125,NaN\\n8,9,10',swim",
+            "line 11: class 'swim' is not among the declared values ['walk', 'run']",
+        ),
+        ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9,10',?", "line 11: missing class value"),
+        ("rel.arff", "'?,7.125,NaN\\n8,9,10',run", "'?,7.125,NaN\\n8,9,10", "line 11: unterminated quoted value"),
+        ("flat.arff", "4,?,6,no", "4,?,no", "line 8: 3 fields, expected 3 values and a class"),
+        ("flat.arff", "4,?,6,no", "4,?,6,maybe", "line 8: class 'maybe' is not among the declared values"),
+        ("flat.arff", "4,?,6,no", "4,?,six,no", "line 8: cannot read 'six' as a number"),
+        ("flat.arff", "4,?,6,no", "4,,6,no", "line 8: empty value"),
+    ],
+)
 def test_arff_case_contradicting_header(tmp_path, name, old, new, message):
     assert old in FILES[name]
     path = _write(tmp_path, name, FILES[name].replace(old, new))
@@ -259,4 +285,4 @@ def test_percent_comments_in_a_ts_header_are_comments_and_nowhere_else():
     lines = TS_UNI.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip().lower() == "@data")
     with pytest.raises(ValueError, match="uni.ts, line"):
-        parse_ts(lines[:at + 1] + ["% not a case"] + lines[at + 1:], source="uni.ts")
+        parse_ts(lines[: at + 1] + ["% not a case"] + lines[at + 1 :], source="uni.ts")

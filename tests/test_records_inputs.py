@@ -3,6 +3,7 @@ sample never observes filled and said once per fit, and one ``control_options`` 
 
 The channels are checked against their definitions written out as loops over the points (not against the
 vectorised code); the estimators' fills against fills given by hand; an ignored option against a fit without it."""
+
 from __future__ import annotations
 
 import warnings
@@ -41,13 +42,20 @@ def _records(n=6, channels=3, seed=0, longest=40):
 
 def _at_points(control, first_channel, channels):
     """(B, T, channels) the control's channels at its knots (the constant coefficient of each piece)."""
-    return control.coeffs[:, :, 0, first_channel:first_channel + channels]
+    return control.coeffs[:, :, 0, first_channel : first_channel + channels]
 
 
 def test_intensity_channels_are_the_cumulative_counts_of_observations_written_out():
     times, values, lengths = _records()
-    control = build_control(times, values, lengths, interpolation="linear", parametrization="index",
-                            intensity_channel=True, unobserved_fill=0.0)
+    control = build_control(
+        times,
+        values,
+        lengths,
+        interpolation="linear",
+        parametrization="index",
+        intensity_channel=True,
+        unobserved_fill=0.0,
+    )
     B, T, C = values.shape
     counts = _at_points(control, 1 + C, C)
     for b in range(B):
@@ -61,8 +69,17 @@ def test_intensity_channels_are_the_cumulative_counts_of_observations_written_ou
 
 def test_recency_channels_are_the_time_since_each_channels_last_observation_written_out():
     times, values, lengths = _records(seed=1)
-    control = build_control(times, values, lengths, interpolation="linear", parametrization="index",
-                            recency_channel=True, intensity_channel=True, unobserved_fill=0.0, time_unit=2.0)
+    control = build_control(
+        times,
+        values,
+        lengths,
+        interpolation="linear",
+        parametrization="index",
+        recency_channel=True,
+        intensity_channel=True,
+        unobserved_fill=0.0,
+        time_unit=2.0,
+    )
     B, T, C = values.shape
     recency = _at_points(control, 1 + 2 * C, C)
     for b in range(B):
@@ -74,16 +91,18 @@ def test_recency_channels_are_the_time_since_each_channels_last_observation_writ
                 since = float(times[b, i]) - (last if last is not None else float(times[b, 0]))
                 assert float(recency[b, i, c]) == pytest.approx(since / 2.0, abs=1e-12), (b, i, c)
     # a channel the sample never observes: the time since the record's start, throughout
-    np.testing.assert_allclose(recency[1, :int(lengths[1]), 2].numpy(),
-                               ((times[1, :int(lengths[1])] - times[1, 0]) / 2.0).numpy())
+    np.testing.assert_allclose(
+        recency[1, : int(lengths[1]), 2].numpy(), ((times[1, : int(lengths[1])] - times[1, 0]) / 2.0).numpy()
+    )
 
 
 def test_a_fill_per_channel_is_written_where_a_sample_never_observes_the_channel():
     times, values, lengths = _records(seed=2)
-    control = build_control(times, values, lengths, interpolation="linear", parametrization="index",
-                            unobserved_fill=[5.0, 6.0, -7.0])
+    control = build_control(
+        times, values, lengths, interpolation="linear", parametrization="index", unobserved_fill=[5.0, 6.0, -7.0]
+    )
     path = _at_points(control, 1, 3)
-    assert (path[1, :int(lengths[1]), 2] == -7.0).all()
+    assert (path[1, : int(lengths[1]), 2] == -7.0).all()
     assert not (path[0] == -7.0).any()
     with pytest.raises(ValueError, match="unobserved_fill has 2 values, one per channel, but the observations have 3"):
         build_control(times, values, lengths, unobserved_fill=[1.0, 2.0])
@@ -106,11 +125,12 @@ def test_mean_fill_is_the_training_mean_of_each_channel_and_said_once_naming_the
     said = [w for w in caught if issubclass(w.category, UnobservedChannelWarning)]
     assert len(said) == 1
     assert "channel 0 in 1; channel 2 in 1 of 8 training samples never observed" in str(said[0].message)
-    expected = [np.nanmean(np.concatenate([values[b, :int(lengths[b]), c].numpy() for b in range(8)]))
-                for c in range(3)]
+    expected = [
+        np.nanmean(np.concatenate([values[b, : int(lengths[b]), c].numpy() for b in range(8)])) for c in range(3)
+    ]
     np.testing.assert_allclose(spec.control.unobserved_fill, expected, rtol=1e-12)
     control = spec.transform(train)
-    assert torch.allclose(control.coeffs[4, :int(lengths[4]), 0, 1], torch.tensor(expected[0], dtype=torch.float64))
+    assert torch.allclose(control.coeffs[4, : int(lengths[4]), 0, 1], torch.tensor(expected[0], dtype=torch.float64))
     # the spec as JSON and back gives the same control
     again = InputSpec.from_dict(spec.to_dict()).transform(train)
     assert torch.equal(again.coeffs, control.coeffs)
@@ -142,8 +162,13 @@ MODELS = ["delta-rde", "ncde", "gru-d", "ode-rnn"]
 
 def test_one_control_options_for_a_grid_search_over_model_names():
     X, y, times = _ragged(24, seed=5)
-    search = GridSearchCV(SequenceClassifier(epochs=1, batch_size=8, random_state=0, control_options=SHARED),
-                          {"model": MODELS}, cv=2, scoring="roc_auc", error_score="raise")
+    search = GridSearchCV(
+        SequenceClassifier(epochs=1, batch_size=8, random_state=0, control_options=SHARED),
+        {"model": MODELS},
+        cv=2,
+        scoring="roc_auc",
+        error_score="raise",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         search.fit(X, y)
@@ -158,7 +183,8 @@ def test_an_observation_model_sets_the_path_options_aside_said_once_and_reads_th
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shared = SequenceClassifier(model, control_options={**SHARED, "time_unit": 3.0}, **settings).fit(
-            X, y, times=times)
+            X, y, times=times
+        )
     ignored = [w for w in caught if issubclass(w.category, IgnoredOptionWarning)]
     assert len(ignored) == 1 and str(sorted(SHARED)) in str(ignored[0].message)
     plain = SequenceClassifier(model, control_options={"time_unit": 3.0}, **settings).fit(X, y, times=times)
@@ -175,8 +201,10 @@ def test_a_control_model_reads_the_intensity_and_recency_channels():
         plain = SequenceClassifier("ncde", epochs=1, random_state=0).fit(X, y, times=times)
     C = 3
     inputs = clf.input_spec_.transform(clf._dataset(X, times, torch.float32))
-    assert inputs.channels == 1 + 3 * C and plain.input_spec_.transform(
-        plain._dataset(X, times, torch.float32)).channels == 1 + C
+    assert (
+        inputs.channels == 1 + 3 * C
+        and plain.input_spec_.transform(plain._dataset(X, times, torch.float32)).channels == 1 + C
+    )
 
 
 def test_random_features_fill_a_never_observed_channel_with_the_training_mean_said_once_per_fit():
@@ -208,7 +236,9 @@ def test_intensity_auto_counts_observations_where_channels_are_measured_apart_in
         dropped = SequenceClassifier("ncde", **settings).fit(dropped_whole, y, times=times)
     full = SequenceClassifier("ncde", **settings).fit(complete, y, times=times)
     assert gaps.control_options_["intensity_channel"] is True
-    assert dropped.control_options_["intensity_channel"] is False and full.control_options_["intensity_channel"] is False
+    assert (
+        dropped.control_options_["intensity_channel"] is False and full.control_options_["intensity_channel"] is False
+    )
     # the counts in units of the median count of a channel in a training series, written out
     counts = [int((~np.isnan(x[:, c])).sum()) for x in X for c in range(3)]
     unit = float(np.median([k for k in counts if k > 0]))
@@ -217,13 +247,15 @@ def test_intensity_auto_counts_observations_where_channels_are_measured_apart_in
     inputs = gaps.input_spec_.transform(data)
     assert inputs.channels == 1 + 2 * 3
     raw = SequenceClassifier("ncde", epochs=1, random_state=0, control_options={"intensity_channel": True}).fit(
-        X, y, times=times)
+        X, y, times=times
+    )
     assert raw.input_spec_.control.count_unit is None  # True as given: the raw counts (the papers' OI setting)
     raw_inputs = raw.input_spec_.transform(data)
     torch.testing.assert_close(inputs.coeffs[..., 4:], raw_inputs.coeffs[..., 4:] / unit)
     # complete series: the path and the fitted model are those of intensity_channel=False given by hand
     off = SequenceClassifier("ncde", epochs=1, random_state=0, control_options={"intensity_channel": False}).fit(
-        complete, y, times=times)
+        complete, y, times=times
+    )
     np.testing.assert_array_equal(full.predict_proba(complete, times=times), off.predict_proba(complete, times=times))
     with pytest.raises(ValueError, match="intensity_channel must be True, False or 'auto'"):
         SequenceClassifier("ncde", control_options={"intensity_channel": "yes"}, epochs=1).fit(X, y, times=times)

@@ -1,6 +1,7 @@
 """The simulated ICU stays (`neuralde_seq.data.synthetic.records`) and their task ``icu-records``: the ground truth is
 recoverable where the knobs say it should be, each knob does what its documentation says, and the task loads through
 the registry."""
+
 from __future__ import annotations
 
 import math
@@ -14,12 +15,13 @@ from sklearn.metrics import roc_auc_score
 from neuralde_seq.data.base.registry import TASKS
 from neuralde_seq.data.protocols import load_task
 from neuralde_seq.data.sources.icu_records import icu_records_splits
-from neuralde_seq.data.synthetic.records import (RECORDS_CHANNELS, RECORDS_SIGNAL_CHANNELS, RecordsSpec,
-                                                 simulate_records)
+from neuralde_seq.data.synthetic.records import RECORDS_CHANNELS, RECORDS_SIGNAL_CHANNELS, RecordsSpec, simulate_records
 
 CHANNEL = {channel.name: c for c, channel in enumerate(RECORDS_CHANNELS)}
-ONLY = {part: {f"{other}_weight": float(other == part) for other in ("level", "trend", "interaction", "sampling")}
-        for part in ("level", "trend", "interaction", "sampling")}
+ONLY = {
+    part: {f"{other}_weight": float(other == part) for other in ("level", "trend", "interaction", "sampling")}
+    for part in ("level", "trend", "interaction", "sampling")
+}
 
 
 def arrays(records):
@@ -123,8 +125,7 @@ def test_with_the_level_weight_alone_heart_rate_s_mean_predicts_the_label():
 
 
 def test_with_the_interaction_weight_alone_only_the_product_predicts_the_label():
-    records = simulate_records(2000, RecordsSpec(**ONLY["interaction"], severity_coupling=0.0, risk_offset=0.0),
-                               seed=7)
+    records = simulate_records(2000, RecordsSpec(**ONLY["interaction"], severity_coupling=0.0, risk_offset=0.0), seed=7)
     _, values, labels = arrays(records)
     resp = channel_means(values, "resp_rate")
     lactate = np.log(channel_means(values, "lactate"))
@@ -188,10 +189,14 @@ def test_the_union_grid_has_one_time_per_row_and_a_value_wherever_a_row_is(defau
 
 def test_the_same_seed_gives_the_same_stays_and_another_seed_others():
     a, b, c = (simulate_records(100, seed=s) for s in (11, 11, 12))
-    for x, y in ((a.dataset.times, b.dataset.times), (a.dataset.values, b.dataset.values),
-                 (a.dataset.labels, b.dataset.labels)):
-        assert torch.equal(x.nan_to_num(-1.0) if x.is_floating_point() else x,
-                           y.nan_to_num(-1.0) if y.is_floating_point() else y)
+    for x, y in (
+        (a.dataset.times, b.dataset.times),
+        (a.dataset.values, b.dataset.values),
+        (a.dataset.labels, b.dataset.labels),
+    ):
+        assert torch.equal(
+            x.nan_to_num(-1.0) if x.is_floating_point() else x, y.nan_to_num(-1.0) if y.is_floating_point() else y
+        )
     np.testing.assert_array_equal(a.risk, b.risk)
     assert not np.array_equal(a.risk, c.risk)
     assert a.dataset.times.shape != c.dataset.times.shape or not torch.equal(a.dataset.times, c.dataset.times)
@@ -217,11 +222,24 @@ def test_the_task_loads_through_the_registry_with_the_right_sizes_and_nan_where_
     assert not torch.equal(other.test.values.nan_to_num(0.0), raw.test.values.nan_to_num(0.0))
 
 
-@pytest.mark.parametrize("option, value", [
-    ("num_train", 0), ("num_test", 2.5), ("data_seed", -1), ("stay_hours", 0.0), ("severity_coupling", 1.5),
-    ("informative_sampling", -0.1), ("sampling_spread", 2.0), ("channel_missing", 1.0), ("trend_size", -1.0),
-    ("noise", float("nan")), ("sharpness", 0.0), ("level_weight", "high"), ("missing_signal_channels", "yes"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("num_train", 0),
+        ("num_test", 2.5),
+        ("data_seed", -1),
+        ("stay_hours", 0.0),
+        ("severity_coupling", 1.5),
+        ("informative_sampling", -0.1),
+        ("sampling_spread", 2.0),
+        ("channel_missing", 1.0),
+        ("trend_size", -1.0),
+        ("noise", float("nan")),
+        ("sharpness", 0.0),
+        ("level_weight", "high"),
+        ("missing_signal_channels", "yes"),
+    ],
+)
 def test_bad_options_raise_a_value_error_naming_the_option(option, value):
     with pytest.raises(ValueError, match=option):
         icu_records_splits(**{"num_train": 5, "num_val": 5, "num_test": 5, option: value})

@@ -4,6 +4,7 @@ Every expected value is computed here independently: grids by hand-written linea
 nearest neighbours by brute-force loops, DTW by its dynamic programme, MiniRocket by composing aeon's transform
 and scikit-learn's ridge as the docstring describes.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ import pytest
 import torch
 
 from neuralde_seq.data import IrregularDataset
-from neuralde_seq.reference import (INSTALL_HINT, MiniRocketClassifier, NearestNeighbourClassifier, create_reference,
-                                    reference_scores, to_grid)
+from neuralde_seq.reference import (
+    INSTALL_HINT,
+    MiniRocketClassifier,
+    NearestNeighbourClassifier,
+    create_reference,
+    reference_scores,
+    to_grid,
+)
 from neuralde_seq.training.config import ConfigError, parse_config
 
 NAN = float("nan")
@@ -26,10 +33,14 @@ NAN = float("nan")
 def _two_samples():
     """Two samples, two channels: sample 0 on index times with a dropped interior and a dropped last point and
     channel 1 never observed; sample 1 of length 3 (padded to 5) on irregular times."""
-    times = torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0],
-                          [0.0, 0.5, 2.0, 3.0, 4.0]], dtype=torch.float64)
-    values = torch.tensor([[[1.0, NAN], [NAN, NAN], [5.0, NAN], [2.0, NAN], [NAN, NAN]],
-                           [[NAN, 1.0], [4.0, NAN], [0.0, 3.0], [NAN, NAN], [NAN, NAN]]], dtype=torch.float64)
+    times = torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 0.5, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    values = torch.tensor(
+        [
+            [[1.0, NAN], [NAN, NAN], [5.0, NAN], [2.0, NAN], [NAN, NAN]],
+            [[NAN, 1.0], [4.0, NAN], [0.0, 3.0], [NAN, NAN], [NAN, NAN]],
+        ],
+        dtype=torch.float64,
+    )
     return times, values, torch.tensor([5, 3])
 
 
@@ -41,8 +52,9 @@ def test_to_grid_is_linear_interpolation_on_each_samples_own_span():
     np.testing.assert_array_equal(grid[0, 0], [1.0, 3.0, 5.0, 2.0, 2.0])
     np.testing.assert_array_equal(grid[0, 1], [-7.0] * 5)  # never observed: the fill value of channel 1
     # sample 1: grid 0, 0.5, 1, 1.5, 2 (its span [0, 2]); channel 0 held at 4 before t=0.5, then 4 -> 0 over 1.5
-    np.testing.assert_allclose(grid[1, 0], [4.0, 4.0, 4.0 - 4.0 * 0.5 / 1.5, 4.0 - 4.0 * 1.0 / 1.5, 0.0],
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        grid[1, 0], [4.0, 4.0, 4.0 - 4.0 * 0.5 / 1.5, 4.0 - 4.0 * 1.0 / 1.5, 0.0], rtol=0, atol=1e-15
+    )
     np.testing.assert_allclose(grid[1, 1], [1.0, 1.5, 2.0, 2.5, 3.0], rtol=0, atol=1e-15)
 
 
@@ -76,15 +88,18 @@ def test_to_grid_reproduces_kept_observations_on_index_times():
     assert grid[i, 0, t] == pytest.approx((float(values[i, t - 1, 0]) + float(values[i, t + 1, 0])) / 2, abs=1e-12)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(times=torch.tensor([[0.0, 2.0, 1.0]])), "strictly increasing"),
-    (dict(values=torch.zeros(1, 3)), "values must have shape"),
-    (dict(length=0), "length must be a positive integer"),
-    (dict(span="middle"), "span must be 'sample', 'common' or a"),
-    (dict(span=(2.0, 1.0)), "start <= end"),
-    (dict(fill_value=[0.0, 1.0]), r"fill_value must be a finite number or \(1,\)"),
-    (dict(values=torch.tensor([[[1.0], [float("inf")], [2.0]]])), "infinite"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(times=torch.tensor([[0.0, 2.0, 1.0]])), "strictly increasing"),
+        (dict(values=torch.zeros(1, 3)), "values must have shape"),
+        (dict(length=0), "length must be a positive integer"),
+        (dict(span="middle"), "span must be 'sample', 'common' or a"),
+        (dict(span=(2.0, 1.0)), "start <= end"),
+        (dict(fill_value=[0.0, 1.0]), r"fill_value must be a finite number or \(1,\)"),
+        (dict(values=torch.tensor([[[1.0], [float("inf")], [2.0]]])), "infinite"),
+    ],
+)
 def test_to_grid_names_the_bad_argument(change, message):
     args = dict(times=torch.tensor([[0.0, 1.0, 2.0]]), values=torch.tensor([[[1.0], [NAN], [2.0]]]))
     args.update(change)
@@ -134,8 +149,13 @@ def test_euclidean_1nn_equals_brute_force_nearest_neighbour():
     # the same through the list form with explicit (index) times and through an IrregularDataset
     times = [np.arange(15.0)] * len(test)
     np.testing.assert_array_equal(est.predict(list(test), times=times), expected)
-    ds = IrregularDataset(torch.arange(15.0, dtype=torch.float64).repeat(len(test), 1), torch.from_numpy(test),
-                          torch.full((len(test),), 15), torch.from_numpy(expected), [str(k) for k in range(4)])
+    ds = IrregularDataset(
+        torch.arange(15.0, dtype=torch.float64).repeat(len(test), 1),
+        torch.from_numpy(test),
+        torch.full((len(test),), 15),
+        torch.from_numpy(expected),
+        [str(k) for k in range(4)],
+    )
     assert est.score(ds) == 1.0
 
 
@@ -158,8 +178,9 @@ def test_a_series_given_as_its_kept_points_with_times_gets_the_grid_of_the_serie
     grids, kept, kept_times = [], [], []
     for _ in range(10):
         x = rng.normal(size=(length, 1))
-        keep = np.sort(np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2,
-                                                                   replace=False)]))
+        keep = np.sort(
+            np.concatenate([[0, length - 1], rng.choice(np.arange(1, length - 1), length // 2, replace=False)])
+        )
         grid = np.full_like(x, np.nan)
         grid[keep] = x[keep]
         grids.append(grid)
@@ -175,6 +196,7 @@ def test_a_series_given_as_its_kept_points_with_times_gets_the_grid_of_the_serie
 
 def test_dtw_1nn_uses_the_dtw_of_the_grids():
     import aeon  # noqa: F401  (the reference extra: installed by the README and CI; missing, this test fails)
+
     rng = np.random.default_rng(2)
     train = rng.standard_normal((8, 10, 2))
     labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
@@ -203,10 +225,14 @@ def test_minirocket_is_aeons_transform_and_a_ridge_on_the_grid():
     grid = to_grid(np.tile(np.arange(30.0), (24, 1)), series)
     transform = MiniRocket(n_kernels=168, random_state=5).fit(grid[:18])
     scaler = StandardScaler(with_mean=False).fit(transform.transform(grid[:18]))
-    ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)).fit(scaler.transform(transform.transform(grid[:18])),
-                                                                 labels[:18])
-    np.testing.assert_allclose(est.decision_function(X[18:]),
-                               ridge.decision_function(scaler.transform(transform.transform(grid[18:]))), rtol=1e-10)
+    ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10)).fit(
+        scaler.transform(transform.transform(grid[:18])), labels[:18]
+    )
+    np.testing.assert_allclose(
+        est.decision_function(X[18:]),
+        ridge.decision_function(scaler.transform(transform.transform(grid[18:]))),
+        rtol=1e-10,
+    )
     np.testing.assert_array_equal(est.predict(X[18:]), ridge.predict(scaler.transform(transform.transform(grid[18:]))))
     assert est.ridge_.alpha_ == ridge.alpha_
 
@@ -228,7 +254,8 @@ def test_the_stronger_references_are_aeons_classifiers_on_the_grid(name):
     series, labels, grid = _three_classes()
     est = create_reference(name, seed=5).fit(list(series[:18]), labels[:18])
     aeon = (AeonHydra(random_state=5) if name == "multirocket-hydra" else QUANTClassifier(random_state=5)).fit(
-        grid[:18], labels[:18])
+        grid[:18], labels[:18]
+    )
     np.testing.assert_allclose(est.predict_proba(list(series[18:])), aeon.predict_proba(grid[18:]), rtol=1e-12)
     np.testing.assert_array_equal(est.predict(list(series[18:])), aeon.predict(grid[18:]))
     # the grid is not the raw series with its NaN: a wrapper that skipped it would not see these values
@@ -248,17 +275,21 @@ def test_minirocket_regressor_is_aeons_transform_and_a_ridge_on_the_grid():
     transform = MiniRocket(n_kernels=168, random_state=5).fit(grid[:18])
     scaler = StandardScaler(with_mean=False).fit(transform.transform(grid[:18]))
     ridge = RidgeCV(alphas=np.logspace(-3, 3, 10)).fit(scaler.transform(transform.transform(grid[:18])), targets[:18])
-    np.testing.assert_allclose(est.predict(list(series[18:])),
-                               ridge.predict(scaler.transform(transform.transform(grid[18:]))), rtol=1e-10)
+    np.testing.assert_allclose(
+        est.predict(list(series[18:])), ridge.predict(scaler.transform(transform.transform(grid[18:]))), rtol=1e-10
+    )
     with pytest.raises(ValueError, match="y must hold 18 finite targets"):
         MiniRocketRegressor(n_kernels=168).fit(list(series[:18]), np.r_[targets[:17], np.nan])
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"n_kernels": -5}, r"n_kernels must be an integer >= 84, got -5 \(MiniRocket's kernels come in sets of 84"),
-    ({"n_kernels": 83}, "n_kernels must be an integer >= 84, got 83"),
-    ({"max_dilations_per_kernel": 0}, "max_dilations_per_kernel must be an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"n_kernels": -5}, r"n_kernels must be an integer >= 84, got -5 \(MiniRocket's kernels come in sets of 84"),
+        ({"n_kernels": 83}, "n_kernels must be an integer >= 84, got 83"),
+        ({"max_dilations_per_kernel": 0}, "max_dilations_per_kernel must be an integer >= 1, got 0"),
+    ],
+)
 def test_minirocket_options_are_checked_by_name(options, message):
     # issue 36: MiniRocketClassifier(n_kernels=-5) fitted 84 kernels without a word
     from neuralde_seq.reference import MiniRocketRegressor
@@ -283,12 +314,21 @@ def test_missing_aeon_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "aeon", None)  # as if aeon were not installed
     rng = np.random.default_rng(4)
     X, y = rng.standard_normal((6, 12, 1)), np.array([0, 1] * 3)
-    for make in (lambda: create_reference("minirocket", seed=0), lambda: create_reference("1nn-dtw"),
-                 lambda: MiniRocketClassifier().fit(X, y), lambda: NearestNeighbourClassifier("dtw").fit(X, y)):
+    for make in (
+        lambda: create_reference("minirocket", seed=0),
+        lambda: create_reference("1nn-dtw"),
+        lambda: MiniRocketClassifier().fit(X, y),
+        lambda: NearestNeighbourClassifier("dtw").fit(X, y),
+    ):
         with pytest.raises(ImportError, match=f"needs aeon.*{INSTALL_HINT.replace('[', '.').replace(']', '.')}"):
             make()
-    ds = IrregularDataset(torch.arange(12.0).repeat(6, 1), torch.from_numpy(X).float(), torch.full((6,), 12),
-                          torch.from_numpy(y), ["a", "b"])
+    ds = IrregularDataset(
+        torch.arange(12.0).repeat(6, 1),
+        torch.from_numpy(X).float(),
+        torch.full((6,), 12),
+        torch.from_numpy(y),
+        ["a", "b"],
+    )
     with pytest.raises(ImportError, match="neuralde_seq.reference"):
         reference_scores(ds, ds, references=("1nn-euclidean", "1nn-dtw"))
     # the Euclidean 1-NN needs no aeon: each training sample is its own nearest neighbour
@@ -296,9 +336,11 @@ def test_missing_aeon_names_the_extra(monkeypatch):
 
 
 def test_importing_the_package_does_not_import_aeon_or_the_reference_module():
-    code = ("import sys, neuralde_seq; assert 'aeon' not in sys.modules and 'neuralde_seq.reference' not in "
-            "sys.modules; neuralde_seq.to_grid; assert 'neuralde_seq.reference' in sys.modules; "
-            "assert 'aeon' not in sys.modules")
+    code = (
+        "import sys, neuralde_seq; assert 'aeon' not in sys.modules and 'neuralde_seq.reference' not in "
+        "sys.modules; neuralde_seq.to_grid; assert 'neuralde_seq.reference' in sys.modules; "
+        "assert 'aeon' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -319,13 +361,20 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
 
     overrides = _fixture_task(tmp_path)
     methods = ["1nn-euclidean", "minirocket"]
-    config = {"name": "ref", "task": "uea", "task_options": {"name": "BasicMotions", "drop_rate": 0.3},
-              "seeds": [0, 1], "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
-              "models": [{"label": "GRU", "model": "gru-dt", "options": {"hidden": 4}},
-                         {"label": "1-NN", "model": "1nn-euclidean"},
-                         {"label": "1-NN train", "model": "1nn-euclidean", "options": {"fit_on": "train"}}]
-              + [{"label": "MR", "model": "minirocket", "options": {"n_kernels": 168}}],
-              "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}]}
+    config = {
+        "name": "ref",
+        "task": "uea",
+        "task_options": {"name": "BasicMotions", "drop_rate": 0.3},
+        "seeds": [0, 1],
+        "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
+        "models": [
+            {"label": "GRU", "model": "gru-dt", "options": {"hidden": 4}},
+            {"label": "1-NN", "model": "1nn-euclidean"},
+            {"label": "1-NN train", "model": "1nn-euclidean", "options": {"fit_on": "train"}},
+        ]
+        + [{"label": "MR", "model": "minirocket", "options": {"n_kernels": 168}}],
+        "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}],
+    }
     out = tmp_path / "out"
     results = run_benchmark(config, out_dir=out, progress=False, max_steps=2, task_overrides=overrides)
     data = load_task("uea", name="BasicMotions", drop_rate=0.3, progress=False, **overrides)
@@ -335,10 +384,12 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
     for seed in (0, 1):
         for method in methods:
             options = {"minirocket": {"n_kernels": 168}}.get(method)
-            direct = reference_scores((train, val), test, references=(method,), seed=seed,
-                                      options=options and {method: options})[method]
-            variant = reference_scores((train, val), half, references=(method,), seed=seed,
-                                       options=options and {method: options})[method]
+            direct = reference_scores(
+                (train, val), test, references=(method,), seed=seed, options=options and {method: options}
+            )[method]
+            variant = reference_scores(
+                (train, val), half, references=(method,), seed=seed, options=options and {method: options}
+            )[method]
             (path,) = (out / "runs" / labels[method]).glob(f"seed{seed}-*/result.json")
             result = json.loads(path.read_text())
             assert result["metrics"]["test"]["accuracy"] == direct["accuracy"]
@@ -353,26 +404,33 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
             direct = reference_scores(train, ds, references=("1nn-euclidean",))["1nn-euclidean"]
             assert result["metrics"][split]["accuracy"] == direct["accuracy"]
     # 1-NN on the grid, by brute force: the runner's number is the nearest neighbour's accuracy
-    grids = {name: to_grid(ds.times, ds.values, ds.lengths, length=int(max(train.lengths.max(), val.lengths.max())))
-             for name, ds in (("train", train), ("val", val), ("test", test))}
+    grids = {
+        name: to_grid(ds.times, ds.values, ds.lengths, length=int(max(train.lengths.max(), val.lengths.max())))
+        for name, ds in (("train", train), ("val", val), ("test", test))
+    }
     fit_grid = np.concatenate([grids["train"], grids["val"]])
     fit_labels = np.concatenate([train.labels.numpy(), val.labels.numpy()])
     brute = fit_labels[_brute_force_nearest(fit_grid, grids["test"])]
     row = next(r for r in results["rows"] if r["label"] == "1-NN")
     assert row["reference"] and row["metrics"]["test"]["accuracy"]["mean"] == pytest.approx(
-        float((brute == test.labels.numpy()).mean()), abs=1e-15)
+        float((brute == test.labels.numpy()).mean()), abs=1e-15
+    )
     table = (out / "results.md").read_text()
     assert "| 1-NN " in table and "1nn-euclidean (reference)" in table and "Closed-form rows" in table
     # MiniRocket's warm-up (numba's one-off compilation) is reported beside its fit, not hidden: the first seed's
     # run made it, the second found it done; the table's "compile s" is the first's
-    compile_seconds = [json.loads(next((out / "runs" / "MR").glob(f"seed{seed}-*/result.json")).read_text())
-                       ["timing"]["compile_seconds"] for seed in (0, 1)]
+    compile_seconds = [
+        json.loads(next((out / "runs" / "MR").glob(f"seed{seed}-*/result.json")).read_text())["timing"][
+            "compile_seconds"
+        ]
+        for seed in (0, 1)
+    ]
     assert compile_seconds[0] > 0.0 and compile_seconds[1] == 0.0
     lines = table.splitlines()
     start = next(i for i, line in enumerate(lines) if "| compile s |" in line)  # (a wide table comes in parts)
     column = [c.strip() for c in lines[start].split("|")].index("compile s")
     cells = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells[line.split("|")[1].strip()] = line.split("|")[column].strip()
@@ -384,15 +442,33 @@ def test_reference_row_equals_the_python_function(tmp_path, monkeypatch):
     assert path.stat().st_mtime_ns == stamp and again["rows"] == results["rows"]
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"model": "minirocket", "training": {"epochs": 3}}, r"models\[0\].training: 'minirocket' is a reference method"),
-    ({"model": "1nn-dtw", "control": {"interpolation": "linear"}}, r"models\[0\].control: '1nn-dtw' is a reference method"),
-    ({"model": "1nn-dtw", "options": {"distance": "euclidean"}}, r"unknown key\(s\) 'distance' in models\[0\].options"),
-    ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
-    ({"model": "minirocket", "options": {"fit_on": "val"}}, r"models\[0\].options.fit_on must be one of train\+val"),
-    ({"model": "rocket"}, r"not a known model; did you mean 'minirocket'\? known models: .*; reference methods: "
-                         r"minirocket, multirocket-hydra, quant, 1nn-euclidean"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        (
+            {"model": "minirocket", "training": {"epochs": 3}},
+            r"models\[0\].training: 'minirocket' is a reference method",
+        ),
+        (
+            {"model": "1nn-dtw", "control": {"interpolation": "linear"}},
+            r"models\[0\].control: '1nn-dtw' is a reference method",
+        ),
+        (
+            {"model": "1nn-dtw", "options": {"distance": "euclidean"}},
+            r"unknown key\(s\) 'distance' in models\[0\].options",
+        ),
+        ({"model": "minirocket", "options": {"random_state": 3}}, r"unknown key\(s\) 'random_state'"),
+        (
+            {"model": "minirocket", "options": {"fit_on": "val"}},
+            r"models\[0\].options.fit_on must be one of train\+val",
+        ),
+        (
+            {"model": "rocket"},
+            r"not a known model; did you mean 'minirocket'\? known models: .*; reference methods: "
+            r"minirocket, multirocket-hydra, quant, 1nn-euclidean",
+        ),
+    ],
+)
 def test_reference_rows_are_validated(row, message):
     config = {"name": "x", "task": "japanese-vowels", "models": [row]}
     with pytest.raises(ConfigError, match=message):
@@ -400,11 +476,18 @@ def test_reference_rows_are_validated(row, message):
 
 
 def test_a_config_of_reference_rows_needs_no_training_settings():
-    rows = parse_config({"name": "x", "task": "japanese-vowels",
-                         "models": [{"model": "minirocket", "options": {"n_kernels": 840}}]}).rows
+    rows = parse_config(
+        {"name": "x", "task": "japanese-vowels", "models": [{"model": "minirocket", "options": {"n_kernels": 840}}]}
+    ).rows
     assert rows[0].reference and rows[0].training is None and rows[0].to_dict()["reference"] is True
-    model_row = parse_config({"name": "x", "task": "japanese-vowels", "models": [{"model": "gru-dt"}],
-                              "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}}).rows[0]
+    model_row = parse_config(
+        {
+            "name": "x",
+            "task": "japanese-vowels",
+            "models": [{"model": "gru-dt"}],
+            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4},
+        }
+    ).rows[0]
     assert model_row.to_dict()["reference"] is False  # every row records what it is
 
 
@@ -421,8 +504,10 @@ def test_random_feature_rows_are_labelled_as_the_toolkits_not_as_references():
     from neuralde_seq.training.plots import row_label
     from neuralde_seq.training.report import summarise_row
 
-    rows = {name: summarise_row({"label": name, "model": name, "reference": True, "paper": None}, [], "accuracy", [])
-            for name in ("random-features", "minirocket")}
+    rows = {
+        name: summarise_row({"label": name, "model": name, "reference": True, "paper": None}, [], "accuracy", [])
+        for name in ("random-features", "minirocket")
+    }
     assert row_label(rows["random-features"]) == "random-features (random features)"
     assert row_label(rows["minirocket"]) == "minirocket (reference)"
     assert row_label(summarise_row({"label": "gru", "model": "gru-dt", "paper": None}, [], "accuracy", [])) == "gru"
@@ -438,8 +523,10 @@ def test_the_built_in_methods_name_their_estimator_classes_not_import_paths():
 
     given_as_strings = sorted(name for name, method in REFERENCE_METHODS.items() if isinstance(method.estimator, str))
     assert given_as_strings == []
-    assert all(REFERENCE_METHODS[name].estimator is RandomFeatureClassifier
-               for name in ("random-features", "random-features-delta-rde", "random-features-tuned"))
+    assert all(
+        REFERENCE_METHODS[name].estimator is RandomFeatureClassifier
+        for name in ("random-features", "random-features-delta-rde", "random-features-tuned")
+    )
 
 
 @pytest.mark.parametrize("labels", [np.array([3, 1] * 8), np.array(["walk", "run"] * 8)], ids=["ints", "strings"])

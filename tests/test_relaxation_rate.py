@@ -33,14 +33,14 @@ def _x_grid():
     xs = set(np.logspace(-12, math.log10(50.0), 400).tolist())
     for s in SWITCHES:
         for k in range(1, 6):
-            xs.update((s * (1 - 10.0 ** -k), s * (1 + 10.0 ** -k)))
+            xs.update((s * (1 - 10.0**-k), s * (1 + 10.0**-k)))
         xs.update((s, float(np.nextafter(s, 0.0)), float(np.nextafter(s, 1.0))))
     return sorted(xs)
 
 
 def _round_mantissa(v, bits):
     m, e = math.frexp(v)
-    return math.ldexp(round(m * 2 ** bits) / 2 ** bits, e)
+    return math.ldexp(round(m * 2**bits) / 2**bits, e)
 
 
 def reference(c, n, h):
@@ -50,15 +50,15 @@ def reference(c, n, h):
         x = c * n * h
         decay = mpmath.exp(-x)
         value = -mpmath.expm1(-x) / n if n else c * h
-        g = mpmath.gammainc(2, 0, x) / x ** 2 if x else mpmath.mpf(1) / 2
-        return value, h * decay, -(c * h) ** 2 * g, c * decay
+        g = mpmath.gammainc(2, 0, x) / x**2 if x else mpmath.mpf(1) / 2
+        return value, h * decay, -((c * h) ** 2) * g, c * decay
 
 
 def _relative_errors(got, expected):
     return np.array([float(abs((mpmath.mpf(a) - b) / b)) for a, b in zip(got.detach().double().tolist(), expected)])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exact_case(dtype):
     xs = _x_grid()
     rows = [(c, _round_mantissa(x / (c * h), MANTISSA_BITS[dtype]), h) for c, h in CH for x in xs]
@@ -87,14 +87,22 @@ def test_relaxation_rate_against_mpmath(dtype):
     grads = torch.autograd.grad(value.sum(), (c, n, h))
     eps = torch.finfo(dtype).eps
     x = np.array([c_ * n_ * h_ for c_, n_, h_ in rows])
-    for name, got, k, tol in (("value", value, 0, VALUE_TOL), ("d/dc", grads[0], 1, GRAD_TOL),
-                              ("d/dn", grads[1], 2, GRAD_TOL), ("d/dh", grads[2], 3, GRAD_TOL)):
+    for name, got, k, tol in (
+        ("value", value, 0, VALUE_TOL),
+        ("d/dc", grads[0], 1, GRAD_TOL),
+        ("d/dn", grads[1], 2, GRAD_TOL),
+        ("d/dh", grads[2], 3, GRAD_TOL),
+    ):
         errors = _relative_errors(got, [r[k] for r in refs]) / eps
         worst = int(errors.argmax())
         assert errors[worst] <= tol, f"{name}: {errors[worst]:.3g} eps at x = {x[worst]:.6g}"
     # A number h gives the same values as a tensor h.
-    torch.testing.assert_close(relaxation_rate(c[:len(rows) // len(CH)], n[:len(rows) // len(CH)], CH[0][1]),
-                               value[:len(rows) // len(CH)], rtol=0, atol=0)
+    torch.testing.assert_close(
+        relaxation_rate(c[: len(rows) // len(CH)], n[: len(rows) // len(CH)], CH[0][1]),
+        value[: len(rows) // len(CH)],
+        rtol=0,
+        atol=0,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -1,5 +1,6 @@
 """Issue 24, config and CLI: names and labels that could lead outside the output folder, variant labels that would
 replace a split, a YAML alias bomb, unreadable recorded runs, and every CLI config error as one line with exit 2."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,21 @@ from neuralde_seq.cli import main
 from neuralde_seq.training.config import ConfigError, apply_overrides, load_config, parse_config, slug
 
 # A tiny config of one closed-form row (1-NN: fitted in a moment, no training).
-_REFERENCE_CONFIG = {"name": "tiny-reference", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3},
-                     "seeds": [0], "models": [{"label": "one-nn", "model": "1nn-euclidean"}]}
+_REFERENCE_CONFIG = {
+    "name": "tiny-reference",
+    "task": "japanese-vowels",
+    "task_options": {"drop_rate": 0.3},
+    "seeds": [0],
+    "models": [{"label": "one-nn", "model": "1nn-euclidean"}],
+}
 # A tiny config of one trained row.
-_TRAINED_CONFIG = {"name": "tiny", "task": "japanese-vowels", "seeds": [0],
-                   "training": {"epochs": 1, "lr": 1e-2, "batch_size": 64},
-                   "models": [{"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 8}}]}
+_TRAINED_CONFIG = {
+    "name": "tiny",
+    "task": "japanese-vowels",
+    "seeds": [0],
+    "training": {"epochs": 1, "lr": 1e-2, "batch_size": 64},
+    "models": [{"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 8}}],
+}
 
 
 def _config(**changes) -> dict:
@@ -36,8 +46,9 @@ def _write(path: Path, config: dict) -> Path:
 
 
 # ------------------------------------------------------------------------- silent 7: the config's name
-@pytest.mark.parametrize("name", ["/some/absolute/path", "../../x", "..", ".", "a/b", "a\\b", "c:x", "x\x00y",
-                                  ".hidden"])
+@pytest.mark.parametrize(
+    "name", ["/some/absolute/path", "../../x", "..", ".", "a/b", "a\\b", "c:x", "x\x00y", ".hidden"]
+)
 def test_config_name_must_be_one_folder_name(name):
     with pytest.raises(ConfigError, match=r"^name .*(holds|starts with a dot)"):
         parse_config(_config(name=name))
@@ -55,8 +66,27 @@ def test_bench_default_output_folder_never_leaves_results(tmp_path, monkeypatch,
 
 
 # ------------------------------------------------------------------------- silent 8: row labels and folders
-_NASTY = ["..", ".", "", "/", "\\", "../..", "../x", "./.", "a/../..", ".hidden", "..\\..", "_", "-", "~", "\x00",
-          "/etc/passwd", "C:\\x", "é", "..."]
+_NASTY = [
+    "..",
+    ".",
+    "",
+    "/",
+    "\\",
+    "../..",
+    "../x",
+    "./.",
+    "a/../..",
+    ".hidden",
+    "..\\..",
+    "_",
+    "-",
+    "~",
+    "\x00",
+    "/etc/passwd",
+    "C:\\x",
+    "é",
+    "...",
+]
 
 
 def test_slug_is_always_one_folder_inside_its_parent(tmp_path):
@@ -99,11 +129,14 @@ def test_row_folder_through_a_planted_link_is_refused(tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"model": []}, r"models\[0\]\.model must be a model name \(a string\), got \[\]"),
-    ({"model": {"a": 1}}, r"models\[0\]\.model must be a model name"),
-    ({"model": "gru-dt", "label": ["a"]}, r"models\[0\]\.label must be a string"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"model": []}, r"models\[0\]\.model must be a model name \(a string\), got \[\]"),
+        ({"model": {"a": 1}}, r"models\[0\]\.model must be a model name"),
+        ({"model": "gru-dt", "label": ["a"]}, r"models\[0\]\.label must be a string"),
+    ],
+)
 def test_row_model_and_label_of_another_type_are_config_errors(row, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(_config(models=[row]))
@@ -133,9 +166,18 @@ def test_fit_and_evaluate_refuses_an_extra_test_set_named_like_a_split(tmp_path)
     variant = data.splits.test.subset(range(len(data.splits.train)))
     calls = []
     with pytest.raises(ValueError, match=r"tests: the label\(s\) 'train' name a split"):
-        calls.append(fit_and_evaluate("gru-dt", data.splits, seed=0, options={"hidden": 8}, progress=False,
-                                      training={"epochs": 1, "lr": 1e-2, "batch_size": 64},
-                                      checkpoint_path=tmp_path / "best.pt", tests={"train": variant}))
+        calls.append(
+            fit_and_evaluate(
+                "gru-dt",
+                data.splits,
+                seed=0,
+                options={"hidden": 8},
+                progress=False,
+                training={"epochs": 1, "lr": 1e-2, "batch_size": 64},
+                checkpoint_path=tmp_path / "best.pt",
+                tests={"train": variant},
+            )
+        )
     assert calls == [] and not (tmp_path / "best.pt").exists()  # refused before any training
 
 
@@ -152,8 +194,10 @@ def _alias_bomb(levels: int = 9) -> str:
 def test_alias_bomb_config_is_refused_fast(tmp_path):
     # bounded, not too tight: every shipped config reads as plain YAML does
     root = Path(__file__).resolve().parents[1]
-    for shipped in [*sorted((root / "tasks" / "configs").glob("*.yaml")),
-                    root / "neuralde_seq" / "configs" / "compare.yaml"]:
+    for shipped in [
+        *sorted((root / "tasks" / "configs").glob("*.yaml")),
+        root / "neuralde_seq" / "configs" / "compare.yaml",
+    ]:
         assert load_config(shipped) == yaml.safe_load(shipped.read_text()), shipped
     path = tmp_path / "bomb.yaml"
     path.write_text(_alias_bomb())
@@ -278,8 +322,13 @@ def test_cli_config_errors_are_one_line_and_exit_2(bad_files, tmp_path, argv, me
 
 def test_cli_process_exits_2_without_a_traceback(bad_files):
     for argv in (["bench", str(bad_files / "broken.yaml")], ["bench", str(bad_files / "good.yaml"), "--device", "x"]):
-        done = subprocess.run([sys.executable, "-m", "neuralde_seq.cli", *argv], capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        done = subprocess.run(
+            [sys.executable, "-m", "neuralde_seq.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 

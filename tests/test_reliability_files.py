@@ -4,6 +4,7 @@ is named with what to do (never with the advice to load it unsafely).
 
 The runs use the embedded JapaneseVowels data with a tiny GRU-Δt and a few training steps.
 """
+
 import io
 import json
 import os
@@ -35,9 +36,14 @@ UNSAFE_ADVICE = "weights_only=False"
 
 
 def _config(**changes):
-    config = {"name": "files", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
-              "training": {"epochs": 1, "lr": 3e-3, "batch_size": 64},
-              "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 4}}]}
+    config = {
+        "name": "files",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0],
+        "training": {"epochs": 1, "lr": 3e-3, "batch_size": 64},
+        "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 4}}],
+    }
     config.update(changes)
     return config
 
@@ -66,15 +72,31 @@ def _tiny_fit_data():
 # --------------------------------------------------------------------------------------------- safe writes
 # Each writer of run outputs, with how to read back what it wrote.
 WRITERS = {
-    "checkpoint": (lambda path: save_checkpoint(path, model=torch.nn.Linear(3, 2), epoch=4),
-                   lambda path: load_checkpoint(path)["epoch"] == 4),
-    "result.json": (lambda path: write_json({"accuracy": 0.5}, path),
-                    lambda path: json.loads(path.read_text()) == {"accuracy": 0.5}),
-    "results.md": (lambda path: write_table("| a |", path, title="T"),
-                   lambda path: path.read_text() == "# T\n\n| a |\n"),
-    "curves.csv": (lambda path: write_curves({"train_loss": [1.0], "train_accuracy": [0.5], "val_loss": [2.0],
-                                              "val_accuracy": [0.25], "seconds_per_epoch": [0.1]}, path),
-                   lambda path: path.read_text().splitlines()[1] == "1,1.0,0.5,2.0,0.25,,0.1"),
+    "checkpoint": (
+        lambda path: save_checkpoint(path, model=torch.nn.Linear(3, 2), epoch=4),
+        lambda path: load_checkpoint(path)["epoch"] == 4,
+    ),
+    "result.json": (
+        lambda path: write_json({"accuracy": 0.5}, path),
+        lambda path: json.loads(path.read_text()) == {"accuracy": 0.5},
+    ),
+    "results.md": (
+        lambda path: write_table("| a |", path, title="T"),
+        lambda path: path.read_text() == "# T\n\n| a |\n",
+    ),
+    "curves.csv": (
+        lambda path: write_curves(
+            {
+                "train_loss": [1.0],
+                "train_accuracy": [0.5],
+                "val_loss": [2.0],
+                "val_accuracy": [0.25],
+                "seconds_per_epoch": [0.1],
+            },
+            path,
+        ),
+        lambda path: path.read_text().splitlines()[1] == "1,1.0,0.5,2.0,0.25,,0.1",
+    ),
 }
 
 
@@ -100,8 +122,13 @@ def test_plots_are_written_atomically_and_not_through_a_symlink(tmp_path):
     victim = _victim(tmp_path)
     target = tmp_path / "summary.png"
     os.symlink(victim, target)
-    summary = {"label": "gru", "metric": "accuracy", "scale": 100, "paper": None,
-               "metrics": {"test": {"accuracy": {"mean": 0.5, "std": 0.1}}}}
+    summary = {
+        "label": "gru",
+        "metric": "accuracy",
+        "scale": 100,
+        "paper": None,
+        "metrics": {"test": {"accuracy": {"mean": 0.5, "std": 0.1}}},
+    }
     plot_summary([summary], target)
     assert victim.read_text() == VICTIM_TEXT
     assert not target.is_symlink() and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -130,8 +157,9 @@ def test_a_write_that_fails_for_lack_of_space_names_the_file(tmp_path):
         except OSError as error:
             print("errno", error.errno, "filename", error.filename, "message", error)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_environment(),
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=_environment(), timeout=120
+    )
     assert f"filename {target} message" in out.stdout and str(target) in out.stdout.split("message", 1)[1], out
     assert not target.exists() and list(tmp_path.iterdir()) == []  # nothing half-written, no temporary left
 
@@ -169,8 +197,7 @@ def test_a_bench_whose_plot_fails_leaves_the_previous_results_files_as_they_were
 
     out = tmp_path / "out"
     run_benchmark(_config(), out_dir=out, max_steps=2, progress=False)
-    before = {name: (out / name).read_bytes() for name in ("results.json", "results.md", "curves.png",
-                                                           "summary.png")}
+    before = {name: (out / name).read_bytes() for name in ("results.json", "results.md", "curves.png", "summary.png")}
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -200,8 +227,9 @@ def test_a_fifo_at_the_lock_path_is_named_and_refused(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / ".neuralde-seq.lock")
-    code = main(["bench", str(_write_config(tmp_path, _config())), "--out", str(out), "--max-steps", "1",
-                 "--no-progress"])
+    code = main(
+        ["bench", str(_write_config(tmp_path, _config())), "--out", str(out), "--max-steps", "1", "--no-progress"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and f"lock file {out / '.neuralde-seq.lock'} is a FIFO, not a regular file: remove it" in err
 
@@ -251,8 +279,9 @@ _HOLD_LOCK = textwrap.dedent("""
 
 
 def _hold_lock(folder, how="hold"):
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(folder), how], stdout=subprocess.PIPE,
-                              text=True, env=_environment())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(folder), how], stdout=subprocess.PIPE, text=True, env=_environment()
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -296,10 +325,24 @@ def test_two_bench_processes_on_one_out_both_finish_or_one_refuses_cleanly(tmp_p
     config.write_text(yaml.safe_dump(_config()))
     for attempt in range(3):  # each attempt a new interleaving of the two processes
         out = tmp_path / f"out{attempt}"
-        command = [sys.executable, "-m", "neuralde_seq", "bench", str(config), "--max-steps", "2", "--out", str(out),
-                   "--no-progress"]
-        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=_environment(), cwd=tmp_path) for _ in range(2)]
+        command = [
+            sys.executable,
+            "-m",
+            "neuralde_seq",
+            "bench",
+            str(config),
+            "--max-steps",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+        processes = [
+            subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(), cwd=tmp_path
+            )
+            for _ in range(2)
+        ]
         outcomes = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in processes]
         for p in processes:
             p.stdout.close()
@@ -370,8 +413,17 @@ def test_fit_resume_from_a_checkpoint_that_cannot_be_used_is_named_with_what_to_
     path = tmp_path / "last.pt"
     path.write_bytes(BAD_FILES[kind](tmp_path))
     with pytest.raises(ValueError) as caught:
-        fit(torch.nn.Linear(3, 2), Classification(2), _tiny_fit_data(), epochs=1, lr=1e-2, batch_size=8,
-            progress=False, resume_path=path, resume=True)
+        fit(
+            torch.nn.Linear(3, 2),
+            Classification(2),
+            _tiny_fit_data(),
+            epochs=1,
+            lr=1e-2,
+            batch_size=8,
+            progress=False,
+            resume_path=path,
+            resume=True,
+        )
     _assert_helpful(caught.value, path)
     assert path.read_bytes() == BAD_FILES[kind](tmp_path)  # left for the user to look at
 
@@ -414,8 +466,10 @@ RAW_WRITES_ALLOWED = {
     "neuralde_seq/data/io/extraction.py": "members written into a fresh private folder that is renamed into place",
     "neuralde_seq/data/io/download.py": "the partial download, opened with O_NOFOLLOW under the file's lock",
 }
-RAW_WRITE = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)\n]*[\"'](?:w|wb|a|ab|x|xb|w\+|r\+)[\"']|"
-                       r"\bjson\.dump\(|\bnp\.save[z]?\(|\btorch\.save\(\w+, (?!handle\))")
+RAW_WRITE = re.compile(
+    r"\.write_text\(|\.write_bytes\(|\bopen\([^)\n]*[\"'](?:w|wb|a|ab|x|xb|w\+|r\+)[\"']|"
+    r"\bjson\.dump\(|\bnp\.save[z]?\(|\btorch\.save\(\w+, (?!handle\))"
+)
 
 
 def test_every_writer_in_the_repository_writes_through_the_safe_writers():
@@ -431,4 +485,5 @@ def test_every_writer_in_the_repository_writes_through_the_safe_writers():
                 if RAW_WRITE.search(code) and "/proc/" not in code:
                     offenders.append(f"{name}:{number}: {line.strip()}")
     assert not offenders, "raw writes (use neuralde_seq.files.write_text_atomic / atomic_file):\n" + "\n".join(
-        offenders)
+        offenders
+    )

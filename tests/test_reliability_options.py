@@ -10,6 +10,7 @@ give the right answer or a clear error naming the argument.
 - class indices out of the model's range (torch's IndexError at the first step, not a named error before it);
 - `fit`'s rates given as bools or strings.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,16 +38,22 @@ def _series(n=12, steps=16, seed=0):
 
 
 def _small_estimators():
-    return [SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=1, batch_size=6, random_state=0),
-            SequenceRegressor("gru-dt", model_options={"hidden": 4}, epochs=1, batch_size=6, random_state=0),
-            RandomFeatureClassifier(width=16, random_state=0),
-            RandomFeatureRegressor(width=16, random_state=0)]
+    return [
+        SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=1, batch_size=6, random_state=0),
+        SequenceRegressor("gru-dt", model_options={"hidden": 4}, epochs=1, batch_size=6, random_state=0),
+        RandomFeatureClassifier(width=16, random_state=0),
+        RandomFeatureRegressor(width=16, random_state=0),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ labels
-@pytest.mark.parametrize("make", [
-    lambda: SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=1, random_state=0),
-    lambda: RandomFeatureClassifier(width=16, random_state=0)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SequenceClassifier("gru-dt", model_options={"hidden": 4}, epochs=1, random_state=0),
+        lambda: RandomFeatureClassifier(width=16, random_state=0),
+    ],
+)
 @pytest.mark.parametrize("labels", [["a", 1] * 6, np.array(["a", 1.5] * 6, dtype=object)])
 def test_labels_mixing_strings_and_numbers_are_refused(make, labels):
     X, _, _ = _series()
@@ -93,7 +100,9 @@ def test_unobserved_fill_must_be_a_finite_number(fill):
     times = torch.arange(6.0).expand(2, 6)
     values = torch.randn(2, 6, 2)
     values[1, :, 1] = float("nan")  # sample 1 never observes channel 1
-    message = r"unobserved_fill must be None, a finite number or a sequence of finite numbers.*got " + re.escape(repr(fill))
+    message = r"unobserved_fill must be None, a finite number or a sequence of finite numbers.*got " + re.escape(
+        repr(fill)
+    )
     with pytest.raises(ValueError, match=message):
         build_control(times, values, unobserved_fill=fill, interpolation="linear")
     # a finite fill is what the never-observed channel reads at every knot (channel 0 is the time)
@@ -111,11 +120,19 @@ def test_control_flags_must_be_bools(flag):
 
 
 # ------------------------------------------------------------------------------------------------ SolverOptions
-@pytest.mark.parametrize("method, field, value, kind", [
-    (RK4, "step_size", True, "a positive number"), (RK4, "step_size", "0.1", "a positive number"),
-    (RK4, "step_size", "small", "a positive number"), (Dopri5, "rtol", True, "a positive number"),
-    (Dopri5, "rtol", "1e-3", "a positive number"), (Dopri5, "atol", "tiny", "a positive number"),
-    (Exact, "chunk_size", True, "a positive integer"), (Exact, "compile", "yes", "True or False")])
+@pytest.mark.parametrize(
+    "method, field, value, kind",
+    [
+        (RK4, "step_size", True, "a positive number"),
+        (RK4, "step_size", "0.1", "a positive number"),
+        (RK4, "step_size", "small", "a positive number"),
+        (Dopri5, "rtol", True, "a positive number"),
+        (Dopri5, "rtol", "1e-3", "a positive number"),
+        (Dopri5, "atol", "tiny", "a positive number"),
+        (Exact, "chunk_size", True, "a positive integer"),
+        (Exact, "compile", "yes", "True or False"),
+    ],
+)
 def test_numeric_solver_options_refuse_bools_and_strings(method, field, value, kind):
     with pytest.raises(ValueError, match=rf"^{method.__name__}\.{field} must be {kind}.*got {value!r}"):
         method(**{field: value})
@@ -128,19 +145,28 @@ def test_solver_integers_given_as_numpy_integers_are_kept_as_ints():
 
 
 def test_a_config_solver_option_that_is_a_word_names_its_key():
-    config = {"name": "tiny", "task": "japanese-vowels", "seeds": [0],
-              "training": {"epochs": 1, "lr": 1e-2, "batch_size": 8},
-              "solver": {"method": "rk4", "step_size": "small"},
-              "models": [{"model": "ncde", "options": {"hidden": 4}}]}
+    config = {
+        "name": "tiny",
+        "task": "japanese-vowels",
+        "seeds": [0],
+        "training": {"epochs": 1, "lr": 1e-2, "batch_size": 8},
+        "solver": {"method": "rk4", "step_size": "small"},
+        "models": [{"model": "ncde", "options": {"hidden": 4}}],
+    }
     with pytest.raises(ConfigError, match=r"solver: RK4\.step_size must be a positive number or None, got 'small'"):
         validate_config(config)
 
 
 # ------------------------------------------------------------------------------------------------ magnitudes
-@pytest.mark.parametrize("make", [
-    lambda: SequenceClassifier("gru-dt", model_options={"hidden": 8}, epochs=3, lr=0.02, batch_size=6,
-                               random_state=0),
-    lambda: RandomFeatureClassifier(width=32, random_state=0)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SequenceClassifier(
+            "gru-dt", model_options={"hidden": 8}, epochs=3, lr=0.02, batch_size=6, random_state=0
+        ),
+        lambda: RandomFeatureClassifier(width=32, random_state=0),
+    ],
+)
 def test_raw_values_of_1e12_are_standardised_by_the_estimator(make):
     """Standardisation makes the estimator invariant to the scale of X: X·1e12 gives X's answers."""
     X, y, times = _series(seed=1)
@@ -149,22 +175,30 @@ def test_raw_values_of_1e12_are_standardised_by_the_estimator(make):
     np.testing.assert_allclose(large.channel_mean_, small.channel_mean_ * 1e12, rtol=1e-6)
     np.testing.assert_allclose(large.channel_scale_, small.channel_scale_ * 1e12, rtol=1e-6)
     if hasattr(small, "predict_proba"):
-        np.testing.assert_allclose(large.predict_proba(X * 1e12, times=times), small.predict_proba(X, times=times),
-                                   atol=1e-4)
+        np.testing.assert_allclose(
+            large.predict_proba(X * 1e12, times=times), small.predict_proba(X, times=times), atol=1e-4
+        )
     else:
-        np.testing.assert_allclose(large.decision_function(X * 1e12, times=times),
-                                   small.decision_function(X, times=times), atol=1e-3)
+        np.testing.assert_allclose(
+            large.decision_function(X * 1e12, times=times), small.decision_function(X, times=times), atol=1e-3
+        )
     # a value that lies beyond the finite range once standardised (far outside the training data) is named
     far = X.copy()
     far[3, 5] = 1e22
-    with pytest.raises(ValueError, match=r"X\[3\] has the value 1e\+22 at step 5, channel 0: .* standard deviations "
-                                         r"from the channel's training mean \(channel_mean_\[0\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"X\[3\] has the value 1e\+22 at step 5, channel 0: .* standard deviations "
+        r"from the channel's training mean \(channel_mean_\[0\]",
+    ):
         small.predict(far, times=times)
     # beyond float32's largest number: use float64
     huge = X.copy()
     huge[2, 4] = 1e39
-    with pytest.raises(ValueError, match=r"X\[2\] has a value beyond the largest torch.float32 number .* step 4, "
-                                         r"channel 0: use dtype='float64'"):
+    with pytest.raises(
+        ValueError,
+        match=r"X\[2\] has a value beyond the largest torch.float32 number .* step 4, "
+        r"channel 0: use dtype='float64'",
+    ):
         make().fit(huge, y, times=times)
 
 
@@ -200,11 +234,15 @@ def test_a_class_index_out_of_range_is_named_before_the_first_loss():
     assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())  # no step taken
 
 
-@pytest.mark.parametrize("setting, value, message", [
-    ("lr", True, "lr must be a positive finite number"),
-    ("weight_decay", "0", "weight_decay must be a finite number >= 0"),
-    ("penalty_weight", True, "penalty_weight must be a finite number >= 0"),
-    ("grad_clip", True, "grad_clip must be a positive number or None")])
+@pytest.mark.parametrize(
+    "setting, value, message",
+    [
+        ("lr", True, "lr must be a positive finite number"),
+        ("weight_decay", "0", "weight_decay must be a finite number >= 0"),
+        ("penalty_weight", True, "penalty_weight must be a finite number >= 0"),
+        ("grad_clip", True, "grad_clip must be a positive number or None"),
+    ],
+)
 def test_fit_rates_refuse_bools_and_strings(setting, value, message):
     inputs, model = _gru_data()
     settings = {"epochs": 1, "lr": 0.1, "batch_size": 4, setting: value}
@@ -224,8 +262,11 @@ def test_times_that_float32_merges_are_named_with_the_cast_as_the_cause():
     times[3][801] = times[3][800] + 2e-9  # distinct in float64, equal in float32
     y = [0, 1] * 3
     for estimator in (RandomFeatureClassifier(width=32), SequenceClassifier("gru-dt", epochs=1)):
-        with pytest.raises(ValueError, match=r"X\[3\] at steps 800 and 801 .* become equal in torch.float32.*"
-                                             r"dtype='float64'"):
+        with pytest.raises(
+            ValueError,
+            match=r"X\[3\] at steps 800 and 801 .* become equal in torch.float32.*"
+            r"dtype='float64'",
+        ):
             estimator.fit(X, y, times=times)
     # in float64 the same times are accepted
     RandomFeatureClassifier(width=32, dtype="float64").fit(X, y, times=times)

@@ -1,6 +1,7 @@
 """The fused reservoir kernel (neuralde_seq.ops.reservoir_features) against its torch reference and against the
 linear CDE's own states, in float64, at the lengths users run (2,000 knots), and the random-feature map's features
 by the kernel against the same map's features from every state (the path taken without numba)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,7 @@ def _problem(structure, N=4, S=2000, D=3, H=24, Q=2, seed=0):
     randn = lambda *shape: torch.randn(*shape, generator=generator, dtype=torch.float64)
     terms = randn(N, S, D) * 0.05
     ends = torch.tensor([S, S // 2, 1, 0][:N])
-    terms[1, S // 2:] = 0.0  # zero after each end, as the controls give them
+    terms[1, S // 2 :] = 0.0  # zero after each end, as the controls give them
     terms[2, 1:] = 0.0
     terms[3] = 0.0
     h0 = randn(N, H)

@@ -11,8 +11,14 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import cross_val_score
 
 from neuralde_seq.random_features import RidgeReadout, positive_proportion
-from neuralde_seq.reservoir_tuning import (FineTuning, ReservoirNetwork, RidgeLeaveOneOut, improves, paired_improvement,
-                                           ridge_leave_one_out_error)
+from neuralde_seq.reservoir_tuning import (
+    FineTuning,
+    ReservoirNetwork,
+    RidgeLeaveOneOut,
+    improves,
+    paired_improvement,
+    ridge_leave_one_out_error,
+)
 from neuralde_seq.sklearn import RandomFeatureClassifier, RandomFeatureRegressor
 
 
@@ -33,6 +39,7 @@ def _series(n, length, seed, classes=2):
 
 # ------------------------------------------------------------------------------------------- leave-one-out error
 
+
 @pytest.mark.parametrize("n, p", [(12, 30), (40, 5)], ids=["samples<features", "samples>features"])
 def test_leave_one_out_error_equals_the_readouts_cross_validation(n, p):
     rng = np.random.default_rng(n)
@@ -49,7 +56,7 @@ def test_leave_one_out_error_is_the_refitted_error_and_has_exact_gradients():
     errors = []
     for i in range(9):  # its definition: refit without sample i, predict it
         keep = np.arange(9) != i
-        errors.append((Ridge(alpha=0.3, solver="cholesky").fit(Z[keep], Y[keep]).predict(Z[i:i + 1])[0] - Y[i]) ** 2)
+        errors.append((Ridge(alpha=0.3, solver="cholesky").fit(Z[keep], Y[keep]).predict(Z[i : i + 1])[0] - Y[i]) ** 2)
     value = ridge_leave_one_out_error(torch.tensor(Z), torch.tensor(Y), 0.3)
     assert float(value) == pytest.approx(np.mean(errors), rel=1e-9)
     features = torch.tensor(Z, requires_grad=True)
@@ -59,6 +66,7 @@ def test_leave_one_out_error_is_the_refitted_error_and_has_exact_gradients():
 
 
 # ------------------------------------------------------------------------------------------- smooth "ppv"
+
 
 def test_smooth_proportion_tends_to_the_exact_one_as_the_temperature_goes_to_zero():
     generator = torch.Generator().manual_seed(0)
@@ -73,21 +81,30 @@ def test_smooth_proportion_tends_to_the_exact_one_as_the_temperature_goes_to_zer
     for b in range(3):
         knots = 35 if b == 1 else 50
         for k in range(2):
-            written[b, k * 6:(k + 1) * 6] = (states[b, :knots].numpy() > biases[k].numpy()).mean(axis=0)
+            written[b, k * 6 : (k + 1) * 6] = (states[b, :knots].numpy() > biases[k].numpy()).mean(axis=0)
     np.testing.assert_allclose(exact.numpy(), written, rtol=0, atol=1e-15)
-    errors = [float((positive_proportion(states, inside, biases, spreads, t) - exact).abs().max())
-              for t in (1.0, 0.1, 0.01, 1e-3, 1e-5)]
+    errors = [
+        float((positive_proportion(states, inside, biases, spreads, t) - exact).abs().max())
+        for t in (1.0, 0.1, 0.01, 1e-3, 1e-5)
+    ]
     assert all(later < earlier for earlier, later in zip(errors, errors[1:])), errors
     assert errors[0] > 0.05 and errors[-1] < 1e-6
 
 
 # ------------------------------------------------------------------------------------------- the untrained network
 
-@pytest.mark.parametrize("reservoir, options, length", [
-    ("slice-block", {"width": 32}, 60), ("delta-rde", {"width": 16}, 60),
-    ("slice-diag", {"width": 24, "features": ("ppv", "mean", "values")}, 60),
-    ("slice-block", {"width": 32}, 1500), ("delta-rde", {"width": 16}, 1500)],  # the lengths users run too
-    ids=["oscillators", "ct-fwp", "decay-with-values", "oscillators-1500", "ct-fwp-1500"])
+
+@pytest.mark.parametrize(
+    "reservoir, options, length",
+    [
+        ("slice-block", {"width": 32}, 60),
+        ("delta-rde", {"width": 16}, 60),
+        ("slice-diag", {"width": 24, "features": ("ppv", "mean", "values")}, 60),
+        ("slice-block", {"width": 32}, 1500),
+        ("delta-rde", {"width": 16}, 1500),
+    ],  # the lengths users run too
+    ids=["oscillators", "ct-fwp", "decay-with-values", "oscillators-1500", "ct-fwp-1500"],
+)
 def test_untrained_network_gives_the_random_feature_models_decisions(reservoir, options, length):
     X, y = _series(30, length, seed=1, classes=3)
     model = RandomFeatureClassifier(reservoir, random_state=0, dtype="float64", **options).fit(X, y)
@@ -120,11 +137,13 @@ def test_leave_one_out_gradients_reach_every_parameter_of_a_ct_fwp_reservoir():
     # learn; what reads the fast weights out (queries, output projection, feed-forward, head) is not the reservoir's
     # state and gets none
     prefix = "reservoir.network.layers.0."
-    assert learning == {"biases"} | {prefix + f"field.{n}.{w}" for n in ("input_proj", "input_norm", "slow")
-                                     for w in ("weight", "bias")}
+    assert learning == {"biases"} | {
+        prefix + f"field.{n}.{w}" for n in ("input_proj", "input_norm", "slow") for w in ("weight", "bias")
+    }
 
 
 # ------------------------------------------------------------------------------------------- selection
+
 
 def _fitted(X, y, **options):
     return RandomFeatureClassifier("slice-block", width=32, random_state=0, dtype="float64", **options).fit(X, y)
@@ -144,8 +163,7 @@ def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
         start, best = report["start"], report["best"]
         assert report["train_size"] + report["validation_size"] == 40
         margin = FineTuning.read(settings).margin * (report["paired"]["standard_error"] if best else 0.0)
-        better = (best is not None and best["loss"] < start["loss"] - margin
-                  and best["accuracy"] >= start["accuracy"])
+        better = best is not None and best["loss"] < start["loss"] - margin and best["accuracy"] >= start["accuracy"]
         assert report["chosen"] == ("fine-tuned" if better else "start")
         if report["chosen"] == "start":
             # the start is the random-feature model itself
@@ -154,11 +172,15 @@ def test_fine_tuned_model_is_kept_only_when_it_beats_the_start_on_validation():
             assert tuned.feature_map_.temperature_ == FineTuning.read(settings).temperature
             assert not np.allclose(tuned.decision_function(X), plain.decision_function(X))
             # the readout is refitted on every series' features of the chosen map
-            refit = RidgeReadout(tuned.alphas, classification=True).fit(tuned.random_features(X),
-                                                                        torch.as_tensor(np.searchsorted(
-                                                                            tuned.classes_, y)))
-            np.testing.assert_allclose(tuned.decision_function(X), refit.decision_function(
-                tuned.random_features(X)).numpy(), rtol=1e-9, atol=1e-9)
+            refit = RidgeReadout(tuned.alphas, classification=True).fit(
+                tuned.random_features(X), torch.as_tensor(np.searchsorted(tuned.classes_, y))
+            )
+            np.testing.assert_allclose(
+                tuned.decision_function(X),
+                refit.decision_function(tuned.random_features(X)).numpy(),
+                rtol=1e-9,
+                atol=1e-9,
+            )
     assert chosen == ["fine-tuned", "start"]  # both branches are exercised
 
 
@@ -207,8 +229,9 @@ def test_the_reported_paired_statistic_is_that_of_the_validation_errors():
     tuned = _fitted(X, y, fine_tune={"epochs": 3, "lr": 0.02, "margin": 0.0})
     report = tuned.fine_tuning_
     # the per-series errors average to the validation losses the selection compared
-    assert report["paired"]["improvement"] == pytest.approx(report["start"]["loss"] - report["best"]["loss"],
-                                                            rel=1e-9, abs=1e-12)
+    assert report["paired"]["improvement"] == pytest.approx(
+        report["start"]["loss"] - report["best"]["loss"], rel=1e-9, abs=1e-12
+    )
 
 
 def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_training_part():
@@ -220,8 +243,14 @@ def test_selection_compares_the_validation_score_of_a_readout_fitted_on_the_trai
     targets = torch.where(torch.as_tensor(y)[:, None] == 1, 1.0, -1.0).to(torch.float64)
     network = ReservoirNetwork(feature_map, readout.feature_mean_, readout.feature_scale_, 0.0)
     train, val = torch.arange(16), torch.arange(16, 24)
-    objective = RidgeLeaveOneOut(readout.alpha_, (inputs[train], targets[train]), classification=True,
-                                 alphas=readout.alphas, batch_size=8, readout_type=RidgeReadout)
+    objective = RidgeLeaveOneOut(
+        readout.alpha_,
+        (inputs[train], targets[train]),
+        classification=True,
+        alphas=readout.alphas,
+        batch_size=8,
+        readout_type=RidgeReadout,
+    )
     metrics = objective.evaluate(network, inputs[val], targets[val], 8)
     # written out: ridge on the training part's standardised features, scored on the validation part
     with torch.no_grad():
@@ -247,14 +276,22 @@ def test_regressor_fine_tunes_and_reports_the_selection():
 
 # ------------------------------------------------------------------------------------------- parameters
 
+
 def test_fine_tuning_settings_are_checked_naming_the_field():
     assert FineTuning.read(None) is None and FineTuning.read(False) is None
     assert FineTuning.read(True) == FineTuning()
     assert FineTuning.read({"epochs": 3}).epochs == 3
     with pytest.raises(ValueError, match="epoch.*did you mean 'epochs'"):
         FineTuning.read({"epoch": 3})
-    for field, value in (("epochs", 0), ("lr", -1.0), ("temperature", float("nan")), ("validation_fraction", 1.0),
-                         ("batch_size", True), ("margin", -0.5), ("margin", float("inf"))):
+    for field, value in (
+        ("epochs", 0),
+        ("lr", -1.0),
+        ("temperature", float("nan")),
+        ("validation_fraction", 1.0),
+        ("batch_size", True),
+        ("margin", -0.5),
+        ("margin", float("inf")),
+    ):
         with pytest.raises(ValueError, match=f"fine_tune {field}"):
             FineTuning.read({field: value})
     with pytest.raises(TypeError, match="fine_tune must be"):

@@ -9,8 +9,8 @@ bookkeeping are restored exactly.
 import pytest
 import torch
 
-from neuralde_seq.models import create_model
 from neuralde_seq.data.protocols import load_task
+from neuralde_seq.models import create_model
 from neuralde_seq.training import Callback, ModelArguments, load_checkpoint, train_classifier
 from neuralde_seq.training.run import build_model_inputs
 
@@ -26,8 +26,7 @@ def data():
 
 def _model(init_seed=0):
     torch.manual_seed(init_seed)
-    return create_model("ckcnn", 12, 9, hidden=8, blocks=1, kernel_hidden=8, omega_0=10.0, horizon=28.0,
-                        dropout=0.3)
+    return create_model("ckcnn", 12, 9, hidden=8, blocks=1, kernel_hidden=8, omega_0=10.0, horizon=28.0, dropout=0.3)
 
 
 def _train(data, model, path, **kwargs):
@@ -157,8 +156,20 @@ def test_best_checkpoint_follows_selected_metric(tmp_path, select_on):
     xv, yv = _binary_blobs(41, 1)
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
-    hist = train_classifier(model, x, y, xv, yv, epochs=8, lr=0.05, batch_size=16, seed=1, progress=False,
-                            checkpoint_path=tmp_path / "b.pt", select_on=select_on)
+    hist = train_classifier(
+        model,
+        x,
+        y,
+        xv,
+        yv,
+        epochs=8,
+        lr=0.05,
+        batch_size=16,
+        seed=1,
+        progress=False,
+        checkpoint_path=tmp_path / "b.pt",
+        select_on=select_on,
+    )
     epochs = range(8)
     if select_on == "auroc":
         best = max(epochs, key=lambda e: (hist["val_auroc"][e], -hist["val_loss"][e]))
@@ -191,8 +202,20 @@ class CountingLinear(torch.nn.Module):
 def test_max_steps_stops_after_exactly_that_many_optimizer_steps(tmp_path):
     x, y = _binary_blobs(50, 0)
     model = CountingLinear()
-    hist = train_classifier(model, x, y, x, y, epochs=10, lr=0.01, batch_size=8, seed=0, progress=False,
-                            checkpoint_path=tmp_path / "m.pt", max_steps=9)  # 7 steps per epoch
+    hist = train_classifier(
+        model,
+        x,
+        y,
+        x,
+        y,
+        epochs=10,
+        lr=0.01,
+        batch_size=8,
+        seed=0,
+        progress=False,
+        checkpoint_path=tmp_path / "m.pt",
+        max_steps=9,
+    )  # 7 steps per epoch
     assert model.train_calls == 9 and hist["steps"] == 9
     assert hist["stopped_at_max_steps"] and hist["epochs_run"] == 2
     assert len(hist["val_accuracy"]) == 2
@@ -227,9 +250,13 @@ def test_an_optimizer_saved_with_other_parameter_groups_is_a_named_checkpoint_er
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     one_group = torch.optim.Adam(model.parameters(), lr=1e-3)
     path = save_checkpoint(tmp_path / "old.pt", model=model, optimizer=one_group)
-    two_groups = torch.optim.Adam([{"params": model[0].parameters()}, {"params": model[1].parameters(), "lr": 5e-4}],
-                                  lr=1e-3)
-    with pytest.raises(CheckpointError, match=r"old\.pt holds an optimizer with parameter groups of \[4\] parameters, "
-                                              r"this run's has \[2, 2\]"):
+    two_groups = torch.optim.Adam(
+        [{"params": model[0].parameters()}, {"params": model[1].parameters(), "lr": 5e-4}], lr=1e-3
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=r"old\.pt holds an optimizer with parameter groups of \[4\] parameters, "
+        r"this run's has \[2, 2\]",
+    ):
         load_checkpoint(path, model, two_groups)
     load_checkpoint(path, model, torch.optim.Adam(model.parameters(), lr=1e-3))  # the same groups load

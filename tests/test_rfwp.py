@@ -9,6 +9,7 @@
   samples unchanged; the two orders expose the same recursion's states;
 - continuous adjoint and direct backpropagation give the same gradients.
 """
+
 import pytest
 import torch
 
@@ -27,6 +28,7 @@ def _output_norm(model: ODERFWP, h: torch.Tensor) -> torch.Tensor:
     norm = model.output_norm
     centred = h - h.mean(-1, keepdim=True)
     return centred / torch.sqrt(centred.square().mean(-1, keepdim=True) + norm.eps) * norm.weight + norm.bias
+
 
 DTYPE = torch.float64
 NAN = float("nan")
@@ -49,8 +51,11 @@ def sigmoid(x):
     return 1 / (1 + torch.exp(-x))
 
 
-@pytest.mark.parametrize("rule", [Hebb(), Oja(), Oja(softmax_after_subtract=True), Delta(), Delta(post=True)],
-                         ids=["hebb", "oja", "oja-code", "delta", "delta-post"])
+@pytest.mark.parametrize(
+    "rule",
+    [Hebb(), Oja(), Oja(softmax_after_subtract=True), Delta(), Delta(post=True)],
+    ids=["hebb", "oja", "oja-code", "delta", "delta-post"],
+)
 def test_discrete_steps_are_their_formulas(rule):
     g = torch.Generator().manual_seed(0)
     W = torch.randn(3, 4, 5, generator=g, dtype=DTYPE)  # (batch, d_v, d_k)
@@ -72,16 +77,21 @@ def test_discrete_steps_are_their_formulas(rule):
             expected = Wb + c * torch.outer(torch.tanh(v_raw[b] - Wb @ k), k)
         assert torch.allclose(new[b], expected, atol=1e-14, rtol=0)
     # from W = None (zeros): the first write
-    assert torch.allclose(rule.discrete_step(None, k_raw, v_raw, beta),
-                          rule.discrete_step(torch.zeros_like(W), k_raw, v_raw, beta), atol=1e-15, rtol=0)
+    assert torch.allclose(
+        rule.discrete_step(None, k_raw, v_raw, beta),
+        rule.discrete_step(torch.zeros_like(W), k_raw, v_raw, beta),
+        atol=1e-15,
+        rtol=0,
+    )
 
 
 def ref_cell(cell, x, u, W):
     """The RFWP step from the cell's weights, one sample: (h, W_new), W (heads, d, d)."""
     heads, d = cell.heads, cell.head_dim
     a = x @ cell.input_proj.weight.T + cell.input_proj.bias
-    a = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + cell.input_norm.eps) * cell.input_norm.weight \
-        + cell.input_norm.bias
+    a = (a - a.mean()) / torch.sqrt(
+        a.var(unbiased=False) + cell.input_norm.eps
+    ) * cell.input_norm.weight + cell.input_norm.bias
     m = torch.cat([a, u]) @ cell.merge.weight.T + cell.merge.bias
     s = (m @ cell.slow.weight.T + cell.slow.bias).view(heads, 2 * d + 1)
     q_all = (m if cell.query_from == "state" else a) @ cell.query.weight.T + cell.query.bias
@@ -110,8 +120,13 @@ def ref_cell(cell, x, u, W):
 def hand_batch():
     """Sample 0: 5 rows, row 2 dropped (all NaN); sample 1: length 3, channel 0 missing at its first row."""
     times = torch.tensor([[0.0, 0.5, 1.7, 2.0, 3.1], [0.2, 1.0, 1.4, NAN, NAN]], dtype=DTYPE)
-    values = torch.tensor([[[1.0, NAN], [NAN, 2.0], [NAN, NAN], [0.5, NAN], [NAN, -1.0]],
-                           [[NAN, 3.0], [2.0, 1.0], [0.3, -0.2], [9.0, 9.0], [9.0, 9.0]]], dtype=DTYPE)
+    values = torch.tensor(
+        [
+            [[1.0, NAN], [NAN, 2.0], [NAN, NAN], [0.5, NAN], [NAN, -1.0]],
+            [[NAN, 3.0], [2.0, 1.0], [0.3, -0.2], [9.0, 9.0], [9.0, 9.0]],
+        ],
+        dtype=DTYPE,
+    )
     return Observations.from_tensors(times, values, torch.tensor([5, 3]))
 
 
@@ -123,8 +138,12 @@ def test_zero_gaps_reduce_to_the_discrete_rfwp_step(rule):
     obs = hand_batch()
     zero_gaps = Observations(torch.zeros_like(obs.times), obs.values, obs.lengths)  # all at one time
     torch.manual_seed(0)
-    model = randomize_(ODERFWP(2, 3, hidden=4, heads=2, rule=rule, width=5, depth=2, d_ff=6,
-                               solver=SolverOptions(gradient=Backprop())).to(DTYPE), 1)
+    model = randomize_(
+        ODERFWP(
+            2, 3, hidden=4, heads=2, rule=rule, width=5, depth=2, d_ff=6, solver=SolverOptions(gradient=Backprop())
+        ).to(DTYPE),
+        1,
+    )
     logits = model(zero_gaps)
     for b, rows in enumerate(EVENTS):
         h, W = torch.zeros(4, dtype=DTYPE), torch.zeros(2, 2, 2, dtype=DTYPE)
@@ -160,8 +179,20 @@ def test_cell_with_query_from_input_and_batch_shapes():
 def test_linear_field_evolves_by_matrix_exponential_between_observations():
     obs = hand_batch()
     torch.manual_seed(0)
-    model = randomize_(ODERFWP(2, 3, hidden=4, heads=2, rule="delta", depth=0, d_ff=6,
-                               solver=SolverOptions(RK4(step_size=0.005), Backprop())).to(DTYPE), 4, scale=0.6)
+    model = randomize_(
+        ODERFWP(
+            2,
+            3,
+            hidden=4,
+            heads=2,
+            rule="delta",
+            depth=0,
+            d_ff=6,
+            solver=SolverOptions(RK4(step_size=0.005), Backprop()),
+        ).to(DTYPE),
+        4,
+        scale=0.6,
+    )
     with torch.no_grad():
         model.f.bias.zero_()
     A = model.f.weight
@@ -228,9 +259,19 @@ def test_adjoint_and_direct_gradients_agree():
     grads = []
     for adjoint in (False, True):
         torch.manual_seed(0)
-        model = randomize_(ODERFWP(C, 3, hidden=4, heads=2, rule="oja", width=6, depth=2,
-                                   solver=SolverOptions(RK4(step_size=0.05),
-                                                        gradient=Adjoint() if adjoint else Backprop())).to(DTYPE), 8)
+        model = randomize_(
+            ODERFWP(
+                C,
+                3,
+                hidden=4,
+                heads=2,
+                rule="oja",
+                width=6,
+                depth=2,
+                solver=SolverOptions(RK4(step_size=0.05), gradient=Adjoint() if adjoint else Backprop()),
+            ).to(DTYPE),
+            8,
+        )
         loss = torch.nn.functional.cross_entropy(model(obs), labels)
         grads.append(torch.autograd.grad(loss, list(model.parameters())))
     for direct, adjoint in zip(*grads):

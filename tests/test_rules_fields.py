@@ -6,10 +6,10 @@ weights and inputs against an independent implementation (tests/fwp_reference.py
 the slow map split per head in the documented order, the rules written out head by head.
 """
 
+import fwp_reference as ref
 import pytest
 import torch
 
-import fwp_reference as ref
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.rules import Delta, Hebb, Oja, make_rule
 
@@ -103,8 +103,12 @@ def test_sources_by_perturbation(case):
     for which, (x2, dx2) in (("x", (x + delta, dx)), ("dx", (x, dx + delta))):
         k2, v2, b2 = field.projections(x2, dx2)
         q2 = field.query(x2, dx2)
-        for name, old, new, src in (("key", base[0], k2, key_src), ("beta", base[2], b2, key_src),
-                                    ("value", base[1], v2, val_src), ("query", base_q, q2, key_src)):
+        for name, old, new, src in (
+            ("key", base[0], k2, key_src),
+            ("beta", base[2], b2, key_src),
+            ("value", base[1], v2, val_src),
+            ("query", base_q, q2, key_src),
+        ):
             changed = bool((old - new).abs().max() > 1e-8)
             assert changed == (src == which), f"{name} should come from {src}, perturbed {which}"
         rate_changed = bool((field(W, x2, dx2) - field(W, x, dx)).abs().max() > 1e-8)
@@ -127,12 +131,22 @@ def test_rules_on_extra_batch_dims_and_by_name():
     k_raw = torch.randn(*shape, d, generator=g, dtype=DTYPE)
     v_raw = torch.randn(*shape, d, generator=g, dtype=DTYPE)
     beta = torch.randn(*shape, 1, generator=g, dtype=DTYPE)
-    for name, rule in (("hebb", Hebb()), ("oja", Oja()), ("oja-after", Oja(True)), ("delta", Delta()),
-                       ("delta-post", Delta(post=True))):
+    for name, rule in (
+        ("hebb", Hebb()),
+        ("oja", Oja()),
+        ("oja-after", Oja(True)),
+        ("delta", Delta()),
+        ("delta-post", Delta(post=True)),
+    ):
         got = rule.rate(W, k_raw, v_raw, beta)
-        flat = lambda t: t.reshape(-1, 1, *t.shape[len(shape):])  # noqa: E731
-        expected = ref.rule_rate(name, flat(W)[:, 0].unsqueeze(1), flat(k_raw)[:, 0].unsqueeze(1),
-                                 flat(v_raw)[:, 0].unsqueeze(1), flat(beta)[:, 0, 0].unsqueeze(1))
+        flat = lambda t: t.reshape(-1, 1, *t.shape[len(shape) :])  # noqa: E731
+        expected = ref.rule_rate(
+            name,
+            flat(W)[:, 0].unsqueeze(1),
+            flat(k_raw)[:, 0].unsqueeze(1),
+            flat(v_raw)[:, 0].unsqueeze(1),
+            flat(beta)[:, 0, 0].unsqueeze(1),
+        )
         torch.testing.assert_close(got.reshape(-1, d, d), expected[:, 0], rtol=0, atol=1e-13)
         if name in ("hebb", "oja", "delta", "delta-post"):
             assert type(make_rule(name)) is type(rule) and make_rule(name).name == name
@@ -149,8 +163,9 @@ def test_oja_orders_differ_and_agree_at_zero():
     a, b = Oja(False), Oja(True)
     assert (a.rate(W, k_raw, v_raw, beta) - b.rate(W, k_raw, v_raw, beta)).abs().max() > 1e-3
     torch.testing.assert_close(a.rate(None, k_raw, v_raw, beta), b.rate(None, k_raw, v_raw, beta), rtol=0, atol=0)
-    torch.testing.assert_close(a.rate(torch.zeros_like(W), k_raw, v_raw, beta), a.rate(None, k_raw, v_raw, beta),
-                               rtol=0, atol=1e-15)
+    torch.testing.assert_close(
+        a.rate(torch.zeros_like(W), k_raw, v_raw, beta), a.rate(None, k_raw, v_raw, beta), rtol=0, atol=1e-15
+    )
 
 
 def test_invalid_field_options():

@@ -15,13 +15,13 @@ import torch
 
 from neuralde_seq.cli import main
 from neuralde_seq.data import IrregularDataset, num_dropped, subsample
-from neuralde_seq.models import create_model
 from neuralde_seq.data.protocols import TASKS, load_task
+from neuralde_seq.models import create_model
+from neuralde_seq.solvers import RK4
 from neuralde_seq.training import auroc, evaluate, load_checkpoint
 from neuralde_seq.training.config import ConfigError, apply_overrides, validate_config
 from neuralde_seq.training.report import aggregate
 from neuralde_seq.training.run import build_model_inputs, fit_and_evaluate
-from neuralde_seq.solvers import RK4
 
 
 def _run_dir(row_dir, seed):
@@ -83,14 +83,24 @@ def test_aggregate_mean_and_sample_std():
 # ---------------------------------------------------------------------------------- config validation
 def _config(**changes):
     cfg = {
-        "name": "tiny", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3},
-        "seeds": [0, 1], "training": {"epochs": 2, "lr": 1e-2, "batch_size": 64},
+        "name": "tiny",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0, 1],
+        "training": {"epochs": 2, "lr": 1e-2, "batch_size": 64},
         "models": [
-            {"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 8},
-             "paper": {"value": 50.0, "std": 2.0, "metric": "accuracy", "source": "made up"}},
-            {"label": "CKCNN", "model": "ckcnn", "options": {"hidden": 8, "blocks": 1, "kernel_hidden": 8,
-                                                            "omega_0": 10.0, "horizon": 28.0},
-             "training": {"lr": 5e-3}},
+            {
+                "label": "GRU-dt",
+                "model": "gru-dt",
+                "options": {"hidden": 8},
+                "paper": {"value": 50.0, "std": 2.0, "metric": "accuracy", "source": "made up"},
+            },
+            {
+                "label": "CKCNN",
+                "model": "ckcnn",
+                "options": {"hidden": 8, "blocks": 1, "kernel_hidden": 8, "omega_0": 10.0, "horizon": 28.0},
+                "training": {"lr": 5e-3},
+            },
         ],
         "evaluate": [{"label": "drop 50%", "drop_rate": 0.5}, {"label": "half rate", "subsample": 2}],
     }
@@ -98,25 +108,31 @@ def _config(**changes):
     return cfg
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"epochz": 3}, "unknown key(s) 'epochz' in the config"),
-    ({"task": "mnist"}, "task 'mnist' is not a known task; known tasks: japanese-vowels, speech-commands"),
-    ({"training": {"epochs": 2, "batch_size": 8}}, "models[0].training.lr is required"),
-    ({"training": {"epochs": 2, "lr": 0.1, "batch_size": 8, "select_on": "f1"}}, "select_on must be one of"),
-    ({"training": {"epochs": 0, "lr": 0.1, "batch_size": 8}}, "models[0].training.epochs must be positive"),
-    ({"task_options": {"drop_rate": 1.2}}, "task_options.drop_rate must lie in [0, 1)"),
-    ({"task_options": {"intensity": True}}, "unknown key(s) 'intensity' in task_options (task japanese-vowels)"),
-    ({"models": [{"model": "transformer"}]}, "models[0].model 'transformer' is not a known model; known models:"),
-    ({"models": [{"model": "ncde", "optionz": {}}]}, "unknown key(s) 'optionz' in models[0]"),
-    ({"models": [{"model": "ckcnn", "options": {"hiddn": 3}}]}, "'hiddn' in models[0].options (model ckcnn)"),
-    ({"models": [{"model": "ckcnn", "solver": {"method": "rk4"}}]}, "models[0].solver: model 'ckcnn' is not solved"),
-    ({"models": [{"model": "ncde", "solver": {"methd": "rk4"}}]}, "unknown key(s) 'methd' in models[0].solver"),
-    ({"models": [{"model": "ncde"}, {"model": "ncde"}]}, "models[1].label 'ncde' is used by another row"),
-    ({"models": [{"model": "ncde", "paper": {"std": 1.0}}]}, "models[0].paper.value is required"),
-    ({"evaluate": [{"label": "x"}]}, "evaluate[0] needs drop_rate, subsample, time_warp and/or model"),
-    ({"evaluate": [{"subsample": 0}]}, "evaluate[0].subsample must be positive"),
-    ({"seeds": [0, 0]}, "seeds contains duplicates"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"epochz": 3}, "unknown key(s) 'epochz' in the config"),
+        ({"task": "mnist"}, "task 'mnist' is not a known task; known tasks: japanese-vowels, speech-commands"),
+        ({"training": {"epochs": 2, "batch_size": 8}}, "models[0].training.lr is required"),
+        ({"training": {"epochs": 2, "lr": 0.1, "batch_size": 8, "select_on": "f1"}}, "select_on must be one of"),
+        ({"training": {"epochs": 0, "lr": 0.1, "batch_size": 8}}, "models[0].training.epochs must be positive"),
+        ({"task_options": {"drop_rate": 1.2}}, "task_options.drop_rate must lie in [0, 1)"),
+        ({"task_options": {"intensity": True}}, "unknown key(s) 'intensity' in task_options (task japanese-vowels)"),
+        ({"models": [{"model": "transformer"}]}, "models[0].model 'transformer' is not a known model; known models:"),
+        ({"models": [{"model": "ncde", "optionz": {}}]}, "unknown key(s) 'optionz' in models[0]"),
+        ({"models": [{"model": "ckcnn", "options": {"hiddn": 3}}]}, "'hiddn' in models[0].options (model ckcnn)"),
+        (
+            {"models": [{"model": "ckcnn", "solver": {"method": "rk4"}}]},
+            "models[0].solver: model 'ckcnn' is not solved",
+        ),
+        ({"models": [{"model": "ncde", "solver": {"methd": "rk4"}}]}, "unknown key(s) 'methd' in models[0].solver"),
+        ({"models": [{"model": "ncde"}, {"model": "ncde"}]}, "models[1].label 'ncde' is used by another row"),
+        ({"models": [{"model": "ncde", "paper": {"std": 1.0}}]}, "models[0].paper.value is required"),
+        ({"evaluate": [{"label": "x"}]}, "evaluate[0] needs drop_rate, subsample, time_warp and/or model"),
+        ({"evaluate": [{"subsample": 0}]}, "evaluate[0].subsample must be positive"),
+        ({"seeds": [0, 0]}, "seeds contains duplicates"),
+    ],
+)
 def test_config_errors_name_the_bad_key(change, message):
     with pytest.raises(ConfigError) as info:
         validate_config(_config(**change))
@@ -134,9 +150,18 @@ def test_config_normalisation_merges_row_training_and_defaults():
 
 
 def test_overrides_are_parsed_as_yaml_and_reach_nested_keys():
-    cfg = apply_overrides(_config(), ["training.epochs=5", "training.lr=1e-3", "task_options.drop_rate=0.5",
-                                      "models.1.options.hidden=16", "seeds=[3, 4]", "training.patience=null",
-                                      "solver.method=dopri5"])
+    cfg = apply_overrides(
+        _config(),
+        [
+            "training.epochs=5",
+            "training.lr=1e-3",
+            "task_options.drop_rate=0.5",
+            "models.1.options.hidden=16",
+            "seeds=[3, 4]",
+            "training.patience=null",
+            "solver.method=dopri5",
+        ],
+    )
     assert cfg["training"]["epochs"] == 5 and cfg["training"]["lr"] == 1e-3  # "1e-3" read as a number
     assert cfg["task_options"]["drop_rate"] == 0.5 and cfg["models"][1]["options"]["hidden"] == 16
     assert cfg["seeds"] == [3, 4] and cfg["training"]["patience"] is None
@@ -161,10 +186,10 @@ def test_subsample_keeps_exactly_every_kth_time_point():
             keep = np.arange(0, s.shape[1], k)
             assert int(out.lengths[i]) == keep.size == math.ceil(s.shape[1] / k)
             expected = ds.values[i, torch.as_tensor(keep)]
-            assert torch.equal(torch.isnan(out.values[i, :keep.size]), torch.isnan(expected))
-            torch.testing.assert_close(out.values[i, :keep.size].nan_to_num(7.0), expected.nan_to_num(7.0))
-            torch.testing.assert_close(out.times[i, :keep.size], torch.as_tensor(t[keep]))
-            assert torch.isnan(out.values[i, keep.size:]).all()
+            assert torch.equal(torch.isnan(out.values[i, : keep.size]), torch.isnan(expected))
+            torch.testing.assert_close(out.values[i, : keep.size].nan_to_num(7.0), expected.nan_to_num(7.0))
+            torch.testing.assert_close(out.times[i, : keep.size], torch.as_tensor(t[keep]))
+            assert torch.isnan(out.values[i, keep.size :]).all()
         assert torch.equal(out.labels, ds.labels)
     with pytest.raises(ValueError, match="factor must be a positive integer"):
         subsample(ds, 0)
@@ -195,15 +220,30 @@ def test_test_variants_drop_and_subsample_as_specified(jv):
     mean = torch.tensor(jv.splits.train.meta["standardise"]["mean"])
     std = torch.tensor(jv.splits.train.meta["standardise"]["std"])
     raw_test = load_task("japanese-vowels", seed=0, drop_rate=0.5).splits.test  # other standardisation
-    raw = raw_test.values.double() * torch.tensor(raw_test.meta["standardise"]["std"]) + \
-        torch.tensor(raw_test.meta["standardise"]["mean"])
-    torch.testing.assert_close(jv.test_variant(drop_rate=0.5).values.double().nan_to_num(99.0),
-                               ((raw - mean) / std).nan_to_num(99.0), rtol=1e-5, atol=1e-5)
+    raw = raw_test.values.double() * torch.tensor(raw_test.meta["standardise"]["std"]) + torch.tensor(
+        raw_test.meta["standardise"]["mean"]
+    )
+    torch.testing.assert_close(
+        jv.test_variant(drop_rate=0.5).values.double().nan_to_num(99.0),
+        ((raw - mean) / std).nan_to_num(99.0),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_task_registry_names_and_metrics():
-    assert set(TASKS) == {"japanese-vowels", "speech-commands", "physionet-sepsis", "eigenworms",
-                          "character-trajectories", "uea", "uea-seeded-split", "files", "warped-adding", "icu-records"}
+    assert set(TASKS) == {
+        "japanese-vowels",
+        "speech-commands",
+        "physionet-sepsis",
+        "eigenworms",
+        "character-trajectories",
+        "uea",
+        "uea-seeded-split",
+        "files",
+        "warped-adding",
+        "icu-records",
+    }
     assert TASKS["physionet-sepsis"].metric == "auroc" and TASKS["icu-records"].metric == "auroc"
     assert all(TASKS[t].metric == "accuracy" for t in TASKS if t not in ("physionet-sepsis", "icu-records"))
     with pytest.raises(ValueError, match="unknown option"):
@@ -230,9 +270,15 @@ def test_uea_task_through_the_fixture_archive(tmp_path):
 def test_fit_and_evaluate_scores_every_test_sample(jv, tmp_path):
     train, val, test = jv.splits
     small = type(jv.splits)(train.subset(torch.arange(40)), val, test.subset(torch.arange(37)))
-    fit = fit_and_evaluate("gru-dt", small, seed=0, options={"hidden": 8}, checkpoint_path=tmp_path / "b.pt",
-                           training={"epochs": 2, "lr": 1e-2, "batch_size": 16, "eval_batch_size": 10},
-                           progress=False)
+    fit = fit_and_evaluate(
+        "gru-dt",
+        small,
+        seed=0,
+        options={"hidden": 8},
+        checkpoint_path=tmp_path / "b.pt",
+        training={"epochs": 2, "lr": 1e-2, "batch_size": 16, "eval_batch_size": 10},
+        progress=False,
+    )
     assert fit["metrics"]["test"]["num_samples"] == 37
     # recompute the test accuracy one sample at a time with the best checkpoint's weights
     model = create_model("gru-dt", 12, 9, hidden=8)
@@ -253,9 +299,18 @@ def test_fit_and_evaluate_selects_on_accuracy_for_training_settings_without_sele
     train, val, test = jv.splits
     small = type(jv.splits)(train.subset(torch.arange(40)), val, test.subset(torch.arange(37)))
     settings = dict(epochs=2, lr=1e-2, batch_size=16, eval_batch_size=10)
-    runs = [fit_and_evaluate("gru-dt", small, seed=0, options={"hidden": 8}, checkpoint_path=tmp_path / f"{k}.pt",
-                             training=training, progress=False)
-            for k, training in enumerate((settings, TrainingSettings(**settings)))]
+    runs = [
+        fit_and_evaluate(
+            "gru-dt",
+            small,
+            seed=0,
+            options={"hidden": 8},
+            checkpoint_path=tmp_path / f"{k}.pt",
+            training=training,
+            progress=False,
+        )
+        for k, training in enumerate((settings, TrainingSettings(**settings)))
+    ]
     assert TrainingSettings(**settings).select_on is None
     assert runs[1]["history"]["best_epoch"] == runs[0]["history"]["best_epoch"]
     assert runs[1]["metrics"] == runs[0]["metrics"]
@@ -267,8 +322,19 @@ def test_whole_run_writes_outputs_and_table_matches_runs(tmp_path):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(_config()))
     out = tmp_path / "out"
-    argv = ["bench", str(path), "--out", str(out), "--set", "training.epochs=1", "--seeds", "0,1",
-            "--no-progress", "--max-steps", "3"]
+    argv = [
+        "bench",
+        str(path),
+        "--out",
+        str(out),
+        "--set",
+        "training.epochs=1",
+        "--seeds",
+        "0,1",
+        "--no-progress",
+        "--max-steps",
+        "3",
+    ]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     table = (out / "results.md").read_text()
@@ -331,24 +397,30 @@ def _count_build_control(monkeypatch):
 
 
 def _same_control(a, b):
-    return all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("knots", "coeffs", "end_index")) and \
-        a.channels_info == b.channels_info
+    return (
+        all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("knots", "coeffs", "end_index"))
+        and a.channels_info == b.channels_info
+    )
 
 
 def test_control_cache_builds_once_per_split_and_options(jv, monkeypatch):
     from neuralde_seq.training.run import ControlCache
 
     val, test = jv.splits.val, jv.splits.test
-    uncached = {"val": build_model_inputs("ncde", val), "test": build_model_inputs("ncde", test),
-                "val natural": build_model_inputs("ncde", val, {"interpolation": "natural_cubic"})}
+    uncached = {
+        "val": build_model_inputs("ncde", val),
+        "test": build_model_inputs("ncde", test),
+        "val natural": build_model_inputs("ncde", val, {"interpolation": "natural_cubic"}),
+    }
     calls = _count_build_control(monkeypatch)
     cache = ControlCache()
     first = build_model_inputs("ncde", val, cache=cache)
     assert len(calls) == 1 and (cache.hits, cache.misses) == (0, 1)
     # another model with the same registered interpolation, and the defaults spelled out: the same control
     again = build_model_inputs("hebb-cde", val, cache=cache)
-    spelled = build_model_inputs("ncde", val, {"interpolation": "hermite_cubic", "time_channel": True,
-                                               "missing": "interpolate"}, cache=cache)
+    spelled = build_model_inputs(
+        "ncde", val, {"interpolation": "hermite_cubic", "time_channel": True, "missing": "interpolate"}, cache=cache
+    )
     assert again is first and spelled is first and len(calls) == 1 and cache.hits == 2
     assert _same_control(first, uncached["val"])
     # other options, another split, or another dataset object with equal contents: built anew
@@ -373,13 +445,20 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
     remotes, _ = write_uea_archive(tmp_path / "src", "BasicMotions", channels=2)
     small = {"hidden": 4, "width": 8, "depth": 1}
     config = {
-        "name": "cache", "task": "uea", "task_options": {"name": "BasicMotions"}, "seeds": [0, 1],
+        "name": "cache",
+        "task": "uea",
+        "task_options": {"name": "BasicMotions"},
+        "seeds": [0, 1],
         "training": {"epochs": 1, "lr": 1e-2, "batch_size": 16},
         "solver": {"method": "euler", "step_size": 1.0},
         "models": [  # two rows read the same natural cubic control, one row a linear one
             {"label": "A", "model": "ncde", "options": small, "control": {"interpolation": "natural_cubic"}},
-            {"label": "B", "model": "ncde", "options": {**small, "hidden": 5},
-             "control": {"interpolation": "natural_cubic", "time_channel": True}},
+            {
+                "label": "B",
+                "model": "ncde",
+                "options": {**small, "hidden": 5},
+                "control": {"interpolation": "natural_cubic", "time_channel": True},
+            },
             {"label": "C", "model": "ncde", "options": small, "control": {"interpolation": "linear"}},
         ],
     }
@@ -387,9 +466,14 @@ def test_runner_reuses_controls_across_seeds_and_rows(tmp_path, monkeypatch):
     results = {}
     for cached in (True, False):
         calls.clear()
-        results[cached] = run_benchmark(config, out_dir=tmp_path / f"out{cached}", max_steps=2, progress=False,
-                                        task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
-                                        cache_controls=cached)
+        results[cached] = run_benchmark(
+            config,
+            out_dir=tmp_path / f"out{cached}",
+            max_steps=2,
+            progress=False,
+            task_overrides={"remotes": remotes, "cache_dir": tmp_path / "cache"},
+            cache_controls=cached,
+        )
         interpolations = sorted(calls)
         splits = 3  # train, val, test; the task's data do not depend on the seed
         if cached:  # once per split and control, for both seeds and both natural cubic rows
@@ -416,11 +500,19 @@ def test_a_row_label_selects_that_row_alone():
     from neuralde_seq.training.config import parse_config
     from neuralde_seq.training.grid import _select_rows
 
-    config = parse_config({"name": "t", "task": "japanese-vowels", "seeds": [0],
-                           "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
-                           "models": [{"label": "gru-dt", "model": "gru-dt"},
-                                      {"label": "gru-dt-wide", "model": "gru-dt", "options": {"hidden": 64}},
-                                      {"label": "small", "model": "gru-d", "options": {"hidden": 8}}]})
+    config = parse_config(
+        {
+            "name": "t",
+            "task": "japanese-vowels",
+            "seeds": [0],
+            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
+            "models": [
+                {"label": "gru-dt", "model": "gru-dt"},
+                {"label": "gru-dt-wide", "model": "gru-dt", "options": {"hidden": 64}},
+                {"label": "small", "model": "gru-d", "options": {"hidden": 8}},
+            ],
+        }
+    )
     labels = lambda names: [r.label for r in _select_rows(config.rows, names)]  # noqa: E731
     assert labels(["gru-dt"]) == ["gru-dt"]  # the row so labelled, not every gru-dt row
     assert labels(["gru-d"]) == ["small"]  # no row is labelled gru-d: every row of that model

@@ -4,26 +4,30 @@ settings, checkpoints of another model.
 Every test runs the real runner on the embedded JapaneseVowels data with a tiny GRU-Δt (about a second
 per run) and checks what is written and returned against what a fresh run with the same settings gives.
 """
+
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from neuralde_seq.cli import COMPARE_CONFIG, build_parser, compare_overrides, main
 from neuralde_seq.file_format import OldFormatError
 from neuralde_seq.migration import migrate_path
-from neuralde_seq.cli import COMPARE_CONFIG, build_parser, compare_overrides, main
 from neuralde_seq.models import model_defaults
+from neuralde_seq.solvers import Auto, Dopri5
 from neuralde_seq.training import ResumeMismatch, fit, load_checkpoint, save_checkpoint
 from neuralde_seq.training.config import apply_overrides, load_config, parse_config
 from neuralde_seq.training.objectives import Classification
-from neuralde_seq.solvers import Auto, Dopri5
 from neuralde_seq.training.runner import run_benchmark
 
 
 def _config(**changes):
     config = {
-        "name": "faults", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
+        "name": "faults",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0],
         "training": {"epochs": 1, "lr": 3e-3, "batch_size": 64},
         "models": [{"label": "gru", "model": "gru-dt", "options": {"hidden": 4}}],
     }
@@ -76,8 +80,11 @@ def test_smoke_runs_are_marked_and_never_reused_as_results(tmp_path):
     full = _run(out, _config(), resume=True)
     assert full["smoke"] is False and "SMOKE RUN" not in (out / "results.md").read_text()
     assert len(_run_folders(out)) == 2  # the smoke run's folder was not taken for the full run's result
-    run = json.loads(next(p for p in (out / "runs" / "gru").glob("*/result.json")
-                          if not json.loads(p.read_text())["smoke"]).read_text())
+    run = json.loads(
+        next(
+            p for p in (out / "runs" / "gru").glob("*/result.json") if not json.loads(p.read_text())["smoke"]
+        ).read_text()
+    )
     assert run["history"]["steps"] > 1
 
 
@@ -125,8 +132,15 @@ def test_compare_runs_each_row_with_its_configured_epochs_and_options_apply_to_e
     default = parse_config(apply_overrides(config, compare_overrides(parser.parse_args(["compare"]), config)))
     epochs = {row.label: None if row.training is None else row.training.epochs for row in default.rows}
     # the reference rows are fitted once, without epochs
-    assert epochs == {"hebb-cde": 25, "oja-cde": 25, "delta-cde": 25, "ncde": 25, "ckcnn": 30, "minirocket": None,
-                      "1nn-euclidean": None}
+    assert epochs == {
+        "hebb-cde": 25,
+        "oja-cde": 25,
+        "delta-cde": 25,
+        "ncde": 25,
+        "ckcnn": 30,
+        "minirocket": None,
+        "1nn-euclidean": None,
+    }
     args = parser.parse_args(["compare", "--epochs", "3", "--lr", "0.01", "--solver", "dopri5", "--drop-rate", "0.5"])
     changed = parse_config(apply_overrides(config, compare_overrides(args, config)))
     trained = [row for row in changed.rows if row.training is not None]
@@ -135,8 +149,7 @@ def test_compare_runs_each_row_with_its_configured_epochs_and_options_apply_to_e
     assert changed.task_options["drop_rate"] == 0.5
     solvers = {row.label: None if row.solver is None else row.solver.method for row in trained}
     # ncde keeps the default method Auto() (which solves it with rk4: it has no closed form)
-    assert solvers == {"hebb-cde": Dopri5(), "oja-cde": Dopri5(), "delta-cde": Dopri5(), "ncde": Auto(),
-                       "ckcnn": None}
+    assert solvers == {"hebb-cde": Dopri5(), "oja-cde": Dopri5(), "delta-cde": Dopri5(), "ncde": Auto(), "ckcnn": None}
 
 
 def test_compare_help_lists_the_rows_and_has_no_markup(capsys):
@@ -158,23 +171,53 @@ def test_resume_checkpoint_of_other_settings_is_refused(tmp_path):
 
 def test_checkpoint_of_another_model_shape_is_a_clear_error(tmp_path):
     save_checkpoint(tmp_path / "m.pt", model=torch.nn.Linear(3, 2))
-    with pytest.raises(ValueError, match=r"written for another model .*weight: \(2, 3\) in the file, \(4, 3\) in the model"):
+    with pytest.raises(
+        ValueError, match=r"written for another model .*weight: \(2, 3\) in the file, \(4, 3\) in the model"
+    ):
         load_checkpoint(tmp_path / "m.pt", torch.nn.Linear(3, 4))
 
 
 def test_shipped_config_with_a_high_drop_rate_names_the_variant_that_cannot_be_built(tmp_path, capsys):
     config = Path(__file__).resolve().parents[1] / "tasks" / "configs" / "japanese_vowels.yaml"
     # unobserved_fill None: refuse a sample that never observes a channel (the default fills it with the mean)
-    status = main(["bench", str(config), "--set", "task_options.drop_rate=0.7", "--models", "NCDE", "--max-steps", "1",
-                   "--set", "models.1.control={unobserved_fill: null}", "--out", str(tmp_path), "--no-progress"])
+    status = main(
+        [
+            "bench",
+            str(config),
+            "--set",
+            "task_options.drop_rate=0.7",
+            "--models",
+            "NCDE",
+            "--max-steps",
+            "1",
+            "--set",
+            "models.1.control={unobserved_fill: null}",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert status == 2
     err = capsys.readouterr().err
     assert "test variant '1/2 rate'" in err and "no observation" in err and "unobserved_fill" in err
     # an input error of another kind gets its own message, without the advice about missing observations (the
     # control options are checked with the config now, before anything runs: a usage error, exit status 2)
     with pytest.raises(SystemExit) as exited:
-        main(["bench", str(config), "--models", "NCDE", "--max-steps", "1", "--out", str(tmp_path / "depth"),
-              "--set", "models.1.control={interpolation: logsignature, depth: 3, step: 4}", "--no-progress"])
+        main(
+            [
+                "bench",
+                str(config),
+                "--models",
+                "NCDE",
+                "--max-steps",
+                "1",
+                "--out",
+                str(tmp_path / "depth"),
+                "--set",
+                "models.1.control={interpolation: logsignature, depth: 3, step: 4}",
+                "--no-progress",
+            ]
+        )
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "depth 3 is not available with backend='torch'" in err
     assert "unobserved_fill" not in err and not (tmp_path / "depth").exists()
@@ -193,8 +236,9 @@ def test_compare_and_bench_train_through_the_one_loop(tmp_path, monkeypatch):
         return real_fit(model, objective, *args, **kwargs)
 
     monkeypatch.setattr(trainer, "fit", spy)
-    assert main(["compare", "--models", "ncde", "--epochs", "1", "--out", str(tmp_path / "compare"),
-                 "--no-progress"]) == 0
+    assert (
+        main(["compare", "--models", "ncde", "--epochs", "1", "--out", str(tmp_path / "compare"), "--no-progress"]) == 0
+    )
     assert calls == ["Classification"]
     path = tmp_path / "bench.yaml"
     path.write_text(yaml.safe_dump(_config(seeds=[0, 1])))
@@ -229,8 +273,11 @@ def test_time_unit_auto_is_the_training_split_span_for_every_split(tmp_path):
     from neuralde_seq.data.protocols import load_task
     from neuralde_seq.observations import observation_span
 
-    config = _config(models=[{"label": "gru", "model": "ncde", "options": {"hidden": 4, "width": 8},
-                              "control": {"time_unit": "auto"}}])
+    config = _config(
+        models=[
+            {"label": "gru", "model": "ncde", "options": {"hidden": 4, "width": 8}, "control": {"time_unit": "auto"}}
+        ]
+    )
     auto = _run(tmp_path / "auto", config)
     train = load_task("japanese-vowels", seed=0, drop_rate=0.3, progress=False).splits[0]
     span = observation_span(train.times, train.lengths)
@@ -254,7 +301,9 @@ def test_a_finished_run_made_under_other_registry_defaults_is_not_reused(tmp_pat
     (result_path,) = (out / "runs" / "gru").glob("*/result.json")
     assert json.loads(result_path.read_text())["model_defaults"]["hidden"] == models.model_defaults("gru-dt")["hidden"]
     entry = models.model_entry("gru-dt")
-    monkeypatch.setitem(models._REGISTRY, "gru-dt", dataclasses.replace(entry, defaults={**entry.defaults, "hidden": 6}))
+    monkeypatch.setitem(
+        models._REGISTRY, "gru-dt", dataclasses.replace(entry, defaults={**entry.defaults, "hidden": 6})
+    )
     again = _run(out, config, resume=True)
     err = capsys.readouterr().err
     assert "made with other registry defaults of 'gru-dt' (hidden)" in err
@@ -275,8 +324,9 @@ def test_a_finished_run_made_under_other_control_defaults_is_not_reused(tmp_path
     import neuralde_seq.models as models
 
     out = tmp_path / "out"
-    config = _config(models=[{"label": "rde", "model": "delta-rde",
-                              "options": {"d_model": 8, "n_heads": 2, "d_ff": 8}}])
+    config = _config(
+        models=[{"label": "rde", "model": "delta-rde", "options": {"d_model": 8, "n_heads": 2, "d_ff": 8}}]
+    )
     _run(out, config)
     (result_path,) = (out / "runs" / "rde").glob("*/result.json")
     recorded = json.loads(result_path.read_text())

@@ -1,4 +1,5 @@
 """The learning-rate schedule of `fit`: the rate each step uses is the formula's, and a resumed run continues it."""
+
 from __future__ import annotations
 
 import math
@@ -31,12 +32,14 @@ def _problem(n=40):
 def test_cosine_rates_follow_the_formula():
     total, lr = 50, 0.01
     warmup = round(0.05 * total)  # 2 or 3 steps: both sides of the warm-up are checked
-    expected = [lr * (k + 1) / warmup if k < warmup
-                else lr * 0.5 * (1 + math.cos(math.pi * (k - warmup) / (total - warmup))) for k in range(total)]
+    expected = [
+        lr * (k + 1) / warmup if k < warmup else lr * 0.5 * (1 + math.cos(math.pi * (k - warmup) / (total - warmup)))
+        for k in range(total)
+    ]
     assert [scheduled_lr(lr, "cosine", k, total) for k in range(total)] == pytest.approx(expected, rel=1e-12)
     assert all(scheduled_lr(lr, "constant", k, total) == lr for k in range(total))
     # the peak is reached at the end of the warm-up and the rate falls monotonically after it
-    rates = expected[warmup - 1:]
+    rates = expected[warmup - 1 :]
     assert rates[0] == pytest.approx(lr) and all(a >= b for a, b in zip(rates, rates[1:]))
 
 
@@ -44,8 +47,17 @@ def test_fit_steps_with_the_scheduled_rates_and_resume_continues_them(tmp_path):
     x, y = _problem()
     model = torch.nn.Linear(3, 1).double()
     recorder = RecordRates()
-    fit(model, Regression(), (x, y), epochs=5, lr=0.05, batch_size=8, schedule="cosine", callbacks=[recorder],
-        progress=False)
+    fit(
+        model,
+        Regression(),
+        (x, y),
+        epochs=5,
+        lr=0.05,
+        batch_size=8,
+        schedule="cosine",
+        callbacks=[recorder],
+        progress=False,
+    )
     total = 5 * 5
     assert recorder.rates == pytest.approx([scheduled_lr(0.05, "cosine", k, total) for k in range(total)], rel=1e-12)
 
@@ -59,19 +71,48 @@ def test_fit_steps_with_the_scheduled_rates_and_resume_continues_them(tmp_path):
             if record["epoch"] == 2:
                 state.stop_reason = "time"
 
-    fit(first, Regression(), (x, y), epochs=5, lr=0.05, batch_size=8, schedule="cosine", resume_path=path,
-        callbacks=[part, StopAfterTwoEpochs()], progress=False)
+    fit(
+        first,
+        Regression(),
+        (x, y),
+        epochs=5,
+        lr=0.05,
+        batch_size=8,
+        schedule="cosine",
+        resume_path=path,
+        callbacks=[part, StopAfterTwoEpochs()],
+        progress=False,
+    )
     rest = RecordRates()
-    fit(first, Regression(), (x, y), epochs=5, lr=0.05, batch_size=8, schedule="cosine", resume_path=path,
-        resume=True, callbacks=[rest], progress=False)
+    fit(
+        first,
+        Regression(),
+        (x, y),
+        epochs=5,
+        lr=0.05,
+        batch_size=8,
+        schedule="cosine",
+        resume_path=path,
+        resume=True,
+        callbacks=[rest],
+        progress=False,
+    )
     assert part.rates + rest.rates == pytest.approx(recorder.rates, rel=1e-12)
 
 
 def test_unknown_schedule_is_refused():
     x, y = _problem()
     with pytest.raises(ValueError, match="schedule must be one of"):
-        fit(torch.nn.Linear(3, 1).double(), Regression(), (x, y), epochs=1, lr=0.1, batch_size=8, schedule="linear",
-            progress=False)
+        fit(
+            torch.nn.Linear(3, 1).double(),
+            Regression(),
+            (x, y),
+            epochs=1,
+            lr=0.1,
+            batch_size=8,
+            schedule="linear",
+            progress=False,
+        )
 
 
 def test_a_model_that_cannot_train_says_why_before_any_step():
@@ -101,8 +142,13 @@ def test_a_model_that_cannot_train_says_why_before_any_step():
 def test_config_rows_take_a_schedule_and_an_explicit_constant_is_the_default_row():
     from neuralde_seq.training.config import ConfigError, fingerprint, parse_config
 
-    base = {"name": "x", "task": "files", "task_options": {"path": "d"},
-            "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4}, "models": [{"model": "gru-d"}]}
+    base = {
+        "name": "x",
+        "task": "files",
+        "task_options": {"path": "d"},
+        "training": {"epochs": 1, "lr": 1e-3, "batch_size": 4},
+        "models": [{"model": "gru-d"}],
+    }
     cosine = parse_config({**base, "models": [{"model": "gru-d", "training": {"schedule": "cosine"}}]})
     assert cosine.rows[0].training.schedule == "cosine"
     assert cosine.rows[0].to_dict()["training"]["schedule"] == "cosine"

@@ -22,8 +22,8 @@ import pytest
 import torch
 
 from neuralde_seq import build_control
-from neuralde_seq.controls import logsignature as logsignature_module
 from neuralde_seq.controls import LogSignatureCacheError, cached_logsignature_control
+from neuralde_seq.controls import logsignature as logsignature_module
 from neuralde_seq.signatures import BASES, logsignature, logsignature_channels, logsignature_windows
 
 F64 = torch.float64
@@ -48,6 +48,7 @@ def _library(name):
 # ---------------------------------------------------------------------------------------------------
 # independent references
 
+
 def _shoelace_depth2(points, basis="lyndon_brackets"):
     """Depth-2 log-signature of the polyline through ``points`` (list of lists).
 
@@ -56,8 +57,10 @@ def _shoelace_depth2(points, basis="lyndon_brackets"):
     """
     C = len(points[0])
     shifted = [[p[c] - points[0][c] for c in range(C)] for p in points]
-    area = [[0.5 * math.fsum(a[i] * b[j] - a[j] * b[i] for a, b in zip(shifted[:-1], shifted[1:]))
-             for j in range(C)] for i in range(C)]
+    area = [
+        [0.5 * math.fsum(a[i] * b[j] - a[j] * b[i] for a, b in zip(shifted[:-1], shifted[1:])) for j in range(C)]
+        for i in range(C)
+    ]
     increment = shifted[-1]
     if basis == "expand":
         return increment + [area[i][j] for i in range(C) for j in range(C)]
@@ -166,15 +169,17 @@ def test_every_backend_matches_the_shoelace_form_at_depth_2(backend, basis):
     expected = torch.tensor([[_shoelace_depth2(p.tolist(), basis) for p in batch] for batch in path], dtype=F64)
     torch.testing.assert_close(got, expected, **TOL)
     # Depth 1 is the increment in every basis; a single point has a zero log-signature.
-    torch.testing.assert_close(logsignature(path, 1, backend=backend, basis=basis), path[..., -1, :] - path[..., 0, :],
-                               **TOL)
+    torch.testing.assert_close(
+        logsignature(path, 1, backend=backend, basis=basis), path[..., -1, :] - path[..., 0, :], **TOL
+    )
     single = logsignature(path[:, :, :1], 2, backend=backend, basis=basis)
     assert single.shape == got.shape and torch.all(single == 0)
     # The unit square, counter-clockwise, sweeps area +1.
     square = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]], dtype=F64)
     want = [0.0, 0.0, 0.0, 1.0, -1.0, 0.0] if basis == "expand" else [0.0, 0.0, 1.0]
-    torch.testing.assert_close(logsignature(square, 2, backend=backend, basis=basis), torch.tensor(want, dtype=F64),
-                               **TOL)
+    torch.testing.assert_close(
+        logsignature(square, 2, backend=backend, basis=basis), torch.tensor(want, dtype=F64), **TOL
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -194,7 +199,7 @@ def test_libraries_agree_at_depth_3(basis):
 
 @pytest.mark.parametrize("backend", LIBRARIES)
 def test_depth_3_against_chen_and_the_bracket_expansion(backend):
-    """"expand" and "lyndon_words" against the tensor logarithm computed here; "lyndon_brackets" converted
+    """ "expand" and "lyndon_words" against the tensor logarithm computed here; "lyndon_brackets" converted
     to Lyndon-words coordinates by M (the brackets expanded into words) equals the library's "lyndon_words"."""
     _library(backend)
     path = _random_path(3, 6, 3, seed=4)
@@ -272,10 +277,22 @@ def test_build_control_passes_backend_and_basis_through(backend):
     torch.testing.assert_close(got.coeffs, reference.coeffs, **TOL)
     assert torch.equal(got.end_index, reference.end_index)
     # The channel count follows the basis and the depth (path channels: time + 2 values = 3).
-    for depth, basis, channels in ((2, "expand", 3 + 9), (3, "lyndon_words", 14), (3, "lyndon_brackets", 14),
-                                   (3, "expand", 39)):
-        control = build_control(times, values, lengths, interpolation="logsignature", depth=depth, step=3,
-                                logsig_backend=backend, logsig_basis=basis)
+    for depth, basis, channels in (
+        (2, "expand", 3 + 9),
+        (3, "lyndon_words", 14),
+        (3, "lyndon_brackets", 14),
+        (3, "expand", 39),
+    ):
+        control = build_control(
+            times,
+            values,
+            lengths,
+            interpolation="logsignature",
+            depth=depth,
+            step=3,
+            logsig_backend=backend,
+            logsig_basis=basis,
+        )
         assert control.channels == channels == logsignature_channels(3, depth, basis)
         assert len(control.channels_info) == channels
 
@@ -297,8 +314,13 @@ def test_unsupported_combinations_raise_clear_errors():
         build_control(times, values, lengths, interpolation="logsignature", logsig_basis="words")
 
 
-@pytest.mark.parametrize("backend, command", [("pysiglib", "pip install pysiglib==4.0.0"),
-                                              ("signatory", "pip install --no-build-isolation signatory==1.2.6.1.9.0")])
+@pytest.mark.parametrize(
+    "backend, command",
+    [
+        ("pysiglib", "pip install pysiglib==4.0.0"),
+        ("signatory", "pip install --no-build-isolation signatory==1.2.6.1.9.0"),
+    ],
+)
 def test_a_missing_backend_names_its_pip_command(backend, command, monkeypatch):
     monkeypatch.setitem(sys.modules, backend, None)  # makes `import backend` fail
     with pytest.raises(ImportError, match=command.replace(".", r"\.")):
@@ -357,9 +379,18 @@ def test_cache_returns_identical_tensors_on_a_hit(tmp_path, monkeypatch):
     # A hit reads the file and computes nothing.
     def no_computing(*args, **kwargs):
         raise AssertionError("the cache recomputed a control on a hit")
+
     monkeypatch.setattr(logsignature_module, "logsignature_control", no_computing)  # what LogSignature.build calls
-    hit = cached_logsignature_control(tmp_path, times, values, lengths, key_parts=("toy", "train"),
-                                      interpolation="logsignature", logsig_backend="torch", **options)  # defaults spelled out
+    hit = cached_logsignature_control(
+        tmp_path,
+        times,
+        values,
+        lengths,
+        key_parts=("toy", "train"),
+        interpolation="logsignature",
+        logsig_backend="torch",
+        **options,
+    )  # defaults spelled out
     for field in ("knots", "coeffs", "end_index"):
         a, b = getattr(hit, field), getattr(fresh, field)
         assert a.dtype == b.dtype and torch.equal(a, b)
@@ -420,6 +451,7 @@ def test_cache_with_a_library_backend(tmp_path):
 
 def test_channel_count_and_backend_names_are_checked():
     from neuralde_seq.signatures import backend_version
+
     for channels in (0, -2, 2.0, True):
         with pytest.raises(ValueError, match="channels"):
             logsignature_channels(channels, 2)

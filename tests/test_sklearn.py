@@ -15,7 +15,7 @@ from sklearn.metrics import log_loss
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import check_estimator, check_regressors_train
 
-from neuralde_seq import Classification, MODEL_NAMES, create_model, fit, model_inputs
+from neuralde_seq import MODEL_NAMES, Classification, create_model, fit, model_inputs
 from neuralde_seq.data import fill_gaps, from_arrays, median_step, standardise
 from neuralde_seq.models import model_entry
 from neuralde_seq.sklearn import RandomFeatureClassifier, SequenceClassifier, SequenceRegressor
@@ -26,8 +26,17 @@ nan = np.nan
 FAST = dict(model_options={"hidden": 8}, epochs=2, lr=0.02, batch_size=16)
 # every training lever off its default (tests/test_estimator_levers.py), small enough for scikit-learn's checks:
 # two members of at most 12 steps each
-LEVERS = dict(model_options={"hidden": 8}, lr=0.02, batch_size=16, epochs="auto", max_steps=12, augment_crop=0.7,
-              augment_drop_rate=0.2, ensemble=2, weight_decay=1e-3)
+LEVERS = dict(
+    model_options={"hidden": 8},
+    lr=0.02,
+    batch_size=16,
+    epochs="auto",
+    max_steps=12,
+    augment_crop=0.7,
+    augment_drop_rate=0.2,
+    ensemble=2,
+    weight_decay=1e-3,
+)
 
 
 def _ragged(n, seed, classes=3, channels=2, shift=1.5):
@@ -52,39 +61,58 @@ def _ragged(n, seed, classes=3, channels=2, shift=1.5):
 WAIVED = {
     "check_n_features_in": (
         "n_features_in_ counts channels: a 2-D X (N, T) is N univariate sequences, so it is 1, not X.shape[1] "
-        "(test_2d_X_is_n_univariate_sequences)", ""),
+        "(test_2d_X_is_n_univariate_sequences)",
+        "",
+    ),
     "check_n_features_in_after_fitting": (
         "as check_n_features_in; and another number of time steps at prediction is valid for a sequence model",
-        "does not set the `n_features_in_` attribute"),
+        "does not set the `n_features_in_` attribute",
+    ),
     "check_classifiers_train": (
         "passes up to its last step, `predict(X.T)` must raise: X.T is 2 valid univariate sequences of 300 steps "
         "(test_classifier_learns_blobs repeats the rest)",
-        "number of features in predict is different from the number of features in fit"),
+        "number of features in predict is different from the number of features in fit",
+    ),
 }
 REGRESSOR_WAIVED = {
     **{k: v for k, v in WAIVED.items() if k != "check_classifiers_train"},
-    "check_regressors_train": ("R² > 0.5 needs more than this fast instance's 2 epochs: run with 30 epochs in "
-                               "test_regressor_passes_check_regressors_train", ""),
+    "check_regressors_train": (
+        "R² > 0.5 needs more than this fast instance's 2 epochs: run with 30 epochs in "
+        "test_regressor_passes_check_regressors_train",
+        "",
+    ),
 }
 
 
-@pytest.mark.parametrize("estimator, waived", [
-    (SequenceClassifier("gru-dt", **FAST), WAIVED),
-    (SequenceRegressor("gru-dt", **FAST), REGRESSOR_WAIVED),
-    (SequenceClassifier("gru-dt", **LEVERS), WAIVED),
-    (SequenceRegressor("gru-dt", **LEVERS), REGRESSOR_WAIVED),
-], ids=["classifier", "regressor", "classifier-levers", "regressor-levers"])
+@pytest.mark.parametrize(
+    "estimator, waived",
+    [
+        (SequenceClassifier("gru-dt", **FAST), WAIVED),
+        (SequenceRegressor("gru-dt", **FAST), REGRESSOR_WAIVED),
+        (SequenceClassifier("gru-dt", **LEVERS), WAIVED),
+        (SequenceRegressor("gru-dt", **LEVERS), REGRESSOR_WAIVED),
+    ],
+    ids=["classifier", "regressor", "classifier-levers", "regressor-levers"],
+)
 def test_scikit_learn_estimator_checks(estimator, waived):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = check_estimator(estimator, on_fail=None, on_skip=None,
-                                  expected_failed_checks={k: v[0] for k, v in waived.items()})
+        results = check_estimator(
+            estimator, on_fail=None, on_skip=None, expected_failed_checks={k: v[0] for k, v in waived.items()}
+        )
     failed = [f"{r['check_name']}: {r['exception']}" for r in results if r["status"] == "failed"]
     assert not failed, "\n".join(failed)
     ran = {r["check_name"] for r in results if r["status"] == "passed"}
-    assert len(ran) > 40 and {"check_estimators_pickle", "check_fit_idempotent", "check_methods_subset_invariance",
-                              "check_classifiers_classes" if "check_classifiers_train" in waived else
-                              "check_regressor_multioutput"} <= ran
+    assert (
+        len(ran) > 40
+        and {
+            "check_estimators_pickle",
+            "check_fit_idempotent",
+            "check_methods_subset_invariance",
+            "check_classifiers_classes" if "check_classifiers_train" in waived else "check_regressor_multioutput",
+        }
+        <= ran
+    )
     # Every waiver is still needed, and for its stated reason.
     for r in results:
         if r["check_name"] in waived:
@@ -143,8 +171,9 @@ def test_times_reach_fit_and_score_through_metadata_routing():
     rng = np.random.default_rng(3)
     y = np.arange(40) % 2
     X = [rng.normal(size=int(rng.integers(6, 11))) for _ in y]
-    times = [np.cumsum(rng.uniform(0.5, 1.0, len(x)) if k == 0 else rng.uniform(2.0, 3.0, len(x)))
-             for x, k in zip(X, y)]
+    times = [
+        np.cumsum(rng.uniform(0.5, 1.0, len(x)) if k == 0 else rng.uniform(2.0, 3.0, len(x))) for x, k in zip(X, y)
+    ]
     clf = SequenceClassifier("gru-dt", model_options={"hidden": 8}, epochs=10, lr=0.03, batch_size=8, random_state=0)
     with sklearn.config_context(enable_metadata_routing=True):
         routed = clf.set_fit_request(times=True).set_score_request(times=True)
@@ -156,8 +185,11 @@ def test_times_reach_fit_and_score_through_metadata_routing():
 
 def test_grid_search_picks_the_learning_rate_that_learns():
     X, y, _ = _ragged(30, seed=1)
-    search = GridSearchCV(SequenceClassifier("gru-dt", model_options={"hidden": 8}, epochs=8, batch_size=8,
-                                             random_state=0), {"lr": [1e-6, 0.03]}, cv=2)
+    search = GridSearchCV(
+        SequenceClassifier("gru-dt", model_options={"hidden": 8}, epochs=8, batch_size=8, random_state=0),
+        {"lr": [1e-6, 0.03]},
+        cv=2,
+    )
     search.fit(X, y)
     assert search.best_params_ == {"lr": 0.03}
     low, high = search.cv_results_["mean_test_score"]
@@ -186,8 +218,9 @@ def test_clone_and_set_params_round_trip():
 def test_string_labels_are_mapped_back_and_probabilities_sum_to_one():
     X, codes, times = _ragged(36, seed=4)
     names = np.array(["low", "mid", "high"])[codes]
-    clf = SequenceClassifier("gru-dt", model_options={"hidden": 16}, epochs=10, lr=0.03, batch_size=8,
-                             random_state=0).fit(X, names, times=times)
+    clf = SequenceClassifier(
+        "gru-dt", model_options={"hidden": 16}, epochs=10, lr=0.03, batch_size=8, random_state=0
+    ).fit(X, names, times=times)
     assert clf.classes_.tolist() == ["high", "low", "mid"]
     proba = clf.predict_proba(X, times=times)
     assert proba.shape == (36, 3) and proba.dtype == np.float64
@@ -205,8 +238,9 @@ def test_regressor_maps_standardised_targets_back():
     X, _, times = _ragged(60, seed=5)
     means = np.array([np.nanmean(x, axis=0) for x in X])
     y = 1000.0 * means[:, 0] + 5000.0  # far from the standardised scale
-    reg = SequenceRegressor("gru-dt", model_options={"hidden": 16}, epochs=20, lr=0.02, batch_size=8,
-                            random_state=0).fit(X[:45], y[:45], times=times[:45])
+    reg = SequenceRegressor(
+        "gru-dt", model_options={"hidden": 16}, epochs=20, lr=0.02, batch_size=8, random_state=0
+    ).fit(X[:45], y[:45], times=times[:45])
     assert abs(reg.target_mean_[0] - y[:45].mean()) < 1e-9
     predicted = reg.predict(X[45:], times=times[45:])
     assert predicted.shape == (15,) and predicted.dtype == np.float64
@@ -282,8 +316,9 @@ def test_ragged_series_with_their_times_are_read_as_their_grid_with_nan():
     ragged = SequenceClassifier(**settings).fit(kept, y, times=kept_times)  # the default model, delta-rde
     on_grid = SequenceClassifier(**settings).fit(grids, y)
     assert ragged.model == "delta-rde" and ragged.input_spec_.fill_step == 1.0
-    np.testing.assert_allclose(ragged.predict_proba(kept, times=kept_times), on_grid.predict_proba(grids),
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        ragged.predict_proba(kept, times=kept_times), on_grid.predict_proba(grids), rtol=0, atol=1e-10
+    )
     # one knot per observation instead: other inputs, other predictions
     unfilled = SequenceClassifier(fill_gaps=None, **settings).fit(kept, y, times=kept_times)
     assert unfilled.input_spec_.fill_step is None
@@ -299,8 +334,16 @@ def test_validation_split_early_stopping_and_best_weights():
     rng = np.random.default_rng(9)
     X = [rng.normal(size=(int(rng.integers(6, 13)), 2)) for _ in range(32)]
     y = rng.integers(0, 2, 32)
-    clf = SequenceClassifier("gru-dt", model_options={"hidden": 16}, epochs=60, lr=0.05, batch_size=8,
-                             validation_fraction=0.25, patience=3, random_state=0).fit(X, y)
+    clf = SequenceClassifier(
+        "gru-dt",
+        model_options={"hidden": 16},
+        epochs=60,
+        lr=0.05,
+        batch_size=8,
+        validation_fraction=0.25,
+        patience=3,
+        random_state=0,
+    ).fit(X, y)
     history, held_out = clf.history_, clf.validation_index_
     assert history["stopped_by"] == "early_stopping" and history["epochs_run"] == history["best_epoch"] + 3
     assert len(held_out) == 8 and (np.abs(np.bincount(y[held_out]) - np.bincount(y) / 4) <= 0.5).all()  # stratified
@@ -382,23 +425,34 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(TypeError, match="sparse"):
         clf.fit(__import__("scipy").sparse.csr_matrix(np.ones((10, 4))), y)
     clf.fit(X, y)
-    with pytest.raises(ValueError, match=r"X has 3 channel\(s\) per time step, but SequenceClassifier was fitted "
-                                         r"with 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"X has 3 channel\(s\) per time step, but SequenceClassifier was fitted "
+        r"with 2",
+    ):
         clf.predict([np.ones((4, 3))])
     with pytest.raises(ValueError, match="Input y contains NaN"):
         SequenceRegressor("gru-dt", **FAST).fit(X, np.full(10, nan))
     # issue 36: a missing label gave numpy's comparison error or scikit-learn's "Unknown label type: unknown"
-    for missing in (np.array(list(y[:3]) + [None] + list(y[4:]), dtype=object), list(y[:3]) + [None] + list(y[4:]),
-                    np.where(np.arange(10) == 3, nan, y.astype(float))):
+    for missing in (
+        np.array(list(y[:3]) + [None] + list(y[4:]), dtype=object),
+        list(y[:3]) + [None] + list(y[4:]),
+        np.where(np.arange(10) == 3, nan, y.astype(float)),
+    ):
         with pytest.raises(ValueError, match=r"y holds 1 missing label\(s\) \((None or )?NaN\), the first at sample 3"):
             clf.fit(X, missing)
     with pytest.raises(ValueError, match=r"y holds 1 missing label"):
         RandomFeatureClassifier().fit(X, list(y[:3]) + [None] + list(y[4:]))
     # issue 36: a validation split that leaves no training sample gave scikit-learn's "train set will be empty"
-    for estimator, target in ((SequenceClassifier("gru-dt", **FAST, validation_fraction=0.9), y[:4]),
-                              (SequenceRegressor("gru-dt", **FAST, validation_fraction=0.9), np.arange(4.0))):
-        with pytest.raises(ValueError, match=r"validation_fraction=0.9 of 4 samples leaves 0 to train on and 4 to "
-                                             r"validate: each part needs at least 1 sample"):
+    for estimator, target in (
+        (SequenceClassifier("gru-dt", **FAST, validation_fraction=0.9), y[:4]),
+        (SequenceRegressor("gru-dt", **FAST, validation_fraction=0.9), np.arange(4.0)),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"validation_fraction=0.9 of 4 samples leaves 0 to train on and 4 to "
+            r"validate: each part needs at least 1 sample",
+        ):
             estimator.fit(X[:4], target)
 
 
@@ -438,8 +492,11 @@ def test_a_channel_a_sample_never_observes_is_filled_with_its_training_mean_and_
     # None refuses such data, naming the sample and channel
     with pytest.raises(ValueError, match=r"sample 3 has no observation in channel 1"):
         SequenceClassifier("ncde", control_options={"unobserved_fill": None}, **settings).fit(X, y)
-    with pytest.raises(ValueError, match=r"unobserved_fill must be None, a finite number or a sequence of finite "
-                                         r"numbers, one per channel, or 'mean'"):
+    with pytest.raises(
+        ValueError,
+        match=r"unobserved_fill must be None, a finite number or a sequence of finite "
+        r"numbers, one per channel, or 'mean'",
+    ):
         SequenceClassifier("ncde", control_options={"unobserved_fill": "median"}, **settings).fit(X, y)
 
 
@@ -452,8 +509,9 @@ def test_time_unit_auto_is_the_fit_data_span_and_kept_for_prediction():
     assert auto.control_options_["time_unit"] == pytest.approx(span, rel=1e-6)
     # prediction on other data reuses the fit's unit (not the new data's span)
     half = [x[: len(x) // 2 + 1] for x in X], [t[: len(t) // 2 + 1] for t in times]
-    np.testing.assert_allclose(auto.predict_proba(half[0], times=half[1]),
-                               explicit.predict_proba(half[0], times=half[1]), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        auto.predict_proba(half[0], times=half[1]), explicit.predict_proba(half[0], times=half[1]), rtol=0, atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------------------- one trip down
@@ -475,15 +533,22 @@ def _spy_on(monkeypatch, function) -> list:
     return calls
 
 
-@pytest.mark.parametrize("make", [
-    # a validation split, augmentation at every batch, an ensemble and the summary baseline: every path X takes
-    lambda: SequenceClassifier("delta-rde", **{**LEVERS, "model_options": {"d_model": 8, "n_heads": 2},
-                                               "validation_fraction": 0.25}, baseline="summary-features",
-                               random_state=0),
-    lambda: SequenceClassifier("gru-dt", **FAST, random_state=0),
-    lambda: SequenceRegressor("ncde", **FAST, fill_gaps=None, random_state=0),
-    lambda: RandomFeatureClassifier(width=16, fine_tune={"epochs": 1}, random_state=0),
-    lambda: RandomFeatureClassifier("logsignature", random_state=0)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        # a validation split, augmentation at every batch, an ensemble and the summary baseline: every path X takes
+        lambda: SequenceClassifier(
+            "delta-rde",
+            **{**LEVERS, "model_options": {"d_model": 8, "n_heads": 2}, "validation_fraction": 0.25},
+            baseline="summary-features",
+            random_state=0,
+        ),
+        lambda: SequenceClassifier("gru-dt", **FAST, random_state=0),
+        lambda: SequenceRegressor("ncde", **FAST, fill_gaps=None, random_state=0),
+        lambda: RandomFeatureClassifier(width=16, fine_tune={"epochs": 1}, random_state=0),
+        lambda: RandomFeatureClassifier("logsignature", random_state=0),
+    ],
+)
 def test_fit_and_every_prediction_read_and_check_x_exactly_once(make, monkeypatch):
     """Issue 37, one trip down: X is read once into a dataset and its observations are checked once
     (`validate_observations`), in fit and in each prediction; the input spec, the splits, the augmented batches and
@@ -498,8 +563,10 @@ def test_fit_and_every_prediction_read_and_check_x_exactly_once(make, monkeypatc
     estimator.fit(X, y, times=times)
     assert len(calls) == 1
     predictions = [estimator.predict, estimator.score] + [
-        getattr(estimator, name) for name in ("predict_proba", "decision_function", "random_features")
-        if hasattr(estimator, name)]
+        getattr(estimator, name)
+        for name in ("predict_proba", "decision_function", "random_features")
+        if hasattr(estimator, name)
+    ]
     for predict in predictions:
         calls.clear()
         predict(X, y, times=times) if predict == estimator.score else predict(X, times=times)

@@ -3,6 +3,7 @@ object, each checking its own options under one name; every constructor taking `
 reads the edges' spellings (names, flat mappings, the stored ``{"type": ...}`` form) into equal solves; the
 kernels read the method object's fields, never its name; `Exact` refuses with the reason and `Auto` resolves as
 before."""
+
 from __future__ import annotations
 
 import ast
@@ -15,15 +16,31 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
+from device_checks import build_registry_model, registry_batch, training_loss
 
 import neuralde_seq
-from device_checks import build_registry_model, registry_batch, training_loss
 from neuralde_seq.controls import build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.input_checks import UnknownOptionError
 from neuralde_seq.models import MODEL_NAMES, FastWeightClassifier, create_model, model_entry, model_inputs
-from neuralde_seq.solvers import (GRADIENTS, METHODS, RK4, Adjoint, Auto, Backprop, Checkpoint, Dopri5, Euler, Exact,
-                                  Method, Midpoint, SolverOptions, parse_solver, resolve_method, solve)
+from neuralde_seq.solvers import (
+    GRADIENTS,
+    METHODS,
+    RK4,
+    Adjoint,
+    Auto,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Euler,
+    Exact,
+    Method,
+    Midpoint,
+    SolverOptions,
+    parse_solver,
+    resolve_method,
+    solve,
+)
 from neuralde_seq.training.config import ConfigError, apply_overrides, parse_config
 
 DTYPE = torch.float64
@@ -31,9 +48,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # What "auto" resolved to on each fast weight model's default input, by resolve_method before this change (the
 # CLI's tiny input: times 0..8, one channel sin(t)).
-BEFORE_AUTO = {"hebb-ode": "rk4", "hebb-cde": "rk4", "hebb-rde": "exact", "oja-ode": "rk4", "oja-cde": "rk4",
-               "oja-rde": "exact", "delta-ode": "rk4", "delta-cde": "rk4", "delta-rde": "exact",
-               "delta-post-ode": "rk4", "delta-post-cde": "rk4", "delta-post-rde": "exact"}
+BEFORE_AUTO = {
+    "hebb-ode": "rk4",
+    "hebb-cde": "rk4",
+    "hebb-rde": "exact",
+    "oja-ode": "rk4",
+    "oja-cde": "rk4",
+    "oja-rde": "exact",
+    "delta-ode": "rk4",
+    "delta-cde": "rk4",
+    "delta-rde": "exact",
+    "delta-post-ode": "rk4",
+    "delta-post-cde": "rk4",
+    "delta-post-rde": "exact",
+}
 
 
 def _inputs(name: str, points: int = 12, batch: int = 3):
@@ -44,37 +72,47 @@ def _inputs(name: str, points: int = 12, batch: int = 3):
 
 
 # ------------------------------------------------------------------------------ each object checks itself
-@pytest.mark.parametrize("make, message", [
-    (lambda: RK4(step_size=0), "RK4.step_size must be a positive number or None, got 0"),
-    (lambda: RK4(step_size=True), "RK4.step_size must be a positive number or None, got True"),
-    (lambda: Euler(step_size="small"), "Euler.step_size must be a positive number or None, got 'small'"),
-    (lambda: RK4(max_steps=0), r"RK4.max_steps must be a positive integer or None \(no limit\), got 0"),
-    (lambda: RK4(affine_steps=1), "RK4.affine_steps must be True or False, got 1"),
-    (lambda: RK4(scan="fast"), "RK4.scan must be one of"),
-    (lambda: Midpoint(scan="parallel", affine_steps=False),
-     "Midpoint.scan='parallel' composes the affine step maps of Midpoint.affine_steps=True"),
-    (lambda: Dopri5(rtol=-1e-3), "Dopri5.rtol must be a positive number, got -0.001"),
-    (lambda: Dopri5(atol="1e-9"), "Dopri5.atol must be a positive number, got '1e-9'"),
-    (lambda: Dopri5(max_steps=2.5), "Dopri5.max_steps must be a positive integer"),
-    (lambda: Exact(chunk_size=0), "Exact.chunk_size must be a positive integer or None, got 0"),
-    (lambda: Exact(compile="yes"), "Exact.compile must be True or False, got 'yes'"),
-    (lambda: Exact(recurrence="wy"), "Exact.recurrence must be 'auto', 'sequential' or 'chunked', got 'wy'"),
-    (lambda: Exact(block_size=8, recurrence="sequential"),
-     "Exact.block_size is the block length of Exact.recurrence='chunked'"),
-    (lambda: Checkpoint(every=0), "Checkpoint.every must be a positive integer or None, got 0"),
-    (lambda: Adjoint(check_every=-1), r"Adjoint.check_every must be an integer >= 0 \(0: off\), got -1"),
-    (lambda: Adjoint(check_every=None), "Adjoint.check_every must be an integer >= 0"),
-    (lambda: Auto(exact=RK4()), r"Auto.exact must be Exact\(...\)"),
-    (lambda: Auto(fallback=Exact()), "Auto.fallback must be a fixed-step or adaptive method"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: RK4(step_size=0), "RK4.step_size must be a positive number or None, got 0"),
+        (lambda: RK4(step_size=True), "RK4.step_size must be a positive number or None, got True"),
+        (lambda: Euler(step_size="small"), "Euler.step_size must be a positive number or None, got 'small'"),
+        (lambda: RK4(max_steps=0), r"RK4.max_steps must be a positive integer or None \(no limit\), got 0"),
+        (lambda: RK4(affine_steps=1), "RK4.affine_steps must be True or False, got 1"),
+        (lambda: RK4(scan="fast"), "RK4.scan must be one of"),
+        (
+            lambda: Midpoint(scan="parallel", affine_steps=False),
+            "Midpoint.scan='parallel' composes the affine step maps of Midpoint.affine_steps=True",
+        ),
+        (lambda: Dopri5(rtol=-1e-3), "Dopri5.rtol must be a positive number, got -0.001"),
+        (lambda: Dopri5(atol="1e-9"), "Dopri5.atol must be a positive number, got '1e-9'"),
+        (lambda: Dopri5(max_steps=2.5), "Dopri5.max_steps must be a positive integer"),
+        (lambda: Exact(chunk_size=0), "Exact.chunk_size must be a positive integer or None, got 0"),
+        (lambda: Exact(compile="yes"), "Exact.compile must be True or False, got 'yes'"),
+        (lambda: Exact(recurrence="wy"), "Exact.recurrence must be 'auto', 'sequential' or 'chunked', got 'wy'"),
+        (
+            lambda: Exact(block_size=8, recurrence="sequential"),
+            "Exact.block_size is the block length of Exact.recurrence='chunked'",
+        ),
+        (lambda: Checkpoint(every=0), "Checkpoint.every must be a positive integer or None, got 0"),
+        (lambda: Adjoint(check_every=-1), r"Adjoint.check_every must be an integer >= 0 \(0: off\), got -1"),
+        (lambda: Adjoint(check_every=None), "Adjoint.check_every must be an integer >= 0"),
+        (lambda: Auto(exact=RK4()), r"Auto.exact must be Exact\(...\)"),
+        (lambda: Auto(fallback=Exact()), "Auto.fallback must be a fixed-step or adaptive method"),
+    ],
+)
 def test_each_choice_refuses_its_bad_options_naming_the_field(make, message):
     with pytest.raises(ValueError, match=message):
         make()
 
 
 def test_solver_options_hold_objects_only_and_name_the_parser_for_strings():
-    for given, field in (({"method": "rk4"}, "method"), ({"gradient": "adjoint"}, "gradient"),
-                         ({"method": {"type": "RK4"}}, "method")):
+    for given, field in (
+        ({"method": "rk4"}, "method"),
+        ({"gradient": "adjoint"}, "gradient"),
+        ({"method": {"type": "RK4"}}, "method"),
+    ):
         with pytest.raises(TypeError, match=rf"SolverOptions\.{field} must be a .* object .*parse_solver"):
             SolverOptions(**given)
     with pytest.raises(TypeError, match="unexpected keyword argument 'step_size'"):
@@ -86,13 +124,27 @@ def test_solver_options_hold_objects_only_and_name_the_parser_for_strings():
 
 # ------------------------------------------------------------------------------ spellings solve the same
 SPELLINGS = {
-    "rk4": ["rk4", "RK4", {"method": "rk4"}, RK4(), SolverOptions(RK4()), {"method": {"type": "RK4"}},
-            SolverOptions(RK4()).to_dict()],
-    "rk4, step 0.5": [{"method": "rk4", "step_size": 0.5}, RK4(step_size=0.5), SolverOptions(RK4(0.5), Checkpoint()),
-                      {"method": {"type": "RK4", "step_size": 0.5}, "gradient": "checkpoint"}],
-    "dopri5": [{"method": "dopri5", "rtol": 1e-5, "atol": 1e-7}, Dopri5(rtol=1e-5, atol=1e-7),
-               SolverOptions(Dopri5(1e-5, 1e-7), gradient=Backprop()),
-               {"method": "dopri5", "rtol": 1e-5, "atol": 1e-7, "gradient": {"type": "Backprop"}}],
+    "rk4": [
+        "rk4",
+        "RK4",
+        {"method": "rk4"},
+        RK4(),
+        SolverOptions(RK4()),
+        {"method": {"type": "RK4"}},
+        SolverOptions(RK4()).to_dict(),
+    ],
+    "rk4, step 0.5": [
+        {"method": "rk4", "step_size": 0.5},
+        RK4(step_size=0.5),
+        SolverOptions(RK4(0.5), Checkpoint()),
+        {"method": {"type": "RK4", "step_size": 0.5}, "gradient": "checkpoint"},
+    ],
+    "dopri5": [
+        {"method": "dopri5", "rtol": 1e-5, "atol": 1e-7},
+        Dopri5(rtol=1e-5, atol=1e-7),
+        SolverOptions(Dopri5(1e-5, 1e-7), gradient=Backprop()),
+        {"method": "dopri5", "rtol": 1e-5, "atol": 1e-7, "gradient": {"type": "Backprop"}},
+    ],
 }
 
 
@@ -118,12 +170,19 @@ def test_string_dict_stored_and_object_spellings_give_equal_solves():
 
 
 # ------------------------------------------------------------------------------ stored form
-ROUND_TRIPS = [SolverOptions(), SolverOptions(RK4(step_size=0.5, max_steps=None), Adjoint(check_every=3)),
-               SolverOptions(Auto(exact=Exact(chunk_size=8, recurrence="chunked", block_size=16, scan="parallel"),
-                                  fallback=Dopri5(rtol=1e-5)), Checkpoint(every=7)),
-               SolverOptions(Exact(compile=True), Backprop()),
-               *[SolverOptions(cls()) for cls in METHODS.values()],
-               *[SolverOptions(gradient=cls()) for cls in GRADIENTS.values()]]
+ROUND_TRIPS = [
+    SolverOptions(),
+    SolverOptions(RK4(step_size=0.5, max_steps=None), Adjoint(check_every=3)),
+    SolverOptions(
+        Auto(
+            exact=Exact(chunk_size=8, recurrence="chunked", block_size=16, scan="parallel"), fallback=Dopri5(rtol=1e-5)
+        ),
+        Checkpoint(every=7),
+    ),
+    SolverOptions(Exact(compile=True), Backprop()),
+    *[SolverOptions(cls()) for cls in METHODS.values()],
+    *[SolverOptions(gradient=cls()) for cls in GRADIENTS.values()],
+]
 
 
 @pytest.mark.parametrize("options", ROUND_TRIPS, ids=repr)
@@ -139,10 +198,18 @@ def test_to_dict_and_from_dict_round_trip_through_json(options):
 
 def test_the_stored_form_nests_autos_parts_and_refuses_what_it_does_not_know():
     stored = SolverOptions(Auto(exact=Exact(chunk_size=4), fallback=RK4(step_size=0.25))).to_dict()
-    assert stored["method"] == {"type": "Auto", "exact": {"type": "Exact", "chunk_size": 4, "compile": False,
-                                                          "recurrence": "auto", "block_size": None, "scan": "auto"},
-                                "fallback": {"type": "RK4", "step_size": 0.25, "affine_steps": True, "scan": "auto",
-                                             "max_steps": 1_000_000}}
+    assert stored["method"] == {
+        "type": "Auto",
+        "exact": {
+            "type": "Exact",
+            "chunk_size": 4,
+            "compile": False,
+            "recurrence": "auto",
+            "block_size": None,
+            "scan": "auto",
+        },
+        "fallback": {"type": "RK4", "step_size": 0.25, "affine_steps": True, "scan": "auto", "max_steps": 1_000_000},
+    }
     with pytest.raises(ValueError, match="method must be one of .*got 'RK5'"):
         SolverOptions.from_dict({"method": {"type": "RK5", "step_size": 0.5}})
     with pytest.raises(UnknownOptionError, match="did you mean 'step_size'"):
@@ -155,14 +222,24 @@ def test_the_stored_form_nests_autos_parts_and_refuses_what_it_does_not_know():
 
 # ------------------------------------------------------------------------------ the flat spelling of the edges
 def test_a_flat_mapping_puts_each_option_on_its_object():
-    options = parse_solver({"step_size": 0.25, "chunk_size": 8, "scan": "parallel", "max_steps": 50,
-                            "gradient": "adjoint", "check_every": 3})
-    assert options == SolverOptions(Auto(exact=Exact(chunk_size=8, scan="parallel"),
-                                         fallback=RK4(step_size=0.25, scan="parallel", max_steps=50)),
-                                    Adjoint(check_every=3))
+    options = parse_solver(
+        {
+            "step_size": 0.25,
+            "chunk_size": 8,
+            "scan": "parallel",
+            "max_steps": 50,
+            "gradient": "adjoint",
+            "check_every": 3,
+        }
+    )
+    assert options == SolverOptions(
+        Auto(exact=Exact(chunk_size=8, scan="parallel"), fallback=RK4(step_size=0.25, scan="parallel", max_steps=50)),
+        Adjoint(check_every=3),
+    )
     assert parse_solver({"method": "auto", "fallback": "dopri5", "rtol": 1e-5}).method == Auto(fallback=Dopri5(1e-5))
-    assert parse_solver({"method": "exact", "recurrence": "chunked", "block_size": 8}).method == \
-        Exact(recurrence="chunked", block_size=8)
+    assert parse_solver({"method": "exact", "recurrence": "chunked", "block_size": 8}).method == Exact(
+        recurrence="chunked", block_size=8
+    )
     assert parse_solver({"method": RK4(step_size=0.5), "max_steps": 9}).method == RK4(step_size=0.5, max_steps=9)
     assert parse_solver(Adjoint()) == SolverOptions(gradient=Adjoint()) and parse_solver(None) is None
     with pytest.raises(ValueError, match="step_size is an option of Euler, Midpoint, Heun2, Heun3, RK4, not of Dopri5"):
@@ -204,8 +281,9 @@ def test_every_constructor_taking_solver_takes_a_method_object(name):
 
 
 # ------------------------------------------------------------------------------ every registry model from objects
-OBJECTS_ONLY = SolverOptions(method=Auto(exact=Exact(chunk_size=2), fallback=RK4(step_size=0.5, max_steps=10_000)),
-                             gradient=Checkpoint(every=3))
+OBJECTS_ONLY = SolverOptions(
+    method=Auto(exact=Exact(chunk_size=2), fallback=RK4(step_size=0.5, max_steps=10_000)), gradient=Checkpoint(every=3)
+)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
@@ -239,12 +317,18 @@ class _RenamedExact(Exact):
     name: ClassVar[str] = "renamed-exact"
 
 
-@pytest.mark.parametrize("gradient", [Checkpoint(every=2), Backprop(), Adjoint(check_every=0)],
-                         ids=["checkpoint", "backprop", "adjoint"])
-@pytest.mark.parametrize("model_name, method, renamed", [
-    ("delta-cde", RK4(step_size=0.5), _RenamedRK4(step_size=0.5)),
-    ("ncde", RK4(step_size=0.5, affine_steps=False), _RenamedRK4(step_size=0.5, affine_steps=False)),
-    ("delta-rde", Exact(chunk_size=2), _RenamedExact(chunk_size=2))], ids=["affine rk4", "rk4 loop", "exact"])
+@pytest.mark.parametrize(
+    "gradient", [Checkpoint(every=2), Backprop(), Adjoint(check_every=0)], ids=["checkpoint", "backprop", "adjoint"]
+)
+@pytest.mark.parametrize(
+    "model_name, method, renamed",
+    [
+        ("delta-cde", RK4(step_size=0.5), _RenamedRK4(step_size=0.5)),
+        ("ncde", RK4(step_size=0.5, affine_steps=False), _RenamedRK4(step_size=0.5, affine_steps=False)),
+        ("delta-rde", Exact(chunk_size=2), _RenamedExact(chunk_size=2)),
+    ],
+    ids=["affine rk4", "rk4 loop", "exact"],
+)
 def test_the_kernels_read_the_objects_fields_not_the_methods_name(model_name, method, renamed, gradient):
     inputs = _inputs(model_name)
     outs = []
@@ -279,8 +363,13 @@ def test_no_module_of_the_package_compares_with_or_looks_up_a_method_name():
                 constants = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
                 if constants:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares with {constants[0].value!r}")
-            if (kernel and isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-                    and isinstance(node.slice, ast.Attribute) and node.slice.attr in ("name", "method")):
+            if (
+                kernel
+                and isinstance(node, ast.Subscript)
+                and isinstance(node.ctx, ast.Load)
+                and isinstance(node.slice, ast.Attribute)
+                and node.slice.attr in ("name", "method")
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: looks up [{ast.unparse(node.slice)}]")
     assert not found, "\n".join(found)
 
@@ -289,10 +378,20 @@ def test_the_name_check_finds_what_it_looks_for(tmp_path):
     """The check above is not vacuous: it flags the spellings the kernels had before (``options.method == "rk4"``,
     ``TABLEAUS[options.method]``)."""
     tree = ast.parse('if options.method == "rk4":\n    t = TABLEAUS[options.method]\n')
-    compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)
-                and any(isinstance(c, ast.Constant) and c.value in _method_names() for c in ast.walk(n))]
-    lookups = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
-               and isinstance(n.slice, ast.Attribute) and n.slice.attr == "method"]
+    compares = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare)
+        and any(isinstance(c, ast.Constant) and c.value in _method_names() for c in ast.walk(n))
+    ]
+    lookups = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.slice, ast.Attribute)
+        and n.slice.attr == "method"
+    ]
     assert len(compares) == 1 and len(lookups) == 1
 
 
@@ -314,8 +413,9 @@ def test_exact_refuses_a_field_without_a_closed_form_with_the_reason():
     with pytest.raises(ValueError, match="not piecewise constant"):
         solve(field, cubic, W0, SolverOptions(Exact()))
     # the same field on log-signature windows: the closed form applies, and Auto takes it
-    logsig = build_control(times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), interpolation="logsignature",
-                           depth=2, step=2)
+    logsig = build_control(
+        times, torch.randn(2, 6, 2, generator=generator, dtype=DTYPE), interpolation="logsignature", depth=2, step=2
+    )
     rde = FastWeightField(logsig.channels, 8, 2, "delta", form="rde").to(DTYPE)
     assert Exact().applies(rde, logsig)
     assert Auto().resolve(rde, logsig) == Exact() and Auto().resolve(field, cubic) == RK4()
@@ -347,10 +447,16 @@ def test_one_parser_reads_create_model_the_config_and_the_estimator():
     inputs = _inputs("delta-cde")
     assert create_model("delta-cde", inputs, 2, solver="dopri5").network.solver == expected
     # the config: YAML's mapping, and the CLI's --solver (an override of models.i.solver.method)
-    cfg = {"name": "tiny", "task": "japanese-vowels", "seeds": [0],
-           "training": {"epochs": 1, "lr": 1e-2, "batch_size": 8},
-           "models": [{"label": "d", "model": "delta-cde", "solver": {"method": "dopri5"}},
-                      {"label": "e", "model": "delta-cde"}]}
+    cfg = {
+        "name": "tiny",
+        "task": "japanese-vowels",
+        "seeds": [0],
+        "training": {"epochs": 1, "lr": 1e-2, "batch_size": 8},
+        "models": [
+            {"label": "d", "model": "delta-cde", "solver": {"method": "dopri5"}},
+            {"label": "e", "model": "delta-cde"},
+        ],
+    }
     parsed = parse_config(apply_overrides(cfg, ["models.1.solver.method=dopri5"]))
     assert [row.solver for row in parsed.rows] == [expected, expected]
     with pytest.raises(ConfigError, match="method must be one of"):
@@ -369,6 +475,15 @@ def test_one_parser_reads_create_model_the_config_and_the_estimator():
 
 
 def test_the_public_api_offers_the_objects():
-    for name in ("SolverOptions", "parse_solver", "Auto", "RK4", "Dopri5", "Exact", "Checkpoint", "Adjoint",
-                 "Backprop"):
+    for name in (
+        "SolverOptions",
+        "parse_solver",
+        "Auto",
+        "RK4",
+        "Dopri5",
+        "Exact",
+        "Checkpoint",
+        "Adjoint",
+        "Backprop",
+    ):
         assert name in neuralde_seq.__all__ and getattr(neuralde_seq, name) is getattr(neuralde_seq.solvers, name)

@@ -13,12 +13,12 @@ Every reference is computed in the test from the modules' weights (tests/fwp_ref
 
 import math
 
+import fwp_reference as ref
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-import fwp_reference as ref
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model
@@ -71,7 +71,7 @@ def control_for(form, times, values, lengths, interpolation="hermite_cubic"):
 
 def alone(form, times, values, lengths, b, interpolation="hermite_cubic"):
     L = int(lengths[b])
-    return control_for(form, times[b:b + 1, :L], values[b:b + 1, :L], None, interpolation)
+    return control_for(form, times[b : b + 1, :L], values[b : b + 1, :L], None, interpolation)
 
 
 def make_model(rule, form, channels, solver, seed=0, dtype=DTYPE, scale=0.6, **kw):
@@ -87,7 +87,7 @@ def hand_pieces(control, b, i, f):
     f = f.unsqueeze(-1)
     if control.piecewise_constant:
         return a.expand(f.shape[0], -1), a.expand(f.shape[0], -1)
-    return a + b1 * f + c * f ** 2 + d * f ** 3, b1 + 2 * c * f + 3 * d * f ** 2
+    return a + b1 * f + c * f**2 + d * f**3, b1 + 2 * c * f + 3 * d * f**2
 
 
 def hand_final(control):
@@ -103,8 +103,9 @@ def hand_final(control):
 
 
 # ------------------------------------------------------------------------------ Hebb: quadrature
-@pytest.mark.parametrize("form,method", [("ode", "hermite_cubic"), ("ode", "natural_cubic"),
-                                         ("cde", "hermite_cubic"), ("cde", "linear")])
+@pytest.mark.parametrize(
+    "form,method", [("ode", "hermite_cubic"), ("ode", "natural_cubic"), ("cde", "hermite_cubic"), ("cde", "linear")]
+)
 def test_hebb_equals_quadrature_of_its_rate(form, method):
     """dW/ds = rate(x(s), x'(s)) does not depend on W: W(T_b) = W(t0) + ∫_{t0}^{T_b} rate ds for every
     sample of a padded batch, the integral by 16-point Gauss-Legendre on four parts of each knot interval.
@@ -150,9 +151,9 @@ def _piecewise_controls():
 def _closed_form_solution(rule, field, control, W0):
     out = []
     for b in range(control.batch_size):
-        W = W0[b:b + 1]
+        W = W0[b : b + 1]
         for j in range(int(control.end_index[b])):
-            u = control.coeffs[b:b + 1, j, 0]
+            u = control.coeffs[b : b + 1, j, 0]
             h = float(control.knots[j + 1] - control.knots[j])
             W = ref.closed_form_step(rule, W, *ref.projections(field, u, u, ("x", "x")), h)
         out.append(W[0])
@@ -168,8 +169,11 @@ def test_piecewise_constant_closed_forms(rule, kind, solver):
     field = FastWeightField(control.channels, D_MODEL, 2, rule, form="rde").to(DTYPE)
     ref.randomize_(field, torch.Generator().manual_seed(6), scale=0.7)
     W0 = torch.randn(2, 2, 4, 4, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
-    options = (SolverOptions(RK4(step_size=1 / 128), gradient=Backprop()) if solver == "rk4"
-               else SolverOptions(Dopri5(rtol=1e-11, atol=1e-11), gradient=Backprop()))
+    options = (
+        SolverOptions(RK4(step_size=1 / 128), gradient=Backprop())
+        if solver == "rk4"
+        else SolverOptions(Dopri5(rtol=1e-11, atol=1e-11), gradient=Backprop())
+    )
     with torch.no_grad():
         got = solve(FieldDynamics(field), control, W0, options)
     expected = _closed_form_solution(rule, field, control, W0)
@@ -213,8 +217,13 @@ def test_rk4_fourth_order(rule, method):
     dynamics, control, W0 = _smooth_setup(rule=rule, interpolation=method)
     with torch.no_grad():
         reference = solve(dynamics, control, W0, SolverOptions(RK4(step_size=1 / 256), gradient=Backprop()))
-        errors = [(solve(dynamics, control, W0, SolverOptions(RK4(step_size=h), gradient=Backprop())) - reference)
-                  .abs().max().item() for h in (1 / 16, 1 / 32, 1 / 64)]
+        errors = [
+            (solve(dynamics, control, W0, SolverOptions(RK4(step_size=h), gradient=Backprop())) - reference)
+            .abs()
+            .max()
+            .item()
+            for h in (1 / 16, 1 / 32, 1 / 64)
+        ]
     orders = [math.log2(errors[i] / errors[i + 1]) for i in range(2)]
     print(f"\nrk4 {rule} {method}: errors {errors}, observed orders {orders}")
     assert errors[-1] > 1e-11  # still well above the reference's error and round-off
@@ -376,8 +385,9 @@ def test_two_layer_model_by_hand(rule, form):
     states, the solve and the final readout chain all follow Eq. 33-35 computed by hand."""
     times, values, lengths = make_data(lengths=(8, 5), seed=40)
     control = control_for(form, times, values, lengths)
-    model = make_model(rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()),
-                       num_layers=2)
+    model = make_model(
+        rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()), num_layers=2
+    )
     net = model.network
     l1, l2 = net.layers
     s1, s2 = ref.expected_sources(rule, form), ("x", "x")
@@ -392,10 +402,12 @@ def test_two_layer_model_by_hand(rule, form):
         dx = torch.randn(B, control.channels, generator=g, dtype=DTYPE)
         rates = net.dynamics(state, x if l1.field.needs_value else None, dx if l1.field.needs_derivative else None)
         y1 = ref.layer_readout(l1, rule, s1, state[:, 0], x, dx)
-        torch.testing.assert_close(rates[:, 0], ref.field_rate(l1.field, rule, s1, state[:, 0], x, dx),
-                                   rtol=0, atol=1e-12)
-        torch.testing.assert_close(rates[:, 1], ref.field_rate(l2.field, rule, s2, state[:, 1], y1, None),
-                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            rates[:, 0], ref.field_rate(l1.field, rule, s1, state[:, 0], x, dx), rtol=0, atol=1e-12
+        )
+        torch.testing.assert_close(
+            rates[:, 1], ref.field_rate(l2.field, rule, s2, state[:, 1], y1, None), rtol=0, atol=1e-12
+        )
 
         # 2. rank-one initial states: layer 2 writes from layer 1's readout of its own initial state
         x0 = torch.stack([hand_pieces(control, b, 0, torch.zeros(1, dtype=DTYPE))[0][0] for b in range(B)])
@@ -407,8 +419,7 @@ def test_two_layer_model_by_hand(rule, form):
         # 3. the model's output is the readout chain at each sample's own T
         final = solve(net.dynamics, control, initial, net.solver)
         xT, dxT = hand_final(control)
-        out = ref.layer_readout(l2, rule, s2, final[:, 1], ref.layer_readout(l1, rule, s1, final[:, 0], xT, dxT),
-                                None)
+        out = ref.layer_readout(l2, rule, s2, final[:, 1], ref.layer_readout(l1, rule, s1, final[:, 0], xT, dxT), None)
         # the classifier's final LayerNorm (Hebb's rule only: its fast weights grow with the length), then its head
         if rule == "hebb":
             out = ref.layer_norm(out, model.output_norm)
@@ -439,8 +450,9 @@ def test_outputs_at_knots(rule, form, num_layers):
     and (causality) the output at knot i is the output of the sample cut off at knot i."""
     times, values, lengths = make_data(lengths=(9, 7), seed=50)
     control = control_for(form, times, values, lengths)
-    model = make_model(rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()),
-                       num_layers=num_layers)
+    model = make_model(
+        rule, form, control.channels, SolverOptions(RK4(step_size=0.25), gradient=Backprop()), num_layers=num_layers
+    )
     net = model.network
     with torch.no_grad():
         seq = net(control, at_knots=True)
@@ -453,7 +465,7 @@ def test_outputs_at_knots(rule, form, num_layers):
             # causality: knot i of the interpolated path is observation i; of log-signatures, point 2i
             for i in range(1, e):
                 points = i + 1 if form != "rde" else LOGSIG["step"] * i + 1
-                cut = control_for(form, times[b:b + 1, :points], values[b:b + 1, :points], None)
+                cut = control_for(form, times[b : b + 1, :points], values[b : b + 1, :points], None)
                 torch.testing.assert_close(seq[b, i], net(cut)[0], rtol=0, atol=1e-10)
 
 

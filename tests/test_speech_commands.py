@@ -1,10 +1,10 @@
 """Speech Commands loader on a fixture archive in the upstream layout (tests/fixtures_speech.py)."""
+
 import numpy as np
 import pytest
 import torch
-from sklearn.model_selection import train_test_split
-
 from fixtures_speech import write_speech_commands_archive
+from sklearn.model_selection import train_test_split
 from test_audio import reference_mfcc
 
 from neuralde_seq.data import num_dropped
@@ -21,8 +21,9 @@ def archive(tmp_path_factory):
 def _ncde_split(labels):
     """The NCDE code's split_data on sample indices: 70 % (random_state 0), then halves (random_state 1)."""
     idx = np.arange(len(labels))
-    train, rest, _, rest_labels = train_test_split(idx, labels, train_size=0.7, random_state=0, shuffle=True,
-                                                   stratify=labels)
+    train, rest, _, rest_labels = train_test_split(
+        idx, labels, train_size=0.7, random_state=0, shuffle=True, stratify=labels
+    )
     val, test = train_test_split(rest, train_size=0.5, random_state=1, shuffle=True, stratify=rest_labels)
     return np.sort(train), np.sort(val), np.sort(test)
 
@@ -36,8 +37,9 @@ def _identify(split, truth):
 
 def test_raw_values_are_wav_samples_labels_and_exclusions(archive, tmp_path):
     remotes, truth = archive
-    splits = load_speech_commands(representation="raw", normalise=False, cache_dir=tmp_path, remotes=remotes,
-                                  progress=False)
+    splits = load_speech_commands(
+        representation="raw", normalise=False, cache_dir=tmp_path, remotes=remotes, progress=False
+    )
     total = sum(len(s) for s in splits)
     assert total == len(truth["files"]) == 70  # 3 short clips, 4 other-word and 1 background WAVs left out
     for split in splits:
@@ -56,8 +58,9 @@ def test_raw_values_are_wav_samples_labels_and_exclusions(archive, tmp_path):
 
 def test_split_is_the_ncde_split_and_stratified(archive, tmp_path):
     remotes, truth = archive
-    splits = load_speech_commands(representation="raw", normalise=False, cache_dir=tmp_path, remotes=remotes,
-                                  progress=False)
+    splits = load_speech_commands(
+        representation="raw", normalise=False, cache_dir=tmp_path, remotes=remotes, progress=False
+    )
     assert [len(s) for s in splits] == [49, 10, 11]  # floor(0.7 * 70), floor(0.5 * 21), rest
     for split, expected in zip(splits, _ncde_split(truth["labels"])):
         np.testing.assert_array_equal(_identify(split, truth), expected)
@@ -69,8 +72,9 @@ def test_split_is_the_ncde_split_and_stratified(archive, tmp_path):
 
 def test_mfcc_representation_matches_formula_and_normalisation(archive, tmp_path):
     remotes, truth = archive
-    raw = load_speech_commands(normalise=False, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64,
-                               progress=False)
+    raw = load_speech_commands(
+        normalise=False, cache_dir=tmp_path, remotes=remotes, dtype=torch.float64, progress=False
+    )
     train_idx, val_idx, _ = _ncde_split(truth["labels"])
     assert raw.train.values.shape == (49, 161, 20)
     assert torch.equal(raw.train.times[0], torch.arange(161, dtype=torch.float64))
@@ -122,13 +126,16 @@ def test_cached_tensors_are_reused_without_the_archive(archive, tmp_path):
     cached = sorted(p.name for p in cache.iterdir())
     assert any(n.startswith("speech_commands_mfcc-") for n in cached)
     assert any(n.startswith("speech_commands_audio-") for n in cached)
-    gone = RemoteFile(url=(tmp_path / "nowhere.tar.gz").as_uri(), filename=remotes[0].filename,
-                      sha256=remotes[0].sha256, size=remotes[0].size)
+    gone = RemoteFile(
+        url=(tmp_path / "nowhere.tar.gz").as_uri(),
+        filename=remotes[0].filename,
+        sha256=remotes[0].sha256,
+        size=remotes[0].size,
+    )
     second = load_speech_commands(cache_dir=tmp_path, remotes=[gone], offline=True, progress=False)
     for a, b in zip(first, second):
         assert torch.equal(a.values, b.values) and torch.equal(a.labels, b.labels)
-    raw = load_speech_commands(representation="raw", cache_dir=tmp_path, remotes=[gone], offline=True,
-                               progress=False)
+    raw = load_speech_commands(representation="raw", cache_dir=tmp_path, remotes=[gone], offline=True, progress=False)
     assert len(raw.train) == 49
     assert sorted(p.name for p in cache.iterdir()) == cached  # nothing rebuilt, nothing added
 

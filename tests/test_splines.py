@@ -63,8 +63,9 @@ def test_coefficients_equal_torchcde_without_missing_values(length):
 
 
 def test_short_series_with_missing_values_equal_torchcde():
-    x = torch.tensor([[[NAN, 1.0, NAN], [2.0, NAN, NAN]],
-                      [[3.0, NAN, NAN], [NAN, 4.0, NAN]]], dtype=F64)  # length 2: every case at once
+    x = torch.tensor(
+        [[[NAN, 1.0, NAN], [2.0, NAN, NAN]], [[3.0, NAN, NAN], [NAN, 4.0, NAN]]], dtype=F64
+    )  # length 2: every case at once
     torch.testing.assert_close(natural_cubic_coefficients(x), torchcde.natural_cubic_coeffs(x), **TOL)
 
 
@@ -88,10 +89,10 @@ def test_lengths_build_each_sample_on_its_own_prefix(complete):
     for b, n in enumerate(lengths.tolist()):
         prefix = x[b, :n].clone().requires_grad_(True)
         expected = torchcde.natural_cubic_coeffs(prefix, reference_t[:n])
-        torch.testing.assert_close(ours[b, :n - 1], expected, **TOL)
-        assert torch.equal(ours[b, n - 1:], torch.zeros_like(ours[b, n - 1:]))
+        torch.testing.assert_close(ours[b, : n - 1], expected, **TOL)
+        assert torch.equal(ours[b, n - 1 :], torch.zeros_like(ours[b, n - 1 :]))
         # the padding gets no gradient (and sends no NaN into the sample's)
-        (expected * weights[b, :n - 1]).sum().backward()
+        (expected * weights[b, : n - 1]).sum().backward()
         torch.testing.assert_close(padded.grad[b, :n], torch.nan_to_num(prefix.grad), **TOL)
         assert torch.equal(padded.grad[b, n:], torch.zeros_like(padded.grad[b, n:]))
     torch.testing.assert_close(t.grad, reference_t.grad, rtol=1e-9, atol=1e-9)
@@ -105,10 +106,11 @@ def test_samples_solved_in_chunks_equal_torchcde(monkeypatch):
     lengths = torch.tensor([11, 4, 11, 6, 2])
     ours = natural_cubic_coefficients(x, t, lengths)
     for b, n in enumerate(lengths.tolist()):
-        torch.testing.assert_close(ours[b, :n - 1], torchcde.natural_cubic_coeffs(x[b, :n], t[:n]), **TOL)
+        torch.testing.assert_close(ours[b, : n - 1], torchcde.natural_cubic_coeffs(x[b, :n], t[:n]), **TOL)
     complete = torch.randn(5, 11, 9, dtype=F64)
-    torch.testing.assert_close(natural_cubic_coefficients(complete, t), torchcde.natural_cubic_coeffs(complete, t),
-                               **TOL)
+    torch.testing.assert_close(
+        natural_cubic_coefficients(complete, t), torchcde.natural_cubic_coeffs(complete, t), **TOL
+    )
 
 
 @pytest.mark.parametrize("complete", [False, True])
@@ -156,24 +158,42 @@ def test_cuda_equals_torchcde():
     torch.testing.assert_close(ours.cpu(), torchcde.natural_cubic_coeffs(x, t), **TOL)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x, t: natural_cubic_coefficients(x.long(), None), TypeError, "x must be a floating point"),
-    (lambda x, t: natural_cubic_coefficients(x[0, :, 0], None), ValueError, "x must have shape"),
-    (lambda x, t: natural_cubic_coefficients(x[:, :1], None), ValueError, "x must have at least 2 time points"),
-    (lambda x, t: natural_cubic_coefficients(x, t[:-1]), ValueError, "t must have shape (length,) = (11,)"),
-    (lambda x, t: natural_cubic_coefficients(x, t.float()), ValueError, "t must have x's dtype"),
-    (lambda x, t: natural_cubic_coefficients(x, t.flip(0)), ValueError, "t must be strictly increasing"),
-    (lambda x, t: natural_cubic_coefficients(x, t.index_fill(0, torch.tensor([3]), NAN)), ValueError,
-     "t must be finite"),
-    (lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 11])), ValueError,
-     "lengths must have the batch shape of x"),
-    (lambda x, t: natural_cubic_coefficients(x, t, torch.full((5,), 11.0)), TypeError,
-     "lengths must be an integer tensor"),
-    (lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 1, 11, 11, 11])), ValueError,
-     "lengths must lie in [2, 11]"),
-    (lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 12, 11, 11, 11])), ValueError,
-     "lengths must lie in [2, 11]"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x, t: natural_cubic_coefficients(x.long(), None), TypeError, "x must be a floating point"),
+        (lambda x, t: natural_cubic_coefficients(x[0, :, 0], None), ValueError, "x must have shape"),
+        (lambda x, t: natural_cubic_coefficients(x[:, :1], None), ValueError, "x must have at least 2 time points"),
+        (lambda x, t: natural_cubic_coefficients(x, t[:-1]), ValueError, "t must have shape (length,) = (11,)"),
+        (lambda x, t: natural_cubic_coefficients(x, t.float()), ValueError, "t must have x's dtype"),
+        (lambda x, t: natural_cubic_coefficients(x, t.flip(0)), ValueError, "t must be strictly increasing"),
+        (
+            lambda x, t: natural_cubic_coefficients(x, t.index_fill(0, torch.tensor([3]), NAN)),
+            ValueError,
+            "t must be finite",
+        ),
+        (
+            lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 11])),
+            ValueError,
+            "lengths must have the batch shape of x",
+        ),
+        (
+            lambda x, t: natural_cubic_coefficients(x, t, torch.full((5,), 11.0)),
+            TypeError,
+            "lengths must be an integer tensor",
+        ),
+        (
+            lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 1, 11, 11, 11])),
+            ValueError,
+            "lengths must lie in [2, 11]",
+        ),
+        (
+            lambda x, t: natural_cubic_coefficients(x, t, torch.tensor([11, 12, 11, 11, 11])),
+            ValueError,
+            "lengths must lie in [2, 11]",
+        ),
+    ],
+)
 def test_bad_input_names_the_argument(call, error, message):
     with pytest.raises(error) as info:
         call(_missing_data(), _times(11))
@@ -204,28 +224,34 @@ def test_build_control_natural_cubic_equals_torchcde_per_sample():
         raw = torchcde.natural_cubic_coeffs(path, t[:n])
         a, b1, two_c, three_d = raw.chunk(4, dim=-1)
         expected = torch.stack([a, b1, two_c / 2, three_d / 3], dim=-2)  # (n - 1, 4, C)
-        torch.testing.assert_close(control.coeffs[b, :n - 1], expected, **TOL)
+        torch.testing.assert_close(control.coeffs[b, : n - 1], expected, **TOL)
         # after its end the path is constant at its final value, as torchcde's spline ends
         end_value = torchcde.CubicSpline(raw, t[:n]).evaluate(t[n - 1])
-        after = control.coeffs[b, n - 1:]
+        after = control.coeffs[b, n - 1 :]
         torch.testing.assert_close(after[:, 0], end_value.expand_as(after[:, 0]), **TOL)
         assert torch.equal(after[:, 1:], torch.zeros_like(after[:, 1:]))
         # a sample alone has the same path as in the padded batch
-        alone = build_control(times[b:b + 1, :n], values[b:b + 1, :n], interpolation="natural_cubic", time_channel=True,
-                              mask_channel=True)
+        alone = build_control(
+            times[b : b + 1, :n],
+            values[b : b + 1, :n],
+            interpolation="natural_cubic",
+            time_channel=True,
+            mask_channel=True,
+        )
         torch.testing.assert_close(alone.coeffs[0], control.coeffs[b, :n], **TOL)
 
 
 def test_linear_fill_equals_torchcde_through_every_pattern_of_missing_values():
     from neuralde_seq.controls.splines import fill_missing_linear
+
     g = torch.Generator().manual_seed(3)
     knots = torch.cumsum(torch.rand(17, generator=g, dtype=torch.float64) + 0.1, 0)
     path = torch.randn(40, 17, 5, generator=g, dtype=torch.float64)
     path[torch.rand(40, 17, 5, generator=g) < 0.6] = float("nan")
-    path[0, :, 1] = float("nan")           # never observed: 0 (torchcde's constant path)
+    path[0, :, 1] = float("nan")  # never observed: 0 (torchcde's constant path)
     path[1, :, 2] = float("nan")
-    path[1, 8, 2] = 0.7                    # one observation: constant
-    path[2, :5, 0] = float("nan")          # leading and trailing gaps: the nearest observation
+    path[1, 8, 2] = 0.7  # one observation: constant
+    path[2, :5, 0] = float("nan")  # leading and trailing gaps: the nearest observation
     path[2, -4:, 0] = float("nan")
     filled = fill_missing_linear(path, knots)
     expected = torchcde.linear_interpolation_coeffs(path, t=knots)

@@ -1,15 +1,15 @@
 """Stateful ODE-Net (paper 004) and NCDE fields with basis-expanded weights: the ODE block against a residual
 network written out, convergence in the step count, stateful normalisation per depth, projection of a trained
 model, padding, gradients, bad arguments, and the accuracy a toy model keeps when compressed."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from neuralde_seq.basis import Legendre, PiecewiseConstant, PiecewiseLinear
+from neuralde_seq.basis import BasisRangeWarning, Legendre, PiecewiseConstant, PiecewiseLinear
 from neuralde_seq.controls import build_control
-from neuralde_seq.basis import BasisRangeWarning
 from neuralde_seq.models.ncde import BasisCDEVectorField, CDEVectorField, NeuralCDE
 from neuralde_seq.models.stateful_odenet import StatefulNorm, StatefulODENet
 from neuralde_seq.observations import Observations
@@ -46,8 +46,14 @@ def _residual_network(model, observations, training):
     valid = observations.valid
     observed = ~torch.isnan(observations.values) & valid[..., None]
     times = observations.times
-    x = torch.cat([torch.where(observed, observations.values, torch.zeros(())), observed.to(D),
-                   torch.where(valid, (times - times[:, :1]) / model.time_unit, torch.zeros(()))[..., None]], -1)
+    x = torch.cat(
+        [
+            torch.where(observed, observations.values, torch.zeros(())),
+            observed.to(D),
+            torch.where(valid, (times - times[:, :1]) / model.time_unit, torch.zeros(()))[..., None],
+        ],
+        -1,
+    )
     w = valid[:, None, :].to(D)
     h = (x @ model.input.weight.T + model.input.bias).transpose(1, 2) * w
     block = model.block
@@ -73,11 +79,13 @@ def _residual_network(model, observations, training):
 
 # ---- the block against a residual network -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("training", [False, True])
 def test_euler_with_one_piece_per_step_is_a_residual_network(training):
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=5, depth_steps=5, depth_scheme="euler",
-                           time_unit=4.0).double()
+    model = StatefulODENet(
+        3, 4, hidden=6, basis="piecewise_constant", num_bases=5, depth_steps=5, depth_scheme="euler", time_unit=4.0
+    ).double()
     _randomise_statistics(model)
     obs = _batch()
     model.train(training)
@@ -120,6 +128,7 @@ def test_more_depth_steps_converge():
 
 # ---- stateful normalisation --------------------------------------------------------------------------------
 
+
 def test_evaluation_normalises_with_the_statistics_of_its_depth():
     norm = StatefulNorm(2, PiecewiseConstant(4)).double().eval()
     means = torch.tensor([[0.0, 1.0], [2.0, -1.0], [4.0, 0.5], [-3.0, 2.0]], dtype=D)
@@ -139,8 +148,9 @@ def test_running_statistics_are_those_of_each_depth_after_a_training_pass():
     # momentum 1: the running statistics become the least-squares fit of this pass's batch statistics; with one
     # euler step per piece every piece holds exactly its step's statistics, so evaluation reproduces training.
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_constant", num_bases=4, depth_steps=4, depth_scheme="euler",
-                           momentum=1.0).double()
+    model = StatefulODENet(
+        3, 4, hidden=6, basis="piecewise_constant", num_bases=4, depth_steps=4, depth_scheme="euler", momentum=1.0
+    ).double()
     obs = _batch()
     model.train()
     trained = model(obs)
@@ -158,12 +168,14 @@ def test_running_statistics_move_by_momentum_and_fill_only_visited_pieces():
     norm.update_statistics()
     flat = x.transpose(0, 1).reshape(2, -1)
     torch.testing.assert_close(norm.running_mean[0], 0.25 * flat.mean(1), rtol=1e-8, atol=1e-12)
-    torch.testing.assert_close(norm.running_log_var[0], 0.25 * torch.log(flat.var(1, unbiased=False) + norm.eps),
-                               rtol=1e-8, atol=1e-12)
+    torch.testing.assert_close(
+        norm.running_log_var[0], 0.25 * torch.log(flat.var(1, unbiased=False) + norm.eps), rtol=1e-8, atol=1e-12
+    )
     assert torch.equal(norm.running_mean[1:], torch.zeros(3, 2, dtype=D))
 
 
 # ---- projection and step count after training --------------------------------------------------------------
+
 
 def test_refined_model_gives_the_same_outputs_and_the_original_is_unchanged():
     torch.manual_seed(0)
@@ -184,13 +196,16 @@ def test_refined_model_gives_the_same_outputs_and_the_original_is_unchanged():
 
 def test_padding_does_not_change_a_sample_in_evaluation():
     torch.manual_seed(0)
-    model = StatefulODENet(3, 4, hidden=6, basis="piecewise_linear", num_bases=4, depth_steps=3,
-                           kernel_size=5).double().eval()
+    model = (
+        StatefulODENet(3, 4, hidden=6, basis="piecewise_linear", num_bases=4, depth_steps=3, kernel_size=5)
+        .double()
+        .eval()
+    )
     _randomise_statistics(model)
     obs = _batch(missing=0.3)
     together = model(obs)
     for b in range(obs.batch_size):
-        torch.testing.assert_close(model(obs[b]), together[b:b + 1], rtol=0, atol=1e-12)
+        torch.testing.assert_close(model(obs[b]), together[b : b + 1], rtol=0, atol=1e-12)
     assert torch.isfinite(together).all()
 
 
@@ -239,6 +254,7 @@ def test_bad_arguments_raise():
 
 # ---- NCDE with basis-expanded fields -----------------------------------------------------------------------
 
+
 def _control(dtype=D):
     g = torch.Generator().manual_seed(0)
     times = (torch.rand(1, 12, generator=g, dtype=dtype) + 0.2).cumsum(1).expand(3, 12)  # one grid, s in time
@@ -255,11 +271,16 @@ def _copy_plain_weights(plain, expanded):
     with torch.no_grad():
         for linear, layer in zip(linears, layers, strict=True):
             constant = torch.stack([linear.weight] * layer.basis.num_bases)
-            layer.weight.copy_(constant if isinstance(layer.basis, PiecewiseConstant) else
-                               torch.cat([linear.weight[None], torch.zeros_like(constant[1:])]))
-            layer.bias.copy_(torch.stack([linear.bias] * layer.basis.num_bases) if
-                             isinstance(layer.basis, PiecewiseConstant) else
-                             torch.cat([linear.bias[None], torch.zeros_like(layer.bias[1:])]))
+            layer.weight.copy_(
+                constant
+                if isinstance(layer.basis, PiecewiseConstant)
+                else torch.cat([linear.weight[None], torch.zeros_like(constant[1:])])
+            )
+            layer.bias.copy_(
+                torch.stack([linear.bias] * layer.basis.num_bases)
+                if isinstance(layer.basis, PiecewiseConstant)
+                else torch.cat([linear.bias[None], torch.zeros_like(layer.bias[1:])])
+            )
 
 
 def test_ncde_without_basis_is_the_time_independent_field():
@@ -273,8 +294,9 @@ def test_ncde_without_basis_is_the_time_independent_field():
         model.project_bases(3)
 
 
-@pytest.mark.parametrize("basis, n", [("piecewise_constant", 1), ("legendre", 1), ("piecewise_constant", 3),
-                                      ("legendre", 4)])
+@pytest.mark.parametrize(
+    "basis, n", [("piecewise_constant", 1), ("legendre", 1), ("piecewise_constant", 3), ("legendre", 4)]
+)
 def test_ncde_with_a_constant_function_in_its_basis_equals_the_plain_ncde(basis, n):
     torch.manual_seed(0)
     X = _control()
@@ -283,8 +305,17 @@ def test_ncde_with_a_constant_function_in_its_basis_equals_the_plain_ncde(basis,
         solvers.append(SolverOptions(Dopri5(rtol=1e-6, atol=1e-8)))
     for solver in solvers:
         plain = NeuralCDE(X.channels, 3, hidden=4, width=8, depth=2, solver=solver).double()
-        expanded = NeuralCDE(X.channels, 3, hidden=4, width=8, depth=2, solver=solver, basis=basis, num_bases=n,
-                             basis_time_range=(0.0, 9.0)).double()
+        expanded = NeuralCDE(
+            X.channels,
+            3,
+            hidden=4,
+            width=8,
+            depth=2,
+            solver=solver,
+            basis=basis,
+            num_bases=n,
+            basis_time_range=(0.0, 9.0),
+        ).double()
         assert isinstance(expanded.field, BasisCDEVectorField)
         _copy_plain_weights(plain, expanded)
         torch.testing.assert_close(expanded(X), plain(X), rtol=0, atol=1e-12)
@@ -294,8 +325,9 @@ def test_ncde_with_a_constant_function_in_its_basis_equals_the_plain_ncde(basis,
 def test_ncde_field_reads_the_weights_at_each_time_and_gradients_reach_every_coefficient():
     torch.manual_seed(0)
     X = _control()
-    model = NeuralCDE(X.channels, 3, hidden=4, width=8, depth=2, basis="piecewise_linear", num_bases=4,
-                      basis_time_range=(0.0, 6.0)).double()
+    model = NeuralCDE(
+        X.channels, 3, hidden=4, width=8, depth=2, basis="piecewise_linear", num_bases=4, basis_time_range=(0.0, 6.0)
+    ).double()
     assert float(X.knots[-1]) < 9.0
     field = model.field
     z = torch.randn(2, 4, dtype=D)
@@ -304,8 +336,12 @@ def test_ncde_field_reads_the_weights_at_each_time_and_gradients_reach_every_coe
         u = field.depth(s)
     torch.testing.assert_close(u, torch.tensor([1 / 6, 1.0], dtype=D), rtol=0, atol=1e-15)
     first = field.net[0]
-    expected = torch.stack([0.5 * (first.weight[0] + first.weight[1]) @ z[0] + 0.5 * (first.bias[0] + first.bias[1]),
-                            first.weight[3] @ z[1] + first.bias[3]])
+    expected = torch.stack(
+        [
+            0.5 * (first.weight[0] + first.weight[1]) @ z[0] + 0.5 * (first.bias[0] + first.bias[1]),
+            first.weight[3] @ z[1] + first.bias[3],
+        ]
+    )
     torch.testing.assert_close(first(z, u), expected, rtol=0, atol=1e-13)
     model.field.time_range = (0.0, 9.0)  # covering the control: every piece is visited, no warning
     model(X).square().sum().backward()
@@ -331,6 +367,7 @@ def test_ncde_basis_arguments_are_checked():
 
 
 # ---- compression of a trained toy model --------------------------------------------------------------------
+
 
 def _toy_task(samples, seed):
     """Three classes of noisy series: a sine and cosine of frequency 1, 2 or 3 over [0, 1] at 20 jittered times,
@@ -392,5 +429,4 @@ def test_compressing_a_trained_toy_model_to_half_its_bases_keeps_its_accuracy():
     assert accuracy >= 0.95
     assert accuracy - compressed_accuracy <= 0.08
     assert accuracy - fewer_steps_accuracy <= 0.11
-    assert sum(p.numel() for p in compressed.block.parameters()) * 2 == sum(
-        p.numel() for p in model.block.parameters())
+    assert sum(p.numel() for p in compressed.block.parameters()) * 2 == sum(p.numel() for p in model.block.parameters())

@@ -1,6 +1,7 @@
 """Errors that suggest the fix and warnings a user can act on (issue 25): every unknown name answers with the
 closest valid names and the list of valid ones; a repeated warning is said once per model, at the user's line,
 with the fix spelled the way the user gave the options."""
+
 import re
 import warnings
 
@@ -69,20 +70,27 @@ def test_model_inputs_suggests_the_control_option():
 
 # ---------------------------------------------------------------------------------------------- config keys
 def _config(**changes):
-    config = {"name": "t", "task": "japanese-vowels", "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
-              "models": [{"model": "ncde"}]}
+    config = {
+        "name": "t",
+        "task": "japanese-vowels",
+        "training": {"epochs": 1, "lr": 1e-3, "batch_size": 8},
+        "models": [{"model": "ncde"}],
+    }
     config.update(changes)
     return config
 
 
-@pytest.mark.parametrize("changes, suggestion, listed", [
-    (dict(models=[{"model": "ncde", "optoins": {}}]), "options", ["label", "model", "control", "paper"]),
-    (dict(training={"epoch": 3, "lr": 1e-3, "batch_size": 8}), "epochs", ["batch_size", "grad_clip", "ensemble"]),
-    (dict(models=[{"model": "delta_cde"}]), "delta-cde", ["ncde", "slice-dplr", "minirocket"]),
-    # the fast weight models take **layer options: today their options go unchecked into the constructor
-    (dict(models=[{"model": "delta-cde", "options": {"d_modle": 32}}]), "d_model", ["n_heads", "d_ff"]),
-    (dict(task="japanese_vowels"), "japanese-vowels", ["speech-commands"]),
-])
+@pytest.mark.parametrize(
+    "changes, suggestion, listed",
+    [
+        (dict(models=[{"model": "ncde", "optoins": {}}]), "options", ["label", "model", "control", "paper"]),
+        (dict(training={"epoch": 3, "lr": 1e-3, "batch_size": 8}), "epochs", ["batch_size", "grad_clip", "ensemble"]),
+        (dict(models=[{"model": "delta_cde"}]), "delta-cde", ["ncde", "slice-dplr", "minirocket"]),
+        # the fast weight models take **layer options: today their options go unchecked into the constructor
+        (dict(models=[{"model": "delta-cde", "options": {"d_modle": 32}}]), "d_model", ["n_heads", "d_ff"]),
+        (dict(task="japanese_vowels"), "japanese-vowels", ["speech-commands"]),
+    ],
+)
 def test_config_keys_and_names_suggest_the_closest(changes, suggestion, listed):
     with pytest.raises(ConfigError) as info:
         parse_config(_config(**changes))
@@ -98,11 +106,14 @@ def _samples(n=16, steps=12, channels=2, seed=0):
     return X, np.arange(n) % 2
 
 
-@pytest.mark.parametrize("parameters, suggestion", [
-    (dict(model="delta_cde"), "delta-cde"),
-    (dict(model="delta-cde", model_options={"d_modle": 32}), "d_model"),
-    (dict(model="delta-cde", control_options={"time_chanel": False}), "time_channel"),
-])
+@pytest.mark.parametrize(
+    "parameters, suggestion",
+    [
+        (dict(model="delta_cde"), "delta-cde"),
+        (dict(model="delta-cde", model_options={"d_modle": 32}), "d_model"),
+        (dict(model="delta-cde", control_options={"time_chanel": False}), "time_channel"),
+    ],
+)
 def test_estimator_parameters_suggest_the_closest(parameters, suggestion):
     X, y = _samples()
     with pytest.raises(ValueError) as info:
@@ -124,7 +135,6 @@ def test_predict_one_sample_says_a_2d_array_is_n_univariate_series():
     assert clf.predict([X[0]]).shape == (1,)  # the fix the message gives works
 
 
-
 def test_predict_one_sample_with_its_times_says_to_give_lists_of_one():
     """The same mistake with times: ``predict(X[0], times=t[0])`` fails on the 1-D times first, so that message
     carries the fix too."""
@@ -137,6 +147,7 @@ def test_predict_one_sample_with_its_times_says_to_give_lists_of_one():
     message = str(info.value)
     assert "X=[x]" in message and "times=[t]" in message, message
     assert clf.predict([X[0]], times=[times[0]]).shape == (1,)  # the fix the message gives works
+
 
 # ---------------------------------------------------------------------------------------------- the CLI
 def test_compare_models_suggests_the_name_and_what_is_accepted(tmp_path, capsys):
@@ -190,8 +201,9 @@ def test_times_ignored_said_once_over_a_multi_batch_fit_at_the_users_line_as_mod
     rng = np.random.default_rng(1)
     X, y = _samples(n=24)
     times = [np.sort(rng.uniform(0, 10, size=12)) for _ in X]
-    clf = SequenceClassifier("ckcnn", model_options={"mode": "grid", "hidden": 4, "blocks": 1}, epochs=2,
-                             batch_size=4, random_state=0)
+    clf = SequenceClassifier(
+        "ckcnn", model_options={"mode": "grid", "hidden": 4, "blocks": 1}, epochs=2, batch_size=4, random_state=0
+    )
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")  # Python's own de-duplication must not hide a repeat
         clf.fit(X, y, times=times)  # 6 batches x 2 epochs
@@ -247,7 +259,8 @@ def test_a_channels_first_array_is_named_with_the_transpose_once_per_call():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         SequenceClassifier("gru-d", model_options={"hidden": 4}, epochs=1, random_state=0).fit(
-            channels_first.transpose(0, 2, 1), y)
+            channels_first.transpose(0, 2, 1), y
+        )
     assert not [w for w in caught if w.category is AxesOrderWarning]
 
 

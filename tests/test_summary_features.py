@@ -4,6 +4,7 @@ SummaryFeatureClassifier).
 Every expected feature is computed here independently, channel by channel with numpy on the observed points
 written out by hand (np.mean, np.std, np.polyfit, ...), never with the module's vectorised masks.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,15 @@ import torch
 from sklearn.base import clone
 
 from neuralde_seq.data import IrregularDataset
-from neuralde_seq.reference import (REFERENCE_METHODS, SUMMARY_STATISTICS, SummaryFeatureClassifier, create_reference,
-                                    reference_scores, summary_feature_names, summary_features)
+from neuralde_seq.reference import (
+    REFERENCE_METHODS,
+    SUMMARY_STATISTICS,
+    SummaryFeatureClassifier,
+    create_reference,
+    reference_scores,
+    summary_feature_names,
+    summary_features,
+)
 
 NAN = np.nan
 STATS = len(SUMMARY_STATISTICS)
@@ -27,13 +35,20 @@ def _record():
     """Two samples, three channels, irregular times. Sample 0 (length 6): channel 0 observed at 4 of its 6 times,
     channel 1 once (t = 2.5), channel 2 never. Sample 1 (length 4, padded to 6 with values that must be ignored):
     channel 0 twice, channel 1 three times, channel 2 once."""
-    times = np.array([[0.0, 0.4, 1.1, 2.5, 3.0, 4.2],
-                      [1.0, 1.5, 3.5, 6.0, 7.0, 8.0]])
-    values = np.array([
-        [[2.0, NAN, NAN], [NAN, NAN, NAN], [-1.0, NAN, NAN], [3.5, 7.0, NAN], [0.5, NAN, NAN], [NAN, NAN, NAN]],
-        [[NAN, 1.0, NAN], [4.0, 2.0, NAN], [NAN, 0.0, 9.0], [6.0, NAN, NAN], [100.0, 100.0, 100.0],
-         [100.0, 100.0, 100.0]],
-    ])
+    times = np.array([[0.0, 0.4, 1.1, 2.5, 3.0, 4.2], [1.0, 1.5, 3.5, 6.0, 7.0, 8.0]])
+    values = np.array(
+        [
+            [[2.0, NAN, NAN], [NAN, NAN, NAN], [-1.0, NAN, NAN], [3.5, 7.0, NAN], [0.5, NAN, NAN], [NAN, NAN, NAN]],
+            [
+                [NAN, 1.0, NAN],
+                [4.0, 2.0, NAN],
+                [NAN, 0.0, 9.0],
+                [6.0, NAN, NAN],
+                [100.0, 100.0, 100.0],
+                [100.0, 100.0, 100.0],
+            ],
+        ]
+    )
     return times, values, np.array([6, 4])
 
 
@@ -43,33 +58,45 @@ def _expected(t_obs, x_obs, end, start):
     if x_obs.size == 0:
         return [NAN] * 7 + [0.0, end - start]
     slope = np.polyfit(t_obs, x_obs, 1)[0] if x_obs.size >= 2 else 0.0
-    return [np.mean(x_obs), np.std(x_obs), np.min(x_obs), np.max(x_obs), x_obs[0], x_obs[-1], slope,
-            float(x_obs.size), end - t_obs[-1]]
+    return [
+        np.mean(x_obs),
+        np.std(x_obs),
+        np.min(x_obs),
+        np.max(x_obs),
+        x_obs[0],
+        x_obs[-1],
+        slope,
+        float(x_obs.size),
+        end - t_obs[-1],
+    ]
 
 
 def test_summary_features_equal_numpy_statistics_of_each_channels_observed_points():
     times, values, lengths = _record()
     features = summary_features(times, values, lengths)
     assert features.shape == (2, 3 * STATS) and features.dtype == np.float64
-    expected = np.array([
-        # sample 0 ends at 4.2 and starts at 0.0
-        _expected([0.0, 1.1, 2.5, 3.0], [2.0, -1.0, 3.5, 0.5], 4.2, 0.0)
-        + _expected([2.5], [7.0], 4.2, 0.0)
-        + _expected([], [], 4.2, 0.0),
-        # sample 1 ends at its 4th time, 6.0 (the padding at 7.0 and 8.0 is not part of it)
-        _expected([1.5, 6.0], [4.0, 6.0], 6.0, 1.0)
-        + _expected([1.0, 1.5, 3.5], [1.0, 2.0, 0.0], 6.0, 1.0)
-        + _expected([3.5], [9.0], 6.0, 1.0),
-    ])
+    expected = np.array(
+        [
+            # sample 0 ends at 4.2 and starts at 0.0
+            _expected([0.0, 1.1, 2.5, 3.0], [2.0, -1.0, 3.5, 0.5], 4.2, 0.0)
+            + _expected([2.5], [7.0], 4.2, 0.0)
+            + _expected([], [], 4.2, 0.0),
+            # sample 1 ends at its 4th time, 6.0 (the padding at 7.0 and 8.0 is not part of it)
+            _expected([1.5, 6.0], [4.0, 6.0], 6.0, 1.0)
+            + _expected([1.0, 1.5, 3.5], [1.0, 2.0, 0.0], 6.0, 1.0)
+            + _expected([3.5], [9.0], 6.0, 1.0),
+        ]
+    )
     np.testing.assert_allclose(features, expected, rtol=1e-12, atol=1e-12, equal_nan=True)
     # spelled out for the cases the brief singles out
-    assert np.isnan(features[0, 2 * STATS:2 * STATS + 7]).all()  # never observed: value statistics missing
+    assert np.isnan(features[0, 2 * STATS : 2 * STATS + 7]).all()  # never observed: value statistics missing
     assert _column(features, 2, "count")[0] == 0 and _column(features, 2, "time_since_last")[0] == pytest.approx(4.2)
     assert _column(features, 1, "std")[0] == 0 and _column(features, 1, "slope")[0] == 0  # observed once
     assert _column(features, 0, "std")[0] == pytest.approx(np.std([2.0, -1.0, 3.5, 0.5], ddof=0))  # population
     # the same from tensors and with a horizon after the end: only time_since_last moves
-    later = summary_features(torch.from_numpy(times), torch.from_numpy(values), torch.from_numpy(lengths),
-                             horizon=[5.0, 10.0])
+    later = summary_features(
+        torch.from_numpy(times), torch.from_numpy(values), torch.from_numpy(lengths), horizon=[5.0, 10.0]
+    )
     np.testing.assert_allclose(_column(later, 0, "time_since_last"), [5.0 - 3.0, 10.0 - 6.0], rtol=1e-12)
     np.testing.assert_allclose(_column(later, 2, "time_since_last"), [5.0 - 0.0, 10.0 - 3.5], rtol=1e-12)
     moved = [c * STATS + SUMMARY_STATISTICS.index("time_since_last") for c in range(3)]
@@ -196,9 +223,16 @@ def test_reference_scores_run_it_on_irregular_datasets():
     t = np.stack([np.concatenate([s, s[-1] + 1.0 + np.arange(length - len(s))]) for s in times])
     v = np.stack([np.concatenate([x, np.full((length - len(x), 2), NAN)]) for x in X])
     codes = (y == "up").astype(np.int64)
-    data = [IrregularDataset(torch.from_numpy(t[part]), torch.from_numpy(v[part]),
-                             torch.tensor([len(X[i]) for i in range(60)])[part], torch.from_numpy(codes[part]),
-                             ["down", "up"]) for part in (slice(0, 40), slice(40, 60))]
+    data = [
+        IrregularDataset(
+            torch.from_numpy(t[part]),
+            torch.from_numpy(v[part]),
+            torch.tensor([len(X[i]) for i in range(60)])[part],
+            torch.from_numpy(codes[part]),
+            ["down", "up"],
+        )
+        for part in (slice(0, 40), slice(40, 60))
+    ]
     # the dataset's own times and labels are read: the same fit as the list form
     listed = SummaryFeatureClassifier(random_state=0).fit(X[:40], y[:40], times=times[:40])
     from_dataset = SummaryFeatureClassifier(random_state=0).fit(data[0])
@@ -207,16 +241,19 @@ def test_reference_scores_run_it_on_irregular_datasets():
     assert result["accuracy"] >= 0.9 and result["auroc"] is not None and result["num_test"] == 20
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda est, X, y: est.fit(X, y, times=[np.arange(4.0)] * len(X)), r"times\[0\] must have shape"),
-    (lambda est, X, y: est.fit(X, y[:-1]), "y must hold one label per sample"),
-    (lambda est, X, y: est.fit(X, ["a"] * len(X)), "only 1 class"),
-    (lambda est, X, y: est.set_params(Cs=[0.0, 1.0]).fit(X, y), "Cs must be"),
-    (lambda est, X, y: est.set_params(cv=1).fit(X, y), "cv must be an integer >= 2"),
-    (lambda est, X, y: est.fit(X, y).predict([x[:, :1] for x in X]), "1 channel"),
-    (lambda est, X, y: summary_features(np.arange(3.0)[None], np.ones((1, 3, 1)), horizon=1.0), "horizon must be"),
-    (lambda est, X, y: summary_features(np.array([[0.0, 2.0, 1.0]]), np.ones((1, 3, 1))), "strictly increasing"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda est, X, y: est.fit(X, y, times=[np.arange(4.0)] * len(X)), r"times\[0\] must have shape"),
+        (lambda est, X, y: est.fit(X, y[:-1]), "y must hold one label per sample"),
+        (lambda est, X, y: est.fit(X, ["a"] * len(X)), "only 1 class"),
+        (lambda est, X, y: est.set_params(Cs=[0.0, 1.0]).fit(X, y), "Cs must be"),
+        (lambda est, X, y: est.set_params(cv=1).fit(X, y), "cv must be an integer >= 2"),
+        (lambda est, X, y: est.fit(X, y).predict([x[:, :1] for x in X]), "1 channel"),
+        (lambda est, X, y: summary_features(np.arange(3.0)[None], np.ones((1, 3, 1)), horizon=1.0), "horizon must be"),
+        (lambda est, X, y: summary_features(np.array([[0.0, 2.0, 1.0]]), np.ones((1, 3, 1))), "strictly increasing"),
+    ],
+)
 def test_bad_inputs_name_the_argument(call, message):
     X = [np.arange(10.0).reshape(5, 2) + k for k in range(6)]
     y = np.array(["a", "b"] * 3)

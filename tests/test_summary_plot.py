@@ -4,6 +4,7 @@ the task and protocol, reference rows apart (issue 25, "Plots").
 The facts are read back from the drawn figure (`plot_summary` returns them), the expected texts computed here from
 the per-seed values with the standard library.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -21,17 +22,27 @@ REFERENCE_ACCURACIES = {"MiniRocket": [0.9311, 0.9311, 0.9311], "1-NN": [0.9622,
 def run_result(seed: int, accuracy: float) -> dict:
     """One run as the runner stores it, reduced to what `summarise_row` reads."""
     metrics = {"accuracy": accuracy, "auroc": 0.99, "loss": 0.2}
-    return {"seed": seed, "metrics": {"test": dict(metrics), "val": dict(metrics)}, "params": 1000,
-            "history": {"seconds_per_epoch": [0.1]}, "timing": {"train_seconds": 1.0}, "diverged": False}
+    return {
+        "seed": seed,
+        "metrics": {"test": dict(metrics), "val": dict(metrics)},
+        "params": 1000,
+        "history": {"seconds_per_epoch": [0.1]},
+        "timing": {"train_seconds": 1.0},
+        "diverged": False,
+    }
 
 
 def summaries_of(accuracies: dict, references: dict | None = None) -> list[dict]:
     references = references or {}
     rows = [({"label": label, "model": label, "paper": None}, values) for label, values in accuracies.items()]
-    rows += [({"label": label, "model": "minirocket", "paper": None, "reference": True}, values)
-             for label, values in references.items()]
-    return [summarise_row(row, [run_result(seed, v) for seed, v in enumerate(values)], "accuracy", [])
-            for row, values in rows]
+    rows += [
+        ({"label": label, "model": "minirocket", "paper": None, "reference": True}, values)
+        for label, values in references.items()
+    ]
+    return [
+        summarise_row(row, [run_result(seed, v) for seed, v in enumerate(values)], "accuracy", [])
+        for row, values in rows
+    ]
 
 
 def expected_text(values: list[float]) -> str:
@@ -42,8 +53,10 @@ def expected_text(values: list[float]) -> str:
 def test_the_value_axis_shows_a_three_point_difference(tmp_path):
     drawn = plot_summary(summaries_of(SEED_ACCURACIES), tmp_path / "summary.png", title="compare")
     low, high = drawn.value_limits
-    spans = [(100 * statistics.mean(v) - 100 * statistics.stdev(v), 100 * statistics.mean(v) + 100 * statistics.stdev(v))
-             for v in SEED_ACCURACIES.values()]
+    spans = [
+        (100 * statistics.mean(v) - 100 * statistics.stdev(v), 100 * statistics.mean(v) + 100 * statistics.stdev(v))
+        for v in SEED_ACCURACIES.values()
+    ]
     # Every point with its error bar inside the axis, with a margin ...
     assert low < min(a for a, _ in spans) and high > max(b for _, b in spans)
     # ... and the range between the lowest and the highest mean (about 2.3 points) a large part of it:
@@ -74,9 +87,16 @@ def test_the_title_names_the_task_and_the_protocol(tmp_path):
 
     protocol = summary_protocol({"drop_rate": 0.3, "val_fraction": 0.15})
     assert "30 % of time points dropped" == protocol
-    drawn = plot_summary(summaries_of(SEED_ACCURACIES), tmp_path / "summary.png", title="compare",
-                         task="japanese-vowels", protocol=protocol)
-    assert "compare" in drawn.title and "japanese-vowels" in drawn.title and "30 % of time points dropped" in drawn.title
+    drawn = plot_summary(
+        summaries_of(SEED_ACCURACIES),
+        tmp_path / "summary.png",
+        title="compare",
+        task="japanese-vowels",
+        protocol=protocol,
+    )
+    assert (
+        "compare" in drawn.title and "japanese-vowels" in drawn.title and "30 % of time points dropped" in drawn.title
+    )
     assert "test accuracy" in drawn.title and "best-validation" in drawn.title
     assert "1 in 2 time points kept" in summary_protocol({"subsample": 2})
 

@@ -1,6 +1,7 @@
 """Stress-task generators (neuralde_seq.data.synthetic): the copy-memory layout and the adding problem's
 marks and targets as paper 000 App. C defines them, seeds, the length option, bad arguments, and a
 learning check (CKCNN beats the adding problem's trivial predictor)."""
+
 import math
 
 import pytest
@@ -10,8 +11,8 @@ import torch.nn.functional as F
 from neuralde_seq.data import ADDING_TRIVIAL_MSE, adding_problem, copy_memory
 from neuralde_seq.models import create_model, model_inputs
 
-
 # ---- copy memory --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("length", [1, 2, 37])
 def test_copy_memory_layout_and_targets(length):
@@ -27,11 +28,11 @@ def test_copy_memory_layout_and_targets(length):
     first = digits[:, :memory]
     assert ((first >= 1) & (first <= symbols)).all()
     # T − 1 blanks, then memory + 1 markers (9): the first marker sits at position memory + T − 1.
-    assert (digits[:, memory:memory + length - 1] == 0).all()
-    assert (digits[:, memory + length - 1:] == symbols + 1).all()
+    assert (digits[:, memory : memory + length - 1] == 0).all()
+    assert (digits[:, memory + length - 1 :] == symbols + 1).all()
     assert digits.shape[1] - (memory + length - 1) == memory + 1
     # Targets: 0 (blank class) at the first T + memory positions, the first symbols in order at the last memory.
-    assert (data.targets[:, :length + memory] == 0).all()
+    assert (data.targets[:, : length + memory] == 0).all()
     assert torch.equal(data.targets[:, -memory:], first)
 
 
@@ -54,6 +55,7 @@ def test_copy_memory_options_memory_and_symbols():
 
 
 # ---- adding problem -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("length", [2, 3, 11, 100])
 def test_adding_problem_marks_one_per_half_and_target_is_their_sum(length):
@@ -100,6 +102,7 @@ def test_adding_trivial_predictor_mse_is_one_sixth():
 
 # ---- seeds, lengths, arguments -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("make", [lambda **k: copy_memory(20, 15, **k), lambda **k: adding_problem(20, 15, **k)])
 def test_seed_and_generator_reproducible(make):
     a, b, c = make(seed=7), make(seed=7), make(seed=8)
@@ -135,26 +138,30 @@ def test_adding_length_option(length):
     assert data.values.shape == (3, length, 2) and data.times.shape == (3, length)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: copy_memory(0, 10), "num_samples"),
-    (lambda: copy_memory(5, 0), "length"),
-    (lambda: copy_memory(5, 2.5), "length"),
-    (lambda: copy_memory(5, True), "length"),
-    (lambda: copy_memory(5, 10, memory=0), "memory"),
-    (lambda: copy_memory(5, 10, num_symbols=0), "num_symbols"),
-    (lambda: copy_memory(5, 10, seed=1, generator=torch.Generator()), "seed or generator"),
-    (lambda: copy_memory(5, 10, seed=1.5), "seed"),
-    (lambda: adding_problem(5, 1), "length"),
-    (lambda: adding_problem(-1, 10), "num_samples"),
-    (lambda: adding_problem(5, 10, markers="first"), "markers"),
-    (lambda: adding_problem(5, 10, generator=3), "generator"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: copy_memory(0, 10), "num_samples"),
+        (lambda: copy_memory(5, 0), "length"),
+        (lambda: copy_memory(5, 2.5), "length"),
+        (lambda: copy_memory(5, True), "length"),
+        (lambda: copy_memory(5, 10, memory=0), "memory"),
+        (lambda: copy_memory(5, 10, num_symbols=0), "num_symbols"),
+        (lambda: copy_memory(5, 10, seed=1, generator=torch.Generator()), "seed or generator"),
+        (lambda: copy_memory(5, 10, seed=1.5), "seed"),
+        (lambda: adding_problem(5, 1), "length"),
+        (lambda: adding_problem(-1, 10), "num_samples"),
+        (lambda: adding_problem(5, 10, markers="first"), "markers"),
+        (lambda: adding_problem(5, 10, generator=3), "generator"),
+    ],
+)
 def test_bad_arguments_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
 # ---- learning ------------------------------------------------------------------------------------------
+
 
 def test_ckcnn_beats_trivial_adding_predictor():
     """CKCNN at T = 20 after 400 Adam steps (about 4 s on one thread). Measured test MSE 0.0015-0.006 over
@@ -165,8 +172,9 @@ def test_ckcnn_beats_trivial_adding_predictor():
     train_inputs = model_inputs("ckcnn", train.times, train.values)
     test_inputs = model_inputs("ckcnn", test.times, test.values)
     torch.manual_seed(0)
-    model = create_model("ckcnn", train_inputs, 1, hidden=16, omega_0=14.55, mask_channel=False,
-                         horizon=float(length - 1))
+    model = create_model(
+        "ckcnn", train_inputs, 1, hidden=16, omega_0=14.55, mask_channel=False, horizon=float(length - 1)
+    )
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     order = torch.Generator().manual_seed(1)
     for _ in range(400):

@@ -6,6 +6,7 @@ elsewhere, and resume messages that name only what changed.
 Expected texts are computed here (the standard library's statistics, a solve's own record of the method it used,
 a real pseudo-terminal for the bars), not copied from the code under test.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -26,8 +27,7 @@ import neuralde_seq
 from neuralde_seq.cli import main
 from neuralde_seq.models import model_entry
 from neuralde_seq.solvers import RK4, SolverOptions
-from neuralde_seq.training import ProgressBar, ResumeMismatch, train_classifier
-from neuralde_seq.training import report, results
+from neuralde_seq.training import ProgressBar, ResumeMismatch, report, results, train_classifier
 from neuralde_seq.training.report import summarise_row
 
 PACKAGE_ROOT = Path(neuralde_seq.__file__).resolve().parents[1]  # the code under test, for subprocesses
@@ -46,10 +46,13 @@ def _table_headers(text: str) -> list[list[str]]:
 
 
 def test_a_column_empty_in_every_row_is_left_out_and_one_with_a_value_kept():
-    rows = [{"row": "ncde", "paper": None, "diff": "-", "val": 0.93, "note": ""},
-            {"row": "ckcnn", "paper": None, "diff": "-", "val": None, "note": "x"}]
-    text = results.format_table(rows, ["row", "paper", "diff", "val", "note"],
-                        headers=["row", "paper", "ours − paper", "val", "note"])
+    rows = [
+        {"row": "ncde", "paper": None, "diff": "-", "val": 0.93, "note": ""},
+        {"row": "ckcnn", "paper": None, "diff": "-", "val": None, "note": "x"},
+    ]
+    text = results.format_table(
+        rows, ["row", "paper", "diff", "val", "note"], headers=["row", "paper", "ours − paper", "val", "note"]
+    )
     (header,) = _table_headers(text)
     assert header == ["row", "val", "note"]  # "paper" (None) and "ours − paper" ("-") are empty in every row
     assert all(line.count("|") == 4 for line in text.splitlines())  # three columns in every line
@@ -78,17 +81,29 @@ def _run(seed: int, accuracy: float, variants=()) -> dict:
     """One run as the runner stores it, reduced to what `summarise_row` reads."""
     metrics = {"accuracy": accuracy, "auroc": 0.99, "loss": 0.2}
     splits = {"test": dict(metrics), "val": dict(metrics), **{v["label"]: dict(metrics) for v in variants}}
-    return {"seed": seed, "metrics": splits, "params": 123337, "history": {"seconds_per_epoch": [0.25]},
-            "timing": {"train_seconds": 61.5}, "diverged": False}
+    return {
+        "seed": seed,
+        "metrics": splits,
+        "params": 123337,
+        "history": {"seconds_per_epoch": [0.25]},
+        "timing": {"train_seconds": 61.5},
+        "diverged": False,
+    }
 
 
 def test_the_printed_table_of_a_wide_benchmark_fits_80_columns_and_loses_no_number():
     """Eleven rows with long labels and models other than the labels, paper numbers, three seeds and six test
     variants (the warp-robustness configs' shape): 216 characters wide in results.md, split within 80 here."""
     accuracies = {f"Delta-ODE forget chrono {i}": [0.93 + 0.001 * i, 0.95, 0.941] for i in range(11)}
-    summaries = [summarise_row({"label": label, "model": "delta-post-ode-rfwp", "paper": PAPER},
-                               [_run(seed, v, VARIANTS) for seed, v in enumerate(values)], "accuracy", VARIANTS)
-                 for label, values in accuracies.items()]
+    summaries = [
+        summarise_row(
+            {"label": label, "model": "delta-post-ode-rfwp", "paper": PAPER},
+            [_run(seed, v, VARIANTS) for seed, v in enumerate(values)],
+            "accuracy",
+            VARIANTS,
+        )
+        for label, values in accuracies.items()
+    ]
     printed = report.terminal_table(summaries, VARIANTS)
     assert max(len(line) for line in printed.splitlines()) <= 80
     for label, values in accuracies.items():
@@ -105,8 +120,10 @@ def test_the_printed_table_of_a_wide_benchmark_fits_80_columns_and_loses_no_numb
 
 
 def test_rows_without_paper_numbers_print_no_paper_columns():
-    summaries = [summarise_row({"label": name, "model": name, "paper": None}, [_run(0, 0.95)], "accuracy", [])
-                 for name in ("hebb-cde", "oja-cde", "delta-cde", "ncde", "ckcnn")]
+    summaries = [
+        summarise_row({"label": name, "model": name, "paper": None}, [_run(0, 0.95)], "accuracy", [])
+        for name in ("hebb-cde", "oja-cde", "delta-cde", "ncde", "ckcnn")
+    ]
     for text in (report.terminal_table(summaries, []), report.results_table(summaries, [])):
         (header,) = _table_headers(text)
         assert "paper" not in header and "ours − paper" not in header
@@ -119,9 +136,24 @@ def test_compare_prints_one_line_per_epoch_and_run_to_files_and_a_table_within_8
     stdout, stderr = tmp_path / "out.txt", tmp_path / "err.txt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(PACKAGE_ROOT)}
     with open(stdout, "w") as out, open(stderr, "w") as err:
-        completed = subprocess.run([sys.executable, "-m", "neuralde_seq.cli", "--out", str(tmp_path / "r"),
-                                    "--epochs", "2", "--models", "ncde,delta-cde"], stdout=out, stderr=err, env=env,
-                                   cwd=tmp_path, timeout=120)
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "neuralde_seq.cli",
+                "--out",
+                str(tmp_path / "r"),
+                "--epochs",
+                "2",
+                "--models",
+                "ncde,delta-cde",
+            ],
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
     printed, progress = stdout.read_text(encoding="utf-8"), stderr.read_text(encoding="utf-8")
     assert completed.returncode == 0, progress
     assert "\r" not in printed + progress and "\x1b[" not in progress
@@ -135,9 +167,26 @@ def test_compare_prints_one_line_per_epoch_and_run_to_files_and_a_table_within_8
     assert header[0] == "row" and "paper" not in header and "ours − paper" not in header
     # --no-progress: the table alone
     with open(stdout, "w") as out, open(stderr, "w") as err:
-        subprocess.run([sys.executable, "-m", "neuralde_seq.cli", "--out", str(tmp_path / "q"), "--epochs", "1",
-                        "--models", "ncde", "--no-progress"], stdout=out, stderr=err, env=env, cwd=tmp_path,
-                       timeout=120, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "neuralde_seq.cli",
+                "--out",
+                str(tmp_path / "q"),
+                "--epochs",
+                "1",
+                "--models",
+                "ncde",
+                "--no-progress",
+            ],
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=True,
+        )
     assert stderr.read_text(encoding="utf-8") == "" and "| ncde " in stdout.read_text(encoding="utf-8")
 
 
@@ -193,8 +242,9 @@ def _data(n: int = 24):
 def test_a_fit_to_a_non_terminal_stream_writes_one_line_per_epoch_and_no_bar_frames(capsys):
     x, y = _data()
     torch.manual_seed(0)
-    history = train_classifier(torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0,
-                               desc="probe run")
+    history = train_classifier(
+        torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0, desc="probe run"
+    )
     err = capsys.readouterr().err
     assert "\r" not in err and "\x1b[" not in err
     lines = err.splitlines()
@@ -203,8 +253,9 @@ def test_a_fit_to_a_non_terminal_stream_writes_one_line_per_epoch_and_no_bar_fra
         assert f"epoch {epoch}/3" in line
         assert f"val_accuracy {history['val_accuracy'][epoch - 1]:.4g}" in line
     # a run stopped within its first epoch (max_steps) writes that epoch's line once
-    train_classifier(torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0, max_steps=2,
-                     desc="probe run")
+    train_classifier(
+        torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0, max_steps=2, desc="probe run"
+    )
     (line,) = capsys.readouterr().err.splitlines()
     assert "epoch 1/3" in line and "step 2" in line
 
@@ -221,8 +272,9 @@ def test_bars_on_a_terminal_fit_80_columns_with_their_metrics_uncut():
         x, y = _data(40)
         bar = ProgressBar("a row label far longer than any bar has room for seed 12", stream=terminal)
         assert bar.interactive is False  # decided when the run starts, from the stream
-        train_classifier(torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0, progress=False,
-                         callbacks=[bar])
+        train_classifier(
+            torch.nn.Linear(5, 2), x, y, x, y, epochs=3, lr=0.05, batch_size=5, seed=0, progress=False, callbacks=[bar]
+        )
         assert bar.interactive
     finally:
         terminal.close()
@@ -250,11 +302,21 @@ def test_a_refused_resume_names_only_the_settings_that_differ(tmp_path):
     train_classifier(torch.nn.Linear(5, 2), x, y, x, y, config={"model_defaults": defaults}, **kwargs)
     changed = {**defaults, "hidden": 6, "solver": SolverOptions(method=RK4(step_size=0.5)).to_dict()}
     with pytest.raises(ResumeMismatch) as caught:
-        train_classifier(torch.nn.Linear(5, 2), x, y, x, y, config={"model_defaults": changed}, resume=True,
-                         **{**kwargs, "epochs": 2})
+        train_classifier(
+            torch.nn.Linear(5, 2),
+            x,
+            y,
+            x,
+            y,
+            config={"model_defaults": changed},
+            resume=True,
+            **{**kwargs, "epochs": 2},
+        )
     message = str(caught.value)
     assert "model_defaults.hidden: 32 there, 6 now" in message
     assert "model_defaults.solver.method.step_size: None there, 0.5 now" in message
     assert "width" not in message and "depth" not in message  # unchanged settings are not repeated
     assert results.changed_settings({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}, "d": 4}) == [
-        "a.c: 2 then, 3 now", "d: absent then, 4 now"]
+        "a.c: 2 then, 3 now",
+        "d: absent then, 4 now",
+    ]

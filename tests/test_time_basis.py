@@ -9,18 +9,18 @@
 - create_model takes basis_time_range from the training input, and beyond it the end weights hold (with a
   warning); the exact solver and half-given options are refused; gradients reach every coefficient; project_module compresses the model's slow net.
 """
-import pytest
-import torch
-from torch import nn
 
 import fwp_reference as ref
-from neuralde_seq.basis import BasisLinear, project_module
+import pytest
+import torch
+from test_solvers import FieldDynamics, make_data
+from torch import nn
+
+from neuralde_seq.basis import BasisLinear, BasisRangeWarning, project_module
 from neuralde_seq.controls import build_control
-from neuralde_seq.basis import BasisRangeWarning
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.solvers import RK4, Adjoint, Dopri5, Euler, Exact, SolverOptions, solve
-from test_solvers import FieldDynamics, make_data
 
 DTYPE = torch.float64
 
@@ -43,10 +43,17 @@ class _TimeIntegral(nn.Module):
         return self.weight * s.unsqueeze(-1).expand_as(h)
 
 
-@pytest.mark.parametrize("options", [
-    SolverOptions(RK4()), SolverOptions(RK4(step_size=0.1)), SolverOptions(RK4(), gradient=Adjoint()),
-    SolverOptions(Dopri5(rtol=1e-10, atol=1e-10)), SolverOptions(Euler(step_size=1e-3))],
-    ids=["rk4", "rk4-substeps", "rk4-adjoint", "dopri5", "euler"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        SolverOptions(RK4()),
+        SolverOptions(RK4(step_size=0.1)),
+        SolverOptions(RK4(), gradient=Adjoint()),
+        SolverOptions(Dopri5(rtol=1e-10, atol=1e-10)),
+        SolverOptions(Euler(step_size=1e-3)),
+    ],
+    ids=["rk4", "rk4-substeps", "rk4-adjoint", "dopri5", "euler"],
+)
 @pytest.mark.parametrize("split", [True, False])
 def test_every_solver_passes_s(options, split):
     """h(end) = (end² − s0²)/2 for dh/ds = s, each sample stopping at its own end (lengths 9, 6, 4)."""
@@ -55,15 +62,16 @@ def test_every_solver_passes_s(options, split):
     h0 = torch.zeros(3, 2, dtype=DTYPE)
     got = solve(_TimeIntegral(split), control, h0, options)
     s0, end = control.knots[0], control.end
-    expected = ((end ** 2 - s0 ** 2) / 2).unsqueeze(-1).expand(3, 2)
+    expected = ((end**2 - s0**2) / 2).unsqueeze(-1).expand(3, 2)
     tolerance = 2e-3 if isinstance(options.method, Euler) else 1e-9
     assert torch.allclose(got, expected, rtol=0, atol=tolerance * float(expected.max()))
 
 
 def _fields(basis, num_bases, time_range, rule="delta", form="ode", channels=3):
     torch.manual_seed(0)
-    timed = FastWeightField(channels, 8, 2, rule, form=form, basis=basis, num_bases=num_bases,
-                            basis_time_range=time_range).to(DTYPE)
+    timed = FastWeightField(
+        channels, 8, 2, rule, form=form, basis=basis, num_bases=num_bases, basis_time_range=time_range
+    ).to(DTYPE)
     ref.randomize_(timed, torch.Generator().manual_seed(1), scale=0.6)
     plain = FastWeightField(channels, 8, 2, rule, form=form).to(DTYPE)
     plain.load_state_dict({k: v for k, v in timed.state_dict().items() if not k.startswith("slow.")}, strict=False)
@@ -162,13 +170,23 @@ def test_refusals():
 
 def _tiny_config(**changes):
     cfg = {
-        "name": "tiny-bases", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
+        "name": "tiny-bases",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0],
         "training": {"epochs": 1, "lr": 1e-2, "batch_size": 64, "eval_batch_size": 128},
-        "models": [{"label": "delta-cde legendre", "model": "delta-cde",
-                    "options": {"d_model": 8, "n_heads": 2, "basis": "legendre", "num_bases": 3}}],
-        "evaluate": [{"label": "same bases", "model": {"num_bases": 3}},
-                     {"label": "one basis", "model": {"num_bases": 1}},
-                     {"label": "one basis, drop 50%", "drop_rate": 0.5, "model": {"num_bases": 1}}],
+        "models": [
+            {
+                "label": "delta-cde legendre",
+                "model": "delta-cde",
+                "options": {"d_model": 8, "n_heads": 2, "basis": "legendre", "num_bases": 3},
+            }
+        ],
+        "evaluate": [
+            {"label": "same bases", "model": {"num_bases": 3}},
+            {"label": "one basis", "model": {"num_bases": 1}},
+            {"label": "one basis, drop 50%", "drop_rate": 0.5, "model": {"num_bases": 1}},
+        ],
     }
     cfg.update(changes)
     return cfg
@@ -195,12 +213,15 @@ def test_runner_model_change_variants(tmp_path):
         run_benchmark(plain, out_dir=tmp_path / "plain", max_steps=2, progress=False)
 
 
-@pytest.mark.parametrize("variant, message", [
-    ({"model": {"num_bases": 0}}, r"evaluate\[0\].model.num_bases"),
-    ({"model": {"bases": 2}}, r"unknown key\(s\) 'bases' in evaluate\[0\].model"),
-    ({"model": {}}, r"evaluate\[0\].model needs num_bases and/or depth_steps"),
-    ({"model": 3}, r"evaluate\[0\].model"),
-])
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ({"model": {"num_bases": 0}}, r"evaluate\[0\].model.num_bases"),
+        ({"model": {"bases": 2}}, r"unknown key\(s\) 'bases' in evaluate\[0\].model"),
+        ({"model": {}}, r"evaluate\[0\].model needs num_bases and/or depth_steps"),
+        ({"model": 3}, r"evaluate\[0\].model"),
+    ],
+)
 def test_model_change_variants_are_checked(variant, message):
     from neuralde_seq.training.config import ConfigError, parse_config
 

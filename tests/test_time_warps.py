@@ -7,6 +7,7 @@ would break: a neural CDE without a time channel reads only the path's image, so
 output unchanged (exactly for a linear path, and for any control under uniform rescaling), while the time-warp gated
 RNN's output changes, and under a uniform warp by a is given back by the gate scaled by 1/a.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,12 @@ from neuralde_seq.training.config import ConfigError, validate_config
 from neuralde_seq.training.runner import run_benchmark
 
 DTYPE = torch.float64
-RANDOM_KINDS = [{"kind": "smooth", "strength": 0.6, "seed": 3}, {"kind": "piecewise", "pieces": 4, "seed": 5},
-                {"kind": "smooth", "strength": 0.3, "modes": 5, "seed": 1, "factor": 2.5},
-                {"kind": "piecewise", "pieces": 3, "max_slope": 3.0, "seed": 2, "factor": 0.5}]
+RANDOM_KINDS = [
+    {"kind": "smooth", "strength": 0.6, "seed": 3},
+    {"kind": "piecewise", "pieces": 4, "seed": 5},
+    {"kind": "smooth", "strength": 0.3, "modes": 5, "seed": 1, "factor": 2.5},
+    {"kind": "piecewise", "pieces": 3, "max_slope": 3.0, "seed": 2, "factor": 0.5},
+]
 
 
 def _irregular(seed=0, lengths=(7, 1, 4, 12, 2), channels=2):
@@ -35,15 +39,16 @@ def _irregular(seed=0, lengths=(7, 1, 4, 12, 2), channels=2):
     rng = np.random.default_rng(seed)
     series = [rng.normal(size=(channels, n)) for n in lengths]
     times = [rng.uniform(-3, 3) + np.cumsum(rng.uniform(0.2, 2.0, size=n)) for n in lengths]
-    ds = IrregularDataset.from_sequences(series, [i % 2 for i in range(len(lengths))], ["a", "b"], times=times,
-                                         dtype=DTYPE)
+    ds = IrregularDataset.from_sequences(
+        series, [i % 2 for i in range(len(lengths))], ["a", "b"], times=times, dtype=DTYPE
+    )
     ds.values[0, 2, 1] = float("nan")
     ds.values[3, 5, :] = float("nan")
     return ds, times
 
 
 def _valid(ds, i):
-    return ds.times[i, :int(ds.lengths[i])].numpy()
+    return ds.times[i, : int(ds.lengths[i])].numpy()
 
 
 # ------------------------------------------------------------------------------------------------ the maps
@@ -60,8 +65,11 @@ def test_uniform_warp_is_the_affine_map_and_a_then_one_over_a_is_the_identity(a)
     assert torch.equal(time_warp(ds, {"kind": "uniform", "factor": 1}).times, ds.times)
 
 
-@pytest.mark.parametrize("spec", [dict(spec, per_sample=per_sample) for spec in RANDOM_KINDS
-                                  for per_sample in (True, False)] + [{"kind": "uniform", "factor": 0.3}])
+@pytest.mark.parametrize(
+    "spec",
+    [dict(spec, per_sample=per_sample) for spec in RANDOM_KINDS for per_sample in (True, False)]
+    + [{"kind": "uniform", "factor": 0.3}],
+)
 def test_every_warp_is_strictly_increasing_and_keeps_the_window(spec):
     per_sample = spec.get("per_sample", True)  # a uniform warp maps each sample's own window
     ds, times = _irregular(seed=4)
@@ -81,12 +89,16 @@ def test_every_warp_is_strictly_increasing_and_keeps_the_window(spec):
         start, end = min(firsts), max(lasts)
         i_first, i_last = int(np.argmin(firsts)), int(np.argmax(lasts))
         assert warped[i_first, 0].item() == start
-        assert warped[i_last, len(times[i_last]) - 1].item() == pytest.approx(start + factor * (end - start),
-                                                                              rel=1e-14)
+        assert warped[i_last, len(times[i_last]) - 1].item() == pytest.approx(start + factor * (end - start), rel=1e-14)
         # the same map for every sample: a time two samples share is warped to the same time
-        shared = time_warp(ds.replace(times=ds.times[[3]].expand(5, -1).clone(),
-                                      lengths=torch.full((5,), 12), values=ds.values[[3]].expand(5, -1, -1).clone()),
-                           spec).times
+        shared = time_warp(
+            ds.replace(
+                times=ds.times[[3]].expand(5, -1).clone(),
+                lengths=torch.full((5,), 12),
+                values=ds.values[[3]].expand(5, -1, -1).clone(),
+            ),
+            spec,
+        ).times
         assert (shared == shared[0]).all()
 
 
@@ -122,8 +134,7 @@ def test_random_warps_follow_their_formula_from_the_drawn_parameters(spec):
             continue
         u = (t - t[0]) / (t[-1] - t[0])
         tau = _smooth_tau(u, parameters[i]) if warp.kind == "smooth" else _piecewise_tau(u, parameters[i])
-        np.testing.assert_allclose(_valid(warped, i), t[0] + warp.factor * (t[-1] - t[0]) * tau, rtol=1e-12,
-                                   atol=1e-12)
+        np.testing.assert_allclose(_valid(warped, i), t[0] + warp.factor * (t[-1] - t[0]) * tau, rtol=1e-12, atol=1e-12)
     if warp.kind == "smooth":
         np.testing.assert_allclose(np.abs(parameters).sum(1), warp.strength, rtol=1e-13)
         # the local speed stays within [1 − strength, 1 + strength] (mean value theorem on every gap)
@@ -132,7 +143,7 @@ def test_random_warps_follow_their_formula_from_the_drawn_parameters(spec):
             speed = np.diff(_smooth_tau(u, row)) / np.diff(u)
             assert speed.min() >= 1 - warp.strength - 1e-9 and speed.max() <= 1 + warp.strength + 1e-9
     else:
-        bound = warp.max_slope ** 2
+        bound = warp.max_slope**2
         assert (parameters >= 1 / bound).all() and (parameters <= bound).all()
         np.testing.assert_allclose(parameters.mean(1), 1.0, rtol=1e-13)
 
@@ -142,8 +153,13 @@ def test_piecewise_warp_is_continuous_with_the_drawn_slopes():
     # both slopes in proportion (continuity: no jump at the breaks)
     pieces = 5
     t = np.linspace(0.0, 1.0, 401)
-    ds = IrregularDataset(times=torch.tensor(t)[None], values=torch.zeros(1, 401, 1, dtype=DTYPE),
-                          lengths=torch.tensor([401]), labels=torch.tensor([0]), class_names=["a"])
+    ds = IrregularDataset(
+        times=torch.tensor(t)[None],
+        values=torch.zeros(1, 401, 1, dtype=DTYPE),
+        lengths=torch.tensor([401]),
+        labels=torch.tensor([0]),
+        class_names=["a"],
+    )
     warp = {"kind": "piecewise", "pieces": pieces, "max_slope": 4.0, "seed": 11}
     warped = time_warp(ds, warp).times[0].numpy()
     slopes = warp_parameters(warp, 1)[0].numpy()
@@ -209,9 +225,12 @@ def _outputs(name, ds, seed=0, **control):
         return model(control_input), model, control_input
 
 
-SHARED_WARPS = [{"kind": "uniform", "factor": 0.25}, {"kind": "uniform", "factor": 4.0},
-                {"kind": "smooth", "strength": 0.7, "seed": 0, "per_sample": False},
-                {"kind": "piecewise", "pieces": 4, "max_slope": 2.0, "seed": 1, "per_sample": False}]
+SHARED_WARPS = [
+    {"kind": "uniform", "factor": 0.25},
+    {"kind": "uniform", "factor": 4.0},
+    {"kind": "smooth", "strength": 0.7, "seed": 0, "per_sample": False},
+    {"kind": "piecewise", "pieces": 4, "max_slope": 2.0, "seed": 1, "per_sample": False},
+]
 
 
 @pytest.mark.parametrize("spec", SHARED_WARPS)
@@ -243,16 +262,25 @@ def test_cde_without_time_channel_ignores_warps_and_the_gated_rnn_does_not(spec)
 # ---------------------------------------------------------------------------------------------- the runner
 def _tiny_config(**changes):
     cfg = {
-        "name": "tiny-warps", "task": "japanese-vowels", "task_options": {"drop_rate": 0.3}, "seeds": [0],
+        "name": "tiny-warps",
+        "task": "japanese-vowels",
+        "task_options": {"drop_rate": 0.3},
+        "seeds": [0],
         "training": {"epochs": 1, "lr": 1e-2, "batch_size": 64, "eval_batch_size": 128},
-        "models": [{"label": "gated", "model": "warp-gated-ode", "options": {"hidden": 4}},
-                   {"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 4}}],
-        "evaluate": [{"label": "same", "time_warp": {"kind": "uniform", "factor": 1}},
-                     {"time_warp": {"kind": "uniform", "factor": 2}},
-                     {"label": "smooth", "time_warp": {"kind": "smooth", "strength": 0.5, "seed": 0,
-                                                       "per_sample": False}},
-                     {"label": "drop+piecewise", "drop_rate": 0.5,
-                      "time_warp": {"kind": "piecewise", "pieces": 3, "seed": 1, "per_sample": False}}],
+        "models": [
+            {"label": "gated", "model": "warp-gated-ode", "options": {"hidden": 4}},
+            {"label": "GRU-dt", "model": "gru-dt", "options": {"hidden": 4}},
+        ],
+        "evaluate": [
+            {"label": "same", "time_warp": {"kind": "uniform", "factor": 1}},
+            {"time_warp": {"kind": "uniform", "factor": 2}},
+            {"label": "smooth", "time_warp": {"kind": "smooth", "strength": 0.5, "seed": 0, "per_sample": False}},
+            {
+                "label": "drop+piecewise",
+                "drop_rate": 0.5,
+                "time_warp": {"kind": "piecewise", "pieces": 3, "seed": 1, "per_sample": False},
+            },
+        ],
     }
     cfg.update(changes)
     return cfg
@@ -261,8 +289,14 @@ def _tiny_config(**changes):
 def test_runner_writes_time_warp_variants_and_factor_one_is_the_test_set(tmp_path):
     results = run_benchmark(_tiny_config(), out_dir=tmp_path, max_steps=2, progress=False)
     assert [v["label"] for v in results["config"]["evaluate"]] == ["same", "uniform x2", "smooth", "drop+piecewise"]
-    assert results["config"]["evaluate"][2]["time_warp"] == {"kind": "smooth", "strength": 0.5, "modes": 3,
-                                                             "seed": 0, "per_sample": False, "factor": 1.0}
+    assert results["config"]["evaluate"][2]["time_warp"] == {
+        "kind": "smooth",
+        "strength": 0.5,
+        "modes": 3,
+        "seed": 0,
+        "per_sample": False,
+        "factor": 1.0,
+    }
     table = (tmp_path / "results.md").read_text()
     assert "test: uniform x2" in table and "test: drop+piecewise" in table and "Time warps" in table
     for label in ("gated", "GRU-dt"):
@@ -286,18 +320,21 @@ def test_test_variant_warps_the_raw_times_and_standardises_as_the_test_set():
         data.test_variant(time_warp={"kind": "uniform", "factor": -1})
 
 
-@pytest.mark.parametrize("warp, message", [
-    ({"kind": "shear", "factor": 2}, "evaluate[0].time_warp.kind must be one of uniform, smooth, piecewise"),
-    ({"kind": "uniform", "factor": 0}, "evaluate[0].time_warp.factor must be a positive finite number"),
-    ({"kind": "uniform", "factor": -2.0}, "evaluate[0].time_warp.factor must be a positive finite number"),
-    ({"kind": "uniform"}, "evaluate[0].time_warp.factor is required"),
-    ({"kind": "smooth", "strength": 0.5, "per_sample": False}, "evaluate[0].time_warp.seed is required"),
-    ({"kind": "piecewise", "pieces": 3}, "evaluate[0].time_warp.seed is required"),
-    ({"kind": "smooth", "strength": 1.0, "seed": 0}, "evaluate[0].time_warp.strength must be a number in [0, 1)"),
-    ({"kind": "piecewise", "pieces": 0, "seed": 0}, "evaluate[0].time_warp.pieces must be a positive integer"),
-    ({"kind": "uniform", "factor": 2, "seed": 0}, "evaluate[0].time_warp: key(s) 'seed' do not apply"),
-    ("fast", "evaluate[0].time_warp must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "warp, message",
+    [
+        ({"kind": "shear", "factor": 2}, "evaluate[0].time_warp.kind must be one of uniform, smooth, piecewise"),
+        ({"kind": "uniform", "factor": 0}, "evaluate[0].time_warp.factor must be a positive finite number"),
+        ({"kind": "uniform", "factor": -2.0}, "evaluate[0].time_warp.factor must be a positive finite number"),
+        ({"kind": "uniform"}, "evaluate[0].time_warp.factor is required"),
+        ({"kind": "smooth", "strength": 0.5, "per_sample": False}, "evaluate[0].time_warp.seed is required"),
+        ({"kind": "piecewise", "pieces": 3}, "evaluate[0].time_warp.seed is required"),
+        ({"kind": "smooth", "strength": 1.0, "seed": 0}, "evaluate[0].time_warp.strength must be a number in [0, 1)"),
+        ({"kind": "piecewise", "pieces": 0, "seed": 0}, "evaluate[0].time_warp.pieces must be a positive integer"),
+        ({"kind": "uniform", "factor": 2, "seed": 0}, "evaluate[0].time_warp: key(s) 'seed' do not apply"),
+        ("fast", "evaluate[0].time_warp must be a mapping"),
+    ],
+)
 def test_time_warp_config_errors_name_the_key(warp, message):
     with pytest.raises(ConfigError) as info:
         validate_config(_tiny_config(evaluate=[{"time_warp": warp}]))
@@ -306,12 +343,17 @@ def test_time_warp_config_errors_name_the_key(warp, message):
 
 def test_per_sample_warps_are_refused_for_controls_parametrised_by_time():
     per_sample = {"kind": "smooth", "strength": 0.5, "seed": 0}
-    with pytest.raises(ConfigError, match=r"evaluate\[0\].time_warp: a per-sample smooth warp .* models\[0\] "
-                                          r"\(gated, model warp-gated-ode\) .*time_warp.per_sample: false"):
+    with pytest.raises(
+        ConfigError,
+        match=r"evaluate\[0\].time_warp: a per-sample smooth warp .* models\[0\] "
+        r"\(gated, model warp-gated-ode\) .*time_warp.per_sample: false",
+    ):
         validate_config(_tiny_config(evaluate=[{"time_warp": per_sample}]))
     # observation models, and controls parametrised by observation index, take per-sample times
-    rows = [{"label": "GRU-dt", "model": "gru-dt"},
-            {"label": "gated", "model": "warp-gated-ode", "control": {"parametrization": "index"}}]
+    rows = [
+        {"label": "GRU-dt", "model": "gru-dt"},
+        {"label": "gated", "model": "warp-gated-ode", "control": {"parametrization": "index"}},
+    ]
     validate_config(_tiny_config(models=rows, evaluate=[{"time_warp": per_sample}]))
 
 
@@ -370,6 +412,7 @@ def test_warped_adding_task_splits_are_fixed_and_standardise_only_the_values():
     assert set(torch.unique(test.values[..., 1]).tolist()) == {0.0, 1.0}  # marks kept raw
     mean = raw.train.values[..., 0].double().mean()
     std = raw.train.values[..., 0].double().std(unbiased=False)
-    torch.testing.assert_close(test.values[..., 0].double(), (raw.test.values[..., 0].double() - mean) / std,
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        test.values[..., 0].double(), (raw.test.values[..., 0].double() - mean) / std, rtol=1e-5, atol=1e-5
+    )
     assert (test.times[:, 1:] > test.times[:, :-1]).all()

@@ -16,18 +16,28 @@ library's rules and solvers:
   the capability it lacks, and "auto" takes rk4 for it, which matches its dopri5 reference;
 - the registry: `registered_rule` makes the name buildable everywhere and removes it on leaving the block.
 """
+
 from __future__ import annotations
 
+import fwp_reference as ref
 import pytest
 import torch
 from torchdiffeq import odeint
 
-import fwp_reference as ref
 from neuralde_seq import rules
 from neuralde_seq.controls import Control, build_control
 from neuralde_seq.models import FAST_WEIGHT_MODEL_NAMES, MODEL_NAMES, FastWeightNetwork, create_model
-from neuralde_seq.rules import (AFFINE_RATE, AFFINE_STEP, LearningRule, RankOneRate, RankOneUpdate, make_rule,
-                                register_rule, registered_rule, rule_names)
+from neuralde_seq.rules import (
+    AFFINE_RATE,
+    AFFINE_STEP,
+    LearningRule,
+    RankOneRate,
+    RankOneUpdate,
+    make_rule,
+    register_rule,
+    registered_rule,
+    rule_names,
+)
 from neuralde_seq.solvers import RK4, Auto, Exact, SolverOptions, solve
 
 GAMMA = 2.0
@@ -166,8 +176,11 @@ def _sources(form):
 def _library_states(network, control):
     field = network.layers[0].field
     x0, dx0 = control.evaluate(control.knots[0]), control.derivative(control.knots[0])
-    initial = network.layers[0].initial(x0 if field.needs_value else None, dx0 if field.needs_derivative else None,
-                                        None).unsqueeze(1)
+    initial = (
+        network.layers[0]
+        .initial(x0 if field.needs_value else None, dx0 if field.needs_derivative else None, None)
+        .unsqueeze(1)
+    )
     return solve(network.dynamics, control, initial, network.solver, at_knots=True)[:, :, 0]
 
 
@@ -180,22 +193,35 @@ def test_rate_is_assembled_from_the_declared_parts():
     rule = LeakyDelta()
     expected = toy_rate(W, k_raw, v_raw, beta)
     torch.testing.assert_close(rule.rate(W, k_raw, v_raw, beta), expected, rtol=1e-14, atol=1e-15)
-    torch.testing.assert_close(rule.rate_from_features(W, *rule.rate_features(k_raw, v_raw, beta)), expected,
-                               rtol=1e-14, atol=1e-15)
-    torch.testing.assert_close(rule.rate(None, k_raw, v_raw, beta), toy_rate(None, k_raw, v_raw, beta),
-                               rtol=1e-14, atol=1e-15)
+    torch.testing.assert_close(
+        rule.rate_from_features(W, *rule.rate_features(k_raw, v_raw, beta)), expected, rtol=1e-14, atol=1e-15
+    )
+    torch.testing.assert_close(
+        rule.rate(None, k_raw, v_raw, beta), toy_rate(None, k_raw, v_raw, beta), rtol=1e-14, atol=1e-15
+    )
     torch.testing.assert_close(rule.discrete_step(W, k_raw, v_raw, beta), W + expected, rtol=1e-14, atol=1e-15)
     # the declared capabilities describe the same rule: the affine rate and the closed-form step
     torch.testing.assert_close(rule.affine_rate(k_raw, v_raw, beta).apply(W), expected, rtol=1e-13, atol=1e-14)
     h = torch.full((3,), 0.7, dtype=torch.float64)
-    torch.testing.assert_close(rule.exact_step(W, k_raw, v_raw, beta, 0.7),
-                               toy_closed_form_step(W, k_raw, v_raw, beta, h), rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(
+        rule.exact_step(W, k_raw, v_raw, beta, 0.7),
+        toy_closed_form_step(W, k_raw, v_raw, beta, h),
+        rtol=1e-13,
+        atol=1e-14,
+    )
     assert rule.has_affine_rate and rule.exact_step_kind() == "affine" and rule.exact_step_kind(True) is None
 
 
-@pytest.mark.parametrize("form,builder,affine_steps", [
-    ("ode", "network", False), ("cde", "network", False), ("cde", "network", True), ("rde", "network", False),
-    ("cde", "create_model", True)])
+@pytest.mark.parametrize(
+    "form,builder,affine_steps",
+    [
+        ("ode", "network", False),
+        ("cde", "network", False),
+        ("cde", "network", True),
+        ("rde", "network", False),
+        ("cde", "create_model", True),
+    ],
+)
 def test_every_form_matches_dopri5_of_the_written_out_rate(form, builder, affine_steps):
     """The toy rule in ODE, CDE and RDE form, solved by the library's rk4 (1,200 steps of 0.005; per-step loop, or
     composed affine maps from ``affine_rate``), equals dopri5 of `toy_rate` at every knot (rk4's error: 1.7e-7 at
@@ -221,8 +247,11 @@ def test_exact_solver_matches_dopri5_on_log_signature_windows(scan):
     """Exact() (and Auto(), which picks it from the declared capability) on log-signature windows equals
     the dopri5 reference of the written-out rate, for every scan of the affine steps."""
     control = _control("rde")
-    method = Exact(recurrence="chunked" if scan == "chunked" else "sequential",
-                   scan="parallel" if scan == "parallel" else "sequential", block_size=2 if scan == "chunked" else None)
+    method = Exact(
+        recurrence="chunked" if scan == "chunked" else "sequential",
+        scan="parallel" if scan == "parallel" else "sequential",
+        block_size=2 if scan == "chunked" else None,
+    )
     network = _network("rde", control, rule=LeakyDelta(), solver=method)
     assert _network("rde", control, rule=LeakyDelta()).resolve_method(control) == Exact()
     got = _library_states(network, control)
@@ -235,8 +264,12 @@ def _windows_control(windows=1000, batch=3, channels=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     coeffs = torch.zeros(batch, windows + 1, 4, channels, dtype=torch.float64)
     coeffs[:, :windows, 0] = 0.5 * torch.randn(batch, windows, channels, generator=g, dtype=torch.float64)
-    knots = torch.cat([torch.zeros(1, dtype=torch.float64),
-                       torch.cumsum(0.2 + torch.rand(windows, generator=g, dtype=torch.float64), 0)])
+    knots = torch.cat(
+        [
+            torch.zeros(1, dtype=torch.float64),
+            torch.cumsum(0.2 + torch.rand(windows, generator=g, dtype=torch.float64), 0),
+        ]
+    )
     end_index = torch.tensor([windows, windows - 137, windows - 500][:batch])  # variable lengths
     return Control(knots, coeffs, end_index, piecewise_constant=True)
 
@@ -247,9 +280,16 @@ def test_exact_solver_matches_the_written_out_closed_form_at_1000_windows(scan):
     variable lengths: final states and gradients on every parameter and on the control equal a loop of
     `toy_closed_form_step` differentiated by autograd."""
     control = _windows_control()
-    network = _network("rde", control, rule=LeakyDelta(),
-                       solver=Exact(chunk_size=64, recurrence="chunked" if scan == "chunked" else "sequential",
-                                    scan="parallel" if scan == "parallel" else "sequential"))
+    network = _network(
+        "rde",
+        control,
+        rule=LeakyDelta(),
+        solver=Exact(
+            chunk_size=64,
+            recurrence="chunked" if scan == "chunked" else "sequential",
+            scan="parallel" if scan == "parallel" else "sequential",
+        ),
+    )
     field = network.layers[0].field
     coeffs = control.coeffs.clone().requires_grad_()
     control = Control(control.knots, coeffs, control.end_index, piecewise_constant=True)
@@ -280,8 +320,7 @@ def test_a_rule_without_a_closed_form_is_refused_by_exact_and_solved_by_rk4():
     with pytest.raises(ValueError, match=r"SaturatingDelta\(\) has no closed-form step.*'affine_step'.*RK4\(\)"):
         _network("rde", control, rule=SaturatingDelta(), solver=Exact())
     with pytest.raises(NotImplementedError, match="stepwise_step"):
-        SaturatingDelta().exact_step(torch.zeros(1, 2, 2), torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 1),
-                                     1.0)
+        SaturatingDelta().exact_step(torch.zeros(1, 2, 2), torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 1), 1.0)
     network = _network("rde", control, rule=SaturatingDelta(), solver=Auto(fallback=RK4(step_size=0.005)))
     assert network.resolve_method(control) == RK4(step_size=0.005)
     with torch.no_grad():
@@ -325,8 +364,12 @@ def test_a_rule_written_as_rate_alone_still_runs():
     W, k_raw, v_raw = (torch.randn(2, 2, *shape, generator=g, dtype=torch.float64) for shape in ((3, 3), (3,), (3,)))
     beta = torch.randn(2, 2, 1, generator=g, dtype=torch.float64)
     rule = RateOnly()
-    torch.testing.assert_close(rule.rate_from_features(W, *rule.rate_features(k_raw, v_raw, beta)),
-                               toy_rate(W, k_raw, v_raw, beta), rtol=1e-14, atol=1e-15)
+    torch.testing.assert_close(
+        rule.rate_from_features(W, *rule.rate_features(k_raw, v_raw, beta)),
+        toy_rate(W, k_raw, v_raw, beta),
+        rtol=1e-14,
+        atol=1e-15,
+    )
     control = _control("rde")
     network = _network("rde", control, rule=rule)
     assert network.resolve_method(control) == RK4() and torch.isfinite(network(control)).all()

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from neuralde_seq.solvers import Adjoint
 from neuralde_seq.training import (
     TrainingDiverged,
     accuracy,
@@ -20,7 +21,6 @@ from neuralde_seq.training import (
     predict,
     train_classifier,
 )
-from neuralde_seq.solvers import Adjoint
 
 
 def _blobs(n, features=4, classes=3, seed=0):
@@ -76,8 +76,9 @@ def _equal_states(a, b):
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("model_cls, reason", [(NaNAfter, "non-finite training loss"),
-                                                (NaNGrad, "non-finite gradient")])
+@pytest.mark.parametrize(
+    "model_cls, reason", [(NaNAfter, "non-finite training loss"), (NaNGrad, "non-finite gradient")]
+)
 def test_divergence_restores_last_good_checkpoint(tmp_path, model_cls, reason):
     x, y = _blobs(50)
     xv, yv = _blobs(23, seed=1)
@@ -118,8 +119,9 @@ def test_divergence_in_first_epoch_restores_initial_weights(tmp_path):
     model = NaNAfter(4, 3, nan_at=2)
     initial = _state(model)
     with pytest.raises(TrainingDiverged) as info:
-        train_classifier(model, x, y, x, y, epochs=3, lr=0.1, batch_size=8, seed=0,
-                         checkpoint_path=tmp_path / "c.pt", progress=False)
+        train_classifier(
+            model, x, y, x, y, epochs=3, lr=0.1, batch_size=8, seed=0, checkpoint_path=tmp_path / "c.pt", progress=False
+        )
     assert info.value.checkpoint_epoch == 0
     assert _equal_states(_state(model), initial)
 
@@ -162,8 +164,9 @@ def test_training_learns_keeps_best_checkpoint_and_is_reproducible(tmp_path):
     def run(path):
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 3)
-        hist = train_classifier(model, x, y, xv, yv, epochs=8, lr=0.05, batch_size=16, seed=5,
-                                checkpoint_path=path, progress=False)
+        hist = train_classifier(
+            model, x, y, xv, yv, epochs=8, lr=0.05, batch_size=16, seed=5, checkpoint_path=path, progress=False
+        )
         return model, hist
 
     model, hist = run(tmp_path / "a.pt")
@@ -188,8 +191,20 @@ def test_patience_stops_early(tmp_path):
     model = torch.nn.Linear(4, 3)
     # random labels on validation: no steady improvement
     yv = torch.randint(0, 3, (30,), generator=torch.Generator().manual_seed(1))
-    hist = train_classifier(model, x, y, x, yv, epochs=50, lr=0.01, batch_size=10, seed=0,
-                            checkpoint_path=tmp_path / "p.pt", progress=False, patience=2)
+    hist = train_classifier(
+        model,
+        x,
+        y,
+        x,
+        yv,
+        epochs=50,
+        lr=0.01,
+        batch_size=10,
+        seed=0,
+        checkpoint_path=tmp_path / "p.pt",
+        progress=False,
+        patience=2,
+    )
     assert hist["stopped_early"] and hist["epochs_run"] < 50
     assert hist["epochs_run"] - hist["best_epoch"] == 2
 
@@ -221,10 +236,13 @@ def test_metrics():
 
 
 def test_format_table_aligns_columns():
-    rows = [{"model": "hebb-cde", "acc": 0.91234, "params": 1234},
-            {"model": "delta-cde", "acc": math.nan, "params": 99}]
-    text = format_table(rows, ["model", "acc", "params"], headers=["model", "test acc", "params"],
-                        formats={"acc": ".3f"})
+    rows = [
+        {"model": "hebb-cde", "acc": 0.91234, "params": 1234},
+        {"model": "delta-cde", "acc": math.nan, "params": 99},
+    ]
+    text = format_table(
+        rows, ["model", "acc", "params"], headers=["model", "test acc", "params"], formats={"acc": ".3f"}
+    )
     lines = text.splitlines()
     assert len({len(line) for line in lines}) == 1  # every line equally wide
     assert lines[2] == "| hebb-cde  |    0.912 |   1234 |"
@@ -241,7 +259,7 @@ def test_nonfinite_adjoint_gradient_names_the_adjoint(tmp_path):
     g = torch.Generator().manual_seed(0)
     length = 1000
     times = torch.arange(length, dtype=torch.float32).repeat(4, 1)
-    values = torch.cumsum(torch.randn(4, length, 2, generator=g), dim=1) / length ** 0.5
+    values = torch.cumsum(torch.randn(4, length, 2, generator=g), dim=1) / length**0.5
     control = build_control(times, values)
     labels = torch.tensor([0, 1, 0, 1])
     kwargs = dict(epochs=1, lr=1e-3, batch_size=4, seed=0, progress=False)
@@ -261,8 +279,19 @@ def test_nonfinite_adjoint_gradient_names_the_adjoint(tmp_path):
 def test_nonfinite_gradient_without_adjoint_gives_generic_advice(tmp_path):
     x, y = _blobs(20)
     with pytest.raises(TrainingDiverged, match="lower learning rate") as info:
-        train_classifier(NaNGrad(4, 3, nan_at=1), x, y, x, y, checkpoint_path=tmp_path / "r.pt", epochs=1, lr=0.1,
-                         batch_size=8, seed=0, progress=False)
+        train_classifier(
+            NaNGrad(4, 3, nan_at=1),
+            x,
+            y,
+            x,
+            y,
+            checkpoint_path=tmp_path / "r.pt",
+            epochs=1,
+            lr=0.1,
+            batch_size=8,
+            seed=0,
+            progress=False,
+        )
     assert "adjoint" not in str(info.value)
 
 

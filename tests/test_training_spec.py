@@ -1,6 +1,7 @@
 """One training spec (issue 26, step 3): `TrainingSpec` checks itself, `fit`'s keyword form and spec form are one
 call, a config's ``training:`` section reads into one, and the setups around `fit` (the runner, the estimators,
 ``train_classifier``, the stress tasks) hand `fit` the same spec for the same settings."""
+
 import dataclasses
 import math
 
@@ -28,7 +29,7 @@ class _Net(torch.nn.Module):
         return self.lin(self.drop(x))
 
     def penalty(self):
-        return (self.lin.weight ** 2).sum()
+        return (self.lin.weight**2).sum()
 
 
 def _data(n, seed):
@@ -50,26 +51,40 @@ class _SeenSpec(Callback):
         self.spec, self.config = state.spec, dict(state.config)
 
 
-SETTINGS = dict(epochs=3, lr=0.05, batch_size=8, seed=5, weight_decay=1e-3, grad_clip=0.5, penalty_weight=0.01,
-                schedule="cosine", eval_every=3, eval_batch_size=7, max_steps=13)
+SETTINGS = dict(
+    epochs=3,
+    lr=0.05,
+    batch_size=8,
+    seed=5,
+    weight_decay=1e-3,
+    grad_clip=0.5,
+    penalty_weight=0.01,
+    schedule="cosine",
+    eval_every=3,
+    eval_batch_size=7,
+    max_steps=13,
+)
 
 
 # ---------------------------------------------------------------------------------------------- checks
-@pytest.mark.parametrize("field, value, message", [
-    ("epochs", 0, "epochs must be a positive integer, got 0"),
-    ("batch_size", True, "batch_size must be a positive integer, got True"),
-    ("eval_batch_size", 0, "eval_batch_size must be a positive integer, got 0"),
-    ("eval_every", 2.5, "eval_every must be a positive integer or None, got 2.5"),
-    ("max_steps", -1, "max_steps must be a positive integer or None, got -1"),
-    ("threads", 0, "threads must be a positive integer or None"),
-    ("lr", True, "lr must be a positive finite number, got True"),
-    ("lr", math.inf, "lr must be a positive finite number, got inf"),
-    ("weight_decay", "0", "weight_decay must be a finite number >= 0, got '0'"),
-    ("penalty_weight", -0.1, "penalty_weight must be a finite number >= 0, got -0.1"),
-    ("grad_clip", 0.0, "grad_clip must be a positive number or None, got 0.0"),
-    ("schedule", "linear", "schedule must be one of ('constant', 'cosine'), got 'linear'"),
-    ("seed", 1.5, "seed must be an integer, got 1.5"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("epochs", 0, "epochs must be a positive integer, got 0"),
+        ("batch_size", True, "batch_size must be a positive integer, got True"),
+        ("eval_batch_size", 0, "eval_batch_size must be a positive integer, got 0"),
+        ("eval_every", 2.5, "eval_every must be a positive integer or None, got 2.5"),
+        ("max_steps", -1, "max_steps must be a positive integer or None, got -1"),
+        ("threads", 0, "threads must be a positive integer or None"),
+        ("lr", True, "lr must be a positive finite number, got True"),
+        ("lr", math.inf, "lr must be a positive finite number, got inf"),
+        ("weight_decay", "0", "weight_decay must be a finite number >= 0, got '0'"),
+        ("penalty_weight", -0.1, "penalty_weight must be a finite number >= 0, got -0.1"),
+        ("grad_clip", 0.0, "grad_clip must be a positive number or None, got 0.0"),
+        ("schedule", "linear", "schedule must be one of ('constant', 'cosine'), got 'linear'"),
+        ("seed", 1.5, "seed must be an integer, got 1.5"),
+    ],
+)
 def test_a_bad_field_is_refused_naming_it_in_the_spec_and_in_fit(field, value, message):
     settings = {"epochs": 2, "lr": 0.1, "batch_size": 8, field: value}
     with pytest.raises(ValueError) as made:
@@ -99,9 +114,21 @@ def test_keyword_form_and_spec_form_train_identically():
     assert by_spec["step"] == [3, 5, 6, 9, 10, 12, 13] and by_spec["stopped_by"] == "max_steps"
 
 
-@pytest.mark.parametrize("field, other", [("seed", 6), ("lr", 0.02), ("batch_size", 16), ("epochs", 2),
-                                          ("weight_decay", 0.1), ("grad_clip", 0.05), ("penalty_weight", 0.5),
-                                          ("schedule", "constant"), ("eval_every", 4), ("max_steps", 12)])
+@pytest.mark.parametrize(
+    "field, other",
+    [
+        ("seed", 6),
+        ("lr", 0.02),
+        ("batch_size", 16),
+        ("epochs", 2),
+        ("weight_decay", 0.1),
+        ("grad_clip", 0.05),
+        ("penalty_weight", 0.5),
+        ("schedule", "constant"),
+        ("eval_every", 4),
+        ("max_steps", 12),
+    ],
+)
 def test_fit_reads_every_field_from_the_spec(field, other):
     """A spec differing in one field trains differently from the keywords: fit reads that field from the spec."""
     by_keywords, _ = _run(**SETTINGS)
@@ -114,18 +141,46 @@ def test_fit_records_the_spec_and_its_checkpoint_settings_as_before(tmp_path):
     wrote before TrainingSpec (so recorded runs and their checkpoints stay comparable)."""
     seen = _SeenSpec()
     path = tmp_path / "last.pt"
-    fit(_Net(), Classification(3), _data(16, 0), epochs=1, lr=0.1, batch_size=8, callbacks=[seen], resume_path=path,
-        progress=False)
+    fit(
+        _Net(),
+        Classification(3),
+        _data(16, 0),
+        epochs=1,
+        lr=0.1,
+        batch_size=8,
+        callbacks=[seen],
+        resume_path=path,
+        progress=False,
+    )
     assert seen.spec == TrainingSpec(epochs=1, lr=0.1, batch_size=8)
-    before = {"epochs": 1, "lr": 0.1, "batch_size": 8, "seed": 0, "weight_decay": 0.0, "grad_clip": None,
-              "penalty_weight": 0.0, "eval_every": None, "objective": "Classification", "model_class": "_Net",
-              "world_size": 1}
+    before = {
+        "epochs": 1,
+        "lr": 0.1,
+        "batch_size": 8,
+        "seed": 0,
+        "weight_decay": 0.0,
+        "grad_clip": None,
+        "penalty_weight": 0.0,
+        "eval_every": None,
+        "objective": "Classification",
+        "model_class": "_Net",
+        "world_size": 1,
+    }
     saved = torch.load(path, weights_only=True)["config"]
     assert saved == before == seen.config
     assert [type(saved[k]) for k in before] == [type(v) for v in before.values()]  # 0.0, not 0: same JSON
     # A cosine schedule is recorded (only then: checkpoints written before schedules resume).
-    fit(_Net(), Classification(3), _data(16, 0), epochs=1, lr=0.1, batch_size=8, schedule="cosine",
-        resume_path=path, progress=False)
+    fit(
+        _Net(),
+        Classification(3),
+        _data(16, 0),
+        epochs=1,
+        lr=0.1,
+        batch_size=8,
+        schedule="cosine",
+        resume_path=path,
+        progress=False,
+    )
     assert torch.load(path, weights_only=True)["config"] == {**before, "schedule": "cosine"}
 
 
@@ -140,7 +195,9 @@ def test_a_spec_and_a_field_together_are_refused_naming_the_field():
 
 def test_a_misspelt_or_missing_keyword_is_named():
     x, y = _data(16, 0)
-    with pytest.raises(UnknownOptionError, match="unknown keyword argument 'epoch' for fit\\(\\); did you mean 'epochs'"):
+    with pytest.raises(
+        UnknownOptionError, match="unknown keyword argument 'epoch' for fit\\(\\); did you mean 'epochs'"
+    ):
         fit(_Net(), Classification(3), (x, y), epoch=1, lr=0.1, batch_size=8)
     with pytest.raises(UnknownOptionError, match="did you mean 'callbacks'"):  # fit's own keywords are suggested too
         fit(_Net(), Classification(3), (x, y), epochs=1, lr=0.1, batch_size=8, callback=[])
@@ -158,17 +215,33 @@ def test_from_mapping_reads_yaml_values_and_round_trips():
     assert read.lr == 1e-3 and isinstance(read.lr, float) and read.weight_decay == 0.0  # YAML 1.1's "1e-3"
 
 
-@pytest.mark.parametrize("mapping, error, message", [
-    ({"epoch": 3, "lr": 1e-3, "batch_size": 8}, UnknownOptionError,
-     "unknown key(s) 'epoch' in models[0].training; did you mean 'epochs'? allowed: epochs, lr"),
-    ({"epochs": 3, "lr": 1e-3, "batch_size": 8, "shedule": "cosine", "gradclip": 1}, UnknownOptionError,
-     "'shedule': did you mean 'schedule'? 'gradclip': did you mean 'grad_clip'?"),
-    ({"lr": 1e-3, "batch_size": 8}, ValueError, "models[0].training.epochs is required"),
-    ({"epochs": 0, "lr": 1e-3, "batch_size": 8}, ValueError, "models[0].training.epochs must be positive, got 0"),
-    ({"epochs": 3, "lr": "fast", "batch_size": 8}, ValueError, "models[0].training.lr must be a number, got 'fast'"),
-    ({"epochs": 3, "lr": 1e-3, "batch_size": 8, "schedule": "step"}, ValueError,
-     "models[0].training.schedule must be one of constant, cosine, got 'step'"),
-])
+@pytest.mark.parametrize(
+    "mapping, error, message",
+    [
+        (
+            {"epoch": 3, "lr": 1e-3, "batch_size": 8},
+            UnknownOptionError,
+            "unknown key(s) 'epoch' in models[0].training; did you mean 'epochs'? allowed: epochs, lr",
+        ),
+        (
+            {"epochs": 3, "lr": 1e-3, "batch_size": 8, "shedule": "cosine", "gradclip": 1},
+            UnknownOptionError,
+            "'shedule': did you mean 'schedule'? 'gradclip': did you mean 'grad_clip'?",
+        ),
+        ({"lr": 1e-3, "batch_size": 8}, ValueError, "models[0].training.epochs is required"),
+        ({"epochs": 0, "lr": 1e-3, "batch_size": 8}, ValueError, "models[0].training.epochs must be positive, got 0"),
+        (
+            {"epochs": 3, "lr": "fast", "batch_size": 8},
+            ValueError,
+            "models[0].training.lr must be a number, got 'fast'",
+        ),
+        (
+            {"epochs": 3, "lr": 1e-3, "batch_size": 8, "schedule": "step"},
+            ValueError,
+            "models[0].training.schedule must be one of constant, cosine, got 'step'",
+        ),
+    ],
+)
 def test_from_mapping_names_the_key_path_and_suggests_the_closest_key(mapping, error, message):
     with pytest.raises(error) as info:
         TrainingSpec.from_mapping(mapping, "models[0].training")
@@ -183,12 +256,25 @@ def test_a_config_row_records_every_training_setting_and_its_fingerprint_tells_t
     """The row's recorded training dict (what run folders are named by) holds every setting, those at their
     defaults too, so that a run's record says what it was made with."""
     row = parse_config(_config({"epochs": 3, "lr": "1e-3", "batch_size": 8})).rows[0]
-    at_defaults = {"epochs": 3, "lr": 1e-3, "batch_size": 8, "select_on": "accuracy", "eval_batch_size": None,
-                   "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
-                   "schedule": "constant", "augment_drop_rate": 0.0, "augment_crop": 1.0, "ensemble": 1}
+    at_defaults = {
+        "epochs": 3,
+        "lr": 1e-3,
+        "batch_size": 8,
+        "select_on": "accuracy",
+        "eval_batch_size": None,
+        "patience": None,
+        "grad_clip": None,
+        "weight_decay": 0.0,
+        "penalty_weight": 0.0,
+        "schedule": "constant",
+        "augment_drop_rate": 0.0,
+        "augment_crop": 1.0,
+        "ensemble": 1,
+    }
     assert row.to_dict()["training"] == at_defaults
-    cosine = parse_config(_config({"epochs": 3, "lr": 1e-3, "batch_size": 8, "schedule": "cosine",
-                                   "ensemble": 2})).rows[0]
+    cosine = parse_config(
+        _config({"epochs": 3, "lr": 1e-3, "batch_size": 8, "schedule": "cosine", "ensemble": 2})
+    ).rows[0]
     assert cosine.to_dict()["training"] == {**at_defaults, "schedule": "cosine", "ensemble": 2}
     assert fingerprint(cosine.to_dict()["training"]) != fingerprint(row.to_dict()["training"])
 
@@ -201,8 +287,15 @@ def test_a_config_error_in_training_is_a_config_error_naming_the_row():
 
 
 # ---------------------------------------------------------------------------------------------- the setups
-ROW = {"epochs": 4, "lr": 2e-3, "batch_size": 16, "weight_decay": 1e-4, "grad_clip": 1.0, "penalty_weight": 0.1,
-       "schedule": "cosine"}
+ROW = {
+    "epochs": 4,
+    "lr": 2e-3,
+    "batch_size": 16,
+    "weight_decay": 1e-4,
+    "grad_clip": 1.0,
+    "penalty_weight": 0.1,
+    "schedule": "cosine",
+}
 
 
 def test_the_runner_and_the_estimators_give_fit_the_same_spec_for_the_same_settings():
@@ -243,8 +336,19 @@ def test_the_stress_task_trains_its_spec_as_its_keywords():
 
     def run(tmp, spec=None, **fields):
         torch.manual_seed(0)
-        out = train_stress_task(_Regressor(), Regression(), data, data, spec, solved=lambda m: False,
-                                describe=lambda m: "", checkpoint_path=tmp, run_config={}, progress=False, **fields)
+        out = train_stress_task(
+            _Regressor(),
+            Regression(),
+            data,
+            data,
+            spec,
+            solved=lambda m: False,
+            describe=lambda m: "",
+            checkpoint_path=tmp,
+            run_config={},
+            progress=False,
+            **fields,
+        )
         return [{k: v for k, v in r.items() if "seconds" not in k} for r in out["history"]]
 
     import tempfile
@@ -252,9 +356,19 @@ def test_the_stress_task_trains_its_spec_as_its_keywords():
 
     with tempfile.TemporaryDirectory() as folder:
         by_keywords = run(Path(folder) / "a.pt", epochs=2, lr=0.05, batch_size=8, seed=1, eval_every=2)
-        by_spec = run(Path(folder) / "b.pt", TrainingSpec(epochs=2, lr=0.05, batch_size=8, seed=1, eval_every=2,
-                                                          threads=None))
+        by_spec = run(
+            Path(folder) / "b.pt", TrainingSpec(epochs=2, lr=0.05, batch_size=8, seed=1, eval_every=2, threads=None)
+        )
     assert by_keywords == by_spec and [r["step"] for r in by_spec] == [2, 3, 4, 6]
     with pytest.raises(ValueError, match="give eval_every"):
-        train_stress_task(_Regressor(), Regression(), data, data, TrainingSpec(epochs=1, lr=0.1, batch_size=8),
-                          solved=lambda m: False, describe=lambda m: "", checkpoint_path="x.pt", run_config={})
+        train_stress_task(
+            _Regressor(),
+            Regression(),
+            data,
+            data,
+            TrainingSpec(epochs=1, lr=0.1, batch_size=8),
+            solved=lambda m: False,
+            describe=lambda m: "",
+            checkpoint_path="x.pt",
+            run_config={},
+        )

@@ -7,14 +7,23 @@
   the true system over that gap;
 - the task splits hide what they say (interpolation: a random subset; extrapolation: t > horizon / 2).
 """
+
 import numpy as np
 import pytest
 import torch
 from scipy.integrate import solve_ivp
 
-from neuralde_seq.data.synthetic.trajectories import (damped_pendulum, integrate, lotka_volterra, lotka_volterra_invariant,
-                                            pendulum_energy, semi_markov_gap, semi_markov_task, trajectory_task,
-                                            van_der_pol)
+from neuralde_seq.data.synthetic.trajectories import (
+    damped_pendulum,
+    integrate,
+    lotka_volterra,
+    lotka_volterra_invariant,
+    pendulum_energy,
+    semi_markov_gap,
+    semi_markov_task,
+    trajectory_task,
+    van_der_pol,
+)
 
 
 def test_lotka_volterra_conserves_its_invariant():
@@ -42,7 +51,7 @@ def test_pendulum_energy_is_conserved_without_damping_and_lost_as_integral_of_da
     assert (np.diff(energy, axis=1) <= 1e-12).all()  # never increases
     # E(T) − E(0) = −γ ∫ ω² dt (trapezoid on the fine grid, step 2.5e-3)
     omega = np.concatenate([initial[:, None, 1], damped[..., 1]], axis=1)
-    lost = gamma * np.trapezoid(omega ** 2, dx=5.0 / 2000, axis=1)
+    lost = gamma * np.trapezoid(omega**2, dx=5.0 / 2000, axis=1)
     assert np.abs(energy[:, -1] - pendulum_energy(initial) + lost).max() < 1e-5
 
 
@@ -53,8 +62,15 @@ def test_integrator_matches_scipy(field):
     times = np.sort(rng.uniform(0, 6, (3, 7)), axis=1)
     ours = integrate(field, initial, times)
     for b in range(3):
-        ref = solve_ivp(lambda t, s: field(s), (0, times[b, -1]), initial[b], method="DOP853", t_eval=times[b],
-                        rtol=1e-12, atol=1e-12)
+        ref = solve_ivp(
+            lambda t, s: field(s),
+            (0, times[b, -1]),
+            initial[b],
+            method="DOP853",
+            t_eval=times[b],
+            rtol=1e-12,
+            atol=1e-12,
+        )
         assert np.abs(ours[b] - ref.y.T).max() < 1e-7
 
 
@@ -70,8 +86,9 @@ def test_semi_markov_gaps_follow_the_state_rule():
     # each next state is the Van der Pol flow over the gap from the previous one
     for b in range(2):
         for n in range(3):
-            ref = solve_ivp(lambda t, s: van_der_pol(s), (0, gaps[b, n]), clean[b, n], method="DOP853",
-                            rtol=1e-12, atol=1e-12)
+            ref = solve_ivp(
+                lambda t, s: van_der_pol(s), (0, gaps[b, n]), clean[b, n], method="DOP853", rtol=1e-12, atol=1e-12
+            )
             assert np.abs(ref.y[:, -1] - clean[b, n + 1]).max() < 1e-8
     assert 0.03 < float((task.inputs.values - task.clean).std()) < 0.07
 

@@ -9,9 +9,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from fixtures_uea import write_uea_archive
 from sklearn.model_selection import train_test_split
 
-from fixtures_uea import write_uea_archive
 from neuralde_seq.data import (
     ChecksumError,
     CorruptCacheError,
@@ -102,8 +102,9 @@ def test_default_seed_reproduces_the_ncde_split(tmp_path):
         # NeuralCDE's split_data: 70 % train with random_state 0, the rest halved with random_state 1
         codes = np.array([class_order.index(label) for label in labels])
         idx = np.arange(len(labels))
-        train, rest, _, rest_codes = train_test_split(idx, codes, train_size=0.7, random_state=0, shuffle=True,
-                                                      stratify=codes)
+        train, rest, _, rest_codes = train_test_split(
+            idx, codes, train_size=0.7, random_state=0, shuffle=True, stratify=codes
+        )
         val, test = train_test_split(rest, train_size=0.5, random_state=1, shuffle=True, stratify=rest_codes)
         return [sorted(train.tolist()), sorted(val.tolist()), sorted(test.tolist())]
 
@@ -193,12 +194,18 @@ def test_second_load_uses_the_tensor_cache(tmp_path):
     assert len(tensor_files) == 1
     (tmp_path / "cache" / "uea" / remotes[0].filename).unlink()  # no archive left to parse,
     (tmp_path / "src_ts_Toy" / remotes[0].filename).unlink()  # nor to download
-    again = load_uea("Toy", cache_dir=tmp_path / "cache", remotes=remotes, offline=True, progress=False,
-                     dtype=torch.float64, drop_rate=0.5)
+    again = load_uea(
+        "Toy",
+        cache_dir=tmp_path / "cache",
+        remotes=remotes,
+        offline=True,
+        progress=False,
+        dtype=torch.float64,
+        drop_rate=0.5,
+    )
     _assert_same_splits(first, again)
     # other drop rates and seeds come from the same cached tensors
-    plain = load_uea("Toy", cache_dir=tmp_path / "cache", remotes=remotes, offline=True, progress=False,
-                     split_seed=2)
+    plain = load_uea("Toy", cache_dir=tmp_path / "cache", remotes=remotes, offline=True, progress=False, split_seed=2)
     assert sum(len(p) for p in plain) == 80
     assert list((tmp_path / "cache" / "uea" / "tensors").glob("Toy-*.pt")) == tensor_files
 
@@ -217,8 +224,15 @@ def test_unknown_name_and_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="Did you mean 'Toy'"):
         load_uea("Tox", cache_dir=tmp_path / "cache", remotes=remotes, progress=False)
     assert not (tmp_path / "cache" / "uea" / "tensors").exists()
-    bad = [dict(name="charactertrajectories"), dict(fmt="csv"), dict(drop_rate=1.0), dict(drop_rate=True),
-           dict(split_seed=-1), dict(dtype=torch.long), dict(remotes=remotes * 2)]
+    bad = [
+        dict(name="charactertrajectories"),
+        dict(fmt="csv"),
+        dict(drop_rate=1.0),
+        dict(drop_rate=True),
+        dict(split_seed=-1),
+        dict(dtype=torch.long),
+        dict(remotes=remotes * 2),
+    ]
     for kwargs in bad:
         call = {"name": "Toy", "remotes": remotes, **kwargs}
         with pytest.raises(ValueError):
@@ -229,13 +243,15 @@ def test_unknown_name_and_bad_arguments(tmp_path):
 # --------------------------------------------------------------------------------------- wrappers
 def test_named_wrappers(tmp_path):
     classes = {str(k): 7 for k in range(1, 21)}
-    remotes, truth = write_uea_archive(tmp_path / "ct", "CharacterTrajectories", class_counts=classes,
-                                       min_length=4, max_length=8)
+    remotes, truth = write_uea_archive(
+        tmp_path / "ct", "CharacterTrajectories", class_counts=classes, min_length=4, max_length=8
+    )
     ct = load_character_trajectories(cache_dir=tmp_path / "cache", remotes=remotes, progress=False)
     assert [len(p) for p in ct] == [98, 21, 21] and ct.train.num_classes == 20 and ct.train.num_channels == 3
     assert ct.train.name == "CharacterTrajectories" and ct.train.class_names == truth["class_names"]
-    remotes, _ = write_uea_archive(tmp_path / "ew", "EigenWorms", fmt="arff", channels=6,
-                                   class_counts={str(k): 8 for k in range(1, 6)})
+    remotes, _ = write_uea_archive(
+        tmp_path / "ew", "EigenWorms", fmt="arff", channels=6, class_counts={str(k): 8 for k in range(1, 6)}
+    )
     ew = load_eigenworms(fmt="arff", cache_dir=tmp_path / "cache", remotes=remotes, progress=False)
     assert [len(p) for p in ew] == [28, 6, 6] and ew.train.num_channels == 6 and ew.train.num_classes == 5
     # data that do not fit the published description are refused
@@ -277,13 +293,16 @@ def test_arff_flat_parsing():
     np.testing.assert_array_equal(np.stack(data.series), [[[1, 2]], [[3, np.nan]]])
 
 
-@pytest.mark.parametrize("line, message", [
-    ("'1,2\\n4,5,6',C", "line 11: 2 values per channel"),
-    ("'1,2,3\\n4,5,6',E", "line 11: class 'E' is not among"),
-    ("'1,2,x\\n4,5,6',C", "line 11: cannot read 'x'"),
-    ("'1,,3\\n4,5,6',C", "line 11: empty value"),
-    ("'1,2,3\\n4,5,6,C", "line 11: unterminated"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("'1,2\\n4,5,6',C", "line 11: 2 values per channel"),
+        ("'1,2,3\\n4,5,6',E", "line 11: class 'E' is not among"),
+        ("'1,2,x\\n4,5,6',C", "line 11: cannot read 'x'"),
+        ("'1,,3\\n4,5,6',C", "line 11: empty value"),
+        ("'1,2,3\\n4,5,6,C", "line 11: unterminated"),
+    ],
+)
 def test_arff_errors_name_the_line(line, message):
     lines = RELATIONAL.splitlines()[:10] + [line]
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -333,10 +352,12 @@ def test_seeded_split_task_draws_the_split_from_the_run_seed(tmp_path):
     from neuralde_seq.data.protocols import load_task
 
     remotes, _ = write_uea_archive(tmp_path / "src", "Toy")
-    common = dict(name="Toy", remotes=remotes, cache_dir=tmp_path / "cache", progress=False, stratified=False,
-                  drop_repeated=True)
-    indices = {seed: load_task("uea-seeded-split", seed=seed, **common).splits.train.meta["indices"]
-               for seed in (2345, 3456)}
+    common = dict(
+        name="Toy", remotes=remotes, cache_dir=tmp_path / "cache", progress=False, stratified=False, drop_repeated=True
+    )
+    indices = {
+        seed: load_task("uea-seeded-split", seed=seed, **common).splits.train.meta["indices"] for seed in (2345, 3456)
+    }
     assert indices[2345] != indices[3456]
     assert load_task("uea-seeded-split", seed=2345, **common).splits.train.meta["indices"] == indices[2345]
     fixed = {seed: load_task("uea", seed=seed, **common).splits.train.meta["indices"] for seed in (2345, 3456)}

@@ -4,6 +4,7 @@ Run after changing the table: ``python docs/figures/architecture.py``. tests/tes
 misses a module or layer of the table, or shows one the table no longer has. Plain SVG written here (no plotting
 library), so the file is the same on every machine.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,14 @@ def layer_rows(design_text: str) -> list[tuple[int, str, list[str], str]]:
         if len(cells) >= 2 and re.match(r"\d+\b", cells[0]):
             # the cell's prose without its links to other sections ("see [Data wing](#data-wing)")
             what = re.sub(r"[:;,]?\s*(see\s+)?\[[^]]*\]\([^)]*\)", "", cells[2] if len(cells) > 2 else "")
-            rows.append((int(re.match(r"\d+", cells[0]).group()), cells[0], re.findall(r"`([^`]+)`", cells[1]),
-                         " ".join(what.replace("`", "").split())))
+            rows.append(
+                (
+                    int(re.match(r"\d+", cells[0]).group()),
+                    cells[0],
+                    re.findall(r"`([^`]+)`", cells[1]),
+                    " ".join(what.replace("`", "").split()),
+                )
+            )
     return sorted(rows, reverse=True)
 
 
@@ -57,33 +64,49 @@ def svg(rows) -> str:
         addition = ADDITIONS.get(number)
         height = 16 + LINE * (len(lines) + len(notes) + (1 if addition else 0)) + 8
         box_width = WIDTH - 2 * LEFT - 60
-        parts.append(f"<rect x='{LEFT}' y='{y}' width='{box_width}' height='{height}' rx='6' fill='{shades[i % 2]}' "
-                     f"stroke='#6b8bc3'/>")
-        parts.append(f"<text x='{LEFT + 10}' y='{y + 22}' {FONT} font-size='14' font-weight='bold' "
-                     f"fill='#1f3b6e'>{escape(title)}</text>")
+        parts.append(
+            f"<rect x='{LEFT}' y='{y}' width='{box_width}' height='{height}' rx='6' fill='{shades[i % 2]}' "
+            f"stroke='#6b8bc3'/>"
+        )
+        parts.append(
+            f"<text x='{LEFT + 10}' y='{y + 22}' {FONT} font-size='14' font-weight='bold' "
+            f"fill='#1f3b6e'>{escape(title)}</text>"
+        )
         for j, line in enumerate(lines):
-            parts.append(f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * j}' {FONT} font-size='12.5' "
-                         f"fill='#222'>{escape(line)}</text>")
+            parts.append(
+                f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * j}' {FONT} font-size='12.5' "
+                f"fill='#222'>{escape(line)}</text>"
+            )
         for j, line in enumerate(notes, start=len(lines)):
-            parts.append(f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * j}' {FONT} font-size='11.5' "
-                         f"fill='#666'>{escape(line)}</text>")
+            parts.append(
+                f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * j}' {FONT} font-size='11.5' "
+                f"fill='#666'>{escape(line)}</text>"
+            )
         if addition:
-            parts.append(f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * (len(lines) + len(notes))}' {FONT} "
-                         "font-size='12.5' "
-                         f"font-style='italic' fill='#a0522d'>+ {escape(addition)}</text>")
+            parts.append(
+                f"<text x='{LEFT + NAME_WIDTH}' y='{y + 22 + LINE * (len(lines) + len(notes))}' {FONT} "
+                "font-size='12.5' "
+                f"font-style='italic' fill='#a0522d'>+ {escape(addition)}</text>"
+            )
         y += height + ROW_GAP
     arrow_x = WIDTH - LEFT - 25
-    parts.append(f"<line x1='{arrow_x}' y1='60' x2='{arrow_x}' y2='{y - 30}' stroke='#555' stroke-width='2' "
-                 "marker-end='url(#head)'/>")
-    parts.append(f"<text x='{arrow_x + 12}' y='{(y + 30) // 2}' {FONT} font-size='12' fill='#555' "
-                 f"transform='rotate(90 {arrow_x + 12} {(y + 30) // 2})' text-anchor='middle'>imports point down</text>")
-    header = (f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{y + 10}' "
-              f"viewBox='0 0 {WIDTH} {y + 10}'>\n"
-              "<defs><marker id='head' markerWidth='10' markerHeight='10' refX='5' refY='5' orient='auto'>"
-              "<path d='M0,0 L10,5 L0,10 z' fill='#555'/></marker></defs>\n"
-              f"<rect width='{WIDTH}' height='{y + 10}' fill='white'/>\n"
-              f"<text x='{LEFT}' y='30' {FONT} font-size='16' font-weight='bold' fill='#111'>neuralde_seq: layers "
-              "(a module imports only its own layer or lower ones)</text>\n")
+    parts.append(
+        f"<line x1='{arrow_x}' y1='60' x2='{arrow_x}' y2='{y - 30}' stroke='#555' stroke-width='2' "
+        "marker-end='url(#head)'/>"
+    )
+    parts.append(
+        f"<text x='{arrow_x + 12}' y='{(y + 30) // 2}' {FONT} font-size='12' fill='#555' "
+        f"transform='rotate(90 {arrow_x + 12} {(y + 30) // 2})' text-anchor='middle'>imports point down</text>"
+    )
+    header = (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{y + 10}' "
+        f"viewBox='0 0 {WIDTH} {y + 10}'>\n"
+        "<defs><marker id='head' markerWidth='10' markerHeight='10' refX='5' refY='5' orient='auto'>"
+        "<path d='M0,0 L10,5 L0,10 z' fill='#555'/></marker></defs>\n"
+        f"<rect width='{WIDTH}' height='{y + 10}' fill='white'/>\n"
+        f"<text x='{LEFT}' y='30' {FONT} font-size='16' font-weight='bold' fill='#111'>neuralde_seq: layers "
+        "(a module imports only its own layer or lower ones)</text>\n"
+    )
     return header + "\n".join(parts) + "\n</svg>\n"
 
 

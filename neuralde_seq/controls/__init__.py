@@ -16,19 +16,47 @@ The room, one concept per module:
 A new interpolation is a subclass of `Interpolation` (or `PolynomialInterpolation`) in its own module, registered
 under its name with `register_interpolation` (docs/design.md#architecture).
 """
+
 from .builder import build_control, control_of, observed_channels
 from .control import Control
 from .cubic import HermiteCubic, NaturalCubic
-from .interpolation import (Interpolation, ObservedChannels, PolynomialInterpolation, interpolation_names,
-                            parse_interpolation, register_interpolation, registered_interpolation)
+from .interpolation import (
+    Interpolation,
+    ObservedChannels,
+    PolynomialInterpolation,
+    interpolation_names,
+    parse_interpolation,
+    register_interpolation,
+    registered_interpolation,
+)
 from .linear import Linear, Rectilinear
 from .logsignature import LogSignature, logsignature_control
 from .logsignature_cache import LogSignatureCacheError, cached_logsignature_control
 from .options import MISSING_POLICIES, ControlOptions, control_option_names, parse_control_options, time_unit_value
 
-__all__ = ["Control", "build_control", "control_of", "ControlOptions", "parse_control_options", "control_option_names",
-           "Interpolation", "PolynomialInterpolation", "NaturalCubic", "HermiteCubic", "Linear", "Rectilinear",
-           "LogSignature", "register_interpolation", "registered_interpolation", "interpolation_names",
-           "parse_interpolation", "ObservedChannels", "observed_channels",
-           "logsignature_control", "cached_logsignature_control", "LogSignatureCacheError", "time_unit_value",
-           "MISSING_POLICIES"]
+__all__ = [
+    "Control",
+    "build_control",
+    "control_of",
+    "ControlOptions",
+    "parse_control_options",
+    "control_option_names",
+    "Interpolation",
+    "PolynomialInterpolation",
+    "NaturalCubic",
+    "HermiteCubic",
+    "Linear",
+    "Rectilinear",
+    "LogSignature",
+    "register_interpolation",
+    "registered_interpolation",
+    "interpolation_names",
+    "parse_interpolation",
+    "ObservedChannels",
+    "observed_channels",
+    "logsignature_control",
+    "cached_logsignature_control",
+    "LogSignatureCacheError",
+    "time_unit_value",
+    "MISSING_POLICIES",
+]

@@ -38,12 +38,12 @@ which was checked when it was made (`Observations.from_tensors`, or from a check
 `neuralde_seq.training.InputSpec`): not again; only what the options change is (the times divided by the time unit,
 `check_rescaled_times`).
 """
+
 from __future__ import annotations
 
 import torch
 
-from ..observations import (Observations, _first, check_min_length, check_rescaled_times,
-                            validate_observations)
+from ..observations import Observations, _first, check_min_length, check_rescaled_times, validate_observations
 from .control import Control
 from .interpolation import ObservedChannels
 from .options import ControlOptions, parse_control_options
@@ -51,8 +51,13 @@ from .options import ControlOptions, parse_control_options
 __all__ = ["build_control", "control_of", "observed_channels"]
 
 
-def build_control(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
-                  options: ControlOptions | None = None, **keywords) -> Control:
+def build_control(
+    times: torch.Tensor,
+    values: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    options: ControlOptions | None = None,
+    **keywords,
+) -> Control:
     """Build a control path from irregularly sampled observations.
 
     ``build_control(times, values, lengths, ControlOptions(interpolation=Linear(), mask_channel=True))``, or the
@@ -170,8 +175,11 @@ def _channels_at_points(times, values, lengths, valid, options: ControlOptions) 
     observed = ~torch.isnan(values) & valid.unsqueeze(-1)
     values = _fill_unobserved(values, observed, valid, options.unobserved_fill)
     by_index = options.interpolation.windows or options.parametrization == "index"
-    knots = (torch.arange(longest, dtype=values.dtype, device=values.device) if by_index
-             else _shared_time_grid(times, lengths, valid))
+    knots = (
+        torch.arange(longest, dtype=values.dtype, device=values.device)
+        if by_index
+        else _shared_time_grid(times, lengths, valid)
+    )
     path, names = _channels(times, values, observed, valid, options)
     return ObservedChannels(path, knots, lengths, names)
 
@@ -185,13 +193,18 @@ def _fill_unobserved(values, observed, valid, unobserved_fill):
     if unobserved_fill is None:
         b, c = torch.nonzero(empty)[0].tolist()
         every = empty.all(0)
-        where = (f"channel {c} has no observation in any sample" if every[c]
-                 else f"sample {b} has no observation in channel {c}")
+        where = (
+            f"channel {c} has no observation in any sample"
+            if every[c]
+            else f"sample {b} has no observation in channel {c}"
+        )
         raise ValueError(f"all-NaN channel: {where}; pass unobserved_fill=<value> to fill such channels")
     fill = torch.as_tensor(unobserved_fill, dtype=values.dtype, device=values.device)
     if fill.dim() == 1 and fill.shape[0] != values.shape[-1]:
-        raise ValueError(f"unobserved_fill has {fill.shape[0]} values, one per channel, but the observations have "
-                         f"{values.shape[-1]} channels")
+        raise ValueError(
+            f"unobserved_fill has {fill.shape[0]} values, one per channel, but the observations have "
+            f"{values.shape[-1]} channels"
+        )
     return torch.where(empty.unsqueeze(1) & valid.unsqueeze(-1), fill.expand_as(values), values)
 
 
@@ -201,9 +214,11 @@ def _shared_time_grid(times, lengths, valid):
     agree = (times == reference.unsqueeze(0)) | ~valid
     if not agree.all():
         b = _first(~agree.all(1), 1)[0]
-        raise ValueError(f"parametrization='time' needs every sample observed on one time grid, but sample {b} "
-                         "has different times; use parametrization='index' (time then enters as a channel) or "
-                         "put the samples on a common grid with NaN for missing values")
+        raise ValueError(
+            f"parametrization='time' needs every sample observed on one time grid, but sample {b} "
+            "has different times; use parametrization='index' (time then enters as a channel) or "
+            "put the samples on a common grid with NaN for missing values"
+        )
     return reference
 
 

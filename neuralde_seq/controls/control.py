@@ -3,6 +3,7 @@
 `neuralde_seq.controls.build_control` builds one from observations; the solvers read it piece by piece
 (`Control.evaluate_piece`, `Control.evaluate_points`), so that a stage's piece is known before the solve starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,10 @@ class Control:
         if self.knots.dim() != 1 or self.knots.shape[0] < 2:
             raise ValueError(f"knots must have shape (K,) with K >= 2, got {tuple(self.knots.shape)}")
         if self.coeffs.dim() != 4 or self.coeffs.shape[1:3] != (self.knots.shape[0], 4):
-            raise ValueError(f"coeffs must have shape (B, K={self.knots.shape[0]}, 4, C): one piece per knot "
-                             f"interval and one past the last knot; got {tuple(self.coeffs.shape)}")
+            raise ValueError(
+                f"coeffs must have shape (B, K={self.knots.shape[0]}, 4, C): one piece per knot "
+                f"interval and one past the last knot; got {tuple(self.coeffs.shape)}"
+            )
         if self.end_index.shape != (self.coeffs.shape[0],):
             raise ValueError(f"end_index must have shape ({self.coeffs.shape[0]},), got {tuple(self.end_index.shape)}")
 
@@ -74,7 +77,7 @@ class Control:
     def __len__(self) -> int:
         return self.batch_size
 
-    def __getitem__(self, index) -> "Control":
+    def __getitem__(self, index) -> Control:
         """The controls of the samples selected by ``index``: an int (negative counts from the end), a slice, or
         a 1-D integer or bool selection (tensor, numpy array or list), checked by
         `batch_selection`. An int keeps the batch dimension: ``X[i]`` is a
@@ -84,11 +87,16 @@ class Control:
         last = int(end_index.max())
         # Trim the knots to the last one any selected sample needs: a short batch then solves a short
         # interval, and every sample still sees exactly the same knots as alone.
-        return Control(self.knots[: last + 1], self.coeffs[index][:, : last + 1], end_index,
-                       self.piecewise_constant, self.channels_info,
-                       None if self.initial_value is None else self.initial_value[index])
+        return Control(
+            self.knots[: last + 1],
+            self.coeffs[index][:, : last + 1],
+            end_index,
+            self.piecewise_constant,
+            self.channels_info,
+            None if self.initial_value is None else self.initial_value[index],
+        )
 
-    def to(self, *args, **kwargs) -> "Control":
+    def to(self, *args, **kwargs) -> Control:
         """Move and cast like ``torch.Tensor.to``: ``coeffs`` and ``initial_value`` get ``.to(*args, **kwargs)``,
         the knots follow the coefficients' device and dtype, and the end indices keep their integer type.
 
@@ -96,9 +104,14 @@ class Control:
             A new `Control`.
         """
         coeffs = self.coeffs.to(*args, **kwargs)
-        return Control(self.knots.to(device=coeffs.device, dtype=coeffs.dtype), coeffs,
-                       self.end_index.to(coeffs.device), self.piecewise_constant, self.channels_info,
-                       None if self.initial_value is None else self.initial_value.to(*args, **kwargs))
+        return Control(
+            self.knots.to(device=coeffs.device, dtype=coeffs.dtype),
+            coeffs,
+            self.end_index.to(coeffs.device),
+            self.piecewise_constant,
+            self.channels_info,
+            None if self.initial_value is None else self.initial_value.to(*args, **kwargs),
+        )
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """Tensors a gradient could flow into (for ``adjoint_params``).
@@ -173,8 +186,9 @@ class Control:
         coefficients, f = self._coefficients(piece, f)
         return self._derivative(coefficients, f)
 
-    def evaluate_points(self, pieces: torch.Tensor, f: torch.Tensor, value: bool = True,
-                        derivative: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def evaluate_points(
+        self, pieces: torch.Tensor, f: torch.Tensor, value: bool = True, derivative: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(X, dX/ds) of every sample at P points: what fixed-step solvers read for a block of stages at once.
 
         Arguments:
@@ -188,8 +202,10 @@ class Control:
         """
         coefficients = self.coeffs[:, pieces].unbind(-2)  # (B, P, C) each
         f = f.to(self.coeffs.dtype).unsqueeze(-1)
-        return (self._value(coefficients, f) if value else None,
-                self._derivative(coefficients, f) if derivative else None)
+        return (
+            self._value(coefficients, f) if value else None,
+            self._derivative(coefficients, f) if derivative else None,
+        )
 
     def _value(self, coefficients, f):
         a, b, c, d = coefficients
@@ -240,4 +256,3 @@ class Control:
             (B, C) derivatives.
         """
         return self.derivative(self.end, side="left")
-

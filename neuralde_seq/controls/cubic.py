@@ -1,6 +1,7 @@
 """The cubic spline interpolations: `NaturalCubic` (a natural cubic spline through each sample's points, as
 torchcde's ``natural_cubic_coeffs``) and `HermiteCubic` (Hermite cubic pieces with backward differences: causal and
 smooth, the toolkit's default)."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -8,20 +8,31 @@ module, a subclass of `Interpolation` (or of `PolynomialInterpolation`, which on
 `register_interpolation` call giving its name, which is how configs, estimator parameters and ``build_control``'s
 keywords spell it (``interpolation="linear"``); its fields are then ``build_control`` keywords too.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 
 from ..input_checks import UnknownOptionError, unknown_name_message
 from .control import Control
 
-__all__ = ["Interpolation", "PolynomialInterpolation", "ObservedChannels", "register_interpolation",
-           "registered_interpolation", "interpolation_names", "interpolation_name",
-           "interpolation_keywords", "interpolation_class", "parse_interpolation"]
+__all__ = [
+    "Interpolation",
+    "PolynomialInterpolation",
+    "ObservedChannels",
+    "register_interpolation",
+    "registered_interpolation",
+    "interpolation_names",
+    "interpolation_name",
+    "interpolation_keywords",
+    "interpolation_class",
+    "parse_interpolation",
+]
 
 
 @dataclasses.dataclass
@@ -147,8 +158,9 @@ class PolynomialInterpolation(Interpolation):
                 members = torch.nonzero(lengths == sample_length).flatten()
                 pieces = self.pieces(path[members, :sample_length], observed.knots[:sample_length])
                 coeffs[members, : pieces.shape[1]] = pieces
-        return _spline_control(coeffs, knots, self.pieces_per_interval * (lengths - 1), observed.names,
-                               interpolation_name(self))
+        return _spline_control(
+            coeffs, knots, self.pieces_per_interval * (lengths - 1), observed.names, interpolation_name(self)
+        )
 
 
 def _zero_pieces(path: torch.Tensor, num_knots: int) -> torch.Tensor:
@@ -156,8 +168,9 @@ def _zero_pieces(path: torch.Tensor, num_knots: int) -> torch.Tensor:
     return torch.zeros(path.shape[0], num_knots, 4, path.shape[-1], dtype=path.dtype, device=path.device)
 
 
-def _spline_control(coeffs: torch.Tensor, knots: torch.Tensor, end_index: torch.Tensor, names: tuple[str, ...],
-                    name: str) -> Control:
+def _spline_control(
+    coeffs: torch.Tensor, knots: torch.Tensor, end_index: torch.Tensor, names: tuple[str, ...], name: str
+) -> Control:
     """The `Control` of interpolated pieces ``coeffs`` (B, K, 4, C') on ``knots`` (K,), each sample held at its
     value at its final knot ``knots[end_index[b]]`` from there on (modifies ``coeffs``)."""
     final = _value_at_end(coeffs, knots, end_index)
@@ -185,11 +198,15 @@ def check_finite(coeffs: torch.Tensor, knots: torch.Tensor, name: str, why: str 
     if why is None:
         # A cubic's coefficients grow like (change of value) / gap³, so tiny gaps overflow first.
         gaps = knots[1:] - knots[:-1]
-        why = (f"its slopes and curvatures scale like (change of value) / gap^3, and the smallest gap between "
-               f"knots is {float(gaps.min()):.3g}")
-    raise ValueError(f"the {name} control's coefficients overflow in {coeffs.dtype}: {why}; standardise the "
-                     "values, rescale the times (units where observation gaps are about 1) or use "
-                     "parametrization='index', or compute in float64")
+        why = (
+            f"its slopes and curvatures scale like (change of value) / gap^3, and the smallest gap between "
+            f"knots is {float(gaps.min()):.3g}"
+        )
+    raise ValueError(
+        f"the {name} control's coefficients overflow in {coeffs.dtype}: {why}; standardise the "
+        "values, rescale the times (units where observation gaps are about 1) or use "
+        "parametrization='index', or compute in float64"
+    )
 
 
 def _value_at_end(coeffs, knots, end_index):
@@ -231,12 +248,16 @@ def register_interpolation(name: str, cls: type[Interpolation]) -> None:
         raise TypeError(f"an interpolation must be a dataclass subclassing Interpolation, got {cls!r}")
     for other, registered in _REGISTRY.items():
         if registered is cls or registered.__name__ == cls.__name__:
-            raise ValueError(f"{cls.__name__} is already registered as {other!r}: a class has one name (and "
-                             "interpolation classes distinct class names, which their saved form records)")
+            raise ValueError(
+                f"{cls.__name__} is already registered as {other!r}: a class has one name (and "
+                "interpolation classes distinct class names, which their saved form records)"
+            )
     clash = sorted(set(cls.keywords()) & RESERVED_KEYWORDS)
     if clash:
-        raise ValueError(f"{cls.__name__}'s fields {clash} are spelt as options of every control; rename them (or "
-                         "spell them otherwise with keyword_fields)")
+        raise ValueError(
+            f"{cls.__name__}'s fields {clash} are spelt as options of every control; rename them (or "
+            "spell them otherwise with keyword_fields)"
+        )
     _REGISTRY[name] = cls
 
 
@@ -336,15 +357,21 @@ def parse_interpolation(value, argument: str = "interpolation") -> Interpolation
         classes = {cls.__name__: cls for cls in _REGISTRY.values()}
         kind = value["type"]
         if kind not in classes:
-            raise ValueError(unknown_name_message(f"{argument} type", kind, classes,
-                                                  listing="registered interpolation classes"))
+            raise ValueError(
+                unknown_name_message(f"{argument} type", kind, classes, listing="registered interpolation classes")
+            )
         cls = classes[kind]
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = [k for k in value if k != "type" and k not in fields]
         if unknown:
-            raise UnknownOptionError(unknown_name_message("field", unknown[0], sorted(fields),
-                                                          where=f" of {argument} {kind}", listing="its fields"))
+            raise UnknownOptionError(
+                unknown_name_message(
+                    "field", unknown[0], sorted(fields), where=f" of {argument} {kind}", listing="its fields"
+                )
+            )
         given = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k != "type"}
         return cls(**given)
-    raise ValueError(f"{argument} must be an Interpolation object (e.g. HermiteCubic()), one of the names "
-                     f"{', '.join(_REGISTRY)}, or a dict {{'type': <class name>, **fields}}, got {value!r}")
+    raise ValueError(
+        f"{argument} must be an Interpolation object (e.g. HermiteCubic()), one of the names "
+        f"{', '.join(_REGISTRY)}, or a dict {{'type': <class name>, **fields}}, got {value!r}"
+    )

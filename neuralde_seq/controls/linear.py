@@ -1,5 +1,6 @@
 """The piecewise linear interpolations: `Linear` (straight lines between the points) and `Rectilinear` (time first,
 then the values: a path that never uses a value before its time)."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -7,6 +7,7 @@ over a window (increments, areas), never its level; ``window_start_values=True``
 window's start as further channels, constant over the window, so that a field reading x sees the level too
 (docs/design.md#choices, "RDE form"). Their disk cache is `neuralde_seq.controls.logsignature_cache`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,15 +63,31 @@ class LogSignature(Interpolation):
     def build(self, observed: ObservedChannels) -> Control:
         """The log-signature windows of the points (knots the indices; see `logsignature_control`)."""
         # logsignature_control read from the module when called (tests replace it to see that a cache computes nothing)
-        return logsignature_control(observed.path, observed.lengths, self.depth, self.step, observed.names,
-                                    self.backend, self.basis, self.window_start_values)
+        return logsignature_control(
+            observed.path,
+            observed.lengths,
+            self.depth,
+            self.step,
+            observed.names,
+            self.backend,
+            self.basis,
+            self.window_start_values,
+        )
 
 
 register_interpolation("logsignature", LogSignature)
 
 
-def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, step: int, names: tuple[str, ...],
-                         backend: str, basis: str, window_start_values: bool = False) -> Control:
+def logsignature_control(
+    path: torch.Tensor,
+    lengths: torch.Tensor,
+    depth: int,
+    step: int,
+    names: tuple[str, ...],
+    backend: str,
+    basis: str,
+    window_start_values: bool = False,
+) -> Control:
     """The log-signature windows of ``path`` as a piecewise-constant `Control` (what `LogSignature` builds).
 
     Arguments:
@@ -113,8 +130,7 @@ def logsignature_control(path: torch.Tensor, lengths: torch.Tensor, depth: int, 
     channel_names = tuple(f"logsig{i}" for i in range(width))
     if window_start_values:
         # not the time and count channels (build_control's "time", "count<c>"): positions, unbounded
-        levels = [c for c, name in enumerate(names)
-                  if name != "time" and not name.startswith(("count", "recency"))]
+        levels = [c for c, name in enumerate(names) if name != "time" and not name.startswith(("count", "recency"))]
         logsig = torch.cat([logsig, _window_starts(path[..., levels], windows, step)], dim=-1)
         channel_names += tuple(f"start_{names[c]}" for c in levels)
     coeffs = torch.zeros(batch, n_windows + 1, 4, logsig.shape[-1], dtype=path.dtype, device=path.device)

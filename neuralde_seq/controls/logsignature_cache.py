@@ -3,6 +3,7 @@
 Windowed log-signatures of long series (`neuralde_seq.controls.logsignature`) are costly and depend only on the data
 and the options, so `cached_logsignature_control` stores them on disk, keyed by the data and every option.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,9 +45,16 @@ def _fingerprint(tensor) -> dict | None:
     return {"dtype": str(tensor.dtype), "shape": list(tensor.shape), "sha256": digest}
 
 
-def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tensor, values: torch.Tensor,
-                                lengths: torch.Tensor | None = None, options: ControlOptions | None = None, *,
-                                key_parts: tuple[str, ...] = (), **keywords) -> Control:
+def cached_logsignature_control(
+    cache_dir: str | os.PathLike,
+    times: torch.Tensor,
+    values: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    options: ControlOptions | None = None,
+    *,
+    key_parts: tuple[str, ...] = (),
+    **keywords,
+) -> Control:
     """`build_control` of log-signature windows, stored on disk and reloaded on the next call.
 
     Windowed log-signatures of long series (EigenWorms: 259 × 17,984 points) are costly and depend only on
@@ -77,14 +85,19 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
             checksum stored with them, or it was written for another key. The message names the file;
             delete it to recompute.
     """
-    options = parse_control_options(keywords, base=ControlOptions(interpolation=LogSignature()) if options is None
-                                    else options)
+    options = parse_control_options(
+        keywords, base=ControlOptions(interpolation=LogSignature()) if options is None else options
+    )
     if not isinstance(options.interpolation, LogSignature):
-        raise ValueError(f"cached_logsignature_control caches log-signature controls only, got "
-                         f"interpolation={interpolation_name(options.interpolation)!r}")
+        raise ValueError(
+            f"cached_logsignature_control caches log-signature controls only, got "
+            f"interpolation={interpolation_name(options.interpolation)!r}"
+        )
     if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (times, values)):
-        raise ValueError("times or values require grad, but a cached control carries no autograd graph: build the "
-                         "control with build_control instead")
+        raise ValueError(
+            "times or values require grad, but a cached control carries no autograd graph: build the "
+            "control with build_control instead"
+        )
     if isinstance(key_parts, str):
         key_parts = (key_parts,)
     backend = options.interpolation.backend
@@ -103,8 +116,11 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
     def build() -> dict:
         control = build_control(times, values, lengths, options)
         built.append(control)
-        return {**{field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS},
-                "piecewise_constant": control.piecewise_constant, "channels_info": list(control.channels_info)}
+        return {
+            **{field: getattr(control, field).detach().cpu() for field in _CONTROL_TENSORS},
+            "piecewise_constant": control.piecewise_constant,
+            "channels_info": list(control.channels_info),
+        }
 
     try:
         stored = cached_tensors(cache_dir, key, build)
@@ -113,8 +129,16 @@ def cached_logsignature_control(cache_dir: str | os.PathLike, times: torch.Tenso
     if built:
         return built[0]
     try:
-        return Control(stored["knots"], stored["coeffs"], stored["end_index"], bool(stored["piecewise_constant"]),
-                       tuple(stored["channels_info"]), stored["initial_value"]).to(device)
+        return Control(
+            stored["knots"],
+            stored["coeffs"],
+            stored["end_index"],
+            bool(stored["piecewise_constant"]),
+            tuple(stored["channels_info"]),
+            stored["initial_value"],
+        ).to(device)
     except (KeyError, TypeError, ValueError) as error:
-        raise LogSignatureCacheError(f"corrupt log-signature cache file in {cache_dir}: its contents do not form a "
-                                     f"control ({error}); delete it to recompute the control") from error
+        raise LogSignatureCacheError(
+            f"corrupt log-signature cache file in {cache_dir}: its contents do not form a "
+            f"control ({error}); delete it to recompute the control"
+        ) from error

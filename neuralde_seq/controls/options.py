@@ -16,23 +16,38 @@ channels are measured at their own times) and ``unobserved_fill="mean"`` (each c
 options like any other (the same object goes from a config to the spec, and the spec resolves them with
 ``dataclasses.replace``); `build_control` and a fitted spec refuse them unresolved (`ControlOptions.unresolved`).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from ..input_checks import UnknownOptionError, unknown_name_message
 from ..observations import observation_span
 from .cubic import HermiteCubic
-from .interpolation import (RESERVED_KEYWORDS, Interpolation, interpolation_class, interpolation_keywords,
-                            interpolation_name, parse_interpolation)
+from .interpolation import (
+    RESERVED_KEYWORDS,
+    Interpolation,
+    interpolation_class,
+    interpolation_keywords,
+    interpolation_name,
+    parse_interpolation,
+)
 
-__all__ = ["ControlOptions", "parse_control_options", "control_option_names", "time_unit_value", "MISSING_POLICIES",
-           "PARAMETRIZATIONS", "UNRESOLVED"]
+__all__ = [
+    "ControlOptions",
+    "parse_control_options",
+    "control_option_names",
+    "time_unit_value",
+    "MISSING_POLICIES",
+    "PARAMETRIZATIONS",
+    "UNRESOLVED",
+]
 
 MISSING_POLICIES = ("interpolate", "forward_fill", "zero")
 PARAMETRIZATIONS = ("time", "index")
@@ -97,18 +112,26 @@ class ControlOptions:
 
     def __post_init__(self):
         if not isinstance(self.interpolation, Interpolation):
-            hint = (f"; the name {self.interpolation!r} is read by ControlOptions.parse and build_control's "
-                    "keywords" if isinstance(self.interpolation, str) else "")
-            raise TypeError(f"interpolation must be an Interpolation object (e.g. HermiteCubic(), "
-                            f"LogSignature(depth=2, step=4)), got {self.interpolation!r}{hint}")
+            hint = (
+                f"; the name {self.interpolation!r} is read by ControlOptions.parse and build_control's keywords"
+                if isinstance(self.interpolation, str)
+                else ""
+            )
+            raise TypeError(
+                f"interpolation must be an Interpolation object (e.g. HermiteCubic(), "
+                f"LogSignature(depth=2, step=4)), got {self.interpolation!r}{hint}"
+            )
         for flag in _FLAGS:
             given = getattr(self, flag)
             if flag == "intensity_channel" and isinstance(given, str) and given == "auto":
                 continue
             # a string such as "no" would otherwise read as True
             if not isinstance(given, bool) and type(given).__name__ != "bool_":
-                allowed = "True, False or 'auto' (True where the training channels are measured at their own times)" \
-                    if flag == "intensity_channel" else "True or False"
+                allowed = (
+                    "True, False or 'auto' (True where the training channels are measured at their own times)"
+                    if flag == "intensity_channel"
+                    else "True or False"
+                )
                 raise ValueError(f"{flag} must be {allowed}, got {given!r}")
             object.__setattr__(self, flag, bool(given))
         if self.count_unit is not None:
@@ -122,26 +145,35 @@ class ControlOptions:
             raise ValueError(f"parametrization must be 'time' or 'index', got {self.parametrization!r}")
         if self.time_unit is not None and not (isinstance(self.time_unit, str) and self.time_unit == "auto"):
             if not (_finite_number(self.time_unit) and self.time_unit > 0):
-                raise ValueError(f"time_unit must be a positive finite number, None or 'auto' (the training span), "
-                                 f"got {self.time_unit!r}")
+                raise ValueError(
+                    f"time_unit must be a positive finite number, None or 'auto' (the training span), "
+                    f"got {self.time_unit!r}"
+                )
             object.__setattr__(self, "time_unit", float(self.time_unit))
         if self.missing == "zero" and not self.mask_channel:
-            raise ValueError("missing='zero' needs mask_channel=True, so that a zero is distinguishable from a "
-                             "missing value")
+            raise ValueError(
+                "missing='zero' needs mask_channel=True, so that a zero is distinguishable from a missing value"
+            )
         if self.interpolation.needs_time_channel and not self.time_channel:
-            raise ValueError(f"interpolation={interpolation_name(self.interpolation)!r} needs time_channel=True "
-                             f"({self.interpolation.needs_time_channel})")
+            raise ValueError(
+                f"interpolation={interpolation_name(self.interpolation)!r} needs time_channel=True "
+                f"({self.interpolation.needs_time_channel})"
+            )
 
     def __repr__(self) -> str:
         # the fields that differ from their defaults: what these options say beyond ControlOptions()
-        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
-                   if getattr(self, f.name) != f.default]
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != f.default
+        ]
         return f"ControlOptions({', '.join(changed)})"
 
     # ---- the edges ------------------------------------------------------------------------------
     @classmethod
-    def parse(cls, given: Mapping | ControlOptions | None, *, base: ControlOptions | None = None,
-              where: str = "") -> ControlOptions:
+    def parse(
+        cls, given: Mapping | ControlOptions | None, *, base: ControlOptions | None = None, where: str = ""
+    ) -> ControlOptions:
         """`parse_control_options` (the one reader of options written as keywords).
 
         Arguments:
@@ -195,8 +227,10 @@ class ControlOptions:
             given = sorted(data) if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"{argument} need exactly the fields {fields}, got {given}")
         if not isinstance(data["interpolation"], Mapping):
-            raise ValueError(f"{argument}: interpolation must be a dict {{'type': <class name>, **fields}}, got "
-                             f"{data['interpolation']!r}")
+            raise ValueError(
+                f"{argument}: interpolation must be a dict {{'type': <class name>, **fields}}, got "
+                f"{data['interpolation']!r}"
+            )
         return cls(**{**data, "interpolation": parse_interpolation(data["interpolation"], "interpolation")})
 
     # ---- values fixed on the training split -------------------------------------------------------
@@ -204,8 +238,11 @@ class ControlOptions:
     def unresolved(self) -> tuple[str, ...]:
         """The fields that stand for a value of the training split (`UNRESOLVED`: ``time_unit="auto"``,
         ``intensity_channel="auto"``, ``unobserved_fill="mean"``), which ``InputSpec.fit`` resolves."""
-        return tuple(name for name, word in UNRESOLVED.items()
-                     if isinstance(getattr(self, name), str) and getattr(self, name) == word)
+        return tuple(
+            name
+            for name, word in UNRESOLVED.items()
+            if isinstance(getattr(self, name), str) and getattr(self, name) == word
+        )
 
     def check_resolved(self, what: str = "build_control") -> None:
         """Refuse options that still stand for a value of the training split.
@@ -218,12 +255,16 @@ class ControlOptions:
         """
         for name in self.unresolved:
             if name == "time_unit":
-                raise ValueError(f"time_unit='auto' is resolved from the training split by the runner and the "
-                                 f"estimators (InputSpec.fit); for {what} give the number, e.g. "
-                                 "neuralde_seq.observations.observation_span(train_times, train_lengths), and use it "
-                                 "for every split")
-            raise ValueError(f"{name}={UNRESOLVED[name]!r} is resolved on the training split by InputSpec.fit (the "
-                             f"runner and the estimators fit one); for {what} give the value it stands for")
+                raise ValueError(
+                    f"time_unit='auto' is resolved from the training split by the runner and the "
+                    f"estimators (InputSpec.fit); for {what} give the number, e.g. "
+                    "neuralde_seq.observations.observation_span(train_times, train_lengths), and use it "
+                    "for every split"
+                )
+            raise ValueError(
+                f"{name}={UNRESOLVED[name]!r} is resolved on the training split by InputSpec.fit (the "
+                f"runner and the estimators fit one); for {what} give the value it stands for"
+            )
 
 
 def _finite_number(value) -> bool:
@@ -240,9 +281,11 @@ def _checked_fill(fill):
     if isinstance(fill, Sequence) and not isinstance(fill, str) and len(fill) > 0 and all(map(_finite_number, fill)):
         return tuple(float(v) for v in fill)
     # NaN would mark the filled channel missing again (the result was that of unobserved_fill=0.0)
-    raise ValueError(f"unobserved_fill must be None, a finite number or a sequence of finite numbers, one per channel, "
-                     f"or 'mean' (each channel's training mean, resolved by InputSpec.fit): the value of a channel a "
-                     f"sample never observes; got {fill!r}")
+    raise ValueError(
+        f"unobserved_fill must be None, a finite number or a sequence of finite numbers, one per channel, "
+        f"or 'mean' (each channel's training mean, resolved by InputSpec.fit): the value of a channel a "
+        f"sample never observes; got {fill!r}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -262,8 +305,9 @@ def control_option_names() -> list[str]:
     return [*_OPTION_FIELDS, *interpolation_keywords()]
 
 
-def parse_control_options(given: Mapping | ControlOptions | None, *, base: ControlOptions | None = None,
-                          where: str = "") -> ControlOptions:
+def parse_control_options(
+    given: Mapping | ControlOptions | None, *, base: ControlOptions | None = None, where: str = ""
+) -> ControlOptions:
     """Control options from their spelling at the edges: ``build_control``'s keywords, a config row's ``control:``,
     a model registry entry, an estimator's ``control_options``.
 
@@ -293,14 +337,17 @@ def parse_control_options(given: Mapping | ControlOptions | None, *, base: Contr
     if isinstance(given, ControlOptions):
         return given
     if not isinstance(given, Mapping):
-        raise TypeError(f"control options must be a mapping of build_control keywords or a ControlOptions, got "
-                        f"{type(given).__name__}")
+        raise TypeError(
+            f"control options must be a mapping of build_control keywords or a ControlOptions, got "
+            f"{type(given).__name__}"
+        )
     owners = interpolation_keywords()
     valid = control_option_names()
     for key in given:
         if key not in valid:
-            raise UnknownOptionError(unknown_name_message("control option", key, valid, where=where,
-                                                          listing="valid control options"))
+            raise UnknownOptionError(
+                unknown_name_message("control option", key, valid, where=where, listing="valid control options")
+            )
     interpolation = base.interpolation
     if "interpolation" in given:
         named = given["interpolation"]
@@ -312,9 +359,11 @@ def parse_control_options(given: Mapping | ControlOptions | None, *, base: Contr
         if key in owners:
             if key not in own:
                 names = " or ".join(repr(name) for name in owners[key])
-                raise ValueError(f"{key} is an option of the {_titles(owners[key])} interpolation ({names}), not of "
-                                 f"a {interpolation.label} control (interpolation="
-                                 f"{interpolation_name(interpolation)!r})")
+                raise ValueError(
+                    f"{key} is an option of the {_titles(owners[key])} interpolation ({names}), not of "
+                    f"a {interpolation.label} control (interpolation="
+                    f"{interpolation_name(interpolation)!r})"
+                )
             changes[own[key]] = value
     if changes:
         interpolation = dataclasses.replace(interpolation, **changes)
@@ -326,8 +375,9 @@ def _titles(names: list[str]) -> str:
     return " / ".join(interpolation_class(name).title or name for name in names)
 
 
-def time_unit_value(time_unit, times: torch.Tensor, lengths: torch.Tensor | None,
-                    argument: str = "time_unit") -> float | None:
+def time_unit_value(
+    time_unit, times: torch.Tensor, lengths: torch.Tensor | None, argument: str = "time_unit"
+) -> float | None:
     """A ``time_unit`` setting as the number (or None) it stands for on the training times.
 
     Arguments:
@@ -352,8 +402,10 @@ def time_unit_value(time_unit, times: torch.Tensor, lengths: torch.Tensor | None
             lengths = torch.full((times.shape[0],), times.shape[1], dtype=torch.long, device=times.device)
         span = observation_span(times, lengths)
         if not span > 0:
-            raise ValueError(f"{argument}='auto': the training samples span no time (every sample has one "
-                             "observation time); give a number")
+            raise ValueError(
+                f"{argument}='auto': the training samples span no time (every sample has one "
+                "observation time); give a number"
+            )
         return float(span)
     if not (_finite_number(time_unit) and float(time_unit) > 0):
         raise ValueError(f"{argument} must be None, a positive number or 'auto', got {time_unit!r}")

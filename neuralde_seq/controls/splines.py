@@ -29,6 +29,7 @@ The Hermite cubic, linear and rectilinear interpolations (`neuralde_seq.controls
 `neuralde_seq.controls.linear`) go through missing values by linear interpolation (`fill_missing_linear`, the
 fill torchcde applies in a Python loop over every (sample, channel); here vectorised, the same values).
 """
+
 from __future__ import annotations
 
 import math
@@ -40,14 +41,15 @@ __all__ = ["natural_cubic_coefficients", "fill_missing_linear"]
 # Series (sample x channel) x time points solved together at most. The solve keeps about 20 arrays of
 # that many elements (about 640 MiB in float64), so this bounds the working memory for datasets of
 # millions of series; larger inputs are solved a chunk of samples at a time.
-_ELEMENTS_PER_SOLVE = 2 ** 22
+_ELEMENTS_PER_SOLVE = 2**22
 # On a CPU, rows of about this many series (256 KiB in float64) keep the row-by-row sweeps in cache:
 # about 1.5x faster than rows of 70,000 series (measured at 72 time points, one thread).
-_SERIES_PER_SOLVE_CPU = 2 ** 15
+_SERIES_PER_SOLVE_CPU = 2**15
 
 
-def natural_cubic_coefficients(x: torch.Tensor, t: torch.Tensor | None = None,
-                               lengths: torch.Tensor | None = None) -> torch.Tensor:
+def natural_cubic_coefficients(
+    x: torch.Tensor, t: torch.Tensor | None = None, lengths: torch.Tensor | None = None
+) -> torch.Tensor:
     """Coefficients of the natural cubic spline through the non-NaN values of every channel of ``x``.
 
     Equal (up to rounding) to ``torchcde.natural_cubic_coeffs(x, t)`` when ``lengths`` is None, and
@@ -81,14 +83,14 @@ def natural_cubic_coefficients(x: torch.Tensor, t: torch.Tensor | None = None,
     out = x.new_empty(samples, length - 1, 4, channels)
     per_solve = _samples_per_solve(length, channels, x.device)
     for start in range(0, samples, per_solve):
-        block = x[start:start + per_solve]
+        block = x[start : start + per_solve]
         n = block.shape[0]
         # Series layout (time, sample x channel): each step of the sweeps reads one contiguous row.
         series = block.permute(1, 0, 2).reshape(length, n * channels)
-        series_lengths = lengths[start:start + n].repeat_interleave(channels)
+        series_lengths = lengths[start : start + n].repeat_interleave(channels)
         pieces = _series_coefficients(series, t, series_lengths)  # (length - 1, 4, n * channels)
         # Into torchcde's layout: a, b, two_c, three_d of all channels side by side per interval.
-        out[start:start + n] = pieces.view(length - 1, 4, n, channels).permute(2, 0, 1, 3)
+        out[start : start + n] = pieces.view(length - 1, 4, n, channels).permute(2, 0, 1, 3)
     return out.view(*batch_shape, length - 1, 4 * channels)
 
 
@@ -119,17 +121,16 @@ def _validate(x, t, lengths):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"t must be a torch tensor or None, got {type(t).__name__}")
         if t.dim() != 1 or t.shape[0] != length:
-            raise ValueError(f"t must have shape (length,) = ({length},) to match x of shape {tuple(x.shape)}, "
-                             f"got {tuple(t.shape)}")
+            raise ValueError(
+                f"t must have shape (length,) = ({length},) to match x of shape {tuple(x.shape)}, got {tuple(t.shape)}"
+            )
         if t.dtype != x.dtype or t.device != x.device:
-            raise ValueError(f"t must have x's dtype and device ({x.dtype}, {x.device}), got ({t.dtype}, "
-                             f"{t.device})")
+            raise ValueError(f"t must have x's dtype and device ({x.dtype}, {x.device}), got ({t.dtype}, {t.device})")
         if not torch.isfinite(t).all():
             raise ValueError("t must be finite (no NaN or infinite times)")
         if not (t[1:] > t[:-1]).all():
             i = int(torch.nonzero(t[1:] <= t[:-1])[0])
-            raise ValueError(f"t must be strictly increasing, but t[{i}]={t[i].item()} >= "
-                             f"t[{i + 1}]={t[i + 1].item()}")
+            raise ValueError(f"t must be strictly increasing, but t[{i}]={t[i].item()} >= t[{i + 1}]={t[i + 1].item()}")
     batch_shape = x.shape[:-2]
     if lengths is None:
         lengths = torch.full(batch_shape, length, dtype=torch.long, device=x.device)
@@ -138,12 +139,15 @@ def _validate(x, t, lengths):
         if lengths.dtype == torch.bool or lengths.is_floating_point() or lengths.is_complex():
             raise TypeError(f"lengths must be an integer tensor, got dtype {lengths.dtype}")
         if lengths.shape != batch_shape:
-            raise ValueError(f"lengths must have the batch shape of x, {tuple(batch_shape)}, got "
-                             f"{tuple(lengths.shape)}")
+            raise ValueError(
+                f"lengths must have the batch shape of x, {tuple(batch_shape)}, got {tuple(lengths.shape)}"
+            )
         lengths = lengths.long()
         if lengths.numel() and (int(lengths.min()) < 2 or int(lengths.max()) > length):
-            raise ValueError(f"lengths must lie in [2, {length}] (a spline needs 2 points; x has {length}), got "
-                             f"values from {int(lengths.min())} to {int(lengths.max())}")
+            raise ValueError(
+                f"lengths must lie in [2, {length}] (a spline needs 2 points; x has {length}), got "
+                f"values from {int(lengths.min())} to {int(lengths.max())}"
+            )
     return x, t, lengths
 
 
@@ -268,10 +272,12 @@ def _incomplete_series_coefficients(values, t, lengths, observed) -> torch.Tenso
         if i < length - 1:
             offset = times[i] - piece_time
             # In reverse (three_d, two_c, b, a): the list is reversed once at the end.
-            columns += [piece_d,
-                        piece_c + 2 * offset * piece_d,
-                        piece_b + offset * (piece_c + offset * piece_d),
-                        piece_a + offset * (piece_b + offset * (piece_c / 2 + offset * piece_d / 3))]
+            columns += [
+                piece_d,
+                piece_c + 2 * offset * piece_d,
+                piece_b + offset * (piece_c + offset * piece_d),
+                piece_a + offset * (piece_b + offset * (piece_c / 2 + offset * piece_d / 3)),
+            ]
         if i == 0:
             break
         knot = knot_rows[i - 1]

@@ -15,31 +15,35 @@
 The names below are the wing's public API.
 """
 
-
-from .formats.arff import parse_arff, read_arff
-from .formats.arrays import from_arrays, from_concatenated, pad_sequences
+from ..cache import CorruptCacheError, cached_tensors
 from .base.datasets import DatasetSplits, IrregularDataset, stratified_split
 from .base.options import LoadOptions
+from .formats.arff import parse_arff, read_arff
+from .formats.arrays import from_arrays, from_concatenated, pad_sequences
+from .formats.dataframes import from_long_dataframe
+from .formats.local_files import load_files, read_file
 from .formats.ts_format import TsData, from_ts, parse_ts, read_ts
-from .sources.japanese_vowels import embedded_path, load_japanese_vowels
 from .io.cache_integrity import ChecksumError
-from ..cache import CorruptCacheError, cached_tensors
 from .io.download import DataUnavailableError, RemoteFile, data_dir, fetch
 from .io.extraction import extract_archive
-from .formats.local_files import load_files, read_file
-from .formats.dataframes import from_long_dataframe
+from .sources.japanese_vowels import embedded_path, load_japanese_vowels
 from .sources.physionet import load_physionet_sepsis
 from .sources.speech_commands import load_speech_commands
-from .synthetic.stress import ADDING_TRIVIAL_MSE, WARPED_ADDING_CLASSES, SyntheticSequences, adding_problem, \
-    copy_memory, warped_adding
-from .transforms.time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
+from .sources.uea import load_character_trajectories, load_eigenworms, load_uea
 from .synthetic.records import RecordsSpec, SimulatedRecords, simulate_records
+from .synthetic.stress import (
+    ADDING_TRIVIAL_MSE,
+    WARPED_ADDING_CLASSES,
+    SyntheticSequences,
+    adding_problem,
+    copy_memory,
+    warped_adding,
+)
 from .synthetic.trajectories import SemiMarkovTask, TrajectoryTask, semi_markov_task, trajectory_task
 from .transforms.long_series import concatenated
-from .transforms.sampling import (drop_observations, fill_gaps, median_step, num_dropped, random_crop_and_drop,
-                                  subsample)
+from .transforms.sampling import drop_observations, fill_gaps, median_step, num_dropped, random_crop_and_drop, subsample
 from .transforms.standardisation import channel_statistics, standardise
-from .sources.uea import load_character_trajectories, load_eigenworms, load_uea
+from .transforms.time_warps import WARP_KINDS, TimeWarp, time_warp, warp_times
 
 __all__ = [
     "RecordsSpec",

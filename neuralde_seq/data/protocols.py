@@ -61,10 +61,21 @@ from .sources.local import check_files_options, local_files_splits
 from .sources.warped_adding import warped_adding_splits
 from .transforms.sampling import subsample as subsample_dataset
 from .transforms.standardisation import channel_statistics
-from .transforms.time_warps import TimeWarp, time_warp as warp_dataset
+from .transforms.time_warps import TimeWarp
+from .transforms.time_warps import time_warp as warp_dataset
 
-__all__ = ["Task", "TaskData", "TASKS", "TASK_NAMES", "get_task", "load_task", "japanese_vowels_splits",
-           "local_files_splits", "warped_adding_splits", "check_files_options"]
+__all__ = [
+    "Task",
+    "TaskData",
+    "TASKS",
+    "TASK_NAMES",
+    "get_task",
+    "load_task",
+    "japanese_vowels_splits",
+    "local_files_splits",
+    "warped_adding_splits",
+    "check_files_options",
+]
 
 TASK_NAMES = tuple(TASKS)
 """The registered tasks' names, in registration order (japanese-vowels first)."""
@@ -82,10 +93,15 @@ def _declared_raw(datasets: tuple[IrregularDataset, ...], key: str, width: int) 
     raw = declared[0]
     if any(d != raw for d in declared[1:]):
         raise ValueError(f"the splits of {datasets[0].name!r} declare different meta[{key!r}]: {declared}")
-    if not isinstance(raw, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) for i in raw) \
-            or len(set(raw)) != len(raw) or any(not 0 <= i < width for i in raw):
-        raise ValueError(f"meta[{key!r}] of {datasets[0].name!r} must list distinct indices in [0, {width}), "
-                         f"got {raw!r}")
+    if (
+        not isinstance(raw, (list, tuple))
+        or any(isinstance(i, bool) or not isinstance(i, int) for i in raw)
+        or len(set(raw)) != len(raw)
+        or any(not 0 <= i < width for i in raw)
+    ):
+        raise ValueError(
+            f"meta[{key!r}] of {datasets[0].name!r} must list distinct indices in [0, {width}), got {raw!r}"
+        )
     return sorted(raw)
 
 
@@ -111,8 +127,9 @@ def _standardise_splits(train: IrregularDataset, *others: IrregularDataset) -> t
     datasets = (train, *others)
     for ds in others:
         if ds.num_channels != train.num_channels:
-            raise ValueError(f"a split to standardise has {ds.num_channels} channels, the training split "
-                             f"{train.num_channels}")
+            raise ValueError(
+                f"a split to standardise has {ds.num_channels} channels, the training split {train.num_channels}"
+            )
     raw = _declared_raw(datasets, "raw_channels", train.num_channels)
     keep = [c for c in range(train.num_channels) if c not in raw]
     mean = torch.zeros(train.num_channels, dtype=torch.float64)
@@ -176,14 +193,24 @@ class TaskData:
 
     def info(self) -> dict:
         train, val, test = self.splits
-        return {"task": self.task.name, "description": self.task.description, "metric": self.task.metric,
-                "num_train": len(train), "num_val": len(val), "num_test": len(test),
-                "channels": train.num_channels, "classes": train.num_classes,
-                "static_features": 0 if train.static is None else train.static.shape[1],
-                "max_length": int(train.lengths.max()), "options": dict(self.options), "seed": self.seed}
+        return {
+            "task": self.task.name,
+            "description": self.task.description,
+            "metric": self.task.metric,
+            "num_train": len(train),
+            "num_val": len(val),
+            "num_test": len(test),
+            "channels": train.num_channels,
+            "classes": train.num_classes,
+            "static_features": 0 if train.static is None else train.static.shape[1],
+            "max_length": int(train.lengths.max()),
+            "options": dict(self.options),
+            "seed": self.seed,
+        }
 
-    def test_variant(self, *, drop_rate: float | None = None, subsample: int | None = None,
-                     time_warp: TimeWarp | dict | None = None) -> IrregularDataset:
+    def test_variant(
+        self, *, drop_rate: float | None = None, subsample: int | None = None, time_warp: TimeWarp | dict | None = None
+    ) -> IrregularDataset:
         """The test set the task would give with ``drop_rate`` and/or ``subsample`` replaced, and/or its
         observation times warped, standardised with the *training* split's statistics (of the data the model
         was trained on).
@@ -209,18 +236,24 @@ class TaskData:
         """
         raw_train, test = self._raw_train, self._raw_test
         if raw_train is None or test is None:
-            raise RuntimeError("TaskData.test_variant reads the raw splits load_task keeps; this TaskData was made "
-                               "without them")
+            raise RuntimeError(
+                "TaskData.test_variant reads the raw splits load_task keeps; this TaskData was made without them"
+            )
         if drop_rate is not None and drop_rate != self._loader_kwargs.get("drop_rate", 0.0):
             kwargs = {**self._loader_kwargs, "drop_rate": drop_rate}
             base = test
             test = self.task.load_function()(**kwargs).test
             # The variant must hold the same test samples, only other observations dropped.
             assert test.labels is not None and base.labels is not None  # a task is a classification
-            if len(test) != len(base) or not torch.equal(test.labels, base.labels) or \
-                    not torch.equal(test.lengths, base.lengths):
-                raise RuntimeError(f"task {self.task.name!r}: the test set loaded with drop_rate={drop_rate} "
-                                   "holds different samples from the training-time test set")
+            if (
+                len(test) != len(base)
+                or not torch.equal(test.labels, base.labels)
+                or not torch.equal(test.lengths, base.lengths)
+            ):
+                raise RuntimeError(
+                    f"task {self.task.name!r}: the test set loaded with drop_rate={drop_rate} "
+                    "holds different samples from the training-time test set"
+                )
         factor = self.options.get("subsample", 1) if subsample is None else _check_subsample(subsample)
         if factor != 1:
             test = subsample_dataset(test, factor)
@@ -231,8 +264,9 @@ class TaskData:
         return test.to(dtype=self._dtype)
 
 
-def load_task(name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32, progress: bool = True,
-              **options) -> TaskData:
+def load_task(
+    name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32, progress: bool = True, **options
+) -> TaskData:
     """Run the protocol of task ``name`` (see the module docstring) and return its `TaskData`.
 
     Arguments:
@@ -270,6 +304,13 @@ def load_task(name: str, /, *, seed: int = 0, dtype: torch.dtype = torch.float32
     if task.standardise:
         splits = _standardise_splits(*splits)
     splits = DatasetSplits(*(ds.to(dtype=dtype) for ds in splits))
-    return TaskData(task=task, splits=splits, options={**options, "subsample": factor},
-                    seed=int(seed) if task.data_depend_on_seed else None, _raw_train=raw.train, _raw_test=raw_test,
-                    _loader_kwargs=kwargs, _dtype=dtype)
+    return TaskData(
+        task=task,
+        splits=splits,
+        options={**options, "subsample": factor},
+        seed=int(seed) if task.data_depend_on_seed else None,
+        _raw_train=raw.train,
+        _raw_test=raw_test,
+        _loader_kwargs=kwargs,
+        _dtype=dtype,
+    )

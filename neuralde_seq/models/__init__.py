@@ -6,38 +6,73 @@ A registry entry gives the model's constructor, its defaults and the input it re
 ``neuralde-seq --models delta-cde`` and a user's own script build the same thing. Every keyword of the
 model's constructor can be overridden in `create_model`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
 from ..controls import Control, ControlOptions, build_control, parse_control_options
 from ..input_checks import UnknownOptionError, unknown_name_message
+from ..observations import Observations, observation_span
 from ..rules import rule_names, rule_title
-from ..observations import Observations
 from ..solvers import RK4, Method, SolverOptions, parse_solver, solver_options
 from .ccnn import CCNN
 from .ckconv import CKCNN
 from .fast_weights import FastWeightClassifier, FastWeightLayer, FastWeightNetwork, FeedForward
-from .ncde import LogODEVectorField, NeuralCDE, roughness_scales
+from .gating import TimeWarpGatedRNN, chrono_bias
 from .gru_observations import GRUD, GRUDeltaT
 from .gru_ode import GRUODE
-from .gating import TimeWarpGatedRNN, chrono_bias
-from .ode_rnn import ODERNN
 from .latent import LatentODE
+from .linear_cde import LinearCDE, control_depth_of, path_scales
+from .ncde import LogODEVectorField, NeuralCDE, roughness_scales
+from .ode_rnn import ODERNN
 from .rfwp import ODERFWP, RFWPCell
 from .stateful_odenet import StatefulODENet
-from .linear_cde import LinearCDE, control_depth_of, path_scales
-from ..observations import observation_span
 
-__all__ = ["FastWeightClassifier", "FastWeightLayer", "FastWeightNetwork", "FeedForward", "NeuralCDE", "LogODEVectorField", "GRUODE",
-           "TimeWarpGatedRNN", "chrono_bias", "GRUDeltaT", "GRUD", "ODERNN", "ODERFWP", "RFWPCell", "LatentODE", "CKCNN", "CCNN", "StatefulODENet", "LinearCDE", "path_scales", "control_depth_of", "create_model",
-           "control_options", "registered_control_options", "check_control_overrides",
-           "model_defaults", "model_entry", "model_inputs", "input_options", "model_option_names", "check_model_options", "register_model", "ModelEntry", "MODEL_NAMES", "FAST_WEIGHT_MODEL_NAMES",
-           "TRAINING_DEFAULTS", "training_defaults"]
+__all__ = [
+    "FastWeightClassifier",
+    "FastWeightLayer",
+    "FastWeightNetwork",
+    "FeedForward",
+    "NeuralCDE",
+    "LogODEVectorField",
+    "GRUODE",
+    "TimeWarpGatedRNN",
+    "chrono_bias",
+    "GRUDeltaT",
+    "GRUD",
+    "ODERNN",
+    "ODERFWP",
+    "RFWPCell",
+    "LatentODE",
+    "CKCNN",
+    "CCNN",
+    "StatefulODENet",
+    "LinearCDE",
+    "path_scales",
+    "control_depth_of",
+    "create_model",
+    "control_options",
+    "registered_control_options",
+    "check_control_overrides",
+    "model_defaults",
+    "model_entry",
+    "model_inputs",
+    "input_options",
+    "model_option_names",
+    "check_model_options",
+    "register_model",
+    "ModelEntry",
+    "MODEL_NAMES",
+    "FAST_WEIGHT_MODEL_NAMES",
+    "TRAINING_DEFAULTS",
+    "training_defaults",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +136,10 @@ def register_model(name: str, entry: ModelEntry) -> None:
         raise type(error)(f"model {name!r}'s control options: {error}") from None
     unknown = [k for k in entry.training if k not in TRAINING_DEFAULTS]
     if unknown:
-        raise ValueError("training: " + unknown_name_message("setting", unknown[0], TRAINING_DEFAULTS,
-                                                             listing="settings the registry sets"))
+        raise ValueError(
+            "training: "
+            + unknown_name_message("setting", unknown[0], TRAINING_DEFAULTS, listing="settings the registry sets")
+        )
     if entry.training.get("schedule", "constant") not in ("constant", "cosine"):  # training.schedules.SCHEDULES
         raise ValueError(f"training schedule must be 'constant' or 'cosine', got {entry.training['schedule']!r}")
     _REGISTRY[name] = entry
@@ -142,10 +179,18 @@ for _rule in rule_names():
         _defaults: dict[str, Any] = dict(rule=_rule, form=_form)
         if _name in _SOLVER_DEFAULTS:
             _defaults["solver"] = _SOLVER_DEFAULTS[_name]  # a method object: each model wraps it in options of its own
-        register_model(_name, ModelEntry(FastWeightClassifier, _defaults, "control", _control,
-                                         from_inputs=_basis_time_range,
-                                         description=f"{rule_title(_rule)} fast weights, {_FORM_TEXT[_form]}",
-                                         training=_TRAINING.get(_name, {})))
+        register_model(
+            _name,
+            ModelEntry(
+                FastWeightClassifier,
+                _defaults,
+                "control",
+                _control,
+                from_inputs=_basis_time_range,
+                description=f"{rule_title(_rule)} fast weights, {_FORM_TEXT[_form]}",
+                training=_TRAINING.get(_name, {}),
+            ),
+        )
 
 
 def _ncde_inputs(control: Control, options: dict) -> dict:
@@ -156,40 +201,125 @@ def _ncde_inputs(control: Control, options: dict) -> dict:
     return {**scales, **_basis_time_range(control, options)}
 
 
-register_model("ncde", ModelEntry(NeuralCDE, dict(hidden=32, width=64, depth=2), "control", _INTERPOLATED,
-                                  from_inputs=_ncde_inputs, description="neural CDE (Kidger et al. 2020)"))
-register_model("nrde", ModelEntry(NeuralCDE, dict(form="rde", hidden=32, width=64, depth=2), "control",
-                                  dict(_LOGSIG, depth=1, step=2),
-                                  from_inputs=lambda control, options: dict(
-                                      initial_channels=control.initial_value.shape[-1],
-                                      **_ncde_inputs(control, options)),
-                                  description="neural rough DE on log-signature windows"))
-register_model("gru-ode", ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED,
-                                     description="GRU-ODE on the interpolated path"))
-register_model("warp-gated-ode", ModelEntry(TimeWarpGatedRNN, dict(hidden=32), "control", _INTERPOLATED,
-                                            description="gated ODE-RNN, invariant to time warps"))
-register_model("gru-dt", ModelEntry(GRUDeltaT, dict(hidden=32), "observations", takes_solver=False,
-                                    description="GRU over observations, time gaps as input"))
-register_model("gru-d", ModelEntry(GRUD, dict(hidden=32), "observations", takes_solver=False,
-                                   description="GRU-D: GRU decaying since last observation"))
+register_model(
+    "ncde",
+    ModelEntry(
+        NeuralCDE,
+        dict(hidden=32, width=64, depth=2),
+        "control",
+        _INTERPOLATED,
+        from_inputs=_ncde_inputs,
+        description="neural CDE (Kidger et al. 2020)",
+    ),
+)
+register_model(
+    "nrde",
+    ModelEntry(
+        NeuralCDE,
+        dict(form="rde", hidden=32, width=64, depth=2),
+        "control",
+        dict(_LOGSIG, depth=1, step=2),
+        from_inputs=lambda control, options: dict(
+            initial_channels=control.initial_value.shape[-1], **_ncde_inputs(control, options)
+        ),
+        description="neural rough DE on log-signature windows",
+    ),
+)
+register_model(
+    "gru-ode",
+    ModelEntry(GRUODE, dict(hidden=32), "control", _INTERPOLATED, description="GRU-ODE on the interpolated path"),
+)
+register_model(
+    "warp-gated-ode",
+    ModelEntry(
+        TimeWarpGatedRNN,
+        dict(hidden=32),
+        "control",
+        _INTERPOLATED,
+        description="gated ODE-RNN, invariant to time warps",
+    ),
+)
+register_model(
+    "gru-dt",
+    ModelEntry(
+        GRUDeltaT,
+        dict(hidden=32),
+        "observations",
+        takes_solver=False,
+        description="GRU over observations, time gaps as input",
+    ),
+)
+register_model(
+    "gru-d",
+    ModelEntry(
+        GRUD,
+        dict(hidden=32),
+        "observations",
+        takes_solver=False,
+        description="GRU-D: GRU decaying since last observation",
+    ),
+)
 # ODE-RNN's ODE in units of the training data's longest span (unless given), as the authors' code normalises times.
-register_model("ode-rnn", ModelEntry(ODERNN, dict(hidden=32, width=64, depth=1), "observations",
-                                     from_inputs=lambda observations, options: dict(
-                                         time_unit=observation_span(observations.times,
-                                                                     observations.lengths) or 1.0),
-                                     description="ODE between observations, GRU update at each"))
+register_model(
+    "ode-rnn",
+    ModelEntry(
+        ODERNN,
+        dict(hidden=32, width=64, depth=1),
+        "observations",
+        from_inputs=lambda observations, options: dict(
+            time_unit=observation_span(observations.times, observations.lengths) or 1.0
+        ),
+        description="ODE between observations, GRU update at each",
+    ),
+)
 for _rule in rule_names():
-    register_model(f"{_rule}-ode-rfwp", ModelEntry(ODERFWP, dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
-                                                   "observations",
-                                                   description=f"ODE-RNN, recurrent {rule_title(_rule)} fast weights"))
-register_model("latent-ode-rnn", ModelEntry(LatentODE, dict(encoder="ode-rnn", latent=16, hidden=32), "observations",
-                                            description="latent ODE (VAE), ODE-RNN encoder"))
-register_model("latent-ode-rfwp", ModelEntry(LatentODE, dict(encoder="ode-rfwp", rule="delta", latent=16, hidden=32),
-                                             "observations", description="latent ODE (VAE), ODE-RFWP encoder"))
-register_model("ckcnn", ModelEntry(CKCNN, dict(hidden=32, blocks=2), "observations", takes_solver=False,
-                                   description="CNN with continuous kernels (CKConv)"))
-register_model("ccnn", ModelEntry(CCNN, dict(hidden=32, blocks=4, kernel_size=64), "observations",
-                                  takes_solver=False, description="continuous CNN (FlexConv, MAGNet kernels)"))
+    register_model(
+        f"{_rule}-ode-rfwp",
+        ModelEntry(
+            ODERFWP,
+            dict(rule=_rule, hidden=32, heads=4, width=64, depth=1),
+            "observations",
+            description=f"ODE-RNN, recurrent {rule_title(_rule)} fast weights",
+        ),
+    )
+register_model(
+    "latent-ode-rnn",
+    ModelEntry(
+        LatentODE,
+        dict(encoder="ode-rnn", latent=16, hidden=32),
+        "observations",
+        description="latent ODE (VAE), ODE-RNN encoder",
+    ),
+)
+register_model(
+    "latent-ode-rfwp",
+    ModelEntry(
+        LatentODE,
+        dict(encoder="ode-rfwp", rule="delta", latent=16, hidden=32),
+        "observations",
+        description="latent ODE (VAE), ODE-RFWP encoder",
+    ),
+)
+register_model(
+    "ckcnn",
+    ModelEntry(
+        CKCNN,
+        dict(hidden=32, blocks=2),
+        "observations",
+        takes_solver=False,
+        description="CNN with continuous kernels (CKConv)",
+    ),
+)
+register_model(
+    "ccnn",
+    ModelEntry(
+        CCNN,
+        dict(hidden=32, blocks=4, kernel_size=64),
+        "observations",
+        takes_solver=False,
+        description="continuous CNN (FlexConv, MAGNet kernels)",
+    ),
+)
 # Structured linear CDEs (SLiCE, Walker et al. 2025) on the increments of a linear control with a time channel (or
 # on log-signature windows of depth 1-2). The input fixes the depth read and each channel's scale (the training
 # paths' spread and roughness: a long series' flow stays finite at init, docs/linear_cdes.md).
@@ -200,35 +330,57 @@ def _linear_cde_inputs(control: Control, options: dict) -> dict:
     return {"control_depth": control_depth_of(control), "channel_scales": path_scales(control)}
 
 
-_STRUCTURES = {"diagonal": "diagonal", "block": "block-diagonal", "dense": "dense",
-               "dplr": "diagonal-plus-low-rank"}
-for _name, _defaults in (("slice-diag", dict(hidden=64, structure="diagonal")),
-                         ("slice-block", dict(hidden=64, structure="block", block_size=4)),
-                         ("slice-dense", dict(hidden=32, structure="dense")),
-                         # DPLR: the low-rank form does not survive composition, so its parallel scan works on
-                         # dense matrices (O(H³) each) on every device; the sequential scan's step is O(H·C·r)
-                         ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential"))):
-    register_model(_name, ModelEntry(LinearCDE, _defaults, "control", _LINEAR, takes_solver=False,
-                                     from_inputs=_linear_cde_inputs,
-                                     description=f"linear NCDE (SLiCE), {_STRUCTURES[str(_defaults['structure'])]}"))
+_STRUCTURES = {"diagonal": "diagonal", "block": "block-diagonal", "dense": "dense", "dplr": "diagonal-plus-low-rank"}
+for _name, _defaults in (
+    ("slice-diag", dict(hidden=64, structure="diagonal")),
+    ("slice-block", dict(hidden=64, structure="block", block_size=4)),
+    ("slice-dense", dict(hidden=32, structure="dense")),
+    # DPLR: the low-rank form does not survive composition, so its parallel scan works on
+    # dense matrices (O(H³) each) on every device; the sequential scan's step is O(H·C·r)
+    ("slice-dplr", dict(hidden=64, structure="dplr", rank=4, scan="sequential")),
+):
+    register_model(
+        _name,
+        ModelEntry(
+            LinearCDE,
+            _defaults,
+            "control",
+            _LINEAR,
+            takes_solver=False,
+            from_inputs=_linear_cde_inputs,
+            description=f"linear NCDE (SLiCE), {_STRUCTURES[str(_defaults['structure'])]}",
+        ),
+    )
 # Log-NCDE (Walker et al. 2024): the NCDE's field by the log-ODE method on depth-2 log-signature windows, with the
 # authors' field (SiLU, final tanh, weights and biases / 1000 at init); their Lip(2) penalty is the training's
 # penalty_weight (docs/log_ncde.md). The windows' depth and the path's channels come from the training control.
-register_model("log-ncde", ModelEntry(NeuralCDE, dict(form="log-ode", hidden=64, width=64, depth=2, activation="silu",
-                                                      field_init_scale=1e-3), "control",
-                                      dict(_LOGSIG, depth=2, step=4),
-                                      from_inputs=lambda control, options: dict(
-                                          NeuralCDE.log_ode_options(control), **_basis_time_range(control, options)),
-                                      description="Log-NCDE: neural CDE by the log-ODE method"))
+register_model(
+    "log-ncde",
+    ModelEntry(
+        NeuralCDE,
+        dict(form="log-ode", hidden=64, width=64, depth=2, activation="silu", field_init_scale=1e-3),
+        "control",
+        dict(_LOGSIG, depth=2, step=4),
+        from_inputs=lambda control, options: dict(
+            NeuralCDE.log_ode_options(control), **_basis_time_range(control, options)
+        ),
+        description="Log-NCDE: neural CDE by the log-ODE method",
+    ),
+)
 # The time channel in units of the training set's span (unless given): one scale for every split.
-register_model("stateful-odenet", ModelEntry(StatefulODENet, dict(hidden=32),
-                                             "observations", takes_solver=False,
-                                             from_inputs=lambda observations, options: dict(
-                                                 time_unit=observation_span(observations.times,
-                                                                             observations.lengths) or 1.0),
-                                             description="stateful ODE-Net: ODE in depth, basis weights"))
-
-
+register_model(
+    "stateful-odenet",
+    ModelEntry(
+        StatefulODENet,
+        dict(hidden=32),
+        "observations",
+        takes_solver=False,
+        from_inputs=lambda observations, options: dict(
+            time_unit=observation_span(observations.times, observations.lengths) or 1.0
+        ),
+        description="stateful ODE-Net: ODE in depth, basis weights",
+    ),
+)
 
 
 MODEL_NAMES = tuple(_REGISTRY)
@@ -327,7 +479,10 @@ def _keyword_names(constructor) -> list[str] | None:
                 return None
             names += forwarded
         elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL and parameter.name not in (
-                "self", "in_channels", "num_classes"):
+            "self",
+            "in_channels",
+            "num_classes",
+        ):
             names.append(parameter.name)
     return list(dict.fromkeys(names))
 
@@ -367,8 +522,9 @@ def check_model_options(name: str, options, *, spelled: str = "option") -> None:
         return
     unknown = [k for k in options if k not in valid]
     if unknown:
-        raise UnknownOptionError(unknown_name_message(spelled, unknown[0], valid, where=f" for model {name!r}",
-                                                      listing="valid options"))
+        raise UnknownOptionError(
+            unknown_name_message(spelled, unknown[0], valid, where=f" for model {name!r}", listing="valid options")
+        )
 
 
 def control_options(name: str) -> dict:
@@ -403,8 +559,14 @@ def registered_control_options(name: str) -> ControlOptions:
     return parse_control_options(_entry(name).control)
 
 
-def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor | None = None,
-                 static: torch.Tensor | None = None, **control_overrides) -> Control | Observations:
+def model_inputs(
+    name: str,
+    times: torch.Tensor,
+    values: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    static: torch.Tensor | None = None,
+    **control_overrides,
+) -> Control | Observations:
     """The input the model ``name`` reads, built from observations (see `create_model`).
 
     Arguments:
@@ -431,13 +593,16 @@ def model_inputs(name: str, times: torch.Tensor, values: torch.Tensor, lengths: 
     entry = _entry(name)
     if static is not None and entry.inputs != "observations":
         # a Control has no place for them: dropping them here would train without them, silently
-        raise ValueError(f"model {name!r} reads a control path, which carries no static features: give "
-                         "static= to the model's forward (models that read static features take "
-                         "ModelArguments(control, static)), not to model_inputs")
+        raise ValueError(
+            f"model {name!r} reads a control path, which carries no static features: give "
+            "static= to the model's forward (models that read static features take "
+            "ModelArguments(control, static)), not to model_inputs"
+        )
     if entry.inputs == "observations":
         if control_overrides:
-            raise ValueError(f"model {name!r} reads raw observations: control options {sorted(control_overrides)} "
-                             "do not apply")
+            raise ValueError(
+                f"model {name!r} reads raw observations: control options {sorted(control_overrides)} do not apply"
+            )
         return Observations.from_tensors(times, values, lengths, static)
     return build_control(times, values, lengths, check_control_overrides(name, control_overrides))
 
@@ -484,8 +649,10 @@ def input_options(name: str, inputs: Control | Observations, overrides: Mapping 
     expected = Observations if entry.inputs == "observations" else Control
     if not isinstance(inputs, expected):
         # Its channels would silently size the model for an input it cannot read.
-        raise TypeError(f"model {name!r} reads {expected.__name__}, got a {type(inputs).__name__}: build its "
-                        f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)")
+        raise TypeError(
+            f"model {name!r} reads {expected.__name__}, got a {type(inputs).__name__}: build its "
+            f"input with neuralde_seq.model_inputs({name!r}, times, values, lengths)"
+        )
     if entry.from_inputs is None:
         return {}
     options = {**entry.defaults, **dict(overrides or {})}
@@ -493,8 +660,14 @@ def input_options(name: str, inputs: Control | Observations, overrides: Mapping 
     return {key: value for key, value in derived.items() if options.get(key) is None}
 
 
-def create_model(name: str, in_channels: int | Control | Observations, num_classes: int | None, *,
-                 solver: SolverOptions | Method | str | Mapping | None = None, **overrides):
+def create_model(
+    name: str,
+    in_channels: int | Control | Observations,
+    num_classes: int | None,
+    *,
+    solver: SolverOptions | Method | str | Mapping | None = None,
+    **overrides,
+):
     """A new model by registry name, e.g. ``create_model("delta-cde", inputs, 9, d_model=64)``.
 
     Arguments:

@@ -36,6 +36,7 @@ Causality holds exactly in evaluation mode. In training mode the default batch n
 BatchNorm; its statistics use only the valid steps) normalises with statistics of the whole batch, later
 steps included, as any batch norm does; ``norm="layer"`` is causal in both modes.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,6 +54,7 @@ __all__ = ["SeparableFlexConv", "CCNNBlock", "CCNN", "MaskedBatchNorm"]
 
 
 # ----------------------------------------------------------------------------------- SeparableFlexConv
+
 
 class SeparableFlexConv(nn.Module):
     """Separable FlexConv, 1D causal: depthwise continuous kernel x cropped Gaussian mask, then 1x1 mixing.
@@ -97,12 +99,25 @@ class SeparableFlexConv(nn.Module):
 
     mask_mean: torch.Tensor  # a parameter, or a buffer when not learnt
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, kernel_hidden: int = 32,
-                 kernel_layers: int = 3, omega_0: float = 10.0, mask_width: float = 0.075,
-                 mask_threshold: float = 0.1, learn_mask_mean: bool = True,
-                 kernel_rescale: str | None = "measured", kernel_gain: float = 1.0,
-                 rescale_by_channels: bool = True, conv: str = "auto", fft_threshold: int = 512,
-                 bias: bool = True):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        *,
+        kernel_hidden: int = 32,
+        kernel_layers: int = 3,
+        omega_0: float = 10.0,
+        mask_width: float = 0.075,
+        mask_threshold: float = 0.1,
+        learn_mask_mean: bool = True,
+        kernel_rescale: str | None = "measured",
+        kernel_gain: float = 1.0,
+        rescale_by_channels: bool = True,
+        conv: str = "auto",
+        fft_threshold: int = 512,
+        bias: bool = True,
+    ):
         super().__init__()
         if conv not in ("auto", "direct", "fft"):
             raise ValueError(f"conv must be 'auto', 'direct' or 'fft', got {conv!r}")
@@ -114,8 +129,9 @@ class SeparableFlexConv(nn.Module):
             raise ValueError(f"mask_width must be positive, got {mask_width}")
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, int(kernel_size)
         # The Gabor centres start inside the mask's initial support (1.667 widths, as the public code).
-        self.kernel_net = MAGNet(in_channels, kernel_hidden, kernel_layers, omega_0, causal=True,
-                                 spread=1.667 * mask_width)
+        self.kernel_net = MAGNet(
+            in_channels, kernel_hidden, kernel_layers, omega_0, causal=True, spread=1.667 * mask_width
+        )
         self.mask_width = nn.Parameter(torch.tensor(float(mask_width)))
         mean = torch.tensor(1.0)
         if learn_mask_mean:
@@ -167,7 +183,7 @@ class SeparableFlexConv(nn.Module):
     def _rescale_kernel(self, measured: bool) -> None:
         k = self.kernel()
         fan_in = (self.in_channels if self.rescale_by_channels else 1) * k.shape[1]
-        target = self.kernel_gain ** 2 / fan_in
+        target = self.kernel_gain**2 / fan_in
         # The output bias is zero at initialisation, so scaling the weight scales the kernel.
         mean_square = float(k.pow(2).mean()) if measured else 1.0
         if mean_square > 0:
@@ -176,8 +192,9 @@ class SeparableFlexConv(nn.Module):
     # -- forward
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"SeparableFlexConv reads a tensor (batch, length, {self.in_channels}), got "
-                            f"{type(x).__name__}")
+            raise TypeError(
+                f"SeparableFlexConv reads a tensor (batch, length, {self.in_channels}), got {type(x).__name__}"
+            )
         if x.dim() != 3 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
         k = self.kernel(max_length=x.shape[1])
@@ -190,11 +207,14 @@ class SeparableFlexConv(nn.Module):
         return self.pointwise(y)
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"mask_threshold={self.mask_threshold}, conv={self.conv!r}")
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"mask_threshold={self.mask_threshold}, conv={self.conv!r}"
+        )
 
 
 # ------------------------------------------------------------------------------------------- norms
+
 
 class MaskedBatchNorm(nn.Module):
     """Batch normalisation over channels whose statistics use only the valid (non-padding) time steps.
@@ -248,6 +268,7 @@ def _make_norm(kind: str, channels: int) -> nn.Module:
 
 # ------------------------------------------------------------------------------------------- blocks
 
+
 class CCNNBlock(nn.Module):
     """The CCNN residual block (paper Fig. 7; S4-style with a nonlinearity at the end):
     x + act(Linear(Dropout(act(SeparableFlexConv(Norm(x)))))).
@@ -255,8 +276,7 @@ class CCNNBlock(nn.Module):
     ``forward(x, valid)``: x (B, T, channels), valid (B, T) bool (used by the batch norm's statistics).
     """
 
-    def __init__(self, channels: int, kernel_size: int, *, dropout: float = 0.0, norm: str = "batch",
-                 **conv_options):
+    def __init__(self, channels: int, kernel_size: int, *, dropout: float = 0.0, norm: str = "batch", **conv_options):
         super().__init__()
         self.norm = _make_norm(norm, channels)
         self.conv = SeparableFlexConv(channels, channels, kernel_size, **conv_options)
@@ -310,24 +330,51 @@ class CCNN(nn.Module):
     generated kernels' sums of squares; the paper's regularised loss is loss + lambda / 2 * kernel_l2().
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, blocks: int = 4, *,
-                 kernel_size: int = 64, kernel_hidden: int = 16, kernel_layers: int = 3, omega_0: float = 10.0,
-                 mask_width: float = 0.075, mask_threshold: float = 0.1, learn_mask_mean: bool = True,
-                 dropout: float = 0.1, norm: str = "batch", kernel_rescale: str | None = "measured",
-                 kernel_gain: float = 1.0, rescale_by_channels: bool = True, conv: str = "auto",
-                 fft_threshold: int = 512, static_channels: int | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        blocks: int = 4,
+        *,
+        kernel_size: int = 64,
+        kernel_hidden: int = 16,
+        kernel_layers: int = 3,
+        omega_0: float = 10.0,
+        mask_width: float = 0.075,
+        mask_threshold: float = 0.1,
+        learn_mask_mean: bool = True,
+        dropout: float = 0.1,
+        norm: str = "batch",
+        kernel_rescale: str | None = "measured",
+        kernel_gain: float = 1.0,
+        rescale_by_channels: bool = True,
+        conv: str = "auto",
+        fft_threshold: int = 512,
+        static_channels: int | None = None,
+    ):
         super().__init__()
         check_num_outputs(num_classes)
         conv_options: dict[str, Any] = dict(
-            kernel_hidden=kernel_hidden, kernel_layers=kernel_layers, omega_0=omega_0, mask_width=mask_width,
-            mask_threshold=mask_threshold, learn_mask_mean=learn_mask_mean, kernel_rescale=kernel_rescale,
-            kernel_gain=kernel_gain, rescale_by_channels=rescale_by_channels, conv=conv, fft_threshold=fft_threshold)
+            kernel_hidden=kernel_hidden,
+            kernel_layers=kernel_layers,
+            omega_0=omega_0,
+            mask_width=mask_width,
+            mask_threshold=mask_threshold,
+            learn_mask_mean=learn_mask_mean,
+            kernel_rescale=kernel_rescale,
+            kernel_gain=kernel_gain,
+            rescale_by_channels=rescale_by_channels,
+            conv=conv,
+            fft_threshold=fft_threshold,
+        )
         self.in_channels, self.num_classes = in_channels, num_classes
         self.input_conv = SeparableFlexConv(2 * in_channels, hidden, kernel_size, **conv_options)
         self.input_norm = _make_norm(norm, hidden)
         self.activation = nn.GELU()
-        self.blocks = nn.ModuleList(CCNNBlock(hidden, kernel_size, dropout=dropout, norm=norm, **conv_options)
-                                    for _ in range(blocks))
+        self.blocks = nn.ModuleList(
+            CCNNBlock(hidden, kernel_size, dropout=dropout, norm=norm, **conv_options) for _ in range(blocks)
+        )
         self.output_norm = _make_norm(norm, hidden)
         self.static_channels = static_channels
         self.head = nn.Linear(hidden + (static_channels or 0), num_classes)
@@ -398,7 +445,9 @@ class CCNN(nn.Module):
         out = h[torch.arange(h.shape[0], device=h.device), last]
         if self.static_channels is not None:
             if observations.static is None:
-                raise ValueError(f"this model was built with static_channels={self.static_channels}: the "
-                                 "observations need static features")
+                raise ValueError(
+                    f"this model was built with static_channels={self.static_channels}: the "
+                    "observations need static features"
+                )
             out = torch.cat([out, observations.static.to(out.dtype)], dim=-1)
         return self.head(out)

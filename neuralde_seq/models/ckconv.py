@@ -95,6 +95,7 @@ Penalty: `CKConv.kernel_l2` samples the kernel at k · ``step`` up to the horizo
 irregular mode ``step`` should then be the data's time resolution (with the default 1.0 and times in
 [0, 1] it reads ψ at Δ = 0 only).
 """
+
 from __future__ import annotations
 
 import math
@@ -106,12 +107,23 @@ from torch import nn
 
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
-from ..user_warnings import current_spelling, spell_options, warn_user
 from ..ops.causal_conv import Lattice, causal_conv, find_lattice, irregular_causal_conv, lattice_causal_conv, snap_times
+from ..user_warnings import current_spelling, spell_options, warn_user
 from .kernel_networks import SirenKernel, largest_span
 
-__all__ = ["CKConv", "CKBlock", "CKCNN", "grid_inputs", "CONV_IMPLEMENTATIONS", "AUTO_LATTICE_NODES", "IRREGULAR_CONV_IMPLEMENTATIONS",
-           "MODES", "MAX_LATTICE_SIZE", "TimesIgnoredWarning", "PairwiseFallbackWarning"]
+__all__ = [
+    "CKConv",
+    "CKBlock",
+    "CKCNN",
+    "grid_inputs",
+    "CONV_IMPLEMENTATIONS",
+    "AUTO_LATTICE_NODES",
+    "IRREGULAR_CONV_IMPLEMENTATIONS",
+    "MODES",
+    "MAX_LATTICE_SIZE",
+    "TimesIgnoredWarning",
+    "PairwiseFallbackWarning",
+]
 
 
 class TimesIgnoredWarning(UserWarning):
@@ -150,6 +162,7 @@ def irregular_spacing(observations: Observations) -> tuple[float, float] | None:
     b = int(uneven.nonzero()[0])
     return float(low[b]), float(high[b])
 
+
 CONV_IMPLEMENTATIONS = ("auto", "fft", "direct")
 IRREGULAR_CONV_IMPLEMENTATIONS = ("auto", "lattice", "pairwise")
 MODES = ("grid", "irregular")
@@ -162,6 +175,7 @@ AUTO_LATTICE_NODES = 8192
 # ---------------------------------------------------------------------------------------------------------
 # CKConv
 # ---------------------------------------------------------------------------------------------------------
+
 
 class CKConv(nn.Module):
     """Continuous kernel convolution (causal), in grid mode (`forward`) or irregular mode
@@ -199,17 +213,33 @@ class CKConv(nn.Module):
 
     horizon: torch.Tensor  # a buffer: () float64, NaN until set
 
-    def __init__(self, in_channels: int, out_channels: int, *, kernel_hidden: int = 32, omega_0: float = 30.0,
-                 horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
-                 weight_norm: bool = True, bias: bool = True, irregular_conv: str = "auto",
-                 resolution: float | None = None, max_lattice_size: int = MAX_LATTICE_SIZE):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        *,
+        kernel_hidden: int = 32,
+        omega_0: float = 30.0,
+        horizon: float | None = None,
+        step: float = 1.0,
+        conv: str = "auto",
+        fft_threshold: int = 64,
+        weight_norm: bool = True,
+        bias: bool = True,
+        irregular_conv: str = "auto",
+        resolution: float | None = None,
+        max_lattice_size: int = MAX_LATTICE_SIZE,
+    ):
         super().__init__()
         if conv not in CONV_IMPLEMENTATIONS:
             raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
         if irregular_conv not in IRREGULAR_CONV_IMPLEMENTATIONS:
             raise ValueError(f"irregular_conv must be one of {IRREGULAR_CONV_IMPLEMENTATIONS}, got {irregular_conv!r}")
-        if resolution is not None and (isinstance(resolution, bool) or not isinstance(resolution, (int, float))
-                                       or not (math.isfinite(resolution) and resolution > 0)):
+        if resolution is not None and (
+            isinstance(resolution, bool)
+            or not isinstance(resolution, (int, float))
+            or not (math.isfinite(resolution) and resolution > 0)
+        ):
             raise ValueError(f"resolution must be None or a positive finite number, got {resolution!r}")
         if isinstance(max_lattice_size, bool) or not isinstance(max_lattice_size, int) or max_lattice_size < 1:
             raise ValueError(f"max_lattice_size must be a positive integer, got {max_lattice_size!r}")
@@ -220,8 +250,9 @@ class CKConv(nn.Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_net = SirenKernel(out_channels, in_channels, kernel_hidden, omega_0, weight_norm)
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
-        self.register_buffer("horizon", torch.tensor(float("nan") if horizon is None else float(horizon),
-                                                     dtype=torch.float64))
+        self.register_buffer(
+            "horizon", torch.tensor(float("nan") if horizon is None else float(horizon), dtype=torch.float64)
+        )
         self.step = float(step)
         self.conv = conv
         self.fft_threshold = int(fft_threshold)
@@ -231,9 +262,11 @@ class CKConv(nn.Module):
         self._warned_pairwise = False  # PairwiseFallbackWarning once per layer, not once per batch
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, horizon={float(self.horizon):g}, step={self.step:g}, "
-                f"conv={self.conv!r}, fft_threshold={self.fft_threshold}, irregular_conv={self.irregular_conv!r}, "
-                f"resolution={self.resolution}, max_lattice_size={self.max_lattice_size}")
+        return (
+            f"{self.in_channels}, {self.out_channels}, horizon={float(self.horizon):g}, step={self.step:g}, "
+            f"conv={self.conv!r}, fft_threshold={self.fft_threshold}, irregular_conv={self.irregular_conv!r}, "
+            f"resolution={self.resolution}, max_lattice_size={self.max_lattice_size}"
+        )
 
     # ---- relative positions ----
     @property
@@ -287,13 +320,16 @@ class CKConv(nn.Module):
         The kernel is sampled at k · step and the sum scaled by step / self.step (paper Eq. 5).
         """
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"CKConv.forward reads a tensor (batch, length, {self.in_channels}), got "
-                            f"{type(x).__name__}")
+            raise TypeError(
+                f"CKConv.forward reads a tensor (batch, length, {self.in_channels}), got {type(x).__name__}"
+            )
         if x.dim() != 3 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must have shape (batch, length, {self.in_channels}), got {tuple(x.shape)}")
         if torch.isnan(x).any():
-            raise ValueError("x contains NaN: CKConv never zero-fills missing values itself; use a mask channel "
-                             "(grid_inputs) or forward_irregular")
+            raise ValueError(
+                "x contains NaN: CKConv never zero-fills missing values itself; use a mask channel "
+                "(grid_inputs) or forward_irregular"
+            )
         step = self.step if step is None else float(step)
         if not step > 0:
             raise ValueError(f"step must be positive, got {step!r}")
@@ -307,8 +343,9 @@ class CKConv(nn.Module):
         return y if self.bias is None else y + self.bias
 
     # ---- irregular mode ----
-    def forward_irregular(self, times: torch.Tensor, values: torch.Tensor, observed: torch.Tensor,
-                          points: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_irregular(
+        self, times: torch.Tensor, values: torch.Tensor, observed: torch.Tensor, points: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Irregular mode: y(t_i) = Σ_{j: t_j ≤ t_i, observed} ψ(t_i − t_j) x_j + bias at every t_i, by the form
         `plan_irregular` picks (lattice or pairwise; the same sum).
 
@@ -323,8 +360,10 @@ class CKConv(nn.Module):
         Returns (B, T, out): the output at every point, observed or not.
         """
         if not all(isinstance(a, torch.Tensor) for a in (times, values, observed)):
-            raise TypeError("CKConv.forward_irregular reads tensors times (B, T), values (B, T, in) and observed, got "
-                            f"{', '.join(type(a).__name__ for a in (times, values, observed))}")
+            raise TypeError(
+                "CKConv.forward_irregular reads tensors times (B, T), values (B, T, in) and observed, got "
+                f"{', '.join(type(a).__name__ for a in (times, values, observed))}"
+            )
         if values.dim() != 3 or values.shape[-1] != self.in_channels:
             raise ValueError(f"values must have shape (batch, length, {self.in_channels}), got {tuple(values.shape)}")
         if times.shape != values.shape[:2]:
@@ -374,13 +413,15 @@ class CKConv(nn.Module):
         lattice = find_lattice(times, points, self.max_lattice_size)
         if self.irregular_conv == "lattice":
             if lattice is None:
-                raise ValueError(f"irregular_conv='lattice': these times lie on no common lattice of at most "
-                                 f"max_lattice_size = {self.max_lattice_size} nodes (to their rounding); pass a "
-                                 f"resolution to snap them to one, a larger max_lattice_size, or "
-                                 f"irregular_conv='pairwise'")
+                raise ValueError(
+                    f"irregular_conv='lattice': these times lie on no common lattice of at most "
+                    f"max_lattice_size = {self.max_lattice_size} nodes (to their rounding); pass a "
+                    f"resolution to snap them to one, a larger max_lattice_size, or "
+                    f"irregular_conv='pairwise'"
+                )
             return times, lattice
         most_points = int(points.sum(1).max()) if points.numel() else 0
-        if lattice is None and self.resolution is None and most_points ** 2 > self.max_lattice_size:
+        if lattice is None and self.resolution is None and most_points**2 > self.max_lattice_size:
             # Real-valued times on no lattice, too many points for the pairs (2,000 points at batch 4 held 15 GB):
             # snap them to AUTO_LATTICE_NODES nodes per horizon, a resolution fixed with the horizon (so a sample's
             # answer does not depend on its batch), each term moved by at most Lip(ψ) · horizon / AUTO_LATTICE_NODES.
@@ -389,17 +430,21 @@ class CKConv(nn.Module):
             if lattice is not None:
                 return snapped, lattice
         if lattice is None:
-            if most_points ** 2 > self.max_lattice_size and not self._warned_pairwise:
+            if most_points**2 > self.max_lattice_size and not self._warned_pairwise:
                 self._warned_pairwise = True
-                warn_user(f"CKConv irregular mode: these times lie on no common lattice of at most "
-                          f"{self.max_lattice_size} nodes (to their rounding), so it sums over every pair of "
-                          f"points, O(T²) per layer with T = {most_points}; a resolution (time units, the option "
-                          f"resolution) snaps them to a lattice and makes it O(N log N)", PairwiseFallbackWarning)
+                warn_user(
+                    f"CKConv irregular mode: these times lie on no common lattice of at most "
+                    f"{self.max_lattice_size} nodes (to their rounding), so it sums over every pair of "
+                    f"points, O(T²) per layer with T = {most_points}; a resolution (time units, the option "
+                    f"resolution) snaps them to a lattice and makes it O(N log N)",
+                    PairwiseFallbackWarning,
+                )
             return times, None
-        return times, (lattice if lattice.size <= most_points ** 2 else None)
+        return times, (lattice if lattice.size <= most_points**2 else None)
 
-    def irregular_sum(self, times: torch.Tensor, lattice: Lattice | None, values: torch.Tensor,
-                      observed: torch.Tensor) -> torch.Tensor:
+    def irregular_sum(
+        self, times: torch.Tensor, lattice: Lattice | None, values: torch.Tensor, observed: torch.Tensor
+    ) -> torch.Tensor:
         """y(t_i) = Σ_{j: t_j ≤ t_i, observed} ψ(t_i − t_j) x_j + bias, on ``lattice`` or pairwise (None).
 
         Arguments:
@@ -415,19 +460,26 @@ class CKConv(nn.Module):
                 observed = observed.unsqueeze(-1).expand_as(values)
             # ψ(Δ) = W h(Δ) + b with h the kernel network's hidden features: the sum is contracted through h.
             weight, kernel_bias = self.kernel_net.output_weight()
-            y = irregular_causal_conv(times, values, observed,
-                                      lambda delta: self.kernel_net.hidden_features(self.normalise(delta)),
-                                      weight, kernel_bias)
+            y = irregular_causal_conv(
+                times,
+                values,
+                observed,
+                lambda delta: self.kernel_net.hidden_features(self.normalise(delta)),
+                weight,
+                kernel_bias,
+            )
         else:
             kernel = self.grid_kernel(lattice.size, lattice.spacing, dtype=values.dtype, device=values.device)
-            y = lattice_causal_conv(lattice.index, lattice.size, values, observed, kernel,
-                                    self._grid_algorithm(lattice.size))
+            y = lattice_causal_conv(
+                lattice.index, lattice.size, values, observed, kernel, self._grid_algorithm(lattice.size)
+            )
         return y if self.bias is None else y + self.bias
 
 
 # ---------------------------------------------------------------------------------------------------------
 # CKCNN
 # ---------------------------------------------------------------------------------------------------------
+
 
 class CKBlock(nn.Module):
     """Residual block: (CKConv → LayerNorm → ReLU → Dropout) × 2, plus shortcut, then ReLU.
@@ -462,8 +514,10 @@ def grid_inputs(values: torch.Tensor, lengths: torch.Tensor, mask_channel: bool)
     valid = (torch.arange(length, device=values.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
     observed = ~torch.isnan(values) & valid
     if not mask_channel and (valid & ~observed).any():
-        raise ValueError("values has missing entries (NaN) within the samples' lengths: CKCNN in grid mode needs "
-                         "mask_channel=True (zero-fill plus a mask channel per input channel) or mode='irregular'")
+        raise ValueError(
+            "values has missing entries (NaN) within the samples' lengths: CKCNN in grid mode needs "
+            "mask_channel=True (zero-fill plus a mask channel per input channel) or mode='irregular'"
+        )
     x = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device))
     return torch.cat([x, observed.to(values.dtype)], dim=-1) if mask_channel else x
 
@@ -504,22 +558,41 @@ class CKCNN(nn.Module):
     ``forward(observations)`` returns logits (B, num_classes); see `forward` for the options.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 30, blocks: int = 2, kernel_hidden: int = 32,
-                 omega_0: float = 30.0, dropout: float = 0.0, mode: str = "irregular", *,
-                 mask_channel: bool | None = None,
-                 horizon: float | None = None, step: float = 1.0, conv: str = "auto", fft_threshold: int = 64,
-                 weight_norm: bool = True, step_from_times: bool = False, irregular_conv: str = "auto",
-                 resolution: float | None = None, max_lattice_size: int = MAX_LATTICE_SIZE):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 30,
+        blocks: int = 2,
+        kernel_hidden: int = 32,
+        omega_0: float = 30.0,
+        dropout: float = 0.0,
+        mode: str = "irregular",
+        *,
+        mask_channel: bool | None = None,
+        horizon: float | None = None,
+        step: float = 1.0,
+        conv: str = "auto",
+        fft_threshold: int = 64,
+        weight_norm: bool = True,
+        step_from_times: bool = False,
+        irregular_conv: str = "auto",
+        resolution: float | None = None,
+        max_lattice_size: int = MAX_LATTICE_SIZE,
+    ):
         super().__init__()
         check_num_outputs(num_classes)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if step_from_times and mode != "grid":
             raise ValueError("step_from_times applies to grid mode; irregular mode reads the times anyway")
-        if mode == "grid" and (irregular_conv != "auto" or resolution is not None
-                               or max_lattice_size != MAX_LATTICE_SIZE):
-            raise ValueError("irregular_conv, resolution and max_lattice_size apply to irregular mode; grid mode "
-                             "reads the points by index")
+        if mode == "grid" and (
+            irregular_conv != "auto" or resolution is not None or max_lattice_size != MAX_LATTICE_SIZE
+        ):
+            raise ValueError(
+                "irregular_conv, resolution and max_lattice_size apply to irregular mode; grid mode "
+                "reads the points by index"
+            )
         if not isinstance(blocks, int) or blocks < 1:
             raise ValueError(f"blocks must be a positive integer, got {blocks!r}")
         if mask_channel is None:
@@ -530,12 +603,22 @@ class CKCNN(nn.Module):
         self.mask_channel = bool(mask_channel)
         self.step = float(step)
         self.step_from_times = bool(step_from_times)
-        conv_options = dict(kernel_hidden=kernel_hidden, omega_0=omega_0, horizon=horizon, step=step, conv=conv,
-                            fft_threshold=fft_threshold, weight_norm=weight_norm, irregular_conv=irregular_conv,
-                            resolution=resolution, max_lattice_size=max_lattice_size)
+        conv_options = dict(
+            kernel_hidden=kernel_hidden,
+            omega_0=omega_0,
+            horizon=horizon,
+            step=step,
+            conv=conv,
+            fft_threshold=fft_threshold,
+            weight_norm=weight_norm,
+            irregular_conv=irregular_conv,
+            resolution=resolution,
+            max_lattice_size=max_lattice_size,
+        )
         first = 2 * in_channels if self.mask_channel else in_channels
         self.blocks = nn.ModuleList(
-            [CKBlock(first if b == 0 else hidden, hidden, dropout, **conv_options) for b in range(blocks)])
+            [CKBlock(first if b == 0 else hidden, hidden, dropout, **conv_options) for b in range(blocks)]
+        )
         self.head = nn.Linear(hidden, num_classes)
         # TimesIgnoredWarning once per model (not per batch), its fix spelled as the model was built
         self._warned_times_ignored = False
@@ -599,8 +682,10 @@ class CKCNN(nn.Module):
             return self.step
         low, high = float(gaps.min()), float(gaps.max())
         if high - low > 1e-6 * abs(high):
-            raise ValueError(f"step_from_times needs regularly spaced times, but this batch's spacings range over "
-                             f"[{low:g}, {high:g}]; use mode='irregular' for irregular times")
+            raise ValueError(
+                f"step_from_times needs regularly spaced times, but this batch's spacings range over "
+                f"[{low:g}, {high:g}]; use mode='irregular' for irregular times"
+            )
         return float(gaps.mean())
 
     def features(self, observations: Observations, step: float | None = None) -> torch.Tensor:
@@ -620,8 +705,9 @@ class CKCNN(nn.Module):
         """
         check_model_input(self, observations, Observations)  # type, then dtype and device against the weights
         if observations.channels != self.in_channels:
-            raise ValueError(f"observations have {observations.channels} channels but the model expects "
-                             f"{self.in_channels}")
+            raise ValueError(
+                f"observations have {observations.channels} channels but the model expects {self.in_channels}"
+            )
         if step is not None and self.mode != "grid":
             raise ValueError("step (a sampling-rate change) applies to grid mode; irregular mode reads the times")
         if step is None and self.step_from_times:
@@ -633,20 +719,27 @@ class CKCNN(nn.Module):
             if spacing is not None and not getattr(self, "_warned_times_ignored", False):
                 # Grid mode reads point k as time k · step: uneven times would be ignored without a word.
                 self._warned_times_ignored = True
-                fix = spell_options(getattr(self, "_option_spelling", current_spelling()), mode="irregular",
-                                    drop=("mask_channel", "step_from_times"))
-                warn_user(f"CKCNN in grid mode reads the points as equally spaced and ignores their times, but "
-                          f"these times are not equally spaced (spacings from {spacing[0]:g} to {spacing[1]:g} "
-                          f"within a sample): {fix} (irregular mode, the default) to read them. Said once per "
-                          f"model.", TimesIgnoredWarning)
+                fix = spell_options(
+                    getattr(self, "_option_spelling", current_spelling()),
+                    mode="irregular",
+                    drop=("mask_channel", "step_from_times"),
+                )
+                warn_user(
+                    f"CKCNN in grid mode reads the points as equally spaced and ignores their times, but "
+                    f"these times are not equally spaced (spacings from {spacing[0]:g} to {spacing[1]:g} "
+                    f"within a sample): {fix} (irregular mode, the default) to read them. Said once per "
+                    f"model.",
+                    TimesIgnoredWarning,
+                )
             h = grid_inputs(observations.values, observations.lengths, self.mask_channel)
             conv = lambda layer, x: layer(x, step)  # noqa: E731
         else:
             valid = observations.valid
             channel_mask = observations.mask
             point_mask = channel_mask.any(-1)
-            times = torch.where(valid, observations.times, torch.zeros((), dtype=observations.times.dtype,
-                                                                       device=valid.device))
+            times = torch.where(
+                valid, observations.times, torch.zeros((), dtype=observations.times.dtype, device=valid.device)
+            )
             first_conv = cast(CKBlock, self.blocks[0]).conv1  # nn.ModuleList types its items as any Module
             # One plan (lattice or pairwise) for every layer: the times are the same throughout.
             times, lattice = first_conv.plan_irregular(times, valid)
@@ -655,14 +748,16 @@ class CKCNN(nn.Module):
                 return layer.irregular_sum(times, lattice, x, channel_mask if layer is first_conv else point_mask)
 
             # The shortcut of the first block reads the observed entries only (missing ones contribute nothing).
-            h = torch.where(channel_mask, observations.values,
-                            torch.zeros((), dtype=observations.values.dtype, device=valid.device))
+            h = torch.where(
+                channel_mask, observations.values, torch.zeros((), dtype=observations.values.dtype, device=valid.device)
+            )
         for block in self.blocks:
             h = block(h, conv)
         return h
 
-    def forward(self, observations: Observations, step: float | None = None,
-                return_sequence: bool = False) -> torch.Tensor:
+    def forward(
+        self, observations: Observations, step: float | None = None, return_sequence: bool = False
+    ) -> torch.Tensor:
         """Logits read at each sample's own last time (index ``lengths − 1``), or at every time point.
 
         Arguments:

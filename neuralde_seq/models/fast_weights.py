@@ -12,6 +12,7 @@ takes the control in the chosen form (ODE, CDE or RDE). With one layer this is e
 Sequence-to-sequence use: ``forward(control, at_knots=True)`` returns the output at every knot of the
 control (each sample's outputs after its own end repeat its final output).
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -20,8 +21,8 @@ import torch
 from torch import nn
 
 from ..controls import Control
-from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..fields import FastWeightField
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..solvers import Method, SolverOptions, resolve_method, solve, solver_options
 
 __all__ = ["FeedForward", "FastWeightLayer", "FastWeightNetwork", "FastWeightClassifier", "INITIAL_STATES"]
@@ -41,8 +42,9 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model),
-                                 nn.Dropout(dropout))
+        self.net = nn.Sequential(
+            nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model), nn.Dropout(dropout)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The residual block.
@@ -86,26 +88,54 @@ class FastWeightLayer(nn.Module):
             training input).
     """
 
-    def __init__(self, in_channels: int, d_model: int = 64, n_heads: int = 8, rule="delta", form: str = "cde", *,
-                 d_ff: int | None = None, dropout: float = 0.0, initial_state: str = "rank_one",
-                 static_channels: int | None = None, dx_only: bool = False, hebb_swap: bool = False,
-                 head_dim: int | None = None, forget_gate: bool = False, chrono_t_max: float | None = None,
-                 basis=None, num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        d_model: int = 64,
+        n_heads: int = 8,
+        rule="delta",
+        form: str = "cde",
+        *,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        initial_state: str = "rank_one",
+        static_channels: int | None = None,
+        dx_only: bool = False,
+        hebb_swap: bool = False,
+        head_dim: int | None = None,
+        forget_gate: bool = False,
+        chrono_t_max: float | None = None,
+        basis=None,
+        num_bases: int | None = None,
+        basis_time_range: tuple[float, float] | None = None,
+    ):
         super().__init__()
         if initial_state not in INITIAL_STATES:
             raise ValueError(f"initial_state must be one of {INITIAL_STATES}, got {initial_state!r}")
         if (initial_state == "static") != (static_channels is not None):
             raise ValueError("initial_state='static' and static_channels go together: give both or neither")
-        self.field = FastWeightField(in_channels, d_model, n_heads, rule, form=form, dx_only=dx_only,
-                                     hebb_swap=hebb_swap, head_dim=head_dim, forget_gate=forget_gate,
-                                     chrono_t_max=chrono_t_max, basis=basis, num_bases=num_bases,
-                                     basis_time_range=basis_time_range)
+        self.field = FastWeightField(
+            in_channels,
+            d_model,
+            n_heads,
+            rule,
+            form=form,
+            dx_only=dx_only,
+            hebb_swap=hebb_swap,
+            head_dim=head_dim,
+            forget_gate=forget_gate,
+            chrono_t_max=chrono_t_max,
+            basis=basis,
+            num_bases=num_bases,
+            basis_time_range=basis_time_range,
+        )
         H, d = self.field.n_heads, self.field.head_dim
         self.initial_state = initial_state
         if initial_state == "static":
             assert static_channels is not None  # given together (checked above)
-            self.static_slow = nn.Sequential(nn.Linear(static_channels, d_model), nn.LayerNorm(d_model),
-                                             nn.Linear(d_model, H * (2 * d + 1)))
+            self.static_slow = nn.Sequential(
+                nn.Linear(static_channels, d_model), nn.LayerNorm(d_model), nn.Linear(d_model, H * (2 * d + 1))
+            )
         self.out_proj = nn.Linear(H * d, d_model)
         self.dropout = nn.Dropout(dropout)
         self.feed_forward = FeedForward(d_model, d_ff or 4 * d_model, dropout)
@@ -211,8 +241,9 @@ class FastWeightNetwork(nn.Module):
             after the first take the previous layer's output in "ode" form.
     """
 
-    def __init__(self, in_channels: int, num_layers: int = 1, solver: SolverOptions | Method | None = None,
-                 **layer_options):
+    def __init__(
+        self, in_channels: int, num_layers: int = 1, solver: SolverOptions | Method | None = None, **layer_options
+    ):
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
@@ -258,8 +289,14 @@ class FastWeightNetwork(nn.Module):
         if control.channels != first.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {first.in_channels}")
         if (self.form == "rde") != control.piecewise_constant:
-            raise ValueError(f"form {self.form!r} needs " + ("a log-signature control (interpolation='logsignature')"
-                             if self.form == "rde" else "an interpolated control, not log-signature windows"))
+            raise ValueError(
+                f"form {self.form!r} needs "
+                + (
+                    "a log-signature control (interpolation='logsignature')"
+                    if self.form == "rde"
+                    else "an interpolated control, not log-signature windows"
+                )
+            )
         check_input_matches(model, control)
 
     def _initial(self, x, dx, static, s):
@@ -337,8 +374,15 @@ class FastWeightClassifier(nn.Module):
 
     forwards_options_to = FastWeightLayer  # where **layer_options go (read by models.model_defaults)
 
-    def __init__(self, in_channels: int, num_classes: int, num_layers: int = 1,
-                 solver: SolverOptions | Method | None = None, output_norm: bool | None = None, **layer_options):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        num_layers: int = 1,
+        solver: SolverOptions | Method | None = None,
+        output_norm: bool | None = None,
+        **layer_options,
+    ):
         super().__init__()
         check_num_outputs(num_classes)
         if output_norm is not None and not isinstance(output_norm, bool):

@@ -24,6 +24,7 @@ gate values 1/u in its target range [1/T_h, 1/T_l].
 with ``rate_scale = 1/a`` follows the same trajectory at corresponding times, h'(a·t) = h(t) (the warp
 equivariance of the derivation, for τ(t) = a·t; tests/test_gating.py checks it).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,9 @@ import math
 import torch
 from torch import nn
 
+from ..gates import check_t_max, chrono_bias
 from ..input_checks import check_num_outputs
 from ..solvers import Method, SolverOptions, solver_options
-from ..gates import check_t_max, chrono_bias
 from .gru_ode import _ControlDrivenRNN
 from .recurrent import _positive_int
 
@@ -108,9 +109,17 @@ class TimeWarpGatedRNN(_ControlDrivenRNN):
 
     model_name = "TimeWarpGatedRNN"
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, gated: bool = True,
-                 chrono_t_max: float | None = None, rate_scale: float = 1.0,
-                 solver: SolverOptions | Method | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        *,
+        gated: bool = True,
+        chrono_t_max: float | None = None,
+        rate_scale: float = 1.0,
+        solver: SolverOptions | Method | None = None,
+    ):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)

@@ -14,6 +14,7 @@ Both read `Observations` with the conventions of
   (full); input x̂ = m ⊙ x + (1 − m) ⊙ (γ_x ⊙ x_last + (1 − γ_x) ⊙ x_mean) (x_last = x_mean before a
   channel's first observation), hidden ĥ = γ_h ⊙ h, then h' = GRU([x̂, m], ĥ) (the paper's V m terms).
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,8 +40,15 @@ class GRUDeltaT(_ObservationModel):
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, fill: str = "last",
-                 chrono_t_max: float | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        *,
+        fill: str = "last",
+        chrono_t_max: float | None = None,
+    ):
         super().__init__(in_channels, num_classes, hidden)
         if fill not in FILL_POLICIES:
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
@@ -104,7 +112,7 @@ class GRUD(_ObservationModel):
         self.decay_x_weight = nn.Parameter(torch.empty(in_channels))  # diagonal W_γx
         self.decay_x_bias = nn.Parameter(torch.zeros(in_channels))
         self.decay_h = nn.Linear(in_channels, hidden)  # W_γh, b_γh
-        nn.init.uniform_(self.decay_x_weight, -1.0 / in_channels ** 0.5, 1.0 / in_channels ** 0.5)
+        nn.init.uniform_(self.decay_x_weight, -1.0 / in_channels**0.5, 1.0 / in_channels**0.5)
         self.cell = GRUCell(2 * in_channels, hidden, chrono_t_max)
 
     def _walk(self, observations: Observations, h: torch.Tensor | None):

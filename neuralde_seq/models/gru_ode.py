@@ -5,6 +5,7 @@ dh/ds = (1 − z) ⊙ (g − h) = GRU(X(s), h) − h with z, r, g the gates of
 `GRUCell` on [X(s), h]; h(t0) = 0, read at each sample's own final
 knot. Reads a `Control`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -99,8 +100,15 @@ class GRUODE(_ControlDrivenRNN):
 
     model_name = "GRU-ODE"
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, *, chrono_t_max: float | None = None,
-                 solver: SolverOptions | Method | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        *,
+        chrono_t_max: float | None = None,
+        solver: SolverOptions | Method | None = None,
+    ):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)

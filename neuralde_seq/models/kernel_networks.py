@@ -26,6 +26,7 @@ MAGNet (paper 001, from FlexConv, Romero et al. 2022a): a Multiplicative Anisotr
 mapping a relative position c in [-1, 1] to one kernel value per channel; with one input dimension
 "anisotropic" reduces to one Gaussian scale per hidden unit (see `MAGNet`).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,11 +36,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["WeightNormLinear", "SirenKernel", "MAGNet", "gaussian_mask", "cropped_length", "kernel_positions",
-           "largest_span"]
+__all__ = [
+    "WeightNormLinear",
+    "SirenKernel",
+    "MAGNet",
+    "gaussian_mask",
+    "cropped_length",
+    "kernel_positions",
+    "largest_span",
+]
 
 
 # ------------------------------------------------------------------------ SIREN kernel network (CKConv)
+
 
 class WeightNormLinear(nn.Module):
     """A linear layer with weight normalisation: effective weight W = g · v / ‖v‖ (row-wise norm).
@@ -95,8 +104,9 @@ class SirenKernel(nn.Module):
         weight_norm: weight-normalised layers (paper) or plain ``nn.Linear``.
     """
 
-    def __init__(self, out_channels: int, in_channels: int, hidden: int = 32, omega_0: float = 30.0,
-                 weight_norm: bool = True):
+    def __init__(
+        self, out_channels: int, in_channels: int, hidden: int = 32, omega_0: float = 30.0, weight_norm: bool = True
+    ):
         super().__init__()
         if hidden < 1:
             raise ValueError(f"hidden must be a positive integer, got {hidden!r}")
@@ -105,8 +115,9 @@ class SirenKernel(nn.Module):
         self.out_channels, self.in_channels = out_channels, in_channels
         self.hidden, self.omega_0 = hidden, float(omega_0)
         linear = WeightNormLinear if weight_norm else nn.Linear
-        self.layers = nn.ModuleList([linear(1, hidden), linear(hidden, hidden),
-                                     linear(hidden, out_channels * in_channels)])
+        self.layers = nn.ModuleList(
+            [linear(1, hidden), linear(hidden, hidden), linear(hidden, out_channels * in_channels)]
+        )
         self.reset_parameters()
 
     @torch.no_grad()
@@ -152,6 +163,7 @@ class SirenKernel(nn.Module):
 
 # ------------------------------------------------------------------------------------ relative positions
 
+
 def largest_span(times: torch.Tensor, points: torch.Tensor, default: float) -> float:
     """The largest t_last − t_first over the samples, counting the points where ``points`` is True.
 
@@ -172,6 +184,7 @@ def kernel_positions(kernel_size: int, dtype=None, device=None) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------- MAGNet and its mask (CCNN)
+
 
 def gaussian_mask(positions: torch.Tensor, mean: torch.Tensor, width: torch.Tensor) -> torch.Tensor:
     """The FlexConv Gaussian mask exp(-(c - mean)^2 / (2 width^2)); equals 1 at c = mean."""
@@ -221,16 +234,29 @@ class MAGNet(nn.Module):
     ``forward(positions)``: positions (L,) -> (L, out_channels).
     """
 
-    def __init__(self, out_channels: int, hidden: int = 32, layers: int = 3, omega_0: float = 10.0,
-                 alpha: float = 6.0, beta: float = 1.0, causal: bool = True, spread: float = 2.0):
+    def __init__(
+        self,
+        out_channels: int,
+        hidden: int = 32,
+        layers: int = 3,
+        omega_0: float = 10.0,
+        alpha: float = 6.0,
+        beta: float = 1.0,
+        causal: bool = True,
+        spread: float = 2.0,
+    ):
         super().__init__()
         if layers < 0 or hidden < 1 or out_channels < 1:
             raise ValueError("MAGNet needs out_channels >= 1, hidden >= 1 and layers >= 0")
         if omega_0 <= 0 or alpha <= 0 or beta <= 0:
             raise ValueError("omega_0, alpha and beta must be positive")
         n_filters = layers + 1
-        gamma = torch.stack([torch.distributions.Gamma(torch.tensor(alpha / (l + 1)), torch.tensor(beta))
-                             .sample((hidden,)) for l in range(n_filters)])                     # (L+1, H)
+        gamma = torch.stack(
+            [
+                torch.distributions.Gamma(torch.tensor(alpha / (l + 1)), torch.tensor(beta)).sample((hidden,))
+                for l in range(n_filters)
+            ]
+        )  # (L+1, H)
         if causal:
             mu = 1.0 - min(float(spread), 2.0) * torch.rand(n_filters, hidden)
         else:

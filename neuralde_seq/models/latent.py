@@ -46,6 +46,7 @@ posterior mean of z0. Rubanova et al. train classification jointly with the ELBO
 negative ELBO per observed value of reconstructing the last training batch's observations, so the
 trainer's ``penalty_weight`` adds it to the cross-entropy.
 """
+
 from __future__ import annotations
 
 import math
@@ -130,11 +131,26 @@ class LatentODE(nn.Module):
             one step per gap in the normalised time, checkpointed gradients).
     """
 
-    def __init__(self, in_channels: int, num_classes: int | None = None, latent: int = 16,
-                 encoder: str = "ode-rnn", hidden: int = 32, width: int = 64, depth: int = 1, *,
-                 heads: int = 4, rule: str | LearningRule = "delta", decoder_width: int = 64,
-                 decoder_depth: int = 1, noise_std: float | str = 0.1, samples: int = 1, iwae: bool = False,
-                 initial_posterior_std: float | None = 0.1, solver: SolverOptions | Method | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int | None = None,
+        latent: int = 16,
+        encoder: str = "ode-rnn",
+        hidden: int = 32,
+        width: int = 64,
+        depth: int = 1,
+        *,
+        heads: int = 4,
+        rule: str | LearningRule = "delta",
+        decoder_width: int = 64,
+        decoder_depth: int = 1,
+        noise_std: float | str = 0.1,
+        samples: int = 1,
+        iwae: bool = False,
+        initial_posterior_std: float | None = 0.1,
+        solver: SolverOptions | Method | None = None,
+    ):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("latent", latent)
@@ -152,9 +168,14 @@ class LatentODE(nn.Module):
             self.encoder = ODERFWP(in_channels, None, hidden, heads, rule, width, depth, solver=self.solver)
         self.to_posterior = nn.Sequential(nn.Linear(hidden, width), nn.Tanh(), nn.Linear(width, 2 * latent))
         if initial_posterior_std is not None:
-            if (isinstance(initial_posterior_std, bool) or not isinstance(initial_posterior_std, (int, float))
-                    or not initial_posterior_std > 0):
-                raise ValueError(f"initial_posterior_std must be a positive number or None, got {initial_posterior_std!r}")
+            if (
+                isinstance(initial_posterior_std, bool)
+                or not isinstance(initial_posterior_std, (int, float))
+                or not initial_posterior_std > 0
+            ):
+                raise ValueError(
+                    f"initial_posterior_std must be a positive number or None, got {initial_posterior_std!r}"
+                )
             with torch.no_grad():
                 cast(nn.Linear, self.to_posterior[-1]).bias[latent:] = 2 * math.log(initial_posterior_std)
         self.dynamics = ode_mlp(latent, decoder_width, decoder_depth)
@@ -188,8 +209,9 @@ class LatentODE(nn.Module):
         """
         check_input_type(self, observations, Observations)
         if observations.channels != self.in_channels:
-            raise ValueError(f"observations have {observations.channels} channels but the model expects "
-                             f"{self.in_channels}")
+            raise ValueError(
+                f"observations have {observations.channels} channels but the model expects {self.in_channels}"
+            )
         check_input_matches(self, observations)
         event = observations.mask.any(-1)
         if not bool(event.any(1).all()):
@@ -202,8 +224,9 @@ class LatentODE(nn.Module):
 
     # -- decoder ------------------------------------------------------------------------------------
 
-    def decode(self, z0: torch.Tensor, t0: torch.Tensor, times: torch.Tensor,
-               lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def decode(
+        self, z0: torch.Tensor, t0: torch.Tensor, times: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The mean o(z(t)) of the observations at each sample's own query times.
 
         Arguments:
@@ -217,10 +240,15 @@ class LatentODE(nn.Module):
         """
         N, Q = times.shape
         if z0.shape != (N, self.latent) or t0.shape != (N,):
-            raise ValueError(f"z0 must be ({N}, {self.latent}) and t0 ({N},) for times of shape {tuple(times.shape)}, "
-                             f"got {tuple(z0.shape)} and {tuple(t0.shape)}")
-        valid = torch.ones_like(times, dtype=torch.bool) if lengths is None else (
-            torch.arange(Q, device=times.device).unsqueeze(0) < lengths.to(times.device).unsqueeze(1))
+            raise ValueError(
+                f"z0 must be ({N}, {self.latent}) and t0 ({N},) for times of shape {tuple(times.shape)}, "
+                f"got {tuple(z0.shape)} and {tuple(t0.shape)}"
+            )
+        valid = (
+            torch.ones_like(times, dtype=torch.bool)
+            if lengths is None
+            else (torch.arange(Q, device=times.device).unsqueeze(0) < lengths.to(times.device).unsqueeze(1))
+        )
         times = torch.where(valid, times.to(z0.dtype), torch.zeros((), dtype=z0.dtype, device=z0.device))
         if bool(((times[:, 1:] < times[:, :-1]) & valid[:, 1:]).any()):
             raise ValueError("query times must be non-decreasing within each sample's length")
@@ -232,8 +260,9 @@ class LatentODE(nn.Module):
             outputs.append(self.output(z))
         return torch.stack(outputs, 1)
 
-    def predict(self, observations: Observations, times: torch.Tensor, lengths: torch.Tensor | None = None,
-                sample: bool = False) -> torch.Tensor:
+    def predict(
+        self, observations: Observations, times: torch.Tensor, lengths: torch.Tensor | None = None, sample: bool = False
+    ) -> torch.Tensor:
         """Predicted observations at arbitrary query times (interpolation, extrapolation).
 
         Arguments:
@@ -272,8 +301,14 @@ class LatentODE(nn.Module):
         density = -0.5 * _LOG_2PI - log_std - 0.5 * ((x - prediction) / log_std.exp()) ** 2
         return torch.where(mask, density, torch.zeros_like(density)).sum((-1, -2))
 
-    def elbo(self, observations: Observations, target: Observations | None = None, samples: int | None = None,
-             iwae: bool | None = None, kl_weight: float = 1.0) -> dict[str, torch.Tensor]:
+    def elbo(
+        self,
+        observations: Observations,
+        target: Observations | None = None,
+        samples: int | None = None,
+        iwae: bool | None = None,
+        kl_weight: float = 1.0,
+    ) -> dict[str, torch.Tensor]:
         """The evidence lower bound of ``target`` given the encoder's view ``observations``.
 
         Arguments:
@@ -302,8 +337,9 @@ class LatentODE(nn.Module):
         std = (0.5 * logvar).exp()
         eps = torch.randn((K,) + mean.shape, dtype=mean.dtype, device=mean.device)
         z0 = mean + eps * std  # (K, B, latent)
-        prediction = self.decode(z0.reshape(K * B, -1), t0.repeat(K), target.times.repeat(K, 1),
-                                 target.lengths.repeat(K)).view(K, B, *target.values.shape[1:])
+        prediction = self.decode(
+            z0.reshape(K * B, -1), t0.repeat(K), target.times.repeat(K, 1), target.lengths.repeat(K)
+        ).view(K, B, *target.values.shape[1:])
         log_lik = self.log_likelihood(prediction, target)  # (K, B)
         kl = gaussian_kl(mean, logvar)
         if iwae:
@@ -311,12 +347,20 @@ class LatentODE(nn.Module):
             log_posterior = (-0.5 * _LOG_2PI - 0.5 * logvar - 0.5 * eps * eps).sum(-1)
             log_ratio = log_prior - log_posterior
             bound = torch.logsumexp(log_lik + log_ratio, dim=0) - math.log(K)
-            objective = bound if kl_weight == 1 else torch.logsumexp(log_lik + kl_weight * log_ratio, dim=0) - math.log(K)
+            objective = (
+                bound if kl_weight == 1 else torch.logsumexp(log_lik + kl_weight * log_ratio, dim=0) - math.log(K)
+            )
         else:
             bound = log_lik.mean(0) - kl
             objective = bound if kl_weight == 1 else log_lik.mean(0) - kl_weight * kl
-        return dict(elbo=bound, objective=objective, log_likelihood=log_lik.mean(0), kl=kl,
-                    count=target.mask.sum((1, 2)), prediction=prediction.mean(0))
+        return dict(
+            elbo=bound,
+            objective=objective,
+            log_likelihood=log_lik.mean(0),
+            kl=kl,
+            count=target.mask.sum((1, 2)),
+            prediction=prediction.mean(0),
+        )
 
     def loss(self, observations: Observations, target: Observations | None = None, **options) -> torch.Tensor:
         """−Σ_b ELBO_b / Σ_b n_b: the negative ELBO per observed target value; with ``kl_weight`` β < 1 (an

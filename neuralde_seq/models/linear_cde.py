@@ -41,10 +41,11 @@ a linear readout of the mean of h over each sample's knots from the first to its
 authors' classifier, the default) or of h at its final knot (``readout="final"``). After a sample's end its increments are zero, so M = I and
 b = 0: each sample stops at its own end, whatever the padding.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -67,8 +68,10 @@ def _path_channels(channels: int, depth: int) -> int:
         return channels
     d = int(round((math.sqrt(8 * channels + 1) - 1) / 2))
     if d * (d + 1) // 2 != channels:
-        raise ValueError(f"a depth-2 log-signature in a Lyndon basis has d + d(d−1)/2 channels; {channels} is not "
-                         "such a number (an 'expand' basis, or window start values, are not read by LinearCDE)")
+        raise ValueError(
+            f"a depth-2 log-signature in a Lyndon basis has d + d(d−1)/2 channels; {channels} is not "
+            "such a number (an 'expand' basis, or window start values, are not read by LinearCDE)"
+        )
     return d
 
 
@@ -95,15 +98,18 @@ def control_depth_of(control: Control) -> int:
     if not control.piecewise_constant:
         return 1
     if any(name.startswith("start_") for name in control.channels_info):
-        raise ValueError("LinearCDE reads the windows' log-signatures only: build the control with "
-                         "window_start_values=False")
+        raise ValueError(
+            "LinearCDE reads the windows' log-signatures only: build the control with window_start_values=False"
+        )
     d = _window_start(control).shape[-1]
     if control.channels == d:
         return 1
     if control.channels == d + d * (d - 1) // 2:
         return 2
-    raise ValueError(f"LinearCDE reads log-signatures of depth 1 or 2 in a Lyndon basis: a {d}-channel path has "
-                     f"{d} or {d + d * (d - 1) // 2} terms, the control has {control.channels}")
+    raise ValueError(
+        f"LinearCDE reads log-signatures of depth 1 or 2 in a Lyndon basis: a {d}-channel path has "
+        f"{d} or {d + d * (d - 1) // 2} terms, the control has {control.channels}"
+    )
 
 
 def _pieces(control: Control) -> tuple[torch.Tensor, int]:
@@ -113,7 +119,7 @@ def _pieces(control: Control) -> tuple[torch.Tensor, int]:
     if control.piecewise_constant:
         terms = coeffs[:, :, 0]  # a window's log-signature over its unit length of s
     else:
-        gaps = (control.knots[1: pieces + 1] - control.knots[:pieces]).to(coeffs.dtype).view(1, -1, 1)
+        gaps = (control.knots[1 : pieces + 1] - control.knots[:pieces]).to(coeffs.dtype).view(1, -1, 1)
         terms = gaps * (coeffs[:, :, 1] + gaps * (coeffs[:, :, 2] + gaps * coeffs[:, :, 3]))
     active = torch.arange(pieces, device=coeffs.device).unsqueeze(0) < control.end_index.unsqueeze(1)
     return terms * active.unsqueeze(-1).to(terms.dtype), pieces
@@ -192,10 +198,20 @@ class LinearCDE(nn.Module):
     _pair_left: torch.Tensor
     _pair_right: torch.Tensor
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 64, structure: str = "diagonal",
-                 block_size: int | None = None, rank: int | None = None, scan: str = "auto",
-                 init_scale: float = 0.5, control_depth: int = 1, channel_scales: Sequence[float] | None = None,
-                 readout: str = "mean"):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 64,
+        structure: str = "diagonal",
+        block_size: int | None = None,
+        rank: int | None = None,
+        scan: str = "auto",
+        init_scale: float = 0.5,
+        control_depth: int = 1,
+        channel_scales: Sequence[float] | None = None,
+        readout: str = "mean",
+    ):
         super().__init__()
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
@@ -226,17 +242,28 @@ class LinearCDE(nn.Module):
         else:
             scales = torch.as_tensor(list(channel_scales), dtype=torch.float64)
             if scales.shape != (d,) or not bool(torch.isfinite(scales).all() and (scales > 0).all()):
-                raise ValueError(f"channel_scales must be {d} finite positive numbers (one per path channel), "
-                                 f"got {channel_scales!r}")
+                raise ValueError(
+                    f"channel_scales must be {d} finite positive numbers (one per path channel), got {channel_scales!r}"
+                )
             scales = scales.to(torch.get_default_dtype())
         self.in_channels, self.hidden, self.structure, self.block_size, self.rank, self.scan = (
-            in_channels, hidden, structure, block_size, rank, scan)
+            in_channels,
+            hidden,
+            structure,
+            block_size,
+            rank,
+            scan,
+        )
         self.control_depth, self.path_channels, self.readout_mode = control_depth, d, readout
         self.register_buffer("channel_scales", scales)
         block = block_size or 1  # block_size is given exactly with structure "block"
         width = {"diagonal": 1, "block": block, "dense": hidden, "dplr": 1}[structure]
-        shape = {"diagonal": (d, hidden), "dplr": (d, hidden), "block": (d, hidden // block, block, block),
-                 "dense": (d, hidden, hidden)}[structure]
+        shape = {
+            "diagonal": (d, hidden),
+            "dplr": (d, hidden),
+            "block": (d, hidden // block, block, block),
+            "dense": (d, hidden, hidden),
+        }[structure]
         self.A = nn.Parameter(torch.randn(shape) * (init_scale / math.sqrt(d * width)))
         if structure == "dplr":
             assert rank is not None  # required with structure "dplr" (checked above)
@@ -364,8 +391,10 @@ class LinearCDE(nn.Module):
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
         depth = control_depth_of(control)
         if depth != self.control_depth:
-            raise ValueError(f"the model reads depth-{self.control_depth} controls, the control has depth {depth} "
-                             f"(create it with control_depth={depth})")
+            raise ValueError(
+                f"the model reads depth-{self.control_depth} controls, the control has depth {depth} "
+                f"(create it with control_depth={depth})"
+            )
         check_input_matches(self, control)
         terms, h0 = self.scan_inputs(control)
         M, b = self.step_maps(terms.transpose(0, 1))
@@ -425,12 +454,15 @@ class LinearCDE(nn.Module):
         """
         flat = self.A.reshape(self.path_channels, -1)
         if self.structure == "dplr":
-            flat = torch.cat([flat, self.U.reshape(self.path_channels, -1), self.V.reshape(self.path_channels, -1)],
-                             dim=1)
+            flat = torch.cat(
+                [flat, self.U.reshape(self.path_channels, -1), self.V.reshape(self.path_channels, -1)], dim=1
+            )
         return flat.norm(dim=1).mean()
 
     def extra_repr(self) -> str:
         """The structure, scan and depth, shown by ``print(module)``."""
         extra = {"block": f", block_size={self.block_size}", "dplr": f", rank={self.rank}"}.get(self.structure, "")
-        return (f"structure={self.structure!r}{extra}, hidden={self.hidden}, scan={self.scan!r}, "
-                f"control_depth={self.control_depth}, readout={self.readout_mode!r}")
+        return (
+            f"structure={self.structure!r}{extra}, hidden={self.hidden}, scan={self.scan!r}, "
+            f"control_depth={self.control_depth}, readout={self.readout_mode!r}"
+        )

@@ -76,6 +76,7 @@ the path's first point (``control.initial_value``), as the NRDE's. `NeuralCDE.pe
 regulariser and ``field_init_scale`` its initialisation (the authors divide the field's weights and biases by 1000);
 docs/log_ncde.md has the cost and usage.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,9 +94,19 @@ from ..signatures import logsignature_channels
 from ..solvers import Method, SolverOptions, solve, solver_options
 from .linear_cde import _pieces
 
-__all__ = ["CDEVectorField", "BasisCDEVectorField", "LogODEVectorField", "NeuralCDE", "NCDE_FORMS",
-           "NCDE_INITIAL_STATES", "ACTIVATIONS", "ACTIVATION_SLOPES", "log_ode_path_channels", "roughness_scales",
-           "CONTROL_ROUGHNESS_BUDGET"]
+__all__ = [
+    "CDEVectorField",
+    "BasisCDEVectorField",
+    "LogODEVectorField",
+    "NeuralCDE",
+    "NCDE_FORMS",
+    "NCDE_INITIAL_STATES",
+    "ACTIVATIONS",
+    "ACTIVATION_SLOPES",
+    "log_ode_path_channels",
+    "roughness_scales",
+    "CONTROL_ROUGHNESS_BUDGET",
+]
 
 NCDE_FORMS = ("cde", "rde", "log-ode")
 NCDE_INITIAL_STATES = ("input", "first_window", "zeros")
@@ -113,8 +124,12 @@ def _silu_slope(pre: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
 
 
 # The derivative of each activation, from its input and output: the forward-mode step of `column_derivative_sum`.
-ACTIVATION_SLOPES = {"relu": lambda pre, post: (pre > 0).to(pre.dtype), "softplus": _softplus_slope,
-                     "tanh": lambda pre, post: 1 - post * post, "silu": _silu_slope}
+ACTIVATION_SLOPES = {
+    "relu": lambda pre, post: (pre > 0).to(pre.dtype),
+    "softplus": _softplus_slope,
+    "tanh": lambda pre, post: 1 - post * post,
+    "silu": _silu_slope,
+}
 
 
 class CDEVectorField(nn.Module):
@@ -217,8 +232,17 @@ class BasisCDEVectorField(nn.Module):
     needs_derivative = True
     needs_time = True
 
-    def __init__(self, hidden: int, in_channels: int, width: int, depth: int, activation: str, basis,
-                 time_range: tuple[float, float] | None, num_bases: int | None = None):
+    def __init__(
+        self,
+        hidden: int,
+        in_channels: int,
+        width: int,
+        depth: int,
+        activation: str,
+        basis,
+        time_range: tuple[float, float] | None,
+        num_bases: int | None = None,
+    ):
         super().__init__()
         plain = CDEVectorField(hidden, in_channels, width, depth, activation)  # checks the sizes and activation
         basis = make_basis(basis, num_bases)
@@ -275,12 +299,15 @@ class BasisCDEVectorField(nn.Module):
 def _check_control_depth(control_depth) -> int:
     """control_depth as the log-ODE form reads it: 1 or 2, or a ValueError saying why not."""
     if isinstance(control_depth, bool) or not isinstance(control_depth, int) or control_depth < 1:
-        raise ValueError(f"control_depth must be 1 or 2 (the log-signature depth of the windows read), got "
-                         f"{control_depth!r}")
+        raise ValueError(
+            f"control_depth must be 1 or 2 (the log-signature depth of the windows read), got {control_depth!r}"
+        )
     if control_depth > 2:
-        raise ValueError(f"control_depth={control_depth}: the log-ODE step at depth {control_depth} needs brackets of "
-                         "brackets ([f_i, [f_j, f_k]], ...), which are not implemented; build the control with depth "
-                         "1 or 2")
+        raise ValueError(
+            f"control_depth={control_depth}: the log-ODE step at depth {control_depth} needs brackets of "
+            "brackets ([f_i, [f_j, f_k]], ...), which are not implemented; build the control with depth "
+            "1 or 2"
+        )
     return control_depth
 
 
@@ -309,9 +336,11 @@ def log_ode_path_channels(channels: int, control_depth: int) -> int:
         d += 1
     if d + d * (d - 1) // 2 != channels:
         below = d - 1 + (d - 1) * (d - 2) // 2
-        raise ValueError(f"a depth-2 log-signature in a Lyndon basis has d + d(d−1)/2 channels (d the path's), and "
-                         f"{channels} is none ({below} for d={d - 1}, {d + d * (d - 1) // 2} for d={d}): the log-ODE "
-                         "form reads the increments and Lévy areas only (no 'expand' basis, no window start values)")
+        raise ValueError(
+            f"a depth-2 log-signature in a Lyndon basis has d + d(d−1)/2 channels (d the path's), and "
+            f"{channels} is none ({below} for d={d - 1}, {d + d * (d - 1) // 2} for d={d}): the log-ODE "
+            "form reads the increments and Lévy areas only (no 'expand' basis, no window start values)"
+        )
     return d
 
 
@@ -367,8 +396,9 @@ class LogODEVectorField(nn.Module):
         self.register_buffer("_rows", rows, persistent=False)
         self.register_buffer("_cols", cols, persistent=False)
 
-    def forward(self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor,
-                s: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, z: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor, s: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The rate of z on a window.
 
         Arguments:
@@ -384,8 +414,10 @@ class LogODEVectorField(nn.Module):
             ValueError: ``dx`` without the channels of this depth.
         """
         if dx.shape[-1] != self.channels:
-            raise ValueError(f"dx has {dx.shape[-1]} channels, but a depth-{self.control_depth} log-signature of a "
-                             f"{self.path_channels}-channel path has {self.channels}")
+            raise ValueError(
+                f"dx has {dx.shape[-1]} channels, but a depth-{self.control_depth} log-signature of a "
+                f"{self.path_channels}-channel path has {self.channels}"
+            )
         d = self.path_channels
         field = self.field
         matrix = (lambda state: field.matrix(state, s)) if self.needs_time else field.matrix
@@ -414,6 +446,7 @@ class LogODEVectorField(nn.Module):
         Returns:
             (B, H).
         """
+
         def derivative_along(tangent):
             return jvp(matrix, (z,), (tangent,))[1]
 
@@ -435,29 +468,39 @@ def _check_log_ode_control(control: Control, needs_initial_value: bool = True) -
     """Refuse, with what to do instead, a control the log-ODE form cannot read (``needs_initial_value``: a model
     starting from the path's first point, or the registry reading the path's channels from it)."""
     if not control.piecewise_constant:
-        raise ValueError("form='log-ode' (Log-NCDE) reads log-signature windows (build_control(interpolation='logsignature', "
-                         "depth=1 or 2)), but got an interpolated control; use form='cde' for an NCDE on it")
+        raise ValueError(
+            "form='log-ode' (Log-NCDE) reads log-signature windows (build_control(interpolation='logsignature', "
+            "depth=1 or 2)), but got an interpolated control; use form='cde' for an NCDE on it"
+        )
     if any(name.startswith("start_") for name in control.channels_info):
-        raise ValueError("form='log-ode' reads the windows' log-signatures only, but this control also carries the "
-                         "path's values at the windows' starts: build it with window_start_values=False")
+        raise ValueError(
+            "form='log-ode' reads the windows' log-signatures only, but this control also carries the "
+            "path's values at the windows' starts: build it with window_start_values=False"
+        )
     if control.initial_value is None:
         if needs_initial_value:
-            raise ValueError("form='log-ode' starts from the path's first point (and reads the path's channels from "
-                             "it), which this log-signature control does not carry (control.initial_value): build it "
-                             "with build_control(interpolation='logsignature'), or use initial_state='first_window' or "
-                             "'zeros'")
+            raise ValueError(
+                "form='log-ode' starts from the path's first point (and reads the path's channels from "
+                "it), which this log-signature control does not carry (control.initial_value): build it "
+                "with build_control(interpolation='logsignature'), or use initial_state='first_window' or "
+                "'zeros'"
+            )
         return  # its channel count is checked against the model's
     d = control.initial_value.shape[-1]
     depth = _log_ode_depth(d, control.channels)
     if depth > 2:
-        raise ValueError(f"control has depth-{depth} log-signature windows of a {d}-channel path: the log-ODE step "
-                         f"at depth {depth} needs brackets of brackets ([f_i, [f_j, f_k]], ...), which are not "
-                         "implemented; build the control with depth 1 or 2")
+        raise ValueError(
+            f"control has depth-{depth} log-signature windows of a {d}-channel path: the log-ODE step "
+            f"at depth {depth} needs brackets of brackets ([f_i, [f_j, f_k]], ...), which are not "
+            "implemented; build the control with depth 1 or 2"
+        )
     if depth == 0:
-        raise ValueError(f"control has {control.channels} channels, which is no log-signature of a {d}-channel path in "
-                         f"a Lyndon basis ({d} at depth 1, {d + d * (d - 1) // 2} at depth 2): the log-ODE form reads "
-                         "the increments and Lévy areas (logsig_basis='lyndon_brackets' or 'lyndon_words', not "
-                         "'expand')")
+        raise ValueError(
+            f"control has {control.channels} channels, which is no log-signature of a {d}-channel path in "
+            f"a Lyndon basis ({d} at depth 1, {d + d * (d - 1) // 2} at depth 2): the log-ODE form reads "
+            "the increments and Lévy areas (logsig_basis='lyndon_brackets' or 'lyndon_words', not "
+            "'expand')"
+        )
 
 
 # The quadratic variation, summed over the control's channels and averaged over the training samples, that the path a
@@ -508,8 +551,10 @@ def _check_control_scales(control_scales, channels: int) -> torch.Tensor:
     except (TypeError, ValueError):
         scales = None
     if scales is None or scales.numel() != channels or not bool(torch.isfinite(scales).all() & (scales > 0).all()):
-        raise ValueError(f"control_scales must be one positive finite number or {channels} of them (one per control "
-                         f"channel), got {control_scales!r}")
+        raise ValueError(
+            f"control_scales must be one positive finite number or {channels} of them (one per control "
+            f"channel), got {control_scales!r}"
+        )
     return scales
 
 
@@ -581,31 +626,55 @@ class NeuralCDE(nn.Module):
 
     control_scales: torch.Tensor | None  # a buffer: (in_channels,) or None
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 2, *,
-                 form: str = "cde", solver: SolverOptions | Method | None = None, initial_state: str = "input",
-                 initial_channels: int | None = None, activation: str = "relu", basis=None,
-                 num_bases: int | None = None, basis_time_range: tuple[float, float] | None = None,
-                 control_depth: int | None = None, field_init_scale: float = 1.0, control_scales=None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        width: int = 64,
+        depth: int = 2,
+        *,
+        form: str = "cde",
+        solver: SolverOptions | Method | None = None,
+        initial_state: str = "input",
+        initial_channels: int | None = None,
+        activation: str = "relu",
+        basis=None,
+        num_bases: int | None = None,
+        basis_time_range: tuple[float, float] | None = None,
+        control_depth: int | None = None,
+        field_init_scale: float = 1.0,
+        control_scales=None,
+    ):
         super().__init__()
         check_num_outputs(num_classes)
         if form not in NCDE_FORMS:
-            raise ValueError(f"form must be 'cde' (interpolated control), 'rde' (log-signature control read as the "
-                             f"field's input) or 'log-ode' (log-signature windows by the log-ODE method), got {form!r}")
+            raise ValueError(
+                f"form must be 'cde' (interpolated control), 'rde' (log-signature control read as the "
+                f"field's input) or 'log-ode' (log-signature windows by the log-ODE method), got {form!r}"
+            )
         if initial_state not in NCDE_INITIAL_STATES:
             raise ValueError(f"initial_state must be one of {NCDE_INITIAL_STATES}, got {initial_state!r}")
         if initial_state == "input" and form == "rde" and initial_channels is None:
-            raise ValueError("form='rde' with initial_state='input' reads the path's first point, which is not one of "
-                             "the log-signature channels: give initial_channels (the path's channels), or use "
-                             "initial_state='first_window' or 'zeros'")
-        if isinstance(field_init_scale, bool) or not isinstance(field_init_scale, (int, float)) or not (
-                0 < field_init_scale < float("inf")):
+            raise ValueError(
+                "form='rde' with initial_state='input' reads the path's first point, which is not one of "
+                "the log-signature channels: give initial_channels (the path's channels), or use "
+                "initial_state='first_window' or 'zeros'"
+            )
+        if (
+            isinstance(field_init_scale, bool)
+            or not isinstance(field_init_scale, (int, float))
+            or not (0 < field_init_scale < float("inf"))
+        ):
             raise ValueError(f"field_init_scale must be a positive number, got {field_init_scale!r}")
         field_channels = in_channels
         if form == "log-ode":
             if control_depth is None:
-                raise ValueError("form='log-ode' needs control_depth (1 or 2): the log-signature depth of the windows "
-                                 "it reads, which their channel count alone does not fix (3 channels are a 3-channel "
-                                 "path at depth 1 or a 2-channel path at depth 2)")
+                raise ValueError(
+                    "form='log-ode' needs control_depth (1 or 2): the log-signature depth of the windows "
+                    "it reads, which their channel count alone does not fix (3 channels are a 3-channel "
+                    "path at depth 1 or a 2-channel path at depth 2)"
+                )
             field_channels = log_ode_path_channels(in_channels, control_depth)
             if initial_state == "input" and initial_channels is None:
                 initial_channels = field_channels
@@ -616,19 +685,26 @@ class NeuralCDE(nn.Module):
         if basis is None:
             self.field = CDEVectorField(hidden, field_channels, width, depth, activation)
         else:
-            self.field = BasisCDEVectorField(hidden, field_channels, width, depth, activation,
-                                             make_basis(basis, num_bases), time_range)
+            self.field = BasisCDEVectorField(
+                hidden, field_channels, width, depth, activation, make_basis(basis, num_bases), time_range
+            )
         if field_init_scale != 1:
             with torch.no_grad():
                 for parameter in self.field.parameters():
                     parameter.mul_(field_init_scale)
         if control_scales is not None and form == "log-ode":
             # its level-2 terms enter through brackets, and would need the products of their channels' scales
-            raise ValueError("control_scales is read by form='cde' and 'rde' only; the log-ODE form starts near the "
-                             "identity through field_init_scale instead: drop control_scales")
+            raise ValueError(
+                "control_scales is read by form='cde' and 'rde' only; the log-ODE form starts near the "
+                "identity through field_init_scale instead: drop control_scales"
+            )
         # a buffer: saved with the weights, so a reloaded model reads the path in the units it was trained in
-        self.register_buffer("control_scales", None if control_scales is None
-                             else _check_control_scales(control_scales, in_channels).to(torch.get_default_dtype()))
+        self.register_buffer(
+            "control_scales",
+            None
+            if control_scales is None
+            else _check_control_scales(control_scales, in_channels).to(torch.get_default_dtype()),
+        )
         self.form = form
         self.control_depth = control_depth
         self.path_channels = field_channels if form == "log-ode" else None
@@ -665,8 +741,10 @@ class NeuralCDE(nn.Module):
                 more, or in the "expand" basis.
         """
         if not isinstance(control, Control):
-            raise TypeError(f"control must be a neuralde_seq Control (build_control(interpolation='logsignature')), got "
-                            f"{type(control).__name__}")
+            raise TypeError(
+                f"control must be a neuralde_seq Control (build_control(interpolation='logsignature')), got "
+                f"{type(control).__name__}"
+            )
         _check_log_ode_control(control)
         assert control.initial_value is not None  # refused without it
         d = control.initial_value.shape[-1]
@@ -690,29 +768,40 @@ class NeuralCDE(nn.Module):
                 defines no such bound.
         """
         if not isinstance(self.field, CDEVectorField):
-            raise ValueError("penalty() is the Lip(2) bound of a time-independent field; this NeuralCDE's weights are "
-                             "basis expansions in time (basis=...)")
-        terms = [layer.weight.norm(dim=1).mean() + layer.bias.norm() for layer in self.field.net
-                 if isinstance(layer, nn.Linear)]
+            raise ValueError(
+                "penalty() is the Lip(2) bound of a time-independent field; this NeuralCDE's weights are "
+                "basis expansions in time (basis=...)"
+            )
+        terms = [
+            layer.weight.norm(dim=1).mean() + layer.bias.norm()
+            for layer in self.field.net
+            if isinstance(layer, nn.Linear)
+        ]
         return sum(terms[1:], terms[0])  # summed in the layers' order
 
     def _check(self, control: Control) -> None:
         check_input_type(self, control, Control)
         if self.form == "rde" and not control.piecewise_constant:
-            raise ValueError("this model was built with form='rde' (NRDE) and needs a log-signature control "
-                             "(build_control(interpolation='logsignature')), but got an interpolated control")
+            raise ValueError(
+                "this model was built with form='rde' (NRDE) and needs a log-signature control "
+                "(build_control(interpolation='logsignature')), but got an interpolated control"
+            )
         if self.form == "cde" and control.piecewise_constant:
-            raise ValueError("this model was built with form='cde' (NCDE) and needs an interpolated control, but got "
-                             "log-signature windows; build the model with form='rde' for an NRDE, or form='log-ode' "
-                             "for a Log-NCDE")
+            raise ValueError(
+                "this model was built with form='cde' (NCDE) and needs an interpolated control, but got "
+                "log-signature windows; build the model with form='rde' for an NRDE, or form='log-ode' "
+                "for a Log-NCDE"
+            )
         if self.form == "log-ode":
             _check_log_ode_control(control, needs_initial_value=self.initial_state == "input")
             d = None if control.initial_value is None else control.initial_value.shape[-1]
             if d is not None and (d != self.path_channels or control.channels != self.in_channels):
-                raise ValueError(f"control has depth-{_log_ode_depth(d, control.channels)} log-signature windows of a "
-                                 f"{d}-channel path ({control.channels} channels), but "
-                                 f"the model reads depth-{self.control_depth} windows of a "
-                                 f"{self.path_channels}-channel path ({self.in_channels} channels)")
+                raise ValueError(
+                    f"control has depth-{_log_ode_depth(d, control.channels)} log-signature windows of a "
+                    f"{d}-channel path ({control.channels} channels), but "
+                    f"the model reads depth-{self.control_depth} windows of a "
+                    f"{self.path_channels}-channel path ({self.in_channels} channels)"
+                )
         if control.channels != self.in_channels:
             raise ValueError(f"control has {control.channels} channels but the model expects {self.in_channels}")
         check_input_matches(self, control)
@@ -739,14 +828,18 @@ class NeuralCDE(nn.Module):
         if control.piecewise_constant:
             point = getattr(control, "initial_value", None)
             if point is None:
-                raise ValueError("initial_state='input' for an NRDE needs the path's first point, but this log-signature "
-                                 "control does not carry it (control.initial_value); use initial_state='first_window' "
-                                 "or 'zeros'")
+                raise ValueError(
+                    "initial_state='input' for an NRDE needs the path's first point, but this log-signature "
+                    "control does not carry it (control.initial_value); use initial_state='first_window' "
+                    "or 'zeros'"
+                )
         else:
             point = control.evaluate(s0)
         if point.shape[-1] != self.initial_channels:
-            raise ValueError(f"the initial point has {point.shape[-1]} channels but the model expects "
-                             f"initial_channels={self.initial_channels}")
+            raise ValueError(
+                f"the initial point has {point.shape[-1]} channels but the model expects "
+                f"initial_channels={self.initial_channels}"
+            )
         return self.initial(point)
 
     def hidden_states(self, control: Control, at_knots: bool = False, z0: torch.Tensor | None = None):
@@ -771,7 +864,7 @@ class NeuralCDE(nn.Module):
             dynamics = _ScaledControl(dynamics, self.control_scales)
         return solve(dynamics, control, z0, self.solver, at_knots=at_knots)
 
-    def project_bases(self, target) -> "NeuralCDE":
+    def project_bases(self, target) -> NeuralCDE:
         """A copy whose field's weights are L2-projected onto another basis (`neuralde_seq.basis.project_module`).
 
         Arguments:

@@ -13,6 +13,7 @@ all-NaN rows (query times).
 It reads `Observations` with the conventions of
 `recurrent` (what an observation is, Δt, the mask input, the empirical mean).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,15 @@ import torch
 
 from ..observations import Observations
 from ..solvers import Method, SolverOptions, evolve_over_gaps, solver_options
-from .recurrent import (FILL_POLICIES, GRUCell, _ObservationModel, _positive_int, ode_mlp,
-                        state_after_last_observation, walk_observations)
+from .recurrent import (
+    FILL_POLICIES,
+    GRUCell,
+    _ObservationModel,
+    _positive_int,
+    ode_mlp,
+    state_after_last_observation,
+    walk_observations,
+)
 
 __all__ = ["ODERNN"]
 
@@ -51,17 +59,29 @@ class ODERNN(_ObservationModel):
     ``forward(observations)`` gives logits (B, num_classes) from h after each sample's last observation.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, width: int = 64, depth: int = 1, *,
-                 solver: SolverOptions | Method | None = None, fill: str = "zero",
-                 chrono_t_max: float | None = None,
-                 time_unit: float = 1.0):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        width: int = 64,
+        depth: int = 1,
+        *,
+        solver: SolverOptions | Method | None = None,
+        fill: str = "zero",
+        chrono_t_max: float | None = None,
+        time_unit: float = 1.0,
+    ):
         super().__init__(in_channels, num_classes, hidden)
         _positive_int("width", width)
         _positive_int("depth", depth, minimum=0)
         if fill not in FILL_POLICIES:
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {fill!r}")
-        if isinstance(time_unit, bool) or not isinstance(time_unit, (int, float)) or not (
-                math.isfinite(time_unit) and time_unit > 0):
+        if (
+            isinstance(time_unit, bool)
+            or not isinstance(time_unit, (int, float))
+            or not (math.isfinite(time_unit) and time_unit > 0)
+        ):
             raise ValueError(f"time_unit must be a positive finite number, got {time_unit!r}")
         self.time_unit = float(time_unit)
         self.fill = fill

@@ -36,6 +36,7 @@ the mean of the observed values *in the current batch* is used: a sample's answe
 other samples of its batch, so set it for reproducible evaluation. Channels with no observed value
 raise an error; nothing is silently zero-filled.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,8 +44,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..gates import check_t_max, chrono_bias
+from ..input_checks import check_input_matches, check_input_type, check_num_outputs
 from ..observations import Observations
 
 __all__ = ["GRUCell", "FILL_POLICIES", "walk_observations", "state_after_last_observation", "ode_mlp"]
@@ -80,8 +81,7 @@ class GRUCell(nn.Module):
         if chrono_t_max is not None:  # drawn last: every other parameter is initialised as without it
             keep_bias = self.input.bias[:hidden_size]
             with torch.no_grad():
-                keep_bias.copy_(chrono_bias(hidden_size, chrono_t_max, dtype=keep_bias.dtype,
-                                            device=keep_bias.device))
+                keep_bias.copy_(chrono_bias(hidden_size, chrono_t_max, dtype=keep_bias.dtype, device=keep_bias.device))
 
     def gates(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(z, r, g), each (B, hidden)."""
@@ -104,6 +104,7 @@ class GRUCell(nn.Module):
 
 # ---------------------------------------------------------------------------------------------------
 # the base of the models on raw observations (GRU-Δt, GRU-D, ODE-RNN, ODE-RFWP)
+
 
 class _ObservationModel(nn.Module):
     """Input checks, the empirical mean and the walk over the observations, shared by the RNNs."""
@@ -133,8 +134,10 @@ class _ObservationModel(nn.Module):
         count = mask.sum(dim=(0, 1))
         if (count == 0).any():
             bad = torch.nonzero(count == 0).flatten().tolist()
-            raise ValueError(f"channel(s) {bad} have no observed value, so their empirical mean is undefined; call "
-                             "set_empirical_mean with data that observes every channel")
+            raise ValueError(
+                f"channel(s) {bad} have no observed value, so their empirical mean is undefined; call "
+                "set_empirical_mean with data that observes every channel"
+            )
         values = torch.where(mask, observations.values, torch.zeros_like(observations.values))
         return values.sum(dim=(0, 1)) / count.to(values.dtype)
 
@@ -147,8 +150,9 @@ class _ObservationModel(nn.Module):
     def _check(self, observations: Observations) -> None:
         check_input_type(self, observations, Observations)
         if observations.channels != self.in_channels:
-            raise ValueError(f"observations have {observations.channels} channels but the model expects "
-                             f"{self.in_channels}")
+            raise ValueError(
+                f"observations have {observations.channels} channels but the model expects {self.in_channels}"
+            )
         check_input_matches(self, observations)
 
     @staticmethod
@@ -187,6 +191,7 @@ class _ObservationModel(nn.Module):
 
 # ---------------------------------------------------------------------------------------------------
 # an ODE between observations (ODE-RNN, ODE-RFWP, the Latent ODEs' encoders)
+
 
 def ode_mlp(hidden: int, width: int, depth: int, activation: type[nn.Module] = nn.Tanh) -> nn.Module:
     """f of ODE-RNN: Linear(hidden → width), act, (depth − 1) × [Linear(width → width), act],
@@ -250,7 +255,6 @@ def state_after_last_observation(observations: Observations, walk) -> tuple[torc
         if final is None:
             final = state
         else:
-            final = tuple(torch.where(event[:, i].view(-1, *([1] * (s.dim() - 1))), s, f)
-                          for s, f in zip(state, final))
+            final = tuple(torch.where(event[:, i].view(-1, *([1] * (s.dim() - 1))), s, f) for s, f in zip(state, final))
     assert final is not None  # validated observations have at least one time step
     return final

@@ -41,6 +41,7 @@ evolved from t_{n−1}); they differ in which state is returned: `ODERFWP.row_st
 anyway, ``order`` picks what ``hidden_sequence`` returns. For the classifier (final state after the last
 observation) they coincide.
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,8 +52,7 @@ from ..observations import Observations
 from ..rules import LearningRule, make_rule
 from ..solvers import Method, SolverOptions, evolve_over_gaps, solver_options
 from .fast_weights import FeedForward
-from .recurrent import (_ObservationModel, _positive_int, ode_mlp, state_after_last_observation,
-                        walk_observations)
+from .recurrent import _ObservationModel, _positive_int, ode_mlp, state_after_last_observation, walk_observations
 
 __all__ = ["RFWPCell", "ODERFWP", "ORDERS", "QUERY_SOURCES"]
 
@@ -76,8 +76,17 @@ class RFWPCell(nn.Module):
             that σ(β) writes over 2 to chrono_t_max steps.
     """
 
-    def __init__(self, input_size: int, hidden: int, heads: int = 4, rule: str | LearningRule = "delta", *,
-                 d_ff: int | None = None, query_from: str = "state", chrono_t_max: float | None = None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden: int,
+        heads: int = 4,
+        rule: str | LearningRule = "delta",
+        *,
+        d_ff: int | None = None,
+        query_from: str = "state",
+        chrono_t_max: float | None = None,
+    ):
         super().__init__()
         _positive_int("input_size", input_size)
         _positive_int("hidden", hidden)
@@ -128,8 +137,9 @@ class RFWPCell(nn.Module):
         """
         a = self.input_norm(self.input_proj(x))
         m = self.merge(torch.cat([a, u], dim=-1))
-        k, v, beta = self.slow(m).view(-1, self.heads, 2 * self.head_dim + 1).split(
-            (self.head_dim, self.head_dim, 1), dim=-1)
+        k, v, beta = (
+            self.slow(m).view(-1, self.heads, 2 * self.head_dim + 1).split((self.head_dim, self.head_dim, 1), dim=-1)
+        )
         q = self.query(m if self.query_from == "state" else a).view(-1, self.heads, self.head_dim)
         return k, v, beta, q
 
@@ -145,11 +155,14 @@ class RFWPCell(nn.Module):
             (h, W_new): (B, hidden) and (B, heads, d, d).
         """
         if x.dim() != 2 or u.shape != (x.shape[0], self.hidden):
-            raise ValueError(f"x must be (B, input_size) and u (B, {self.hidden}), got {tuple(x.shape)}, "
-                             f"{tuple(u.shape)}")
+            raise ValueError(
+                f"x must be (B, input_size) and u (B, {self.hidden}), got {tuple(x.shape)}, {tuple(u.shape)}"
+            )
         if W.shape != (x.shape[0], self.heads, self.head_dim, self.head_dim):
-            raise ValueError(f"W must have shape ({x.shape[0]}, {self.heads}, {self.head_dim}, {self.head_dim}), "
-                             f"got {tuple(W.shape)}")
+            raise ValueError(
+                f"W must have shape ({x.shape[0]}, {self.heads}, {self.head_dim}, {self.head_dim}), "
+                f"got {tuple(W.shape)}"
+            )
         k, v, beta, q = self.generate(x, u)
         W = self.rule.discrete_step(W, k, v, beta)
         y = (W @ self.rule.activate_key(q).unsqueeze(-1)).squeeze(-1)  # (B, heads, d)
@@ -183,11 +196,23 @@ class ODERFWP(_ObservationModel):
     `row_states` and `hidden_sequence` give the states at every row.
     """
 
-    def __init__(self, in_channels: int, num_classes: int | None = None, hidden: int = 32, heads: int = 4,
-                 rule: str | LearningRule = "delta", width: int = 64, depth: int = 1, *, d_ff: int | None = None,
-                 order: str = "evolve_update", query_from: str = "state",
-                 solver: SolverOptions | Method | None = None, chrono_t_max: float | None = None,
-                 output_norm: bool | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int | None = None,
+        hidden: int = 32,
+        heads: int = 4,
+        rule: str | LearningRule = "delta",
+        width: int = 64,
+        depth: int = 1,
+        *,
+        d_ff: int | None = None,
+        order: str = "evolve_update",
+        query_from: str = "state",
+        solver: SolverOptions | Method | None = None,
+        chrono_t_max: float | None = None,
+        output_norm: bool | None = None,
+    ):
         super().__init__(in_channels, 2 if num_classes is None else num_classes, hidden)
         if num_classes is None:
             self.readout = None
@@ -202,8 +227,9 @@ class ODERFWP(_ObservationModel):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
         self.order = order
-        self.cell = RFWPCell(2 * in_channels, hidden, heads, rule, d_ff=d_ff, query_from=query_from,
-                             chrono_t_max=chrono_t_max)
+        self.cell = RFWPCell(
+            2 * in_channels, hidden, heads, rule, d_ff=d_ff, query_from=query_from, chrono_t_max=chrono_t_max
+        )
         self.f = ode_mlp(hidden, width, depth)
         self.solver = solver_options(solver)
 

@@ -43,17 +43,27 @@ the normalisation statistics and the pooling read valid points only: a sample's 
 not depend on how much the batch is padded. Readout: ReLU, the mean over the sample's valid points, a linear
 head.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..basis import (BASIS_NAMES, BasisConv1d, BasisModule, Legendre, expand, fit_to_points, make_basis, project,
-                     project_module)
-from ..solvers.fixed_step import FIXED_STEP_METHODS, TABLEAUS, weighted_sum
+from ..basis import (
+    BASIS_NAMES,
+    BasisConv1d,
+    BasisModule,
+    Legendre,
+    expand,
+    fit_to_points,
+    make_basis,
+    project,
+    project_module,
+)
 from ..input_checks import check_model_input, check_num_outputs
 from ..observations import Observations
+from ..solvers.fixed_step import FIXED_STEP_METHODS, TABLEAUS, weighted_sum
 from .ckconv import grid_inputs
 from .recurrent import _positive_int
 
@@ -83,8 +93,7 @@ class StatefulNorm(BasisModule):
 
     expanded = ("weight", "bias", "running_mean", "running_log_var")
 
-    def __init__(self, channels: int, basis, num_bases: int | None = None, momentum: float = 0.1,
-                 eps: float = 1e-5):
+    def __init__(self, channels: int, basis, num_bases: int | None = None, momentum: float = 0.1, eps: float = 1e-5):
         super().__init__(make_basis(basis, num_bases))
         self.channels = _positive_int("channels", channels)
         if not 0 < momentum <= 1:
@@ -134,11 +143,15 @@ class StatefulNorm(BasisModule):
             ValueError: x not (B, C, T), or a mask of another shape.
         """
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[1] != self.channels:
-            raise ValueError(f"x must be a tensor (batch, {self.channels}, length), got "
-                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+            raise ValueError(
+                f"x must be a tensor (batch, {self.channels}, length), got "
+                f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
         if mask is not None and (mask.shape != (x.shape[0], x.shape[2]) or mask.dtype != torch.bool):
-            raise ValueError(f"mask must be a bool tensor of shape {(x.shape[0], x.shape[2])}, got "
-                             f"{getattr(mask, 'dtype', None)} {tuple(getattr(mask, 'shape', ()))}")
+            raise ValueError(
+                f"mask must be a bool tensor of shape {(x.shape[0], x.shape[2])}, got "
+                f"{getattr(mask, 'dtype', None)} {tuple(getattr(mask, 'shape', ()))}"
+            )
         # φ(u) on the host, then moved (no device synchronisation); the coefficients follow x's dtype.
         phi = self.basis(float(u), side).to(dtype=x.dtype, device=x.device)
         scale, shift = phi @ self.weight, phi @ self.bias
@@ -161,8 +174,10 @@ class StatefulNorm(BasisModule):
         if not self._recorded:
             return
         points = torch.tensor([p[0] for p in self._recorded], dtype=torch.float64, device=self.running_mean.device)
-        recorded = {"running_mean": [mean for _, mean, _ in self._recorded],
-                    "running_log_var": [log_var for _, _, log_var in self._recorded]}
+        recorded = {
+            "running_mean": [mean for _, mean, _ in self._recorded],
+            "running_log_var": [log_var for _, _, log_var in self._recorded],
+        }
         for name, statistics in recorded.items():
             running = getattr(self, name)
             values = torch.stack(statistics).to(running)
@@ -196,9 +211,18 @@ class StatefulODEBlock(nn.Module):
         eps: see `StatefulNorm`.
     """
 
-    def __init__(self, hidden: int, basis, num_bases: int | None = None, depth_steps: int = 8,
-                 depth_scheme: str = "rk4", kernel_size: int = 3, normalization: bool = True, momentum: float = 0.1,
-                 eps: float = 1e-5):
+    def __init__(
+        self,
+        hidden: int,
+        basis,
+        num_bases: int | None = None,
+        depth_steps: int = 8,
+        depth_scheme: str = "rk4",
+        kernel_size: int = 3,
+        normalization: bool = True,
+        momentum: float = 0.1,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         basis = make_basis(basis, num_bases)
         if depth_scheme not in FIXED_STEP_METHODS:
@@ -306,18 +330,33 @@ class StatefulODENet(nn.Module):
     ``forward(observations)`` returns (B, num_classes).
     """
 
-    def __init__(self, in_channels: int, num_classes: int, hidden: int = 32, kernel_size: int = 3,
-                 basis: str = "piecewise_linear", num_bases: int = 8, depth_steps: int = 8,
-                 depth_scheme: str = "rk4", *,
-                 normalization: bool = True, momentum: float = 0.1, eps: float = 1e-5, mask_channel: bool = True,
-                 time_channel: bool = True, time_unit: float = 1.0):
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        hidden: int = 32,
+        kernel_size: int = 3,
+        basis: str = "piecewise_linear",
+        num_bases: int = 8,
+        depth_steps: int = 8,
+        depth_scheme: str = "rk4",
+        *,
+        normalization: bool = True,
+        momentum: float = 0.1,
+        eps: float = 1e-5,
+        mask_channel: bool = True,
+        time_channel: bool = True,
+        time_unit: float = 1.0,
+    ):
         super().__init__()
         check_num_outputs(num_classes)
         _positive_int("in_channels", in_channels)
         _positive_int("hidden", hidden)
         if not isinstance(basis, str):
-            raise TypeError(f"basis must be one of {BASIS_NAMES} (with num_bases), got {type(basis).__name__}; "
-                            "to change the basis of a model, use model.project_bases")
+            raise TypeError(
+                f"basis must be one of {BASIS_NAMES} (with num_bases), got {type(basis).__name__}; "
+                "to change the basis of a model, use model.project_bases"
+            )
         if not (isinstance(time_unit, (int, float)) and time_unit > 0):
             raise ValueError(f"time_unit must be a positive number, got {time_unit!r}")
         self.in_channels, self.num_classes = in_channels, num_classes
@@ -325,10 +364,16 @@ class StatefulODENet(nn.Module):
         self.time_unit = float(time_unit)
         features = in_channels * (2 if self.mask_channel else 1) + int(self.time_channel)
         self.input = nn.Linear(features, hidden)
-        self.block = StatefulODEBlock(hidden, make_basis(basis, num_bases), depth_steps=depth_steps,
-                                      depth_scheme=depth_scheme,
-                                      kernel_size=kernel_size, normalization=normalization, momentum=momentum,
-                                      eps=eps)
+        self.block = StatefulODEBlock(
+            hidden,
+            make_basis(basis, num_bases),
+            depth_steps=depth_steps,
+            depth_scheme=depth_scheme,
+            kernel_size=kernel_size,
+            normalization=normalization,
+            momentum=momentum,
+            eps=eps,
+        )
         self.head = nn.Linear(hidden, num_classes)
 
     @property
@@ -345,7 +390,7 @@ class StatefulODENet(nn.Module):
         """The basis of the expanded tensors."""
         return self.block.basis
 
-    def project_bases(self, target) -> "StatefulODENet":
+    def project_bases(self, target) -> StatefulODENet:
         """A copy with every expanded tensor (kernels, biases, normalisation scales, shifts and running
         statistics) L2-projected onto another basis (`neuralde_seq.basis.project_module`).
 
@@ -374,8 +419,9 @@ class StatefulODENet(nn.Module):
         x = grid_inputs(observations.values, observations.lengths, self.mask_channel)
         if self.time_channel:
             times = observations.times
-            since = torch.where(valid, (times - times[:, :1]) / self.time_unit, torch.zeros((), dtype=times.dtype,
-                                                                                          device=times.device))
+            since = torch.where(
+                valid, (times - times[:, :1]) / self.time_unit, torch.zeros((), dtype=times.dtype, device=times.device)
+            )
             x = torch.cat([x, since.unsqueeze(-1).to(x.dtype)], -1)
         return x, valid
 
@@ -390,8 +436,9 @@ class StatefulODENet(nn.Module):
         """
         check_model_input(self, observations, Observations)
         if observations.channels != self.in_channels:
-            raise ValueError(f"observations have {observations.channels} channels but the model expects "
-                             f"{self.in_channels}")
+            raise ValueError(
+                f"observations have {observations.channels} channels but the model expects {self.in_channels}"
+            )
         x, valid = self.inputs(observations)
         h = (self.input(x) * valid.unsqueeze(-1).to(x.dtype)).transpose(1, 2)
         return self.block(h, valid)

@@ -7,6 +7,7 @@ solving uses are in `neuralde_seq.solvers`).
 
 tests/test_ops.py and tests/test_reservoir_features.py compare every fast path with its reference in float64.
 """
+
 from .causal_conv import causal_conv, causal_conv_direct, causal_conv_fft, irregular_causal_conv
 
 __all__ = ["causal_conv", "causal_conv_direct", "causal_conv_fft", "irregular_causal_conv"]

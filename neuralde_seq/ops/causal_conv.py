@@ -39,17 +39,30 @@ to the rounding of the times; `snap_times` puts arbitrary times on a lattice of 
 approximation; its error bound is in its docstring). The tests compare `lattice_causal_conv` with
 `irregular_causal_conv`, the reference it must equal.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["causal_conv", "causal_conv_direct", "causal_conv_fft", "irregular_causal_conv", "lattice_causal_conv",
-           "Lattice", "find_lattice", "snap_times", "lattice_tolerance", "fft_length", "CONV_ALGORITHMS",
-           "IRREGULAR_ALGORITHMS"]
+__all__ = [
+    "causal_conv",
+    "causal_conv_direct",
+    "causal_conv_fft",
+    "irregular_causal_conv",
+    "lattice_causal_conv",
+    "Lattice",
+    "find_lattice",
+    "snap_times",
+    "lattice_tolerance",
+    "fft_length",
+    "CONV_ALGORITHMS",
+    "IRREGULAR_ALGORITHMS",
+]
 
 CONV_ALGORITHMS = ("direct", "fft")
 IRREGULAR_ALGORITHMS = ("direct", "factorised")
@@ -171,9 +184,15 @@ def causal_conv(x: torch.Tensor, kernel: torch.Tensor, algorithm: str = "direct"
     raise ValueError(f"algorithm must be one of {CONV_ALGORITHMS}, got {algorithm!r}")
 
 
-def irregular_causal_conv(times: torch.Tensor, x: torch.Tensor, observed: torch.Tensor,
-                          features: Callable[[torch.Tensor], torch.Tensor], weight: torch.Tensor,
-                          bias: torch.Tensor | None = None, algorithm: str = "factorised") -> torch.Tensor:
+def irregular_causal_conv(
+    times: torch.Tensor,
+    x: torch.Tensor,
+    observed: torch.Tensor,
+    features: Callable[[torch.Tensor], torch.Tensor],
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    algorithm: str = "factorised",
+) -> torch.Tensor:
     """y[b, i] = Σ_{j: t_j ≤ t_i} ψ(t_i − t_j) x̃[b, j], ψ(Δ) = weight · features(Δ) + bias (module docstring).
 
     Arguments:
@@ -219,6 +238,7 @@ def irregular_causal_conv(times: torch.Tensor, x: torch.Tensor, observed: torch.
 
 # ---- irregular times on a lattice -----------------------------------------------------------------------
 
+
 class Lattice(NamedTuple):
     """Where a batch's points sit on a common lattice t = origin[b] + index[b, i] · spacing.
 
@@ -228,6 +248,7 @@ class Lattice(NamedTuple):
         size: N, the number of nodes: the largest index + 1.
         origin: (B,) the time of node 0 in each sample (its earliest placed point), in the times' dtype.
     """
+
     index: torch.Tensor  # type: ignore[assignment]  # a field may hide tuple.index, which mypy refuses
     spacing: float
     size: int
@@ -240,8 +261,10 @@ class Lattice(NamedTuple):
 
 def _check_times(times: torch.Tensor, points: torch.Tensor) -> None:
     if not isinstance(times, torch.Tensor) or times.dim() != 2 or not times.is_floating_point():
-        raise ValueError(f"times must be a floating point tensor (B, T), got "
-                         f"{tuple(times.shape) if isinstance(times, torch.Tensor) else type(times).__name__}")
+        raise ValueError(
+            f"times must be a floating point tensor (B, T), got "
+            f"{tuple(times.shape) if isinstance(times, torch.Tensor) else type(times).__name__}"
+        )
     if not isinstance(points, torch.Tensor) or points.shape != times.shape or points.dtype != torch.bool:
         raise ValueError(f"points must be a bool tensor of the times' shape {tuple(times.shape)}")
     if not bool(torch.isfinite(times[points]).all()):
@@ -294,8 +317,11 @@ def snap_times(times: torch.Tensor, points: torch.Tensor, resolution: float) -> 
         (B, T) snapped times, in the times' dtype.
     """
     _check_times(times, points)
-    if isinstance(resolution, bool) or not isinstance(resolution, (int, float)) or not (
-            math.isfinite(resolution) and resolution > 0):
+    if (
+        isinstance(resolution, bool)
+        or not isinstance(resolution, (int, float))
+        or not (math.isfinite(resolution) and resolution > 0)
+    ):
         raise ValueError(f"resolution must be a positive finite number, got {resolution!r}")
     origin, offsets = _origins_and_offsets(times, points)
     snapped = origin.unsqueeze(1) + torch.round(offsets / resolution) * resolution
@@ -380,8 +406,14 @@ def find_lattice(times: torch.Tensor, points: torch.Tensor, max_size: int) -> La
     return Lattice(torch.where(points, node, 0.0).long(), spacing, size, origin.to(times.dtype))
 
 
-def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observed: torch.Tensor,
-                        kernel: torch.Tensor, algorithm: str = "fft") -> torch.Tensor:
+def lattice_causal_conv(
+    index: torch.Tensor,
+    size: int,
+    x: torch.Tensor,
+    observed: torch.Tensor,
+    kernel: torch.Tensor,
+    algorithm: str = "fft",
+) -> torch.Tensor:
     """y[b, i] = Σ_{j: n_j ≤ n_i} w[..., n_i − n_j] · x̃[b, j] with n = ``index``: the irregular causal sum of
     points on a lattice, as a grid convolution (module docstring).
 
@@ -405,8 +437,9 @@ def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observe
     if x.dim() != 3:
         raise ValueError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
     if index.shape != x.shape[:2] or index.dtype != torch.long:
-        raise ValueError(f"index must be a long tensor of shape {tuple(x.shape[:2])}, got {index.dtype} "
-                         f"{tuple(index.shape)}")
+        raise ValueError(
+            f"index must be a long tensor of shape {tuple(x.shape[:2])}, got {index.dtype} {tuple(index.shape)}"
+        )
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"size must be a positive integer, got {size!r}")
     if index.numel() and not (0 <= int(index.min()) and int(index.max()) < size):
@@ -419,6 +452,7 @@ def lattice_causal_conv(index: torch.Tensor, size: int, x: torch.Tensor, observe
         raise ValueError(f"algorithm must be one of {CONV_ALGORITHMS}, got {algorithm!r}")
     x = torch.where(observed, x, torch.zeros((), dtype=x.dtype, device=x.device))
     on_nodes = x.new_zeros(x.shape[0], size, x.shape[-1]).scatter_add(
-        1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]), x)
+        1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]), x
+    )
     y = causal_conv(on_nodes, kernel, algorithm)
     return y.gather(1, index.unsqueeze(-1).expand(-1, -1, y.shape[-1]))

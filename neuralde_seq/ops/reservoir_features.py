@@ -17,6 +17,7 @@ measures the two side by side).
 statistics. `fused_features` is the kernel; `fused_available` says whether numba is there.
 tests/test_reservoir_features.py checks the two against each other in float64.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -54,8 +55,15 @@ def _check(terms, ends, h0, A, B, biases, structure):
         raise ValueError(f"ends must lie in [0, S={S}], got {int(ends.min())}..{int(ends.max())}")
 
 
-def reference_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                       biases: torch.Tensor | None, structure: str) -> dict[str, torch.Tensor]:
+def reference_features(
+    terms: torch.Tensor,
+    ends: torch.Tensor,
+    h0: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    biases: torch.Tensor | None,
+    structure: str,
+) -> dict[str, torch.Tensor]:
     """The features from every state, formed step by step with tensor operations (the reference).
 
     Arguments:
@@ -86,9 +94,11 @@ def reference_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor
     states = torch.stack(stepped, dim=1)  # (N, S + 1, H)
     inside = (torch.arange(S + 1, device=h0.device).unsqueeze(0) <= ends.unsqueeze(1)).unsqueeze(-1)
     count = inside.sum(dim=1).to(h0.dtype)
-    out = {"final": states[torch.arange(N, device=h0.device), ends],
-           "mean": (states * inside).sum(dim=1) / count,
-           "max": states.masked_fill(~inside, -torch.inf).amax(dim=1)}
+    out = {
+        "final": states[torch.arange(N, device=h0.device), ends],
+        "mean": (states * inside).sum(dim=1) / count,
+        "max": states.masked_fill(~inside, -torch.inf).amax(dim=1),
+    }
     if biases is not None:
         ppv, mpv = [], []
         for bias in biases:
@@ -123,8 +133,33 @@ def _kernel():
                 ny[j] += step * (ayx[d, j] * x[j] + ay[d, j] * y[j] + by[d, j])
 
     @numba.njit(cache=True, nogil=True)
-    def step_and_pool(terms, ends, x0, y0, ax, axy, ayx, ay, bx, by, biases_x, biases_y, mean_on, max_on, mpv_on,
-                      final_x, final_y, mean_x, mean_y, max_x, max_y, ppv_x, ppv_y, mpv_x, mpv_y):
+    def step_and_pool(
+        terms,
+        ends,
+        x0,
+        y0,
+        ax,
+        axy,
+        ayx,
+        ay,
+        bx,
+        by,
+        biases_x,
+        biases_y,
+        mean_on,
+        max_on,
+        mpv_on,
+        final_x,
+        final_y,
+        mean_x,
+        mean_y,
+        max_x,
+        max_y,
+        ppv_x,
+        ppv_y,
+        mpv_x,
+        mpv_y,
+    ):
         # One series at a time; its state (x, and y for the second unit of each 2x2 block) stays in cache. The inner
         # loops run over the units, contiguous, so the compiler vectorises them.
         N, S, D = terms.shape
@@ -246,13 +281,25 @@ def _kernel_arrays(terms, ends, h0, A, B, structure):
     else:
         ax, ay = split(A)
         entries = (ax, np.zeros_like(ax), np.zeros_like(ax), ay)
-    arrays = (np.ascontiguousarray(terms.detach().to(device="cpu", dtype=dtype).numpy()),
-              np.ascontiguousarray(ends.detach().cpu().numpy().astype(np.int64)), *split(h0), *entries, *split(B.t()))
+    arrays = (
+        np.ascontiguousarray(terms.detach().to(device="cpu", dtype=dtype).numpy()),
+        np.ascontiguousarray(ends.detach().cpu().numpy().astype(np.int64)),
+        *split(h0),
+        *entries,
+        *split(B.t()),
+    )
     return arrays, split, units
 
 
-def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                 structure: str, points: torch.Tensor | None = None) -> torch.Tensor:
+def fused_states(
+    terms: torch.Tensor,
+    ends: torch.Tensor,
+    h0: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    structure: str,
+    points: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The states of the recurrence by the compiled loop (arguments as `reference_features`), on the inputs' device.
 
     Arguments:
@@ -280,9 +327,16 @@ def fused_states(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: t
     return states.t().reshape(N, S + 1, H) if points is None else states
 
 
-def fused_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                   biases: torch.Tensor | None, structure: str,
-                   features: tuple[str, ...] = POOLED_FEATURES) -> dict[str, torch.Tensor]:
+def fused_features(
+    terms: torch.Tensor,
+    ends: torch.Tensor,
+    h0: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    biases: torch.Tensor | None,
+    structure: str,
+    features: tuple[str, ...] = POOLED_FEATURES,
+) -> dict[str, torch.Tensor]:
     """`reference_features` by the fused kernel: the same arguments and results (those named in ``features`` only:
     the others are not computed), on the CPU (the result is on the inputs' device), in the dtype of ``h0``; the
     states are never stored.
@@ -310,7 +364,11 @@ def fused_features(terms: torch.Tensor, ends: torch.Tensor, h0: torch.Tensor, A:
     final_x, final_y, mean_x, mean_y, max_x, max_y, ppv_x, ppv_y, mpv_x, mpv_y = outputs
 
     device = h0.device
-    made = {"final": lambda: units(final_x, final_y), "mean": lambda: units(mean_x, mean_y),
-            "max": lambda: units(max_x, max_y), "ppv": lambda: units(ppv_x, ppv_y).reshape(N, Q * H),
-            "mpv": lambda: units(mpv_x, mpv_y).reshape(N, Q * H)}
+    made = {
+        "final": lambda: units(final_x, final_y),
+        "mean": lambda: units(mean_x, mean_y),
+        "max": lambda: units(max_x, max_y),
+        "ppv": lambda: units(ppv_x, ppv_y).reshape(N, Q * H),
+        "mpv": lambda: units(mpv_x, mpv_y).reshape(N, Q * H),
+    }
     return {name: torch.from_numpy(made[name]()).to(device) for name in features}

@@ -182,17 +182,31 @@ Before oscillators the best random features stayed 13 points behind MiniRocket o
 (docs/benchmarks.md, 20 % of TRAIN held out: ACSF1 45.7-51.3 %, OSULeaf 66.5 %, ArrowHead 58.7-68.2 %) in seconds.
 """
 
+from .estimators import RandomFeatureClassifier, RandomFeatureRegressor
+from .feature_kinds import FEATURES, PATH_FEATURES, positive_mean, positive_proportion
+from .features import DEFAULT_FEATURES, DEFAULT_LOGSIGNATURE_FEATURES, DEFAULT_OSCILLATION_FEATURES, RandomFeatures
 from .readout import DEFAULT_ALPHAS, RidgeReadout, one_vs_all
 from .reservoirs import MEMORIES, RESERVOIRS, reservoir_state_width, reservoir_states
-from .feature_kinds import FEATURES, PATH_FEATURES, positive_mean, positive_proportion
-from .features import (DEFAULT_FEATURES, DEFAULT_LOGSIGNATURE_FEATURES, DEFAULT_OSCILLATION_FEATURES,
-                       RandomFeatures)
-from .estimators import RandomFeatureClassifier, RandomFeatureRegressor
 
-__all__ = ["RidgeReadout", "RandomFeatures", "reservoir_states", "positive_proportion", "RandomFeatureClassifier",
-           "RandomFeatureRegressor", "RESERVOIRS", "FEATURES", "MEMORIES", "DEFAULT_ALPHAS", "DEFAULT_FEATURES",
-           "DEFAULT_OSCILLATION_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES", "one_vs_all", "reservoir_state_width",
-           "positive_mean", "PATH_FEATURES"]
+__all__ = [
+    "RidgeReadout",
+    "RandomFeatures",
+    "reservoir_states",
+    "positive_proportion",
+    "RandomFeatureClassifier",
+    "RandomFeatureRegressor",
+    "RESERVOIRS",
+    "FEATURES",
+    "MEMORIES",
+    "DEFAULT_ALPHAS",
+    "DEFAULT_FEATURES",
+    "DEFAULT_OSCILLATION_FEATURES",
+    "DEFAULT_LOGSIGNATURE_FEATURES",
+    "one_vs_all",
+    "reservoir_state_width",
+    "positive_mean",
+    "PATH_FEATURES",
+]
 
 # The classes whose instances are fitted and kept carry this package's path, the one users import them from: messages
 # and pickles name neuralde_seq.random_features.<Class>, which stays valid whichever room the class lives in.

@@ -3,6 +3,7 @@
 `RidgeReadout`, with the input handling, checks and conventions of `neuralde_seq.sklearn`'s estimators (their shared
 base, `neuralde_seq.estimator_base`: X read and checked once).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,11 +25,31 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
     _classification = False
     _fitted_attribute = "readout_"
 
-    def __init__(self, reservoir="slice-block", *, features="auto", width=None, num_times=4, num_biases=1,
-                 num_levels=64, input_scale=1.0, fast_share="auto", timescales="auto", memory="auto",
-                 model_options=None, control_options=None, fill_gaps="auto",
-                 alphas=DEFAULT_ALPHAS, fine_tune=None, batch_size=32, random_state=None, n_jobs=None, device="cpu",
-                 dtype="float32", verbose=False):
+    def __init__(
+        self,
+        reservoir="slice-block",
+        *,
+        features="auto",
+        width=None,
+        num_times=4,
+        num_biases=1,
+        num_levels=64,
+        input_scale=1.0,
+        fast_share="auto",
+        timescales="auto",
+        memory="auto",
+        model_options=None,
+        control_options=None,
+        fill_gaps="auto",
+        alphas=DEFAULT_ALPHAS,
+        fine_tune=None,
+        batch_size=32,
+        random_state=None,
+        n_jobs=None,
+        device="cpu",
+        dtype="float32",
+        verbose=False,
+    ):
         self.reservoir = reservoir
         self.features = features
         self.width = width
@@ -87,13 +108,24 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         seed = self._seed()
         # the map's input spec standardises each channel and fills a channel a sample never observes with its
         # training mean (0 once standardised, said in one UnobservedChannelWarning), unless control_options say
-        feature_map = RandomFeatures(self.reservoir, features=self.features, width=self.width,
-                                     num_times=self.num_times, num_biases=self.num_biases, num_levels=self.num_levels,
-                                     input_scale=self.input_scale, fast_share=self.fast_share,
-                                     timescales=self.timescales, memory=self.memory, model_options=self.model_options,
-                                     control_options={"unobserved_fill": "mean", **(self.control_options or {})},
-                                     fill_gaps=self.fill_gaps, standardise=True, seed=seed,
-                                     batch_size=self.batch_size)
+        feature_map = RandomFeatures(
+            self.reservoir,
+            features=self.features,
+            width=self.width,
+            num_times=self.num_times,
+            num_biases=self.num_biases,
+            num_levels=self.num_levels,
+            input_scale=self.input_scale,
+            fast_share=self.fast_share,
+            timescales=self.timescales,
+            memory=self.memory,
+            model_options=self.model_options,
+            control_options={"unobserved_fill": "mean", **(self.control_options or {})},
+            fill_gaps=self.fill_gaps,
+            standardise=True,
+            seed=seed,
+            batch_size=self.batch_size,
+        )
         data = self._data(X, times)  # read and checked once
         targets = self._targets(y, len(data))
         fitted_with_times = times is not None
@@ -112,7 +144,8 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         if self._classification:
             # on the final readout's leave-one-out decisions: its in-sample ones often separate the training series
             self.probability_temperature_ = _fit_probability_temperature(
-                readout.leave_one_out_decision_function(), targets)
+                readout.leave_one_out_decision_function(), targets
+            )
         self.n_features_in_ = data.num_channels
         self.n_random_features_ = int(features.shape[1])
         self.alpha_ = readout.alpha_
@@ -120,8 +153,9 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
         self.fitted_with_times_ = fitted_with_times
         return features
 
-    def _fine_tune(self, data, targets: torch.Tensor, readout: RidgeReadout, features: torch.Tensor,
-                   tuning: FineTuning, seed: int):
+    def _fine_tune(
+        self, data, targets: torch.Tensor, readout: RidgeReadout, features: torch.Tensor, tuning: FineTuning, seed: int
+    ):
         """`neuralde_seq.reservoir_tuning.fine_tune` of the fitted map; the readout refitted on all the series when
         the fine-tuned map is chosen. Returns (features, readout) of the map kept."""
         feature_map = self.feature_map_
@@ -135,8 +169,17 @@ class _RandomFeatureEstimator(SequenceEstimatorBase):
             scale = y.std(dim=0, unbiased=False)
             readout_targets, strata = (y - y.mean(dim=0)) / torch.where(scale > 0, scale, torch.ones_like(scale)), None
         progress = f"{type(self).__name__} fine-tuning" if self.verbose else False
-        tuned, report = fine_tune(feature_map, readout, arguments, readout_targets, tuning,
-                                  classification=self._classification, strata=strata, seed=seed, progress=progress)
+        tuned, report = fine_tune(
+            feature_map,
+            readout,
+            arguments,
+            readout_targets,
+            tuning,
+            classification=self._classification,
+            strata=strata,
+            seed=seed,
+            progress=progress,
+        )
         self.fine_tuning_ = report
         if tuned is feature_map:
             return features, readout

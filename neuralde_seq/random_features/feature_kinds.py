@@ -11,19 +11,32 @@
 For a linear CDE on a CPU, "final", "mean", "max", "ppv" and "mpv" also come from the fused kernel
 (`neuralde_seq.ops.reservoir_features`), which must give the same numbers as the poolings here.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..signatures import logsignature
 
-__all__ = ["StateFeature", "PathFeature", "LogSignatureFeature", "Pooling", "STATE_FEATURES", "PATH_FEATURES",
-           "LOGSIGNATURE_FEATURES", "FEATURES", "positive_proportion", "positive_mean", "level_thresholds",
-           "logsignature_feature"]
+__all__ = [
+    "StateFeature",
+    "PathFeature",
+    "LogSignatureFeature",
+    "Pooling",
+    "STATE_FEATURES",
+    "PATH_FEATURES",
+    "LOGSIGNATURE_FEATURES",
+    "FEATURES",
+    "positive_proportion",
+    "positive_mean",
+    "level_thresholds",
+    "logsignature_feature",
+]
 
 
 def _fractions(end_index: torch.Tensor, num_times: int) -> torch.Tensor:
@@ -44,8 +57,13 @@ def _take(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return gathered.flatten(1)
 
 
-def positive_proportion(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tensor,
-                        spreads: torch.Tensor | None = None, temperature: float = 0.0) -> torch.Tensor:
+def positive_proportion(
+    states: torch.Tensor,
+    inside: torch.Tensor,
+    biases: torch.Tensor,
+    spreads: torch.Tensor | None = None,
+    temperature: float = 0.0,
+) -> torch.Tensor:
     """The "ppv" feature: for each threshold, the proportion of a sample's knots at which each unit exceeds it; with
     ``temperature`` > 0 its smooth stand-in, the mean over the knots of σ((h − b) / (temperature · spread)), which
     tends to the exact proportion as the temperature goes to 0 (tests/test_reservoir_tuning.py) and has gradients
@@ -95,6 +113,7 @@ def positive_mean(states: torch.Tensor, inside: torch.Tensor, biases: torch.Tens
 
 
 # ------------------------------------------------------------------------------------------------ pooled states
+
 
 class Pooling(NamedTuple):
     """What a `StateFeature` pools a batch's states with."""
@@ -157,18 +176,22 @@ def _mean_above(states: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     return positive_mean(states, pooling.inside, _thresholds(pooling))
 
 
-STATE_FEATURES: dict[str, StateFeature] = {feature.name: feature for feature in (
-    StateFeature("final", _final),
-    StateFeature("mean", _mean),
-    StateFeature("times", _at_fractions),
-    StateFeature("ppv", _proportion_above, thresholds=True),
-    StateFeature("mpv", _mean_above, thresholds=True),
-    StateFeature("max", _max),
-)}
+STATE_FEATURES: dict[str, StateFeature] = {
+    feature.name: feature
+    for feature in (
+        StateFeature("final", _final),
+        StateFeature("mean", _mean),
+        StateFeature("times", _at_fractions),
+        StateFeature("ppv", _proportion_above, thresholds=True),
+        StateFeature("mpv", _mean_above, thresholds=True),
+        StateFeature("max", _max),
+    )
+}
 """The features pooled from a reservoir's states, by name."""
 
 
 # ------------------------------------------------------------------------------------------------ the path itself
+
 
 @dataclasses.dataclass(frozen=True)
 class PathFeature:
@@ -210,6 +233,7 @@ def level_thresholds(points: torch.Tensor, end: torch.Tensor, num_levels: int) -
     pooled = points[inside].detach().cpu().to(torch.float64).numpy()  # (M, C)
     return torch.from_numpy(np.quantile(pooled, probabilities.numpy(), axis=0).T.copy())
 
+
 def _levels(points: torch.Tensor, end: torch.Tensor, num_times: int, levels: torch.Tensor | None) -> torch.Tensor:
     """The "levels" feature (package docstring) of points (B, K, C) at knots 0..end: per channel, the proportion of
     knots above each of the thresholds ``levels`` (C, L), the mean excess there, and the proportion over each of the
@@ -238,8 +262,13 @@ def _levels(points: torch.Tensor, end: torch.Tensor, num_times: int, levels: tor
         count = K - torch.searchsorted(ordered, query, right=True).to(torch.float64)  # values > threshold
         if not sums:
             return count, total
-        running = torch.cat([torch.zeros(B, C, 1, dtype=torch.float64, device=points.device),
-                             ordered.to(torch.float64).nan_to_num(neginf=0.0).cumsum(dim=-1)], dim=-1)
+        running = torch.cat(
+            [
+                torch.zeros(B, C, 1, dtype=torch.float64, device=points.device),
+                ordered.to(torch.float64).nan_to_num(neginf=0.0).cumsum(dim=-1),
+            ],
+            dim=-1,
+        )
         first = (K - count).long()  # the first sorted position above the threshold
         excess = running[..., -1:] - running.gather(-1, first) - query.to(torch.float64) * count
         return count, total, excess
@@ -253,14 +282,18 @@ def _levels(points: torch.Tensor, end: torch.Tensor, num_times: int, levels: tor
     return torch.stack(parts, dim=2).reshape(B, C * (num_times + 2) * L).to(points.dtype)
 
 
-PATH_FEATURES: dict[str, PathFeature] = {feature.name: feature for feature in (
-    PathFeature("values", lambda channels, num_times, num_levels: (num_times + 1) * channels, _values),
-    PathFeature("levels", lambda channels, num_times, num_levels: channels * num_levels * (num_times + 2), _levels),
-)}
+PATH_FEATURES: dict[str, PathFeature] = {
+    feature.name: feature
+    for feature in (
+        PathFeature("values", lambda channels, num_times, num_levels: (num_times + 1) * channels, _values),
+        PathFeature("levels", lambda channels, num_times, num_levels: channels * num_levels * (num_times + 2), _levels),
+    )
+}
 """The features of the series' own values, by name."""
 
 
 # ------------------------------------------------------------------------------------------------ log-signatures
+
 
 @dataclasses.dataclass(frozen=True)
 class LogSignatureFeature:
@@ -292,19 +325,23 @@ def _consecutive(end: torch.Tensor, num_times: int) -> tuple[torch.Tensor, torch
     return torch.cat([torch.zeros_like(stops[:, :1]), stops[:, :-1]], dim=1), stops
 
 
-LOGSIGNATURE_FEATURES: dict[str, LogSignatureFeature] = {feature.name: feature for feature in (
-    LogSignatureFeature("final", _whole),
-    LogSignatureFeature("times", _from_start),
-    LogSignatureFeature("windows", _consecutive),
-)}
+LOGSIGNATURE_FEATURES: dict[str, LogSignatureFeature] = {
+    feature.name: feature
+    for feature in (
+        LogSignatureFeature("final", _whole),
+        LogSignatureFeature("times", _from_start),
+        LogSignatureFeature("windows", _consecutive),
+    )
+}
 """The features of ``reservoir="logsignature"``, by name."""
 
 # Every feature name, in the order the docs list them.
 FEATURES = tuple(dict.fromkeys([*STATE_FEATURES, *PATH_FEATURES, *LOGSIGNATURE_FEATURES]))
 
 
-def logsignature_feature(points: torch.Tensor, end: torch.Tensor, feature: str, num_times: int, depth: int,
-                         backend: str) -> torch.Tensor:
+def logsignature_feature(
+    points: torch.Tensor, end: torch.Tensor, feature: str, num_times: int, depth: int, backend: str
+) -> torch.Tensor:
     """Log-signatures of the piecewise-linear (time, values) path over each sample's windows of ``feature``.
 
     Arguments:

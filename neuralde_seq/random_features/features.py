@@ -4,12 +4,14 @@ series into features, through the fused kernel (`neuralde_seq.ops.reservoir_feat
 otherwise from every state (`RandomFeatures.states`, `RandomFeatures.pooled`). The features themselves are defined
 in `neuralde_seq.random_features.feature_kinds`, the reservoirs in `neuralde_seq.random_features.reservoirs`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,10 +25,25 @@ from ..observations import Observations
 from ..ops.reservoir_features import POOLED_FEATURES, fused_available, fused_features, fused_states
 from ..training.input_spec import InputSpec, check_fill_gaps
 from ..training.objectives import ModelArguments
-from .feature_kinds import (FEATURES, LOGSIGNATURE_FEATURES, PATH_FEATURES, STATE_FEATURES, Pooling, _inside,
-                            level_thresholds, logsignature_feature)
-from .reservoirs import (RESERVOIRS, build_reservoir, reservoir_state_width, reservoir_states, resolve_memory,
-                         resolve_timescales, set_memory)
+from .feature_kinds import (
+    FEATURES,
+    LOGSIGNATURE_FEATURES,
+    PATH_FEATURES,
+    STATE_FEATURES,
+    Pooling,
+    _inside,
+    level_thresholds,
+    logsignature_feature,
+)
+from .reservoirs import (
+    RESERVOIRS,
+    build_reservoir,
+    reservoir_state_width,
+    reservoir_states,
+    resolve_memory,
+    resolve_timescales,
+    set_memory,
+)
 
 __all__ = ["RandomFeatures", "DEFAULT_FEATURES", "DEFAULT_OSCILLATION_FEATURES", "DEFAULT_LOGSIGNATURE_FEATURES"]
 
@@ -44,7 +61,6 @@ def _check_positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
-
 
 
 def _free_memory(device: torch.device) -> int | None:
@@ -75,11 +91,12 @@ def _series(times, values, lengths) -> IrregularDataset | Observations:
     (`Observations.from_tensors`)."""
     if values is None:
         if not isinstance(times, (IrregularDataset, Observations)):
-            raise TypeError("give times, values (and lengths), or the series as one IrregularDataset or Observations, "
-                            f"got {type(times).__name__} alone")
+            raise TypeError(
+                "give times, values (and lengths), or the series as one IrregularDataset or Observations, "
+                f"got {type(times).__name__} alone"
+            )
         return times
     return Observations.from_tensors(times, values, lengths)
-
 
 
 class RandomFeatures:
@@ -179,16 +196,31 @@ class RandomFeatures:
     state_width_: int
     num_features_: int
 
-    def __init__(self, reservoir: str = "slice-block", *, features: Sequence[str] | str = "auto",
-                 width: int | None = None, num_times: int = 4, num_biases: int = 1, num_levels: int = 64,
-                 input_scale: float = 1.0,
-                 fast_share="auto", timescales="auto", memory: str = "auto", model_options: dict | None = None,
-                 control_options: dict | None = None, fill_gaps="auto", standardise: bool = False, seed: int = 0,
-                 batch_size: int = 32):
+    def __init__(
+        self,
+        reservoir: str = "slice-block",
+        *,
+        features: Sequence[str] | str = "auto",
+        width: int | None = None,
+        num_times: int = 4,
+        num_biases: int = 1,
+        num_levels: int = 64,
+        input_scale: float = 1.0,
+        fast_share="auto",
+        timescales="auto",
+        memory: str = "auto",
+        model_options: dict | None = None,
+        control_options: dict | None = None,
+        fill_gaps="auto",
+        standardise: bool = False,
+        seed: int = 0,
+        batch_size: int = 32,
+    ):
         if reservoir not in RESERVOIRS:
             hint = did_you_mean(str(reservoir), RESERVOIRS)
-            raise ValueError(f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}"
-                             + (f"; {hint}" if hint else ""))
+            raise ValueError(
+                f"reservoir must be one of {', '.join(RESERVOIRS)}, got {reservoir!r}" + (f"; {hint}" if hint else "")
+            )
         auto_features = isinstance(features, str) and features == "auto"
         if auto_features:
             features = DEFAULT_LOGSIGNATURE_FEATURES if reservoir == "logsignature" else DEFAULT_FEATURES
@@ -208,19 +240,25 @@ class RandomFeatures:
         _check_positive_int("num_biases", num_biases)
         _check_positive_int("num_levels", num_levels)
         _check_positive_int("batch_size", batch_size)
-        if isinstance(input_scale, bool) or not isinstance(input_scale, numbers.Real) or not (
-                math.isfinite(input_scale) and input_scale > 0):
+        if (
+            isinstance(input_scale, bool)
+            or not isinstance(input_scale, numbers.Real)
+            or not (math.isfinite(input_scale) and input_scale > 0)
+        ):
             raise ValueError(f"input_scale must be a positive finite number, got {input_scale!r}")
         timescales, self._explicit_timescales = resolve_timescales(reservoir, timescales)
         for name, value in (("model_options", model_options), ("control_options", control_options)):
             if value is not None and not isinstance(value, dict):
                 raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
-        memory, self._explicit_memory, fast_share = resolve_memory(reservoir, memory, timescales, fast_share,
-                                                                   model_options)
+        memory, self._explicit_memory, fast_share = resolve_memory(
+            reservoir, memory, timescales, fast_share, model_options
+        )
         if control_options and "time_unit" in control_options:
-            raise ValueError("control_options: time_unit does not apply to a reservoir, whose time unit is the time "
-                             "channel's own scale on the training data (path_scales); input_scale scales the whole "
-                             "path")
+            raise ValueError(
+                "control_options: time_unit does not apply to a reservoir, whose time unit is the time "
+                "channel's own scale on the training data (path_scales); input_scale scales the whole "
+                "path"
+            )
         if not isinstance(standardise, bool):
             raise ValueError(f"standardise must be True or False, got {standardise!r}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
@@ -240,8 +278,9 @@ class RandomFeatures:
         if reservoir == "logsignature":
             unknown = set(self.model_options) - {"depth", "backend"}
             if unknown:
-                raise ValueError(f"model_options of reservoir 'logsignature' are 'depth' and 'backend', got "
-                                 f"{sorted(unknown)}")
+                raise ValueError(
+                    f"model_options of reservoir 'logsignature' are 'depth' and 'backend', got {sorted(unknown)}"
+                )
             depth = self.model_options.get("depth", 3)
             _check_positive_int("model_options['depth']", depth)
 
@@ -271,13 +310,21 @@ class RandomFeatures:
         """The linear path of the observations (the one the path scales and the path features read), with the
         parametrisation and fill of unobserved channels of the reservoir's input."""
         control = self._control_options()
-        options = ControlOptions(interpolation=Linear(), time_channel=time_channel,
-                                 parametrization=control.parametrization, unobserved_fill=control.unobserved_fill,
-                                 time_unit=time_unit)
+        options = ControlOptions(
+            interpolation=Linear(),
+            time_channel=time_channel,
+            parametrization=control.parametrization,
+            unobserved_fill=control.unobserved_fill,
+            time_unit=time_unit,
+        )
         return control_of(observations, options)
 
-    def inputs(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
-               lengths: torch.Tensor | None = None) -> Control:
+    def inputs(
+        self,
+        times: torch.Tensor | IrregularDataset | Observations,
+        values: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> Control:
         """The fitted map's input built from observations: the rescaled path as the reservoir reads it (a linear
         control with a time channel for ``"logsignature"``).
 
@@ -293,8 +340,12 @@ class RandomFeatures:
         self._check_fitted()
         return self._inputs(self._observations(times, values, lengths))
 
-    def model_arguments(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
-                        lengths: torch.Tensor | None = None):
+    def model_arguments(
+        self,
+        times: torch.Tensor | IrregularDataset | Observations,
+        values: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ):
         """What a trainable copy of the map reads (`neuralde_seq.reservoir_tuning.ReservoirNetwork`): the input
         `inputs` gives and the "values" feature, which does not depend on the reservoir.
 
@@ -328,8 +379,12 @@ class RandomFeatures:
             raise RuntimeError("this RandomFeatures is not fitted yet: call fit(times, values, lengths) first")
 
     # -------------------------------------------------------------------------------------------- fit
-    def fit(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
-            lengths: torch.Tensor | None = None) -> "RandomFeatures":
+    def fit(
+        self,
+        times: torch.Tensor | IrregularDataset | Observations,
+        values: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> RandomFeatures:
         """The input spec, the scales, the frozen model and the thresholds from training observations (package
         docstring).
 
@@ -351,9 +406,13 @@ class RandomFeatures:
         data = _series(times, values, lengths)
         # What the spec does: the channel statistics (standardise), the gap filling, the control's options. Its time
         # unit is the time channel's path scale over input_scale, found on the path of the filled series below.
-        self.input_spec_ = InputSpec.fit(None if self.reservoir == "logsignature" else self.reservoir, data,
-                                         control=self._control(), standardise=self.standardise,
-                                         fill_gaps=self.fill_gaps)
+        self.input_spec_ = InputSpec.fit(
+            None if self.reservoir == "logsignature" else self.reservoir,
+            data,
+            control=self._control(),
+            standardise=self.standardise,
+            fill_gaps=self.fill_gaps,
+        )
         observations = self.input_spec_.observations(data)
         scales = path_scales(self._linear_path(observations))  # of the filled series, in their own time units
         self.time_scale_ = float(scales[0])
@@ -364,21 +423,35 @@ class RandomFeatures:
         self.levels_ = None
         if "levels" in self.features:
             self.levels_ = level_thresholds(*self._points(observations), self.num_levels).to(
-                device=values.device, dtype=values.dtype)
+                device=values.device, dtype=values.dtype
+            )
         control = self._inputs(observations)
-        self.model_ = None if self.reservoir == "logsignature" else build_reservoir(
-            self.reservoir, control, values, width=self.width, memory=self.memory, model_options=self.model_options,
-            seed=self.seed)
+        self.model_ = (
+            None
+            if self.reservoir == "logsignature"
+            else build_reservoir(
+                self.reservoir,
+                control,
+                values,
+                width=self.width,
+                memory=self.memory,
+                model_options=self.model_options,
+                seed=self.seed,
+            )
+        )
         self.timescales_ = self.periods_ = None
         # (timescales are those of a linear CDE reservoir: resolve_timescales refuses them for the others)
         if isinstance(self.model_, LinearCDE) and self.timescales is not None:
             # the time channel is the path's channel 0 (and the first level-1 term of log-signature windows)
             if self._control_options().time_channel:
-                self.timescales_, self.periods_ = set_memory(self.model_, control, self.timescales, self.memory,
-                                                             self.fast_share, self.seed)
+                self.timescales_, self.periods_ = set_memory(
+                    self.model_, control, self.timescales, self.memory, self.fast_share, self.seed
+                )
             elif self._explicit_timescales or (self._explicit_memory and self.memory == "oscillation"):
-                raise ValueError("timescales and memory set the memory along the time channel, which control_options "
-                                 "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')")
+                raise ValueError(
+                    "timescales and memory set the memory along the time channel, which control_options "
+                    "turn off (time_channel=False): pass timescales=None (and memory 'auto' or 'decay')"
+                )
         self.biases_ = self.spreads_ = None
         self.temperature_ = 0.0  # the exact "ppv"; a fine-tuned map reads its smooth stand-in (reservoir_tuning)
         if any(STATE_FEATURES[f].thresholds for f in self.features if f in STATE_FEATURES):
@@ -429,16 +502,21 @@ class RandomFeatures:
             MemoryError: one series' states alone need more memory than ``like``'s device has free, said up front
                 with the numbers (instead of the allocator failing, or the machine swapping, part way).
         """
-        width = self.state_width_ if hasattr(self, "state_width_") else (
-            reservoir_state_width(self.model_) if self.model_ is not None else like.shape[-1])
+        width = (
+            self.state_width_
+            if hasattr(self, "state_width_")
+            else (reservoir_state_width(self.model_) if self.model_ is not None else like.shape[-1])
+        )
         need = knots * width * like.element_size()
         free = _free_memory(like.device)
         if free is not None and need > free:
-            raise MemoryError(f"random features: the states of one series of {knots:,} knots × {width:,} units need "
-                              f"{_bytes(need)} at once, and {like.device} has {_bytes(free)} free; "
-                              "use fewer units (width), a diagonal or 2×2-block linear-cde reservoir on the CPU (its "
-                              "fused kernel stores no states), or series with fewer points (e.g. averaged over "
-                              "windows)")
+            raise MemoryError(
+                f"random features: the states of one series of {knots:,} knots × {width:,} units need "
+                f"{_bytes(need)} at once, and {like.device} has {_bytes(free)} free; "
+                "use fewer units (width), a diagonal or 2×2-block linear-cde reservoir on the CPU (its "
+                "fused kernel stores no states), or series with fewer points (e.g. averaged over "
+                "windows)"
+            )
         return max(1, min(self.batch_size, _STATE_BUDGET // (knots * width)))
 
     @staticmethod
@@ -468,13 +546,14 @@ class RandomFeatures:
             series = torch.searchsorted(offsets, index, right=True)
             knots = index - (offsets[series] - (ends.cpu()[series] + 1))
             terms, h0 = fused.scan_inputs(control)
-            by_unit = fused_states(terms, ends, h0, fused.matrices(), fused.B.weight, fused.structure,
-                                   torch.stack([series, knots], dim=1))  # (H, M)
+            by_unit = fused_states(
+                terms, ends, h0, fused.matrices(), fused.B.weight, fused.structure, torch.stack([series, knots], dim=1)
+            )  # (H, M)
         else:  # the states of batch_size series at a time (within the memory budget), the chosen ones kept
             kept, first = [], 0  # (their order does not matter: each unit's states are sorted below)
             batch = self._states_batch(int(ends.max()) + 1, control.coeffs)
             for start in range(0, control.batch_size, batch):
-                part = control[start:start + batch]
+                part = control[start : start + batch]
                 states = self._states(part)
                 pooled = states[_inside(part.end_index, states.shape[1], torch.bool).squeeze(-1)]  # (M_part, H)
                 if chosen is not None:
@@ -502,8 +581,12 @@ class RandomFeatures:
         return low + weight * (high - low), torch.where(spreads > 0, spreads, floor)
 
     # -------------------------------------------------------------------------------------------- features
-    def transform(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
-                  lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def transform(
+        self,
+        times: torch.Tensor | IrregularDataset | Observations,
+        values: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Features of series.
 
         Arguments:
@@ -533,16 +616,22 @@ class RandomFeatures:
             else:
                 batch = self._states_batch(knots, values)
             for start in range(0, values.shape[0], batch):
-                part = observations[start:start + batch]
+                part = observations[start : start + batch]
                 rows.append(self._batch_features(self._inputs(part), part))
         features = rows[0] if len(rows) == 1 else torch.cat(rows)
         if not bool(torch.isfinite(features).all()):
-            raise ValueError(f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
-                             f"input_scale (now {self.input_scale}) or the model's init_scale")
+            raise ValueError(
+                f"reservoir {self.reservoir!r} gave non-finite features (its states overflowed): lower "
+                f"input_scale (now {self.input_scale}) or the model's init_scale"
+            )
         return features
 
-    def fit_transform(self, times: torch.Tensor | IrregularDataset | Observations, values: torch.Tensor | None = None,
-                      lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def fit_transform(
+        self,
+        times: torch.Tensor | IrregularDataset | Observations,
+        values: torch.Tensor | None = None,
+        lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """`fit`, then `transform` of the same observations.
 
         Arguments:
@@ -563,15 +652,18 @@ class RandomFeatures:
         one), and numba installed; else None: every state is formed and pooled (`states`, `pooled`), the same
         numbers."""
         model = self.model_
-        fused = (isinstance(model, LinearCDE) and device.type == "cpu" and model.control_depth == 1
-                 and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
-                 and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
-                 and self.temperature_ == 0.0
-                 and fused_available())
+        fused = (
+            isinstance(model, LinearCDE)
+            and device.type == "cpu"
+            and model.control_depth == 1
+            and (model.structure == "diagonal" or (model.structure == "block" and model.block_size == 2))
+            and set(self.features) <= set(POOLED_FEATURES) | set(PATH_FEATURES)
+            and self.temperature_ == 0.0
+            and fused_available()
+        )
         return model if fused and isinstance(model, LinearCDE) else None
 
-    def _batch_features(self, control: Control, observations: Observations, sizes: list | None = None
-                        ) -> torch.Tensor:
+    def _batch_features(self, control: Control, observations: Observations, sizes: list | None = None) -> torch.Tensor:
         """(B, F) features of one batch (its rescaled observations and the reservoir's input built from them), in the
         order of ``features``; ``sizes`` (if given) gets each one's width."""
         constant = self._path_features(observations, control)
@@ -580,23 +672,39 @@ class RandomFeatures:
             return self.pooled(self._states(control), control.end_index, constant, sizes=sizes)
         with torch.no_grad():
             terms, h0 = model.scan_inputs(control)
-            pooled = fused_features(terms, control.end_index, h0, model.matrices(), model.B.weight, self.biases_,
-                                    model.structure, tuple(f for f in self.features if f not in PATH_FEATURES))
+            pooled = fused_features(
+                terms,
+                control.end_index,
+                h0,
+                model.matrices(),
+                model.B.weight,
+                self.biases_,
+                model.structure,
+                tuple(f for f in self.features if f not in PATH_FEATURES),
+            )
         parts = [pooled[f] if f not in PATH_FEATURES else self._path_part(constant, f) for f in self.features]
         if sizes is not None:
             sizes.extend(part.shape[1] for part in parts)
         # one float64 array, each part converted as it is copied in (a cat of converted parts copies twice)
-        out = torch.empty(parts[0].shape[0], sum(part.shape[1] for part in parts), dtype=torch.float64,
-                          device=parts[0].device)
+        out = torch.empty(
+            parts[0].shape[0], sum(part.shape[1] for part in parts), dtype=torch.float64, device=parts[0].device
+        )
         start = 0
         for part in parts:
-            out[:, start:start + part.shape[1]] = part
+            out[:, start : start + part.shape[1]] = part
             start += part.shape[1]
         return out
 
-    def pooled(self, states: torch.Tensor, end_index: torch.Tensor, path_part: torch.Tensor | None = None, *,
-               biases: torch.Tensor | None = None, temperature: float | None = None,
-               sizes: list | None = None) -> torch.Tensor:
+    def pooled(
+        self,
+        states: torch.Tensor,
+        end_index: torch.Tensor,
+        path_part: torch.Tensor | None = None,
+        *,
+        biases: torch.Tensor | None = None,
+        temperature: float | None = None,
+        sizes: list | None = None,
+    ) -> torch.Tensor:
         """The features of a batch from its states, in the order of ``features`` (differentiable in the states and
         the thresholds: `neuralde_seq.reservoir_tuning` trains through it).
 
@@ -646,9 +754,12 @@ class RandomFeatures:
         if self.reservoir == "logsignature":
             return None
         options = self._control_options()
-        plain = (isinstance(options.interpolation, Linear) and options.time_channel
-                 and not (options.intensity_channel or options.recency_channel)
-                 and control.channels == 1 + channels)
+        plain = (
+            isinstance(options.interpolation, Linear)
+            and options.time_channel
+            and not (options.intensity_channel or options.recency_channel)
+            and control.channels == 1 + channels
+        )
         return control.coeffs[:, : int(control.end_index.max()) + 1, 0, 1:] if plain else None
 
     def _path_features(self, observations: Observations, control: Control | None = None) -> torch.Tensor:
@@ -676,5 +787,5 @@ class RandomFeatures:
         def width(name: str) -> int:
             return PATH_FEATURES[name].width(channels, self.num_times, self.num_levels)
 
-        start = sum(width(f) for f in self.features[:self.features.index(feature)] if f in PATH_FEATURES)
-        return path_part[:, start:start + width(feature)]
+        start = sum(width(f) for f in self.features[: self.features.index(feature)] if f in PATH_FEATURES)
+        return path_part[:, start : start + width(feature)]

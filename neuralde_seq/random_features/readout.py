@@ -2,6 +2,7 @@
 leave-one-out error (`RidgeReadout`), its one-vs-all classification targets (`one_vs_all`), and the temperature that
 turns its decision values into class probabilities (`_fit_probability_temperature`).
 """
+
 from __future__ import annotations
 
 import math
@@ -59,12 +60,20 @@ class RidgeReadout:
     `leave_one_out_decision_function` gives the training samples' leave-one-out outputs at ``alpha_``.
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, *, classification: bool = False, standardize: bool = True,
-                 fit_intercept: bool = True):
+    def __init__(
+        self,
+        alphas=DEFAULT_ALPHAS,
+        *,
+        classification: bool = False,
+        standardize: bool = True,
+        fit_intercept: bool = True,
+    ):
         grid = np.atleast_1d(np.asarray(alphas, dtype=np.float64)) if _is_numeric(alphas) else None
         if grid is None or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-            raise ValueError(f"alphas must be a positive number or a non-empty 1-D sequence of positive finite "
-                             f"numbers, got {alphas!r}")
+            raise ValueError(
+                f"alphas must be a positive number or a non-empty 1-D sequence of positive finite "
+                f"numbers, got {alphas!r}"
+            )
         self.alphas = tuple(float(a) for a in grid)
         self.classification = bool(classification)
         self.standardize = bool(standardize)
@@ -78,7 +87,7 @@ class RidgeReadout:
             raise ValueError("features hold NaN or infinite values")
         return F
 
-    def fit(self, features, targets) -> "RidgeReadout":
+    def fit(self, features, targets) -> RidgeReadout:
         """Fit the readout and choose α.
 
         Arguments:

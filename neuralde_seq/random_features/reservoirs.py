@@ -2,26 +2,38 @@
 width, its draw under a fixed seed, frozen), the memory its time channel is given (`set_memory`: low-pass units or
 damped oscillators, package docstring "Memory"), and its states at every knot (`reservoir_states`).
 """
+
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from ..controls import Control
 from ..input_checks import is_positive_finite
-from ..models import FastWeightClassifier, LinearCDE, MODEL_NAMES, NeuralCDE, create_model, model_entry
+from ..models import MODEL_NAMES, FastWeightClassifier, LinearCDE, NeuralCDE, create_model, model_entry
 from ..models.linear_cde import _pieces, _window_start
 from ..solvers import solve
 
-__all__ = ["RESERVOIRS", "MEMORIES", "reservoir_states", "reservoir_state_width", "build_reservoir",
-           "resolve_timescales", "resolve_memory", "set_memory"]
+__all__ = [
+    "RESERVOIRS",
+    "MEMORIES",
+    "reservoir_states",
+    "reservoir_state_width",
+    "build_reservoir",
+    "resolve_timescales",
+    "resolve_memory",
+    "set_memory",
+]
 
 # The registry models whose per-knot state a reservoir reads, and the option that sets their width.
-_WIDTH_OPTION: dict[Callable[..., torch.nn.Module], str] = {LinearCDE: "hidden", NeuralCDE: "hidden",
-                                                             FastWeightClassifier: "d_model"}
+_WIDTH_OPTION: dict[Callable[..., torch.nn.Module], str] = {
+    LinearCDE: "hidden",
+    NeuralCDE: "hidden",
+    FastWeightClassifier: "d_model",
+}
 # Reservoir widths by default (benchmarks/random_features.py): a reservoir wants more units than a trained model.
 # Dense linear CDEs cost H² per unit step, CT-FWPs give d_model²/8 numbers per state.
 _DEFAULT_WIDTHS: dict[object, int] = {"linear": 1024, "dense": 128, NeuralCDE: 128, FastWeightClassifier: 64}
@@ -102,8 +114,6 @@ def reservoir_state_width(model: torch.nn.Module) -> int:
     return math.prod(model.network.first_layer.state_shape)
 
 
-
-
 def _is_linear(reservoir: str) -> bool:
     """Whether ``reservoir`` is a linear CDE (which has a time channel whose memory can be set)."""
     return reservoir != "logsignature" and model_entry(reservoir).constructor is LinearCDE
@@ -128,16 +138,23 @@ def resolve_timescales(reservoir: str, timescales) -> tuple[tuple | None, bool]:
     if timescales is not None:
         if not _is_linear(reservoir):
             raise ValueError(f"timescales applies to the linear CDE reservoirs only, not {reservoir!r}: pass None")
-        ok = isinstance(timescales, (tuple, list)) and len(timescales) == 2 and all(
-            t is None or is_positive_finite(t) for t in timescales) and timescales[0] is not None
+        ok = (
+            isinstance(timescales, (tuple, list))
+            and len(timescales) == 2
+            and all(t is None or is_positive_finite(t) for t in timescales)
+            and timescales[0] is not None
+        )
         if not ok or (timescales[1] is not None and timescales[1] < timescales[0]):
-            raise ValueError(f"timescales must be 'auto', None or (tau_min, tau_max) with 0 < tau_min <= tau_max "
-                             f"(tau_max None: the longest training series), got {timescales!r}")
+            raise ValueError(
+                f"timescales must be 'auto', None or (tau_min, tau_max) with 0 < tau_min <= tau_max "
+                f"(tau_max None: the longest training series), got {timescales!r}"
+            )
     return timescales, True
 
 
-def resolve_memory(reservoir: str, memory: str, timescales, fast_share, model_options: dict | None
-                   ) -> tuple[str, bool, float]:
+def resolve_memory(
+    reservoir: str, memory: str, timescales, fast_share, model_options: dict | None
+) -> tuple[str, bool, float]:
     """``memory`` and ``fast_share`` of `RandomFeatures` checked, "auto" resolved: "oscillation" for
     ``slice-block`` with timescales (then a third of the pairs fast), else "decay" (no fast share).
 
@@ -162,31 +179,51 @@ def resolve_memory(reservoir: str, memory: str, timescales, fast_share, model_op
         raise ValueError(f"memory must be 'auto' or one of {MEMORIES}, got {memory!r}")
     if memory == "oscillation":
         if timescales is None:
-            raise ValueError("memory='oscillation' spreads the oscillators' periods over timescales: pass "
-                             "timescales 'auto' or (tau_min, tau_max), not None")
-        structure = None if reservoir == "logsignature" else (model_options or {}).get(
-            "structure", model_entry(reservoir).defaults.get("structure"))
+            raise ValueError(
+                "memory='oscillation' spreads the oscillators' periods over timescales: pass "
+                "timescales 'auto' or (tau_min, tau_max), not None"
+            )
+        structure = (
+            None
+            if reservoir == "logsignature"
+            else (model_options or {}).get("structure", model_entry(reservoir).defaults.get("structure"))
+        )
         if not _is_linear(reservoir) or structure != "block":
-            raise ValueError(f"memory='oscillation' pairs units into 2x2 blocks: it needs the block linear CDE "
-                             f"(reservoir 'slice-block'), not {reservoir!r}")
+            raise ValueError(
+                f"memory='oscillation' pairs units into 2x2 blocks: it needs the block linear CDE "
+                f"(reservoir 'slice-block'), not {reservoir!r}"
+            )
         block_size = (model_options or {}).get("block_size", 2)
         if block_size != 2:
-            raise ValueError(f"memory='oscillation' needs model_options['block_size'] 2 (each oscillator a 2x2 "
-                             f"block), got {block_size!r}")
+            raise ValueError(
+                f"memory='oscillation' needs model_options['block_size'] 2 (each oscillator a 2x2 "
+                f"block), got {block_size!r}"
+            )
     oscillation = memory == "oscillation"
     if isinstance(fast_share, str) and fast_share == "auto":
         fast_share = _OSCILLATION_FAST_SHARE if oscillation else 0.0
-    elif isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or fast_share < 0 \
-            or not fast_share < 1:
+    elif (
+        isinstance(fast_share, bool) or not isinstance(fast_share, numbers.Real) or fast_share < 0 or not fast_share < 1
+    ):
         raise ValueError(f"fast_share must be 'auto' or a number in [0, 1), got {fast_share!r}")
     elif fast_share != 0 and not oscillation:  # in (0, 1)
-        raise ValueError(f"fast_share makes a share of the oscillators fast: it needs memory='oscillation', "
-                         f"not {memory!r} (pass fast_share 'auto' or 0)")
+        raise ValueError(
+            f"fast_share makes a share of the oscillators fast: it needs memory='oscillation', "
+            f"not {memory!r} (pass fast_share 'auto' or 0)"
+        )
     return memory, explicit, float(fast_share)
 
 
-def build_reservoir(reservoir: str, control: Control, like: torch.Tensor, *, width: int | None, memory: str,
-                    model_options: dict, seed: int) -> torch.nn.Module:
+def build_reservoir(
+    reservoir: str,
+    control: Control,
+    like: torch.Tensor,
+    *,
+    width: int | None,
+    memory: str,
+    model_options: dict,
+    seed: int,
+) -> torch.nn.Module:
     """The frozen random model of ``reservoir`` (package docstring, "Model"): drawn by ``create_model`` under
     ``torch.manual_seed(seed)`` (torch's global random state restored afterwards), every parameter with
     ``requires_grad=False``, in ``eval()`` mode.
@@ -217,8 +254,11 @@ def build_reservoir(reservoir: str, control: Control, like: torch.Tensor, *, wid
     elif width_option not in options:
         if entry.constructor is LinearCDE:
             dense = options.get("structure", entry.defaults.get("structure")) == "dense"
-            options[width_option] = (_DEFAULT_OSCILLATION_WIDTH if memory == "oscillation" else
-                                     _DEFAULT_WIDTHS["dense" if dense else "linear"])
+            options[width_option] = (
+                _DEFAULT_OSCILLATION_WIDTH
+                if memory == "oscillation"
+                else _DEFAULT_WIDTHS["dense" if dense else "linear"]
+            )
         else:
             options[width_option] = _DEFAULT_WIDTHS[entry.constructor]
     if entry.constructor is LinearCDE:
@@ -232,16 +272,19 @@ def build_reservoir(reservoir: str, control: Control, like: torch.Tensor, *, wid
     if entry.constructor is FastWeightClassifier:
         network = model.network
         if len(network.layers) != 1 or network.layers[0].initial_state == "static":
-            raise ValueError("a CT-FWP reservoir reads one layer's fast weights from the input: num_layers=1 and "
-                             "initial_state 'zeros' or 'rank_one'")
+            raise ValueError(
+                "a CT-FWP reservoir reads one layer's fast weights from the input: num_layers=1 and "
+                "initial_state 'zeros' or 'rank_one'"
+            )
     model = model.to(device=like.device, dtype=like.dtype)
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     return model.eval()
 
 
-def set_memory(model: LinearCDE, control: Control, timescales: tuple, memory: str, fast_share: float,
-               seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def set_memory(
+    model: LinearCDE, control: Control, timescales: tuple, memory: str, fast_share: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Set the time channel's A_0 of a linear CDE reservoir, in units of the median time step Δt (package
     docstring, "Memory"): unit j forgets by exp(−1/τ_j) per step ("decay"), or pair j turns by ω_j and shrinks by
     ρ_j per step ("oscillation").
@@ -268,8 +311,9 @@ def set_memory(model: LinearCDE, control: Control, timescales: tuple, memory: st
     generator = torch.Generator().manual_seed(seed + 1)
 
     def log_uniform(count, low, high):
-        return torch.exp(torch.empty(count, dtype=torch.float64).uniform_(math.log(low), math.log(high),
-                                                                          generator=generator))
+        return torch.exp(
+            torch.empty(count, dtype=torch.float64).uniform_(math.log(low), math.log(high), generator=generator)
+        )
 
     A = model.A
     if memory == "oscillation":
@@ -286,8 +330,10 @@ def set_memory(model: LinearCDE, control: Control, timescales: tuple, memory: st
             radius[:fast] = _FAST_RADIUS
         rho = torch.minimum(radius, _non_expanding_radius(omega))
         cosine, sine = rho * torch.cos(omega), rho * torch.sin(omega)
-        block = torch.stack([torch.stack([cosine - 1, -sine], dim=-1),
-                             torch.stack([sine, cosine - 1], dim=-1)], dim=-2) / step  # (pairs, 2, 2)
+        block = (
+            torch.stack([torch.stack([cosine - 1, -sine], dim=-1), torch.stack([sine, cosine - 1], dim=-1)], dim=-2)
+            / step
+        )  # (pairs, 2, 2)
         with torch.no_grad():
             A[0] = block.to(dtype=A.dtype, device=A.device)
         # τ is 0 where ρ = 0 (no memory)

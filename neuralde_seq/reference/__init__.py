@@ -78,26 +78,75 @@ without it raise ``ImportError`` saying how to install it.
 
 from .base import INSTALL_HINT
 from .grid import to_grid
-from .rocket import (MINIROCKET_KERNEL_SET, MINIROCKET_MIN_LENGTH, MiniRocketClassifier, MiniRocketRegressor,
-                     MultiRocketHydraClassifier, QuantClassifier)
 from .nearest_neighbour import NearestNeighbourClassifier
+from .registry import (
+    METHOD_KINDS,
+    REFERENCE_METHODS,
+    ReferenceMethod,
+    create_reference,
+    reference_method,
+    register_reference_method,
+)
+from .rocket import (
+    MINIROCKET_KERNEL_SET,
+    MINIROCKET_MIN_LENGTH,
+    MiniRocketClassifier,
+    MiniRocketRegressor,
+    MultiRocketHydraClassifier,
+    QuantClassifier,
+)
+from .scoring import (
+    DEFAULT_REFERENCE_METHODS,
+    ReferenceFit,
+    SeedEnsemble,
+    as_arrays,
+    evaluate_reference,
+    fit_reference,
+    reference_scores,
+    warm_up,
+)
 from .summaries import SUMMARY_STATISTICS, SummaryFeatureClassifier, summary_feature_names, summary_features
-from .registry import (METHOD_KINDS, REFERENCE_METHODS, ReferenceMethod, create_reference, reference_method,
-                       register_reference_method)
-from .scoring import (DEFAULT_REFERENCE_METHODS, ReferenceFit, SeedEnsemble, as_arrays, evaluate_reference,
-                      fit_reference, reference_scores, warm_up)
 
-__all__ = ["to_grid", "MiniRocketClassifier", "MultiRocketHydraClassifier", "QuantClassifier",
-           "MiniRocketRegressor", "NearestNeighbourClassifier", "SummaryFeatureClassifier",
-           "summary_features", "summary_feature_names", "SUMMARY_STATISTICS", "ReferenceMethod", "REFERENCE_METHODS",
-           "register_reference_method", "reference_method", "create_reference", "reference_scores",
-           "fit_reference", "ReferenceFit", "evaluate_reference", "as_arrays", "warm_up", "SeedEnsemble",
-           "DEFAULT_REFERENCE_METHODS", "INSTALL_HINT", "METHOD_KINDS", "MINIROCKET_MIN_LENGTH",
-           "MINIROCKET_KERNEL_SET"]
+__all__ = [
+    "to_grid",
+    "MiniRocketClassifier",
+    "MultiRocketHydraClassifier",
+    "QuantClassifier",
+    "MiniRocketRegressor",
+    "NearestNeighbourClassifier",
+    "SummaryFeatureClassifier",
+    "summary_features",
+    "summary_feature_names",
+    "SUMMARY_STATISTICS",
+    "ReferenceMethod",
+    "REFERENCE_METHODS",
+    "register_reference_method",
+    "reference_method",
+    "create_reference",
+    "reference_scores",
+    "fit_reference",
+    "ReferenceFit",
+    "evaluate_reference",
+    "as_arrays",
+    "warm_up",
+    "SeedEnsemble",
+    "DEFAULT_REFERENCE_METHODS",
+    "INSTALL_HINT",
+    "METHOD_KINDS",
+    "MINIROCKET_MIN_LENGTH",
+    "MINIROCKET_KERNEL_SET",
+]
 
 # The classes whose instances are fitted and kept carry this package's path, the one users import them from: messages
 # and pickles name neuralde_seq.reference.<Class>, which stays valid whichever room the class lives in.
-for _kept in (MiniRocketClassifier, MiniRocketRegressor, MultiRocketHydraClassifier, QuantClassifier,
-              NearestNeighbourClassifier, SummaryFeatureClassifier, SeedEnsemble):
+for _kept in (
+    MiniRocketClassifier,
+    MiniRocketRegressor,
+    MultiRocketHydraClassifier,
+    QuantClassifier,
+    NearestNeighbourClassifier,
+    SummaryFeatureClassifier,
+    SeedEnsemble,
+):
     _kept.__module__ = __name__
 del _kept

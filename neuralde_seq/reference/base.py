@@ -2,6 +2,7 @@
 needs it), the toolkit's checks of raw observations, X read in the estimators' forms or as an `IrregularDataset`, the
 labels' checks, and the classifiers' ``score``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,9 +25,10 @@ def _require(module: str, what: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f"{what} needs {module}, which is not installed (or cannot be imported: {err}); "
-                          f"install the optional reference methods with: {INSTALL_HINT}") from err
-
+        raise ImportError(
+            f"{what} needs {module}, which is not installed (or cannot be imported: {err}); "
+            f"install the optional reference methods with: {INSTALL_HINT}"
+        ) from err
 
 
 def _float64_tensor(x, name: str) -> torch.Tensor:
@@ -53,8 +55,6 @@ def _checked_observations(times, values, lengths) -> tuple[np.ndarray, np.ndarra
     if torch.isinf(v).any():
         raise ValueError("values hold infinite entries; NaN marks a missing value, infinities are not allowed")
     return t.numpy(), v.numpy(), n.numpy()
-
-
 
 
 def _read(X, times, y=None, *, fitting: bool):

@@ -1,9 +1,10 @@
 """Irregular series on a regular grid (`to_grid`; the package docstring, "From irregular series to a grid"), and
 the part of the grid-based reference estimators that puts their input on the grid fixed at ``fit``.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -34,8 +35,15 @@ def _longest_in_steps(times: torch.Tensor, lengths: torch.Tensor) -> int:
     return max(most, min(int(round(float(spans.max()))) + 1, _MAX_POINTS_PER_OBSERVATION * most))
 
 
-def to_grid(times, values, lengths=None, *, length: int | None = None, span="sample",
-            fill_value: float | Sequence[float] | np.ndarray = 0.0) -> np.ndarray:
+def to_grid(
+    times,
+    values,
+    lengths=None,
+    *,
+    length: int | None = None,
+    span="sample",
+    fill_value: float | Sequence[float] | np.ndarray = 0.0,
+) -> np.ndarray:
     """Irregular series on a regular grid, by linear interpolation per channel (the package docstring, "From
     irregular series to a grid").
 
@@ -74,8 +82,9 @@ def to_grid(times, values, lengths=None, *, length: int | None = None, span="sam
     if fill.ndim == 0:
         fill = np.full(channels, float(fill))
     if fill.shape != (channels,) or not np.isfinite(fill).all():
-        raise ValueError(f"fill_value must be a finite number or ({channels},) finite numbers, one per channel, "
-                         f"got {fill_value!r}")
+        raise ValueError(
+            f"fill_value must be a finite number or ({channels},) finite numbers, one per channel, got {fill_value!r}"
+        )
     first = t_np[:, 0]
     last = t_np[np.arange(num), lengths_np - 1]
     common = None
@@ -110,7 +119,6 @@ def to_grid(times, values, lengths=None, *, length: int | None = None, span="sam
     return out
 
 
-
 class _Grid:
     """Shared part of the grid-based reference estimators: the irregular input put on a grid fixed at ``fit``."""
 
@@ -121,8 +129,11 @@ class _Grid:
     span_: tuple[float, float] | str
 
     def _check_grid_options(self) -> None:
-        if self.grid_length is not None and (isinstance(self.grid_length, bool) or not isinstance(
-                self.grid_length, (int, np.integer)) or self.grid_length < 1):
+        if self.grid_length is not None and (
+            isinstance(self.grid_length, bool)
+            or not isinstance(self.grid_length, (int, np.integer))
+            or self.grid_length < 1
+        ):
             raise ValueError(f"grid_length must be a positive integer or None, got {self.grid_length!r}")
         if self.span not in _SPANS:
             raise ValueError(f"span must be 'sample' or 'common', got {self.span!r}")
@@ -138,8 +149,9 @@ class _Grid:
         # The training mean of each channel fills the channels a sample never observes (0 if never observed).
         self.channel_mean_ = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
         self.n_channels_ = values.shape[2]
-        self.grid_length_ = int(self.grid_length) if self.grid_length is not None else max(
-            _longest_in_steps(t, n), self._min_length)
+        self.grid_length_ = (
+            int(self.grid_length) if self.grid_length is not None else max(_longest_in_steps(t, n), self._min_length)
+        )
         if self.span == "common":
             last = t.numpy()[np.arange(len(n)), n.numpy() - 1]
             self.span_ = (float(t[:, 0].min()), float(last.max()))

@@ -1,6 +1,7 @@
 """One nearest neighbour on the grid, in Euclidean distance (numpy) or dynamic time warping (aeon):
 `NearestNeighbourClassifier`.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -42,10 +43,16 @@ class NearestNeighbourClassifier(_GridClassifier):
     """
 
     _DISTANCES = ("euclidean", "dtw")
-    _CHUNK = 2 ** 24  # float64 entries of one block of pairwise differences (128 MB)
+    _CHUNK = 2**24  # float64 entries of one block of pairwise differences (128 MB)
 
-    def __init__(self, distance: str = "euclidean", window: float | None = None, n_jobs: int = 1,
-                 grid_length: int | None = None, span: str = "sample"):
+    def __init__(
+        self,
+        distance: str = "euclidean",
+        window: float | None = None,
+        n_jobs: int = 1,
+        grid_length: int | None = None,
+        span: str = "sample",
+    ):
         self.distance = distance
         self.window = window
         self.n_jobs = n_jobs
@@ -57,10 +64,11 @@ class NearestNeighbourClassifier(_GridClassifier):
             raise ValueError(f"distance must be one of {', '.join(self._DISTANCES)}, got {self.distance!r}")
         if self.window is not None:
             if self.distance != "dtw":
-                raise ValueError(f"window applies to the dtw distance only; got window={self.window!r} with "
-                                 f"distance={self.distance!r}")
-            if isinstance(self.window, bool) or not isinstance(self.window, (int, float)) or \
-                    not 0 <= self.window <= 1:
+                raise ValueError(
+                    f"window applies to the dtw distance only; got window={self.window!r} with "
+                    f"distance={self.distance!r}"
+                )
+            if isinstance(self.window, bool) or not isinstance(self.window, (int, float)) or not 0 <= self.window <= 1:
                 raise ValueError(f"window must be a fraction in [0, 1] or None, got {self.window!r}")
         if self.distance == "dtw":
             _require("aeon", "the 1nn-dtw reference method")
@@ -89,16 +97,17 @@ class NearestNeighbourClassifier(_GridClassifier):
 
             with warnings.catch_warnings():  # aeon's compiled DTW warns of an internal uint64 index cast
                 warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
-                return np.asarray(dtw_pairwise_distance(grid, train, window=self.window, n_jobs=self.n_jobs),
-                                  dtype=np.float64)
+                return np.asarray(
+                    dtw_pairwise_distance(grid, train, window=self.window, n_jobs=self.n_jobs), dtype=np.float64
+                )
         flat_train = train.reshape(train.shape[0], -1)
         flat = grid.reshape(grid.shape[0], -1)
         out = np.empty((flat.shape[0], flat_train.shape[0]), dtype=np.float64)
         # Differences, not |a|^2 + |b|^2 - 2ab: no cancellation, so equal series are at distance exactly 0.
         rows = max(1, self._CHUNK // max(1, flat_train.size))
         for start in range(0, flat.shape[0], rows):
-            block = flat[start:start + rows, None, :] - flat_train[None, :, :]
-            out[start:start + rows] = np.einsum("ijk,ijk->ij", block, block)
+            block = flat[start : start + rows, None, :] - flat_train[None, :, :]
+            out[start : start + rows] = np.einsum("ijk,ijk->ij", block, block)
         return out
 
     def _predict_codes(self, grid: np.ndarray) -> np.ndarray:

@@ -2,12 +2,14 @@
 config rows and `reference_scores` name them. The practitioner's references and the toolkit's own random features
 (`neuralde_seq.random_features`) are registered here.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import inspect
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..input_checks import did_you_mean, unknown_name_message
 from ..random_features import RandomFeatureClassifier
@@ -16,8 +18,14 @@ from .nearest_neighbour import NearestNeighbourClassifier
 from .rocket import MiniRocketClassifier, MultiRocketHydraClassifier, QuantClassifier
 from .summaries import SummaryFeatureClassifier
 
-__all__ = ["ReferenceMethod", "REFERENCE_METHODS", "METHOD_KINDS", "register_reference_method", "reference_method",
-           "create_reference"]
+__all__ = [
+    "ReferenceMethod",
+    "REFERENCE_METHODS",
+    "METHOD_KINDS",
+    "register_reference_method",
+    "reference_method",
+    "create_reference",
+]
 
 METHOD_KINDS = ("reference", "random features")  # ReferenceMethod.kind
 
@@ -58,14 +66,23 @@ class ReferenceMethod:
     def option_names(self) -> tuple[str, ...]:
         """The constructor arguments a config row may set (not the fixed options nor the seed's)."""
         parameters = inspect.signature(self.estimator_class().__init__).parameters
-        return tuple(p for p in parameters if p != "self" and p not in self.options and p != self.seed_parameter
-                     and parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+        return tuple(
+            p
+            for p in parameters
+            if p != "self"
+            and p not in self.options
+            and p != self.seed_parameter
+            and parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        )
 
     def defaults(self) -> dict:
         """The constructor's defaults with the fixed options (recorded in results, checked on resume)."""
         parameters = inspect.signature(self.estimator_class().__init__).parameters
-        out = {p: v.default for p, v in parameters.items()
-               if p not in ("self", self.seed_parameter) and v.default is not inspect.Parameter.empty}
+        out = {
+            p: v.default
+            for p, v in parameters.items()
+            if p not in ("self", self.seed_parameter) and v.default is not inspect.Parameter.empty
+        }
         return {**out, **dict(self.options)}
 
     def check_available(self) -> None:
@@ -85,8 +102,10 @@ class ReferenceMethod:
         unknown = [k for k in options if k not in allowed]
         if unknown:
             hint = did_you_mean(str(unknown[0]), allowed)
-            raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} of reference method {self.name!r}; "
-                             f"{hint + ' ' if hint else ''}allowed: {', '.join(allowed)}")
+            raise ValueError(
+                f"unknown option(s) {', '.join(map(repr, unknown))} of reference method {self.name!r}; "
+                f"{hint + ' ' if hint else ''}allowed: {', '.join(allowed)}"
+            )
         kwargs = {**dict(self.options), **options}
         if self.seed_parameter is not None:
             kwargs[self.seed_parameter] = seed
@@ -147,38 +166,85 @@ def create_reference(name: str, seed: int | None = None, **options):
     return reference_method(name).create(seed, **options)
 
 
-register_reference_method(ReferenceMethod(
-    "minirocket", MiniRocketClassifier, requires=("aeon",),
-    description="MiniRocket (aeon) + RidgeClassifierCV on the series interpolated onto a grid"))
-register_reference_method(ReferenceMethod(
-    "multirocket-hydra", MultiRocketHydraClassifier, requires=("aeon",),
-    description="MultiRocket + Hydra (aeon) + ridge on the series interpolated onto a grid"))
-register_reference_method(ReferenceMethod(
-    "quant", QuantClassifier, requires=("aeon",),
-    description="QUANT (aeon): interval quantiles + extra trees, on the series interpolated onto a grid"))
-register_reference_method(ReferenceMethod(
-    "1nn-euclidean", NearestNeighbourClassifier, {"distance": "euclidean"}, seed_parameter=None,
-    description="1-nearest neighbour, Euclidean distance, on the series interpolated onto a grid"))
-register_reference_method(ReferenceMethod(
-    "1nn-dtw", NearestNeighbourClassifier, {"distance": "dtw"}, seed_parameter=None, requires=("aeon",),
-    description="1-nearest neighbour, DTW distance (aeon, full window), on the series interpolated onto a grid"))
-register_reference_method(ReferenceMethod(
-    "summary-features", SummaryFeatureClassifier,
-    description="per-channel summary statistics of the observed points (mean, std, min, max, first, last, slope, "
-                "count, time since last) + LogisticRegressionCV"))
+register_reference_method(
+    ReferenceMethod(
+        "minirocket",
+        MiniRocketClassifier,
+        requires=("aeon",),
+        description="MiniRocket (aeon) + RidgeClassifierCV on the series interpolated onto a grid",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "multirocket-hydra",
+        MultiRocketHydraClassifier,
+        requires=("aeon",),
+        description="MultiRocket + Hydra (aeon) + ridge on the series interpolated onto a grid",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "quant",
+        QuantClassifier,
+        requires=("aeon",),
+        description="QUANT (aeon): interval quantiles + extra trees, on the series interpolated onto a grid",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "1nn-euclidean",
+        NearestNeighbourClassifier,
+        {"distance": "euclidean"},
+        seed_parameter=None,
+        description="1-nearest neighbour, Euclidean distance, on the series interpolated onto a grid",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "1nn-dtw",
+        NearestNeighbourClassifier,
+        {"distance": "dtw"},
+        seed_parameter=None,
+        requires=("aeon",),
+        description="1-nearest neighbour, DTW distance (aeon, full window), on the series interpolated onto a grid",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "summary-features",
+        SummaryFeatureClassifier,
+        description="per-channel summary statistics of the observed points (mean, std, min, max, first, last, slope, "
+        "count, time since last) + LogisticRegressionCV",
+    )
+)
 # The toolkit's own closed-form mode (not a reference): a frozen random model read out by ridge regression, on the
 # irregular series themselves (no grid).
-register_reference_method(ReferenceMethod(
-    "random-features", RandomFeatureClassifier, kind="random features",
-    description="frozen random slice-block reservoir of damped oscillators (the defaults), its features read out by "
-                "closed-form ridge"))
-register_reference_method(ReferenceMethod(
-    "random-features-delta-rde", RandomFeatureClassifier, {"reservoir": "delta-rde"},
-    kind="random features",
-    description="frozen random delta-rde (CT-FWP) reservoir, its features read out by closed-form ridge"))
+register_reference_method(
+    ReferenceMethod(
+        "random-features",
+        RandomFeatureClassifier,
+        kind="random features",
+        description="frozen random slice-block reservoir of damped oscillators (the defaults), its features read out by "
+        "closed-form ridge",
+    )
+)
+register_reference_method(
+    ReferenceMethod(
+        "random-features-delta-rde",
+        RandomFeatureClassifier,
+        {"reservoir": "delta-rde"},
+        kind="random features",
+        description="frozen random delta-rde (CT-FWP) reservoir, its features read out by closed-form ridge",
+    )
+)
 # The same reservoir trained (neuralde_seq.reservoir_tuning): a trained model that starts where random features end.
-register_reference_method(ReferenceMethod(
-    "random-features-tuned", RandomFeatureClassifier, {"fine_tune": True},
-    kind="random features",
-    description="the random-features reservoir and thresholds fine-tuned by the ridge readout's leave-one-out error, "
-                "kept where it beats the untrained start on a held-out fifth of the training series"))
+register_reference_method(
+    ReferenceMethod(
+        "random-features-tuned",
+        RandomFeatureClassifier,
+        {"fine_tune": True},
+        kind="random features",
+        description="the random-features reservoir and thresholds fine-tuned by the ridge readout's leave-one-out error, "
+        "kept where it beats the untrained start on a held-out fifth of the training series",
+    )
+)

@@ -2,6 +2,7 @@
 regression (`MiniRocketClassifier`, `MiniRocketRegressor`), MultiRocket-Hydra (`MultiRocketHydraClassifier`) and
 QUANT (`QuantClassifier`). aeon is imported only when one of them is fitted.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,14 @@ from sklearn.utils.validation import check_is_fitted
 from .base import _read, _require
 from .grid import _Grid, _GridClassifier
 
-__all__ = ["MiniRocketClassifier", "MiniRocketRegressor", "MultiRocketHydraClassifier", "QuantClassifier",
-           "MINIROCKET_MIN_LENGTH", "MINIROCKET_KERNEL_SET"]
+__all__ = [
+    "MiniRocketClassifier",
+    "MiniRocketRegressor",
+    "MultiRocketHydraClassifier",
+    "QuantClassifier",
+    "MINIROCKET_MIN_LENGTH",
+    "MINIROCKET_KERNEL_SET",
+]
 
 MINIROCKET_MIN_LENGTH = 9  # MiniRocket's kernels have length 9: aeon refuses shorter series
 MINIROCKET_KERNEL_SET = 84  # its kernels: the 84 choices of 3 of 9 weights, so n_kernels goes in multiples of 84
@@ -25,9 +32,16 @@ class _MiniRocketFeatures:
     _min_length = MINIROCKET_MIN_LENGTH
     grid_length_: int  # set by fit (the grid estimators')
 
-    def __init__(self, n_kernels: int = 10_000, max_dilations_per_kernel: int = 32, alphas=None,
-                 random_state: int | None = None, n_jobs: int = 1, grid_length: int | None = None,
-                 span: str = "sample"):
+    def __init__(
+        self,
+        n_kernels: int = 10_000,
+        max_dilations_per_kernel: int = 32,
+        alphas=None,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+        grid_length: int | None = None,
+        span: str = "sample",
+    ):
         self.n_kernels = n_kernels
         self.max_dilations_per_kernel = max_dilations_per_kernel
         self.alphas = alphas
@@ -47,14 +61,24 @@ class _MiniRocketFeatures:
         for name, least in (("n_kernels", MINIROCKET_KERNEL_SET), ("max_dilations_per_kernel", 1), ("n_jobs", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-                extra = (f" (MiniRocket's kernels come in sets of {MINIROCKET_KERNEL_SET}: fewer would be taken as "
-                         f"{MINIROCKET_KERNEL_SET} without a word)" if name == "n_kernels" else "")
+                extra = (
+                    f" (MiniRocket's kernels come in sets of {MINIROCKET_KERNEL_SET}: fewer would be taken as "
+                    f"{MINIROCKET_KERNEL_SET} without a word)"
+                    if name == "n_kernels"
+                    else ""
+                )
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}{extra}")
         if self.grid_length_ < MINIROCKET_MIN_LENGTH:
-            raise ValueError(f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
-                             f"have length 9), got {self.grid_length_}")
-        self.transform_ = MiniRocket(n_kernels=self.n_kernels, max_dilations_per_kernel=self.max_dilations_per_kernel,
-                                     n_jobs=self.n_jobs, random_state=self.random_state)
+            raise ValueError(
+                f"grid_length must be at least {MINIROCKET_MIN_LENGTH} for MiniRocket (its kernels "
+                f"have length 9), got {self.grid_length_}"
+            )
+        self.transform_ = MiniRocket(
+            n_kernels=self.n_kernels,
+            max_dilations_per_kernel=self.max_dilations_per_kernel,
+            n_jobs=self.n_jobs,
+            random_state=self.random_state,
+        )
         self.scaler_ = StandardScaler(with_mean=False)
         return self.scaler_.fit_transform(self.transform_.fit_transform(grid))
 
@@ -123,7 +147,7 @@ class MiniRocketRegressor(_MiniRocketFeatures, _Grid, RegressorMixin, BaseEstima
     ``scaler_``, ``ridge_`` (``RidgeCV``, with the chosen ``alpha_``).
     """
 
-    def fit(self, X, y, times=None) -> "MiniRocketRegressor":
+    def fit(self, X, y, times=None) -> MiniRocketRegressor:
         """Fit MiniRocket and the ridge regression on X, y.
 
         Arguments:
@@ -177,8 +201,9 @@ class _AeonGridClassifier(_GridClassifier):
         _require("aeon", f"the {self._what} reference method")
         grid, codes = self._fit_grid(X, y, times)
         if self.grid_length_ < self._min_length:
-            raise ValueError(f"grid_length must be at least {self._min_length} for {self._what}, got "
-                             f"{self.grid_length_}")
+            raise ValueError(
+                f"grid_length must be at least {self._min_length} for {self._what}, got {self.grid_length_}"
+            )
         self.classifier_ = self._aeon_classifier().fit(grid, codes)
 
     def predict_proba(self, X, times=None) -> np.ndarray:
@@ -219,8 +244,15 @@ class MultiRocketHydraClassifier(_AeonGridClassifier):
     _min_length = MINIROCKET_MIN_LENGTH
     _what = "multirocket-hydra"
 
-    def __init__(self, n_kernels: int = 8, n_groups: int = 64, random_state: int | None = None, n_jobs: int = 1,
-                 grid_length: int | None = None, span: str = "sample"):
+    def __init__(
+        self,
+        n_kernels: int = 8,
+        n_groups: int = 64,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+        grid_length: int | None = None,
+        span: str = "sample",
+    ):
         self.n_kernels = n_kernels
         self.n_groups = n_groups
         self.random_state = random_state
@@ -232,8 +264,9 @@ class MultiRocketHydraClassifier(_AeonGridClassifier):
         from aeon.classification.convolution_based import MultiRocketHydraClassifier as Aeon
 
         self._check_positive_ints(("n_kernels", "n_groups", "n_jobs"))
-        return Aeon(n_kernels=self.n_kernels, n_groups=self.n_groups, n_jobs=self.n_jobs,
-                    random_state=self.random_state)
+        return Aeon(
+            n_kernels=self.n_kernels, n_groups=self.n_groups, n_jobs=self.n_jobs, random_state=self.random_state
+        )
 
 
 class QuantClassifier(_AeonGridClassifier):
@@ -253,8 +286,14 @@ class QuantClassifier(_AeonGridClassifier):
 
     _what = "quant"
 
-    def __init__(self, interval_depth: int = 6, quantile_divisor: int = 4, random_state: int | None = None,
-                 grid_length: int | None = None, span: str = "sample"):
+    def __init__(
+        self,
+        interval_depth: int = 6,
+        quantile_divisor: int = 4,
+        random_state: int | None = None,
+        grid_length: int | None = None,
+        span: str = "sample",
+    ):
         self.interval_depth = interval_depth
         self.quantile_divisor = quantile_divisor
         self.random_state = random_state
@@ -265,5 +304,6 @@ class QuantClassifier(_AeonGridClassifier):
         from aeon.classification.interval_based import QUANTClassifier
 
         self._check_positive_ints(("interval_depth", "quantile_divisor"))
-        return QUANTClassifier(interval_depth=self.interval_depth, quantile_divisor=self.quantile_divisor,
-                               random_state=self.random_state)
+        return QUANTClassifier(
+            interval_depth=self.interval_depth, quantile_divisor=self.quantile_divisor, random_state=self.random_state
+        )

@@ -2,18 +2,28 @@
 keeps numba's one-off compilation out of the fit's wall time), `evaluate_reference`, their `SeedEnsemble`, and
 `reference_scores`, the whole comparison in one call.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..data.base.datasets import IrregularDataset
 from .registry import reference_method
 
-__all__ = ["DEFAULT_REFERENCE_METHODS", "as_arrays", "evaluate_reference", "warm_up", "ReferenceFit", "fit_reference",
-           "SeedEnsemble", "reference_scores"]
+__all__ = [
+    "DEFAULT_REFERENCE_METHODS",
+    "as_arrays",
+    "evaluate_reference",
+    "warm_up",
+    "ReferenceFit",
+    "fit_reference",
+    "SeedEnsemble",
+    "reference_scores",
+]
 
 DEFAULT_REFERENCE_METHODS = ("minirocket", "1nn-euclidean", "1nn-dtw")
 
@@ -36,8 +46,9 @@ def _joined(datasets: Sequence[IrregularDataset]) -> tuple[list, list, np.ndarra
     X, times, labels = [], [], []
     for ds in datasets:
         if ds.labels is None:
-            raise ValueError(f"dataset {ds.name or '(unnamed)'} has no labels: a reference method is fitted on "
-                             "labelled data")
+            raise ValueError(
+                f"dataset {ds.name or '(unnamed)'} has no labels: a reference method is fitted on labelled data"
+            )
         x, t = as_arrays(ds)
         X += x
         times += t
@@ -101,8 +112,13 @@ def evaluate_reference(estimator, dataset: IrregularDataset, *, scores: bool = T
             full[:, np.asarray(estimator.classes_, dtype=int)] = class_scores
             class_scores = full
         area = auroc(labels, class_scores)
-    return {"accuracy": accuracy(predictions, labels), "auroc": area, "loss": None,
-            "num_samples": int(predictions.shape[0]), "seconds": seconds}
+    return {
+        "accuracy": accuracy(predictions, labels),
+        "auroc": area,
+        "loss": None,
+        "num_samples": int(predictions.shape[0]),
+        "seconds": seconds,
+    }
 
 
 _WARM: set = set()
@@ -148,8 +164,13 @@ class ReferenceFit(NamedTuple):
     compile_seconds: float
 
 
-def fit_reference(name: str, train: IrregularDataset | Sequence[IrregularDataset], *, seed: int | None = 0,
-                  options: Mapping | None = None):
+def fit_reference(
+    name: str,
+    train: IrregularDataset | Sequence[IrregularDataset],
+    *,
+    seed: int | None = 0,
+    options: Mapping | None = None,
+):
     """Fit reference method ``name`` on ``train`` (one dataset, or several fitted on together).
 
     Arguments:
@@ -211,8 +232,9 @@ class SeedEnsemble:
 
     def decision_function(self, X, times=None) -> np.ndarray:
         """The members' decision functions' mean: (N, K), or (N,) for two classes."""
-        return np.mean([np.asarray(m.decision_function(X, times=times), dtype=np.float64) for m in self.members],
-                       axis=0)
+        return np.mean(
+            [np.asarray(m.decision_function(X, times=times), dtype=np.float64) for m in self.members], axis=0
+        )
 
     def predict(self, X, times=None) -> np.ndarray:
         decision = self.decision_function(X, times=times)
@@ -223,9 +245,13 @@ class SeedEnsemble:
         return {**self.members[0].get_params(deep=False), "ensemble": len(self.members)}
 
 
-def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test: IrregularDataset,
-                     references: Sequence[str] = DEFAULT_REFERENCE_METHODS, seed: int | None = 0,
-                     options: Mapping[str, Mapping] | None = None) -> dict:
+def reference_scores(
+    train: IrregularDataset | Sequence[IrregularDataset],
+    test: IrregularDataset,
+    references: Sequence[str] = DEFAULT_REFERENCE_METHODS,
+    seed: int | None = 0,
+    options: Mapping[str, Mapping] | None = None,
+) -> dict:
     """Fit each reference method on ``train`` and score it on ``test``: the numbers a practitioner would see.
 
     The series are read as the neural models read them (the same dropped points, the same standardisation:
@@ -263,7 +289,14 @@ def reference_scores(train: IrregularDataset | Sequence[IrregularDataset], test:
         estimator, fit_seconds, compile_seconds = fit_reference(name, train, seed=seed, options=options.get(name))
         result = evaluate_reference(estimator, test)
         num_train = len(train) if isinstance(train, IrregularDataset) else sum(len(ds) for ds in train)
-        out[name] = {"accuracy": result["accuracy"], "auroc": result["auroc"], "num_train": num_train,
-                     "num_test": result["num_samples"], "fit_seconds": fit_seconds, "compile_seconds": compile_seconds,
-                     "predict_seconds": result["seconds"], "seconds": fit_seconds + result["seconds"]}
+        out[name] = {
+            "accuracy": result["accuracy"],
+            "auroc": result["auroc"],
+            "num_train": num_train,
+            "num_test": result["num_samples"],
+            "fit_seconds": fit_seconds,
+            "compile_seconds": compile_seconds,
+            "predict_seconds": result["seconds"],
+            "seconds": fit_seconds + result["seconds"],
+        }
     return out

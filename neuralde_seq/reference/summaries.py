@@ -1,10 +1,11 @@
 """Summary features of records: per channel, statistics of its observed points (`summary_features`), read by a
 cross-validated logistic regression (`SummaryFeatureClassifier`), on the irregular series themselves (no grid).
 """
+
 from __future__ import annotations
 
 import inspect
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -91,13 +92,16 @@ def _summary_features(times: np.ndarray, values: np.ndarray, lengths: np.ndarray
         try:
             given = np.broadcast_to(np.asarray(horizon, dtype=np.float64), (num,))
         except (TypeError, ValueError) as err:
-            raise ValueError(f"horizon must be None, a number or ({num},) numbers, one per sample, got "
-                             f"{horizon!r}") from err
+            raise ValueError(
+                f"horizon must be None, a number or ({num},) numbers, one per sample, got {horizon!r}"
+            ) from err
         early = ~(given >= end)  # also catches NaN
         if not np.isfinite(given).all() or early.any():
             first_bad = int(np.flatnonzero(early | ~np.isfinite(given))[0])
-            raise ValueError(f"horizon must be finite and at or after each sample's last time point; sample "
-                             f"{first_bad} ends at {end[first_bad]!r}, horizon {given[first_bad]!r}")
+            raise ValueError(
+                f"horizon must be finite and at or after each sample's last time point; sample "
+                f"{first_bad} ends at {end[first_bad]!r}, horizon {given[first_bad]!r}"
+            )
         end = given
 
     in_sample = np.arange(steps)[None, :] < lengths[:, None]  # (N, T)
@@ -109,7 +113,7 @@ def _summary_features(times: np.ndarray, values: np.ndarray, lengths: np.ndarray
     mean = np.where(observed, values, 0.0).sum(axis=1) / divisor
     # Two passes (deviations from the mean) for accuracy on values far from 0.
     deviation = np.where(observed, values - mean[:, None, :], 0.0)
-    std = np.sqrt((deviation ** 2).sum(axis=1) / divisor)
+    std = np.sqrt((deviation**2).sum(axis=1) / divisor)
     minimum = np.where(observed, values, np.inf).min(axis=1)
     maximum = np.where(observed, values, -np.inf).max(axis=1)
 
@@ -123,7 +127,7 @@ def _summary_features(times: np.ndarray, values: np.ndarray, lengths: np.ndarray
     channel_times = np.broadcast_to(times[:, :, None], values.shape)
     mean_time = np.where(observed, channel_times, 0.0).sum(axis=1) / divisor
     time_deviation = np.where(observed, channel_times - mean_time[:, None, :], 0.0)
-    spread = (time_deviation ** 2).sum(axis=1)
+    spread = (time_deviation**2).sum(axis=1)
     covariance = (time_deviation * deviation).sum(axis=1)
     has_slope = (count >= 2) & (spread > 0)
     slope = np.where(has_slope, covariance / np.where(has_slope, spread, 1.0), 0.0)
@@ -225,8 +229,14 @@ class SummaryFeatureClassifier(_ReferenceClassifier):
         self.n_folds_ = min(int(self.cv), int(np.bincount(codes).min()))
         if self.n_folds_ >= 2:
             folds = StratifiedKFold(self.n_folds_, shuffle=True, random_state=self.random_state)
-            self.logistic_ = LogisticRegressionCV(Cs=cs, cv=folds, scoring="neg_log_loss", max_iter=self.max_iter,
-                                                  random_state=self.random_state, **_logistic_cv_options())
+            self.logistic_ = LogisticRegressionCV(
+                Cs=cs,
+                cv=folds,
+                scoring="neg_log_loss",
+                max_iter=self.max_iter,
+                random_state=self.random_state,
+                **_logistic_cv_options(),
+            )
             self.logistic_.fit(scaled, codes)
             self.C_ = float(np.ravel(self.logistic_.C_)[0])
         else:

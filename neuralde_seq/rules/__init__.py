@@ -37,20 +37,39 @@ The rooms, lowest first:
 - `hebb`, `oja`, `delta`: the built-in rules, one module each;
 - `registry`: `RuleEntry`, `register_rule`, `make_rule`, ... and the built-in rules' registration.
 """
+
 # In the order of definition, rooms lowest first: the API page (docs/api/rules.md) lists the names in this order.
-from .relaxation import relaxation_rate, relax_error
-from .rank_one import RankOneUpdate, RankOneRate
-from .base import AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET, STEPWISE_STEP, CAPABILITIES, LearningRule
+from .base import AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET, CAPABILITIES, STEPWISE_STEP, LearningRule
+from .delta import Delta
 from .hebb import Hebb
 from .oja import Oja
-from .delta import Delta
-from .registry import (RuleEntry, register_rule, unregister_rule, registered_rule, rule_names, rule_title,
-                       make_rule)
+from .rank_one import RankOneRate, RankOneUpdate
+from .registry import RuleEntry, make_rule, register_rule, registered_rule, rule_names, rule_title, unregister_rule
+from .relaxation import relax_error, relaxation_rate
 
-__all__ = ["LearningRule", "Hebb", "Oja", "Delta", "make_rule", "RULE_NAMES", "register_rule",
-           "unregister_rule", "registered_rule", "rule_names", "rule_title", "RuleEntry", "CAPABILITIES", "AFFINE_RATE",
-           "AFFINE_STEP", "AFFINE_STEP_FORGET", "STEPWISE_STEP", "RankOneUpdate", "RankOneRate", "relaxation_rate",
-           "relax_error"]
+__all__ = [
+    "LearningRule",
+    "Hebb",
+    "Oja",
+    "Delta",
+    "make_rule",
+    "RULE_NAMES",
+    "register_rule",
+    "unregister_rule",
+    "registered_rule",
+    "rule_names",
+    "rule_title",
+    "RuleEntry",
+    "CAPABILITIES",
+    "AFFINE_RATE",
+    "AFFINE_STEP",
+    "AFFINE_STEP_FORGET",
+    "STEPWISE_STEP",
+    "RankOneUpdate",
+    "RankOneRate",
+    "relaxation_rate",
+    "relax_error",
+]
 
 
 def __getattr__(name):

@@ -1,6 +1,7 @@
 """`LearningRule`, the base class every rule derives from (it assembles the rate, the discrete step and the exact
 step from the parts a rule declares), and the capabilities a rule may declare (`CAPABILITIES`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -10,10 +11,10 @@ from .rank_one import RankOneRate, RankOneUpdate
 __all__ = ["LearningRule", "CAPABILITIES", "AFFINE_RATE", "AFFINE_STEP", "AFFINE_STEP_FORGET", "STEPWISE_STEP"]
 
 # Capabilities a rule may declare (`LearningRule.capabilities`): what the solvers ask a rule before taking a fast path.
-AFFINE_RATE = "affine_rate"                # `affine_rate` gives the rate as a `RankOneRate` (composed rk4 steps)
-AFFINE_STEP = "affine_step"                # `affine_step` gives the exact step as a `RankOneUpdate`, no forget gate
+AFFINE_RATE = "affine_rate"  # `affine_rate` gives the rate as a `RankOneRate` (composed rk4 steps)
+AFFINE_STEP = "affine_step"  # `affine_step` gives the exact step as a `RankOneUpdate`, no forget gate
 AFFINE_STEP_FORGET = "affine_step_forget"  # ... and with a forget gate too
-STEPWISE_STEP = "stepwise_step"            # `exact_step_inputs` + `exact_step_from_inputs`: a nonlinear exact step
+STEPWISE_STEP = "stepwise_step"  # `exact_step_inputs` + `exact_step_from_inputs`: a nonlinear exact step
 CAPABILITIES = (AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET, STEPWISE_STEP)
 # The capabilities of a rule whose rate and exact step are affine in W (Hebb, Oja, pre-Delta).
 _AFFINE = frozenset({AFFINE_RATE, AFFINE_STEP, AFFINE_STEP_FORGET})
@@ -122,8 +123,10 @@ class LearningRule:
         Returns:
             (..., d_e) the written vector: d_v wide, or d_k wide when ``transposed``.
         """
-        raise NotImplementedError(f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
-                                  "declares the vector it writes (or overrides rate)")
+        raise NotImplementedError(
+            f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
+            "declares the vector it writes (or overrides rate)"
+        )
 
     @staticmethod
     def recall(M: torch.Tensor | None, a: torch.Tensor):
@@ -147,8 +150,9 @@ class LearningRule:
         cls._declares_error = cls.error is not LearningRule.error
 
     # -- the rate, assembled once ----------------------------------------------------------------------
-    def rate(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
-             beta: torch.Tensor) -> torch.Tensor:
+    def rate(
+        self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor
+    ) -> torch.Tensor:
         """The rate of change of the fast weights, c · e(M) · aᵀ (transposed back for a rule on Wᵀ).
 
         Arguments:
@@ -161,8 +165,10 @@ class LearningRule:
             dW/ds of shape (..., d_v, d_k).
         """
         if not self._declares_error:
-            raise NotImplementedError(f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
-                                      "declares the vector it writes (or overrides rate)")
+            raise NotImplementedError(
+                f"{type(self).__name__} declares no error(M, k, v): a LearningRule subclass "
+                "declares the vector it writes (or overrides rate)"
+            )
         return self.rate_from_features(W, *self.rate_features(k_raw, v_raw, beta))
 
     # The rate in two parts, ``rate(W, k_raw, v_raw, beta) == rate_from_features(W, *rate_features(k_raw, v_raw,
@@ -207,8 +213,9 @@ class LearningRule:
             return self.rate(W, *features)
         if not self.uses_state:
             a, written = features
-            return (a.unsqueeze(-1) * written.unsqueeze(-2) if self.transposed
-                    else written.unsqueeze(-1) * a.unsqueeze(-2))
+            return (
+                a.unsqueeze(-1) * written.unsqueeze(-2) if self.transposed else written.unsqueeze(-1) * a.unsqueeze(-2)
+            )
         k, v, scale = features
         if self.transposed:  # dWᵀ/ds = c e aᵀ, so dW/ds = (c a) eᵀ
             return scale.unsqueeze(-1) * self.error(None if W is None else W.transpose(-1, -2), k, v).unsqueeze(-2)
@@ -251,12 +258,17 @@ class LearningRule:
         Returns:
             The sentence.
         """
-        return (f"{self!r} has no closed-form step" + (" with a forget gate" if forget_gate else "")
-                + ": it declares none of the capabilities 'affine_step'" + ("_forget" if forget_gate else "")
-                + (" or 'stepwise_step'" if not forget_gate else ""))
+        return (
+            f"{self!r} has no closed-form step"
+            + (" with a forget gate" if forget_gate else "")
+            + ": it declares none of the capabilities 'affine_step'"
+            + ("_forget" if forget_gate else "")
+            + (" or 'stepwise_step'" if not forget_gate else "")
+        )
 
-    def affine_step(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h,
-                    forget: torch.Tensor | None = None) -> RankOneUpdate | None:
+    def affine_step(
+        self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, h, forget: torch.Tensor | None = None
+    ) -> RankOneUpdate | None:
         """The exact step over a time h with constant inputs as an affine map of W (capability ``"affine_step"``,
         with ``forget`` ``"affine_step_forget"``).
 
@@ -273,8 +285,9 @@ class LearningRule:
         """
         return None
 
-    def affine_rate(self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
-                    forget: torch.Tensor | None = None) -> RankOneRate | None:
+    def affine_rate(
+        self, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor, forget: torch.Tensor | None = None
+    ) -> RankOneRate | None:
         """The rate (with a forget gate: minus λ W) as an affine map of W (capability ``"affine_rate"``).
 
         Arguments:
@@ -318,8 +331,15 @@ class LearningRule:
         """
         raise NotImplementedError(self.exact_step_refusal(False))
 
-    def exact_step(self, W: torch.Tensor, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor,
-                   h, forget: torch.Tensor | None = None) -> torch.Tensor:
+    def exact_step(
+        self,
+        W: torch.Tensor,
+        k_raw: torch.Tensor,
+        v_raw: torch.Tensor,
+        beta: torch.Tensor,
+        h,
+        forget: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """W(t + h) for inputs constant over [t, t + h]: the exact solution of dW/ds = rate (− λ W with a forget
         gate; docs/equations.md#closed-forms-on-constant-inputs), by the capability the rule declares.
 
@@ -347,8 +367,9 @@ class LearningRule:
             return self.exact_step_from_inputs(W, *self.exact_step_inputs(k_raw, v_raw, beta, h))
         raise NotImplementedError(self.exact_step_refusal(forget is not None))
 
-    def discrete_step(self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor,
-                      beta: torch.Tensor) -> torch.Tensor:
+    def discrete_step(
+        self, W: torch.Tensor | None, k_raw: torch.Tensor, v_raw: torch.Tensor, beta: torch.Tensor
+    ) -> torch.Tensor:
         """One discrete update of a recurrent fast weight programmer, ``W + rate(W, k_raw, v_raw, beta)``
         (paper 002 Eq. 27; for pre-Delta the DeltaNet step W + σ(β)(v − W k)kᵀ).
 

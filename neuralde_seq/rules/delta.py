@@ -1,5 +1,6 @@
 """The delta rule: pre-Delta, σ(β) (v − W k) kᵀ (affine in W), and post-Delta, σ(β) tanh(v_raw − W k) kᵀ (a
 nonlinear exact step, taken step by step)."""
+
 from __future__ import annotations
 
 import torch
@@ -72,8 +73,10 @@ class Delta(LearningRule):
             The sentence.
         """
         if self.post and forget_gate:
-            return ("post-Delta with a forget gate has no closed-form step: tanh(v − W k) and the decay of W's other "
-                    "directions do not separate")
+            return (
+                "post-Delta with a forget gate has no closed-form step: tanh(v − W k) and the decay of W's other "
+                "directions do not separate"
+            )
         return super().exact_step_refusal(forget_gate)
 
     def affine_rate(self, k_raw, v_raw, beta, forget=None):

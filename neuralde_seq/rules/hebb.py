@@ -1,4 +1,5 @@
 """Hebb's rule, dW/ds = σ(β) v kᵀ: purely additive, affine in W (it does not read W)."""
+
 from __future__ import annotations
 
 import torch
@@ -64,5 +65,6 @@ class Hebb(LearningRule):
         k, v = self.activate_key(k_raw), torch.tanh(v_raw)
         if forget is None:
             return RankOneUpdate(k, v, None, c * h)
-        return RankOneUpdate(k, v, None, c * relaxation_rate(torch.ones_like(c), forget, h),
-                             scale=torch.exp(-forget * h))
+        return RankOneUpdate(
+            k, v, None, c * relaxation_rate(torch.ones_like(c), forget, h), scale=torch.exp(-forget * h)
+        )

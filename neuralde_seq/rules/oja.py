@@ -1,4 +1,5 @@
 """Oja's rule, dW/ds = σ(β) v (k − Wᵀv)ᵀ: on Wᵀ, a relaxation towards k along v."""
+
 from __future__ import annotations
 
 import torch
@@ -66,8 +67,11 @@ class Oja(LearningRule):
         Returns:
             The sentence.
         """
-        return ("Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) is not affine in W"
-                if self.softmax_after_subtract else super().exact_step_refusal(forget_gate))
+        return (
+            "Oja(softmax_after_subtract=True) has no closed-form step: softmax(k_raw − Wᵀv) is not affine in W"
+            if self.softmax_after_subtract
+            else super().exact_step_refusal(forget_gate)
+        )
 
     def affine_rate(self, k_raw, v_raw, beta, forget=None):
         """σ(β) v (k − Wᵀv)ᵀ (− λ W) as a `RankOneRate` on Wᵀ: σ(β) (k − Wᵀv) vᵀ (a = v, b = k).

@@ -2,6 +2,7 @@
 affine rules (Hebb, Oja, pre-Delta), which the solvers compose over whole sequences
 (docs/equations.md#closed-forms-on-constant-inputs), and `_relaxing_update`, the exact step of a relaxing rule.
 """
+
 from __future__ import annotations
 
 import dataclasses

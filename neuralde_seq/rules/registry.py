@@ -2,11 +2,12 @@
 ``with`` block), listed by `rule_names`; the built-in rules are registered here at import. The model registry reads
 it for its ``{rule}-{form}`` names.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from ..input_checks import unknown_name_message
 from .base import LearningRule
@@ -14,8 +15,7 @@ from .delta import Delta
 from .hebb import Hebb
 from .oja import Oja
 
-__all__ = ["RuleEntry", "register_rule", "unregister_rule", "registered_rule", "rule_names", "rule_title",
-           "make_rule"]
+__all__ = ["RuleEntry", "register_rule", "unregister_rule", "registered_rule", "rule_names", "rule_title", "make_rule"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +53,7 @@ def register_rule(name: str, factory: Callable[..., LearningRule], *, title: str
     if name in _RULES:
         raise ValueError(f"rule name {name!r} is already registered (unregister_rule({name!r}) first to replace it)")
     if not callable(factory):
-        raise TypeError(f"factory must be callable (a LearningRule class or a function returning one), "
-                        f"got {factory!r}")
+        raise TypeError(f"factory must be callable (a LearningRule class or a function returning one), got {factory!r}")
     _RULES[name] = RuleEntry(factory, name if title is None else str(title))
 
 
@@ -136,8 +135,10 @@ def make_rule(rule: str | LearningRule, **options) -> LearningRule:
     if not isinstance(rule, str):
         raise ValueError(f"rule must be a rule name ({', '.join(_RULES)}) or a LearningRule, got {rule!r}")
     if rule not in _RULES:
-        raise ValueError(unknown_name_message("rule", rule, _RULES, listing="registered rules")
-                         + " (or pass a LearningRule; neuralde_seq.rules.register_rule adds a name)")
+        raise ValueError(
+            unknown_name_message("rule", rule, _RULES, listing="registered rules")
+            + " (or pass a LearningRule; neuralde_seq.rules.register_rule adds a name)"
+        )
     built = _RULES[rule].factory(**options)
     if not isinstance(built, LearningRule):
         raise ValueError(f"the factory registered for rule {rule!r} returned {built!r}, not a LearningRule")

@@ -5,6 +5,7 @@
   and n = λ, of a forget gate), with hand-written gradients (`_RelaxationRate`);
 - `relax_error`: asinh(sinh(e₀)·r) without overflow for large |e₀|, post-Delta's error at the end of a step.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,8 +41,9 @@ class _RelaxationRate(torch.autograd.Function):
         x_small = torch.where(small, x, torch.zeros_like(x))
         safe_x = torch.where(small, torch.ones_like(x), x)
         safe_norm = torch.where(small, torch.ones_like(norm_sq), norm_sq)
-        return torch.where(small, a * _RelaxationRate._horner(_RelaxationRate.PHI, x_small),
-                           -torch.expm1(-safe_x) / safe_norm)
+        return torch.where(
+            small, a * _RelaxationRate._horner(_RelaxationRate.PHI, x_small), -torch.expm1(-safe_x) / safe_norm
+        )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -59,8 +61,11 @@ class _RelaxationRate(torch.autograd.Function):
             small = x.abs() < _RelaxationRate.G_SERIES_BELOW
             x_small = torch.where(small, x, torch.zeros_like(x))
             x_large = torch.where(small, torch.ones_like(x), x)
-            g = torch.where(small, decay * _RelaxationRate._horner(_RelaxationRate.G_TERMS, x_small),
-                            ((1 - decay) - x_large * decay) / x_large / x_large)
+            g = torch.where(
+                small,
+                decay * _RelaxationRate._horner(_RelaxationRate.G_TERMS, x_small),
+                ((1 - decay) - x_large * decay) / x_large / x_large,
+            )
             grad_norm = -grad * (a * a) * g
         return grad_a, grad_norm
 
@@ -127,6 +132,7 @@ def _relax_error_both_branches(e0: torch.Tensor, log_decay: torch.Tensor) -> tor
     positive = log_y > 0
     log_y_pos = torch.where(positive, log_y, torch.ones_like(log_y))
     log_y_neg = torch.where(positive, -torch.ones_like(log_y), log_y)
-    large = torch.where(positive, log_y_pos + torch.log1p(torch.sqrt(1 + torch.exp(-2 * log_y_pos))),
-                        torch.asinh(torch.exp(log_y_neg)))
+    large = torch.where(
+        positive, log_y_pos + torch.log1p(torch.sqrt(1 + torch.exp(-2 * log_y_pos))), torch.asinh(torch.exp(log_y_neg))
+    )
     return torch.where(e0.abs() > _LARGE_ERROR, torch.sign(e0) * large, direct)

@@ -19,6 +19,7 @@ operation is then an element-wise product or a sum over an outer dimension with 
 runs several times faster on CPU than the same work on (N, d, d) matrices of width 8 (broadcasting over a
 last dimension of 8, or batched matmuls of 8 × 8 matrices).
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,7 +51,7 @@ def affine_forward(M, a, b, decay, write, keep_states: bool, scale=None):
         if keep_states:
             return M + torch.cumsum(written.unsqueeze(2) * a.unsqueeze(1), dim=0)
         # Row by row (einsum would go through batched matmuls over N tiny strided matrices, far slower).
-        return torch.stack([M[i] + (written[:, i: i + 1] * a).sum(0) for i in range(M.shape[0])])
+        return torch.stack([M[i] + (written[:, i : i + 1] * a).sum(0) for i in range(M.shape[0])])
     states = M.new_empty((a.shape[0],) + M.shape) if keep_states else None
     M = M if keep_states else M.clone()
     for t, (a_t, written_t, decay_t) in enumerate(zip(a, written, decay)):
@@ -95,7 +96,7 @@ def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, work
             g = torch.stack([(grad_states[i] * a).sum(1) for i in range(b.shape[1])], dim=1)
             grad_a = torch.zeros_like(a)
             for i in range(b.shape[1]):
-                grad_a.addcmul_(grad_states[i], written[:, i: i + 1])
+                grad_a.addcmul_(grad_states[i], written[:, i : i + 1])
             grad_M0 = grad_states
         return grad_M0, grad_a, write * g, None, (g * b).sum(1, keepdim=True)
     shape = (steps,) + M0.shape
@@ -131,8 +132,8 @@ def affine_backward(M0, a, b, decay, write, grad_states, keep_states: bool, work
     decayed_g = decay * g
     grad_a = torch.zeros_like(a)
     for i in range(b.shape[1]):
-        grad_a.addcmul_(G[:, i], u[:, i: i + 1])
-        grad_a.addcmul_(before[:, i], decayed_g[:, i: i + 1], value=-1.0)
+        grad_a.addcmul_(G[:, i], u[:, i : i + 1])
+        grad_a.addcmul_(before[:, i], decayed_g[:, i : i + 1], value=-1.0)
     grad_decay = -(g * recalled).sum(1, keepdim=True) if given_decay else None
     grads = (grad_M0, grad_a, write * g, grad_decay, (g * b).sum(1, keepdim=True))
     if scale is None:

@@ -47,6 +47,7 @@ O(T · d_model). Segments are the per-step loop's (``Checkpoint.every`` steps, d
 were measured slower on a CPU (benchmarks/cde_step.py, T = 1,000: 64 steps as fast as 32, 256 steps 1.4 times
 slower, the whole sequence 2 times slower), as a segment's batched tensors then outgrow the caches.
 """
+
 from __future__ import annotations
 
 import torch
@@ -117,8 +118,15 @@ def _accumulate(total, term):
     return term if total is None else (total if term is None else total + term)
 
 
-def step_maps(tableau, h: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decay: torch.Tensor | None,
-              write: torch.Tensor, forget: torch.Tensor | None):
+def step_maps(
+    tableau,
+    h: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    decay: torch.Tensor | None,
+    write: torch.Tensor,
+    forget: torch.Tensor | None,
+):
     """The affine map M ↦ M P + Q of one explicit Runge-Kutta step of dM/ds = write·b aᵀ − decay·(M a) aᵀ −
     forget·M (module docstring), for X independent steps at once.
 
@@ -187,9 +195,19 @@ def step_maps(tableau, h: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decay:
     pad = lambda vectors: vectors + [vectors[0].new_zeros(()).expand_as(vectors[0])] * padding
     C = torch.stack(pad([c[m] for m in range(stages)]), dim=1)  # (X, k, d_a)
     R_T = torch.stack(pad([w * v for w, v in zip(stage_write, stage_b)]), dim=1)  # (X, k, d_b)
-    L_T = None if stage_decay is None else torch.stack(pad([
-        -(stage_decay[m] if isinstance(sigma[m], float) else stage_decay[m] * sigma[m]) * stage_a[m]
-        for m in range(stages)]), dim=1)
+    L_T = (
+        None
+        if stage_decay is None
+        else torch.stack(
+            pad(
+                [
+                    -(stage_decay[m] if isinstance(sigma[m], float) else stage_decay[m] * sigma[m]) * stage_a[m]
+                    for m in range(stages)
+                ]
+            ),
+            dim=1,
+        )
+    )
     return (None if isinstance(sigma[stages], float) else sigma[stages]), L_T, R_T, C
 
 
@@ -279,8 +297,10 @@ class AffineFixedStepSolve(FixedStepSolve):
         method (`neuralde_seq.solvers.FixedStep`: its tableau, ``step_size``, ``max_steps`` and ``scan``)."""
         field = affine_field(dynamics)
         if field is None:
-            raise ValueError("AffineFixedStepSolve solves one fast weight field whose rule is affine in W (Hebb, Oja, "
-                             f"pre-Delta), got {type(dynamics).__name__}")
+            raise ValueError(
+                "AffineFixedStepSolve solves one fast weight field whose rule is affine in W (Hebb, Oja, "
+                f"pre-Delta), got {type(dynamics).__name__}"
+            )
         self.field = field
         super().__init__(_AffineRateDynamics(field), control, method, dtype)
         self.parallel = uses_parallel_scan(method.scan, control.coeffs.device)
@@ -301,8 +321,9 @@ class AffineFixedStepSolve(FixedStepSolve):
         features = self.features(n0, n1)  # (steps, S, B, H, ·) each, or None
         transposed = self.dynamics.transposed
         # (S, X, ·) with X = steps·B·H, step-major: each stage a contiguous block.
-        a, b, decay, write, forget = (None if f is None else f.transpose(0, 1).reshape(stages, -1, f.shape[-1])
-                                      for f in features)
+        a, b, decay, write, forget = (
+            None if f is None else f.transpose(0, 1).reshape(stages, -1, f.shape[-1]) for f in features
+        )
         index = torch.arange(n0, n1, device=self.end_step.device)
         h = self.width[n0:n1, None].to(y.dtype) * (index[:, None] < self.end_step).to(y.dtype)  # (steps, B)
         h = h.unsqueeze(-1).expand(steps, batch, heads).reshape(-1, 1)
@@ -318,8 +339,9 @@ class AffineFixedStepSolve(FixedStepSolve):
             # M_nᵀ = P_nᵀ M_{n−1}ᵀ + Q_nᵀ: the dense scan with the rows of M as the state's columns.
             P, Q = (by_step(t) for t in dense_step_maps(sigma, L_T, R_T, C))
             M0 = W0.transpose(-1, -2) if transposed else W0
-            states = parallel_scan(P.transpose(-1, -2), Q.transpose(-1, -2), M0.transpose(-1, -2), "dense",
-                                   columns=True).transpose(-1, -2)  # (steps, N, d_b, d_a)
+            states = parallel_scan(
+                P.transpose(-1, -2), Q.transpose(-1, -2), M0.transpose(-1, -2), "dense", columns=True
+            ).transpose(-1, -2)  # (steps, N, d_b, d_a)
             if not keep:
                 states = states[-1]
         elif not torch.is_grad_enabled() and not keep:
@@ -331,9 +353,14 @@ class AffineFixedStepSolve(FixedStepSolve):
                 M = torch.baddbmm(Q_t, M, P_t)
             return ((M.transpose(-1, -2) if transposed else M).reshape(y.shape),)
         else:
-            states = _AffineRecurrence.apply(keep, W0.transpose(-1, -2) if transposed else W0,
-                                             None if sigma is None else sigma.reshape(steps, matrices, 1, 1),
-                                             None if L_T is None else by_step(L_T), by_step(R_T), by_step(C))
+            states = _AffineRecurrence.apply(
+                keep,
+                W0.transpose(-1, -2) if transposed else W0,
+                None if sigma is None else sigma.reshape(steps, matrices, 1, 1),
+                None if L_T is None else by_step(L_T),
+                by_step(R_T),
+                by_step(C),
+            )
         if transposed:
             states = states.transpose(-1, -2)
         if not keep:

@@ -62,6 +62,7 @@ gradients by autograd through each recomputed checkpoint segment (the graph of a
 S·(C + 4d) numbers per matrix, plus d² per block; the forward pass keeps only the segment starts, so nothing of
 size T·d² is kept).
 """
+
 from __future__ import annotations
 
 import torch
@@ -86,9 +87,18 @@ def _blocks(t: torch.Tensor, blocks: int, size: int) -> torch.Tensor:
     return t.reshape(t.shape[0], blocks, size, *t.shape[2:])
 
 
-def chunked_affine_steps(M0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decay: torch.Tensor | None,
-                         write: torch.Tensor, scale: torch.Tensor | None = None, *, block_size: int = DEFAULT_BLOCK_SIZE,
-                         keep_states: bool = False, parallel: bool = False) -> torch.Tensor:
+def chunked_affine_steps(
+    M0: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    decay: torch.Tensor | None,
+    write: torch.Tensor,
+    scale: torch.Tensor | None = None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    keep_states: bool = False,
+    parallel: bool = False,
+) -> torch.Tensor:
     """Apply S steps M ↦ s·(M − δ (M a) aᵀ) + w b aᵀ (`RankOneUpdate.apply`) to N matrices at once, in blocks
     of ``block_size`` steps by the WY / UT form of the module docstring. Differentiable by autograd.
 
@@ -124,8 +134,9 @@ def chunked_affine_steps(M0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dec
         ratio = gamma = None  # γ = 1
     else:
         # log γ_t inside each block; scale 0 (e^{−λh} underflowed) is clamped to the smallest normal number.
-        log_gamma = torch.cumsum(_blocks(torch.log(scale.clamp_min(torch.finfo(scale.dtype).tiny)), count, size),
-                                 dim=-1)
+        log_gamma = torch.cumsum(
+            _blocks(torch.log(scale.clamp_min(torch.finfo(scale.dtype).tiny)), count, size), dim=-1
+        )
         gamma = torch.exp(log_gamma)  # (N, n, C)
         differences = log_gamma.unsqueeze(-1) - log_gamma.unsqueeze(-2)  # log(γ_t/γ_j), (N, n, C, C)
         lower = torch.ones(size, size, dtype=torch.bool, device=a.device).tril()
@@ -154,8 +165,9 @@ def chunked_affine_steps(M0: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dec
         P_T = (eye if gamma_end is None else gamma_end * eye).expand(N, count, d_a, d_a)
         if K_hat is not None:
             P_T = P_T - A_end_T @ K_hat
-        ends = parallel_scan(P_T.transpose(0, 1), (A_end_T @ V_hat).transpose(0, 1), M0.transpose(-1, -2), "dense",
-                             columns=True).transpose(-1, -2)  # (n, N, d_b, d_a)
+        ends = parallel_scan(
+            P_T.transpose(0, 1), (A_end_T @ V_hat).transpose(0, 1), M0.transpose(-1, -2), "dense", columns=True
+        ).transpose(-1, -2)  # (n, N, d_b, d_a)
         if not keep_states:
             return ends[-1]
         start = torch.cat([M0.unsqueeze(0), ends[:-1]]).transpose(0, 1)  # (N, n, d_b, d_a)

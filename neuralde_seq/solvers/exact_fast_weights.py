@@ -61,6 +61,7 @@ Deeper models (``num_layers > 1``) are not solvable this way: the input of layer
 which changes inside every window as W(s, 1) moves (paper Eq. 33-35), so its field is not constant on a
 window and has no closed form. `solve_exact` refuses them with a ValueError.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -74,13 +75,21 @@ from .affine_recurrence import affine_backward, affine_forward, batch_last, from
 from .chunked_delta import DEFAULT_BLOCK_SIZE, chunked_affine_steps
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
-__all__ = ["solve_exact", "solve_exact_reference", "exact_applies", "exact_refusal", "exact_field", "piece_inputs",
-           "default_chunk_size", "default_chunked_segment"]
+__all__ = [
+    "solve_exact",
+    "solve_exact_reference",
+    "exact_applies",
+    "exact_refusal",
+    "exact_field",
+    "piece_inputs",
+    "default_chunk_size",
+    "default_chunked_segment",
+]
 
 # Size of a checkpointed segment when Exact.chunk_size is None, in fast weight entries per step times
 # steps (B·S·H·d²): the backward pass of a segment holds its recomputed states (and, for the affine rules, the
 # adjoint states too). At the EigenWorms-like shape (B 32, H 16, d 8) this gives 64 windows.
-SEGMENT_ENTRIES = 2 ** 21
+SEGMENT_ENTRIES = 2**21
 
 
 def default_chunk_size(post: bool, batch: int, heads: int, head_dim: int) -> int:
@@ -103,19 +112,27 @@ def _field_refusal(dynamics) -> str | None:
     has a closed-form step."""
     field = getattr(dynamics, "exact_field", dynamics)
     if field is None:
-        return ("the Exact method solves one fast weight layer: the inputs of layers after the first are the previous "
-                "layer's outputs, which change inside every window, so they have no closed-form step; use a "
-                "stepping method (e.g. RK4()) for num_layers > 1")
+        return (
+            "the Exact method solves one fast weight layer: the inputs of layers after the first are the previous "
+            "layer's outputs, which change inside every window, so they have no closed-form step; use a "
+            "stepping method (e.g. RK4()) for num_layers > 1"
+        )
     if not isinstance(field, FastWeightField):
-        return (f"the Exact method needs a FastWeightField (or dynamics with an exact_field), got "
-                f"{type(dynamics).__name__}")
+        return (
+            f"the Exact method needs a FastWeightField (or dynamics with an exact_field), got {type(dynamics).__name__}"
+        )
     if getattr(field, "needs_time", False):
-        return ("the Exact method needs inputs constant on every window, but the field's slow net changes with s "
-                "(basis-expanded weights): use a fixed-step method such as RK4()")
+        return (
+            "the Exact method needs inputs constant on every window, but the field's slow net changes with s "
+            "(basis-expanded weights): use a fixed-step method such as RK4()"
+        )
     if not field.has_exact_step:
-        return (f"the Exact method: rule {field.rule!r}" + (" with a forget gate" if field.forget_gate else "")
-                + f" has no closed-form step ({field.rule.exact_step_refusal(field.forget_gate)}); use a fixed-step "
-                "method such as RK4()")
+        return (
+            f"the Exact method: rule {field.rule!r}"
+            + (" with a forget gate" if field.forget_gate else "")
+            + f" has no closed-form step ({field.rule.exact_step_refusal(field.forget_gate)}); use a fixed-step "
+            "method such as RK4()"
+        )
     return None
 
 
@@ -126,14 +143,18 @@ def _control_refusal(field: FastWeightField, coeffs: torch.Tensor, piecewise_con
     if piecewise_constant:
         return None
     if field.needs_value and bool((coeffs[:, :, 1:] != 0).any()):
-        return ("the Exact method needs inputs constant on every knot interval, but the field reads the control's "
-                f"value x (key from {field.key_source!r}, value from {field.value_source!r}) and the control is "
-                "not piecewise constant: use a log-signature control, or a piecewise-linear control with a field "
-                "reading x' only (form='cde', dx_only=True)")
+        return (
+            "the Exact method needs inputs constant on every knot interval, but the field reads the control's "
+            f"value x (key from {field.key_source!r}, value from {field.value_source!r}) and the control is "
+            "not piecewise constant: use a log-signature control, or a piecewise-linear control with a field "
+            "reading x' only (form='cde', dx_only=True)"
+        )
     if field.needs_derivative and bool((coeffs[:, :, 2:] != 0).any()):
-        return ("the Exact method needs inputs constant on every knot interval, but the field reads x' of a control "
-                "that is not piecewise linear: build it with interpolation='linear' or 'rectilinear' (or use a "
-                "log-signature control)")
+        return (
+            "the Exact method needs inputs constant on every knot interval, but the field reads x' of a control "
+            "that is not piecewise linear: build it with interpolation='linear' or 'rectilinear' (or use a "
+            "log-signature control)"
+        )
     return None
 
 
@@ -233,9 +254,11 @@ class _AffineSegments:
         self.has_decay = update.decay is not None
         self.decay_is_write = update.decay is None or (update.decay is update.write and not self.has_scale)
         decay = update.decay if not self.has_scale or update.decay is None else update.decay * update.scale
-        return (update.a, update.b, update.write) + (
-            (decay,) if self.has_decay and not self.decay_is_write else ()) + (
-            (update.scale,) if self.has_scale else ())
+        return (
+            (update.a, update.b, update.write)
+            + ((decay,) if self.has_decay and not self.decay_is_write else ())
+            + ((update.scale,) if self.has_scale else ())
+        )
 
     def _unpack(self, segment):
         a, b, write = (batch_last(t) for t in segment[:3])
@@ -261,11 +284,15 @@ class _AffineSegments:
     def backward(self, W, segment, grad_out, keep_states):
         a, b, decay, write, scale = self._unpack(segment)
         grad_M0, grad_a, grad_b, grad_decay, grad_write, *grad_scale = affine_backward(
-            self._to_state(W), a, b, decay, write, self._to_state(grad_out), keep_states, self.workspace, scale)
+            self._to_state(W), a, b, decay, write, self._to_state(grad_out), keep_states, self.workspace, scale
+        )
         if self.has_decay and self.decay_is_write:
             grad_write = grad_write + grad_decay
-        grads = [grad_a, grad_b, grad_write] + (
-            [grad_decay] if self.has_decay and not self.decay_is_write else []) + grad_scale
+        grads = (
+            [grad_a, grad_b, grad_write]
+            + ([grad_decay] if self.has_decay and not self.decay_is_write else [])
+            + grad_scale
+        )
         return self._from_state(grad_M0), [from_batch_last(g, self.heads) for g in grads]
 
 
@@ -291,8 +318,11 @@ class _ChunkedAffineSegments:
         # Without a forget gate pre-Delta's decay is its write (one tensor, whose gradients autograd sums).
         self.decay_is_write = update.decay is update.write
         separate_decay = self.has_decay and not self.decay_is_write
-        return (update.a, update.b, update.write) + ((update.decay,) if separate_decay else ()) + (
-            (update.scale,) if self.has_scale else ())
+        return (
+            (update.a, update.b, update.write)
+            + ((update.decay,) if separate_decay else ())
+            + ((update.scale,) if self.has_scale else ())
+        )
 
     def _rows(self, t):  # (S, B, H, e) -> (B·H, S, e)
         return t.permute(1, 2, 0, 3).reshape(self.batch * self.heads, t.shape[0], t.shape[3])
@@ -305,8 +335,17 @@ class _ChunkedAffineSegments:
             decay = write if self.decay_is_write else self._rows(segment[3]).squeeze(-1)
         scale = self._rows(segment[-1]).squeeze(-1) if self.has_scale else None
         M = W.transpose(-1, -2) if self.transposed else W
-        M = chunked_affine_steps(M.reshape(self.batch * self.heads, *M.shape[2:]), a, b, decay, write, scale,
-                                 block_size=self.block_size, keep_states=keep_states, parallel=self.parallel)
+        M = chunked_affine_steps(
+            M.reshape(self.batch * self.heads, *M.shape[2:]),
+            a,
+            b,
+            decay,
+            write,
+            scale,
+            block_size=self.block_size,
+            keep_states=keep_states,
+            parallel=self.parallel,
+        )
         if keep_states:  # (B·H, S, d_b, d_a) -> (B, S, H, ·, ·)
             M = M.reshape(self.batch, self.heads, *M.shape[1:]).transpose(1, 2)
         else:
@@ -343,9 +382,13 @@ class _ParallelAffineSegments(_ChunkedAffineSegments):
             toward = -(decay if scale is None else decay * scale) * a
             maps, structure = (diagonal, toward.unsqueeze(-1), a.unsqueeze(-1)), "dplr"
         M = W.transpose(-1, -2) if self.transposed else W  # (B, H, d_b, d_a)
-        states = parallel_scan(maps, (write * a).unsqueeze(-1) * b.unsqueeze(-2),
-                               M.reshape(matrices, *M.shape[2:]).transpose(-1, -2), structure,
-                               columns=True).transpose(-1, -2)  # (S, N, d_b, d_a)
+        states = parallel_scan(
+            maps,
+            (write * a).unsqueeze(-1) * b.unsqueeze(-2),
+            M.reshape(matrices, *M.shape[2:]).transpose(-1, -2),
+            structure,
+            columns=True,
+        ).transpose(-1, -2)  # (S, N, d_b, d_a)
         if keep_states:  # -> (B, S, H, d_b, d_a)
             M = states.reshape(steps, self.batch, self.heads, *states.shape[2:]).transpose(0, 1)
         else:
@@ -434,17 +477,19 @@ class _CheckpointedSegments(torch.autograd.Function):
         for i in reversed(range(len(ctx.bounds))):
             start, stop = ctx.bounds[i]
             if ctx.keep_states:
-                grad_out = grad[:, start + 1: stop + 1].clone()
+                grad_out = grad[:, start + 1 : stop + 1].clone()
                 grad_out[:, -1] += grad_W
             else:
                 grad_out = grad_W
             with torch.enable_grad():
                 pieces = [t[start:stop].detach().requires_grad_(need) for t, need in zip(inputs, needs)]
                 prepared = ctx.solver.prepare(*_segment(pieces, ctx.has, 0, stop - start))
-            grad_W, grad_prepared = ctx.solver.backward(starts[:, i], [t.detach() for t in prepared], grad_out,
-                                                        ctx.keep_states)
+            grad_W, grad_prepared = ctx.solver.backward(
+                starts[:, i], [t.detach() for t in prepared], grad_out, ctx.keep_states
+            )
             wrt = [p for p, need in zip(pieces, needs) if need] + [
-                p for p, need in zip(parameters, needs[n_inputs:]) if need]
+                p for p, need in zip(parameters, needs[n_inputs:]) if need
+            ]
             used = [(t, g) for t, g in zip(prepared, grad_prepared) if g is not None and t.requires_grad]
             if not wrt or not used:
                 continue
@@ -480,8 +525,10 @@ def _maybe_compiled(function, compile: bool):
         return function
     if function not in _COMPILED:
         if shutil.which("cc") is None and shutil.which("gcc") is None:
-            raise RuntimeError("Exact(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
-                               "and none is on PATH: install one or leave compile=False")
+            raise RuntimeError(
+                "Exact(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
+                "and none is on PATH: install one or leave compile=False"
+            )
         _COMPILED[function] = torch.compile(function, dynamic=False)
     return _COMPILED[function]
 
@@ -492,8 +539,10 @@ def _sequence(field: FastWeightField, control: Control, initial: torch.Tensor):
     ``initial``'s dtype, 0 after each sample's final knot."""
     batch, H, d = control.batch_size, field.n_heads, field.head_dim
     if initial.shape[0] != batch or initial[0].numel() != H * d * d:
-        raise ValueError(f"initial must have shape (B={batch}, ...) with {H}·{d}² fast weight entries per sample, got "
-                         f"{tuple(initial.shape)}")
+        raise ValueError(
+            f"initial must have shape (B={batch}, ...) with {H}·{d}² fast weight entries per sample, got "
+            f"{tuple(initial.shape)}"
+        )
     pieces = int(control.end_index.max())
     x, dx = piece_inputs(field, control, pieces)
     knots = control.knots[: pieces + 1].to(initial.dtype)
@@ -566,17 +615,23 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, method, *, at
     if recurrence == "auto":  # measured on an H200 (docs/performance.md): the chunked form wins there, not on a CPU
         recurrence = "chunked" if W0.device.type != "cpu" and not stepwise else "sequential"
     if recurrence == "chunked" and stepwise:
-        raise ValueError("Exact(recurrence='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
-                         f"{title}'s exact step is not affine in W and has no chunked form; use "
-                         "recurrence='sequential'")
+        raise ValueError(
+            "Exact(recurrence='chunked') applies to the affine rules (Hebb, Oja, pre-Delta): "
+            f"{title}'s exact step is not affine in W and has no chunked form; use "
+            "recurrence='sequential'"
+        )
     if method.compile and not stepwise:
-        raise ValueError("Exact(compile=True) compiles a nonlinear exact step (post-Delta's) only; "
-                         f"{rule!r} is solved by affine steps (hand-written adjoint, or the chunked form), which are "
-                         "not compiled: leave compile=False")
+        raise ValueError(
+            "Exact(compile=True) compiles a nonlinear exact step (post-Delta's) only; "
+            f"{rule!r} is solved by affine steps (hand-written adjoint, or the chunked form), which are "
+            "not compiled: leave compile=False"
+        )
     composition = method.scan
     if composition == "parallel" and stepwise:
-        raise ValueError("Exact(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
-                         f"pre-Delta): {title}'s exact step is not affine in W; use scan='auto' or 'sequential'")
+        raise ValueError(
+            "Exact(scan='parallel') composes the affine rules' exact steps (Hebb, Oja, "
+            f"pre-Delta): {title}'s exact step is not affine in W; use scan='auto' or 'sequential'"
+        )
     parallel = not stepwise and uses_parallel_scan(composition, W0.device)
     solver: _ChunkedAffineSegments | _ParallelAffineSegments | _StepwiseSegments | _AffineSegments
     if recurrence == "chunked":
@@ -592,15 +647,17 @@ def solve_exact(dynamics, control: Control, initial: torch.Tensor, method, *, at
         solver = _ParallelAffineSegments(field, batch)
     else:
         chunk = method.chunk_size or default_chunk_size(stepwise, batch, H, d)
-        solver = (_StepwiseSegments(field, _maybe_compiled(rule.exact_step_from_inputs, method.compile)) if stepwise
-                  else _AffineSegments(field, batch))
+        solver = (
+            _StepwiseSegments(field, _maybe_compiled(rule.exact_step_from_inputs, method.compile))
+            if stepwise
+            else _AffineSegments(field, batch)
+        )
     # Time-major inputs, so that a segment of the steps is a contiguous slice.
     sources = [t.transpose(0, 1).contiguous() for t in (x, dx) if t is not None]
     has = (x is not None, dx is not None)
     bounds = tuple((start, min(start + chunk, pieces)) for start in range(0, pieces, chunk))
     parameters = [p for p in field.parameters()]
-    out = _CheckpointedSegments.apply(solver, bounds, at_knots, has, W0, *sources, lengths.t(),
-                                      *parameters)
+    out = _CheckpointedSegments.apply(solver, bounds, at_knots, has, W0, *sources, lengths.t(), *parameters)
     if at_knots:
         return out.reshape(batch, pieces + 1, *initial.shape[1:])
     return out.reshape(initial.shape)

@@ -19,6 +19,7 @@ silently).
 Checkpointed gradients: a segment of steps is one autograd node (`CheckpointedSegment`) that keeps only
 its first state; its backward pass recomputes the segment and backpropagates through it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,15 @@ import torch
 
 from ..controls import Control
 
-__all__ = ["FIXED_STEP_METHODS", "TABLEAUS", "Tableau", "subdivide", "step_grid", "FixedStepSolve",
-           "CheckpointedSegment"]
+__all__ = [
+    "FIXED_STEP_METHODS",
+    "TABLEAUS",
+    "Tableau",
+    "subdivide",
+    "step_grid",
+    "FixedStepSolve",
+    "CheckpointedSegment",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,16 +55,18 @@ TABLEAUS = {
     "midpoint": Tableau((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
     "heun2": Tableau((0.0, 1.0), ((), (1.0,)), (0.5, 0.5)),
     "heun3": Tableau((0.0, 1 / 3, 2 / 3), ((), (1 / 3,), (0.0, 2 / 3)), (0.25, 0.0, 0.75)),
-    "rk4": Tableau((0.0, 1 / 3, 2 / 3, 1.0), ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)),
-                    (0.125, 0.375, 0.375, 0.125)),
+    "rk4": Tableau(
+        (0.0, 1 / 3, 2 / 3, 1.0), ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)), (0.125, 0.375, 0.375, 0.125)
+    ),
 }
 # Multistep methods (torchdiffeq's Adams) are not offered: they reuse rates from earlier steps, across knots
 # where the control's derivative (and a log-signature control itself) jumps.
 FIXED_STEP_METHODS = tuple(TABLEAUS)
 
 
-def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | None = None,
-              method_name: str = "fixed-step") -> tuple[torch.Tensor, torch.Tensor]:
+def subdivide(
+    knots: torch.Tensor, step_size: float | None, max_steps: int | None = None, method_name: str = "fixed-step"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The fixed-step grid through every knot.
 
     Arguments:
@@ -90,22 +100,27 @@ def subdivide(knots: torch.Tensor, step_size: float | None, max_steps: int | Non
     return grid, counts
 
 
-def _check_step_count(steps: float, knots: torch.Tensor, step_size: float | None, max_steps: int | None,
-                      method_name: str) -> None:
+def _check_step_count(
+    steps: float, knots: torch.Tensor, step_size: float | None, max_steps: int | None, method_name: str
+) -> None:
     if max_steps is None or steps <= max_steps:
         return
     start, end = float(knots[0]), float(knots[-1])
-    per = (f"step_size={step_size:g}" if step_size is not None
-           else f"one step per knot interval (step_size=None) over {knots.shape[0] - 1:,} intervals")
-    raise ValueError(f"the {method_name} solve would take {steps:,.0f} steps, more than max_steps={max_steps:,}: the "
-                     f"control's parameter s runs from {start:.6g} to {end:.6g} (a span of {end - start:.6g}) with "
-                     f"{per}. Use a larger step_size (or None: one step per knot interval), rescale the times to "
-                     "units where observation gaps are about 1, build the control with parametrization='index', or "
-                     "raise the method's max_steps (e.g. RK4(max_steps=...))")
+    per = (
+        f"step_size={step_size:g}"
+        if step_size is not None
+        else f"one step per knot interval (step_size=None) over {knots.shape[0] - 1:,} intervals"
+    )
+    raise ValueError(
+        f"the {method_name} solve would take {steps:,.0f} steps, more than max_steps={max_steps:,}: the "
+        f"control's parameter s runs from {start:.6g} to {end:.6g} (a span of {end - start:.6g}) with "
+        f"{per}. Use a larger step_size (or None: one step per knot interval), rescale the times to "
+        "units where observation gaps are about 1, build the control with parametrization='index', or "
+        "raise the method's max_steps (e.g. RK4(max_steps=...))"
+    )
 
 
-def step_grid(control: Control, step_size: float | None, max_steps: int | None = None,
-              method_name: str = "fixed-step"):
+def step_grid(control: Control, step_size: float | None, max_steps: int | None = None, method_name: str = "fixed-step"):
     """(grid (M + 1,) in s, grid index of every knot (K,), knot interval of every step (M,)) of a fixed-step
     solve up to the batch's last final knot; more than ``max_steps`` steps raise (see `subdivide`)."""
     grid, counts = subdivide(control.knots[: int(control.end_index.max()) + 1], step_size, max_steps, method_name)
@@ -145,8 +160,9 @@ class FixedStepSolve:
         c = self.stage_times
         offsets = self.offset[n0:n1, None].to(c.dtype) + c * self.width[n0:n1, None].to(c.dtype)  # (n, S)
         pieces = self.piece[n0:n1, None].expand_as(offsets).reshape(-1)
-        x, dx = control.evaluate_points(pieces, offsets.reshape(-1), dynamics.needs_value,
-                                        dynamics.needs_derivative)  # (B, n·S, C)
+        x, dx = control.evaluate_points(
+            pieces, offsets.reshape(-1), dynamics.needs_value, dynamics.needs_derivative
+        )  # (B, n·S, C)
         channels = control.channels
         # Point-major, batch-minor: the features of one stage are then a contiguous (B, ...) block.
         x = None if x is None else x.transpose(0, 1).reshape(-1, channels)

@@ -69,6 +69,7 @@ control or initial state whose dtype or device differs from the dynamics' parame
 (`magnitude_limit`) means steps too wide for the field, typically times in
 large units with ``parametrization="time"``.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -103,8 +104,7 @@ class Dynamics(Protocol):
     needs_value: bool
     needs_derivative: bool
 
-    def __call__(self, state: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor:
-        ...
+    def __call__(self, state: torch.Tensor, x: torch.Tensor | None, dx: torch.Tensor | None) -> torch.Tensor: ...
 
 
 def solve(dynamics, control: Control, initial: torch.Tensor, options=None, *, at_knots: bool = False) -> torch.Tensor:
@@ -142,8 +142,10 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options=None, *, at
         check_matches_module(dynamics, control.coeffs, "the control", "the dynamics module")
         check_matches_module(dynamics, initial, "the initial state", "the dynamics module")
         if initial.is_floating_point() and initial.dtype != control.coeffs.dtype:
-            raise TypeError(f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert "
-                            f"one of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))")
+            raise TypeError(
+                f"the initial state is {initial.dtype} but the control is {control.coeffs.dtype}: convert "
+                f"one of them (initial.to({control.coeffs.dtype}) or control.to({initial.dtype}))"
+            )
     chosen = method.resolve(dynamics, control)
     object.__setattr__(options, "_last_method", chosen)
     states = chosen.solve(dynamics, control, initial, options, at_knots)
@@ -154,6 +156,7 @@ def solve(dynamics, control: Control, initial: torch.Tensor, options=None, *, at
 
 # ---------------------------------------------------------------------------------------------------
 # autonomous ODEs between observations
+
 
 class _GapDynamics(torch.nn.Module):
     """dh/dτ = Δt_b · f(h): the gap enters as the derivative of a linear control X(τ) = Δt_b τ, τ ∈ [0, 1]."""
@@ -193,12 +196,16 @@ def evolve_over_gaps(f: torch.nn.Module, h: torch.Tensor, gap: torch.Tensor, opt
     """
     options = solver_options(options, argument="options")
     if not isinstance(h, torch.Tensor) or not isinstance(gap, torch.Tensor) or h.dim() != 2 or gap.shape != h.shape[:1]:
-        raise ValueError(f"h must be (B, H) and gap (B,), got h {tuple(getattr(h, 'shape', ()))} and gap "
-                         f"{tuple(getattr(gap, 'shape', ()))}")
+        raise ValueError(
+            f"h must be (B, H) and gap (B,), got h {tuple(getattr(h, 'shape', ()))} and gap "
+            f"{tuple(getattr(gap, 'shape', ()))}"
+        )
     if not options.method.applies(_GapDynamics(f)):
-        raise ValueError(f"{options.method!r} solves fast weight fields on inputs constant over each knot interval; "
-                         "the ODE between observations, dh/dt = f(h) with f a network, has no closed form: use RK4() "
-                         "or Dopri5()")
+        raise ValueError(
+            f"{options.method!r} solves fast weight fields on inputs constant over each knot interval; "
+            "the ODE between observations, dh/dt = f(h) with f a network, has no closed form: use RK4() "
+            "or Dopri5()"
+        )
     if not bool((gap != 0).any()):
         return h
     gap = gap.to(h.dtype)

@@ -31,21 +31,32 @@ state (`neuralde_seq.solvers.affine_rk4`, `neuralde_seq.solvers.exact_fast_weigh
 `neuralde_seq.solvers.chunked_delta`).
 `parallel_segment_steps` sizes their checkpointed segments for the parallel scan.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-__all__ = ["STRUCTURES", "sequential_scan", "parallel_scan", "apply_matrix", "compose_matrices", "dplr_to_dense",
-           "PARALLEL_SCAN_ENTRIES", "parallel_segment_steps", "SCANS", "uses_parallel_scan"]
+__all__ = [
+    "STRUCTURES",
+    "sequential_scan",
+    "parallel_scan",
+    "apply_matrix",
+    "compose_matrices",
+    "dplr_to_dense",
+    "PARALLEL_SCAN_ENTRIES",
+    "parallel_segment_steps",
+    "SCANS",
+    "uses_parallel_scan",
+]
 
 STRUCTURES = ("diagonal", "block", "dense", "dplr")
 # The values of the ``scan`` option of the fixed-step methods and `Exact` (`uses_parallel_scan`).
 SCANS = ("auto", "sequential", "parallel")
 # Numbers the autograd graph of one segment's parallel scan may hold (2^26: 256 MiB in float32), for
 # `parallel_segment_steps`.
-PARALLEL_SCAN_ENTRIES = 2 ** 26
+PARALLEL_SCAN_ENTRIES = 2**26
 
 
 def _check(structure: str) -> None:
@@ -103,8 +114,10 @@ def compose_matrices(later: torch.Tensor, earlier: torch.Tensor, structure: str)
     """
     _check(structure)
     if structure == "dplr":
-        raise ValueError("diagonal-plus-low-rank matrices do not compose into the same form (the rank adds up): "
-                         "compose their dense forms (dplr_to_dense)")
+        raise ValueError(
+            "diagonal-plus-low-rank matrices do not compose into the same form (the rank adds up): "
+            "compose their dense forms (dplr_to_dense)"
+        )
     return later * earlier if structure == "diagonal" else later @ earlier
 
 
@@ -121,8 +134,9 @@ def dplr_to_dense(M: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.T
     return torch.diag_embed(d) + U @ V.transpose(-1, -2)
 
 
-def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str,
-                    columns: bool = False) -> torch.Tensor:
+def sequential_scan(
+    M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str, columns: bool = False
+) -> torch.Tensor:
     """Every state of h_t = M_t h_{t−1} + b_t, one step after the other (the reference).
 
     Arguments:
@@ -144,8 +158,9 @@ def sequential_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structur
     return torch.stack(states) if states else b.new_empty((0,) + tuple(h0.shape))
 
 
-def parallel_scan(M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str,
-                  columns: bool = False) -> torch.Tensor:
+def parallel_scan(
+    M: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, structure: str, columns: bool = False
+) -> torch.Tensor:
     """Every state of h_t = M_t h_{t−1} + b_t by a prefix scan of the affine maps (module docstring).
 
     Arguments:

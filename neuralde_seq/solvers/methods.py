@@ -25,11 +25,13 @@ kernels read the method's own fields), so no code asks for a method by its name.
 as ``{"type": "RK4", **fields}``; `neuralde_seq.solvers.options.parse_solver` reads it back, and every other
 spelling the edges give (a method name, a flat mapping of options).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torchdiffeq
@@ -41,9 +43,32 @@ from .fixed_step import TABLEAUS, FixedStepSolve, Tableau
 from .linear_scan import SCANS
 from .torchdiffeq_solves import counting_steps, solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem
 
-__all__ = ["Choice", "Method", "Auto", "FixedStep", "RK4", "Heun3", "Heun2", "Midpoint", "Euler", "Adaptive",
-           "Dopri5", "Dopri8", "Bosh3", "Fehlberg2", "AdaptiveHeun", "Exact", "Gradient", "Checkpoint", "Adjoint",
-           "Backprop", "METHODS", "GRADIENTS", "NonFiniteSolveWarning", "DEFAULT_MAX_STEPS"]
+__all__ = [
+    "Choice",
+    "Method",
+    "Auto",
+    "FixedStep",
+    "RK4",
+    "Heun3",
+    "Heun2",
+    "Midpoint",
+    "Euler",
+    "Adaptive",
+    "Dopri5",
+    "Dopri8",
+    "Bosh3",
+    "Fehlberg2",
+    "AdaptiveHeun",
+    "Exact",
+    "Gradient",
+    "Checkpoint",
+    "Adjoint",
+    "Backprop",
+    "METHODS",
+    "GRADIENTS",
+    "NonFiniteSolveWarning",
+    "DEFAULT_MAX_STEPS",
+]
 
 # Steps of one solve above which it is refused: a million rk4 steps of a small model already take minutes.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -57,6 +82,7 @@ class NonFiniteSolveWarning(RuntimeWarning):
 # ---------------------------------------------------------------------------------------------------
 # the checks of the options: check(label, value) -> the value (normalised: numpy integers become int)
 
+
 def _integer(minimum: int, allow_none: bool = True, none_means: str = ""):
     def check(label: str, value):
         if value is None and allow_none:
@@ -65,6 +91,7 @@ def _integer(minimum: int, allow_none: bool = True, none_means: str = ""):
             kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
             raise ValueError(f"{label} must be {kind}{' or None' if allow_none else ''}{none_means}, got {value!r}")
         return int(value)
+
     return check
 
 
@@ -76,6 +103,7 @@ def _positive(allow_none: bool):
         if not is_positive_finite(value):
             raise ValueError(f"{label} must be a positive number{' or None' if allow_none else ''}, got {value!r}")
         return value
+
     return check
 
 
@@ -90,6 +118,7 @@ def _one_of(valid: tuple, listed: str | None = None):
         if value not in valid:
             raise ValueError(f"{label} must be {listed or f'one of {valid}'}, got {value!r}")
         return value
+
     return check
 
 
@@ -134,6 +163,7 @@ class Choice:
 # ---------------------------------------------------------------------------------------------------
 # methods
 
+
 @dataclasses.dataclass(frozen=True)
 class Method(Choice):
     """How `neuralde_seq.solvers.solve` steps the equation. Subclasses: `Auto`, `FixedStep`, `Adaptive`, `Exact`."""
@@ -153,12 +183,13 @@ class Method(Choice):
         super().__init_subclass__(**kwargs)
         doc = cls.__dict__.get("__doc__") or ""
         if "Attributes:" not in doc:
-            inherited = next((base.__doc__ for base in cls.__mro__[1:]
-                              if base.__doc__ and "Attributes:" in base.__doc__), None)
+            inherited = next(
+                (base.__doc__ for base in cls.__mro__[1:] if base.__doc__ and "Attributes:" in base.__doc__), None
+            )
             if inherited is not None:
-                cls.__doc__ = doc.rstrip() + "\n\n    " + inherited[inherited.index("Attributes:"):].strip() + "\n"
+                cls.__doc__ = doc.rstrip() + "\n\n    " + inherited[inherited.index("Attributes:") :].strip() + "\n"
 
-    def resolve(self, dynamics, control) -> "Method":
+    def resolve(self, dynamics, control) -> Method:
         """The method that solves ``dynamics`` along ``control``: itself (`Auto` chooses)."""
         return self
 
@@ -222,8 +253,12 @@ class FixedStep(Method):
     scan: str = "auto"
     max_steps: int | None = DEFAULT_MAX_STEPS
 
-    _CHECKS: ClassVar[dict] = {"step_size": _positive(allow_none=True), "affine_steps": _flag, "scan": _one_of(SCANS),
-                               "max_steps": _MAX_STEPS}
+    _CHECKS: ClassVar[dict] = {
+        "step_size": _positive(allow_none=True),
+        "affine_steps": _flag,
+        "scan": _one_of(SCANS),
+        "max_steps": _MAX_STEPS,
+    }
     fixed_grid: ClassVar[bool] = True
     tableau: ClassVar[Tableau]  # the Butcher tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`)
 
@@ -235,9 +270,11 @@ class FixedStep(Method):
 
     def _check_together(self) -> None:
         if self.scan == "parallel" and not self.affine_steps:
-            raise ValueError(f"{self._label('scan')}='parallel' composes the affine step maps of "
-                             f"{self._label('affine_steps')}=True; with {self._label('affine_steps')}=False the "
-                             "per-step loop runs, which has no parallel form")
+            raise ValueError(
+                f"{self._label('scan')}='parallel' composes the affine step maps of "
+                f"{self._label('affine_steps')}=True; with {self._label('affine_steps')}=False the "
+                "per-step loop runs, which has no parallel form"
+            )
 
     def solve(self, dynamics, control, initial, options, at_knots):
         gradient, recording = options.gradient, torch.is_grad_enabled()
@@ -247,19 +284,24 @@ class FixedStep(Method):
 
         affine = affine_steps_apply(dynamics, self)
         if self.scan == "parallel" and not affine:
-            raise ValueError(f"{type(self).__name__}(scan='parallel') composes the steps of one fast weight field "
-                             "whose rule is affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
-                             f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
-                             "form: use scan='auto' or 'sequential'")
+            raise ValueError(
+                f"{type(self).__name__}(scan='parallel') composes the steps of one fast weight field "
+                "whose rule is affine in W (Hebb, Oja, pre-Delta) with affine_steps=True; "
+                f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
+                "form: use scan='auto' or 'sequential'"
+            )
         fixed_step = AffineFixedStepSolve if affine else FixedStepSolve
         every = gradient.every if isinstance(gradient, Checkpoint) else None
         return fixed_step(dynamics, control, self, initial.dtype).solve(
-            initial, at_knots, every, isinstance(gradient, Checkpoint) and recording)
+            initial, at_knots, every, isinstance(gradient, Checkpoint) and recording
+        )
 
     def describe_steps(self, widest: float) -> str:
         step = widest if self.step_size is None else min(widest, self.step_size)
-        return (f"with {self.name} steps up to {step:.3g} wide; explicit steps much wider than the scale on "
-                "which the field changes (about one unit of s for these models at initialisation) are unstable")
+        return (
+            f"with {self.name} steps up to {step:.3g} wide; explicit steps much wider than the scale on "
+            "which the field changes (about one unit of s for these models at initialisation) are unstable"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,8 +347,11 @@ class Adaptive(Method):
     atol: float = 1e-9
     max_steps: int | None = DEFAULT_MAX_STEPS
 
-    _CHECKS: ClassVar[dict] = {"rtol": _positive(allow_none=False), "atol": _positive(allow_none=False),
-                               "max_steps": _MAX_STEPS}
+    _CHECKS: ClassVar[dict] = {
+        "rtol": _positive(allow_none=False),
+        "atol": _positive(allow_none=False),
+        "max_steps": _MAX_STEPS,
+    }
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         # ``class Dopri5(Adaptive, name="dopri5")``: torchdiffeq's name of the method is ours too
@@ -389,9 +434,13 @@ class Exact(Method, name="exact"):
     block_size: int | None = None
     scan: str = "auto"
 
-    _CHECKS: ClassVar[dict] = {"chunk_size": _integer(1), "compile": _flag,
-                               "recurrence": _one_of(EXACT_RECURRENCES, "'auto', 'sequential' or 'chunked'"),
-                               "block_size": _integer(1), "scan": _one_of(SCANS)}
+    _CHECKS: ClassVar[dict] = {
+        "chunk_size": _integer(1),
+        "compile": _flag,
+        "recurrence": _one_of(EXACT_RECURRENCES, "'auto', 'sequential' or 'chunked'"),
+        "block_size": _integer(1),
+        "scan": _one_of(SCANS),
+    }
     checks_own_inputs: ClassVar[bool] = True
     computes_own_gradients: ClassVar[bool] = True
     warns_not_finite: ClassVar[bool] = False
@@ -399,8 +448,10 @@ class Exact(Method, name="exact"):
     def _check_together(self) -> None:
         if self.block_size is not None and self.recurrence == "sequential":
             recurrence = self._label("recurrence")
-            raise ValueError(f"{self._label('block_size')} is the block length of {recurrence}='chunked' (or 'auto' "
-                             f"where it takes the chunked form), but {recurrence} is 'sequential'")
+            raise ValueError(
+                f"{self._label('block_size')} is the block length of {recurrence}='chunked' (or 'auto' "
+                f"where it takes the chunked form), but {recurrence} is 'sequential'"
+            )
 
     def refusal(self, dynamics, control=None) -> str | None:
         from .exact_fast_weights import exact_refusal
@@ -436,8 +487,10 @@ class Auto(Method, name="auto"):
         if type(self.exact) is not Exact:
             raise ValueError(f"{self._label('exact')} must be Exact(...), got {self.exact!r}")
         if not isinstance(self.fallback, (FixedStep, Adaptive)):
-            raise ValueError(f"{self._label('fallback')} must be a fixed-step or adaptive method (e.g. RK4(...), "
-                             f"Dopri5(...)), got {self.fallback!r}")
+            raise ValueError(
+                f"{self._label('fallback')} must be a fixed-step or adaptive method (e.g. RK4(...), "
+                f"Dopri5(...)), got {self.fallback!r}"
+            )
 
     def resolve(self, dynamics, control) -> Method:
         return self.exact if self.exact.applies(dynamics, control) else self.fallback
@@ -447,12 +500,15 @@ class Auto(Method, name="auto"):
 
 
 # The methods by the name the edges spell them by, in the order messages list them.
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Auto, Euler, Midpoint, Heun2, Heun3, RK4, Dopri5,
-                                                               Dopri8, Bosh3, Fehlberg2, AdaptiveHeun, Exact)}
+METHODS: dict[str, type[Method]] = {
+    cls.name: cls
+    for cls in (Auto, Euler, Midpoint, Heun2, Heun3, RK4, Dopri5, Dopri8, Bosh3, Fehlberg2, AdaptiveHeun, Exact)
+}
 
 
 # ---------------------------------------------------------------------------------------------------
 # gradient methods
+
 
 @dataclasses.dataclass(frozen=True)
 class Gradient(Choice):
@@ -505,7 +561,6 @@ class Backprop(Gradient, name="backprop"):
     """Plain backpropagation through the solver's operations (memory O(N) for N steps)."""
 
 
-
 GRADIENTS: dict[str, type[Gradient]] = {cls.name: cls for cls in (Checkpoint, Adjoint, Backprop)}
 
 
@@ -515,7 +570,9 @@ def warn_not_finite(control, method: Method) -> None:
     knots = control.knots[: int(control.end_index.max()) + 1]
     start, end = float(knots[0]), float(knots[-1])
     widest = float((knots[1:] - knots[:-1]).max())
-    warn_user(f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} "
-              f"{method.describe_steps(widest)}. Rescale the times to units where observation gaps are about 1, "
-              "or build the control with parametrization='index' (every gap 1), or give a smaller step_size",
-              NonFiniteSolveWarning)
+    warn_user(
+        f"the solve produced non-finite states (NaN or inf) over s from {start:.6g} to {end:.6g} "
+        f"{method.describe_steps(widest)}. Rescale the times to units where observation gaps are about 1, "
+        "or build the control with parametrization='index' (every gap 1), or give a smaller step_size",
+        NonFiniteSolveWarning,
+    )

@@ -12,10 +12,12 @@ name (``step_size`` is ``RK4.step_size``, ``every`` is ``Checkpoint.every``; wit
 ``exact`` or ``fallback`` goes to that one, ``scan`` to both). `SolverOptions.to_dict` stores the choices as
 ``{"type": "RK4", **fields}``, which `SolverOptions.from_dict` (the same parser) reads back.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
 
 from ..input_checks import UnknownOptionError, unknown_name_message
 from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, Gradient, Method
@@ -51,10 +53,14 @@ class SolverOptions:
         for field, kind, example in (("method", Method, "RK4(step_size=0.5)"), ("gradient", Gradient, "Checkpoint()")):
             value = getattr(self, field)
             if not isinstance(value, kind):
-                hint = (f"; the edges' spellings (a name, a mapping) are read by parse_solver({value!r})"
-                        if isinstance(value, (str, Mapping)) else "")
-                raise TypeError(f"SolverOptions.{field} must be a {kind.__name__} object (e.g. {example}), got "
-                                f"{value!r}{hint}")
+                hint = (
+                    f"; the edges' spellings (a name, a mapping) are read by parse_solver({value!r})"
+                    if isinstance(value, (str, Mapping))
+                    else ""
+                )
+                raise TypeError(
+                    f"SolverOptions.{field} must be a {kind.__name__} object (e.g. {example}), got {value!r}{hint}"
+                )
         # Not fields (neither compared nor shown): the solves counted for Adjoint.check_every, and the method the
         # latest solve used.
         object.__setattr__(self, "_adjoint_solves", 0)
@@ -66,7 +72,7 @@ class SolverOptions:
         return {"method": self.method.to_dict(), "gradient": self.gradient.to_dict()}
 
     @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> "SolverOptions":
+    def from_dict(cls, stored: Mapping[str, Any]) -> SolverOptions:
         """The options `to_dict` stored (read by `parse_solver`, which also takes the other spellings of a mapping).
 
         Arguments:
@@ -123,10 +129,16 @@ def solver_options(value, *, argument: str = "solver") -> SolverOptions:
         return SolverOptions(method=value)
     if isinstance(value, Gradient):
         return SolverOptions(gradient=value)
-    hint = (f"; a name or mapping is read at the edges (create_model, configs, the CLI, estimators) by "
-            f"parse_solver({value!r})" if isinstance(value, (str, Mapping)) else "")
-    raise TypeError(f"{argument} must be SolverOptions, a method object (e.g. RK4(step_size=0.5)), a gradient object "
-                    f"(e.g. Adjoint()) or None, got {value!r}{hint}")
+    hint = (
+        f"; a name or mapping is read at the edges (create_model, configs, the CLI, estimators) by "
+        f"parse_solver({value!r})"
+        if isinstance(value, (str, Mapping))
+        else ""
+    )
+    raise TypeError(
+        f"{argument} must be SolverOptions, a method object (e.g. RK4(step_size=0.5)), a gradient object "
+        f"(e.g. Adjoint()) or None, got {value!r}{hint}"
+    )
 
 
 def resolve_method(options: SolverOptions | Method | None, dynamics, control) -> Method:
@@ -150,11 +162,16 @@ def resolve_method(options: SolverOptions | Method | None, dynamics, control) ->
 # ---------------------------------------------------------------------------------------------------
 # the one parser of the edges' spellings
 
-_CLASSES: dict[str, type[Choice]] = {**{cls.__name__: cls for cls in METHODS.values()},
-                                     **{cls.__name__: cls for cls in GRADIENTS.values()}}
+_CLASSES: dict[str, type[Choice]] = {
+    **{cls.__name__: cls for cls in METHODS.values()},
+    **{cls.__name__: cls for cls in GRADIENTS.values()},
+}
 # Every key a mapping of solver options may hold: method, gradient, and every option of every method and gradient.
-OPTION_NAMES = ("method", "gradient", *dict.fromkeys(f.name for cls in _CLASSES.values()
-                                                     for f in dataclasses.fields(cls)))
+OPTION_NAMES = (
+    "method",
+    "gradient",
+    *dict.fromkeys(f.name for cls in _CLASSES.values() for f in dataclasses.fields(cls)),
+)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -169,8 +186,11 @@ def _lookup(kind: str, registry: Mapping[str, type[_C]], name, argument: str) ->
     by_class = {cls.__name__: cls for cls in registry.values()}
     if isinstance(name, str) and (name in registry or name in by_class):
         return registry.get(name) or by_class[name]
-    hint = (" (multistep methods reuse rates across knots, where controls jump: use rk4 or dopri5)"
-            if kind == "method" and "adams" in str(name) else "")
+    hint = (
+        " (multistep methods reuse rates across knots, where controls jump: use rk4 or dopri5)"
+        if kind == "method" and "adams" in str(name)
+        else ""
+    )
     raise ValueError(f"{argument}: {kind} must be one of {tuple(registry)}, got {name!r}{hint}")
 
 
@@ -179,11 +199,16 @@ def _made(cls: type[_C], fields: Mapping[str, Any], argument: str) -> _C:
     names = _field_names(cls)
     unknown = [k for k in fields if k not in names]
     if unknown:
-        raise UnknownOptionError(f"{argument}: " + unknown_name_message("option", unknown[0], names,
-                                                                        listing=f"{cls.__name__}'s options"))
+        raise UnknownOptionError(
+            f"{argument}: " + unknown_name_message("option", unknown[0], names, listing=f"{cls.__name__}'s options")
+        )
     defaults = cls()
-    values = {key: _choice(value, Method, METHODS, f"{argument}['{key}']")
-              if isinstance(getattr(defaults, key), Method) else value for key, value in fields.items()}
+    values = {
+        key: _choice(value, Method, METHODS, f"{argument}['{key}']")
+        if isinstance(getattr(defaults, key), Method)
+        else value
+        for key, value in fields.items()
+    }
     return cls(**values)
 
 
@@ -195,8 +220,10 @@ def _choice(value, base: type[_C], registry: Mapping[str, type[_C]], argument: s
         return value
     if isinstance(value, Mapping):
         if "type" not in value:
-            raise ValueError(f"{argument}: a {kind} given as a mapping needs its 'type' (e.g. {{'type': 'RK4', "
-                             f"'step_size': 0.5}}), got {dict(value)!r}")
+            raise ValueError(
+                f"{argument}: a {kind} given as a mapping needs its 'type' (e.g. {{'type': 'RK4', "
+                f"'step_size': 0.5}}), got {dict(value)!r}"
+            )
         fields = {k: v for k, v in value.items() if k != "type"}
         return _made(_lookup(kind, registry, value["type"], argument), fields, argument)
     return _lookup(kind, registry, value, argument)()
@@ -209,8 +236,9 @@ def _with_options(choice: _C, options: Mapping[str, Any], argument: str) -> _C:
         return choice
     own = {k: v for k, v in options.items() if k in _field_names(type(choice))}
     if own:
-        choice = _made(type(choice), {**{f.name: getattr(choice, f.name) for f in dataclasses.fields(choice)}, **own},
-                       argument)
+        choice = _made(
+            type(choice), {**{f.name: getattr(choice, f.name) for f in dataclasses.fields(choice)}, **own}, argument
+        )
     if isinstance(choice, Auto):
         parts = {}
         for part in ("exact", "fallback"):
@@ -233,10 +261,13 @@ def _foreign_option(key: str, method: Method, gradient: Gradient, argument: str)
     """The error for the option ``key`` that neither ``method`` nor ``gradient`` has."""
     owners = [name for name, cls in _CLASSES.items() if key in _field_names(cls)]
     if owners:
-        return ValueError(f"{argument}: {key} is an option of {', '.join(owners)}, not of "
-                          f"{type(method).__name__} or {type(gradient).__name__}")
-    return UnknownOptionError(f"{argument}: " + unknown_name_message("option", key, OPTION_NAMES,
-                                                                     listing="solver options"))
+        return ValueError(
+            f"{argument}: {key} is an option of {', '.join(owners)}, not of "
+            f"{type(method).__name__} or {type(gradient).__name__}"
+        )
+    return UnknownOptionError(
+        f"{argument}: " + unknown_name_message("option", key, OPTION_NAMES, listing="solver options")
+    )
 
 
 def _from_mapping(value: Mapping[str, Any], argument: str) -> SolverOptions:
@@ -285,5 +316,7 @@ def parse_solver(value, *, argument: str = "solver") -> SolverOptions | None:
     if isinstance(value, Mapping):
         return _from_mapping(value, argument)
     # refused here, not at the first forward pass (where it met an attribute error naming no argument)
-    raise TypeError(f"{argument} must be SolverOptions, a mapping of its options, a method name (e.g. 'rk4'), a "
-                    f"method object (e.g. RK4(step_size=0.5)) or None, got {type(value).__name__}")
+    raise TypeError(
+        f"{argument} must be SolverOptions, a mapping of its options, a method name (e.g. 'rk4'), a "
+        f"method object (e.g. RK4(step_size=0.5)) or None, got {type(value).__name__}"
+    )

@@ -14,6 +14,7 @@ method `neuralde_seq.solvers.Adjoint` with any method but `Exact` (see `neuralde
 ``method`` arguments are the method objects (`neuralde_seq.solvers.FixedStep` or `neuralde_seq.solvers.Adaptive`),
 whose fields the solves read.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,11 +26,19 @@ import torchdiffeq
 from torch.utils.checkpoint import checkpoint
 
 from ..controls import Control
-from .fixed_step import step_grid
 from ..user_warnings import warn_user
+from .fixed_step import step_grid
 
-__all__ = ["torchdiffeq_problem", "solve_adaptive_checkpointed", "solve_adjoint", "counting_steps",
-           "ContinuousField", "SteppedField", "AdjointReconstructionWarning", "ADJOINT_RECONSTRUCTION_TOLERANCE"]
+__all__ = [
+    "torchdiffeq_problem",
+    "solve_adaptive_checkpointed",
+    "solve_adjoint",
+    "counting_steps",
+    "ContinuousField",
+    "SteppedField",
+    "AdjointReconstructionWarning",
+    "ADJOINT_RECONSTRUCTION_TOLERANCE",
+]
 
 # Relative error of the initial state reconstructed by a backward solve above which the adjoint check warns.
 ADJOINT_RECONSTRUCTION_TOLERANCE = 1e-3
@@ -43,8 +52,10 @@ class AdjointReconstructionWarning(RuntimeWarning):
 # ---------------------------------------------------------------------------------------------------
 # adaptive methods: torchdiffeq's, with their step-size state carried across checkpointed segments
 
-def solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor, method, every: int | None,
-                                at_knots: bool) -> torch.Tensor:
+
+def solve_adaptive_checkpointed(
+    func, initial: torch.Tensor, knots: torch.Tensor, method, every: int | None, at_knots: bool
+) -> torch.Tensor:
     """torchdiffeq's adaptive solve through every knot, backpropagated segment by segment.
 
     The solver advances knot by knot (its steps end on every knot anyway, as they are jump times), and its
@@ -57,7 +68,8 @@ def solve_adaptive_checkpointed(func, initial: torch.Tensor, knots: torch.Tensor
     from torchdiffeq._impl.odeint import SOLVERS
 
     _, wrapped, y0, t, rtol, atol, name, solver_options, _, _ = _check_inputs(
-        func, initial, knots, method.rtol, method.atol, method.torchdiffeq_name, dict(jump_t=knots), None, SOLVERS)
+        func, initial, knots, method.rtol, method.atol, method.torchdiffeq_name, dict(jump_t=knots), None, SOLVERS
+    )
     solver = SOLVERS[name](func=wrapped, y0=y0, rtol=rtol, atol=atol, **solver_options)
     solver._before_integrate(t.to(solver.dtype))
     t = t.to(solver.dtype)
@@ -74,7 +86,7 @@ def _advance_in_segments(solver, t, size, states):
     from torchdiffeq._impl.rk_common import _RungeKuttaState
 
     for i0 in range(1, len(t), size):
-        targets = t[i0: i0 + size]
+        targets = t[i0 : i0 + size]
         start, jump_index = solver.rk_state, solver.next_jump_index
         n_interp = len(start.interp_coeff)
 
@@ -85,14 +97,24 @@ def _advance_in_segments(solver, t, size, states):
             state = solver.rk_state
             return (state.y1, state.f1, state.t0, state.t1, state.dt, *state.interp_coeff, *values)
 
-        out = checkpoint(advance, start.y1, start.f1, start.t0, start.t1, start.dt, *start.interp_coeff,
-                         use_reentrant=False, preserve_rng_state=False)
-        solver.rk_state = _RungeKuttaState(*out[:5], list(out[5: 5 + n_interp]))
-        states.extend(out[5 + n_interp:])
+        out = checkpoint(
+            advance,
+            start.y1,
+            start.f1,
+            start.t0,
+            start.t1,
+            start.dt,
+            *start.interp_coeff,
+            use_reentrant=False,
+            preserve_rng_state=False,
+        )
+        solver.rk_state = _RungeKuttaState(*out[:5], list(out[5 : 5 + n_interp]))
+        states.extend(out[5 + n_interp :])
 
 
 # ---------------------------------------------------------------------------------------------------
 # the continuous adjoint: torchdiffeq's odeint_adjoint
+
 
 class SteppedField(torch.nn.Module):
     """dy/du on the step-counting time u of fixed-step methods (for torchdiffeq's adjoint): s(u) is linear on
@@ -102,8 +124,9 @@ class SteppedField(torch.nn.Module):
     ``perturb`` places it) always reads the piece the step lies in.
     """
 
-    def __init__(self, dynamics, control: Control, grid: torch.Tensor, piece_of_step: torch.Tensor,
-                 end_position: torch.Tensor):
+    def __init__(
+        self, dynamics, control: Control, grid: torch.Tensor, piece_of_step: torch.Tensor, end_position: torch.Tensor
+    ):
         super().__init__()
         self.dynamics = dynamics
         self.control = control
@@ -121,8 +144,9 @@ class SteppedField(torch.nn.Module):
         # already says which side of the knot they belong to).
         tolerance = 4 * torch.finfo(u.dtype).eps * max(1.0, float(u.abs()))
         frac = u - step
-        frac = torch.where(frac < tolerance, torch.zeros_like(frac),
-                           torch.where(frac > 1 - tolerance, torch.ones_like(frac), frac))
+        frac = torch.where(
+            frac < tolerance, torch.zeros_like(frac), torch.where(frac > 1 - tolerance, torch.ones_like(frac), frac)
+        )
         f = self.offset[step] + frac * width
         piece = self.piece_of_step[step]
         x = self.control.evaluate_piece(piece, f) if self.dynamics.needs_value else None
@@ -172,7 +196,8 @@ class ContinuousField(torch.nn.Module):
                     f"rtol={method.rtol:g}, atol={method.atol:g}: the field changes fast on the scale of s. Rescale "
                     "the times to units where observation gaps are about 1 (or build the control with "
                     "parametrization='index'), loosen rtol/atol, use a fixed-step method, or raise "
-                    f"{type(method).__name__}(max_steps=...)")
+                    f"{type(method).__name__}(max_steps=...)"
+                )
         # s stays attached: backpropagating through adaptive steps differentiates the step sizes, and
         # that only cancels correctly if the field sees the same differentiable time.
         active = (s.detach() < self.control.end).to(state.dtype)
@@ -198,8 +223,9 @@ def torchdiffeq_problem(dynamics, control: Control, initial: torch.Tensor, metho
     solver_options: dict[str, Any]
     if method.fixed_grid:
         grid, knot_position, piece_of_step = step_grid(control, method.step_size, method.max_steps, method.name)
-        func = SteppedField(dynamics, control, grid.to(initial.dtype), piece_of_step,
-                            knot_position[control.end_index].to(initial.dtype))
+        func = SteppedField(
+            dynamics, control, grid.to(initial.dtype), piece_of_step, knot_position[control.end_index].to(initial.dtype)
+        )
         t = knot_position.to(initial.dtype)
         solver_options = dict(step_size=1.0, perturb=True)
         tolerances = {}  # a fixed grid has none (torchdiffeq's defaults, 1e-7 and 1e-9, are passed on, unused)
@@ -224,10 +250,13 @@ def _check_adjoint_reconstruction(func, initial, final, t, kwargs) -> None:
         error = float((recovered - initial.detach()).norm() / scale)
     if not error <= ADJOINT_RECONSTRUCTION_TOLERANCE:
         # At the user's line (their backward or fit call): Python then shows it once per run, not once per step.
-        warn_user(f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
-                  f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
-                  f"of this solve are unreliable; use SolverOptions(gradient=Checkpoint()) (the default), exact "
-                  f"for the discrete solve with O(sqrt(steps)) memory", AdjointReconstructionWarning)
+        warn_user(
+            f"continuous adjoint: integrating the final state backwards recovers the initial state with a "
+            f"relative error of {error:.3g} (> {ADJOINT_RECONSTRUCTION_TOLERANCE:g}), so the adjoint gradients "
+            f"of this solve are unreliable; use SolverOptions(gradient=Checkpoint()) (the default), exact "
+            f"for the discrete solve with O(sqrt(steps)) memory",
+            AdjointReconstructionWarning,
+        )
 
 
 def solve_adjoint(dynamics, control, initial, method, at_knots: bool, *, check: bool) -> torch.Tensor:

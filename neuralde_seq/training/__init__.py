@@ -15,8 +15,16 @@
 """
 
 from .augmentation import AugmentedInputs, EnsembleClassifier, EnsembleRegressor
-from .callbacks import (BestCheckpoint, Callback, DivergenceGuard, EarlyStopping, FitState, ProgressBar, StopWhen,
-                        TimeLimit)
+from .callbacks import (
+    BestCheckpoint,
+    Callback,
+    DivergenceGuard,
+    EarlyStopping,
+    FitState,
+    ProgressBar,
+    StopWhen,
+    TimeLimit,
+)
 from .checkpoints import CheckpointError, default_last_checkpoint_path, load_checkpoint, save_checkpoint
 from .fit import ResumeMismatch, TrainingDiverged, fit
 from .input_spec import InputSpec
@@ -27,10 +35,40 @@ from .spec import TrainingSpec
 from .trainer import SELECT_ON, evaluate, predict, train_classifier
 
 __all__ = [
-    "fit", "TrainingSpec", "InputSpec", "Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
-    "Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
-    "ProgressBar", "TrainingDiverged", "ResumeMismatch", "SELECT_ON", "train_classifier", "evaluate", "predict",
-    "save_checkpoint", "load_checkpoint", "CheckpointError", "default_last_checkpoint_path", "accuracy", "auroc",
-    "format_table", "to_jsonable", "write_json", "write_table", "AugmentedInputs", "EnsembleClassifier",
+    "fit",
+    "TrainingSpec",
+    "InputSpec",
+    "Objective",
+    "Classification",
+    "PerStepClassification",
+    "Regression",
+    "ELBO",
+    "ModelArguments",
+    "Callback",
+    "FitState",
+    "BestCheckpoint",
+    "EarlyStopping",
+    "StopWhen",
+    "TimeLimit",
+    "DivergenceGuard",
+    "ProgressBar",
+    "TrainingDiverged",
+    "ResumeMismatch",
+    "SELECT_ON",
+    "train_classifier",
+    "evaluate",
+    "predict",
+    "save_checkpoint",
+    "load_checkpoint",
+    "CheckpointError",
+    "default_last_checkpoint_path",
+    "accuracy",
+    "auroc",
+    "format_table",
+    "to_jsonable",
+    "write_json",
+    "write_table",
+    "AugmentedInputs",
+    "EnsembleClassifier",
     "EnsembleRegressor",
 ]

@@ -11,10 +11,11 @@ order of one forward pass), while validation and test inputs are built once from
 softmax, so that `evaluate`'s accuracy, loss and AUROC read it as they read one model's logits.
 `EnsembleRegressor` averages the outputs of several trained regressors. Their members' seeds: `member_seed`.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -47,8 +48,14 @@ class AugmentedInputs:
             the inputs once instead).
     """
 
-    def __init__(self, dataset: IrregularDataset, build: Callable[[IrregularDataset], object], *,
-                 drop_rate: float = 0.0, crop: float = 1.0):
+    def __init__(
+        self,
+        dataset: IrregularDataset,
+        build: Callable[[IrregularDataset], object],
+        *,
+        drop_rate: float = 0.0,
+        crop: float = 1.0,
+    ):
         self.drop_rate, self.crop = check_augmentation(drop_rate, crop)
         if self.drop_rate == 0.0 and self.crop == 1.0:
             raise ValueError("drop_rate=0 and crop=1 augment nothing; build the training inputs once instead")

@@ -37,8 +37,9 @@ def baseline_logits(baseline: SummaryFeatureClassifier, data: IrregularDataset, 
     return logits
 
 
-def summary_feature_logits(data: IrregularDataset, codes: np.ndarray, num_classes: int, *, folds: int = 5,
-                           seed: int = 0) -> tuple[np.ndarray, SummaryFeatureClassifier]:
+def summary_feature_logits(
+    data: IrregularDataset, codes: np.ndarray, num_classes: int, *, folds: int = 5, seed: int = 0
+) -> tuple[np.ndarray, SummaryFeatureClassifier]:
     """Out-of-fold logits of `SummaryFeatureClassifier` for every sample, and the baseline fitted on all of them.
 
     Arguments:
@@ -61,13 +62,16 @@ def summary_feature_logits(data: IrregularDataset, codes: np.ndarray, num_classe
     smallest = int(np.bincount(codes, minlength=num_classes).min())
     n_folds = min(int(folds), smallest)
     if n_folds < 2:
-        raise ValueError(f"baseline='summary-features' fits its baseline out of fold, which needs at least 2 samples "
-                         f"of every class; the smallest class has {smallest}")
+        raise ValueError(
+            f"baseline='summary-features' fits its baseline out of fold, which needs at least 2 samples "
+            f"of every class; the smallest class has {smallest}"
+        )
     logits = np.zeros((len(data), num_classes))
     splitter = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
     for fit_index, held_index in splitter.split(np.zeros(len(codes)), codes):
-        fold = SummaryFeatureClassifier(random_state=seed).fit(data.subset(torch.as_tensor(fit_index)),
-                                                                codes[fit_index])
+        fold = SummaryFeatureClassifier(random_state=seed).fit(
+            data.subset(torch.as_tensor(fit_index)), codes[fit_index]
+        )
         logits[held_index] = baseline_logits(fold, data.subset(torch.as_tensor(held_index)), num_classes)
     final = SummaryFeatureClassifier(random_state=seed).fit(data, codes)
     return logits, final
@@ -89,8 +93,13 @@ class LogitOffset(nn.Module):
         super().__init__()
         self.model = model
         parameter = next(model.parameters(), None)
-        self.gate = nn.Parameter(torch.zeros((), dtype=None if parameter is None else parameter.dtype,
-                                             device=None if parameter is None else parameter.device))
+        self.gate = nn.Parameter(
+            torch.zeros(
+                (),
+                dtype=None if parameter is None else parameter.dtype,
+                device=None if parameter is None else parameter.device,
+            )
+        )
 
     def forward(self, inputs, offset: torch.Tensor) -> torch.Tensor:
         """(B, K) logits.
@@ -101,6 +110,7 @@ class LogitOffset(nn.Module):
         """
         logits = self.model(inputs)
         if offset.shape != logits.shape:
-            raise ValueError(f"offset must be (B, K) = {tuple(logits.shape)} like the model's logits, got "
-                             f"{tuple(offset.shape)}")
+            raise ValueError(
+                f"offset must be (B, K) = {tuple(logits.shape)} like the model's logits, got {tuple(offset.shape)}"
+            )
         return offset.to(logits.dtype) + self.gate * logits

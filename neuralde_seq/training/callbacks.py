@@ -13,6 +13,7 @@ step, history, ...). A callback that must survive a resume returns its bookkeepi
   evaluation's, before a step is taken with them;
 - `ProgressBar` shows the epochs and batches (tqdm bars in a terminal, one line per epoch otherwise).
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,19 +21,29 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import torch
 from tqdm import tqdm
 
-from ..terminal import is_terminal
-
 from ..solvers import SolverOptions
+from ..terminal import is_terminal
 from .checkpoints import load_checkpoint, save_checkpoint
 
-__all__ = ["Callback", "FitState", "BestCheckpoint", "EarlyStopping", "StopWhen", "TimeLimit", "DivergenceGuard",
-           "ProgressBar", "Divergence", "is_terminal"]
+__all__ = [
+    "Callback",
+    "FitState",
+    "BestCheckpoint",
+    "EarlyStopping",
+    "StopWhen",
+    "TimeLimit",
+    "DivergenceGuard",
+    "ProgressBar",
+    "Divergence",
+    "is_terminal",
+]
 
 
 @dataclasses.dataclass
@@ -86,12 +97,14 @@ class Callback:
         Arguments:
             state: the run's `FitState`.
         """
+
     def on_epoch_start(self, state: FitState) -> None:
         """Called at the start of every epoch.
 
         Arguments:
             state: the run's `FitState`; ``state.epoch`` is the epoch starting.
         """
+
     def on_batch_loss(self, state: FitState, loss: torch.Tensor) -> None:
         """Called with each batch's training loss before the backward pass.
 
@@ -100,6 +113,7 @@ class Callback:
             loss: the batch's training loss (penalty included; over all processes in a distributed run), a
                 scalar tensor.
         """
+
     def on_after_backward(self, state: FitState, gradients: list[torch.Tensor]) -> None:
         """Called after the backward pass, before clipping and the optimizer step.
 
@@ -107,6 +121,7 @@ class Callback:
             state: the run's `FitState`.
             gradients: the gradients of the parameters that have one.
         """
+
     def on_batch_end(self, state: FitState, loss: float) -> None:
         """Called after each training step.
 
@@ -114,6 +129,7 @@ class Callback:
             state: the run's `FitState`.
             loss: the batch's loss (the objective's, without the penalty), a float.
         """
+
     def on_evaluation(self, state: FitState, record: dict) -> None:
         """Called after every evaluation.
 
@@ -122,6 +138,7 @@ class Callback:
             record: the evaluation's record: ``epoch``, ``step``, ``end_of_epoch``, ``train_<metric>``,
                 ``val_<metric>``, ``seconds_per_epoch``, ``val_seconds``.
         """
+
     def on_fit_end(self, state: FitState) -> None:
         """Called once after the last training step.
 
@@ -189,8 +206,9 @@ class BestCheckpoint(Callback):
         config: stored in the checkpoint.
     """
 
-    def __init__(self, path: str | Path | None = None, monitor: str | None = None, split: str = "val",
-                 config: dict | None = None):
+    def __init__(
+        self, path: str | Path | None = None, monitor: str | None = None, split: str = "val", config: dict | None = None
+    ):
         self.path = None if path is None else Path(path)
         self.monitor = monitor
         self.split = split
@@ -203,16 +221,24 @@ class BestCheckpoint(Callback):
         if self.path is None:
             self._memory = copy.deepcopy(state.model.state_dict())
         elif state.is_main:
-            save_checkpoint(self.path, model=state.model, optimizer=state.optimizer, epoch=state.epoch if metrics
-                            else 0, metrics=metrics, config={**state.config, **self.config})
+            save_checkpoint(
+                self.path,
+                model=state.model,
+                optimizer=state.optimizer,
+                epoch=state.epoch if metrics else 0,
+                metrics=metrics,
+                config={**state.config, **self.config},
+            )
 
     def on_fit_start(self, state):
         """Resolve ``monitor`` and save the initial weights (epoch 0) unless resuming with a best checkpoint."""
         if self.monitor is None:
             self.monitor = state.objective.default_select_on
         if self.monitor not in state.objective.maximize:
-            raise ValueError(f"BestCheckpoint monitor {self.monitor!r} is not a metric of "
-                             f"{type(state.objective).__name__} ({', '.join(state.objective.maximize)})")
+            raise ValueError(
+                f"BestCheckpoint monitor {self.monitor!r} is not a metric of "
+                f"{type(state.objective).__name__} ({', '.join(state.objective.maximize)})"
+            )
         if self.best_key is None and (self.path is None or not self.path.exists() or state.step == 0):
             self._save(state, {})
         state.history.setdefault("best_epoch", 0)
@@ -256,8 +282,11 @@ class BestCheckpoint(Callback):
 
     def state_dict(self):
         """The best key, epoch and monitored metric, for resuming."""
-        return {"best_key": None if self.best_key is None else list(self.best_key), "best_epoch": self.best_epoch,
-                "monitor": self.monitor}
+        return {
+            "best_key": None if self.best_key is None else list(self.best_key),
+            "best_epoch": self.best_epoch,
+            "monitor": self.monitor,
+        }
 
     def load_state_dict(self, state):
         """Restore the best key and epoch of `state_dict`."""
@@ -354,15 +383,22 @@ _GENERIC_ADVICE = "Try a lower learning rate, gradient clipping (grad_clip) or a
 
 def gradient_advice(model: torch.nn.Module) -> str:
     """What to try after a non-finite gradient: the continuous adjoint is the likely cause where it is used."""
-    users = sorted({type(module).__name__ for module in model.modules()
-                    if isinstance(solver := getattr(module, "solver", None), SolverOptions) and solver.uses_adjoint})
+    users = sorted(
+        {
+            type(module).__name__
+            for module in model.modules()
+            if isinstance(solver := getattr(module, "solver", None), SolverOptions) and solver.uses_adjoint
+        }
+    )
     if not users:
         return _GENERIC_ADVICE
-    return (f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(gradient=Adjoint()), "
-            "gradient: adjoint in a config), whose backward pass re-integrates the state backwards in time; for "
-            "contracting fields over long sequences that is unstable and its gradients are wrong or non-finite, "
-            "whatever the learning rate. Use the default SolverOptions(gradient=Checkpoint()), exact for the "
-            "discrete solve with O(sqrt(steps)) memory (or Backprop()).")
+    return (
+        f"Likely cause: {', '.join(users)} uses the continuous adjoint (SolverOptions(gradient=Adjoint()), "
+        "gradient: adjoint in a config), whose backward pass re-integrates the state backwards in time; for "
+        "contracting fields over long sequences that is unstable and its gradients are wrong or non-finite, "
+        "whatever the learning rate. Use the default SolverOptions(gradient=Checkpoint()), exact for the "
+        "discrete solve with O(sqrt(steps)) memory (or Backprop())."
+    )
 
 
 def _all_finite(tensors) -> bool:
@@ -411,10 +447,14 @@ class DivergenceGuard(Callback):
         loss = record.get("train_loss")
         if loss is None or self.explosion_factor is None:
             return
-        if self.first_loss is not None and loss > self.first_loss + self.explosion_factor * max(abs(self.first_loss), 1.0):
-            raise Divergence(f"the training loss exploded: mean {loss:.4g} since the last evaluation against "
-                             f"{self.first_loss:.4g} on the first batch (more than explosion_factor="
-                             f"{self.explosion_factor:g} times larger)")
+        if self.first_loss is not None and loss > self.first_loss + self.explosion_factor * max(
+            abs(self.first_loss), 1.0
+        ):
+            raise Divergence(
+                f"the training loss exploded: mean {loss:.4g} since the last evaluation against "
+                f"{self.first_loss:.4g} on the first batch (more than explosion_factor="
+                f"{self.explosion_factor:g} times larger)"
+            )
 
     def state_dict(self):
         """The first batch's loss, for resuming."""
@@ -434,7 +474,7 @@ def _number(value, digits: int = 4) -> str:
 
 def short_label(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, ending in "…" where it was cut (a bar's label within its line)."""
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 class ProgressBar(Callback):
@@ -486,9 +526,16 @@ class ProgressBar(Callback):
         self._clock = time.perf_counter()
         if self.interactive:
             # No percentage and no rate: the count says as much, and the metrics stay within 80 columns.
-            self.epochs = tqdm(total=state.epochs, initial=state.epoch - 1, unit="epoch", dynamic_ncols=True,
-                               desc=short_label(self.desc, self.LABEL_WIDTH), disable=not state.is_main, file=stream,
-                               bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}<{remaining}{postfix}")
+            self.epochs = tqdm(
+                total=state.epochs,
+                initial=state.epoch - 1,
+                unit="epoch",
+                dynamic_ncols=True,
+                desc=short_label(self.desc, self.LABEL_WIDTH),
+                disable=not state.is_main,
+                file=stream,
+                bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}<{remaining}{postfix}",
+            )
 
     def on_epoch_start(self, state):
         """Open a new bar over the epoch's batches (in a terminal)."""
@@ -496,9 +543,16 @@ class ProgressBar(Callback):
             return
         if self.batches is not None:
             self.batches.close()
-        self.batches = tqdm(total=state.steps_per_epoch, desc=f"epoch {state.epoch}", unit="batch", leave=False,
-                            dynamic_ncols=True, disable=not state.is_main, file=self._out,
-                            bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}<{remaining}{postfix}")
+        self.batches = tqdm(
+            total=state.steps_per_epoch,
+            desc=f"epoch {state.epoch}",
+            unit="batch",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not state.is_main,
+            file=self._out,
+            bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}<{remaining}{postfix}",
+        )
 
     def on_batch_end(self, state, loss):
         """Advance the batch bar and show the batch's loss (in a terminal)."""
@@ -511,8 +565,10 @@ class ProgressBar(Callback):
         now = time.perf_counter()
         seconds, self._clock = now - self._clock, now
         partial = "" if record.get("end_of_epoch", True) else f" (stopped at step {record['step']})"
-        self._out.write(f"{self.desc}: epoch {record['epoch']}/{state.epochs}{partial}  "
-                        f"{self._record_text(record, bar=False)}  ({seconds:.1f} s)\n")
+        self._out.write(
+            f"{self.desc}: epoch {record['epoch']}/{state.epochs}{partial}  "
+            f"{self._record_text(record, bar=False)}  ({seconds:.1f} s)\n"
+        )
         self._out.flush()
 
     def on_evaluation(self, state, record):

@@ -11,6 +11,7 @@ Checkpoints are read with ``torch.load(weights_only=True)`` (`read_checkpoint`):
 a checkpoint, or holds objects a checkpoint never holds raises `CheckpointError`, naming the file and what to
 do; weights of another shape raise it too, naming the parameters (`load_model_state`).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ import pickle
 import random
 import re
 import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,10 +30,22 @@ from ..file_format import FORMAT_KEY, FORMAT_VERSION, check_format
 from ..files import atomic_file
 from .results import changed_settings
 
-__all__ = ["atomic_save", "save_checkpoint", "load_checkpoint", "read_checkpoint", "load_model_state",
-           "load_optimizer_state",
-           "CheckpointError", "default_last_checkpoint_path", "rng_states", "restore_rng_states", "model_device",
-           "ResumeCheckpoint", "ResumeMismatch", "RESUME_KEYS"]
+__all__ = [
+    "atomic_save",
+    "save_checkpoint",
+    "load_checkpoint",
+    "read_checkpoint",
+    "load_model_state",
+    "load_optimizer_state",
+    "CheckpointError",
+    "default_last_checkpoint_path",
+    "rng_states",
+    "restore_rng_states",
+    "model_device",
+    "ResumeCheckpoint",
+    "ResumeMismatch",
+    "RESUME_KEYS",
+]
 
 
 class CheckpointError(ValueError):
@@ -85,8 +99,10 @@ def _load_problem(error: Exception) -> str:
         return "it is empty or cut short"
     found = re.search(r"GLOBAL ([\w.]+)", text)
     if found:
-        return (f"it refers to {found.group(1)}, which a checkpoint never holds (loading it could run code); "
-                "it was not made by this library or was tampered with")
+        return (
+            f"it refers to {found.group(1)}, which a checkpoint never holds (loading it could run code); "
+            "it was not made by this library or was tampered with"
+        )
     if "zip archive" in text or "central directory" in text:
         return "it is cut short or damaged (not a complete torch file)"
     if isinstance(error, pickle.UnpicklingError):
@@ -120,14 +136,19 @@ def read_checkpoint(path: str | os.PathLike, map_location=None, required: Iterab
     except OSError:
         raise  # missing, unreadable, a folder: the OS's message names the file
     except Exception as error:  # noqa: BLE001 - whatever a damaged or crafted file makes torch raise
-        raise CheckpointError(f"checkpoint {path} cannot be read: {_load_problem(error)}; {_WHAT_TO_DO}",
-                              path) from None
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read: {_load_problem(error)}; {_WHAT_TO_DO}", path
+        ) from None
     missing = [key for key in required if not isinstance(checkpoint, dict) or key not in checkpoint]
     if missing:
-        found = (f"a dict without {', '.join(map(repr, missing))}" if isinstance(checkpoint, dict)
-                 else f"a {type(checkpoint).__name__}, not a dict")
-        raise CheckpointError(f"checkpoint {path} is not a checkpoint of this kind (it holds {found}); "
-                              f"{_WHAT_TO_DO}", path)
+        found = (
+            f"a dict without {', '.join(map(repr, missing))}"
+            if isinstance(checkpoint, dict)
+            else f"a {type(checkpoint).__name__}, not a dict"
+        )
+        raise CheckpointError(
+            f"checkpoint {path} is not a checkpoint of this kind (it holds {found}); {_WHAT_TO_DO}", path
+        )
     check_format(checkpoint, path, "checkpoint")
     return checkpoint
 
@@ -147,18 +168,24 @@ def load_model_state(model: torch.nn.Module, state: Mapping, path: str | os.Path
     target = _unwrap(model)
     own = target.state_dict()
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise CheckpointError(f"checkpoint {path} holds no model weights (its model_state is not a dict of "
-                              f"tensors); {_WHAT_TO_DO}", path)
-    different = sorted(k for k in set(own) | set(state)
-                       if k not in own or k not in state or own[k].shape != state[k].shape)
+        raise CheckpointError(
+            f"checkpoint {path} holds no model weights (its model_state is not a dict of tensors); {_WHAT_TO_DO}", path
+        )
+    different = sorted(
+        k for k in set(own) | set(state) if k not in own or k not in state or own[k].shape != state[k].shape
+    )
     if different:
-        details = ", ".join(f"{k}: {tuple(state[k].shape) if k in state else 'missing'} in the file, "
-                            f"{tuple(own[k].shape) if k in own else 'missing'} in the model"
-                            for k in different[:4])
+        details = ", ".join(
+            f"{k}: {tuple(state[k].shape) if k in state else 'missing'} in the file, "
+            f"{tuple(own[k].shape) if k in own else 'missing'} in the model"
+            for k in different[:4]
+        )
         raise CheckpointError(
             f"checkpoint {path} was written for another model ({details}"
             f"{f', and {len(different) - 4} more' if len(different) > 4 else ''}); use the model it was made for, "
-            f"or {_WHAT_TO_DO}", path)
+            f"or {_WHAT_TO_DO}",
+            path,
+        )
     target.load_state_dict(state)
 
 
@@ -175,13 +202,18 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: Mapping, path:
         CheckpointError: the file's optimizer has another number of parameter groups or other group sizes (e.g. a
             linear CDE run saved before `fit` gave its matrices learning-rate groups, `parameter_groups`).
     """
-    saved = [len(group.get("params", ())) for group in state.get("param_groups", ())] if isinstance(
-        state, Mapping) else None
+    saved = (
+        [len(group.get("params", ())) for group in state.get("param_groups", ())]
+        if isinstance(state, Mapping)
+        else None
+    )
     own = [len(group["params"]) for group in optimizer.param_groups]
     if saved != own:
         raise CheckpointError(
             f"checkpoint {path} holds an optimizer with parameter groups of {saved} parameters, this run's has "
-            f"{own} (a run saved before its model's learning-rate groups, `parameter_groups`); {_WHAT_TO_DO}", path)
+            f"{own} (a run saved before its model's learning-rate groups, `parameter_groups`); {_WHAT_TO_DO}",
+            path,
+        )
     optimizer.load_state_dict(dict(state))  # a Mapping here (its groups were read above)
 
 
@@ -190,8 +222,15 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
 
 
-def save_checkpoint(path: str | os.PathLike, *, model: torch.nn.Module, optimizer=None, epoch: int = 0,
-                    metrics: dict | None = None, config: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | os.PathLike,
+    *,
+    model: torch.nn.Module,
+    optimizer=None,
+    epoch: int = 0,
+    metrics: dict | None = None,
+    config: dict | None = None,
+) -> Path:
     """Save ``model`` (and ``optimizer``) with the epoch, metrics and config, atomically.
 
     Arguments:
@@ -216,8 +255,9 @@ def save_checkpoint(path: str | os.PathLike, *, model: torch.nn.Module, optimize
     return atomic_save(state, path)
 
 
-def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module | None = None, optimizer=None,
-                    map_location=None) -> dict:
+def load_checkpoint(
+    path: str | os.PathLike, model: torch.nn.Module | None = None, optimizer=None, map_location=None
+) -> dict:
     """Load a checkpoint; if given, restore ``model`` (and ``optimizer``) from it.
 
     Arguments:
@@ -267,8 +307,13 @@ def rng_states(generator: torch.Generator) -> dict:
         "generator": generator.get_state(),
         "torch": torch.get_rng_state(),
         # numpy's state tuple holds an ndarray, which torch.load(weights_only=True) refuses: store a tensor.
-        "numpy": {"name": np_state[0], "keys": torch.from_numpy(np_state[1].astype(np.int64)),
-                  "pos": int(np_state[2]), "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "numpy": {
+            "name": np_state[0],
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
         "python": random.getstate(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -281,8 +326,15 @@ def restore_rng_states(generator: torch.Generator, states: dict) -> None:
     generator.set_state(states["generator"])
     torch.set_rng_state(states["torch"])
     np_state = states["numpy"]
-    np.random.set_state((np_state["name"], np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
-                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    np.random.set_state(
+        (
+            np_state["name"],
+            np_state["keys"].numpy().astype(np.uint32),
+            np_state["pos"],
+            np_state["has_gauss"],
+            np_state["cached_gaussian"],
+        )
+    )
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in states and torch.cuda.is_available():
@@ -339,13 +391,19 @@ class ResumeCheckpoint:
             callbacks: the run's callbacks.
         """
         history = state.history
-        return {"model_state": {k: v.detach().clone() for k, v in state.model.state_dict().items()},
-                "optimizer_state": state.optimizer.state_dict(),
-                # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
-                "epoch": history["epoch"][-1] if history["epoch"] else 0, "step": state.step,
-                "history": history, "loop": {**loop, "current_epoch": state.epoch}, "rng": rng_states(generator),
-                "config": state.config, "callbacks": {key: c.state_dict() for key, c in callback_keys(callbacks)},
-                FORMAT_KEY: FORMAT_VERSION}
+        return {
+            "model_state": {k: v.detach().clone() for k, v in state.model.state_dict().items()},
+            "optimizer_state": state.optimizer.state_dict(),
+            # "epoch": the last evaluated epoch (0 before training); the loop holds the one in progress.
+            "epoch": history["epoch"][-1] if history["epoch"] else 0,
+            "step": state.step,
+            "history": history,
+            "loop": {**loop, "current_epoch": state.epoch},
+            "rng": rng_states(generator),
+            "config": state.config,
+            "callbacks": {key: c.state_dict() for key, c in callback_keys(callbacks)},
+            FORMAT_KEY: FORMAT_VERSION,
+        }
 
     def save(self, snapshot: dict) -> None:
         """Write ``snapshot`` (by the main process only; atomically)."""
@@ -372,14 +430,21 @@ class ResumeCheckpoint:
         assert self.path is not None  # a run resumes from a checkpoint that exists()
         saved = read_checkpoint(self.path, map_location="cpu", required=RESUME_KEYS)
         config, history = state.config, state.history
-        differing = sorted(k for k in set(saved["config"]) | set(config)
-                           if k != "epochs" and saved["config"].get(k) != config.get(k))
+        differing = sorted(
+            k for k in set(saved["config"]) | set(config) if k != "epochs" and saved["config"].get(k) != config.get(k)
+        )
         if differing:
             raise ResumeMismatch(
                 f"cannot resume from {self.path}: it was written with other settings ("
-                + "; ".join(changed_settings({k: saved["config"].get(k) for k in differing},
-                                             {k: config.get(k) for k in differing}, then="there"))
-                + "). Use the same settings, or delete the checkpoint to start afresh.")
+                + "; ".join(
+                    changed_settings(
+                        {k: saved["config"].get(k) for k in differing},
+                        {k: config.get(k) for k in differing},
+                        then="there",
+                    )
+                )
+                + "). Use the same settings, or delete the checkpoint to start afresh."
+            )
         load_model_state(state.model, saved["model_state"], self.path)  # shapes checked: names the parameters
         load_optimizer_state(state.optimizer, saved["optimizer_state"], self.path)
         history.update(saved["history"])
@@ -390,7 +455,9 @@ class ResumeCheckpoint:
                 callback.load_state_dict(saved["callbacks"][key])
         restore_rng_states(generator, saved["rng"])
         history["resumed_from_epoch"] = history["epoch"][-1] if history["epoch"] else 0
-        if loop["finished"] and (history.get("stopped_by") == "time" or (
-                saved["config"]["epochs"] < state.epochs and history.get("stopped_by") == "epochs")):
+        if loop["finished"] and (
+            history.get("stopped_by") == "time"
+            or (saved["config"]["epochs"] < state.epochs and history.get("stopped_by") == "epochs")
+        ):
             loop["finished"] = False
             history.pop("stopped_by")

@@ -13,6 +13,7 @@ Config files and ``--set`` values are read by `read_yaml`: at most `MAX_CONFIG_B
 become folders are checked: the config's ``name`` is one folder name (`check_config_name`), a row's label has a
 letter or digit and `slug` turns it into one folder name; evaluate labels cannot be a split's (train, val, test).
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,29 +22,54 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
+from ..data.transforms.sampling import check_augmentation
 from ..input_checks import did_you_mean
 from ..solvers import OPTION_NAMES, SolverOptions, parse_solver
-from ..data.transforms.sampling import check_augmentation
 from .spec import TrainingSpec, check_positive_int, read_number, show_value, yaml_number
 
-__all__ = ["ConfigError", "TrainingSettings", "PaperNumber", "ModelRow", "TestVariant", "BenchmarkConfig",
-           "TRAINING_DEFAULTS", "SELECT_ON", "REFERENCE_FIT_ON", "load_config", "apply_overrides", "parse_config",
-           "validate_config", "fingerprint", "slug", "check_config_name", "read_yaml", "RESERVED_VARIANT_LABELS",
-           "MAX_CONFIG_BYTES", "MAX_CONFIG_NODES"]
+__all__ = [
+    "ConfigError",
+    "TrainingSettings",
+    "PaperNumber",
+    "ModelRow",
+    "TestVariant",
+    "BenchmarkConfig",
+    "TRAINING_DEFAULTS",
+    "SELECT_ON",
+    "REFERENCE_FIT_ON",
+    "load_config",
+    "apply_overrides",
+    "parse_config",
+    "validate_config",
+    "fingerprint",
+    "slug",
+    "check_config_name",
+    "read_yaml",
+    "RESERVED_VARIANT_LABELS",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_NODES",
+]
 
 SELECT_ON = ("accuracy", "auroc", "loss")
 TOP_KEYS = ("name", "description", "task", "task_options", "seeds", "training", "solver", "models", "evaluate")
 TRAINING_DEFAULTS: dict[str, Any] = {
-    "epochs": None, "lr": None, "batch_size": None,  # required
+    "epochs": None,
+    "lr": None,
+    "batch_size": None,  # required
     "eval_batch_size": None,  # None: batch_size
-    "patience": None, "grad_clip": None, "weight_decay": 0.0, "penalty_weight": 0.0,
+    "patience": None,
+    "grad_clip": None,
+    "weight_decay": 0.0,
+    "penalty_weight": 0.0,
     "schedule": "constant",  # the learning rate over the run (fit's `schedule`)
     "select_on": None,  # None: the task's metric
     # augmentation of every training batch (`neuralde_seq.data.random_crop_and_drop`): off by default
-    "augment_drop_rate": 0.0, "augment_crop": 1.0,
+    "augment_drop_rate": 0.0,
+    "augment_crop": 1.0,
     "ensemble": 1,  # models trained per run (other seeds), their mean class probabilities evaluated
 }
 ROW_KEYS = ("label", "model", "options", "control", "training", "solver", "paper")
@@ -98,11 +124,14 @@ class TrainingSettings(TrainingSpec):
     ensemble: int = 1
 
     MAPPING_KEYS = tuple(TRAINING_DEFAULTS)
-    READERS = {**TrainingSpec.READERS,
-               "patience": {"positive": True, "integer": True, "allow_none": True},
-               "select_on": {"choices": SELECT_ON, "allow_none": True},
-               "augment_drop_rate": {}, "augment_crop": {},  # checked together in __post_init__
-               "ensemble": {"positive": True, "integer": True}}
+    READERS = {
+        **TrainingSpec.READERS,
+        "patience": {"positive": True, "integer": True, "allow_none": True},
+        "select_on": {"choices": SELECT_ON, "allow_none": True},
+        "augment_drop_rate": {},
+        "augment_crop": {},  # checked together in __post_init__
+        "ensemble": {"positive": True, "integer": True},
+    }
 
     def __post_init__(self):
         super().__post_init__()
@@ -188,11 +217,16 @@ class ModelRow:
     reference: bool = False
 
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {"label": self.label, "model": self.model, "options": copy.deepcopy(self.options),
-               "control": copy.deepcopy(self.control),
-               "training": None if self.training is None else _training_dict(self.training),
-               "solver": None if self.solver is None else dict(self.solver_fields),
-               "paper": None if self.paper is None else dataclasses.asdict(self.paper), "reference": self.reference}
+        out: dict[str, Any] = {
+            "label": self.label,
+            "model": self.model,
+            "options": copy.deepcopy(self.options),
+            "control": copy.deepcopy(self.control),
+            "training": None if self.training is None else _training_dict(self.training),
+            "solver": None if self.solver is None else dict(self.solver_fields),
+            "paper": None if self.paper is None else dataclasses.asdict(self.paper),
+            "reference": self.reference,
+        }
         return out
 
 
@@ -211,11 +245,17 @@ class BenchmarkConfig:
     solver: dict
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "task": self.task,
-                "task_options": copy.deepcopy(self.task_options), "seeds": list(self.seeds),
-                "training": dict(self.training), "solver": dict(self.solver),
-                "models": [row.to_dict() for row in self.rows],
-                "evaluate": [v.to_dict() for v in self.variants]}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "task": self.task,
+            "task_options": copy.deepcopy(self.task_options),
+            "seeds": list(self.seeds),
+            "training": dict(self.training),
+            "solver": dict(self.solver),
+            "models": [row.to_dict() for row in self.rows],
+            "evaluate": [v.to_dict() for v in self.variants],
+        }
 
 
 def fingerprint(*parts: Any) -> str:
@@ -238,8 +278,10 @@ def _expanded_size(root, source: str) -> int:
         if key in sizes:
             return sizes[key]
         if key in open_nodes:
-            raise ConfigError(f"{source}: a YAML alias refers to a node that contains it (a recursive structure); "
-                              "a config cannot hold one")
+            raise ConfigError(
+                f"{source}: a YAML alias refers to a node that contains it (a recursive structure); "
+                "a config cannot hold one"
+            )
         if isinstance(node, yaml.SequenceNode):
             children = node.value
         elif isinstance(node, yaml.MappingNode):
@@ -251,8 +293,10 @@ def _expanded_size(root, source: str) -> int:
         for child in children:
             total += size(child)
             if total > MAX_CONFIG_NODES:  # stop at once: the full count may be astronomically large
-                raise ConfigError(f"{source}: the YAML expands to more than {MAX_CONFIG_NODES:,} values (aliases "
-                                  "expanded: nested aliases multiply); a config is far smaller, refused")
+                raise ConfigError(
+                    f"{source}: the YAML expands to more than {MAX_CONFIG_NODES:,} values (aliases "
+                    "expanded: nested aliases multiply); a config is far smaller, refused"
+                )
         open_nodes.discard(key)
         sizes[key] = total
         return total
@@ -372,7 +416,7 @@ def apply_overrides(config: Mapping, overrides: Iterable[str]) -> dict:
         node: Any = out
         for depth, key in enumerate(keys):
             last = depth == len(keys) - 1
-            where = ".".join(keys[:depth + 1])
+            where = ".".join(keys[: depth + 1])
             if isinstance(node, list):
                 if not re.fullmatch(r"\d+", key) or int(key) >= len(node):
                     raise ConfigError(f"override {item!r}: {where} is not an index of a list of {len(node)}")
@@ -404,14 +448,28 @@ def _check_keys(mapping: Mapping, allowed: Sequence[str], where: str) -> None:
     unknown = [k for k in mapping if k not in allowed]
     if unknown:
         # the closest allowed key of each unknown one (a misspelt `optoins:` or `epoch:`), then every allowed key
-        hints = [f"{str(k)!r}: {hint}" if len(unknown) > 1 else hint
-                 for k in unknown for hint in [did_you_mean(str(k), allowed)] if hint]
-        raise ConfigError(f"unknown key(s) {', '.join(repr(str(k)) for k in unknown)} in {where}; "
-                          + "".join(f"{hint} " for hint in hints) + f"allowed: {', '.join(allowed)}")
+        hints = [
+            f"{str(k)!r}: {hint}" if len(unknown) > 1 else hint
+            for k in unknown
+            for hint in [did_you_mean(str(k), allowed)]
+            if hint
+        ]
+        raise ConfigError(
+            f"unknown key(s) {', '.join(repr(str(k)) for k in unknown)} in {where}; "
+            + "".join(f"{hint} " for hint in hints)
+            + f"allowed: {', '.join(allowed)}"
+        )
 
 
-def _number(value: Any, where: str, *, positive: bool = False, integer: bool = False, minimum: float | None = None,
-            allow_none: bool = False):
+def _number(
+    value: Any,
+    where: str,
+    *,
+    positive: bool = False,
+    integer: bool = False,
+    minimum: float | None = None,
+    allow_none: bool = False,
+):
     """`read_number`'s checked number, its error a `ConfigError`."""
     try:
         return read_number(value, where, positive=positive, integer=integer, minimum=minimum, allow_none=allow_none)
@@ -423,7 +481,9 @@ def _parse_training(training: Mapping, where: str, task_metric: str) -> Training
     """A row's `TrainingSettings` from its merged ``training`` keys (`TrainingSpec.from_mapping`); ``select_on``
     None is the task's metric."""
     try:
-        settings = TrainingSettings.from_mapping(training, where, missing_hint=" (in `training` or the row's `training`)")
+        settings = TrainingSettings.from_mapping(
+            training, where, missing_hint=" (in `training` or the row's `training`)"
+        )
     except ValueError as err:
         raise ConfigError(str(err)) from err
     return settings if settings.select_on is not None else settings.replace(select_on=task_metric)
@@ -463,10 +523,17 @@ def check_config_name(name: Any) -> str:
         raise ConfigError(f"name must be a non-empty string, got {_show(name)}")
     bad = _UNSAFE_NAME.search(name)
     if bad or name.startswith(".") or len(name) > 200:
-        why = (f"holds {bad.group()!r}" if bad else "starts with a dot" if name.startswith(".")
-               else f"has {len(name)} characters (at most 200)")
-        raise ConfigError(f"name {_show(name)} {why}: the name is one folder name (the default output folder is "
-                          "results/<name>); use letters, digits, '-', '_' and '.'")
+        why = (
+            f"holds {bad.group()!r}"
+            if bad
+            else "starts with a dot"
+            if name.startswith(".")
+            else f"has {len(name)} characters (at most 200)"
+        )
+        raise ConfigError(
+            f"name {_show(name)} {why}: the name is one folder name (the default output folder is "
+            "results/<name>); use letters, digits, '-', '_' and '.'"
+        )
     return name
 
 
@@ -480,10 +547,13 @@ def _parse_paper(paper: Any, where: str, task_metric: str) -> PaperNumber | None
     metric = paper.get("metric", task_metric)
     if metric not in DEFAULT_SCALE:
         raise ConfigError(f"{where}.metric must be one of {', '.join(DEFAULT_SCALE)}, got {_show(metric)}")
-    return PaperNumber(value=float(_number(paper["value"], f"{where}.value")), metric=metric,
-                       scale=float(_number(paper.get("scale", DEFAULT_SCALE[metric]), f"{where}.scale", positive=True)),
-                       std=_number(paper.get("std"), f"{where}.std", minimum=0.0, allow_none=True),
-                       source=str(paper.get("source") or ""))
+    return PaperNumber(
+        value=float(_number(paper["value"], f"{where}.value")),
+        metric=metric,
+        scale=float(_number(paper.get("scale", DEFAULT_SCALE[metric]), f"{where}.scale", positive=True)),
+        std=_number(paper.get("std"), f"{where}.std", minimum=0.0, allow_none=True),
+        source=str(paper.get("source") or ""),
+    )
 
 
 def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
@@ -507,8 +577,10 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
             _check_keys(change, MODEL_CHANGE_KEYS, f"{where}.model")
             if not change:
                 raise ConfigError(f"{where}.model needs {' and/or '.join(MODEL_CHANGE_KEYS)}")
-            change = {key: _number(value, f"{where}.model.{key}", positive=True, integer=True)
-                      for key, value in change.items()}
+            change = {
+                key: _number(value, f"{where}.model.{key}", positive=True, integer=True)
+                for key, value in change.items()
+            }
         if "drop_rate" in variant:
             rate = float(_number(variant["drop_rate"], f"{where}.drop_rate", minimum=0.0))
             if not rate < 1:
@@ -531,8 +603,10 @@ def _parse_variants(variants: Any) -> tuple[TestVariant, ...]:
         label = str(variant.get("label") or ", ".join(parts))
         if label in RESERVED_VARIANT_LABELS:
             # Variants are scored beside the splits, under their labels: "train" would replace the training split.
-            raise ConfigError(f"{where}.label {label!r} is reserved (the splits {', '.join(RESERVED_VARIANT_LABELS)} "
-                              "are reported under these names); choose another label")
+            raise ConfigError(
+                f"{where}.label {label!r} is reserved (the splits {', '.join(RESERVED_VARIANT_LABELS)} "
+                "are reported under these names); choose another label"
+            )
         if label in seen:
             raise ConfigError(f"{where}.label {label!r} is already used by another variant")
         seen.add(label)
@@ -564,7 +638,8 @@ def _check_warps_fit_rows(variants: Sequence[TestVariant], rows: Sequence[ModelR
                 f"evaluate[{i}].time_warp: a per-sample {warp.kind} warp gives every test sample its own times, but "
                 f"models[{j}] ({row.label}, model {row.model}) reads a control parametrised by time, which needs "
                 f"one time grid for all samples; set evaluate[{i}].time_warp.per_sample: false (one warp of the "
-                f"common time axis) or give the row control: {{parametrization: index}}")
+                f"common time axis) or give the row control: {{parametrization: index}}"
+            )
 
 
 # How a reference row is fitted: on the training and validation splits together (the default: a closed-form
@@ -580,20 +655,32 @@ def _parse_reference_row(row: dict, where: str, label: str, task_metric: str) ->
     reference = reference_method(row["model"])
     for key in ("training", "control", "solver"):
         if key in row:
-            raise ConfigError(f"{where}.{key}: {row['model']!r} is a reference method (fitted in closed form, "
-                              f"neuralde_seq.reference), {key} settings do not apply to it")
+            raise ConfigError(
+                f"{where}.{key}: {row['model']!r} is a reference method (fitted in closed form, "
+                f"neuralde_seq.reference), {key} settings do not apply to it"
+            )
     options = _require_mapping(row.get("options"), f"{where}.options")
-    _check_keys(options, (*reference.option_names(), "fit_on", "ensemble"),
-                f"{where}.options (reference method {row['model']})")
+    _check_keys(
+        options, (*reference.option_names(), "fit_on", "ensemble"), f"{where}.options (reference method {row['model']})"
+    )
     if options.get("fit_on", REFERENCE_FIT_ON[0]) not in REFERENCE_FIT_ON:
-        raise ConfigError(f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got "
-                          f"{_show(options['fit_on'])}")
+        raise ConfigError(
+            f"{where}.options.fit_on must be one of {', '.join(REFERENCE_FIT_ON)}, got {_show(options['fit_on'])}"
+        )
     options = {key: _yaml_number(value) for key, value in options.items()}
     if "ensemble" in options:  # estimators fitted with other seeds, their decision functions averaged
         options["ensemble"] = _number(options["ensemble"], f"{where}.options.ensemble", positive=True, integer=True)
-    return ModelRow(label=label, model=row["model"], options=options, control={}, training=None, solver=None,
-                    solver_fields={}, paper=_parse_paper(row.get("paper"), f"{where}.paper", task_metric),
-                    reference=True)
+    return ModelRow(
+        label=label,
+        model=row["model"],
+        options=options,
+        control={},
+        training=None,
+        solver=None,
+        solver_fields={},
+        paper=_parse_paper(row.get("paper"), f"{where}.paper", task_metric),
+        reference=True,
+    )
 
 
 def parse_config(config: Mapping) -> BenchmarkConfig:
@@ -612,12 +699,15 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
             raise ConfigError(f"the config has no `{key}` (required keys: name, task, training, models)")
     check_config_name(cfg["name"])
     if cfg.get("description") is not None and not isinstance(cfg["description"], str):
-        raise ConfigError(f"description must be a string, got {type(cfg['description']).__name__} "
-                          f"{_show(cfg['description'])}")
+        raise ConfigError(
+            f"description must be a string, got {type(cfg['description']).__name__} {_show(cfg['description'])}"
+        )
     if cfg["task"] not in TASK_NAMES:
         hint = did_you_mean(str(cfg["task"]), TASK_NAMES)
-        raise ConfigError(f"task {_show(cfg['task'])} is not a known task; {hint + ' ' if hint else ''}known tasks: "
-                          f"{', '.join(TASK_NAMES)}")
+        raise ConfigError(
+            f"task {_show(cfg['task'])} is not a known task; {hint + ' ' if hint else ''}known tasks: "
+            f"{', '.join(TASK_NAMES)}"
+        )
     task = get_task(cfg["task"])
 
     options = _require_mapping(cfg.get("task_options"), "task_options")
@@ -670,17 +760,21 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
 
             if row["model"] not in REFERENCE_METHODS:
                 hint = did_you_mean(row["model"], [*MODEL_NAMES, *REFERENCE_METHODS])
-                raise ConfigError(f"{where}.model {_show(row['model'])} is not a known model; "
-                                  f"{hint + ' ' if hint else ''}known models: "
-                                  f"{', '.join(MODEL_NAMES)}; reference methods: {', '.join(REFERENCE_METHODS)}")
+                raise ConfigError(
+                    f"{where}.model {_show(row['model'])} is not a known model; "
+                    f"{hint + ' ' if hint else ''}known models: "
+                    f"{', '.join(MODEL_NAMES)}; reference methods: {', '.join(REFERENCE_METHODS)}"
+                )
             reference = True
         if row.get("label") is not None and not _is_label(row["label"]):
             raise ConfigError(f"{where}.label must be a string, got {_show(row['label'])}")
         label = str(row.get("label") or row["model"])
         if not re.search(r"[A-Za-z0-9]", label):
             # The label names the row's output folder (runs/<label>): '..' or '/' would name no folder of its own.
-            raise ConfigError(f"{where}.label {label!r} has no letter or digit; a row label names the row's output "
-                              "folder (runs/<label>)")
+            raise ConfigError(
+                f"{where}.label {label!r} has no letter or digit; a row label names the row's output "
+                "folder (runs/<label>)"
+            )
         # Folders differing only in case are one folder on macOS and Windows.
         if label in labels or slug(label).lower() in slugs:
             raise ConfigError(f"{where}.label {label!r} is used by another row (labels name output folders)")
@@ -699,8 +793,10 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         control = _require_mapping(row.get("control"), f"{where}.control")
         if control:
             if entry.inputs != "control" and set(control) - {"time_unit"}:
-                raise ConfigError(f"{where}.control: model {row['model']!r} reads raw observations, "
-                                  "control options other than time_unit do not apply")
+                raise ConfigError(
+                    f"{where}.control: model {row['model']!r} reads raw observations, "
+                    "control options other than time_unit do not apply"
+                )
             try:  # read as the run will read it (the row keeps its spelling: its fingerprint hashes the row as written)
                 check_control_overrides(row["model"], control)
             except ValueError as error:  # UnknownOptionError too
@@ -709,20 +805,36 @@ def parse_config(config: Mapping) -> BenchmarkConfig:
         row_settings = _parse_training({**training, **row_training}, f"{where}.training", task.metric)
         row_solver = _require_mapping(row.get("solver"), f"{where}.solver")
         if row_solver and not entry.takes_solver:
-            raise ConfigError(f"{where}.solver: model {row['model']!r} is not solved by a differential equation "
-                              "solver")
+            raise ConfigError(f"{where}.solver: model {row['model']!r} is not solved by a differential equation solver")
         solver: SolverOptions | None = None
         fields: dict[str, Any] = {}
         if entry.takes_solver:  # the top-level solver applies to the models that take one
             solver, fields = _check_solver({**solver_given, **row_solver}, f"{where}.solver")
-        parsed.append(ModelRow(label=label, model=row["model"], options=model_options, control=control,
-                               training=row_settings, solver=solver, solver_fields=fields,
-                               paper=_parse_paper(row.get("paper"), f"{where}.paper", task.metric)))
+        parsed.append(
+            ModelRow(
+                label=label,
+                model=row["model"],
+                options=model_options,
+                control=control,
+                training=row_settings,
+                solver=solver,
+                solver_fields=fields,
+                paper=_parse_paper(row.get("paper"), f"{where}.paper", task.metric),
+            )
+        )
     variants = _parse_variants(cfg.get("evaluate"))
     _check_warps_fit_rows(variants, parsed)
-    return BenchmarkConfig(name=cfg["name"], description=str(cfg.get("description") or ""), task=cfg["task"],
-                           task_options=options, seeds=tuple(seeds), rows=tuple(parsed),
-                           variants=variants, training=training, solver=solver_given)
+    return BenchmarkConfig(
+        name=cfg["name"],
+        description=str(cfg.get("description") or ""),
+        task=cfg["task"],
+        task_options=options,
+        seeds=tuple(seeds),
+        rows=tuple(parsed),
+        variants=variants,
+        training=training,
+        solver=solver_given,
+    )
 
 
 def validate_config(config: Mapping) -> dict:

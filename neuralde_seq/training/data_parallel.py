@@ -5,6 +5,7 @@ does across processes: the module DistributedDataParallel wraps (`TrainingLoss`)
 loss every rank's callbacks see, training statistics summed over ranks, one stop decision, evaluation
 outputs gathered back in sample order. With one process each function is the plain computation.
 """
+
 from __future__ import annotations
 
 from typing import Any, cast
@@ -16,8 +17,15 @@ from .callbacks import FitState
 from .checkpoints import model_device
 from .objectives import Objective, predict
 
-__all__ = ["TrainingLoss", "global_loss", "sum_over_ranks", "broadcast_stop", "broadcast_generator",
-           "gather_outputs", "evaluate_split"]
+__all__ = [
+    "TrainingLoss",
+    "global_loss",
+    "sum_over_ranks",
+    "broadcast_stop",
+    "broadcast_generator",
+    "gather_outputs",
+    "evaluate_split",
+]
 
 
 class TrainingLoss(torch.nn.Module):
@@ -61,8 +69,11 @@ def sum_over_ranks(sums: dict[str, list], world: int, device: torch.device) -> d
     names_by_rank: list = [None] * world
     dist.all_gather_object(names_by_rank, list(sums))
     names = list(names_by_rank[0]) + sorted(set().union(*map(set, names_by_rank)) - set(names_by_rank[0]))
-    flat = torch.tensor([float(x) for name in names for x in sums.get(name, (0.0, 0))], dtype=torch.float64,
-                        device=collective_device(device))
+    flat = torch.tensor(
+        [float(x) for name in names for x in sums.get(name, (0.0, 0))],
+        dtype=torch.float64,
+        device=collective_device(device),
+    )
     dist.all_reduce(flat)
     return {name: [float(flat[2 * i]), float(flat[2 * i + 1])] for i, name in enumerate(names)}
 
@@ -115,5 +126,4 @@ def evaluate_split(model, objective: Objective, data, batch_size: int, world: in
     local = predict(model, inputs, batch_size, objective, index=index) if index.numel() else None
     outputs = gather_outputs(local, index, objective, world)
     device = model_device(model)
-    return {**objective.metrics(outputs.to(device), None if targets is None else targets.to(device)),
-            "num_samples": n}
+    return {**objective.metrics(outputs.to(device), None if targets is None else targets.to(device)), "num_samples": n}

@@ -17,6 +17,7 @@ group of more than one process is initialised (see its module docstring). This m
 The batch size of a config stays the *global* batch size: with N processes every training step still
 sees ``batch_size`` samples, ``batch_size / N`` per process, and the gradient is that of one process.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -25,19 +26,31 @@ import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ..files import atomic_file, write_text_atomic
+
 # In a module of their own so that fit reads the rank without importing this one (which imports the runner);
 # re-exported here, where they were first.
 from .process_group import barrier, is_main_process, world
-from ..files import atomic_file, write_text_atomic
 
-__all__ = ["DistributedError", "backend_for", "init_from_env", "shutdown", "launched_by_torchrun", "world",
-           "is_main_process", "barrier", "launch", "run_benchmark_distributed"]
+__all__ = [
+    "DistributedError",
+    "backend_for",
+    "init_from_env",
+    "shutdown",
+    "launched_by_torchrun",
+    "world",
+    "is_main_process",
+    "barrier",
+    "launch",
+    "run_benchmark_distributed",
+]
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -78,15 +91,21 @@ def init_from_env(device: str | torch.device = "cpu", timeout: float | None = No
         return device
     missing = [name for name in _ENV if name not in os.environ]
     if missing:
-        raise RuntimeError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but {', '.join(missing)} unset: start the "
-                           "processes with torchrun or neuralde_seq.training.distributed.launch")
+        raise RuntimeError(
+            f"WORLD_SIZE={os.environ['WORLD_SIZE']} but {', '.join(missing)} unset: start the "
+            "processes with torchrun or neuralde_seq.training.distributed.launch"
+        )
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)  # nccl and all_gather_object work on the current device
     if not dist.is_initialized():
-        dist.init_process_group(backend_for(device), init_method="env://", rank=int(os.environ["RANK"]),
-                                world_size=int(os.environ["WORLD_SIZE"]),
-                                timeout=None if timeout is None else datetime.timedelta(seconds=timeout))
+        dist.init_process_group(
+            backend_for(device),
+            init_method="env://",
+            rank=int(os.environ["RANK"]),
+            world_size=int(os.environ["WORLD_SIZE"]),
+            timeout=None if timeout is None else datetime.timedelta(seconds=timeout),
+        )
     return device
 
 
@@ -104,11 +123,29 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(rank: int, fn: Callable, args: tuple, kwargs: dict, nproc: int, port: int, device: str,
-            threads: int, timeout: float | None, folder: str) -> None:
+def _worker(
+    rank: int,
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    nproc: int,
+    port: int,
+    device: str,
+    threads: int,
+    timeout: float | None,
+    folder: str,
+) -> None:
     # The child sees the same environment torchrun would give it, so both launches share init_from_env.
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
-                       "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(nproc),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
     torch.set_num_threads(threads)
     try:
         init_from_env(device, timeout=timeout)
@@ -124,8 +161,16 @@ def _worker(rank: int, fn: Callable, args: tuple, kwargs: dict, nproc: int, port
         shutdown()
 
 
-def launch(fn: Callable, nproc: int, args: Sequence = (), kwargs: dict | None = None, *, device: str = "cpu",
-           threads: int | None = None, timeout: float | None = None) -> list[Any]:
+def launch(
+    fn: Callable,
+    nproc: int,
+    args: Sequence = (),
+    kwargs: dict | None = None,
+    *,
+    device: str = "cpu",
+    threads: int | None = None,
+    timeout: float | None = None,
+) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` in ``nproc`` local processes forming one process group.
 
     Arguments:
@@ -152,9 +197,13 @@ def launch(fn: Callable, nproc: int, args: Sequence = (), kwargs: dict | None = 
     threads = threads or max(1, (os.cpu_count() or 1) // nproc)
     with tempfile.TemporaryDirectory(prefix="neuralde-seq-ddp-") as folder:
         try:
-            mp.start_processes(_worker, args=(fn, tuple(args), dict(kwargs or {}), nproc, _free_port(), str(device),
-                                              threads, timeout, folder),
-                               nprocs=nproc, join=True, start_method="spawn")
+            mp.start_processes(
+                _worker,
+                args=(fn, tuple(args), dict(kwargs or {}), nproc, _free_port(), str(device), threads, timeout, folder),
+                nprocs=nproc,
+                join=True,
+                start_method="spawn",
+            )
         except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
             raise _failure(folder, error) from None
         return [torch.load(Path(folder) / f"result{rank}.pt", weights_only=False) for rank in range(nproc)]
@@ -164,17 +213,21 @@ def _failure(folder: str, error) -> DistributedError:
     reports = []
     for path in Path(folder).glob("error*.txt"):
         stamp, _, text = path.read_text().partition("\n")
-        reports.append((float(stamp), int(path.stem[len("error"):]), text))
+        reports.append((float(stamp), int(path.stem[len("error") :]), text))
     if not reports:  # killed without a Python exception (a signal, os._exit)
-        return DistributedError(f"rank {error.error_index} of the distributed launch failed: {error}",
-                                error.error_index, None)
+        return DistributedError(
+            f"rank {error.error_index} of the distributed launch failed: {error}", error.error_index, None
+        )
     reports.sort()
     _, rank, text = reports[0]
     last_line = text.strip().splitlines()[-1]
     others = [r for _, r, _ in reports[1:]]
     also = f" (then rank(s) {', '.join(map(str, others))} failed too)" if others else ""
-    return DistributedError(f"rank {rank} of the distributed launch failed{also}: {last_line}\n\n"
-                            f"Traceback of rank {rank}:\n{text}", rank, text)
+    return DistributedError(
+        f"rank {rank} of the distributed launch failed{also}: {last_line}\n\nTraceback of rank {rank}:\n{text}",
+        rank,
+        text,
+    )
 
 
 def _benchmark_here(kwargs: dict) -> dict:
@@ -207,8 +260,10 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
     device = run_benchmark_kwargs.get("device") or "cpu"
     if launched_by_torchrun():
         if nproc not in (None, 1):
-            raise ValueError(f"nproc={nproc} in a process started by torchrun: torchrun already started "
-                             f"{os.environ['WORLD_SIZE']} processes (give one or the other)")
+            raise ValueError(
+                f"nproc={nproc} in a process started by torchrun: torchrun already started "
+                f"{os.environ['WORLD_SIZE']} processes (give one or the other)"
+            )
         already = dist.is_available() and dist.is_initialized()
         run_benchmark_kwargs["device"] = str(init_from_env(device))
         try:
@@ -219,7 +274,9 @@ def run_benchmark_distributed(nproc: int | None = None, **run_benchmark_kwargs) 
     if nproc is None or nproc == 1:
         return run_benchmark(**run_benchmark_kwargs)
     # A bad config raises ConfigError here, as with one process, not as the failure of N processes.
-    validate_config(apply_overrides(load_config(run_benchmark_kwargs["config"]),
-                                    run_benchmark_kwargs.get("overrides", ())))
-    return launch(_benchmark_worker, nproc, (run_benchmark_kwargs,), device=device,
-                  threads=run_benchmark_kwargs.get("threads"))[0]
+    validate_config(
+        apply_overrides(load_config(run_benchmark_kwargs["config"]), run_benchmark_kwargs.get("overrides", ()))
+    )
+    return launch(
+        _benchmark_worker, nproc, (run_benchmark_kwargs,), device=device, threads=run_benchmark_kwargs.get("threads")
+    )[0]

@@ -21,19 +21,27 @@ continuing from it), the data order and distribution (`_DataOrder`, `_Ranks`), o
 evaluation (`_Evaluation`), divergence (`_LastGood` with the `DivergenceGuard` callback) and progress (the
 `ProgressBar` callback).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from .callbacks import Callback, Divergence, DivergenceGuard, FitState, ProgressBar
 from .checkpoints import ResumeCheckpoint, ResumeMismatch, model_device
-from .data_parallel import (TrainingLoss, broadcast_generator, broadcast_stop, evaluate_split, global_loss,
-                            sum_over_ranks)
+from .data_parallel import (
+    TrainingLoss,
+    broadcast_generator,
+    broadcast_stop,
+    evaluate_split,
+    global_loss,
+    sum_over_ranks,
+)
 from .objectives import Objective
 from .process_group import world as _world  # (rank, world size); (0, 1) without a process group
 from .schedules import scheduled_lr
@@ -60,8 +68,17 @@ class TrainingDiverged(RuntimeError):
         history: the run's history so far (``stopped_by`` "diverged"); attribute ``history``.
     """
 
-    def __init__(self, message: str, *, epoch: int, step: int, reason: str, checkpoint_path: str | None,
-                 checkpoint_epoch: int, history: dict):
+    def __init__(
+        self,
+        message: str,
+        *,
+        epoch: int,
+        step: int,
+        reason: str,
+        checkpoint_path: str | None,
+        checkpoint_epoch: int,
+        history: dict,
+    ):
         super().__init__(message)
         self.epoch, self.step, self.reason = epoch, step, reason
         self.checkpoint_path, self.checkpoint_epoch, self.history = checkpoint_path, checkpoint_epoch, history
@@ -70,9 +87,20 @@ class TrainingDiverged(RuntimeError):
 _FIT_KEYWORDS = ("callbacks", "resume_path", "resume", "config", "progress")
 
 
-def fit(model: torch.nn.Module, objective: Objective, train: tuple[Any, Any], val: tuple[Any, Any] | None = None,
-        spec: TrainingSpec | None = None, *, callbacks: Sequence[Callback] = (), resume_path: str | Path | None = None,
-        resume: bool = False, config: dict | None = None, progress: bool | str = True, **spec_fields) -> dict[str, Any]:
+def fit(
+    model: torch.nn.Module,
+    objective: Objective,
+    train: tuple[Any, Any],
+    val: tuple[Any, Any] | None = None,
+    spec: TrainingSpec | None = None,
+    *,
+    callbacks: Sequence[Callback] = (),
+    resume_path: str | Path | None = None,
+    resume: bool = False,
+    config: dict | None = None,
+    progress: bool | str = True,
+    **spec_fields,
+) -> dict[str, Any]:
     """Train ``model`` with Adam on ``objective`` as ``spec`` says, and return the history.
 
     Arguments:
@@ -118,16 +146,36 @@ def fit(model: torch.nn.Module, objective: Objective, train: tuple[Any, Any], va
         ranks = _Ranks(*_world())
         train_targets = train[1].to(model_device(model)) if isinstance(train[1], torch.Tensor) else train[1]
         training_loss = ranks.wrap(TrainingLoss(model, objective, spec.penalty_weight))
-        optimizer = torch.optim.Adam(parameter_groups(model, params, spec.lr), lr=spec.lr,
-                                     weight_decay=spec.weight_decay)
+        optimizer = torch.optim.Adam(
+            parameter_groups(model, params, spec.lr), lr=spec.lr, weight_decay=spec.weight_decay
+        )
         callbacks = _with_guard_and_progress(callbacks, progress)
-        history: dict[str, Any] = {"epoch": [], "step": [], "train_loss": [], "seconds_per_epoch": [],
-                                   "val_seconds": [], "resumed_from_epoch": None}
-        run_config = {**spec.checkpoint_settings(), "objective": type(objective).__name__,
-                      "model_class": type(model).__name__, "world_size": ranks.world, **dict(config or {})}
-        state = FitState(model=model, optimizer=optimizer, objective=objective, epochs=spec.epochs,
-                         steps_per_epoch=-(-n_train // spec.batch_size), history=history, is_main=ranks.rank == 0,
-                         config=run_config, spec=spec)
+        history: dict[str, Any] = {
+            "epoch": [],
+            "step": [],
+            "train_loss": [],
+            "seconds_per_epoch": [],
+            "val_seconds": [],
+            "resumed_from_epoch": None,
+        }
+        run_config = {
+            **spec.checkpoint_settings(),
+            "objective": type(objective).__name__,
+            "model_class": type(model).__name__,
+            "world_size": ranks.world,
+            **dict(config or {}),
+        }
+        state = FitState(
+            model=model,
+            optimizer=optimizer,
+            objective=objective,
+            epochs=spec.epochs,
+            steps_per_epoch=-(-n_train // spec.batch_size),
+            history=history,
+            is_main=ranks.rank == 0,
+            config=run_config,
+            spec=spec,
+        )
         order = _DataOrder(n_train, ranks)
         checkpoint = ResumeCheckpoint(resume_path, is_main=ranks.rank == 0)
         if resume and checkpoint.exists():
@@ -136,8 +184,9 @@ def fit(model: torch.nn.Module, objective: Objective, train: tuple[Any, Any], va
             order.seed(spec.seed)
         last_good = _LastGood(state, order, checkpoint, callbacks, ranks)
         evaluate = _Evaluation(state, val, spec.eval_batch_size or spec.batch_size, ranks, callbacks)
-        train_step = _TrainingStep(state, training_loss, params, train, train_targets, val, order.generator,
-                                   callbacks, ranks)
+        train_step = _TrainingStep(
+            state, training_loss, params, train, train_targets, val, order.generator, callbacks, ranks
+        )
         for callback in callbacks:
             callback.on_fit_start(state)
         last_good.keep()
@@ -150,12 +199,13 @@ def fit(model: torch.nn.Module, objective: Objective, train: tuple[Any, Any], va
                 position = order.loop["position"]
                 while position < n_train:
                     t0 = time.perf_counter()
-                    share, weight = ranks.share(permutation[position:position + spec.batch_size])
+                    share, weight = ranks.share(permutation[position : position + spec.batch_size])
                     loss, outputs, targets = train_step(share, weight)
                     position += spec.batch_size
                     order.loop["position"] = position
-                    evaluate.add_batch(loss, share.numel() if weight > 0 else 0, outputs, targets,
-                                       time.perf_counter() - t0)
+                    evaluate.add_batch(
+                        loss, share.numel() if weight > 0 else 0, outputs, targets, time.perf_counter() - t0
+                    )
                     for callback in callbacks:
                         callback.on_batch_end(state, loss.item())
                     end_of_epoch = position >= n_train
@@ -255,7 +305,7 @@ class _Ranks:
 
     def share(self, index: torch.Tensor) -> tuple[torch.Tensor, float]:
         """This process's samples of the global batch ``index`` (1-D) and the weight of their loss."""
-        share, weight = index[self.rank::self.world], 1.0
+        share, weight = index[self.rank :: self.world], 1.0
         if self.world > 1:
             weight = share.numel() * self.world / index.numel()
             if share.numel() == 0:  # an empty share still joins DDP's gradient averaging
@@ -307,10 +357,16 @@ class _TrainingStep:
     checked before it is read), the callbacks' checks, the backward pass, clipping, the scheduled learning rate and
     the optimizer's step. ``__call__(share, weight)`` returns (the objective's loss, its outputs, the targets)."""
 
-    def __init__(self, state: FitState, training_loss, params, train, train_targets, val, generator, callbacks,
-                 ranks: _Ranks):
-        self.state, self.training_loss, self.params, self.callbacks, self.ranks = (state, training_loss, params,
-                                                                                    callbacks, ranks)
+    def __init__(
+        self, state: FitState, training_loss, params, train, train_targets, val, generator, callbacks, ranks: _Ranks
+    ):
+        self.state, self.training_loss, self.params, self.callbacks, self.ranks = (
+            state,
+            training_loss,
+            params,
+            callbacks,
+            ranks,
+        )
         self.train_inputs, self.train_targets, self.val, self.generator = train[0], train_targets, val, generator
         self.first_batch = not state.history["epoch"]
         self.outputs_checked = False
@@ -329,11 +385,16 @@ class _TrainingStep:
         state, spec = self.state, self.state.spec
         inputs = self.train_inputs[share]
         targets = None if self.train_targets is None else self.train_targets[share.to(_device(self.train_targets))]
-        context = {"epoch": state.epoch, "step": state.step, "steps_per_epoch": state.steps_per_epoch,
-                   "generator": self.generator}
+        context = {
+            "epoch": state.epoch,
+            "step": state.step,
+            "steps_per_epoch": state.steps_per_epoch,
+            "generator": self.generator,
+        }
         if self.first_batch:  # the outputs and every target's range, before the loss reads them
             context["check_outputs"] = lambda outputs, batch_targets=targets: self.check_first_outputs(
-                outputs, batch_targets)
+                outputs, batch_targets
+            )
         loss, outputs, total = self.training_loss(inputs, targets, context)
         if self.first_batch:
             self._check_first_loss(total, outputs, targets)
@@ -349,8 +410,9 @@ class _TrainingStep:
             torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
         if spec.schedule != "constant":  # from the step count: a resumed run continues the schedule
             for group in state.optimizer.param_groups:
-                group["lr"] = group.get("lr_scale", 1.0) * scheduled_lr(spec.lr, spec.schedule, state.step,
-                                                               spec.epochs * state.steps_per_epoch)
+                group["lr"] = group.get("lr_scale", 1.0) * scheduled_lr(
+                    spec.lr, spec.schedule, state.step, spec.epochs * state.steps_per_epoch
+                )
         state.optimizer.step()
         state.step += 1
         return loss, outputs, targets
@@ -363,7 +425,8 @@ class _TrainingStep:
                 f"step: {type(self.state.model).__name__} cannot train on these inputs (its outputs at initialisation "
                 "are not finite). Usual causes: times in large units in a time channel (time_unit='auto' "
                 "divides them by the longest span), a solver step too wide for the field (a smaller "
-                "step_size), or values far from unit scale (standardise them)")
+                "step_size), or values far from unit scale (standardise them)"
+            )
         if outputs is not None:
             if not self.outputs_checked:  # an objective whose training_loss does not call check_outputs
                 self.check_first_outputs(outputs, targets)
@@ -434,11 +497,16 @@ class _LastGood:
     def keep(self) -> None:
         good = self.checkpoint.snapshot(self.state, self.order.loop, self.order.generator, self.callbacks)
         optimizer_state = good["optimizer_state"]
-        self.weights = {"model_state": good["model_state"],
-                        "optimizer_state": {"state": {k: {n: t.clone() if isinstance(t, torch.Tensor) else t
-                                                          for n, t in v.items()}
-                                                      for k, v in optimizer_state["state"].items()},
-                                            "param_groups": optimizer_state["param_groups"]}}
+        self.weights = {
+            "model_state": good["model_state"],
+            "optimizer_state": {
+                "state": {
+                    k: {n: t.clone() if isinstance(t, torch.Tensor) else t for n, t in v.items()}
+                    for k, v in optimizer_state["state"].items()
+                },
+                "param_groups": optimizer_state["param_groups"],
+            },
+        }
         self.epoch = good["epoch"]
         self.checkpoint.save(good)
         self.ranks.barrier()
@@ -459,14 +527,22 @@ class _LastGood:
             if replaced is not None:
                 restored_epoch, restored_path = replaced
         where = f" from {restored_path}" if restored_path is not None else ""
-        message = (f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
-                   f"Restored the last good weights (epoch {restored_epoch}){where}. "
-                   f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}")
+        message = (
+            f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
+            f"Restored the last good weights (epoch {restored_epoch}){where}. "
+            f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}"
+        )
         history["stopped_by"] = "diverged"
         history["diverged"] = message
-        raise TrainingDiverged(message, epoch=state.epoch, step=state.step + 1, reason=error.reason,
-                               checkpoint_path=restored_path, checkpoint_epoch=restored_epoch,
-                               history=history) from None
+        raise TrainingDiverged(
+            message,
+            epoch=state.epoch,
+            step=state.step + 1,
+            reason=error.reason,
+            checkpoint_path=restored_path,
+            checkpoint_epoch=restored_epoch,
+            history=history,
+        ) from None
 
 
 def _summarise(history: dict, steps: int) -> None:

@@ -37,12 +37,14 @@ theirs as ``input_spec_`` (pickled with them). Observation models that integrate
 stateful ODE-Net) measure them in the training span of the times they are given (their registry default), so
 their dynamics are the same with any ``time_unit``.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,9 +53,9 @@ from ..controls import Control, ControlOptions, control_of, parse_control_option
 from ..data.base.datasets import IrregularDataset
 from ..data.transforms.sampling import fill_gaps, median_step
 from ..data.transforms.standardisation import channel_statistics, standardised
+from ..input_checks import is_positive_finite
 from ..models import control_options, model_entry
 from ..observations import Observations, check_min_length, check_rescaled_times
-from ..input_checks import is_positive_finite
 from ..user_warnings import warn_user
 from .objectives import ModelArguments
 
@@ -99,10 +101,13 @@ def warn_unobserved(data, what: str, fill) -> None:
         label = f"{c} ({names[c]})" if c < len(names) else str(c)
         parts.append(f"channel {label} in {int(counts[c])}")
     filled = ", ".join(f"{float(fill[c]):.3g}" for c in torch.nonzero(counts > 0).flatten().tolist())
-    warn_user(f"{'; '.join(parts)} of {int(data.values.shape[0])} {what} never observed: filled with {filled} "
-              "(unobserved_fill; 'mean', the default, is the channel's training mean); a control's "
-              "intensity and recency channels, where it has them, show the channel was never observed. Give "
-              "unobserved_fill=<value> in the control options to choose the value", UnobservedChannelWarning)
+    warn_user(
+        f"{'; '.join(parts)} of {int(data.values.shape[0])} {what} never observed: filled with {filled} "
+        "(unobserved_fill; 'mean', the default, is the channel's training mean); a control's "
+        "intensity and recency channels, where it has them, show the channel was never observed. Give "
+        "unobserved_fill=<value> in the control options to choose the value",
+        UnobservedChannelWarning,
+    )
 
 
 def _lengths_of(data) -> torch.Tensor | None:
@@ -146,20 +151,35 @@ class InputSpec:
     def __post_init__(self):
         if self.model is not None and model_entry(self.model).inputs == "observations":
             if self.control is not None:
-                raise ValueError(f"model {self.model!r} reads raw observations: the spec's control must be None, got "
-                                 f"{self.control!r}")
+                raise ValueError(
+                    f"model {self.model!r} reads raw observations: the spec's control must be None, got "
+                    f"{self.control!r}"
+                )
             return
         if not isinstance(self.control, ControlOptions):
-            raise TypeError(f"the spec's control must be a ControlOptions for model {self.model!r}, got "
-                            f"{type(self.control).__name__}")
+            raise TypeError(
+                f"the spec's control must be a ControlOptions for model {self.model!r}, got "
+                f"{type(self.control).__name__}"
+            )
         self.control.check_resolved("a fitted input spec")
         if self.control.time_unit is not None:
-            raise ValueError(f"the spec's control.time_unit must be None (the spec's time_unit field is the unit), got "
-                             f"{self.control.time_unit!r}")
+            raise ValueError(
+                f"the spec's control.time_unit must be None (the spec's time_unit field is the unit), got "
+                f"{self.control.time_unit!r}"
+            )
 
     @classmethod
-    def fit(cls, model: str | None, train, *, control: Mapping | ControlOptions | None = None, time_unit=None,
-            standardise: bool = False, reads_static: bool = False, fill_gaps=None) -> "InputSpec":
+    def fit(
+        cls,
+        model: str | None,
+        train,
+        *,
+        control: Mapping | ControlOptions | None = None,
+        time_unit=None,
+        standardise: bool = False,
+        reads_static: bool = False,
+        fill_gaps=None,
+    ) -> InputSpec:
         """The spec of model ``name``, fitted on ``train``.
 
         Arguments:
@@ -196,11 +216,15 @@ class InputSpec:
         """
         reads = "control" if model is None else model_entry(model).inputs
         if control is not None and not isinstance(control, (Mapping, ControlOptions)):
-            raise TypeError(f"control must be a mapping of build_control keywords, a ControlOptions or None, got "
-                            f"{type(control).__name__}")
+            raise TypeError(
+                f"control must be a mapping of build_control keywords, a ControlOptions or None, got "
+                f"{type(control).__name__}"
+            )
         if model is None and not isinstance(control, ControlOptions):
-            raise TypeError("model None (a control path without a registry model) needs control=ControlOptions(...): "
-                            f"there are no registered options to read keywords on top of, got {control!r}")
+            raise TypeError(
+                "model None (a control path without a registry model) needs control=ControlOptions(...): "
+                f"there are no registered options to read keywords on top of, got {control!r}"
+            )
         given_unit = None
         if isinstance(control, ControlOptions):
             given_unit = control.time_unit
@@ -217,11 +241,14 @@ class InputSpec:
                 given = sorted(control) if isinstance(control, dict) else control
                 raise ValueError(f"model {model!r} reads raw observations: control options {given} do not apply")
             if reads_static:
-                raise ValueError(f"reads_static: model {model!r} reads observations, which carry their static "
-                                 "features themselves")
+                raise ValueError(
+                    f"reads_static: model {model!r} reads observations, which carry their static features themselves"
+                )
             if fill_gaps is not None:
-                raise ValueError(f"fill_gaps={fill_gaps!r}: model {model!r} reads raw observations, which see the gaps "
-                                 "as times; give fill_gaps=None")
+                raise ValueError(
+                    f"fill_gaps={fill_gaps!r}: model {model!r} reads raw observations, which see the gaps "
+                    "as times; give fill_gaps=None"
+                )
         elif isinstance(control, ControlOptions):
             options = control
         else:
@@ -245,10 +272,17 @@ class InputSpec:
                 resolved["unobserved_fill"] = _training_means(train, mean)
                 warn_unobserved(train, "training samples", resolved["unobserved_fill"])
             options = dataclasses.replace(options, **resolved)
-        return cls(model=model, control=options, time_unit=unit, channel_mean=mean, channel_scale=scale,
-                   reads_static=bool(reads_static), fill_step=_fill_step(fill_gaps, train))
+        return cls(
+            model=model,
+            control=options,
+            time_unit=unit,
+            channel_mean=mean,
+            channel_scale=scale,
+            reads_static=bool(reads_static),
+            fill_step=_fill_step(fill_gaps, train),
+        )
 
-    def reading_raw(self, standardised_data) -> "InputSpec":
+    def reading_raw(self, standardised_data) -> InputSpec:
         """This spec, fitted (``standardise=False``) on data a task's protocol had standardised, made to read the raw
         data instead: the statistics the protocol recorded in ``standardised_data.meta`` (``"standardise"``: each
         channel's mean and std, 0 and 1 for a channel left as it is; ``"standardise_static"``: the static
@@ -272,18 +306,27 @@ class InputSpec:
         if channels is None and static is None:
             return self
         if self.standardises:
-            raise ValueError("reading_raw: this spec standardises the values itself (standardise=True); fit it with "
-                             "standardise=False on the standardised data")
+            raise ValueError(
+                "reading_raw: this spec standardises the values itself (standardise=True); fit it with "
+                "standardise=False on the standardised data"
+            )
         changes: dict[str, Any] = {}  # the mean and scale fields
-        for prefix, stats, width in (("channel", channels, standardised_data.values.shape[-1]),
-                                     ("static", static, None if getattr(standardised_data, "static", None) is None
-                                      else standardised_data.static.shape[1])):
+        for prefix, stats, width in (
+            ("channel", channels, standardised_data.values.shape[-1]),
+            (
+                "static",
+                static,
+                None if getattr(standardised_data, "static", None) is None else standardised_data.static.shape[1],
+            ),
+        ):
             if stats is None:
                 continue
             mean, scale = (tuple(float(x) for x in stats[key]) for key in ("mean", "std"))
             if width is None or len(mean) != width or len(scale) != width:
-                raise ValueError(f"reading_raw: the recorded {prefix} standardisation has {len(mean)} mean(s) and "
-                                 f"{len(scale)} std(s), the data have {width} {prefix}s")
+                raise ValueError(
+                    f"reading_raw: the recorded {prefix} standardisation has {len(mean)} mean(s) and "
+                    f"{len(scale)} std(s), the data have {width} {prefix}s"
+                )
             changes[f"{prefix}_mean"], changes[f"{prefix}_scale"] = mean, scale
         return dataclasses.replace(self, **changes)
 
@@ -305,8 +348,9 @@ class InputSpec:
         standardises, else as given."""
         if not self.standardises:
             return data.values.to(data.times.dtype)
-        return standardised(data.values, np.asarray(self.channel_mean), np.asarray(self.channel_scale),
-                            data.times.dtype)
+        return standardised(
+            data.values, np.asarray(self.channel_mean), np.asarray(self.channel_scale), data.times.dtype
+        )
 
     def transform(self, data) -> Control | Observations | ModelArguments:
         """The model's input for every sample of ``data`` (same fields as `fit`'s ``train``; ``static`` (N, S) read
@@ -350,8 +394,9 @@ class InputSpec:
                 `Observations.from_tensors` refuses.
         """
         if self.channel_mean is not None and data.values.shape[-1] != len(self.channel_mean):  # standardises
-            raise ValueError(f"data have {data.values.shape[-1]} channel(s), the spec was fitted on "
-                             f"{len(self.channel_mean)}")
+            raise ValueError(
+                f"data have {data.values.shape[-1]} channel(s), the spec was fitted on {len(self.channel_mean)}"
+            )
         values = self.values_of(data)
         lengths = _lengths_of(data)
         static = self._static_of(data)
@@ -397,8 +442,9 @@ class InputSpec:
         if static is None or self.static_mean is None:
             return static
         if static.shape[-1] != len(self.static_mean):
-            raise ValueError(f"data have {static.shape[-1]} static feature(s), the spec was fitted on "
-                             f"{len(self.static_mean)}")
+            raise ValueError(
+                f"data have {static.shape[-1]} static feature(s), the spec was fitted on {len(self.static_mean)}"
+            )
         mean = torch.tensor(self.static_mean, dtype=torch.float64, device=static.device)
         scale = torch.tensor(self.static_scale, dtype=torch.float64, device=static.device)
         return ((static.to(torch.float64) - mean) / scale).to(data.times.dtype)
@@ -409,14 +455,18 @@ class InputSpec:
         that reads observations; every field, null when unset."""
         optional = {name: getattr(self, name) for name in ("fill_step", "static_mean", "static_scale")}
         control = None if self.control is None else self.control.to_dict()
-        return {"model": self.model, "control": control, "time_unit": self.time_unit,
-                "channel_mean": None if self.channel_mean is None else list(self.channel_mean),
-                "channel_scale": None if self.channel_scale is None else list(self.channel_scale),
-                "reads_static": self.reads_static,
-                **{name: list(value) if isinstance(value, tuple) else value for name, value in optional.items()}}
+        return {
+            "model": self.model,
+            "control": control,
+            "time_unit": self.time_unit,
+            "channel_mean": None if self.channel_mean is None else list(self.channel_mean),
+            "channel_scale": None if self.channel_scale is None else list(self.channel_scale),
+            "reads_static": self.reads_static,
+            **{name: list(value) if isinstance(value, tuple) else value for name, value in optional.items()},
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "InputSpec":
+    def from_dict(cls, data: Mapping) -> InputSpec:
         """The spec `to_dict` wrote, every value checked as `fit` (or `reading_raw`) would have made it: a spec edited
         by hand, or read from a damaged file, is refused naming the field, never read as something else (an infinite
         scale would zero a channel, a negative one flip it, the string "false" read as True). Specs of older files
@@ -443,26 +493,39 @@ class InputSpec:
         if reads == "observations":
             # what fit refuses for a model that reads observations is refused here too, not ignored
             if control:
-                raise ValueError(f"input spec: model {model!r} reads raw observations, so control must be empty "
-                                 f"(null), got {sorted(control)}")
+                raise ValueError(
+                    f"input spec: model {model!r} reads raw observations, so control must be empty "
+                    f"(null), got {sorted(control)}"
+                )
             control = None
             if reads_static:
-                raise ValueError(f"input spec: reads_static must be false for model {model!r}, which reads "
-                                 "observations (they carry their static features themselves)")
+                raise ValueError(
+                    f"input spec: reads_static must be false for model {model!r}, which reads "
+                    "observations (they carry their static features themselves)"
+                )
             if data["fill_step"] is not None:
-                raise ValueError(f"input spec: fill_step must be absent or null for model {model!r}, which reads "
-                                 "raw observations")
+                raise ValueError(
+                    f"input spec: fill_step must be absent or null for model {model!r}, which reads raw observations"
+                )
         else:
             control = _control_from_dict(model, control)
         time_unit = data["time_unit"]
         if time_unit is not None:  # "auto" is resolved by fit: a spec holds the number it stood for
             if not is_positive_finite(time_unit):
-                raise ValueError("input spec: time_unit must be null or a positive finite number (fit resolves "
-                                 f"'auto' to the training span), got {time_unit!r}")
+                raise ValueError(
+                    "input spec: time_unit must be null or a positive finite number (fit resolves "
+                    f"'auto' to the training span), got {time_unit!r}"
+                )
             time_unit = float(time_unit)
         statistics = {**_statistics(data, "channel"), **_statistics(data, "static")}
-        return cls(model=model, control=control, time_unit=time_unit, reads_static=reads_static,
-                   fill_step=check_fill_gaps(data["fill_step"], "input spec: fill_step", auto=False), **statistics)
+        return cls(
+            model=model,
+            control=control,
+            time_unit=time_unit,
+            reads_static=reads_static,
+            fill_step=check_fill_gaps(data["fill_step"], "input spec: fill_step", auto=False),
+            **statistics,
+        )
 
 
 def _control_from_dict(model: str | None, control: Mapping | None) -> ControlOptions:
@@ -477,15 +540,19 @@ def _control_from_dict(model: str | None, control: Mapping | None) -> ControlOpt
         raise ValueError(f"input spec: control must be the control options of model {model!r}, got null")
     try:
         if not isinstance(control.get("interpolation"), Mapping):
-            raise ValueError("a spec holds its control as InputSpec.to_dict writes it (the interpolation as "
-                             f"{{'type': ...}}), got {sorted(control)}")
+            raise ValueError(
+                "a spec holds its control as InputSpec.to_dict writes it (the interpolation as "
+                f"{{'type': ...}}), got {sorted(control)}"
+            )
         options = ControlOptions.from_dict(control, "input spec: control")
         options.check_resolved("a fitted input spec")
     except ValueError as error:
         raise type(error)(f"input spec: control: {error}") from None
     if options.time_unit is not None:
-        raise ValueError(f"input spec: control: time_unit must be null (the spec's time_unit field is the unit), got "
-                         f"{options.time_unit!r}")
+        raise ValueError(
+            f"input spec: control: time_unit must be null (the spec's time_unit field is the unit), got "
+            f"{options.time_unit!r}"
+        )
     return options
 
 
@@ -504,12 +571,14 @@ def _statistics(data: Mapping, prefix: str) -> dict:
         raise ValueError(f"input spec: {mean} and {scale} must both be null or both be given")
     if means is not None and scales is not None:
         if len(means) != len(scales):
-            raise ValueError(f"input spec: {mean} has {len(means)} {unit}(s), {scale} {len(scales)}; "
-                             f"give one of each per {unit}")
+            raise ValueError(
+                f"input spec: {mean} has {len(means)} {unit}(s), {scale} {len(scales)}; give one of each per {unit}"
+            )
         bad = [c for c, x in enumerate(scales) if not x > 0]
         if bad:
-            raise ValueError(f"input spec: {scale} must be positive (a standard deviation), got "
-                             f"{scales[bad[0]]} for {unit} {bad[0]}")
+            raise ValueError(
+                f"input spec: {scale} must be positive (a standard deviation), got {scales[bad[0]]} for {unit} {bad[0]}"
+            )
     return {mean: means, scale: scales}
 
 
@@ -581,8 +650,10 @@ def _training_means(train, standardised_mean) -> list[float]:
     count = observed.sum(dim=(0, 1))
     never = torch.nonzero(count == 0).flatten().tolist()
     if never:
-        raise ValueError(f"unobserved_fill='mean': channel(s) {never} have no observed value in any training sample, "
-                         "so there is no mean to fill them with; drop them, or give unobserved_fill=<value>")
+        raise ValueError(
+            f"unobserved_fill='mean': channel(s) {never} have no observed value in any training sample, "
+            "so there is no mean to fill them with; drop them, or give unobserved_fill=<value>"
+        )
     total = torch.where(observed, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(dim=(0, 1))
     return [float(x) for x in (total / count).tolist()]
 

@@ -15,6 +15,7 @@ such as -100 is never silently ignored: per-step targets ignore only an ``ignore
 A task with its own loss subclasses `Objective` and overrides `training_loss`
 (and `evaluate` where its metrics need more than the outputs).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,16 @@ import torch.nn.functional as F
 
 from .metrics import accuracy, auroc
 
-__all__ = ["Objective", "Classification", "PerStepClassification", "Regression", "ELBO", "ModelArguments",
-           "forward", "predict"]
+__all__ = [
+    "Objective",
+    "Classification",
+    "PerStepClassification",
+    "Regression",
+    "ELBO",
+    "ModelArguments",
+    "forward",
+    "predict",
+]
 
 
 class ModelArguments:
@@ -49,10 +58,10 @@ class ModelArguments:
     def __len__(self) -> int:
         return len(self.args[0])
 
-    def __getitem__(self, index) -> "ModelArguments":
+    def __getitem__(self, index) -> ModelArguments:
         return ModelArguments(*(a[index] for a in self.args))
 
-    def to(self, *args, **kwargs) -> "ModelArguments":
+    def to(self, *args, **kwargs) -> ModelArguments:
         """Every input's ``.to(*args, **kwargs)`` (device and/or dtype, as ``torch.Tensor.to``).
 
         Returns:
@@ -89,8 +98,14 @@ def batches(num_samples: int, batch_size: int):
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, inputs, batch_size: int, objective: "Objective | None" = None,
-            num_samples: int | None = None, index: torch.Tensor | None = None):
+def predict(
+    model: torch.nn.Module,
+    inputs,
+    batch_size: int,
+    objective: Objective | None = None,
+    num_samples: int | None = None,
+    index: torch.Tensor | None = None,
+):
     """The model's outputs for every sample of ``inputs`` in order (or for the samples at ``index``).
 
     Batches are taken in order and the last one may be smaller: no sample is dropped. The outputs of the
@@ -129,9 +144,11 @@ def predict(model: torch.nn.Module, inputs, batch_size: int, objective: "Objecti
     if isinstance(joined, torch.Tensor) and joined.is_floating_point() and not bool(torch.isfinite(joined).all()):
         # Metrics of NaN outputs would be silently wrong (argmax of NaN is a class like any other).
         bad = (~torch.isfinite(joined)).flatten(1).any(dim=1)
-        raise ValueError(f"the model returned non-finite outputs for {int(bad.sum())} of {index.numel()} samples "
-                         f"(first: sample {int(index[torch.nonzero(bad)[0]])}); look for a NonFiniteSolveWarning "
-                         "above, inputs far outside the training data's scale, or time units with very wide gaps")
+        raise ValueError(
+            f"the model returned non-finite outputs for {int(bad.sum())} of {index.numel()} samples "
+            f"(first: sample {int(index[torch.nonzero(bad)[0]])}); look for a NonFiniteSolveWarning "
+            "above, inputs far outside the training data's scale, or time units with very wide gaps"
+        )
     return joined
 
 
@@ -247,8 +264,9 @@ class Objective:
         """
         return {"loss": float(self.loss(outputs, targets))}
 
-    def evaluate(self, model: torch.nn.Module, inputs, targets, batch_size: int,
-                 index: torch.Tensor | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, model: torch.nn.Module, inputs, targets, batch_size: int, index: torch.Tensor | None = None
+    ) -> dict[str, Any]:
         """Metrics over every sample of ``inputs`` (or those at ``index``).
 
         Arguments:
@@ -264,8 +282,10 @@ class Objective:
         outputs = predict(model, inputs, batch_size, self, index=index)
         chosen = targets if index is None or targets is None else targets[index.to(_device_of(targets))]
         n = len(inputs) if index is None else index.numel()
-        return {**self.metrics(outputs, None if chosen is None else chosen.to(_device_of(outputs))),
-                "num_samples": int(n)}
+        return {
+            **self.metrics(outputs, None if chosen is None else chosen.to(_device_of(outputs))),
+            "num_samples": int(n),
+        }
 
     def check_outputs(self, outputs, targets) -> None:
         """Checked on the first training batch, before any step: outputs and targets fit together.
@@ -305,13 +325,15 @@ def _check_tensor(targets, name: str) -> torch.Tensor:
 
 
 def _check_num_classes(num_classes) -> None:
-    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
-                                    or num_classes < 2):
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
+    ):
         raise ValueError(f"num_classes must be an integer >= 2 or None, got {num_classes!r}")
 
 
-def _check_class_indices(targets: torch.Tensor, name: str, num_classes: int | None,
-                         ignore_index: int | None = None) -> None:
+def _check_class_indices(
+    targets: torch.Tensor, name: str, num_classes: int | None, ignore_index: int | None = None
+) -> None:
     if targets.dtype != torch.long:
         raise ValueError(f"{name} must hold class indices as torch.long, got {targets.dtype}")
     scored = targets if ignore_index is None else targets[targets != ignore_index]
@@ -319,12 +341,20 @@ def _check_class_indices(targets: torch.Tensor, name: str, num_classes: int | No
         raise ValueError(f"{name}: every entry equals ignore_index={ignore_index}; nothing to score")
     low, high = int(scored.min()), int(scored.max())
     if low < 0:
-        raise ValueError(f"{name} holds the negative class index {low}: class indices lie in [0, num_classes)"
-                         + ("" if ignore_index is not None else "; positions to leave out are not ignored silently: "
-                            "give them as ignore_index to a per-step objective"))
+        raise ValueError(
+            f"{name} holds the negative class index {low}: class indices lie in [0, num_classes)"
+            + (
+                ""
+                if ignore_index is not None
+                else "; positions to leave out are not ignored silently: "
+                "give them as ignore_index to a per-step objective"
+            )
+        )
     if num_classes is not None and high >= num_classes:
-        raise ValueError(f"{name} holds the class index {high}, out of range for {num_classes} classes "
-                         f"(indices lie in [0, {num_classes}))")
+        raise ValueError(
+            f"{name} holds the class index {high}, out of range for {num_classes} classes "
+            f"(indices lie in [0, {num_classes}))"
+        )
 
 
 class Classification(Objective):
@@ -361,11 +391,15 @@ class Classification(Objective):
     def check_outputs(self, outputs, targets) -> None:
         """(B, K) logits with K >= 2; see `Objective.check_outputs`."""
         if not isinstance(outputs, torch.Tensor) or outputs.dim() != 2:
-            raise ValueError(f"Classification expects (B, K) logits from the model, got "
-                             f"{tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__}")
+            raise ValueError(
+                f"Classification expects (B, K) logits from the model, got "
+                f"{tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__}"
+            )
         if outputs.shape[1] < 2:
-            raise ValueError(f"Classification needs logits of at least 2 classes, the model returns {outputs.shape[1]} "
-                             "output(s) per sample (for a real target use the Regression objective)")
+            raise ValueError(
+                f"Classification needs logits of at least 2 classes, the model returns {outputs.shape[1]} "
+                "output(s) per sample (for a real target use the Regression objective)"
+            )
 
     def check_target_range(self, outputs, targets, name):
         """Every class index below the logits' width K; see `Objective.check_target_range`."""
@@ -381,9 +415,11 @@ class Classification(Objective):
 
     def metrics(self, outputs, targets):
         """``accuracy``, ``loss`` (mean cross-entropy) and ``auroc`` (None where undefined) of (N, K) logits."""
-        return {"accuracy": accuracy(outputs, targets),
-                "loss": F.cross_entropy(outputs.float(), targets, label_smoothing=self.label_smoothing).item(),
-                "auroc": _auroc_or_none(outputs, targets)}
+        return {
+            "accuracy": accuracy(outputs, targets),
+            "loss": F.cross_entropy(outputs.float(), targets, label_smoothing=self.label_smoothing).item(),
+            "auroc": _auroc_or_none(outputs, targets),
+        }
 
 
 def _auroc_or_none(logits: torch.Tensor, labels: torch.Tensor) -> float | None:
@@ -431,8 +467,10 @@ class PerStepClassification(Objective):
         if targets.shape[1] > steps:
             beyond = targets[:, steps:]
             if self.ignore_index is None or bool((beyond != self.ignore_index).any()):
-                raise ValueError(f"targets hold {targets.shape[1]} steps but the model returned {steps}; the steps "
-                                 "beyond the output must be ignore_index")
+                raise ValueError(
+                    f"targets hold {targets.shape[1]} steps but the model returned {steps}; the steps "
+                    "beyond the output must be ignore_index"
+                )
             targets = targets[:, :steps]
         elif targets.shape[1] < steps:
             raise ValueError(f"the model returned {steps} steps for targets of {targets.shape[1]}")
@@ -449,8 +487,11 @@ class PerStepClassification(Objective):
     def loss(self, outputs, targets):
         """Mean cross-entropy over the scored steps of (B, T, K) logits against (B, T) targets."""
         targets = self._align(outputs, targets)
-        return F.cross_entropy(outputs.flatten(0, 1), targets.flatten(),
-                               ignore_index=-100 if self.ignore_index is None else self.ignore_index)
+        return F.cross_entropy(
+            outputs.flatten(0, 1),
+            targets.flatten(),
+            ignore_index=-100 if self.ignore_index is None else self.ignore_index,
+        )
 
     def _scored(self, targets):
         return torch.ones_like(targets, dtype=torch.bool) if self.ignore_index is None else targets != self.ignore_index
@@ -503,8 +544,10 @@ class Regression(Objective):
         if targets.shape[0] != num_samples:
             raise ValueError(f"{name} has {targets.shape[0]} entries but the inputs hold {num_samples} samples")
         if not torch.isfinite(targets).all():
-            raise ValueError(f"{name} holds NaN or infinite values; regression targets must be finite "
-                             "(drop or impute those samples first)")
+            raise ValueError(
+                f"{name} holds NaN or infinite values; regression targets must be finite "
+                "(drop or impute those samples first)"
+            )
         return targets
 
     @staticmethod
@@ -512,8 +555,9 @@ class Regression(Objective):
         if outputs.dim() == targets.dim() + 1 and outputs.shape[-1] == 1:
             outputs = outputs.squeeze(-1)
         if outputs.shape != targets.shape:
-            raise ValueError(f"the model's outputs have shape {tuple(outputs.shape)} but the targets "
-                             f"{tuple(targets.shape)}")
+            raise ValueError(
+                f"the model's outputs have shape {tuple(outputs.shape)} but the targets {tuple(targets.shape)}"
+            )
         return outputs
 
     def check_outputs(self, outputs, targets) -> None:

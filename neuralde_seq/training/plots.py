@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-import os
 import dataclasses
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ..files import atomic_file
 
@@ -30,8 +30,11 @@ def _pyplot():
     return plt
 
 
-_VAL_KEYS = {"accuracy": ("val_accuracy", "validation accuracy"), "auroc": ("val_auroc", "validation AUROC"),
-             "loss": ("val_loss", "validation loss")}
+_VAL_KEYS = {
+    "accuracy": ("val_accuracy", "validation accuracy"),
+    "auroc": ("val_auroc", "validation AUROC"),
+    "loss": ("val_loss", "validation loss"),
+}
 
 
 def plot_curves(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathLike, *, title: str = "") -> Path:
@@ -64,8 +67,15 @@ def plot_curves(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathL
                 for e in range(longest):
                     vals = [c[e] for c in curves if e < len(c)]
                     mean.append(sum(vals) / len(vals))
-                ax.plot(range(1, longest + 1), mean, color=colour, linewidth=2, marker="o", markersize=3,
-                        label=f"{label} ({len(curves)} seed{'s' if len(curves) != 1 else ''})")
+                ax.plot(
+                    range(1, longest + 1),
+                    mean,
+                    color=colour,
+                    linewidth=2,
+                    marker="o",
+                    markersize=3,
+                    label=f"{label} ({len(curves)} seed{'s' if len(curves) != 1 else ''})",
+                )
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("training loss")
     ax_loss.set_yscale("log")
@@ -160,8 +170,9 @@ def row_label(summary: Mapping) -> str:
     return summary["label"] + (f" ({kind})" if kind else "")
 
 
-def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title: str = "", task: str = "",
-                 protocol: str = "") -> SummaryPlot:
+def plot_summary(
+    summaries: Sequence[Mapping], path: str | os.PathLike, *, title: str = "", task: str = "", protocol: str = ""
+) -> SummaryPlot:
     """Ours (mean ± std over seeds) vs the paper's number (± std) for each row, at the paper's scale.
 
     One horizontal line per row, top to bottom in the given order with the reference rows (closed-form methods,
@@ -199,8 +210,10 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
             mean, std = stats["mean"] * s["scale"], (stats["std"] or 0.0) * s["scale"]
             ends += [mean - std, mean + std]
         if s.get("paper"):
-            ends += [s["paper"]["value"] - (s["paper"].get("std") or 0.0),
-                     s["paper"]["value"] + (s["paper"].get("std") or 0.0)]
+            ends += [
+                s["paper"]["value"] - (s["paper"].get("std") or 0.0),
+                s["paper"]["value"] + (s["paper"].get("std") or 0.0),
+            ]
     if ends:
         pad = max(0.15 * (max(ends) - min(ends)), 0.01 * top)
         low, high = max(0.0, min(ends) - pad), min(float(top), max(ends) + pad)
@@ -218,8 +231,15 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
         # Centred above the point, or aligned inwards near an end of the axis so that the text stays inside.
         where = (value - low) / (high - low) if high > low else 0.5
         ha = "right" if where > 0.85 else "left" if where < 0.15 else "center"
-        ax.annotate(text, (value, y), xytext={"right": (4, 6), "left": (-4, 6), "center": (0, 6)}[ha],
-                    textcoords="offset points", ha=ha, va="bottom", fontsize=8)
+        ax.annotate(
+            text,
+            (value, y),
+            xytext={"right": (4, 6), "left": (-4, 6), "center": (0, 6)}[ha],
+            textcoords="offset points",
+            ha=ha,
+            va="bottom",
+            fontsize=8,
+        )
 
     for y, s in enumerate(ordered):
         stats = s["metrics"]["test"][s["metric"]]
@@ -228,16 +248,31 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
         shift = -0.15 if s.get("paper") else 0.0
         if stats["mean"] is not None:
             std = None if stats["std"] is None else stats["std"] * scale
-            style = (dict(fmt="s", color="tab:orange", markerfacecolor="white", markersize=7) if reference
-                     else dict(fmt="o", color="tab:blue", markersize=7))
-            draw(y + shift, stats["mean"] * scale, std, _value_text(stats["mean"] * scale, std, digits), style,
-                 "reference (closed form)" if reference else "ours")
+            style = (
+                dict(fmt="s", color="tab:orange", markerfacecolor="white", markersize=7)
+                if reference
+                else dict(fmt="o", color="tab:blue", markersize=7)
+            )
+            draw(
+                y + shift,
+                stats["mean"] * scale,
+                std,
+                _value_text(stats["mean"] * scale, std, digits),
+                style,
+                "reference (closed form)" if reference else "ours",
+            )
         else:
             ax.annotate("no result", (low, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
         paper = s.get("paper")
         if paper:
-            draw(y + 0.3, paper["value"], paper.get("std"), _value_text(paper["value"], paper.get("std"), digits),
-                 dict(fmt="D", color="tab:gray", markersize=6), "paper")
+            draw(
+                y + 0.3,
+                paper["value"],
+                paper.get("std"),
+                _value_text(paper["value"], paper.get("std"), digits),
+                dict(fmt="D", color="tab:gray", markersize=6),
+                "paper",
+            )
     references = [i for i, s in enumerate(ordered) if s.get("reference")]
     if references and references[0] > 0:
         ax.axhline(references[0] - 0.5, color="black", linestyle="--", linewidth=0.8)
@@ -255,13 +290,25 @@ def plot_summary(summaries: Sequence[Mapping], path: str | os.PathLike, *, title
     # The config's name, then the task (unless the name is the task's) and the protocol.
     task_part = "" if task and title.endswith(task) else task
     heading = ": ".join(part for part in (title, ", ".join(p for p in (task_part, protocol) if p)) if part)
-    detail = ", ".join(part for part in (f"test {_metric_axis_name(*metrics[0])}" if len(metrics) == 1 else "",
-                                         "best-validation checkpoint", _seeds_text(ordered)) if part)
+    detail = ", ".join(
+        part
+        for part in (
+            f"test {_metric_axis_name(*metrics[0])}" if len(metrics) == 1 else "",
+            "best-validation checkpoint",
+            _seeds_text(ordered),
+        )
+        if part
+    )
     full_title = "\n".join(line for line in (heading, detail) if line)
     ax.set_title(full_title, fontsize=10)
     low, high = ax.get_xlim()
-    drawn = SummaryPlot(path=Path(path), title=ax.get_title(), value_limits=(float(low), float(high)),
-                        value_label=ax.get_xlabel(), row_labels=tuple(t.get_text() for t in ax.get_yticklabels()),
-                        value_texts=tuple(t.get_text() for t in ax.texts))
+    drawn = SummaryPlot(
+        path=Path(path),
+        title=ax.get_title(),
+        value_limits=(float(low), float(high)),
+        value_label=ax.get_xlabel(),
+        row_labels=tuple(t.get_text() for t in ax.get_yticklabels()),
+        value_texts=tuple(t.get_text() for t in ax.texts),
+    )
     _save(plt, fig, path)
     return drawn

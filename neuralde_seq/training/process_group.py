@@ -3,6 +3,7 @@
 Kept apart from `neuralde_seq.training.distributed` (which starts groups and runs the benchmark on N processes,
 and so imports the runner): `fit` reads the rank here without importing anything above itself.
 """
+
 from __future__ import annotations
 
 import torch.distributed as dist

@@ -17,10 +17,11 @@ a run made without ``--resume`` would otherwise start it afresh. When a run's wo
 ``--resume`` continues it from its last checkpoint too. An error raised by a run (bad data, a bad option) is
 raised as it is, and the other runs are cancelled.
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["RAY_EXTRA", "RunsFailed", "import_ray", "run_on_ray"]
 
@@ -65,8 +66,9 @@ def _worker_task_data(grid, plan: dict, cache_controls: bool):
     return _WORKER_DATA[key]
 
 
-def _make_run(plan: dict, label: str, seed: int, resume: bool, threads: int | None,
-              cache_controls: bool) -> tuple[dict, bool]:
+def _make_run(
+    plan: dict, label: str, seed: int, resume: bool, threads: int | None, cache_controls: bool
+) -> tuple[dict, bool]:
     """A Ray task: plan the grid again from ``plan`` (`neuralde_seq.training.grid._Grid.plan`) and make the run
     of row ``label`` with ``seed`` as the serial loop does."""
     from .grid import _plan_grid, _train_run
@@ -79,8 +81,16 @@ def _make_run(plan: dict, label: str, seed: int, resume: bool, threads: int | No
         print(message, file=sys.stderr)
 
     with torch_threads(threads):
-        return _train_run(grid, row, seed, _worker_task_data(grid, plan, cache_controls), resume=resume,
-                          progress=False, threads=threads, say=say)
+        return _train_run(
+            grid,
+            row,
+            seed,
+            _worker_task_data(grid, plan, cache_controls),
+            resume=resume,
+            progress=False,
+            threads=threads,
+            say=say,
+        )
 
 
 def _crash_errors(ray) -> tuple[type[BaseException], ...]:
@@ -89,8 +99,17 @@ def _crash_errors(ray) -> tuple[type[BaseException], ...]:
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
 
 
-def run_on_ray(grid, runs: Sequence, *, resume: bool, address: str | None, retries: int, threads: int | None,
-               tracker, cache_controls: bool = True) -> list[dict]:
+def run_on_ray(
+    grid,
+    runs: Sequence,
+    *,
+    resume: bool,
+    address: str | None,
+    retries: int,
+    threads: int | None,
+    tracker,
+    cache_controls: bool = True,
+) -> list[dict]:
     """Make ``runs`` of ``grid`` as Ray tasks and return their results in the order of ``runs``.
 
     Arguments:
@@ -117,23 +136,34 @@ def run_on_ray(grid, runs: Sequence, *, resume: bool, address: str | None, retri
     elif address is not None:
         tracker.say(f"ray: this process is connected to a cluster already; address {address!r} is not used")
     try:
-        return _run_tasks(ray, grid, runs, resume=resume, retries=retries, threads=threads, tracker=tracker,
-                          cache_controls=cache_controls)
+        return _run_tasks(
+            ray,
+            grid,
+            runs,
+            resume=resume,
+            retries=retries,
+            threads=threads,
+            tracker=tracker,
+            cache_controls=cache_controls,
+        )
     finally:
         if started:
             ray.shutdown()
 
 
-def _run_tasks(ray, grid, runs: Sequence, *, resume: bool, retries: int, threads: int | None, tracker,
-               cache_controls: bool) -> list[dict]:
+def _run_tasks(
+    ray, grid, runs: Sequence, *, resume: bool, retries: int, threads: int | None, tracker, cache_controls: bool
+) -> list[dict]:
     plan = grid.plan()
     if grid.device.type == "cuda":
         plan["device"] = "cuda"  # the GPU Ray gives the task is its cuda:0 (CUDA_VISIBLE_DEVICES)
-    task = ray.remote(_make_run).options(num_cpus=threads or 1, num_gpus=1 if grid.device.type == "cuda" else 0,
-                                         max_retries=0)
+    task = ray.remote(_make_run).options(
+        num_cpus=threads or 1, num_gpus=1 if grid.device.type == "cuda" else 0, max_retries=0
+    )
     crashes = _crash_errors(ray)
-    pending = {task.remote(plan, row.label, seed, resume, threads, cache_controls): (row.label, seed, 0)
-               for seed, row in runs}
+    pending = {
+        task.remote(plan, row.label, seed, resume, threads, cache_controls): (row.label, seed, 0) for seed, row in runs
+    }
     results, failed = {}, []
     try:
         while pending:
@@ -144,8 +174,10 @@ def _run_tasks(ray, grid, runs: Sequence, *, resume: bool, retries: int, threads
             except crashes as err:
                 reason = " ".join(str(err).split())[:200]
                 if attempt < retries:
-                    tracker.say(f"[{label} seed {seed}] its worker died ({reason}); submitted again (retry "
-                                f"{attempt + 1} of {retries}), continuing from its last checkpoint")
+                    tracker.say(
+                        f"[{label} seed {seed}] its worker died ({reason}); submitted again (retry "
+                        f"{attempt + 1} of {retries}), continuing from its last checkpoint"
+                    )
                     pending[task.remote(plan, label, seed, True, threads, cache_controls)] = (label, seed, attempt + 1)
                 else:
                     failed.append((label, seed, reason))
@@ -160,7 +192,10 @@ def _run_tasks(ray, grid, runs: Sequence, *, resume: bool, retries: int, threads
             ray.cancel(ref, force=True)
     if failed:
         named = "; ".join(f"{label} seed {seed} ({reason})" for label, seed, reason in failed)
-        raise RunsFailed(f"the worker of {len(failed)} run(s) died {retries + 1} time(s): {named}. The other runs are "
-                         f"recorded in {grid.out_dir}; run the grid again with --resume to continue these from their "
-                         "last checkpoints", [(label, seed) for label, seed, _ in failed])
+        raise RunsFailed(
+            f"the worker of {len(failed)} run(s) died {retries + 1} time(s): {named}. The other runs are "
+            f"recorded in {grid.out_dir}; run the grid again with --resume to continue these from their "
+            "last checkpoints",
+            [(label, seed) for label, seed, _ in failed],
+        )
     return [results[(row.label, seed)] for seed, row in runs]

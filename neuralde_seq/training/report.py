@@ -5,6 +5,7 @@ papers' "mean and standard deviation over 5 runs" come from Kidger et al.'s resu
 (``torch.Tensor.std``, unbiased by default), which paper 002's starred numbers are taken from. With a
 single seed the std is reported as missing.
 """
+
 from __future__ import annotations
 
 import csv
@@ -12,8 +13,8 @@ import math
 import platform
 import subprocess
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 
@@ -22,8 +23,16 @@ from ..files import atomic_file
 from .config import DEFAULT_SCALE
 from .results import TERMINAL_WIDTH, format_table, write_json, write_table
 
-__all__ = ["STD_DDOF", "aggregate", "environment", "write_curves", "summarise_row", "results_table", "terminal_table",
-           "write_report"]
+__all__ = [
+    "STD_DDOF",
+    "aggregate",
+    "environment",
+    "write_curves",
+    "summarise_row",
+    "results_table",
+    "terminal_table",
+    "write_report",
+]
 
 STD_DDOF = 1
 """Delta degrees of freedom of the std over seeds (sample std, as the papers' results code)."""
@@ -47,13 +56,29 @@ def environment(device: torch.device, dtype: torch.dtype) -> dict:
     import sklearn
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).resolve().parent,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "numpy": numpy.__version__, "sklearn": sklearn.__version__, "threads": torch.get_num_threads(),
-            "device": str(device), "dtype": str(dtype).replace("torch.", ""), "git_commit": commit}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "sklearn": sklearn.__version__,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "git_commit": commit,
+    }
 
 
 _CURVE_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "val_auroc", "seconds")
@@ -65,9 +90,17 @@ def write_curves(history: Mapping, path: Path) -> None:
         writer.writerow(_CURVE_COLUMNS)
         for i in range(len(history["train_loss"])):
             auroc = history.get("val_auroc", [None] * (i + 1))[i]
-            writer.writerow([i + 1, repr(history["train_loss"][i]), repr(history["train_accuracy"][i]),
-                             repr(history["val_loss"][i]), repr(history["val_accuracy"][i]),
-                             "" if auroc is None else repr(auroc), repr(history["seconds_per_epoch"][i])])
+            writer.writerow(
+                [
+                    i + 1,
+                    repr(history["train_loss"][i]),
+                    repr(history["train_accuracy"][i]),
+                    repr(history["val_loss"][i]),
+                    repr(history["val_accuracy"][i]),
+                    "" if auroc is None else repr(auroc),
+                    repr(history["seconds_per_epoch"][i]),
+                ]
+            )
 
 
 def _format_mean_std(stats: dict, scale: float, digits: int) -> str:
@@ -88,10 +121,15 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
     metric = paper["metric"] if paper else task_metric
     scale = paper["scale"] if paper else DEFAULT_SCALE[metric]
     splits = ["test", "val"] + [v["label"] for v in variants]
-    stats = {split: {m: aggregate([r["metrics"][split][m] for r in results]) for m in ("accuracy", "auroc", "loss")}
-             for split in splits}
-    spe = [sum(r["history"]["seconds_per_epoch"]) / len(r["history"]["seconds_per_epoch"])
-           for r in results if r["history"]["seconds_per_epoch"]]
+    stats = {
+        split: {m: aggregate([r["metrics"][split][m] for r in results]) for m in ("accuracy", "auroc", "loss")}
+        for split in splits
+    }
+    spe = [
+        sum(r["history"]["seconds_per_epoch"]) / len(r["history"]["seconds_per_epoch"])
+        for r in results
+        if r["history"]["seconds_per_epoch"]
+    ]
     # wall time of training (a reference row: of fitting), per run
     train_seconds = [r.get("timing", {}).get("train_seconds") for r in results]
     # a closed-form row's one-off compilation before its fit (None elsewhere, and in runs recorded before it was)
@@ -100,14 +138,23 @@ def summarise_row(row: dict, results: list[dict], task_metric: str, variants: li
     diff = None
     if paper and ours["mean"] is not None:
         diff = ours["mean"] * scale - paper["value"]
-    return {"label": row["label"], "model": row["model"], "seeds": [r["seed"] for r in results], "metric": metric,
-            "scale": scale, "metrics": stats, "paper": paper, "difference": diff,
-            "params": results[0]["params"] if results else None,
-            "seconds_per_epoch": aggregate(spe), "train_seconds": aggregate(train_seconds),
-            "compile_seconds": aggregate(compile_seconds),
-            "reference": bool(row.get("reference")),
-            "closed_form_kind": _closed_form_kind(row["model"]) if row.get("reference") else None,
-            "diverged_seeds": [r["seed"] for r in results if r["diverged"]]}
+    return {
+        "label": row["label"],
+        "model": row["model"],
+        "seeds": [r["seed"] for r in results],
+        "metric": metric,
+        "scale": scale,
+        "metrics": stats,
+        "paper": paper,
+        "difference": diff,
+        "params": results[0]["params"] if results else None,
+        "seconds_per_epoch": aggregate(spe),
+        "train_seconds": aggregate(train_seconds),
+        "compile_seconds": aggregate(compile_seconds),
+        "reference": bool(row.get("reference")),
+        "closed_form_kind": _closed_form_kind(row["model"]) if row.get("reference") else None,
+        "diverged_seeds": [r["seed"] for r in results if r["diverged"]],
+    }
 
 
 def _closed_form_kind(name: str) -> str:
@@ -145,8 +192,10 @@ def _table(summaries: list[dict], variants: list[dict], *, compact: bool) -> tup
     kinds = {(s["metric"], s["scale"]) for s in summaries}
     uniform = len(kinds) == 1
     name = _metric_name(*next(iter(kinds))) if uniform else None
-    other_names = {_metric_name(o, DEFAULT_SCALE[o]) for o in
-                   ("auroc" if s["metric"] == "accuracy" else "accuracy" for s in summaries)}
+    other_names = {
+        _metric_name(o, DEFAULT_SCALE[o])
+        for o in ("auroc" if s["metric"] == "accuracy" else "accuracy" for s in summaries)
+    }
     rows = []
     for s in summaries:
         metric, scale = s["metric"], s["scale"]
@@ -155,13 +204,16 @@ def _table(summaries: list[dict], variants: list[dict], *, compact: bool) -> tup
         other_scale = DEFAULT_SCALE[other]
         other_value = _format_mean_std(s["metrics"]["test"][other], other_scale, _digits(other_scale))
         row = {
-            "label": s["label"], "model": _model_cell(s), "seeds": len(s["seeds"]),
+            "label": s["label"],
+            "model": _model_cell(s),
+            "seeds": len(s["seeds"]),
             "metric": _metric_name(metric, scale),
             "ours": _format_mean_std(s["metrics"]["test"][metric], scale, digits),
             "paper": _paper_cell(s["paper"], digits),
             "diff": "-" if s["difference"] is None else f"{s['difference']:+.{digits}f}",
             # named in the header where every row has the same other metric; in the cell otherwise
-            "other": other_value if len(other_names) == 1 or other_value == "-"
+            "other": other_value
+            if len(other_names) == 1 or other_value == "-"
             else f"{_metric_name(other, other_scale)} {other_value}",
             "val": _format_mean_std(s["metrics"]["val"][metric], scale, digits),
         }
@@ -174,14 +226,31 @@ def _table(summaries: list[dict], variants: list[dict], *, compact: bool) -> tup
         row["compile_s"] = max(compiled) if compiled else None  # one-off: the first run's, not a mean over seeds
         rows.append(row)
     same_seeds = len({len(s["seeds"]) for s in summaries}) <= 1
-    columns = (["label", "model"] + ([] if compact and same_seeds else ["seeds"]) + ([] if uniform else ["metric"])
-               + ["ours", "paper", "diff"] + ([] if compact else ["other"]) + ["val"]
-               + [f"variant:{v['label']}" for v in variants] + ["params", "spe", "train_s", "compile_s"])
-    titles = {"label": "row", "model": "model", "seeds": "seeds", "metric": "metric",
-              "ours": f"test {name}" if uniform else "ours (test)", "paper": "paper", "diff": "ours − paper",
-              "other": f"test {next(iter(other_names))}" if len(other_names) == 1 else "other test metric",
-              "val": f"val {name}" if uniform else "ours (val)", "params": "params", "spe": "s/epoch",
-              "train_s": "train s", "compile_s": "compile s"}
+    columns = (
+        ["label", "model"]
+        + ([] if compact and same_seeds else ["seeds"])
+        + ([] if uniform else ["metric"])
+        + ["ours", "paper", "diff"]
+        + ([] if compact else ["other"])
+        + ["val"]
+        + [f"variant:{v['label']}" for v in variants]
+        + ["params", "spe", "train_s", "compile_s"]
+    )
+    titles = {
+        "label": "row",
+        "model": "model",
+        "seeds": "seeds",
+        "metric": "metric",
+        "ours": f"test {name}" if uniform else "ours (test)",
+        "paper": "paper",
+        "diff": "ours − paper",
+        "other": f"test {next(iter(other_names))}" if len(other_names) == 1 else "other test metric",
+        "val": f"val {name}" if uniform else "ours (val)",
+        "params": "params",
+        "spe": "s/epoch",
+        "train_s": "train s",
+        "compile_s": "compile s",
+    }
     titles.update({f"variant:{v['label']}": f"test: {v['label']}" for v in variants})
     return rows, columns, [titles[c] for c in columns]
 
@@ -244,9 +313,17 @@ def _warp_text(warp: Mapping) -> str:
     return ", ".join([str(warp["kind"])] + options)
 
 
-def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: str, task_description: str,
-                 out_dir: Path, environment_info: dict, max_steps: int | None,
-                 missing: Sequence[Mapping] = ()) -> dict:
+def write_report(
+    cfg: dict,
+    per_row: Mapping[str, list[dict]],
+    *,
+    task_metric: str,
+    task_description: str,
+    out_dir: Path,
+    environment_info: dict,
+    max_steps: int | None,
+    missing: Sequence[Mapping] = (),
+) -> dict:
     """Aggregate the runs of every row over seeds and write ``results.json``, ``results.md``,
     ``curves.png`` (when a row was trained: reference rows have no curves) and ``summary.png`` in ``out_dir``;
     returns the results dict.
@@ -264,26 +341,43 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     for row in rows:
         kinds = {bool(r.get("smoke")) for r in per_row[row["label"]]}
         if len(kinds) > 1:
-            raise RuntimeError(f"row {row['label']!r} mixes smoke runs and full runs; they are never aggregated "
-                               "together")
-    summaries = [summarise_row(row, sorted(per_row[row["label"]], key=lambda r: r["seed"]), task_metric, variants)
-                 for row in rows]
+            raise RuntimeError(
+                f"row {row['label']!r} mixes smoke runs and full runs; they are never aggregated together"
+            )
+    summaries = [
+        summarise_row(row, sorted(per_row[row["label"]], key=lambda r: r["seed"]), task_metric, variants)
+        for row in rows
+    ]
     smoke = max_steps is not None
     missing = [{"label": m["label"], "seed": m["seed"]} for m in missing]
-    results = {FORMAT_KEY: FORMAT_VERSION, "name": cfg["name"], "description": cfg["description"], "task": cfg["task"], "config": cfg,
-               "std_ddof": STD_DDOF, "smoke": smoke, "max_steps": max_steps, "environment": environment_info,
-               "rows": summaries, "missing": missing}
+    results = {
+        FORMAT_KEY: FORMAT_VERSION,
+        "name": cfg["name"],
+        "description": cfg["description"],
+        "task": cfg["task"],
+        "config": cfg,
+        "std_ddof": STD_DDOF,
+        "smoke": smoke,
+        "max_steps": max_steps,
+        "environment": environment_info,
+        "rows": summaries,
+        "missing": missing,
+    }
     write_json(results, out_dir / "results.json")
     table = results_table(summaries, variants)
     notes = []
     total = len(missing) + sum(len(per_row[row["label"]]) for row in rows)
     incomplete = f"INCOMPLETE ({len(missing)} of {total} runs missing) — " if missing else ""
     if missing:
-        notes.append(f"INCOMPLETE: {len(missing)} of the grid's {total} runs have no result, and the rows they belong "
-                     "to hold fewer seeds: " + ", ".join(f"{m['label']} seed {m['seed']}" for m in missing) + ".")
+        notes.append(
+            f"INCOMPLETE: {len(missing)} of the grid's {total} runs have no result, and the rows they belong "
+            "to hold fewer seeds: " + ", ".join(f"{m['label']} seed {m['seed']}" for m in missing) + "."
+        )
     if smoke:
-        notes.append(f"SMOKE RUN: every run stopped after {max_steps} training steps. These numbers test that the "
-                     "config runs; they are not results.")
+        notes.append(
+            f"SMOKE RUN: every run stopped after {max_steps} training steps. These numbers test that the "
+            "config runs; they are not results."
+        )
     notes += [
         f"Task {cfg['task']} ({task_description}); task options {cfg['task_options'] or '{}'}; "
         f"seeds {cfg['seeds']}; device {environment_info['device']}, {environment_info['dtype']}.",
@@ -293,45 +387,69 @@ def write_report(cfg: dict, per_row: Mapping[str, list[dict]], *, task_metric: s
     ]
     references = [s for s in summaries if s["reference"]]
     if references:
-        notes.append("Closed-form rows (model marked \"(reference)\": a practitioner's method of neuralde_seq.reference "
-                     "on the same dropped series, linearly interpolated onto a grid; \"(random features)\": the "
-                     "toolkit's frozen random models of neuralde_seq.random_features read out by ridge regression, on "
-                     "the series themselves) are fitted once, without epochs, on "
-                     "the training and validation splits together unless a row says fit_on: train (then its val column "
-                     "is scored); train s: the wall time of the fit (of training, for the other rows), per run; "
-                     "compile s: the warm-up before a closed-form row's first fit in the process (the longest over "
-                     "its runs), not in train s "
-                     "(numba's one-off compilation of its kernels: tens of seconds in a fresh environment, a load "
-                     "from numba's disk cache after).")
+        notes.append(
+            'Closed-form rows (model marked "(reference)": a practitioner\'s method of neuralde_seq.reference '
+            'on the same dropped series, linearly interpolated onto a grid; "(random features)": the '
+            "toolkit's frozen random models of neuralde_seq.random_features read out by ridge regression, on "
+            "the series themselves) are fitted once, without epochs, on "
+            "the training and validation splits together unless a row says fit_on: train (then its val column "
+            "is scored); train s: the wall time of the fit (of training, for the other rows), per run; "
+            "compile s: the warm-up before a closed-form row's first fit in the process (the longest over "
+            "its runs), not in train s "
+            "(numba's one-off compilation of its kernels: tens of seconds in a fresh environment, a load "
+            "from numba's disk cache after)."
+        )
     if variants:
-        notes.append("test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
-                     "trained with the task options above.")
+        notes.append(
+            "test: <variant>: the test set with other drop rate / sampling rate (absolute), models "
+            "trained with the task options above."
+        )
     warps = [f"{v['label']}: {_warp_text(v['time_warp'])}" for v in variants if v.get("time_warp")]
     if warps:
-        notes.append("Time warps of the test set's observation times (values unchanged; "
-                     "neuralde_seq.data.transforms.time_warps): " + "; ".join(warps) + ".")
+        notes.append(
+            "Time warps of the test set's observation times (values unchanged; "
+            "neuralde_seq.data.transforms.time_warps): " + "; ".join(warps) + "."
+        )
     diverged = [f"{s['label']} (seeds {s['diverged_seeds']})" for s in summaries if s["diverged_seeds"]]
     if diverged:
         notes.append("DIVERGED, last good checkpoint reported: " + ", ".join(diverged) + ".")
     sources = sorted({s["paper"]["source"] for s in summaries if s["paper"] and s["paper"]["source"]})
     if sources:
         notes.append("Paper numbers: " + "; ".join(sources) + ".")
-    title = incomplete + ("SMOKE RUN (not results) — " if smoke else "") + cfg["name"] + (
-        f": {cfg['description']}" if cfg["description"] else "")
+    title = (
+        incomplete
+        + ("SMOKE RUN (not results) — " if smoke else "")
+        + cfg["name"]
+        + (f": {cfg['description']}" if cfg["description"] else "")
+    )
     write_table(table, out_dir / "results.md", title=title, notes="\n\n".join(notes))
     trained = [r for r in rows if not r.get("reference")]  # reference rows have no learning curves
     if trained:
-        plot_curves({r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
-                     for r in trained}, out_dir / "curves.png",
-                    title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"])
-    plot_summary(summaries, out_dir / "summary.png",
-                 title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
-                 task=cfg["task"], protocol=summary_protocol(cfg["task_options"]))
+        plot_curves(
+            {
+                r["label"]: [res["history"] for res in sorted(per_row[r["label"]], key=lambda x: x["seed"])]
+                for r in trained
+            },
+            out_dir / "curves.png",
+            title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
+        )
+    plot_summary(
+        summaries,
+        out_dir / "summary.png",
+        title=incomplete + ("SMOKE RUN — " if smoke else "") + cfg["name"],
+        task=cfg["task"],
+        protocol=summary_protocol(cfg["task_options"]),
+    )
     # The table is the answer: printed even without progress bars, within the terminal's 80 columns (the complete
     # table is results.md's).
     caption = textwrap.fill(f"{cfg['name']}: {_seeds_caption(summaries)}", TERMINAL_WIDTH)
-    print(incomplete.replace(" — ", "\n") + ("SMOKE RUN (not results)\n" if smoke else "") + caption + "\n\n"
-          + terminal_table(summaries, variants))
+    print(
+        incomplete.replace(" — ", "\n")
+        + ("SMOKE RUN (not results)\n" if smoke else "")
+        + caption
+        + "\n\n"
+        + terminal_table(summaries, variants)
+    )
     return results
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..files import write_text_atomic
 
@@ -129,8 +130,9 @@ def format_table(
         raise ValueError(f"{len(headers)} headers for {len(columns)} columns")
     for name, value in (("max_width", max_width), ("repeat", repeat)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive integer{' or None' if name == 'max_width' else ''}, "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{name} must be a positive integer{' or None' if name == 'max_width' else ''}, got {value!r}"
+            )
     formats = dict(formats or {})
     columns = list(columns)
     cells = [[_cell(row.get(col), formats.get(col)) for col in columns] for row in rows]
@@ -149,8 +151,11 @@ def format_table(
             padded = [items[j].rjust(widths[j]) if numeric[j] else items[j].ljust(widths[j]) for j in chosen]
             return "| " + " | ".join(padded) + " |"
 
-        sep = "|" + "|".join(("-" * (widths[j] + 1) + ":") if numeric[j] else ("-" * (widths[j] + 2))
-                             for j in chosen) + "|"
+        sep = (
+            "|"
+            + "|".join(("-" * (widths[j] + 1) + ":") if numeric[j] else ("-" * (widths[j] + 2)) for j in chosen)
+            + "|"
+        )
         return "\n".join([line(headers), sep] + [line(r) for r in cells])
 
     if max_width is None:
@@ -165,7 +170,7 @@ def format_table(
     start = 0
     while start < len(rest):
         end = start + 1
-        while end < len(rest) and width_of(leading + rest[start:end + 1]) <= max_width:
+        while end < len(rest) and width_of(leading + rest[start : end + 1]) <= max_width:
             end += 1
         count, start = count + 1, end
     parts = _balanced_parts(rest, count, lambda part: width_of(leading + part)) if count > 1 else [rest]
@@ -179,8 +184,11 @@ def _balanced_parts(items: list, count: int, width) -> list[list]:
     best: dict[tuple[int, int], tuple[Any, list[int]]] = {(0, 0): (0, [])}
     for made in range(1, count + 1):
         for used in range(made, n - (count - made) + 1):
-            options = [(max(best[(cut, made - 1)][0], width(items[cut:used])), best[(cut, made - 1)][1] + [cut])
-                       for cut in range(made - 1, used) if (cut, made - 1) in best]
+            options = [
+                (max(best[(cut, made - 1)][0], width(items[cut:used])), best[(cut, made - 1)][1] + [cut])
+                for cut in range(made - 1, used)
+                if (cut, made - 1) in best
+            ]
             if options:
                 best[(used, made)] = min(options, key=lambda option: option[0])
     cuts = best[(n, count)][1][1:] + [n]

@@ -20,8 +20,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, cast
+from typing import Any, cast
 
 import torch
 
@@ -37,8 +38,15 @@ from .spec import TrainingSpec
 from .threads import DEFAULT_THREADS, torch_threads
 from .trainer import evaluate, train_classifier
 
-__all__ = ["ControlCache", "build_model_inputs", "spec_inputs", "changed_model", "run_spec", "fit_and_evaluate",
-           "fit_and_evaluate_reference"]
+__all__ = [
+    "ControlCache",
+    "build_model_inputs",
+    "spec_inputs",
+    "changed_model",
+    "run_spec",
+    "fit_and_evaluate",
+    "fit_and_evaluate_reference",
+]
 
 
 def _static_options(options: dict, num_static: int) -> dict:
@@ -49,7 +57,8 @@ def _static_options(options: dict, num_static: int) -> dict:
     """
     options = dict(options)
     wants = options.get("static_channels") == "auto" or (
-        options.get("initial_state") == "static" and options.get("static_channels") is None)
+        options.get("initial_state") == "static" and options.get("static_channels") is None
+    )
     if wants:
         if num_static == 0:
             raise ValueError("the model's options ask for static features, but the task has none")
@@ -90,8 +99,11 @@ class ControlCache:
         """The canonical text of build_control options: defaults filled in, keys sorted."""
         from ..controls import build_control
 
-        defaults = {name: p.default for name, p in inspect.signature(build_control).parameters.items()
-                    if p.kind == p.KEYWORD_ONLY}
+        defaults = {
+            name: p.default
+            for name, p in inspect.signature(build_control).parameters.items()
+            if p.kind == p.KEYWORD_ONLY
+        }
         # repr() of values JSON cannot hold keeps the key deterministic.
         return json.dumps({**defaults, **dict(options)}, sort_keys=True, default=repr)
 
@@ -108,8 +120,13 @@ class ControlCache:
         return control
 
 
-def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | None = None,
-                       reads_static: bool = False, cache: ControlCache | None = None):
+def build_model_inputs(
+    name: str,
+    dataset: IrregularDataset,
+    control: Mapping | None = None,
+    reads_static: bool = False,
+    cache: ControlCache | None = None,
+):
     """The input of model ``name`` for every sample of ``dataset``: ``spec_inputs(InputSpec.fit(name, dataset,
     control=control, reads_static=...), dataset, cache)`` (a ``time_unit="auto"`` in ``control`` is the span of
     ``dataset`` itself; `fit_and_evaluate` fits one spec on the training split for every split).
@@ -119,8 +136,9 @@ def build_model_inputs(name: str, dataset: IrregularDataset, control: Mapping | 
     """
     from ..models import model_entry
 
-    spec = InputSpec.fit(name, dataset, control=control,
-                         reads_static=reads_static and model_entry(name).inputs == "control")
+    spec = InputSpec.fit(
+        name, dataset, control=control, reads_static=reads_static and model_entry(name).inputs == "control"
+    )
     return spec_inputs(spec, dataset, cache)
 
 
@@ -161,8 +179,10 @@ def changed_model(model: torch.nn.Module, change: Mapping) -> torch.nn.Module:
         out = project_module(out, int(change["num_bases"]))  # ValueError without basis-expanded parts
     if "depth_steps" in change:
         if not hasattr(out, "depth_steps"):
-            raise ValueError(f"{type(model).__name__} has no depth_steps to change (a continuous-depth model such as "
-                             "stateful-odenet has)")
+            raise ValueError(
+                f"{type(model).__name__} has no depth_steps to change (a continuous-depth model such as "
+                "stateful-odenet has)"
+            )
         out = copy.deepcopy(out) if out is model else out
         cast(Any, out).depth_steps = int(change["depth_steps"])  # the model's own property (checked above)
     return out
@@ -175,8 +195,10 @@ def _check_test_labels(tests: Mapping | None) -> None:
 
     clash = [label for label in dict(tests or {}) if label in RESERVED_VARIANT_LABELS]
     if clash:
-        raise ValueError(f"tests: the label(s) {', '.join(map(repr, clash))} name a split "
-                         f"({', '.join(RESERVED_VARIANT_LABELS)}); give the extra test sets other labels")
+        raise ValueError(
+            f"tests: the label(s) {', '.join(map(repr, clash))} name a split "
+            f"({', '.join(RESERVED_VARIANT_LABELS)}); give the extra test sets other labels"
+        )
 
 
 def _labels(dataset: IrregularDataset, split: str) -> torch.Tensor:
@@ -198,7 +220,7 @@ def _count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def _row_settings(training: "TrainingSettings | TrainingSpec | Mapping") -> TrainingSettings:
+def _row_settings(training: TrainingSettings | TrainingSpec | Mapping) -> TrainingSettings:
     """A row's `TrainingSettings` from the forms `fit_and_evaluate` takes (select_on "accuracy" unless given)."""
     if isinstance(training, TrainingSettings):  # select_on None stands for a task's metric, which there is none of here
         return training if training.select_on is not None else training.replace(select_on="accuracy")
@@ -207,8 +229,13 @@ def _row_settings(training: "TrainingSettings | TrainingSpec | Mapping") -> Trai
     return TrainingSettings(**{"select_on": "accuracy", **dict(training)})
 
 
-def run_spec(training: "TrainingSettings | TrainingSpec | Mapping", *, seed: int, max_steps: int | None = None,
-             threads: int | None = DEFAULT_THREADS) -> TrainingSpec:
+def run_spec(
+    training: TrainingSettings | TrainingSpec | Mapping,
+    *,
+    seed: int,
+    max_steps: int | None = None,
+    threads: int | None = DEFAULT_THREADS,
+) -> TrainingSpec:
     """The `TrainingSpec` one run of a row trains with: the row's settings with the run's ``seed`` (an ensemble
     member's own), ``max_steps`` and ``threads``.
 
@@ -226,11 +253,11 @@ def fit_and_evaluate(
     splits: DatasetSplits,
     *,
     seed: int,
-    training: "TrainingSettings | TrainingSpec | Mapping",
+    training: TrainingSettings | TrainingSpec | Mapping,
     checkpoint_path: str | os.PathLike | None,
     options: Mapping | None = None,
     control: Mapping | None = None,
-    solver: "SolverOptions | Mapping | None" = None,
+    solver: SolverOptions | Mapping | None = None,
     tests: Mapping[str, IrregularDataset] | None = None,
     model_changes: Mapping[str, Mapping] | None = None,
     last_checkpoint_path: str | os.PathLike | None = None,
@@ -290,8 +317,9 @@ def fit_and_evaluate(
     # One spec for every split, fitted on the training split (time_unit "auto": its span). The task's protocol has
     # standardised the splits already (neuralde_seq.data.protocols), so the spec leaves the values as they are; the
     # checkpoints hold it with the protocol's statistics (reading_raw), which turns the raw data into the same inputs.
-    spec = InputSpec.fit(model_name, train, control=control,
-                         reads_static=reads_static and model_entry(model_name).inputs == "control")
+    spec = InputSpec.fit(
+        model_name, train, control=control, reads_static=reads_static and model_entry(model_name).inputs == "control"
+    )
     raw_spec = spec.reading_raw(train)
     inputs = {}
     for split, ds in datasets.items():
@@ -301,11 +329,18 @@ def fit_and_evaluate(
             # Name the split (or test variant) and the model: the data problem is theirs, not the library's.
             what = "split" if split in ("train", "val", "test") else "test variant"
             # The advice fits only errors about missing observations (not, e.g., a log-signature depth).
-            advice = (" A higher drop rate or a coarser subsample leaves samples with few or no observations; lower "
-                      "them, or let the row fill unobserved channels (control: {unobserved_fill: mean}, the default, "
-                      "or a value).") if ("observ" in str(err) or "all-NaN" in str(err)) else ""
-            raise ValueError(f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}") \
-                from err
+            advice = (
+                (
+                    " A higher drop rate or a coarser subsample leaves samples with few or no observations; lower "
+                    "them, or let the row fill unobserved channels (control: {unobserved_fill: mean}, the default, "
+                    "or a value)."
+                )
+                if ("observ" in str(err) or "all-NaN" in str(err))
+                else ""
+            )
+            raise ValueError(
+                f"model {model_name!r}, {what} {split!r}: cannot build its inputs: {err}.{advice}"
+            ) from err
 
     training = _row_settings(training)
     assert training.select_on is not None  # _row_settings fills it in
@@ -314,21 +349,30 @@ def fit_and_evaluate(
     train_model_input = train_inputs.args[0] if isinstance(train_inputs, ModelArguments) else train_inputs
     parsed_solver = parse_solver(solver) if solver else None  # recorded in its stored form
     # What neuralde_seq.load_run needs beside the weights and the spec to rebuild the model and score as the run did.
-    trained_model = {"data_channels": int(train.num_channels), "in_channels": int(train_model_input.channels),
-                     "class_names": list(train.class_names),
-                     "input_options": input_options(model_name, train_model_input, model_options),
-                     "dtype": str(train.values.dtype).replace("torch.", ""), "eval_batch_size": eval_batch_size,
-                     "ensemble": int(training.ensemble)}
+    trained_model = {
+        "data_channels": int(train.num_channels),
+        "in_channels": int(train_model_input.channels),
+        "class_names": list(train.class_names),
+        "input_options": input_options(model_name, train_model_input, model_options),
+        "dtype": str(train.values.dtype).replace("torch.", ""),
+        "eval_batch_size": eval_batch_size,
+        "ensemble": int(training.ensemble),
+    }
     if training.augment_drop_rate > 0 or training.augment_crop < 1:
         # built afresh from augmented samples at every batch (validation and test inputs stay as built above)
         train_inputs = AugmentedInputs(
-            train, spec.transform,
-            drop_rate=training.augment_drop_rate, crop=training.augment_crop)
+            train, spec.transform, drop_rate=training.augment_drop_rate, crop=training.augment_crop
+        )
 
     def new_model(member_seed: int) -> torch.nn.Module:
         torch.manual_seed(member_seed)
-        made = create_model(model_name, train_model_input, num_classes=train.num_classes,
-                            solver=solver if solver else None, **model_options)
+        made = create_model(
+            model_name,
+            train_model_input,
+            num_classes=train.num_classes,
+            solver=solver if solver else None,
+            **model_options,
+        )
         made = made.to(device=train.values.device, dtype=train.values.dtype)
         if hasattr(made, "set_empirical_mean"):  # GRU-D, GRU-Δt: the training set's mean of each channel
             made.set_empirical_mean(inputs["train"])
@@ -352,18 +396,30 @@ def fit_and_evaluate(
         tag = "" if member == 0 else f".member{member}"
         try:
             history = train_classifier(
-                model, train_inputs, _labels(train, "train"), inputs["val"], _labels(val, "val"),
+                model,
+                train_inputs,
+                _labels(train, "train"),
+                inputs["val"],
+                _labels(val, "val"),
                 run_spec(training, seed=seed_j, max_steps=max_steps, threads=threads),
                 checkpoint_path=_tagged(checkpoint_path, tag),
-                last_checkpoint_path=_tagged(last_checkpoint_path, tag), resume=resume,
-                patience=training.patience, select_on=training.select_on,
-                progress=progress, num_classes=train.num_classes,
+                last_checkpoint_path=_tagged(last_checkpoint_path, tag),
+                resume=resume,
+                patience=training.patience,
+                select_on=training.select_on,
+                progress=progress,
+                num_classes=train.num_classes,
                 # Everything that makes the run what it is: resuming from a checkpoint of another run is refused.
-                config={"model": model_name, "model_options": model_options, "input_spec": raw_spec.to_dict(),
-                        "solver": None if parsed_solver is None else parsed_solver.to_dict(),
-                        "trained_model": {**trained_model, "member": member}, **dict(run_settings or {})},
-                desc=(desc or model_name) + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1
-                                             else ""),
+                config={
+                    "model": model_name,
+                    "model_options": model_options,
+                    "input_spec": raw_spec.to_dict(),
+                    "solver": None if parsed_solver is None else parsed_solver.to_dict(),
+                    "trained_model": {**trained_model, "member": member},
+                    **dict(run_settings or {}),
+                },
+                desc=(desc or model_name)
+                + (f" member {member + 1}/{training.ensemble}" if training.ensemble > 1 else ""),
             )
         except TrainingDiverged as err:
             if is_main_process():
@@ -392,9 +448,17 @@ def fit_and_evaluate(
                 raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
             metrics[split] = result
     eval_seconds = time.perf_counter() - t1
-    return {"model": model_name, "params": params, "options": model_options, "input_spec": raw_spec.to_dict(),
-            "history": history,
-            "diverged": diverged, "train_seconds": train_seconds, "eval_seconds": eval_seconds, "metrics": metrics}
+    return {
+        "model": model_name,
+        "params": params,
+        "options": model_options,
+        "input_spec": raw_spec.to_dict(),
+        "history": history,
+        "diverged": diverged,
+        "train_seconds": train_seconds,
+        "eval_seconds": eval_seconds,
+        "metrics": metrics,
+    }
 
 
 def fit_and_evaluate_reference(
@@ -453,9 +517,26 @@ def fit_and_evaluate_reference(
             raise RuntimeError(f"evaluation of {split!r} scored {result['num_samples']} of {len(ds)} samples")
         eval_seconds += result.pop("seconds")
         metrics[split] = result
-    history = {"train_loss": [], "train_accuracy": [], "val_loss": [], "val_accuracy": [], "seconds_per_epoch": [],
-               "epochs_run": 0, "steps": 0, "best_epoch": None}
-    return {"model": method, "params": None, "options": {**estimator.get_params(deep=False), "fit_on": fit_on},
-            "history": history, "diverged": None, "train_seconds": train_seconds, "compile_seconds": compile_seconds,
-            "eval_seconds": eval_seconds, "metrics": metrics, "fit_on": fit_on,
-            "num_fit": sum(len(ds) for ds in fit_sets)}
+    history = {
+        "train_loss": [],
+        "train_accuracy": [],
+        "val_loss": [],
+        "val_accuracy": [],
+        "seconds_per_epoch": [],
+        "epochs_run": 0,
+        "steps": 0,
+        "best_epoch": None,
+    }
+    return {
+        "model": method,
+        "params": None,
+        "options": {**estimator.get_params(deep=False), "fit_on": fit_on},
+        "history": history,
+        "diverged": None,
+        "train_seconds": train_seconds,
+        "compile_seconds": compile_seconds,
+        "eval_seconds": eval_seconds,
+        "metrics": metrics,
+        "fit_on": fit_on,
+        "num_fit": sum(len(ds) for ds in fit_sets),
+    }

@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ..data import IrregularDataset
-from ..files import remove_stale_temporaries
 from ..file_format import check_format
+from ..files import remove_stale_temporaries
 from .config import slug
 from .results import to_jsonable, write_json
 
@@ -70,8 +70,9 @@ def _registry_defaults(models: Iterable[tuple[str, bool]]) -> tuple[dict, dict]:
 
 def _registry_changes(result: Mapping, defaults: Mapping, control_defaults: Mapping) -> list[str]:
     """The registry defaults (``control <key>`` for a control option) that changed since ``result`` was made."""
-    return (_changed_keys(result["model_defaults"], defaults)
-            + [f"control {k}" for k in _changed_keys(result["control_defaults"], control_defaults)])
+    return _changed_keys(result["model_defaults"], defaults) + [
+        f"control {k}" for k in _changed_keys(result["control_defaults"], control_defaults)
+    ]
 
 
 # --------------------------------------------------------------------------------------------------- run folders
@@ -89,8 +90,10 @@ def _inside(folder: Path, name: str) -> Path:
     a name built from a config (a row label) never writes elsewhere."""
     path = folder / name
     if path.resolve().parent != folder.resolve():
-        raise ValueError(f"the output folder {name!r} would lie outside {folder} (through '..' or a link); a row "
-                         "label names one folder inside it")
+        raise ValueError(
+            f"the output folder {name!r} would lie outside {folder} (through '..' or a link); a row "
+            "label names one folder inside it"
+        )
     return path
 
 
@@ -106,13 +109,16 @@ _RESULT_KEYS = ("label", "seed", "metrics", "diverged", "history", "model_defaul
 def _recorded_result(path: Path) -> dict:
     """A finished run's ``result.json``, read for ``--resume``; a file that is not one (truncated by a crash,
     edited, another file) raises ValueError naming it and what to do."""
-    what_to_do = (f"delete it (or its folder {path.parent}) to make that run afresh, or rerun without --resume "
-                  "(--fresh: every run made afresh)")
+    what_to_do = (
+        f"delete it (or its folder {path.parent}) to make that run afresh, or rerun without --resume "
+        "(--fresh: every run made afresh)"
+    )
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"{path}: cannot read this recorded run ({' '.join(str(err).split())}); {what_to_do}") \
-            from None
+        raise ValueError(
+            f"{path}: cannot read this recorded run ({' '.join(str(err).split())}); {what_to_do}"
+        ) from None
     check_format(result, path, "recorded run")
     missing = [key for key in _RESULT_KEYS if key not in result] if isinstance(result, dict) else list(_RESULT_KEYS)
     if missing:
@@ -124,8 +130,11 @@ def _clear_stale_temporaries(folder: Path, progress: bool) -> None:
     """Remove the temporary files a killed writer left in ``folder`` (`remove_stale_temporaries`), saying so."""
     removed = remove_stale_temporaries(folder)
     if removed and progress:
-        print(f"removed {len(removed)} temporary file(s) left in {folder} by an interrupted write: "
-              f"{', '.join(p.name for p in removed)}", file=sys.stderr)
+        print(
+            f"removed {len(removed)} temporary file(s) left in {folder} by an interrupted write: "
+            f"{', '.join(p.name for p in removed)}",
+            file=sys.stderr,
+        )
 
 
 # --------------------------------------------------------------------------------------------- the grid's record
@@ -148,8 +157,10 @@ def _record_grid(record: dict, out_dir: Path, say) -> dict:
     if before == record:
         return record
     if before is not None:
-        say(f"{path}: replaced the record of another grid (other config, rows, seeds or max_steps): its run folders "
-            "are kept, and `report` reports this grid's")
+        say(
+            f"{path}: replaced the record of another grid (other config, rows, seeds or max_steps): its run folders "
+            "are kept, and `report` reports this grid's"
+        )
     write_json(record, path)
     return record
 
@@ -158,18 +169,23 @@ def _read_grid(out_dir: Path) -> dict:
     """The grid record of ``out_dir`` (`GRID_FILE`), checked; ValueError naming the file when there is none."""
     path = out_dir / GRID_FILE
     if not path.is_file():
-        raise ValueError(f"{path}: no such file: {out_dir} holds no grid (neuralde-seq bench CONFIG --out {out_dir}, "
-                         "whole or any --shard, records it)")
+        raise ValueError(
+            f"{path}: no such file: {out_dir} holds no grid (neuralde-seq bench CONFIG --out {out_dir}, "
+            "whole or any --shard, records it)"
+        )
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: cannot read the grid record ({' '.join(str(err).split())}); run any shard of the "
-                         "grid again to write it") from None
+        raise ValueError(
+            f"{path}: cannot read the grid record ({' '.join(str(err).split())}); run any shard of the "
+            "grid again to write it"
+        ) from None
     check_format(record, path, "grid record")
     keys = ("name", "config", "task_metric", "task_description", "max_steps", "runs")
     if not isinstance(record, dict) or any(key not in record for key in keys):
-        raise ValueError(f"{path}: not a grid record (it needs {', '.join(keys)}); run any shard of the grid again "
-                         "to write it")
+        raise ValueError(
+            f"{path}: not a grid record (it needs {', '.join(keys)}); run any shard of the grid again to write it"
+        )
     return record
 
 
@@ -201,8 +217,9 @@ def _recorded_runs(record: dict, out_dir: Path) -> tuple[list[dict], list[dict]]
                 continue
             result = _recorded_result(path)
             settings = _as_json(result.get("config", {}))
-            if {k: v for k, v in settings.items() if k != "data"} != run["settings"] \
-                    or folder.name != f"seed{seed}-{result.get('fingerprint')}":
+            if {k: v for k, v in settings.items() if k != "data"} != run[
+                "settings"
+            ] or folder.name != f"seed{seed}-{result.get('fingerprint')}":
                 continue  # another grid's run (other settings), or a folder copied under another name
             changed = _registry_changes(result, defaults[model], control_defaults[model])
             if changed:
@@ -210,9 +227,11 @@ def _recorded_runs(record: dict, out_dir: Path) -> tuple[list[dict], list[dict]]
                 continue
             matches.append((folder, result))
         if len(matches) > 1:
-            raise ValueError(f"{label} seed {seed}: {' and '.join(str(f) for f, _ in matches)} both hold this run of "
-                             "the grid, made from different data (the task's data changed between them): delete the "
-                             "outdated folder(s)")
+            raise ValueError(
+                f"{label} seed {seed}: {' and '.join(str(f) for f, _ in matches)} both hold this run of "
+                "the grid, made from different data (the task's data changed between them): delete the "
+                "outdated folder(s)"
+            )
         if matches:
             folders[(label, seed)], result = matches[0]
             found.append(result)
@@ -226,9 +245,12 @@ def _recorded_runs(record: dict, out_dir: Path) -> tuple[list[dict], list[dict]]
         by_data.setdefault(key, {}).setdefault(result["config"].get("data"), []).append(result)
     for key, digests in by_data.items():
         if len(digests) > 1:
-            groups = "; ".join(", ".join(str(folders[(r["label"], r["seed"])]) for r in runs)
-                               for runs in digests.values())
-            raise ValueError(f"runs of the grid that read the same data{'' if key is None else f' (seed {key})'} were "
-                             f"made from different data: {groups}; delete the runs made from outdated data and make "
-                             "them again (bench --resume)")
+            groups = "; ".join(
+                ", ".join(str(folders[(r["label"], r["seed"])]) for r in runs) for runs in digests.values()
+            )
+            raise ValueError(
+                f"runs of the grid that read the same data{'' if key is None else f' (seed {key})'} were "
+                f"made from different data: {groups}; delete the runs made from outdated data and make "
+                "them again (bench --resume)"
+            )
     return found, missing

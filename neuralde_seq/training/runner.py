@@ -39,13 +39,14 @@ reference method fitted and scored), `grid` (the runs of a config, one run made 
 `run_folders` (what a grid leaves on disk and how it is read back: run folders, results, the grid's record) and
 this module (a grid run serially or on Ray, its progress and tables).
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import torch
 
@@ -100,9 +101,15 @@ class _RunProgress:
         self.total, self.metric, self.count = total, metric, 0
         self.show = progress and is_main_process()
         self.interactive = self.show and is_terminal(sys.stderr)
-        self.bar = tqdm(total=total, desc=short_label(name, 30), unit="run", disable=not self.interactive,
-                        dynamic_ncols=True, file=sys.stderr,
-                        bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining}")
+        self.bar = tqdm(
+            total=total,
+            desc=short_label(name, 30),
+            unit="run",
+            disable=not self.interactive,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining}",
+        )
 
     def say(self, message: str) -> None:
         """A message on stderr, above the bars where they are drawn."""
@@ -117,8 +124,11 @@ class _RunProgress:
         self.count += 1
         self.bar.update(1)
         if self.show and not self.interactive:
-            outcome = (f"reused the recorded run seed{result['seed']}-{result['fingerprint']}" if reused
-                       else _run_outcome(result, self.metric))
+            outcome = (
+                f"reused the recorded run seed{result['seed']}-{result['fingerprint']}"
+                if reused
+                else _run_outcome(result, self.metric)
+            )
             self.say(f"[{self.count}/{self.total}] {result['label']} seed {result['seed']}: {outcome}")
 
     def close(self) -> None:
@@ -135,14 +145,21 @@ def _write_grid_report(record: dict, results: Sequence[dict], out_dir: Path, mis
     for result in results:
         per_row[result["label"]].append(result)
     env = results[0]["environment"]
-    differs = sorted({key for r in results for key in {*r["environment"], *env}
-                      if r["environment"].get(key) != env.get(key)})
+    differs = sorted(
+        {key for r in results for key in {*r["environment"], *env} if r["environment"].get(key) != env.get(key)}
+    )
     # results.json, results.md and the plots are one answer: published together, or (a failed write) not at all
     with published_together():
-        written = write_report(cfg, per_row, task_metric=record["task_metric"],
-                               task_description=record["task_description"], out_dir=out_dir, environment_info=env,
-                               max_steps=record["max_steps"], missing=[{"label": m["label"], "seed": m["seed"]}
-                                                                      for m in missing])
+        written = write_report(
+            cfg,
+            per_row,
+            task_metric=record["task_metric"],
+            task_description=record["task_description"],
+            out_dir=out_dir,
+            environment_info=env,
+            max_steps=record["max_steps"],
+            missing=[{"label": m["label"], "seed": m["seed"]} for m in missing],
+        )
         if differs:
             written["environment_differs"] = differs
         written["diverged"] = [{"label": r["label"], "seed": r["seed"]} for r in results if r["diverged"]]
@@ -184,14 +201,17 @@ def report_grid(out_dir: str | os.PathLike, *, partial: bool = False) -> dict:
         found, missing = _recorded_runs(record, out_dir)
         total = len(record["runs"])
         if not found:
-            raise IncompleteGrid(f"{out_dir}: none of the {total} runs of grid {record['name']!r} has a result yet",
-                                 missing)
+            raise IncompleteGrid(
+                f"{out_dir}: none of the {total} runs of grid {record['name']!r} has a result yet", missing
+            )
         if missing and not partial:
             named = "; ".join(f"{m['label']} seed {m['seed']} ({m['why']})" for m in missing)
             raise IncompleteGrid(
                 f"{out_dir}: {len(missing)} of the {total} runs of grid {record['name']!r} have no result: {named}. "
                 f"Run the shards that hold them (or bench CONFIG --out {out_dir} --resume), or report --partial for "
-                "the tables of the runs there are, marked INCOMPLETE", missing)
+                "the tables of the runs there are, marked INCOMPLETE",
+                missing,
+            )
         return _write_grid_report(record, found, out_dir, missing)
 
 
@@ -275,8 +295,10 @@ def run_benchmark(
     if executor != "ray" and address is not None:
         raise ValueError(f"address is the Ray cluster of executor='ray' (executor is {executor!r})")
     if executor == "ray" and shard is not None:
-        raise ValueError("shard and executor='ray' are two ways to spread a grid: give one (Ray schedules every run "
-                         "of the grid itself)")
+        raise ValueError(
+            "shard and executor='ray' are two ways to spread a grid: give one (Ray schedules every run "
+            "of the grid itself)"
+        )
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     if executor == "ray":
@@ -285,12 +307,23 @@ def run_benchmark(
         from .ray_executor import import_ray
 
         if dist.is_available() and dist.is_initialized():
-            raise ValueError("executor='ray' in a distributed process group: each Ray task makes a run of its own "
-                             "(give one or the other)")
+            raise ValueError(
+                "executor='ray' in a distributed process group: each Ray task makes a run of its own "
+                "(give one or the other)"
+            )
         import_ray()  # before anything is written: without Ray, the error names the pip command
     with torch_threads(threads), contextlib.ExitStack() as held:
-        grid = _plan_grid(config, out_dir=out_dir, overrides=overrides, seeds=seeds, models=models,
-                          max_steps=max_steps, device=device, dtype=dtype, task_overrides=task_overrides)
+        grid = _plan_grid(
+            config,
+            out_dir=out_dir,
+            overrides=overrides,
+            seeds=seeds,
+            models=models,
+            max_steps=max_steps,
+            device=device,
+            dtype=dtype,
+            task_overrides=task_overrides,
+        )
         runs = grid.runs() if shard is None else shard_runs(grid.runs(), shard)
         tracker = _RunProgress(grid.cfg.name, len(runs), grid.task.metric, progress)
         held.callback(tracker.close)  # also when a run fails (closed again, at no cost, below)
@@ -305,14 +338,23 @@ def run_benchmark(
         if executor == "ray":
             from .ray_executor import run_on_ray
 
-            results = run_on_ray(grid, runs, resume=resume, address=address, retries=retries, threads=threads,
-                                 tracker=tracker, cache_controls=cache_controls)
+            results = run_on_ray(
+                grid,
+                runs,
+                resume=resume,
+                address=address,
+                retries=retries,
+                threads=threads,
+                tracker=tracker,
+                cache_controls=cache_controls,
+            )
         else:
             task_data = _TaskData(grid, progress=progress, cache_controls=cache_controls)
             results = []
             for seed, row in runs:
-                result, reused = _train_run(grid, row, seed, task_data, resume=resume, progress=progress,
-                                            threads=threads, say=tracker.say)
+                result, reused = _train_run(
+                    grid, row, seed, task_data, resume=resume, progress=progress, threads=threads, say=tracker.say
+                )
                 results.append(result)
                 tracker.finished(result, reused)
         tracker.close()
@@ -320,11 +362,23 @@ def run_benchmark(
         if not is_main_process():
             return {"name": grid.cfg.name, "diverged": [(d["label"], d["seed"]) for d in diverged], "rows": None}
         if shard is not None:
-            print(f"{grid.cfg.name}: shard {shard[0]}/{shard[1]} made {len(runs)} of the grid's {len(grid.runs())} "
-                  f"runs in {grid.out_dir / 'runs'}; once every shard is done: neuralde-seq report {grid.out_dir}")
-            return {"name": grid.cfg.name, "shard": list(shard), "diverged": diverged, "rows": None,
-                    "runs": [{"label": r["label"], "seed": r["seed"],
-                              "folder": f"runs/{slug(r['label'])}/seed{r['seed']}-{r['fingerprint']}"}
-                             for r in results]}
+            print(
+                f"{grid.cfg.name}: shard {shard[0]}/{shard[1]} made {len(runs)} of the grid's {len(grid.runs())} "
+                f"runs in {grid.out_dir / 'runs'}; once every shard is done: neuralde-seq report {grid.out_dir}"
+            )
+            return {
+                "name": grid.cfg.name,
+                "shard": list(shard),
+                "diverged": diverged,
+                "rows": None,
+                "runs": [
+                    {
+                        "label": r["label"],
+                        "seed": r["seed"],
+                        "folder": f"runs/{slug(r['label'])}/seed{r['seed']}-{r['fingerprint']}",
+                    }
+                    for r in results
+                ],
+            }
         assert record is not None  # recorded by the main process (the others returned above)
         return _write_grid_report(record, results, grid.out_dir)

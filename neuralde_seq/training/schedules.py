@@ -1,5 +1,6 @@
 """Learning-rate schedules of `neuralde_seq.training.fit.fit`: the rate of each training step as a function of
 the step count alone, so that a resumed run continues its schedule exactly."""
+
 from __future__ import annotations
 
 import math

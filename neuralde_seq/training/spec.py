@@ -13,16 +13,18 @@ are one call: `training_spec` turns the keywords into the spec.
 This module also holds the readers of plain config values (`yaml_number`, `read_number`, `show_value`) that
 `neuralde_seq.training.config` uses for every section of a config.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-import reprlib
 import re
-from typing import Any, ClassVar, Mapping, Self, Sequence
+import reprlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
 
-from ..input_checks import UnknownOptionError, unknown_name_message, did_you_mean
+from ..input_checks import UnknownOptionError, did_you_mean, unknown_name_message
 from .schedules import SCHEDULES
 from .threads import DEFAULT_THREADS, check_threads
 
@@ -50,8 +52,15 @@ def yaml_number(value: Any) -> Any:
     return value
 
 
-def read_number(value: Any, where: str, *, positive: bool = False, integer: bool = False,
-                minimum: float | None = None, allow_none: bool = False):
+def read_number(
+    value: Any,
+    where: str,
+    *,
+    positive: bool = False,
+    integer: bool = False,
+    minimum: float | None = None,
+    allow_none: bool = False,
+):
     """A config's number, checked: ``value`` (after `yaml_number`) if it is a finite number (an integer when
     ``integer``; not a bool), positive when ``positive``, at least ``minimum``; None where ``allow_none``.
 
@@ -105,8 +114,11 @@ def _check_rate(value, name: str, *, positive: bool, allow_none: bool = False) -
         return
     if allow_none:
         raise ValueError(f"{name} must be a positive number or None, got {value!r}")
-    raise ValueError(f"{name} must be a positive finite number, got {value!r}" if positive
-                     else f"{name} must be a finite number >= 0, got {value!r}")
+    raise ValueError(
+        f"{name} must be a positive finite number, got {value!r}"
+        if positive
+        else f"{name} must be a finite number >= 0, got {value!r}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +163,20 @@ class TrainingSpec:
 
     # The keys `from_mapping` reads (a subclass may read fewer or more), the required ones, and how each is read
     # from plain data: read_number's keywords (plus "float": cast to float), or "choices".
-    MAPPING_KEYS: ClassVar[tuple[str, ...]] = ("epochs", "lr", "batch_size", "seed", "weight_decay", "grad_clip",
-                                              "penalty_weight", "schedule", "eval_every", "eval_batch_size",
-                                              "max_steps", "threads")
+    MAPPING_KEYS: ClassVar[tuple[str, ...]] = (
+        "epochs",
+        "lr",
+        "batch_size",
+        "seed",
+        "weight_decay",
+        "grad_clip",
+        "penalty_weight",
+        "schedule",
+        "eval_every",
+        "eval_batch_size",
+        "max_steps",
+        "threads",
+    )
     REQUIRED: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "lr")
     READERS: ClassVar[dict[str, dict]] = {
         "epochs": {"positive": True, "integer": True},
@@ -205,11 +228,17 @@ class TrainingSpec:
     def checkpoint_settings(self) -> dict:
         """The settings a resume checkpoint records and compares on resume, as `fit` has always written them (the
         constant schedule left out, so that checkpoints written before schedules existed resume)."""
-        return {"epochs": self.epochs, "lr": float(self.lr), "batch_size": self.batch_size, "seed": int(self.seed),
-                "weight_decay": float(self.weight_decay), "grad_clip": self.grad_clip,
-                "penalty_weight": float(self.penalty_weight),
-                **({} if self.schedule == "constant" else {"schedule": self.schedule}),
-                "eval_every": self.eval_every}
+        return {
+            "epochs": self.epochs,
+            "lr": float(self.lr),
+            "batch_size": self.batch_size,
+            "seed": int(self.seed),
+            "weight_decay": float(self.weight_decay),
+            "grad_clip": self.grad_clip,
+            "penalty_weight": float(self.penalty_weight),
+            **({} if self.schedule == "constant" else {"schedule": self.schedule}),
+            "eval_every": self.eval_every,
+        }
 
     @classmethod
     def check_names(cls, mapping: Mapping, where: str = "training") -> None:
@@ -250,8 +279,9 @@ class TrainingSpec:
                 continue
             reader = dict(cls.READERS[key])
             if "choices" in reader:
-                values[key] = _read_choice(mapping[key], f"{where}.{key}", reader["choices"], reader.get("allow_none",
-                                                                                                         False))
+                values[key] = _read_choice(
+                    mapping[key], f"{where}.{key}", reader["choices"], reader.get("allow_none", False)
+                )
                 continue
             as_float = reader.pop("float", False)
             value = read_number(mapping[key], f"{where}.{key}", **reader) if reader else yaml_number(mapping[key])
@@ -262,20 +292,25 @@ class TrainingSpec:
             raise ValueError(f"{where}.{err}") from err
 
 
-def _refuse_unknown(names: Mapping | Sequence, valid: Sequence[str], where: str, listing: str,
-                    kind: str = "argument") -> None:
+def _refuse_unknown(
+    names: Mapping | Sequence, valid: Sequence[str], where: str, listing: str, kind: str = "argument"
+) -> None:
     unknown = [str(k) for k in names if k not in valid]
     if not unknown:
         return
     if len(unknown) == 1:
         raise UnknownOptionError(unknown_name_message(kind, unknown[0], valid, where=where, listing=listing))
     hints = [f"{k!r}: {hint}" for k in unknown for hint in [did_you_mean(k, valid)] if hint]
-    raise UnknownOptionError(f"unknown {kind} {', '.join(map(repr, unknown))}{where}; "
-                             + "".join(f"{hint} " for hint in hints) + f"{listing}: {', '.join(valid)}")
+    raise UnknownOptionError(
+        f"unknown {kind} {', '.join(map(repr, unknown))}{where}; "
+        + "".join(f"{hint} " for hint in hints)
+        + f"{listing}: {', '.join(valid)}"
+    )
 
 
-def training_spec(spec: TrainingSpec | None, fields: Mapping[str, Any], caller: str = "fit",
-                  other_arguments: Sequence[str] = ()) -> TrainingSpec:
+def training_spec(
+    spec: TrainingSpec | None, fields: Mapping[str, Any], caller: str = "fit", other_arguments: Sequence[str] = ()
+) -> TrainingSpec:
     """The one spec of a call that takes ``spec`` or its fields as keywords (`fit`, ``train_classifier``).
 
     Arguments:
@@ -295,18 +330,24 @@ def training_spec(spec: TrainingSpec | None, fields: Mapping[str, Any], caller: 
     """
     if spec is not None:
         if not isinstance(spec, TrainingSpec):
-            raise TypeError(f"{caller}(): spec must be a TrainingSpec, got {type(spec).__name__}; build one with "
-                            "TrainingSpec(epochs=..., lr=..., batch_size=...) (or TrainingSpec.from_mapping(a_dict))")
+            raise TypeError(
+                f"{caller}(): spec must be a TrainingSpec, got {type(spec).__name__}; build one with "
+                "TrainingSpec(epochs=..., lr=..., batch_size=...) (or TrainingSpec.from_mapping(a_dict))"
+            )
         if fields:
             name = next(iter(fields))
-            raise TypeError(f"{caller}() got both spec and {name}={fields[name]!r}: give {name} in the spec "
-                            f"(spec.replace({name}=...)) or leave spec out")
+            raise TypeError(
+                f"{caller}() got both spec and {name}={fields[name]!r}: give {name} in the spec "
+                f"(spec.replace({name}=...)) or leave spec out"
+            )
         return spec
     names = TrainingSpec.field_names()
-    _refuse_unknown(fields, (*names, *other_arguments), f" for {caller}()", f"{caller}'s keyword arguments",
-                    kind="keyword argument")
+    _refuse_unknown(
+        fields, (*names, *other_arguments), f" for {caller}()", f"{caller}'s keyword arguments", kind="keyword argument"
+    )
     missing = [name for name in ("epochs", "lr", "batch_size") if name not in fields]
     if missing:
-        raise TypeError(f"{caller}() needs epochs, lr and batch_size (or spec=TrainingSpec(...)); missing: "
-                        f"{', '.join(missing)}")
+        raise TypeError(
+            f"{caller}() needs epochs, lr and batch_size (or spec=TrainingSpec(...)); missing: {', '.join(missing)}"
+        )
     return TrainingSpec(**fields)

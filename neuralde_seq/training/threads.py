@@ -12,6 +12,7 @@ scikit-learn estimators' ``n_jobs``, the CLI's ``--threads``) run on `DEFAULT_TH
 process unless told otherwise, and put torch's setting back afterwards. For more throughput run more
 processes (seeds, rows, data-parallel ranks); give CKCNN more threads on an idle machine.
 """
+
 from __future__ import annotations
 
 import contextlib

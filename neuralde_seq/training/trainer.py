@@ -14,8 +14,9 @@ already be on the model's device; labels are moved there.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -34,12 +35,28 @@ SELECT_ON = ("accuracy", "auroc", "loss")
 
 
 # train_classifier's own keywords (suggested beside the spec's fields for a misspelt keyword).
-_KEYWORDS = ("checkpoint_path", "progress", "patience", "config", "desc", "select_on", "last_checkpoint_path", "resume",
-             "callbacks", "num_classes")
+_KEYWORDS = (
+    "checkpoint_path",
+    "progress",
+    "patience",
+    "config",
+    "desc",
+    "select_on",
+    "last_checkpoint_path",
+    "resume",
+    "callbacks",
+    "num_classes",
+)
 
 
-def predict(model: torch.nn.Module, control, batch_size: int = 128, num_samples: int | None = None, *,
-            threads: int | None = DEFAULT_THREADS) -> torch.Tensor:
+def predict(
+    model: torch.nn.Module,
+    control,
+    batch_size: int = 128,
+    num_samples: int | None = None,
+    *,
+    threads: int | None = DEFAULT_THREADS,
+) -> torch.Tensor:
     """Logits for every sample of ``control``, in order, as one (N, K) tensor on the model's device.
 
     Arguments:
@@ -62,8 +79,14 @@ def predict(model: torch.nn.Module, control, batch_size: int = 128, num_samples:
         return _predict(model, control, batch_size, num_samples=num_samples)
 
 
-def evaluate(model: torch.nn.Module, control, labels: torch.Tensor, batch_size: int = 128, *,
-             threads: int | None = DEFAULT_THREADS) -> dict[str, Any]:
+def evaluate(
+    model: torch.nn.Module,
+    control,
+    labels: torch.Tensor,
+    batch_size: int = 128,
+    *,
+    threads: int | None = DEFAULT_THREADS,
+) -> dict[str, Any]:
     """Accuracy, mean cross-entropy and AUROC over *all* samples of ``control``.
 
     Arguments:
@@ -164,21 +187,34 @@ def train_classifier(
     last_path = None
     if checkpoint_path is not None:
         checkpoint_path = Path(checkpoint_path)
-        last_path = Path(last_checkpoint_path) if last_checkpoint_path is not None else \
-            default_last_checkpoint_path(checkpoint_path)
+        last_path = (
+            Path(last_checkpoint_path)
+            if last_checkpoint_path is not None
+            else default_last_checkpoint_path(checkpoint_path)
+        )
         if last_path == checkpoint_path:
             raise ValueError("last_checkpoint_path must differ from checkpoint_path")
     elif resume:
         raise ValueError("resume=True needs a checkpoint_path")
     best = BestCheckpoint(checkpoint_path, monitor=select_on)
     chosen = [best] + ([EarlyStopping(patience, monitor=select_on)] if patience is not None else []) + list(callbacks)
-    history = fit(model, objective, (train_control, train_labels), (val_control, val_labels), spec, callbacks=chosen,
-                  resume_path=last_path, resume=resume,
-                  config={"select_on": select_on, "patience": patience, **dict(config or {})},
-                  progress=(desc or "train") if progress else False)
+    history = fit(
+        model,
+        objective,
+        (train_control, train_labels),
+        (val_control, val_labels),
+        spec,
+        callbacks=chosen,
+        resume_path=last_path,
+        resume=resume,
+        config={"select_on": select_on, "patience": patience, **dict(config or {})},
+        progress=(desc or "train") if progress else False,
+    )
     if select_on == "auroc" and any(v is None for v in history.get("val_auroc", [])):
-        raise ValueError("select_on='auroc' but the validation AUROC is undefined: the multi-class validation "
-                         "labels miss a class; select on accuracy or loss instead")
+        raise ValueError(
+            "select_on='auroc' but the validation AUROC is undefined: the multi-class validation "
+            "labels miss a class; select on accuracy or loss instead"
+        )
     history["checkpoint_path"] = None if checkpoint_path is None else str(checkpoint_path)
     history["last_checkpoint_path"] = None if last_path is None else str(last_path)
     return history

@@ -6,5 +6,14 @@ from .datasets import DatasetSplits, IrregularDataset, stratified_split
 from .options import LoadOptions, accepts_load_options
 from .registry import TASKS, Task, get_task, register_task
 
-__all__ = ["DatasetSplits", "IrregularDataset", "stratified_split", "LoadOptions", "accepts_load_options", "TASKS",
-           "Task", "get_task", "register_task"]
+__all__ = [
+    "DatasetSplits",
+    "IrregularDataset",
+    "stratified_split",
+    "LoadOptions",
+    "accepts_load_options",
+    "TASKS",
+    "Task",
+    "get_task",
+    "register_task",
+]

@@ -18,9 +18,10 @@ Conventions (docs/design.md#data-conventions): a dataset of N sequences padded t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 import warnings
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -43,9 +44,9 @@ class DatasetSplits(NamedTuple):
         test: the test part.
     """
 
-    train: "IrregularDataset"
-    val: "IrregularDataset"
-    test: "IrregularDataset"
+    train: IrregularDataset
+    val: IrregularDataset
+    test: IrregularDataset
 
 
 @dataclass
@@ -132,13 +133,15 @@ class IrregularDataset:
         if self.static is not None:
             st = self.static
             if not isinstance(st, torch.Tensor) or st.dim() != 2 or st.shape[0] != t.shape[0]:
-                raise ValueError(f"static must be a tensor of shape (N={t.shape[0]}, S), got "
-                                 f"{tuple(st.shape) if isinstance(st, torch.Tensor) else type(st).__name__}")
+                raise ValueError(
+                    f"static must be a tensor of shape (N={t.shape[0]}, S), got "
+                    f"{tuple(st.shape) if isinstance(st, torch.Tensor) else type(st).__name__}"
+                )
             if not st.is_floating_point():
                 raise ValueError("static must be a floating point tensor")
 
     @classmethod
-    def _derived(cls, **fields_) -> "IrregularDataset":
+    def _derived(cls, **fields_) -> IrregularDataset:
         """A dataset whose observations come from a checked dataset by a step that keeps them valid (a selection of
         samples, a move to another device, points made unobserved): the other fields are checked, the observations
         not again (`_check_observations`)."""
@@ -163,18 +166,23 @@ class IrregularDataset:
         if not isinstance(tg, torch.Tensor):
             raise ValueError(f"targets must be a torch.Tensor or None, got {type(tg).__name__}")
         if tg.dim() not in (1, 2) or tg.shape[0] != n or (tg.dim() == 2 and tg.shape[1] == 0):
-            raise ValueError(f"targets must have shape (N,) or (N, K) with N = {n} samples and K >= 1, got "
-                             f"{tuple(tg.shape)}")
+            raise ValueError(
+                f"targets must have shape (N,) or (N, K) with N = {n} samples and K >= 1, got {tuple(tg.shape)}"
+            )
         if not tg.is_floating_point():
-            raise ValueError(f"targets must be a floating point tensor (real-valued regression targets), got "
-                             f"{tg.dtype}; class indices belong in labels")
+            raise ValueError(
+                f"targets must be a floating point tensor (real-valued regression targets), got "
+                f"{tg.dtype}; class indices belong in labels"
+            )
         finite = torch.isfinite(tg.reshape(n, -1)).all(dim=1)
         if not finite.all():
             bad = int(torch.nonzero(~finite)[0])
             raise ValueError(f"targets must be finite; sample {bad} has {tg[bad].tolist()}")
         if self.labels is not None:
-            raise ValueError("labels and targets are both given: a dataset holds class labels (classification) "
-                             "or regression targets, not both")
+            raise ValueError(
+                "labels and targets are both given: a dataset holds class labels (classification) "
+                "or regression targets, not both"
+            )
 
     # ------------------------------------------------------------------ basic protocol
     def __len__(self) -> int:
@@ -198,7 +206,7 @@ class IrregularDataset:
         """Boolean (N, T, C) mask of observed (non-NaN) values."""
         return ~torch.isnan(self.values)
 
-    def subset(self, indices) -> "IrregularDataset":
+    def subset(self, indices) -> IrregularDataset:
         """The samples at ``indices``, as a new dataset.
 
         The padded length T is kept. Tensors are copies, so editing the subset leaves this one intact.
@@ -236,7 +244,7 @@ class IrregularDataset:
             targets=None if self.targets is None else self.targets[idx].clone(),
         )
 
-    def replace(self, **changes) -> "IrregularDataset":
+    def replace(self, **changes) -> IrregularDataset:
         """A copy with some fields replaced, checked as a new dataset is: the observations (times, values, lengths)
         only where one of them is replaced (by another tensor), the other fields always.
 
@@ -248,8 +256,14 @@ class IrregularDataset:
             A new `IrregularDataset`.
         """
         fields_: dict[str, Any] = dict(
-            times=self.times, values=self.values, lengths=self.lengths, labels=self.labels,
-            class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
+            times=self.times,
+            values=self.values,
+            lengths=self.lengths,
+            labels=self.labels,
+            class_names=list(self.class_names),
+            name=self.name,
+            meta=dict(self.meta),
+            static=self.static,
             targets=self.targets,
         )
         fields_.update(changes)
@@ -257,7 +271,7 @@ class IrregularDataset:
             return IrregularDataset._derived(**fields_)  # the checked observations, kept
         return IrregularDataset(**fields_)
 
-    def unobserved(self, points: torch.Tensor) -> "IrregularDataset":
+    def unobserved(self, points: torch.Tensor) -> IrregularDataset:
         """A copy with the values at ``points`` made unobserved (NaN in every channel): the time grid, the lengths
         and the other fields are kept. Making points unobserved keeps checked observations valid, so they are not
         checked again (augmentation does this at every batch: `random_crop_and_drop`).
@@ -276,11 +290,18 @@ class IrregularDataset:
             raise ValueError(f"points must be an (N, T) = {tuple(self.times.shape)} bool tensor, got {shape}")
         values = self.values.masked_fill(points.to(self.values.device).unsqueeze(-1), float("nan"))
         return IrregularDataset._derived(
-            times=self.times, values=values, lengths=self.lengths, labels=self.labels,
-            class_names=list(self.class_names), name=self.name, meta=dict(self.meta), static=self.static,
-            targets=self.targets)
+            times=self.times,
+            values=values,
+            lengths=self.lengths,
+            labels=self.labels,
+            class_names=list(self.class_names),
+            name=self.name,
+            meta=dict(self.meta),
+            static=self.static,
+            targets=self.targets,
+        )
 
-    def to(self, device=None, dtype: torch.dtype | None = None) -> "IrregularDataset":
+    def to(self, device=None, dtype: torch.dtype | None = None) -> IrregularDataset:
         """Move to ``device`` and/or cast to ``dtype``.
 
         Arguments:
@@ -294,7 +315,9 @@ class IrregularDataset:
         cast = dtype is not None and (self.times.dtype != dtype or self.values.dtype != dtype)
         build = IrregularDataset if cast else IrregularDataset._derived
         return build(
-            class_names=list(self.class_names), name=self.name, meta=dict(self.meta),
+            class_names=list(self.class_names),
+            name=self.name,
+            meta=dict(self.meta),
             times=self.times.to(device=device, dtype=dtype),
             values=self.values.to(device=device, dtype=dtype),
             lengths=self.lengths.to(device=device),
@@ -303,7 +326,7 @@ class IrregularDataset:
             targets=None if self.targets is None else self.targets.to(device=device, dtype=dtype),
         )
 
-    def to_arrays(self) -> tuple[list, "np.ndarray | None", list]:
+    def to_arrays(self) -> tuple[list, np.ndarray | None, list]:
         """The samples as numpy, the form `from_arrays` and the scikit-learn estimators read:
         ``(X, y, times)``.
 
@@ -325,7 +348,7 @@ class IrregularDataset:
             return X, self.targets.detach().cpu().numpy().astype(np.float64), sample_times
         return X, self.given_labels(), sample_times
 
-    def given_labels(self) -> "np.ndarray | None":
+    def given_labels(self) -> np.ndarray | None:
         """(N,) the samples' labels as `from_arrays` was given them (``meta["classes"]``: ints stay ints, an int64
         array), else their class names (strings); None for an unlabelled dataset. What an estimator fitted on the
         dataset alone predicts, instead of the class indices ``labels``."""
@@ -351,7 +374,7 @@ class IrregularDataset:
         *,
         dtype: torch.dtype = torch.float32,
         name: str = "",
-    ) -> "IrregularDataset":
+    ) -> IrregularDataset:
         """Pad a list of (C, L_i) arrays into a dataset.
 
         Arguments:
@@ -454,8 +477,11 @@ def stratified_split(
     """
     fractions = _check_fractions(fractions)
     if dataset.labels is None:
-        what = ("holds regression targets (targets), which cannot be stratified; split it at random"
-                if dataset.targets is not None else "is unlabelled (labels is None)")
+        what = (
+            "holds regression targets (targets), which cannot be stratified; split it at random"
+            if dataset.targets is not None
+            else "is unlabelled (labels is None)"
+        )
         raise ValueError(f"stratified_split needs labels, but the dataset {what}")
     return _split(dataset, fractions, seed, stratify=True, return_indices=return_indices)
 
@@ -470,8 +496,9 @@ def _check_fractions(fractions: Sequence[float]) -> list[float]:
     return fractions
 
 
-def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, stratify: bool,
-           return_indices: bool = False):
+def _split(
+    dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, stratify: bool, return_indices: bool = False
+):
     """The parts of `stratified_split` (same arguments and return). ``stratify=False`` makes every step
     the plain random split that a step too small to stratify falls back on (same sizes, same seeds, no
     warning): the split of a dataset without labels, e.g. regression targets (``load_files``)."""
@@ -500,8 +527,9 @@ def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, 
             # Raises again if the split is impossible for another reason (e.g. a part would be empty).
             take, rest = train_test_split(remaining, train_size=rel, random_state=seed + k, shuffle=True)
             if labels is not None:
-                warnings.warn(_not_stratified(dataset, labels[remaining], len(take), len(rest), k), UserWarning,
-                              stacklevel=3)
+                warnings.warn(
+                    _not_stratified(dataset, labels[remaining], len(take), len(rest), k), UserWarning, stacklevel=3
+                )
         parts.append(np.sort(take))
         remaining = rest
     parts.append(np.sort(remaining))
@@ -515,14 +543,18 @@ def _split(dataset: IrregularDataset, fractions: Sequence[float], seed: int, *, 
 def _not_stratified(dataset: IrregularDataset, labels: np.ndarray, n_take: int, n_rest: int, step: int) -> str:
     """The warning of a split step that could not be stratified: which classes are too small, or why."""
     classes, counts = np.unique(labels, return_counts=True)
-    small = [f"{dataset.class_names[c]!r} ({n} sample{'s' if n != 1 else ''})"
-             for c, n in zip(classes.tolist(), counts.tolist()) if n < 2]
+    small = [
+        f"{dataset.class_names[c]!r} ({n} sample{'s' if n != 1 else ''})"
+        for c, n in zip(classes.tolist(), counts.tolist())
+        if n < 2
+    ]
     reasons = []
     if small:
         reasons.append(f"class(es) with fewer than 2 samples: {', '.join(small)}")
     if min(n_take, n_rest) < len(classes):
-        reasons.append(f"a part of {min(n_take, n_rest)} samples cannot hold one of each of the {len(classes)} "
-                       "classes")
-    return (f"stratified_split ({dataset.name or 'dataset'}, step {step + 1}): cannot stratify {len(labels)} samples "
-            f"into parts of {n_take} and {n_rest} ({'; '.join(reasons) or 'too few samples per class'}); this step "
-            "is a plain random split, so a class may be missing from a part")
+        reasons.append(f"a part of {min(n_take, n_rest)} samples cannot hold one of each of the {len(classes)} classes")
+    return (
+        f"stratified_split ({dataset.name or 'dataset'}, step {step + 1}): cannot stratify {len(labels)} samples "
+        f"into parts of {n_take} and {n_rest} ({'; '.join(reasons) or 'too few samples per class'}); this step "
+        "is a plain random split, so a class may be missing from a part"
+    )

@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import inspect
 import os
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -67,8 +67,9 @@ class LoadOptions:
             raise ValueError(f"cache_dir must be a path (str or os.PathLike) or None, got {self.cache_dir!r}")
         if self.remotes is not None:
             if isinstance(self.remotes, (str, bytes, RemoteFile)) or not isinstance(self.remotes, Sequence):
-                raise ValueError(f"remotes must be a sequence of RemoteFile (e.g. [RemoteFile(...)]) or None, got "
-                                 f"{self.remotes!r}")
+                raise ValueError(
+                    f"remotes must be a sequence of RemoteFile (e.g. [RemoteFile(...)]) or None, got {self.remotes!r}"
+                )
             bad = [remote for remote in self.remotes if not isinstance(remote, RemoteFile)]
             if bad:
                 raise ValueError(f"remotes must hold RemoteFile entries only, got {bad[0]!r}")
@@ -124,8 +125,10 @@ def accepts_load_options(loader: Callable) -> Callable:
         if parameter is None or parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
             raise TypeError(f"{loader.__qualname__} has no keyword {name!r} of LoadOptions")
         if parameter.default != getattr(defaults, name):
-            raise TypeError(f"{loader.__qualname__}: the default of {name} is {parameter.default!r}, LoadOptions' "
-                            f"{getattr(defaults, name)!r}; make them agree")
+            raise TypeError(
+                f"{loader.__qualname__}: the default of {name} is {parameter.default!r}, LoadOptions' "
+                f"{getattr(defaults, name)!r}; make them agree"
+            )
 
     @functools.wraps(loader)
     def load(*args, options: LoadOptions | None = None, **keywords):
@@ -135,9 +138,11 @@ def accepts_load_options(loader: Callable) -> Callable:
         elif not isinstance(options, LoadOptions):
             raise TypeError(f"{loader.__name__}: options must be a LoadOptions, got {type(options).__name__}")
         elif shared:
-            raise TypeError(f"{loader.__name__}: options= and the keyword(s) {', '.join(shared)} are both given; "
-                            f"set them in one place, e.g. options=dataclasses.replace(options, "
-                            f"{next(iter(shared))}=...)")
+            raise TypeError(
+                f"{loader.__name__}: options= and the keyword(s) {', '.join(shared)} are both given; "
+                f"set them in one place, e.g. options=dataclasses.replace(options, "
+                f"{next(iter(shared))}=...)"
+            )
         return loader(*args, **keywords, **options.keywords())
 
     return load

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -62,11 +62,16 @@ class Task:
             raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
         if not callable(self.loader):
             raise ValueError(f"task {self.name!r}: loader must be a function, got {self.loader!r}")
-        if self.standardise and "normalise" in inspect.signature(self.loader).parameters and \
-                self.fixed_options.get("normalise") is not False:
+        if (
+            self.standardise
+            and "normalise" in inspect.signature(self.loader).parameters
+            and self.fixed_options.get("normalise") is not False
+        ):
             # the loader would standardise first and load_task again: the double standardisation this prevents
-            raise ValueError(f"task {self.name!r}: its loader can standardise itself; set fixed_options "
-                             "normalise=False so that the data are standardised once")
+            raise ValueError(
+                f"task {self.name!r}: its loader can standardise itself; set fixed_options "
+                "normalise=False so that the data are standardised once"
+            )
 
     @property
     def data_depend_on_seed(self) -> bool:
@@ -82,8 +87,11 @@ class Task:
         params = inspect.signature(self.load_function()).parameters
         # ``options`` (a LoadOptions) is the loader's Python spelling of keywords a config already names
         reserved = {"dtype", "options", self.seed_option, *self.fixed_options}
-        names = [p for p, spec in params.items()
-                 if p not in reserved and spec.kind in (spec.KEYWORD_ONLY, spec.POSITIONAL_OR_KEYWORD)]
+        names = [
+            p
+            for p, spec in params.items()
+            if p not in reserved and spec.kind in (spec.KEYWORD_ONLY, spec.POSITIONAL_OR_KEYWORD)
+        ]
         return tuple(names) + ("subsample",)
 
 
@@ -107,9 +115,11 @@ def register_task(task: Task) -> Task:
     if not isinstance(task, Task):
         raise TypeError(f"register_task needs a Task, got {type(task).__name__}")
     if task.name in TASKS:
-        raise ValueError(f"a task named {task.name!r} is registered already (loader "
-                         f"{TASKS[task.name].loader.__module__}.{TASKS[task.name].loader.__qualname__}); "
-                         "pick another name")
+        raise ValueError(
+            f"a task named {task.name!r} is registered already (loader "
+            f"{TASKS[task.name].loader.__module__}.{TASKS[task.name].loader.__qualname__}); "
+            "pick another name"
+        )
     TASKS[task.name] = task
     return task
 

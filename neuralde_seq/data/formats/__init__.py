@@ -8,5 +8,18 @@ from .dataframes import from_long_dataframe
 from .local_files import find_split_files, load_files, read_file
 from .ts_format import TsData, from_ts, parse_ts, read_ts
 
-__all__ = ["parse_arff", "read_arff", "from_arrays", "from_concatenated", "pad_sequences", "from_long_dataframe",
-           "find_split_files", "load_files", "read_file", "TsData", "from_ts", "parse_ts", "read_ts"]
+__all__ = [
+    "parse_arff",
+    "read_arff",
+    "from_arrays",
+    "from_concatenated",
+    "pad_sequences",
+    "from_long_dataframe",
+    "find_split_files",
+    "load_files",
+    "read_file",
+    "TsData",
+    "from_ts",
+    "parse_ts",
+    "read_ts",
+]

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -113,12 +113,12 @@ def _split_fields(line: str, source: str, lineno: int) -> list[str]:
                 if (j - k) % 2 == 0:
                     break
                 j += 1
-            fields.append(_unescape(line[i + 1:j]))
+            fields.append(_unescape(line[i + 1 : j]))
             i = j + 1
             while i < n and line[i] in " \t":
                 i += 1
             if i < n and line[i] != ",":
-                raise ValueError(f"{source}, line {lineno}: text after a quoted value: {line[i:i + 20]!r}")
+                raise ValueError(f"{source}, line {lineno}: text after a quoted value: {line[i : i + 20]!r}")
         else:
             j = line.find(",", i)
             j = n if j < 0 else j
@@ -145,7 +145,7 @@ def _parse_attribute(rest: str, source: str, lineno: int) -> tuple[str, str]:
         end = rest.find(rest[0], 1)
         if end < 0:
             raise ValueError(f"{source}, line {lineno}: unterminated attribute name")
-        name, kind = rest[1:end], rest[end + 1:].strip()
+        name, kind = rest[1:end], rest[end + 1 :].strip()
     else:
         brace = rest.find("{")
         parts = rest.split(None, 1) if brace < 0 else [rest[:brace].strip(), rest[brace:]]
@@ -220,7 +220,8 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                         # a valid ARFF type is unsupported here; anything else is a malformed file
                         valid = kind.startswith("{") or kind.split()[0] in ("string", "date", "relational")
                         raise (NotImplementedError if valid else ValueError)(
-                            f"{source}, line {lineno}: relational attributes must be numeric, got {kind!r}")
+                            f"{source}, line {lineno}: relational attributes must be numeric, got {kind!r}"
+                        )
                     inner_count += 1
                     continue
                 if kind == "relational":
@@ -231,8 +232,9 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                     in_relational = relational_name = name
                     continue
                 if kind.split()[0] in ("string", "date"):
-                    raise NotImplementedError(f"{source}, line {lineno}: {kind.split()[0]} attributes are not "
-                                              "supported")
+                    raise NotImplementedError(
+                        f"{source}, line {lineno}: {kind.split()[0]} attributes are not supported"
+                    )
                 if kind not in _NUMERIC_TYPES and not kind.startswith("{"):
                     raise ValueError(f"{source}, line {lineno}: unknown attribute type {kind!r}")
                 outer.append((name, kind))
@@ -246,14 +248,18 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
                 targets = bool(outer) and relational_name is not None and outer[-1][1] in _NUMERIC_TYPES
                 if not targets and (not outer or not outer[-1][1].startswith("{")):
                     # a numeric last attribute of a flat file may be a time step of an unlabelled file
-                    raise ValueError(f"{source}, line {lineno}: the last attribute must be the nominal class "
-                                     "attribute (a numeric one, a regression target, is read in the relational "
-                                     "layout only; for a flat file use its .ts file with @targetLabel true)")
+                    raise ValueError(
+                        f"{source}, line {lineno}: the last attribute must be the nominal class "
+                        "attribute (a numeric one, a regression target, is read in the relational "
+                        "layout only; for a flat file use its .ts file with @targetLabel true)"
+                    )
                 class_labels = None if targets else _nominal_values(outer[-1][1], source, lineno)
                 if relational_name is not None:
                     if len(outer) != 1:
-                        raise ValueError(f"{source}, line {lineno}: a relational file must have exactly one "
-                                         f"attribute after the relational one (the class), got {len(outer)}")
+                        raise ValueError(
+                            f"{source}, line {lineno}: a relational file must have exactly one "
+                            f"attribute after the relational one (the class), got {len(outer)}"
+                        )
                     if inner_count == 0:
                         raise ValueError(f"{source}, line {lineno}: the relational attribute has no time steps")
                     n_time = inner_count
@@ -275,14 +281,19 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
         if relational_name is not None:
             fields = _split_fields(line, source, lineno)
             if len(fields) != 2:
-                raise ValueError(f"{source}, line {lineno}: expected a quoted relational value and a class, "
-                                 f"got {len(fields)} fields")
-            rows = [_parse_numbers(row, source, lineno, lambda k, c=c: f"channel {c + 1}, value {k + 1}")
-                    for c, row in enumerate(fields[0].split("\n"))]
+                raise ValueError(
+                    f"{source}, line {lineno}: expected a quoted relational value and a class, got {len(fields)} fields"
+                )
+            rows = [
+                _parse_numbers(row, source, lineno, lambda k, c=c: f"channel {c + 1}, value {k + 1}")
+                for c, row in enumerate(fields[0].split("\n"))
+            ]
             for channel, row in enumerate(rows):
                 if row.size != n_time:
-                    raise ValueError(f"{source}, line {lineno}: {row.size} values per channel (channel {channel}), "
-                                     f"the relational attribute declares {n_time}")
+                    raise ValueError(
+                        f"{source}, line {lineno}: {row.size} values per channel (channel {channel}), "
+                        f"the relational attribute declares {n_time}"
+                    )
             case = np.stack(rows)
             label = fields[1]
         else:
@@ -292,15 +303,17 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
             case = _parse_numbers(",".join(fields[:-1]), source, lineno, lambda k: f"field {k + 1}")[None, :]
             label = fields[-1]
         if series and case.shape[0] != series[0].shape[0]:
-            raise ValueError(f"{source}, line {lineno}: {case.shape[0]} channels, earlier cases have "
-                             f"{series[0].shape[0]}")
+            raise ValueError(
+                f"{source}, line {lineno}: {case.shape[0]} channels, earlier cases have {series[0].shape[0]}"
+            )
         if label == "?" or label == "":
             raise ValueError(f"{source}, line {lineno}: missing {'target' if targets else 'class'} value")
         if targets:
             label = _check_target(label, source, lineno)
         elif class_labels is None or label not in class_labels:  # None only with targets
-            raise ValueError(f"{source}, line {lineno}: class {label!r} is not among the declared values "
-                             f"{class_labels}")
+            raise ValueError(
+                f"{source}, line {lineno}: class {label!r} is not among the declared values {class_labels}"
+            )
         series.append(case)
         labels.append(label)
         case_lines.append(lineno)
@@ -310,5 +323,13 @@ def parse_arff(lines: Iterable[str], source: str = "<arff>") -> TsData:
     if not series:
         raise ValueError(f"{source}, line {data_line}: no cases after @data (the file is cut short or empty)")
     header = {"relation": relation or "", "format": "arff-relational" if relational_name else "arff-flat"}
-    return TsData(series=series, labels=labels, class_labels=class_labels, times=None, header=header,
-                  targets=targets, lines=case_lines, source=source)
+    return TsData(
+        series=series,
+        labels=labels,
+        class_labels=class_labels,
+        times=None,
+        header=header,
+        targets=targets,
+        lines=case_lines,
+        source=source,
+    )

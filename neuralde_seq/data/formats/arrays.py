@@ -21,10 +21,12 @@ complex number, channel counts that differ between samples, times that do not in
 sample's length all raise ``ValueError`` (``TypeError`` for data that is not numeric) naming the argument and
 the sample. The only entries left out are those after ``lengths[i]`` when ``lengths`` is given explicitly.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,15 +71,20 @@ def _split_samples(sequences, name: str) -> tuple[list[np.ndarray], tuple[int, .
     """The samples of ``sequences`` as float64 arrays (T_i, C), and the array's shape for the 2-D and 3-D
     array forms (None for a list of arrays)."""
     if _is_sparse(sequences):
-        raise TypeError(f"{name} is a scipy sparse matrix: sparse input is not supported (a sequence model reads "
-                        f"every time step); convert it with {name}.toarray(), NaN marking missing values")
+        raise TypeError(
+            f"{name} is a scipy sparse matrix: sparse input is not supported (a sequence model reads "
+            f"every time step); convert it with {name}.toarray(), NaN marking missing values"
+        )
     if isinstance(sequences, (str, bytes, dict)) or sequences is None:
-        raise TypeError(f"{name} must be a list of (T_i, C) or (T_i,) arrays, or a 2-D (N, T) or 3-D (N, T, C) "
-                        f"array, got {type(sequences).__name__}")
+        raise TypeError(
+            f"{name} must be a list of (T_i, C) or (T_i,) arrays, or a 2-D (N, T) or 3-D (N, T, C) "
+            f"array, got {type(sequences).__name__}"
+        )
     if isinstance(sequences, torch.Tensor):
         sequences = sequences.detach().cpu().numpy()
-    if not isinstance(sequences, (list, tuple)) and not (isinstance(sequences, np.ndarray)
-                                                         and sequences.dtype == object and sequences.ndim == 1):
+    if not isinstance(sequences, (list, tuple)) and not (
+        isinstance(sequences, np.ndarray) and sequences.dtype == object and sequences.ndim == 1
+    ):
         # Arrays and array-likes (pandas DataFrames, objects with __array__): one numeric block.
         array = _numeric(sequences, name)
         if array.ndim == 3:
@@ -85,23 +92,31 @@ def _split_samples(sequences, name: str) -> tuple[list[np.ndarray], tuple[int, .
         if array.ndim == 2:
             return [row[:, None] for row in array], array.shape
         if array.ndim == 1:
-            raise ValueError(f"{name} is a 1-D array of {array.shape[0]} numbers, not a set of sequences. Reshape "
-                             f"your data: {name}.reshape(1, -1) for a single univariate sequence, or give a list of "
-                             "(T_i,) or (T_i, C) arrays, a 2-D (N, T) or a 3-D (N, T, C) array")
-        raise ValueError(f"{name} must be a 2-D (N, T) or 3-D (N, T, C) array (or a list of arrays), got an array "
-                         f"with {array.ndim} dimensions, shape {array.shape}")
+            raise ValueError(
+                f"{name} is a 1-D array of {array.shape[0]} numbers, not a set of sequences. Reshape "
+                f"your data: {name}.reshape(1, -1) for a single univariate sequence, or give a list of "
+                "(T_i,) or (T_i, C) arrays, a 2-D (N, T) or a 3-D (N, T, C) array"
+            )
+        raise ValueError(
+            f"{name} must be a 2-D (N, T) or 3-D (N, T, C) array (or a list of arrays), got an array "
+            f"with {array.ndim} dimensions, shape {array.shape}"
+        )
     samples = []
     for i, sample in enumerate(sequences):
         if _is_sparse(sample):
-            raise TypeError(f"{name}[{i}] is a scipy sparse matrix: sparse input is not supported; convert it "
-                            "with .toarray(), NaN marking missing values")
+            raise TypeError(
+                f"{name}[{i}] is a scipy sparse matrix: sparse input is not supported; convert it "
+                "with .toarray(), NaN marking missing values"
+            )
         array = _numeric(sample, f"{name}[{i}]")
         if array.ndim == 1:
             array = array[:, None]
         elif array.ndim != 2:
-            raise ValueError(f"{name}[{i}] must be a (T_i, C) array, or (T_i,) for a univariate sequence, got shape "
-                             f"{array.shape}" + (" (a number: give a list of sequences, or a 2-D (N, T) array)"
-                                                 if array.ndim == 0 else ""))
+            raise ValueError(
+                f"{name}[{i}] must be a (T_i, C) array, or (T_i,) for a univariate sequence, got shape "
+                f"{array.shape}"
+                + (" (a number: give a list of sequences, or a 2-D (N, T) array)" if array.ndim == 0 else "")
+            )
         samples.append(array)
     return samples, None
 
@@ -114,35 +129,49 @@ def _sample_times(times, samples: list[np.ndarray], name: str, sequences_name: s
     if isinstance(times, torch.Tensor):
         times = times.detach().cpu().numpy()
     if isinstance(times, (str, bytes, dict)):
-        raise TypeError(f"{name} must be None, a list of (T_i,) arrays or a 2-D (N, T) array, got "
-                        f"{type(times).__name__}")
+        raise TypeError(
+            f"{name} must be None, a list of (T_i,) arrays or a 2-D (N, T) array, got {type(times).__name__}"
+        )
     if isinstance(times, np.ndarray) and times.dtype != object:
         if times.ndim != 2:
-            raise ValueError(f"{name} must be a list of (T_i,) arrays or a 2-D (N, T) array, got an array of shape "
-                             f"{times.shape}" + (f": for one sequence give lists of one, {sequences_name}=[x] and "
-                                                 f"{name}=[t]" if times.ndim == 1 else ""))
+            raise ValueError(
+                f"{name} must be a list of (T_i,) arrays or a 2-D (N, T) array, got an array of shape "
+                f"{times.shape}"
+                + (
+                    f": for one sequence give lists of one, {sequences_name}=[x] and {name}=[t]"
+                    if times.ndim == 1
+                    else ""
+                )
+            )
     try:
         count = len(times)
     except TypeError:
-        raise TypeError(f"{name} must be None, a list of (T_i,) arrays or a 2-D (N, T) array, got "
-                        f"{type(times).__name__}") from None
+        raise TypeError(
+            f"{name} must be None, a list of (T_i,) arrays or a 2-D (N, T) array, got {type(times).__name__}"
+        ) from None
     if count != len(samples):
         raise ValueError(f"{name} holds {count} time arrays but {sequences_name} holds {len(samples)} sequences")
     out = []
     for i, (sample, t) in enumerate(zip(samples, times)):
         t = _numeric(t, f"{name}[{i}]")
         if t.shape != (sample.shape[0],):
-            raise ValueError(f"{name}[{i}] must have shape ({sample.shape[0]},), one time per time step of "
-                             f"{sequences_name}[{i}], got shape {t.shape}")
+            raise ValueError(
+                f"{name}[{i}] must have shape ({sample.shape[0]},), one time per time step of "
+                f"{sequences_name}[{i}], got shape {t.shape}"
+            )
         if not np.isfinite(t).all():
             j = int(np.flatnonzero(~np.isfinite(t))[0])
-            raise ValueError(f"{name}[{i}] holds a non-finite time ({float(t[j])}) at step {j}; times must be finite "
-                             "(a missing observation is a NaN value, not a NaN time)")
+            raise ValueError(
+                f"{name}[{i}] holds a non-finite time ({float(t[j])}) at step {j}; times must be finite "
+                "(a missing observation is a NaN value, not a NaN time)"
+            )
         steps = np.diff(t)
         if (steps <= 0).any():
             j = int(np.flatnonzero(steps <= 0)[0])
-            raise ValueError(f"{name}[{i}] must be strictly increasing: {name}[{i}][{j}] = {float(t[j])!r} >= "
-                             f"{name}[{i}][{j + 1}] = {float(t[j + 1])!r}")
+            raise ValueError(
+                f"{name}[{i}] must be strictly increasing: {name}[{i}][{j}] = {float(t[j])!r} >= "
+                f"{name}[{i}][{j + 1}] = {float(t[j + 1])!r}"
+            )
         out.append(t)
     return out
 
@@ -154,15 +183,15 @@ def _apply_lengths(samples, sample_times, lengths, name: str, sequences_name: st
         lengths = lengths.detach().cpu().numpy()
     given = np.asarray(lengths)
     if given.ndim != 1 or given.shape[0] != len(samples):
-        raise ValueError(f"{name} must have shape ({len(samples)},), one length per sequence, got shape "
-                         f"{given.shape}")
+        raise ValueError(f"{name} must have shape ({len(samples)},), one length per sequence, got shape {given.shape}")
     if given.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold integers, got dtype {given.dtype}")
     cut_samples, cut_times = [], []
     for i, (sample, t, length) in enumerate(zip(samples, sample_times, given.tolist())):
         if not 1 <= length <= sample.shape[0]:
-            raise ValueError(f"{name}[{i}] = {length} must lie in [1, {sample.shape[0]}] (the time steps of "
-                             f"{sequences_name}[{i}])")
+            raise ValueError(
+                f"{name}[{i}] = {length} must lie in [1, {sample.shape[0]}] (the time steps of {sequences_name}[{i}])"
+            )
         cut_samples.append(sample[:length])
         cut_times.append(t[:length])
     return cut_samples, cut_times
@@ -175,8 +204,10 @@ def _check_samples(samples: list[np.ndarray], name: str) -> int:
     channels = samples[0].shape[1]
     for i, sample in enumerate(samples):
         if sample.shape[1] != channels:
-            raise ValueError(f"{name}[{i}] has {sample.shape[1]} channel(s) but {name}[0] has {channels}: every "
-                             "sequence must have the same channels (NaN where a channel is not observed)")
+            raise ValueError(
+                f"{name}[{i}] has {sample.shape[1]} channel(s) but {name}[0] has {channels}: every "
+                "sequence must have the same channels (NaN where a channel is not observed)"
+            )
     if channels == 0:
         raise ValueError(f"{name} has 0 channels: each time step needs at least one value")
     for i, sample in enumerate(samples):
@@ -185,17 +216,27 @@ def _check_samples(samples: list[np.ndarray], name: str) -> int:
         infinite = np.isinf(sample)
         if infinite.any():
             t, c = (int(k) for k in np.argwhere(infinite)[0])
-            raise ValueError(f"{name}[{i}] holds an infinite value ({float(sample[t, c])}) at step {t}, channel {c}: "
-                             "values must be finite, with NaN marking a missing value")
+            raise ValueError(
+                f"{name}[{i}] holds an infinite value ({float(sample[t, c])}) at step {t}, channel {c}: "
+                "values must be finite, with NaN marking a missing value"
+            )
         if np.isnan(sample).all():
-            raise ValueError(f"{name}[{i}] has no observed value: every entry of its {sample.shape[0]} time step(s) "
-                             "is NaN; drop that sample (a sequence needs at least one observation)")
+            raise ValueError(
+                f"{name}[{i}] has no observed value: every entry of its {sample.shape[0]} time step(s) "
+                "is NaN; drop that sample (a sequence needs at least one observation)"
+            )
     return channels
 
 
-def _pad(samples: list[np.ndarray], sample_times: list[np.ndarray], channels: int, dtype: torch.dtype,
-         name: str, fix: str = "dtype=torch.float64", values_dtype: torch.dtype | None = None
-         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _pad(
+    samples: list[np.ndarray],
+    sample_times: list[np.ndarray],
+    channels: int,
+    dtype: torch.dtype,
+    name: str,
+    fix: str = "dtype=torch.float64",
+    values_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(times, values, lengths): times (N, T) in ``dtype`` (the cast checked: `check_times_survive_cast`), values
     (N, T, C) as ``dtype`` holds them, stored in ``values_dtype`` (default ``dtype``; an entry ``dtype`` cannot hold
     is refused, naming it), lengths (N,)."""
@@ -212,16 +253,17 @@ def _pad(samples: list[np.ndarray], sample_times: list[np.ndarray], channels: in
     lengths_t = torch.as_tensor(lengths, dtype=torch.long)
     times_t = torch.as_tensor(times, dtype=dtype)
     # every row, the padding's grid too (it continues the last step, which may merge where the sample's did not)
-    check_times_survive_cast(torch.as_tensor(times), times_t, torch.full_like(lengths_t, longest), name=name,
-                             fix=fix)
+    check_times_survive_cast(torch.as_tensor(times), times_t, torch.full_like(lengths_t, longest), name=name, fix=fix)
     held = torch.as_tensor(values, dtype=dtype)
     if values_dtype is not None and values_dtype != dtype:
         infinite = torch.isinf(held)  # finite as given (`_check_range`), beyond the dtype's range once cast
         if bool(infinite.any()):
             b, step, c = torch.nonzero(infinite)[0].tolist()
             largest = torch.finfo(dtype).max
-            raise ValueError(f"{name}[{b}] has a value beyond the largest {dtype} number ({largest:.3g}) at step "
-                             f"{step}, channel {c}: use {fix}, or rescale that channel")
+            raise ValueError(
+                f"{name}[{b}] has a value beyond the largest {dtype} number ({largest:.3g}) at step "
+                f"{step}, channel {c}: use {fix}, or rescale that channel"
+            )
         held = held.to(values_dtype)
     return times_t, held, lengths_t
 
@@ -233,15 +275,29 @@ def _check_min_length(samples: list[np.ndarray], min_length: int, shape, name: s
     if not short:
         return
     channels_first = shape is not None and len(shape) == 3 and shape[1] < shape[2]
-    raise ValueError(f"{name}[{short[0]}] has {samples[short[0]].shape[0]} time step(s) (samples {short[:5]} are too "
-                     f"short): the models need at least {min_length} time steps per sequence"
-                     + (f"; a 3-D {name} is read as (N, T, C) and this one is {tuple(int(k) for k in shape)}: for an "
-                        f"(N, C, T) array from aeon or sktime give {name}.transpose(0, 2, 1)"
-                        if channels_first else ""))
+    raise ValueError(
+        f"{name}[{short[0]}] has {samples[short[0]].shape[0]} time step(s) (samples {short[:5]} are too "
+        f"short): the models need at least {min_length} time steps per sequence"
+        + (
+            f"; a 3-D {name} is read as (N, T, C) and this one is {tuple(int(k) for k in shape)}: for an "
+            f"(N, C, T) array from aeon or sktime give {name}.transpose(0, 2, 1)"
+            if channels_first
+            else ""
+        )
+    )
 
 
-def _read(sequences, times, lengths, dtype, names=("sequences", "times", "lengths"), *, min_length: int = 1,
-          fix: str = "dtype=torch.float64", values_dtype: torch.dtype | None = None):
+def _read(
+    sequences,
+    times,
+    lengths,
+    dtype,
+    names=("sequences", "times", "lengths"),
+    *,
+    min_length: int = 1,
+    fix: str = "dtype=torch.float64",
+    values_dtype: torch.dtype | None = None,
+):
     """(times, values, lengths) tensors (`_pad`) and the array shape of the 2-D/3-D forms (None for lists), every
     sample checked (module docstring) with at least ``min_length`` time steps; ``fix`` is how the caller asks for a
     wider dtype, in messages."""
@@ -258,9 +314,17 @@ def _read(sequences, times, lengths, dtype, names=("sequences", "times", "length
     return _pad(samples, sample_times, channels, dtype, name, fix, values_dtype), shape
 
 
-def read_dataset(sequences, times=None, *, dtype: torch.dtype, values_dtype: torch.dtype | None = None,
-                 min_length: int = 1, names=("sequences", "times", "lengths"), fix: str = "dtype=torch.float64",
-                 name: str = "") -> IrregularDataset:
+def read_dataset(
+    sequences,
+    times=None,
+    *,
+    dtype: torch.dtype,
+    values_dtype: torch.dtype | None = None,
+    min_length: int = 1,
+    names=("sequences", "times", "lengths"),
+    fix: str = "dtype=torch.float64",
+    name: str = "",
+) -> IrregularDataset:
     """Unlabelled sequences read once into an `IrregularDataset`, which checks their observations once
     (`validate_observations`): how the scikit-learn estimators read X (`neuralde_seq.estimator_inputs`).
 
@@ -283,13 +347,15 @@ def read_dataset(sequences, times=None, *, dtype: torch.dtype, values_dtype: tor
             hold, times the cast to ``dtype`` merges, or what the dataset's check refuses.
         TypeError: as `pad_sequences`.
     """
-    (t, values, lengths), _ = _read(sequences, times, None, dtype, names, min_length=min_length, fix=fix,
-                                    values_dtype=values_dtype)
+    (t, values, lengths), _ = _read(
+        sequences, times, None, dtype, names, min_length=min_length, fix=fix, values_dtype=values_dtype
+    )
     return IrregularDataset(t, values, lengths, None, [], name=name)
 
 
-def _check_range(samples, sample_times, dtype: torch.dtype, times_dtype: torch.dtype, name: str,
-                 times_name: str) -> None:
+def _check_range(
+    samples, sample_times, dtype: torch.dtype, times_dtype: torch.dtype, name: str, times_name: str
+) -> None:
     """Refuse values that overflow ``dtype`` and times that overflow ``times_dtype``, naming the argument, the sample
     and the value, before the cast (after it, 1e308 in float32 is just ``inf``). Only overflow: the models' narrower
     range (`magnitude_limit`) is the dataset's check, and callers such as the estimators standardise in between."""
@@ -300,18 +366,23 @@ def _check_range(samples, sample_times, dtype: torch.dtype, times_dtype: torch.d
         if too_big.any():
             step, channel = (int(k) for k in np.argwhere(too_big)[0])
             value = float(sample[step, channel])
-            raise ValueError(f"{name}[{i}] holds {value!r} at step {step}, channel {channel}, which "
-                             f"{out_of_range(value, dtype, None)}")
+            raise ValueError(
+                f"{name}[{i}] holds {value!r} at step {step}, channel {channel}, which "
+                f"{out_of_range(value, dtype, None)}"
+            )
         if (np.abs(t) > times_limit).any():
             step = int(np.flatnonzero(np.abs(t) > times_limit)[0])
             value = float(t[step])
-            raise ValueError(f"{times_name}[{i}] holds {value!r} at step {step}, which "
-                             f"{out_of_range(value, times_dtype, None, 'the times')}; or subtract a reference "
-                             "time (e.g. each sample's first time)")
+            raise ValueError(
+                f"{times_name}[{i}] holds {value!r} at step {step}, which "
+                f"{out_of_range(value, times_dtype, None, 'the times')}; or subtract a reference "
+                "time (e.g. each sample's first time)"
+            )
 
 
-def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = torch.float32
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pad_sequences(
+    sequences, times=None, *, lengths=None, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pad ragged sequences with missing values into the toolkit's ``(times, values, lengths)`` tensors.
 
     Arguments:
@@ -342,8 +413,9 @@ def pad_sequences(sequences, times=None, *, lengths=None, dtype: torch.dtype = t
     return padded
 
 
-def from_concatenated(frames, lengths, times=None, *, dtype: torch.dtype = torch.float32
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def from_concatenated(
+    frames, lengths, times=None, *, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pad sequences given as all samples' frames stacked one after another, as `pad_sequences` does.
 
     Arguments:
@@ -367,8 +439,9 @@ def from_concatenated(frames, lengths, times=None, *, dtype: torch.dtype = torch
     if array.ndim == 1:
         array = array[:, None]
     if array.ndim != 2:
-        raise ValueError(f"frames must be a (sum T_i, C) array, or (sum T_i,) for univariate sequences, got shape "
-                         f"{array.shape}")
+        raise ValueError(
+            f"frames must be a (sum T_i, C) array, or (sum T_i,) for univariate sequences, got shape {array.shape}"
+        )
     if isinstance(lengths, torch.Tensor):
         lengths = lengths.detach().cpu().numpy()
     sizes = np.asarray(lengths)
@@ -427,21 +500,26 @@ def encode_labels(labels, num_samples: int, class_names: Sequence | None = None)
         raise ValueError(f"labels has {len(items)} entries but there are {num_samples} sequences")
     for i, label in enumerate(items):
         if _missing(label):
-            raise ValueError(f"labels[{i}] is missing ({label!r}); every sequence needs a label (or give labels=None "
-                             "for a dataset to predict on)")
+            raise ValueError(
+                f"labels[{i}] is missing ({label!r}); every sequence needs a label (or give labels=None "
+                "for a dataset to predict on)"
+            )
         try:
             hash(label)
         except TypeError:
-            raise ValueError(f"labels[{i}] = {label!r} is not hashable; labels must be strings, ints or other "
-                             "hashable values") from None
+            raise ValueError(
+                f"labels[{i}] = {label!r} is not hashable; labels must be strings, ints or other hashable values"
+            ) from None
     if class_names is None:
         distinct = set(items)
         try:
             classes = sorted(distinct)
         except TypeError:
             kinds = sorted({type(x).__name__ for x in distinct})
-            raise ValueError(f"labels mix types that cannot be sorted ({', '.join(kinds)}); give class_names to "
-                             "fix the order of the classes") from None
+            raise ValueError(
+                f"labels mix types that cannot be sorted ({', '.join(kinds)}); give class_names to "
+                "fix the order of the classes"
+            ) from None
     else:
         if isinstance(class_names, (str, bytes)):
             raise ValueError(f"class_names must be a sequence of classes, got the string {class_names!r}")
@@ -459,8 +537,16 @@ def encode_labels(labels, num_samples: int, class_names: Sequence | None = None)
     return np.array([index[x] for x in items], dtype=np.int64), classes
 
 
-def from_arrays(sequences, labels=None, *, times=None, lengths=None, class_names: Sequence | None = None,
-                name: str = "", dtype: torch.dtype = torch.float32) -> IrregularDataset:
+def from_arrays(
+    sequences,
+    labels=None,
+    *,
+    times=None,
+    lengths=None,
+    class_names: Sequence | None = None,
+    name: str = "",
+    dtype: torch.dtype = torch.float32,
+) -> IrregularDataset:
     """An `IrregularDataset` from numpy sequences and labels.
 
     Arguments:
@@ -495,7 +581,15 @@ def from_arrays(sequences, labels=None, *, times=None, lengths=None, class_names
     codes, classes = encode_labels(labels, values.shape[0], class_names)
     names = [str(c) for c in classes]
     if len(set(names)) != len(names):
-        raise ValueError(f"the classes {classes} give the same name twice as strings; use labels whose string "
-                         "forms differ")
-    return IrregularDataset(times_t, values, lengths_t, torch.as_tensor(codes, dtype=torch.long), names,
-                            name=name, meta={"classes": classes})
+        raise ValueError(
+            f"the classes {classes} give the same name twice as strings; use labels whose string forms differ"
+        )
+    return IrregularDataset(
+        times_t,
+        values,
+        lengths_t,
+        torch.as_tensor(codes, dtype=torch.long),
+        names,
+        name=name,
+        meta={"classes": classes},
+    )

@@ -32,7 +32,8 @@ pandas is an optional dependency, imported when the function is called (``pip in
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,14 +47,20 @@ def _import_pandas():
     try:
         import pandas
     except ImportError as err:
-        raise ImportError("from_long_dataframe needs pandas, an optional dependency of neuralde_seq: "
-                          "pip install pandas") from err
+        raise ImportError(
+            "from_long_dataframe needs pandas, an optional dependency of neuralde_seq: pip install pandas"
+        ) from err
     return pandas
 
 
-_DEFAULTS = {"id_column": ("id", "name the column that identifies each sample with id_column=..."),
-             "time_column": ("time", "name the time column with time_column=..., or pass time_column=None to "
-                                     "number each sample's rows 0, 1, ... in frame order")}
+_DEFAULTS = {
+    "id_column": ("id", "name the column that identifies each sample with id_column=..."),
+    "time_column": (
+        "time",
+        "name the time column with time_column=..., or pass time_column=None to "
+        "number each sample's rows 0, 1, ... in frame order",
+    ),
+}
 
 
 def _column(frame, column, what: str):
@@ -72,8 +79,10 @@ def _numeric(pd, series, what: str, column, allow_nan: bool) -> np.ndarray:
     """A column as float64, refusing non-numeric dtypes, infinities and (unless allowed) NaN."""
     dtype = series.dtype
     if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        raise TypeError(f"{what} {column!r} holds dates or durations ({dtype}); convert it to numbers "
-                        f"first, e.g. (frame[{column!r}] - frame[{column!r}].min()).dt.total_seconds()")
+        raise TypeError(
+            f"{what} {column!r} holds dates or durations ({dtype}); convert it to numbers "
+            f"first, e.g. (frame[{column!r}] - frame[{column!r}].min()).dt.total_seconds()"
+        )
     if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
         raise TypeError(f"{what} {column!r} must be numeric, got dtype {dtype}")
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -103,8 +112,10 @@ def _check_dtype_range(frame, ids_series, values, column, what: str, dtype) -> N
         row = frame.index[position]
         row = row.item() if isinstance(row, np.generic) else row
         rescale = "the times" if what == "time_column" else "the column"
-        raise ValueError(f"{what} {column!r} holds {value!r} at row {row!r} (id {sample_id!r}), which "
-                         f"{out_of_range(value, dtype, 'from_long_dataframe', rescale)}")
+        raise ValueError(
+            f"{what} {column!r} holds {value!r} at row {row!r} (id {sample_id!r}), which "
+            f"{out_of_range(value, dtype, 'from_long_dataframe', rescale)}"
+        )
 
 
 def _check_float_dtype(dtype) -> None:
@@ -189,8 +200,9 @@ def from_long_dataframe(
     ids = uniques.tolist()
     times_all = None
     if time_column is not None:
-        times_all = _numeric(pd, _column(frame, time_column, "time_column"), "time_column", time_column,
-                             allow_nan=False)
+        times_all = _numeric(
+            pd, _column(frame, time_column, "time_column"), "time_column", time_column, allow_nan=False
+        )
     used = {id_column, time_column, label_column} - {None}
 
     # ---- channels
@@ -199,8 +211,9 @@ def from_long_dataframe(
         if kinds_series.isna().any():
             row = frame.index[int(np.argmax(kinds_series.isna().to_numpy()))]
             raise ValueError(f"kind_column {kind_column!r} has a missing channel name at row {row!r}")
-        stacked_values = _numeric(pd, _column(frame, value_column, "value_column"), "value_column", value_column,
-                                  allow_nan=True)
+        stacked_values = _numeric(
+            pd, _column(frame, value_column, "value_column"), "value_column", value_column, allow_nan=True
+        )
         kind_codes, kinds = pd.factorize(kinds_series, sort=False)
         try:
             order = sorted(range(len(kinds)), key=lambda k: kinds[k])
@@ -229,14 +242,21 @@ def from_long_dataframe(
             for c in channels:
                 dtype_c = frame[c].dtype
                 if not pd.api.types.is_numeric_dtype(dtype_c) or pd.api.types.is_bool_dtype(dtype_c):
-                    named = ", ".join(f"{role} {col!r}" for role, col in (("id", id_column), ("time", time_column),
-                                                                         ("label", label_column)) if col is not None)
-                    hint = (f"; if {c!r} holds the labels, pass label_column={c!r}" if label_column is None else "")
-                    raise TypeError(f"column {c!r} holds {dtype_c} values, not numbers: it was taken as a channel "
-                                    f"because value_columns was not given (every column except {named} is a "
-                                    f"channel); name the channels with value_columns=[...], or drop {c!r}{hint}")
-        wide = np.stack([_numeric(pd, _column(frame, c, "value_columns"), "value_columns", c, allow_nan=True)
-                         for c in channels], axis=1)
+                    named = ", ".join(
+                        f"{role} {col!r}"
+                        for role, col in (("id", id_column), ("time", time_column), ("label", label_column))
+                        if col is not None
+                    )
+                    hint = f"; if {c!r} holds the labels, pass label_column={c!r}" if label_column is None else ""
+                    raise TypeError(
+                        f"column {c!r} holds {dtype_c} values, not numbers: it was taken as a channel "
+                        f"because value_columns was not given (every column except {named} is a "
+                        f"channel); name the channels with value_columns=[...], or drop {c!r}{hint}"
+                    )
+        wide = np.stack(
+            [_numeric(pd, _column(frame, c, "value_columns"), "value_columns", c, allow_nan=True) for c in channels],
+            axis=1,
+        )
 
     # ---- values and times the dataset's dtype can carry (named here, where the column and row are known)
     _check_dtype_range(frame, ids_series, times_all, time_column, "time_column", dtype)
@@ -253,16 +273,20 @@ def from_long_dataframe(
         missing = label_series.isna().to_numpy()
         if missing.any():
             row = frame.index[int(np.argmax(missing))]
-            raise ValueError(f"label_column {label_column!r} has a missing label at row {row!r} "
-                             f"(id {ids_series.iloc[int(np.argmax(missing))]!r})")
+            raise ValueError(
+                f"label_column {label_column!r} has a missing label at row {row!r} "
+                f"(id {ids_series.iloc[int(np.argmax(missing))]!r})"
+            )
         label_values = label_series.to_numpy(dtype=object)
         for position, value in enumerate(label_values):
             try:
                 hash(value)
             except TypeError:
-                raise ValueError(f"label_column {label_column!r} holds an unhashable value {value!r} at row "
-                                 f"{frame.index[position]!r}; labels must be strings, ints or other hashable "
-                                 "values") from None
+                raise ValueError(
+                    f"label_column {label_column!r} holds an unhashable value {value!r} at row "
+                    f"{frame.index[position]!r}; labels must be strings, ints or other hashable "
+                    "values"
+                ) from None
     elif labels is not None:
         if isinstance(labels, pd.Series):
             if labels.index.has_duplicates:
@@ -276,9 +300,11 @@ def from_long_dataframe(
         absent = [i for i in ids if i not in lookup]
         extra = [k for k in lookup if k not in known]
         if absent or extra:
-            raise ValueError(f"labels must give a label for exactly the frame's ids: ids without a label "
-                             f"{absent[:5]}{'...' if len(absent) > 5 else ''}, labels for ids not in the frame "
-                             f"{extra[:5]}{'...' if len(extra) > 5 else ''}")
+            raise ValueError(
+                f"labels must give a label for exactly the frame's ids: ids without a label "
+                f"{absent[:5]}{'...' if len(absent) > 5 else ''}, labels for ids not in the frame "
+                f"{extra[:5]}{'...' if len(extra) > 5 else ''}"
+            )
         sample_labels = [lookup[i] for i in ids]
         bad = [i for i, lab in zip(ids, sample_labels) if pd.api.types.is_scalar(lab) and pd.isna(lab)]
         if bad:
@@ -289,7 +315,7 @@ def from_long_dataframe(
     bounds = np.searchsorted(codes[by_sample], np.arange(len(ids) + 1))
     sequences, times, collected = [], [], []
     for k, sample_id in enumerate(ids):
-        rows = by_sample[bounds[k]:bounds[k + 1]]  # frame order
+        rows = by_sample[bounds[k] : bounds[k + 1]]  # frame order
         if stacked:
             assert times_all is not None  # the stacked layout needs time_column (refused above without)
             t_rows = times_all[rows]
@@ -297,8 +323,10 @@ def from_long_dataframe(
             cells = grid_index * len(channels) + channel_of_row[rows]
             if np.unique(cells).size != cells.size:
                 first = int(np.flatnonzero(np.bincount(cells) > 1)[0])
-                raise ValueError(f"id {sample_id!r} has several rows for time {grid[first // len(channels)]} and "
-                                 f"kind {channels[first % len(channels)]!r} (repeated (id, time, kind))")
+                raise ValueError(
+                    f"id {sample_id!r} has several rows for time {grid[first // len(channels)]} and "
+                    f"kind {channels[first % len(channels)]!r} (repeated (id, time, kind))"
+                )
             seq = np.full((grid.size, len(channels)), np.nan)
             seq[grid_index, channel_of_row[rows]] = stacked_values[rows]
         else:
@@ -310,12 +338,16 @@ def from_long_dataframe(
                 grid, seq = times_all[rows][time_order], wide[rows][time_order]
                 repeats = np.flatnonzero(np.diff(grid) == 0)
                 if repeats.size:
-                    raise ValueError(f"id {sample_id!r} has several rows at time {grid[repeats[0]]} (repeated "
-                                     f"(id, time)); use the stacked layout (kind_column/value_column) for one row "
-                                     "per channel")
+                    raise ValueError(
+                        f"id {sample_id!r} has several rows at time {grid[repeats[0]]} (repeated "
+                        f"(id, time)); use the stacked layout (kind_column/value_column) for one row "
+                        "per channel"
+                    )
         if np.isnan(seq).all():
-            raise ValueError(f"id {sample_id!r} has no observed value (all its {seq.size} values are NaN); a "
-                             "sequence needs at least one observation: leave that id out of the frame")
+            raise ValueError(
+                f"id {sample_id!r} has no observed value (all its {seq.size} values are NaN); a "
+                "sequence needs at least one observation: leave that id out of the frame"
+            )
         sequences.append(seq)
         times.append(grid)
         if label_column is not None:
@@ -331,10 +363,18 @@ def from_long_dataframe(
         except TypeError:  # from_arrays would blame its own argument `labels`, which the caller may not have named
             kinds = sorted({type(x).__name__ for x in sample_labels})
             named = f"label_column {label_column!r}" if label_column is not None else "labels"
-            raise ValueError(f"{named} mixes label types that cannot be sorted ({', '.join(kinds)}), so the classes "
-                             "have no order: make the labels one type (e.g. frame[...].astype(str)), or give "
-                             "class_names to fix the order of the classes") from None
+            raise ValueError(
+                f"{named} mixes label types that cannot be sorted ({', '.join(kinds)}), so the classes "
+                "have no order: make the labels one type (e.g. frame[...].astype(str)), or give "
+                "class_names to fix the order of the classes"
+            ) from None
 
     dataset = from_arrays(sequences, sample_labels, times=times, class_names=class_names, name=name, dtype=dtype)
-    return dataset.replace(meta={**dataset.meta, "ids": ids, "channels": [str(c) for c in channels],
-                                 "layout": "stacked" if stacked else "wide-long"})
+    return dataset.replace(
+        meta={
+            **dataset.meta,
+            "ids": ids,
+            "channels": [str(c) for c in channels],
+            "layout": "stacked" if stacked else "wide-long",
+        }
+    )

@@ -56,8 +56,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .arff import read_arff
 from ..base.datasets import DatasetSplits, IrregularDataset, _split, stratified_split
+from .arff import read_arff
 from .text_files import check_encoding
 from .ts_format import TsData, check_value_range, read_ts
 
@@ -92,13 +92,13 @@ def _resolve(path, what: str) -> Path:
 def _file_format(path: Path, what: str) -> str:
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ValueError(f"{what}: {path} is neither a .ts nor an .arff file (the format is read off the "
-                         "extension)")
+        raise ValueError(f"{what}: {path} is neither a .ts nor an .arff file (the format is read off the extension)")
     return fmt
 
 
-def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reader: str,
-          labels_required: bool = True) -> _FileData:
+def _read(
+    path: Path, what: str, dtype: torch.dtype, encoding: str | None, reader: str, labels_required: bool = True
+) -> _FileData:
     """Parse one labelled file (or, without ``labels_required``, an unlabelled one too), check its values fit
     ``dtype``, and cut each series' trailing all-missing padding (module docstring, 5)."""
     if not path.exists():
@@ -109,8 +109,9 @@ def _read(path: Path, what: str, dtype: torch.dtype, encoding: str | None, reade
     data: TsData = read_ts(path, encoding=encoding) if fmt == "ts" else read_arff(path, encoding=encoding)
     check_value_range(data, dtype, reader)
     if data.labels is None and labels_required:
-        raise ValueError(f"{what}: {path} carries no labels (a .ts file needs @classLabel true ... or "
-                         "@targetLabel true)")
+        raise ValueError(
+            f"{what}: {path} carries no labels (a .ts file needs @classLabel true ... or @targetLabel true)"
+        )
     series: list[np.ndarray] = []
     times: list[np.ndarray] | None = [] if data.times is not None else None
     cut = 0
@@ -141,8 +142,9 @@ def _class_order(labels: list, declared: list | None) -> list[str]:
 
 def _dataset(part: _FileData, class_names: list[str], dtype: torch.dtype, name: str, meta: dict) -> IrregularDataset:
     if part.targets is None:
-        ds = IrregularDataset.from_sequences(part.series, part.labels, class_names, times=part.times,
-                                             dtype=dtype, name=name)
+        ds = IrregularDataset.from_sequences(
+            part.series, part.labels, class_names, times=part.times, dtype=dtype, name=name
+        )
         return ds.replace(meta=meta)
     ds = IrregularDataset.from_sequences(part.series, None, [], times=part.times, dtype=dtype, name=name)
     return ds.replace(meta=meta, targets=torch.as_tensor(part.targets, dtype=dtype))
@@ -157,8 +159,14 @@ def _check_dtype(dtype) -> None:
         raise ValueError(f"dtype must be a floating point torch.dtype, got {dtype!r}")
 
 
-def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, name: str | None = None,
-              encoding: str | None = None, labels_required: bool = True) -> IrregularDataset:
+def read_file(
+    path: str | os.PathLike,
+    *,
+    dtype: torch.dtype = torch.float32,
+    name: str | None = None,
+    encoding: str | None = None,
+    labels_required: bool = True,
+) -> IrregularDataset:
     """One labelled ``.ts`` or ARFF file as an `IrregularDataset`, cases in file order.
 
     Arguments:
@@ -188,10 +196,15 @@ def read_file(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, na
     check_encoding(encoding)
     part = _read(_resolve(path, "path"), "path", dtype, encoding, "read_file", labels_required=bool(labels_required))
     class_names = _class_order(part.labels, part.declared) if part.targets is None and part.labels is not None else []
-    meta = {"source": "local file", "file": str(part.path), "format": part.fmt,
-            "timestamps": part.times is not None, "declared_class_labels": part.declared,
-            "unused_class_labels": [c for c in (part.declared or []) if c not in class_names],
-            "trailing_missing_cut": part.cut}
+    meta = {
+        "source": "local file",
+        "file": str(part.path),
+        "format": part.fmt,
+        "timestamps": part.times is not None,
+        "declared_class_labels": part.declared,
+        "unused_class_labels": [c for c in (part.declared or []) if c not in class_names],
+        "trailing_missing_cut": part.cut,
+    }
     return _dataset(part, class_names, dtype, name if name is not None else part.path.stem, meta)
 
 
@@ -233,8 +246,9 @@ def find_split_files(folder: str | os.PathLike, name: str | None = None) -> tupl
     for ext in ("ts", "arff"):
         if ("TRAIN", ext) in files and ("TEST", ext) in files:
             return files[("TRAIN", ext)], files[("TEST", ext)], dataset
-    raise FileNotFoundError(f"path: {root} has no complete TRAIN/TEST pair of one format for {dataset!r} "
-                            f"(found: {found})")
+    raise FileNotFoundError(
+        f"path: {root} has no complete TRAIN/TEST pair of one format for {dataset!r} (found: {found})"
+    )
 
 
 def load_files(
@@ -279,8 +293,11 @@ def load_files(
     """
     _check_dtype(dtype)
     check_encoding(encoding)
-    if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float, np.floating)) \
-            or not 0.0 < float(validation_fraction) < 1.0:
+    if (
+        isinstance(validation_fraction, bool)
+        or not isinstance(validation_fraction, (int, float, np.floating))
+        or not 0.0 < float(validation_fraction) < 1.0
+    ):
         raise ValueError(f"validation_fraction must be a number in (0, 1), got {validation_fraction!r}")
     if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)) or split_seed < 0:
         raise ValueError(f"split_seed must be a non-negative integer, got {split_seed!r}")
@@ -292,14 +309,18 @@ def load_files(
         raise FileNotFoundError(f"train: {train_path} does not exist")
     if train_path.is_dir():
         if test is not None:
-            raise ValueError(f"test must be None when train is a folder ({train_path}): the folder's "
-                             "<Name>_TEST file is the test set")
+            raise ValueError(
+                f"test must be None when train is a folder ({train_path}): the folder's "
+                "<Name>_TEST file is the test set"
+            )
         train_path, test_path, found_name = find_split_files(train_path, name)
     else:
         if test is None:
-            raise ValueError(f"test is required when train is a file ({train_path}); pass the TEST file, or "
-                             "the folder holding both. For a single file without a test split use read_file and "
-                             "stratified_split")
+            raise ValueError(
+                f"test is required when train is a file ({train_path}); pass the TEST file, or "
+                "the folder holding both. For a single file without a test split use read_file and "
+                "stratified_split"
+            )
         test_path = _resolve(test, "test")
         found_name = re.sub(r"_TRAIN$", "", train_path.stem, flags=re.IGNORECASE)
     if train_path == test_path:
@@ -309,17 +330,22 @@ def load_files(
     tr = _read(train_path, "train", dtype, encoding, "load_files")
     te = _read(test_path, "test", dtype, encoding, "load_files")
     if (tr.targets is None) != (te.targets is None):
-        raise ValueError(f"the TRAIN file {train_path} holds {_kind(tr)} and the TEST file {test_path} holds "
-                         f"{_kind(te)}: both files must hold class labels or both regression targets")
+        raise ValueError(
+            f"the TRAIN file {train_path} holds {_kind(tr)} and the TEST file {test_path} holds "
+            f"{_kind(te)}: both files must hold class labels or both regression targets"
+        )
     regression = tr.targets is not None
     c_train, c_test = tr.series[0].shape[0], te.series[0].shape[0]
     if c_train != c_test:
-        raise ValueError(f"the TRAIN file {train_path} has {c_train} channels, the TEST file {test_path} has "
-                         f"{c_test}: they must agree")
+        raise ValueError(
+            f"the TRAIN file {train_path} has {c_train} channels, the TEST file {test_path} has "
+            f"{c_test}: they must agree"
+        )
     if (tr.times is None) != (te.times is None):
         has, lacks = (train_path, test_path) if tr.times is not None else (test_path, train_path)
-        raise ValueError(f"{has} has timestamps (@timeStamps true) and {lacks} has none: both files must be "
-                         "timestamped or neither")
+        raise ValueError(
+            f"{has} has timestamps (@timeStamps true) and {lacks} has none: both files must be timestamped or neither"
+        )
     class_names = []
     if not regression:
         assert tr.labels is not None and te.labels is not None  # _read required labels (or targets)
@@ -327,25 +353,37 @@ def load_files(
         unseen = sorted(set(te.labels) - set(class_names))
         if unseen:
             first = next(k for k, lab in enumerate(te.labels) if lab in unseen)
-            raise ValueError(f"the TEST file {test_path} has label(s) {unseen} that no case of the TRAIN file "
-                             f"{train_path} has (first: case {first}); TRAIN labels: {class_names}")
+            raise ValueError(
+                f"the TEST file {test_path} has label(s) {unseen} that no case of the TRAIN file "
+                f"{train_path} has (first: case {first}); TRAIN labels: {class_names}"
+            )
 
     meta = {
-        "source": "local files", "train_file": str(train_path), "test_file": str(test_path),
-        "format": tr.fmt if tr.fmt == te.fmt else f"{tr.fmt}+{te.fmt}", "timestamps": tr.times is not None,
+        "source": "local files",
+        "train_file": str(train_path),
+        "test_file": str(test_path),
+        "format": tr.fmt if tr.fmt == te.fmt else f"{tr.fmt}+{te.fmt}",
+        "timestamps": tr.times is not None,
         "declared_class_labels": tr.declared,
         "unused_class_labels": [c for c in (tr.declared or []) if c not in class_names],
         "trailing_missing_cut": {"train_file": tr.cut, "test_file": te.cut},
-        "num_file_train": len(tr.series), "split_seed": int(split_seed),
+        "num_file_train": len(tr.series),
+        "split_seed": int(split_seed),
         "validation_fraction": float(validation_fraction),
     }
     train_full = _dataset(tr, class_names, dtype, dataset_name, meta)
-    test_set = _dataset(te, class_names, dtype, dataset_name,
-                        {**meta, "part": "test", "indices": list(range(len(te.series)))})
+    test_set = _dataset(
+        te, class_names, dtype, dataset_name, {**meta, "part": "test", "indices": list(range(len(te.series)))}
+    )
     fractions = (1.0 - float(validation_fraction), float(validation_fraction))
     # regression targets cannot be stratified: the same split's plain random form (same sizes, same seed)
-    parts = (_split(train_full, fractions, int(split_seed), stratify=False, return_indices=True) if regression
-             else stratified_split(train_full, fractions, int(split_seed), return_indices=True))
-    out = [part.replace(meta={**meta, "part": part_name, "indices": [int(i) for i in indices]})
-           for part_name, (part, indices) in zip(("train", "val"), parts)]
+    parts = (
+        _split(train_full, fractions, int(split_seed), stratify=False, return_indices=True)
+        if regression
+        else stratified_split(train_full, fractions, int(split_seed), return_indices=True)
+    )
+    out = [
+        part.replace(meta={**meta, "part": part_name, "indices": [int(i) for i in indices]})
+        for part_name, (part, indices) in zip(("train", "val"), parts)
+    ]
     return DatasetSplits(out[0], out[1], test_set)

@@ -25,8 +25,16 @@ import re
 
 import numpy as np
 
-__all__ = ["decode_text", "check_encoding", "split_lines", "NUMBER", "is_number", "number_problem",
-           "parse_number_row", "parse_number"]
+__all__ = [
+    "decode_text",
+    "check_encoding",
+    "split_lines",
+    "NUMBER",
+    "is_number",
+    "number_problem",
+    "parse_number_row",
+    "parse_number",
+]
 
 # One number: ASCII digits only (re's \d would also match Arabic-Indic and other digits).
 NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -48,14 +56,17 @@ def check_encoding(encoding, argument: str = "encoding") -> str | None:
     if encoding is None:
         return None
     if not isinstance(encoding, str):
-        raise TypeError(f"{argument} must be None (UTF-8) or the name of a text encoding such as 'latin-1', got "
-                        f"{type(encoding).__name__} {encoding!r}")
+        raise TypeError(
+            f"{argument} must be None (UTF-8) or the name of a text encoding such as 'latin-1', got "
+            f"{type(encoding).__name__} {encoding!r}"
+        )
     try:
         codecs.lookup(encoding)
         b"x".decode(encoding, errors="replace")  # LookupError for codecs that are not bytes -> text (base64)
     except LookupError:
-        raise ValueError(f"{argument}={encoding!r} is not a text encoding Python knows (e.g. 'utf-8', 'latin-1', "
-                         "'cp1252')") from None
+        raise ValueError(
+            f"{argument}={encoding!r} is not a text encoding Python knows (e.g. 'utf-8', 'latin-1', 'cp1252')"
+        ) from None
     return encoding
 
 
@@ -84,7 +95,8 @@ def decode_text(raw: bytes, source: str, encoding: str | None = None, reader: st
             f"{source}, line {line}: byte 0x{raw[start]:02X} at byte offset {start} (byte {start - line_start + 1} "
             f"of the line) is not valid {shown} ({error.reason}); the file is read as {shown}, never guessed: "
             f"re-save it as UTF-8, or pass its encoding to {reader} (encoding='latin-1' or the file's actual "
-            "encoding)") from None
+            "encoding)"
+        ) from None
 
 
 def split_lines(text: str) -> list[str]:
@@ -110,8 +122,7 @@ def number_problem(token: str) -> str:
     return "it is not a decimal number"
 
 
-_GRAMMAR = ("numbers are ASCII decimal or scientific notation (1, -2.5, 1e-3), and '?' or NaN marks a missing "
-            "value")
+_GRAMMAR = "numbers are ASCII decimal or scientific notation (1, -2.5, 1e-3), and '?' or NaN marks a missing value"
 
 
 def parse_number_row(row: str, source: str, lineno: int, where=lambda k: f"value {k + 1}") -> np.ndarray:
@@ -136,13 +147,18 @@ def parse_number_row(row: str, source: str, lineno: int, where=lambda k: f"value
             if token == "?" or is_number(token) or re.fullmatch(_MISSING, token):
                 continue
             if _INFINITY_RE.fullmatch(token):
-                raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number ({where(k)}); "
-                                 "only finite numbers and the missing-value marks '?' and NaN are allowed")
+                raise ValueError(
+                    f"{source}, line {lineno}: value {token!r} is not a finite number ({where(k)}); "
+                    "only finite numbers and the missing-value marks '?' and NaN are allowed"
+                )
             if token == "":
-                raise ValueError(f"{source}, line {lineno}: empty value ({where(k)}: two commas in a row or a "
-                                 "trailing comma)")
-            raise ValueError(f"{source}, line {lineno}: cannot read {token!r} as a number ({where(k)}): "
-                             f"{number_problem(token)}; {_GRAMMAR}")
+                raise ValueError(
+                    f"{source}, line {lineno}: empty value ({where(k)}: two commas in a row or a trailing comma)"
+                )
+            raise ValueError(
+                f"{source}, line {lineno}: cannot read {token!r} as a number ({where(k)}): "
+                f"{number_problem(token)}; {_GRAMMAR}"
+            )
         raise ValueError(f"{source}, line {lineno}: cannot read the values")  # pragma: no cover
     tokens = row.split(",")
     if "?" in row:
@@ -152,9 +168,11 @@ def parse_number_row(row: str, source: str, lineno: int, where=lambda k: f"value
     if infinite.any():  # 1e400: an overflow, never a measurement
         k = int(np.argmax(infinite))
         token = tokens[k].strip(" \t")
-        raise ValueError(f"{source}, line {lineno}: value {token!r} is not a finite number ({where(k)}; it overflows "
-                         "float64, whose largest number is 1.8e308); only finite numbers and the missing-value marks "
-                         "'?' and NaN are allowed")
+        raise ValueError(
+            f"{source}, line {lineno}: value {token!r} is not a finite number ({where(k)}; it overflows "
+            "float64, whose largest number is 1.8e308); only finite numbers and the missing-value marks "
+            "'?' and NaN are allowed"
+        )
     return values
 
 
@@ -162,8 +180,10 @@ def parse_number(token: str, source: str, lineno: int, what: str) -> float:
     """One number of the grammar (no missing-value mark), finite in float64; ``what`` names it in messages."""
     token = token.strip(" \t")
     if not is_number(token):
-        raise ValueError(f"{source}, line {lineno}: {what} {token!r} is not a number ({number_problem(token)}; "
-                         "numbers are ASCII decimal or scientific notation: 1, -2.5, 1e-3)")
+        raise ValueError(
+            f"{source}, line {lineno}: {what} {token!r} is not a number ({number_problem(token)}; "
+            "numbers are ASCII decimal or scientific notation: 1, -2.5, 1e-3)"
+        )
     value = float(token)
     if math.isinf(value):
         raise ValueError(f"{source}, line {lineno}: {what} {token!r} is not a finite number (it overflows float64)")

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -119,15 +119,18 @@ def _check_target(token: str, source: str, lineno: int) -> str:
     """A regression target as written (stripped), after checking that it is a finite number of the grammar."""
     token = token.strip()
     if token == "?":
-        raise ValueError(f"{source}, line {lineno}: target '?' is not a number: a regression target cannot be "
-                         "missing")
+        raise ValueError(f"{source}, line {lineno}: target '?' is not a number: a regression target cannot be missing")
     if _NAN_OR_INF.fullmatch(token):
-        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a finite number; a regression target "
-                         "cannot be missing or infinite")
+        raise ValueError(
+            f"{source}, line {lineno}: target {token!r} is not a finite number; a regression target "
+            "cannot be missing or infinite"
+        )
     if not is_number(token):
-        raise ValueError(f"{source}, line {lineno}: target {token!r} is not a number ({number_problem(token)}; "
-                         "the file declares real-valued regression targets: @targetLabel true, or a numeric ARFF "
-                         "class attribute)")
+        raise ValueError(
+            f"{source}, line {lineno}: target {token!r} is not a number ({number_problem(token)}; "
+            "the file declares real-valued regression targets: @targetLabel true, or a numeric ARFF "
+            "class attribute)"
+        )
     parse_number(token, source, lineno, "target")  # refuses 1e400
     return token
 
@@ -179,8 +182,7 @@ def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[n
             raise ValueError(f"{source}, line {lineno}: tuple ({tup}) is not (timestamp,value)")
         t_txt = fields_[0].strip()
         if _DATE_TIME.fullmatch(t_txt):
-            raise NotImplementedError(
-                f"{source}, line {lineno}: only numeric timestamps are supported, got {t_txt!r}")
+            raise NotImplementedError(f"{source}, line {lineno}: only numeric timestamps are supported, got {t_txt!r}")
         if _NAN_OR_INF.fullmatch(t_txt) or t_txt == "?":
             raise ValueError(f"{source}, line {lineno}: timestamp {t_txt!r} is not finite")
         t = parse_number(t_txt, source, lineno, "timestamp")
@@ -195,8 +197,9 @@ def _parse_timestamped_dimension(text: str, source: str, lineno: int) -> tuple[n
 def _check_header_agrees(univariate: bool | None, n_dims: int | None, seen: dict[str, int], source: str) -> None:
     if univariate and n_dims is not None and n_dims != 1:
         line = max(seen["univariate"], seen["dimensions"])
-        raise ValueError(f"{source}, line {line}: @univariate {str(univariate).lower()} contradicts "
-                         f"@dimensions {n_dims}")
+        raise ValueError(
+            f"{source}, line {line}: @univariate {str(univariate).lower()} contradicts @dimensions {n_dims}"
+        )
 
 
 def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
@@ -243,17 +246,20 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             key = key.lower()
             value = value.strip()
             if key in seen:  # a second, contradicting declaration would silently win
-                raise ValueError(f"{source}, line {lineno}: @{line[1:].split()[0]} declared twice (first on line "
-                                 f"{seen[key]})")
+                raise ValueError(
+                    f"{source}, line {lineno}: @{line[1:].split()[0]} declared twice (first on line {seen[key]})"
+                )
             seen[key] = lineno
             if key == "data":
                 if value:
                     raise ValueError(f"{source}, line {lineno}: unexpected text after @data")
                 _check_header_agrees(univariate, n_dims_declared, seen, source)
                 if has_class_label and has_target:  # the last field cannot be both a class and a target
-                    raise ValueError(f"{source}, line {seen['targetlabel']}: @targetLabel true (regression "
-                                     f"targets) beside @classLabel true on line {seen['classlabel']}: a file "
-                                     "has class labels or regression targets, not both")
+                    raise ValueError(
+                        f"{source}, line {seen['targetlabel']}: @targetLabel true (regression "
+                        f"targets) beside @classLabel true on line {seen['classlabel']}: a file "
+                        "has class labels or regression targets, not both"
+                    )
                 in_data, data_line = True, lineno
                 continue
             header[key] = value
@@ -276,8 +282,10 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
                 equal_length = _parse_bool(key, value, source, lineno)
             elif key in ("dimensions", "serieslength"):
                 if re.fullmatch(r"\+?[0-9]+", value) is None:  # int() also reads '1_0' and '١'
-                    raise ValueError(f"{source}, line {lineno}: @{key} expects an integer, got {value!r} (an integer "
-                                     "is ASCII digits 0-9)")
+                    raise ValueError(
+                        f"{source}, line {lineno}: @{key} expects an integer, got {value!r} (an integer "
+                        "is ASCII digits 0-9)"
+                    )
                 number = int(value)
                 if number < 1:
                     raise ValueError(f"{source}, line {lineno}: @{key} must be positive, got {number}")
@@ -307,17 +315,14 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
                 label = _check_target(label, source, lineno)
             if class_labels is not None and label not in class_labels:
                 raise ValueError(
-                    f"{source}, line {lineno}: label {label!r} is not among the declared class labels "
-                    f"{class_labels}"
+                    f"{source}, line {lineno}: label {label!r} is not among the declared class labels {class_labels}"
                 )
         n_dims = len(parts)
         expected_dims = n_dims_declared if n_dims_declared is not None else (1 if univariate else None)
         if expected_dims is not None and n_dims != expected_dims:
             raise ValueError(f"{source}, line {lineno}: {n_dims} dimensions, header declares {expected_dims}")
         if series and n_dims != series[0].shape[0]:
-            raise ValueError(
-                f"{source}, line {lineno}: {n_dims} dimensions, earlier cases have {series[0].shape[0]}"
-            )
+            raise ValueError(f"{source}, line {lineno}: {n_dims} dimensions, earlier cases have {series[0].shape[0]}")
 
         if timestamps:
             dims = [_parse_timestamped_dimension(p, source, lineno) for p in parts]
@@ -331,8 +336,9 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
             for d, part in enumerate(parts):
                 if not part.strip():
                     raise ValueError(f"{source}, line {lineno}: a dimension has no values")
-                dims_values.append(parse_number_row(part, source, lineno,
-                                                    where=lambda k, d=d: f"dimension {d + 1}, value {k + 1}"))
+                dims_values.append(
+                    parse_number_row(part, source, lineno, where=lambda k, d=d: f"dimension {d + 1}, value {k + 1}")
+                )
             lengths = {len(v) for v in dims_values}
             if len(lengths) != 1:
                 raise ValueError(
@@ -345,8 +351,10 @@ def parse_ts(lines: Iterable[str], source: str = "<ts>") -> TsData:
                 f"{source}, line {lineno}: length {case.shape[1]}, header declares @seriesLength {series_length}"
             )
         if equal_length and series and case.shape[1] != series[0].shape[1]:
-            raise ValueError(f"{source}, line {lineno}: length {case.shape[1]}, earlier cases have "
-                             f"{series[0].shape[1]} and the header declares @equalLength true")
+            raise ValueError(
+                f"{source}, line {lineno}: length {case.shape[1]}, earlier cases have "
+                f"{series[0].shape[1]} and the header declares @equalLength true"
+            )
         series.append(case)
         case_lines.append(lineno)
         if label is not None:
@@ -403,15 +411,18 @@ def check_value_range(data: TsData, dtype, reader: str) -> None:
         if too_big.any():
             d, t = (int(i) for i in np.argwhere(too_big)[0])
             value = float(case[d, t])
-            place = (f"{'channel' if arff else 'dimension'} {d + 1}, "
-                     + (f"timestamp {float(data.times[k][t])!r}" if data.times is not None else f"value {t + 1}"))
+            place = f"{'channel' if arff else 'dimension'} {d + 1}, " + (
+                f"timestamp {float(data.times[k][t])!r}" if data.times is not None else f"value {t + 1}"
+            )
             raise ValueError(f"{where(k)}: value {value!r} ({place}) {problem(value)}")
         if data.times is not None:
             stamps = np.asarray(data.times[k])
             if (np.abs(stamps) > limit).any():
                 value = float(stamps[np.abs(stamps) > limit][0])
-                raise ValueError(f"{where(k)}: timestamp {value!r} {problem(value)}; or subtract a reference time "
-                                 "(e.g. each case's first timestamp) in the file")
+                raise ValueError(
+                    f"{where(k)}: timestamp {value!r} {problem(value)}; or subtract a reference time "
+                    "(e.g. each case's first timestamp) in the file"
+                )
     if data.targets and data.labels is not None:
         for k, label in enumerate(data.labels):
             value = float(label)
@@ -428,16 +439,20 @@ def out_of_range(value: float, dtype, reader: str | None, what: str = "the value
     if abs(value) > largest:
         text = f"overflows {dtype} (its largest number is {largest:.3g})"
     else:
-        text = (f"lies outside the finite range |x| <= {limit:.3g} that the models handle in {dtype} "
-                "(neuralde_seq.observations.magnitude_limit)")
+        text = (
+            f"lies outside the finite range |x| <= {limit:.3g} that the models handle in {dtype} "
+            "(neuralde_seq.observations.magnitude_limit)"
+        )
     rescale = f"rescale {what}" + ("" if "time" in what else " (standardise each channel)")
     if dtype == torch.float64:
         return f"{text}: {rescale}"
     if abs(value) <= wide_limit:
         to = f" to {reader}" if reader else ""
         return f"{text}: pass dtype=torch.float64{to} (range |x| <= {wide_limit:.3g}), or {rescale}"
-    return (f"{text}; dtype=torch.float64 would hold it, but even in float64 the models handle only "
-            f"|x| <= {wide_limit:.3g}: {rescale}")
+    return (
+        f"{text}; dtype=torch.float64 would hold it, but even in float64 the models handle only "
+        f"|x| <= {wide_limit:.3g}: {rescale}"
+    )
 
 
 def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=torch.float32, name: str = ""):
@@ -462,8 +477,10 @@ def from_ts(data: TsData, class_names: Sequence[str] | None = None, *, dtype=tor
     check_value_range(data, dtype, "from_ts")  # names the file and line of a value dtype cannot carry
     if data.targets:
         if class_names is not None:
-            raise ValueError(f"class_names given ({list(class_names)}), but the .ts data hold regression targets "
-                             "(@targetLabel true), not classes")
+            raise ValueError(
+                f"class_names given ({list(class_names)}), but the .ts data hold regression targets "
+                "(@targetLabel true), not classes"
+            )
         targets = torch.as_tensor(np.asarray(data.labels, dtype=np.float64), dtype=dtype)
         dataset = IrregularDataset.from_sequences(data.series, None, [], times=data.times, dtype=dtype, name=name)
         return dataset.replace(targets=targets)

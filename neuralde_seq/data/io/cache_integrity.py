@@ -41,9 +41,22 @@ from ...cache import CorruptCacheError
 from ...files import write_text_atomic
 
 # Public: download.py and extraction.py build on these rules (this module imports neither of them).
-__all__ = ["ChecksumError", "CorruptCacheError", "sha256_file", "PinnedFile", "CHUNK_BYTES", "MANIFEST_SUFFIX",
-           "LOCK_SUFFIX", "file_size", "manifest_path", "read_manifest", "record_first_use", "verify_cached",
-           "archive_problem", "exclusive_lock"]
+__all__ = [
+    "ChecksumError",
+    "CorruptCacheError",
+    "sha256_file",
+    "PinnedFile",
+    "CHUNK_BYTES",
+    "MANIFEST_SUFFIX",
+    "LOCK_SUFFIX",
+    "file_size",
+    "manifest_path",
+    "read_manifest",
+    "record_first_use",
+    "verify_cached",
+    "archive_problem",
+    "exclusive_lock",
+]
 
 MANIFEST_SUFFIX = ".sha256"
 LOCK_SUFFIX = ".lock"
@@ -99,12 +112,16 @@ def read_manifest(manifest: Path) -> str | None:
     try:
         text = manifest.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise CorruptCacheError(f"checksum manifest {manifest} cannot be read ({error}); delete it together with "
-                                f"the file it describes to download that file again") from error
+        raise CorruptCacheError(
+            f"checksum manifest {manifest} cannot be read ({error}); delete it together with "
+            f"the file it describes to download that file again"
+        ) from error
     words = text.split()
     if not words or not re.fullmatch(r"[0-9a-f]{64}", words[0]):
-        raise CorruptCacheError(f"checksum manifest {manifest} does not start with a SHA-256; delete it together "
-                                "with the file it describes to download that file again")
+        raise CorruptCacheError(
+            f"checksum manifest {manifest} does not start with a SHA-256; delete it together "
+            "with the file it describes to download that file again"
+        )
     return words[0]
 
 
@@ -143,11 +160,14 @@ def verify_cached(remote: PinnedFile, target: Path) -> None:
             return
         # either file may be the wrong one (the record too, e.g. left by an interrupted older version)
         source = f"recorded in {manifest} on first use"
-        advice = (f"delete both {target} and {manifest} to download {remote.url} again and record its hash "
-                  f"anew, or replace {target} with the right file.")
+        advice = (
+            f"delete both {target} and {manifest} to download {remote.url} again and record its hash "
+            f"anew, or replace {target} with the right file."
+        )
     if actual != expected:
-        raise ChecksumError(f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was "
-                            f"left in place: {advice}")
+        raise ChecksumError(
+            f"cached file {target} has SHA-256 {actual}, expected {expected} ({source}). It was left in place: {advice}"
+        )
 
 
 # --------------------------------------------------------------------------- archive verification
@@ -193,8 +213,9 @@ def exclusive_lock(lock: Path):
         try:
             from filelock import FileLock
         except ImportError:
-            raise RuntimeError(f"locking {lock} needs fcntl (POSIX) or the filelock package; "
-                               "install filelock (pip install filelock)") from None
+            raise RuntimeError(
+                f"locking {lock} needs fcntl (POSIX) or the filelock package; install filelock (pip install filelock)"
+            ) from None
         with FileLock(str(lock)):
             yield
         return

@@ -41,9 +41,20 @@ from urllib.request import Request, urlopen
 
 from ...cache import CorruptCacheError
 from ...terminal import Progress
-from .cache_integrity import (CHUNK_BYTES, LOCK_SUFFIX, MANIFEST_SUFFIX, ChecksumError, archive_problem,
-                              exclusive_lock, file_size, manifest_path, read_manifest, record_first_use, verify_cached,
-                              sha256_file)
+from .cache_integrity import (
+    CHUNK_BYTES,
+    LOCK_SUFFIX,
+    MANIFEST_SUFFIX,
+    ChecksumError,
+    archive_problem,
+    exclusive_lock,
+    file_size,
+    manifest_path,
+    read_manifest,
+    record_first_use,
+    sha256_file,
+    verify_cached,
+)
 
 __all__ = [
     "CorruptCacheError",
@@ -129,10 +140,17 @@ class RemoteFile:
         if not isinstance(self.url, str) or urlparse(self.url).scheme not in ("http", "https", "file"):
             raise ValueError(f"url must be an http://, https:// or file:// address, got {self.url!r}")
         name = self.filename
-        if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
-                or name.endswith((PART_SUFFIX, MANIFEST_SUFFIX, LOCK_SUFFIX))):
-            raise ValueError(f"filename must be a plain file name (no directories, not ending in {PART_SUFFIX}, "
-                             f"{MANIFEST_SUFFIX} or {LOCK_SUFFIX}), got {name!r}")
+        if (
+            not isinstance(name, str)
+            or name in ("", ".", "..")
+            or "/" in name
+            or "\\" in name
+            or name.endswith((PART_SUFFIX, MANIFEST_SUFFIX, LOCK_SUFFIX))
+        ):
+            raise ValueError(
+                f"filename must be a plain file name (no directories, not ending in {PART_SUFFIX}, "
+                f"{MANIFEST_SUFFIX} or {LOCK_SUFFIX}), got {name!r}"
+            )
         if self.sha256 is not None:
             if not isinstance(self.sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", self.sha256):
                 raise ValueError(f"sha256 must be 64 hexadecimal digits or None, got {self.sha256!r}")
@@ -234,8 +252,7 @@ def fetch(
 
 def _check_is_file(remote: RemoteFile, target: Path) -> None:
     if not target.is_file():
-        raise CorruptCacheError(f"{target} exists but is not a readable file; remove it to download "
-                                f"{remote.url} again")
+        raise CorruptCacheError(f"{target} exists but is not a readable file; remove it to download {remote.url} again")
 
 
 def _offline_error(remote: RemoteFile, target: Path) -> DataUnavailableError:
@@ -263,12 +280,19 @@ def _fetch_locked(remote: RemoteFile, target: Path, is_offline: bool, retries: i
         if expected is not None and actual != expected:
             part.unlink()
             if remote.sha256:
-                source, advice = "pinned", ("If the source changed on purpose, update the sha256 pinned for "
-                                            f"{remote.filename!r} in the code.")
+                source, advice = (
+                    "pinned",
+                    (
+                        "If the source changed on purpose, update the sha256 pinned for "
+                        f"{remote.filename!r} in the code."
+                    ),
+                )
             else:
-                source, advice = (f"recorded in {manifest} on first use",
-                                  f"If the source changed on purpose, or the record is wrong, delete {manifest} "
-                                  "and call again: the next download is checked and its hash recorded anew.")
+                source, advice = (
+                    f"recorded in {manifest} on first use",
+                    f"If the source changed on purpose, or the record is wrong, delete {manifest} "
+                    "and call again: the next download is checked and its hash recorded anew.",
+                )
             raise ChecksumError(
                 f"the download of {remote.url} has SHA-256 {actual}, expected {expected} ({source}); the "
                 f"download was deleted and nothing was cached at {target}. {advice}"
@@ -308,8 +332,7 @@ def _download(remote: RemoteFile, part: Path, target: Path, retries: int, progre
         if attempt + 1 < attempts and file_size(part) <= before:
             time.sleep(RETRY_BACKOFF_S * 2**attempt)
     kept = file_size(part)
-    kept_note = (f" The {kept} bytes received are kept in {part} and the next call resumes from there."
-                 if kept else "")
+    kept_note = f" The {kept} bytes received are kept in {part} and the next call resumes from there." if kept else ""
     raise DataUnavailableError(
         f"could not download {remote.url} in {attempts} attempt(s) (last error: {last_error}).{kept_note} "
         f"Without network access, download it yourself and place it at {target}."
@@ -320,8 +343,9 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
     """One attempt: fetch the rest of the file into ``part`` (resuming it over HTTP when possible)."""
     scheme = urlparse(remote.url).scheme
     if part.is_symlink():  # a link planted at the partial file's name: its target would be resumed or truncated
-        raise _PermanentError(f"the partial download {part} is a symbolic link; refusing to write through it: "
-                              "remove it")
+        raise _PermanentError(
+            f"the partial download {part} is a symbolic link; refusing to write through it: remove it"
+        )
     offset = file_size(part)
     if remote.size is not None and offset > remote.size:
         offset = 0  # a stale .part longer than the file: start again
@@ -361,12 +385,24 @@ def _transfer(remote: RemoteFile, part: Path, progress: bool) -> None:
         received = 0
         try:
             # not through a link created at the name since the check above (O_NOFOLLOW)
-            flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-                     | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-            with os.fdopen(os.open(part, flags, 0o666), "ab" if append else "wb") as out, Progress(
-                desc=f"downloading {remote.filename}", total=total, initial=start, unit="B", unit_scale=True,
-                enabled=progress,
-            ) as bar:
+            flags = (
+                os.O_WRONLY
+                | os.O_CREAT
+                | (os.O_APPEND if append else os.O_TRUNC)
+                | getattr(os, "O_NOFOLLOW", 0)
+                | getattr(os, "O_CLOEXEC", 0)
+            )
+            with (
+                os.fdopen(os.open(part, flags, 0o666), "ab" if append else "wb") as out,
+                Progress(
+                    desc=f"downloading {remote.filename}",
+                    total=total,
+                    initial=start,
+                    unit="B",
+                    unit_scale=True,
+                    enabled=progress,
+                ) as bar,
+            ):
                 for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
                     out.write(chunk)
                     received += len(chunk)

@@ -13,8 +13,8 @@ import shutil
 import tarfile
 import uuid
 import zipfile
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable
 
 from ...cache import CorruptCacheError
 from .cache_integrity import CHUNK_BYTES
@@ -26,8 +26,10 @@ def _safe_destination(root: Path, name: str, archive: Path) -> Path | None:
     """Where member ``name`` goes under ``root``; None for the archive's root itself; refuses escapes."""
     posix = name.replace("\\", "/")
     if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix) or ".." in PurePosixPath(posix).parts:
-        raise CorruptCacheError(f"archive {archive} has a member {name!r} that would land outside the target "
-                                "directory; refusing to extract it. Delete the archive if it is not what you expected.")
+        raise CorruptCacheError(
+            f"archive {archive} has a member {name!r} that would land outside the target "
+            "directory; refusing to extract it. Delete the archive if it is not what you expected."
+        )
     parts = [p for p in PurePosixPath(posix).parts if p not in ("", ".")]
     if not parts:
         return None
@@ -119,13 +121,16 @@ def extract_archive(
                             with contents as source, open(destination, "wb") as sink:
                                 shutil.copyfileobj(source, sink, CHUNK_BYTES)
                         else:
-                            raise CorruptCacheError(f"archive {archive} has a member {member.name!r} that is a link "
-                                                    "or device file; refusing to extract it")
+                            raise CorruptCacheError(
+                                f"archive {archive} has a member {member.name!r} that is a link "
+                                "or device file; refusing to extract it"
+                            )
             else:
                 raise CorruptCacheError(f"{archive} is neither a zip nor a tar archive; delete it to download it again")
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, zipfile.LargeZipFile) as error:
-            raise CorruptCacheError(f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to "
-                                    "download it again") from error
+            raise CorruptCacheError(
+                f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to download it again"
+            ) from error
         if wanted is not None and wanted - found:
             raise ValueError(f"archive {archive} has no member(s) {sorted(wanted - found)}")
         try:

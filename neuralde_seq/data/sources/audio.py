@@ -20,6 +20,7 @@ Unlike torchaudio, whose output is (..., n_mfcc, frames), `mfcc` returns time fi
 (..., frames, n_mfcc), the toolkit's (T, C) convention (the NCDE code transposes to the same layout).
 Everything is computed in the input's dtype on its device; the filters are built in float64 and cast.
 """
+
 from __future__ import annotations
 
 import io
@@ -114,8 +115,9 @@ def mel_filterbank(
     if not 0.0 <= f_min <= f_max:
         raise ValueError(f"need 0 <= f_min <= f_max, got f_min={f_min}, f_max={f_max}")
     bins = torch.linspace(0.0, float(sample_rate // 2), n_freqs, dtype=torch.float64)
-    corners = mel_to_hz(torch.linspace(hz_to_mel(f_min).item(), hz_to_mel(f_max).item(), n_mels + 2,
-                                       dtype=torch.float64))
+    corners = mel_to_hz(
+        torch.linspace(hz_to_mel(f_min).item(), hz_to_mel(f_max).item(), n_mels + 2, dtype=torch.float64)
+    )
     widths = corners[1:] - corners[:-1]  # (n_mels + 1,)
     to_corner = corners[None, :] - bins[:, None]  # (n_freqs, n_mels + 2)
     rising = -to_corner[:, :-2] / widths[:-1]
@@ -147,8 +149,9 @@ def _check_waveform(waveform: torch.Tensor, n_fft: int) -> None:
         raise ValueError("waveform must have shape (..., L), got a scalar")
     if waveform.shape[-1] <= n_fft // 2:
         # reflect padding needs more samples than the pad width
-        raise ValueError(f"waveform has {waveform.shape[-1]} samples; at least n_fft // 2 + 1 = {n_fft // 2 + 1} "
-                         "are needed")
+        raise ValueError(
+            f"waveform has {waveform.shape[-1]} samples; at least n_fft // 2 + 1 = {n_fft // 2 + 1} are needed"
+        )
 
 
 def power_spectrogram(waveform: torch.Tensor, n_fft: int) -> torch.Tensor:
@@ -167,15 +170,25 @@ def power_spectrogram(waveform: torch.Tensor, n_fft: int) -> torch.Tensor:
     _check_waveform(waveform, n_fft)
     batch_shape, length = waveform.shape[:-1], waveform.shape[-1]
     window = torch.hann_window(n_fft, periodic=True, dtype=waveform.dtype, device=waveform.device)
-    spectrum = torch.stft(waveform.reshape(-1, length), n_fft=n_fft, hop_length=n_fft // 2, win_length=n_fft,
-                          window=window, center=True, pad_mode="reflect", normalized=False, onesided=True,
-                          return_complex=True)  # (B, freqs, frames)
+    spectrum = torch.stft(
+        waveform.reshape(-1, length),
+        n_fft=n_fft,
+        hop_length=n_fft // 2,
+        win_length=n_fft,
+        window=window,
+        center=True,
+        pad_mode="reflect",
+        normalized=False,
+        onesided=True,
+        return_complex=True,
+    )  # (B, freqs, frames)
     power = spectrum.real.square() + spectrum.imag.square()
     return power.transpose(-1, -2).reshape(*batch_shape, power.shape[-1], power.shape[-2])
 
 
-def mel_spectrogram(waveform: torch.Tensor, *, sample_rate: int = 16000, n_fft: int = 200,
-                    n_mels: int = 64) -> torch.Tensor:
+def mel_spectrogram(
+    waveform: torch.Tensor, *, sample_rate: int = 16000, n_fft: int = 200, n_mels: int = 64
+) -> torch.Tensor:
     """Mel power spectrogram (before the log): `power_spectrogram` times `mel_filterbank`.
 
     Args:
@@ -189,8 +202,15 @@ def mel_spectrogram(waveform: torch.Tensor, *, sample_rate: int = 16000, n_fft: 
     return power @ filters
 
 
-def mfcc(waveform: torch.Tensor, *, sample_rate: int = 16000, n_mfcc: int = 20, n_fft: int = 200,
-         n_mels: int = 64, log_offset: float = 1e-6) -> torch.Tensor:
+def mfcc(
+    waveform: torch.Tensor,
+    *,
+    sample_rate: int = 16000,
+    n_mfcc: int = 20,
+    n_fft: int = 200,
+    n_mels: int = 64,
+    log_offset: float = 1e-6,
+) -> torch.Tensor:
     """MFCCs of log-mel spectra, as torchaudio's ``MFCC(log_mels=True)`` (see the module docstring).
 
     The defaults are the Speech Commands protocol (docs/design.md#dataset-protocols): 20 coefficients, n_fft 200, 64 mels,

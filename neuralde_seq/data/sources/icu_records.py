@@ -13,13 +13,28 @@ from ..synthetic.records import RecordsSpec, simulate_records
 __all__ = ["icu_records_splits"]
 
 
-def icu_records_splits(*, num_train: int = 2000, num_val: int = 500, num_test: int = 1000,
-                       stay_hours: float = 48.0, severity_coupling: float = 0.25, informative_sampling: float = 0.25,
-                       sampling_spread: float = 0.25, channel_missing: float = 0.2,
-                       missing_signal_channels: bool = False, trend_size: float = 1.5, noise: float = 0.5,
-                       level_weight: float = 1.0, trend_weight: float = 1.0, interaction_weight: float = 1.0,
-                       sampling_weight: float = 1.0, risk_offset: float = -0.5, sharpness: float = 2.5,
-                       data_seed: int = 0, dtype: torch.dtype = torch.float32) -> DatasetSplits:
+def icu_records_splits(
+    *,
+    num_train: int = 2000,
+    num_val: int = 500,
+    num_test: int = 1000,
+    stay_hours: float = 48.0,
+    severity_coupling: float = 0.25,
+    informative_sampling: float = 0.25,
+    sampling_spread: float = 0.25,
+    channel_missing: float = 0.2,
+    missing_signal_channels: bool = False,
+    trend_size: float = 1.5,
+    noise: float = 0.5,
+    level_weight: float = 1.0,
+    trend_weight: float = 1.0,
+    interaction_weight: float = 1.0,
+    sampling_weight: float = 1.0,
+    risk_offset: float = -0.5,
+    sharpness: float = 2.5,
+    data_seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> DatasetSplits:
     """The ``icu-records`` task's data (raw, not standardised): `simulate_records` stays as datasets.
 
     Train, validation and test sets are drawn one after another from one ``numpy.random.Generator`` seeded with
@@ -59,12 +74,22 @@ def icu_records_splits(*, num_train: int = 2000, num_val: int = 500, num_test: i
     """
     if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
         raise ValueError(f"data_seed must be a non-negative integer, got {data_seed!r}")
-    spec = RecordsSpec(stay_hours=stay_hours, severity_coupling=severity_coupling,
-                       informative_sampling=informative_sampling, sampling_spread=sampling_spread,
-                       channel_missing=channel_missing, missing_signal_channels=missing_signal_channels,
-                       trend_size=trend_size, noise=noise, level_weight=level_weight, trend_weight=trend_weight,
-                       interaction_weight=interaction_weight, sampling_weight=sampling_weight,
-                       risk_offset=risk_offset, sharpness=sharpness)
+    spec = RecordsSpec(
+        stay_hours=stay_hours,
+        severity_coupling=severity_coupling,
+        informative_sampling=informative_sampling,
+        sampling_spread=sampling_spread,
+        channel_missing=channel_missing,
+        missing_signal_channels=missing_signal_channels,
+        trend_size=trend_size,
+        noise=noise,
+        level_weight=level_weight,
+        trend_weight=trend_weight,
+        interaction_weight=interaction_weight,
+        sampling_weight=sampling_weight,
+        risk_offset=risk_offset,
+        sharpness=sharpness,
+    )
     for part, count in (("train", num_train), ("val", num_val), ("test", num_test)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"num_{part} must be a positive integer, got {count!r}")
@@ -77,5 +102,11 @@ def icu_records_splits(*, num_train: int = 2000, num_val: int = 500, num_test: i
     return DatasetSplits(*parts)
 
 
-register_task(Task("icu-records", "synthetic ICU stays: vitals and labs at their own rates, informative sampling, "
-                   "a known risk score (AUROC)", "auroc", icu_records_splits))
+register_task(
+    Task(
+        "icu-records",
+        "synthetic ICU stays: vitals and labs at their own rates, informative sampling, a known risk score (AUROC)",
+        "auroc",
+        icu_records_splits,
+    )
+)

@@ -51,8 +51,9 @@ def load_japanese_vowels(dtype: torch.dtype = torch.float32) -> tuple[IrregularD
     return train, test
 
 
-def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fraction: float = 0.15,
-                           dtype: torch.dtype = torch.float64) -> DatasetSplits:
+def japanese_vowels_splits(
+    *, seed: int = 0, drop_rate: float = 0.0, val_fraction: float = 0.15, dtype: torch.dtype = torch.float64
+) -> DatasetSplits:
     """The embedded JapaneseVowels data in the protocol of ``neuralde-seq compare`` (raw, not standardised).
 
     1. the official UEA train (270) / test (370) split shipped in the package;
@@ -83,5 +84,13 @@ def japanese_vowels_splits(*, seed: int = 0, drop_rate: float = 0.0, val_fractio
     return DatasetSplits(train, val, test)
 
 
-register_task(Task("japanese-vowels", "UEA JapaneseVowels (embedded): 9 speakers, 12 LPC channels", "accuracy",
-                   japanese_vowels_splits, seed_option="seed", load_dtype=torch.float64))
+register_task(
+    Task(
+        "japanese-vowels",
+        "UEA JapaneseVowels (embedded): 9 speakers, 12 LPC channels",
+        "accuracy",
+        japanese_vowels_splits,
+        seed_option="seed",
+        load_dtype=torch.float64,
+    )
+)

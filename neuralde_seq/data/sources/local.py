@@ -32,18 +32,29 @@ def check_files_options(options: dict) -> None:
         if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value.strip()):
             raise ValueError(f"option {key} must be a non-empty path string, got {value!r}")
     if "path" in given and ("train" in given or "test" in given):
-        raise ValueError("give either path (a folder with <Name>_TRAIN / <Name>_TEST files) or train and test "
-                         f"(two files), not both; got {', '.join(given)}")
+        raise ValueError(
+            "give either path (a folder with <Name>_TRAIN / <Name>_TEST files) or train and test "
+            f"(two files), not both; got {', '.join(given)}"
+        )
     if "path" not in given and given != ["train", "test"]:
         missing = [key for key in ("train", "test") if key not in given]
-        raise ValueError(f"the files task needs train and test (two files) or path (a folder); "
-                         f"missing: {', '.join(missing)}")
+        raise ValueError(
+            f"the files task needs train and test (two files) or path (a folder); missing: {', '.join(missing)}"
+        )
 
 
-def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os.PathLike | None = None,
-                       path: str | os.PathLike | None = None, name: str | None = None,
-                       validation_fraction: float = 0.15, split_seed: int = 0, drop_rate: float = 0.0,
-                       drop_seed: int = 0, dtype: torch.dtype = torch.float32) -> DatasetSplits:
+def local_files_splits(
+    *,
+    train: str | os.PathLike | None = None,
+    test: str | os.PathLike | None = None,
+    path: str | os.PathLike | None = None,
+    name: str | None = None,
+    validation_fraction: float = 0.15,
+    split_seed: int = 0,
+    drop_rate: float = 0.0,
+    drop_seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> DatasetSplits:
     """Local ``.ts`` / ARFF files in the benchmark protocol (raw, not standardised): the ``files`` task.
 
     Arguments:
@@ -77,15 +88,23 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
         raise ValueError(f"drop_seed must be a non-negative integer, got {drop_seed!r}")
     source = path if path is not None else train
     assert source is not None  # check_files_options: path, or train and test
-    splits = load_files(source, None if path is not None else test,
-                        validation_fraction=validation_fraction, split_seed=split_seed, dtype=dtype, name=name)
+    splits = load_files(
+        source,
+        None if path is not None else test,
+        validation_fraction=validation_fraction,
+        split_seed=split_seed,
+        dtype=dtype,
+        name=name,
+    )
     train_part, val_part, test_part = splits
     if train_part.targets is not None:  # load_files has checked that TEST holds targets too
-        raise ValueError(f"the files task is a classification benchmark, but {train_part.meta['train_file']} and "
-                         f"{train_part.meta['test_file']} are regression files (@targetLabel true: real-valued "
-                         "targets, not classes). Regression files are read by neuralde_seq.load_files / "
-                         "neuralde_seq.data.read_file; train with neuralde_seq.sklearn.SequenceRegressor or "
-                         "neuralde_seq.fit(..., Regression())")
+        raise ValueError(
+            f"the files task is a classification benchmark, but {train_part.meta['train_file']} and "
+            f"{train_part.meta['test_file']} are regression files (@targetLabel true: real-valued "
+            "targets, not classes). Regression files are read by neuralde_seq.load_files / "
+            "neuralde_seq.data.read_file; train with neuralde_seq.sklearn.SequenceRegressor or "
+            "neuralde_seq.fit(..., Regression())"
+        )
     if drop_rate > 0:
         assert train_part.labels is not None and val_part.labels is not None  # class labels: no targets (above)
         # Rebuild the TRAIN file's dataset (both parts keep its padded length) in file order, drop, re-split.
@@ -95,15 +114,29 @@ def local_files_splits(*, train: str | os.PathLike | None = None, test: str | os
             times=torch.cat([train_part.times, val_part.times])[order],
             values=torch.cat([train_part.values, val_part.values])[order],
             lengths=torch.cat([train_part.lengths, val_part.lengths])[order],
-            labels=torch.cat([train_part.labels, val_part.labels])[order])
+            labels=torch.cat([train_part.labels, val_part.labels])[order],
+        )
         whole = drop_observations(whole, float(drop_rate), int(drop_seed))
-        train_part, val_part = (whole.subset(part.meta["indices"]).replace(
-            meta={**part.meta, "transforms": whole.meta["transforms"]}) for part in (train_part, val_part))
+        train_part, val_part = (
+            whole.subset(part.meta["indices"]).replace(meta={**part.meta, "transforms": whole.meta["transforms"]})
+            for part in (train_part, val_part)
+        )
         test_part = drop_observations(test_part, float(drop_rate), int(drop_seed) + 1)
-    return DatasetSplits(*(part.replace(meta={**part.meta, "drop_rate": float(drop_rate),
-                                              "drop_seed": int(drop_seed)})
-                           for part in (train_part, val_part, test_part)))
+    return DatasetSplits(
+        *(
+            part.replace(meta={**part.meta, "drop_rate": float(drop_rate), "drop_seed": int(drop_seed)})
+            for part in (train_part, val_part, test_part)
+        )
+    )
 
 
-register_task(Task("files", "local .ts / ARFF files with their own TRAIN/TEST split (options train, test or path)",
-                   "accuracy", local_files_splits, load_dtype=torch.float64, check_options=check_files_options))
+register_task(
+    Task(
+        "files",
+        "local .ts / ARFF files with their own TRAIN/TEST split (options train, test or path)",
+        "accuracy",
+        local_files_splits,
+        load_dtype=torch.float64,
+        check_options=check_files_options,
+    )
+)

@@ -56,25 +56,26 @@ pair of zip contents and dtype (``physionet2019_sepsis`` under ``<data_dir>/phys
 are read in memory, nothing is extracted. Since the cache key is the zips' hash, the zips must stay in the
 cache directory.
 """
+
 from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import Sequence
 
 import numpy as np
 import torch
 
+from ...cache import CorruptCacheError, cached_tensors
+from ...terminal import Progress
 from ..base.datasets import DatasetSplits, IrregularDataset, stratified_split
 from ..base.options import LoadOptions, accepts_load_options
 from ..base.registry import Task, register_task
 from ..io.cache_integrity import sha256_file
-from ...cache import CorruptCacheError, cached_tensors
 from ..io.download import RemoteFile, data_dir, fetch
 from ..transforms.sampling import drop_observations
 from ..transforms.standardisation import channel_statistics, standardise
-from ...terminal import Progress
 
 __all__ = [
     "PHYSIONET_COLUMNS",
@@ -89,10 +90,47 @@ __all__ = [
 ]
 
 PHYSIONET_COLUMNS = (
-    "HR", "O2Sat", "Temp", "SBP", "MAP", "DBP", "Resp", "EtCO2", "BaseExcess", "HCO3", "FiO2", "pH", "PaCO2",
-    "SaO2", "AST", "BUN", "Alkalinephos", "Calcium", "Chloride", "Creatinine", "Bilirubin_direct", "Glucose",
-    "Lactate", "Magnesium", "Phosphate", "Potassium", "Bilirubin_total", "TroponinI", "Hct", "Hgb", "PTT", "WBC",
-    "Fibrinogen", "Platelets", "Age", "Gender", "Unit1", "Unit2", "HospAdmTime", "ICULOS", "SepsisLabel",
+    "HR",
+    "O2Sat",
+    "Temp",
+    "SBP",
+    "MAP",
+    "DBP",
+    "Resp",
+    "EtCO2",
+    "BaseExcess",
+    "HCO3",
+    "FiO2",
+    "pH",
+    "PaCO2",
+    "SaO2",
+    "AST",
+    "BUN",
+    "Alkalinephos",
+    "Calcium",
+    "Chloride",
+    "Creatinine",
+    "Bilirubin_direct",
+    "Glucose",
+    "Lactate",
+    "Magnesium",
+    "Phosphate",
+    "Potassium",
+    "Bilirubin_total",
+    "TroponinI",
+    "Hct",
+    "Hgb",
+    "PTT",
+    "WBC",
+    "Fibrinogen",
+    "Platelets",
+    "Age",
+    "Gender",
+    "Unit1",
+    "Unit2",
+    "HospAdmTime",
+    "ICULOS",
+    "SepsisLabel",
 )
 TIME_VARYING_FEATURES = PHYSIONET_COLUMNS[:34]
 STATIC_FEATURES = ("Age", "Gender", "Unit1", "Unit2", "HospAdmTime")
@@ -151,8 +189,12 @@ def parse_psv(text: str, name: str = "<psv>", max_hours: int = MAX_HOURS) -> dic
     hours = int(kept[-1, _ICULOS])
     values = np.full((hours, 34), np.nan)
     values[kept[:, _ICULOS].astype(np.int64) - 1] = kept[:, :34]
-    return {"values": values, "hours": hours, "static": kept[-1, _STATIC_COLUMNS].copy(),
-            "label": int(kept[:, _LABEL].max())}
+    return {
+        "values": values,
+        "hours": hours,
+        "static": kept[-1, _STATIC_COLUMNS].copy(),
+        "label": int(kept[:, _LABEL].max()),
+    }
 
 
 def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float32, progress: bool = True) -> dict:
@@ -174,8 +216,9 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
         try:
             with zipfile.ZipFile(path) as archive:
                 members = [m for m in archive.infolist() if not m.is_dir() and _RECORD_NAME.fullmatch(m.filename)]
-                for member in Progress(members, desc=f"reading {PurePosixPath(str(path)).name}", unit=" records",
-                                       enabled=progress):
+                for member in Progress(
+                    members, desc=f"reading {PurePosixPath(str(path)).name}", unit=" records", enabled=progress
+                ):
                     record = PurePosixPath(member.filename).name
                     if record in parsed:
                         raise CorruptCacheError(f"record {record} appears twice in {list(map(str, paths))}")
@@ -183,15 +226,18 @@ def read_physionet_archives(paths: Sequence, *, dtype: torch.dtype = torch.float
                     parsed[record] = parse_psv(text, f"{path}: {member.filename}")
                     count += 1
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, UnicodeDecodeError) as error:
-            raise CorruptCacheError(f"archive {path} cannot be read ({type(error).__name__}: {error}); delete it to "
-                                    "download it again") from error
+            raise CorruptCacheError(
+                f"archive {path} cannot be read ({type(error).__name__}: {error}); delete it to download it again"
+            ) from error
         counts.append(count)
     names = sorted(parsed)
     kept = [n for n in names if parsed[n]["hours"] >= MIN_HOURS]
     excluded = [n for n in names if parsed[n]["hours"] < MIN_HOURS]
     if not kept:
-        raise CorruptCacheError(f"no record of {list(map(str, paths))} has {MIN_HOURS} or more hours in the first "
-                                f"{MAX_HOURS}; these are not the PhysioNet 2019 training sets")
+        raise CorruptCacheError(
+            f"no record of {list(map(str, paths))} has {MIN_HOURS} or more hours in the first "
+            f"{MAX_HOURS}; these are not the PhysioNet 2019 training sets"
+        )
     longest = max(parsed[n]["hours"] for n in kept)
     values = torch.full((len(kept), longest, 34), float("nan"), dtype=dtype)
     for i, n in enumerate(kept):
@@ -216,9 +262,12 @@ def _static(dataset: IrregularDataset) -> torch.Tensor:
 def _standardise_static(train: IrregularDataset, *others: IrregularDataset) -> tuple[IrregularDataset, ...]:
     """Standardise ``static`` with the training split's statistics (observed values, population std)."""
     # channel_statistics works on (N, T, C) values: view the static features as a one-step series
-    as_series = train.replace(times=torch.zeros(len(train), 1, dtype=train.times.dtype),
-                              values=_static(train).unsqueeze(1), lengths=torch.ones(len(train), dtype=torch.long),
-                              static=None)
+    as_series = train.replace(
+        times=torch.zeros(len(train), 1, dtype=train.times.dtype),
+        values=_static(train).unsqueeze(1),
+        lengths=torch.ones(len(train), dtype=torch.long),
+        static=None,
+    )
     mean, std = channel_statistics(as_series)
     out = []
     for ds in (train, *others):
@@ -296,13 +345,20 @@ def load_physionet_sepsis(
         if official:
             for remote, count in zip(remotes, parsed["counts"]):
                 if count != _OFFICIAL_RECORD_COUNTS[remote.filename]:
-                    raise CorruptCacheError(f"{directory / remote.filename} holds {count} records, the official file "
-                                            f"{_OFFICIAL_RECORD_COUNTS[remote.filename]}; delete it (and its "
-                                            ".sha256 manifest) to download it again")
+                    raise CorruptCacheError(
+                        f"{directory / remote.filename} holds {count} records, the official file "
+                        f"{_OFFICIAL_RECORD_COUNTS[remote.filename]}; delete it (and its "
+                        ".sha256 manifest) to download it again"
+                    )
         return parsed
 
-    key = {"name": "physionet2019_sepsis", "format": _FORMAT, "dtype": str(dtype), "max_hours": MAX_HOURS,
-           "zips": [[r.filename, d] for r, d in zip(remotes, digests)]}
+    key = {
+        "name": "physionet2019_sepsis",
+        "format": _FORMAT,
+        "dtype": str(dtype),
+        "max_hours": MAX_HOURS,
+        "zips": [[r.filename, d] for r, d in zip(remotes, digests)],
+    }
     cached = cached_tensors(directory, key, build)
 
     static = cached["static"].clone()  # (N, 5) float64
@@ -319,8 +375,12 @@ def load_physionet_sepsis(
         labels=cached["labels"],
         class_names=list(PHYSIONET_CLASS_NAMES),
         name="PhysioNet2019Sepsis_" + ("OI" if intensity else "noOI"),
-        meta={"time_unit": "hour (ICULOS)", "excluded_records": len(cached["excluded"]),
-              "sources": [r.url for r in remotes], "split_seed": split_seed},
+        meta={
+            "time_unit": "hour (ICULOS)",
+            "excluded_records": len(cached["excluded"]),
+            "sources": [r.url for r in remotes],
+            "split_seed": split_seed,
+        },
         # the observed flags ride along as extra static columns until normalisation is done
         static=torch.cat([static, observed_units.to(torch.float64)], dim=1).to(dtype),
     )
@@ -353,5 +413,12 @@ def load_physionet_sepsis(
     return DatasetSplits(*out)
 
 
-register_task(Task("physionet-sepsis", "PhysioNet 2019 sepsis prediction, first 72 h (AUROC)", "auroc",
-                   load_physionet_sepsis, fixed_options={"normalise": False}))
+register_task(
+    Task(
+        "physionet-sepsis",
+        "PhysioNet 2019 sepsis prediction, first 72 h (AUROC)",
+        "auroc",
+        load_physionet_sepsis,
+        fixed_options={"normalise": False},
+    )
+)

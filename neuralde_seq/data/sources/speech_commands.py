@@ -44,26 +44,27 @@ cached, the archive is not opened again (and may be deleted). Splitting, droppin
 cheap and redone at every load. Memory: the raw representation holds 34,975 x 16000 values per
 tensor, several GB while the splits are built.
 """
+
 from __future__ import annotations
 
 import re
 import tarfile
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from .audio import mfcc, read_wav
+from ...cache import CorruptCacheError, cached_tensors
+from ...terminal import Progress
 from ..base.datasets import DatasetSplits, IrregularDataset, stratified_split
 from ..base.options import LoadOptions, accepts_load_options
 from ..base.registry import Task, register_task
 from ..io.cache_integrity import sha256_file
-from ...cache import CorruptCacheError, cached_tensors
 from ..io.download import RemoteFile, data_dir, fetch
 from ..transforms.sampling import drop_observations
 from ..transforms.standardisation import standardise
-from ...terminal import Progress
+from .audio import mfcc, read_wav
 
 __all__ = [
     "SPEECH_COMMANDS_WORDS",
@@ -114,8 +115,10 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
     clips: dict[tuple[int, str], np.ndarray] = {}
     excluded: list[str] = []
     try:
-        with tarfile.open(path, mode="r|gz") as archive, Progress(desc="reading Speech Commands", unit=" files",
-                                                                    enabled=progress) as bar:
+        with (
+            tarfile.open(path, mode="r|gz") as archive,
+            Progress(desc="reading Speech Commands", unit=" files", enabled=progress) as bar,
+        ):
             for member in archive:
                 bar.update(1)
                 found = _word_member(member.name)
@@ -125,9 +128,11 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
                 if rest == "" and member.isdir():
                     continue
                 if not (member.isfile() and re.fullmatch(r"[^/]+\.wav", rest)):
-                    raise CorruptCacheError(f"archive {path} has an unexpected member {member.name!r} in the "
-                                            f"'{word}' folder; delete the archive if it is not the Speech Commands "
-                                            "v0.02 archive")
+                    raise CorruptCacheError(
+                        f"archive {path} has an unexpected member {member.name!r} in the "
+                        f"'{word}' folder; delete the archive if it is not the Speech Commands "
+                        "v0.02 archive"
+                    )
                 key = (SPEECH_COMMANDS_WORDS.index(word), rest)
                 if key in clips or f"{word}/{rest}" in excluded:
                     raise CorruptCacheError(f"archive {path} holds {word}/{rest} twice; delete it")
@@ -136,22 +141,29 @@ def read_speech_commands_archive(path, *, progress: bool = True) -> dict:
                 try:
                     rate, samples = read_wav(handle.read())
                 except ValueError as error:
-                    raise CorruptCacheError(f"archive {path}: member {member.name!r} is not a readable 16-bit "
-                                            f"PCM WAV file ({error}); delete the archive") from error
+                    raise CorruptCacheError(
+                        f"archive {path}: member {member.name!r} is not a readable 16-bit "
+                        f"PCM WAV file ({error}); delete the archive"
+                    ) from error
                 if rate != SAMPLE_RATE or samples.ndim != 1:
-                    raise CorruptCacheError(f"archive {path}: member {member.name!r} is not mono at {SAMPLE_RATE} Hz "
-                                            f"(rate {rate}, shape {samples.shape}); delete the archive")
+                    raise CorruptCacheError(
+                        f"archive {path}: member {member.name!r} is not mono at {SAMPLE_RATE} Hz "
+                        f"(rate {rate}, shape {samples.shape}); delete the archive"
+                    )
                 if samples.shape[0] != CLIP_SAMPLES:
                     excluded.append(f"{word}/{rest}")  # the protocol keeps one-second clips only
                     continue
                 clips[key] = samples
     except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
-        raise CorruptCacheError(f"archive {path} cannot be read ({type(error).__name__}: {error}); delete it to "
-                                "download it again") from error
+        raise CorruptCacheError(
+            f"archive {path} cannot be read ({type(error).__name__}: {error}); delete it to download it again"
+        ) from error
     if not clips:
-        raise CorruptCacheError(f"archive {path} holds no {CLIP_SAMPLES}-sample clip of the words "
-                                f"{', '.join(SPEECH_COMMANDS_WORDS)}; delete it if it is not the Speech Commands "
-                                "archive")
+        raise CorruptCacheError(
+            f"archive {path} holds no {CLIP_SAMPLES}-sample clip of the words "
+            f"{', '.join(SPEECH_COMMANDS_WORDS)}; delete it if it is not the Speech Commands "
+            "archive"
+        )
     order = sorted(clips)
     audio = torch.from_numpy(np.stack([clips[k] for k in order]))
     return {
@@ -214,7 +226,7 @@ def load_speech_commands(
             ``meta`` records the representation, the time unit, the normalisation statistics, the number of
             clips excluded for not being 16000 samples long, and the source.
     """
-    remote, = _check_options(representation, normalise, remotes)
+    (remote,) = _check_options(representation, normalise, remotes)
     directory = data_dir(cache_dir) / "speech_commands"
     # the archive's content (not its URL) identifies the cache, so a mirror reuses it
     source_key = {"archive": remote.filename, "sha256": remote.sha256, "format": _FORMAT}
@@ -229,8 +241,10 @@ def load_speech_commands(
         path = fetch(remote, directory, offline=offline, progress=progress)
         clips = read_speech_commands_archive(path, progress=progress)
         if remotes is None and len(clips["files"]) != SPEECH_COMMANDS_CLIPS:
-            raise CorruptCacheError(f"{path} holds {len(clips['files'])} one-second clips of the ten words, the "
-                                    f"v0.02 archive {SPEECH_COMMANDS_CLIPS}; delete it to download it again")
+            raise CorruptCacheError(
+                f"{path} holds {len(clips['files'])} one-second clips of the ten words, the "
+                f"v0.02 archive {SPEECH_COMMANDS_CLIPS}; delete it to download it again"
+            )
         return clips
 
     source_key["sha256"] = archive_sha256()
@@ -240,12 +254,13 @@ def load_speech_commands(
         return cached_tensors(directory, audio_key, build_audio)
 
     if representation == "mfcc":
+
         def build_mfcc() -> dict:
             clips = audio_tensors()
             audio = clips["audio"]
             chunks = []
             for start in range(0, audio.shape[0], _MFCC_CHUNK):
-                wave = audio[start:start + _MFCC_CHUNK].to(torch.float64) / 2**15
+                wave = audio[start : start + _MFCC_CHUNK].to(torch.float64) / 2**15
                 chunks.append(mfcc(wave, **MFCC_OPTIONS).to(dtype))
             return {"features": torch.cat(chunks), "labels": clips["labels"], "excluded": len(clips["excluded"])}
 
@@ -267,8 +282,14 @@ def load_speech_commands(
         labels=labels,
         class_names=list(SPEECH_COMMANDS_WORDS),
         name=f"SpeechCommands_{representation}",
-        meta={"representation": representation, "time_unit": time_unit, "sample_rate": SAMPLE_RATE,
-              "excluded_clips": int(excluded), "source": remote.url, "split_seed": split_seed},
+        meta={
+            "representation": representation,
+            "time_unit": time_unit,
+            "sample_rate": SAMPLE_RATE,
+            "excluded_clips": int(excluded),
+            "source": remote.url,
+            "split_seed": split_seed,
+        },
     )
     del values, cached
     if drop_rate:
@@ -280,5 +301,12 @@ def load_speech_commands(
     return DatasetSplits(train, val, test)
 
 
-register_task(Task("speech-commands", "Speech Commands v0.02, 10 words (MFCC or raw audio)", "accuracy",
-                   load_speech_commands, fixed_options={"normalise": False}))
+register_task(
+    Task(
+        "speech-commands",
+        "Speech Commands v0.02, 10 words (MFCC or raw audio)",
+        "accuracy",
+        load_speech_commands,
+        fixed_options={"normalise": False},
+    )
+)

@@ -67,21 +67,21 @@ import difflib
 import os
 import re
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
-from ..formats.arff import decode_archive_text, parse_arff
-from ..formats.text_files import split_lines
+from ...cache import CorruptCacheError, cached_tensors
 from ..base.datasets import DatasetSplits, IrregularDataset, _split
 from ..base.options import LoadOptions, accepts_load_options
 from ..base.registry import Task, register_task
-from ...cache import CorruptCacheError, cached_tensors
+from ..formats.arff import decode_archive_text, parse_arff
+from ..formats.text_files import split_lines
+from ..formats.ts_format import TsData, parse_ts
 from ..io.download import RemoteFile, data_dir, fetch
 from ..transforms.sampling import drop_observations
-from ..formats.ts_format import TsData, parse_ts
 
 __all__ = [
     "ARCHIVE_BASE_URL",
@@ -102,11 +102,36 @@ _PARSER_VERSION = 1  # bump when parsing or the cached layout changes, so old te
 
 # The 30 datasets of the UEA multivariate archive, 2018 release (Bagnall et al., arXiv:1811.00075).
 UEA_MULTIVARIATE_2018 = (
-    "ArticularyWordRecognition", "AtrialFibrillation", "BasicMotions", "CharacterTrajectories", "Cricket",
-    "DuckDuckGeese", "EigenWorms", "Epilepsy", "ERing", "EthanolConcentration", "FaceDetection",
-    "FingerMovements", "HandMovementDirection", "Handwriting", "Heartbeat", "InsectWingbeat", "JapaneseVowels",
-    "Libras", "LSST", "MotorImagery", "NATOPS", "PEMS-SF", "PenDigits", "PhonemeSpectra", "RacketSports",
-    "SelfRegulationSCP1", "SelfRegulationSCP2", "SpokenArabicDigits", "StandWalkJump", "UWaveGestureLibrary",
+    "ArticularyWordRecognition",
+    "AtrialFibrillation",
+    "BasicMotions",
+    "CharacterTrajectories",
+    "Cricket",
+    "DuckDuckGeese",
+    "EigenWorms",
+    "Epilepsy",
+    "ERing",
+    "EthanolConcentration",
+    "FaceDetection",
+    "FingerMovements",
+    "HandMovementDirection",
+    "Handwriting",
+    "Heartbeat",
+    "InsectWingbeat",
+    "JapaneseVowels",
+    "Libras",
+    "LSST",
+    "MotorImagery",
+    "NATOPS",
+    "PEMS-SF",
+    "PenDigits",
+    "PhonemeSpectra",
+    "RacketSports",
+    "SelfRegulationSCP1",
+    "SelfRegulationSCP2",
+    "SpokenArabicDigits",
+    "StandWalkJump",
+    "UWaveGestureLibrary",
 )
 
 # archive file -> the folder its datasets sit in (member paths are <folder>/<Name>/<Name>_TRAIN.<fmt>)
@@ -143,8 +168,9 @@ def _check_name(name) -> None:
         raise ValueError(f"name must be a dataset name such as 'CharacterTrajectories', got {name!r}")
     folded = {known.lower(): known for known in UEA_MULTIVARIATE_2018}
     if name not in UEA_MULTIVARIATE_2018 and name.lower() in folded:
-        raise ValueError(f"unknown dataset {name!r}; the archive spells it {folded[name.lower()]!r} (names are "
-                         "case-sensitive)")
+        raise ValueError(
+            f"unknown dataset {name!r}; the archive spells it {folded[name.lower()]!r} (names are case-sensitive)"
+        )
 
 
 def _find_member(names: list[str], dataset: str, part: str, fmt: str, folder: str | None, archive: Path) -> str:
@@ -163,8 +189,9 @@ def _find_member(names: list[str], dataset: str, part: str, fmt: str, folder: st
     available = sorted({n.rsplit("/", 1)[-1][: -len(suffix)] for n in names if n.endswith(suffix)})
     close = difflib.get_close_matches(dataset, available, n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-    raise ValueError(f"dataset {dataset!r} is not in archive {archive} (no member {wanted}; names are "
-                     f"case-sensitive).{hint}")
+    raise ValueError(
+        f"dataset {dataset!r} is not in archive {archive} (no member {wanted}; names are case-sensitive).{hint}"
+    )
 
 
 def _read_member(bundle: zipfile.ZipFile, member: str, fmt: str, archive: Path) -> TsData:
@@ -172,8 +199,9 @@ def _read_member(bundle: zipfile.ZipFile, member: str, fmt: str, archive: Path) 
     try:
         raw = bundle.read(member)
     except (zipfile.BadZipFile, EOFError, OSError) as error:  # CRC mismatch, truncated archive
-        raise CorruptCacheError(f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to "
-                                "download it again") from error
+        raise CorruptCacheError(
+            f"archive {archive} is corrupt ({type(error).__name__}: {error}); delete it to download it again"
+        ) from error
     lines = split_lines(decode_archive_text(raw, source))  # UTF-8 or a ValueError naming the member and line
     return parse_ts(lines, source=source) if fmt == "ts" else parse_arff(lines, source=source)
 
@@ -192,12 +220,15 @@ def _parse_archive(archive: Path, name: str, fmt: str, folder: str | None) -> di
     try:
         bundle = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as error:
-        raise CorruptCacheError(f"archive {archive} cannot be opened as a zip file ({error}); delete it to "
-                                "download it again") from error
+        raise CorruptCacheError(
+            f"archive {archive} cannot be opened as a zip file ({error}); delete it to download it again"
+        ) from error
     with bundle:
         names = bundle.namelist()
-        parts = {part: _read_member(bundle, _find_member(names, name, part, fmt, folder, archive), fmt, archive)
-                 for part in ("TRAIN", "TEST")}
+        parts = {
+            part: _read_member(bundle, _find_member(names, name, part, fmt, folder, archive), fmt, archive)
+            for part in ("TRAIN", "TEST")
+        }
     train, test = parts["TRAIN"], parts["TEST"]
     for part, data in parts.items():
         if data.labels is None:
@@ -325,12 +356,16 @@ def load_uea(
     else:
         remotes = list(remotes)
         if len(remotes) != 1 or not isinstance(remotes[0], RemoteFile) or not remotes[0].filename.endswith(".zip"):
-            raise ValueError(f"remotes must hold exactly one .zip RemoteFile laid out like the archive, "
-                             f"got {remotes!r}")
+            raise ValueError(
+                f"remotes must hold exactly one .zip RemoteFile laid out like the archive, got {remotes!r}"
+            )
         archive_remote = remotes[0]
     root = data_dir(cache_dir) / "uea"
     key = {
-        "name": name, "loader": "uea", "parser_version": _PARSER_VERSION, "format": fmt,
+        "name": name,
+        "loader": "uea",
+        "parser_version": _PARSER_VERSION,
+        "format": fmt,
         "archive": {"url": archive_remote.url, "filename": archive_remote.filename, "sha256": archive_remote.sha256},
     }
 
@@ -344,16 +379,25 @@ def load_uea(
     if times is None:
         times = torch.arange(values.shape[1], dtype=values.dtype).expand(values.shape[0], -1).clone()
     dataset = IrregularDataset(
-        times=times, values=values, lengths=data["lengths"], labels=data["labels"],
-        class_names=list(data["class_names"]), name=name,
+        times=times,
+        values=values,
+        lengths=data["lengths"],
+        labels=data["labels"],
+        class_names=list(data["class_names"]),
+        name=name,
         meta={
-            "source": "UEA & UCR time series classification archive", "archive": archive_remote.filename,
-            "url": archive_remote.url, "format": fmt,
+            "source": "UEA & UCR time series classification archive",
+            "archive": archive_remote.filename,
+            "url": archive_remote.url,
+            "format": fmt,
             "label_order": "first appearance in TRAIN then TEST (NCDE/CKConv code)",
             "declared_class_labels": list(data["declared_class_labels"]),
             "num_archive_train": int(data["num_archive_train"]),
-            "split_seed": int(split_seed), "drop_rate": float(drop_rate), "drop_seed": int(drop_seed),
-            "stratified": stratified, "drop_repeated": drop_repeated,
+            "split_seed": int(split_seed),
+            "drop_rate": float(drop_rate),
+            "drop_seed": int(drop_seed),
+            "stratified": stratified,
+            "drop_repeated": drop_repeated,
         },
     )
     positions = np.arange(len(dataset))  # each sample's position in TRAIN+TEST
@@ -383,8 +427,10 @@ def _check_published(splits: DatasetSplits, name: str, whole: bool) -> None:
     wrong = {k: (v, expected[k]) for k, v in found.items() if v != expected[k]}
     if wrong:
         details = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
-        raise RuntimeError(f"the {name} data read do not match the published dataset: {details}. The archive "
-                           "may be another version of the data.")
+        raise RuntimeError(
+            f"the {name} data read do not match the published dataset: {details}. The archive "
+            "may be another version of the data."
+        )
 
 
 @accepts_load_options
@@ -441,8 +487,18 @@ def load_eigenworms(
         ChecksumError: a downloaded or cached file's SHA-256 differs from the expected one; see `fetch`.
         CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
-    splits = load_uea("EigenWorms", fmt=fmt, cache_dir=cache_dir, remotes=remotes, offline=offline,
-                      split_seed=split_seed, drop_rate=drop_rate, drop_seed=drop_seed, dtype=dtype, progress=progress)
+    splits = load_uea(
+        "EigenWorms",
+        fmt=fmt,
+        cache_dir=cache_dir,
+        remotes=remotes,
+        offline=offline,
+        split_seed=split_seed,
+        drop_rate=drop_rate,
+        drop_seed=drop_seed,
+        dtype=dtype,
+        progress=progress,
+    )
     _check_published(splits, "EigenWorms", whole=remotes is None)
     return splits
 
@@ -498,16 +554,39 @@ def load_character_trajectories(
         ChecksumError: a downloaded or cached file's SHA-256 differs from the expected one; see `fetch`.
         CorruptCacheError: a cached file is damaged; see `cached_tensors`.
     """
-    splits = load_uea("CharacterTrajectories", fmt=fmt, cache_dir=cache_dir, remotes=remotes, offline=offline,
-                      split_seed=split_seed, drop_rate=drop_rate, drop_seed=drop_seed, dtype=dtype, progress=progress)
+    splits = load_uea(
+        "CharacterTrajectories",
+        fmt=fmt,
+        cache_dir=cache_dir,
+        remotes=remotes,
+        offline=offline,
+        split_seed=split_seed,
+        drop_rate=drop_rate,
+        drop_seed=drop_seed,
+        dtype=dtype,
+        progress=progress,
+    )
     _check_published(splits, "CharacterTrajectories", whole=remotes is None)
     return splits
 
 
 register_task(Task("eigenworms", "UEA EigenWorms: 5 classes, length 17,984", "accuracy", load_eigenworms))
-register_task(Task("character-trajectories", "UEA CharacterTrajectories: 20 characters, 3 channels", "accuracy",
-                   load_character_trajectories))
+register_task(
+    Task(
+        "character-trajectories",
+        "UEA CharacterTrajectories: 20 characters, 3 channels",
+        "accuracy",
+        load_character_trajectories,
+    )
+)
 register_task(Task("uea", "any UEA/UCR archive dataset (option name)", "accuracy", load_uea))
 # The Log-NCDE/SLiCE code draws a new 70/15/15 split from every run's seed (configs walker2024_uea_*.yaml).
-register_task(Task("uea-seeded-split", "any UEA/UCR archive dataset, split drawn from the run's seed (option name)",
-                   "accuracy", load_uea, seed_option="split_seed"))
+register_task(
+    Task(
+        "uea-seeded-split",
+        "any UEA/UCR archive dataset, split drawn from the run's seed (option name)",
+        "accuracy",
+        load_uea,
+        seed_option="split_seed",
+    )
+)

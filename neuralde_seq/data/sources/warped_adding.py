@@ -12,9 +12,17 @@ from ..synthetic.stress import WARPED_ADDING_CLASSES, warped_adding
 __all__ = ["warped_adding_splits"]
 
 
-def warped_adding_splits(*, num_train: int = 1000, num_val: int = 200, num_test: int = 500, num_events: int = 16,
-                         event_duration: int = 4, warp_strength: float = 0.5, data_seed: int = 0,
-                         dtype: torch.dtype = torch.float32) -> DatasetSplits:
+def warped_adding_splits(
+    *,
+    num_train: int = 1000,
+    num_val: int = 200,
+    num_test: int = 500,
+    num_events: int = 16,
+    event_duration: int = 4,
+    warp_strength: float = 0.5,
+    data_seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> DatasetSplits:
     """The ``warped-adding`` task's data (raw, not standardised): `warped_adding` sequences as datasets.
 
     Train, validation and test sets are drawn one after another from one generator seeded with ``data_seed``
@@ -47,16 +55,35 @@ def warped_adding_splits(*, num_train: int = 1000, num_val: int = 200, num_test:
     for part, count in (("train", num_train), ("val", num_val), ("test", num_test)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"num_{part} must be a positive integer, got {count!r}")
-        data = warped_adding(count, num_events, event_duration=event_duration, warp_strength=warp_strength,
-                             generator=generator)
-        parts.append(IrregularDataset(
-            times=data.times.to(dtype), values=data.values.to(dtype),
-            lengths=torch.full((count,), data.times.shape[1], dtype=torch.long), labels=data.targets,
-            class_names=list(WARPED_ADDING_CLASSES), name=f"warped-adding {part}",
-            meta={"raw_channels": [1], "num_events": num_events, "event_duration": event_duration,
-                  "warp_strength": float(warp_strength), "data_seed": data_seed}))
+        data = warped_adding(
+            count, num_events, event_duration=event_duration, warp_strength=warp_strength, generator=generator
+        )
+        parts.append(
+            IrregularDataset(
+                times=data.times.to(dtype),
+                values=data.values.to(dtype),
+                lengths=torch.full((count,), data.times.shape[1], dtype=torch.long),
+                labels=data.targets,
+                class_names=list(WARPED_ADDING_CLASSES),
+                name=f"warped-adding {part}",
+                meta={
+                    "raw_channels": [1],
+                    "num_events": num_events,
+                    "event_duration": event_duration,
+                    "warp_strength": float(warp_strength),
+                    "data_seed": data_seed,
+                },
+            )
+        )
     return DatasetSplits(*parts)
 
 
-register_task(Task("warped-adding", "synthetic: is the sum of two marked values > 1, events on a per-sample warped clock",
-                   "accuracy", warped_adding_splits, load_dtype=torch.float64))
+register_task(
+    Task(
+        "warped-adding",
+        "synthetic: is the sum of two marked values > 1, events on a per-sample warped clock",
+        "accuracy",
+        warped_adding_splits,
+        load_dtype=torch.float64,
+    )
+)

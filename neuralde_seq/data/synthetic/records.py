@@ -72,6 +72,7 @@ Knobs (`RecordsSpec`), with what each one models:
 Randomness comes from a ``numpy.random.Generator``: pass ``seed`` (a fresh generator seeded with it) or ``generator``
 (drawn from, and advanced, in place), not both; with neither, a generator seeded from the operating system.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,8 +84,15 @@ import torch
 
 from ..base.datasets import IrregularDataset
 
-__all__ = ["RecordsSpec", "SimulatedRecords", "simulate_records", "RECORDS_CHANNELS", "RECORDS_CLASSES",
-           "RECORDS_SIGNAL_CHANNELS", "RECORDS_PARTS"]
+__all__ = [
+    "RecordsSpec",
+    "SimulatedRecords",
+    "simulate_records",
+    "RECORDS_CHANNELS",
+    "RECORDS_CLASSES",
+    "RECORDS_SIGNAL_CHANNELS",
+    "RECORDS_PARTS",
+]
 
 
 class RecordsChannel(NamedTuple):
@@ -126,11 +134,21 @@ _INDEX = {channel.name: c for c, channel in enumerate(RECORDS_CHANNELS)}
 _MINUTE = 1.0 / 60.0
 
 
-def _real(name: str, value, low: float | None = None, high: float | None = None, *, open_low: bool = False,
-          open_high: bool = False) -> float:
+def _real(
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
     """``value`` as a finite float within the bounds, else ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
-            not math.isfinite(float(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(value))
+    ):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     value = float(value)
     too_low = low is not None and (value <= low if open_low else value < low)
@@ -256,8 +274,11 @@ class SimulatedRecords(NamedTuple):
             channels += [names[c] for c in column]
             values += block[stay, column].tolist()
         frame = pd.DataFrame({"id": ids, "time": times, "channel": channels, "value": values})
-        outcome = pd.Series([data.class_names[int(k)] for k in data.labels], index=[f"stay{i}" for i in
-                                                                                     range(len(data))], name="outcome")
+        outcome = pd.Series(
+            [data.class_names[int(k)] for k in data.labels],
+            index=[f"stay{i}" for i in range(len(data))],
+            name="outcome",
+        )
         return frame, outcome
 
 
@@ -273,8 +294,9 @@ def _numpy_generator(seed: int | None, generator: np.random.Generator | None) ->
     return np.random.default_rng(seed)
 
 
-def _measurement_times(rng: np.random.Generator, gap_hours: tuple[float, float], intensity: float,
-                       stay_hours: float) -> np.ndarray:
+def _measurement_times(
+    rng: np.random.Generator, gap_hours: tuple[float, float], intensity: float, stay_hours: float
+) -> np.ndarray:
     """Sorted distinct measurement times (to the minute) of one channel in one stay: a renewal process with gaps
     U(gap_hours) / intensity, the first measurement uniform within the first gap cut at the stay's end."""
     low, high = gap_hours
@@ -286,9 +308,15 @@ def _measurement_times(rng: np.random.Generator, gap_hours: tuple[float, float],
     return np.unique(times)
 
 
-def simulate_records(num_stays: int, spec: RecordsSpec | None = None, *, seed: int | None = None,
-                     generator: np.random.Generator | None = None, dtype: torch.dtype = torch.float32,
-                     name: str = "icu-records") -> SimulatedRecords:
+def simulate_records(
+    num_stays: int,
+    spec: RecordsSpec | None = None,
+    *,
+    seed: int | None = None,
+    generator: np.random.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    name: str = "icu-records",
+) -> SimulatedRecords:
     """Simulate ``num_stays`` ICU-like stays with the knobs of ``spec`` (module docstring).
 
     Arguments:
@@ -321,19 +349,23 @@ def simulate_records(num_stays: int, spec: RecordsSpec | None = None, *, seed: i
     level = shared + math.sqrt(1.0 - rho) * rng.standard_normal((n, channels))
     trend = shared + math.sqrt(1.0 - rho) * rng.standard_normal((n, channels))
     log_rate = spec.informative_sampling * severity + spec.sampling_spread * rng.standard_normal(n)
-    can_miss = np.array([spec.missing_signal_channels or c.name not in RECORDS_SIGNAL_CHANNELS
-                         for c in RECORDS_CHANNELS])
+    can_miss = np.array(
+        [spec.missing_signal_channels or c.name not in RECORDS_SIGNAL_CHANNELS for c in RECORDS_CHANNELS]
+    )
     missing = (rng.uniform(size=(n, channels)) < spec.channel_missing) & can_miss
     missing[missing.all(axis=1), _INDEX["heart_rate"]] = False
 
     # ---- the outcome
     rate_sd = math.hypot(spec.informative_sampling, spec.sampling_spread)
-    parts = np.stack([
-        level[:, _INDEX["heart_rate"]],
-        trend[:, _INDEX["systolic_bp"]],
-        (level[:, _INDEX["resp_rate"]] * level[:, _INDEX["lactate"]] - rho) / math.sqrt(1.0 + rho ** 2),
-        log_rate / rate_sd if rate_sd > 0 else np.zeros(n),
-    ], axis=1)
+    parts = np.stack(
+        [
+            level[:, _INDEX["heart_rate"]],
+            trend[:, _INDEX["systolic_bp"]],
+            (level[:, _INDEX["resp_rate"]] * level[:, _INDEX["lactate"]] - rho) / math.sqrt(1.0 + rho**2),
+            log_rate / rate_sd if rate_sd > 0 else np.zeros(n),
+        ],
+        axis=1,
+    )
     risk = spec.risk_offset + parts @ spec.weights
     probability = 1.0 / (1.0 + np.exp(-spec.sharpness * risk))
     labels = (rng.uniform(size=n) < probability).astype(np.int64)
@@ -342,9 +374,10 @@ def simulate_records(num_stays: int, spec: RecordsSpec | None = None, *, seed: i
     series, grids = [], []
     for i in range(n):
         intensity = math.exp(log_rate[i])
-        per_channel = [None if missing[i, c] else
-                       _measurement_times(rng, channel.gap_hours, intensity, hours)
-                       for c, channel in enumerate(RECORDS_CHANNELS)]
+        per_channel = [
+            None if missing[i, c] else _measurement_times(rng, channel.gap_hours, intensity, hours)
+            for c, channel in enumerate(RECORDS_CHANNELS)
+        ]
         grid = np.unique(np.concatenate([t for t in per_channel if t is not None]))
         values = np.full((channels, grid.size), np.nan)
         for c, (channel, times) in enumerate(zip(RECORDS_CHANNELS, per_channel)):
@@ -357,8 +390,12 @@ def simulate_records(num_stays: int, spec: RecordsSpec | None = None, *, seed: i
             values[c, np.searchsorted(grid, times)] = measured
         series.append(values)
         grids.append(grid)
-    dataset = IrregularDataset.from_sequences(series, labels.tolist(), RECORDS_CLASSES, grids, dtype=dtype,
-                                              name=name)
-    dataset.meta.update({"channels": [c.name for c in RECORDS_CHANNELS],
-                         "units": [c.unit for c in RECORDS_CHANNELS], "spec": dataclasses.asdict(spec)})
+    dataset = IrregularDataset.from_sequences(series, labels.tolist(), RECORDS_CLASSES, grids, dtype=dtype, name=name)
+    dataset.meta.update(
+        {
+            "channels": [c.name for c in RECORDS_CHANNELS],
+            "units": [c.unit for c in RECORDS_CHANNELS],
+            "spec": dataclasses.asdict(spec),
+        }
+    )
     return SimulatedRecords(dataset, severity, risk, parts, missing)

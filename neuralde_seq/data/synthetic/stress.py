@@ -40,14 +40,22 @@ Warped adding (`warped_adding`; the benchmark task ``warped-adding`` of `neurald
 problem with events whose durations are time-warped per sample, as a classification task. Definition and the
 reasoning behind it in the function's docstring.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import torch
 
-__all__ = ["SyntheticSequences", "copy_memory", "adding_problem", "warped_adding", "ADDING_TRIVIAL_MSE",
-           "ADDING_MARKERS", "WARPED_ADDING_CLASSES"]
+__all__ = [
+    "SyntheticSequences",
+    "copy_memory",
+    "adding_problem",
+    "warped_adding",
+    "ADDING_TRIVIAL_MSE",
+    "ADDING_MARKERS",
+    "WARPED_ADDING_CLASSES",
+]
 
 ADDING_TRIVIAL_MSE = 1.0 / 6.0
 """Expected mean squared error of always predicting 1 on the adding problem (variance of U[0,1) + U[0,1))."""
@@ -95,8 +103,9 @@ def _generator(seed: int | None, generator: torch.Generator | None) -> torch.Gen
         if not isinstance(generator, torch.Generator):
             raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         if generator.device.type != "cpu":
-            raise ValueError(f"generator must be a CPU generator (the data are drawn on the CPU), "
-                             f"got {generator.device}")
+            raise ValueError(
+                f"generator must be a CPU generator (the data are drawn on the CPU), got {generator.device}"
+            )
         return generator
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -109,8 +118,15 @@ def _grid_times(num_samples: int, length: int) -> torch.Tensor:
     return torch.arange(length, dtype=torch.float32).expand(num_samples, length).contiguous()
 
 
-def copy_memory(num_samples: int, length: int, *, memory: int = 10, num_symbols: int = 8, seed: int | None = None,
-                generator: torch.Generator | None = None) -> SyntheticSequences:
+def copy_memory(
+    num_samples: int,
+    length: int,
+    *,
+    memory: int = 10,
+    num_symbols: int = 8,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> SyntheticSequences:
     """The copy-memory task: N sequences of T + 2·memory digits (layout in the module docstring).
 
     Arguments:
@@ -134,15 +150,28 @@ def copy_memory(num_samples: int, length: int, *, memory: int = 10, num_symbols:
     _check_count("num_symbols", num_symbols, 1)
     gen = _generator(seed, generator)
     symbols = torch.randint(1, num_symbols + 1, (num_samples, memory), generator=gen)
-    digits = torch.cat([symbols, torch.zeros(num_samples, length - 1, dtype=torch.long),
-                        torch.full((num_samples, memory + 1), num_symbols + 1, dtype=torch.long)], dim=1)
+    digits = torch.cat(
+        [
+            symbols,
+            torch.zeros(num_samples, length - 1, dtype=torch.long),
+            torch.full((num_samples, memory + 1), num_symbols + 1, dtype=torch.long),
+        ],
+        dim=1,
+    )
     targets = torch.cat([torch.zeros(num_samples, length + memory, dtype=torch.long), symbols], dim=1)
-    return SyntheticSequences(_grid_times(num_samples, digits.shape[1]), digits.to(torch.float32).unsqueeze(-1),
-                              targets)
+    return SyntheticSequences(
+        _grid_times(num_samples, digits.shape[1]), digits.to(torch.float32).unsqueeze(-1), targets
+    )
 
 
-def adding_problem(num_samples: int, length: int, *, markers: str = "halves", seed: int | None = None,
-                   generator: torch.Generator | None = None) -> SyntheticSequences:
+def adding_problem(
+    num_samples: int,
+    length: int,
+    *,
+    markers: str = "halves",
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> SyntheticSequences:
     """The adding problem: N sequences of length T with a value and a marker channel (module docstring).
 
     Arguments:
@@ -181,9 +210,16 @@ def adding_problem(num_samples: int, length: int, *, markers: str = "halves", se
     return SyntheticSequences(_grid_times(num_samples, length), torch.stack([numbers, marks], dim=-1), targets)
 
 
-def warped_adding(num_samples: int, num_events: int = 16, *, event_duration: int = 4, warp_strength: float = 0.5,
-                  modes: int = 3, seed: int | None = None,
-                  generator: torch.Generator | None = None) -> SyntheticSequences:
+def warped_adding(
+    num_samples: int,
+    num_events: int = 16,
+    *,
+    event_duration: int = 4,
+    warp_strength: float = 0.5,
+    modes: int = 3,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> SyntheticSequences:
     """The adding problem on a warped clock, as a classification task (the ``warped-adding`` benchmark task).
 
     **Definition.** A sample is a sequence of K = ``num_events`` events. Event k holds a value v_k ~ U[0, 1)
@@ -245,12 +281,13 @@ def warped_adding(num_samples: int, num_events: int = 16, *, event_duration: int
     _check_count("num_events", num_events, 2)
     _check_count("event_duration", event_duration, 1)
     _check_count("modes", modes, 1)
-    if isinstance(warp_strength, bool) or not isinstance(warp_strength, (int, float)) or \
-            not 0 <= warp_strength < 1:
+    if isinstance(warp_strength, bool) or not isinstance(warp_strength, (int, float)) or not 0 <= warp_strength < 1:
         raise ValueError(f"warp_strength must be a number in [0, 1), got {warp_strength!r}")
     if event_duration * (1 - warp_strength) < 1:
-        raise ValueError(f"event_duration · (1 − warp_strength) must be at least 1 so that every event covers a grid "
-                         f"point, got {event_duration} · (1 − {warp_strength}) = {event_duration * (1 - warp_strength)}")
+        raise ValueError(
+            f"event_duration · (1 − warp_strength) must be at least 1 so that every event covers a grid "
+            f"point, got {event_duration} · (1 − {warp_strength}) = {event_duration * (1 - warp_strength)}"
+        )
     gen = _generator(seed, generator)
     grid = num_events * event_duration
     coefficients = smooth_coefficients(num_samples, float(warp_strength), modes, gen)

@@ -29,6 +29,7 @@ deterministic function of the current (true) state,
 so the system is observed often when it moves fast (|y| large) and rarely when it is slow. The task:
 from the observations up to t_n predict the next state s_{n+1} (at the known next time) and the gap τ_n.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +40,22 @@ import torch
 
 from ...observations import Observations
 
-__all__ = ["SYSTEMS", "damped_pendulum", "lotka_volterra", "van_der_pol", "pendulum_energy",
-           "lotka_volterra_invariant", "integrate", "sample_times", "TrajectoryTask", "trajectory_task",
-           "semi_markov_gap", "SemiMarkovTask", "semi_markov_task", "TASK_MODES"]
+__all__ = [
+    "SYSTEMS",
+    "damped_pendulum",
+    "lotka_volterra",
+    "van_der_pol",
+    "pendulum_energy",
+    "lotka_volterra_invariant",
+    "integrate",
+    "sample_times",
+    "TrajectoryTask",
+    "trajectory_task",
+    "semi_markov_gap",
+    "SemiMarkovTask",
+    "semi_markov_task",
+    "TASK_MODES",
+]
 
 TASK_MODES = ("interpolation", "extrapolation")
 
@@ -49,23 +63,25 @@ TASK_MODES = ("interpolation", "extrapolation")
 def damped_pendulum(state: np.ndarray, frequency: float = 2.0, damping: float = 0.2) -> np.ndarray:
     """d(θ, ω)/dt for states (..., 2)."""
     theta, omega = state[..., 0], state[..., 1]
-    return np.stack([omega, -frequency ** 2 * np.sin(theta) - damping * omega], axis=-1)
+    return np.stack([omega, -(frequency**2) * np.sin(theta) - damping * omega], axis=-1)
 
 
 def pendulum_energy(state: np.ndarray, frequency: float = 2.0) -> np.ndarray:
     """E = ½ω² + Ω²(1 − cos θ) for states (..., 2)."""
-    return 0.5 * state[..., 1] ** 2 + frequency ** 2 * (1 - np.cos(state[..., 0]))
+    return 0.5 * state[..., 1] ** 2 + frequency**2 * (1 - np.cos(state[..., 0]))
 
 
-def lotka_volterra(state: np.ndarray, alpha: float = 2 / 3, beta: float = 4 / 3, delta: float = 1.0,
-                   gamma: float = 1.0) -> np.ndarray:
+def lotka_volterra(
+    state: np.ndarray, alpha: float = 2 / 3, beta: float = 4 / 3, delta: float = 1.0, gamma: float = 1.0
+) -> np.ndarray:
     """d(x, y)/dt for states (..., 2)."""
     x, y = state[..., 0], state[..., 1]
     return np.stack([alpha * x - beta * x * y, delta * x * y - gamma * y], axis=-1)
 
 
-def lotka_volterra_invariant(state: np.ndarray, alpha: float = 2 / 3, beta: float = 4 / 3, delta: float = 1.0,
-                             gamma: float = 1.0) -> np.ndarray:
+def lotka_volterra_invariant(
+    state: np.ndarray, alpha: float = 2 / 3, beta: float = 4 / 3, delta: float = 1.0, gamma: float = 1.0
+) -> np.ndarray:
     """V = δx − γ ln x + βy − α ln y, conserved along every trajectory."""
     x, y = state[..., 0], state[..., 1]
     return delta * x - gamma * np.log(x) + beta * y - alpha * np.log(y)
@@ -155,16 +171,31 @@ class TrajectoryTask:
     system: str
     mode: str
 
-    def __getitem__(self, index) -> "TrajectoryTask":
-        return TrajectoryTask(self.inputs[index], self.target[index], self.clean[index], self.query[index],
-                              self.initial[index], self.system, self.mode)
+    def __getitem__(self, index) -> TrajectoryTask:
+        return TrajectoryTask(
+            self.inputs[index],
+            self.target[index],
+            self.clean[index],
+            self.query[index],
+            self.initial[index],
+            self.system,
+            self.mode,
+        )
 
     def __len__(self) -> int:
         return self.clean.shape[0]
 
 
-def trajectory_task(system: str, mode: str, n: int, points: int = 30, horizon: float = 10.0,
-                    noise_std: float = 0.05, observed_fraction: float = 0.5, seed: int = 0) -> TrajectoryTask:
+def trajectory_task(
+    system: str,
+    mode: str,
+    n: int,
+    points: int = 30,
+    horizon: float = 10.0,
+    noise_std: float = 0.05,
+    observed_fraction: float = 0.5,
+    seed: int = 0,
+) -> TrajectoryTask:
     """Noisy irregular trajectories of ``system`` for ``mode``; see the module docstring.
 
     Arguments:
@@ -214,9 +245,15 @@ def trajectory_task(system: str, mode: str, n: int, points: int = 30, horizon: f
     as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
     t = as_tensor(times)
     hidden_values = np.where(observed[..., None], noisy, np.nan)
-    return TrajectoryTask(Observations.from_tensors(t, as_tensor(hidden_values)),
-                          Observations.from_tensors(t, as_tensor(noisy)), as_tensor(clean),
-                          torch.as_tensor(~observed), as_tensor(initial), system, mode)
+    return TrajectoryTask(
+        Observations.from_tensors(t, as_tensor(hidden_values)),
+        Observations.from_tensors(t, as_tensor(noisy)),
+        as_tensor(clean),
+        torch.as_tensor(~observed),
+        as_tensor(initial),
+        system,
+        mode,
+    )
 
 
 def semi_markov_gap(state: np.ndarray, gap_min: float = 0.1, gap_max: float = 0.6) -> np.ndarray:
@@ -239,15 +276,22 @@ class SemiMarkovTask:
     clean: torch.Tensor
     gaps: torch.Tensor
 
-    def __getitem__(self, index) -> "SemiMarkovTask":
+    def __getitem__(self, index) -> SemiMarkovTask:
         return SemiMarkovTask(self.inputs[index], self.clean[index], self.gaps[index])
 
     def __len__(self) -> int:
         return self.clean.shape[0]
 
 
-def semi_markov_task(n: int, points: int = 30, noise_std: float = 0.05, gap_min: float = 0.1,
-                     gap_max: float = 0.6, seed: int = 0, max_step: float = 1e-2) -> SemiMarkovTask:
+def semi_markov_task(
+    n: int,
+    points: int = 30,
+    noise_std: float = 0.05,
+    gap_min: float = 0.1,
+    gap_max: float = 0.6,
+    seed: int = 0,
+    max_step: float = 1e-2,
+) -> SemiMarkovTask:
     """``points`` observations per sample of the Van der Pol oscillator, each gap τ(s_n) set by the true state.
 
     Arguments:
@@ -280,5 +324,8 @@ def semi_markov_task(n: int, points: int = 30, noise_std: float = 0.05, gap_min:
     clean = np.stack(states, 1)
     noisy = clean + noise_std * rng.standard_normal(clean.shape)
     as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
-    return SemiMarkovTask(Observations.from_tensors(as_tensor(np.stack(times, 1)), as_tensor(noisy)),
-                          as_tensor(clean), as_tensor(np.stack(gaps, 1)))
+    return SemiMarkovTask(
+        Observations.from_tensors(as_tensor(np.stack(times, 1)), as_tensor(noisy)),
+        as_tensor(clean),
+        as_tensor(np.stack(gaps, 1)),
+    )

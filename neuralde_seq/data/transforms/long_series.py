@@ -43,14 +43,17 @@ def concatenated(dataset: IrregularDataset, length: int, *, seed: int = 0) -> Ir
     if not isinstance(dataset, IrregularDataset):
         raise ValueError(f"dataset must be an IrregularDataset, got {type(dataset).__name__}")
     if dataset.labels is None:
-        raise ValueError("dataset must have class labels (labels is None): the appended series are drawn from "
-                         "each series' own class")
+        raise ValueError(
+            "dataset must have class labels (labels is None): the appended series are drawn from each series' own class"
+        )
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
         raise ValueError(f"length must be an integer, got {length!r}")
     longest = int(dataset.lengths.max())
     if length < longest:
-        raise ValueError(f"length ({length}) must be at least the longest series' length ({longest}): "
-                         "concatenated lengthens series and never cuts one of the dataset's whole series")
+        raise ValueError(
+            f"length ({length}) must be at least the longest series' length ({longest}): "
+            "concatenated lengthens series and never cuts one of the dataset's whole series"
+        )
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     length = int(length)
@@ -72,12 +75,15 @@ def concatenated(dataset: IrregularDataset, length: int, *, seed: int = 0) -> Ir
             take = min(int(lengths[piece]), length - filled)
             t = times[piece, :take]
             # each piece keeps its own spacing; it starts one median step after the previous piece's end
-            out_times[i, filled:filled + take] = t if end is None else t - t[0] + end + gap
-            out_values[i, filled:filled + take] = values[piece, :take]
+            out_times[i, filled : filled + take] = t if end is None else t - t[0] + end + gap
+            out_values[i, filled : filled + take] = values[piece, :take]
             filled += take
             end = out_times[i, filled - 1]
     meta = dict(dataset.meta)
     meta["transforms"] = list(meta.get("transforms", [])) + [{"concatenated": {"length": length, "seed": int(seed)}}]
-    return dataset.replace(times=torch.as_tensor(out_times, dtype=dataset.times.dtype, device=dataset.times.device),
-                           values=torch.as_tensor(out_values, device=dataset.values.device),
-                           lengths=torch.full_like(dataset.lengths, length), meta=meta)
+    return dataset.replace(
+        times=torch.as_tensor(out_times, dtype=dataset.times.dtype, device=dataset.times.device),
+        values=torch.as_tensor(out_values, device=dataset.values.device),
+        lengths=torch.full_like(dataset.lengths, length),
+        meta=meta,
+    )

@@ -10,8 +10,15 @@ import torch
 
 from ..base.datasets import IrregularDataset
 
-__all__ = ["drop_observations", "num_dropped", "random_crop_and_drop", "subsample", "check_augmentation", "fill_gaps",
-           "median_step"]
+__all__ = [
+    "drop_observations",
+    "num_dropped",
+    "random_crop_and_drop",
+    "subsample",
+    "check_augmentation",
+    "fill_gaps",
+    "median_step",
+]
 
 
 def num_dropped(rate: float, length: int, observed: int | None = None) -> int:
@@ -76,8 +83,9 @@ def drop_observations(dataset: IrregularDataset, rate: float, seed: int) -> Irre
     return dataset.replace(values=values, meta=meta)
 
 
-def random_crop_and_drop(dataset: IrregularDataset, drop_rate: float = 0.0, crop: float = 1.0, *,
-                         generator: torch.Generator | None = None) -> IrregularDataset:
+def random_crop_and_drop(
+    dataset: IrregularDataset, drop_rate: float = 0.0, crop: float = 1.0, *, generator: torch.Generator | None = None
+) -> IrregularDataset:
     """Training-time augmentation of irregular series: a random contiguous crop, then random drops.
 
     Per sample, over its observed time points (those with at least one non-NaN channel, within its length),
@@ -142,8 +150,11 @@ def check_augmentation(drop_rate, crop) -> tuple[float, float]:
         ValueError: naming the argument that is out of range or not a number.
     """
     for name, value in (("drop_rate", drop_rate), ("crop", crop)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(float(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.floating, np.integer))
+            or not math.isfinite(float(value))
+        ):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
     if not 0.0 <= float(drop_rate) < 1.0:
         raise ValueError(f"drop_rate must lie in [0, 1), got {drop_rate}")
@@ -181,12 +192,14 @@ def subsample(dataset: IrregularDataset, factor: int) -> IrregularDataset:
     lengths = (dataset.lengths + factor - 1) // factor
     meta = dict(dataset.meta)
     meta["transforms"] = list(meta.get("transforms", [])) + [{"subsample": {"factor": factor}}]
-    return dataset.replace(times=dataset.times[:, ::factor].clone(), values=dataset.values[:, ::factor].clone(),
-                           lengths=lengths, meta=meta)
+    return dataset.replace(
+        times=dataset.times[:, ::factor].clone(), values=dataset.values[:, ::factor].clone(), lengths=lengths, meta=meta
+    )
 
 
-def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, step: float,
-              max_substeps: int = 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def fill_gaps(
+    times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, step: float, max_substeps: int = 16
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Observations with unobserved time points added inside their gaps, so that a path parametrised by observation
     index steps about ``step`` in time per knot.
 
@@ -225,8 +238,9 @@ def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, 
     gaps = t[:, 1:] - t[:, :-1]  # (B, T - 1); gap i lies inside sample b when i < L_b - 1
     inside = torch.arange(longest - 1, device=t.device)[None, :] < (lengths[:, None] - 1)
     # a relative tolerance: gaps that are whole multiples of step in floating point are not cut once more
-    pieces = torch.where(inside, torch.ceil(gaps / step * (1 - 1e-9)).clamp(min=1, max=max_substeps),
-                         torch.zeros_like(gaps)).long()
+    pieces = torch.where(
+        inside, torch.ceil(gaps / step * (1 - 1e-9)).clamp(min=1, max=max_substeps), torch.zeros_like(gaps)
+    ).long()
     ends = torch.cumsum(pieces, dim=1)  # new index of observation i + 1
     new_lengths = (ends[:, -1] if longest > 1 else torch.zeros_like(lengths)) + 1
     width = int(new_lengths.max())
@@ -240,8 +254,9 @@ def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, 
     safe = gap.clamp(max=max(longest - 2, 0))
     gap_width = torch.gather(gaps, 1, safe) if longest > 1 else torch.zeros_like(t[:, :1]).expand(batch, width)
     gap_pieces = torch.gather(pieces, 1, safe).clamp(min=1) if longest > 1 else torch.ones_like(gap)
-    filled_t = torch.gather(t, 1, gap) + torch.where(in_gap, offset * (gap_width / gap_pieces),
-                                                     torch.zeros_like(gap_width))
+    filled_t = torch.gather(t, 1, gap) + torch.where(
+        in_gap, offset * (gap_width / gap_pieces), torch.zeros_like(gap_width)
+    )
     within = position < new_lengths[:, None]
     # padding continues each sample's times with its last step (1 for a sample of one point)
     last = torch.gather(filled_t, 1, (new_lengths - 1)[:, None])
@@ -249,16 +264,17 @@ def fill_gaps(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, 
     last_step = torch.where(new_lengths[:, None] > 1, last - before, torch.ones_like(last))
     out_t = torch.where(within, filled_t, last + last_step * (position - new_lengths[:, None] + 1))
     observed = within & (offset == 0)
-    out_v = torch.full((batch, width) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype,
-                       device=values.device)
-    source = torch.gather(values, 1, gap.view(batch, width, *([1] * (values.dim() - 2))).expand(
-        batch, width, *values.shape[2:]))
+    out_v = torch.full((batch, width) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype, device=values.device)
+    source = torch.gather(
+        values, 1, gap.view(batch, width, *([1] * (values.dim() - 2))).expand(batch, width, *values.shape[2:])
+    )
     out_v[observed] = source[observed]
     return out_t.to(times.dtype), out_v, new_lengths.to(lengths.dtype)
 
 
-def fill_gaps_reference(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, step: float,
-                        max_substeps: int = 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def fill_gaps_reference(
+    times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, step: float, max_substeps: int = 16
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`fill_gaps` written sample by sample: the plain reference its batched form is tested against (same
     arguments and result; ``step`` and ``max_substeps`` unchecked)."""
     rows_t, rows_v = [], []
@@ -272,21 +288,24 @@ def fill_gaps_reference(times: torch.Tensor, values: torch.Tensor, lengths: torc
         offset = torch.arange(int(pieces.sum()), device=t.device) - first
         filled_t = torch.cat([start + offset * torch.repeat_interleave(gaps / pieces, pieces), t[-1:]])
         observed = torch.cat([offset == 0, torch.ones(1, dtype=torch.bool, device=t.device)])
-        filled_v = torch.full((filled_t.shape[0],) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype,
-                              device=values.device)
+        filled_v = torch.full(
+            (filled_t.shape[0],) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype, device=values.device
+        )
         filled_v[observed] = values[b, :n]
         rows_t.append(filled_t)
         rows_v.append(filled_v)
     new_lengths = torch.tensor([r.shape[0] for r in rows_t], dtype=torch.long, device=lengths.device)
     width = int(new_lengths.max())
     out_t = torch.empty(len(rows_t), width, dtype=torch.float64, device=times.device)
-    out_v = torch.full((len(rows_v), width) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype,
-                       device=values.device)
+    out_v = torch.full(
+        (len(rows_v), width) + tuple(values.shape[2:]), float("nan"), dtype=values.dtype, device=values.device
+    )
     for b, (t, v) in enumerate(zip(rows_t, rows_v)):
         last_step = float(t[-1] - t[-2]) if t.shape[0] > 1 else 1.0
         out_t[b, : t.shape[0]] = t
-        out_t[b, t.shape[0]:] = t[-1] + last_step * torch.arange(1, width - t.shape[0] + 1, dtype=torch.float64,
-                                                                 device=t.device)
+        out_t[b, t.shape[0] :] = t[-1] + last_step * torch.arange(
+            1, width - t.shape[0] + 1, dtype=torch.float64, device=t.device
+        )
         out_v[b, : v.shape[0]] = v
     return out_t.to(times.dtype), out_v, new_lengths
 

@@ -73,8 +73,9 @@ def standardise(train: IrregularDataset, *others: IrregularDataset) -> tuple[Irr
     return tuple(out)
 
 
-def standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
-                 dtype: torch.dtype | None = None) -> torch.Tensor:
+def standardised(
+    values: torch.Tensor, mean: np.ndarray, scale: np.ndarray, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """(N, T, C) values minus ``mean`` (C,) over ``scale`` (C,), computed in float64 (as
     `standardise`), in ``dtype`` (default the values' dtype); NaN stays NaN.
 
@@ -99,5 +100,6 @@ def standardised(values: torch.Tensor, mean: np.ndarray, scale: np.ndarray,
             f"{float(result[b, t, c]):.3g} standard deviations from the channel's training mean "
             f"(channel_mean_[{c}] = {float(m[c]):.6g}, channel_scale_[{c}] = {float(s[c]):.6g}), beyond the finite "
             f"range |x| <= {limit:.3g} that the models handle in {dtype} (neuralde_seq.observations.magnitude_limit) "
-            "after standardisation: check X for an entry in other units, or use dtype='float64'")
+            "after standardisation: check X for an entry in other units, or use dtype='float64'"
+        )
     return result.to(dtype)

@@ -48,18 +48,28 @@ build it from ``times``).
 warped last time with the warped last step (a one-point sample keeps its padding's offsets from its first time);
 the padded values stay NaN.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
 from ..base.datasets import IrregularDataset
 
-__all__ = ["TimeWarp", "WARP_KINDS", "time_warp", "warp_times", "warp_parameters", "smooth_coefficients",
-           "smooth_warp", "piecewise_warp"]
+__all__ = [
+    "TimeWarp",
+    "WARP_KINDS",
+    "time_warp",
+    "warp_times",
+    "warp_parameters",
+    "smooth_coefficients",
+    "smooth_warp",
+    "piecewise_warp",
+]
 
 WARP_KINDS = ("uniform", "smooth", "piecewise")
 _KEYS = {
@@ -68,8 +78,10 @@ _KEYS = {
     "piecewise": ("kind", "pieces", "max_slope", "seed", "per_sample", "factor"),
 }
 _REQUIRED = {"uniform": ("factor",), "smooth": ("strength", "seed"), "piecewise": ("pieces", "seed")}
-_DEFAULTS = {"smooth": {"modes": 3, "per_sample": True, "factor": 1.0},
-             "piecewise": {"max_slope": 2.0, "per_sample": True, "factor": 1.0}}
+_DEFAULTS = {
+    "smooth": {"modes": 3, "per_sample": True, "factor": 1.0},
+    "piecewise": {"max_slope": 2.0, "per_sample": True, "factor": 1.0},
+}
 
 
 def _is_number(value: Any) -> bool:
@@ -122,7 +134,7 @@ class TimeWarp:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def from_dict(cls, spec: TimeWarp | Mapping, where: str = "time_warp") -> "TimeWarp":
+    def from_dict(cls, spec: TimeWarp | Mapping, where: str = "time_warp") -> TimeWarp:
         """A warp from a mapping such as ``{"kind": "smooth", "strength": 0.5, "seed": 0}``.
 
         Arguments:
@@ -140,15 +152,19 @@ class TimeWarp:
         if isinstance(spec, TimeWarp):
             return spec
         if not isinstance(spec, Mapping):
-            raise ValueError(f"{where} must be a mapping with a kind ({', '.join(WARP_KINDS)}) and its options, "
-                             f"got {type(spec).__name__} {spec!r}")
+            raise ValueError(
+                f"{where} must be a mapping with a kind ({', '.join(WARP_KINDS)}) and its options, "
+                f"got {type(spec).__name__} {spec!r}"
+            )
         kind = spec.get("kind")
         if kind not in WARP_KINDS:
             raise ValueError(f"{where}.kind must be one of {', '.join(WARP_KINDS)}, got {kind!r}")
         unknown = [str(k) for k in spec if k not in _KEYS[kind]]
         if unknown:
-            raise ValueError(f"{where}: key(s) {', '.join(repr(k) for k in unknown)} do not apply to a {kind} warp; "
-                             f"its keys: {', '.join(_KEYS[kind])}")
+            raise ValueError(
+                f"{where}: key(s) {', '.join(repr(k) for k in unknown)} do not apply to a {kind} warp; "
+                f"its keys: {', '.join(_KEYS[kind])}"
+            )
         return cls(**_check_fields(dict(spec), where))
 
     def to_dict(self) -> dict:
@@ -167,8 +183,7 @@ class TimeWarp:
         """
         if self.kind == "uniform":
             return f"uniform x{self.factor:g}"
-        text = (f"smooth {self.strength:g}" if self.kind == "smooth"
-                else f"piecewise {self.pieces} pieces")
+        text = f"smooth {self.strength:g}" if self.kind == "smooth" else f"piecewise {self.pieces} pieces"
         if self.factor != 1:
             text += f" x{self.factor:g}"
         return text + f" (seed {self.seed}{'' if self.per_sample else ', shared'})"
@@ -187,8 +202,10 @@ class TimeWarp:
 
 def _check_fields(fields: dict, where: str) -> dict:
     """A warp's options checked (errors name ``where.<option>``), with its kind's defaults filled in."""
-    fields = {key: fields.get(key) for key in ("kind", "factor", "strength", "modes", "pieces", "max_slope", "seed",
-                                                "per_sample")}
+    fields = {
+        key: fields.get(key)
+        for key in ("kind", "factor", "strength", "modes", "pieces", "max_slope", "seed", "per_sample")
+    }
     kind = fields["kind"]
     if kind not in WARP_KINDS:
         raise ValueError(f"{where}.kind must be one of {', '.join(WARP_KINDS)}, got {kind!r}")
@@ -207,8 +224,10 @@ def _check_fields(fields: dict, where: str) -> dict:
     fields["factor"] = float(fields["factor"])
     if kind == "smooth":
         if not _is_number(fields["strength"]) or not 0 <= fields["strength"] < 1:
-            raise ValueError(f"{where}.strength must be a number in [0, 1) (the bound on |dτ/du − 1|: 1 or more "
-                             f"could stop or reverse time), got {fields['strength']!r}")
+            raise ValueError(
+                f"{where}.strength must be a number in [0, 1) (the bound on |dτ/du − 1|: 1 or more "
+                f"could stop or reverse time), got {fields['strength']!r}"
+            )
         fields["strength"] = float(fields["strength"])
         if not _is_integer(fields["modes"]) or fields["modes"] < 1:
             raise ValueError(f"{where}.modes must be a positive integer, got {fields['modes']!r}")
@@ -254,13 +273,13 @@ def warp_parameters(warp: TimeWarp | Mapping, num_draws: int) -> torch.Tensor | 
         return smooth_coefficients(num_draws, warp.strength, warp.modes, generator)
     assert warp.max_slope is not None and warp.pieces is not None
     log_range = math.log(warp.max_slope)
-    raw = torch.exp((2 * torch.rand(num_draws, warp.pieces, generator=generator, dtype=torch.float64) - 1)
-                    * log_range)
+    raw = torch.exp((2 * torch.rand(num_draws, warp.pieces, generator=generator, dtype=torch.float64) - 1) * log_range)
     return raw / raw.mean(dim=1, keepdim=True)
 
 
-def smooth_coefficients(num_draws: int, strength: float, modes: int,
-                        generator: torch.Generator | None = None) -> torch.Tensor:
+def smooth_coefficients(
+    num_draws: int, strength: float, modes: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Sine coefficients of smooth warps: a_k = strength · w_k / Σ_j |w_j|, w_k ~ U(−1, 1) / k (float64, CPU).
 
     Arguments:
@@ -344,8 +363,10 @@ def warp_times(times: torch.Tensor, lengths: torch.Tensor, warp: TimeWarp | Mapp
     """
     warp = TimeWarp.from_dict(warp)
     if not isinstance(times, torch.Tensor) or times.dim() != 2 or not times.is_floating_point():
-        raise ValueError(f"times must be a floating tensor of shape (N, T), got "
-                         f"{tuple(times.shape) if isinstance(times, torch.Tensor) else type(times).__name__}")
+        raise ValueError(
+            f"times must be a floating tensor of shape (N, T), got "
+            f"{tuple(times.shape) if isinstance(times, torch.Tensor) else type(times).__name__}"
+        )
     n, width = times.shape
     if not isinstance(lengths, torch.Tensor) or lengths.shape != (n,) or lengths.dtype != torch.long:
         raise ValueError(f"lengths must be a long tensor of shape ({n},)")
@@ -362,8 +383,9 @@ def warp_times(times: torch.Tensor, lengths: torch.Tensor, warp: TimeWarp | Mapp
         start = first.min().reshape(1, 1)
         span = (last.max() - start).reshape(1, 1)
     # u in [0, 1] on the valid times; padding gets a placeholder (it is rebuilt below)
-    u = torch.where(valid & (span > 0), (t - start) / torch.where(span > 0, span, torch.ones_like(span)),
-                    torch.zeros_like(t)).clamp(0.0, 1.0)
+    u = torch.where(
+        valid & (span > 0), (t - start) / torch.where(span > 0, span, torch.ones_like(span)), torch.zeros_like(t)
+    ).clamp(0.0, 1.0)
     if warp.kind == "uniform":
         displacement = torch.zeros_like(t)
     else:
@@ -390,8 +412,10 @@ def warp_times(times: torch.Tensor, lengths: torch.Tensor, warp: TimeWarp | Mapp
         increasing = (result[:, 1:] > result[:, :-1]).all(dim=1)
         if not increasing.all():
             bad = int(torch.nonzero(~increasing)[0])
-            raise ValueError(f"the {warp.label()} warp leaves the times of sample {bad} not strictly increasing in "
-                             f"{times.dtype} (warped gaps below its resolution); use float64 times or a milder warp")
+            raise ValueError(
+                f"the {warp.label()} warp leaves the times of sample {bad} not strictly increasing in "
+                f"{times.dtype} (warped gaps below its resolution); use float64 times or a milder warp"
+            )
     return result
 
 
@@ -417,6 +441,10 @@ def time_warp(dataset: IrregularDataset, warp: TimeWarp | Mapping) -> IrregularD
     times = warp_times(dataset.times, dataset.lengths, warp)
     meta = dict(dataset.meta)
     meta["transforms"] = list(meta.get("transforms", [])) + [{"time_warp": warp.to_dict()}]
-    return dataset.replace(times=times, values=dataset.values.clone(), meta=meta,
-                           static=None if dataset.static is None else dataset.static.clone(),
-                           targets=None if dataset.targets is None else dataset.targets.clone())
+    return dataset.replace(
+        times=times,
+        values=dataset.values.clone(),
+        meta=meta,
+        static=None if dataset.static is None else dataset.static.clone(),
+        targets=None if dataset.targets is None else dataset.targets.clone(),
+    )
