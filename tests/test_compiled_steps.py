@@ -32,7 +32,7 @@ needs_compile = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"torch.compi
 
 STEPS = 1000
 # The smallest sizes of each model: the number of steps is the point, not the width.
-MODELS = {"ncde": dict(hidden=4, width=8, depth=1), "gru-ode": dict(hidden=4),
+MODELS = {"ncde": dict(hidden=4, width=8, depth=1),
           "delta-post-cde": dict(d_model=4, n_heads=1, d_ff=4)}
 
 

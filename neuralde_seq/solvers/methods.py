@@ -278,15 +278,13 @@ class FixedStep(Method):
         """Whether the per-step loop runs its steps through ``torch.compile`` for a state on ``device``: ``compile``
         True (refused with a RuntimeError where torch.compile cannot run), or "auto" on a CUDA device where it
         can."""
-        if self.compile is False:
-            return False
+        if self.compile is False or self.compile == "auto" and torch.device(device).type != "cuda":
+            return False  # (before asking whether torch.compile can run: importing dynamo takes seconds)
         reason = compile_unavailable()
-        if self.compile is True:
-            if reason is not None:
-                raise RuntimeError(f"{self._label('compile')}=True needs torch.compile, which cannot run here: "
-                                   f"{reason}; leave compile='auto' or False")
-            return True
-        return torch.device(device).type == "cuda" and reason is None
+        if self.compile is True and reason is not None:
+            raise RuntimeError(f"{self._label('compile')}=True needs torch.compile, which cannot run here: {reason}; "
+                               "leave compile='auto' or False")
+        return reason is None
 
     def solve(self, dynamics, control, initial, options, at_knots):
         gradient, recording = options.gradient, torch.is_grad_enabled()
