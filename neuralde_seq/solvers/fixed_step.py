@@ -22,9 +22,10 @@ its first state; its backward pass recomputes the segment and backpropagates thr
 Compiled steps (``FixedStep.compile``, issue 38): on a GPU a small field's step is a chain of tiny kernel launches,
 so the loop can run each step through `compiled_step`: `runge_kutta_step` (all stages of one step, the rates and
 the update) compiled by ``torch.compile``, as a CUDA graph replayed every step on CUDA (mode "reduce-overhead",
-`COMPILE_MODES`), fused kernels elsewhere. It is made once per tableau and mode and reused for every step, segment,
-solve and the backward pass's recomputation; the dynamics module is an argument of the compiled function (its
-parameters inputs of the graph), so a new module of the same structure, dtype and device reuses the graph. The step
+`COMPILE_MODES`), fused kernels elsewhere. It is made once per dynamics class, tableau and mode and reused for every
+step, segment, solve and the backward pass's recomputation; the dynamics module is an argument of the compiled
+function (its parameters inputs of the graph), so a new module of the same structure, dtype and device reuses the
+graph. The step
 width goes in as a (B, 1, ...) tensor (0 past a sample's end), one shape for every step: a Python float would be
 specialised on and recompile each width. The eager loop, running the same `runge_kutta_step`, is the reference
 the tests compare it with.
