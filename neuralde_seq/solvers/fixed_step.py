@@ -239,7 +239,7 @@ def runge_kutta_step(dynamics, split: bool, tableau: Tableau, y: torch.Tensor, h
     Returns:
         (B, ...) the state after the step.
     """
-    rates = []
+    rates: list[torch.Tensor] = []
     for i, row in enumerate(tableau.a):
         stage = _step(y, h, weighted_sum(row, rates)) if i else y
         features = stage_features[i]
