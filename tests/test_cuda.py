@@ -22,16 +22,30 @@ import warnings
 
 import pytest
 import torch
+import torch._dynamo
 from device_checks import build_registry_model, registry_batch, training_loss, watch_step_loops
 
 from neuralde_seq import MODEL_NAMES
-from neuralde_seq.solvers import METHODS, RK4, Backprop, Checkpoint, Exact, FixedStep, SolverOptions
+from neuralde_seq.solvers import METHODS, RK4, Backprop, Checkpoint, Exact, FixedStep, SolverOptions, fixed_step
 from neuralde_seq.solvers.linear_scan import STRUCTURES, parallel_scan, sequential_scan
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CPU tests cover the rest"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _eager_steps(monkeypatch):
+    """The fixed-step loops' steps eager here (``compile="auto"`` would compile them on CUDA: tens of seconds per
+    model, and the compiler's own host work inside the watched loops); the loop's compiled form runs as plain
+    Python, so its device handling is checked too. tests/test_compiled_steps.py compares the compiled steps on CUDA
+    with these. The compiled steps made here are dropped after each test (dynamo remembers a function first called
+    while it was disabled as one to skip)."""
+    monkeypatch.setattr(fixed_step, "_COMPILED_STEPS", {})
+    with torch._dynamo.config.patch(disable=True):
+        yield
+
 
 DTYPE = torch.float64
 RTOL = 1e-10

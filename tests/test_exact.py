@@ -34,7 +34,18 @@ from neuralde_seq.controls import Control, build_control
 from neuralde_seq.fields import FastWeightField
 from neuralde_seq.models import create_model, model_inputs
 from neuralde_seq.rules import make_rule, relax_error, relaxation_rate
-from neuralde_seq.solvers import RK4, Adjoint, Auto, Backprop, Checkpoint, Exact, SolverOptions, parse_solver, solve
+from neuralde_seq.solvers import (
+    RK4,
+    Adjoint,
+    Auto,
+    Backprop,
+    Checkpoint,
+    Dopri5,
+    Exact,
+    SolverOptions,
+    parse_solver,
+    solve,
+)
 from neuralde_seq.solvers import exact_fast_weights as exact
 
 DTYPE = torch.float64
@@ -328,9 +339,11 @@ def test_refused_configurations(controls):
     with pytest.raises(ValueError, match="chunk_size"):
         SolverOptions(Exact(chunk_size=0))
     with pytest.raises(TypeError, match="unexpected keyword argument 'compile'"):
-        RK4(compile=True)
-    with pytest.raises(ValueError, match="compile is an option of Exact, not of RK4"):
-        parse_solver({"method": "rk4", "compile": True})
+        Dopri5(compile=True)
+    with pytest.raises(
+        ValueError, match="compile is an option of Euler, Midpoint, Heun2, Heun3, RK4, Exact, not of Dopri5"
+    ):
+        parse_solver({"method": "dopri5", "compile": True})
 
 
 # ------------------------------------------------------------------ Auto() (the default)

@@ -38,9 +38,11 @@ def _run(out, *extra, timeout=120):
 
 
 def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
-    document, _, stdout = _run(tmp_path)
+    # the headline rows: the coverage rows of the other registry models take the same code path (and the
+    # registry's own tests build and train every model), at twice this test's time
+    document, _, stdout = _run(tmp_path, "--headline-only")
     assert {"results.json", "results.md", "pytest.log"} <= set(os.listdir(tmp_path))
-    planned = [row.label for row in gpu_suite.planned_rows()]
+    planned = [row.label for row in gpu_suite.planned_rows(coverage=False)]
     rows = document["rows"]
     assert [r["label"] for r in rows] == planned
     assert document["finished"] and document["settings"]["smoke"] and document["settings"]["dtype"] == "float32"
@@ -56,6 +58,9 @@ def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
         assert len(r["steps"]) == document["settings"]["repeats"] and all(s > 0 for s in r["steps"])
         assert r["seconds"] == pytest.approx(statistics.median(r["steps"]), rel=1e-12)
         assert r["ratio_to_ckcnn"] == pytest.approx(r["seconds"] / reference[r["shape"]], rel=1e-12)
+        anchor = gpu_suite.ANCHORS.get((r["model"], r["shape"]))
+        assert r["anchor_s"] == (anchor and anchor[0])
+        assert r["ratio_to_anchor"] == (anchor and pytest.approx(r["seconds"] / anchor[0], rel=1e-12))
         assert r["peak_mib"] is None  # no device memory counter on the CPU
         assert r["pieces"] >= 1 and r["parameters"] > 0
     # the exact path and rk4 really are different solves, and the scans and gradient variants are what they say
@@ -64,6 +69,12 @@ def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
     assert solvers["delta-rde rk4 @T1000"].startswith("rk4")
     assert solvers["ncde gradient=backprop @T1000"].endswith("gradient=backprop")
     assert solvers["ncde default @T1000"].endswith("gradient=checkpoint")
+    # the per-step loop compiled where "auto" says so (on CUDA), eager with compile=off; the composed affine steps
+    # have no compile choice in force
+    assert solvers["ncde default @T1000"] == "rk4 compile=auto, gradient=checkpoint"
+    assert solvers["ncde compile=off @T1000"] == "rk4 compile=False, gradient=checkpoint"
+    assert solvers["log-ncde heun2 compile=off @eigenworms"] == "heun2 compile=False, gradient=checkpoint"
+    assert {r["model"] for r in rows if r["anchor_s"]} == {"log-ncde", "slice-block", "ncde"}
     # the random-feature transform against MiniRocket's: what the ratio and throughputs are made of
     features = document["random_features"]
     assert features["status"] == "measured", features
@@ -76,10 +87,12 @@ def test_smoke_run_writes_every_row_with_consistent_ratios(tmp_path):
     assert features["features"] > 0
     table = (tmp_path / "results.md").read_text()
     for r in rows:
+        anchor = "- | - |" if r["anchor_s"] is None else f"{r['anchor_s']:.4g} | {r['ratio_to_anchor']:.3g} |"
         assert (
-            f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} |"
-            in table
+            f"| {r['model']} | {r['shape']} | {r['variant']} | {r['seconds']:.4g} | {r['ratio_to_ckcnn']:.3g} | "
+            f"{anchor}" in table
         )
+    assert "log-ncde @eigenworms: 2.352 s (Log-NCDE, the authors' JAX code" in table
     assert "skipped" in (tmp_path / "pytest.log").read_text() or "passed" in (tmp_path / "pytest.log").read_text()
     assert stdout.count("measured") >= len(planned)  # progress lines
 
@@ -97,6 +110,39 @@ def test_a_tiny_time_limit_stops_early_and_records_the_skipped_rows(tmp_path):
     assert all(r["seconds"] is None for r in skipped)
     # the clock starts with the script; a second of interpreter start-up and the final write beyond it at most
     assert document["elapsed_s"] <= limit + 1.0 and wall <= limit + 5.0
+
+
+def test_the_rows_time_every_registry_model_at_both_shapes():
+    """Every model of the registry at 1,000 points and at EigenWorms' shape (issue 38): the headline rows first,
+    then one row with the registry's defaults for each model they leave out at a shape, none twice."""
+    from neuralde_seq import MODEL_NAMES
+
+    rows, headline = gpu_suite.planned_rows(), gpu_suite.planned_rows(coverage=False)
+    assert {(row.model, row.shape) for row in rows} == {
+        (name, shape) for name in MODEL_NAMES for shape in gpu_suite.SHAPES
+    }
+    assert rows[: len(headline)] == headline
+    coverage = rows[len(headline) :]
+    assert all(row.variant == "default" and not (row.options or row.control) and row.solver is None for row in coverage)
+    timed = {(row.model, row.shape) for row in headline}
+    assert all((row.model, row.shape) not in timed for row in coverage)
+    assert len({row.label for row in rows}) == len(rows)
+    assert {(model, shape) for model, shape in gpu_suite.ANCHORS} <= timed
+    # each compiled neural-field row has its eager twin (compile=off), the same otherwise
+    from neuralde_seq.solvers import FixedStep, SolverOptions
+
+    eager = [row for row in rows if row.variant.endswith("compile=off")]
+    assert {row.model for row in eager} >= {"ncde", "log-ncde", "gru-ode", "delta-post-cde"}
+    for row in eager:
+        twin = next(
+            other
+            for other in rows
+            if (other.model, other.shape) == (row.model, row.shape)
+            and other.variant == (row.variant.removesuffix(" compile=off") or "default")
+        )
+        method = row.solver.method if isinstance(row.solver, SolverOptions) else row.solver
+        assert isinstance(method, FixedStep) and method.compile is False
+        assert (row.control, row.options) == (twin.control, twin.options)
 
 
 def test_pytest_summary_counts():

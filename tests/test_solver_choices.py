@@ -208,7 +208,14 @@ def test_the_stored_form_nests_autos_parts_and_refuses_what_it_does_not_know():
             "block_size": None,
             "scan": "auto",
         },
-        "fallback": {"type": "RK4", "step_size": 0.25, "affine_steps": True, "scan": "auto", "max_steps": 1_000_000},
+        "fallback": {
+            "type": "RK4",
+            "step_size": 0.25,
+            "affine_steps": True,
+            "scan": "auto",
+            "max_steps": 1_000_000,
+            "compile": "auto",
+        },
     }
     with pytest.raises(ValueError, match="method must be one of .*got 'RK5'"):
         SolverOptions.from_dict({"method": {"type": "RK5", "step_size": 0.5}})

@@ -64,7 +64,6 @@ window and has no closed form. `solve_exact` refuses them with a ValueError.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import torch
@@ -73,6 +72,7 @@ from ..controls import Control
 from ..fields import FastWeightField
 from .affine_recurrence import affine_backward, affine_forward, batch_last, from_batch_last
 from .chunked_delta import DEFAULT_BLOCK_SIZE, chunked_affine_steps
+from .fixed_step import compile_unavailable
 from .linear_scan import parallel_scan, parallel_segment_steps, uses_parallel_scan
 
 __all__ = [
@@ -524,10 +524,10 @@ def _maybe_compiled(function, compile: bool):
     if not compile:
         return function
     if function not in _COMPILED:
-        if shutil.which("cc") is None and shutil.which("gcc") is None:
+        reason = compile_unavailable()
+        if reason is not None:
             raise RuntimeError(
-                "Exact(compile=True) needs a C compiler (cc or gcc) for torch.compile on CPU, "
-                "and none is on PATH: install one or leave compile=False"
+                f"Exact(compile=True) needs torch.compile, which cannot run here: {reason}; leave compile=False"
             )
         _COMPILED[function] = torch.compile(function, dynamic=False)
     return _COMPILED[function]

@@ -18,12 +18,26 @@ silently).
 
 Checkpointed gradients: a segment of steps is one autograd node (`CheckpointedSegment`) that keeps only
 its first state; its backward pass recomputes the segment and backpropagates through it.
+
+Compiled steps (``FixedStep.compile``, issue 38): on a GPU a small field's step is a chain of tiny kernel launches,
+so the loop can run each step through `compiled_step`: `runge_kutta_step` (all stages of one step, the rates and
+the update) compiled by ``torch.compile``, as a CUDA graph replayed every step on CUDA (mode "reduce-overhead",
+`COMPILE_MODES`), fused kernels elsewhere. It is made once per dynamics class, tableau and mode and reused for every
+step, segment, solve and the backward pass's recomputation; the dynamics module is an argument of the compiled
+function (its parameters inputs of the graph), so a new module of the same structure, dtype and device reuses the
+graph. The step
+width goes in as a (B, 1, ...) tensor (0 past a sample's end), one shape for every step: a Python float would be
+specialised on and recompile each width. The eager loop, running the same `runge_kutta_step`, is the reference
+the tests compare it with.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
+import types
+from collections.abc import Callable
 
 import torch
 
@@ -37,6 +51,10 @@ __all__ = [
     "step_grid",
     "FixedStepSolve",
     "CheckpointedSegment",
+    "runge_kutta_step",
+    "compiled_step",
+    "compile_unavailable",
+    "COMPILE_MODES",
 ]
 
 
@@ -132,9 +150,10 @@ def step_grid(control: Control, step_size: float | None, max_steps: int | None =
 class FixedStepSolve:
     """One fixed-step solve of ``dynamics`` along ``control`` (module docstring)."""
 
-    def __init__(self, dynamics, control: Control, method, dtype: torch.dtype):
+    def __init__(self, dynamics, control: Control, method, dtype: torch.dtype, compiled: bool = False):
         """``method``: the fixed-step method (`neuralde_seq.solvers.FixedStep`: its ``tableau``, ``step_size`` and
-        ``max_steps`` are read); ``dtype``: the state's."""
+        ``max_steps`` are read); ``dtype``: the state's; ``compiled``: whether `run` takes its steps through
+        `compiled_step` (``FixedStep.compiles`` decides) instead of the eager `runge_kutta_step`."""
         self.dynamics, self.control = dynamics, control
         self.tableau = method.tableau
         grid, self.knot_position, self.piece = step_grid(control, method.step_size, method.max_steps, method.name)
@@ -149,6 +168,7 @@ class FixedStepSolve:
         self.timed = getattr(dynamics, "needs_time", False)
         # the stage times, copied to the device once here: a copy per segment would block the host on a GPU
         self.stage_times = torch.tensor(self.tableau.c, dtype=control.coeffs.dtype, device=control.coeffs.device)
+        self.compiled_step = compiled_step(dynamics, self.tableau, control.coeffs.device) if compiled else None
 
     def segments(self, every: int | None) -> list[tuple[int, int]]:
         size = every or max(1, math.ceil(math.sqrt(self.steps)))
@@ -175,11 +195,6 @@ class FixedStepSolve:
         shape = (n1 - n0, len(self.tableau.c), control.batch_size)
         return [None if t is None else t.reshape(*shape, *t.shape[1:]) for t in features]
 
-    def rate(self, state, features):
-        if self.split:
-            return self.dynamics.rate_from_features(state, *features)
-        return self.dynamics(state, *features)
-
     def run(self, y: torch.Tensor, n0: int, n1: int, keep: bool) -> tuple[torch.Tensor, ...]:
         """Steps n0..n1−1 from state y; returns (y after them, the states after every step that ends on a knot
         if ``keep``)."""
@@ -187,17 +202,26 @@ class FixedStepSolve:
         # One unbind per feature, not an index per stage: the backward of an index would fill a zero gradient
         # of the whole segment's features for every stage.
         features = [None if f is None else f.flatten(0, 1).unbind(0) for f in self.features(n0, n1)]
-        tableau, kept = self.tableau, []
+        tableau, dynamics, split, kept = self.tableau, self.dynamics, self.split, []
+        compiled = self.compiled_step
+        if compiled is not None:
+            # Every step's widths as a (B, 1, ...) tensor, 0 past a sample's end, made for the segment at once: the
+            # same shape at every step (one graph), and no host value in the loop.
+            steps = torch.arange(n0, n1, device=self.end_step.device)
+            widths = self.width[n0:n1, None].to(y.dtype) * (steps[:, None] < self.end_step).to(y.dtype)
+            widths = widths.view(n1 - n0, -1, *([1] * (y.dim() - 1))).unbind(0)
+            if not torch.is_grad_enabled():  # (a checkpointed segment's forward): one graph, whatever y requires
+                y = y.detach()
         for j, n in enumerate(range(n0, n1)):
-            h = self.widths[n]
-            if n >= self.all_active:  # samples past their end are frozen: their step is 0
-                active = (n < self.end_step).to(y.dtype)
-                h = (h * active).view(-1, *([1] * (y.dim() - 1)))
-            rates: list[torch.Tensor] = []
-            for i, row in enumerate(tableau.a):
-                stage = _step(y, h, weighted_sum(row, rates)) if i else y
-                rates.append(self.rate(stage, [None if f is None else f[j * stages + i] for f in features]))
-            y = _step(y, h, weighted_sum(tableau.b, rates))
+            stage_features = [[None if f is None else f[j * stages + i] for f in features] for i in range(stages)]
+            if compiled is not None:
+                y = compiled(dynamics, split, tableau, y, widths[j], stage_features)
+            else:
+                h = self.widths[n]
+                if n >= self.all_active:  # samples past their end are frozen: their step is 0
+                    active = (n < self.end_step).to(y.dtype)
+                    h = (h * active).view(-1, *([1] * (y.dim() - 1)))
+                y = runge_kutta_step(dynamics, split, tableau, y, h, stage_features)
             if keep and n + 1 in self.knot_steps:
                 kept.append(y)
         return (y, *kept)
@@ -217,6 +241,76 @@ class FixedStepSolve:
             y = out[0]
             states.extend(out[1:])
         return torch.stack(states, 1) if at_knots else y
+
+
+def runge_kutta_step(dynamics, split: bool, tableau: Tableau, y: torch.Tensor, h, stage_features) -> torch.Tensor:
+    """One explicit Runge-Kutta step of ``dynamics`` from y: the rates at every stage and the update
+    y + h Σ_i b_i k_i. The body of `FixedStepSolve.run`'s loop, eager or through `compiled_step`.
+
+    Arguments:
+        dynamics: the dynamics module (`neuralde_seq.solvers.Dynamics`).
+        split: True: ``stage_features`` hold its ``control_features``, read by ``rate_from_features``; False: its
+            inputs (x, dx[, s]), read by its forward.
+        tableau: the method's `Tableau`.
+        y: (B, ...) the state at the step's start.
+        h: the step width: a number, or a (B, 1, ...) tensor (0 for the samples past their end).
+        stage_features: per stage, a list of the features (or inputs) there, each (B, ...) or None.
+
+    Returns:
+        (B, ...) the state after the step.
+    """
+    rates: list[torch.Tensor] = []
+    for i, row in enumerate(tableau.a):
+        stage = _step(y, h, weighted_sum(row, rates)) if i else y
+        features = stage_features[i]
+        rates.append(dynamics.rate_from_features(stage, *features) if split else dynamics(stage, *features))
+    return _step(y, h, weighted_sum(tableau.b, rates))
+
+
+# torch.compile's mode for a step, by the state's device type: on CUDA the step is captured as a CUDA graph and
+# replayed (one launch per step instead of one per operation); elsewhere inductor's default (fused kernels).
+COMPILE_MODES = {"cuda": "reduce-overhead"}
+# The compiled steps, by (dynamics class, tableau, mode): made once, reused by every solve.
+_COMPILED_STEPS: dict[tuple, Callable] = {}
+
+
+def compile_unavailable() -> str | None:
+    """Why ``torch.compile`` cannot run here, or None when it can: dynamo does not support this Python or platform,
+    or no C compiler is on PATH (inductor builds C++ on a CPU, and triton's launchers on CUDA, with one)."""
+    try:
+        import torch._dynamo
+
+        if not torch._dynamo.is_dynamo_supported():
+            return "torch._dynamo does not support this Python or platform"
+    except ImportError as error:  # a stripped-down build of torch
+        return f"torch._dynamo cannot be imported ({error})"
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        return "no C compiler (cc or gcc) is on PATH"
+    return None
+
+
+def compiled_step(dynamics, tableau: Tableau, device: torch.device | str) -> Callable:
+    """`runge_kutta_step` through ``torch.compile`` (mode `COMPILE_MODES` of the device type, else the default), made
+    once per dynamics class, tableau and mode and reused (the module docstring's "Compiled steps"). Each has its
+    own copy of the step's code, so that dynamo's limit of graphs per code object (8) counts the shapes, dtypes and
+    gradient modes of one kind of field, not of every field compiled in the process.
+
+    Arguments:
+        dynamics: the dynamics module the steps will read (only its class is part of the key: the module itself is
+            an argument of every call, its parameters inputs of the graph).
+        tableau: the method's `Tableau`.
+        device: the state's device.
+
+    Returns:
+        A callable with `runge_kutta_step`'s arguments (compiled at its first call of each shape and gradient mode).
+    """
+    mode = COMPILE_MODES.get(torch.device(device).type)
+    key = (type(dynamics), tableau, mode)
+    if key not in _COMPILED_STEPS:
+        code = runge_kutta_step.__code__.replace()  # a distinct code object: dynamo's cache of graphs is per code
+        step = types.FunctionType(code, runge_kutta_step.__globals__, runge_kutta_step.__name__)
+        _COMPILED_STEPS[key] = torch.compile(step, mode=mode)
+    return _COMPILED_STEPS[key]
 
 
 def weighted_sum(weights, rates):

@@ -7,7 +7,7 @@ Methods (`Method`):
 - `Auto` ``(exact=Exact(), fallback=RK4())``: the default; on every solve the closed form where it applies, else
   its fallback (`Auto.resolve`);
 - the fixed-step methods `RK4`, `Heun3`, `Heun2`, `Midpoint`, `Euler` ``(step_size=None, affine_steps=True,
-  scan="auto", max_steps=1_000_000)`` (`neuralde_seq.solvers.fixed_step`);
+  scan="auto", max_steps=1_000_000, compile="auto")`` (`neuralde_seq.solvers.fixed_step`);
 - the adaptive methods `Dopri5`, `Dopri8`, `Bosh3`, `Fehlberg2`, `AdaptiveHeun` ``(rtol=1e-7, atol=1e-9,
   max_steps=1_000_000)`` (torchdiffeq's);
 - `Exact` ``(chunk_size=None, compile=False, recurrence="auto", block_size=None, scan="auto")``: the closed-form
@@ -39,7 +39,7 @@ import torchdiffeq
 from ..input_checks import is_positive_finite
 from ..user_warnings import warn_user
 from .chunked_delta import EXACT_RECURRENCES
-from .fixed_step import TABLEAUS, FixedStepSolve, Tableau
+from .fixed_step import TABLEAUS, FixedStepSolve, Tableau, compile_unavailable
 from .linear_scan import SCANS
 from .torchdiffeq_solves import counting_steps, solve_adaptive_checkpointed, solve_adjoint, torchdiffeq_problem
 
@@ -123,6 +123,14 @@ def _one_of(valid: tuple, listed: str | None = None):
 
 
 _MAX_STEPS = _integer(1, none_means=" (no limit)")
+COMPILE_CHOICES = (True, False, "auto")
+
+
+def _compile_choice(label: str, value):
+    # not _one_of: 1 == True and 0 == False would pass a membership test
+    if not (isinstance(value, bool) or value == "auto" and isinstance(value, str)):
+        raise ValueError(f"{label} must be True, False or 'auto', got {value!r}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,18 +254,30 @@ class FixedStep(Method):
         max_steps: the most steps one solve may take (default `DEFAULT_MAX_STEPS`, 1,000,000; None: no limit). A
             grid with more steps is refused before solving, with the number of steps, the span of s and the step
             size (e.g. hourly timestamps in seconds with step_size=0.01: 360,000 steps per observation interval).
+        compile: run each step of the per-step loop (all its stages: the field's rates and the update) through
+            ``torch.compile``, built once and reused for every step, segment and the backward pass's recomputation
+            (`neuralde_seq.solvers.fixed_step.compiled_step`): on CUDA as a CUDA graph replayed every step (mode
+            "reduce-overhead"), on a CPU as fused C++ kernels. The same states to rounding (the compiler may
+            reorder floating-point operations). "auto" (default): on when the state is on a CUDA device (and
+            torch.compile can run there), off on a CPU, where small fields gain little; True: on any device (on a
+            CPU it needs a C compiler; the first call of each shape compiles, which takes tens of seconds); False:
+            the eager loop, the reference. Where the per-step loop does not run (a fast weight field whose affine
+            steps are composed, ``affine_steps=True``; the continuous adjoint's torchdiffeq solve) "auto" means off
+            and True is refused. `Exact`'s ``compile`` is the same choice for its closed-form step.
     """
 
     step_size: float | None = None
     affine_steps: bool = True
     scan: str = "auto"
     max_steps: int | None = DEFAULT_MAX_STEPS
+    compile: bool | str = "auto"
 
     _CHECKS: ClassVar[dict] = {
         "step_size": _positive(allow_none=True),
         "affine_steps": _flag,
         "scan": _one_of(SCANS),
         "max_steps": _MAX_STEPS,
+        "compile": _compile_choice,
     }
     fixed_grid: ClassVar[bool] = True
     tableau: ClassVar[Tableau]  # the Butcher tableau (`neuralde_seq.solvers.fixed_step.TABLEAUS`)
@@ -269,6 +289,12 @@ class FixedStep(Method):
             cls.tableau, cls.torchdiffeq_name = TABLEAUS[name], name
 
     def _check_together(self) -> None:
+        if self.compile is True and self.scan == "parallel":
+            raise ValueError(
+                f"{self._label('compile')}=True compiles the steps of the per-step loop, but "
+                f"{self._label('scan')}='parallel' composes affine step maps instead of stepping: use "
+                "scan='auto' or compile='auto'"
+            )
         if self.scan == "parallel" and not self.affine_steps:
             raise ValueError(
                 f"{self._label('scan')}='parallel' composes the affine step maps of "
@@ -276,12 +302,41 @@ class FixedStep(Method):
                 "per-step loop runs, which has no parallel form"
             )
 
+    def refusal(self, dynamics, control=None) -> str | None:
+        """Why this method cannot solve ``dynamics``: ``compile=True`` where the per-step loop does not run (a fast
+        weight field whose affine steps are composed); None otherwise."""
+        from .affine_rk4 import affine_steps_apply
+
+        if self.compile is True and affine_steps_apply(dynamics, self):
+            return (
+                f"{self._label('compile')}=True compiles the steps of the per-step loop, but "
+                f"{type(dynamics).__name__} is one fast weight field whose rule is affine in W, solved by "
+                f"composing its affine step maps ({self._label('affine_steps')}=True), which are not compiled: "
+                f"use compile='auto' or False, or affine_steps=False to compile the per-step loop"
+            )
+        return None
+
+    def compiles(self, device: torch.device | str) -> bool:
+        """Whether the per-step loop runs its steps through ``torch.compile`` for a state on ``device``: ``compile``
+        True (refused with a RuntimeError where torch.compile cannot run), or "auto" on a CUDA device where it
+        can."""
+        if self.compile is False or self.compile == "auto" and torch.device(device).type != "cuda":
+            return False  # (before asking whether torch.compile can run: importing dynamo takes seconds)
+        reason = compile_unavailable()
+        if self.compile is True and reason is not None:
+            raise RuntimeError(
+                f"{self._label('compile')}=True needs torch.compile, which cannot run here: {reason}; "
+                "leave compile='auto' or False"
+            )
+        return reason is None
+
     def solve(self, dynamics, control, initial, options, at_knots):
         gradient, recording = options.gradient, torch.is_grad_enabled()
         if isinstance(gradient, Adjoint) and recording:
             return self._solve_adjoint(dynamics, control, initial, options, at_knots)
         from .affine_rk4 import AffineFixedStepSolve, affine_steps_apply
 
+        self.check_dynamics(dynamics)  # compile=True on the composed affine steps
         affine = affine_steps_apply(dynamics, self)
         if self.scan == "parallel" and not affine:
             raise ValueError(
@@ -290,11 +345,12 @@ class FixedStep(Method):
                 f"{type(dynamics).__name__} is solved by the per-step loop, which has no parallel "
                 "form: use scan='auto' or 'sequential'"
             )
-        fixed_step = AffineFixedStepSolve if affine else FixedStepSolve
         every = gradient.every if isinstance(gradient, Checkpoint) else None
-        return fixed_step(dynamics, control, self, initial.dtype).solve(
-            initial, at_knots, every, isinstance(gradient, Checkpoint) and recording
-        )
+        if affine:
+            solver = AffineFixedStepSolve(dynamics, control, self, initial.dtype)
+        else:
+            solver = FixedStepSolve(dynamics, control, self, initial.dtype, compiled=self.compiles(initial.device))
+        return solver.solve(initial, at_knots, every, isinstance(gradient, Checkpoint) and recording)
 
     def describe_steps(self, widest: float) -> str:
         step = widest if self.step_size is None else min(widest, self.step_size)

@@ -9,7 +9,7 @@ solver.gradient=adjoint``), the estimators' ``model_options={"solver": ...}`` an
 In a mapping, ``method`` and ``gradient`` are names (``"rk4"``, ``"adjoint"``), objects or stored choices (``{"type":
 "RK4", "step_size": 0.5}``), and every other key is an option of the method or of the gradient method under its one
 name (``step_size`` is ``RK4.step_size``, ``every`` is ``Checkpoint.every``; with ``Auto``, an option of its
-``exact`` or ``fallback`` goes to that one, ``scan`` to both). `SolverOptions.to_dict` stores the choices as
+``exact`` or ``fallback`` goes to that one, ``scan`` and ``compile`` to both). `SolverOptions.to_dict` stores the choices as
 ``{"type": "RK4", **fields}``, which `SolverOptions.from_dict` (the same parser) reads back.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 from ..input_checks import UnknownOptionError, unknown_name_message
-from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, Gradient, Method
+from .methods import GRADIENTS, METHODS, Adjoint, Auto, Checkpoint, Choice, FixedStep, Gradient, Method
 
 __all__ = ["SolverOptions", "parse_solver", "solver_options", "resolve_method", "OPTION_NAMES"]
 
@@ -61,6 +61,13 @@ class SolverOptions:
                 raise TypeError(
                     f"SolverOptions.{field} must be a {kind.__name__} object (e.g. {example}), got {value!r}{hint}"
                 )
+        stepping = self.method.fallback if isinstance(self.method, Auto) else self.method
+        if isinstance(stepping, FixedStep) and stepping.compile is True and isinstance(self.gradient, Adjoint):
+            raise ValueError(
+                f"{type(stepping).__name__}.compile=True compiles the steps of our fixed-step loop, but "
+                "gradient Adjoint() solves with torchdiffeq's odeint_adjoint, which is not compiled: use "
+                "Checkpoint() or Backprop(), or compile='auto'"
+            )
         # Not fields (neither compared nor shown): the solves counted for Adjoint.check_every, and the method the
         # latest solve used.
         object.__setattr__(self, "_adjoint_solves", 0)
@@ -231,7 +238,7 @@ def _choice(value, base: type[_C], registry: Mapping[str, type[_C]], argument: s
 
 def _with_options(choice: _C, options: Mapping[str, Any], argument: str) -> _C:
     """``choice`` with the flat ``options`` applied: its own fields, and for `Auto` the options of its ``exact`` and
-    ``fallback`` (an option both have, ``scan``, goes to both)."""
+    ``fallback`` (an option both have, ``scan`` or ``compile``, goes to both)."""
     if not options:
         return choice
     own = {k: v for k, v in options.items() if k in _field_names(type(choice))}
