@@ -669,7 +669,7 @@ def _device(text: str) -> str:
     try:
         torch.device(text)
     except (RuntimeError, ValueError) as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1): {error}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (e.g. cpu, cuda, cuda:1): {error}") from None
     return text
 
 

@@ -9,8 +9,8 @@ solver.gradient=adjoint``), the estimators' ``model_options={"solver": ...}`` an
 In a mapping, ``method`` and ``gradient`` are names (``"rk4"``, ``"adjoint"``), objects or stored choices (``{"type":
 "RK4", "step_size": 0.5}``), and every other key is an option of the method or of the gradient method under its one
 name (``step_size`` is ``RK4.step_size``, ``every`` is ``Checkpoint.every``; with ``Auto``, an option of its
-``exact`` or ``fallback`` goes to that one, ``scan`` and ``compile`` to both). `SolverOptions.to_dict` stores the choices as
-``{"type": "RK4", **fields}``, which `SolverOptions.from_dict` (the same parser) reads back.
+``exact`` or ``fallback`` goes to that one, ``scan`` and ``compile`` to both). `SolverOptions.to_dict` stores the
+choices as ``{"type": "RK4", **fields}``, which `SolverOptions.from_dict` (the same parser) reads back.
 """
 
 from __future__ import annotations
