@@ -108,8 +108,9 @@ def test_a_tiny_time_limit_stops_early_and_records_the_skipped_rows(tmp_path):
     assert all(r["status"] in ("skipped", "error") for r in skipped)
     assert all("time limit" in (r.get("reason") or r.get("error") or "") for r in skipped)
     assert all(r["seconds"] is None for r in skipped)
-    # the clock starts with the script; a second of interpreter start-up and the final write beyond it at most
-    assert document["elapsed_s"] <= limit + 1.0 and wall <= limit + 5.0
+    # The clock starts with the script. A step inside C code (CKCNN's first) ends before the alarm is handled, so a
+    # loaded machine overruns by that step; the whole suite takes about 50 s here, so the limit bit well before.
+    assert document["elapsed_s"] <= limit + 5.0 and wall <= limit + 10.0
 
 
 def test_the_rows_time_every_registry_model_at_both_shapes():
