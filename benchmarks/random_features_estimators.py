@@ -10,8 +10,9 @@ models against random features"):
   dropped steps, to `RandomFeatureClassifier(random_state=s, fill_gaps=...)` (``--fill-gaps none`` shows what the
   observation knots alone cost; the default "auto" makes the two equal);
 - ``--part regression``: test RMSE on aeon's regression sets (Covid3Month, CardanoSentiment) of the training mean,
-  MiniRocketRegressor (`neuralde_seq.reference`: aeon's transform and a ridge, as aeon's own), `RandomFeatureRegressor()`
-  (with and without fine-tuning) and `SequenceRegressor()`, each randomised one with every seed.
+  MiniRocketRegressor (`neuralde_seq.reference`: aeon's transform and a ridge, as aeon's own),
+  `RandomFeatureRegressor()` (with and without fine-tuning) and `SequenceRegressor()`, each randomised one with every
+  seed.
 
 Classification data: each dataset's TRAIN and TEST files with 30 % of every series' points removed (TRAIN drop seed
 0, TEST drop seed 1, `defaults_sweep.dropped`): the kept points and their times, ragged. Regression data: the files

@@ -12,12 +12,13 @@ Rows (`ROWS`): the scikit-learn estimators by their constructor call (the contro
 of observations, ``intensity_channel=True``, except the row that shows them without), the references
 (``summary-features``: `SummaryFeatureClassifier`; ``summary-products``: the same features with the products of every
 pair of channel means, `SummaryWithProducts`, the first interactions a practitioner adds by hand; ``minirocket``:
-MiniRocket on the stays linearly interpolated onto a grid, neuralde_seq.reference, needs aeon). Knob settings (`SETTINGS`): ``default`` (the task's defaults: 2,000
-training, 500 validation and 1,000 test stays), ``400-stays`` (the defaults with 400 + 100 stays to fit on),
-``signal-missing`` (each channel, the outcome's too, missing for a whole stay with probability 0.4) and
-``uninformative-sampling`` (the measurement rate independent of the severity and absent from the outcome). Stays
-measured at a single time (a few with ``signal-missing``'s knobs, none with the others) are left out of every row
-and of the oracle, and counted in each run's ``left_out``: the estimators refuse a series of one time point.
+MiniRocket on the stays linearly interpolated onto a grid, neuralde_seq.reference, needs aeon). Knob settings
+(`SETTINGS`): ``default`` (the task's defaults: 2,000 training, 500 validation and 1,000 test stays), ``400-stays`` (the
+defaults with 400 + 100 stays to fit on), ``signal-missing`` (each channel, the outcome's too, missing for a whole stay
+with probability 0.4) and ``uninformative-sampling`` (the measurement rate independent of the severity and absent from
+the outcome). Stays measured at a single time (a few with ``signal-missing``'s knobs, none with the others) are left out
+of every row and of the oracle, and counted in each run's ``left_out``: the estimators refuse a series of one time
+point.
 
 Output: ``--out`` (default benchmarks/measured/records.json) holds every run (written after each one, so a second
 call skips the runs it holds) and is printed as a table: rows x settings, cells "mean ± std [min-max] (s/fit)" of the

@@ -3,7 +3,8 @@
 
 ``neuralde-seq models`` lists the registry's models, one line each (name, input, what it is);
 ``neuralde-seq models NAME ...`` prints each one's input, every default option
-(`neuralde_seq.models.model_defaults`) and its solver's fields. ``compare`` and ``bench`` run a benchmark config with `neuralde_seq.training.runner.run_benchmark`:
+(`neuralde_seq.models.model_defaults`) and its solver's fields. ``compare`` and ``bench`` run a benchmark config
+with `neuralde_seq.training.runner.run_benchmark`:
 
 - ``neuralde-seq`` / ``neuralde-seq compare`` runs the packaged config ``neuralde_seq/configs/compare.yaml``:
   Hebb, Oja and Delta CT-FWP CDEs, NCDE and CKCNN on the embedded JapaneseVowels data with 30 % of each

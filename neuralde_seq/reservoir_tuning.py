@@ -380,8 +380,8 @@ def fine_tune(
         the validation split, else the given one; ``report`` a dict: ``chosen`` ("fine-tuned" or
         "start"), ``start`` and ``best`` (the validation metrics), ``paired`` (`paired_improvement` of the best
         epoch's per-series errors over the start's, or None without a best epoch), ``best_epoch``, ``diverged`` (the
-        message, or None), ``history`` (`fit`'s), ``train_size``, ``validation_size``, ``stratified`` (False where a class was
-        too small to stratify the split on and it was drawn at random).
+        message, or None), ``history`` (`fit`'s), ``train_size``, ``validation_size``, ``stratified`` (False where a
+        class was too small to stratify the split on and it was drawn at random).
 
     Raises:
         ValueError: fewer than 2 validation or 4 training series.

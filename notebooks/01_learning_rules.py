@@ -30,7 +30,8 @@
 # again with a new value. Everything uses `neuralde_seq.rules` directly: the same rule objects every model form
 # uses.
 #
-# `BUDGET = "full"` (first code cell, or `python notebooks/execute.py --budget full`) repeats the recall experiment over more random draws and wider heads.
+# `BUDGET = "full"` (first code cell, or `python notebooks/execute.py --budget full`) repeats the recall experiment
+# over more random draws and wider heads.
 
 # %%
 import math

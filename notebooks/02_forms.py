@@ -22,7 +22,7 @@
 # | --- | --- | --- | --- | --- |
 # | direct neural ODE | `delta-ode` | x(s) | x(s) | Hermite cubic X through the observations |
 # | neural CDE | `delta-cde` | x'(s) = dX/ds | x(s) | the same Hermite cubic X |
-# | log-signature neural RDE | `delta-rde` | window's log-signature and start point | the same | constant on windows of 4 time points |
+# | log-signature neural RDE | `delta-rde` | log-signature, start of window | the same | constant on 4-point windows |
 #
 # - **ODE**: the fast weights are programmed from *where the path is*: k(x), v(x). The field does not vanish
 #   where the input stops changing.

@@ -29,7 +29,7 @@
 # | model | registry name | input | solved by |
 # | --- | --- | --- | --- |
 # | CT-FWP, neural CDE (paper Eq. 23-25) | `delta-cde` | Hermite cubic control | rk4 |
-# | CT-FWP, log-signature neural RDE | `delta-rde` | log-signature windows (depth 2, 4 steps) and their start points | exact |
+# | CT-FWP, log-signature neural RDE | `delta-rde` | log-signature windows (depth 2, 4 steps), start points | exact |
 # | NCDE (Kidger et al. 2020) | `ncde` | Hermite cubic control | rk4 |
 # | NRDE (Morrill et al. 2021) | `nrde` | log-signature windows (depth 1, 2 steps) | rk4 |
 # | GRU-D | `gru-d` | observations | discrete |

@@ -474,7 +474,8 @@ ensemble_gain = {r: scores["ODE-RFWP"][r]["mse"] < min(member_mse[r]) for r in r
 print(
     "The ODE-RFWP ensemble mean is "
     + "; ".join(
-        f"{'below' if ensemble_gain[r] else 'not below'} every member's MSE in {r} ({scores['ODE-RFWP'][r]['mse']:.4f} vs "
+        f"{'below' if ensemble_gain[r] else 'not below'} every member's MSE in {r} "
+        f"({scores['ODE-RFWP'][r]['mse']:.4f} vs "
         f"{min(member_mse[r]):.4f}-{max(member_mse[r]):.4f})"
         for r in regimes
     )

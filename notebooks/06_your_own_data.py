@@ -212,9 +212,9 @@ assert all(checks.values()), "the .ts round trip changed the data"
 #
 # | model | reads | what the times do |
 # | --- | --- | --- |
-# | CT-FWP `delta-rde`, exact solver | log-signatures of (time, x, y) over windows of 4 readings, and each window's start point | a path channel |
+# | CT-FWP `delta-rde`, exact solver | per 4-reading window: log-signature of (time, x, y), start point | path channel |
 # | GRU-D | the readings, a mask, the gap since each channel was last seen | decay hidden state and last value |
-# | CKCNN (default: irregular mode) | every reading at its own time, the continuous kernel at the time differences | the kernel's positions |
+# | CKCNN (irregular mode, default) | each reading at its time t_i, continuous kernel at t_i − t_j | kernel positions |
 #
 # The CT-FWP is the page's recipe for a first try: the Delta rule dW/ds = σ(β)(v − W k)kᵀ driven by the
 # log-signature of each window (its increments and areas, time among the channels) and the path's point where the
@@ -276,9 +276,9 @@ print(
 # docs/your_own_data.md: what the log-signature model's time channel should be depends on the data, and it is
 # cheap to choose on validation data. The choices: the times divided by the longest span in the training folds (the
 # estimators' default, `time_unit: "auto"`, so the channel runs over [0, 1]) and no time channel; the full budget
-# adds the raw times (`time_unit: 1.0`). The search uses the same folds as above, so its first row must reproduce the CT-FWP's scores
-# of section 3 exactly (a check that fits are deterministic). `refit=False`: only the scores are wanted here.
-# The best option's score is chosen on these folds, so it is an optimistic estimate; for an honest one, nest the
+# adds the raw times (`time_unit: 1.0`). The search uses the same folds as above, so its first row must reproduce the
+# CT-FWP's scores of section 3 exactly (a check that fits are deterministic). `refit=False`: only the scores are wanted
+# here. The best option's score is chosen on these folds, so it is an optimistic estimate; for an honest one, nest the
 # search in `cross_validate`.
 
 # %%

@@ -12,10 +12,10 @@ Settings (data: :mod:`neuralde_seq.data.synthetic.trajectories`):
 Models: the sequence models (ODE-RNN, ODE-RFWP with the delta rule) predict a point from their state
 evolved to its time before reading it (causal: an interpolated point is forecast from the points before
 it), the gap from their state after reading x_K (an MLP head, like the latent models'); they are trained
-on the MSE of every row's prediction against the noisy values (and of the gaps). The latent models (Latent ODE-RNN / -RFWP) encode what the
-model reads backwards in time and decode at the query times; they are trained on the negative ELBO per
-observed value (plain ELBO, 1 sample, learned noise) of the whole window (trajectory tasks) or, on the
-semi-Markov task, of a window of the last 8 observations plus the next point (their decoder starts from z0
+on the MSE of every row's prediction against the noisy values (and of the gaps). The latent models
+(Latent ODE-RNN / -RFWP) encode what the model reads backwards in time and decode at the query times; they are trained
+on the negative ELBO per observed value (plain ELBO, 1 sample, learned noise) of the whole window (trajectory tasks) or,
+on the semi-Markov task, of a window of the last 8 observations plus the next point (their decoder starts from z0
 at the window's first time, so a whole 28-observation prefix would make a one-step forecast a long
 open-loop extrapolation; the gap head reads the decoded state). Predictions use the posterior mean of z0.
 The latent models start with q(z0) of standard deviation 0.1 (``--initial-posterior-std``; with PyTorch's

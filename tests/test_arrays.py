@@ -1,4 +1,5 @@
-"""Tests of numpy input (neuralde_seq.data.formats.arrays), unlabelled datasets and stratified splits of small classes."""
+"""Tests of numpy input (neuralde_seq.data.formats.arrays), unlabelled datasets and stratified splits of small
+classes."""
 
 import warnings
 

@@ -90,18 +90,38 @@ def test_a_loader_whose_defaults_disagree_with_load_options_is_refused():
 
     with pytest.raises(TypeError, match="the default of split_seed is 1, LoadOptions' 0"):
         accepts_load_options(loader)
+
+    def without_options(
+        *,
+        cache_dir=None,
+        remotes=None,
+        offline=None,
+        split_seed=0,
+        drop_rate=0.0,
+        drop_seed=0,
+        dtype=torch.float32,
+        progress=True,
+    ):
+        return None
+
     with pytest.raises(TypeError, match="must declare the keyword options"):  # the API reference would miss it
-        accepts_load_options(
-            lambda *, cache_dir=None, remotes=None, offline=None, split_seed=0, drop_rate=0.0, drop_seed=0, dtype=torch.float32, progress=True: (
-                None
-            )
-        )
-    fixed = accepts_load_options(
-        lambda *, cache_dir=None, remotes=None, offline=None, split_seed=0, drop_rate=0.0, drop_seed=0, dtype=torch.float32, progress=True, options=None: (
-            split_seed,
-            progress,
-        )
-    )
+        accepts_load_options(without_options)
+
+    def with_options(
+        *,
+        cache_dir=None,
+        remotes=None,
+        offline=None,
+        split_seed=0,
+        drop_rate=0.0,
+        drop_seed=0,
+        dtype=torch.float32,
+        progress=True,
+        options=None,
+    ):
+        return split_seed, progress
+
+    fixed = accepts_load_options(with_options)
     assert fixed() == (0, True) and fixed(options=LoadOptions(split_seed=4, progress=False)) == (4, False)
 
 

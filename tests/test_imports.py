@@ -339,7 +339,9 @@ def test_the_layer_check_names_an_upward_import_and_the_package_init(tmp_path):
         {
             "__init__.py": "from .front import f\n",
             "front.py": "from .base import g\n",
-            "base.py": "def g():\n    from . import __version__  # the package's __init__: upward\n    from .front import f\n",
+            "base.py": "def g():\n"
+            "    from . import __version__  # the package's __init__: upward\n"
+            "    from .front import f\n",
         },
     )
     graph = import_graph(package, "toy")

@@ -1,7 +1,7 @@
-"""The NCDE's and NRDE's control scales (`neuralde_seq.models.ncde.roughness_scales`, ``NeuralCDE(control_scales=...)``):
-a long rough control's summed quadratic variation drove the hidden state to norms in the hundreds at initialisation
-(issue 33); the registry now divides each channel the field reads by a scale that keeps that sum within
-`CONTROL_ROUGHNESS_BUDGET`, and leaves short, smooth series as they were."""
+"""The NCDE's and NRDE's control scales (`neuralde_seq.models.ncde.roughness_scales`,
+``NeuralCDE(control_scales=...)``): a long rough control's summed quadratic variation drove the hidden state to norms in
+the hundreds at initialisation (issue 33); the registry now divides each channel the field reads by a scale that keeps
+that sum within `CONTROL_ROUGHNESS_BUDGET`, and leaves short, smooth series as they were."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The learning rules and fast weight fields against docs/equations.md#equations-in-one-convention, recomputed by hand from the weights.
+"""The learning rules and fast weight fields against docs/equations.md#equations-in-one-convention, recomputed by
+hand from the weights.
 
 Every rule (Hebb, Oja in both softmax orders, Delta pre and post) in every form (direct ODE, CDE, CDE with
 x'-only fields, CDE with the Hebb key/value swap, log-signature RDE) is checked in float64 on random fast

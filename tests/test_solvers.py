@@ -2,8 +2,8 @@
 
 - Hebb (a rate that does not depend on W) integrates to W(t0) + ∫ rate ds: compared with Gauss-Legendre
   quadrature of the rate on every knot interval.
-- Piecewise-constant controls: Hebb, Delta pre/post and Oja against the closed forms of docs/equations.md#closed-forms-on-constant-inputs,
-  window by window.
+- Piecewise-constant controls: Hebb, Delta pre/post and Oja against the closed forms of
+  docs/equations.md#closed-forms-on-constant-inputs, window by window.
 - rk4's order of convergence, dopri5 against fine rk4.
 - The continuous adjoint against backpropagation through the solver (parameters and control).
 - Padded batches against samples alone; deeper models and sequence-to-sequence outputs by hand.
@@ -134,7 +134,7 @@ def test_hebb_equals_quadrature_of_its_rate(form, method):
         assert (total - W0[b]).abs().max() > 0.1  # the integral is not trivially small
 
 
-# ------------------------------------------------------------------ piecewise-constant: docs/equations.md#closed-forms-on-constant-inputs
+# ---------------------------------------------- piecewise-constant: docs/equations.md#closed-forms-on-constant-inputs
 def _piecewise_controls():
     times, values, lengths = make_data(lengths=(13, 8), seed=4)
     logsig = build_control(times, values, lengths, **LOGSIG)  # windows [j, j+1): 6 and 4 windows

@@ -7,7 +7,8 @@
 - A field with one constant basis function is the plain field with the same weights, exactly; with n pieces, on
   piece i it is the plain field with coefficient i.
 - create_model takes basis_time_range from the training input, and beyond it the end weights hold (with a
-  warning); the exact solver and half-given options are refused; gradients reach every coefficient; project_module compresses the model's slow net.
+  warning); the exact solver and half-given options are refused; gradients reach every coefficient; project_module
+  compresses the model's slow net.
 """
 
 import fwp_reference as ref

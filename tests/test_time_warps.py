@@ -1,4 +1,5 @@
-"""Time warps of observation times (neuralde_seq.data.transforms.time_warps), their runner variants, and the warped-adding task.
+"""Time warps of observation times (neuralde_seq.data.transforms.time_warps), their runner variants, and the
+warped-adding task.
 
 Every expected value is computed here from the definitions, in float64: the uniform map t0 + a (t − t0), the smooth
 warp's sine series and the piecewise warp's integral of its slopes from the drawn parameters (numpy), the

@@ -38,8 +38,8 @@ the two channels' scales, which is the log-signature of the rescaled path.
 
 h_0 = W_0 X(t_0) + c_0 (the path's first point; ``control.initial_value`` for log-signature windows); the logits are
 a linear readout of the mean of h over each sample's knots from the first to its final one (``readout="mean"``, the
-authors' classifier, the default) or of h at its final knot (``readout="final"``). After a sample's end its increments are zero, so M = I and
-b = 0: each sample stops at its own end, whatever the padding.
+authors' classifier, the default) or of h at its final knot (``readout="final"``). After a sample's end its
+increments are zero, so M = I and b = 0: each sample stops at its own end, whatever the padding.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ or padded in a batch, and each sample is read at its own last observation. Δt i
 sample's previous observation (0 at its first), and the mask m (1 where a channel is observed) is always
 an input, so a filled-in value is never mistaken for a measurement.
 
-**An ODE between observations.** `walk_observations` is the walk over the rows with an ODE between observations (ODE-RNN, ODE-RFWP
-and the Latent ODEs' encoders), `ode_mlp` the ODE's f.
+**An ODE between observations.** `walk_observations` is the walk over the rows with an ODE between observations
+(ODE-RNN, ODE-RFWP and the Latent ODEs' encoders), `ode_mlp` the ODE's f.
 
 **Empirical mean** (GRU-D's x_mean, and the fill before a channel's first observation with
 ``fill="last"``): the mean of each channel's observed values. Call ``set_empirical_mean(train_inputs)``

@@ -123,7 +123,7 @@ seed 0; seconds for fit and prediction on ACSF1 on one shared CPU thread):
 | slice-block (1024), oscillators, 3/8 fast (3) | ppv | 73.0 | 94.1 | 81.1 | 98.4 | 86.7 | 9 |
 | slice-block (1024), oscillators, a quarter fast, values ×4 (3) | ppv | 72.7 | 94.9 | 82.9 | 98.9 | 87.3 | 9 |
 | slice-block (1024), oscillators, values ×4 (3) | ppv | 68.7 | 94.6 | 83.2 | 99.3 | 86.5 | 9 |
-| slice-block (1024), oscillators, no fast units, the defaults before (3) | ppv | 59.7 | 94.6 | 85.3 | 98.7 | 84.6 | 9-10 |
+| slice-block (1024), oscillators, no fast units, the old defaults (3) | ppv | 59.7 | 94.6 | 85.3 | 98.7 | 84.6 | 9-10 |
 | slice-block (1024), oscillators (3) | ppv, values | 60.3 | 94.4 | 85.5 | 98.7 | 84.7 | 10 |
 | slice-block (1024), oscillators (3) | ppv, mean | 56.7 | 93.3 | 84.0 | 98.0 | 83.0 | 10 |
 | slice-block (1024), oscillators, gap clamp 2 only (3) | ppv | 59.7 | 93.5 | 87.0 | 97.6 | 84.4 | 9 |

@@ -224,8 +224,8 @@ register_reference_method(
         "random-features",
         RandomFeatureClassifier,
         kind="random features",
-        description="frozen random slice-block reservoir of damped oscillators (the defaults), its features read out by "
-        "closed-form ridge",
+        description="frozen random slice-block reservoir of damped oscillators (the defaults), its features read out "
+        "by closed-form ridge",
     )
 )
 register_reference_method(
@@ -244,7 +244,7 @@ register_reference_method(
         RandomFeatureClassifier,
         {"fine_tune": True},
         kind="random features",
-        description="the random-features reservoir and thresholds fine-tuned by the ridge readout's leave-one-out error, "
-        "kept where it beats the untrained start on a held-out fifth of the training series",
+        description="the random-features reservoir and thresholds fine-tuned by the ridge readout's leave-one-out "
+        "error, kept where it beats the untrained start on a held-out fifth of the training series",
     )
 )

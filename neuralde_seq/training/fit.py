@@ -527,10 +527,13 @@ class _LastGood:
             if replaced is not None:
                 restored_epoch, restored_path = replaced
         where = f" from {restored_path}" if restored_path is not None else ""
+        advice = error.advice or (
+            "Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance."
+        )
         message = (
             f"training diverged at epoch {state.epoch}, training step {state.step + 1}: {error.reason}. "
             f"Restored the last good weights (epoch {restored_epoch}){where}. "
-            f"{error.advice or 'Try a lower learning rate, gradient clipping (grad_clip) or a tighter solver tolerance.'}"
+            f"{advice}"
         )
         history["stopped_by"] = "diverged"
         history["diverged"] = message

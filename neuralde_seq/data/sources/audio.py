@@ -1,4 +1,5 @@
-"""WAV reading and MFCCs in plain torch (torchaudio does not import next to torch 2.13; docs/design.md#environment-constraints).
+"""WAV reading and MFCCs in plain torch (torchaudio does not import next to torch 2.13;
+docs/design.md#environment-constraints).
 
 `mfcc` reproduces ``torchaudio.transforms.MFCC(sample_rate, n_mfcc, log_mels=True,
 melkwargs=dict(n_fft=..., n_mels=...))`` — the Speech Commands features of the NCDE paper (Kidger et al.
@@ -213,8 +214,8 @@ def mfcc(
 ) -> torch.Tensor:
     """MFCCs of log-mel spectra, as torchaudio's ``MFCC(log_mels=True)`` (see the module docstring).
 
-    The defaults are the Speech Commands protocol (docs/design.md#dataset-protocols): 20 coefficients, n_fft 200, 64 mels,
-    16 kHz, giving 161 x 20 for a 16000-sample clip.
+    The defaults are the Speech Commands protocol (docs/design.md#dataset-protocols): 20 coefficients, n_fft 200,
+    64 mels, 16 kHz, giving 161 x 20 for a 16000-sample clip.
 
     Args:
         waveform: (..., L) floating point samples (Speech Commands: int16 / 2^15).

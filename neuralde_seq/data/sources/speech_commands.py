@@ -1,7 +1,7 @@
 """Speech Commands v0.02 (Warden 2018) in the protocol of the NCDE paper (Kidger et al. 2020).
 
-Protocol (docs/design.md#dataset-protocols; the NCDE code ``experiments/datasets/speech_commands.py`` and ``common.py``, which
-CKConv's code (paper 000) copies for SC and SC_raw):
+Protocol (docs/design.md#dataset-protocols; the NCDE code ``experiments/datasets/speech_commands.py`` and
+``common.py``, which CKConv's code (paper 000) copies for SC and SC_raw):
 
 * the ten words ``yes, no, up, down, left, right, on, off, stop, go`` (labels 0..9 in this order); every
   other folder of the archive (the 25 other words, ``_background_noise_``) and the top-level files

@@ -1,9 +1,10 @@
 """Synthetic stress tasks of paper 000 (CKConv, Sec. 5 "Stress experiments", App. C): copy memory and the
 adding problem, each with a sequence-length option.
 
-Both generators return a `SyntheticSequences` in the toolkit's data convention (docs/design.md#data-conventions): ``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN),
-and ``targets``. Every sample has the same length L, so ``lengths`` is L for all of them; build the model's
-input with ``Observations.from_tensors(data.times, data.values)`` or
+Both generators return a `SyntheticSequences` in the toolkit's data convention (docs/design.md#data-conventions):
+``times`` (N, L) on the integer grid 0, 1, ..., L − 1, ``values`` (N, L, C), fully observed (no NaN), and ``targets``.
+Every sample has the same length L, so ``lengths`` is L for all of them; build the model's input with
+``Observations.from_tensors(data.times, data.values)`` or
 ``neuralde_seq.models.model_inputs(name, data.times, data.values)``.
 
 Randomness comes from a ``torch.Generator``: pass ``seed`` (a fresh generator seeded with it) or
@@ -222,19 +223,18 @@ def warped_adding(
 ) -> SyntheticSequences:
     """The adding problem on a warped clock, as a classification task (the ``warped-adding`` benchmark task).
 
-    **Definition.** A sample is a sequence of K = ``num_events`` events. Event k holds a value v_k ~ U[0, 1)
-    and lasts from b_k to b_{k+1}, with event boundaries b_k = G · τ(k / K) on the clock [0, G],
-    G = K · ``event_duration``, where τ is the sample's own smooth random time warp
-    (`neuralde_seq.data.transforms.time_warps`: τ(u) = u + Σ_{j=1..modes} a_j sin(jπu)/(jπ), Σ |a_j| = ``warp_strength``,
-    so every event lasts between (1 − warp_strength) and (1 + warp_strength) times ``event_duration``). Two
-    events are marked: one drawn uniformly among the first ⌊K/2⌋ events, one among the others (the adding
-    problem's "halves"). The sample is observed on the common grid t = 0, 1, ..., G − 1: channel 0 is the
-    value of the event in progress at t (the event k with b_k <= t < b_{k+1}), channel 1 is 1 while a marked
-    event is in progress and 0 otherwise. Every event covers at least one grid point (its duration is at
-    least ``event_duration · (1 − warp_strength)`` >= 1). The label is 1 when the two marked values add up to
-    more than 1, else 0 (`WARPED_ADDING_CLASSES`): the adding problem's target thresholded at its median, so
-    the classes are balanced; chance is 50 %, and a model that reads only the second marked value (predicting
-    1 when it exceeds 1/2) is right 75 % of the time: above that it must carry the first value across the
+    **Definition.** A sample is a sequence of K = ``num_events`` events. Event k holds a value v_k ~ U[0, 1) and lasts
+    from b_k to b_{k+1}, with event boundaries b_k = G · τ(k / K) on the clock [0, G], G = K · ``event_duration``, where
+    τ is the sample's own smooth random time warp (`neuralde_seq.data.transforms.time_warps`:
+    τ(u) = u + Σ_{j=1..modes} a_j sin(jπu)/(jπ), Σ |a_j| = ``warp_strength``, so every event lasts between
+    (1 − warp_strength) and (1 + warp_strength) times ``event_duration``). Two events are marked: one drawn uniformly
+    among the first ⌊K/2⌋ events, one among the others (the adding problem's "halves"). The sample is observed on the
+    common grid t = 0, 1, ..., G − 1: channel 0 is the value of the event in progress at t (the event k with
+    b_k <= t < b_{k+1}), channel 1 is 1 while a marked event is in progress and 0 otherwise. Every event covers at least
+    one grid point (its duration is at least ``event_duration · (1 − warp_strength)`` >= 1). The label is 1 when the two
+    marked values add up to more than 1, else 0 (`WARPED_ADDING_CLASSES`): the adding problem's target thresholded at
+    its median, so the classes are balanced; chance is 50 %, and a model that reads only the second marked value
+    (predicting 1 when it exceeds 1/2) is right 75 % of the time: above that it must carry the first value across the
     gap.
 
     **Why a warp, and why gating should help.** The first marked value has to be held from its event to the

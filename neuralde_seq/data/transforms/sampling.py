@@ -1,5 +1,6 @@
 """Dataset transforms that change which observations a dataset holds: dropping at random, cropping with dropping
-(augmentation), subsampling, and unobserved points filled into gaps (`fill_gaps`). (Per-channel standardisation is `neuralde_seq.data.transforms.standardisation`.)"""
+(augmentation), subsampling, and unobserved points filled into gaps (`fill_gaps`). (Per-channel standardisation is
+`neuralde_seq.data.transforms.standardisation`.)"""
 
 from __future__ import annotations
 
