@@ -15,7 +15,8 @@ from test_sklearn import _ragged  # tests/ is on the path (conftest.py)
 
 from neuralde_seq import MODEL_NAMES, create_model
 from neuralde_seq.data import from_arrays, random_crop_and_drop
-from neuralde_seq.sklearn import AUTO_MAX_STEPS, SequenceClassifier, SequenceRegressor, _step_budget
+from neuralde_seq.estimator_training import _step_budget
+from neuralde_seq.sklearn import AUTO_MAX_STEPS, SequenceClassifier, SequenceRegressor
 from neuralde_seq.training.augmentation import member_seed
 
 SMALL = dict(model_options={"hidden": 8}, lr=0.02, batch_size=8)
