@@ -164,7 +164,7 @@ for (name, method_name), (intervals, evaluations) in steps.items():
 results = {}
 for seed in SEEDS:
     (train, val, test), inputs = data[seed]
-    for (name, _solver), label in zip(SETUPS, LABELS):
+    for (name, solver), label in zip(SETUPS, LABELS):
         torch.manual_seed(seed)
         model = create_model(
             name, inputs[name]["train"], num_classes=train.num_classes, solver=solver, **MODEL_SIZE

@@ -84,11 +84,11 @@ def test_random_features_by_the_kernel_equal_those_from_every_state(monkeypatch)
     lengths = torch.tensor([700, 650, 300, 700, 41, 500])
     features = ("ppv", "mpv", "max", "mean", "final")
     fast = RandomFeatures(features=features, width=64, num_biases=2, seed=3).fit(times, values, lengths)
-    assert fast._fused(values.device)
+    assert fast._fused_model(values.device) is not None
     by_kernel = fast.transform(times, values, lengths)
     monkeypatch.setattr("neuralde_seq.random_features.features.fused_available", lambda: False)
     slow = RandomFeatures(features=features, width=64, num_biases=2, seed=3).fit(times, values, lengths)
-    assert not slow._fused(values.device)
+    assert slow._fused_model(values.device) is None
     torch.testing.assert_close(slow.biases_, fast.biases_, rtol=1e-9, atol=1e-12)
     from_states = slow.transform(times, values, lengths)
     for name in ("mpv", "max", "mean", "final"):
